@@ -1,0 +1,1 @@
+"""Adapters: each implements a core port and speaks only core types outward."""

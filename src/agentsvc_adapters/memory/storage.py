@@ -1,0 +1,100 @@
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from uuid import UUID
+
+import msgspec
+
+from agentsvc_core.entities import Agent, ApiKey, Organization
+from agentsvc_core.errors import NotFound
+from agentsvc_core.ports import AgentRepository, ApiKeyRepository, OrganizationRepository, Storage
+
+
+class MemoryOrganizations(OrganizationRepository):
+    def __init__(self) -> None:
+        self._orgs: dict[str, Organization] = {}
+
+    async def ensure(self, org: Organization) -> Organization:
+        return self._orgs.setdefault(org.id, org)
+
+    async def get(self, org_id: str) -> Organization:
+        try:
+            return self._orgs[org_id]
+        except KeyError:
+            raise NotFound("organization not found") from None
+
+
+class MemoryApiKeys(ApiKeyRepository):
+    def __init__(self) -> None:
+        self._by_hash: dict[str, ApiKey] = {}
+
+    async def add(self, key: ApiKey) -> None:
+        self._by_hash.setdefault(key.key_hash, key)
+
+    async def find_by_hash(self, key_hash: str) -> ApiKey | None:
+        return self._by_hash.get(key_hash)
+
+    async def list(self, org_id: str) -> list[ApiKey]:
+        keys = [k for k in self._by_hash.values() if k.org_id == org_id]
+        return sorted(keys, key=lambda k: (k.created_at, k.id))
+
+    async def revoke(self, org_id: str, key_id: UUID, at: datetime) -> ApiKey:
+        for key in self._by_hash.values():
+            if key.org_id == org_id and key.id == key_id:
+                if key.revoked_at is not None:
+                    return key
+                revoked = msgspec.structs.replace(key, revoked_at=at)
+                self._by_hash[key.key_hash] = revoked
+                return revoked
+        raise NotFound("API key not found")
+
+
+class MemoryAgents(AgentRepository):
+    def __init__(self) -> None:
+        # Keyed by (org, id): a lookup with the wrong org finds nothing.
+        self._agents: dict[tuple[str, UUID], Agent] = {}
+
+    async def add(self, agent: Agent) -> None:
+        self._agents[(agent.org_id, agent.id)] = agent
+
+    def _get(self, org_id: str, agent_id: UUID) -> Agent:
+        try:
+            return self._agents[(org_id, agent_id)]
+        except KeyError:
+            raise NotFound("agent not found") from None
+
+    async def get(self, org_id: str, agent_id: UUID) -> Agent:
+        return self._get(org_id, agent_id)
+
+    async def list(self, org_id: str) -> list[Agent]:
+        agents = [a for (org, _), a in self._agents.items() if org == org_id]
+        return sorted(agents, key=lambda a: (a.created_at, a.id))
+
+    async def modify(self, org_id: str, agent_id: UUID, change: Callable[[Agent], Agent]) -> Agent:
+        updated = change(self._get(org_id, agent_id))
+        self._agents[(org_id, agent_id)] = updated
+        return updated
+
+    async def delete(self, org_id: str, agent_id: UUID) -> None:
+        self._get(org_id, agent_id)
+        del self._agents[(org_id, agent_id)]
+
+
+class MemoryStorage(Storage):
+    def __init__(self) -> None:
+        self._orgs = MemoryOrganizations()
+        self._keys = MemoryApiKeys()
+        self._agents = MemoryAgents()
+
+    @property
+    def organizations(self) -> OrganizationRepository:
+        return self._orgs
+
+    @property
+    def api_keys(self) -> ApiKeyRepository:
+        return self._keys
+
+    @property
+    def agents(self) -> AgentRepository:
+        return self._agents

@@ -1,0 +1,1 @@
+"""agentsvc core: entities, ports and use cases, free of any framework or driver."""

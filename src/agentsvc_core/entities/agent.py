@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+from datetime import datetime
+from uuid import UUID
+
+import msgspec
+
+# The two execution runtimes an agent may name (the spec leaves the vendor strings
+# out): this service's own turn loop, and an alternative runtime slot.
+RUNTIME_PROVIDERS = ("native", "alternative")
+
+
+class ToolProfile(msgspec.Struct, frozen=True, kw_only=True):
+    """A named subset of an agent's tools (custom names or ``<mcp slug>__<tool>``)."""
+
+    tools: tuple[str, ...] = ()
+    description: str = ""
+
+
+class Agent(msgspec.Struct, frozen=True, kw_only=True):
+    id: UUID
+    org_id: str
+    name: str
+    description: str
+    stable_preamble: str
+    default_model: str
+    created_at: datetime
+    updated_at: datetime
+    tool_profiles: dict[str, ToolProfile] | None = None
+    default_profile: str | None = None
+    runtime_provider: str | None = None

@@ -1,0 +1,64 @@
+"""The domain's exception tree.
+
+Core code raises these; adapters translate foreign exceptions into them at their
+edge (``raise NotFound(...) from exc``); the web layer owns the one table that maps
+each to an HTTP status and error code. ``detail`` is shown to API clients, so it
+must never carry a secret.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "Conflict",
+    "DomainError",
+    "InvalidInput",
+    "NotFound",
+    "PermissionDenied",
+    "Unauthenticated",
+    "Upstream",
+]
+
+
+class DomainError(Exception):
+    """Base of every error the core raises on purpose."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+class NotFound(DomainError):
+    """The resource does not exist, or belongs to another organization."""
+
+
+class InvalidInput(DomainError):
+    """Input parsed but breaks a rule of the domain; ``field`` names the culprit."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field}: {problem}")
+        self.field = field
+        self.problem = problem
+
+
+class Conflict(DomainError):
+    """The request collides with the current state (e.g. a busy thread)."""
+
+    def __init__(self, detail: str, code: str = "CONFLICT") -> None:
+        super().__init__(detail)
+        self.code = code
+
+
+class PermissionDenied(DomainError):
+    """Authenticated, but this principal may not use this resource."""
+
+
+class Unauthenticated(DomainError):
+    """No, malformed, unknown, revoked or expired credential."""
+
+
+class Upstream(DomainError):
+    """A dependency outside the service (provider, resolver, MCP server) failed."""
+
+    def __init__(self, detail: str, code: str = "UPSTREAM_ERROR") -> None:
+        super().__init__(detail)
+        self.code = code

@@ -1,0 +1,23 @@
+from __future__ import annotations
+
+from typing import Protocol
+
+import msgspec
+
+
+class VerifiedToken(msgspec.Struct, frozen=True, kw_only=True):
+    subject: str
+    org_id: str
+
+
+class TokenVerifier(Protocol):
+    """Checks a bearer token that is not an API key (a JWT)."""
+
+    async def verify(self, token: str) -> VerifiedToken:
+        """Return the token's subject and organization.
+
+        Raises ``Unauthenticated`` for a bad signature, a disallowed algorithm, an
+        expired or not-yet-valid token, a wrong issuer or audience, or a missing
+        ``exp``, ``sub`` or organization claim. Never echoes the token.
+        """
+        ...

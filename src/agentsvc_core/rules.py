@@ -1,0 +1,106 @@
+"""Invariants of the domain's values, checked before anything reaches storage.
+
+The domain decides what text is acceptable, not the database: PostgreSQL refuses
+NUL characters in ``text``, so the core refuses them for every adapter alike.
+Bounds are public constants so the web layer can publish the same numbers in its
+OpenAPI schema.
+"""
+
+from __future__ import annotations
+
+import re
+
+from agentsvc_core.entities import RUNTIME_PROVIDERS, Agent, ToolProfile
+from agentsvc_core.errors import InvalidInput
+
+__all__ = [
+    "MAX_DESCRIPTION",
+    "MAX_KEY_NAME",
+    "MAX_MODEL_ID",
+    "MAX_NAME",
+    "MAX_ORG_ID",
+    "MAX_PREAMBLE",
+    "MAX_PROFILES",
+    "MAX_PROFILE_NAME",
+    "MAX_PROFILE_TOOLS",
+    "MAX_TOOL_NAME",
+    "check_agent",
+    "check_model_id",
+    "check_org_id",
+    "check_text",
+]
+
+MAX_NAME = 256
+MAX_DESCRIPTION = 10_000
+MAX_PREAMBLE = 200_000
+MAX_MODEL_ID = 200
+MAX_ORG_ID = 128
+MAX_KEY_NAME = 256
+MAX_PROFILES = 100
+MAX_PROFILE_NAME = 64
+MAX_PROFILE_TOOLS = 500
+MAX_TOOL_NAME = 200
+
+# Model ids: "claude-sonnet-4-5", "beta:gpt-4o", "meta-llama/Llama-3.1-8B", "local".
+_MODEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]*")
+_ORG_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def check_text(field: str, value: str, *, max_len: int, required: bool = False) -> str:
+    """Refuse NUL characters, overlong values and (when required) blank values."""
+    if "\x00" in value:
+        raise InvalidInput(field, "must not contain NUL characters")
+    if len(value) > max_len:
+        raise InvalidInput(field, f"must be at most {max_len} characters")
+    if required and not value.strip():
+        raise InvalidInput(field, "must not be empty")
+    return value
+
+
+def check_model_id(field: str, value: str) -> str:
+    if len(value) > MAX_MODEL_ID or not _MODEL_ID.fullmatch(value):
+        raise InvalidInput(
+            field,
+            f"must be a model id of at most {MAX_MODEL_ID} characters "
+            "(letters, digits and . _ : / @ + -)",
+        )
+    return value
+
+
+def check_org_id(field: str, value: str) -> str:
+    if len(value) > MAX_ORG_ID or not _ORG_ID.fullmatch(value):
+        raise InvalidInput(
+            field,
+            f"must be 1-{MAX_ORG_ID} characters of letters, digits, '.', '_' or '-'",
+        )
+    return value
+
+
+def _check_profiles(profiles: dict[str, ToolProfile]) -> None:
+    if len(profiles) > MAX_PROFILES:
+        raise InvalidInput("tool_profiles", f"at most {MAX_PROFILES} profiles")
+    for name, profile in profiles.items():
+        check_text("tool_profiles", name, max_len=MAX_PROFILE_NAME, required=True)
+        field = f"tool_profiles.{name}"
+        check_text(f"{field}.description", profile.description, max_len=MAX_DESCRIPTION)
+        if len(profile.tools) > MAX_PROFILE_TOOLS:
+            raise InvalidInput(f"{field}.tools", f"at most {MAX_PROFILE_TOOLS} tools")
+        for tool in profile.tools:
+            check_text(f"{field}.tools", tool, max_len=MAX_TOOL_NAME, required=True)
+
+
+def check_agent(agent: Agent) -> Agent:
+    """Every invariant of an agent; run on create and after every change."""
+    check_text("name", agent.name, max_len=MAX_NAME, required=True)
+    check_text("description", agent.description, max_len=MAX_DESCRIPTION)
+    check_text("stable_preamble", agent.stable_preamble, max_len=MAX_PREAMBLE)
+    check_model_id("default_model", agent.default_model)
+    if agent.tool_profiles is not None:
+        _check_profiles(agent.tool_profiles)
+    if agent.default_profile is not None and agent.default_profile not in (
+        agent.tool_profiles or {}
+    ):
+        raise InvalidInput("default_profile", "must name one of the agent's toolProfiles")
+    if agent.runtime_provider is not None and agent.runtime_provider not in RUNTIME_PROVIDERS:
+        raise InvalidInput("runtime_provider", f"must be one of {', '.join(RUNTIME_PROVIDERS)}")
+    return agent

@@ -1,0 +1,89 @@
+from __future__ import annotations
+
+import uuid
+from uuid import UUID
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from agentsvc_core.entities import Agent, Principal, ToolProfile
+from agentsvc_core.ports import AgentRepository, Clock
+from agentsvc_core.rules import check_agent
+
+
+class AgentDraft(msgspec.Struct, frozen=True, kw_only=True):
+    """What a caller supplies to create an agent."""
+
+    name: str
+    description: str = ""
+    stable_preamble: str = ""
+    default_model: str | None = None
+    tool_profiles: dict[str, ToolProfile] | None = None
+    default_profile: str | None = None
+    runtime_provider: str | None = None
+
+
+class AgentChanges(msgspec.Struct, frozen=True, kw_only=True):
+    """A partial update: ``UNSET`` leaves a field alone, ``None`` clears a nullable one."""
+
+    name: str | UnsetType = UNSET
+    description: str | UnsetType = UNSET
+    stable_preamble: str | UnsetType = UNSET
+    default_model: str | UnsetType = UNSET
+    tool_profiles: dict[str, ToolProfile] | UnsetType | None = UNSET
+    default_profile: str | UnsetType | None = UNSET
+    runtime_provider: str | UnsetType | None = UNSET
+
+    def supplied(self) -> dict[str, object]:
+        return {
+            f: getattr(self, f) for f in self.__struct_fields__ if getattr(self, f) is not UNSET
+        }
+
+
+class Agents:
+    """Create, read, change and delete an organization's agents."""
+
+    def __init__(self, repo: AgentRepository, clock: Clock, default_model: str) -> None:
+        self._repo = repo
+        self._clock = clock
+        self._default_model = default_model
+
+    async def create(self, who: Principal, draft: AgentDraft) -> Agent:
+        now = self._clock.now()
+        agent = check_agent(
+            Agent(
+                id=uuid.uuid4(),
+                org_id=who.org_id,
+                name=draft.name,
+                description=draft.description,
+                stable_preamble=draft.stable_preamble,
+                default_model=draft.default_model or self._default_model,
+                tool_profiles=draft.tool_profiles,
+                default_profile=draft.default_profile,
+                runtime_provider=draft.runtime_provider,
+                created_at=now,
+                updated_at=now,
+            )
+        )
+        await self._repo.add(agent)
+        return agent
+
+    async def get(self, who: Principal, agent_id: UUID) -> Agent:
+        return await self._repo.get(who.org_id, agent_id)
+
+    async def list(self, who: Principal) -> list[Agent]:
+        return await self._repo.list(who.org_id)
+
+    async def update(self, who: Principal, agent_id: UUID, changes: AgentChanges) -> Agent:
+        fields = changes.supplied()
+        if not fields:
+            return await self._repo.get(who.org_id, agent_id)
+        now = self._clock.now()
+
+        def apply(current: Agent) -> Agent:
+            return check_agent(msgspec.structs.replace(current, updated_at=now, **fields))
+
+        return await self._repo.modify(who.org_id, agent_id, apply)
+
+    async def delete(self, who: Principal, agent_id: UUID) -> None:
+        await self._repo.delete(who.org_id, agent_id)

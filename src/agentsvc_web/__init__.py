@@ -1,0 +1,1 @@
+"""The Litestar web adapter: HTTP in, use cases, HTTP/SSE out."""

@@ -1,0 +1,71 @@
+"""The Litestar application: routes, auth, error mapping, OpenAPI."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from litestar import Litestar, get
+from litestar.di import Provide
+from litestar.openapi import OpenAPIConfig
+from litestar.openapi.spec import Components, SecurityScheme
+
+from agentsvc_web.auth import bearer_auth
+from agentsvc_web.bootstrap import Services, build_services
+from agentsvc_web.controllers import AgentController, KeyController
+from agentsvc_web.errors import EXCEPTION_HANDLERS
+from agentsvc_web.schemas import OkBody
+from agentsvc_web.settings import Settings
+
+VERSION = "0.1.0"
+
+
+@get("/healthz", summary="Liveness probe (no authentication)", tags=["operations"])
+async def healthz() -> OkBody:
+    return OkBody(ok=True)
+
+
+def _const(value: object) -> Provide:
+    def provide() -> object:
+        return value
+
+    return Provide(provide, use_cache=True, sync_to_thread=False)
+
+
+def create_app(settings: Settings | None = None, services: Services | None = None) -> Litestar:
+    """Build the app. With no arguments (as ``uvicorn --factory`` calls it) the
+    settings come from the environment."""
+    settings = settings or Settings.from_env()
+    services = services or build_services(settings)
+
+    @asynccontextmanager
+    async def lifespan(_: Litestar) -> AsyncIterator[None]:
+        async with services.running():
+            yield
+
+    return Litestar(
+        route_handlers=[AgentController, KeyController, healthz],
+        dependencies={"agents": _const(services.agents), "api_keys": _const(services.api_keys)},
+        middleware=[bearer_auth(services.authenticator)],
+        exception_handlers=EXCEPTION_HANDLERS,
+        lifespan=[lifespan],
+        request_max_body_size=settings.max_body_bytes,
+        openapi_config=OpenAPIConfig(
+            title="agentsvc",
+            version=VERSION,
+            description="Agent Conversation Service: agents, threads and streamed replies.",
+            path="/schema",
+            components=Components(
+                security_schemes={
+                    "BearerToken": SecurityScheme(
+                        type="http",
+                        scheme="bearer",
+                        description="An API key (ask_...) or a JWT",
+                    )
+                }
+            ),
+            security=[{"BearerToken": []}],
+            use_handler_docstrings=False,
+        ),
+        debug=False,
+    )

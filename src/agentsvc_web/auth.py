@@ -1,0 +1,46 @@
+"""Bearer authentication for every ``/api/`` route (the OpenAPI document is public)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar.connection import ASGIConnection
+from litestar.middleware import (
+    AbstractAuthenticationMiddleware,
+    AuthenticationResult,
+    DefineMiddleware,
+)
+
+from agentsvc_core.entities import Principal
+from agentsvc_core.errors import Unauthenticated
+from agentsvc_core.use_cases import Authenticator
+
+
+class BearerAuth(AbstractAuthenticationMiddleware):
+    def __init__(self, app: Any, authenticator: Authenticator, **kwargs: Any) -> None:
+        super().__init__(app, **kwargs)
+        self._authenticator = authenticator
+
+    async def authenticate_request(
+        self, connection: ASGIConnection[Any, Any, Any, Any]
+    ) -> AuthenticationResult:
+        header = connection.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        if not header:
+            raise Unauthenticated("missing Authorization header")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise Unauthenticated("Authorization must be 'Bearer <token>'")
+        principal = await self._authenticator.authenticate(token.strip())
+        return AuthenticationResult(user=principal, auth=principal.method)
+
+
+def bearer_auth(authenticator: Authenticator) -> DefineMiddleware:
+    return DefineMiddleware(
+        BearerAuth, authenticator=authenticator, exclude=["^/schema", "^/healthz"]
+    )
+
+
+def principal_of(connection: ASGIConnection[Any, Any, Any, Any]) -> Principal:
+    user = connection.user
+    assert isinstance(user, Principal)
+    return user

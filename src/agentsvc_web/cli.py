@@ -1,0 +1,127 @@
+"""The ``agentsvc`` command: ``serve``, ``keys create``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import secrets
+import sys
+from pathlib import Path
+
+from agentsvc_core.entities import API_KEY_PREFIX
+from agentsvc_web.bootstrap import build_services
+from agentsvc_web.settings import Settings, SettingsError
+
+log = logging.getLogger("agentsvc")
+
+
+def _dev_key(settings: Settings) -> str:
+    """The development key kept in the data folder (created on first use, mode 0600)."""
+    path = Path(settings.data_dir) / "dev-api-key"
+    if path.exists():
+        return path.read_text().strip()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    token = API_KEY_PREFIX + secrets.token_urlsafe(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(token + "\n")
+    return token
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn  # noqa: PLC0415  (only the serve command needs the server)
+
+    settings = Settings.from_env()
+    host = args.host or settings.host
+    port = args.port if args.port is not None else settings.port
+    if args.workers > 1 and settings.storage == "memory":
+        print(
+            "error: --workers > 1 needs shared storage; memory storage lives in one process",
+            file=sys.stderr,
+        )
+        return 2
+    if args.print_dev_key:
+        if settings.bootstrap_api_key:
+            print("Using AGENTSVC_BOOTSTRAP_API_KEY from the environment.")
+        else:
+            key = _dev_key(settings)
+            os.environ["AGENTSVC_BOOTSTRAP_API_KEY"] = key
+            base = f"http://{host}:{port}"
+            print(
+                f"\n  agentsvc on {base}  (organization {settings.bootstrap_org!r})\n"
+                f"  API key: {key}\n"
+                f"  (kept in {Path(settings.data_dir) / 'dev-api-key'})\n\n"
+                f"  curl -s {base}/api/agents -H 'Authorization: Bearer {key}'\n",
+                flush=True,
+            )
+    uvicorn.run(
+        "agentsvc_web.app:create_app",
+        factory=True,
+        host=host,
+        port=port,
+        workers=args.workers,
+        loop="uvloop",
+        http="httptools",
+        access_log=args.access_log,
+        log_level=settings.log_level.lower(),
+        timeout_graceful_shutdown=5,
+        proxy_headers=False,
+    )
+    return 0
+
+
+async def _keys_create(org: str, name: str) -> int:
+    settings = Settings.from_env()
+    if settings.storage == "memory":
+        print(
+            "error: with AGENTSVC_STORAGE=memory a key made here would vanish with this "
+            "command; use AGENTSVC_BOOTSTRAP_API_KEY, or POST /api/keys on the running service",
+            file=sys.stderr,
+        )
+        return 2
+    services = build_services(settings)
+    async with services.running():
+        issued = await services.api_keys.issue(org, name)
+    print(issued.token)
+    print(
+        f"(key {issued.key.id} for organization {org!r}; shown once, store it now)", file=sys.stderr
+    )
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="agentsvc", description="Agent Conversation Service")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the HTTP service")
+    serve.add_argument("--host", default=None, help="listen address (AGENTSVC_HOST)")
+    serve.add_argument("--port", type=int, default=None, help="listen port (AGENTSVC_PORT)")
+    serve.add_argument("--workers", type=int, default=1, help="worker processes")
+    serve.add_argument("--access-log", action="store_true", help="log every request")
+    serve.add_argument(
+        "--print-dev-key",
+        action="store_true",
+        help="use (and print) a development API key kept in the data folder",
+    )
+
+    keys = sub.add_parser("keys", help="manage API keys")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
+    create = keys_sub.add_parser("create", help="create an API key and print it once")
+    create.add_argument("--org", required=True, help="organization id (created if new)")
+    create.add_argument("--name", default="", help="a label for the key")
+
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        if args.command == "serve":
+            return _serve(args)
+        return asyncio.run(_keys_create(args.org, args.name))
+    except SettingsError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,85 @@
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from litestar import Controller, Request, delete, get, patch, post
+from litestar.di import NamedDependency
+from litestar.params import FromPath, JSONBody
+from msgspec import UNSET
+
+from agentsvc_core.use_cases import AgentChanges, AgentDraft, Agents
+from agentsvc_web.auth import principal_of
+from agentsvc_web.openapi import CREATE, READ, WRITE, errors
+from agentsvc_web.schemas import (
+    AgentCreateBody,
+    AgentOut,
+    AgentPatchBody,
+    OkBody,
+    profiles_to_entity,
+)
+
+Req = Request[Any, Any, Any]
+
+
+class AgentController(Controller):
+    path = "/api/agents"
+    tags = ["agents"]
+
+    @get("/", responses=errors(), summary="List the organization's agents")
+    async def list_agents(self, request: Req, agents: NamedDependency[Agents]) -> list[AgentOut]:
+        return [AgentOut.of(a) for a in await agents.list(principal_of(request))]
+
+    @post("/", status_code=201, responses=CREATE, summary="Create an agent")
+    async def create_agent(
+        self, request: Req, agents: NamedDependency[Agents], data: JSONBody[AgentCreateBody]
+    ) -> AgentOut:
+        draft = AgentDraft(
+            name=data.name,
+            description=data.description,
+            stable_preamble=data.stable_preamble,
+            default_model=data.default_model,
+            tool_profiles=profiles_to_entity(data.tool_profiles),
+            default_profile=data.default_profile,
+            runtime_provider=data.runtime_provider,
+        )
+        return AgentOut.of(await agents.create(principal_of(request), draft))
+
+    @get("/{agent_id:uuid}", responses=READ, summary="Get an agent")
+    async def get_agent(
+        self, request: Req, agents: NamedDependency[Agents], agent_id: FromPath[UUID]
+    ) -> AgentOut:
+        return AgentOut.of(await agents.get(principal_of(request), agent_id))
+
+    @patch("/{agent_id:uuid}", responses=WRITE, summary="Change the supplied fields of an agent")
+    async def patch_agent(
+        self,
+        request: Req,
+        agents: NamedDependency[Agents],
+        agent_id: FromPath[UUID],
+        data: JSONBody[AgentPatchBody],
+    ) -> AgentOut:
+        changes = AgentChanges(
+            name=data.name,
+            description=data.description,
+            stable_preamble=data.stable_preamble,
+            default_model=data.default_model,
+            tool_profiles=UNSET
+            if data.tool_profiles is UNSET
+            else profiles_to_entity(data.tool_profiles),
+            default_profile=data.default_profile,
+            runtime_provider=data.runtime_provider,
+        )
+        return AgentOut.of(await agents.update(principal_of(request), agent_id, changes))
+
+    @delete(
+        "/{agent_id:uuid}",
+        status_code=200,
+        responses=READ,
+        summary="Delete an agent (its threads are kept)",
+    )
+    async def delete_agent(
+        self, request: Req, agents: NamedDependency[Agents], agent_id: FromPath[UUID]
+    ) -> OkBody:
+        await agents.delete(principal_of(request), agent_id)
+        return OkBody(ok=True)

@@ -1,0 +1,140 @@
+"""The one table from errors to HTTP statuses and codes, framework errors included.
+
+Every error answer has the body ``{"error": CODE, "detail": "..."}``. Details come
+from the domain's own messages or from fixed strings here: never from a stack
+trace, a driver message or a secret.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from litestar import Request, Response
+from litestar.exceptions import HTTPException, ValidationException
+
+from agentsvc_core.errors import (
+    Conflict,
+    DomainError,
+    InvalidInput,
+    NotFound,
+    PermissionDenied,
+    Unauthenticated,
+    Upstream,
+)
+from agentsvc_web.schemas import ErrorBody
+
+log = logging.getLogger("agentsvc.web")
+
+_CODE_BY_STATUS: Mapping[int, str] = {
+    400: "BAD_REQUEST",
+    401: "UNAUTHORIZED",
+    403: "FORBIDDEN",
+    404: "NOT_FOUND",
+    405: "METHOD_NOT_ALLOWED",
+    409: "CONFLICT",
+    413: "PAYLOAD_TOO_LARGE",
+    422: "VALIDATION_ERROR",
+    429: "RATE_LIMITED",
+    500: "INTERNAL_ERROR",
+    502: "UPSTREAM_ERROR",
+    503: "UNAVAILABLE",
+}
+
+_FIXED_DETAIL: Mapping[int, str] = {
+    404: "no such resource",
+    405: "method not allowed on this path",
+    413: "request body is too large",
+}
+
+_BEARER = {"WWW-Authenticate": 'Bearer realm="agentsvc"'}
+
+
+def to_camel(field: str) -> str:
+    """``stable_preamble.x`` -> ``stablePreamble.x``: clients named fields in camelCase."""
+    head, dot, rest = field.partition(".")
+    first, *others = head.split("_")
+    return first + "".join(p[:1].upper() + p[1:] for p in others) + dot + rest
+
+
+def error_response(
+    status: int,
+    detail: str | None,
+    code: str | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> Response[ErrorBody]:
+    return Response(
+        ErrorBody(error=code or _CODE_BY_STATUS.get(status, "ERROR"), detail=detail),
+        status_code=status,
+        headers=dict(headers) if headers else None,
+        media_type="application/json",
+    )
+
+
+def _domain(_: Request[Any, Any, Any], exc: DomainError) -> Response[ErrorBody]:
+    match exc:
+        case InvalidInput():
+            return error_response(422, f"{to_camel(exc.field)}: {exc.problem}")
+        case NotFound():
+            return error_response(404, exc.detail)
+        case Unauthenticated():
+            return error_response(401, exc.detail, headers=_BEARER)
+        case PermissionDenied():
+            return error_response(403, exc.detail)
+        case Conflict():
+            return error_response(409, exc.detail, exc.code)
+        case Upstream():
+            return error_response(502, exc.detail, exc.code)
+    return error_response(400, exc.detail)
+
+
+def _validation_detail(exc: ValidationException) -> tuple[int, str]:
+    """Litestar's decoding errors: a body that is not an object is 400; a field of
+    the wrong type, missing, or out of bounds is 422 naming the field."""
+    items = exc.extra if isinstance(exc.extra, list) else []
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        message = str(item.get("message", "invalid value"))
+        key = str(item.get("key", ""))
+        if key == "data" and item.get("source") == "body":
+            if message.startswith("Expected `object`"):
+                return 400, "request body must be a JSON object"
+            # "Object missing required field `name`" names the field itself.
+            return 422, message
+        if key:
+            return 422, f"{key}: {message}"
+        return 422, message
+    return 422, "invalid request"
+
+
+def _http(_: Request[Any, Any, Any], exc: HTTPException) -> Response[ErrorBody]:
+    status = exc.status_code
+    headers = dict(exc.headers or {})
+    if isinstance(exc, ValidationException):
+        status, detail = _validation_detail(exc)
+    elif status == 400:
+        # Malformed JSON, a body that is not UTF-8, or a bad header.
+        detail = "request body is not valid JSON" if "JSON" in exc.detail else exc.detail
+    elif status == 401:
+        detail = exc.detail if exc.detail != "Unauthorized" else "missing or invalid credentials"
+        headers.update(_BEARER)
+    elif status >= 500:
+        log.error("HTTP %s raised by the framework: %s", status, exc.detail)
+        detail = "internal error"
+    else:
+        detail = _FIXED_DETAIL.get(status, exc.detail)
+    return error_response(status, detail, headers=headers)
+
+
+def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[ErrorBody]:
+    log.exception("unhandled error on %s %s", request.method, request.url.path)
+    return error_response(500, "internal error")
+
+
+EXCEPTION_HANDLERS: dict[int | type[Exception], Any] = {
+    DomainError: _domain,
+    HTTPException: _http,
+    Exception: _unexpected,
+}

@@ -1,0 +1,37 @@
+"""Error responses documented on every route, so the OpenAPI document is honest."""
+
+from __future__ import annotations
+
+from litestar.openapi.datastructures import ResponseSpec
+
+from agentsvc_web.schemas import ErrorBody
+
+_DESCRIPTIONS = {
+    400: "The body is not JSON, or not a JSON object (BAD_REQUEST)",
+    401: "Missing, malformed, unknown, revoked or expired credential (UNAUTHORIZED)",
+    403: "Authenticated, but no access to this resource (FORBIDDEN)",
+    404: "Unknown id, or another organization's (NOT_FOUND)",
+    405: "Method not allowed on this path (METHOD_NOT_ALLOWED)",
+    409: "Conflicts with the current state (THREAD_BUSY, ...)",
+    413: "Body over the configured limit (PAYLOAD_TOO_LARGE)",
+    422: "A field is missing, of the wrong type or out of bounds; detail names it",
+    500: "Internal error (INTERNAL_ERROR), never with a trace or a secret",
+}
+
+
+def errors(*statuses: int) -> dict[int, ResponseSpec]:
+    """The error responses a route can give, all with the one error body.
+
+    401 and 500 apply to every authenticated route and are always included."""
+    wanted = sorted({401, 500, *statuses})
+    return {
+        s: ResponseSpec(
+            data_container=ErrorBody, description=_DESCRIPTIONS[s], generate_examples=False
+        )
+        for s in wanted
+    }
+
+
+READ = errors(404)
+WRITE = errors(400, 404, 413, 422)
+CREATE = errors(400, 413, 422)

@@ -1,0 +1,159 @@
+"""Request and response bodies. Requests are camelCase; agent responses snake_case.
+
+Bounds here publish the core's numbers in the OpenAPI document; the core checks
+them again (and what JSON Schema cannot say, such as NUL characters).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+import msgspec
+from msgspec import UNSET, Meta, UnsetType
+
+from agentsvc_core import rules
+from agentsvc_core.entities import RUNTIME_PROVIDERS, Agent, ApiKey, ToolProfile
+
+Name = Annotated[str, Meta(min_length=1, max_length=rules.MAX_NAME)]
+Description = Annotated[str, Meta(max_length=rules.MAX_DESCRIPTION)]
+Preamble = Annotated[str, Meta(max_length=rules.MAX_PREAMBLE)]
+ModelId = Annotated[
+    str,
+    Meta(min_length=1, max_length=rules.MAX_MODEL_ID, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$"),
+]
+ProfileName = Annotated[str, Meta(min_length=1, max_length=rules.MAX_PROFILE_NAME)]
+ToolName = Annotated[str, Meta(min_length=1, max_length=rules.MAX_TOOL_NAME)]
+RuntimeProvider = Literal[RUNTIME_PROVIDERS]  # type: ignore[valid-type]
+
+
+class ErrorBody(msgspec.Struct, omit_defaults=True):
+    """Every error answer: ``{"error": CODE, "detail": "..."}``."""
+
+    error: str
+    detail: str | None = None
+
+
+class OkBody(msgspec.Struct):
+    ok: bool
+
+
+# --- agents -----------------------------------------------------------------
+
+
+class ToolProfileBody(msgspec.Struct, rename="camel"):
+    tools: Annotated[list[ToolName], Meta(max_length=rules.MAX_PROFILE_TOOLS)] = []
+    description: Description = ""
+
+    def to_entity(self) -> ToolProfile:
+        return ToolProfile(tools=tuple(self.tools), description=self.description)
+
+
+ToolProfiles = Annotated[dict[ProfileName, ToolProfileBody], Meta(max_length=rules.MAX_PROFILES)]
+
+
+def profiles_to_entity(body: dict[str, ToolProfileBody] | None) -> dict[str, ToolProfile] | None:
+    return None if body is None else {k: v.to_entity() for k, v in body.items()}
+
+
+class AgentCreateBody(msgspec.Struct, rename="camel"):
+    name: Name
+    description: Description = ""
+    stable_preamble: Preamble = ""
+    default_model: ModelId | None = None
+    # Update-only in the spec; accepted on create too, so an agent can be made in one call.
+    tool_profiles: ToolProfiles | None = None
+    default_profile: ProfileName | None = None
+    runtime_provider: RuntimeProvider | None = None
+
+
+class AgentPatchBody(msgspec.Struct, rename="camel"):
+    name: Name | UnsetType = UNSET
+    description: Description | UnsetType = UNSET
+    stable_preamble: Preamble | UnsetType = UNSET
+    default_model: ModelId | UnsetType = UNSET
+    tool_profiles: ToolProfiles | UnsetType | None = UNSET
+    default_profile: ProfileName | UnsetType | None = UNSET
+    runtime_provider: RuntimeProvider | UnsetType | None = UNSET
+
+
+class ToolProfileOut(msgspec.Struct):
+    tools: list[str]
+    description: str
+
+
+class AgentOut(msgspec.Struct):
+    id: UUID
+    org_id: str
+    name: str
+    description: str
+    default_model: str
+    created_at: datetime
+    published_chats: list[dict[str, Any]]
+    stable_preamble: str
+    tool_profiles: dict[str, ToolProfileOut] | None
+    default_profile: str | None
+    runtime_provider: str | None
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, a: Agent) -> AgentOut:
+        return cls(
+            id=a.id,
+            org_id=a.org_id,
+            name=a.name,
+            description=a.description,
+            default_model=a.default_model,
+            created_at=a.created_at,
+            published_chats=[],
+            stable_preamble=a.stable_preamble,
+            tool_profiles=None
+            if a.tool_profiles is None
+            else {
+                k: ToolProfileOut(tools=list(p.tools), description=p.description)
+                for k, p in a.tool_profiles.items()
+            },
+            default_profile=a.default_profile,
+            runtime_provider=a.runtime_provider,
+            updated_at=a.updated_at,
+        )
+
+
+# --- API keys ---------------------------------------------------------------
+
+
+class KeyCreateBody(msgspec.Struct, rename="camel"):
+    name: Annotated[str, Meta(max_length=rules.MAX_KEY_NAME)] = ""
+
+
+class KeyOut(msgspec.Struct):
+    id: UUID
+    org_id: str
+    name: str
+    prefix: str
+    created_at: datetime
+    revoked_at: datetime | None
+
+    @classmethod
+    def of(cls, k: ApiKey) -> KeyOut:
+        return cls(
+            id=k.id,
+            org_id=k.org_id,
+            name=k.name,
+            prefix=k.display_prefix,
+            created_at=k.created_at,
+            revoked_at=k.revoked_at,
+        )
+
+
+class IssuedKeyOut(msgspec.Struct):
+    """The one answer that carries a key's plaintext: it is never shown again."""
+
+    id: UUID
+    org_id: str
+    name: str
+    prefix: str
+    created_at: datetime
+    revoked_at: datetime | None
+    key: str

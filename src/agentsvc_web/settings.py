@@ -1,0 +1,115 @@
+"""Configuration, read once from ``AGENTSVC_*`` environment variables."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+StorageKind = Literal["memory", "postgres"]
+
+
+class SettingsError(ValueError):
+    """A configuration value is missing or malformed; the message names the variable."""
+
+
+def _flag(env: Mapping[str, str], name: str, default: bool = False) -> bool:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    if raw.lower() in {"1", "true", "yes", "on"}:
+        return True
+    if raw.lower() in {"0", "false", "no", "off"}:
+        return False
+    raise SettingsError(f"{name} must be true or false, not {raw!r}")
+
+
+def _int(env: Mapping[str, str], name: str, default: int, lo: int, hi: int) -> int:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SettingsError(f"{name} must be a whole number, not {raw!r}") from None
+    if not lo <= value <= hi:
+        raise SettingsError(f"{name} must be between {lo} and {hi}")
+    return value
+
+
+def _opt(env: Mapping[str, str], name: str) -> str | None:
+    value = env.get(name, "").strip()
+    return value or None
+
+
+class Settings(msgspec.Struct, frozen=True, kw_only=True):
+    storage: StorageKind = "memory"
+    database_url: str | None = None
+    data_dir: Path = Path(".agentsvc")
+    host: str = "127.0.0.1"
+    port: int = 8000
+    bootstrap_api_key: str | None = None
+    bootstrap_org: str = "default"
+    jwt_secret: str | None = None
+    jwt_jwks_url: str | None = None
+    jwt_algorithms: tuple[str, ...] = ()
+    jwt_issuer: str | None = None
+    jwt_audience: str | None = None
+    jwt_org_claim: str = "org_id"
+    default_model: str = "local"
+    max_body_bytes: int = 2 * 1024 * 1024
+    allow_private_network: bool = False
+    allow_stdio_mcp: bool = False
+    log_level: str = "INFO"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        e = os.environ if env is None else env
+        storage = e.get("AGENTSVC_STORAGE", "").strip() or "memory"
+        if storage not in ("memory", "postgres"):
+            raise SettingsError(f"AGENTSVC_STORAGE must be memory or postgres, not {storage!r}")
+        secret = _opt(e, "AGENTSVC_JWT_SECRET")
+        jwks = _opt(e, "AGENTSVC_JWT_JWKS_URL")
+        if secret and jwks:
+            raise SettingsError("set AGENTSVC_JWT_SECRET or AGENTSVC_JWT_JWKS_URL, not both")
+        default_algs = "HS256" if secret else "RS256,ES256"
+        algs = tuple(
+            a.strip()
+            for a in e.get("AGENTSVC_JWT_ALGORITHMS", default_algs).split(",")
+            if a.strip()
+        )
+        return cls(
+            storage=storage,  # type: ignore[arg-type]
+            database_url=_opt(e, "AGENTSVC_DATABASE_URL"),
+            data_dir=Path(e.get("AGENTSVC_DATA_DIR", "").strip() or ".agentsvc"),
+            host=e.get("AGENTSVC_HOST", "").strip() or "127.0.0.1",
+            port=_int(e, "AGENTSVC_PORT", 8000, 0, 65535),
+            bootstrap_api_key=_opt(e, "AGENTSVC_BOOTSTRAP_API_KEY"),
+            bootstrap_org=e.get("AGENTSVC_BOOTSTRAP_ORG", "").strip() or "default",
+            jwt_secret=secret,
+            jwt_jwks_url=jwks,
+            jwt_algorithms=algs,
+            jwt_issuer=_opt(e, "AGENTSVC_JWT_ISSUER"),
+            jwt_audience=_opt(e, "AGENTSVC_JWT_AUDIENCE"),
+            jwt_org_claim=e.get("AGENTSVC_JWT_ORG_CLAIM", "").strip() or "org_id",
+            default_model=e.get("AGENTSVC_DEFAULT_MODEL", "").strip() or "local",
+            max_body_bytes=_int(
+                e, "AGENTSVC_MAX_BODY_BYTES", 2 * 1024 * 1024, 1024, 1024 * 1024 * 1024
+            ),
+            allow_private_network=_flag(e, "AGENTSVC_ALLOW_PRIVATE_NETWORK"),
+            allow_stdio_mcp=_flag(e, "AGENTSVC_ALLOW_STDIO_MCP"),
+            log_level=(e.get("AGENTSVC_LOG_LEVEL", "").strip() or "INFO").upper(),
+        )
+
+    def __repr__(self) -> str:  # never print secrets
+        shown = {
+            f: ("***" if getattr(self, f) and f in _SECRET_FIELDS else getattr(self, f))
+            for f in self.__struct_fields__
+        }
+        return f"Settings({shown})"
+
+
+_SECRET_FIELDS = frozenset({"bootstrap_api_key", "jwt_secret", "database_url"})

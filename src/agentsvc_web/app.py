@@ -20,7 +20,12 @@ from agentsvc_web.settings import Settings
 VERSION = "0.1.0"
 
 
-@get("/healthz", summary="Liveness probe (no authentication)", tags=["operations"])
+@get(
+    "/healthz",
+    operation_id="healthz",
+    summary="Liveness probe (no authentication)",
+    tags=["operations"],
+)
 async def healthz() -> OkBody:
     return OkBody(ok=True)
 

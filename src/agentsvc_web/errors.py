@@ -99,10 +99,11 @@ def _validation_detail(exc: ValidationException) -> tuple[int, str]:
         message = str(item.get("message", "invalid value"))
         key = str(item.get("key", ""))
         if key == "data" and item.get("source") == "body":
-            if message.startswith("Expected `object`"):
-                return 400, "request body must be a JSON object"
-            # "Object missing required field `name`" names the field itself.
-            return 422, message
+            # "Object missing required field `name`" names the field itself; anything
+            # else about the body as a whole means it is absent or not an object.
+            if message.startswith("Object missing required field"):
+                return 422, message
+            return 400, "request body must be a JSON object"
         if key:
             return 422, f"{key}: {message}"
         return 422, message

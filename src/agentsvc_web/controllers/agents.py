@@ -26,11 +26,19 @@ class AgentController(Controller):
     path = "/api/agents"
     tags = ["agents"]
 
-    @get("/", responses=errors(), summary="List the organization's agents")
+    @get(
+        "/", operation_id="listAgents", responses=errors(), summary="List the organization's agents"
+    )
     async def list_agents(self, request: Req, agents: NamedDependency[Agents]) -> list[AgentOut]:
         return [AgentOut.of(a) for a in await agents.list(principal_of(request))]
 
-    @post("/", status_code=201, responses=CREATE, summary="Create an agent")
+    @post(
+        "/",
+        operation_id="createAgent",
+        status_code=201,
+        responses=CREATE,
+        summary="Create an agent",
+    )
     async def create_agent(
         self, request: Req, agents: NamedDependency[Agents], data: JSONBody[AgentCreateBody]
     ) -> AgentOut:
@@ -45,13 +53,18 @@ class AgentController(Controller):
         )
         return AgentOut.of(await agents.create(principal_of(request), draft))
 
-    @get("/{agent_id:uuid}", responses=READ, summary="Get an agent")
+    @get("/{agent_id:uuid}", operation_id="getAgent", responses=READ, summary="Get an agent")
     async def get_agent(
         self, request: Req, agents: NamedDependency[Agents], agent_id: FromPath[UUID]
     ) -> AgentOut:
         return AgentOut.of(await agents.get(principal_of(request), agent_id))
 
-    @patch("/{agent_id:uuid}", responses=WRITE, summary="Change the supplied fields of an agent")
+    @patch(
+        "/{agent_id:uuid}",
+        operation_id="updateAgent",
+        responses=WRITE,
+        summary="Change the supplied fields of an agent",
+    )
     async def patch_agent(
         self,
         request: Req,
@@ -74,6 +87,7 @@ class AgentController(Controller):
 
     @delete(
         "/{agent_id:uuid}",
+        operation_id="deleteAgent",
         status_code=200,
         responses=READ,
         summary="Delete an agent (its threads are kept)",

@@ -21,12 +21,18 @@ class KeyController(Controller):
     path = "/api/keys"
     tags = ["api keys"]
 
-    @get("/", responses=errors(403), summary="List the organization's API keys (no secrets)")
+    @get(
+        "/",
+        operation_id="listKeys",
+        responses=errors(403),
+        summary="List the organization's API keys (no secrets)",
+    )
     async def list_keys(self, request: Req, api_keys: NamedDependency[ApiKeys]) -> list[KeyOut]:
         return [KeyOut.of(k) for k in await api_keys.list(principal_of(request))]
 
     @post(
         "/",
+        operation_id="createKey",
         status_code=201,
         responses={**CREATE, **errors(403)},
         summary="Create an API key; its plaintext is in this answer only",
@@ -48,6 +54,7 @@ class KeyController(Controller):
 
     @delete(
         "/{key_id:uuid}",
+        operation_id="revokeKey",
         status_code=200,
         responses=errors(403, 404),
         summary="Revoke an API key (it gives 401 from then on)",

@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.service import Service
+
+E2E_KEY = "ask_e2e_bootstrap_key_0123456789abcdefgh"
+E2E_JWT_SECRET = "e2e-jwt-secret-0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+@pytest.fixture(scope="session")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    tmp: Path = tmp_path_factory.mktemp("svc")
+    svc = Service(
+        {
+            "AGENTSVC_STORAGE": "memory",
+            "AGENTSVC_BOOTSTRAP_API_KEY": E2E_KEY,
+            "AGENTSVC_JWT_SECRET": E2E_JWT_SECRET,
+            "AGENTSVC_DATA_DIR": str(tmp / "data"),
+        },
+        log=tmp / "service.log",
+    )
+    try:
+        svc.wait_ready()
+        yield svc
+    finally:
+        svc.stop()

@@ -1,0 +1,69 @@
+"""Start the real ``agentsvc serve`` process on a free port for end-to-end tests."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+import httpx
+
+AGENTSVC = str(Path(sys.executable).parent / "agentsvc")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Service:
+    """One service process. ``stop()`` terminates it; its output is kept for failures."""
+
+    def __init__(
+        self, env: Mapping[str, str], args: tuple[str, ...] = (), log: Path | None = None
+    ) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        full_env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTSVC_")}
+        full_env.update(env)
+        full_env["AGENTSVC_PORT"] = str(self.port)
+        self.log_path = log
+        self._log = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [AGENTSVC, "serve", *args], env=full_env, stdout=self._log, stderr=subprocess.STDOUT
+        )
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"service exited with {self.proc.returncode}: {self.output()}")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1.0).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"service not ready after {timeout}s: {self.output()}")
+
+    def output(self) -> str:
+        if self.log_path and self.log_path.exists():
+            return self.log_path.read_text(errors="replace")[-4000:]
+        return "(no log)"
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self._log is not subprocess.DEVNULL:
+            self._log.close()  # type: ignore[union-attr]
+        return self.proc.returncode

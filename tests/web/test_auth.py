@@ -1,0 +1,173 @@
+"""Section 5 and decisions.md "Identity": API keys and JWTs, every 401 and 403."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import jwt
+import pytest
+from litestar.testing import TestClient
+
+from agentsvc_web.app import create_app
+from agentsvc_web.bootstrap import build_services
+from agentsvc_web.settings import Settings
+from tests.web.conftest import BOOT_KEY, JWT_SECRET, bearer, make_jwt
+
+Client = TestClient[Any]
+
+
+def assert_401(r: Any) -> str:
+    assert r.status_code == 401, r.text
+    assert r.json()["error"] == "UNAUTHORIZED"
+    assert r.headers["www-authenticate"].startswith("Bearer")
+    return str(r.json()["detail"])
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Authorization": ""},
+        {"Authorization": f"Basic {BOOT_KEY}"},
+        {"Authorization": "Bearer"},
+        {"Authorization": "Bearer ask_unknown_key_000000000000000000"},
+        {"Authorization": "Bearer not-a-jwt-at-all"},
+    ],
+)
+def test_missing_or_invalid_credentials_are_401(client: Client, headers: dict[str, str]) -> None:
+    assert_401(client.get("/api/agents", headers=headers))
+
+
+def test_the_openapi_document_needs_no_credentials(client: Client) -> None:
+    r = client.get("/schema/openapi.json")
+    assert r.status_code == 200
+    assert r.json()["openapi"].startswith("3.1")
+
+
+def test_created_key_works_is_listed_without_secret_and_revoked_key_is_401(
+    client: Client, auth: dict[str, str]
+) -> None:
+    r = client.post("/api/keys", json={"name": "ci"}, headers=auth)
+    assert r.status_code == 201, r.text
+    issued = r.json()
+    token = issued["key"]
+    assert token.startswith("ask_")
+    assert len(token) > 40
+    assert token.startswith(issued["prefix"])
+    assert client.get("/api/agents", headers=bearer(token)).status_code == 200
+
+    listed = client.get("/api/keys", headers=auth).json()
+    assert issued["id"] in [k["id"] for k in listed]
+    assert token not in r.text.replace(token, "", 1)  # shown exactly once
+    assert all(token not in str(k) and "key" not in k for k in listed)
+
+    r = client.delete(f"/api/keys/{issued['id']}", headers=auth)
+    assert (r.status_code, r.json()) == (200, {"ok": True})
+    assert "revoked" in assert_401(client.get("/api/agents", headers=bearer(token)))
+    revoked = next(
+        k for k in client.get("/api/keys", headers=auth).json() if k["id"] == issued["id"]
+    )
+    assert revoked["revoked_at"] is not None
+    # revoking again is harmless; another org cannot see or revoke it
+    assert client.delete(f"/api/keys/{issued['id']}", headers=auth).status_code == 200
+
+
+def test_keys_are_managed_with_api_keys_only(client: Client) -> None:
+    user = bearer(make_jwt())
+    for r in (
+        client.get("/api/keys", headers=user),
+        client.post("/api/keys", json={}, headers=user),
+        client.delete("/api/keys/7f1b6c7e-52a4-4a3e-9a7d-3f0a8f3f2b11", headers=user),
+    ):
+        assert r.status_code == 403, r.text
+        assert r.json()["error"] == "FORBIDDEN"
+
+
+def test_other_orgs_keys_are_invisible_and_cannot_be_revoked(settings: Settings) -> None:
+    services = build_services(settings)
+    with TestClient(create_app(settings, services)) as c:
+        with c.portal() as portal:
+            other = portal.call(services.api_keys.issue, "other-org", "theirs")
+        mine = c.post("/api/keys", json={"name": "mine"}, headers=bearer(BOOT_KEY)).json()
+        theirs = bearer(other.token)
+        assert [k["name"] for k in c.get("/api/keys", headers=theirs).json()] == ["theirs"]
+        r = c.delete(f"/api/keys/{mine['id']}", headers=theirs)
+        assert (r.status_code, r.json()["error"]) == (404, "NOT_FOUND")
+        assert c.get("/api/agents", headers=bearer(mine["key"])).status_code == 200
+
+
+def test_jwt_user_is_authenticated_and_org_created_on_first_sight(client: Client) -> None:
+    token = make_jwt(sub="alice", org="fresh-org")
+    r = client.post("/api/agents", json={"name": "a"}, headers=bearer(token))
+    assert r.status_code == 201, r.text
+    assert r.json()["org_id"] == "fresh-org"
+
+
+@pytest.mark.parametrize(
+    ("token", "why"),
+    [
+        (make_jwt(exp_in=-3600), "expired"),
+        (jwt.encode({"sub": "u", "org_id": "o"}, JWT_SECRET, algorithm="HS256"), "exp"),
+        (
+            jwt.encode(
+                {"org_id": "o", "exp": int(time.time()) + 60}, JWT_SECRET, algorithm="HS256"
+            ),
+            "sub",
+        ),
+        (
+            jwt.encode({"sub": "u", "exp": int(time.time()) + 60}, JWT_SECRET, algorithm="HS256"),
+            "org_id",
+        ),
+        (make_jwt(alg="HS512"), "algorithm"),
+        (
+            jwt.encode(
+                {"sub": "u", "org_id": "o", "exp": int(time.time()) + 60},
+                "other-secret-" * 4,
+                algorithm="HS256",
+            ),
+            "invalid",
+        ),
+        (
+            jwt.encode(
+                {"sub": "u", "org_id": "o", "exp": int(time.time()) + 60}, None, algorithm="none"
+            ),
+            "algorithm",
+        ),
+        (make_jwt(org="bad org id with spaces"), "organization"),
+    ],
+)
+def test_bad_jwts_are_401(client: Client, token: str, why: str) -> None:
+    assert why in assert_401(client.get("/api/agents", headers=bearer(token)))
+
+
+def test_issuer_and_audience_are_checked_when_configured() -> None:
+    settings = Settings(
+        jwt_secret=JWT_SECRET,
+        jwt_algorithms=("HS256",),
+        jwt_issuer="https://idp.example",
+        jwt_audience="agentsvc",
+    )
+    with TestClient(create_app(settings)) as c:
+        good = make_jwt(iss="https://idp.example", aud="agentsvc")
+        assert c.get("/api/agents", headers=bearer(good)).status_code == 200
+        for bad in (
+            make_jwt(iss="https://evil.example", aud="agentsvc"),
+            make_jwt(iss="https://idp.example", aud="someone-else"),
+            make_jwt(),
+        ):
+            assert_401(c.get("/api/agents", headers=bearer(bad)))
+
+
+def test_no_jwt_configured_refuses_tokens_that_are_not_keys() -> None:
+    with TestClient(create_app(Settings(bootstrap_api_key=BOOT_KEY))) as c:
+        assert_401(c.get("/api/agents", headers=bearer(make_jwt())))
+        assert c.get("/api/agents", headers=bearer(BOOT_KEY)).status_code == 200
+
+
+def test_errors_never_echo_the_credential(client: Client) -> None:
+    token = "ask_secret_material_that_must_not_leak_123"
+    r = client.get("/api/agents", headers=bearer(token))
+    assert token not in r.text
+    jwt_token = make_jwt(exp_in=-100)
+    assert jwt_token not in client.get("/api/agents", headers=bearer(jwt_token)).text

@@ -14,7 +14,9 @@ __all__ = [
     "InvalidInput",
     "NotFound",
     "PermissionDenied",
+    "StorageError",
     "Unauthenticated",
+    "Unavailable",
     "Upstream",
 ]
 
@@ -62,3 +64,13 @@ class Upstream(DomainError):
     def __init__(self, detail: str, code: str = "UPSTREAM_ERROR") -> None:
         super().__init__(detail)
         self.code = code
+
+
+class Unavailable(DomainError):
+    """A dependency the service cannot work without (its database) is unreachable
+    right now; the same request may succeed later."""
+
+
+class StorageError(DomainError):
+    """Storage failed in a way the domain did not foresee (a bug or a broken
+    schema). Its detail is generic; the cause goes to the log only."""

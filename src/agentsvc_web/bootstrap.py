@@ -8,6 +8,12 @@ from contextlib import asynccontextmanager
 
 from agentsvc_adapters.auth import JwtConfigError, JwtVerifier
 from agentsvc_adapters.memory import MemoryStorage
+from agentsvc_adapters.postgres import (
+    EmbeddedPostgres,
+    EmbeddedPostgresError,
+    PostgresStorage,
+    migrate,
+)
 from agentsvc_core.errors import InvalidInput
 from agentsvc_core.ports import Storage, SystemClock, TokenVerifier
 from agentsvc_core.use_cases import Agents, ApiKeys, Authenticator
@@ -32,8 +38,12 @@ class Services:
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Services]:
-        """Open connections, ensure the bootstrap key, and close everything after."""
+        """Migrate and open storage, ensure the bootstrap key, and close everything after."""
         try:
+            if isinstance(self.storage, PostgresStorage):
+                if self.settings.migrate_on_start:
+                    await migrate(self.storage.conninfo)
+                await self.storage.open()
             if self.settings.bootstrap_api_key:
                 try:
                     await self.api_keys.ensure(
@@ -48,6 +58,8 @@ class Services:
         finally:
             if isinstance(self.verifier, JwtVerifier):
                 await self.verifier.aclose()
+            if isinstance(self.storage, PostgresStorage):
+                await self.storage.close()
 
 
 def _verifier(settings: Settings) -> TokenVerifier | None:
@@ -66,12 +78,43 @@ def _verifier(settings: Settings) -> TokenVerifier | None:
         raise SettingsError(str(exc)) from None
 
 
+def start_embedded(settings: Settings) -> EmbeddedPostgres:
+    """Start (or join) the embedded server whose data lives in ``<data dir>/pgdata``.
+
+    Only the object that started the server stops it: ``agentsvc serve`` keeps
+    the one it gets here and stops it on exit."""
+    server = EmbeddedPostgres(settings.data_dir / "pgdata")
+    try:
+        server.start()
+    except EmbeddedPostgresError as exc:
+        raise SettingsError(f"the embedded PostgreSQL did not start: {exc}") from None
+    log.info("using the embedded PostgreSQL in %s", settings.data_dir / "pgdata")
+    return server
+
+
+def database_url(settings: Settings) -> str:
+    """The external server's URL, or the embedded one's (started if need be).
+
+    ``agentsvc serve`` starts the embedded server itself before its workers, so
+    they find ``AGENTSVC_DATABASE_URL`` set; this start is for other hosts of
+    ``create_app``, and leaves the server running when they exit."""
+    return settings.database_url or start_embedded(settings).url
+
+
 def _storage(settings: Settings) -> Storage:
     if settings.storage == "memory":
         return MemoryStorage()
-    raise SettingsError(
-        "AGENTSVC_STORAGE=postgres is not available yet in this build; use AGENTSVC_STORAGE=memory"
+    return PostgresStorage(
+        database_url(settings),
+        min_size=settings.db_pool_min,
+        max_size=max(settings.db_pool_max, settings.db_pool_min),
+        timeout=float(settings.db_pool_timeout_s),
     )
+
+
+async def run_migrations(settings: Settings) -> list[int]:
+    """Apply pending migrations to the configured database (``agentsvc migrate``)."""
+    return await migrate(database_url(settings))
 
 
 def build_services(settings: Settings) -> Services:

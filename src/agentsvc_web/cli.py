@@ -7,11 +7,13 @@ import asyncio
 import logging
 import os
 import secrets
+import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 from agentsvc_core.entities import API_KEY_PREFIX
-from agentsvc_web.bootstrap import build_services
+from agentsvc_web.bootstrap import build_services, run_migrations, start_embedded
 from agentsvc_web.settings import Settings, SettingsError
 
 log = logging.getLogger("agentsvc")
@@ -56,6 +58,32 @@ def _serve(args: argparse.Namespace) -> int:
                 f"  curl -s {base}/api/agents -H 'Authorization: Bearer {key}'\n",
                 flush=True,
             )
+    embedded = None
+    if settings.storage == "postgres" and not settings.database_url:
+        # Start the embedded server here, once, so that every worker finds it.
+        embedded = start_embedded(settings)
+        os.environ["AGENTSVC_DATABASE_URL"] = embedded.url
+    # uvicorn shuts down gracefully on SIGTERM/SIGINT, then raises the signal again
+    # with the handler it found. Handled as an exit, it lets the finally below stop
+    # the embedded server; the default handler would kill us before that.
+    signal.signal(signal.SIGTERM, _exit_on_signal)
+    try:
+        _run_uvicorn(uvicorn, args, settings, host, port)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if embedded is not None:
+            embedded.stop()
+    return 0
+
+
+def _exit_on_signal(signum: int, frame: object) -> None:
+    raise SystemExit(0)
+
+
+def _run_uvicorn(
+    uvicorn: Any, args: argparse.Namespace, settings: Settings, host: str, port: int
+) -> None:
     uvicorn.run(
         "agentsvc_web.app:create_app",
         factory=True,
@@ -69,7 +97,6 @@ def _serve(args: argparse.Namespace) -> int:
         timeout_graceful_shutdown=5,
         proxy_headers=False,
     )
-    return 0
 
 
 async def _keys_create(org: str, name: str) -> int:
@@ -88,6 +115,16 @@ async def _keys_create(org: str, name: str) -> int:
     print(
         f"(key {issued.key.id} for organization {org!r}; shown once, store it now)", file=sys.stderr
     )
+    return 0
+
+
+async def _migrate() -> int:
+    settings = Settings.from_env()
+    if settings.storage == "memory":
+        print("nothing to migrate: AGENTSVC_STORAGE=memory", file=sys.stderr)
+        return 0
+    applied = await run_migrations(settings)
+    print(f"applied migrations: {applied}" if applied else "schema is up to date")
     return 0
 
 
@@ -112,11 +149,15 @@ def main(argv: list[str] | None = None) -> int:
     create.add_argument("--org", required=True, help="organization id (created if new)")
     create.add_argument("--name", default="", help="a label for the key")
 
+    sub.add_parser("migrate", help="apply pending database migrations and exit")
+
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         if args.command == "serve":
             return _serve(args)
+        if args.command == "migrate":
+            return asyncio.run(_migrate())
         return asyncio.run(_keys_create(args.org, args.name))
     except SettingsError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)

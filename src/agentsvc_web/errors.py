@@ -20,7 +20,9 @@ from agentsvc_core.errors import (
     InvalidInput,
     NotFound,
     PermissionDenied,
+    StorageError,
     Unauthenticated,
+    Unavailable,
     Upstream,
 )
 from agentsvc_web.schemas import ErrorBody
@@ -86,6 +88,11 @@ def _domain(_: Request[Any, Any, Any], exc: DomainError) -> Response[ErrorBody]:
             return error_response(409, exc.detail, exc.code)
         case Upstream():
             return error_response(502, exc.detail, exc.code)
+        case Unavailable():
+            return error_response(503, exc.detail, headers={"Retry-After": "1"})
+        case StorageError():
+            log.error("storage error: %s", exc.__cause__ or exc)
+            return error_response(500, "internal error")
     return error_response(400, exc.detail)
 
 

@@ -16,14 +16,15 @@ _DESCRIPTIONS = {
     413: "Body over the configured limit (PAYLOAD_TOO_LARGE)",
     422: "A field is missing, of the wrong type or out of bounds; detail names it",
     500: "Internal error (INTERNAL_ERROR), never with a trace or a secret",
+    503: "Storage is unreachable right now (UNAVAILABLE); retry after Retry-After seconds",
 }
 
 
 def errors(*statuses: int) -> dict[int, ResponseSpec]:
     """The error responses a route can give, all with the one error body.
 
-    401 and 500 apply to every authenticated route and are always included."""
-    wanted = sorted({401, 500, *statuses})
+    401, 500 and 503 apply to every authenticated route and are always included."""
+    wanted = sorted({401, 500, 503, *statuses})
     return {
         s: ResponseSpec(
             data_container=ErrorBody, description=_DESCRIPTIONS[s], generate_examples=False

@@ -46,8 +46,12 @@ def _opt(env: Mapping[str, str], name: str) -> str | None:
 
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
-    storage: StorageKind = "memory"
+    storage: StorageKind = "postgres"
     database_url: str | None = None
+    db_pool_min: int = 2
+    db_pool_max: int = 10
+    db_pool_timeout_s: int = 10
+    migrate_on_start: bool = True
     data_dir: Path = Path(".agentsvc")
     host: str = "127.0.0.1"
     port: int = 8000
@@ -68,7 +72,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         e = os.environ if env is None else env
-        storage = e.get("AGENTSVC_STORAGE", "").strip() or "memory"
+        storage = e.get("AGENTSVC_STORAGE", "").strip() or "postgres"
         if storage not in ("memory", "postgres"):
             raise SettingsError(f"AGENTSVC_STORAGE must be memory or postgres, not {storage!r}")
         secret = _opt(e, "AGENTSVC_JWT_SECRET")
@@ -84,6 +88,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         return cls(
             storage=storage,  # type: ignore[arg-type]
             database_url=_opt(e, "AGENTSVC_DATABASE_URL"),
+            db_pool_min=_int(e, "AGENTSVC_DB_POOL_MIN", 2, 0, 1000),
+            db_pool_max=_int(e, "AGENTSVC_DB_POOL_MAX", 10, 1, 1000),
+            db_pool_timeout_s=_int(e, "AGENTSVC_DB_POOL_TIMEOUT", 10, 1, 600),
+            migrate_on_start=_flag(e, "AGENTSVC_MIGRATE_ON_START", default=True),
             data_dir=Path(e.get("AGENTSVC_DATA_DIR", "").strip() or ".agentsvc"),
             host=e.get("AGENTSVC_HOST", "").strip() or "127.0.0.1",
             port=_int(e, "AGENTSVC_PORT", 8000, 0, 65535),

@@ -12,11 +12,13 @@ E2E_JWT_SECRET = "e2e-jwt-secret-0123456789abcdefghijklmnopqrstuvwxyz"
 
 
 @pytest.fixture(scope="session")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+def service(tmp_path_factory: pytest.TempPathFactory, pg_url: str) -> Iterator[Service]:
+    """The service on PostgreSQL, the production adapter."""
     tmp: Path = tmp_path_factory.mktemp("svc")
     svc = Service(
         {
-            "AGENTSVC_STORAGE": "memory",
+            "AGENTSVC_STORAGE": "postgres",
+            "AGENTSVC_DATABASE_URL": pg_url,
             "AGENTSVC_BOOTSTRAP_API_KEY": E2E_KEY,
             "AGENTSVC_JWT_SECRET": E2E_JWT_SECRET,
             "AGENTSVC_DATA_DIR": str(tmp / "data"),

@@ -182,7 +182,7 @@ class AgentLifecycle(RuleBasedStateMachine):
     def patch(self, data: st.DataObject, change: AgentChanges) -> None:
         if not self.model:
             return
-        agent_id = data.draw(st.sampled_from(sorted(self.model)))
+        agent_id = data.draw(st.sampled_from(list(self.model)))
         expected = dict(self.model[agent_id])
         expected.update(change.supplied())
         if expected["tool_profiles"] is None or expected["default_profile"] not in (
@@ -202,7 +202,7 @@ class AgentLifecycle(RuleBasedStateMachine):
         candidates = [i for i, m in self.model.items() if m["tool_profiles"]]
         if not candidates:
             return
-        agent_id = data.draw(st.sampled_from(sorted(candidates)))
+        agent_id = data.draw(st.sampled_from(candidates))
         profile = data.draw(st.sampled_from(sorted(self.model[agent_id]["tool_profiles"])))
         self.do(self.uc.update(ORG_A, agent_id, AgentChanges(default_profile=profile)))
         self.model[agent_id]["default_profile"] = profile
@@ -211,7 +211,7 @@ class AgentLifecycle(RuleBasedStateMachine):
     def delete(self, data: st.DataObject) -> None:
         if not self.model:
             return
-        agent_id = data.draw(st.sampled_from(sorted(self.model)))
+        agent_id = data.draw(st.sampled_from(list(self.model)))
         self.do(self.uc.delete(ORG_A, agent_id))
         del self.model[agent_id]
         with pytest.raises(NotFound):

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,7 +12,6 @@ from litestar.testing import TestClient
 from agentsvc_web.app import create_app
 from agentsvc_web.settings import Settings
 
-BOOT_KEY = "ask_bootstrap_key_for_web_tests_0123456789"
 JWT_SECRET = "web-test-hmac-secret-long-enough-for-hs512-0123456789abcdefghijklmnop"
 
 
@@ -32,9 +32,25 @@ def bearer(token: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def settings() -> Settings:
+def boot_key() -> str:
+    return f"ask_web_{uuid.uuid4().hex}"
+
+
+@pytest.fixture
+def org_id() -> str:
+    """Each test has its own organization, so a shared database needs no cleanup."""
+    return f"web-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(params=["memory", "postgres"])
+def settings(request: pytest.FixtureRequest, boot_key: str, org_id: str) -> Settings:
+    url = request.getfixturevalue("pg_url") if request.param == "postgres" else None
     return Settings(
-        bootstrap_api_key=BOOT_KEY,
+        storage=request.param,
+        database_url=url,
+        migrate_on_start=False,
+        bootstrap_api_key=boot_key,
+        bootstrap_org=org_id,
         jwt_secret=JWT_SECRET,
         jwt_algorithms=("HS256",),
         max_body_bytes=64 * 1024,
@@ -48,5 +64,5 @@ def client(settings: Settings) -> Iterator[TestClient[Any]]:
 
 
 @pytest.fixture
-def auth() -> dict[str, str]:
-    return bearer(BOOT_KEY)
+def auth(boot_key: str) -> dict[str, str]:
+    return bearer(boot_key)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
@@ -36,7 +37,9 @@ def assert_error(r: Any, status: int, code: str) -> dict[str, Any]:
     return body  # type: ignore[no-any-return]
 
 
-def test_create_returns_201_with_snake_case_agent(client: Client, auth: dict[str, str]) -> None:
+def test_create_returns_201_with_snake_case_agent(
+    client: Client, auth: dict[str, str], org_id: str
+) -> None:
     a = create(
         client,
         auth,
@@ -45,7 +48,7 @@ def test_create_returns_201_with_snake_case_agent(client: Client, auth: dict[str
         defaultModel="claude-sonnet-4-5",
     )
     assert set(a) >= SPEC_FIELDS
-    assert a["org_id"] == "default"
+    assert a["org_id"] == org_id
     assert a["name"] == "Helper"
     assert a["description"] == "Answers questions"
     assert a["default_model"] == "claude-sonnet-4-5"
@@ -207,7 +210,7 @@ def test_unknown_route_is_404_and_wrong_method_405(client: Client, auth: dict[st
 def test_another_orgs_agent_is_404(client: Client, auth: dict[str, str]) -> None:
     mine = create(client, auth)
     same_org_key = client.post("/api/keys", json={"name": "x"}, headers=auth).json()["key"]
-    foreign = bearer(make_jwt(org="other"))
+    foreign = bearer(make_jwt(org=f"other-{uuid.uuid4().hex[:8]}"))
     for method in ("get", "delete"):
         r = getattr(client, method)(f"/api/agents/{mine['id']}", headers=foreign)
         assert_error(r, 404, "NOT_FOUND")

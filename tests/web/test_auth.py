@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 from typing import Any
 
 import jwt
@@ -12,7 +13,7 @@ from litestar.testing import TestClient
 from agentsvc_web.app import create_app
 from agentsvc_web.bootstrap import build_services
 from agentsvc_web.settings import Settings
-from tests.web.conftest import BOOT_KEY, JWT_SECRET, bearer, make_jwt
+from tests.web.conftest import JWT_SECRET, bearer, make_jwt
 
 Client = TestClient[Any]
 
@@ -29,7 +30,7 @@ def assert_401(r: Any) -> str:
     [
         {},
         {"Authorization": ""},
-        {"Authorization": f"Basic {BOOT_KEY}"},
+        {"Authorization": "Basic ask_web_0123456789abcdef0123456789abcdef"},
         {"Authorization": "Bearer"},
         {"Authorization": "Bearer ask_unknown_key_000000000000000000"},
         {"Authorization": "Bearer not-a-jwt-at-all"},
@@ -84,12 +85,14 @@ def test_keys_are_managed_with_api_keys_only(client: Client) -> None:
         assert r.json()["error"] == "FORBIDDEN"
 
 
-def test_other_orgs_keys_are_invisible_and_cannot_be_revoked(settings: Settings) -> None:
+def test_other_orgs_keys_are_invisible_and_cannot_be_revoked(
+    settings: Settings, auth: dict[str, str]
+) -> None:
     services = build_services(settings)
     with TestClient(create_app(settings, services)) as c:
         with c.portal() as portal:
-            other = portal.call(services.api_keys.issue, "other-org", "theirs")
-        mine = c.post("/api/keys", json={"name": "mine"}, headers=bearer(BOOT_KEY)).json()
+            other = portal.call(services.api_keys.issue, f"o-{uuid.uuid4().hex[:8]}", "theirs")
+        mine = c.post("/api/keys", json={"name": "mine"}, headers=auth).json()
         theirs = bearer(other.token)
         assert [k["name"] for k in c.get("/api/keys", headers=theirs).json()] == ["theirs"]
         r = c.delete(f"/api/keys/{mine['id']}", headers=theirs)
@@ -98,10 +101,11 @@ def test_other_orgs_keys_are_invisible_and_cannot_be_revoked(settings: Settings)
 
 
 def test_jwt_user_is_authenticated_and_org_created_on_first_sight(client: Client) -> None:
-    token = make_jwt(sub="alice", org="fresh-org")
+    org = f"fresh-{uuid.uuid4().hex[:8]}"
+    token = make_jwt(sub="alice", org=org)
     r = client.post("/api/agents", json={"name": "a"}, headers=bearer(token))
     assert r.status_code == 201, r.text
-    assert r.json()["org_id"] == "fresh-org"
+    assert r.json()["org_id"] == org
 
 
 @pytest.mark.parametrize(
@@ -143,6 +147,7 @@ def test_bad_jwts_are_401(client: Client, token: str, why: str) -> None:
 
 def test_issuer_and_audience_are_checked_when_configured() -> None:
     settings = Settings(
+        storage="memory",
         jwt_secret=JWT_SECRET,
         jwt_algorithms=("HS256",),
         jwt_issuer="https://idp.example",
@@ -159,10 +164,10 @@ def test_issuer_and_audience_are_checked_when_configured() -> None:
             assert_401(c.get("/api/agents", headers=bearer(bad)))
 
 
-def test_no_jwt_configured_refuses_tokens_that_are_not_keys() -> None:
-    with TestClient(create_app(Settings(bootstrap_api_key=BOOT_KEY))) as c:
+def test_no_jwt_configured_refuses_tokens_that_are_not_keys(boot_key: str) -> None:
+    with TestClient(create_app(Settings(storage="memory", bootstrap_api_key=boot_key))) as c:
         assert_401(c.get("/api/agents", headers=bearer(make_jwt())))
-        assert c.get("/api/agents", headers=bearer(BOOT_KEY)).status_code == 200
+        assert c.get("/api/agents", headers=bearer(boot_key)).status_code == 200
 
 
 def test_errors_never_echo_the_credential(client: Client) -> None:

@@ -1,0 +1,59 @@
+"""Numbered SQL migrations shipped in the package, applied under an advisory lock.
+
+``migrate`` runs every pending ``migrations/NNNN_name.sql`` in one transaction,
+holding ``pg_advisory_xact_lock``: when several service processes start at once,
+one applies the migrations and the others wait for its commit, then find nothing
+left to do. A failing migration rolls back entirely.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from importlib import resources
+
+import psycopg
+
+log = logging.getLogger("agentsvc.migrate")
+
+# An arbitrary constant naming "agentsvc schema migrations" among advisory locks.
+_LOCK_ID = 0x6167_656E_7473_7663 & 0x7FFF_FFFF_FFFF_FFFF
+_NAME = re.compile(r"(\d{4})_([a-z0-9_]+)\.sql")
+
+
+def migrations() -> list[tuple[int, str, str]]:
+    """(version, name, sql) of every shipped migration, in order."""
+    found = []
+    for entry in resources.files("agentsvc_adapters.postgres.migrations").iterdir():
+        m = _NAME.fullmatch(entry.name)
+        if m:
+            found.append((int(m.group(1)), m.group(2), entry.read_text(encoding="utf-8")))
+    found.sort()
+    versions = [v for v, _, _ in found]
+    if len(set(versions)) != len(versions):
+        raise RuntimeError("two migrations share a version number")
+    return found
+
+
+async def migrate(conninfo: str) -> list[int]:
+    """Apply pending migrations; return the versions applied by this call."""
+    applied_now: list[int] = []
+    async with await psycopg.AsyncConnection.connect(conninfo) as conn, conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_ID,))
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations ("
+            " version integer PRIMARY KEY, name text NOT NULL,"
+            " applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        cur = await conn.execute("SELECT version FROM schema_migrations")
+        done = {row[0] for row in await cur.fetchall()}
+        for version, name, sql in migrations():
+            if version in done:
+                continue
+            log.info("applying migration %04d_%s", version, name)
+            await conn.execute(sql.encode())
+            await conn.execute(
+                "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (version, name)
+            )
+            applied_now.append(version)
+    return applied_now

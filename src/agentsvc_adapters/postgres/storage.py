@@ -1,0 +1,280 @@
+"""PostgreSQL storage on psycopg 3 (async) and one ``AsyncConnectionPool``.
+
+SQL is written by hand and parameterised. Connections are in autocommit mode;
+operations that read then write take a transaction and a row lock. psycopg's
+exceptions never leave this module: they become domain errors in ``_translate``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import msgspec
+import psycopg
+from psycopg.rows import tuple_row
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from agentsvc_core.entities import Agent, ApiKey, Organization, ToolProfile
+from agentsvc_core.errors import Conflict, DomainError, NotFound, StorageError, Unavailable
+from agentsvc_core.ports import AgentRepository, ApiKeyRepository, OrganizationRepository, Storage
+
+Row = tuple[Any, ...]
+Pool = AsyncConnectionPool[psycopg.AsyncConnection[Row]]
+
+_profiles_decoder = msgspec.json.Decoder(dict[str, ToolProfile])
+_encoder = msgspec.json.Encoder()
+
+
+@asynccontextmanager
+async def _translate() -> AsyncIterator[None]:
+    """Map driver and pool failures to domain errors (the adapter's edge)."""
+    try:
+        yield
+    except DomainError:
+        raise
+    except PoolTimeout as exc:
+        raise Unavailable("storage is busy or unreachable; try again") from exc
+    except psycopg.errors.UniqueViolation as exc:
+        raise Conflict("the resource already exists") from exc
+    except psycopg.OperationalError as exc:
+        raise Unavailable("storage is unreachable; try again") from exc
+    except psycopg.Error as exc:
+        raise StorageError("storage failed") from exc
+
+
+class _Repo:
+    def __init__(self, pool: Pool) -> None:
+        self._pool = pool
+
+    async def _one(self, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        async with _translate(), self._pool.connection() as conn:
+            cur = await conn.execute(sql, params)
+            return await cur.fetchone()
+
+    async def _all(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        async with _translate(), self._pool.connection() as conn:
+            cur = await conn.execute(sql, params)
+            return await cur.fetchall()
+
+
+class PostgresOrganizations(_Repo, OrganizationRepository):
+    async def ensure(self, org: Organization) -> Organization:
+        # Insert unless present and read the row in one statement. Under READ
+        # COMMITTED a concurrent inserter of the same id makes our insert wait and
+        # then do nothing, while this statement's snapshot (taken before the other
+        # committed) cannot see the winner: then one more read, in a new snapshot.
+        row = await self._one(
+            "WITH ins AS (INSERT INTO organizations (org_id, created_at) VALUES (%s, %s)"
+            " ON CONFLICT (org_id) DO NOTHING RETURNING org_id, created_at)"
+            " SELECT org_id, created_at FROM ins"
+            " UNION ALL SELECT org_id, created_at FROM organizations WHERE org_id = %s"
+            " LIMIT 1",
+            (org.id, org.created_at, org.id),
+        )
+        if row is None:
+            return await self.get(org.id)
+        return Organization(id=row[0], created_at=row[1])
+
+    async def get(self, org_id: str) -> Organization:
+        row = await self._one(
+            "SELECT org_id, created_at FROM organizations WHERE org_id = %s", (org_id,)
+        )
+        if row is None:
+            raise NotFound("organization not found")
+        return Organization(id=row[0], created_at=row[1])
+
+
+_KEY_COLS = "id, org_id, name, display_prefix, key_hash, created_at, revoked_at"
+
+
+def _key(row: tuple[Any, ...]) -> ApiKey:
+    return ApiKey(
+        id=row[0],
+        org_id=row[1],
+        name=row[2],
+        display_prefix=row[3],
+        key_hash=row[4],
+        created_at=row[5],
+        revoked_at=row[6],
+    )
+
+
+class PostgresApiKeys(_Repo, ApiKeyRepository):
+    async def add(self, key: ApiKey) -> None:
+        async with _translate(), self._pool.connection() as conn:
+            await conn.execute(
+                f"INSERT INTO api_keys ({_KEY_COLS}) VALUES (%s, %s, %s, %s, %s, %s, %s)"
+                " ON CONFLICT (key_hash) DO NOTHING",
+                (
+                    key.id,
+                    key.org_id,
+                    key.name,
+                    key.display_prefix,
+                    key.key_hash,
+                    key.created_at,
+                    key.revoked_at,
+                ),
+            )
+
+    async def find_by_hash(self, key_hash: str) -> ApiKey | None:
+        row = await self._one(f"SELECT {_KEY_COLS} FROM api_keys WHERE key_hash = %s", (key_hash,))
+        return None if row is None else _key(row)
+
+    async def list(self, org_id: str) -> list[ApiKey]:
+        rows = await self._all(
+            f"SELECT {_KEY_COLS} FROM api_keys WHERE org_id = %s ORDER BY created_at, id",
+            (org_id,),
+        )
+        return [_key(r) for r in rows]
+
+    async def revoke(self, org_id: str, key_id: UUID, at: datetime) -> ApiKey:
+        row = await self._one(
+            "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, %s)"
+            f" WHERE org_id = %s AND id = %s RETURNING {_KEY_COLS}",
+            (at, org_id, key_id),
+        )
+        if row is None:
+            raise NotFound("API key not found")
+        return _key(row)
+
+
+_AGENT_COLS = (
+    "id, org_id, name, description, stable_preamble, default_model,"
+    " tool_profiles::text, default_profile, runtime_provider, created_at, updated_at"
+)
+
+
+def _agent(row: tuple[Any, ...]) -> Agent:
+    return Agent(
+        id=row[0],
+        org_id=row[1],
+        name=row[2],
+        description=row[3],
+        stable_preamble=row[4],
+        default_model=row[5],
+        tool_profiles=None if row[6] is None else _profiles_decoder.decode(row[6]),
+        default_profile=row[7],
+        runtime_provider=row[8],
+        created_at=row[9],
+        updated_at=row[10],
+    )
+
+
+def _agent_values(a: Agent) -> tuple[Any, ...]:
+    profiles = None if a.tool_profiles is None else _encoder.encode(a.tool_profiles).decode()
+    return (
+        a.name,
+        a.description,
+        a.stable_preamble,
+        a.default_model,
+        profiles,
+        a.default_profile,
+        a.runtime_provider,
+        a.created_at,
+        a.updated_at,
+    )
+
+
+class PostgresAgents(_Repo, AgentRepository):
+    async def add(self, agent: Agent) -> None:
+        async with _translate(), self._pool.connection() as conn:
+            await conn.execute(
+                "INSERT INTO agents (org_id, id, name, description, stable_preamble,"
+                " default_model, tool_profiles, default_profile, runtime_provider,"
+                " created_at, updated_at)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s::json, %s, %s, %s, %s)",
+                (agent.org_id, agent.id, *_agent_values(agent)),
+            )
+
+    async def get(self, org_id: str, agent_id: UUID) -> Agent:
+        row = await self._one(
+            f"SELECT {_AGENT_COLS} FROM agents WHERE org_id = %s AND id = %s", (org_id, agent_id)
+        )
+        if row is None:
+            raise NotFound("agent not found")
+        return _agent(row)
+
+    async def list(self, org_id: str) -> list[Agent]:
+        rows = await self._all(
+            f"SELECT {_AGENT_COLS} FROM agents WHERE org_id = %s ORDER BY created_at, id",
+            (org_id,),
+        )
+        return [_agent(r) for r in rows]
+
+    async def modify(self, org_id: str, agent_id: UUID, change: Callable[[Agent], Agent]) -> Agent:
+        # The row lock serialises concurrent modifications of one agent: each
+        # sees the previous one's result, so none is lost.
+        async with _translate(), self._pool.connection() as conn, conn.transaction():
+            cur = await conn.execute(
+                f"SELECT {_AGENT_COLS} FROM agents WHERE org_id = %s AND id = %s FOR UPDATE",
+                (org_id, agent_id),
+            )
+            row = await cur.fetchone()
+            if row is None:
+                raise NotFound("agent not found")
+            updated = change(_agent(row))
+            await conn.execute(
+                "UPDATE agents SET name = %s, description = %s, stable_preamble = %s,"
+                " default_model = %s, tool_profiles = %s::json, default_profile = %s,"
+                " runtime_provider = %s, created_at = %s, updated_at = %s"
+                " WHERE org_id = %s AND id = %s",
+                (*_agent_values(updated), org_id, agent_id),
+            )
+            return updated
+
+    async def delete(self, org_id: str, agent_id: UUID) -> None:
+        row = await self._one(
+            "DELETE FROM agents WHERE org_id = %s AND id = %s RETURNING id", (org_id, agent_id)
+        )
+        if row is None:
+            raise NotFound("agent not found")
+
+
+async def _configure(conn: psycopg.AsyncConnection[Row]) -> None:
+    # Timestamps come back in UTC whatever the server's default time zone is.
+    await conn.execute("SET TIME ZONE 'UTC'")
+
+
+class PostgresStorage(Storage):
+    """All repositories over one pool. ``open()``/``close()`` belong to the lifespan."""
+
+    def __init__(
+        self, conninfo: str, *, min_size: int = 2, max_size: int = 10, timeout: float = 10.0
+    ) -> None:
+        self.conninfo = conninfo
+        self.pool: Pool = AsyncConnectionPool(
+            conninfo,
+            min_size=min_size,
+            max_size=max_size,
+            timeout=timeout,
+            open=False,
+            kwargs={"autocommit": True, "row_factory": tuple_row},
+            configure=_configure,
+            name="agentsvc",
+        )
+        self._orgs = PostgresOrganizations(self.pool)
+        self._keys = PostgresApiKeys(self.pool)
+        self._agents = PostgresAgents(self.pool)
+
+    async def open(self) -> None:
+        async with _translate():
+            await self.pool.open(wait=True, timeout=30.0)
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    @property
+    def organizations(self) -> OrganizationRepository:
+        return self._orgs
+
+    @property
+    def api_keys(self) -> ApiKeyRepository:
+        return self._keys
+
+    @property
+    def agents(self) -> AgentRepository:
+        return self._agents

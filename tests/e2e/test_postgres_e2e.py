@@ -3,6 +3,7 @@ several processes serve one organization consistently from one database."""
 
 from __future__ import annotations
 
+import subprocess
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -12,7 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.service import Service
+from tests.e2e.service import AGENTSVC, Service
+from tests.pg import fresh_database
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
@@ -121,3 +123,40 @@ def test_serve_with_several_workers(pg_url: str, tmp_path: Path) -> None:
                     assert {x["id"] for x in fresh.get("/api/agents").json()} == ids
     finally:
         assert svc.stop() == 0, svc.output()
+
+
+def test_keys_create_prints_a_key_the_service_accepts(pg_url: str, tmp_path: Path) -> None:
+    org = f"cli-{uuid.uuid4().hex[:8]}"
+    env = {"AGENTSVC_DATABASE_URL": pg_url, "PATH": "/usr/bin:/bin"}
+    out = subprocess.run(
+        [AGENTSVC, "keys", "create", "--org", org, "--name", "from-cli"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    token = out.stdout.strip()
+    assert token.startswith("ask_")
+    assert "shown once" in out.stderr
+    assert token not in out.stderr
+    svc = Service({"AGENTSVC_DATABASE_URL": pg_url}, log=tmp_path / "k.log")
+    try:
+        svc.wait_ready()
+        r = httpx.get(f"{svc.url}/api/keys", headers={"Authorization": f"Bearer {token}"})
+        assert r.status_code == 200
+        assert [(k["org_id"], k["name"]) for k in r.json()] == [(org, "from-cli")]
+    finally:
+        svc.stop()
+
+
+def test_migrate_command(pg_admin_url: str) -> None:
+    with fresh_database(pg_admin_url) as url:
+        env = {"AGENTSVC_DATABASE_URL": url, "PATH": "/usr/bin:/bin"}
+        first = subprocess.run(
+            [AGENTSVC, "migrate"], env=env, capture_output=True, text=True, check=True
+        )
+        assert "applied migrations: [1]" in first.stdout
+        again = subprocess.run(
+            [AGENTSVC, "migrate"], env=env, capture_output=True, text=True, check=True
+        )
+        assert "up to date" in again.stdout

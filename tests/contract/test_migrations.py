@@ -1,0 +1,66 @@
+"""Migrations: several processes starting at once apply each migration exactly once."""
+
+from __future__ import annotations
+
+import asyncio
+
+import psycopg
+
+from agentsvc_adapters.postgres import migrate
+from agentsvc_adapters.postgres.migrate import migrations
+from tests.pg import fresh_database
+
+
+def test_concurrent_migrations_apply_each_version_once(pg_admin_url: str) -> None:
+    expected = [v for v, _, _ in migrations()]
+    assert expected, "the package ships its migrations"
+    with fresh_database(pg_admin_url) as url:
+
+        async def race() -> list[list[int]]:
+            return await asyncio.gather(*(migrate(url) for _ in range(6)))
+
+        results = asyncio.run(race())
+        # exactly one caller applied everything; the others found nothing to do
+        assert sorted(results, key=len) == [[]] * 5 + [expected]
+        assert asyncio.run(migrate(url)) == []
+        with psycopg.connect(url) as conn:
+            rows = conn.execute("SELECT version FROM schema_migrations ORDER BY version").fetchall()
+            assert [r[0] for r in rows] == expected
+            tables = {
+                r[0]
+                for r in conn.execute(
+                    "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'"
+                ).fetchall()
+            }
+            assert {"organizations", "api_keys", "agents", "schema_migrations"} <= tables
+
+
+def test_every_table_and_index_leads_with_org_id(pg_url: str) -> None:
+    """The layout that lets the schema shard by organization (see docs/deploy.md)."""
+    with psycopg.connect(pg_url) as conn:
+        tables = [
+            r[0]
+            for r in conn.execute(
+                "SELECT table_name FROM information_schema.tables"
+                " WHERE table_schema = 'public' AND table_name <> 'schema_migrations'"
+            ).fetchall()
+        ]
+        assert tables
+        for table in tables:
+            cols = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE table_name = %s",
+                    (table,),
+                ).fetchall()
+            ]
+            assert "org_id" in cols, table
+        indexes = conn.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public'"
+            " AND tablename <> 'schema_migrations'"
+        ).fetchall()
+        global_lookups = {"api_keys_key_hash"}  # a key names its org: documented exception
+        for name, definition in indexes:
+            if name in global_lookups:
+                continue
+            assert "(org_id" in definition, definition

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -37,10 +38,20 @@ def _const(value: object) -> Provide:
     return Provide(provide, use_cache=True, sync_to_thread=False)
 
 
+def _configure_logging(level: str) -> None:
+    """One format for our loggers, in every worker process (they never run the
+    CLI's ``main``). uvicorn keeps its own handlers."""
+    root = logging.getLogger()
+    if not root.handlers:
+        logging.basicConfig(format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("agentsvc").setLevel(level)
+
+
 def create_app(settings: Settings | None = None, services: Services | None = None) -> Litestar:
     """Build the app. With no arguments (as ``uvicorn --factory`` calls it) the
     settings come from the environment."""
     settings = settings or Settings.from_env()
+    _configure_logging(settings.log_level)
     services = services or build_services(settings)
 
     @asynccontextmanager
@@ -73,4 +84,5 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             use_handler_docstrings=False,
         ),
         debug=False,
+        logging_config=None,
     )

@@ -152,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("migrate", help="apply pending database migrations and exit")
 
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("agentsvc").setLevel(logging.INFO)
     try:
         if args.command == "serve":
             return _serve(args)

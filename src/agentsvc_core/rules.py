@@ -9,6 +9,9 @@ OpenAPI schema.
 from __future__ import annotations
 
 import re
+from typing import Any
+
+import msgspec
 
 from agentsvc_core.entities import RUNTIME_PROVIDERS, Agent, ToolProfile
 from agentsvc_core.errors import InvalidInput
@@ -40,6 +43,15 @@ MAX_PROFILES = 100
 MAX_PROFILE_NAME = 64
 MAX_PROFILE_TOOLS = 500
 MAX_TOOL_NAME = 200
+MAX_TITLE = 1000
+MAX_METADATA_KEYS = 64
+MAX_METADATA_KEY = 128
+MAX_METADATA_VALUE = 2048
+MAX_BINDINGS = 100
+MAX_BINDINGS_BYTES = 64 * 1024
+MAX_CONTENT = 1_000_000
+MAX_USER_ID = 256
+MAX_CLIENT_TOOLS = 128
 
 # Model ids: "claude-sonnet-4-5", "beta:gpt-4o", "meta-llama/Llama-3.1-8B", "local".
 _MODEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]*")
@@ -87,6 +99,33 @@ def _check_profiles(profiles: dict[str, ToolProfile]) -> None:
             raise InvalidInput(f"{field}.tools", f"at most {MAX_PROFILE_TOOLS} tools")
         for tool in profile.tools:
             check_text(f"{field}.tools", tool, max_len=MAX_TOOL_NAME, required=True)
+
+
+def check_metadata(field: str, metadata: dict[str, str]) -> dict[str, str]:
+    if len(metadata) > MAX_METADATA_KEYS:
+        raise InvalidInput(field, f"at most {MAX_METADATA_KEYS} keys")
+    for key, value in metadata.items():
+        check_text(field, key, max_len=MAX_METADATA_KEY, required=True)
+        check_text(f"{field}.{key}", value, max_len=MAX_METADATA_VALUE)
+    return metadata
+
+
+def check_bindings(field: str, bindings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    if len(bindings) > MAX_BINDINGS:
+        raise InvalidInput(field, f"at most {MAX_BINDINGS} entries")
+    encoded = msgspec.json.encode(bindings)
+    if len(encoded) > MAX_BINDINGS_BYTES:
+        raise InvalidInput(field, f"at most {MAX_BINDINGS_BYTES} bytes of JSON")
+    if b"\\u0000" in encoded:
+        raise InvalidInput(field, "must not contain NUL characters")
+    return bindings
+
+
+def join_overlay(overlay: str | list[str] | None) -> str | None:
+    """A thread or message overlay: arrays are joined with a blank line."""
+    if overlay is None:
+        return None
+    return overlay if isinstance(overlay, str) else "\n\n".join(overlay)
 
 
 def check_agent(agent: Agent) -> Agent:

@@ -13,7 +13,7 @@ from litestar.openapi.spec import Components, SecurityScheme
 
 from agentsvc_web.auth import bearer_auth
 from agentsvc_web.bootstrap import Services, build_services
-from agentsvc_web.controllers import AgentController, KeyController
+from agentsvc_web.controllers import AgentController, KeyController, ThreadController
 from agentsvc_web.errors import EXCEPTION_HANDLERS
 from agentsvc_web.schemas import OkBody
 from agentsvc_web.settings import Settings
@@ -60,8 +60,13 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             yield
 
     return Litestar(
-        route_handlers=[AgentController, KeyController, healthz],
-        dependencies={"agents": _const(services.agents), "api_keys": _const(services.api_keys)},
+        route_handlers=[AgentController, KeyController, ThreadController, healthz],
+        dependencies={
+            "agents": _const(services.agents),
+            "api_keys": _const(services.api_keys),
+            "threads": _const(services.threads),
+            "conversation": _const(services.conversation),
+        },
         middleware=[bearer_auth(services.authenticator)],
         exception_handlers=EXCEPTION_HANDLERS,
         lifespan=[lifespan],

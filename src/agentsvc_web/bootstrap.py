@@ -2,21 +2,33 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from agentsvc_adapters.auth import JwtConfigError, JwtVerifier
+from agentsvc_adapters.llm import Families, LocalModel, PrefixRouter
 from agentsvc_adapters.memory import MemoryStorage
 from agentsvc_adapters.postgres import (
     EmbeddedPostgres,
     EmbeddedPostgresError,
+    PostgresStopBus,
     PostgresStorage,
     migrate,
 )
-from agentsvc_core.errors import InvalidInput
-from agentsvc_core.ports import Storage, SystemClock, TokenVerifier
-from agentsvc_core.use_cases import Agents, ApiKeys, Authenticator
+from agentsvc_core.errors import DomainError, InvalidInput
+from agentsvc_core.ports import (
+    LocalStopBus,
+    ModelRouter,
+    NoServerTools,
+    ServerTools,
+    StopBus,
+    Storage,
+    SystemClock,
+    TokenVerifier,
+)
+from agentsvc_core.use_cases import Agents, ApiKeys, Authenticator, Conversation, Threads
 from agentsvc_web.settings import Settings, SettingsError
 
 log = logging.getLogger("agentsvc")
@@ -26,24 +38,53 @@ class Services:
     """The use cases the web layer may call, built once per process."""
 
     def __init__(
-        self, settings: Settings, storage: Storage, verifier: TokenVerifier | None
+        self,
+        settings: Settings,
+        storage: Storage,
+        verifier: TokenVerifier | None,
+        router: ModelRouter,
+        stops: StopBus,
+        tools: ServerTools | None = None,
     ) -> None:
         clock = SystemClock()
         self.settings = settings
         self.storage = storage
         self.verifier = verifier
+        self.stops = stops
         self.agents = Agents(storage.agents, clock, settings.default_model)
         self.api_keys = ApiKeys(storage.api_keys, storage.organizations, clock)
         self.authenticator = Authenticator(storage.api_keys, storage.organizations, clock, verifier)
+        self.threads = Threads(storage.threads, storage.agents, storage.conversations, clock)
+        self.conversation = Conversation(
+            self.threads,
+            storage.agents,
+            storage.conversations,
+            router,
+            tools or NoServerTools(),
+            stops,
+            clock,
+        )
+
+    async def _sweep_forever(self) -> None:
+        """Replies whose process died stop counting as running (at start and every 30 s)."""
+        while True:
+            try:
+                _log_sweep(await self.conversation.sweep())
+            except DomainError as exc:
+                log.warning("sweep of interrupted replies failed: %s", exc.detail)
+            await asyncio.sleep(SWEEP_EVERY_S)
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Services]:
-        """Migrate and open storage, ensure the bootstrap key, and close everything after."""
+        """Migrate and open storage, ensure the bootstrap key, sweep replies whose
+        process died; on the way out let running replies finish briefly, then close."""
         try:
             if isinstance(self.storage, PostgresStorage):
                 if self.settings.migrate_on_start:
                     await migrate(self.storage.conninfo)
                 await self.storage.open()
+            if isinstance(self.stops, PostgresStopBus):
+                await self.stops.start()
             if self.settings.bootstrap_api_key:
                 try:
                     await self.api_keys.ensure(
@@ -54,12 +95,27 @@ class Services:
                 log.info(
                     "bootstrap API key is valid for organization %r", self.settings.bootstrap_org
                 )
-            yield self
+            sweeper = asyncio.create_task(self._sweep_forever())
+            try:
+                yield self
+            finally:
+                sweeper.cancel()
+                await self.conversation.shutdown(grace_s=self.settings.shutdown_grace_s)
         finally:
+            if isinstance(self.stops, PostgresStopBus):
+                await self.stops.close()
             if isinstance(self.verifier, JwtVerifier):
                 await self.verifier.aclose()
             if isinstance(self.storage, PostgresStorage):
                 await self.storage.close()
+
+
+SWEEP_EVERY_S = 30.0
+
+
+def _log_sweep(count: int) -> None:
+    if count:
+        log.warning("marked %d replies interrupted (their process had stopped)", count)
 
 
 def _verifier(settings: Settings) -> TokenVerifier | None:
@@ -117,5 +173,15 @@ async def run_migrations(settings: Settings) -> list[int]:
     return await migrate(database_url(settings))
 
 
+def _router(settings: Settings) -> ModelRouter:
+    return PrefixRouter(Families(local=LocalModel()))
+
+
 def build_services(settings: Settings) -> Services:
-    return Services(settings, _storage(settings), _verifier(settings))
+    storage = _storage(settings)
+    stops: StopBus = (
+        PostgresStopBus(storage.conninfo, storage.pool)
+        if isinstance(storage, PostgresStorage)
+        else LocalStopBus()
+    )
+    return Services(settings, storage, _verifier(settings), _router(settings), stops)

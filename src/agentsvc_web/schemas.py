@@ -14,7 +14,15 @@ import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
 from agentsvc_core import rules
-from agentsvc_core.entities import RUNTIME_PROVIDERS, Agent, ApiKey, ToolProfile
+from agentsvc_core.entities import (
+    RUNTIME_PROVIDERS,
+    Agent,
+    ApiKey,
+    Message,
+    Participant,
+    Thread,
+    ToolProfile,
+)
 
 Name = Annotated[str, Meta(min_length=1, max_length=rules.MAX_NAME)]
 Description = Annotated[str, Meta(max_length=rules.MAX_DESCRIPTION)]
@@ -157,3 +165,153 @@ class IssuedKeyOut(msgspec.Struct):
     created_at: datetime
     revoked_at: datetime | None
     key: str
+
+
+# --- threads ----------------------------------------------------------------
+
+Overlay = (
+    Annotated[str, Meta(max_length=rules.MAX_PREAMBLE)]
+    | list[Annotated[str, Meta(max_length=rules.MAX_PREAMBLE)]]
+)
+Metadata = Annotated[
+    dict[
+        Annotated[str, Meta(min_length=1, max_length=rules.MAX_METADATA_KEY)],
+        Annotated[str, Meta(max_length=rules.MAX_METADATA_VALUE)],
+    ],
+    Meta(max_length=rules.MAX_METADATA_KEYS),
+]
+Title = Annotated[str, Meta(max_length=rules.MAX_TITLE)]
+UserId = Annotated[str, Meta(min_length=1, max_length=rules.MAX_USER_ID)]
+
+
+class ThreadCreateBody(msgspec.Struct, rename="camel"):
+    agent_id: UUID
+    title: Title | None = None
+    kind: Literal["single", "multiplayer"] = "single"
+    resource_bindings: Annotated[list[dict[str, Any]], Meta(max_length=rules.MAX_BINDINGS)] = []
+    active_profile: ProfileName | None = None
+    system_prompt_overlay: Overlay | None = None
+    metadata: Metadata = {}
+
+
+class ThreadPatchBody(msgspec.Struct, rename="camel"):
+    title: Title | UnsetType | None = UNSET
+    active_profile: ProfileName | UnsetType | None = UNSET
+    system_prompt_overlay: Overlay | UnsetType | None = UNSET
+    metadata: Metadata | UnsetType | None = UNSET
+
+
+class ThreadOut(msgspec.Struct):
+    id: UUID
+    org_id: str
+    agent_id: UUID
+    title: str | None
+    kind: str
+    status: str
+    active_profile: str | None
+    created_at: datetime
+    updated_at: datetime
+    system_prompt_overlay: str | None
+    metadata: dict[str, str]
+    resource_bindings: list[dict[str, Any]]
+    created_by: str | None
+
+    @classmethod
+    def of(cls, t: Thread) -> ThreadOut:
+        return cls(
+            id=t.id,
+            org_id=t.org_id,
+            agent_id=t.agent_id,
+            title=t.title,
+            kind=t.kind,
+            status=t.status,
+            active_profile=t.active_profile,
+            created_at=t.created_at,
+            updated_at=t.updated_at,
+            system_prompt_overlay=t.system_prompt_overlay,
+            metadata=t.metadata,
+            resource_bindings=t.resource_bindings,
+            created_by=t.created_by,
+        )
+
+
+class ThreadListOut(msgspec.Struct, rename="camel"):
+    threads: list[ThreadOut]
+    next_cursor: str | None
+
+
+class MessageOut(msgspec.Struct):
+    id: UUID
+    role: str
+    content: str
+    sender_name: str | None
+    created_at: datetime
+    sender_id: str | None
+    status: str
+
+    @classmethod
+    def of(cls, m: Message) -> MessageOut:
+        return cls(
+            id=m.id,
+            role=m.role,
+            content=m.content,
+            sender_name=m.sender_name,
+            created_at=m.created_at,
+            sender_id=m.sender_id,
+            status=m.status,
+        )
+
+
+class MessageListOut(msgspec.Struct):
+    messages: list[MessageOut]
+    total: int
+
+
+class ClientToolBody(msgspec.Struct, rename="camel"):
+    name: Annotated[str, Meta(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
+    description: Annotated[str, Meta(max_length=rules.MAX_DESCRIPTION)] = ""
+    parameters: dict[str, Any] = msgspec.field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
+
+
+class ToolResultBody(msgspec.Struct, rename="camel"):
+    tool_call_id: Annotated[str, Meta(min_length=1, max_length=256)]
+    output: str
+
+
+class SendMessageBody(msgspec.Struct, rename="camel"):
+    content: str
+    tools: Annotated[list[ClientToolBody], Meta(max_length=rules.MAX_CLIENT_TOOLS)] = []
+    tool_results: list[ToolResultBody] = []
+    model_override: ModelId | None = None
+    sender_name: Title | None = None
+    sender_id: UserId | None = None
+    tool_profile: ProfileName | None = None
+    system_prompt_overlay: Overlay | None = None
+    metadata: Metadata = {}
+
+
+class ParticipantBody(msgspec.Struct, rename="camel"):
+    user_id: UserId
+    display_name: Title | None = None
+    role: Literal["owner", "member"] = "member"
+
+
+class ParticipantRemoveBody(msgspec.Struct, rename="camel"):
+    user_id: UserId
+
+
+class ParticipantOut(msgspec.Struct, rename="camel"):
+    user_id: str
+    display_name: str | None
+    role: str
+    added_at: datetime
+
+    @classmethod
+    def of(cls, p: Participant) -> ParticipantOut:
+        return cls(user_id=p.user_id, display_name=p.display_name, role=p.role, added_at=p.added_at)
+
+
+class ParticipantListOut(msgspec.Struct):
+    participants: list[ParticipantOut]

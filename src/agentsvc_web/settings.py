@@ -68,6 +68,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     allow_private_network: bool = False
     allow_stdio_mcp: bool = False
     log_level: str = "INFO"
+    shutdown_grace_s: int = 4
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:

@@ -6,9 +6,17 @@ from uuid import UUID
 
 import msgspec
 
+from agentsvc_adapters.memory.conversations import MemoryConversations, MemoryThreads
 from agentsvc_core.entities import Agent, ApiKey, Organization
 from agentsvc_core.errors import NotFound
-from agentsvc_core.ports import AgentRepository, ApiKeyRepository, OrganizationRepository, Storage
+from agentsvc_core.ports import (
+    AgentRepository,
+    ApiKeyRepository,
+    ConversationStore,
+    OrganizationRepository,
+    Storage,
+    ThreadRepository,
+)
 
 
 class MemoryOrganizations(OrganizationRepository):
@@ -86,6 +94,8 @@ class MemoryStorage(Storage):
         self._orgs = MemoryOrganizations()
         self._keys = MemoryApiKeys()
         self._agents = MemoryAgents()
+        self._threads = MemoryThreads()
+        self._conversations = MemoryConversations()
 
     @property
     def organizations(self) -> OrganizationRepository:
@@ -98,3 +108,11 @@ class MemoryStorage(Storage):
     @property
     def agents(self) -> AgentRepository:
         return self._agents
+
+    @property
+    def threads(self) -> ThreadRepository:
+        return self._threads
+
+    @property
+    def conversations(self) -> ConversationStore:
+        return self._conversations

@@ -2,6 +2,13 @@
 
 from agentsvc_adapters.postgres.embedded import EmbeddedPostgres, EmbeddedPostgresError
 from agentsvc_adapters.postgres.migrate import migrate
+from agentsvc_adapters.postgres.signals import PostgresStopBus
 from agentsvc_adapters.postgres.storage import PostgresStorage
 
-__all__ = ["EmbeddedPostgres", "EmbeddedPostgresError", "PostgresStorage", "migrate"]
+__all__ = [
+    "EmbeddedPostgres",
+    "EmbeddedPostgresError",
+    "PostgresStopBus",
+    "PostgresStorage",
+    "migrate",
+]

@@ -20,9 +20,17 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from agentsvc_core.entities import Agent, ApiKey, Organization, ToolProfile
 from agentsvc_core.errors import Conflict, DomainError, NotFound, StorageError, Unavailable
-from agentsvc_core.ports import AgentRepository, ApiKeyRepository, OrganizationRepository, Storage
+from agentsvc_core.ports import (
+    AgentRepository,
+    ApiKeyRepository,
+    ConversationStore,
+    OrganizationRepository,
+    Storage,
+    ThreadRepository,
+)
 
 Row = tuple[Any, ...]
+Params = tuple[Any, ...] | dict[str, Any]
 Pool = AsyncConnectionPool[psycopg.AsyncConnection[Row]]
 
 _profiles_decoder = msgspec.json.Decoder(dict[str, ToolProfile])
@@ -50,12 +58,12 @@ class _Repo:
     def __init__(self, pool: Pool) -> None:
         self._pool = pool
 
-    async def _one(self, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    async def _one(self, sql: str, params: Params) -> tuple[Any, ...] | None:
         async with _translate(), self._pool.connection() as conn:
             cur = await conn.execute(sql, params)
             return await cur.fetchone()
 
-    async def _all(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    async def _all(self, sql: str, params: Params) -> list[tuple[Any, ...]]:
         async with _translate(), self._pool.connection() as conn:
             cur = await conn.execute(sql, params)
             return await cur.fetchall()
@@ -259,6 +267,14 @@ class PostgresStorage(Storage):
         self._orgs = PostgresOrganizations(self.pool)
         self._keys = PostgresApiKeys(self.pool)
         self._agents = PostgresAgents(self.pool)
+        # imported here: conversations builds on this module's helpers
+        from agentsvc_adapters.postgres.conversations import (  # noqa: PLC0415
+            PostgresConversations,
+            PostgresThreads,
+        )
+
+        self._threads = PostgresThreads(self.pool)
+        self._conversations = PostgresConversations(self.pool)
 
     async def open(self) -> None:
         async with _translate():
@@ -278,3 +294,11 @@ class PostgresStorage(Storage):
     @property
     def agents(self) -> AgentRepository:
         return self._agents
+
+    @property
+    def threads(self) -> ThreadRepository:
+        return self._threads
+
+    @property
+    def conversations(self) -> ConversationStore:
+        return self._conversations

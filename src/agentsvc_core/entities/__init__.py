@@ -2,8 +2,12 @@
 
 from agentsvc_core.entities.agent import RUNTIME_PROVIDERS, Agent, ToolProfile
 from agentsvc_core.entities.api_key import API_KEY_PREFIX, ApiKey
+from agentsvc_core.entities.message import Message, MessageStatus, Role, ToolCall
 from agentsvc_core.entities.organization import Organization
 from agentsvc_core.entities.principal import AuthMethod, Principal
+from agentsvc_core.entities.run import Run, RunStatus
+from agentsvc_core.entities.thread import Participant, ParticipantRole, Thread, ThreadKind
+from agentsvc_core.entities.usage import KeySource, Usage, UsageRecord
 
 __all__ = [
     "API_KEY_PREFIX",
@@ -11,7 +15,20 @@ __all__ = [
     "Agent",
     "ApiKey",
     "AuthMethod",
+    "KeySource",
+    "Message",
+    "MessageStatus",
     "Organization",
+    "Participant",
+    "ParticipantRole",
     "Principal",
+    "Role",
+    "Run",
+    "RunStatus",
+    "Thread",
+    "ThreadKind",
+    "ToolCall",
     "ToolProfile",
+    "Usage",
+    "UsageRecord",
 ]

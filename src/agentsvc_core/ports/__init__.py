@@ -1,21 +1,52 @@
 """Ports: what the core needs from the world, as ``typing.Protocol`` classes."""
 
 from agentsvc_core.ports.clock import Clock, SystemClock
+from agentsvc_core.ports.llm import (
+    ChatModel,
+    Finished,
+    ModelEvent,
+    ModelRequest,
+    ModelRouter,
+    TextDelta,
+    ToolCallRequested,
+    ToolSpec,
+    UsageReport,
+)
+from agentsvc_core.ports.signals import LocalStopBus, StopBus
 from agentsvc_core.ports.storage import (
     AgentRepository,
     ApiKeyRepository,
+    ConversationStore,
     OrganizationRepository,
     Storage,
+    ThreadRepository,
 )
 from agentsvc_core.ports.tokens import TokenVerifier, VerifiedToken
+from agentsvc_core.ports.tools import NoServerTools, ServerTools, ToolAuthRequired
 
 __all__ = [
     "AgentRepository",
     "ApiKeyRepository",
+    "ChatModel",
     "Clock",
+    "ConversationStore",
+    "Finished",
+    "LocalStopBus",
+    "ModelEvent",
+    "ModelRequest",
+    "ModelRouter",
+    "NoServerTools",
     "OrganizationRepository",
+    "ServerTools",
+    "StopBus",
     "Storage",
     "SystemClock",
+    "TextDelta",
+    "ThreadRepository",
     "TokenVerifier",
+    "ToolAuthRequired",
+    "ToolCallRequested",
+    "ToolSpec",
+    "UsageReport",
     "VerifiedToken",
 ]

@@ -10,7 +10,16 @@ from datetime import datetime
 from typing import Protocol
 from uuid import UUID
 
-from agentsvc_core.entities import Agent, ApiKey, Organization
+from agentsvc_core.entities import (
+    Agent,
+    ApiKey,
+    Message,
+    Organization,
+    Participant,
+    Run,
+    Thread,
+    UsageRecord,
+)
 
 
 class OrganizationRepository(Protocol):
@@ -67,6 +76,95 @@ class AgentRepository(Protocol):
         ...
 
 
+class ThreadRepository(Protocol):
+    async def add(self, thread: Thread) -> Thread:
+        """Store a new thread. ``created_at`` is kept distinct within the
+        organization (bumped by a microsecond on a collision), so a cursor on it
+        pages exactly; the stored thread is returned."""
+        ...
+
+    async def get(self, org_id: str, thread_id: UUID) -> Thread:
+        """Raises ``NotFound``."""
+        ...
+
+    async def modify(
+        self, org_id: str, thread_id: UUID, change: Callable[[Thread], Thread]
+    ) -> Thread:
+        """Atomic read-change-write, as ``AgentRepository.modify``."""
+        ...
+
+    async def list_for_agent(
+        self,
+        org_id: str,
+        agent_id: UUID,
+        *,
+        before: datetime | None,
+        limit: int,
+        visible_to: str | None = None,
+    ) -> list[Thread]:
+        """Newest first, strictly older than ``before``. With ``visible_to``, only
+        the threads that user opened or takes part in."""
+        ...
+
+    async def put_participant(self, participant: Participant) -> Participant:
+        """Add, or update the role and display name of, a participant."""
+        ...
+
+    async def participants(self, org_id: str, thread_id: UUID) -> list[Participant]:
+        """In the order they were added."""
+        ...
+
+    async def participant(
+        self, org_id: str, thread_id: UUID, user_id: str
+    ) -> Participant | None: ...
+
+    async def remove_participant(self, org_id: str, thread_id: UUID, user_id: str) -> bool:
+        """True when there was one to remove."""
+        ...
+
+
+class ConversationStore(Protocol):
+    """Messages, runs (replies) and usage records: the turn's storage, shaped so a
+    turn costs two round trips: one to begin, one to finish."""
+
+    async def begin_turn(
+        self, run: Run, new: list[Message], stale_before: datetime
+    ) -> list[Message]:
+        """In one transaction: refuse with ``Conflict(code="THREAD_BUSY")`` when the
+        thread has a running run whose heartbeat is newer than ``stale_before``
+        (an older one is marked ``interrupted``); store ``run`` and the ``new``
+        messages; return the thread's whole history (all roles, oldest first)."""
+        ...
+
+    async def heartbeat(self, org_id: str, run_id: UUID, at: datetime) -> None: ...
+
+    async def finish_turn(self, run: Run, new: list[Message], usage: list[UsageRecord]) -> None:
+        """In one transaction: store the run's final state, its messages and its
+        usage records."""
+        ...
+
+    async def running(self, org_id: str, thread_id: UUID, stale_before: datetime) -> Run | None:
+        """The thread's running run, unless its heartbeat is older than ``stale_before``."""
+        ...
+
+    async def latest_run(self, org_id: str, thread_id: UUID) -> Run | None: ...
+
+    async def interrupt_stale(self, stale_before: datetime, at: datetime) -> int:
+        """Mark every running run whose heartbeat is older than ``stale_before``
+        as ``interrupted`` (all organizations: a maintenance sweep). Returns how many."""
+        ...
+
+    async def history(
+        self, org_id: str, thread_id: UUID, *, offset: int, limit: int
+    ) -> tuple[list[Message], int]:
+        """User and assistant messages, oldest first, and how many there are."""
+        ...
+
+    async def usage(self, org_id: str, thread_id: UUID) -> list[UsageRecord]:
+        """The thread's usage records, oldest first."""
+        ...
+
+
 class Storage(Protocol):
     """Everything the core stores, behind one object the composition root builds."""
 
@@ -78,3 +176,9 @@ class Storage(Protocol):
 
     @property
     def agents(self) -> AgentRepository: ...
+
+    @property
+    def threads(self) -> ThreadRepository: ...
+
+    @property
+    def conversations(self) -> ConversationStore: ...

@@ -1,4 +1,5 @@
 from agentsvc_web.controllers.agents import AgentController
 from agentsvc_web.controllers.keys import KeyController
+from agentsvc_web.controllers.threads import ThreadController
 
-__all__ = ["AgentController", "KeyController"]
+__all__ = ["AgentController", "KeyController", "ThreadController"]

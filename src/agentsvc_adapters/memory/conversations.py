@@ -1,0 +1,167 @@
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from uuid import UUID
+
+import msgspec
+
+from agentsvc_core.entities import Message, Participant, Run, Thread, UsageRecord
+from agentsvc_core.errors import Conflict, NotFound
+from agentsvc_core.ports import ConversationStore, ThreadRepository
+
+_TICK = timedelta(microseconds=1)
+
+
+def visible_in_history(m: Message) -> bool:
+    """User and assistant messages, except assistant steps that only called tools."""
+    if m.role == "user":
+        return True
+    return m.role == "assistant" and (bool(m.content) or not m.tool_calls)
+
+
+class MemoryThreads(ThreadRepository):
+    def __init__(self) -> None:
+        self._threads: dict[tuple[str, UUID], Thread] = {}
+        self._created: dict[str, set[datetime]] = {}
+        self._participants: dict[tuple[str, UUID], dict[str, Participant]] = {}
+
+    async def add(self, thread: Thread) -> Thread:
+        taken = self._created.setdefault(thread.org_id, set())
+        created = thread.created_at
+        while created in taken:
+            created += _TICK
+        taken.add(created)
+        stored = msgspec.structs.replace(thread, created_at=created)
+        self._threads[(thread.org_id, thread.id)] = stored
+        return stored
+
+    def _get(self, org_id: str, thread_id: UUID) -> Thread:
+        try:
+            return self._threads[(org_id, thread_id)]
+        except KeyError:
+            raise NotFound("thread not found") from None
+
+    async def get(self, org_id: str, thread_id: UUID) -> Thread:
+        return self._get(org_id, thread_id)
+
+    async def modify(
+        self, org_id: str, thread_id: UUID, change: Callable[[Thread], Thread]
+    ) -> Thread:
+        updated = change(self._get(org_id, thread_id))
+        self._threads[(org_id, thread_id)] = updated
+        return updated
+
+    async def list_for_agent(
+        self,
+        org_id: str,
+        agent_id: UUID,
+        *,
+        before: datetime | None,
+        limit: int,
+        visible_to: str | None = None,
+    ) -> list[Thread]:
+        def shown(t: Thread) -> bool:
+            if visible_to is None or t.created_by == visible_to:
+                return True
+            return visible_to in self._participants.get((org_id, t.id), {})
+
+        rows = [
+            t
+            for (org, _), t in self._threads.items()
+            if org == org_id
+            and t.agent_id == agent_id
+            and (before is None or t.created_at < before)
+            and shown(t)
+        ]
+        rows.sort(key=lambda t: t.created_at, reverse=True)
+        return rows[:limit]
+
+    async def put_participant(self, participant: Participant) -> Participant:
+        self._get(participant.org_id, participant.thread_id)
+        members = self._participants.setdefault((participant.org_id, participant.thread_id), {})
+        existing = members.get(participant.user_id)
+        if existing is not None:
+            participant = msgspec.structs.replace(participant, added_at=existing.added_at)
+        members[participant.user_id] = participant
+        return participant
+
+    async def participants(self, org_id: str, thread_id: UUID) -> list[Participant]:
+        return sorted(
+            self._participants.get((org_id, thread_id), {}).values(),
+            key=lambda p: (p.added_at, p.user_id),
+        )
+
+    async def participant(self, org_id: str, thread_id: UUID, user_id: str) -> Participant | None:
+        return self._participants.get((org_id, thread_id), {}).get(user_id)
+
+    async def remove_participant(self, org_id: str, thread_id: UUID, user_id: str) -> bool:
+        return self._participants.get((org_id, thread_id), {}).pop(user_id, None) is not None
+
+
+class MemoryConversations(ConversationStore):
+    def __init__(self) -> None:
+        self._messages: dict[tuple[str, UUID], list[Message]] = {}
+        self._runs: dict[tuple[str, UUID], list[Run]] = {}
+        self._usage: dict[tuple[str, UUID], list[UsageRecord]] = {}
+
+    def _runs_of(self, org_id: str, thread_id: UUID) -> list[Run]:
+        return self._runs.setdefault((org_id, thread_id), [])
+
+    async def begin_turn(
+        self, run: Run, new: list[Message], stale_before: datetime
+    ) -> list[Message]:
+        runs = self._runs_of(run.org_id, run.thread_id)
+        for i, r in enumerate(runs):
+            if r.status == "running":
+                if r.heartbeat_at >= stale_before:
+                    raise Conflict("a reply is still running on this thread", code="THREAD_BUSY")
+                runs[i] = msgspec.structs.replace(
+                    r, status="interrupted", finished_at=run.started_at
+                )
+        runs.append(run)
+        history = self._messages.setdefault((run.org_id, run.thread_id), [])
+        history.extend(new)
+        return list(history)
+
+    async def heartbeat(self, org_id: str, run_id: UUID, at: datetime) -> None:
+        for runs in self._runs.values():
+            for i, r in enumerate(runs):
+                if r.id == run_id and r.org_id == org_id and r.status == "running":
+                    runs[i] = msgspec.structs.replace(r, heartbeat_at=at)
+
+    async def finish_turn(self, run: Run, new: list[Message], usage: list[UsageRecord]) -> None:
+        runs = self._runs_of(run.org_id, run.thread_id)
+        for i, r in enumerate(runs):
+            if r.id == run.id:
+                runs[i] = run
+        self._messages.setdefault((run.org_id, run.thread_id), []).extend(new)
+        self._usage.setdefault((run.org_id, run.thread_id), []).extend(usage)
+
+    async def running(self, org_id: str, thread_id: UUID, stale_before: datetime) -> Run | None:
+        for r in self._runs_of(org_id, thread_id):
+            if r.status == "running" and r.heartbeat_at >= stale_before:
+                return r
+        return None
+
+    async def latest_run(self, org_id: str, thread_id: UUID) -> Run | None:
+        runs = self._runs_of(org_id, thread_id)
+        return runs[-1] if runs else None
+
+    async def interrupt_stale(self, stale_before: datetime, at: datetime) -> int:
+        count = 0
+        for runs in self._runs.values():
+            for i, r in enumerate(runs):
+                if r.status == "running" and r.heartbeat_at < stale_before:
+                    runs[i] = msgspec.structs.replace(r, status="interrupted", finished_at=at)
+                    count += 1
+        return count
+
+    async def history(
+        self, org_id: str, thread_id: UUID, *, offset: int, limit: int
+    ) -> tuple[list[Message], int]:
+        shown = [m for m in self._messages.get((org_id, thread_id), []) if visible_in_history(m)]
+        return shown[offset : offset + limit], len(shown)
+
+    async def usage(self, org_id: str, thread_id: UUID) -> list[UsageRecord]:
+        return list(self._usage.get((org_id, thread_id), []))

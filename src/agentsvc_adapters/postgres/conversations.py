@@ -1,0 +1,445 @@
+"""Threads, participants, runs, messages and usage records on PostgreSQL.
+
+A turn costs two transactions, each sent as one pipeline (one network round
+trip): ``begin_turn`` (sweep a stale run, insert the run and the user's message,
+read the history) and ``finish_turn`` (the run's final state, the assistant
+messages, the usage records). One reply per thread is enforced by a partial
+unique index on running runs, so two processes racing to start a reply on one
+thread cannot both succeed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+import msgspec
+
+from agentsvc_adapters.memory.conversations import visible_in_history
+from agentsvc_adapters.postgres.storage import Pool, Row, _Repo, _translate
+from agentsvc_core.entities import (
+    Message,
+    Participant,
+    Run,
+    Thread,
+    ToolCall,
+    Usage,
+    UsageRecord,
+)
+from agentsvc_core.errors import Conflict, NotFound, StorageError
+from agentsvc_core.ports import ConversationStore, ThreadRepository
+
+_enc = msgspec.json.Encoder()
+_meta = msgspec.json.Decoder(dict[str, str])
+_bindings = msgspec.json.Decoder(list[dict[str, Any]])
+_calls = msgspec.json.Decoder(tuple[ToolCall, ...])
+_TICK = timedelta(microseconds=1)
+_MAX_BUMPS = 10_000
+
+
+def _json(value: object) -> str:
+    return _enc.encode(value).decode()
+
+
+# --- threads ------------------------------------------------------------------
+
+_THREAD_COLS = (
+    "id, org_id, agent_id, title, kind, status, active_profile, system_prompt_overlay,"
+    " metadata::text, resource_bindings::text, created_by, created_at, updated_at"
+)
+
+
+def _thread(r: Row) -> Thread:
+    return Thread(
+        id=r[0],
+        org_id=r[1],
+        agent_id=r[2],
+        title=r[3],
+        kind=r[4],
+        status=r[5],
+        active_profile=r[6],
+        system_prompt_overlay=r[7],
+        metadata=_meta.decode(r[8]),
+        resource_bindings=_bindings.decode(r[9]),
+        created_by=r[10],
+        created_at=r[11],
+        updated_at=r[12],
+    )
+
+
+def _participant(r: Row) -> Participant:
+    return Participant(
+        org_id=r[0], thread_id=r[1], user_id=r[2], display_name=r[3], role=r[4], added_at=r[5]
+    )
+
+
+_PART_COLS = "org_id, thread_id, user_id, display_name, role, added_at"
+
+
+class PostgresThreads(_Repo, ThreadRepository):
+    async def add(self, thread: Thread) -> Thread:
+        created = thread.created_at
+        async with _translate(), self._pool.connection() as conn:
+            for _ in range(_MAX_BUMPS):
+                cur = await conn.execute(
+                    f"INSERT INTO threads ({_THREAD_COLS.replace('::text', '')})"
+                    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s::json, %s::json, %s, %s, %s)"
+                    " ON CONFLICT (org_id, created_at) DO NOTHING RETURNING created_at",
+                    (
+                        thread.id,
+                        thread.org_id,
+                        thread.agent_id,
+                        thread.title,
+                        thread.kind,
+                        thread.status,
+                        thread.active_profile,
+                        thread.system_prompt_overlay,
+                        _json(thread.metadata),
+                        _json(thread.resource_bindings),
+                        thread.created_by,
+                        created,
+                        thread.updated_at,
+                    ),
+                )
+                if await cur.fetchone() is not None:
+                    return msgspec.structs.replace(thread, created_at=created)
+                created += _TICK  # another thread of this org has this instant
+        raise StorageError("could not find a free creation time for the thread")
+
+    async def get(self, org_id: str, thread_id: UUID) -> Thread:
+        row = await self._one(
+            f"SELECT {_THREAD_COLS} FROM threads WHERE org_id = %s AND id = %s", (org_id, thread_id)
+        )
+        if row is None:
+            raise NotFound("thread not found")
+        return _thread(row)
+
+    async def modify(
+        self, org_id: str, thread_id: UUID, change: Callable[[Thread], Thread]
+    ) -> Thread:
+        async with _translate(), self._pool.connection() as conn, conn.transaction():
+            cur = await conn.execute(
+                f"SELECT {_THREAD_COLS} FROM threads WHERE org_id = %s AND id = %s FOR UPDATE",
+                (org_id, thread_id),
+            )
+            row = await cur.fetchone()
+            if row is None:
+                raise NotFound("thread not found")
+            t = change(_thread(row))
+            await conn.execute(
+                "UPDATE threads SET title = %s, active_profile = %s, system_prompt_overlay = %s,"
+                " metadata = %s::json, resource_bindings = %s::json, status = %s, updated_at = %s"
+                " WHERE org_id = %s AND id = %s",
+                (
+                    t.title,
+                    t.active_profile,
+                    t.system_prompt_overlay,
+                    _json(t.metadata),
+                    _json(t.resource_bindings),
+                    t.status,
+                    t.updated_at,
+                    org_id,
+                    thread_id,
+                ),
+            )
+            return t
+
+    async def list_for_agent(
+        self,
+        org_id: str,
+        agent_id: UUID,
+        *,
+        before: datetime | None,
+        limit: int,
+        visible_to: str | None = None,
+    ) -> list[Thread]:
+        rows = await self._all(
+            f"SELECT {_THREAD_COLS} FROM threads t WHERE t.org_id = %(org)s"
+            " AND t.agent_id = %(agent)s"
+            " AND (%(before)s::timestamptz IS NULL OR t.created_at < %(before)s)"
+            " AND (%(user)s::text IS NULL OR t.created_by = %(user)s OR EXISTS ("
+            "   SELECT 1 FROM thread_participants p WHERE p.org_id = t.org_id"
+            "   AND p.thread_id = t.id AND p.user_id = %(user)s))"
+            " ORDER BY t.created_at DESC LIMIT %(limit)s",
+            {
+                "org": org_id,
+                "agent": agent_id,
+                "before": before,
+                "user": visible_to,
+                "limit": limit,
+            },
+        )
+        return [_thread(r) for r in rows]
+
+    async def put_participant(self, participant: Participant) -> Participant:
+        p = participant
+        row = await self._one(
+            f"INSERT INTO thread_participants ({_PART_COLS}) VALUES (%s, %s, %s, %s, %s, %s)"
+            " ON CONFLICT (org_id, thread_id, user_id) DO UPDATE"
+            " SET display_name = EXCLUDED.display_name, role = EXCLUDED.role"
+            f" RETURNING {_PART_COLS}",
+            (p.org_id, p.thread_id, p.user_id, p.display_name, p.role, p.added_at),
+        )
+        assert row is not None
+        return _participant(row)
+
+    async def participants(self, org_id: str, thread_id: UUID) -> list[Participant]:
+        rows = await self._all(
+            f"SELECT {_PART_COLS} FROM thread_participants WHERE org_id = %s AND thread_id = %s"
+            " ORDER BY added_at, user_id",
+            (org_id, thread_id),
+        )
+        return [_participant(r) for r in rows]
+
+    async def participant(self, org_id: str, thread_id: UUID, user_id: str) -> Participant | None:
+        row = await self._one(
+            f"SELECT {_PART_COLS} FROM thread_participants"
+            " WHERE org_id = %s AND thread_id = %s AND user_id = %s",
+            (org_id, thread_id, user_id),
+        )
+        return None if row is None else _participant(row)
+
+    async def remove_participant(self, org_id: str, thread_id: UUID, user_id: str) -> bool:
+        row = await self._one(
+            "DELETE FROM thread_participants WHERE org_id = %s AND thread_id = %s AND user_id = %s"
+            " RETURNING user_id",
+            (org_id, thread_id, user_id),
+        )
+        return row is not None
+
+
+# --- runs, messages, usage ------------------------------------------------------
+
+_RUN_COLS = (
+    "id, org_id, thread_id, status, started_at, heartbeat_at, finished_at, pending_tool_calls::text"
+)
+_MSG_COLS = (
+    "id, org_id, thread_id, role, content, created_at, sender_name, sender_id,"
+    " tool_calls::text, tool_call_id, status, run_id"
+)
+_MSG_INSERT = (
+    "INSERT INTO messages (id, org_id, thread_id, role, content, created_at, sender_name,"
+    " sender_id, tool_calls, tool_call_id, status, run_id, visible)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s::json, %s, %s, %s, %s)"
+)
+_USAGE_INSERT = (
+    "INSERT INTO usage_records (org_id, id, agent_id, thread_id, run_id, message_id, provider,"
+    " model, input_tokens, output_tokens, cached_input_tokens, key_source, metadata, created_at)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::json, %s)"
+)
+
+
+def _run(r: Row) -> Run:
+    return Run(
+        id=r[0],
+        org_id=r[1],
+        thread_id=r[2],
+        status=r[3],
+        started_at=r[4],
+        heartbeat_at=r[5],
+        finished_at=r[6],
+        pending_tool_calls=_calls.decode(r[7]),
+    )
+
+
+def _message(r: Row) -> Message:
+    return Message(
+        id=r[0],
+        org_id=r[1],
+        thread_id=r[2],
+        role=r[3],
+        content=r[4],
+        created_at=r[5],
+        sender_name=r[6],
+        sender_id=r[7],
+        tool_calls=_calls.decode(r[8]) if r[8] else (),
+        tool_call_id=r[9],
+        status=r[10],
+        run_id=r[11],
+    )
+
+
+def _message_params(m: Message) -> tuple[Any, ...]:
+    return (
+        m.id,
+        m.org_id,
+        m.thread_id,
+        m.role,
+        m.content,
+        m.created_at,
+        m.sender_name,
+        m.sender_id,
+        _json(m.tool_calls) if m.tool_calls else None,
+        m.tool_call_id,
+        m.status,
+        m.run_id,
+        visible_in_history(m),
+    )
+
+
+def _usage_params(u: UsageRecord) -> tuple[Any, ...]:
+    return (
+        u.org_id,
+        u.id,
+        u.agent_id,
+        u.thread_id,
+        u.run_id,
+        u.message_id,
+        u.provider,
+        u.model,
+        u.usage.input_tokens,
+        u.usage.output_tokens,
+        u.usage.cached_input_tokens,
+        u.key_source,
+        _json(u.metadata),
+        u.created_at,
+    )
+
+
+class PostgresConversations(_Repo, ConversationStore):
+    def __init__(self, pool: Pool) -> None:
+        super().__init__(pool)
+
+    async def begin_turn(
+        self, run: Run, new: list[Message], stale_before: datetime
+    ) -> list[Message]:
+        try:
+            async with _translate(), self._pool.connection() as conn, conn.transaction():
+                async with conn.pipeline():
+                    await conn.execute(
+                        "UPDATE runs SET status = 'interrupted', finished_at = %s"
+                        " WHERE org_id = %s AND thread_id = %s AND status = 'running'"
+                        " AND heartbeat_at < %s",
+                        (run.started_at, run.org_id, run.thread_id, stale_before),
+                    )
+                    await conn.execute(
+                        "INSERT INTO runs (id, org_id, thread_id, status, started_at,"
+                        " heartbeat_at) VALUES (%s, %s, %s, %s, %s, %s)",
+                        (
+                            run.id,
+                            run.org_id,
+                            run.thread_id,
+                            run.status,
+                            run.started_at,
+                            run.heartbeat_at,
+                        ),
+                    )
+                    async with conn.cursor() as cur:
+                        await cur.executemany(_MSG_INSERT, [_message_params(m) for m in new])
+                    cur = await conn.execute(
+                        f"SELECT {_MSG_COLS} FROM messages WHERE org_id = %s AND thread_id = %s"
+                        " ORDER BY seq",
+                        (run.org_id, run.thread_id),
+                    )
+                rows = await cur.fetchall()
+        except Conflict as exc:
+            raise Conflict(
+                "a reply is still running on this thread; wait for it or stop it",
+                code="THREAD_BUSY",
+            ) from exc
+        return [_message(r) for r in rows]
+
+    async def heartbeat(self, org_id: str, run_id: UUID, at: datetime) -> None:
+        async with _translate(), self._pool.connection() as conn:
+            await conn.execute(
+                "UPDATE runs SET heartbeat_at = %s WHERE org_id = %s AND id = %s"
+                " AND status = 'running'",
+                (at, org_id, run_id),
+            )
+
+    async def finish_turn(self, run: Run, new: list[Message], usage: list[UsageRecord]) -> None:
+        async with (
+            _translate(),
+            self._pool.connection() as conn,
+            conn.transaction(),
+            conn.pipeline(),
+            conn.cursor() as cur,
+        ):
+            await cur.execute(
+                "UPDATE runs SET status = %s, finished_at = %s, heartbeat_at = %s,"
+                " pending_tool_calls = %s::json WHERE org_id = %s AND id = %s",
+                (
+                    run.status,
+                    run.finished_at,
+                    run.heartbeat_at,
+                    _json(run.pending_tool_calls),
+                    run.org_id,
+                    run.id,
+                ),
+            )
+            if new:
+                await cur.executemany(_MSG_INSERT, [_message_params(m) for m in new])
+            if usage:
+                await cur.executemany(_USAGE_INSERT, [_usage_params(u) for u in usage])
+
+    async def running(self, org_id: str, thread_id: UUID, stale_before: datetime) -> Run | None:
+        row = await self._one(
+            f"SELECT {_RUN_COLS} FROM runs WHERE org_id = %s AND thread_id = %s"
+            " AND status = 'running' AND heartbeat_at >= %s",
+            (org_id, thread_id, stale_before),
+        )
+        return None if row is None else _run(row)
+
+    async def latest_run(self, org_id: str, thread_id: UUID) -> Run | None:
+        row = await self._one(
+            f"SELECT {_RUN_COLS} FROM runs WHERE org_id = %s AND thread_id = %s"
+            " ORDER BY started_at DESC LIMIT 1",
+            (org_id, thread_id),
+        )
+        return None if row is None else _run(row)
+
+    async def interrupt_stale(self, stale_before: datetime, at: datetime) -> int:
+        async with _translate(), self._pool.connection() as conn:
+            cur = await conn.execute(
+                "UPDATE runs SET status = 'interrupted', finished_at = %s"
+                " WHERE status = 'running' AND heartbeat_at < %s",
+                (at, stale_before),
+            )
+            return cur.rowcount
+
+    async def history(
+        self, org_id: str, thread_id: UUID, *, offset: int, limit: int
+    ) -> tuple[list[Message], int]:
+        async with _translate(), self._pool.connection() as conn:
+            async with conn.pipeline():
+                page = await conn.execute(
+                    f"SELECT {_MSG_COLS} FROM messages WHERE org_id = %s AND thread_id = %s"
+                    " AND visible ORDER BY seq OFFSET %s LIMIT %s",
+                    (org_id, thread_id, offset, limit),
+                )
+                count = await conn.execute(
+                    "SELECT count(*) FROM messages WHERE org_id = %s AND thread_id = %s"
+                    " AND visible",
+                    (org_id, thread_id),
+                )
+            rows = await page.fetchall()
+            total = await count.fetchone()
+        return [_message(r) for r in rows], int(total[0]) if total else 0
+
+    async def usage(self, org_id: str, thread_id: UUID) -> list[UsageRecord]:
+        rows = await self._all(
+            "SELECT id, org_id, agent_id, thread_id, run_id, message_id, provider, model,"
+            " input_tokens, output_tokens, cached_input_tokens, key_source, metadata::text,"
+            " created_at FROM usage_records WHERE org_id = %s AND thread_id = %s"
+            " ORDER BY created_at, id",
+            (org_id, thread_id),
+        )
+        return [
+            UsageRecord(
+                id=r[0],
+                org_id=r[1],
+                agent_id=r[2],
+                thread_id=r[3],
+                run_id=r[4],
+                message_id=r[5],
+                provider=r[6],
+                model=r[7],
+                usage=Usage(input_tokens=r[8], output_tokens=r[9], cached_input_tokens=r[10]),
+                key_source=r[11],
+                metadata=_meta.decode(r[12]),
+                created_at=r[13],
+            )
+            for r in rows
+        ]

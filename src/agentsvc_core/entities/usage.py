@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+from uuid import UUID
+
+import msgspec
+
+KeySource = Literal["platform", "byok"]
+
+
+class Usage(msgspec.Struct, frozen=True, kw_only=True):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int | None = None
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        cached = None
+        if self.cached_input_tokens is not None or other.cached_input_tokens is not None:
+            cached = (self.cached_input_tokens or 0) + (other.cached_input_tokens or 0)
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cached_input_tokens=cached,
+        )
+
+
+class UsageRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One per model call: what analytics and budgets read."""
+
+    id: UUID
+    org_id: str
+    agent_id: UUID
+    thread_id: UUID
+    run_id: UUID
+    message_id: UUID | None
+    provider: str
+    model: str
+    usage: Usage
+    key_source: KeySource
+    metadata: dict[str, str]
+    created_at: datetime

@@ -1,0 +1,76 @@
+"""The model port: one streaming call per model turn, provider-neutral."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, Literal, Protocol
+
+import msgspec
+
+from agentsvc_core.entities import Message, ToolCall, Usage
+
+
+class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """A tool offered to the model: name, description, JSON Schema of its arguments."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = msgspec.field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
+
+
+class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
+    model: str
+    system: str
+    # user / assistant (with tool_calls) / tool messages, oldest first
+    messages: list[Message]
+    tools: list[ToolSpec] = []
+    max_tokens: int = 4096
+    # A per-call key (bring-your-own-key); None uses the provider's platform key.
+    api_key: str | None = None
+
+
+class TextDelta(msgspec.Struct, frozen=True):
+    text: str
+
+
+class ToolCallRequested(msgspec.Struct, frozen=True):
+    """A complete tool call (arguments fully received and parsed)."""
+
+    call: ToolCall
+
+
+class UsageReport(msgspec.Struct, frozen=True):
+    usage: Usage
+
+
+FinishReason = Literal["stop", "tool_calls", "length", "other"]
+
+
+class Finished(msgspec.Struct, frozen=True):
+    reason: FinishReason
+
+
+ModelEvent = TextDelta | ToolCallRequested | UsageReport | Finished
+
+
+class ChatModel(Protocol):
+    """A model provider family.
+
+    ``stream`` yields text deltas as they arrive, then complete tool calls, a
+    usage report and ``Finished``. It raises ``Upstream`` (code ``PROVIDER_*``,
+    a detail with no secret in it) for provider errors, before or during the
+    stream. Closing the iterator early (a stop) must release the connection.
+    """
+
+    provider: str
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]: ...
+
+
+class ModelRouter(Protocol):
+    def route(self, model_id: str) -> tuple[ChatModel, str]:
+        """The family that serves ``model_id`` and the model name to send it.
+        Raises ``InvalidInput`` for a model no configured family serves."""
+        ...

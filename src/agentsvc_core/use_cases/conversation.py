@@ -1,0 +1,594 @@
+"""The turn: store the user's message, call the model, stream, run tools, store the reply.
+
+``Conversation.send`` does everything that can fail with an HTTP error (access,
+validation, the one-reply-per-thread rule) before it returns, then the reply runs
+in a task of its own: a client that disconnects does not cancel it; only
+``stop`` does, from any process, through the ``StopBus``.
+
+Round trips to storage per turn: reading the thread and the agent, ``begin_turn``
+(one transaction that also returns the history) and ``finish_turn`` (one
+transaction for the run, the assistant messages and the usage records). Nothing
+is written per token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import Any
+from uuid import UUID
+
+import msgspec
+
+from agentsvc_core.entities import (
+    Agent,
+    KeySource,
+    Message,
+    MessageStatus,
+    Principal,
+    Role,
+    Run,
+    RunStatus,
+    Thread,
+    ToolCall,
+    Usage,
+    UsageRecord,
+)
+from agentsvc_core.errors import DomainError, InvalidInput, PermissionDenied, Upstream
+from agentsvc_core.ports import (
+    AgentRepository,
+    ChatModel,
+    Clock,
+    ConversationStore,
+    Finished,
+    ModelEvent,
+    ModelRequest,
+    ModelRouter,
+    ServerTools,
+    StopBus,
+    TextDelta,
+    ToolAuthRequired,
+    ToolCallRequested,
+    ToolSpec,
+    UsageReport,
+)
+from agentsvc_core.rules import (
+    MAX_CLIENT_TOOLS,
+    MAX_CONTENT,
+    MAX_PREAMBLE,
+    MAX_TITLE,
+    MAX_USER_ID,
+    check_metadata,
+    check_model_id,
+    check_text,
+)
+from agentsvc_core.use_cases.context import (
+    PROPOSE_PROFILE_SWITCH,
+    effective_profile,
+    gate_tools,
+    merged_metadata,
+    model_history,
+    profile_switch_tool,
+    system_prompt,
+)
+from agentsvc_core.use_cases.threads import Threads
+from agentsvc_core.use_cases.turn import (
+    AuthChallenge,
+    Challenge,
+    Done,
+    ErrorEvent,
+    Meta,
+    ProfileSwitchProposal,
+    RequiresAction,
+    Token,
+    ToolCallEvent,
+    ToolCallOut,
+    ToolExecuting,
+    ToolResult,
+    Turn,
+    UsageOut,
+)
+
+log = logging.getLogger("agentsvc.turn")
+
+MAX_STEPS = 8  # model calls per turn (tool loop bound)
+HEARTBEAT_S = 10.0
+STALE_AFTER = timedelta(seconds=45)
+TOOL_TIMEOUT_S = 60.0
+
+
+class ToolResultIn(msgspec.Struct, frozen=True, kw_only=True):
+    tool_call_id: str
+    output: str
+
+
+class SendInput(msgspec.Struct, frozen=True, kw_only=True):
+    content: str
+    tools: list[ToolSpec] = []
+    tool_results: list[ToolResultIn] = []
+    model_override: str | None = None
+    sender_name: str | None = None
+    sender_id: str | None = None
+    tool_profile: str | None = None
+    system_prompt_overlay: str | None = None
+    metadata: dict[str, str] = {}
+
+
+class _Plan(msgspec.Struct, kw_only=True):
+    """Everything the running reply needs, decided before it starts."""
+
+    who: Principal
+    thread: Thread
+    agent: Agent
+    model: ChatModel
+    model_name: str
+    model_id: str
+    system: str
+    server_tools: dict[str, ToolSpec]
+    client_tools: dict[str, ToolSpec]
+    offered: list[ToolSpec]
+    metadata: dict[str, str]
+    key_source: KeySource = "platform"
+
+
+class _ReplyState(msgspec.Struct, kw_only=True):
+    """What a running reply has produced so far."""
+
+    messages: list[Message]  # the model's context, growing with each step
+    shown: list[str] = msgspec.field(default_factory=list)  # every delta the user saw
+    new: list[Message] = msgspec.field(default_factory=list)  # to store at the end
+    records: list[UsageRecord] = msgspec.field(default_factory=list)
+    total: Usage = msgspec.field(default_factory=Usage)
+    status: RunStatus = "completed"
+    pending: tuple[ToolCall, ...] = ()
+    error: ErrorEvent | None = None
+
+    def add(self, message: Message) -> None:
+        self.new.append(message)
+        self.messages.append(message)
+
+
+def _usage_out(u: Usage) -> UsageOut:
+    return UsageOut(
+        input_tokens=u.input_tokens,
+        output_tokens=u.output_tokens,
+        total_tokens=u.total_tokens,
+        cached_input_tokens=u.cached_input_tokens,
+    )
+
+
+def _out(call: ToolCall) -> ToolCallOut:
+    return ToolCallOut(id=call.id, name=call.name, arguments=call.arguments)
+
+
+class Conversation:
+    def __init__(
+        self,
+        threads: Threads,
+        agents: AgentRepository,
+        store: ConversationStore,
+        router: ModelRouter,
+        tools: ServerTools,
+        stops: StopBus,
+        clock: Clock,
+    ) -> None:
+        self._threads = threads
+        self._agents = agents
+        self._store = store
+        self._router = router
+        self._tools = tools
+        self._stops = stops
+        self._clock = clock
+        self._running: dict[UUID, asyncio.Task[None]] = {}
+
+    # --- the HTTP-facing operations -------------------------------------------
+
+    async def send(self, who: Principal, thread_id: UUID, msg: SendInput) -> Turn:
+        """Validate, store the user's message and start the reply. Raises
+        ``NotFound``, ``PermissionDenied``, ``InvalidInput`` or ``Conflict``
+        (THREAD_BUSY) before anything streams."""
+        self._check_input(msg)
+        thread = await self._threads.visible(who, thread_id)
+        sender_id, sender_name = await self._sender(who, thread, msg)
+        agent = await self._agents.get(who.org_id, thread.agent_id)
+        pending = await self._pending_calls(who, thread)
+        self._check_tool_results(pending, msg)
+
+        model_id = msg.model_override or agent.default_model
+        model, model_name = self._router.route(model_id)
+        profile = effective_profile(agent, thread, msg.tool_profile)
+        server = {
+            t.name: t for t in gate_tools(agent, profile, await self._tools.list_tools(who, agent))
+        }
+        client = {t.name: t for t in msg.tools}
+        offered = [*server.values(), *client.values()]
+        switch = profile_switch_tool(agent, profile)
+        if switch is not None:
+            offered.append(switch)
+        plan = _Plan(
+            who=who,
+            thread=thread,
+            agent=agent,
+            model=model,
+            model_name=model_name,
+            model_id=model_id,
+            system=system_prompt(
+                agent.stable_preamble, thread.system_prompt_overlay, msg.system_prompt_overlay
+            ),
+            server_tools=server,
+            client_tools=client,
+            offered=offered,
+            metadata=merged_metadata(thread.metadata, msg.metadata),
+        )
+
+        now = self._clock.now()
+        run = Run(
+            id=uuid.uuid4(),
+            org_id=who.org_id,
+            thread_id=thread.id,
+            status="running",
+            started_at=now,
+            heartbeat_at=now,
+        )
+        names = {c.id: c.name for c in pending}
+        new = [
+            self._message(
+                run,
+                "tool",
+                r.output,
+                tool_call_id=r.tool_call_id,
+                sender_name=names.get(r.tool_call_id),
+            )
+            for r in msg.tool_results
+        ]
+        if msg.content or not msg.tool_results:
+            new.append(
+                self._message(
+                    run, "user", msg.content, sender_name=sender_name, sender_id=sender_id
+                )
+            )
+        history = await self._store.begin_turn(run, new, now - STALE_AFTER)
+
+        turn = Turn(run.id, thread.id)
+        turn.emit(Meta(started_at=now, run_id=run.id, thread_id=thread.id, model=model_id))
+        task = asyncio.create_task(self._reply(plan, run, history, turn), name=f"turn-{run.id}")
+        self._running[run.id] = task
+        task.add_done_callback(lambda _: self._running.pop(run.id, None))
+        return turn
+
+    async def stop(self, who: Principal, thread_id: UUID) -> bool:
+        """Stop the thread's running reply, in whichever process runs it. False when
+        nothing is running."""
+        thread = await self._threads.visible(who, thread_id)
+        run = await self._store.running(who.org_id, thread.id, self._clock.now() - STALE_AFTER)
+        if run is None:
+            return False
+        await self._stops.publish(run.id)
+        return True
+
+    async def sweep(self) -> int:
+        """Mark replies whose process died as interrupted (run at start-up and periodically)."""
+        now = self._clock.now()
+        return await self._store.interrupt_stale(now - STALE_AFTER, now)
+
+    async def shutdown(self, grace_s: float) -> None:
+        """Let running replies finish for ``grace_s`` seconds, then interrupt the rest."""
+        tasks = list(self._running.values())
+        if not tasks:
+            return
+        _, pending = await asyncio.wait(tasks, timeout=grace_s)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=5)
+
+    # --- validation -------------------------------------------------------------
+
+    @staticmethod
+    def _check_input(msg: SendInput) -> None:
+        check_text("content", msg.content, max_len=MAX_CONTENT)
+        if msg.model_override is not None:
+            check_model_id("model_override", msg.model_override)
+        if msg.system_prompt_overlay is not None:
+            check_text("system_prompt_overlay", msg.system_prompt_overlay, max_len=MAX_PREAMBLE)
+        check_metadata("metadata", msg.metadata)
+        if len(msg.tools) > MAX_CLIENT_TOOLS:
+            raise InvalidInput("tools", f"at most {MAX_CLIENT_TOOLS} tools")
+        names = [t.name for t in msg.tools]
+        if len(set(names)) != len(names):
+            raise InvalidInput("tools", "tool names must be unique")
+        if PROPOSE_PROFILE_SWITCH in names:
+            raise InvalidInput("tools", f"{PROPOSE_PROFILE_SWITCH!r} is reserved")
+        for r in msg.tool_results:
+            check_text("tool_results", r.output, max_len=MAX_CONTENT)
+        if not msg.content.strip() and not msg.tool_results:
+            raise InvalidInput("content", "must not be empty")
+
+    async def _sender(
+        self, who: Principal, thread: Thread, msg: SendInput
+    ) -> tuple[str | None, str | None]:
+        sender_id = msg.sender_id
+        if msg.sender_name is not None:
+            check_text("sender_name", msg.sender_name, max_len=MAX_TITLE)
+        if sender_id is not None:
+            check_text("sender_id", sender_id, max_len=MAX_USER_ID, required=True)
+        if who.user_id is not None:
+            if sender_id is not None and sender_id != who.user_id:
+                raise PermissionDenied("a user token may only post as its own user")
+            sender_id = who.user_id
+        if thread.kind == "multiplayer":
+            if sender_id is None:
+                raise InvalidInput(
+                    "sender_id", "required to post to a multiplayer thread with an API key"
+                )
+            member = await self._threads.participant(who.org_id, thread.id, sender_id)
+            if member is None:
+                raise PermissionDenied("only participants may post to this thread")
+            return sender_id, msg.sender_name or member.display_name
+        return sender_id, msg.sender_name
+
+    async def _pending_calls(self, who: Principal, thread: Thread) -> tuple[ToolCall, ...]:
+        latest = await self._store.latest_run(who.org_id, thread.id)
+        if latest is None or latest.status != "requires_action":
+            return ()
+        return latest.pending_tool_calls
+
+    @staticmethod
+    def _check_tool_results(pending: tuple[ToolCall, ...], msg: SendInput) -> None:
+        answered = [r.tool_call_id for r in msg.tool_results]
+        expected = [c.id for c in pending]
+        if pending and sorted(answered) != sorted(expected):
+            raise InvalidInput(
+                "tool_results",
+                "the previous reply is waiting for client tool results: send toolResults "
+                f"answering exactly the calls {expected}",
+            )
+        if not pending and answered:
+            raise InvalidInput("tool_results", "no reply is waiting for client tool results")
+
+    # --- the reply --------------------------------------------------------------
+
+    async def _reply(self, plan: _Plan, run: Run, history: list[Message], turn: Turn) -> None:
+        state = _ReplyState(messages=model_history(history))
+        stop = self._stops.watch(run.id)
+        beat = asyncio.create_task(self._heartbeat(run))
+        try:
+            await self._steps(plan, run, turn, stop, state)
+        except asyncio.CancelledError:
+            # The process is shutting down: keep what was said, mark it interrupted.
+            state.status = "interrupted"
+            if state.new and state.new[-1].role == "assistant":
+                state.new[-1] = msgspec.structs.replace(state.new[-1], status="interrupted")
+            with contextlib.suppress(DomainError):
+                await self._finish(run, state)
+            turn.emit(ErrorEvent(code="INTERRUPTED", detail="the service is shutting down"))
+            turn.close()
+            raise
+        except Exception:
+            log.exception("turn %s failed", run.id)
+            state.status = "failed"
+            state.error = ErrorEvent(code="INTERNAL_ERROR", detail="the reply failed")
+        finally:
+            beat.cancel()
+            self._stops.unwatch(run.id)
+        try:
+            await self._finish(run, state)
+        except DomainError as exc:
+            log.error("turn %s could not be stored: %s", run.id, exc.detail)
+            state.error = state.error or ErrorEvent(
+                code="STORAGE_ERROR", detail="the reply could not be stored"
+            )
+        turn.emit(state.error or self._done(state))
+        turn.close()
+
+    @staticmethod
+    def _done(state: _ReplyState) -> Done:
+        stopped = state.status == "stopped"
+        last = next((m for m in reversed(state.new) if m.role == "assistant"), None)
+        return Done(
+            ok=True,
+            content="".join(state.shown),
+            message_id=None if stopped or last is None else last.id,
+            usage=_usage_out(state.total),
+            stopped=True if stopped else None,
+        )
+
+    async def _steps(
+        self, plan: _Plan, run: Run, turn: Turn, stop: asyncio.Event, state: _ReplyState
+    ) -> None:
+        """The tool loop: model call, tools, model call... at most MAX_STEPS calls."""
+        for _ in range(MAX_STEPS):
+            text: list[str] = []
+            calls: list[ToolCall] = []
+            stopped, failure, usage = await self._call_model(
+                plan, state.messages, turn, stop, text, calls
+            )
+            state.total = state.total + usage
+            state.shown.extend(text)
+            assistant = self._message(
+                run,
+                "assistant",
+                "".join(text),
+                tool_calls=() if stopped or failure else tuple(calls),
+                status=self._message_status(stopped, failure),
+            )
+            state.add(assistant)
+            state.records.append(self._record(plan, run, assistant.id, usage))
+            if stopped:
+                state.status = "stopped"
+                return
+            if failure is not None:
+                state.status = "failed"
+                state.error = ErrorEvent(code=failure.code, detail=failure.detail)
+                return
+            if not calls:
+                return
+            for call in calls:
+                if call.name not in plan.client_tools:
+                    result = await self._run_tool(plan, call, turn)
+                    state.add(
+                        self._message(
+                            run, "tool", result, tool_call_id=call.id, sender_name=call.name
+                        )
+                    )
+            client_calls = tuple(c for c in calls if c.name in plan.client_tools)
+            if client_calls:
+                state.pending = client_calls
+                state.status = "requires_action"
+                turn.emit(RequiresAction(tool_calls=[_out(c) for c in client_calls]))
+                return
+            if stop.is_set():
+                state.status = "stopped"
+                return
+        log.warning("turn %s reached %d model calls; ending it", run.id, MAX_STEPS)
+
+    def _message(self, run: Run, role: Role, content: str, **extra: Any) -> Message:
+        return Message(
+            id=uuid.uuid4(),
+            org_id=run.org_id,
+            thread_id=run.thread_id,
+            role=role,
+            content=content,
+            created_at=self._clock.now(),
+            run_id=run.id,
+            **extra,
+        )
+
+    @staticmethod
+    def _message_status(stopped: bool, failure: Upstream | None) -> MessageStatus:
+        if stopped:
+            return "stopped"
+        return "failed" if failure is not None else "complete"
+
+    async def _call_model(
+        self,
+        plan: _Plan,
+        messages: list[Message],
+        turn: Turn,
+        stop: asyncio.Event,
+        text: list[str],
+        calls: list[ToolCall],
+    ) -> tuple[bool, Upstream | None, Usage]:
+        """One model call, streamed into ``turn``. Returns (stopped, failure, usage);
+        the text and tool calls received so far are appended to ``text``/``calls``."""
+        request = ModelRequest(
+            model=plan.model_name, system=plan.system, messages=messages, tools=plan.offered
+        )
+        usage_box: list[Usage] = []
+
+        async def consume() -> None:
+            stream: AsyncIterator[ModelEvent] = plan.model.stream(request)
+            try:
+                async for event in stream:
+                    if isinstance(event, TextDelta):
+                        if event.text:
+                            text.append(event.text)
+                            turn.emit(Token(delta=event.text))
+                    elif isinstance(event, ToolCallRequested):
+                        calls.append(event.call)
+                    elif isinstance(event, UsageReport):
+                        usage_box.append(event.usage)
+                    elif isinstance(event, Finished):
+                        pass
+            finally:
+                with contextlib.suppress(Exception):
+                    await stream.aclose()  # type: ignore[attr-defined]
+
+        consumer = asyncio.create_task(consume())
+        stopper = asyncio.create_task(stop.wait())
+        try:
+            await asyncio.wait({consumer, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopper.cancel()
+        if not consumer.done():
+            consumer.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await consumer
+            return True, None, usage_box[-1] if usage_box else Usage()
+        usage = usage_box[-1] if usage_box else Usage()
+        exc = consumer.exception()
+        if exc is None:
+            return False, None, usage
+        if isinstance(exc, Upstream):
+            return False, exc, usage
+        raise exc
+
+    async def _run_tool(self, plan: _Plan, call: ToolCall, turn: Turn) -> str:
+        turn.emit(ToolCallEvent(tool=_out(call)))
+        turn.emit(ToolExecuting(tool_name=call.name, tool_call_id=call.id))
+        if call.name == PROPOSE_PROFILE_SWITCH:
+            target = str(call.arguments.get("target", ""))
+            reason = str(call.arguments.get("reason", ""))
+            turn.emit(ProfileSwitchProposal(target=target, reason=reason))
+            result = (
+                f"The proposal to switch to {target!r} was shown to the user. "
+                "The profile has not changed."
+            )
+        elif call.name not in plan.server_tools:
+            result = f"error: the tool {call.name!r} is not available in this conversation"
+        else:
+            try:
+                result = await asyncio.wait_for(
+                    self._tools.call(plan.who, plan.agent, call.name, call.arguments),
+                    TOOL_TIMEOUT_S,
+                )
+            except ToolAuthRequired as auth:
+                turn.emit(
+                    AuthChallenge(
+                        tool_name=call.name,
+                        challenge=Challenge(
+                            provider=auth.provider,
+                            redirect_url=auth.redirect_url,
+                            description=auth.description,
+                        ),
+                    )
+                )
+                result = (
+                    f"The user must first authorize access to {auth.provider}; "
+                    "they were shown a link to do so."
+                )
+            except TimeoutError:
+                result = (
+                    f"error: the tool {call.name!r} did not answer within {TOOL_TIMEOUT_S:.0f} s"
+                )
+            except DomainError as exc:
+                result = f"error: {exc.detail}"
+        turn.emit(ToolResult(tool_name=call.name, tool_call_id=call.id, result=result))
+        return result
+
+    def _record(self, plan: _Plan, run: Run, message_id: UUID, usage: Usage) -> UsageRecord:
+        return UsageRecord(
+            id=uuid.uuid4(),
+            org_id=run.org_id,
+            agent_id=plan.agent.id,
+            thread_id=run.thread_id,
+            run_id=run.id,
+            message_id=message_id,
+            provider=plan.model.provider,
+            model=plan.model_id,
+            usage=usage,
+            key_source=plan.key_source,
+            metadata=plan.metadata,
+            created_at=self._clock.now(),
+        )
+
+    async def _heartbeat(self, run: Run) -> None:
+        while True:
+            await asyncio.sleep(HEARTBEAT_S)
+            with contextlib.suppress(DomainError):
+                await self._store.heartbeat(run.org_id, run.id, self._clock.now())
+
+    async def _finish(self, run: Run, state: _ReplyState) -> None:
+        now = self._clock.now()
+        final = msgspec.structs.replace(
+            run,
+            status=state.status,
+            finished_at=now,
+            heartbeat_at=now,
+            pending_tool_calls=state.pending,
+        )
+        await self._store.finish_turn(final, state.new, state.records)

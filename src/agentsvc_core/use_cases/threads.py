@@ -1,0 +1,235 @@
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from agentsvc_core.entities import (
+    Agent,
+    Message,
+    Participant,
+    ParticipantRole,
+    Principal,
+    Thread,
+    ThreadKind,
+)
+from agentsvc_core.errors import InvalidInput, NotFound, PermissionDenied
+from agentsvc_core.ports import AgentRepository, Clock, ConversationStore, ThreadRepository
+from agentsvc_core.rules import (
+    MAX_PREAMBLE,
+    MAX_PROFILE_NAME,
+    MAX_TITLE,
+    MAX_USER_ID,
+    check_bindings,
+    check_metadata,
+    check_text,
+)
+
+
+class ThreadDraft(msgspec.Struct, frozen=True, kw_only=True):
+    agent_id: UUID
+    title: str | None = None
+    kind: ThreadKind = "single"
+    resource_bindings: list[dict[str, Any]] = []
+    active_profile: str | None = None
+    system_prompt_overlay: str | None = None
+    metadata: dict[str, str] = {}
+
+
+class ThreadChanges(msgspec.Struct, frozen=True, kw_only=True):
+    """``UNSET`` leaves a field alone; ``None`` clears it (metadata: to ``{}``)."""
+
+    title: str | UnsetType | None = UNSET
+    active_profile: str | UnsetType | None = UNSET
+    system_prompt_overlay: str | UnsetType | None = UNSET
+    metadata: dict[str, str] | UnsetType | None = UNSET
+
+
+class ThreadPage(msgspec.Struct, frozen=True, kw_only=True):
+    threads: list[Thread]
+    next_cursor: datetime | None
+
+
+def _check_profile(agent: Agent, profile: str | None, field: str) -> None:
+    if profile is None:
+        return
+    check_text(field, profile, max_len=MAX_PROFILE_NAME, required=True)
+    if not agent.tool_profiles or profile not in agent.tool_profiles:
+        raise InvalidInput(field, f"the agent has no tool profile named {profile!r}")
+
+
+def _check_thread(t: Thread) -> Thread:
+    if t.title is not None:
+        check_text("title", t.title, max_len=MAX_TITLE)
+    if t.system_prompt_overlay is not None:
+        check_text("system_prompt_overlay", t.system_prompt_overlay, max_len=MAX_PREAMBLE)
+    check_metadata("metadata", t.metadata)
+    check_bindings("resource_bindings", t.resource_bindings)
+    return t
+
+
+class Threads:
+    """Threads of an organization, their participants and their history.
+
+    Access: an API key acts for the whole organization. A JWT user may use the
+    single threads it opened, and the multiplayer threads it opened or takes part
+    in; any other thread of its organization is ``PermissionDenied`` (403), and a
+    thread of another organization ``NotFound``.
+    """
+
+    def __init__(
+        self,
+        threads: ThreadRepository,
+        agents: AgentRepository,
+        conversations: ConversationStore,
+        clock: Clock,
+    ) -> None:
+        self._threads = threads
+        self._agents = agents
+        self._conversations = conversations
+        self._clock = clock
+
+    # --- access ---------------------------------------------------------------
+
+    async def visible(self, who: Principal, thread_id: UUID) -> Thread:
+        """The thread, if ``who`` may use it."""
+        thread = await self._threads.get(who.org_id, thread_id)
+        if who.is_org_admin or thread.created_by == who.user_id:
+            return thread
+        if (
+            thread.kind == "multiplayer"
+            and who.user_id is not None
+            and await self._threads.participant(who.org_id, thread.id, who.user_id) is not None
+        ):
+            return thread
+        raise PermissionDenied("this thread belongs to another user")
+
+    # --- threads --------------------------------------------------------------
+
+    async def create(self, who: Principal, draft: ThreadDraft) -> Thread:
+        agent = await self._agents.get(who.org_id, draft.agent_id)
+        _check_profile(agent, draft.active_profile, "active_profile")
+        now = self._clock.now()
+        thread = _check_thread(
+            Thread(
+                id=uuid.uuid4(),
+                org_id=who.org_id,
+                agent_id=agent.id,
+                title=draft.title,
+                kind=draft.kind,
+                status="active",
+                active_profile=draft.active_profile,
+                system_prompt_overlay=draft.system_prompt_overlay,
+                metadata=dict(draft.metadata),
+                resource_bindings=list(draft.resource_bindings),
+                created_by=who.user_id,
+                created_at=now,
+                updated_at=now,
+            )
+        )
+        thread = await self._threads.add(thread)
+        if thread.kind == "multiplayer" and who.user_id is not None:
+            await self._threads.put_participant(
+                Participant(
+                    org_id=who.org_id,
+                    thread_id=thread.id,
+                    user_id=who.user_id,
+                    display_name=None,
+                    role="owner",
+                    added_at=now,
+                )
+            )
+        return thread
+
+    async def update(self, who: Principal, thread_id: UUID, changes: ThreadChanges) -> Thread:
+        thread = await self.visible(who, thread_id)
+        fields: dict[str, Any] = {
+            f: getattr(changes, f)
+            for f in changes.__struct_fields__
+            if getattr(changes, f) is not UNSET
+        }
+        if "metadata" in fields and fields["metadata"] is None:
+            fields["metadata"] = {}
+        if not fields:
+            return thread
+        if fields.get("active_profile") is not None:
+            agent = await self._agents.get(who.org_id, thread.agent_id)
+            _check_profile(agent, fields["active_profile"], "active_profile")
+        now = self._clock.now()
+        return await self._threads.modify(
+            who.org_id,
+            thread_id,
+            lambda t: _check_thread(msgspec.structs.replace(t, updated_at=now, **fields)),
+        )
+
+    async def list_for_agent(
+        self, who: Principal, agent_id: UUID, *, cursor: datetime | None, limit: int
+    ) -> ThreadPage:
+        rows = await self._threads.list_for_agent(
+            who.org_id,
+            agent_id,
+            before=cursor,
+            limit=limit + 1,
+            visible_to=None if who.is_org_admin else who.user_id,
+        )
+        more = len(rows) > limit
+        page = rows[:limit]
+        return ThreadPage(threads=page, next_cursor=page[-1].created_at if more else None)
+
+    async def history(
+        self, who: Principal, thread_id: UUID, *, offset: int, limit: int
+    ) -> tuple[list[Message], int]:
+        await self.visible(who, thread_id)
+        return await self._conversations.history(who.org_id, thread_id, offset=offset, limit=limit)
+
+    # --- participants ---------------------------------------------------------
+
+    async def _multiplayer(self, who: Principal, thread_id: UUID, *, manage: bool) -> Thread:
+        thread = await self.visible(who, thread_id)
+        if thread.kind != "multiplayer":
+            raise InvalidInput("kind", "participants belong to multiplayer threads")
+        if manage and not who.is_org_admin and thread.created_by != who.user_id:
+            assert who.user_id is not None
+            me = await self._threads.participant(who.org_id, thread_id, who.user_id)
+            if me is None or me.role != "owner":
+                raise PermissionDenied("only the thread's owners manage its participants")
+        return thread
+
+    async def participant(self, org_id: str, thread_id: UUID, user_id: str) -> Participant | None:
+        return await self._threads.participant(org_id, thread_id, user_id)
+
+    async def participants(self, who: Principal, thread_id: UUID) -> list[Participant]:
+        await self._multiplayer(who, thread_id, manage=False)
+        return await self._threads.participants(who.org_id, thread_id)
+
+    async def add_participant(
+        self,
+        who: Principal,
+        thread_id: UUID,
+        user_id: str,
+        display_name: str | None,
+        role: ParticipantRole,
+    ) -> Participant:
+        await self._multiplayer(who, thread_id, manage=True)
+        check_text("user_id", user_id, max_len=MAX_USER_ID, required=True)
+        if display_name is not None:
+            check_text("display_name", display_name, max_len=MAX_TITLE)
+        return await self._threads.put_participant(
+            Participant(
+                org_id=who.org_id,
+                thread_id=thread_id,
+                user_id=user_id,
+                display_name=display_name,
+                role=role,
+                added_at=self._clock.now(),
+            )
+        )
+
+    async def remove_participant(self, who: Principal, thread_id: UUID, user_id: str) -> None:
+        await self._multiplayer(who, thread_id, manage=True)
+        if not await self._threads.remove_participant(who.org_id, thread_id, user_id):
+            raise NotFound("no such participant")

@@ -1,0 +1,256 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+from uuid import UUID
+
+from litestar import Controller, Request, delete, get, patch, post
+from litestar.di import NamedDependency
+from litestar.params import FromPath, JSONBody, QueryParameter
+from litestar.response import Stream
+from msgspec import UNSET
+
+from agentsvc_core.errors import InvalidInput, PermissionDenied
+from agentsvc_core.ports import ToolSpec
+from agentsvc_core.rules import join_overlay
+from agentsvc_core.use_cases import (
+    Conversation,
+    SendInput,
+    ThreadChanges,
+    ThreadDraft,
+    Threads,
+    ToolResultIn,
+)
+from agentsvc_web.auth import principal_of
+from agentsvc_web.openapi import errors
+from agentsvc_web.schemas import (
+    MessageListOut,
+    MessageOut,
+    OkBody,
+    ParticipantBody,
+    ParticipantListOut,
+    ParticipantOut,
+    ParticipantRemoveBody,
+    SendMessageBody,
+    ThreadCreateBody,
+    ThreadListOut,
+    ThreadOut,
+    ThreadPatchBody,
+)
+from agentsvc_web.sse import sse_frames
+
+Req = Request[Any, Any, Any]
+
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def _cursor(raw: str | None) -> datetime | None:
+    if raw is None:
+        return None
+    try:
+        value = datetime.fromisoformat(raw)
+    except ValueError:
+        raise InvalidInput("cursor", "must be an ISO 8601 timestamp (a nextCursor)") from None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def _iso(value: datetime) -> str:
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+class ThreadController(Controller):
+    path = "/api/threads"
+    tags = ["threads"]
+
+    @post(
+        "/",
+        operation_id="createThread",
+        status_code=200,
+        responses=errors(400, 403, 404, 413, 422),
+        summary="Open a thread with an agent",
+    )
+    async def create_thread(
+        self, request: Req, threads: NamedDependency[Threads], data: JSONBody[ThreadCreateBody]
+    ) -> ThreadOut:
+        draft = ThreadDraft(
+            agent_id=data.agent_id,
+            title=data.title,
+            kind=data.kind,
+            resource_bindings=data.resource_bindings,
+            active_profile=data.active_profile,
+            system_prompt_overlay=join_overlay(data.system_prompt_overlay),
+            metadata=data.metadata,
+        )
+        return ThreadOut.of(await threads.create(principal_of(request), draft))
+
+    @get(
+        "/",
+        operation_id="listThreads",
+        responses=errors(403, 422),
+        summary="An agent's threads, newest first, by pages",
+    )
+    async def list_threads(
+        self,
+        request: Req,
+        threads: NamedDependency[Threads],
+        agent_id: Annotated[UUID, QueryParameter(name="agentId")],
+        cursor: Annotated[str | None, QueryParameter(name="cursor", max_length=64)] = None,
+        limit: Annotated[int, QueryParameter(name="limit", ge=1, le=100)] = 50,
+        org_id: Annotated[str | None, QueryParameter(name="orgId", max_length=128)] = None,
+    ) -> ThreadListOut:
+        who = principal_of(request)
+        if org_id is not None and org_id != who.org_id:
+            raise PermissionDenied("this credential belongs to another organization")
+        page = await threads.list_for_agent(who, agent_id, cursor=_cursor(cursor), limit=limit)
+        return ThreadListOut(
+            threads=[ThreadOut.of(t) for t in page.threads],
+            next_cursor=None if page.next_cursor is None else _iso(page.next_cursor),
+        )
+
+    @patch(
+        "/{thread_id:uuid}",
+        operation_id="updateThread",
+        responses=errors(400, 403, 404, 413, 422),
+        summary="Change a thread (null clears; metadata is replaced whole)",
+    )
+    async def patch_thread(
+        self,
+        request: Req,
+        threads: NamedDependency[Threads],
+        thread_id: FromPath[UUID],
+        data: JSONBody[ThreadPatchBody],
+    ) -> ThreadOut:
+        changes = ThreadChanges(
+            title=data.title,
+            active_profile=data.active_profile,
+            system_prompt_overlay=UNSET
+            if data.system_prompt_overlay is UNSET
+            else join_overlay(data.system_prompt_overlay),
+            metadata=data.metadata,
+        )
+        return ThreadOut.of(await threads.update(principal_of(request), thread_id, changes))
+
+    @get(
+        "/{thread_id:uuid}",
+        operation_id="getThread",
+        responses=errors(403, 404),
+        summary="Get a thread",
+    )
+    async def get_thread(
+        self, request: Req, threads: NamedDependency[Threads], thread_id: FromPath[UUID]
+    ) -> ThreadOut:
+        return ThreadOut.of(await threads.visible(principal_of(request), thread_id))
+
+    @post(
+        "/{thread_id:uuid}/messages",
+        operation_id="sendMessage",
+        status_code=200,
+        media_type="text/event-stream",
+        responses=errors(400, 403, 404, 409, 413, 422),
+        summary="Send a user message; the reply streams back as Server-Sent Events",
+    )
+    async def send_message(
+        self,
+        request: Req,
+        conversation: NamedDependency[Conversation],
+        thread_id: FromPath[UUID],
+        data: JSONBody[SendMessageBody],
+    ) -> Stream:
+        msg = SendInput(
+            content=data.content,
+            tools=[
+                ToolSpec(name=t.name, description=t.description, parameters=t.parameters)
+                for t in data.tools
+            ],
+            tool_results=[
+                ToolResultIn(tool_call_id=r.tool_call_id, output=r.output)
+                for r in data.tool_results
+            ],
+            model_override=data.model_override,
+            sender_name=data.sender_name,
+            sender_id=data.sender_id,
+            tool_profile=data.tool_profile,
+            system_prompt_overlay=join_overlay(data.system_prompt_overlay),
+            metadata=data.metadata,
+        )
+        turn = await conversation.send(principal_of(request), thread_id, msg)
+        return Stream(sse_frames(turn), media_type="text/event-stream", headers=SSE_HEADERS)
+
+    @get(
+        "/{thread_id:uuid}/messages",
+        operation_id="listMessages",
+        responses=errors(403, 404, 422),
+        summary="The thread's user and assistant messages, oldest first",
+    )
+    async def list_messages(
+        self,
+        request: Req,
+        threads: NamedDependency[Threads],
+        thread_id: FromPath[UUID],
+        limit: Annotated[int, QueryParameter(name="limit", ge=1, le=200)] = 100,
+        offset: Annotated[int, QueryParameter(name="offset", ge=0)] = 0,
+    ) -> MessageListOut:
+        messages, total = await threads.history(
+            principal_of(request), thread_id, offset=offset, limit=limit
+        )
+        return MessageListOut(messages=[MessageOut.of(m) for m in messages], total=total)
+
+    @post(
+        "/{thread_id:uuid}/stop",
+        operation_id="stopThread",
+        status_code=200,
+        responses=errors(403, 404),
+        summary="Stop the running reply (ok is false when nothing runs)",
+    )
+    async def stop(
+        self, request: Req, conversation: NamedDependency[Conversation], thread_id: FromPath[UUID]
+    ) -> OkBody:
+        return OkBody(ok=await conversation.stop(principal_of(request), thread_id))
+
+    @get(
+        "/{thread_id:uuid}/participants",
+        operation_id="listParticipants",
+        responses=errors(403, 404, 422),
+        summary="Participants of a multiplayer thread",
+    )
+    async def list_participants(
+        self, request: Req, threads: NamedDependency[Threads], thread_id: FromPath[UUID]
+    ) -> ParticipantListOut:
+        found = await threads.participants(principal_of(request), thread_id)
+        return ParticipantListOut(participants=[ParticipantOut.of(p) for p in found])
+
+    @post(
+        "/{thread_id:uuid}/participants",
+        operation_id="addParticipant",
+        status_code=200,
+        responses=errors(400, 403, 404, 413, 422),
+        summary="Add a participant, or change its role and display name",
+    )
+    async def add_participant(
+        self,
+        request: Req,
+        threads: NamedDependency[Threads],
+        thread_id: FromPath[UUID],
+        data: JSONBody[ParticipantBody],
+    ) -> ParticipantOut:
+        p = await threads.add_participant(
+            principal_of(request), thread_id, data.user_id, data.display_name, data.role
+        )
+        return ParticipantOut.of(p)
+
+    @delete(
+        "/{thread_id:uuid}/participants",
+        operation_id="removeParticipant",
+        status_code=200,
+        responses=errors(400, 403, 404, 413, 422),
+        summary="Remove a participant",
+    )
+    async def remove_participant(
+        self,
+        request: Req,
+        threads: NamedDependency[Threads],
+        thread_id: FromPath[UUID],
+        data: JSONBody[ParticipantRemoveBody],
+    ) -> OkBody:
+        await threads.remove_participant(principal_of(request), thread_id, data.user_id)
+        return OkBody(ok=True)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import secrets
 import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -58,23 +60,30 @@ def _serve(args: argparse.Namespace) -> int:
                 f"  curl -s {base}/api/agents -H 'Authorization: Bearer {key}'\n",
                 flush=True,
             )
-    embedded = None
-    if settings.storage == "postgres" and not settings.database_url:
-        # Start the embedded server here, once, so that every worker finds it.
-        embedded = start_embedded(settings)
-        os.environ["AGENTSVC_DATABASE_URL"] = embedded.url
     # uvicorn shuts down gracefully on SIGTERM/SIGINT, then raises the signal again
     # with the handler it found. Handled as an exit, it lets the finally below stop
     # the embedded server; the default handler would kill us before that.
     signal.signal(signal.SIGTERM, _exit_on_signal)
-    try:
+    signal.signal(signal.SIGHUP, _exit_on_signal)
+    # Start the embedded server here, once, so that every worker finds it.
+    with _embedded_database(settings), contextlib.suppress(KeyboardInterrupt):
         _run_uvicorn(uvicorn, args, settings, host, port)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        if embedded is not None:
-            embedded.stop()
     return 0
+
+
+@contextlib.contextmanager
+def _embedded_database(settings: Settings) -> Iterator[None]:
+    """With PostgreSQL storage and no AGENTSVC_DATABASE_URL: start (or join) the
+    embedded server for this command, and stop it afterwards if we started it."""
+    if settings.storage != "postgres" or settings.database_url:
+        yield
+        return
+    embedded = start_embedded(settings)
+    os.environ["AGENTSVC_DATABASE_URL"] = embedded.url
+    try:
+        yield
+    finally:
+        embedded.stop()
 
 
 def _exit_on_signal(signum: int, frame: object) -> None:
@@ -123,7 +132,7 @@ async def _migrate() -> int:
     if settings.storage == "memory":
         print("nothing to migrate: AGENTSVC_STORAGE=memory", file=sys.stderr)
         return 0
-    applied = await run_migrations(settings)
+    applied = await run_migrations(Settings.from_env())
     print(f"applied migrations: {applied}" if applied else "schema is up to date")
     return 0
 
@@ -157,9 +166,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "serve":
             return _serve(args)
-        if args.command == "migrate":
-            return asyncio.run(_migrate())
-        return asyncio.run(_keys_create(args.org, args.name))
+        with _embedded_database(Settings.from_env()):
+            if args.command == "migrate":
+                return asyncio.run(_migrate())
+            return asyncio.run(_keys_create(args.org, args.name))
     except SettingsError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2

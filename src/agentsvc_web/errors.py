@@ -136,6 +136,11 @@ def _http(_: Request[Any, Any, Any], exc: HTTPException) -> Response[ErrorBody]:
     return error_response(status, detail, headers=headers)
 
 
+def _too_deep(_: Request[Any, Any, Any], exc: RecursionError) -> Response[ErrorBody]:
+    # A body nested thousands of levels deep exhausts the JSON decoder's stack.
+    return error_response(400, "request body is nested too deeply")
+
+
 def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[ErrorBody]:
     log.exception("unhandled error on %s %s", request.method, request.url.path)
     return error_response(500, "internal error")
@@ -144,5 +149,6 @@ def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[Err
 EXCEPTION_HANDLERS: dict[int | type[Exception], Any] = {
     DomainError: _domain,
     HTTPException: _http,
+    RecursionError: _too_deep,
     Exception: _unexpected,
 }

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -113,12 +113,17 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             log_level=(e.get("AGENTSVC_LOG_LEVEL", "").strip() or "INFO").upper(),
         )
 
-    def __repr__(self) -> str:  # never print secrets
-        shown = {
+    def _shown(self) -> dict[str, object]:
+        return {
             f: ("***" if getattr(self, f) and f in _SECRET_FIELDS else getattr(self, f))
             for f in self.__struct_fields__
         }
-        return f"Settings({shown})"
+
+    def __repr__(self) -> str:  # never print secrets
+        return f"Settings({self._shown()})"
+
+    def __rich_repr__(self) -> list[tuple[str, Any]]:  # rich's pretty-printer too
+        return list(self._shown().items())
 
 
 _SECRET_FIELDS = frozenset({"bootstrap_api_key", "jwt_secret", "database_url"})

@@ -91,7 +91,7 @@ def test_bad_configuration_fails_fast_with_a_clear_message(tmp_path: Path) -> No
     svc = Service(
         {
             "AGENTSVC_STORAGE": "memory",
-            "AGENTSVC_JWT_SECRET": "s",
+            "AGENTSVC_JWT_SECRET": "s" * 40,
             "AGENTSVC_JWT_ALGORITHMS": "RS256",
         },
         log=tmp_path / "out.log",

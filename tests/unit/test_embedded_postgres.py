@@ -230,3 +230,21 @@ def test_as_root_a_parent_we_did_not_create_must_be_traversable() -> None:
         assert parent.stat().st_mode & 0o777 == 0o700
     finally:
         shutil.rmtree(parent)
+
+
+def test_other_local_users_cannot_connect_without_the_password(new_dir: NewDir) -> None:
+    """Password (scram) authentication, not trust: the URL without it is refused."""
+    data_dir = new_dir()
+    pg = EmbeddedPostgres(data_dir, ephemeral=True)
+    url = pg.start()
+    try:
+        password_file = data_dir / "password"
+        assert oct(password_file.stat().st_mode & 0o777) == "0o600"
+        assert password_file.read_text().strip() in url
+        port = url.rsplit(":", 1)[1].split("/")[0]
+        with pytest.raises(psycopg.OperationalError):
+            psycopg.connect(f"postgresql://postgres@127.0.0.1:{port}/agentsvc", connect_timeout=5)
+        with psycopg.connect(url) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        pg.stop()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
@@ -113,13 +114,48 @@ async def test_unreachable_jwks_is_401_not_500() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"algorithms": ("RS256",), "secret": "s"}, "cannot be used"),
+        ({"algorithms": ("RS256",), "secret": "s" * 32}, "cannot be used"),
         ({"algorithms": ("HS256",), "jwks_url": "https://x"}, "cannot be used"),
         ({"algorithms": ("HS256",)}, "exactly one"),
-        ({"algorithms": (), "secret": "s"}, "cannot be used"),
-        ({"algorithms": ("none",), "secret": "s"}, "cannot be used"),
+        ({"algorithms": (), "secret": "s" * 32}, "cannot be used"),
+        ({"algorithms": ("none",), "secret": "s" * 32}, "cannot be used"),
+        ({"algorithms": ("HS256",), "secret": "short-secret"}, "at least 32 bytes"),
     ],
 )
 def test_contradictory_configuration_is_refused(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(JwtConfigError, match=message):
         JwtVerifier(**kwargs)
+
+
+async def test_key_of_another_family_than_the_algorithm_is_401_not_500() -> None:
+    """An RSA kid under "alg": "ES256" (the kid is public): refused, never a crash."""
+    jwks = Jwks(jwk(RSA_KEY, "r1", "RS256"), jwk(EC_KEY, "e1", "ES256"))
+    v = verifier(jwks)
+    forged = jwt.encode(claims(), EC_KEY, algorithm="ES256", headers={"kid": "r1"})
+    with pytest.raises(Unauthenticated, match="does not match"):
+        await v.verify(forged)
+    # RSA keys with no "alg" still verify RS384 and PS256 tokens
+    plain = jwk(RSA_KEY, "r2", "RS256")
+    del plain["alg"]
+    v2 = verifier(Jwks(plain), algs=("RS384", "PS256"))
+    for alg in ("RS384", "PS256"):
+        token = jwt.encode(claims(), RSA_KEY, algorithm=alg, headers={"kid": "r2"})
+        assert (await v2.verify(token)).subject == "u1"
+
+
+async def test_concurrent_requests_share_one_jwks_fetch() -> None:
+    jwks = Jwks(jwk(RSA_KEY, "r1", "RS256"))
+    v = verifier(jwks)
+    token = jwt.encode(claims(), RSA_KEY, algorithm="RS256", headers={"kid": "r1"})
+    forged = jwt.encode(claims(), RSA_KEY, algorithm="RS256", headers={"kid": "unknown"})
+
+    async def attempt(t: str) -> bool:
+        try:
+            await v.verify(t)
+        except Unauthenticated:
+            return False
+        return True
+
+    results = await asyncio.gather(*(attempt(token if i % 2 else forged) for i in range(50)))
+    assert results.count(True) == 25
+    assert jwks.calls == 1

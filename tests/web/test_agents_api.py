@@ -224,3 +224,11 @@ def test_delete_agent_answers_ok_body(client: Client, auth: dict[str, str]) -> N
     a = create(client, auth)
     r = client.delete(f"/api/agents/{a['id']}", headers=auth)
     assert (r.status_code, r.json()) == (200, {"ok": True})
+
+
+def test_deeply_nested_body_is_400_not_500(client: Client, auth: dict[str, str]) -> None:
+    body = b'{"name": "n", "x": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+    r = client.post(
+        "/api/agents", content=body, headers={**auth, "Content-Type": "application/json"}
+    )
+    assert_error(r, 400, "BAD_REQUEST")

@@ -12,7 +12,7 @@ from litestar.testing import TestClient
 
 from agentsvc_web.app import create_app
 from agentsvc_web.bootstrap import build_services
-from agentsvc_web.settings import Settings
+from agentsvc_web.settings import Settings, SettingsError
 from tests.web.conftest import JWT_SECRET, bearer, make_jwt
 
 Client = TestClient[Any]
@@ -176,3 +176,30 @@ def test_errors_never_echo_the_credential(client: Client) -> None:
     assert token not in r.text
     jwt_token = make_jwt(exp_in=-100)
     assert jwt_token not in client.get("/api/agents", headers=bearer(jwt_token)).text
+
+
+def test_a_revoked_bootstrap_key_fails_start_up_clearly(
+    settings: Settings, auth: dict[str, str]
+) -> None:
+    services = build_services(settings)
+    with TestClient(create_app(settings, services)) as c:
+        me = next(k for k in c.get("/api/keys", headers=auth).json() if k["name"] == "bootstrap")
+        assert c.delete(f"/api/keys/{me['id']}", headers=auth).status_code == 200
+    # memory storage lives in the services object; postgres in the database
+    again = create_app(settings, services if settings.storage == "memory" else None)
+    with pytest.raises(BaseExceptionGroup) as err, TestClient(again):
+        pass
+    assert any(isinstance(e, SettingsError) and "revoked" in str(e) for e in _leaves(err.value))
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for sub in exc.exceptions for leaf in _leaves(sub)]
+    return [exc]
+
+
+def test_settings_never_show_secrets() -> None:
+    s = Settings(jwt_secret="hmac-secret-value-" * 3, database_url="postgresql://u:pw@h/db")
+    shown = repr(s) + repr(list(s.__rich_repr__()))
+    assert "hmac-secret-value" not in shown
+    assert "pw@h" not in shown

@@ -15,6 +15,9 @@ _HMAC = frozenset({"HS256", "HS384", "HS512"})
 _ASYMMETRIC = frozenset(
     {"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
 )
+_MIN_SECRET_BYTES = 32
+# Which algorithms a key type may sign with (by prefix).
+_FAMILY = {"RSA": ("RS", "PS"), "EC": ("ES",), "OKP": ("EdDSA",)}
 # A JWKS is fetched again at most this often when a token names an unknown kid,
 # so forged kids cannot turn the service into a request amplifier.
 _JWKS_MIN_REFRESH_S = 30.0
@@ -45,6 +48,11 @@ class JwtVerifier(TokenVerifier):
     ) -> None:
         if (secret is None) == (jwks_url is None):
             raise JwtConfigError("configure exactly one of AGENTSVC_JWT_SECRET and _JWKS_URL")
+        if secret is not None and len(secret.encode()) < _MIN_SECRET_BYTES:
+            raise JwtConfigError(
+                f"AGENTSVC_JWT_SECRET must be at least {_MIN_SECRET_BYTES} bytes: a guessable "
+                "secret lets anyone sign tokens for any organization"
+            )
         algs = list(dict.fromkeys(a.strip() for a in algorithms if a.strip()))
         allowed = _HMAC if secret is not None else _ASYMMETRIC
         bad = [a for a in algs if a not in allowed]
@@ -98,7 +106,9 @@ class JwtVerifier(TokenVerifier):
             raise Unauthenticated("token has expired") from None
         except jwt.MissingRequiredClaimError as exc:
             raise Unauthenticated(f"token lacks the {exc.claim!r} claim") from None
-        except jwt.PyJWTError:
+        except (jwt.PyJWTError, TypeError, ValueError):
+            # TypeError/ValueError: a JWKS key of another type than the token's
+            # algorithm (an RSA kid under "alg": "ES256"): a bad token, not our fault.
             raise Unauthenticated("invalid token") from None
         sub = claims.get("sub")
         org = claims.get(self._org_claim)
@@ -119,6 +129,9 @@ class JwtVerifier(TokenVerifier):
             found = self._pick(kid)
         if found is None:
             raise Unauthenticated("token signed with an unknown key")
+        alg = str(header.get("alg", ""))
+        if not alg.startswith(_FAMILY.get(found.key_type or "", ("\0",))):
+            raise Unauthenticated("token algorithm does not match its key")
         return found.key
 
     def _pick(self, kid: object) -> jwt.PyJWK | None:
@@ -129,7 +142,10 @@ class JwtVerifier(TokenVerifier):
 
     async def _refresh(self, now: float, *, force: bool) -> None:
         async with self._jwks_lock:
-            if not force and now - self._jwks_fetched_at <= _JWKS_MIN_REFRESH_S:
+            # Checked again under the lock: requests that queued behind a fetch
+            # use its result instead of fetching once each.
+            age = time.monotonic() - self._jwks_fetched_at
+            if age <= (_JWKS_MAX_AGE_S if force else _JWKS_MIN_REFRESH_S):
                 return
             assert self._jwks_url is not None
             if self._http is None:

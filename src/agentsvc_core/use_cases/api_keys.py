@@ -75,6 +75,12 @@ class ApiKeys:
                 raise InvalidInput(
                     "AGENTSVC_BOOTSTRAP_API_KEY", "already belongs to another organization"
                 )
+            if existing.revoked:
+                raise InvalidInput(
+                    "AGENTSVC_BOOTSTRAP_API_KEY",
+                    "has been revoked; choose another key (with `make run`: delete "
+                    "the data folder's dev-api-key file and start again)",
+                )
             return existing
         return await self._store(org_id, name, token)
 

@@ -1,0 +1,1 @@
+"""Fakes for tests and benchmarks: scripted stand-ins for external services."""

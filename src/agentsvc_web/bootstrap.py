@@ -174,7 +174,7 @@ async def run_migrations(settings: Settings) -> list[int]:
 
 
 def _router(settings: Settings) -> ModelRouter:
-    return PrefixRouter(Families(local=LocalModel()))
+    return PrefixRouter(Families(local=LocalModel(settings.local_slow_delay_ms / 1000)))
 
 
 def build_services(settings: Settings) -> Services:

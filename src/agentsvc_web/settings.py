@@ -69,6 +69,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     allow_stdio_mcp: bool = False
     log_level: str = "INFO"
     shutdown_grace_s: int = 4
+    local_slow_delay_ms: int = 200
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -111,6 +112,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             allow_private_network=_flag(e, "AGENTSVC_ALLOW_PRIVATE_NETWORK"),
             allow_stdio_mcp=_flag(e, "AGENTSVC_ALLOW_STDIO_MCP"),
             log_level=(e.get("AGENTSVC_LOG_LEVEL", "").strip() or "INFO").upper(),
+            shutdown_grace_s=_int(e, "AGENTSVC_SHUTDOWN_GRACE_S", 4, 0, 3600),
+            local_slow_delay_ms=_int(e, "AGENTSVC_LOCAL_SLOW_DELAY_MS", 200, 0, 10_000),
         )
 
     def _shown(self) -> dict[str, object]:

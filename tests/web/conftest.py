@@ -11,6 +11,7 @@ from litestar.testing import TestClient
 
 from agentsvc_web.app import create_app
 from agentsvc_web.settings import Settings
+from tests.web.harness import Harness
 
 JWT_SECRET = "web-test-hmac-secret-long-enough-for-hs512-0123456789abcdefghijklmnop"
 
@@ -66,3 +67,8 @@ def client(settings: Settings) -> Iterator[TestClient[Any]]:
 @pytest.fixture
 def auth(boot_key: str) -> dict[str, str]:
     return bearer(boot_key)
+
+
+@pytest.fixture
+def harness(settings: Settings) -> Harness:
+    return Harness(settings)

@@ -8,8 +8,8 @@ the history and the system prompt reach the model:
 - asked to "call <tool>" or "use <tool>" (a tool it was offered), it calls that
   tool, with the first JSON object in the message as arguments;
 - after a tool result it reports the result;
-- a message containing "slowly" streams one word every 0.2 s (a long reply:
-  something to stop).
+- a message containing "slowly" streams one word every 0.2 s
+  (``AGENTSVC_LOCAL_SLOW_DELAY_MS``): a long reply, something to stop.
 """
 
 from __future__ import annotations
@@ -54,6 +54,9 @@ def _estimate_tokens(text: str) -> int:
 class LocalModel(ChatModel):
     provider = "local"
 
+    def __init__(self, slow_delay_s: float = SLOW_DELAY_S) -> None:
+        self._slow_delay_s = slow_delay_s
+
     def _reply(self, request: ModelRequest) -> tuple[str, ToolCall | None]:
         msgs = request.messages
         users = [m for m in msgs if m.role == "user"]
@@ -79,7 +82,7 @@ class LocalModel(ChatModel):
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         text, call = self._reply(request)
         said = request.messages[-1].content if request.messages else ""
-        delay = SLOW_DELAY_S if "slowly" in said.lower() else 0.0
+        delay = self._slow_delay_s if "slowly" in said.lower() else 0.0
         words = text.split(" ")
         for i, word in enumerate(words):
             if delay:

@@ -476,7 +476,11 @@ class Conversation:
         """One model call, streamed into ``turn``. Returns (stopped, failure, usage);
         the text and tool calls received so far are appended to ``text``/``calls``."""
         request = ModelRequest(
-            model=plan.model_name, system=plan.system, messages=messages, tools=plan.offered
+            # a snapshot: the reply goes on appending to ``messages``
+            model=plan.model_name,
+            system=plan.system,
+            messages=list(messages),
+            tools=plan.offered,
         )
         usage_box: list[Usage] = []
 

@@ -1,0 +1,121 @@
+"""The web app with test doubles where the model and the tools are (real code otherwise)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+from litestar.testing import TestClient
+
+from agentsvc_adapters.llm import Families, LocalModel, PrefixRouter
+from agentsvc_core.entities import Agent, Principal
+from agentsvc_core.errors import Upstream
+from agentsvc_core.ports import (
+    ChatModel,
+    ModelEvent,
+    ModelRequest,
+    ServerTools,
+    TextDelta,
+    ToolAuthRequired,
+    ToolSpec,
+)
+from agentsvc_web.app import create_app
+from agentsvc_web.bootstrap import Services, build_services
+from agentsvc_web.settings import Settings
+from tests.web.live import serve
+
+
+class RecordingModel(ChatModel):
+    """The local model, remembering every request it was given."""
+
+    provider = "local"
+
+    def __init__(self, slow_delay_s: float = 0.05) -> None:
+        self.inner = LocalModel(slow_delay_s)
+        self.requests: list[ModelRequest] = []
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        self.requests.append(request)
+        return self.inner.stream(request)
+
+
+class FailingModel(ChatModel):
+    """Says two words, then the provider fails."""
+
+    provider = "beta"
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        yield TextDelta("partial")
+        yield TextDelta(" answer")
+        await asyncio.sleep(0)
+        raise Upstream("the provider answered 503: overloaded", code="PROVIDER_UNAVAILABLE")
+
+
+class KnowledgeBaseTools(ServerTools):
+    """Two server-side tools, one of which needs OAuth."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    async def list_tools(self, who: Principal, agent: Agent) -> list[ToolSpec]:
+        return [
+            ToolSpec(name="kb__search", description="search the knowledge base"),
+            ToolSpec(name="kb__admin", description="administer the knowledge base"),
+            ToolSpec(name="crm__lookup", description="look up a customer (needs OAuth)"),
+        ]
+
+    async def call(self, who: Principal, agent: Agent, name: str, arguments: dict[str, Any]) -> str:
+        self.calls.append((name, arguments))
+        if name == "crm__lookup":
+            raise ToolAuthRequired("crm", "https://crm.example/authorize?x=1", "Connect your CRM")
+        return f"{len(arguments)} argument(s), found 3 articles"
+
+
+class Harness:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.model = RecordingModel()
+        self.tools = KnowledgeBaseTools()
+        base = build_services(settings)
+        router = PrefixRouter(
+            Families(local=self.model, beta=FailingModel()), prefixes=(("fail", "beta"),)
+        )
+        self.services = Services(
+            settings, base.storage, base.verifier, router, base.stops, tools=self.tools
+        )
+
+    def run(self, fn: Any, *args: Any) -> Any:
+        """Call async storage code from a test (memory: no loop affinity; postgres: a
+        short-lived storage of its own on the same database)."""
+        return asyncio.run(self._run(fn, *args))
+
+    async def _run(self, fn: Any, *args: Any) -> Any:
+        if self.settings.storage == "memory":
+            return await fn(*args)
+        from agentsvc_adapters.postgres import PostgresStorage  # noqa: PLC0415
+
+        assert self.settings.database_url is not None
+        storage = PostgresStorage(self.settings.database_url, min_size=1, max_size=2)
+        await storage.open()
+        try:
+            method = getattr(storage.conversations, fn.__name__)
+            return await method(*args)
+        finally:
+            await storage.close()
+
+    @contextmanager
+    def client(self) -> Iterator[TestClient[Any]]:
+        with TestClient(create_app(self.settings, self.services), timeout=30) as c:
+            yield c
+
+    @contextmanager
+    def live(self, auth: dict[str, str]) -> Iterator[httpx.Client]:
+        """A real server in a thread and an httpx client for it (streams really stream)."""
+        with (
+            serve(create_app(self.settings, self.services)) as url,
+            httpx.Client(base_url=url, headers=auth, timeout=30) as client,
+        ):
+            yield client

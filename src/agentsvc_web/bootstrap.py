@@ -63,6 +63,7 @@ class Services:
             tools or NoServerTools(),
             stops,
             clock,
+            stale_after_s=settings.run_stale_after_s,
         )
 
     async def _sweep_forever(self) -> None:
@@ -72,7 +73,7 @@ class Services:
                 _log_sweep(await self.conversation.sweep())
             except DomainError as exc:
                 log.warning("sweep of interrupted replies failed: %s", exc.detail)
-            await asyncio.sleep(SWEEP_EVERY_S)
+            await asyncio.sleep(min(SWEEP_EVERY_S, self.settings.run_stale_after_s / 2))
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Services]:
@@ -110,7 +111,7 @@ class Services:
                 await self.storage.close()
 
 
-SWEEP_EVERY_S = 30.0
+SWEEP_EVERY_S = 30.0  # at most; shorter when replies go stale sooner
 
 
 def _log_sweep(count: int) -> None:

@@ -96,8 +96,6 @@ from agentsvc_core.use_cases.turn import (
 log = logging.getLogger("agentsvc.turn")
 
 MAX_STEPS = 8  # model calls per turn (tool loop bound)
-HEARTBEAT_S = 10.0
-STALE_AFTER = timedelta(seconds=45)
 TOOL_TIMEOUT_S = 60.0
 
 
@@ -175,7 +173,13 @@ class Conversation:
         tools: ServerTools,
         stops: StopBus,
         clock: Clock,
+        stale_after_s: float = 45.0,
     ) -> None:
+        """``stale_after_s``: a running reply whose heartbeat is older than this is
+        taken for dead (its process crashed) and marked interrupted; the running
+        process refreshes the heartbeat four times in that span."""
+        self._stale_after = timedelta(seconds=stale_after_s)
+        self._heartbeat_s = stale_after_s / 4
         self._threads = threads
         self._agents = agents
         self._store = store
@@ -251,7 +255,7 @@ class Conversation:
                     run, "user", msg.content, sender_name=sender_name, sender_id=sender_id
                 )
             )
-        history = await self._store.begin_turn(run, new, now - STALE_AFTER)
+        history = await self._store.begin_turn(run, new, now - self._stale_after)
 
         turn = Turn(run.id, thread.id)
         turn.emit(Meta(started_at=now, run_id=run.id, thread_id=thread.id, model=model_id))
@@ -264,7 +268,9 @@ class Conversation:
         """Stop the thread's running reply, in whichever process runs it. False when
         nothing is running."""
         thread = await self._threads.visible(who, thread_id)
-        run = await self._store.running(who.org_id, thread.id, self._clock.now() - STALE_AFTER)
+        run = await self._store.running(
+            who.org_id, thread.id, self._clock.now() - self._stale_after
+        )
         if run is None:
             return False
         await self._stops.publish(run.id)
@@ -273,7 +279,7 @@ class Conversation:
     async def sweep(self) -> int:
         """Mark replies whose process died as interrupted (run at start-up and periodically)."""
         now = self._clock.now()
-        return await self._store.interrupt_stale(now - STALE_AFTER, now)
+        return await self._store.interrupt_stale(now - self._stale_after, now)
 
     async def shutdown(self, grace_s: float) -> None:
         """Let running replies finish for ``grace_s`` seconds, then interrupt the rest."""
@@ -582,7 +588,7 @@ class Conversation:
 
     async def _heartbeat(self, run: Run) -> None:
         while True:
-            await asyncio.sleep(HEARTBEAT_S)
+            await asyncio.sleep(self._heartbeat_s)
             with contextlib.suppress(DomainError):
                 await self._store.heartbeat(run.org_id, run.id, self._clock.now())
 

@@ -1,0 +1,142 @@
+"""The conversation turn against the real ``agentsvc serve`` process, over HTTP/SSE."""
+
+from __future__ import annotations
+
+import signal
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.e2e.service import Service
+from tests.sse import Event, names, parse, parse_lines, tokens
+
+pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
+
+
+def env_for(pg_url: str, key: str, **extra: str) -> dict[str, str]:
+    return {
+        "AGENTSVC_DATABASE_URL": pg_url,
+        "AGENTSVC_BOOTSTRAP_API_KEY": key,
+        "AGENTSVC_BOOTSTRAP_ORG": f"turn-{uuid.uuid4().hex[:8]}",
+        "AGENTSVC_LOCAL_SLOW_DELAY_MS": "100",
+        **extra,
+    }
+
+
+def open_thread(c: httpx.Client, **agent: Any) -> str:
+    a = c.post("/api/agents", json={"name": "E2E", **agent}).json()
+    return str(c.post("/api/threads", json={"agentId": a["id"]}).json()["id"])
+
+
+def test_multi_turn_conversation_with_the_local_model(pg_url: str, tmp_path: Path) -> None:
+    key = f"ask_e2e_{uuid.uuid4().hex}"
+    svc = Service(env_for(pg_url, key), log=tmp_path / "s.log")
+    try:
+        svc.wait_ready()
+        with httpx.Client(
+            base_url=svc.url, headers={"Authorization": f"Bearer {key}"}, timeout=30
+        ) as c:
+            tid = open_thread(c, stablePreamble="You are the E2E agent.")
+            replies = []
+            for text in ("Hi there", "What did I just say?", "Thanks"):
+                r = c.post(f"/api/threads/{tid}/messages", json={"content": text})
+                assert r.status_code == 200
+                events = parse(r.text)
+                assert names(events)[0] == "meta"
+                assert names(events)[-1] == "done"
+                assert events[-1].data["content"] == tokens(events)
+                replies.append(events[-1].data["content"])
+            assert 'Before that you said: "What did I just say?"' in replies[2]
+            assert "You are the E2E agent." in replies[0]
+            body = c.get(f"/api/threads/{tid}/messages", params={"limit": 4, "offset": 2}).json()
+            assert body["total"] == 6
+            assert [m["role"] for m in body["messages"]] == [
+                "user",
+                "assistant",
+                "user",
+                "assistant",
+            ]
+    finally:
+        svc.stop()
+
+
+def test_stop_reaches_the_process_that_runs_the_reply(pg_url: str, tmp_path: Path) -> None:
+    """Two processes on one database: the stream runs on A, the stop is sent to B."""
+    key = f"ask_e2e_{uuid.uuid4().hex}"
+    env = env_for(pg_url, key)
+    a = Service(env, log=tmp_path / "a.log")
+    b = Service(env, log=tmp_path / "b.log")
+    h = {"Authorization": f"Bearer {key}"}
+    try:
+        a.wait_ready()
+        b.wait_ready()
+        with (
+            httpx.Client(base_url=a.url, headers=h, timeout=30) as ca,
+            httpx.Client(base_url=b.url, headers=h, timeout=30) as cb,
+        ):
+            tid = open_thread(ca)
+            seen: list[Event] = []
+            t0 = time.monotonic()
+            with ca.stream(
+                "POST", f"/api/threads/{tid}/messages", json={"content": "slowly, please"}
+            ) as r:
+                for item in parse_lines(r.iter_lines()):
+                    if isinstance(item, Event):
+                        seen.append(item)
+                        if item.event == "token" and "word2" in item.data["delta"]:
+                            assert cb.post(f"/api/threads/{tid}/stop").json() == {"ok": True}
+            assert time.monotonic() - t0 < 4.0  # 50 words at 0.1 s would take 5 s
+            done = seen[-1]
+            assert (done.event, done.data.get("stopped")) == ("done", True)
+            assert "messageId" not in done.data
+            msgs = cb.get(f"/api/threads/{tid}/messages").json()["messages"]
+            assert msgs[-1]["content"] == done.data["content"]
+            assert msgs[-1]["status"] == "stopped"
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_a_reply_cut_by_a_crash_is_marked_interrupted(pg_url: str, tmp_path: Path) -> None:
+    key = f"ask_e2e_{uuid.uuid4().hex}"
+    env = env_for(pg_url, key, AGENTSVC_RUN_STALE_AFTER_S="2")
+    h = {"Authorization": f"Bearer {key}"}
+    first = Service(env, log=tmp_path / "1.log")
+    try:
+        first.wait_ready()
+        with httpx.Client(base_url=first.url, headers=h, timeout=30) as c:
+            tid = open_thread(c)
+            with c.stream(
+                "POST", f"/api/threads/{tid}/messages", json={"content": "slowly, then crash"}
+            ) as r:
+                for item in parse_lines(r.iter_lines()):
+                    if isinstance(item, Event) and item.event == "token":
+                        first.proc.send_signal(signal.SIGKILL)
+                        break
+    finally:
+        first.stop()
+    second = Service(env, log=tmp_path / "2.log")
+    try:
+        second.wait_ready()
+        with httpx.Client(base_url=second.url, headers=h, timeout=30) as c:
+            deadline = time.monotonic() + 10
+            while True:  # busy until the dead reply's heartbeat is 2 s old
+                r = c.post(f"/api/threads/{tid}/messages", json={"content": "are you there?"})
+                if r.status_code == 200:
+                    break
+                assert r.status_code == 409, r.text
+                assert time.monotonic() < deadline, "the crashed reply was never released"
+                time.sleep(0.3)
+            assert names(parse(r.text))[-1] == "done"
+            msgs = c.get(f"/api/threads/{tid}/messages").json()["messages"]
+            users = [m["content"] for m in msgs if m["role"] == "user"]
+            assert users == [
+                "slowly, then crash",
+                "are you there?",
+            ]  # nothing the user sent is lost
+    finally:
+        second.stop()

@@ -1,0 +1,42 @@
+"""The client examples in docs/examples run against the real service as written."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import E2E_KEY
+from tests.e2e.service import Service
+
+pytestmark = pytest.mark.e2e
+EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
+
+
+def test_python_client_example(service: Service) -> None:
+    out = subprocess.run(
+        [sys.executable, str(EXAMPLES / "chat.py"), service.url, E2E_KEY, "Hello!", "Again?"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert 'You said: "Hello!"' in out.stdout
+    assert 'Before that you said: "Hello!"' in out.stdout
+    assert "history: 4 messages" in out.stdout
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed on this machine")
+def test_javascript_client_example(service: Service) -> None:
+    out = subprocess.run(
+        ["node", str(EXAMPLES / "chat.mjs"), service.url, E2E_KEY, "Hi from JS"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert 'You said: "Hi from JS"' in out.stdout
+    assert "history: 2 messages" in out.stdout

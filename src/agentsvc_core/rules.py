@@ -17,20 +17,34 @@ from agentsvc_core.entities import RUNTIME_PROVIDERS, Agent, ToolProfile
 from agentsvc_core.errors import InvalidInput
 
 __all__ = [
+    "MAX_BINDINGS",
+    "MAX_BINDINGS_BYTES",
+    "MAX_CLIENT_TOOLS",
+    "MAX_CONTENT",
     "MAX_DESCRIPTION",
     "MAX_KEY_NAME",
+    "MAX_METADATA_KEY",
+    "MAX_METADATA_KEYS",
+    "MAX_METADATA_VALUE",
     "MAX_MODEL_ID",
     "MAX_NAME",
+    "MAX_OFFSET",
     "MAX_ORG_ID",
     "MAX_PREAMBLE",
     "MAX_PROFILES",
     "MAX_PROFILE_NAME",
     "MAX_PROFILE_TOOLS",
+    "MAX_TITLE",
     "MAX_TOOL_NAME",
+    "MAX_USER_ID",
+    "_check_profiles",
     "check_agent",
+    "check_bindings",
+    "check_metadata",
     "check_model_id",
     "check_org_id",
     "check_text",
+    "join_overlay",
 ]
 
 MAX_NAME = 256
@@ -52,6 +66,7 @@ MAX_BINDINGS_BYTES = 64 * 1024
 MAX_CONTENT = 1_000_000
 MAX_USER_ID = 256
 MAX_CLIENT_TOOLS = 128
+MAX_OFFSET = 1_000_000_000  # history offsets (PostgreSQL's OFFSET is a bigint)
 
 # Model ids: "claude-sonnet-4-5", "beta:gpt-4o", "meta-llama/Llama-3.1-8B", "local".
 _MODEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]*")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 from agentsvc_adapters.auth import JwtConfigError, JwtVerifier
-from agentsvc_adapters.llm import Families, LocalModel, PrefixRouter
+from agentsvc_adapters.llm import AlphaModel, BetaModel, Families, LocalModel, PrefixRouter
 from agentsvc_adapters.memory import MemoryStorage
 from agentsvc_adapters.postgres import (
     EmbeddedPostgres,
@@ -51,6 +51,8 @@ class Services:
         self.storage = storage
         self.verifier = verifier
         self.stops = stops
+        # async callables run at shutdown (provider clients' connection pools)
+        self.closers: list[Callable[[], Awaitable[None]]] = []
         self.agents = Agents(storage.agents, clock, settings.default_model)
         self.api_keys = ApiKeys(storage.api_keys, storage.organizations, clock)
         self.authenticator = Authenticator(storage.api_keys, storage.organizations, clock, verifier)
@@ -107,6 +109,8 @@ class Services:
                 await self.stops.close()
             if isinstance(self.verifier, JwtVerifier):
                 await self.verifier.aclose()
+            for close in self.closers:
+                await close()
             if isinstance(self.storage, PostgresStorage):
                 await self.storage.close()
 
@@ -174,8 +178,26 @@ async def run_migrations(settings: Settings) -> list[int]:
     return await migrate(database_url(settings))
 
 
-def _router(settings: Settings) -> ModelRouter:
-    return PrefixRouter(Families(local=LocalModel(settings.local_slow_delay_ms / 1000)))
+def _providers(settings: Settings) -> tuple[AlphaModel | None, BetaModel | None]:
+    """The local model always; a provider family when its base URL or key is set
+    (a base URL alone serves a local OpenAI-compatible server that needs no key)."""
+    alpha: AlphaModel | None = None
+    beta: BetaModel | None = None
+    timeout = float(settings.provider_read_timeout_s)
+    if settings.alpha_base_url or settings.alpha_api_key:
+        alpha = AlphaModel(
+            settings.alpha_base_url or "https://api.anthropic.com",
+            settings.alpha_api_key or "",
+            read_timeout_s=timeout,
+        )
+    if settings.beta_base_url or settings.beta_api_key:
+        beta = BetaModel(
+            settings.beta_base_url or "https://api.openai.com/v1",
+            settings.beta_api_key or "",
+            max_tokens_field=settings.beta_max_tokens_field,
+            read_timeout_s=timeout,
+        )
+    return alpha, beta
 
 
 def build_services(settings: Settings) -> Services:
@@ -185,4 +207,9 @@ def build_services(settings: Settings) -> Services:
         if isinstance(storage, PostgresStorage)
         else LocalStopBus()
     )
-    return Services(settings, storage, _verifier(settings), _router(settings), stops)
+    alpha, beta = _providers(settings)
+    local = LocalModel(settings.local_slow_delay_ms / 1000)
+    router = PrefixRouter(Families(local=local, alpha=alpha, beta=beta), settings.model_routes)
+    services = Services(settings, storage, _verifier(settings), router, stops)
+    services.closers.extend(m.aclose for m in (alpha, beta) if m is not None)
+    return services

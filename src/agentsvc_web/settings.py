@@ -40,6 +40,28 @@ def _int(env: Mapping[str, str], name: str, default: int, lo: int, hi: int) -> i
     return value
 
 
+def _choice(env: Mapping[str, str], name: str, allowed: tuple[str, ...]) -> str:
+    raw = env.get(name, "").strip() or allowed[0]
+    if raw not in allowed:
+        raise SettingsError(f"{name} must be one of {', '.join(allowed)}, not {raw!r}")
+    return raw
+
+
+def _routes(raw: str) -> tuple[tuple[str, str], ...]:
+    """``claude-=alpha,gpt-=beta,o=beta``: model id prefix -> provider family."""
+    if not raw.strip():
+        return (("claude-", "alpha"), ("gpt-", "beta"), ("o", "beta"))
+    routes = []
+    for item in raw.split(","):
+        prefix, sep, family = item.strip().partition("=")
+        if not sep or not prefix or family not in ("alpha", "beta"):
+            raise SettingsError(
+                f"AGENTSVC_MODEL_ROUTES entries are prefix=alpha or prefix=beta, not {item!r}"
+            )
+        routes.append((prefix, family))
+    return tuple(routes)
+
+
 def _opt(env: Mapping[str, str], name: str) -> str | None:
     value = env.get(name, "").strip()
     return value or None
@@ -64,6 +86,17 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     jwt_audience: str | None = None
     jwt_org_claim: str = "org_id"
     default_model: str = "local"
+    alpha_base_url: str | None = None
+    alpha_api_key: str | None = None
+    beta_base_url: str | None = None
+    beta_api_key: str | None = None
+    beta_max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens"
+    model_routes: tuple[tuple[str, str], ...] = (
+        ("claude-", "alpha"),
+        ("gpt-", "beta"),
+        ("o", "beta"),
+    )
+    provider_read_timeout_s: int = 120
     max_body_bytes: int = 2 * 1024 * 1024
     allow_private_network: bool = False
     allow_stdio_mcp: bool = False
@@ -107,6 +140,15 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             jwt_audience=_opt(e, "AGENTSVC_JWT_AUDIENCE"),
             jwt_org_claim=e.get("AGENTSVC_JWT_ORG_CLAIM", "").strip() or "org_id",
             default_model=e.get("AGENTSVC_DEFAULT_MODEL", "").strip() or "local",
+            alpha_base_url=_opt(e, "AGENTSVC_ALPHA_BASE_URL"),
+            alpha_api_key=_opt(e, "AGENTSVC_ALPHA_API_KEY"),
+            beta_base_url=_opt(e, "AGENTSVC_BETA_BASE_URL"),
+            beta_api_key=_opt(e, "AGENTSVC_BETA_API_KEY"),
+            beta_max_tokens_field=_choice(
+                e, "AGENTSVC_BETA_MAX_TOKENS_FIELD", ("max_completion_tokens", "max_tokens")
+            ),  # type: ignore[arg-type]
+            model_routes=_routes(e.get("AGENTSVC_MODEL_ROUTES", "")),
+            provider_read_timeout_s=_int(e, "AGENTSVC_PROVIDER_READ_TIMEOUT_S", 120, 1, 3600),
             max_body_bytes=_int(
                 e, "AGENTSVC_MAX_BODY_BYTES", 2 * 1024 * 1024, 1024, 1024 * 1024 * 1024
             ),
@@ -131,4 +173,6 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         return list(self._shown().items())
 
 
-_SECRET_FIELDS = frozenset({"bootstrap_api_key", "jwt_secret", "database_url"})
+_SECRET_FIELDS = frozenset(
+    {"bootstrap_api_key", "jwt_secret", "database_url", "alpha_api_key", "beta_api_key"}
+)

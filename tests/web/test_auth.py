@@ -115,18 +115,18 @@ def test_jwt_user_is_authenticated_and_org_created_on_first_sight(client: Client
         (jwt.encode({"sub": "u", "org_id": "o"}, JWT_SECRET, algorithm="HS256"), "exp"),
         (
             jwt.encode(
-                {"org_id": "o", "exp": int(time.time()) + 60}, JWT_SECRET, algorithm="HS256"
+                {"org_id": "o", "exp": int(time.time()) + 3600}, JWT_SECRET, algorithm="HS256"
             ),
             "sub",
         ),
         (
-            jwt.encode({"sub": "u", "exp": int(time.time()) + 60}, JWT_SECRET, algorithm="HS256"),
+            jwt.encode({"sub": "u", "exp": int(time.time()) + 3600}, JWT_SECRET, algorithm="HS256"),
             "org_id",
         ),
         (make_jwt(alg="HS512"), "algorithm"),
         (
             jwt.encode(
-                {"sub": "u", "org_id": "o", "exp": int(time.time()) + 60},
+                {"sub": "u", "org_id": "o", "exp": int(time.time()) + 3600},
                 "other-secret-" * 4,
                 algorithm="HS256",
             ),
@@ -134,7 +134,7 @@ def test_jwt_user_is_authenticated_and_org_created_on_first_sight(client: Client
         ),
         (
             jwt.encode(
-                {"sub": "u", "org_id": "o", "exp": int(time.time()) + 60}, None, algorithm="none"
+                {"sub": "u", "org_id": "o", "exp": int(time.time()) + 3600}, None, algorithm="none"
             ),
             "algorithm",
         ),

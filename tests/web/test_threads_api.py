@@ -220,7 +220,7 @@ def test_history_bounds(harness: Harness, auth: H) -> None:
     with harness.client() as c:
         a = agent(c, auth)
         t = thread(c, auth, a["id"])
-        for q in ({"limit": 0}, {"limit": 201}, {"offset": -1}, {"limit": "x"}):
+        for q in ({"limit": 0}, {"limit": 201}, {"offset": -1}, {"limit": "x"}, {"offset": 10**20}):
             err(
                 c.get(f"/api/threads/{t['id']}/messages", params=q, headers=auth),
                 422,

@@ -20,6 +20,7 @@ from agentsvc_core.entities import (
 from agentsvc_core.errors import InvalidInput, NotFound, PermissionDenied
 from agentsvc_core.ports import AgentRepository, Clock, ConversationStore, ThreadRepository
 from agentsvc_core.rules import (
+    MAX_OFFSET,
     MAX_PREAMBLE,
     MAX_PROFILE_NAME,
     MAX_TITLE,
@@ -183,6 +184,8 @@ class Threads:
     async def history(
         self, who: Principal, thread_id: UUID, *, offset: int, limit: int
     ) -> tuple[list[Message], int]:
+        if not 0 <= offset <= MAX_OFFSET:
+            raise InvalidInput("offset", f"must be between 0 and {MAX_OFFSET}")
         await self.visible(who, thread_id)
         return await self._conversations.history(who.org_id, thread_id, offset=offset, limit=limit)
 

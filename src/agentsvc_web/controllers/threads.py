@@ -12,7 +12,7 @@ from msgspec import UNSET
 
 from agentsvc_core.errors import InvalidInput, PermissionDenied
 from agentsvc_core.ports import ToolSpec
-from agentsvc_core.rules import join_overlay
+from agentsvc_core.rules import MAX_OFFSET, join_overlay
 from agentsvc_core.use_cases import (
     Conversation,
     SendInput,
@@ -188,7 +188,7 @@ class ThreadController(Controller):
         threads: NamedDependency[Threads],
         thread_id: FromPath[UUID],
         limit: Annotated[int, QueryParameter(name="limit", ge=1, le=200)] = 100,
-        offset: Annotated[int, QueryParameter(name="offset", ge=0)] = 0,
+        offset: Annotated[int, QueryParameter(name="offset", ge=0, le=MAX_OFFSET)] = 0,
     ) -> MessageListOut:
         messages, total = await threads.history(
             principal_of(request), thread_id, offset=offset, limit=limit

@@ -1,0 +1,348 @@
+"""The ``alpha`` family: the Anthropic Messages API, streamed, on raw httpx.
+
+Wire format (checked against https://docs.anthropic.com/en/api/messages,
+.../en/docs/build-with-claude/streaming, .../tool-use and .../prompt-caching, via the
+search index: the OpenAPI-generated ``anthropic-sdk-python`` types and the docs' text):
+
+Request: ``POST {base_url}/v1/messages`` (``base_url`` has no ``/v1``, as
+``AGENTSVC_ALPHA_BASE_URL=https://api.anthropic.com``), headers ``x-api-key``,
+``anthropic-version: 2023-06-01``; body ``model``, ``max_tokens`` (required),
+``stream: true``, ``system`` (top level, left out when empty), ``tools``
+(``{name, description, input_schema}``) and ``messages``, which must alternate
+user/assistant, so consecutive same-role messages are merged into one:
+
+- user text -> ``{"type": "text"}`` blocks (empty text is left out: the API rejects
+  empty text blocks);
+- assistant -> its text, then ``tool_use`` blocks ``{id, name, input}``;
+- a ``tool`` message -> a user message with a ``tool_result`` block
+  ``{tool_use_id, content}``; consecutive results share one user message, and tool
+  results are put before any text in it ("tool_result blocks must come FIRST").
+
+Response events: ``message_start`` (usage), ``content_block_start`` (a ``tool_use``
+block carries id and name), ``content_block_delta`` (``text_delta`` -> one
+``TextDelta`` each; ``input_json_delta`` fragments per block index), ``content_block_stop``
+(a tool call is complete: its JSON is parsed and emitted), ``message_delta`` (stop
+reason; usage counts that are *cumulative*), ``message_stop``, ``ping`` and unknown
+events (ignored, as the docs ask), ``error`` (-> ``Upstream(PROVIDER_ERROR)``).
+
+Usage: Anthropic's ``input_tokens`` counts only the tokens after the last cache
+breakpoint; the docs give ``total = input_tokens + cache_creation_input_tokens +
+cache_read_input_tokens``. ``Usage.input_tokens`` reports that total (what the beta
+family's ``prompt_tokens`` means) and ``cached_input_tokens`` the cache reads.
+
+Tool arguments that are not a JSON object (a stream cut off by ``max_tokens`` mid-call)
+are passed on as ``{"_raw": "<the text received>"}``, so nothing is lost and the tool
+rejects them with a message the model can act upon.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import msgspec
+
+from agentsvc_adapters.llm.sse import ProviderHttp, SSEParser, short
+from agentsvc_core.entities import Message, ToolCall, Usage
+from agentsvc_core.ports import (
+    ChatModel,
+    Finished,
+    ModelEvent,
+    ModelRequest,
+    TextDelta,
+    ToolCallRequested,
+    UsageReport,
+)
+from agentsvc_core.ports.llm import FinishReason
+
+__all__ = ["AlphaModel", "parse_arguments"]
+
+ANTHROPIC_VERSION = "2023-06-01"
+
+
+class _Usage(msgspec.Struct):
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_input_tokens: int | None = None
+    cache_creation_input_tokens: int | None = None
+
+
+class _StartMessage(msgspec.Struct):
+    usage: _Usage = msgspec.field(default_factory=_Usage)
+
+
+class _MessageStart(msgspec.Struct):
+    message: _StartMessage
+
+
+class _Delta(msgspec.Struct):
+    type: str = ""
+    text: str = ""
+    partial_json: str = ""
+
+
+class _BlockDelta(msgspec.Struct):
+    delta: _Delta
+    index: int = 0
+
+
+class _Block(msgspec.Struct):
+    type: str = ""
+    id: str = ""
+    name: str = ""
+
+
+class _BlockStart(msgspec.Struct):
+    content_block: _Block
+    index: int = 0
+
+
+class _BlockStop(msgspec.Struct):
+    index: int = 0
+
+
+class _StopDelta(msgspec.Struct):
+    stop_reason: str | None = None
+
+
+class _MessageDelta(msgspec.Struct):
+    delta: _StopDelta = msgspec.field(default_factory=_StopDelta)
+    usage: _Usage | None = None
+
+
+class _ErrorBody(msgspec.Struct):
+    type: str = ""
+    message: str = ""
+
+
+class _ErrorEvent(msgspec.Struct):
+    error: _ErrorBody = msgspec.field(default_factory=_ErrorBody)
+
+
+_block_delta = msgspec.json.Decoder(_BlockDelta).decode
+_block_start = msgspec.json.Decoder(_BlockStart).decode
+_block_stop = msgspec.json.Decoder(_BlockStop).decode
+_message_start = msgspec.json.Decoder(_MessageStart).decode
+_message_delta = msgspec.json.Decoder(_MessageDelta).decode
+_error_event = msgspec.json.Decoder(_ErrorEvent).decode
+_any = msgspec.json.Decoder().decode
+_encode = msgspec.json.Encoder().encode
+
+_STOP: dict[str, FinishReason] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+}
+
+
+def parse_arguments(text: str) -> dict[str, Any]:
+    """Streamed tool arguments as a dict: ``{}`` for none, ``{"_raw": text}`` when
+    they are not a JSON object."""
+    if not text:
+        return {}
+    try:
+        value = _any(text)
+    except msgspec.DecodeError:
+        return {"_raw": text}
+    return value if isinstance(value, dict) else {"_raw": text}
+
+
+def _messages(messages: list[Message]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    reorder = False
+    for m in messages:
+        blocks: list[dict[str, Any]]
+        if m.role == "tool":
+            role = "user"
+            result: dict[str, Any] = {"type": "tool_result", "tool_use_id": m.tool_call_id or ""}
+            if m.content:
+                result["content"] = m.content
+            blocks = [result]
+        else:
+            role = m.role
+            blocks = [{"type": "text", "text": m.content}] if m.content else []
+            blocks.extend(
+                {"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments}
+                for c in m.tool_calls
+            )
+        if not blocks:
+            continue
+        if out and out[-1]["role"] == role:
+            content: list[dict[str, Any]] = out[-1]["content"]
+            reorder = reorder or (m.role == "tool" and content[-1]["type"] != "tool_result")
+            content.extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+    if reorder:  # a user text then tool results in one message: the results go first
+        for message in out:
+            if message["role"] == "user":
+                message["content"].sort(key=lambda b: b["type"] != "tool_result")
+    return out
+
+
+def request_body(request: ModelRequest) -> dict[str, Any]:
+    """The Messages API body for ``request`` (a dict, for tests and benchmarks)."""
+    body: dict[str, Any] = {
+        "model": request.model,
+        "max_tokens": request.max_tokens,
+        "stream": True,
+    }
+    if request.system:
+        body["system"] = request.system
+    if request.tools:
+        tools = []
+        for t in request.tools:
+            tool: dict[str, Any] = {"name": t.name, "input_schema": t.parameters}
+            if t.description:
+                tool["description"] = t.description
+            tools.append(tool)
+        body["tools"] = tools
+    body["messages"] = _messages(request.messages)
+    return body
+
+
+class AlphaModel(ChatModel):
+    """Anthropic Messages API, streamed. See the module docstring for the mapping."""
+
+    provider = "alpha"
+
+    def __init__(
+        self,
+        base_url: str = "https://api.anthropic.com",
+        api_key: str = "",
+        *,
+        http: httpx.AsyncClient | None = None,
+        connect_timeout_s: float = 10.0,
+        read_timeout_s: float = 120.0,
+        max_connections: int = 1000,
+        max_attempts: int = 3,
+        backoff_s: float = 0.5,
+        max_retry_after_s: float = 4.0,
+    ) -> None:
+        self._url = base_url.rstrip("/") + "/v1/messages"
+        self._api_key = api_key
+        self._http = ProviderHttp(
+            self.provider,
+            http=http,
+            connect_timeout_s=connect_timeout_s,
+            read_timeout_s=read_timeout_s,
+            max_connections=max_connections,
+            max_attempts=max_attempts,
+            backoff_s=backoff_s,
+            max_retry_after_s=max_retry_after_s,
+        )
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    def __repr__(self) -> str:  # no key in reprs
+        return f"AlphaModel({self._url!r})"
+
+    def _headers(self, key: str) -> dict[str, str]:
+        if not key:
+            raise self._http.error("has no API key configured", (), "PROVIDER_AUTH")
+        return {
+            "x-api-key": key,
+            "anthropic-version": ANTHROPIC_VERSION,
+            "content-type": "application/json",
+            "accept": "text/event-stream",
+            "accept-encoding": "identity",  # SSE: compression would only buffer tokens
+        }
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        key = request.api_key or self._api_key  # a BYOK key wins, for this call only
+        secrets = (key, self._api_key)
+        body = _encode(request_body(request))
+        response = await self._http.open(self._url, self._headers(key), body, secrets)
+        parser = SSEParser()
+        state = _State()
+        # identity was asked for; decode only if a proxy compressed anyway
+        plain = "content-encoding" not in response.headers
+        chunks = response.aiter_raw() if plain else response.aiter_bytes()
+        try:
+            async for chunk in chunks:
+                for event, data in parser.feed(chunk):
+                    if event == "content_block_delta":  # the hot path, inline
+                        bd = _block_delta(data)
+                        if bd.delta.type == "text_delta":
+                            if bd.delta.text:
+                                yield TextDelta(bd.delta.text)
+                        elif bd.delta.type == "input_json_delta":
+                            state.fragment(bd.index, bd.delta.partial_json)
+                    else:
+                        out = state.event(event, data)
+                        if out is not None:
+                            yield out
+        except _StreamError as exc:
+            raise self._http.error(f"failed mid-stream: {short(str(exc))}", secrets) from None
+        except (httpx.HTTPError, msgspec.MsgspecError, ValueError) as exc:
+            raise self._http.broken(exc, secrets) from None
+        finally:
+            await response.aclose()
+        if not state.done:
+            raise self._http.error("ended the stream before message_stop", secrets)
+        yield UsageReport(state.usage())
+        yield Finished(_STOP.get(state.stop or "", "other"))
+
+
+class _StreamError(Exception):
+    """An ``error`` event: the provider failed mid-stream."""
+
+
+class _State:
+    """What a stream accumulates besides text: tool calls, usage, the stop reason."""
+
+    __slots__ = ("done", "stop", "tools", "totals")
+
+    def __init__(self) -> None:
+        # tool_use blocks being received: index -> (id, name, argument fragments)
+        self.tools: dict[int, tuple[str, str, list[str]]] = {}
+        self.totals = _Usage()
+        self.stop: str | None = None
+        self.done = False
+
+    def fragment(self, index: int, partial_json: str) -> None:
+        tool = self.tools.get(index)
+        if tool is not None:
+            tool[2].append(partial_json)
+
+    def event(self, event: str, data: bytes) -> ModelEvent | None:
+        if event == "content_block_stop":
+            tool = self.tools.pop(_block_stop(data).index, None)
+            if tool is not None:
+                args = parse_arguments("".join(tool[2]))
+                return ToolCallRequested(ToolCall(id=tool[0], name=tool[1], arguments=args))
+        elif event == "content_block_start":
+            start = _block_start(data)
+            block = start.content_block
+            if block.type == "tool_use":
+                self.tools[start.index] = (block.id, block.name, [])
+        elif event == "message_start":
+            self.totals = _message_start(data).message.usage
+        elif event == "message_delta":
+            md = _message_delta(data)
+            self.stop = md.delta.stop_reason or self.stop
+            if md.usage is not None:  # cumulative counts: a reported one replaces
+                for name in _Usage.__struct_fields__:
+                    value = getattr(md.usage, name)
+                    if value is not None:
+                        setattr(self.totals, name, value)
+        elif event == "message_stop":
+            self.done = True
+        elif event == "error":
+            err = _error_event(data).error
+            raise _StreamError(f"{err.type}: {err.message}")
+        return None
+
+    def usage(self) -> Usage:
+        t = self.totals
+        cached = t.cache_read_input_tokens
+        written = t.cache_creation_input_tokens or 0
+        return Usage(
+            input_tokens=(t.input_tokens or 0) + (cached or 0) + written,
+            output_tokens=t.output_tokens or 0,
+            cached_input_tokens=cached,
+        )

@@ -59,7 +59,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         async with services.running():
             yield
 
-    return Litestar(
+    app = Litestar(
         route_handlers=[AgentController, KeyController, ThreadController, healthz],
         dependencies={
             "agents": _const(services.agents),
@@ -91,3 +91,18 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         debug=False,
         logging_config=None,
     )
+    _prune_framework_400s(app)
+    return app
+
+
+def _prune_framework_400s(app: Litestar) -> None:
+    """Litestar documents a 400 with its own body on every route that has
+    parameters. Ours answers parameter errors with 422 and the one error body, so
+    a 400 that is not ours is removed from the document (the served one is this
+    cached object)."""
+    for item in (app.openapi_schema.paths or {}).values():
+        for op in (item.get, item.put, item.post, item.delete, item.patch):
+            responses = op.responses if op is not None else None
+            bad = responses.get("400") if responses else None
+            if responses is not None and bad is not None and "ErrorBody" not in str(bad):
+                del responses["400"]

@@ -12,6 +12,7 @@ __all__ = [
     "Conflict",
     "DomainError",
     "InvalidInput",
+    "McpAuthRequired",
     "NotFound",
     "PermissionDenied",
     "StorageError",
@@ -74,3 +75,11 @@ class Unavailable(DomainError):
 class StorageError(DomainError):
     """Storage failed in a way the domain did not foresee (a bug or a broken
     schema). Its detail is generic; the cause goes to the log only."""
+
+
+class McpAuthRequired(Upstream):
+    """An MCP server answered 401: the user must complete its OAuth flow first."""
+
+    def __init__(self, detail: str, resource_metadata_url: str | None = None) -> None:
+        super().__init__(detail, code="MCP_AUTH_REQUIRED")
+        self.resource_metadata_url = resource_metadata_url

@@ -7,12 +7,14 @@ from uuid import UUID
 import msgspec
 
 from agentsvc_adapters.memory.conversations import MemoryConversations, MemoryThreads
+from agentsvc_adapters.memory.mcps import MemoryMcps
 from agentsvc_core.entities import Agent, ApiKey, Organization
 from agentsvc_core.errors import NotFound
 from agentsvc_core.ports import (
     AgentRepository,
     ApiKeyRepository,
     ConversationStore,
+    McpRepository,
     OrganizationRepository,
     Storage,
     ThreadRepository,
@@ -96,6 +98,7 @@ class MemoryStorage(Storage):
         self._agents = MemoryAgents()
         self._threads = MemoryThreads()
         self._conversations = MemoryConversations()
+        self._mcps = MemoryMcps()
 
     @property
     def organizations(self) -> OrganizationRepository:
@@ -116,3 +119,7 @@ class MemoryStorage(Storage):
     @property
     def conversations(self) -> ConversationStore:
         return self._conversations
+
+    @property
+    def mcps(self) -> McpRepository:
+        return self._mcps

@@ -24,6 +24,7 @@ from agentsvc_core.ports import (
     AgentRepository,
     ApiKeyRepository,
     ConversationStore,
+    McpRepository,
     OrganizationRepository,
     Storage,
     ThreadRepository,
@@ -272,9 +273,11 @@ class PostgresStorage(Storage):
             PostgresConversations,
             PostgresThreads,
         )
+        from agentsvc_adapters.postgres.mcps import PostgresMcps  # noqa: PLC0415
 
         self._threads = PostgresThreads(self.pool)
         self._conversations = PostgresConversations(self.pool)
+        self._mcps = PostgresMcps(self.pool)
 
     async def open(self) -> None:
         async with _translate():
@@ -302,3 +305,7 @@ class PostgresStorage(Storage):
     @property
     def conversations(self) -> ConversationStore:
         return self._conversations
+
+    @property
+    def mcps(self) -> McpRepository:
+        return self._mcps

@@ -2,6 +2,7 @@
 
 from agentsvc_core.entities.agent import RUNTIME_PROVIDERS, Agent, ToolProfile
 from agentsvc_core.entities.api_key import API_KEY_PREFIX, ApiKey
+from agentsvc_core.entities.mcp import CachedTool, McpAttachment, McpServer, McpTransport
 from agentsvc_core.entities.message import Message, MessageStatus, Role, ToolCall
 from agentsvc_core.entities.organization import Organization
 from agentsvc_core.entities.principal import AuthMethod, Principal
@@ -15,7 +16,11 @@ __all__ = [
     "Agent",
     "ApiKey",
     "AuthMethod",
+    "CachedTool",
     "KeySource",
+    "McpAttachment",
+    "McpServer",
+    "McpTransport",
     "Message",
     "MessageStatus",
     "Organization",

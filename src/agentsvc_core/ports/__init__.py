@@ -12,11 +12,14 @@ from agentsvc_core.ports.llm import (
     ToolSpec,
     UsageReport,
 )
+from agentsvc_core.ports.mcp import McpCallResult, McpClient, McpEndpoint, McpTool
+from agentsvc_core.ports.secrets import SecretBox, SecretUnreadable
 from agentsvc_core.ports.signals import LocalStopBus, StopBus
 from agentsvc_core.ports.storage import (
     AgentRepository,
     ApiKeyRepository,
     ConversationStore,
+    McpRepository,
     OrganizationRepository,
     Storage,
     ThreadRepository,
@@ -32,11 +35,18 @@ __all__ = [
     "ConversationStore",
     "Finished",
     "LocalStopBus",
+    "McpCallResult",
+    "McpClient",
+    "McpEndpoint",
+    "McpRepository",
+    "McpTool",
     "ModelEvent",
     "ModelRequest",
     "ModelRouter",
     "NoServerTools",
     "OrganizationRepository",
+    "SecretBox",
+    "SecretUnreadable",
     "ServerTools",
     "StopBus",
     "Storage",

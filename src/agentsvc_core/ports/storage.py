@@ -13,6 +13,8 @@ from uuid import UUID
 from agentsvc_core.entities import (
     Agent,
     ApiKey,
+    McpAttachment,
+    McpServer,
     Message,
     Organization,
     Participant,
@@ -165,6 +167,53 @@ class ConversationStore(Protocol):
         ...
 
 
+class McpRepository(Protocol):
+    async def add(self, server: McpServer) -> McpServer:
+        """Store a new server. Its slug is made unique within the organization
+        (``-2``, ``-3``... appended on a collision); the stored server is returned."""
+        ...
+
+    async def get(self, org_id: str, mcp_id: UUID) -> McpServer:
+        """Raises ``NotFound``."""
+        ...
+
+    async def list_all(self, org_id: str) -> list[McpServer]:
+        """Oldest first."""
+        ...
+
+    async def modify(
+        self, org_id: str, mcp_id: UUID, change: Callable[[McpServer], McpServer]
+    ) -> McpServer:
+        """Atomic read-change-write; a changed slug is made unique as in ``add``."""
+        ...
+
+    async def delete(self, org_id: str, mcp_id: UUID) -> None:
+        """Remove the server and every agent and runner attachment of it.
+        Raises ``NotFound``."""
+        ...
+
+    async def attach(self, attachment: McpAttachment) -> McpAttachment:
+        """Attach (or change the allowed tools of an existing attachment)."""
+        ...
+
+    async def detach(self, org_id: str, owner_kind: str, owner_id: UUID, mcp_id: UUID) -> bool: ...
+
+    async def attachments(
+        self, org_id: str, owner_kind: str, owner_id: UUID
+    ) -> list[McpAttachment]:
+        """Oldest first."""
+        ...
+
+    async def sealed_credentials(self, org_id: str | None) -> list[tuple[str, UUID, str]]:
+        """(org, id, sealed) of every server with credentials, all organizations
+        when ``org_id`` is None (the key-rotation command)."""
+        ...
+
+    async def reseal(self, org_id: str, mcp_id: UUID, old: str, new: str) -> bool:
+        """Replace the sealed credentials if they are still ``old``."""
+        ...
+
+
 class Storage(Protocol):
     """Everything the core stores, behind one object the composition root builds."""
 
@@ -182,3 +231,6 @@ class Storage(Protocol):
 
     @property
     def conversations(self) -> ConversationStore: ...
+
+    @property
+    def mcps(self) -> McpRepository: ...

@@ -1,0 +1,201 @@
+"""MCP servers and attachments on PostgreSQL. Slugs are unique per organization
+(a constraint); a colliding slug gets ``-2``, ``-3``... appended, retried until free."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+from uuid import UUID
+
+import msgspec
+import psycopg
+
+from agentsvc_adapters.postgres.storage import Row, _Repo, _translate
+from agentsvc_core.entities import CachedTool, McpAttachment, McpServer
+from agentsvc_core.errors import NotFound, StorageError
+from agentsvc_core.ports import McpRepository
+
+_enc = msgspec.json.Encoder()
+_names = msgspec.json.Decoder(tuple[str, ...])
+_tools = msgspec.json.Decoder(tuple[CachedTool, ...])
+_MAX_SUFFIX = 1000
+
+_COLS = (
+    "id, org_id, name, slug, transport, url, command, args::text, credentials,"
+    " allowed_tools::text, status, tools_cache::text, created_at, updated_at"
+)
+
+
+def _j(value: object) -> str | None:
+    return None if value is None else _enc.encode(value).decode()
+
+
+def _server(r: Row) -> McpServer:
+    return McpServer(
+        id=r[0],
+        org_id=r[1],
+        name=r[2],
+        slug=r[3],
+        transport=r[4],
+        url=r[5],
+        command=r[6],
+        args=_names.decode(r[7]),
+        credentials=r[8],
+        allowed_tools=None if r[9] is None else _names.decode(r[9]),
+        status=r[10],
+        tools_cache=_tools.decode(r[11]),
+        created_at=r[12],
+        updated_at=r[13],
+    )
+
+
+def _values(s: McpServer, slug: str) -> tuple[Any, ...]:
+    return (
+        s.name,
+        slug,
+        s.transport,
+        s.url,
+        s.command,
+        _j(s.args),
+        s.credentials,
+        _j(s.allowed_tools),
+        s.status,
+        _j(s.tools_cache),
+        s.created_at,
+        s.updated_at,
+    )
+
+
+def _attachment(r: Row) -> McpAttachment:
+    return McpAttachment(
+        org_id=r[0],
+        owner_kind=r[1],
+        owner_id=r[2],
+        mcp_id=r[3],
+        allowed_tools=None if r[4] is None else _names.decode(r[4]),
+        created_at=r[5],
+    )
+
+
+_ATT_COLS = "org_id, owner_kind, owner_id, mcp_id, allowed_tools::text, created_at"
+
+
+class PostgresMcps(_Repo, McpRepository):
+    async def add(self, server: McpServer) -> McpServer:
+        async with _translate(), self._pool.connection() as conn:
+            for n in range(1, _MAX_SUFFIX):
+                slug = server.slug if n == 1 else f"{server.slug}-{n}"
+                cur = await conn.execute(
+                    "INSERT INTO mcp_servers (org_id, id, name, slug, transport, url, command,"
+                    " args, credentials, allowed_tools, status, tools_cache, created_at,"
+                    " updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s::json, %s, %s::json,"
+                    " %s, %s::json, %s, %s) ON CONFLICT (org_id, slug) DO NOTHING RETURNING id",
+                    (server.org_id, server.id, *_values(server, slug)),
+                )
+                if await cur.fetchone() is not None:
+                    return msgspec.structs.replace(server, slug=slug)
+        raise StorageError("no free slug for the MCP server")
+
+    async def get(self, org_id: str, mcp_id: UUID) -> McpServer:
+        row = await self._one(
+            f"SELECT {_COLS} FROM mcp_servers WHERE org_id = %s AND id = %s", (org_id, mcp_id)
+        )
+        if row is None:
+            raise NotFound("MCP server not found")
+        return _server(row)
+
+    async def list_all(self, org_id: str) -> list[McpServer]:
+        rows = await self._all(
+            f"SELECT {_COLS} FROM mcp_servers WHERE org_id = %s ORDER BY created_at, id",
+            (org_id,),
+        )
+        return [_server(r) for r in rows]
+
+    async def modify(
+        self, org_id: str, mcp_id: UUID, change: Callable[[McpServer], McpServer]
+    ) -> McpServer:
+        async with _translate(), self._pool.connection() as conn, conn.transaction():
+            cur = await conn.execute(
+                f"SELECT {_COLS} FROM mcp_servers WHERE org_id = %s AND id = %s FOR UPDATE",
+                (org_id, mcp_id),
+            )
+            row = await cur.fetchone()
+            if row is None:
+                raise NotFound("MCP server not found")
+            current = _server(row)
+            updated = change(current)
+            for n in range(1, _MAX_SUFFIX):
+                slug = (
+                    updated.slug
+                    if n == 1 or updated.slug == current.slug
+                    else f"{updated.slug}-{n}"
+                )
+                try:
+                    async with conn.transaction():  # a savepoint: a slug clash is retried
+                        await conn.execute(
+                            "UPDATE mcp_servers SET name = %s, slug = %s, transport = %s, url = %s,"
+                            " command = %s, args = %s::json, credentials = %s,"
+                            " allowed_tools = %s::json, status = %s, tools_cache = %s::json,"
+                            " created_at = %s, updated_at = %s WHERE org_id = %s AND id = %s",
+                            (*_values(updated, slug), org_id, mcp_id),
+                        )
+                except psycopg.errors.UniqueViolation:
+                    continue
+                return msgspec.structs.replace(updated, slug=slug)
+        raise StorageError("no free slug for the MCP server")
+
+    async def delete(self, org_id: str, mcp_id: UUID) -> None:
+        # attachments go with it (ON DELETE CASCADE)
+        row = await self._one(
+            "DELETE FROM mcp_servers WHERE org_id = %s AND id = %s RETURNING id", (org_id, mcp_id)
+        )
+        if row is None:
+            raise NotFound("MCP server not found")
+
+    async def attach(self, attachment: McpAttachment) -> McpAttachment:
+        a = attachment
+        await self.get(a.org_id, a.mcp_id)
+        row = await self._one(
+            f"INSERT INTO mcp_attachments ({_ATT_COLS.replace('::text', '')})"
+            " VALUES (%s, %s, %s, %s, %s::json, %s)"
+            " ON CONFLICT (org_id, owner_kind, owner_id, mcp_id)"
+            " DO UPDATE SET allowed_tools = EXCLUDED.allowed_tools"
+            f" RETURNING {_ATT_COLS}",
+            (a.org_id, a.owner_kind, a.owner_id, a.mcp_id, _j(a.allowed_tools), a.created_at),
+        )
+        assert row is not None
+        return _attachment(row)
+
+    async def detach(self, org_id: str, owner_kind: str, owner_id: UUID, mcp_id: UUID) -> bool:
+        row = await self._one(
+            "DELETE FROM mcp_attachments WHERE org_id = %s AND owner_kind = %s"
+            " AND owner_id = %s AND mcp_id = %s RETURNING mcp_id",
+            (org_id, owner_kind, owner_id, mcp_id),
+        )
+        return row is not None
+
+    async def attachments(
+        self, org_id: str, owner_kind: str, owner_id: UUID
+    ) -> list[McpAttachment]:
+        rows = await self._all(
+            f"SELECT {_ATT_COLS} FROM mcp_attachments WHERE org_id = %s AND owner_kind = %s"
+            " AND owner_id = %s ORDER BY created_at, mcp_id",
+            (org_id, owner_kind, owner_id),
+        )
+        return [_attachment(r) for r in rows]
+
+    async def sealed_credentials(self, org_id: str | None) -> list[tuple[str, UUID, str]]:
+        rows = await self._all(
+            "SELECT org_id, id, credentials FROM mcp_servers WHERE credentials IS NOT NULL"
+            " AND (%(org)s::text IS NULL OR org_id = %(org)s) ORDER BY org_id, id",
+            {"org": org_id},
+        )
+        return [(r[0], r[1], r[2]) for r in rows]
+
+    async def reseal(self, org_id: str, mcp_id: UUID, old: str, new: str) -> bool:
+        row = await self._one(
+            "UPDATE mcp_servers SET credentials = %s WHERE org_id = %s AND id = %s"
+            " AND credentials = %s RETURNING id",
+            (new, org_id, mcp_id, old),
+        )
+        return row is not None

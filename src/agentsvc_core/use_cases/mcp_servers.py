@@ -1,0 +1,361 @@
+"""MCP servers of an organization: resources, sealed credentials, attachments,
+and the server-side tools they give agents in the turn."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any, Literal
+from uuid import UUID
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from agentsvc_core.entities import (
+    Agent,
+    CachedTool,
+    McpAttachment,
+    McpServer,
+    McpTransport,
+    Principal,
+)
+from agentsvc_core.errors import InvalidInput, McpAuthRequired, Upstream
+from agentsvc_core.ports import (
+    AgentRepository,
+    Clock,
+    McpClient,
+    McpEndpoint,
+    McpRepository,
+    SecretBox,
+    ServerTools,
+    ToolSpec,
+)
+from agentsvc_core.ports.mcp import UrlPolicy
+from agentsvc_core.rules import MAX_NAME, MAX_TOOL_NAME, check_text
+
+TOOL_SEPARATOR = "__"
+MAX_ARGS = 64
+MAX_CREDENTIAL_ENTRIES = 64
+_SLUG = re.compile(r"[^a-z0-9]+")
+
+
+def slugify(name: str) -> str:
+    """Lowercase, dashes for anything else, at most 48 characters."""
+    slug = _SLUG.sub("-", name.lower()).strip("-")[:48].strip("-")
+    return slug or "mcp"
+
+
+class Credentials(msgspec.Struct, frozen=True, kw_only=True):
+    headers: dict[str, str] = {}
+    env: dict[str, str] = {}
+
+
+_creds = msgspec.json.Decoder(Credentials)
+_enc = msgspec.json.Encoder()
+
+
+class McpDraft(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    transport: McpTransport
+    url: str | None = None
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    credentials: Credentials | None = None
+    allowed_tools: tuple[str, ...] | None = None
+
+
+class McpChanges(msgspec.Struct, frozen=True, kw_only=True):
+    name: str | UnsetType = UNSET
+    url: str | UnsetType | None = UNSET
+    command: str | UnsetType | None = UNSET
+    args: tuple[str, ...] | UnsetType = UNSET
+    credentials: Credentials | UnsetType | None = UNSET
+    allowed_tools: tuple[str, ...] | UnsetType | None = UNSET
+
+
+class TestResult(msgspec.Struct, frozen=True, kw_only=True):
+    ok: bool
+    tools: tuple[CachedTool, ...] = ()
+    error: str | None = None
+
+
+class AttachedServer(msgspec.Struct, frozen=True, kw_only=True):
+    attachment: McpAttachment
+    server: McpServer
+
+
+def effective_tools(server: McpServer, attachment: McpAttachment) -> list[CachedTool]:
+    """The server's tools, narrowed by its own and the attachment's allowedTools."""
+    tools = list(server.tools_cache)
+    for allowed in (server.allowed_tools, attachment.allowed_tools):
+        if allowed is not None:
+            tools = [t for t in tools if t.name in allowed]
+    return tools
+
+
+def _context(server: McpServer) -> str:
+    return f"{server.org_id}:mcp_servers:{server.id}"
+
+
+class McpServers:
+    def __init__(
+        self,
+        repo: McpRepository,
+        agents: AgentRepository,
+        client: McpClient,
+        box: SecretBox,
+        urls: UrlPolicy,
+        clock: Clock,
+        *,
+        allow_stdio: bool,
+    ) -> None:
+        self._repo = repo
+        self._agents = agents
+        self._client = client
+        self._box = box
+        self._urls = urls
+        self._clock = clock
+        self._allow_stdio = allow_stdio
+
+    # --- validation -------------------------------------------------------------
+
+    def _check(self, s: McpServer) -> McpServer:
+        check_text("name", s.name, max_len=MAX_NAME, required=True)
+        if s.transport == "stdio":
+            if not self._allow_stdio:
+                raise InvalidInput(
+                    "transport", "stdio MCP servers are disabled (AGENTSVC_ALLOW_STDIO_MCP)"
+                )
+            if not s.command:
+                raise InvalidInput("command", "is required for the stdio transport")
+            check_text("command", s.command, max_len=4096, required=True)
+        else:
+            if not s.url:
+                raise InvalidInput("url", f"is required for the {s.transport} transport")
+            check_text("url", s.url, max_len=4096, required=True)
+            refusal = self._urls.refusal(s.url)
+            if refusal:
+                raise InvalidInput("url", refusal)
+        if len(s.args) > MAX_ARGS:
+            raise InvalidInput("args", f"at most {MAX_ARGS} arguments")
+        for arg in s.args:
+            check_text("args", arg, max_len=4096)
+        for tool in s.allowed_tools or ():
+            check_text("allowed_tools", tool, max_len=MAX_TOOL_NAME, required=True)
+        return s
+
+    def _seal(self, server_id: UUID, org_id: str, creds: Credentials | None) -> str | None:
+        if creds is None or (not creds.headers and not creds.env):
+            return None
+        if len(creds.headers) + len(creds.env) > MAX_CREDENTIAL_ENTRIES:
+            raise InvalidInput("credentials", f"at most {MAX_CREDENTIAL_ENTRIES} entries")
+        for field, values in (
+            ("credentials.headers", creds.headers),
+            ("credentials.env", creds.env),
+        ):
+            for key, value in values.items():
+                check_text(field, key, max_len=256, required=True)
+                check_text(field, value, max_len=16_384)
+        context = f"{org_id}:mcp_servers:{server_id}"
+        return self._box.seal(_enc.encode(creds), context)
+
+    def credentials_of(self, server: McpServer) -> Credentials:
+        if server.credentials is None:
+            return Credentials()
+        return _creds.decode(self._box.open(server.credentials, _context(server)))
+
+    def endpoint(self, server: McpServer) -> McpEndpoint:
+        creds = self.credentials_of(server)
+        return McpEndpoint(
+            key=f"{server.org_id}:{server.id}:{server.updated_at.isoformat()}",
+            transport=server.transport,
+            url=server.url,
+            command=server.command,
+            args=server.args,
+            headers=creds.headers,
+            env=creds.env,
+        )
+
+    # --- resources --------------------------------------------------------------
+
+    async def create(self, who: Principal, draft: McpDraft) -> McpServer:
+        now = self._clock.now()
+        server_id = uuid.uuid4()
+        server = self._check(
+            McpServer(
+                id=server_id,
+                org_id=who.org_id,
+                name=draft.name,
+                slug=slugify(draft.name),
+                transport=draft.transport,
+                url=draft.url if draft.transport != "stdio" else None,
+                command=draft.command if draft.transport == "stdio" else None,
+                args=draft.args,
+                credentials=self._seal(server_id, who.org_id, draft.credentials),
+                allowed_tools=draft.allowed_tools,
+                status="active",
+                tools_cache=(),
+                created_at=now,
+                updated_at=now,
+            )
+        )
+        return await self._repo.add(server)
+
+    async def get(self, who: Principal, mcp_id: UUID) -> McpServer:
+        return await self._repo.get(who.org_id, mcp_id)
+
+    async def list_all(self, who: Principal) -> list[McpServer]:
+        return await self._repo.list_all(who.org_id)
+
+    async def update(self, who: Principal, mcp_id: UUID, changes: McpChanges) -> McpServer:
+        now = self._clock.now()
+
+        def apply(current: McpServer) -> McpServer:
+            fields: dict[str, Any] = {"updated_at": now}
+            if changes.name is not UNSET:
+                fields["name"] = changes.name
+                fields["slug"] = slugify(changes.name)
+            for name in ("url", "command", "args", "allowed_tools"):
+                value = getattr(changes, name)
+                if value is not UNSET:
+                    fields[name] = value
+            if changes.credentials is not UNSET:
+                fields["credentials"] = self._seal(current.id, current.org_id, changes.credentials)
+            if {"url", "command", "args", "credentials"} & set(fields):
+                fields["tools_cache"] = ()  # another server now: list its tools again
+            return self._check(msgspec.structs.replace(current, **fields))
+
+        return await self._repo.modify(who.org_id, mcp_id, apply)
+
+    async def delete(self, who: Principal, mcp_id: UUID) -> None:
+        await self._repo.delete(who.org_id, mcp_id)
+
+    async def test(self, who: Principal, mcp_id: UUID) -> TestResult:
+        """Connect, list the tools, refresh the cache."""
+        server = await self._repo.get(who.org_id, mcp_id)
+        try:
+            tools = await self._client.list_tools(self.endpoint(server))
+        except Upstream as exc:
+            return TestResult(ok=False, error=exc.detail)
+        cached = tuple(
+            CachedTool(name=t.name, description=t.description, input_schema=t.input_schema)
+            for t in tools
+        )
+        await self._repo.modify(
+            who.org_id, mcp_id, lambda s: msgspec.structs.replace(s, tools_cache=cached)
+        )
+        return TestResult(ok=True, tools=cached)
+
+    async def rotate_secrets(self, org_id: str | None = None) -> int:
+        """Re-seal every stored credential with the newest key. Returns how many."""
+        count = 0
+        for org, mcp_id, sealed in await self._repo.sealed_credentials(org_id):
+            if self._box.is_current(sealed):
+                continue
+            plain = self._box.open(sealed, f"{org}:mcp_servers:{mcp_id}")
+            new = self._box.seal(plain, f"{org}:mcp_servers:{mcp_id}")
+            if await self._repo.reseal(org, mcp_id, sealed, new):
+                count += 1
+        return count
+
+    # --- attachments ------------------------------------------------------------
+
+    async def attach(
+        self,
+        who: Principal,
+        owner_kind: Literal["agent", "runner"],
+        owner_id: UUID,
+        mcp_id: UUID,
+        allowed_tools: tuple[str, ...] | None,
+    ) -> AttachedServer:
+        if owner_kind == "agent":
+            await self._agents.get(who.org_id, owner_id)
+        server = await self._repo.get(who.org_id, mcp_id)
+        for tool in allowed_tools or ():
+            check_text("allowed_tools", tool, max_len=MAX_TOOL_NAME, required=True)
+        attachment = await self._repo.attach(
+            McpAttachment(
+                org_id=who.org_id,
+                owner_kind=owner_kind,
+                owner_id=owner_id,
+                mcp_id=mcp_id,
+                allowed_tools=allowed_tools,
+                created_at=self._clock.now(),
+            )
+        )
+        return AttachedServer(attachment=attachment, server=server)
+
+    async def attached(
+        self, who: Principal, owner_kind: Literal["agent", "runner"], owner_id: UUID
+    ) -> list[AttachedServer]:
+        if owner_kind == "agent":
+            await self._agents.get(who.org_id, owner_id)
+        return [
+            AttachedServer(attachment=a, server=await self._repo.get(who.org_id, a.mcp_id))
+            for a in await self._repo.attachments(who.org_id, owner_kind, owner_id)
+        ]
+
+    async def detach(
+        self, who: Principal, owner_kind: Literal["agent", "runner"], owner_id: UUID, mcp_id: UUID
+    ) -> bool:
+        if owner_kind == "agent":
+            await self._agents.get(who.org_id, owner_id)
+        return await self._repo.detach(who.org_id, owner_kind, owner_id, mcp_id)
+
+
+class McpTools(ServerTools):
+    """The tools of an agent's attached MCP servers, offered as ``<slug>__<tool>``."""
+
+    def __init__(self, servers: McpServers, client: McpClient) -> None:
+        self._servers = servers
+        self._client = client
+
+    async def _attached(self, who: Principal, agent: Agent) -> list[AttachedServer]:
+        attached = await self._servers.attached(who, "agent", agent.id)
+        refreshed = []
+        for item in attached:
+            current = item
+            if not item.server.tools_cache:
+                # never listed yet: list now (once), so the model can see its tools
+                result = await self._servers.test(who, item.server.id)
+                if result.ok:
+                    current = AttachedServer(
+                        attachment=item.attachment,
+                        server=msgspec.structs.replace(item.server, tools_cache=result.tools),
+                    )
+            refreshed.append(current)
+        return refreshed
+
+    async def list_tools(self, who: Principal, agent: Agent) -> list[ToolSpec]:
+        return [
+            ToolSpec(
+                name=f"{item.server.slug}{TOOL_SEPARATOR}{tool.name}",
+                description=tool.description,
+                parameters=tool.input_schema,
+            )
+            for item in await self._attached(who, agent)
+            for tool in effective_tools(item.server, item.attachment)
+        ]
+
+    async def call(self, who: Principal, agent: Agent, name: str, arguments: dict[str, Any]) -> str:
+        slug, sep, tool = name.partition(TOOL_SEPARATOR)
+        if not sep:
+            return f"error: no tool named {name!r}"
+        for item in await self._servers.attached(who, "agent", agent.id):
+            if item.server.slug != slug:
+                continue
+            if tool not in {t.name for t in effective_tools(item.server, item.attachment)}:
+                return f"error: the tool {name!r} is not allowed for this agent"
+            try:
+                result = await self._client.call_tool(
+                    self._servers.endpoint(item.server), tool, arguments
+                )
+            except McpAuthRequired:
+                return (
+                    f"error: the MCP server {item.server.name!r} requires authorization, "
+                    "which has not been granted"
+                )
+            except Upstream as exc:
+                return f"error: {exc.detail}"
+            return f"error: {result.text}" if result.is_error else result.text
+        return f"error: no MCP server {slug!r} is attached to this agent"

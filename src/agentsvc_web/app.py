@@ -14,6 +14,7 @@ from litestar.openapi.spec import Components, SecurityScheme
 from agentsvc_web.auth import bearer_auth
 from agentsvc_web.bootstrap import Services, build_services
 from agentsvc_web.controllers import AgentController, KeyController, ThreadController
+from agentsvc_web.controllers.mcps import AgentMcpController, McpController, RunnerMcpController
 from agentsvc_web.errors import EXCEPTION_HANDLERS
 from agentsvc_web.schemas import OkBody
 from agentsvc_web.settings import Settings
@@ -60,12 +61,21 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             yield
 
     app = Litestar(
-        route_handlers=[AgentController, KeyController, ThreadController, healthz],
+        route_handlers=[
+            AgentController,
+            KeyController,
+            ThreadController,
+            McpController,
+            AgentMcpController,
+            RunnerMcpController,
+            healthz,
+        ],
         dependencies={
             "agents": _const(services.agents),
             "api_keys": _const(services.api_keys),
             "threads": _const(services.threads),
             "conversation": _const(services.conversation),
+            "mcps": _const(services.mcps),
         },
         middleware=[bearer_auth(services.authenticator)],
         exception_handlers=EXCEPTION_HANDLERS,

@@ -8,7 +8,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 from agentsvc_adapters.auth import JwtConfigError, JwtVerifier
+from agentsvc_adapters.crypto import AesGcmBox, KeyringError, load_keyring
+from agentsvc_adapters.crypto.aesgcm import new_key_spec, parse_keys
 from agentsvc_adapters.llm import AlphaModel, BetaModel, Families, LocalModel, PrefixRouter
+from agentsvc_adapters.mcp import SdkMcpClient, check_url
 from agentsvc_adapters.memory import MemoryStorage
 from agentsvc_adapters.postgres import (
     EmbeddedPostgres,
@@ -20,15 +23,18 @@ from agentsvc_adapters.postgres import (
 from agentsvc_core.errors import DomainError, InvalidInput
 from agentsvc_core.ports import (
     LocalStopBus,
+    McpClient,
     ModelRouter,
-    NoServerTools,
+    SecretBox,
     ServerTools,
     StopBus,
     Storage,
     SystemClock,
     TokenVerifier,
 )
+from agentsvc_core.ports.mcp import UrlPolicy
 from agentsvc_core.use_cases import Agents, ApiKeys, Authenticator, Conversation, Threads
+from agentsvc_core.use_cases.mcp_servers import McpServers, McpTools
 from agentsvc_web.settings import Settings, SettingsError
 
 log = logging.getLogger("agentsvc")
@@ -45,6 +51,10 @@ class Services:
         router: ModelRouter,
         stops: StopBus,
         tools: ServerTools | None = None,
+        *,
+        box: SecretBox,
+        mcp_client: McpClient,
+        urls: UrlPolicy,
     ) -> None:
         clock = SystemClock()
         self.settings = settings
@@ -57,12 +67,24 @@ class Services:
         self.api_keys = ApiKeys(storage.api_keys, storage.organizations, clock)
         self.authenticator = Authenticator(storage.api_keys, storage.organizations, clock, verifier)
         self.threads = Threads(storage.threads, storage.agents, storage.conversations, clock)
+        self.mcp_client = mcp_client
+        self.box = box
+        self.urls = urls
+        self.mcps = McpServers(
+            storage.mcps,
+            storage.agents,
+            mcp_client,
+            box,
+            urls,
+            clock,
+            allow_stdio=settings.allow_stdio_mcp,
+        )
         self.conversation = Conversation(
             self.threads,
             storage.agents,
             storage.conversations,
             router,
-            tools or NoServerTools(),
+            tools or McpTools(self.mcps, mcp_client),
             stops,
             clock,
             stale_after_s=settings.run_stale_after_s,
@@ -111,6 +133,7 @@ class Services:
                 await self.verifier.aclose()
             for close in self.closers:
                 await close()
+            await self.mcp_client.aclose()
             if isinstance(self.storage, PostgresStorage):
                 await self.storage.close()
 
@@ -200,6 +223,29 @@ def _providers(settings: Settings) -> tuple[AlphaModel | None, BetaModel | None]
     return alpha, beta
 
 
+def secret_box(settings: Settings) -> AesGcmBox:
+    """Keys from AGENTSVC_ENCRYPTION_KEYS; else, with PostgreSQL, a key kept in the
+    data folder (created once); with memory storage, a key for this process only."""
+    try:
+        if settings.encryption_keys or settings.storage == "postgres":
+            return AesGcmBox(load_keyring(settings.encryption_keys, settings.data_dir))
+    except KeyringError as exc:
+        raise SettingsError(str(exc)) from None
+    return AesGcmBox(parse_keys(new_key_spec("memory")))
+
+
+class OutboundUrls(UrlPolicy):
+    def __init__(self, allow_private_network: bool) -> None:
+        self._allow = allow_private_network
+
+    def refusal(self, url: str) -> str | None:
+        try:
+            check_url(url, allow_private_network=self._allow)
+        except ValueError as exc:
+            return str(exc)
+        return None
+
+
 def build_services(settings: Settings) -> Services:
     storage = _storage(settings)
     stops: StopBus = (
@@ -210,6 +256,18 @@ def build_services(settings: Settings) -> Services:
     alpha, beta = _providers(settings)
     local = LocalModel(settings.local_slow_delay_ms / 1000)
     router = PrefixRouter(Families(local=local, alpha=alpha, beta=beta), settings.model_routes)
-    services = Services(settings, storage, _verifier(settings), router, stops)
+    services = Services(
+        settings,
+        storage,
+        _verifier(settings),
+        router,
+        stops,
+        box=secret_box(settings),
+        mcp_client=SdkMcpClient(
+            allow_private_network=settings.allow_private_network,
+            allow_stdio=settings.allow_stdio_mcp,
+        ),
+        urls=OutboundUrls(settings.allow_private_network),
+    )
     services.closers.extend(m.aclose for m in (alpha, beta) if m is not None)
     return services

@@ -127,6 +127,18 @@ async def _keys_create(org: str, name: str) -> int:
     return 0
 
 
+async def _rotate_secrets() -> int:
+    settings = Settings.from_env()
+    if settings.storage == "memory":
+        print("nothing to rotate: AGENTSVC_STORAGE=memory", file=sys.stderr)
+        return 0
+    services = build_services(settings)
+    async with services.running():
+        count = await services.mcps.rotate_secrets()
+    print(f"re-encrypted {count} stored secret(s) with the newest key")
+    return 0
+
+
 async def _migrate() -> int:
     settings = Settings.from_env()
     if settings.storage == "memory":
@@ -160,6 +172,12 @@ def main(argv: list[str] | None = None) -> int:
 
     sub.add_parser("migrate", help="apply pending database migrations and exit")
 
+    secrets_cmd = sub.add_parser("secrets", help="stored secrets")
+    secrets_sub = secrets_cmd.add_subparsers(dest="secrets_command", required=True)
+    secrets_sub.add_parser(
+        "rotate", help="re-encrypt every stored secret with the newest AGENTSVC_ENCRYPTION_KEYS key"
+    )
+
     args = parser.parse_args(argv)
     logging.basicConfig(format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("agentsvc").setLevel(logging.INFO)
@@ -169,6 +187,8 @@ def main(argv: list[str] | None = None) -> int:
         with _embedded_database(Settings.from_env()):
             if args.command == "migrate":
                 return asyncio.run(_migrate())
+            if args.command == "secrets":
+                return asyncio.run(_rotate_secrets())
             return asyncio.run(_keys_create(args.org, args.name))
     except SettingsError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)

@@ -18,6 +18,7 @@ from agentsvc_core.entities import (
     RUNTIME_PROVIDERS,
     Agent,
     ApiKey,
+    McpServer,
     Message,
     Participant,
     Thread,
@@ -315,3 +316,107 @@ class ParticipantOut(msgspec.Struct, rename="camel"):
 
 class ParticipantListOut(msgspec.Struct):
     participants: list[ParticipantOut]
+
+
+# --- MCP servers (responses are camelCase, spec 2.5) ---------------------------
+
+ToolNames = Annotated[list[ToolName], Meta(max_length=rules.MAX_PROFILE_TOOLS)]
+
+
+class CredentialsBody(msgspec.Struct, rename="camel"):
+    headers: dict[str, str] = {}
+    env: dict[str, str] = {}
+
+
+class McpCreateBody(msgspec.Struct, rename="camel", forbid_unknown_fields=False):
+    name: Name
+    transport: Literal["streamable_http", "sse", "stdio"]
+    url: Annotated[str, Meta(max_length=4096)] | None = None
+    command: Annotated[str, Meta(max_length=4096)] | None = None
+    args: Annotated[list[Annotated[str, Meta(max_length=4096)]], Meta(max_length=64)] = []
+    credentials: CredentialsBody | None = None
+    allowed_tools: ToolNames | None = None
+    # "slug must not be sent": present means 422 (checked in the controller)
+    slug: Any = msgspec.UNSET
+
+
+class McpPatchBody(msgspec.Struct, rename="camel"):
+    name: Name | UnsetType = UNSET
+    url: Annotated[str, Meta(max_length=4096)] | UnsetType | None = UNSET
+    command: Annotated[str, Meta(max_length=4096)] | UnsetType | None = UNSET
+    args: (
+        Annotated[list[Annotated[str, Meta(max_length=4096)]], Meta(max_length=64)] | UnsetType
+    ) = UNSET
+    credentials: CredentialsBody | UnsetType | None = UNSET
+    allowed_tools: ToolNames | UnsetType | None = UNSET
+    slug: Any = msgspec.UNSET
+
+
+class CachedToolOut(msgspec.Struct, rename="camel"):
+    name: str
+    description: str
+
+
+class McpOut(msgspec.Struct, rename="camel"):
+    id: UUID
+    name: str
+    slug: str
+    transport: str
+    url: str | None
+    status: str
+    has_credentials: bool
+    tools_cache: list[CachedToolOut]
+    created_at: datetime
+    command: str | None
+    args: list[str]
+    allowed_tools: list[str] | None
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, s: McpServer) -> McpOut:
+        return cls(
+            id=s.id,
+            name=s.name,
+            slug=s.slug,
+            transport=s.transport,
+            url=s.url,
+            status=s.status,
+            has_credentials=s.has_credentials,
+            tools_cache=[
+                CachedToolOut(name=t.name, description=t.description) for t in s.tools_cache
+            ],
+            created_at=s.created_at,
+            command=s.command,
+            args=list(s.args),
+            allowed_tools=None if s.allowed_tools is None else list(s.allowed_tools),
+            updated_at=s.updated_at,
+        )
+
+
+class TestedToolOut(msgspec.Struct, rename="camel"):
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+class McpTestOut(msgspec.Struct, rename="camel", omit_defaults=True):
+    ok: bool
+    tools: list[TestedToolOut]
+    error: str | None = None
+
+
+class AttachBody(msgspec.Struct, rename="camel"):
+    mcp_server_id: UUID
+    allowed_tools: ToolNames | None = None
+
+
+class DetachBody(msgspec.Struct, rename="camel"):
+    mcp_server_id: UUID
+
+
+class AttachmentOut(msgspec.Struct, rename="camel"):
+    mcp_server_id: UUID
+    allowed_tools: list[str] | None
+    effective_tools: list[str]
+    created_at: datetime
+    server: McpOut

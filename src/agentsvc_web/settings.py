@@ -98,6 +98,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     )
     provider_read_timeout_s: int = 120
     max_body_bytes: int = 2 * 1024 * 1024
+    encryption_keys: str | None = None
     allow_private_network: bool = False
     allow_stdio_mcp: bool = False
     log_level: str = "INFO"
@@ -152,6 +153,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             max_body_bytes=_int(
                 e, "AGENTSVC_MAX_BODY_BYTES", 2 * 1024 * 1024, 1024, 1024 * 1024 * 1024
             ),
+            encryption_keys=_opt(e, "AGENTSVC_ENCRYPTION_KEYS"),
             allow_private_network=_flag(e, "AGENTSVC_ALLOW_PRIVATE_NETWORK"),
             allow_stdio_mcp=_flag(e, "AGENTSVC_ALLOW_STDIO_MCP"),
             log_level=(e.get("AGENTSVC_LOG_LEVEL", "").strip() or "INFO").upper(),
@@ -174,5 +176,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
 
 
 _SECRET_FIELDS = frozenset(
-    {"bootstrap_api_key", "jwt_secret", "database_url", "alpha_api_key", "beta_api_key"}
+    {
+        "bootstrap_api_key",
+        "jwt_secret",
+        "database_url",
+        "alpha_api_key",
+        "beta_api_key",
+        "encryption_keys",
+    }
 )

@@ -15,6 +15,10 @@ from agentsvc_core.entities import Agent, Principal
 from agentsvc_core.errors import Upstream
 from agentsvc_core.ports import (
     ChatModel,
+    McpCallResult,
+    McpClient,
+    McpEndpoint,
+    McpTool,
     ModelEvent,
     ModelRequest,
     ServerTools,
@@ -74,6 +78,37 @@ class KnowledgeBaseTools(ServerTools):
         return f"{len(arguments)} argument(s), found 3 articles"
 
 
+class FakeMcpClient(McpClient):
+    """MCP servers by URL (or command): their tools, and every endpoint it was given."""
+
+    def __init__(self) -> None:
+        self.servers: dict[str, list[McpTool]] = {}
+        self.seen: list[McpEndpoint] = []
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def _tools(self, endpoint: McpEndpoint) -> list[McpTool]:
+        self.seen.append(endpoint)
+        where = endpoint.url or endpoint.command or ""
+        if where not in self.servers:
+            raise Upstream(f"cannot connect to {where}", code="MCP_UNAVAILABLE")
+        return self.servers[where]
+
+    async def list_tools(self, endpoint: McpEndpoint) -> list[McpTool]:
+        return self._tools(endpoint)
+
+    async def call_tool(
+        self, endpoint: McpEndpoint, name: str, arguments: dict[str, Any]
+    ) -> McpCallResult:
+        self._tools(endpoint)
+        self.calls.append((name, arguments))
+        if name == "fail":
+            return McpCallResult(text="the tool failed", is_error=True)
+        return McpCallResult(text=f"{name} ran with {sorted(arguments.items())}")
+
+    async def aclose(self) -> None:
+        return None
+
+
 class Harness:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -84,7 +119,27 @@ class Harness:
             Families(local=self.model, beta=FailingModel()), prefixes=(("fail", "beta"),)
         )
         self.services = Services(
-            settings, base.storage, base.verifier, router, base.stops, tools=self.tools
+            settings,
+            base.storage,
+            base.verifier,
+            router,
+            base.stops,
+            tools=self.tools,
+            box=base.box,
+            mcp_client=base.mcp_client,
+            urls=base.urls,
+        )
+        # the same app with the real MCP tools of the turn, over a fake MCP client
+        self.mcp = FakeMcpClient()
+        self.mcp_services = Services(
+            settings,
+            base.storage,
+            base.verifier,
+            router,
+            base.stops,
+            box=base.box,
+            mcp_client=self.mcp,
+            urls=base.urls,
         )
 
     def run(self, fn: Any, *args: Any) -> Any:
@@ -112,10 +167,16 @@ class Harness:
             yield c
 
     @contextmanager
-    def live(self, auth: dict[str, str]) -> Iterator[httpx.Client]:
+    def mcp_client(self) -> Iterator[TestClient[Any]]:
+        with TestClient(create_app(self.settings, self.mcp_services), timeout=30) as c:
+            yield c
+
+    @contextmanager
+    def live(self, auth: dict[str, str], *, mcp: bool = False) -> Iterator[httpx.Client]:
         """A real server in a thread and an httpx client for it (streams really stream)."""
+        services = self.mcp_services if mcp else self.services
         with (
-            serve(create_app(self.settings, self.services)) as url,
+            serve(create_app(self.settings, services)) as url,
             httpx.Client(base_url=url, headers=auth, timeout=30) as client,
         ):
             yield client

@@ -27,6 +27,7 @@ from agentsvc_core.ports import (
     McpEndpoint,
     McpRepository,
     SecretBox,
+    SecretUnreadable,
     ServerTools,
     ToolSpec,
 )
@@ -235,7 +236,7 @@ class McpServers:
         server = await self._repo.get(who.org_id, mcp_id)
         try:
             tools = await self._client.list_tools(self.endpoint(server))
-        except Upstream as exc:
+        except (Upstream, SecretUnreadable) as exc:
             return TestResult(ok=False, error=exc.detail)
         cached = tuple(
             CachedTool(name=t.name, description=t.description, input_schema=t.input_schema)
@@ -355,7 +356,7 @@ class McpTools(ServerTools):
                     f"error: the MCP server {item.server.name!r} requires authorization, "
                     "which has not been granted"
                 )
-            except Upstream as exc:
+            except (Upstream, SecretUnreadable) as exc:
                 return f"error: {exc.detail}"
             return f"error: {result.text}" if result.is_error else result.text
         return f"error: no MCP server {slug!r} is attached to this agent"

@@ -1,0 +1,499 @@
+"""``SdkMcpClient``: the ``McpClient`` port over the official MCP Python SDK (2.x).
+
+Transports: streamable HTTP and SSE (``endpoint.headers`` on every request, every
+connection through the address guard of ``guard.py``) and stdio (the child gets
+only ``endpoint.env`` over the SDK's ``get_default_environment()``: PATH, HOME...,
+nothing of this service's own environment). The legacy ``initialize`` handshake is
+used, which every MCP server speaks.
+
+Session lifecycle
+-----------------
+One initialized session per ``endpoint.key``, kept in a bounded LRU (at most
+``max_sessions``) and reused by every call, so consecutive turns share one server
+connection (and one stdio process). The SDK's transports are async context
+managers bound to the task that entered them, so each session is owned by one
+background task (``_Session._run``): it enters the transport and the
+``ClientSession``, initializes, signals ``ready``, then waits for its stop signal;
+callers use the ``ClientSession`` from their own tasks (the SDK multiplexes
+concurrent requests, so a slow tool never blocks other calls). Closing sets the
+stop signal and the same task exits the contexts (HTTP: DELETE of the session;
+stdio: stdin closed, then SIGTERM/SIGKILL of the process group), bounded by
+``_CLOSE_GRACE_S``; a session still connecting is cancelled instead.
+
+A session dies when its transport ends (stdio child exited, SSE stream dropped,
+an HTTP transport error): the read stream is watched and the session marked dead,
+so the next call opens a fresh one. A call that fails because the session broke
+is retried once on a fresh session: always for ``list_tools``; for ``call_tool``
+only when the request provably did not run (the server answered HTTP 404 to our
+session id, which the spec defines as "start a new session", or the connection
+was never made). Sessions unused for
+``idle_ttl_s`` are closed by a reaper task; ``aclose()`` closes them all and
+waits until every background task (and so every stdio child) is gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import json
+import logging
+import os
+import re
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import anyio
+import httpx2
+import mcp_types as types
+from mcp.client.session import ClientSession
+from mcp.client.sse import sse_client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._stream_protocols import ReadStream
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
+
+from agentsvc_adapters.mcp.guard import GuardedBackend, Resolver, check_url, guarded_http_client
+from agentsvc_core.errors import McpAuthRequired, Upstream
+from agentsvc_core.ports.mcp import McpCallResult, McpClient, McpEndpoint, McpTool
+
+__all__ = ["SdkMcpClient"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+Item = SessionMessage | Exception
+
+CLIENT_INFO = types.Implementation(name="agentsvc", version="0.1.0")
+_CLOSE_GRACE_S = 3.0
+_MAX_PAGES = 50
+_SSE_READ_TIMEOUT_S = 300.0
+_METADATA = re.compile(r'resource_metadata\s*=\s*(?:"([^"]*)"|([^\s,]+))', re.IGNORECASE)
+
+
+class _Watched:
+    """The transport's read stream, marking the session dead when it ends."""
+
+    def __init__(self, inner: ReadStream[Item], owner: _Session) -> None:
+        self._inner = inner
+        self._owner = owner
+
+    @property
+    def last_context(self) -> contextvars.Context | None:
+        context: contextvars.Context | None = getattr(self._inner, "last_context", None)
+        return context
+
+    async def receive(self) -> Item:
+        try:
+            return await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._owner.dead = True
+            raise
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> _Watched:
+        return self
+
+    async def __anext__(self) -> Item:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+class _Session:
+    """One server connection, owned by its background task (see the module docstring)."""
+
+    def __init__(self, endpoint: McpEndpoint, owner: SdkMcpClient) -> None:
+        self.endpoint = endpoint
+        self._owner = owner
+        self.session: ClientSession | None = None
+        self.backend: GuardedBackend | None = None
+        self.error: Exception | None = None
+        self.challenge: str | None = None  # WWW-Authenticate of a 401, if one came
+        self.unauthorized = False
+        self.session_lost = False  # HTTP 404 for our session id: the server forgot it
+        self.timed_out = False
+        self.dead = False
+        self.in_use = 0
+        self.last_used = time.monotonic()
+        self.ready = anyio.Event()
+        self.done = anyio.Event()
+        self._stop = anyio.Event()
+        self._scope = anyio.CancelScope()
+
+    def close(self) -> None:
+        """Ask the owning task to exit (it cancels a session still connecting)."""
+        self._stop.set()
+        if self.session is None:
+            self._scope.cancel()
+
+    async def _on_response(self, response: httpx2.Response) -> None:
+        if response.status_code == 401:
+            self.unauthorized = True
+            self.challenge = response.headers.get("www-authenticate")
+        elif response.status_code == 404 and "mcp-session-id" in response.request.headers:
+            self.session_lost = True
+
+    async def run(self) -> None:
+        try:
+            with self._scope:
+                async with contextlib.AsyncExitStack() as stack:
+                    read, write = await stack.enter_async_context(self._transport(stack))
+                    session = await stack.enter_async_context(
+                        ClientSession(_Watched(read, self), write, client_info=CLIENT_INFO)
+                    )
+                    await session.initialize()
+                    self.session = session
+                    self.ready.set()
+                    await self._stop.wait()
+                    self._scope.deadline = anyio.current_time() + _CLOSE_GRACE_S
+        except Exception as exc:  # noqa: BLE001 - any failure ends the session; callers read it
+            self.error = exc
+        finally:
+            self.dead = True
+            self.ready.set()
+            self.done.set()
+
+    def _transport(
+        self, stack: contextlib.AsyncExitStack
+    ) -> contextlib.AbstractAsyncContextManager[tuple[Any, Any]]:
+        ep, owner = self.endpoint, self._owner
+        if ep.transport == "stdio":
+            assert ep.command is not None
+            params = StdioServerParameters(command=ep.command, args=list(ep.args), env=dict(ep.env))
+            return stdio_client(params)
+        assert ep.url is not None
+        self.backend = GuardedBackend(
+            allow_private_network=owner.allow_private_network, resolver=owner.resolver
+        )
+        read = max(_SSE_READ_TIMEOUT_S, owner.call_timeout_s, owner.list_timeout_s)
+        hooks: dict[str, list[Callable[..., Any]]] = {"response": [self._on_response]}
+        backend = self.backend
+
+        def factory(
+            headers: dict[str, str] | None = None,
+            timeout: httpx2.Timeout | None = None,
+            auth: httpx2.Auth | None = None,
+        ) -> httpx2.AsyncClient:
+            return guarded_http_client(
+                backend,
+                headers=headers,
+                timeout=httpx2.Timeout(owner.connect_timeout_s, read=read),
+                event_hooks=hooks,
+                auth=auth,
+            )
+
+        if ep.transport == "sse":
+            return sse_client(ep.url, headers=dict(ep.headers), httpx_client_factory=factory)
+        http = factory(headers=dict(ep.headers))
+        stack.push_async_callback(http.aclose)
+        return streamable_http_client(ep.url, http_client=http)
+
+
+class SdkMcpClient(McpClient):
+    """Talks to MCP servers through the official SDK; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        connect_timeout_s: float = 10,
+        list_timeout_s: float = 30,
+        call_timeout_s: float = 60,
+        idle_ttl_s: float = 300,
+        max_sessions: int = 100,
+        allow_private_network: bool = False,
+        allow_stdio: bool = False,
+        resolver: Resolver | None = None,
+    ) -> None:
+        """``resolver`` replaces the system DNS lookup of the address guard (tests)."""
+        self.connect_timeout_s = connect_timeout_s
+        self.list_timeout_s = list_timeout_s
+        self.call_timeout_s = call_timeout_s
+        self.idle_ttl_s = idle_ttl_s
+        self.max_sessions = max_sessions
+        self.allow_private_network = allow_private_network
+        self.allow_stdio = allow_stdio
+        self.resolver = resolver
+        self._sessions: OrderedDict[str, _Session] = OrderedDict()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._reaper: asyncio.Task[None] | None = None
+        self._closed = False
+
+    # --- the port ----------------------------------------------------------
+
+    async def list_tools(self, endpoint: McpEndpoint) -> list[McpTool]:
+        async def run(session: ClientSession) -> list[McpTool]:
+            tools: list[types.Tool] = []
+            cursor: str | None = None
+            for _ in range(_MAX_PAGES):
+                params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+                page = await session.list_tools(params=params)
+                tools.extend(page.tools)
+                if not (cursor := page.next_cursor):
+                    break
+            return [
+                McpTool(name=t.name, description=t.description or "", input_schema=t.input_schema)
+                for t in tools
+            ]
+
+        return await self._run(endpoint, run, self.list_timeout_s, "listing tools", idempotent=True)
+
+    async def call_tool(
+        self, endpoint: McpEndpoint, name: str, arguments: dict[str, Any]
+    ) -> McpCallResult:
+        async def run(session: ClientSession) -> McpCallResult:
+            result = await session.call_tool(name, arguments)
+            return McpCallResult(text=result_text(result), is_error=result.is_error)
+
+        return await self._run(endpoint, run, self.call_timeout_s, f"tool {name}", idempotent=False)
+
+    async def aclose(self) -> None:
+        self._closed = True
+        if self._reaper is not None:
+            self._reaper.cancel()
+        for state in list(self._sessions.values()):
+            self._drop(state)
+        if self._tasks:
+            await asyncio.wait(set(self._tasks))
+
+    # --- sessions ----------------------------------------------------------
+
+    async def _run(
+        self,
+        endpoint: McpEndpoint,
+        op: Callable[[ClientSession], Awaitable[T]],
+        limit_s: float,
+        what: str,
+        *,
+        idempotent: bool,
+    ) -> T:
+        for attempt in (1, 2):
+            async with self._use(endpoint) as state:
+                assert state.session is not None
+                try:
+                    with anyio.fail_after(limit_s):
+                        return await op(state.session)
+                except TimeoutError:
+                    detail = f"{what} on {where(endpoint)} timed out after {limit_s:g}s"
+                    raise Upstream(self._scrub(endpoint, detail), "MCP_TIMEOUT") from None
+                except Exception as exc:  # noqa: BLE001 - every SDK failure becomes Upstream
+                    if attempt == 1 and await self._retryable(state, exc, idempotent=idempotent):
+                        log.info("MCP session %s broke; retrying on a new one", endpoint.key)
+                        self._drop(state)
+                        continue
+                    if _broken(state, exc) or state.unauthorized:
+                        self._drop(state)
+                    raise self._failure(state, exc, what) from None
+        raise AssertionError("unreachable")
+
+    @contextlib.asynccontextmanager
+    async def _use(self, endpoint: McpEndpoint) -> AsyncIterator[_Session]:
+        """A ready session for ``endpoint`` (opened if needed), marked in use meanwhile."""
+        self._refuse_early(endpoint)
+        state = self._sessions.get(endpoint.key)
+        if state is None or state.dead:
+            if state is not None:
+                self._drop(state)
+            state = _Session(endpoint, self)
+            self._spawn(state.run(), f"mcp-session-{endpoint.key}")
+            self._sessions[endpoint.key] = state
+        self._sessions.move_to_end(endpoint.key)
+        state.in_use += 1
+        try:
+            self._evict()
+            self._start_reaper()
+            try:
+                with anyio.fail_after(self.connect_timeout_s):
+                    await state.ready.wait()
+            except TimeoutError:
+                state.timed_out = True
+                self._drop(state)
+            if state.session is None or state.dead:
+                self._drop(state)
+                raise self._connect_failure(state)
+            yield state
+        finally:
+            state.in_use -= 1
+            state.last_used = time.monotonic()
+
+    def _refuse_early(self, endpoint: McpEndpoint) -> None:
+        if self._closed:
+            raise Upstream("the MCP client is closed", "MCP_UNAVAILABLE")
+        if endpoint.transport == "stdio":
+            if not self.allow_stdio:
+                raise Upstream(
+                    "stdio MCP servers are disabled (AGENTSVC_ALLOW_STDIO_MCP)", "MCP_UNAVAILABLE"
+                )
+            if not endpoint.command:
+                raise Upstream("the stdio MCP server has no command", "MCP_UNAVAILABLE")
+            return
+        if not endpoint.url:
+            raise Upstream("the MCP server has no URL", "MCP_UNAVAILABLE")
+        try:
+            check_url(endpoint.url, allow_private_network=self.allow_private_network)
+        except ValueError as exc:
+            detail = f"refused to connect to {where(endpoint)}: {exc}"
+            raise Upstream(self._scrub(endpoint, detail), "MCP_UNAVAILABLE") from None
+
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _drop(self, state: _Session) -> None:
+        if self._sessions.get(state.endpoint.key) is state:
+            del self._sessions[state.endpoint.key]
+        state.close()
+
+    def _evict(self) -> None:
+        while len(self._sessions) > self.max_sessions:
+            idle = next((s for s in self._sessions.values() if s.in_use == 0), None)
+            if idle is None:
+                return
+            self._drop(idle)
+
+    def _start_reaper(self) -> None:
+        if self._reaper is None or self._reaper.done():
+            self._reaper = self._spawn(self._reap(), "mcp-session-reaper")
+
+    async def _reap(self) -> None:
+        interval = max(0.05, min(self.idle_ttl_s / 2, 30.0))
+        while self._sessions:
+            await anyio.sleep(interval)
+            now = time.monotonic()
+            for state in list(self._sessions.values()):
+                if state.in_use == 0 and (state.dead or now - state.last_used >= self.idle_ttl_s):
+                    self._drop(state)
+
+    async def _retryable(self, state: _Session, exc: Exception, *, idempotent: bool) -> bool:
+        if state.unauthorized or not _broken(state, exc):
+            return False
+        if idempotent or state.session_lost:
+            return True
+        # A call is retried only if its connection was never made: wait for the
+        # session's task to record why it ended.
+        with anyio.move_on_after(1.0):
+            await state.done.wait()
+        leaves = _leaves(state.error) if state.error is not None else []
+        return bool(leaves) and all(isinstance(e, httpx2.ConnectError) for e in leaves)
+
+    # --- errors ------------------------------------------------------------
+
+    def _connect_failure(self, state: _Session) -> Upstream:
+        ep = state.endpoint
+        if state.unauthorized:
+            return self._auth_required(state)
+        if state.backend is not None and state.backend.refusal is not None:
+            detail = f"refused to connect to {where(ep)}: {state.backend.refusal}"
+        elif state.timed_out:
+            detail = f"timed out connecting to {where(ep)} after {self.connect_timeout_s:g}s"
+        else:
+            reason = _describe(state.error) if state.error is not None else "connection closed"
+            detail = f"cannot connect to {where(ep)}: {reason}"
+        return Upstream(self._scrub(ep, detail), "MCP_UNAVAILABLE")
+
+    def _failure(self, state: _Session, exc: Exception, what: str) -> Upstream:
+        ep = state.endpoint
+        if state.unauthorized:
+            return self._auth_required(state)
+        if isinstance(exc, MCPError) and not _broken(state, exc):
+            detail = f"{where(ep)} answered an error for {what}: {exc.message}"
+            return Upstream(self._scrub(ep, detail), "MCP_ERROR")
+        cause = state.error if state.error is not None else exc
+        detail = f"lost the connection to {where(ep)} during {what}: {_describe(cause)}"
+        return Upstream(self._scrub(ep, detail), "MCP_UNAVAILABLE")
+
+    def _auth_required(self, state: _Session) -> McpAuthRequired:
+        match = _METADATA.search(state.challenge or "")
+        url = (match.group(1) or match.group(2)) if match else None
+        detail = f"{where(state.endpoint)} requires authorization (HTTP 401)"
+        return McpAuthRequired(self._scrub(state.endpoint, detail), resource_metadata_url=url)
+
+    @staticmethod
+    def _scrub(endpoint: McpEndpoint, detail: str) -> str:
+        """No header or env value (nor a long word of one) may appear in a detail."""
+        secrets: set[str] = set()
+        for value in (*endpoint.headers.values(), *endpoint.env.values()):
+            secrets.update(w for w in value.split() if len(w) >= 6)
+            if len(value) >= 4:
+                secrets.add(value)
+        for secret in sorted(secrets, key=len, reverse=True):
+            detail = detail.replace(secret, "***")
+        return detail[:500]
+
+
+def where(endpoint: McpEndpoint) -> str:
+    """The endpoint for a message: no userinfo, query or arguments."""
+    if endpoint.transport == "stdio":
+        return f"stdio MCP server {os.path.basename(endpoint.command or '?')!r}"
+    url = httpx2.URL(endpoint.url or "")
+    port = f":{url.port}" if url.port else ""
+    return f"MCP server {url.scheme}://{url.host}{port}{url.path}"
+
+
+def result_text(result: types.CallToolResult) -> str:
+    """Text blocks joined; other blocks named briefly; structured content if no text."""
+    parts: list[str] = []
+    for block in result.content:
+        if isinstance(block, types.TextContent):
+            parts.append(block.text)
+        elif isinstance(block, types.ImageContent | types.AudioContent):
+            parts.append(f"[{block.mime_type}]")
+        elif isinstance(block, types.ResourceLink):
+            parts.append(f"[resource {block.uri}]")
+        elif isinstance(block.resource, types.TextResourceContents):
+            parts.append(block.resource.text)
+        else:
+            parts.append(f"[{block.resource.mime_type or 'binary'} resource {block.resource.uri}]")
+    has_text = any(isinstance(b, types.TextContent) for b in result.content)
+    if not has_text and result.structured_content is not None:
+        compact = json.dumps(result.structured_content, separators=(",", ":"), ensure_ascii=False)
+        parts.insert(0, compact)
+    return "\n".join(parts)
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
+def _describe(exc: BaseException) -> str:
+    leaves = [e for e in _leaves(exc) if not isinstance(e, asyncio.CancelledError)] or [exc]
+    first = leaves[0]
+    if isinstance(first, httpx2.HTTPStatusError):
+        return f"HTTP {first.response.status_code}"
+    if isinstance(first, FileNotFoundError):
+        return "command not found"
+    if isinstance(first, MCPError):
+        return first.message
+    text = str(first) or type(first).__name__
+    return (
+        text if isinstance(first, httpx2.HTTPError | OSError) else f"{type(first).__name__}: {text}"
+    )
+
+
+def _broken(state: _Session, exc: Exception) -> bool:
+    """The session can no longer be used (as opposed to one request failing)."""
+    if state.dead or state.session_lost:
+        return True
+    if isinstance(exc, MCPError):
+        return exc.code == types.CONNECTION_CLOSED
+    return isinstance(
+        exc, httpx2.TransportError | OSError | anyio.BrokenResourceError | anyio.ClosedResourceError
+    )

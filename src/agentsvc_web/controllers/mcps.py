@@ -1,0 +1,261 @@
+from __future__ import annotations
+
+from typing import Any, Literal
+from uuid import UUID
+
+from litestar import Controller, Request, delete, get, patch, post
+from litestar.di import NamedDependency
+from litestar.params import FromPath, JSONBody
+from msgspec import UNSET, UnsetType
+
+from agentsvc_core.errors import InvalidInput
+from agentsvc_core.use_cases.mcp_servers import (
+    AttachedServer,
+    Credentials,
+    McpChanges,
+    McpDraft,
+    McpServers,
+    effective_tools,
+)
+from agentsvc_web.auth import principal_of
+from agentsvc_web.openapi import errors
+from agentsvc_web.schemas import (
+    AttachBody,
+    AttachmentOut,
+    CredentialsBody,
+    DetachBody,
+    McpCreateBody,
+    McpOut,
+    McpPatchBody,
+    McpTestOut,
+    OkBody,
+    TestedToolOut,
+)
+
+Req = Request[Any, Any, Any]
+WRITE = errors(400, 404, 413, 422)
+
+
+def _creds(body: CredentialsBody | None) -> Credentials | None:
+    return None if body is None else Credentials(headers=body.headers, env=body.env)
+
+
+def _names(value: list[str] | UnsetType | None) -> tuple[str, ...] | UnsetType | None:
+    if isinstance(value, UnsetType) or value is None:
+        return value
+    return tuple(value)
+
+
+def _attachment(item: AttachedServer) -> AttachmentOut:
+    return AttachmentOut(
+        mcp_server_id=item.server.id,
+        allowed_tools=None
+        if item.attachment.allowed_tools is None
+        else list(item.attachment.allowed_tools),
+        effective_tools=[t.name for t in effective_tools(item.server, item.attachment)],
+        created_at=item.attachment.created_at,
+        server=McpOut.of(item.server),
+    )
+
+
+class McpController(Controller):
+    path = "/api/mcps"
+    tags = ["mcp servers"]
+
+    @get(
+        "/",
+        operation_id="listMcpServers",
+        responses=errors(),
+        summary="The organization's MCP servers",
+    )
+    async def list_servers(self, request: Req, mcps: NamedDependency[McpServers]) -> list[McpOut]:
+        return [McpOut.of(s) for s in await mcps.list_all(principal_of(request))]
+
+    @post(
+        "/",
+        operation_id="createMcpServer",
+        status_code=201,
+        responses=errors(400, 413, 422),
+        summary="Register an MCP server",
+    )
+    async def create_server(
+        self, request: Req, mcps: NamedDependency[McpServers], data: JSONBody[McpCreateBody]
+    ) -> McpOut:
+        if data.slug is not UNSET:
+            raise InvalidInput("slug", "is derived from the name and must not be sent")
+        draft = McpDraft(
+            name=data.name,
+            transport=data.transport,
+            url=data.url,
+            command=data.command,
+            args=tuple(data.args),
+            credentials=_creds(data.credentials),
+            allowed_tools=None if data.allowed_tools is None else tuple(data.allowed_tools),
+        )
+        return McpOut.of(await mcps.create(principal_of(request), draft))
+
+    @get(
+        "/{mcp_id:uuid}",
+        operation_id="getMcpServer",
+        responses=errors(404),
+        summary="An MCP server",
+    )
+    async def get_server(
+        self, request: Req, mcps: NamedDependency[McpServers], mcp_id: FromPath[UUID]
+    ) -> McpOut:
+        return McpOut.of(await mcps.get(principal_of(request), mcp_id))
+
+    @patch(
+        "/{mcp_id:uuid}",
+        operation_id="updateMcpServer",
+        responses=WRITE,
+        summary="Change an MCP server",
+    )
+    async def patch_server(
+        self,
+        request: Req,
+        mcps: NamedDependency[McpServers],
+        mcp_id: FromPath[UUID],
+        data: JSONBody[McpPatchBody],
+    ) -> McpOut:
+        if data.slug is not UNSET:
+            raise InvalidInput("slug", "is derived from the name and must not be sent")
+        changes = McpChanges(
+            name=data.name,
+            url=data.url,
+            command=data.command,
+            args=UNSET if isinstance(data.args, UnsetType) else tuple(data.args),
+            credentials=UNSET
+            if isinstance(data.credentials, UnsetType)
+            else _creds(data.credentials),
+            allowed_tools=_names(data.allowed_tools),
+        )
+        return McpOut.of(await mcps.update(principal_of(request), mcp_id, changes))
+
+    @delete(
+        "/{mcp_id:uuid}",
+        operation_id="deleteMcpServer",
+        status_code=200,
+        responses=errors(404),
+        summary="Delete an MCP server and all its attachments",
+    )
+    async def delete_server(
+        self, request: Req, mcps: NamedDependency[McpServers], mcp_id: FromPath[UUID]
+    ) -> OkBody:
+        await mcps.delete(principal_of(request), mcp_id)
+        return OkBody(ok=True)
+
+    @post(
+        "/{mcp_id:uuid}/test",
+        operation_id="testMcpServer",
+        status_code=200,
+        responses=errors(404),
+        summary="Connect, list the tools and refresh the cache",
+    )
+    async def test_server(
+        self, request: Req, mcps: NamedDependency[McpServers], mcp_id: FromPath[UUID]
+    ) -> McpTestOut:
+        result = await mcps.test(principal_of(request), mcp_id)
+        return McpTestOut(
+            ok=result.ok,
+            tools=[
+                TestedToolOut(name=t.name, description=t.description, input_schema=t.input_schema)
+                for t in result.tools
+            ],
+            error=result.error,
+        )
+
+
+async def _attach(
+    request: Req, mcps: McpServers, kind: Literal["agent", "runner"], owner: UUID, data: AttachBody
+) -> AttachmentOut:
+    allowed = None if data.allowed_tools is None else tuple(data.allowed_tools)
+    return _attachment(
+        await mcps.attach(principal_of(request), kind, owner, data.mcp_server_id, allowed)
+    )
+
+
+class AgentMcpController(Controller):
+    path = "/api/agents/{agent_id:uuid}/mcps"
+    tags = ["mcp servers"]
+
+    @get(
+        "/",
+        operation_id="listAgentMcpServers",
+        responses=errors(404),
+        summary="MCP servers attached to an agent",
+    )
+    async def list_attached(
+        self, request: Req, mcps: NamedDependency[McpServers], agent_id: FromPath[UUID]
+    ) -> list[AttachmentOut]:
+        return [
+            _attachment(i) for i in await mcps.attached(principal_of(request), "agent", agent_id)
+        ]
+
+    @post(
+        "/",
+        operation_id="attachAgentMcpServer",
+        status_code=200,
+        responses=errors(400, 404, 413, 422),
+        summary="Attach an MCP server to an agent (or change its allowed tools)",
+    )
+    async def attach(
+        self,
+        request: Req,
+        mcps: NamedDependency[McpServers],
+        agent_id: FromPath[UUID],
+        data: JSONBody[AttachBody],
+    ) -> AttachmentOut:
+        return await _attach(request, mcps, "agent", agent_id, data)
+
+    @delete(
+        "/",
+        operation_id="detachAgentMcpServer",
+        status_code=200,
+        responses=errors(400, 404, 413, 422),
+        summary="Detach an MCP server from an agent",
+    )
+    async def detach(
+        self,
+        request: Req,
+        mcps: NamedDependency[McpServers],
+        agent_id: FromPath[UUID],
+        data: JSONBody[DetachBody],
+    ) -> OkBody:
+        return OkBody(
+            ok=await mcps.detach(principal_of(request), "agent", agent_id, data.mcp_server_id)
+        )
+
+
+class RunnerMcpController(Controller):
+    path = "/api/runners/{runner_id:uuid}/mcps"
+    tags = ["mcp servers"]
+
+    @get(
+        "/",
+        operation_id="listRunnerMcpServers",
+        responses=errors(404),
+        summary="MCP servers attached to a runner (defaults for all its steps)",
+    )
+    async def list_attached(
+        self, request: Req, mcps: NamedDependency[McpServers], runner_id: FromPath[UUID]
+    ) -> list[AttachmentOut]:
+        return [
+            _attachment(i) for i in await mcps.attached(principal_of(request), "runner", runner_id)
+        ]
+
+    @post(
+        "/",
+        operation_id="attachRunnerMcpServer",
+        status_code=200,
+        responses=errors(400, 404, 413, 422),
+        summary="Attach an MCP server to a runner",
+    )
+    async def attach(
+        self,
+        request: Req,
+        mcps: NamedDependency[McpServers],
+        runner_id: FromPath[UUID],
+        data: JSONBody[AttachBody],
+    ) -> AttachmentOut:
+        return await _attach(request, mcps, "runner", runner_id, data)

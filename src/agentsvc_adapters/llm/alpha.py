@@ -38,12 +38,12 @@ rejects them with a message the model can act upon.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Unpack
 
 import httpx
 import msgspec
 
-from agentsvc_adapters.llm.sse import ProviderHttp, SSEParser, short
+from agentsvc_adapters.llm.sse import ProviderHttp, SSEParser, TransportOptions, short
 from agentsvc_core.entities import Message, ToolCall, Usage
 from agentsvc_core.ports import (
     ChatModel,
@@ -215,25 +215,11 @@ class AlphaModel(ChatModel):
         api_key: str = "",
         *,
         http: httpx.AsyncClient | None = None,
-        connect_timeout_s: float = 10.0,
-        read_timeout_s: float = 120.0,
-        max_connections: int = 1000,
-        max_attempts: int = 3,
-        backoff_s: float = 0.5,
-        max_retry_after_s: float = 4.0,
+        **options: Unpack[TransportOptions],
     ) -> None:
         self._url = base_url.rstrip("/") + "/v1/messages"
         self._api_key = api_key
-        self._http = ProviderHttp(
-            self.provider,
-            http=http,
-            connect_timeout_s=connect_timeout_s,
-            read_timeout_s=read_timeout_s,
-            max_connections=max_connections,
-            max_attempts=max_attempts,
-            backoff_s=backoff_s,
-            max_retry_after_s=max_retry_after_s,
-        )
+        self._http = ProviderHttp(self.provider, http=http, **options)
 
     async def aclose(self) -> None:
         await self._http.aclose()

@@ -42,13 +42,13 @@ Tool arguments that are not a JSON object become ``{"_raw": "<text>"}`` (see
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any, Literal
+from typing import Any, Literal, Unpack
 
 import httpx
 import msgspec
 
 from agentsvc_adapters.llm.alpha import parse_arguments
-from agentsvc_adapters.llm.sse import ProviderHttp, SSEParser, short
+from agentsvc_adapters.llm.sse import ProviderHttp, SSEParser, TransportOptions, short
 from agentsvc_core.entities import Message, ToolCall, Usage
 from agentsvc_core.ports import (
     ChatModel,
@@ -172,26 +172,12 @@ class BetaModel(ChatModel):
         *,
         http: httpx.AsyncClient | None = None,
         max_tokens_field: MaxTokensField = "max_completion_tokens",
-        connect_timeout_s: float = 10.0,
-        read_timeout_s: float = 120.0,
-        max_connections: int = 1000,
-        max_attempts: int = 3,
-        backoff_s: float = 0.5,
-        max_retry_after_s: float = 4.0,
+        **options: Unpack[TransportOptions],
     ) -> None:
         self._url = base_url.rstrip("/") + "/chat/completions"
         self._api_key = api_key
         self._max_tokens_field: MaxTokensField = max_tokens_field
-        self._http = ProviderHttp(
-            self.provider,
-            http=http,
-            connect_timeout_s=connect_timeout_s,
-            read_timeout_s=read_timeout_s,
-            max_connections=max_connections,
-            max_attempts=max_attempts,
-            backoff_s=backoff_s,
-            max_retry_after_s=max_retry_after_s,
-        )
+        self._http = ProviderHttp(self.provider, http=http, **options)
 
     async def aclose(self) -> None:
         await self._http.aclose()

@@ -22,6 +22,7 @@ import logging
 import random
 import re
 from collections.abc import Mapping
+from typing import TypedDict
 
 import anyio
 import httpx
@@ -158,6 +159,17 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
             except ValueError:
                 continue
     return None
+
+
+class TransportOptions(TypedDict, total=False):
+    """Timeouts, pool size and retry policy of a provider's HTTP client."""
+
+    connect_timeout_s: float
+    read_timeout_s: float
+    max_connections: int
+    max_attempts: int
+    backoff_s: float
+    max_retry_after_s: float
 
 
 class ProviderHttp:

@@ -14,7 +14,12 @@ from litestar.openapi.spec import Components, SecurityScheme
 from agentsvc_web.auth import bearer_auth
 from agentsvc_web.bootstrap import Services, build_services
 from agentsvc_web.controllers import AgentController, KeyController, ThreadController
-from agentsvc_web.controllers.mcps import AgentMcpController, McpController, RunnerMcpController
+from agentsvc_web.controllers.mcps import (
+    AgentMcpController,
+    McpController,
+    RegistryController,
+    RunnerMcpController,
+)
 from agentsvc_web.errors import EXCEPTION_HANDLERS
 from agentsvc_web.schemas import OkBody
 from agentsvc_web.settings import Settings
@@ -68,6 +73,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             McpController,
             AgentMcpController,
             RunnerMcpController,
+            RegistryController,
             healthz,
         ],
         dependencies={
@@ -76,6 +82,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "threads": _const(services.threads),
             "conversation": _const(services.conversation),
             "mcps": _const(services.mcps),
+            "registry": _const(services.registry_search),
         },
         middleware=[bearer_auth(services.authenticator)],
         exception_handlers=EXCEPTION_HANDLERS,

@@ -20,6 +20,7 @@ from agentsvc_adapters.postgres import (
     PostgresStorage,
     migrate,
 )
+from agentsvc_adapters.registry import HttpMcpRegistry
 from agentsvc_core.errors import DomainError, InvalidInput
 from agentsvc_core.ports import (
     LocalStopBus,
@@ -33,8 +34,10 @@ from agentsvc_core.ports import (
     TokenVerifier,
 )
 from agentsvc_core.ports.mcp import UrlPolicy
+from agentsvc_core.ports.registry import McpRegistry
 from agentsvc_core.use_cases import Agents, ApiKeys, Authenticator, Conversation, Threads
 from agentsvc_core.use_cases.mcp_servers import McpServers, McpTools
+from agentsvc_core.use_cases.registry import RegistrySearch
 from agentsvc_web.settings import Settings, SettingsError
 
 log = logging.getLogger("agentsvc")
@@ -55,6 +58,7 @@ class Services:
         box: SecretBox,
         mcp_client: McpClient,
         urls: UrlPolicy,
+        registry: McpRegistry,
     ) -> None:
         clock = SystemClock()
         self.settings = settings
@@ -70,6 +74,8 @@ class Services:
         self.mcp_client = mcp_client
         self.box = box
         self.urls = urls
+        self.registry = registry
+        self.registry_search = RegistrySearch(registry)
         self.mcps = McpServers(
             storage.mcps,
             storage.agents,
@@ -256,6 +262,7 @@ def build_services(settings: Settings) -> Services:
     alpha, beta = _providers(settings)
     local = LocalModel(settings.local_slow_delay_ms / 1000)
     router = PrefixRouter(Families(local=local, alpha=alpha, beta=beta), settings.model_routes)
+    registry = HttpMcpRegistry(settings.mcp_registry_url)
     services = Services(
         settings,
         storage,
@@ -268,6 +275,8 @@ def build_services(settings: Settings) -> Services:
             allow_stdio=settings.allow_stdio_mcp,
         ),
         urls=OutboundUrls(settings.allow_private_network),
+        registry=registry,
     )
+    services.closers.append(registry.aclose)
     services.closers.extend(m.aclose for m in (alpha, beta) if m is not None)
     return services

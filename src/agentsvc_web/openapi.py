@@ -16,6 +16,7 @@ _DESCRIPTIONS = {
     413: "Body over the configured limit (PAYLOAD_TOO_LARGE)",
     422: "A field is missing, of the wrong type or out of bounds; detail names it",
     500: "Internal error (INTERNAL_ERROR), never with a trace or a secret",
+    502: "A service this call depends on failed (UPSTREAM_ERROR, REGISTRY_UNAVAILABLE, ...)",
     503: "Storage is unreachable right now (UNAVAILABLE); retry after Retry-After seconds",
 }
 

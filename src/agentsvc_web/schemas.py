@@ -420,3 +420,30 @@ class AttachmentOut(msgspec.Struct, rename="camel"):
     effective_tools: list[str]
     created_at: datetime
     server: McpOut
+
+
+class RegistryRemoteOut(msgspec.Struct, rename="camel"):
+    transport: str
+    url: str
+
+
+class RegistryPackageOut(msgspec.Struct, rename="camel"):
+    registry_type: str
+    identifier: str
+    version: str | None
+    transport: str | None
+
+
+class RegistryEntryOut(msgspec.Struct, rename="camel"):
+    name: str
+    title: str | None
+    description: str
+    version: str | None
+    repository_url: str | None
+    website_url: str | None
+    remotes: list[RegistryRemoteOut]
+    packages: list[RegistryPackageOut]
+
+
+class RegistrySearchOut(msgspec.Struct):
+    servers: list[RegistryEntryOut]

@@ -99,6 +99,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     provider_read_timeout_s: int = 120
     max_body_bytes: int = 2 * 1024 * 1024
     encryption_keys: str | None = None
+    mcp_registry_url: str = "https://registry.modelcontextprotocol.io"
     allow_private_network: bool = False
     allow_stdio_mcp: bool = False
     log_level: str = "INFO"
@@ -154,6 +155,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
                 e, "AGENTSVC_MAX_BODY_BYTES", 2 * 1024 * 1024, 1024, 1024 * 1024 * 1024
             ),
             encryption_keys=_opt(e, "AGENTSVC_ENCRYPTION_KEYS"),
+            mcp_registry_url=_opt(e, "AGENTSVC_MCP_REGISTRY_URL")
+            or "https://registry.modelcontextprotocol.io",
             allow_private_network=_flag(e, "AGENTSVC_ALLOW_PRIVATE_NETWORK"),
             allow_stdio_mcp=_flag(e, "AGENTSVC_ALLOW_STDIO_MCP"),
             log_level=(e.get("AGENTSVC_LOG_LEVEL", "").strip() or "INFO").upper(),

@@ -128,6 +128,7 @@ class Harness:
             box=base.box,
             mcp_client=base.mcp_client,
             urls=base.urls,
+            registry=base.registry,
         )
         # the same app with the real MCP tools of the turn, over a fake MCP client
         self.mcp = FakeMcpClient()
@@ -140,6 +141,7 @@ class Harness:
             box=base.box,
             mcp_client=self.mcp,
             urls=base.urls,
+            registry=base.registry,
         )
 
     def run(self, fn: Any, *args: Any) -> Any:

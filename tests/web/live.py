@@ -8,13 +8,14 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import uvicorn
-from litestar import Litestar
 
 
 @contextmanager
-def serve(app: Litestar) -> Iterator[str]:
+def serve(app: Any) -> Iterator[str]:
+    """Any ASGI app on a free loopback port; yields its base URL."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]

@@ -12,7 +12,7 @@ One initialized session per ``endpoint.key``, kept in a bounded LRU (at most
 ``max_sessions``) and reused by every call, so consecutive turns share one server
 connection (and one stdio process). The SDK's transports are async context
 managers bound to the task that entered them, so each session is owned by one
-background task (``_Session._run``): it enters the transport and the
+background task (``_Session.run``): it enters the transport and the
 ``ClientSession``, initializes, signals ``ready``, then waits for its stop signal;
 callers use the ``ClientSession`` from their own tasks (the SDK multiplexes
 concurrent requests, so a slow tool never blocks other calls). Closing sets the
@@ -21,21 +21,20 @@ stdio: stdin closed, then SIGTERM/SIGKILL of the process group), bounded by
 ``_CLOSE_GRACE_S``; a session still connecting is cancelled instead.
 
 A session dies when its transport ends (stdio child exited, SSE stream dropped,
-an HTTP transport error): the read stream is watched and the session marked dead,
+an HTTP transport error): the SDK dispatcher's receive loop ending marks it dead,
 so the next call opens a fresh one. A call that fails because the session broke
 is retried once on a fresh session: always for ``list_tools``; for ``call_tool``
-only when the request provably did not run (the server answered HTTP 404 to our
-session id, which the spec defines as "start a new session", or the connection
-was never made). Sessions unused for
-``idle_ttl_s`` are closed by a reaper task; ``aclose()`` closes them all and
-waits until every background task (and so every stdio child) is gone.
+only when the request provably did not run (HTTP 404 to our session id, which the
+spec defines as "start a new session", or a connection that was never made).
+Sessions unused for ``idle_ttl_s`` are closed by a reaper task; ``aclose()``
+closes them all and waits until every background task (so every stdio child,
+reaped) is gone. The client belongs to the event loop that first uses it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import json
 import logging
 import os
@@ -43,8 +42,9 @@ import re
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
-from types import TracebackType
-from typing import Any, Self, TypeVar
+from functools import partial
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import anyio
 import httpx2
@@ -53,9 +53,8 @@ from mcp.client.session import ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._stream_protocols import ReadStream
 from mcp.shared.exceptions import MCPError
-from mcp.shared.message import SessionMessage
+from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 
 from agentsvc_adapters.mcp.guard import GuardedBackend, Resolver, check_url, guarded_http_client
 from agentsvc_core.errors import McpAuthRequired, Upstream
@@ -65,7 +64,6 @@ __all__ = ["SdkMcpClient"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-Item = SessionMessage | Exception
 
 CLIENT_INFO = types.Implementation(name="agentsvc", version="0.1.0")
 _CLOSE_GRACE_S = 3.0
@@ -74,44 +72,19 @@ _SSE_READ_TIMEOUT_S = 300.0
 _METADATA = re.compile(r'resource_metadata\s*=\s*(?:"([^"]*)"|([^\s,]+))', re.IGNORECASE)
 
 
-class _Watched:
-    """The transport's read stream, marking the session dead when it ends."""
+class _Dispatcher(JSONRPCDispatcher):
+    """The SDK's dispatcher, marking the session dead when its receive loop ends
+    (the transport's read stream closed: stdio child gone, SSE stream dropped...)."""
 
-    def __init__(self, inner: ReadStream[Item], owner: _Session) -> None:
-        self._inner = inner
+    def __init__(self, read: Any, write: Any, owner: _Session) -> None:
+        super().__init__(read, write)
         self._owner = owner
 
-    @property
-    def last_context(self) -> contextvars.Context | None:
-        context: contextvars.Context | None = getattr(self._inner, "last_context", None)
-        return context
-
-    async def receive(self) -> Item:
+    async def run(self, *args: Any, **kwargs: Any) -> None:
         try:
-            return await self._inner.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            await super().run(*args, **kwargs)
+        finally:
             self._owner.dead = True
-            raise
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    def __aiter__(self) -> _Watched:
-        return self
-
-    async def __anext__(self) -> Item:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
 
 
 class _Session:
@@ -153,8 +126,9 @@ class _Session:
             with self._scope:
                 async with contextlib.AsyncExitStack() as stack:
                     read, write = await stack.enter_async_context(self._transport(stack))
+                    dispatcher = _Dispatcher(read, write, self)
                     session = await stack.enter_async_context(
-                        ClientSession(_Watched(read, self), write, client_info=CLIENT_INFO)
+                        ClientSession(dispatcher=dispatcher, client_info=CLIENT_INFO)
                     )
                     await session.initialize()
                     self.session = session
@@ -182,24 +156,17 @@ class _Session:
         )
         read = max(_SSE_READ_TIMEOUT_S, owner.call_timeout_s, owner.list_timeout_s)
         hooks: dict[str, list[Callable[..., Any]]] = {"response": [self._on_response]}
-        backend = self.backend
-
-        def factory(
-            headers: dict[str, str] | None = None,
-            timeout: httpx2.Timeout | None = None,
-            auth: httpx2.Auth | None = None,
-        ) -> httpx2.AsyncClient:
-            return guarded_http_client(
-                backend,
-                headers=headers,
-                timeout=httpx2.Timeout(owner.connect_timeout_s, read=read),
-                event_hooks=hooks,
-                auth=auth,
-            )
-
+        factory = partial(guarded_http_client, self.backend, event_hooks=hooks)
         if ep.transport == "sse":
-            return sse_client(ep.url, headers=dict(ep.headers), httpx_client_factory=factory)
-        http = factory(headers=dict(ep.headers))
+            return sse_client(
+                ep.url,
+                headers=dict(ep.headers),
+                timeout=owner.connect_timeout_s,
+                sse_read_timeout=read,
+                httpx_client_factory=factory,
+            )
+        timeout = httpx2.Timeout(owner.connect_timeout_s, read=read)
+        http = factory(headers=dict(ep.headers), timeout=timeout)
         stack.push_async_callback(http.aclose)
         return streamable_http_client(ep.url, http_client=http)
 
@@ -297,7 +264,7 @@ class SdkMcpClient(McpClient):
                         continue
                     if _broken(state, exc) or state.unauthorized:
                         self._drop(state)
-                    raise self._failure(state, exc, what) from None
+                    raise self._error(state, exc, what) from None
         raise AssertionError("unreachable")
 
     @contextlib.asynccontextmanager
@@ -324,30 +291,30 @@ class SdkMcpClient(McpClient):
                 self._drop(state)
             if state.session is None or state.dead:
                 self._drop(state)
-                raise self._connect_failure(state)
+                raise self._error(state, None, None)
             yield state
         finally:
             state.in_use -= 1
             state.last_used = time.monotonic()
 
     def _refuse_early(self, endpoint: McpEndpoint) -> None:
+        problem = None
         if self._closed:
-            raise Upstream("the MCP client is closed", "MCP_UNAVAILABLE")
-        if endpoint.transport == "stdio":
+            problem = "the MCP client is closed"
+        elif endpoint.transport == "stdio":
             if not self.allow_stdio:
-                raise Upstream(
-                    "stdio MCP servers are disabled (AGENTSVC_ALLOW_STDIO_MCP)", "MCP_UNAVAILABLE"
-                )
-            if not endpoint.command:
-                raise Upstream("the stdio MCP server has no command", "MCP_UNAVAILABLE")
-            return
-        if not endpoint.url:
-            raise Upstream("the MCP server has no URL", "MCP_UNAVAILABLE")
-        try:
-            check_url(endpoint.url, allow_private_network=self.allow_private_network)
-        except ValueError as exc:
-            detail = f"refused to connect to {where(endpoint)}: {exc}"
-            raise Upstream(self._scrub(endpoint, detail), "MCP_UNAVAILABLE") from None
+                problem = "stdio MCP servers are disabled (AGENTSVC_ALLOW_STDIO_MCP)"
+            elif not endpoint.command:
+                problem = "the stdio MCP server has no command"
+        elif not endpoint.url:
+            problem = "the MCP server has no URL"
+        else:
+            try:
+                check_url(endpoint.url, allow_private_network=self.allow_private_network)
+            except ValueError as exc:
+                problem = f"refused to connect to {where(endpoint)}: {exc}"
+        if problem is not None:
+            raise Upstream(self._scrub(endpoint, problem), "MCP_UNAVAILABLE")
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(coro, name=name)
@@ -385,44 +352,38 @@ class SdkMcpClient(McpClient):
             return False
         if idempotent or state.session_lost:
             return True
-        # A call is retried only if its connection was never made: wait for the
-        # session's task to record why it ended.
-        with anyio.move_on_after(1.0):
+        if state.endpoint.transport == "stdio":
+            return False
+        # A call is retried only if its connection was never made: close the
+        # session and let its task record why the transport failed.
+        self._drop(state)
+        with anyio.move_on_after(_CLOSE_GRACE_S):
             await state.done.wait()
         leaves = _leaves(state.error) if state.error is not None else []
         return bool(leaves) and all(isinstance(e, httpx2.ConnectError) for e in leaves)
 
     # --- errors ------------------------------------------------------------
 
-    def _connect_failure(self, state: _Session) -> Upstream:
-        ep = state.endpoint
+    def _error(self, state: _Session, exc: BaseException | None, what: str | None) -> Upstream:
+        """The port's error for a failed connect (``what`` is None) or request."""
+        ep, place, code = state.endpoint, where(state.endpoint), "MCP_UNAVAILABLE"
         if state.unauthorized:
-            return self._auth_required(state)
+            found = _METADATA.search(state.challenge or "")
+            detail = self._scrub(ep, f"{place} requires authorization (HTTP 401)")
+            return McpAuthRequired(detail, (found.group(1) or found.group(2)) if found else None)
         if state.backend is not None and state.backend.refusal is not None:
-            detail = f"refused to connect to {where(ep)}: {state.backend.refusal}"
-        elif state.timed_out:
-            detail = f"timed out connecting to {where(ep)} after {self.connect_timeout_s:g}s"
+            detail = f"refused to connect to {place}: {state.backend.refusal}"
+        elif what is None and state.timed_out:
+            detail = f"timed out connecting to {place} after {self.connect_timeout_s:g}s"
+        elif what is None:
+            detail = f"cannot connect to {place}: {_describe(state.error or exc)}"
+        elif isinstance(exc, MCPError) and not _broken(state, exc):
+            detail, code = f"{place} answered an error for {what}: {exc.message}", "MCP_ERROR"
         else:
-            reason = _describe(state.error) if state.error is not None else "connection closed"
-            detail = f"cannot connect to {where(ep)}: {reason}"
-        return Upstream(self._scrub(ep, detail), "MCP_UNAVAILABLE")
-
-    def _failure(self, state: _Session, exc: Exception, what: str) -> Upstream:
-        ep = state.endpoint
-        if state.unauthorized:
-            return self._auth_required(state)
-        if isinstance(exc, MCPError) and not _broken(state, exc):
-            detail = f"{where(ep)} answered an error for {what}: {exc.message}"
-            return Upstream(self._scrub(ep, detail), "MCP_ERROR")
-        cause = state.error if state.error is not None else exc
-        detail = f"lost the connection to {where(ep)} during {what}: {_describe(cause)}"
-        return Upstream(self._scrub(ep, detail), "MCP_UNAVAILABLE")
-
-    def _auth_required(self, state: _Session) -> McpAuthRequired:
-        match = _METADATA.search(state.challenge or "")
-        url = (match.group(1) or match.group(2)) if match else None
-        detail = f"{where(state.endpoint)} requires authorization (HTTP 401)"
-        return McpAuthRequired(self._scrub(state.endpoint, detail), resource_metadata_url=url)
+            detail = (
+                f"lost the connection to {place} during {what}: {_describe(state.error or exc)}"
+            )
+        return Upstream(self._scrub(ep, detail), code)
 
     @staticmethod
     def _scrub(endpoint: McpEndpoint, detail: str) -> str:
@@ -438,12 +399,17 @@ class SdkMcpClient(McpClient):
 
 
 def where(endpoint: McpEndpoint) -> str:
-    """The endpoint for a message: no userinfo, query or arguments."""
+    """The endpoint for a message: scheme, host and port only (paths and queries can
+    carry keys), or the command's name (not its arguments)."""
     if endpoint.transport == "stdio":
         return f"stdio MCP server {os.path.basename(endpoint.command or '?')!r}"
-    url = httpx2.URL(endpoint.url or "")
-    port = f":{url.port}" if url.port else ""
-    return f"MCP server {url.scheme}://{url.host}{port}{url.path}"
+    try:
+        parts = urlsplit(endpoint.url or "")
+        host, port = parts.hostname or "?", parts.port
+    except ValueError:
+        return "MCP server (invalid URL)"
+    host = f"[{host}]" if ":" in host else host
+    return f"MCP server {parts.scheme}://{host}{f':{port}' if port else ''}"
 
 
 def result_text(result: types.CallToolResult) -> str:
@@ -473,7 +439,9 @@ def _leaves(exc: BaseException) -> list[BaseException]:
     return [exc]
 
 
-def _describe(exc: BaseException) -> str:
+def _describe(exc: BaseException | None) -> str:
+    if exc is None:
+        return "connection closed"
     leaves = [e for e in _leaves(exc) if not isinstance(e, asyncio.CancelledError)] or [exc]
     first = leaves[0]
     if isinstance(first, httpx2.HTTPStatusError):

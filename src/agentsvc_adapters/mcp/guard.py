@@ -228,16 +228,17 @@ class _GuardedTransport(httpx2.AsyncHTTPTransport):
 
 def guarded_http_client(
     backend: GuardedBackend,
-    *,
     headers: dict[str, str] | None = None,
-    timeout: httpx2.Timeout,
-    event_hooks: Mapping[str, list[Callable[..., Any]]] | None = None,
+    timeout: httpx2.Timeout | None = None,
     auth: httpx2.Auth | None = None,
+    *,
+    event_hooks: Mapping[str, list[Callable[..., Any]]] | None = None,
 ) -> httpx2.AsyncClient:
-    """An ``AsyncClient`` whose every connection goes through ``backend``."""
+    """An ``AsyncClient`` whose every connection goes through ``backend`` (with
+    ``backend`` bound, the SDK's ``McpHttpClientFactory``)."""
     return httpx2.AsyncClient(
         headers=headers,
-        timeout=timeout,
+        timeout=timeout if timeout is not None else httpx2.Timeout(30.0),
         auth=auth,
         transport=_GuardedTransport(backend),
         trust_env=False,

@@ -1,11 +1,11 @@
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from litestar import Controller, Request, delete, get, patch, post
 from litestar.di import NamedDependency
-from litestar.params import FromPath, JSONBody
+from litestar.params import FromPath, JSONBody, QueryParameter
 from msgspec import UNSET, UnsetType
 
 from agentsvc_core.errors import InvalidInput
@@ -17,6 +17,7 @@ from agentsvc_core.use_cases.mcp_servers import (
     McpServers,
     effective_tools,
 )
+from agentsvc_core.use_cases.registry import RegistrySearch
 from agentsvc_web.auth import principal_of
 from agentsvc_web.openapi import errors
 from agentsvc_web.schemas import (
@@ -29,6 +30,10 @@ from agentsvc_web.schemas import (
     McpPatchBody,
     McpTestOut,
     OkBody,
+    RegistryEntryOut,
+    RegistryPackageOut,
+    RegistryRemoteOut,
+    RegistrySearchOut,
     TestedToolOut,
 )
 
@@ -259,3 +264,48 @@ class RunnerMcpController(Controller):
         data: JSONBody[AttachBody],
     ) -> AttachmentOut:
         return await _attach(request, mcps, "runner", runner_id, data)
+
+
+class RegistryController(Controller):
+    path = "/api/mcp-registry"
+    tags = ["mcp servers"]
+
+    @get(
+        "/search",
+        operation_id="searchMcpRegistry",
+        responses=errors(422, 502),
+        summary="Search the MCP registry (AGENTSVC_MCP_REGISTRY_URL) for servers to register",
+    )
+    async def search(
+        self,
+        request: Req,
+        registry: NamedDependency[RegistrySearch],
+        q: Annotated[str, QueryParameter(name="q", max_length=200)] = "",
+        limit: Annotated[int, QueryParameter(name="limit", ge=1, le=100)] = 20,
+    ) -> RegistrySearchOut:
+        found = await registry.search(principal_of(request), q, limit)
+        return RegistrySearchOut(
+            servers=[
+                RegistryEntryOut(
+                    name=e.name,
+                    title=e.title,
+                    description=e.description,
+                    version=e.version,
+                    repository_url=e.repository_url,
+                    website_url=e.website_url,
+                    remotes=[
+                        RegistryRemoteOut(transport=r.transport, url=r.url) for r in e.remotes
+                    ],
+                    packages=[
+                        RegistryPackageOut(
+                            registry_type=p.registry_type,
+                            identifier=p.identifier,
+                            version=p.version,
+                            transport=p.transport,
+                        )
+                        for p in e.packages
+                    ],
+                )
+                for e in found
+            ]
+        )

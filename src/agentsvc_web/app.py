@@ -17,6 +17,7 @@ from agentsvc_web.controllers import AgentController, KeyController, ThreadContr
 from agentsvc_web.controllers.mcps import (
     AgentMcpController,
     McpController,
+    McpOAuthController,
     RegistryController,
     RunnerMcpController,
 )
@@ -74,6 +75,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             AgentMcpController,
             RunnerMcpController,
             RegistryController,
+            McpOAuthController,
             healthz,
         ],
         dependencies={
@@ -83,6 +85,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "conversation": _const(services.conversation),
             "mcps": _const(services.mcps),
             "registry": _const(services.registry_search),
+            "oauth": _const(services.oauth),
         },
         middleware=[bearer_auth(services.authenticator)],
         exception_handlers=EXCEPTION_HANDLERS,

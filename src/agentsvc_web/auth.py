@@ -36,7 +36,11 @@ class BearerAuth(AbstractAuthenticationMiddleware):
 
 def bearer_auth(authenticator: Authenticator) -> DefineMiddleware:
     return DefineMiddleware(
-        BearerAuth, authenticator=authenticator, exclude=["^/schema", "^/healthz"]
+        BearerAuth,
+        authenticator=authenticator,
+        # the OAuth callback comes from the user's browser; its single-use state,
+        # bound to organization, user and server, is what authenticates it
+        exclude=["^/schema", "^/healthz", "^/api/mcps/[0-9a-fA-F-]+/oauth/callback$"],
     )
 
 

@@ -13,6 +13,7 @@ from agentsvc_adapters.crypto.aesgcm import new_key_spec, parse_keys
 from agentsvc_adapters.llm import AlphaModel, BetaModel, Families, LocalModel, PrefixRouter
 from agentsvc_adapters.mcp import SdkMcpClient, check_url
 from agentsvc_adapters.memory import MemoryStorage
+from agentsvc_adapters.oauth import HttpOAuth
 from agentsvc_adapters.postgres import (
     EmbeddedPostgres,
     EmbeddedPostgresError,
@@ -34,8 +35,10 @@ from agentsvc_core.ports import (
     TokenVerifier,
 )
 from agentsvc_core.ports.mcp import UrlPolicy
+from agentsvc_core.ports.oauth import OAuthNetwork
 from agentsvc_core.ports.registry import McpRegistry
 from agentsvc_core.use_cases import Agents, ApiKeys, Authenticator, Conversation, Threads
+from agentsvc_core.use_cases.mcp_oauth import McpOAuth
 from agentsvc_core.use_cases.mcp_servers import McpServers, McpTools
 from agentsvc_core.use_cases.registry import RegistrySearch
 from agentsvc_web.settings import Settings, SettingsError
@@ -59,6 +62,7 @@ class Services:
         mcp_client: McpClient,
         urls: UrlPolicy,
         registry: McpRegistry,
+        oauth_network: OAuthNetwork,
     ) -> None:
         clock = SystemClock()
         self.settings = settings
@@ -76,6 +80,8 @@ class Services:
         self.urls = urls
         self.registry = registry
         self.registry_search = RegistrySearch(registry)
+        self.oauth_network = oauth_network
+        self.oauth = McpOAuth(storage.secrets, oauth_network, box, clock, settings.base_url)
         self.mcps = McpServers(
             storage.mcps,
             storage.agents,
@@ -85,6 +91,7 @@ class Services:
             clock,
             allow_stdio=settings.allow_stdio_mcp,
         )
+        self.mcps.oauth = self.oauth
         self.conversation = Conversation(
             self.threads,
             storage.agents,
@@ -263,6 +270,7 @@ def build_services(settings: Settings) -> Services:
     local = LocalModel(settings.local_slow_delay_ms / 1000)
     router = PrefixRouter(Families(local=local, alpha=alpha, beta=beta), settings.model_routes)
     registry = HttpMcpRegistry(settings.mcp_registry_url)
+    oauth_network = HttpOAuth(OutboundUrls(settings.allow_private_network).refusal)
     services = Services(
         settings,
         storage,
@@ -276,7 +284,8 @@ def build_services(settings: Settings) -> Services:
         ),
         urls=OutboundUrls(settings.allow_private_network),
         registry=registry,
+        oauth_network=oauth_network,
     )
-    services.closers.append(registry.aclose)
+    services.closers.extend([registry.aclose, oauth_network.aclose])
     services.closers.extend(m.aclose for m in (alpha, beta) if m is not None)
     return services

@@ -25,6 +25,7 @@ from agentsvc_core.errors import (
     Unavailable,
     Upstream,
 )
+from agentsvc_core.use_cases.mcp_oauth import InvalidState
 from agentsvc_web.schemas import ErrorBody
 
 log = logging.getLogger("agentsvc.web")
@@ -90,6 +91,8 @@ def _domain(_: Request[Any, Any, Any], exc: DomainError) -> Response[ErrorBody]:
             return error_response(502, exc.detail, exc.code)
         case Unavailable():
             return error_response(503, exc.detail, headers={"Retry-After": "1"})
+        case InvalidState():
+            return error_response(400, exc.detail)
         case StorageError():
             log.error("storage error: %s", exc.__cause__ or exc)
             return error_response(500, "internal error")

@@ -100,6 +100,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     max_body_bytes: int = 2 * 1024 * 1024
     encryption_keys: str | None = None
     mcp_registry_url: str = "https://registry.modelcontextprotocol.io"
+    public_url: str | None = None
     allow_private_network: bool = False
     allow_stdio_mcp: bool = False
     log_level: str = "INFO"
@@ -155,6 +156,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
                 e, "AGENTSVC_MAX_BODY_BYTES", 2 * 1024 * 1024, 1024, 1024 * 1024 * 1024
             ),
             encryption_keys=_opt(e, "AGENTSVC_ENCRYPTION_KEYS"),
+            public_url=_opt(e, "AGENTSVC_PUBLIC_URL"),
             mcp_registry_url=_opt(e, "AGENTSVC_MCP_REGISTRY_URL")
             or "https://registry.modelcontextprotocol.io",
             allow_private_network=_flag(e, "AGENTSVC_ALLOW_PRIVATE_NETWORK"),
@@ -164,6 +166,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             local_slow_delay_ms=_int(e, "AGENTSVC_LOCAL_SLOW_DELAY_MS", 200, 0, 10_000),
             run_stale_after_s=_int(e, "AGENTSVC_RUN_STALE_AFTER_S", 45, 2, 3600),
         )
+
+    @property
+    def base_url(self) -> str:
+        """Where browsers reach the service (OAuth redirects)."""
+        return self.public_url or f"http://{self.host}:{self.port}"
 
     def _shown(self) -> dict[str, object]:
         return {

@@ -129,7 +129,10 @@ class Harness:
             mcp_client=base.mcp_client,
             urls=base.urls,
             registry=base.registry,
+            oauth_network=base.oauth_network,
         )
+        # the base's HTTP clients (OAuth, registry, providers) close with whichever runs
+        self.services.closers = base.closers
         # the same app with the real MCP tools of the turn, over a fake MCP client
         self.mcp = FakeMcpClient()
         self.mcp_services = Services(
@@ -142,7 +145,33 @@ class Harness:
             mcp_client=self.mcp,
             urls=base.urls,
             registry=base.registry,
+            oauth_network=base.oauth_network,
         )
+        self.mcp_services.closers = base.closers
+
+    def run_any(self, fn: Any, *args: Any) -> Any:
+        """Call an async storage method (memory: directly; postgres: through a short-lived
+        storage on the same database, found by the repository attribute of ``fn``)."""
+        return asyncio.run(self._run_any(fn, *args))
+
+    async def _run_any(self, fn: Any, *args: Any) -> Any:
+        if self.settings.storage == "memory":
+            return await fn(*args)
+        from agentsvc_adapters.postgres import PostgresStorage  # noqa: PLC0415
+
+        assert self.settings.database_url is not None
+        storage = PostgresStorage(self.settings.database_url, min_size=1, max_size=2)
+        await storage.open()
+        try:
+            for repo in ("secrets", "mcps", "conversations", "threads", "agents"):
+                if (
+                    type(fn.__self__).__name__
+                    == type(getattr(self.services.storage, repo)).__name__
+                ):
+                    return await getattr(getattr(storage, repo), fn.__name__)(*args)
+            raise AssertionError(f"no repository for {fn}")
+        finally:
+            await storage.close()
 
     def run(self, fn: Any, *args: Any) -> Any:
         """Call async storage code from a test (memory: no loop affinity; postgres: a

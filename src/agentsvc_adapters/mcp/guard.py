@@ -219,7 +219,7 @@ class _GuardedTransport(httpx2.AsyncHTTPTransport):
     def __init__(self, backend: GuardedBackend) -> None:
         super().__init__(trust_env=False)
         self._pool = httpcore2.AsyncConnectionPool(
-            ssl_context=httpx2.create_ssl_context(trust_env=False),
+            ssl_context=httpx2.create_ssl_context(),  # SSL_CERT_FILE/DIR still honoured
             max_connections=20,
             keepalive_expiry=5.0,
             network_backend=backend,

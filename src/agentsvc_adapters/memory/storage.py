@@ -8,6 +8,7 @@ import msgspec
 
 from agentsvc_adapters.memory.conversations import MemoryConversations, MemoryThreads
 from agentsvc_adapters.memory.mcps import MemoryMcps
+from agentsvc_adapters.memory.secrets import MemorySecrets
 from agentsvc_core.entities import Agent, ApiKey, Organization
 from agentsvc_core.errors import NotFound
 from agentsvc_core.ports import (
@@ -19,6 +20,7 @@ from agentsvc_core.ports import (
     Storage,
     ThreadRepository,
 )
+from agentsvc_core.ports.oauth import SecretStore
 
 
 class MemoryOrganizations(OrganizationRepository):
@@ -99,6 +101,7 @@ class MemoryStorage(Storage):
         self._threads = MemoryThreads()
         self._conversations = MemoryConversations()
         self._mcps = MemoryMcps()
+        self._secrets = MemorySecrets()
 
     @property
     def organizations(self) -> OrganizationRepository:
@@ -123,3 +126,7 @@ class MemoryStorage(Storage):
     @property
     def mcps(self) -> McpRepository:
         return self._mcps
+
+    @property
+    def secrets(self) -> SecretStore:
+        return self._secrets

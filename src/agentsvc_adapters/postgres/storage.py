@@ -29,6 +29,7 @@ from agentsvc_core.ports import (
     Storage,
     ThreadRepository,
 )
+from agentsvc_core.ports.oauth import SecretStore
 
 Row = tuple[Any, ...]
 Params = tuple[Any, ...] | dict[str, Any]
@@ -274,10 +275,12 @@ class PostgresStorage(Storage):
             PostgresThreads,
         )
         from agentsvc_adapters.postgres.mcps import PostgresMcps  # noqa: PLC0415
+        from agentsvc_adapters.postgres.secrets import PostgresSecrets  # noqa: PLC0415
 
         self._threads = PostgresThreads(self.pool)
         self._conversations = PostgresConversations(self.pool)
         self._mcps = PostgresMcps(self.pool)
+        self._secrets = PostgresSecrets(self.pool)
 
     async def open(self) -> None:
         async with _translate():
@@ -309,3 +312,7 @@ class PostgresStorage(Storage):
     @property
     def mcps(self) -> McpRepository:
         return self._mcps
+
+    @property
+    def secrets(self) -> SecretStore:
+        return self._secrets

@@ -22,6 +22,7 @@ from agentsvc_core.entities import (
     Thread,
     UsageRecord,
 )
+from agentsvc_core.ports.oauth import SecretStore
 
 
 class OrganizationRepository(Protocol):
@@ -234,3 +235,6 @@ class Storage(Protocol):
 
     @property
     def mcps(self) -> McpRepository: ...
+
+    @property
+    def secrets(self) -> SecretStore: ...

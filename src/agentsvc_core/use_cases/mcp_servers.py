@@ -3,6 +3,7 @@ and the server-side tools they give agents in the turn."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 import uuid
 from typing import Any, Literal
@@ -19,7 +20,7 @@ from agentsvc_core.entities import (
     McpTransport,
     Principal,
 )
-from agentsvc_core.errors import InvalidInput, McpAuthRequired, Upstream
+from agentsvc_core.errors import DomainError, InvalidInput, McpAuthRequired, Upstream
 from agentsvc_core.ports import (
     AgentRepository,
     Clock,
@@ -29,10 +30,12 @@ from agentsvc_core.ports import (
     SecretBox,
     SecretUnreadable,
     ServerTools,
+    ToolAuthRequired,
     ToolSpec,
 )
 from agentsvc_core.ports.mcp import UrlPolicy
 from agentsvc_core.rules import MAX_NAME, MAX_TOOL_NAME, check_text
+from agentsvc_core.use_cases.mcp_oauth import McpOAuth
 
 TOOL_SEPARATOR = "__"
 MAX_ARGS = 64
@@ -117,6 +120,8 @@ class McpServers:
         self._urls = urls
         self._clock = clock
         self._allow_stdio = allow_stdio
+        # set by the composition root when OAuth is available
+        self.oauth: McpOAuth | None = None
 
     # --- validation -------------------------------------------------------------
 
@@ -165,17 +170,28 @@ class McpServers:
             return Credentials()
         return _creds.decode(self._box.open(server.credentials, _context(server)))
 
-    def endpoint(self, server: McpServer) -> McpEndpoint:
+    def endpoint(self, server: McpServer, bearer: str | None = None) -> McpEndpoint:
+        """How to reach ``server``; ``bearer``: an OAuth access token of the caller."""
         creds = self.credentials_of(server)
+        headers = dict(creds.headers)
+        key = f"{server.org_id}:{server.id}:{server.updated_at.isoformat()}"
+        if bearer is not None:
+            headers["Authorization"] = f"Bearer {bearer}"
+            # a session per token: users never share an authorized session
+            key += ":" + hashlib.sha256(bearer.encode()).hexdigest()[:16]
         return McpEndpoint(
-            key=f"{server.org_id}:{server.id}:{server.updated_at.isoformat()}",
+            key=key,
             transport=server.transport,
             url=server.url,
             command=server.command,
             args=server.args,
-            headers=creds.headers,
+            headers=headers,
             env=creds.env,
         )
+
+    async def endpoint_for(self, who: Principal, server: McpServer) -> McpEndpoint:
+        bearer = await self.oauth.bearer(who, server) if self.oauth is not None else None
+        return self.endpoint(server, bearer)
 
     # --- resources --------------------------------------------------------------
 
@@ -235,7 +251,12 @@ class McpServers:
         """Connect, list the tools, refresh the cache."""
         server = await self._repo.get(who.org_id, mcp_id)
         try:
-            tools = await self._client.list_tools(self.endpoint(server))
+            tools = await self._client.list_tools(await self.endpoint_for(who, server))
+        except McpAuthRequired:
+            return TestResult(
+                ok=False,
+                error="the server requires OAuth authorization: POST /api/mcps/{id}/oauth/start",
+            )
         except (Upstream, SecretUnreadable) as exc:
             return TestResult(ok=False, error=exc.detail)
         cached = tuple(
@@ -348,14 +369,21 @@ class McpTools(ServerTools):
             if tool not in {t.name for t in effective_tools(item.server, item.attachment)}:
                 return f"error: the tool {name!r} is not allowed for this agent"
             try:
-                result = await self._client.call_tool(
-                    self._servers.endpoint(item.server), tool, arguments
-                )
+                endpoint = await self._servers.endpoint_for(who, item.server)
+                result = await self._client.call_tool(endpoint, tool, arguments)
             except McpAuthRequired:
-                return (
-                    f"error: the MCP server {item.server.name!r} requires authorization, "
-                    "which has not been granted"
-                )
+                oauth = self._servers.oauth
+                if oauth is None:
+                    return f"error: the MCP server {item.server.name!r} requires authorization"
+                try:
+                    started = await oauth.start(who, item.server)
+                except DomainError as exc:
+                    return f"error: authorization with {item.server.name!r} failed: {exc.detail}"
+                raise ToolAuthRequired(
+                    item.server.name,
+                    started.redirect_url,
+                    f"Connect {item.server.name} so the agent can use its tools",
+                ) from None
             except (Upstream, SecretUnreadable) as exc:
                 return f"error: {exc.detail}"
             return f"error: {result.text}" if result.is_error else result.text

@@ -1,14 +1,17 @@
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
+import msgspec
 from litestar import Controller, Request, delete, get, patch, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody, QueryParameter
 from msgspec import UNSET, UnsetType
 
 from agentsvc_core.errors import InvalidInput
+from agentsvc_core.use_cases.mcp_oauth import InvalidState, McpOAuth
 from agentsvc_core.use_cases.mcp_servers import (
     AttachedServer,
     Credentials,
@@ -309,3 +312,62 @@ class RegistryController(Controller):
                 for e in found
             ]
         )
+
+
+class OAuthStartOut(msgspec.Struct, rename="camel"):
+    redirect_url: str
+    state: str
+    expires_at: datetime
+
+
+class OAuthDoneOut(msgspec.Struct, rename="camel"):
+    ok: bool
+    mcp_server_id: UUID
+
+
+class McpOAuthController(Controller):
+    path = "/api/mcps/{mcp_id:uuid}/oauth"
+    tags = ["mcp servers"]
+
+    @post(
+        "/start",
+        operation_id="startMcpOAuth",
+        status_code=200,
+        responses=errors(404, 422, 502),
+        summary="Start the OAuth 2.1 flow for the caller; open redirectUrl in a browser",
+    )
+    async def start(
+        self,
+        request: Req,
+        mcps: NamedDependency[McpServers],
+        oauth: NamedDependency[McpOAuth],
+        mcp_id: FromPath[UUID],
+    ) -> OAuthStartOut:
+        who = principal_of(request)
+        started = await oauth.start(who, await mcps.get(who, mcp_id))
+        return OAuthStartOut(
+            redirect_url=started.redirect_url, state=started.state, expires_at=started.expires_at
+        )
+
+    @get(
+        "/callback",
+        operation_id="mcpOAuthCallback",
+        responses=errors(400, 422, 502),
+        security=[],
+        summary="Where the authorization server sends the browser back (no bearer token: "
+        "the single-use state authenticates it)",
+    )
+    async def callback(
+        self,
+        oauth: NamedDependency[McpOAuth],
+        mcp_id: FromPath[UUID],
+        oauth_state: Annotated[str, QueryParameter(name="state", max_length=512)] = "",
+        code: Annotated[str, QueryParameter(name="code", max_length=4096)] = "",
+        error: Annotated[str | None, QueryParameter(name="error", max_length=256)] = None,
+    ) -> OAuthDoneOut:
+        if error is not None:
+            raise InvalidState(f"the authorization server refused: {error}")
+        if not oauth_state or not code:
+            raise InvalidState("the callback needs code and state")
+        await oauth.callback(mcp_id, oauth_state, code)
+        return OAuthDoneOut(ok=True, mcp_server_id=mcp_id)

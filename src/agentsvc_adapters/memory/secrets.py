@@ -1,0 +1,24 @@
+from __future__ import annotations
+
+from agentsvc_core.ports.oauth import SealedRecord, SecretStore
+
+
+class MemorySecrets(SecretStore):
+    def __init__(self) -> None:
+        self._records: dict[tuple[str, str, str], SealedRecord] = {}
+
+    async def put(self, org_id: str, kind: str, key: str, record: SealedRecord) -> None:
+        self._records[(org_id, kind, key)] = record
+
+    async def get(self, org_id: str, kind: str, key: str) -> SealedRecord | None:
+        return self._records.get((org_id, kind, key))
+
+    async def take(self, org_id: str, kind: str, key: str) -> SealedRecord | None:
+        return self._records.pop((org_id, kind, key), None)
+
+    async def swap(self, org_id: str, kind: str, key: str, old: str, new: SealedRecord) -> bool:
+        current = self._records.get((org_id, kind, key))
+        if current is None or current.value != old:
+            return False
+        self._records[(org_id, kind, key)] = new
+        return True

@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+from agentsvc_adapters.postgres.storage import _Repo
+from agentsvc_core.ports.oauth import SealedRecord, SecretStore
+
+
+class PostgresSecrets(_Repo, SecretStore):
+    async def put(self, org_id: str, kind: str, key: str, record: SealedRecord) -> None:
+        await self._one(
+            "INSERT INTO org_secrets (org_id, kind, key, value, expires_at)"
+            " VALUES (%s, %s, %s, %s, %s)"
+            " ON CONFLICT (org_id, kind, key) DO UPDATE SET value = EXCLUDED.value,"
+            " expires_at = EXCLUDED.expires_at, updated_at = now() RETURNING key",
+            (org_id, kind, key, record.value, record.expires_at),
+        )
+
+    async def get(self, org_id: str, kind: str, key: str) -> SealedRecord | None:
+        row = await self._one(
+            "SELECT value, expires_at FROM org_secrets"
+            " WHERE org_id = %s AND kind = %s AND key = %s",
+            (org_id, kind, key),
+        )
+        return None if row is None else SealedRecord(value=row[0], expires_at=row[1])
+
+    async def take(self, org_id: str, kind: str, key: str) -> SealedRecord | None:
+        # DELETE ... RETURNING: of concurrent takers exactly one gets the row.
+        row = await self._one(
+            "DELETE FROM org_secrets WHERE org_id = %s AND kind = %s AND key = %s"
+            " RETURNING value, expires_at",
+            (org_id, kind, key),
+        )
+        return None if row is None else SealedRecord(value=row[0], expires_at=row[1])
+
+    async def swap(self, org_id: str, kind: str, key: str, old: str, new: SealedRecord) -> bool:
+        row = await self._one(
+            "UPDATE org_secrets SET value = %s, expires_at = %s, updated_at = now()"
+            " WHERE org_id = %s AND kind = %s AND key = %s AND value = %s RETURNING key",
+            (new.value, new.expires_at, org_id, kind, key, old),
+        )
+        return row is not None

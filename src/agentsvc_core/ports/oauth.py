@@ -1,0 +1,83 @@
+"""OAuth 2.1 for MCP servers: what the core needs from storage and from the network."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Protocol
+
+import msgspec
+
+
+class SealedRecord(msgspec.Struct, frozen=True, kw_only=True):
+    value: str  # sealed (SecretBox), never plaintext
+    expires_at: datetime | None = None
+
+
+class SecretStore(Protocol):
+    """Small sealed records of an organization, by (kind, key)."""
+
+    async def put(self, org_id: str, kind: str, key: str, record: SealedRecord) -> None: ...
+
+    async def get(self, org_id: str, kind: str, key: str) -> SealedRecord | None: ...
+
+    async def take(self, org_id: str, kind: str, key: str) -> SealedRecord | None:
+        """Read and delete in one step: of concurrent takers, one gets the record."""
+        ...
+
+    async def swap(self, org_id: str, kind: str, key: str, old: str, new: SealedRecord) -> bool:
+        """Replace the record if its value is still ``old`` (compare-and-set)."""
+        ...
+
+
+class AuthServer(msgspec.Struct, frozen=True, kw_only=True):
+    """What discovery found: the protected resource and its authorization server."""
+
+    resource: str
+    issuer: str
+    authorization_endpoint: str
+    token_endpoint: str
+    registration_endpoint: str | None = None
+    scopes: tuple[str, ...] = ()
+
+
+class ClientRegistration(msgspec.Struct, frozen=True, kw_only=True):
+    client_id: str
+    client_secret: str | None = None
+
+
+class TokenSet(msgspec.Struct, frozen=True, kw_only=True):
+    access_token: str
+    token_type: str = "Bearer"  # noqa: S105 (a token type, not a secret)
+    refresh_token: str | None = None
+    expires_at: datetime | None = None
+    issued_at: datetime | None = None
+    scope: str | None = None
+
+
+class OAuthNetwork(Protocol):
+    """The HTTP side of OAuth. Raises ``Upstream`` (code ``OAUTH_ERROR``) with a
+    readable detail (never a token) when a server fails or refuses; every URL
+    learned from metadata passes the outbound URL guard."""
+
+    async def discover(self, resource_url: str) -> AuthServer:
+        """Protected-resource metadata (RFC 9728), then authorization-server
+        metadata (RFC 8414). Refuses a server that does not advertise PKCE S256."""
+        ...
+
+    async def register(self, server: AuthServer, redirect_uri: str) -> ClientRegistration:
+        """Dynamic client registration (RFC 7591)."""
+        ...
+
+    async def exchange(
+        self,
+        server: AuthServer,
+        client: ClientRegistration,
+        *,
+        code: str,
+        verifier: str,
+        redirect_uri: str,
+    ) -> TokenSet: ...
+
+    async def refresh(
+        self, server: AuthServer, client: ClientRegistration, refresh_token: str
+    ) -> TokenSet: ...

@@ -1,0 +1,244 @@
+"""OAuth 2.1 authorization of MCP servers, per user (or per organization for API keys).
+
+start: discovery (RFC 9728 -> RFC 8414), a client registered dynamically (RFC
+7591) once per server and issuer, PKCE S256, a state that is single-use, expires
+after 10 minutes and is bound to organization, user and server, kept in storage
+so any process can take the callback. callback: exchange the code, keep the
+tokens sealed. bearer: the user's access token, refreshed shortly before it
+expires, one refresh at a time per (user, server): a lock in the process and a
+compare-and-set in storage across processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import secrets
+from datetime import datetime, timedelta
+from urllib.parse import urlencode
+from uuid import UUID
+
+import msgspec
+
+from agentsvc_core.entities import McpServer, Principal
+from agentsvc_core.errors import DomainError, InvalidInput
+from agentsvc_core.ports import Clock, SecretBox
+from agentsvc_core.ports.oauth import (
+    AuthServer,
+    ClientRegistration,
+    OAuthNetwork,
+    SealedRecord,
+    SecretStore,
+    TokenSet,
+)
+
+STATE_TTL = timedelta(minutes=10)
+REFRESH_MARGIN = timedelta(seconds=60)
+
+
+class InvalidState(DomainError):
+    """The callback's state is unknown, already used, expired or for another server."""
+
+
+class StartResult(msgspec.Struct, frozen=True, kw_only=True):
+    redirect_url: str
+    state: str
+    expires_at: datetime
+
+
+class _State(msgspec.Struct, frozen=True, kw_only=True):
+    mcp_id: UUID
+    user_key: str
+    verifier: str
+    redirect_uri: str
+    server: AuthServer
+    client: ClientRegistration
+
+
+class _Grant(msgspec.Struct, frozen=True, kw_only=True):
+    server: AuthServer
+    client: ClientRegistration
+    tokens: TokenSet
+
+
+def user_key(who: Principal) -> str:
+    """JWT users authorize for themselves; API keys for the organization."""
+    return f"user:{who.user_id}" if who.user_id else "org"
+
+
+def _b64(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+class McpOAuth:
+    def __init__(
+        self,
+        store: SecretStore,
+        network: OAuthNetwork,
+        box: SecretBox,
+        clock: Clock,
+        callback_base: str,
+    ) -> None:
+        self._store = store
+        self._net = network
+        self._box = box
+        self._clock = clock
+        self._callback_base = callback_base.rstrip("/")
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+
+    def _seal(self, org: str, kind: str, key: str, value: msgspec.Struct) -> str:
+        return self._box.seal(msgspec.json.encode(value), f"{org}:{kind}:{key}")
+
+    def _open(
+        self, org: str, kind: str, key: str, sealed: str, typ: type[msgspec.Struct]
+    ) -> msgspec.Struct:
+        return msgspec.json.decode(self._box.open(sealed, f"{org}:{kind}:{key}"), type=typ)
+
+    def redirect_uri(self, server: McpServer) -> str:
+        return f"{self._callback_base}/api/mcps/{server.id}/oauth/callback"
+
+    async def start(self, who: Principal, server: McpServer) -> StartResult:
+        if server.transport == "stdio" or not server.url:
+            raise InvalidInput("transport", "OAuth applies to HTTP MCP servers only")
+        auth = await self._net.discover(server.url)
+        redirect = self.redirect_uri(server)
+        client = await self._client(who.org_id, server, auth, redirect)
+        verifier = _b64(secrets.token_bytes(48))
+        challenge = _b64(hashlib.sha256(verifier.encode()).digest())
+        # The organization travels in the state so the callback, which carries no
+        # credential, finds the record; the random part makes it unguessable.
+        state = f"{_b64(who.org_id.encode())}.{_b64(secrets.token_bytes(32))}"
+        expires = self._clock.now() + STATE_TTL
+        data = _State(
+            mcp_id=server.id,
+            user_key=user_key(who),
+            verifier=verifier,
+            redirect_uri=redirect,
+            server=auth,
+            client=client,
+        )
+        await self._store.put(
+            who.org_id,
+            "oauth_state",
+            state,
+            SealedRecord(
+                value=self._seal(who.org_id, "oauth_state", state, data), expires_at=expires
+            ),
+        )
+        query = {
+            "response_type": "code",
+            "client_id": client.client_id,
+            "redirect_uri": redirect,
+            "code_challenge": challenge,
+            "code_challenge_method": "S256",
+            "state": state,
+            "resource": auth.resource,
+        }
+        if auth.scopes:
+            query["scope"] = " ".join(auth.scopes)
+        sep = "&" if "?" in auth.authorization_endpoint else "?"
+        return StartResult(
+            redirect_url=f"{auth.authorization_endpoint}{sep}{urlencode(query)}",
+            state=state,
+            expires_at=expires,
+        )
+
+    async def _client(
+        self, org: str, server: McpServer, auth: AuthServer, redirect: str
+    ) -> ClientRegistration:
+        key = f"{server.id}:{auth.issuer}"
+        found = await self._store.get(org, "oauth_client", key)
+        if found is not None:
+            client = self._open(org, "oauth_client", key, found.value, ClientRegistration)
+            assert isinstance(client, ClientRegistration)
+            return client
+        if auth.registration_endpoint is None:
+            raise InvalidInput(
+                "url",
+                "the server's authorization server offers no dynamic client registration",
+            )
+        client = await self._net.register(auth, redirect)
+        await self._store.put(
+            org,
+            "oauth_client",
+            key,
+            SealedRecord(value=self._seal(org, "oauth_client", key, client)),
+        )
+        return client
+
+    async def callback(self, mcp_id: UUID, state: str, code: str) -> tuple[str, str]:
+        """Exchange the code; returns (organization, user key) the tokens belong to."""
+        org_part = state.split(".", 1)[0]
+        try:
+            org = base64.urlsafe_b64decode(org_part + "=" * (-len(org_part) % 4)).decode()
+        except (ValueError, UnicodeDecodeError):
+            raise InvalidState("unknown OAuth state") from None
+        record = await self._store.take(org, "oauth_state", state)  # single use
+        if record is None:
+            raise InvalidState("unknown or already used OAuth state")
+        if record.expires_at is not None and record.expires_at < self._clock.now():
+            raise InvalidState("the OAuth state has expired; start again")
+        data = self._open(org, "oauth_state", state, record.value, _State)
+        assert isinstance(data, _State)
+        if data.mcp_id != mcp_id:
+            raise InvalidState("the OAuth state belongs to another server")
+        tokens = await self._net.exchange(
+            data.server,
+            data.client,
+            code=code,
+            verifier=data.verifier,
+            redirect_uri=data.redirect_uri,
+        )
+        key = f"{mcp_id}:{data.user_key}"
+        grant = _Grant(server=data.server, client=data.client, tokens=tokens)
+        await self._store.put(
+            org, "oauth_token", key, SealedRecord(value=self._seal(org, "oauth_token", key, grant))
+        )
+        return org, data.user_key
+
+    async def bearer(self, who: Principal, server: McpServer) -> str | None:
+        """The caller's access token for ``server`` (refreshed if about to expire)."""
+        key = f"{server.id}:{user_key(who)}"
+        record = await self._store.get(who.org_id, "oauth_token", key)
+        if record is None:
+            return None
+        grant = self._open(who.org_id, "oauth_token", key, record.value, _Grant)
+        assert isinstance(grant, _Grant)
+        if not self._stale(grant.tokens):
+            return grant.tokens.access_token
+        lock = self._locks.setdefault((who.org_id, key), asyncio.Lock())
+        async with lock:
+            record = await self._store.get(who.org_id, "oauth_token", key)
+            if record is None:
+                return None
+            grant = self._open(who.org_id, "oauth_token", key, record.value, _Grant)
+            assert isinstance(grant, _Grant)
+            if not self._stale(grant.tokens):
+                return grant.tokens.access_token  # refreshed while we waited
+            if grant.tokens.refresh_token is None:
+                return None  # expired, nothing to refresh with: authorize again
+            fresh = await self._net.refresh(grant.server, grant.client, grant.tokens.refresh_token)
+            if fresh.refresh_token is None:  # the server may keep the old refresh token
+                fresh = msgspec.structs.replace(fresh, refresh_token=grant.tokens.refresh_token)
+            new = msgspec.structs.replace(grant, tokens=fresh)
+            sealed = SealedRecord(value=self._seal(who.org_id, "oauth_token", key, new))
+            if await self._store.swap(who.org_id, "oauth_token", key, record.value, sealed):
+                return fresh.access_token
+            # another process refreshed first: use what it stored
+            again = await self._store.get(who.org_id, "oauth_token", key)
+            if again is None:
+                return None
+            latest = self._open(who.org_id, "oauth_token", key, again.value, _Grant)
+            assert isinstance(latest, _Grant)
+            return latest.tokens.access_token
+
+    def _stale(self, tokens: TokenSet) -> bool:
+        """Within the refresh margin of expiry. The margin is at most half the
+        token's lifetime, so a short-lived token is not refreshed again at once."""
+        if tokens.expires_at is None:
+            return False
+        margin = REFRESH_MARGIN
+        if tokens.issued_at is not None:
+            margin = min(margin, (tokens.expires_at - tokens.issued_at) / 2)
+        return tokens.expires_at - margin <= self._clock.now()

@@ -1,0 +1,1 @@
+"""Test MCP servers for the MCP client adapter."""

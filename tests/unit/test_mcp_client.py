@@ -1,0 +1,486 @@
+"""``SdkMcpClient`` against real MCP servers: the test server of ``tests.mcp_servers``
+over streamable HTTP, SSE and stdio, and the reference ``mcp-server-time`` (PyPI)
+over stdio. Plus the address guard, on strings and at connect time (a fake resolver
+maps test names to 127.0.0.1; no traffic leaves this machine)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Literal
+
+import mcp_types as types
+import pytest
+from mcp.client.stdio import get_default_environment
+
+from agentsvc_adapters.mcp import SdkMcpClient, check_url
+from agentsvc_adapters.mcp.client import result_text
+from agentsvc_adapters.mcp.guard import address_problem, parse_ip_literal
+from agentsvc_core.errors import McpAuthRequired, Upstream
+from agentsvc_core.ports.mcp import McpEndpoint, Transport
+from tests.mcp_servers.server import HttpMcpServer
+
+ROOT = Path(__file__).resolve().parents[2]
+TIME_SERVER = Path(sys.executable).parent / "mcp-server-time"
+TOOLS = {"echo", "add", "slow", "fail", "protocol_error", "whoami", "env_dump", "stats", "picture"}
+
+
+def stdio_endpoint(key: str = "stdio", **env: str) -> McpEndpoint:
+    return McpEndpoint(
+        key=key,
+        transport="stdio",
+        command=sys.executable,
+        args=("-m", "tests.mcp_servers.server"),
+        env={"PYTHONPATH": str(ROOT), **env},
+    )
+
+
+def http_endpoint(server: HttpMcpServer, key: str = "http", **headers: str) -> McpEndpoint:
+    return McpEndpoint(key=key, transport=server.transport, url=server.url, headers=headers)
+
+
+def alive(pid: int) -> bool:
+    """Running, or a zombie nobody reaped."""
+    return Path(f"/proc/{pid}").exists()
+
+
+def children() -> set[int]:
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == os.getpid():
+            found.add(int(stat.parent.name))
+    return found
+
+
+async def pid_of(client: SdkMcpClient, endpoint: McpEndpoint) -> int:
+    return int(json.loads((await client.call_tool(endpoint, "stats", {})).text)["pid"])
+
+
+async def wait_until(condition: Callable[[], bool], within_s: float = 10.0) -> None:
+    deadline = time.monotonic() + within_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.05)
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[SdkMcpClient]:
+    c = SdkMcpClient(allow_stdio=True, allow_private_network=True, connect_timeout_s=10)
+    yield c
+    await c.aclose()
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[dict[str, HttpMcpServer]]:
+    """One server process per HTTP transport, shared: tests count initializations
+    as differences."""
+    started = {t: HttpMcpServer(t) for t in ("streamable_http", "sse")}
+    try:
+        for srv in started.values():
+            srv.start()
+        yield started
+    finally:
+        for srv in started.values():
+            srv.stop()
+
+
+@pytest.fixture(params=["streamable_http", "sse"])
+def server(request: pytest.FixtureRequest, servers: dict[str, HttpMcpServer]) -> HttpMcpServer:
+    return servers[request.param]
+
+
+@pytest.fixture
+def streamable(servers: dict[str, HttpMcpServer]) -> HttpMcpServer:
+    return servers["streamable_http"]
+
+
+# --- the three transports ----------------------------------------------------
+
+
+async def test_http_list_call_headers_and_reuse(
+    client: SdkMcpClient, server: HttpMcpServer
+) -> None:
+    ep = http_endpoint(server, **{"X-Test-Identity": "alice"})
+    before = server.initializations
+    tools = {t.name: t for t in await client.list_tools(ep)}
+    assert set(tools) >= TOOLS
+    assert tools["add"].input_schema["properties"].keys() == {"a", "b"}
+    assert tools["echo"].description == "Return the text unchanged."
+    assert (await client.call_tool(ep, "echo", {"text": "hi"})).text == "hi"
+    assert (await client.call_tool(ep, "add", {"a": 1, "b": 2})).text == "3.0"
+    assert (await client.call_tool(ep, "whoami", {})).text == "alice"
+    assert (await client.call_tool(ep, "picture", {})).text == "[image/png]"
+    failed = await client.call_tool(ep, "fail", {})
+    assert failed.is_error
+    assert "fail" in failed.text
+    assert server.initializations == before + 1  # one session for all the calls above
+    # Concurrent first uses of a new endpoint share one session too.
+    fresh = http_endpoint(server, key="fresh")
+    texts = await asyncio.gather(
+        *(client.call_tool(fresh, "echo", {"text": "x"}) for _ in range(5))
+    )
+    assert {t.text for t in texts} == {"x"}
+    assert server.initializations == before + 2
+
+
+async def test_stdio_list_call_env_isolation_and_reuse(
+    client: SdkMcpClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENTSVC_FAKE_SECRET", "do-not-leak")
+    ep = stdio_endpoint(TEST_IDENTITY="bob")
+    assert {t.name for t in await client.list_tools(ep)} >= TOOLS
+    assert (await client.call_tool(ep, "whoami", {})).text == "bob"
+    assert (await client.call_tool(ep, "add", {"a": 2, "b": 3})).text == "5.0"
+    assert (await client.call_tool(ep, "fail", {})).is_error
+    names = set((await client.call_tool(ep, "env_dump", {})).text.splitlines())
+    assert "AGENTSVC_FAKE_SECRET" not in names
+    assert {"TEST_IDENTITY", "PYTHONPATH"} <= names
+    # The SDK's safe defaults, the endpoint's env, and what Python adds itself.
+    assert names <= set(get_default_environment()) | set(ep.env) | {"LC_CTYPE"}
+    stats = [await client.call_tool(ep, "stats", {}) for _ in range(3)]
+    assert len({s.text for s in stats}) == 1  # same process, one initialize
+    assert '"initializations":1' in stats[0].text.replace(" ", "")
+
+
+async def test_reference_time_server_over_stdio(client: SdkMcpClient) -> None:
+    assert TIME_SERVER.exists(), "dev dependency missing: pip install mcp-server-time==2026.10.19"
+    ep = McpEndpoint(
+        key="time", transport="stdio", command=str(TIME_SERVER), args=("--local-timezone", "UTC")
+    )
+    tools = {t.name for t in await client.list_tools(ep)}
+    assert {"get_current_time", "convert_time"} <= tools
+    result = await client.call_tool(ep, "get_current_time", {"timezone": "Europe/Paris"})
+    assert not result.is_error
+    assert "Europe/Paris" in result.text
+
+
+# --- broken sessions, timeouts, unreachable servers --------------------------
+
+
+async def test_killed_stdio_server_is_replaced(client: SdkMcpClient) -> None:
+    ep = stdio_endpoint()
+    first = await pid_of(client, ep)
+    os.kill(first, signal.SIGKILL)
+    assert {t.name for t in await client.list_tools(ep)} >= TOOLS
+    second = await pid_of(client, ep)
+    assert second != first
+    await wait_until(lambda: not alive(first))
+
+
+@pytest.mark.parametrize("transport", ["streamable_http", "sse"])
+async def test_restarted_http_server_is_recovered(
+    client: SdkMcpClient, transport: Literal["streamable_http", "sse"]
+) -> None:
+    server = HttpMcpServer(transport)
+    server.start()
+    try:
+        ep = http_endpoint(server)
+        await client.list_tools(ep)
+        server.stop()
+        started = time.monotonic()
+        with pytest.raises(Upstream) as caught:
+            await client.call_tool(ep, "echo", {"text": "nobody home"})
+        assert caught.value.code == "MCP_UNAVAILABLE"
+        assert time.monotonic() - started < 3
+        server.start()
+        assert {t.name for t in await client.list_tools(ep)} >= TOOLS
+        assert (await client.call_tool(ep, "echo", {"text": "again"})).text == "again"
+        assert server.initializations == 1
+    finally:
+        await client.aclose()
+        server.stop()
+
+
+async def test_slow_call_times_out_without_blocking_others(server: HttpMcpServer) -> None:
+    client = SdkMcpClient(allow_private_network=True, call_timeout_s=1.0)
+    try:
+        ep = http_endpoint(server)
+        before = server.initializations
+        await client.list_tools(ep)
+        slow = asyncio.create_task(client.call_tool(ep, "slow", {"seconds": 10}))
+        await asyncio.sleep(0.1)
+        started = time.monotonic()
+        assert (await client.call_tool(ep, "echo", {"text": "quick"})).text == "quick"
+        assert not slow.done()  # the fast call went past the slow one
+        assert time.monotonic() - started < 0.8
+        with pytest.raises(Upstream) as caught:
+            await slow
+        assert caught.value.code == "MCP_TIMEOUT"
+        assert "timed out" in caught.value.detail
+        # The session survives a timed-out call.
+        assert (await client.call_tool(ep, "echo", {"text": "still"})).text == "still"
+        assert server.initializations == before + 1
+    finally:
+        await client.aclose()
+
+
+async def test_unreachable_server_fails_fast(client: SdkMcpClient) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nobody listens there
+    ep = McpEndpoint(key="gone", transport="streamable_http", url=f"http://127.0.0.1:{port}/mcp")
+    started = time.monotonic()
+    with pytest.raises(Upstream) as caught:
+        await client.list_tools(ep)
+    assert caught.value.code == "MCP_UNAVAILABLE"
+    assert time.monotonic() - started < 3
+    missing = McpEndpoint(key="nocmd", transport="stdio", command="/nonexistent/mcp-server")
+    with pytest.raises(Upstream) as caught:
+        await client.call_tool(missing, "x", {})
+    assert caught.value.code == "MCP_UNAVAILABLE"
+    assert "command not found" in caught.value.detail
+
+
+async def test_server_that_never_answers_times_out_connecting() -> None:
+    client = SdkMcpClient(allow_private_network=True, connect_timeout_s=0.5)
+    with socket.socket() as listener:  # accepts TCP connections, never answers
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}/mcp"
+        ep = McpEndpoint(key="mute", transport="streamable_http", url=url)
+        try:
+            with pytest.raises(Upstream) as caught:
+                await client.list_tools(ep)
+        finally:
+            await client.aclose()
+    assert caught.value.code == "MCP_UNAVAILABLE"
+    assert "timed out connecting" in caught.value.detail
+
+
+async def test_protocol_error_is_mcp_error_and_scrubbed(
+    client: SdkMcpClient, streamable: HttpMcpServer
+) -> None:
+    secret = "s3cret-token-value"
+    ep = http_endpoint(streamable, Authorization=f"Bearer {secret}")
+    with pytest.raises(Upstream) as caught:
+        await client.call_tool(ep, "protocol_error", {"message": f"rejected {secret}"})
+    assert caught.value.code == "MCP_ERROR"
+    assert "rejected ***" in caught.value.detail
+    assert secret not in caught.value.detail
+    unknown = await client.call_tool(ep, "no-such-tool", {})  # MCPServer: an isError result
+    assert unknown.is_error
+
+
+# --- 401, stdio switch, the session pool ---------------------------------------
+
+
+@pytest.mark.parametrize("transport", ["streamable_http", "sse"])
+async def test_401_asks_for_authorization(client: SdkMcpClient, transport: Transport) -> None:
+    srv = HttpMcpServer(transport, token="good-token")
+    srv.start()
+    try:
+        bad = McpEndpoint(key="bad", transport=transport, url=srv.url)
+        with pytest.raises(McpAuthRequired) as caught:
+            await client.list_tools(bad)
+        assert caught.value.code == "MCP_AUTH_REQUIRED"
+        assert caught.value.resource_metadata_url == srv.metadata_url
+        good = McpEndpoint(
+            key="good",
+            transport=transport,
+            url=srv.url,
+            headers={"Authorization": "Bearer good-token"},
+        )
+        assert (await client.call_tool(good, "echo", {"text": "in"})).text == "in"
+    finally:
+        await client.aclose()
+        srv.stop()
+
+
+async def test_stdio_is_refused_unless_enabled() -> None:
+    before = children()
+    client = SdkMcpClient()
+    with pytest.raises(Upstream) as caught:
+        await client.list_tools(stdio_endpoint())
+    assert caught.value.code == "MCP_UNAVAILABLE"
+    assert "AGENTSVC_ALLOW_STDIO_MCP" in caught.value.detail
+    assert children() == before  # nothing was started
+    await client.aclose()
+
+
+async def test_lru_bound_closes_the_least_recent_session(streamable: HttpMcpServer) -> None:
+    client = SdkMcpClient(allow_private_network=True, max_sessions=1)
+    try:
+        a, b = http_endpoint(streamable, key="a"), http_endpoint(streamable, key="b")
+        before = streamable.initializations
+        await client.list_tools(a)
+        await client.list_tools(b)  # evicts a
+        await client.list_tools(a)
+        assert streamable.initializations == before + 3
+    finally:
+        await client.aclose()
+
+
+async def test_idle_sessions_are_closed(streamable: HttpMcpServer) -> None:
+    client = SdkMcpClient(allow_private_network=True, idle_ttl_s=0.3)
+    try:
+        ep = http_endpoint(streamable, key="idle")
+        before = streamable.initializations
+        await client.list_tools(ep)
+        await client.list_tools(ep)
+        assert streamable.initializations == before + 1
+        await asyncio.sleep(1.0)  # the reaper closes the idle session
+        await client.list_tools(ep)
+        assert streamable.initializations == before + 2
+    finally:
+        await client.aclose()
+
+
+async def test_aclose_stops_every_stdio_server() -> None:
+    before = children()
+    client = SdkMcpClient(allow_stdio=True)
+    pids = await asyncio.gather(
+        pid_of(client, stdio_endpoint("one")), pid_of(client, stdio_endpoint("two"))
+    )
+    assert all(alive(p) for p in pids)
+    await client.aclose()
+    assert not any(alive(p) for p in pids)  # exited and reaped: no zombies
+    assert children() <= before
+    with pytest.raises(Upstream):
+        await client.list_tools(stdio_endpoint("one"))
+
+
+# --- the address guard ---------------------------------------------------------
+
+REFUSED = [
+    "http://example.com/mcp",
+    "https://127.0.0.1/",
+    "https://127.1/",
+    "https://2130706433/",
+    "https://0x7f.1/",
+    "https://0x7f000001/",
+    "https://017700000001/",
+    "https://[::1]/",
+    "https://[::ffff:127.0.0.1]/",
+    "https://[::ffff:7f00:1]/",
+    "https://[2002:7f00:1::]/",
+    "https://[64:ff9b::a00:1]/",
+    "https://10.0.0.1/",
+    "https://172.16.5.4/",
+    "https://192.168.1.1:8443/",
+    "https://100.64.0.1/",
+    "https://169.254.169.254/latest/meta-data/",
+    "https://[fd00:ec2::254]/",
+    "https://100.100.100.200/",
+    "https://[fe80::1]/",
+    "https://224.0.0.1/",
+    "https://0.0.0.0/",
+    "https://0/",
+    "https://240.0.0.1/",
+    "https://localhost:8000/",
+    "https://api.localhost/",
+    "ftp://example.com/",
+    "https:///no-host",
+]
+
+
+@pytest.mark.parametrize("url", REFUSED)
+def test_check_url_refuses(url: str) -> None:
+    with pytest.raises(ValueError, match=r"\S"):
+        check_url(url, allow_private_network=False)
+
+
+@pytest.mark.parametrize(
+    "url", ["https://mcp.example.com/mcp", "https://93.184.216.34/", "https://[2606:4700::1]/"]
+)
+def test_check_url_allows_public_https(url: str) -> None:
+    check_url(url, allow_private_network=False)
+
+
+@pytest.mark.parametrize(
+    "url", ["http://127.0.0.1:8000/mcp", "http://localhost/", "https://10.1.2.3/"]
+)
+def test_check_url_allows_private_when_enabled(url: str) -> None:
+    check_url(url, allow_private_network=True)
+
+
+def test_ip_literal_forms() -> None:
+    assert str(parse_ip_literal("127.1")) == "127.0.0.1"
+    assert str(parse_ip_literal("0x7f.0.0.1")) == "127.0.0.1"
+    assert str(parse_ip_literal("0177.0.0.1")) == "127.0.0.1"
+    assert str(parse_ip_literal("10.65535")) == "10.0.255.255"
+    assert str(parse_ip_literal("3232235777")) == "192.168.1.1"
+    assert parse_ip_literal("example.com") is None
+    assert parse_ip_literal("1.2.3.4.5") is None
+    assert parse_ip_literal("256.1.1.1") is None
+    v6 = parse_ip_literal("[::ffff:169.254.169.254]")
+    assert v6 is not None
+    assert address_problem(v6) is not None
+
+
+def fake_dns(table: dict[str, list[str]]):  # type: ignore[no-untyped-def]
+    async def resolve(host: str, port: int) -> list[str]:
+        return table[host]
+
+    return resolve
+
+
+@pytest.mark.parametrize("transport", ["streamable_http", "sse"])
+@pytest.mark.parametrize(
+    "addresses",
+    [["127.0.0.1"], ["10.1.2.3"], ["169.254.169.254"], ["93.184.216.34", "192.168.0.7"], ["::1"]],
+)
+async def test_resolved_address_is_checked_at_connect(
+    addresses: list[str], transport: Transport
+) -> None:
+    # The check runs on every address before any connection: nothing is sent anywhere.
+    client = SdkMcpClient(resolver=fake_dns({"mcp.example.test": addresses}))
+    ep = McpEndpoint(key="k", transport=transport, url="https://mcp.example.test/mcp")
+    try:
+        with pytest.raises(Upstream) as caught:
+            await client.list_tools(ep)
+    finally:
+        await client.aclose()
+    assert caught.value.code == "MCP_UNAVAILABLE"
+    assert "mcp.example.test resolves to" in caught.value.detail
+
+
+async def test_connection_goes_to_the_resolved_address(server: HttpMcpServer) -> None:
+    # Allowed private network: a name only the (fake) resolver knows reaches 127.0.0.1.
+    client = SdkMcpClient(
+        allow_private_network=True, resolver=fake_dns({"mcp.example.test": ["127.0.0.1"]})
+    )
+    url = server.url.replace("127.0.0.1", "mcp.example.test")
+    try:
+        ep = McpEndpoint(key="named", transport=server.transport, url=url)
+        assert (await client.call_tool(ep, "echo", {"text": "via dns"})).text == "via dns"
+    finally:
+        await client.aclose()
+
+
+async def test_plain_http_and_literal_addresses_are_refused_by_the_client() -> None:
+    client = SdkMcpClient()
+    for url in ("http://mcp.example.com/mcp", "https://0x7f.1/mcp", "https://[::ffff:127.0.0.1]/"):
+        with pytest.raises(Upstream) as caught:
+            await client.list_tools(McpEndpoint(key=url, transport="streamable_http", url=url))
+        assert caught.value.code == "MCP_UNAVAILABLE"
+    await client.aclose()
+
+
+# --- results ---------------------------------------------------------------------
+
+
+def test_result_text_renders_every_block() -> None:
+    result = types.CallToolResult(
+        content=[
+            types.TextContent(text="one"),
+            types.ImageContent(data="", mime_type="image/png"),
+            types.ResourceLink(name="f", uri="file:///f.txt"),
+            types.EmbeddedResource(
+                resource=types.TextResourceContents(uri="file:///g.txt", text="inline")
+            ),
+        ]
+    )
+    assert result_text(result) == "one\n[image/png]\n[resource file:///f.txt]\ninline"
+    structured = types.CallToolResult(content=[], structured_content={"a": 1, "b": [1, 2]})
+    assert result_text(structured) == '{"a":1,"b":[1,2]}'

@@ -118,9 +118,12 @@ class Services:
         process died; on the way out let running replies finish briefly, then close."""
         try:
             if isinstance(self.storage, PostgresStorage):
-                if self.settings.migrate_on_start:
-                    await migrate(self.storage.conninfo)
-                await self.storage.open()
+                try:
+                    if self.settings.migrate_on_start:
+                        await migrate(self.storage.conninfo)
+                    await self.storage.open()
+                except DomainError as exc:
+                    raise SettingsError(exc.detail) from None
             if isinstance(self.stops, PostgresStopBus):
                 await self.stops.start()
             if self.settings.bootstrap_api_key:

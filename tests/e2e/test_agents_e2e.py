@@ -113,3 +113,16 @@ def test_keys_create_refuses_memory_storage() -> None:
     )
     assert out.returncode == 2
     assert "AGENTSVC_BOOTSTRAP_API_KEY" in out.stderr
+
+
+def test_a_malformed_database_url_never_echoes_the_password(tmp_path: Path) -> None:
+    svc = Service(
+        {"AGENTSVC_DATABASE_URL": "host=127.0.0.1 password SuperSecretPw99 user=x"},
+        log=tmp_path / "out.log",
+    )
+    try:
+        with pytest.raises(RuntimeError, match="malformed"):
+            svc.wait_ready(timeout=20)
+    finally:
+        svc.stop()
+    assert "SuperSecretPw99" not in svc.output()

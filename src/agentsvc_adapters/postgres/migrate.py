@@ -14,6 +14,8 @@ from importlib import resources
 
 import psycopg
 
+from agentsvc_core.errors import StorageError, Unavailable
+
 log = logging.getLogger("agentsvc.migrate")
 
 # An arbitrary constant naming "agentsvc schema migrations" among advisory locks.
@@ -38,7 +40,14 @@ def migrations() -> list[tuple[int, str, str]]:
 async def migrate(conninfo: str) -> list[int]:
     """Apply pending migrations; return the versions applied by this call."""
     applied_now: list[int] = []
-    async with await psycopg.AsyncConnection.connect(conninfo) as conn, conn.transaction():
+    try:
+        conn = await psycopg.AsyncConnection.connect(conninfo)
+    except psycopg.ProgrammingError:
+        # psycopg's message quotes the malformed part, which may be the password
+        raise StorageError("the database URL (AGENTSVC_DATABASE_URL) is malformed") from None
+    except psycopg.OperationalError as exc:
+        raise Unavailable(f"cannot connect to the database ({type(exc).__name__})") from None
+    async with conn, conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_ID,))
         await conn.execute(
             "CREATE TABLE IF NOT EXISTS schema_migrations ("

@@ -21,6 +21,7 @@ from agentsvc_web.controllers.mcps import (
     RegistryController,
     RunnerMcpController,
 )
+from agentsvc_web.controllers.settings import AgentCredentialsController, OrgSettingsController
 from agentsvc_web.errors import EXCEPTION_HANDLERS
 from agentsvc_web.schemas import OkBody
 from agentsvc_web.settings import Settings
@@ -76,6 +77,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             RunnerMcpController,
             RegistryController,
             McpOAuthController,
+            AgentCredentialsController,
+            OrgSettingsController,
             healthz,
         ],
         dependencies={
@@ -86,6 +89,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "mcps": _const(services.mcps),
             "registry": _const(services.registry_search),
             "oauth": _const(services.oauth),
+            "org_settings": _const(services.org_settings),
         },
         middleware=[bearer_auth(services.authenticator)],
         exception_handlers=EXCEPTION_HANDLERS,

@@ -22,6 +22,7 @@ from agentsvc_adapters.postgres import (
     migrate,
 )
 from agentsvc_adapters.registry import HttpMcpRegistry
+from agentsvc_adapters.resolver import HttpCredentialResolver
 from agentsvc_core.errors import DomainError, InvalidInput
 from agentsvc_core.ports import (
     LocalStopBus,
@@ -37,9 +38,11 @@ from agentsvc_core.ports import (
 from agentsvc_core.ports.mcp import UrlPolicy
 from agentsvc_core.ports.oauth import OAuthNetwork
 from agentsvc_core.ports.registry import McpRegistry
+from agentsvc_core.ports.resolver import CredentialResolver
 from agentsvc_core.use_cases import Agents, ApiKeys, Authenticator, Conversation, Threads
 from agentsvc_core.use_cases.mcp_oauth import McpOAuth
 from agentsvc_core.use_cases.mcp_servers import McpServers, McpTools
+from agentsvc_core.use_cases.org_settings import KeyBroker, OrgSettings
 from agentsvc_core.use_cases.registry import RegistrySearch
 from agentsvc_web.settings import Settings, SettingsError
 
@@ -63,6 +66,7 @@ class Services:
         urls: UrlPolicy,
         registry: McpRegistry,
         oauth_network: OAuthNetwork,
+        resolver: CredentialResolver,
     ) -> None:
         clock = SystemClock()
         self.settings = settings
@@ -92,6 +96,15 @@ class Services:
             allow_stdio=settings.allow_stdio_mcp,
         )
         self.mcps.oauth = self.oauth
+        self.resolver = resolver
+        self.org_settings = OrgSettings(
+            storage.secrets,
+            storage.agents,
+            box,
+            urls,
+            clock,
+            allow_http=settings.allow_private_network,
+        )
         self.conversation = Conversation(
             self.threads,
             storage.agents,
@@ -101,6 +114,7 @@ class Services:
             stops,
             clock,
             stale_after_s=settings.run_stale_after_s,
+            keys=KeyBroker(self.org_settings, resolver),
         )
 
     async def _sweep_forever(self) -> None:
@@ -274,6 +288,7 @@ def build_services(settings: Settings) -> Services:
     router = PrefixRouter(Families(local=local, alpha=alpha, beta=beta), settings.model_routes)
     registry = HttpMcpRegistry(settings.mcp_registry_url)
     oauth_network = HttpOAuth(OutboundUrls(settings.allow_private_network).refusal)
+    resolver = HttpCredentialResolver(OutboundUrls(settings.allow_private_network).refusal)
     services = Services(
         settings,
         storage,
@@ -288,7 +303,8 @@ def build_services(settings: Settings) -> Services:
         urls=OutboundUrls(settings.allow_private_network),
         registry=registry,
         oauth_network=oauth_network,
+        resolver=resolver,
     )
-    services.closers.extend([registry.aclose, oauth_network.aclose])
+    services.closers.extend([registry.aclose, oauth_network.aclose, resolver.aclose])
     services.closers.extend(m.aclose for m in (alpha, beta) if m is not None)
     return services

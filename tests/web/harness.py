@@ -130,6 +130,7 @@ class Harness:
             urls=base.urls,
             registry=base.registry,
             oauth_network=base.oauth_network,
+            resolver=base.resolver,
         )
         # the base's HTTP clients (OAuth, registry, providers) close with whichever runs
         self.services.closers = base.closers
@@ -146,6 +147,7 @@ class Harness:
             urls=base.urls,
             registry=base.registry,
             oauth_network=base.oauth_network,
+            resolver=base.resolver,
         )
         self.mcp_services.closers = base.closers
 

@@ -75,6 +75,7 @@ from agentsvc_core.use_cases.context import (
     profile_switch_tool,
     system_prompt,
 )
+from agentsvc_core.use_cases.org_settings import KeyBroker, ResolverConfig
 from agentsvc_core.use_cases.threads import Threads
 from agentsvc_core.use_cases.turn import (
     AuthChallenge,
@@ -130,7 +131,8 @@ class _Plan(msgspec.Struct, kw_only=True):
     client_tools: dict[str, ToolSpec]
     offered: list[ToolSpec]
     metadata: dict[str, str]
-    key_source: KeySource = "platform"
+    resolver: ResolverConfig | None = None
+    user_id: str = ""
 
 
 class _ReplyState(msgspec.Struct, kw_only=True):
@@ -174,10 +176,12 @@ class Conversation:
         stops: StopBus,
         clock: Clock,
         stale_after_s: float = 45.0,
+        keys: KeyBroker | None = None,
     ) -> None:
         """``stale_after_s``: a running reply whose heartbeat is older than this is
         taken for dead (its process crashed) and marked interrupted; the running
         process refreshes the heartbeat four times in that span."""
+        self._keys = keys
         self._stale_after = timedelta(seconds=stale_after_s)
         self._heartbeat_s = stale_after_s / 4
         self._threads = threads
@@ -227,6 +231,8 @@ class Conversation:
             client_tools=client,
             offered=offered,
             metadata=merged_metadata(thread.metadata, msg.metadata),
+            resolver=await self._keys.config(who.org_id, agent.id) if self._keys else None,
+            user_id=sender_id or "",
         )
 
         now = self._clock.now()
@@ -410,7 +416,7 @@ class Conversation:
         for _ in range(MAX_STEPS):
             text: list[str] = []
             calls: list[ToolCall] = []
-            stopped, failure, usage = await self._call_model(
+            stopped, failure, usage, source = await self._call_model(
                 plan, state.messages, turn, stop, text, calls
             )
             state.total = state.total + usage
@@ -423,7 +429,7 @@ class Conversation:
                 status=self._message_status(stopped, failure),
             )
             state.add(assistant)
-            state.records.append(self._record(plan, run, assistant.id, usage))
+            state.records.append(self._record(plan, run, assistant.id, usage, source))
             if stopped:
                 state.status = "stopped"
                 return
@@ -478,15 +484,24 @@ class Conversation:
         stop: asyncio.Event,
         text: list[str],
         calls: list[ToolCall],
-    ) -> tuple[bool, Upstream | None, Usage]:
+    ) -> tuple[bool, Upstream | None, Usage, KeySource]:
         """One model call, streamed into ``turn``. Returns (stopped, failure, usage);
         the text and tool calls received so far are appended to ``text``/``calls``."""
+        api_key = None
+        if self._keys is not None and plan.resolver is not None and plan.model.provider != "local":
+            api_key = await self._keys.key(
+                plan.resolver,
+                user_id=plan.user_id,
+                provider=plan.model.provider,
+                model=plan.model_name,
+            )
         request = ModelRequest(
             # a snapshot: the reply goes on appending to ``messages``
             model=plan.model_name,
             system=plan.system,
             messages=list(messages),
             tools=plan.offered,
+            api_key=api_key,
         )
         usage_box: list[Usage] = []
 
@@ -508,6 +523,7 @@ class Conversation:
                 with contextlib.suppress(Exception):
                     await stream.aclose()  # type: ignore[attr-defined]
 
+        source: KeySource = "byok" if api_key else "platform"
         consumer = asyncio.create_task(consume())
         stopper = asyncio.create_task(stop.wait())
         try:
@@ -518,13 +534,13 @@ class Conversation:
             consumer.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await consumer
-            return True, None, usage_box[-1] if usage_box else Usage()
+            return True, None, usage_box[-1] if usage_box else Usage(), source
         usage = usage_box[-1] if usage_box else Usage()
         exc = consumer.exception()
         if exc is None:
-            return False, None, usage
+            return False, None, usage, source
         if isinstance(exc, Upstream):
-            return False, exc, usage
+            return False, exc, usage, source
         raise exc
 
     async def _run_tool(self, plan: _Plan, call: ToolCall, turn: Turn) -> str:
@@ -570,7 +586,9 @@ class Conversation:
         turn.emit(ToolResult(tool_name=call.name, tool_call_id=call.id, result=result))
         return result
 
-    def _record(self, plan: _Plan, run: Run, message_id: UUID, usage: Usage) -> UsageRecord:
+    def _record(
+        self, plan: _Plan, run: Run, message_id: UUID, usage: Usage, source: KeySource
+    ) -> UsageRecord:
         return UsageRecord(
             id=uuid.uuid4(),
             org_id=run.org_id,
@@ -581,7 +599,7 @@ class Conversation:
             provider=plan.model.provider,
             model=plan.model_id,
             usage=usage,
-            key_source=plan.key_source,
+            key_source=source,
             metadata=plan.metadata,
             created_at=self._clock.now(),
         )

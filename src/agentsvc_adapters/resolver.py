@@ -1,0 +1,95 @@
+"""The credential-resolver webhook client (decisions.md "Outbound signatures").
+
+``X-Service-Signature`` is the lowercase hex HMAC-SHA256, keyed with the UTF-8 of
+the organization's signing secret, over ``"{timestamp}.{nonce}.{raw body}"``;
+during a rotation both signatures are sent, space-separated, newest first. The
+timestamp (Unix seconds) and nonce (a UUID) are fresh per attempt. Redirects are
+not followed, answers over 64 KiB are refused, the whole call is bounded by the
+configured timeout, and every failure means "use the platform key". The key that
+comes back is never logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import logging
+import time
+import uuid
+from collections.abc import Callable
+
+import httpx
+import msgspec
+
+from agentsvc_core.ports.resolver import CredentialResolver, ResolverRequest
+
+log = logging.getLogger("agentsvc.resolver")
+_MAX_BYTES = 64 * 1024
+_encoder = msgspec.json.Encoder()
+
+
+class _Answer(msgspec.Struct, rename="camel"):
+    api_key: str | None = None
+    source: str | None = None
+
+
+_decoder = msgspec.json.Decoder(_Answer)
+
+
+def sign(secret: str, timestamp: str, nonce: str, body: bytes) -> str:
+    message = timestamp.encode() + b"." + nonce.encode() + b"." + body
+    return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
+
+
+class HttpCredentialResolver(CredentialResolver):
+    def __init__(self, refusal: Callable[[str], str | None]) -> None:
+        self._refusal = refusal
+        self._http = httpx.AsyncClient(follow_redirects=False)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def resolve(
+        self, url: str, request: ResolverRequest, secrets: list[str], timeout_ms: int
+    ) -> str | None:
+        why = self._refusal(url)
+        if why:
+            log.warning("credential resolver URL refused: %s", why)
+            return None
+        body = _encoder.encode(request)
+        timestamp = str(int(time.time()))
+        nonce = str(uuid.uuid4())
+        headers = {
+            "Content-Type": "application/json",
+            "X-Service-Timestamp": timestamp,
+            "X-Service-Nonce": nonce,
+            "X-Service-Signature": " ".join(sign(s, timestamp, nonce, body) for s in secrets),
+        }
+        deadline = timeout_ms / 1000
+        try:
+            # asyncio.timeout bounds the whole exchange: connect, headers and body
+            async with (
+                asyncio.timeout(deadline),
+                self._http.stream(
+                    "POST", url, content=body, headers=headers, timeout=deadline
+                ) as resp,
+            ):
+                if resp.status_code != 200:
+                    log.info("credential resolver answered %s: platform key", resp.status_code)
+                    return None
+                raw = b""
+                async for chunk in resp.aiter_bytes():
+                    raw += chunk
+                    if len(raw) > _MAX_BYTES:
+                        log.info("credential resolver answer too large: platform key")
+                        return None
+        except (httpx.HTTPError, TimeoutError) as exc:
+            log.info("credential resolver failed (%s): platform key", type(exc).__name__)
+            return None
+        try:
+            answer = _decoder.decode(raw)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            log.info("credential resolver answer is malformed: platform key")
+            return None
+        return answer.api_key or None

@@ -1,0 +1,198 @@
+"""Organization settings (signing secret, embed domains) and agents' resolver configs.
+
+Kept as sealed records of the organization (``SecretStore``): the signing secret
+is a secret; the rest is small and sealed alike.
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import datetime, timedelta
+from uuid import UUID
+
+import msgspec
+
+from agentsvc_core.entities import Principal
+from agentsvc_core.errors import InvalidInput, PermissionDenied
+from agentsvc_core.ports import AgentRepository, Clock, SecretBox
+from agentsvc_core.ports.mcp import UrlPolicy
+from agentsvc_core.ports.oauth import SealedRecord, SecretStore
+from agentsvc_core.ports.resolver import CredentialResolver, ResolverRequest
+from agentsvc_core.rules import check_text
+
+ROTATION_GRACE = timedelta(hours=24)
+MIN_TIMEOUT_MS = 100
+MAX_TIMEOUT_MS = 30_000
+MAX_DOMAINS = 100
+
+
+class _Signing(msgspec.Struct, frozen=True, kw_only=True):
+    current: str
+    previous: str | None = None
+    previous_until: datetime | None = None
+    allowed_embed_domains: tuple[str, ...] = ()
+
+
+class OrgSettingsView(msgspec.Struct, frozen=True, kw_only=True):
+    org_id: str
+    allowed_embed_domains: tuple[str, ...]
+    signing_secret: str
+
+
+class ResolverConfig(msgspec.Struct, frozen=True, kw_only=True):
+    agent_id: UUID
+    org_id: str
+    enabled: bool = False
+    resolver_url: str = ""
+    timeout_ms: int = 5000
+
+
+class OrgSettings:
+    def __init__(
+        self,
+        store: SecretStore,
+        agents: AgentRepository,
+        box: SecretBox,
+        urls: UrlPolicy,
+        clock: Clock,
+        *,
+        allow_http: bool,
+    ) -> None:
+        self._store = store
+        self._agents = agents
+        self._box = box
+        self._urls = urls
+        self._clock = clock
+        self._allow_http = allow_http
+
+    def _read(
+        self, org: str, kind: str, key: str, sealed: str, typ: type[msgspec.Struct]
+    ) -> msgspec.Struct:
+        return msgspec.json.decode(self._box.open(sealed, f"{org}:{kind}:{key}"), type=typ)
+
+    async def _put(self, org: str, kind: str, key: str, value: msgspec.Struct) -> None:
+        sealed = self._box.seal(msgspec.json.encode(value), f"{org}:{kind}:{key}")
+        await self._store.put(org, kind, key, SealedRecord(value=sealed))
+
+    # --- signing secret -----------------------------------------------------------
+
+    async def _signing(self, org: str) -> _Signing:
+        found = await self._store.get(org, "org_settings", "signing")
+        if found is not None:
+            signing = self._read(org, "org_settings", "signing", found.value, _Signing)
+            assert isinstance(signing, _Signing)
+            return signing
+        created = _Signing(current="whsec_" + secrets.token_urlsafe(32))
+        await self._put(org, "org_settings", "signing", created)
+        return created
+
+    async def signing_secrets(self, org: str) -> list[str]:
+        """Secrets to sign with, newest first (the previous one during its grace period)."""
+        s = await self._signing(org)
+        keys = [s.current]
+        if s.previous and s.previous_until and s.previous_until > self._clock.now():
+            keys.append(s.previous)
+        return keys
+
+    @staticmethod
+    def _admin(who: Principal) -> None:
+        if not who.is_org_admin:
+            raise PermissionDenied("organization settings are managed with an API key")
+
+    async def get(self, who: Principal) -> OrgSettingsView:
+        self._admin(who)
+        s = await self._signing(who.org_id)
+        return OrgSettingsView(
+            org_id=who.org_id,
+            allowed_embed_domains=s.allowed_embed_domains,
+            signing_secret=s.current,
+        )
+
+    async def update(
+        self, who: Principal, *, domains: list[str] | None, rotate: bool
+    ) -> OrgSettingsView:
+        self._admin(who)
+        s = await self._signing(who.org_id)
+        if domains is not None:
+            if len(domains) > MAX_DOMAINS:
+                raise InvalidInput("allowed_embed_domains", f"at most {MAX_DOMAINS}")
+            for d in domains:
+                check_text("allowed_embed_domains", d, max_len=253, required=True)
+            s = msgspec.structs.replace(s, allowed_embed_domains=tuple(domains))
+        if rotate:
+            s = msgspec.structs.replace(
+                s,
+                current="whsec_" + secrets.token_urlsafe(32),
+                previous=s.current,
+                previous_until=self._clock.now() + ROTATION_GRACE,
+            )
+        await self._put(who.org_id, "org_settings", "signing", s)
+        return await self.get(who)
+
+    # --- resolver configuration ---------------------------------------------------
+
+    async def resolver(self, who: Principal, agent_id: UUID) -> ResolverConfig:
+        await self._agents.get(who.org_id, agent_id)
+        return await self.resolver_of(who.org_id, agent_id)
+
+    async def resolver_of(self, org: str, agent_id: UUID) -> ResolverConfig:
+        found = await self._store.get(org, "resolver", str(agent_id))
+        if found is None:
+            return ResolverConfig(agent_id=agent_id, org_id=org)
+        config = self._read(org, "resolver", str(agent_id), found.value, ResolverConfig)
+        assert isinstance(config, ResolverConfig)
+        return config
+
+    async def set_resolver(
+        self, who: Principal, agent_id: UUID, *, enabled: bool, url: str | None, timeout_ms: int
+    ) -> ResolverConfig:
+        await self._agents.get(who.org_id, agent_id)
+        if not MIN_TIMEOUT_MS <= timeout_ms <= MAX_TIMEOUT_MS:
+            raise InvalidInput(
+                "timeout_ms", f"must be between {MIN_TIMEOUT_MS} and {MAX_TIMEOUT_MS}"
+            )
+        url = (url or "").strip()
+        if url:
+            check_text("resolver_url", url, max_len=2048)
+            if not url.startswith("https://") and not (
+                self._allow_http and url.startswith("http://")
+            ):
+                raise InvalidInput("resolver_url", "must be an https:// URL")
+            refusal = self._urls.refusal(url)
+            if refusal:
+                raise InvalidInput("resolver_url", refusal)
+        if enabled and not url:
+            raise InvalidInput("resolver_url", "is required when enabled is true")
+        config = ResolverConfig(
+            agent_id=agent_id,
+            org_id=who.org_id,
+            enabled=enabled,
+            resolver_url=url,
+            timeout_ms=timeout_ms,
+        )
+        await self._put(who.org_id, "resolver", str(agent_id), config)
+        return config
+
+
+class KeyBroker:
+    """Which key serves a model call: the user's (from the agent's resolver) or the platform's."""
+
+    def __init__(self, settings: OrgSettings, resolver: CredentialResolver) -> None:
+        self._settings = settings
+        self._resolver = resolver
+
+    async def config(self, org_id: str, agent_id: UUID) -> ResolverConfig:
+        return await self._settings.resolver_of(org_id, agent_id)
+
+    async def key(
+        self, config: ResolverConfig, *, user_id: str, provider: str, model: str
+    ) -> str | None:
+        if not config.enabled or not config.resolver_url:
+            return None
+        request = ResolverRequest(
+            user_id=user_id, org_id=config.org_id, provider=provider, model=model
+        )
+        secrets_ = await self._settings.signing_secrets(config.org_id)
+        return await self._resolver.resolve(
+            config.resolver_url, request, secrets_, config.timeout_ms
+        )

@@ -1,0 +1,135 @@
+from __future__ import annotations
+
+from typing import Annotated, Any
+from uuid import UUID
+
+import msgspec
+from litestar import Controller, Request, get, post, put
+from litestar.di import NamedDependency
+from litestar.params import FromPath, JSONBody
+from msgspec import Meta
+
+from agentsvc_core.use_cases.org_settings import OrgSettings, OrgSettingsView, ResolverConfig
+from agentsvc_web.auth import principal_of
+from agentsvc_web.openapi import errors
+
+Req = Request[Any, Any, Any]
+
+
+class CredentialsPutBody(msgspec.Struct, rename="camel"):
+    enabled: bool
+    resolver_url: Annotated[str, Meta(max_length=2048)] | None = None
+    timeout_ms: int = 5000
+
+
+class CredentialsOut(msgspec.Struct):
+    agent_id: UUID
+    org_id: str
+    enabled: bool
+    resolver_url: str
+    timeout_ms: int
+
+    @classmethod
+    def of(cls, c: ResolverConfig) -> CredentialsOut:
+        return cls(
+            agent_id=c.agent_id,
+            org_id=c.org_id,
+            enabled=c.enabled,
+            resolver_url=c.resolver_url,
+            timeout_ms=c.timeout_ms,
+        )
+
+
+class OrgSettingsBody(msgspec.Struct, rename="camel"):
+    allowed_embed_domains: (
+        Annotated[list[Annotated[str, Meta(max_length=253)]], Meta(max_length=100)] | None
+    ) = None
+    rotate_signing_secret: bool = False
+
+
+class OrgSettingsOut(msgspec.Struct):
+    org_id: str
+    allowed_embed_domains: list[str]
+    signing_secret: str
+
+    @classmethod
+    def of(cls, v: OrgSettingsView) -> OrgSettingsOut:
+        return cls(
+            org_id=v.org_id,
+            allowed_embed_domains=list(v.allowed_embed_domains),
+            signing_secret=v.signing_secret,
+        )
+
+
+class AgentCredentialsController(Controller):
+    path = "/api/agents/{agent_id:uuid}/credentials"
+    tags = ["credential resolver"]
+
+    @get(
+        "/",
+        operation_id="getAgentCredentials",
+        responses=errors(404),
+        summary="The agent's credential resolver configuration",
+    )
+    async def get_config(
+        self, request: Req, org_settings: NamedDependency[OrgSettings], agent_id: FromPath[UUID]
+    ) -> CredentialsOut:
+        return CredentialsOut.of(await org_settings.resolver(principal_of(request), agent_id))
+
+    @put(
+        "/",
+        operation_id="putAgentCredentials",
+        responses=errors(400, 404, 413, 422),
+        summary="Configure the agent's credential resolver (bring your own key)",
+    )
+    async def put_config(
+        self,
+        request: Req,
+        org_settings: NamedDependency[OrgSettings],
+        agent_id: FromPath[UUID],
+        data: JSONBody[CredentialsPutBody],
+    ) -> CredentialsOut:
+        config = await org_settings.set_resolver(
+            principal_of(request),
+            agent_id,
+            enabled=data.enabled,
+            url=data.resolver_url,
+            timeout_ms=data.timeout_ms,
+        )
+        return CredentialsOut.of(config)
+
+
+class OrgSettingsController(Controller):
+    path = "/api/orgs/settings"
+    tags = ["organization"]
+
+    @get(
+        "/",
+        operation_id="getOrgSettings",
+        responses=errors(403),
+        summary="Organization settings, with the signing secret of outbound webhooks",
+    )
+    async def get_settings(
+        self, request: Req, org_settings: NamedDependency[OrgSettings]
+    ) -> OrgSettingsOut:
+        return OrgSettingsOut.of(await org_settings.get(principal_of(request)))
+
+    @post(
+        "/",
+        operation_id="updateOrgSettings",
+        status_code=200,
+        responses=errors(400, 403, 413, 422),
+        summary="Change embed domains and/or rotate the signing secret",
+    )
+    async def update_settings(
+        self,
+        request: Req,
+        org_settings: NamedDependency[OrgSettings],
+        data: JSONBody[OrgSettingsBody],
+    ) -> OrgSettingsOut:
+        view = await org_settings.update(
+            principal_of(request),
+            domains=data.allowed_embed_domains,
+            rotate=data.rotate_signing_secret,
+        )
+        return OrgSettingsOut.of(view)

@@ -1,0 +1,240 @@
+"""Bring-your-own-key end to end: the real service, the fake 'beta' provider, and a
+resolver on loopback that checks every signature with the docs' receiver (an
+implementation written from decisions.md, not from the service's code)."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jwt
+import psycopg
+import pytest
+
+from tests.e2e.service import Service
+from tests.fakes.providers import FakeProvider
+from tests.sse import names, parse
+from tests.web.live import serve
+
+pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
+
+_spec = importlib.util.spec_from_file_location(
+    "resolver_receiver", Path(__file__).resolve().parents[2] / "docs/examples/resolver_receiver.py"
+)
+assert _spec is not None
+assert _spec.loader is not None
+receiver_example = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(receiver_example)
+
+PLATFORM_KEY = "sk-platform-key-0123456789"
+JWT_SECRET = "resolver-e2e-jwt-secret-0123456789abcdefghijklmnop"
+
+
+class Resolver:
+    """Answers by mode; records every call and whether its signature verified."""
+
+    def __init__(self) -> None:
+        self.mode = "key"
+        self.secrets: list[str] = []
+        self.calls: list[dict[str, Any]] = []
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        body = b""
+        while True:
+            m = await receive()
+            body += m.get("body", b"")
+            if not m.get("more_body"):
+                break
+        headers = {k.decode(): v.decode() for k, v in scope["headers"]}
+        sigs = headers.get("x-service-signature", "").split()
+        verdicts = {}
+        for secret in self.secrets:
+            receiver_example._seen_nonces.clear()
+            verdicts[secret] = receiver_example.verify(secret, headers, body) is None
+        self.calls.append(
+            {"body": body, "headers": headers, "verdicts": verdicts, "signatures": sigs}
+        )
+        status, payload, extra = 200, b'{"apiKey": "sk-alice-own-key", "source": "byok"}', []
+        if self.mode == "null":
+            payload = b'{"apiKey": null, "source": "platform"}'
+        elif self.mode == "error":
+            status = 500
+        elif self.mode == "slow":
+            await asyncio.sleep(5)
+        elif self.mode == "redirect":
+            status, extra = 302, [(b"location", b"http://127.0.0.1:1/elsewhere")]
+        elif self.mode == "huge":
+            payload = b'{"apiKey": "' + b"x" * 200_000 + b'"}'
+        elif self.mode == "malformed":
+            payload = b"<html>not json</html>"
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [(b"content-type", b"application/json"), *extra],
+            }
+        )
+        await send({"type": "http.response.body", "body": payload})
+
+
+@pytest.fixture
+def world(pg_url: str, tmp_path: Path) -> Iterator[dict[str, Any]]:
+    resolver = Resolver()
+    fake = FakeProvider("beta")
+    base = fake.start()
+    key = f"ask_e2e_{uuid.uuid4().hex}"
+    org = f"byok-{uuid.uuid4().hex[:8]}"
+    svc = Service(
+        {
+            "AGENTSVC_DATABASE_URL": pg_url,
+            "AGENTSVC_BOOTSTRAP_API_KEY": key,
+            "AGENTSVC_BOOTSTRAP_ORG": org,
+            "AGENTSVC_BETA_BASE_URL": f"{base}/v1",
+            "AGENTSVC_BETA_API_KEY": PLATFORM_KEY,
+            "AGENTSVC_ALLOW_PRIVATE_NETWORK": "true",
+            "AGENTSVC_JWT_SECRET": JWT_SECRET,
+            "AGENTSVC_DATA_DIR": str(tmp_path / "data"),
+        },
+        log=tmp_path / "svc.log",
+    )
+    with serve(resolver) as resolver_url:
+        try:
+            svc.wait_ready()
+            admin = httpx.Client(
+                base_url=svc.url, headers={"Authorization": f"Bearer {key}"}, timeout=30
+            )
+            alice_token = jwt.encode(
+                {"sub": "alice", "org_id": org, "exp": int(time.time()) + 3600},
+                JWT_SECRET,
+                algorithm="HS256",
+            )
+            alice = httpx.Client(
+                base_url=svc.url, headers={"Authorization": f"Bearer {alice_token}"}, timeout=30
+            )
+            yield {
+                "svc": svc,
+                "admin": admin,
+                "alice": alice,
+                "fake": fake,
+                "resolver": resolver,
+                "url": f"{resolver_url}/resolve",
+                "pg": pg_url,
+            }
+            admin.close()
+            alice.close()
+            assert "sk-alice-own-key" not in svc.output(), "the user's key leaked into the log"
+        finally:
+            svc.stop()
+            fake.stop()
+
+
+def setup_agent(w: dict[str, Any], **config: Any) -> tuple[str, str]:
+    admin = w["admin"]
+    w["resolver"].secrets = [admin.get("/api/orgs/settings").json()["signing_secret"]]
+    agent = admin.post("/api/agents", json={"name": "BYOK", "defaultModel": "gpt-byok"}).json()
+    r = admin.put(
+        f"/api/agents/{agent['id']}/credentials",
+        json={"enabled": True, "resolverUrl": w["url"], "timeoutMs": 1000, **config},
+    )
+    assert r.status_code == 200, r.text
+    thread = w["alice"].post("/api/threads", json={"agentId": agent["id"]}).json()
+    return agent["id"], thread["id"]
+
+
+def key_sources(pg_url: str, thread_id: str) -> list[str]:
+    with psycopg.connect(pg_url) as db:
+        rows = db.execute(
+            "SELECT key_source FROM usage_records WHERE thread_id = %s ORDER BY created_at",
+            (thread_id,),
+        ).fetchall()
+    return [r[0] for r in rows]
+
+
+def test_the_users_key_serves_the_call_and_every_signature_verifies(world: dict[str, Any]) -> None:
+    agent_id, tid = setup_agent(world)
+    r = world["alice"].post(f"/api/threads/{tid}/messages", json={"content": "hello"})
+    assert names(parse(r.text))[-1] == "done"
+    assert world["fake"].requests[-1].headers["authorization"] == "Bearer sk-alice-own-key"
+    call = world["resolver"].calls[-1]
+    assert all(call["verdicts"].values())
+    sent = json.loads(call["body"])
+    assert set(sent) == {"userId", "orgId", "provider", "model"}
+    assert (sent["userId"], sent["provider"], sent["model"]) == ("alice", "beta", "gpt-byok")
+    assert key_sources(world["pg"], tid) == ["byok"]
+    config = world["admin"].get(f"/api/agents/{agent_id}/credentials").json()
+    assert config == {
+        "agent_id": agent_id,
+        "org_id": config["org_id"],
+        "enabled": True,
+        "resolver_url": world["url"],
+        "timeout_ms": 1000,
+    }
+
+
+@pytest.mark.parametrize("mode", ["null", "error", "redirect", "huge", "malformed"])
+def test_every_fallback_uses_the_platform_key(world: dict[str, Any], mode: str) -> None:
+    _, tid = setup_agent(world)
+    world["resolver"].mode = mode
+    r = world["alice"].post(f"/api/threads/{tid}/messages", json={"content": "hi"})
+    assert names(parse(r.text))[-1] == "done"
+    assert world["fake"].requests[-1].headers["authorization"] == f"Bearer {PLATFORM_KEY}"
+    assert key_sources(world["pg"], tid) == ["platform"]
+
+
+def test_a_slow_resolver_is_cut_off_at_its_timeout(world: dict[str, Any]) -> None:
+    _, tid = setup_agent(world, timeoutMs=500)
+    world["resolver"].mode = "slow"  # answers after 5 s
+    t0 = time.monotonic()
+    r = world["alice"].post(f"/api/threads/{tid}/messages", json={"content": "hi"})
+    elapsed = time.monotonic() - t0
+    assert names(parse(r.text))[-1] == "done"
+    assert elapsed < 0.5 + 1.0, elapsed
+    assert world["fake"].requests[-1].headers["authorization"] == f"Bearer {PLATFORM_KEY}"
+
+
+def test_rotation_sends_both_signatures_during_the_grace_period(world: dict[str, Any]) -> None:
+    _, tid = setup_agent(world)
+    old = world["resolver"].secrets[0]
+    new = (
+        world["admin"]
+        .post("/api/orgs/settings", json={"rotateSigningSecret": True})
+        .json()["signing_secret"]
+    )
+    assert new != old
+    world["resolver"].secrets = [new, old]
+    world["alice"].post(f"/api/threads/{tid}/messages", json={"content": "after rotation"})
+    call = world["resolver"].calls[-1]
+    assert len(call["signatures"]) == 2
+    assert call["verdicts"] == {new: True, old: True}
+
+
+def test_invalid_configurations_are_422(world: dict[str, Any]) -> None:
+    admin = world["admin"]
+    agent = admin.post("/api/agents", json={"name": "x"}).json()
+    url = f"/api/agents/{agent['id']}/credentials"
+    assert admin.get(url).json() == {
+        "agent_id": agent["id"],
+        "org_id": agent["org_id"],
+        "enabled": False,
+        "resolver_url": "",
+        "timeout_ms": 5000,
+    }
+    for body in (
+        {"enabled": True},
+        {"enabled": True, "resolverUrl": "ftp://x.example/r"},
+        {"enabled": False, "timeoutMs": 50},
+        {"enabled": False, "timeoutMs": 60000},
+        {"resolverUrl": "https://x.example"},
+    ):
+        r = admin.put(url, json=body)
+        assert (r.status_code, r.json()["error"]) == (422, "VALIDATION_ERROR"), (body, r.text)
+    assert world["alice"].get("/api/orgs/settings").status_code == 403

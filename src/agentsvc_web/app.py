@@ -21,7 +21,11 @@ from agentsvc_web.controllers.mcps import (
     RegistryController,
     RunnerMcpController,
 )
-from agentsvc_web.controllers.settings import AgentCredentialsController, OrgSettingsController
+from agentsvc_web.controllers.settings import (
+    AgentCompactionController,
+    AgentCredentialsController,
+    OrgSettingsController,
+)
 from agentsvc_web.errors import EXCEPTION_HANDLERS
 from agentsvc_web.schemas import OkBody
 from agentsvc_web.settings import Settings
@@ -78,6 +82,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             RegistryController,
             McpOAuthController,
             AgentCredentialsController,
+            AgentCompactionController,
             OrgSettingsController,
             healthz,
         ],
@@ -90,6 +95,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "registry": _const(services.registry_search),
             "oauth": _const(services.oauth),
             "org_settings": _const(services.org_settings),
+            "compaction": _const(services.compaction),
         },
         middleware=[bearer_auth(services.authenticator)],
         exception_handlers=EXCEPTION_HANDLERS,

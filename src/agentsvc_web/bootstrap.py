@@ -40,9 +40,10 @@ from agentsvc_core.ports.oauth import OAuthNetwork
 from agentsvc_core.ports.registry import McpRegistry
 from agentsvc_core.ports.resolver import CredentialResolver
 from agentsvc_core.use_cases import Agents, ApiKeys, Authenticator, Conversation, Threads
+from agentsvc_core.use_cases.compaction import Compactor
 from agentsvc_core.use_cases.mcp_oauth import McpOAuth
 from agentsvc_core.use_cases.mcp_servers import McpServers, McpTools
-from agentsvc_core.use_cases.org_settings import KeyBroker, OrgSettings
+from agentsvc_core.use_cases.org_settings import CompactionSettings, KeyBroker, OrgSettings
 from agentsvc_core.use_cases.registry import RegistrySearch
 from agentsvc_web.settings import Settings, SettingsError
 
@@ -105,6 +106,7 @@ class Services:
             clock,
             allow_http=settings.allow_private_network,
         )
+        self.compaction = CompactionSettings(storage.secrets, storage.agents, box)
         self.conversation = Conversation(
             self.threads,
             storage.agents,
@@ -115,6 +117,8 @@ class Services:
             clock,
             stale_after_s=settings.run_stale_after_s,
             keys=KeyBroker(self.org_settings, resolver),
+            compaction=self.compaction,
+            compactor=Compactor(storage.secrets, box),
         )
 
     async def _sweep_forever(self) -> None:

@@ -66,6 +66,7 @@ from agentsvc_core.rules import (
     check_model_id,
     check_text,
 )
+from agentsvc_core.use_cases.compaction import Checkpoint, Compactor
 from agentsvc_core.use_cases.context import (
     PROPOSE_PROFILE_SWITCH,
     effective_profile,
@@ -75,7 +76,12 @@ from agentsvc_core.use_cases.context import (
     profile_switch_tool,
     system_prompt,
 )
-from agentsvc_core.use_cases.org_settings import KeyBroker, ResolverConfig
+from agentsvc_core.use_cases.org_settings import (
+    CompactionConfig,
+    CompactionSettings,
+    KeyBroker,
+    ResolverConfig,
+)
 from agentsvc_core.use_cases.threads import Threads
 from agentsvc_core.use_cases.turn import (
     AuthChallenge,
@@ -133,6 +139,7 @@ class _Plan(msgspec.Struct, kw_only=True):
     metadata: dict[str, str]
     resolver: ResolverConfig | None = None
     user_id: str = ""
+    compaction: CompactionConfig | None = None
 
 
 class _ReplyState(msgspec.Struct, kw_only=True):
@@ -177,11 +184,15 @@ class Conversation:
         clock: Clock,
         stale_after_s: float = 45.0,
         keys: KeyBroker | None = None,
+        compaction: CompactionSettings | None = None,
+        compactor: Compactor | None = None,
     ) -> None:
         """``stale_after_s``: a running reply whose heartbeat is older than this is
         taken for dead (its process crashed) and marked interrupted; the running
         process refreshes the heartbeat four times in that span."""
         self._keys = keys
+        self._compaction = compaction
+        self._compactor = compactor
         self._stale_after = timedelta(seconds=stale_after_s)
         self._heartbeat_s = stale_after_s / 4
         self._threads = threads
@@ -232,6 +243,9 @@ class Conversation:
             offered=offered,
             metadata=merged_metadata(thread.metadata, msg.metadata),
             resolver=await self._keys.config(who.org_id, agent.id) if self._keys else None,
+            compaction=await self._compaction.of(who.org_id, agent.id)
+            if self._compaction is not None and model.provider == "beta"
+            else None,
             user_id=sender_id or "",
         )
 
@@ -369,7 +383,9 @@ class Conversation:
         stop = self._stops.watch(run.id)
         beat = asyncio.create_task(self._heartbeat(run))
         try:
+            checkpoint = await self._compact(plan, run, state)
             await self._steps(plan, run, turn, stop, state)
+            await self._remember_usage(plan, run, state, checkpoint)
         except asyncio.CancelledError:
             # The process is shutting down: keep what was said, mark it interrupted.
             state.status = "interrupted"
@@ -396,6 +412,54 @@ class Conversation:
             )
         turn.emit(state.error or self._done(state))
         turn.close()
+
+    async def _compact(self, plan: _Plan, run: Run, state: _ReplyState) -> Checkpoint | None:
+        """Summary-based compaction (beta family): send summary + recent messages."""
+        config, compactor = plan.compaction, self._compactor
+        if config is None or not config.enabled or compactor is None:
+            return None
+        try:
+            cp = await compactor.checkpoint(run.org_id, run.thread_id)
+            recent = compactor.after(cp, state.messages)
+            system = compactor.with_summary(plan.system, cp)
+            if compactor.tokens(cp, system, recent) > config.beta_compact_threshold:
+                done = await compactor.compact(
+                    plan.model, plan.model_name, cp, recent, await self._key(plan)
+                )
+                if done is not None:
+                    cp, usage = done
+                    await compactor.save(run.org_id, run.thread_id, cp)
+                    state.records.append(self._record(plan, run, None, usage, "platform"))
+                    recent = compactor.after(cp, recent)
+                    system = compactor.with_summary(plan.system, cp)
+        except DomainError as exc:
+            log.warning("compaction skipped for turn %s: %s", run.id, exc.detail)
+            return None
+        state.messages = list(recent)
+        plan.system = system
+        return cp
+
+    async def _remember_usage(
+        self, plan: _Plan, run: Run, state: _ReplyState, cp: Checkpoint | None
+    ) -> None:
+        """Keep the provider's input-token count for the next turn's estimate."""
+        if cp is None or self._compactor is None or not state.records:
+            return
+        last = state.records[-1].usage.input_tokens
+        counted = max(0, len(state.messages) - 1)
+        with contextlib.suppress(DomainError):
+            await self._compactor.save(
+                run.org_id,
+                run.thread_id,
+                msgspec.structs.replace(cp, input_tokens=last, counted=counted),
+            )
+
+    async def _key(self, plan: _Plan) -> str | None:
+        if self._keys is None or plan.resolver is None or plan.model.provider == "local":
+            return None
+        return await self._keys.key(
+            plan.resolver, user_id=plan.user_id, provider=plan.model.provider, model=plan.model_name
+        )
 
     @staticmethod
     def _done(state: _ReplyState) -> Done:
@@ -487,14 +551,7 @@ class Conversation:
     ) -> tuple[bool, Upstream | None, Usage, KeySource]:
         """One model call, streamed into ``turn``. Returns (stopped, failure, usage);
         the text and tool calls received so far are appended to ``text``/``calls``."""
-        api_key = None
-        if self._keys is not None and plan.resolver is not None and plan.model.provider != "local":
-            api_key = await self._keys.key(
-                plan.resolver,
-                user_id=plan.user_id,
-                provider=plan.model.provider,
-                model=plan.model_name,
-            )
+        api_key = await self._key(plan)
         request = ModelRequest(
             # a snapshot: the reply goes on appending to ``messages``
             model=plan.model_name,
@@ -587,7 +644,7 @@ class Conversation:
         return result
 
     def _record(
-        self, plan: _Plan, run: Run, message_id: UUID, usage: Usage, source: KeySource
+        self, plan: _Plan, run: Run, message_id: UUID | None, usage: Usage, source: KeySource
     ) -> UsageRecord:
         return UsageRecord(
             id=uuid.uuid4(),

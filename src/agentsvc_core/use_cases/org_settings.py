@@ -196,3 +196,60 @@ class KeyBroker:
         return await self._resolver.resolve(
             config.resolver_url, request, secrets_, config.timeout_ms
         )
+
+
+MIN_ALPHA_TRIGGER = 50_000
+MIN_BETA_THRESHOLD = 1_000
+MAX_TOKENS_BOUND = 10_000_000
+
+
+class CompactionConfig(msgspec.Struct, frozen=True, kw_only=True):
+    agent_id: UUID
+    org_id: str
+    enabled: bool = False
+    alpha_trigger_tokens: int = 150_000
+    alpha_instructions: str | None = None
+    alpha_pause_after: bool = False
+    beta_compact_threshold: int = 100_000
+
+
+class CompactionSettings:
+    """Per-agent compaction configuration (spec 2.7 and 4.4)."""
+
+    def __init__(self, store: SecretStore, agents: AgentRepository, box: SecretBox) -> None:
+        self._store = store
+        self._agents = agents
+        self._box = box
+
+    async def of(self, org: str, agent_id: UUID) -> CompactionConfig:
+        found = await self._store.get(org, "compaction", str(agent_id))
+        if found is None:
+            return CompactionConfig(agent_id=agent_id, org_id=org)
+        raw = self._box.open(found.value, f"{org}:compaction:{agent_id}")
+        return msgspec.json.decode(raw, type=CompactionConfig)
+
+    async def get(self, who: Principal, agent_id: UUID) -> CompactionConfig:
+        await self._agents.get(who.org_id, agent_id)
+        return await self.of(who.org_id, agent_id)
+
+    async def update(
+        self, who: Principal, agent_id: UUID, changes: dict[str, object]
+    ) -> CompactionConfig:
+        """Only the supplied fields change; bounds are checked on the result."""
+        current = await self.get(who, agent_id)
+        updated = msgspec.structs.replace(current, **changes)
+        if not MIN_ALPHA_TRIGGER <= updated.alpha_trigger_tokens <= MAX_TOKENS_BOUND:
+            raise InvalidInput(
+                "alpha_trigger_tokens",
+                f"must be between {MIN_ALPHA_TRIGGER} and {MAX_TOKENS_BOUND}",
+            )
+        if not MIN_BETA_THRESHOLD <= updated.beta_compact_threshold <= MAX_TOKENS_BOUND:
+            raise InvalidInput(
+                "beta_compact_threshold",
+                f"must be between {MIN_BETA_THRESHOLD} and {MAX_TOKENS_BOUND}",
+            )
+        if updated.alpha_instructions is not None:
+            check_text("alpha_instructions", updated.alpha_instructions, max_len=20_000)
+        sealed = self._box.seal(msgspec.json.encode(updated), f"{who.org_id}:compaction:{agent_id}")
+        await self._store.put(who.org_id, "compaction", str(agent_id), SealedRecord(value=sealed))
+        return updated

@@ -9,7 +9,13 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody
 from msgspec import Meta
 
-from agentsvc_core.use_cases.org_settings import OrgSettings, OrgSettingsView, ResolverConfig
+from agentsvc_core.use_cases.org_settings import (
+    CompactionConfig,
+    CompactionSettings,
+    OrgSettings,
+    OrgSettingsView,
+    ResolverConfig,
+)
 from agentsvc_web.auth import principal_of
 from agentsvc_web.openapi import errors
 
@@ -133,3 +139,74 @@ class OrgSettingsController(Controller):
             rotate=data.rotate_signing_secret,
         )
         return OrgSettingsOut.of(view)
+
+
+class CompactionPutBody(msgspec.Struct, rename="camel"):
+    enabled: bool | msgspec.UnsetType = msgspec.UNSET
+    alpha_trigger_tokens: int | msgspec.UnsetType = msgspec.UNSET
+    alpha_instructions: Annotated[str, Meta(max_length=20_000)] | msgspec.UnsetType | None = (
+        msgspec.UNSET
+    )
+    alpha_pause_after: bool | msgspec.UnsetType = msgspec.UNSET
+    beta_compact_threshold: int | msgspec.UnsetType = msgspec.UNSET
+
+
+class CompactionOut(msgspec.Struct):
+    agent_id: UUID
+    org_id: str
+    enabled: bool
+    alpha_trigger_tokens: int
+    alpha_instructions: str | None
+    alpha_pause_after: bool
+    beta_compact_threshold: int
+
+    @classmethod
+    def of(cls, c: CompactionConfig) -> CompactionOut:
+        return cls(
+            agent_id=c.agent_id,
+            org_id=c.org_id,
+            enabled=c.enabled,
+            alpha_trigger_tokens=c.alpha_trigger_tokens,
+            alpha_instructions=c.alpha_instructions,
+            alpha_pause_after=c.alpha_pause_after,
+            beta_compact_threshold=c.beta_compact_threshold,
+        )
+
+
+class AgentCompactionController(Controller):
+    path = "/api/agents/{agent_id:uuid}/compaction"
+    tags = ["compaction"]
+
+    @get(
+        "/",
+        operation_id="getAgentCompaction",
+        responses=errors(404),
+        summary="The agent's context compaction configuration",
+    )
+    async def get_config(
+        self,
+        request: Req,
+        compaction: NamedDependency[CompactionSettings],
+        agent_id: FromPath[UUID],
+    ) -> CompactionOut:
+        return CompactionOut.of(await compaction.get(principal_of(request), agent_id))
+
+    @put(
+        "/",
+        operation_id="putAgentCompaction",
+        responses=errors(400, 404, 413, 422),
+        summary="Change the supplied compaction settings",
+    )
+    async def put_config(
+        self,
+        request: Req,
+        compaction: NamedDependency[CompactionSettings],
+        agent_id: FromPath[UUID],
+        data: JSONBody[CompactionPutBody],
+    ) -> CompactionOut:
+        changes = {
+            f: getattr(data, f)
+            for f in data.__struct_fields__
+            if getattr(data, f) is not msgspec.UNSET
+        }
+        return CompactionOut.of(await compaction.update(principal_of(request), agent_id, changes))

@@ -1,0 +1,118 @@
+"""Summary-based compaction (beta family) end to end, against the fake provider."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from agentsvc_core.use_cases.compaction import SUMMARY_PROMPT
+from tests.e2e.service import Service
+from tests.fakes.providers import FakeProvider
+from tests.sse import names, parse
+
+pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
+
+
+@pytest.fixture
+def world(pg_url: str, tmp_path: Path) -> Iterator[tuple[httpx.Client, FakeProvider]]:
+    fake = FakeProvider("beta")
+    base = fake.start()
+    key = f"ask_e2e_{uuid.uuid4().hex}"
+    svc = Service(
+        {
+            "AGENTSVC_DATABASE_URL": pg_url,
+            "AGENTSVC_BOOTSTRAP_API_KEY": key,
+            "AGENTSVC_BOOTSTRAP_ORG": f"cmp-{uuid.uuid4().hex[:8]}",
+            "AGENTSVC_BETA_BASE_URL": f"{base}/v1",
+            "AGENTSVC_BETA_API_KEY": "sk-platform",
+            "AGENTSVC_DATA_DIR": str(tmp_path / "data"),
+        },
+        log=tmp_path / "svc.log",
+    )
+    try:
+        svc.wait_ready()
+        with httpx.Client(
+            base_url=svc.url, headers={"Authorization": f"Bearer {key}"}, timeout=30
+        ) as c:
+            yield c, fake
+    finally:
+        svc.stop()
+        fake.stop()
+
+
+def system_of(body: dict[str, Any]) -> str:
+    first = body["messages"][0]
+    return str(first["content"]) if first["role"] == "system" else ""
+
+
+def users_of(body: dict[str, Any]) -> list[str]:
+    return [m["content"] for m in body["messages"] if m["role"] == "user"]
+
+
+def test_a_long_conversation_is_summarised_and_history_stays_complete(
+    world: tuple[httpx.Client, FakeProvider],
+) -> None:
+    c, fake = world
+    agent = c.post(
+        "/api/agents",
+        json={"name": "Long talker", "defaultModel": "gpt-long", "stablePreamble": "PREAMBLE"},
+    ).json()
+    r = c.put(
+        f"/api/agents/{agent['id']}/compaction",
+        json={"enabled": True, "betaCompactThreshold": 1000},
+    )
+    assert r.status_code == 200
+    assert (
+        r.json()["enabled"],
+        r.json()["beta_compact_threshold"],
+        r.json()["alpha_trigger_tokens"],
+    ) == (True, 1000, 150000)
+    thread = c.post("/api/threads", json={"agentId": agent["id"]}).json()
+    said = [f"message {i}: " + f"word{i} " * 400 for i in range(6)]
+    for text in said:
+        events = parse(c.post(f"/api/threads/{thread['id']}/messages", json={"content": text}).text)
+        assert names(events)[-1] == "done"
+
+    bodies = [r.json for r in fake.requests]
+    summaries = [b for b in bodies if system_of(b) == SUMMARY_PROMPT]
+    assert summaries, "no summary was asked for"
+    assert "message 0" in summaries[0]["messages"][-1]["content"]  # the oldest were summarised
+    last = bodies[-1]
+    assert system_of(last).startswith("PREAMBLE\n\nSummary of the earlier conversation:\n")
+    sent = users_of(last)
+    assert sent[-1] == said[-1]
+    assert said[0] not in sent  # replaced by the summary
+    assert len(sent) < len(said)
+    # the history is complete
+    history = c.get(f"/api/threads/{thread['id']}/messages").json()
+    assert history["total"] == 12
+    assert [m["content"] for m in history["messages"] if m["role"] == "user"] == said
+
+
+def test_compaction_settings_bounds(world: tuple[httpx.Client, FakeProvider]) -> None:
+    c, _ = world
+    agent = c.post("/api/agents", json={"name": "x"}).json()
+    url = f"/api/agents/{agent['id']}/compaction"
+    assert c.get(url).json() == {
+        "agent_id": agent["id"],
+        "org_id": agent["org_id"],
+        "enabled": False,
+        "alpha_trigger_tokens": 150000,
+        "alpha_instructions": None,
+        "alpha_pause_after": False,
+        "beta_compact_threshold": 100000,
+    }
+    for body in ({"alphaTriggerTokens": 49999}, {"betaCompactThreshold": 999}, {"enabled": "yes"}):
+        r = c.put(url, json=body)
+        assert (r.status_code, r.json()["error"]) == (422, "VALIDATION_ERROR"), body
+    r = c.put(url, json={"alphaInstructions": "Keep the numbers.", "alphaPauseAfter": True})
+    assert (r.json()["alpha_instructions"], r.json()["alpha_pause_after"], r.json()["enabled"]) == (
+        "Keep the numbers.",
+        True,
+        False,
+    )

@@ -6,13 +6,24 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.service import Service
+from tests.fakes.registry import FakeRegistry
+from tests.web.live import serve
 
 E2E_KEY = "ask_e2e_bootstrap_key_0123456789abcdefgh"
 E2E_JWT_SECRET = "e2e-jwt-secret-0123456789abcdefghijklmnopqrstuvwxyz"
 
 
 @pytest.fixture(scope="session")
-def service(tmp_path_factory: pytest.TempPathFactory, pg_url: str) -> Iterator[Service]:
+def registry_url() -> Iterator[str]:
+    """A fake MCP registry on loopback: tests never reach the real one."""
+    with serve(FakeRegistry()) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def service(
+    tmp_path_factory: pytest.TempPathFactory, pg_url: str, registry_url: str
+) -> Iterator[Service]:
     """The service on PostgreSQL, the production adapter."""
     tmp: Path = tmp_path_factory.mktemp("svc")
     svc = Service(
@@ -21,6 +32,7 @@ def service(tmp_path_factory: pytest.TempPathFactory, pg_url: str) -> Iterator[S
             "AGENTSVC_DATABASE_URL": pg_url,
             "AGENTSVC_BOOTSTRAP_API_KEY": E2E_KEY,
             "AGENTSVC_JWT_SECRET": E2E_JWT_SECRET,
+            "AGENTSVC_MCP_REGISTRY_URL": registry_url,
             "AGENTSVC_DATA_DIR": str(tmp / "data"),
         },
         log=tmp / "service.log",

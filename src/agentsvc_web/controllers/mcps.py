@@ -352,7 +352,7 @@ class McpOAuthController(Controller):
     @get(
         "/callback",
         operation_id="mcpOAuthCallback",
-        responses=errors(400, 422, 502),
+        responses=errors(400, 404, 422, 502),
         security=[],
         summary="Where the authorization server sends the browser back (no bearer token: "
         "the single-use state authenticates it)",

@@ -140,7 +140,9 @@ class Turn:
                 return []
             self._changed.clear()
             try:
-                await asyncio.wait_for(self._changed.wait(), wait_s)
+                # asyncio.timeout, not wait_for: no task is created per wait (per token)
+                async with asyncio.timeout(wait_s):
+                    await self._changed.wait()
             except TimeoutError:
                 return None
         return self.events[start:]

@@ -19,8 +19,7 @@ async def test_keep_alive_comments_while_silent_then_numbered_events() -> None:
     frames: list[bytes] = []
 
     async def read() -> None:
-        async for frame in sse_frames(turn, keepalive_s=0.02):
-            frames.append(frame)
+        frames.extend([frame async for frame in sse_frames(turn, keepalive_s=0.02)])
 
     reader = asyncio.create_task(read())
     await asyncio.sleep(0.09)  # the model is silent: keep-alives

@@ -33,3 +33,8 @@ fmt: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+
+## bench: the performance benchmark (docs/performance.md); `make bench ARGS=--quick` for a short run
+.PHONY: bench
+bench: $(STAMP)
+	$(BIN)/python -m bench $(ARGS)

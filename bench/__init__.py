@@ -1,0 +1,1 @@
+"""Benchmarks of agentsvc: ``python -m bench`` (see docs/performance.md)."""

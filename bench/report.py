@@ -1,0 +1,339 @@
+"""Statistics, the machine description, targets, and the markdown / JSON output."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import sys
+from collections.abc import Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+
+def pct(values: Sequence[float], q: float) -> float | None:
+    """The ``q``-th percentile (0..100), linear between closest ranks; None when empty."""
+    if not values:
+        return None
+    s = sorted(values)
+    if len(s) == 1:
+        return s[0]
+    k = (len(s) - 1) * q / 100
+    lo, hi = math.floor(k), math.ceil(k)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def summary_ms(values_s: Sequence[float]) -> dict[str, float | None]:
+    ms = [v * 1000 for v in values_s]
+    return {
+        "p50": _r(pct(ms, 50)),
+        "p95": _r(pct(ms, 95)),
+        "p99": _r(pct(ms, 99)),
+        "mean": _r(sum(ms) / len(ms)) if ms else None,
+        "n": len(ms),
+    }
+
+
+def _r(v: float | None, digits: int = 2) -> float | None:
+    return None if v is None else round(v, digits)
+
+
+# --- the machine -------------------------------------------------------------------------
+
+
+def machine(pg_version: str, clients: int) -> dict[str, Any]:
+    cpu_model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem_kb = 0
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem_kb = int(line.split()[1])
+    except OSError:
+        pass
+    versions = {}
+    for pkg in ("litestar", "uvicorn", "uvloop", "httptools", "httpx", "psycopg", "msgspec"):
+        try:
+            versions[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            versions[pkg] = None
+    return {
+        "nproc": os.cpu_count(),
+        "cpu_model": cpu_model,
+        "ram_gib": round(mem_kb / 1024 / 1024, 1),
+        "kernel": platform.release(),
+        "python": sys.version.split()[0],
+        "postgresql": pg_version,
+        "client_processes": clients,
+        "packages": versions,
+    }
+
+
+def machine_line(m: dict[str, Any]) -> str:
+    return (
+        f"{m['nproc']} vCPU ({m['cpu_model']}), {m['ram_gib']} GiB RAM, Linux {m['kernel']}, "
+        f"Python {m['python']}, {m['postgresql']}; everything (service, PostgreSQL, fake "
+        f"provider, {m['client_processes']} client processes) on the same machine"
+    )
+
+
+# --- targets ---------------------------------------------------------------------------------
+
+
+def _find(rows: list[dict[str, Any]], **match: Any) -> dict[str, Any] | None:
+    for row in rows:
+        if all(row.get(k) == v for k, v in match.items()):
+            return row
+    return None
+
+
+def _target(name: str, limit: str, value: float | None, ok: bool | None, factor: str) -> dict:
+    status = "n/a" if ok is None else ("PASS" if ok else "MISS")
+    return {"target": name, "limit": limit, "measured": value, "status": status, "factor": factor}
+
+
+def evaluate_targets(results: dict[str, Any], slow_cap: int) -> list[dict[str, Any]]:
+    rows = [r for r in results.get("load", []) if r["workers"] == 1]
+    out = []
+
+    svc = [r for r in rows if r["target"] == "service" and r["mode"] == "instant"]
+    if svc:
+        worst = max(svc, key=lambda r: r["server_cpu_ms_per_turn"])
+        cpu = worst["server_cpu_ms_per_turn"]
+        best = min(r["server_cpu_ms_per_turn"] for r in svc)
+        paced = [
+            r["server_cpu_ms_per_turn"]
+            for r in rows
+            if r["target"] == "service" and r["mode"] == "paced"
+        ]
+        note = f"{cpu / 4:.1f}x the limit at c={worst['concurrency']}; best level {best} ms"
+        if paced:
+            note += f"; paced provider: {min(paced)}-{max(paced)} ms"
+        out.append(
+            _target(
+                "server CPU per 50-token turn (instant, worst level)",
+                "<= 4 ms",
+                cpu,
+                cpu <= 4,
+                note,
+            )
+        )
+    for c, key, limit in ((1, "p50", 5.0), (50, "p95", 50.0)):
+        for mode in ("instant", "paced"):
+            row = _find(rows, target="service", mode=mode, concurrency=c)
+            if row is None and mode == "paced":
+                continue
+            value = row["ttft_overhead_ms"][key] if row else None
+            note = "" if value is None else f"{value / limit:.1f}x the limit"
+            bare = _find(rows, target="bare", mode=mode, concurrency=c)
+            if bare is not None and value is not None:
+                note += f"; bare ASGI app: {bare['ttft_overhead_ms'][key]} ms"
+            out.append(
+                _target(
+                    f"TTFT overhead {key} at c={c} ({mode} provider)",
+                    f"<= {limit:g} ms",
+                    value,
+                    None if value is None else value <= limit,
+                    note,
+                )
+            )
+    svc50 = _find(rows, target="service", mode="instant", concurrency=50)
+    bare50 = _find(rows, target="bare", mode="instant", concurrency=50)
+    if svc50 and bare50:
+        ratio = svc50["turns_per_s"] / bare50["turns_per_s"]
+        out.append(
+            _target(
+                "turns/s at c=50 vs the bare ASGI floor",
+                ">= 0.5x",
+                round(ratio, 3),
+                ratio >= 0.5,
+                f"{svc50['turns_per_s']} vs {bare50['turns_per_s']} turns/s "
+                f"({0.5 / ratio:.1f}x short)"
+                if ratio < 0.5
+                else f"{svc50['turns_per_s']} vs {bare50['turns_per_s']} turns/s",
+            )
+        )
+    else:
+        out.append(_target("turns/s at c=50 vs the bare ASGI floor", ">= 0.5x", None, None, ""))
+    hist = results.get("history")
+    if hist and hist.get("ratio") is not None:
+        ratio = hist["ratio"]
+        last = hist["last_n"]
+        out.append(
+            _target(
+                f"overhead at message {last} vs message 1 (median of 10)",
+                "<= 1.5x",
+                ratio,
+                ratio <= 1.5,
+                f"{hist['first_overhead_ms']} ms -> {hist['last_overhead_ms']} ms",
+            )
+        )
+    slow = results.get("slow_streams") or []
+    if slow:
+        at_cap = [s for s in slow if s["streams"] >= slow_cap]
+        best = max((s["streams"] for s in slow if s["errors"] == 0), default=0)
+        cap_row = at_cap[0] if at_cap else None
+        ok = cap_row is not None and cap_row["errors"] == 0
+        errors = cap_row["errors"] if cap_row else None
+        out.append(
+            _target(
+                f"{slow_cap} concurrent slow streams, zero errors",
+                "0 errors",
+                errors,
+                ok,
+                f"most with zero errors: {best}"
+                + ("" if ok else f" ({slow_cap / best:.1f}x short)" if best else ""),
+            )
+        )
+    return out
+
+
+# --- markdown ---------------------------------------------------------------------------
+
+
+def _f(v: Any, digits: int = 1) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+def _trio(d: dict[str, Any]) -> str:
+    return f"{_f(d['p50'])} / {_f(d['p95'])} / {_f(d['p99'])}"
+
+
+def markdown(results: dict[str, Any]) -> str:
+    m = results["machine"]
+    cfg = results["config"]
+    lines = [
+        f"Run {results['started']} ({'quick' if cfg['quick'] else 'full'}, "
+        f"{results['duration_s']:.0f} s) of {results.get('git', '?')}. "
+        f"Machine: {machine_line(m)}.",
+        "",
+        f"Reply: {cfg['tokens']} tokens. Instant: the fake provider sends them at once. "
+        f"Paced: first token after {cfg['paced_first_token_delay_s'] * 1000:.0f} ms, then one "
+        f"every {cfg['paced_token_delay_s'] * 1000:.0f} ms. Overhead = client TTFT - the "
+        "provider's configured TTFT; net = overhead - the control row's p50 at the same "
+        "concurrency (the fake's and the client's own share).",
+        "",
+        "### Targets",
+        "",
+        "| target | limit | measured | status | note |",
+        "|---|---|---|---|---|",
+    ]
+    lines.extend(
+        f"| {t['target']} | {t['limit']} | {_f(t['measured'], 2)} | **{t['status']}** | "
+        f"{t['factor']} |"
+        for t in results.get("targets", [])
+    )
+    lines += [
+        "",
+        "### Turns under load",
+        "",
+        "| target | mode | c | turns | err | TTFT overhead p50/p95/p99 ms | net p50 ms "
+        "| e2e p50/p95/p99 ms | turns/s | tokens/s | server CPU ms/turn | PG CPU ms/turn "
+        "| peak RSS MB | machine busy | other load |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results.get("load", []):
+        name = r["target"] + (f" (--workers {r['workers']})" if r["workers"] > 1 else "")
+        lines.append(
+            f"| {name} | {r['mode']} | {r['concurrency']} | {r['turns']} | {r['errors']} | "
+            f"{_trio(r['ttft_overhead_ms'])} | {_f(r.get('net_overhead_p50_ms'))} | "
+            f"{_trio(r['e2e_ms'])} | {_f(r['turns_per_s'])} | {_f(r['tokens_per_s'], 0)} | "
+            f"{_f(r['server_cpu_ms_per_turn'], 2)} | {_f(r.get('pg_cpu_ms_per_turn'), 2)} | "
+            f"{_f(r['peak_rss_mb'])} | {_f(r['machine_busy_pct'], 0)}% | "
+            f"{_f(r.get('foreign_cores'), 2)} |"
+        )
+    ratios = results.get("ratios", [])
+    if ratios:
+        lines += [
+            "",
+            "### Service / bare ASGI",
+            "",
+            "| mode | c | turns/s ratio | server CPU per turn ratio | TTFT p50 ratio "
+            "| extra CPU ms/turn |",
+            "|---|---|---|---|---|---|",
+        ]
+        for x in ratios:
+            lines.append(
+                f"| {x['mode']} | {x['concurrency']} | {_f(x['throughput_ratio'], 2)} | "
+                f"{_f(x['cpu_ratio'], 1)}x | {_f(x['ttft_p50_ratio'], 1)}x | "
+                f"{_f(x['extra_cpu_ms_per_turn'], 2)} |"
+            )
+    hist = results.get("history")
+    if hist:
+        lines += [
+            "",
+            f"### History growth (one thread, {hist['last_n']} messages, instant provider)",
+            "",
+            "| messages | TTFT overhead median ms | e2e median ms | server CPU ms/turn |",
+            "|---|---|---|---|",
+        ]
+        for w in hist["windows"]:
+            lines.append(
+                f"| {w['from']}-{w['to']} | {_f(w['overhead_ms'], 2)} | {_f(w['e2e_ms'], 2)} | "
+                f"{_f(w['server_cpu_ms'], 2)} |"
+            )
+        lines.append("")
+        lines.append(
+            f"Ratio last/first (TTFT overhead): **{_f(hist['ratio'], 2)}x**; "
+            f"errors: {hist['errors']}."
+        )
+    slow = results.get("slow_streams") or []
+    if slow:
+        lines += [
+            "",
+            "### Concurrent slow streams",
+            "",
+            "| streams | pace | ok | errors | peak live | RSS before MB | RSS peak MB "
+            "| KB per open stream | server fds at peak | DB connections at peak | error kinds |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for s in slow:
+            kinds = "; ".join(f"{k} x{v}" for k, v in s["error_kinds"].items()) or "-"
+            lines.append(
+                f"| {s['streams']} | {s['pace']} | {s['ok']} | {s['errors']} | {s['peak_live']} | "
+                f"{_f(s['rss_before_mb'])} | {_f(s['rss_peak_mb'])} | "
+                f"{_f(s['kb_per_stream'], 0)} | {s['server_fds_peak']} | {s['db_connections']} | "
+                f"{kinds} |"
+            )
+    crud = results.get("crud") or []
+    if crud:
+        lines += [
+            "",
+            f"### CRUD request rates (concurrency {crud[0]['concurrency']})",
+            "",
+            "| operation | requests | errors | requests/s | p50 ms | p99 ms "
+            "| server CPU ms/request | PG CPU ms/request | machine busy |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for c in crud:
+            lines.append(
+                f"| {c['op']} | {c['requests']} | {c['errors']} | {_f(c['requests_per_s'])} | "
+                f"{_f(c['latency_ms']['p50'], 2)} | {_f(c['latency_ms']['p99'], 2)} | "
+                f"{_f(c['server_cpu_ms_per_request'], 2)} | "
+                f"{_f(c['pg_cpu_ms_per_request'], 2)} | {_f(c['machine_busy_pct'], 0)}% |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def write(results: dict[str, Any], out: Path) -> tuple[Path, Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    stamp = results["started"].replace(":", "").replace("-", "")
+    json_path = out / f"bench-{stamp}.json"
+    md_path = out / f"bench-{stamp}.md"
+    json_path.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    md_path.write_text(markdown(results))
+    (out / "latest.json").write_text(json_path.read_text())
+    (out / "latest.md").write_text(md_path.read_text())
+    return json_path, md_path

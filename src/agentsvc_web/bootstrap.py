@@ -43,7 +43,12 @@ from agentsvc_core.use_cases import Agents, ApiKeys, Authenticator, Conversation
 from agentsvc_core.use_cases.compaction import Compactor
 from agentsvc_core.use_cases.mcp_oauth import McpOAuth
 from agentsvc_core.use_cases.mcp_servers import McpServers, McpTools
-from agentsvc_core.use_cases.org_settings import CompactionSettings, KeyBroker, OrgSettings
+from agentsvc_core.use_cases.org_settings import (
+    AgentConfigs,
+    CompactionSettings,
+    KeyBroker,
+    OrgSettings,
+)
 from agentsvc_core.use_cases.registry import RegistrySearch
 from agentsvc_web.settings import Settings, SettingsError
 
@@ -117,7 +122,7 @@ class Services:
             clock,
             stale_after_s=settings.run_stale_after_s,
             keys=KeyBroker(self.org_settings, resolver),
-            compaction=self.compaction,
+            configs=AgentConfigs(storage.secrets, box),
             compactor=Compactor(storage.secrets, box),
         )
 
@@ -246,6 +251,7 @@ def _providers(settings: Settings) -> tuple[AlphaModel | None, BetaModel | None]
             settings.alpha_base_url or "https://api.anthropic.com",
             settings.alpha_api_key or "",
             read_timeout_s=timeout,
+            max_connections=settings.provider_max_connections,
         )
     if settings.beta_base_url or settings.beta_api_key:
         beta = BetaModel(
@@ -253,6 +259,7 @@ def _providers(settings: Settings) -> tuple[AlphaModel | None, BetaModel | None]
             settings.beta_api_key or "",
             max_tokens_field=settings.beta_max_tokens_field,
             read_timeout_s=timeout,
+            max_connections=settings.provider_max_connections,
         )
     return alpha, beta
 

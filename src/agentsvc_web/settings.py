@@ -97,6 +97,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         ("o", "beta"),
     )
     provider_read_timeout_s: int = 120
+    provider_max_connections: int = 10_000
     max_body_bytes: int = 2 * 1024 * 1024
     encryption_keys: str | None = None
     mcp_registry_url: str = "https://registry.modelcontextprotocol.io"
@@ -152,6 +153,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             ),  # type: ignore[arg-type]
             model_routes=_routes(e.get("AGENTSVC_MODEL_ROUTES", "")),
             provider_read_timeout_s=_int(e, "AGENTSVC_PROVIDER_READ_TIMEOUT_S", 120, 1, 3600),
+            provider_max_connections=_int(
+                e, "AGENTSVC_PROVIDER_MAX_CONNECTIONS", 10_000, 1, 1_000_000
+            ),
             max_body_bytes=_int(
                 e, "AGENTSVC_MAX_BODY_BYTES", 2 * 1024 * 1024, 1024, 1024 * 1024 * 1024
             ),

@@ -13,6 +13,15 @@ class MemorySecrets(SecretStore):
     async def get(self, org_id: str, kind: str, key: str) -> SealedRecord | None:
         return self._records.get((org_id, kind, key))
 
+    async def get_many(
+        self, org_id: str, wanted: list[tuple[str, str]]
+    ) -> dict[tuple[str, str], SealedRecord]:
+        return {
+            (kind, key): self._records[(org_id, kind, key)]
+            for kind, key in wanted
+            if (org_id, kind, key) in self._records
+        }
+
     async def take(self, org_id: str, kind: str, key: str) -> SealedRecord | None:
         return self._records.pop((org_id, kind, key), None)
 

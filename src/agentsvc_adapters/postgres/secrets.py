@@ -22,6 +22,18 @@ class PostgresSecrets(_Repo, SecretStore):
         )
         return None if row is None else SealedRecord(value=row[0], expires_at=row[1])
 
+    async def get_many(
+        self, org_id: str, wanted: list[tuple[str, str]]
+    ) -> dict[tuple[str, str], SealedRecord]:
+        if not wanted:
+            return {}
+        rows = await self._all(
+            "SELECT kind, key, value, expires_at FROM org_secrets WHERE org_id = %s"
+            " AND (kind, key) IN (SELECT * FROM unnest(%s::text[], %s::text[]))",
+            (org_id, [k for k, _ in wanted], [k for _, k in wanted]),
+        )
+        return {(r[0], r[1]): SealedRecord(value=r[2], expires_at=r[3]) for r in rows}
+
     async def take(self, org_id: str, kind: str, key: str) -> SealedRecord | None:
         # DELETE ... RETURNING: of concurrent takers exactly one gets the row.
         row = await self._one(

@@ -20,6 +20,12 @@ class SecretStore(Protocol):
 
     async def get(self, org_id: str, kind: str, key: str) -> SealedRecord | None: ...
 
+    async def get_many(
+        self, org_id: str, wanted: list[tuple[str, str]]
+    ) -> dict[tuple[str, str], SealedRecord]:
+        """Several (kind, key) records in one read; missing ones are absent."""
+        ...
+
     async def take(self, org_id: str, kind: str, key: str) -> SealedRecord | None:
         """Read and delete in one step: of concurrent takers, one gets the record."""
         ...

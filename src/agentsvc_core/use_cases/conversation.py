@@ -77,8 +77,8 @@ from agentsvc_core.use_cases.context import (
     system_prompt,
 )
 from agentsvc_core.use_cases.org_settings import (
+    AgentConfigs,
     CompactionConfig,
-    CompactionSettings,
     KeyBroker,
     ResolverConfig,
 )
@@ -184,14 +184,14 @@ class Conversation:
         clock: Clock,
         stale_after_s: float = 45.0,
         keys: KeyBroker | None = None,
-        compaction: CompactionSettings | None = None,
+        configs: AgentConfigs | None = None,
         compactor: Compactor | None = None,
     ) -> None:
         """``stale_after_s``: a running reply whose heartbeat is older than this is
         taken for dead (its process crashed) and marked interrupted; the running
         process refreshes the heartbeat four times in that span."""
         self._keys = keys
-        self._compaction = compaction
+        self._configs = configs
         self._compactor = compactor
         self._stale_after = timedelta(seconds=stale_after_s)
         self._heartbeat_s = stale_after_s / 4
@@ -219,6 +219,9 @@ class Conversation:
 
         model_id = msg.model_override or agent.default_model
         model, model_name = self._router.route(model_id)
+        resolver, compaction = (
+            await self._configs.load(who.org_id, agent.id) if self._configs else (None, None)
+        )
         profile = effective_profile(agent, thread, msg.tool_profile)
         server = {
             t.name: t for t in gate_tools(agent, profile, await self._tools.list_tools(who, agent))
@@ -242,10 +245,8 @@ class Conversation:
             client_tools=client,
             offered=offered,
             metadata=merged_metadata(thread.metadata, msg.metadata),
-            resolver=await self._keys.config(who.org_id, agent.id) if self._keys else None,
-            compaction=await self._compaction.of(who.org_id, agent.id)
-            if self._compaction is not None and model.provider == "beta"
-            else None,
+            resolver=resolver,
+            compaction=compaction if model.provider == "beta" else None,
             user_id=sender_id or "",
         )
 

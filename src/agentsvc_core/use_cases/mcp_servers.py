@@ -308,9 +308,15 @@ class McpServers:
         return AttachedServer(attachment=attachment, server=server)
 
     async def attached(
-        self, who: Principal, owner_kind: Literal["agent", "runner"], owner_id: UUID
+        self,
+        who: Principal,
+        owner_kind: Literal["agent", "runner"],
+        owner_id: UUID,
+        *,
+        known_owner: bool = False,
     ) -> list[AttachedServer]:
-        if owner_kind == "agent":
+        """``known_owner``: the caller has just read the agent (the turn): skip the check."""
+        if owner_kind == "agent" and not known_owner:
             await self._agents.get(who.org_id, owner_id)
         return [
             AttachedServer(attachment=a, server=await self._repo.get(who.org_id, a.mcp_id))
@@ -333,7 +339,7 @@ class McpTools(ServerTools):
         self._client = client
 
     async def _attached(self, who: Principal, agent: Agent) -> list[AttachedServer]:
-        attached = await self._servers.attached(who, "agent", agent.id)
+        attached = await self._servers.attached(who, "agent", agent.id, known_owner=True)
         refreshed = []
         for item in attached:
             current = item
@@ -363,7 +369,7 @@ class McpTools(ServerTools):
         slug, sep, tool = name.partition(TOOL_SEPARATOR)
         if not sep:
             return f"error: no tool named {name!r}"
-        for item in await self._servers.attached(who, "agent", agent.id):
+        for item in await self._servers.attached(who, "agent", agent.id, known_owner=True):
             if item.server.slug != slug:
                 continue
             if tool not in {t.name for t in effective_tools(item.server, item.attachment)}:

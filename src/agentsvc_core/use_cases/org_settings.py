@@ -181,9 +181,6 @@ class KeyBroker:
         self._settings = settings
         self._resolver = resolver
 
-    async def config(self, org_id: str, agent_id: UUID) -> ResolverConfig:
-        return await self._settings.resolver_of(org_id, agent_id)
-
     async def key(
         self, config: ResolverConfig, *, user_id: str, provider: str, model: str
     ) -> str | None:
@@ -253,3 +250,24 @@ class CompactionSettings:
         sealed = self._box.seal(msgspec.json.encode(updated), f"{who.org_id}:compaction:{agent_id}")
         await self._store.put(who.org_id, "compaction", str(agent_id), SealedRecord(value=sealed))
         return updated
+
+
+class AgentConfigs:
+    """An agent's resolver and compaction configurations, read together (one round trip)."""
+
+    def __init__(self, store: SecretStore, box: SecretBox) -> None:
+        self._store = store
+        self._box = box
+
+    async def load(self, org: str, agent_id: UUID) -> tuple[ResolverConfig, CompactionConfig]:
+        key = str(agent_id)
+        found = await self._store.get_many(org, [("resolver", key), ("compaction", key)])
+        resolver = ResolverConfig(agent_id=agent_id, org_id=org)
+        compaction = CompactionConfig(agent_id=agent_id, org_id=org)
+        if ("resolver", key) in found:
+            raw = self._box.open(found[("resolver", key)].value, f"{org}:resolver:{key}")
+            resolver = msgspec.json.decode(raw, type=ResolverConfig)
+        if ("compaction", key) in found:
+            raw = self._box.open(found[("compaction", key)].value, f"{org}:compaction:{key}")
+            compaction = msgspec.json.decode(raw, type=CompactionConfig)
+        return resolver, compaction

@@ -1,0 +1,37 @@
+"""The sealed record store: single-use take, compare-and-set swap, batched reads."""
+
+from __future__ import annotations
+
+import asyncio
+
+from agentsvc_core.ports.oauth import SealedRecord
+from tests.contract.conftest import Backend
+
+
+def test_put_get_many_take_swap(backend: Backend) -> None:
+    store = backend.storage.secrets
+    org, other = backend.fresh_org(), backend.fresh_org()
+    backend.run(store.put, org, "a", "1", SealedRecord(value="v1"))
+    backend.run(store.put, org, "b", "2", SealedRecord(value="v2"))
+    backend.run(store.put, other, "a", "1", SealedRecord(value="theirs"))
+    found = backend.run(store.get_many, org, [("a", "1"), ("b", "2"), ("c", "3")])
+    assert {k: v.value for k, v in found.items()} == {("a", "1"): "v1", ("b", "2"): "v2"}
+    assert backend.run(store.get_many, org, []) == {}
+    assert backend.run(store.swap, org, "a", "1", "stale", SealedRecord(value="x")) is False
+    assert backend.run(store.swap, org, "a", "1", "v1", SealedRecord(value="v1b")) is True
+    record = backend.run(store.get, org, "a", "1")
+    assert record is not None
+    assert record.value == "v1b"
+    assert backend.run(store.get, other, "a", "1").value == "theirs"  # type: ignore[union-attr]
+
+
+def test_of_concurrent_takers_exactly_one_gets_the_record(backend: Backend) -> None:
+    store = backend.storage.secrets
+    org = backend.fresh_org()
+    backend.run(store.put, org, "oauth_state", "s", SealedRecord(value="once"))
+
+    async def race() -> list[SealedRecord | None]:
+        return await asyncio.gather(*(store.take(org, "oauth_state", "s") for _ in range(10)))
+
+    results = backend.run(race)
+    assert [r.value for r in results if r is not None] == ["once"]

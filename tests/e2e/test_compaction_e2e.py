@@ -12,7 +12,7 @@ import pytest
 
 from agentsvc_core.use_cases.compaction import SUMMARY_PROMPT
 from tests.e2e.service import Service
-from tests.fakes.providers import FakeProvider
+from tests.fakes.providers import FakeProvider, Reply
 from tests.sse import names, parse
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
@@ -116,3 +116,110 @@ def test_compaction_settings_bounds(world: tuple[httpx.Client, FakeProvider]) ->
         True,
         False,
     )
+
+
+@pytest.fixture
+def alpha_world(pg_url: str, tmp_path: Path) -> Iterator[tuple[httpx.Client, FakeProvider]]:
+    fake = FakeProvider("alpha")
+    base = fake.start()
+    key = f"ask_e2e_{uuid.uuid4().hex}"
+    svc = Service(
+        {
+            "AGENTSVC_DATABASE_URL": pg_url,
+            "AGENTSVC_BOOTSTRAP_API_KEY": key,
+            "AGENTSVC_BOOTSTRAP_ORG": f"cmpa-{uuid.uuid4().hex[:8]}",
+            "AGENTSVC_ALPHA_BASE_URL": base,
+            "AGENTSVC_ALPHA_API_KEY": "sk-ant-platform",
+            "AGENTSVC_DATA_DIR": str(tmp_path / "data"),
+        },
+        log=tmp_path / "svc.log",
+    )
+    try:
+        svc.wait_ready()
+        with httpx.Client(
+            base_url=svc.url, headers={"Authorization": f"Bearer {key}"}, timeout=30
+        ) as c:
+            yield c, fake
+    finally:
+        svc.stop()
+        fake.stop()
+
+
+def _alpha_texts(body: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    """(role, block types) of each message the provider received."""
+    return [(m["role"], [b["type"] for b in m["content"]]) for m in body["messages"]]
+
+
+def test_native_compaction_block_replaces_the_history_it_covers(
+    alpha_world: tuple[httpx.Client, FakeProvider],
+) -> None:
+    c, fake = alpha_world
+    agent = c.post("/api/agents", json={"name": "Native", "defaultModel": "claude-native"}).json()
+    c.put(
+        f"/api/agents/{agent['id']}/compaction",
+        json={
+            "enabled": True,
+            "alphaTriggerTokens": 60000,
+            "alphaInstructions": "Keep the numbers.",
+        },
+    )
+    thread = c.post("/api/threads", json={"agentId": agent["id"]}).json()
+    url = f"/api/threads/{thread['id']}/messages"
+
+    assert names(parse(c.post(url, json={"content": "first question"}).text))[-1] == "done"
+    first = fake.requests[-1]
+    assert first.headers["anthropic-beta"] == "compact-2026-01-12"
+    assert first.json["context_management"] == {
+        "edits": [
+            {
+                "type": "compact_20260112",
+                "trigger": {"type": "input_tokens", "value": 60000},
+                "pause_after_compaction": False,
+                "instructions": "Keep the numbers.",
+            }
+        ]
+    }
+
+    block = {"type": "compaction", "content": "SUMMARY OF THE FIRST EXCHANGE"}
+    fake.enqueue(Reply(text="Second answer.", compaction=block))
+    events = parse(c.post(url, json={"content": "second question"}).text)
+    assert events[-1].data["content"] == "Second answer."
+
+    c.post(url, json={"content": "third question"})
+    third = fake.requests[-1].json
+    # the user turn before the block, the block (verbatim) with its text, then what followed
+    assert _alpha_texts(third) == [
+        ("user", ["text"]),
+        ("assistant", ["compaction", "text"]),
+        ("user", ["text"]),
+    ]
+    assert third["messages"][1]["content"][0] == block
+    assert "first question" not in str(third["messages"])  # replaced by the block
+    history = c.get(url).json()
+    assert history["total"] == 6  # the stored history is complete
+    assert history["messages"][0]["content"] == "first question"
+
+
+def test_pause_after_compaction_continues_the_reply(
+    alpha_world: tuple[httpx.Client, FakeProvider],
+) -> None:
+    c, fake = alpha_world
+    agent = c.post("/api/agents", json={"name": "Pausing", "defaultModel": "claude-native"}).json()
+    c.put(f"/api/agents/{agent['id']}/compaction", json={"enabled": True, "alphaPauseAfter": True})
+    thread = c.post("/api/threads", json={"agentId": agent["id"]}).json()
+    url = f"/api/threads/{thread['id']}/messages"
+    block = {"type": "compaction", "content": "SUMMARY"}
+    fake.enqueue(
+        Reply(tokens=[], compaction=block, stop_reason="compaction"), Reply(text="After the pause.")
+    )
+    events = parse(c.post(url, json={"content": "long question"}).text)
+    assert events[-1].event == "done"
+    assert events[-1].data["content"] == "After the pause."
+    continued = fake.requests[-1].json
+    assert continued["context_management"]["edits"][0]["pause_after_compaction"] is True
+    assert continued["messages"][-1]["content"][0] == block  # the call went on from the block
+    history = c.get(url).json()["messages"]
+    assert [(m["role"], m["content"]) for m in history] == [
+        ("user", "long question"),
+        ("assistant", "After the pause."),
+    ]

@@ -47,6 +47,7 @@ from agentsvc_adapters.llm.sse import ProviderHttp, SSEParser, TransportOptions,
 from agentsvc_core.entities import Message, ToolCall, Usage
 from agentsvc_core.ports import (
     ChatModel,
+    CompactionBlock,
     Finished,
     ModelEvent,
     ModelRequest,
@@ -80,6 +81,7 @@ class _Delta(msgspec.Struct):
     type: str = ""
     text: str = ""
     partial_json: str = ""
+    content: str = ""  # compaction_delta
 
 
 class _BlockDelta(msgspec.Struct):
@@ -135,7 +137,10 @@ _STOP: dict[str, FinishReason] = {
     "tool_use": "tool_calls",
     "max_tokens": "length",
     "model_context_window_exceeded": "length",
+    "compaction": "compaction",  # paused after a native compaction (pause_after_compaction)
 }
+
+COMPACTION_BETA = "compact-2026-01-12"
 
 
 def parse_arguments(text: str) -> dict[str, Any]:
@@ -150,10 +155,21 @@ def parse_arguments(text: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"_raw": text}
 
 
+def _since_compaction(messages: list[Message]) -> list[Message]:
+    """Native compaction: the latest message carrying a compaction block replaces
+    everything before it. The user message just before it is kept so the request
+    still starts with a user turn (the API ignores content before the block)."""
+    last = max((i for i, m in enumerate(messages) if m.provider_blocks), default=None)
+    if last is None:
+        return messages
+    start = max((i for i in range(last) if messages[i].role == "user"), default=last)
+    return messages[start:]
+
+
 def _messages(messages: list[Message]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     reorder = False
-    for m in messages:
+    for m in _since_compaction(messages):
         blocks: list[dict[str, Any]]
         if m.role == "tool":
             role = "user"
@@ -163,7 +179,9 @@ def _messages(messages: list[Message]) -> list[dict[str, Any]]:
             blocks = [result]
         else:
             role = m.role
-            blocks = [{"type": "text", "text": m.content}] if m.content else []
+            blocks = [dict(b) for b in m.provider_blocks]
+            if m.content:
+                blocks.append({"type": "text", "text": m.content})
             blocks.extend(
                 {"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments}
                 for c in m.tool_calls
@@ -201,6 +219,16 @@ def request_body(request: ModelRequest) -> dict[str, Any]:
             tools.append(tool)
         body["tools"] = tools
     body["messages"] = _messages(request.messages)
+    native = request.native_compaction
+    if native is not None:
+        edit: dict[str, Any] = {
+            "type": "compact_20260112",
+            "trigger": {"type": "input_tokens", "value": native.trigger_tokens},
+            "pause_after_compaction": native.pause_after,
+        }
+        if native.instructions:
+            edit["instructions"] = native.instructions
+        body["context_management"] = {"edits": [edit]}
     return body
 
 
@@ -227,22 +255,27 @@ class AlphaModel(ChatModel):
     def __repr__(self) -> str:  # no key in reprs
         return f"AlphaModel({self._url!r})"
 
-    def _headers(self, key: str) -> dict[str, str]:
+    def _headers(self, key: str, *, compaction: bool = False) -> dict[str, str]:
         if not key:
             raise self._http.error("has no API key configured", (), "PROVIDER_AUTH")
-        return {
+        headers = {
             "x-api-key": key,
             "anthropic-version": ANTHROPIC_VERSION,
             "content-type": "application/json",
             "accept": "text/event-stream",
             "accept-encoding": "identity",  # SSE: compression would only buffer tokens
         }
+        if compaction:
+            headers["anthropic-beta"] = COMPACTION_BETA
+        return headers
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:  # noqa: PLR0912
+        # (the per-chunk loop is inlined on purpose: it is the hot path)
         key = request.api_key or self._api_key  # a BYOK key wins, for this call only
         secrets = (key, self._api_key)
         body = _encode(request_body(request))
-        response = await self._http.open(self._url, self._headers(key), body, secrets)
+        headers = self._headers(key, compaction=request.native_compaction is not None)
+        response = await self._http.open(self._url, headers, body, secrets)
         parser = SSEParser()
         state = _State()
         # identity was asked for; decode only if a proxy compressed anyway
@@ -258,6 +291,8 @@ class AlphaModel(ChatModel):
                                 yield TextDelta(bd.delta.text)
                         elif bd.delta.type == "input_json_delta":
                             state.fragment(bd.index, bd.delta.partial_json)
+                        elif bd.delta.content:
+                            state.compaction_text(bd.index, bd.delta.content)
                     else:
                         out = state.event(event, data)
                         if out is not None:
@@ -281,31 +316,54 @@ class _StreamError(Exception):
 class _State:
     """What a stream accumulates besides text: tool calls, usage, the stop reason."""
 
-    __slots__ = ("done", "stop", "tools", "totals")
+    __slots__ = ("compactions", "done", "stop", "tools", "totals")
 
     def __init__(self) -> None:
         # tool_use blocks being received: index -> (id, name, argument fragments)
         self.tools: dict[int, tuple[str, str, list[str]]] = {}
+        # compaction blocks being received: index -> (the block as started, content deltas)
+        self.compactions: dict[int, tuple[dict[str, Any], list[str]]] = {}
         self.totals = _Usage()
         self.stop: str | None = None
         self.done = False
+
+    def compaction_text(self, index: int, content: str) -> None:
+        found = self.compactions.get(index)
+        if found is not None:
+            found[1].append(content)
 
     def fragment(self, index: int, partial_json: str) -> None:
         tool = self.tools.get(index)
         if tool is not None:
             tool[2].append(partial_json)
 
+    def _block_stopped(self, data: bytes) -> ModelEvent | None:
+        index = _block_stop(data).index
+        compaction = self.compactions.pop(index, None)
+        if compaction is not None:
+            raw, parts = compaction
+            if parts:
+                raw["content"] = str(raw.get("content") or "") + "".join(parts)
+            return CompactionBlock(raw)
+        tool = self.tools.pop(index, None)
+        if tool is None:
+            return None
+        args = parse_arguments("".join(tool[2]))
+        return ToolCallRequested(ToolCall(id=tool[0], name=tool[1], arguments=args))
+
+    def _block_started(self, data: bytes) -> None:
+        start = _block_start(data)
+        block = start.content_block
+        if block.type == "tool_use":
+            self.tools[start.index] = (block.id, block.name, [])
+        elif block.type == "compaction":
+            self.compactions[start.index] = (dict(_any(data).get("content_block", {})), [])
+
     def event(self, event: str, data: bytes) -> ModelEvent | None:
         if event == "content_block_stop":
-            tool = self.tools.pop(_block_stop(data).index, None)
-            if tool is not None:
-                args = parse_arguments("".join(tool[2]))
-                return ToolCallRequested(ToolCall(id=tool[0], name=tool[1], arguments=args))
-        elif event == "content_block_start":
-            start = _block_start(data)
-            block = start.content_block
-            if block.type == "tool_use":
-                self.tools[start.index] = (block.id, block.name, [])
+            return self._block_stopped(data)
+        if event == "content_block_start":
+            self._block_started(data)
         elif event == "message_start":
             self.totals = _message_start(data).message.usage
         elif event == "message_delta":

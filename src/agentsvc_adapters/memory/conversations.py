@@ -14,10 +14,11 @@ _TICK = timedelta(microseconds=1)
 
 
 def visible_in_history(m: Message) -> bool:
-    """User and assistant messages, except assistant steps that only called tools."""
+    """User and assistant messages, except assistant steps that only called tools or
+    only carried a provider block (a paused native compaction)."""
     if m.role == "user":
         return True
-    return m.role == "assistant" and (bool(m.content) or not m.tool_calls)
+    return m.role == "assistant" and (bool(m.content) or not (m.tool_calls or m.provider_blocks))
 
 
 class MemoryThreads(ThreadRepository):

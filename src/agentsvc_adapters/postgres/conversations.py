@@ -35,6 +35,7 @@ _enc = msgspec.json.Encoder()
 _meta = msgspec.json.Decoder(dict[str, str])
 _bindings = msgspec.json.Decoder(list[dict[str, Any]])
 _calls = msgspec.json.Decoder(tuple[ToolCall, ...])
+_blocks = msgspec.json.Decoder(tuple[dict[str, Any], ...])
 _TICK = timedelta(microseconds=1)
 _MAX_BUMPS = 10_000
 
@@ -217,12 +218,12 @@ _RUN_COLS = (
 )
 _MSG_COLS = (
     "id, org_id, thread_id, role, content, created_at, sender_name, sender_id,"
-    " tool_calls::text, tool_call_id, status, run_id"
+    " tool_calls::text, tool_call_id, status, run_id, provider_blocks::text"
 )
 _MSG_INSERT = (
     "INSERT INTO messages (id, org_id, thread_id, role, content, created_at, sender_name,"
-    " sender_id, tool_calls, tool_call_id, status, run_id, visible)"
-    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s::json, %s, %s, %s, %s)"
+    " sender_id, tool_calls, tool_call_id, status, run_id, visible, provider_blocks)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s::json, %s, %s, %s, %s, %s::json)"
 )
 _USAGE_INSERT = (
     "INSERT INTO usage_records (org_id, id, agent_id, thread_id, run_id, message_id, provider,"
@@ -258,6 +259,7 @@ def _message(r: Row) -> Message:
         tool_call_id=r[9],
         status=r[10],
         run_id=r[11],
+        provider_blocks=_blocks.decode(r[12]) if r[12] else (),
     )
 
 
@@ -276,6 +278,7 @@ def _message_params(m: Message) -> tuple[Any, ...]:
         m.status,
         m.run_id,
         visible_in_history(m),
+        _json(m.provider_blocks) if m.provider_blocks else None,
     )
 
 

@@ -35,3 +35,6 @@ class Message(msgspec.Struct, frozen=True, kw_only=True):
     tool_call_id: str | None = None
     status: MessageStatus = "complete"
     run_id: UUID | None = None
+    # Provider blocks to send back verbatim (a native compaction block); the model
+    # is not sent what came before the latest message carrying one.
+    provider_blocks: tuple[dict[str, Any], ...] = ()

@@ -3,10 +3,12 @@
 from agentsvc_core.ports.clock import Clock, SystemClock
 from agentsvc_core.ports.llm import (
     ChatModel,
+    CompactionBlock,
     Finished,
     ModelEvent,
     ModelRequest,
     ModelRouter,
+    NativeCompaction,
     TextDelta,
     ToolCallRequested,
     ToolSpec,
@@ -32,6 +34,7 @@ __all__ = [
     "ApiKeyRepository",
     "ChatModel",
     "Clock",
+    "CompactionBlock",
     "ConversationStore",
     "Finished",
     "LocalStopBus",
@@ -43,6 +46,7 @@ __all__ = [
     "ModelEvent",
     "ModelRequest",
     "ModelRouter",
+    "NativeCompaction",
     "NoServerTools",
     "OrganizationRepository",
     "SecretBox",

@@ -20,6 +20,14 @@ class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
     )
 
 
+class NativeCompaction(msgspec.Struct, frozen=True, kw_only=True):
+    """Ask the provider (first family) to compact the context itself past a trigger."""
+
+    trigger_tokens: int
+    instructions: str | None = None
+    pause_after: bool = False
+
+
 class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
     model: str
     system: str
@@ -29,6 +37,7 @@ class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
     max_tokens: int = 4096
     # A per-call key (bring-your-own-key); None uses the provider's platform key.
     api_key: str | None = None
+    native_compaction: NativeCompaction | None = None
 
 
 class TextDelta(msgspec.Struct, frozen=True):
@@ -45,14 +54,21 @@ class UsageReport(msgspec.Struct, frozen=True):
     usage: Usage
 
 
-FinishReason = Literal["stop", "tool_calls", "length", "other"]
+class CompactionBlock(msgspec.Struct, frozen=True):
+    """A block the provider returned that must be sent back verbatim on later calls,
+    in place of the history it replaces (the first family's native compaction)."""
+
+    block: dict[str, Any]
+
+
+FinishReason = Literal["stop", "tool_calls", "length", "compaction", "other"]
 
 
 class Finished(msgspec.Struct, frozen=True):
     reason: FinishReason
 
 
-ModelEvent = TextDelta | ToolCallRequested | UsageReport | Finished
+ModelEvent = TextDelta | ToolCallRequested | UsageReport | CompactionBlock | Finished
 
 
 class ChatModel(Protocol):

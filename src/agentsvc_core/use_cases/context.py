@@ -68,7 +68,7 @@ def profile_switch_tool(agent: Agent, current: str | None) -> ToolSpec | None:
 def model_history(messages: Sequence[Message]) -> list[Message]:
     """The messages the model is shown, oldest first: everything stored except
     assistant messages that ended before saying anything (failed/interrupted with
-    no text and no tool calls)."""
+    no text, no tool calls and no provider block)."""
     return [
         m for m in messages if not (m.role == "assistant" and not m.content and not m.tool_calls)
     ]

@@ -43,11 +43,13 @@ from agentsvc_core.ports import (
     AgentRepository,
     ChatModel,
     Clock,
+    CompactionBlock,
     ConversationStore,
     Finished,
     ModelEvent,
     ModelRequest,
     ModelRouter,
+    NativeCompaction,
     ServerTools,
     StopBus,
     TextDelta,
@@ -140,6 +142,7 @@ class _Plan(msgspec.Struct, kw_only=True):
     resolver: ResolverConfig | None = None
     user_id: str = ""
     compaction: CompactionConfig | None = None
+    native: NativeCompaction | None = None
 
 
 class _ReplyState(msgspec.Struct, kw_only=True):
@@ -247,6 +250,13 @@ class Conversation:
             metadata=merged_metadata(thread.metadata, msg.metadata),
             resolver=resolver,
             compaction=compaction if model.provider == "beta" else None,
+            native=NativeCompaction(
+                trigger_tokens=compaction.alpha_trigger_tokens,
+                instructions=compaction.alpha_instructions,
+                pause_after=compaction.alpha_pause_after,
+            )
+            if compaction is not None and compaction.enabled and model.provider == "alpha"
+            else None,
             user_id=sender_id or "",
         )
 
@@ -481,8 +491,9 @@ class Conversation:
         for _ in range(MAX_STEPS):
             text: list[str] = []
             calls: list[ToolCall] = []
-            stopped, failure, usage, source = await self._call_model(
-                plan, state.messages, turn, stop, text, calls
+            blocks: list[dict[str, Any]] = []
+            stopped, failure, usage, source, finish = await self._call_model(
+                plan, state.messages, turn, stop, text, calls, blocks
             )
             state.total = state.total + usage
             state.shown.extend(text)
@@ -492,6 +503,7 @@ class Conversation:
                 "".join(text),
                 tool_calls=() if stopped or failure else tuple(calls),
                 status=self._message_status(stopped, failure),
+                provider_blocks=tuple(blocks),
             )
             state.add(assistant)
             state.records.append(self._record(plan, run, assistant.id, usage, source))
@@ -503,6 +515,8 @@ class Conversation:
                 state.error = ErrorEvent(code=failure.code, detail=failure.detail)
                 return
             if not calls:
+                if finish == "compaction":
+                    continue  # paused after compacting: the next call goes on from the block
                 return
             for call in calls:
                 if call.name not in plan.client_tools:
@@ -549,7 +563,8 @@ class Conversation:
         stop: asyncio.Event,
         text: list[str],
         calls: list[ToolCall],
-    ) -> tuple[bool, Upstream | None, Usage, KeySource]:
+        blocks: list[dict[str, Any]],
+    ) -> tuple[bool, Upstream | None, Usage, KeySource, str]:
         """One model call, streamed into ``turn``. Returns (stopped, failure, usage);
         the text and tool calls received so far are appended to ``text``/``calls``."""
         api_key = await self._key(plan)
@@ -560,8 +575,10 @@ class Conversation:
             messages=list(messages),
             tools=plan.offered,
             api_key=api_key,
+            native_compaction=plan.native,
         )
         usage_box: list[Usage] = []
+        finish: list[str] = []
 
         async def consume() -> None:
             stream: AsyncIterator[ModelEvent] = plan.model.stream(request)
@@ -575,8 +592,10 @@ class Conversation:
                         calls.append(event.call)
                     elif isinstance(event, UsageReport):
                         usage_box.append(event.usage)
+                    elif isinstance(event, CompactionBlock):
+                        blocks.append(event.block)
                     elif isinstance(event, Finished):
-                        pass
+                        finish.append(event.reason)
             finally:
                 with contextlib.suppress(Exception):
                     await stream.aclose()  # type: ignore[attr-defined]
@@ -592,13 +611,14 @@ class Conversation:
             consumer.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await consumer
-            return True, None, usage_box[-1] if usage_box else Usage(), source
+            return True, None, usage_box[-1] if usage_box else Usage(), source, "stop"
         usage = usage_box[-1] if usage_box else Usage()
+        reason = finish[-1] if finish else "other"
         exc = consumer.exception()
         if exc is None:
-            return False, None, usage, source
+            return False, None, usage, source, reason
         if isinstance(exc, Upstream):
-            return False, exc, usage, source
+            return False, exc, usage, source, reason
         raise exc
 
     async def _run_tool(self, plan: _Plan, call: ToolCall, turn: Turn) -> str:

@@ -20,7 +20,8 @@ import msgspec
 
 from agentsvc_core.entities import Message, Usage
 from agentsvc_core.ports import ChatModel, ModelRequest, SecretBox, TextDelta, UsageReport
-from agentsvc_core.ports.oauth import SealedRecord, SecretStore
+from agentsvc_core.ports.oauth import SecretStore
+from agentsvc_core.use_cases.sealed import SealedRecords
 
 log = logging.getLogger("agentsvc.compaction")
 
@@ -58,19 +59,14 @@ def transcript(previous: str, messages: list[Message]) -> str:
 
 class Compactor:
     def __init__(self, store: SecretStore, box: SecretBox) -> None:
-        self._store = store
-        self._box = box
+        self._records = SealedRecords(store, box)
 
     async def checkpoint(self, org: str, thread_id: UUID) -> Checkpoint:
-        found = await self._store.get(org, "checkpoint", str(thread_id))
-        if found is None:
-            return Checkpoint()
-        raw = self._box.open(found.value, f"{org}:checkpoint:{thread_id}")
-        return msgspec.json.decode(raw, type=Checkpoint)
+        cp = await self._records.get(org, "checkpoint", str(thread_id), Checkpoint)
+        return cp or Checkpoint()
 
     async def save(self, org: str, thread_id: UUID, cp: Checkpoint) -> None:
-        sealed = self._box.seal(msgspec.json.encode(cp), f"{org}:checkpoint:{thread_id}")
-        await self._store.put(org, "checkpoint", str(thread_id), SealedRecord(value=sealed))
+        await self._records.put(org, "checkpoint", str(thread_id), cp)
 
     @staticmethod
     def after(cp: Checkpoint, messages: list[Message]) -> list[Message]:

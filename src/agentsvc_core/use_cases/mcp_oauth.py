@@ -32,6 +32,7 @@ from agentsvc_core.ports.oauth import (
     SecretStore,
     TokenSet,
 )
+from agentsvc_core.use_cases.sealed import SealedRecords
 
 STATE_TTL = timedelta(minutes=10)
 REFRESH_MARGIN = timedelta(seconds=60)
@@ -80,20 +81,12 @@ class McpOAuth:
         clock: Clock,
         callback_base: str,
     ) -> None:
-        self._store = store
+        self._records = SealedRecords(store, box)
+        self._store = store  # take (single-use states) and swap (refresh) act on raw records
         self._net = network
-        self._box = box
         self._clock = clock
         self._callback_base = callback_base.rstrip("/")
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
-
-    def _seal(self, org: str, kind: str, key: str, value: msgspec.Struct) -> str:
-        return self._box.seal(msgspec.json.encode(value), f"{org}:{kind}:{key}")
-
-    def _open(
-        self, org: str, kind: str, key: str, sealed: str, typ: type[msgspec.Struct]
-    ) -> msgspec.Struct:
-        return msgspec.json.decode(self._box.open(sealed, f"{org}:{kind}:{key}"), type=typ)
 
     def redirect_uri(self, server: McpServer) -> str:
         return f"{self._callback_base}/api/mcps/{server.id}/oauth/callback"
@@ -118,14 +111,7 @@ class McpOAuth:
             server=auth,
             client=client,
         )
-        await self._store.put(
-            who.org_id,
-            "oauth_state",
-            state,
-            SealedRecord(
-                value=self._seal(who.org_id, "oauth_state", state, data), expires_at=expires
-            ),
-        )
+        await self._records.put(who.org_id, "oauth_state", state, data, expires_at=expires)
         query = {
             "response_type": "code",
             "client_id": client.client_id,
@@ -148,23 +134,16 @@ class McpOAuth:
         self, org: str, server: McpServer, auth: AuthServer, redirect: str
     ) -> ClientRegistration:
         key = f"{server.id}:{auth.issuer}"
-        found = await self._store.get(org, "oauth_client", key)
-        if found is not None:
-            client = self._open(org, "oauth_client", key, found.value, ClientRegistration)
-            assert isinstance(client, ClientRegistration)
-            return client
+        known = await self._records.get(org, "oauth_client", key, ClientRegistration)
+        if known is not None:
+            return known
         if auth.registration_endpoint is None:
             raise InvalidInput(
                 "url",
                 "the server's authorization server offers no dynamic client registration",
             )
         client = await self._net.register(auth, redirect)
-        await self._store.put(
-            org,
-            "oauth_client",
-            key,
-            SealedRecord(value=self._seal(org, "oauth_client", key, client)),
-        )
+        await self._records.put(org, "oauth_client", key, client)
         return client
 
     async def callback(self, mcp_id: UUID, state: str, code: str) -> tuple[str, str]:
@@ -179,8 +158,7 @@ class McpOAuth:
             raise InvalidState("unknown or already used OAuth state")
         if record.expires_at is not None and record.expires_at < self._clock.now():
             raise InvalidState("the OAuth state has expired; start again")
-        data = self._open(org, "oauth_state", state, record.value, _State)
-        assert isinstance(data, _State)
+        data = self._records.open(org, "oauth_state", state, record.value, _State)
         if data.mcp_id != mcp_id:
             raise InvalidState("the OAuth state belongs to another server")
         tokens = await self._net.exchange(
@@ -192,9 +170,7 @@ class McpOAuth:
         )
         key = f"{mcp_id}:{data.user_key}"
         grant = _Grant(server=data.server, client=data.client, tokens=tokens)
-        await self._store.put(
-            org, "oauth_token", key, SealedRecord(value=self._seal(org, "oauth_token", key, grant))
-        )
+        await self._records.put(org, "oauth_token", key, grant)
         return org, data.user_key
 
     async def bearer(self, who: Principal, server: McpServer) -> str | None:
@@ -203,8 +179,7 @@ class McpOAuth:
         record = await self._store.get(who.org_id, "oauth_token", key)
         if record is None:
             return None
-        grant = self._open(who.org_id, "oauth_token", key, record.value, _Grant)
-        assert isinstance(grant, _Grant)
+        grant = self._records.open(who.org_id, "oauth_token", key, record.value, _Grant)
         if not self._stale(grant.tokens):
             return grant.tokens.access_token
         lock = self._locks.setdefault((who.org_id, key), asyncio.Lock())
@@ -212,8 +187,7 @@ class McpOAuth:
             record = await self._store.get(who.org_id, "oauth_token", key)
             if record is None:
                 return None
-            grant = self._open(who.org_id, "oauth_token", key, record.value, _Grant)
-            assert isinstance(grant, _Grant)
+            grant = self._records.open(who.org_id, "oauth_token", key, record.value, _Grant)
             if not self._stale(grant.tokens):
                 return grant.tokens.access_token  # refreshed while we waited
             if grant.tokens.refresh_token is None:
@@ -222,16 +196,12 @@ class McpOAuth:
             if fresh.refresh_token is None:  # the server may keep the old refresh token
                 fresh = msgspec.structs.replace(fresh, refresh_token=grant.tokens.refresh_token)
             new = msgspec.structs.replace(grant, tokens=fresh)
-            sealed = SealedRecord(value=self._seal(who.org_id, "oauth_token", key, new))
+            sealed = SealedRecord(value=self._records.seal(who.org_id, "oauth_token", key, new))
             if await self._store.swap(who.org_id, "oauth_token", key, record.value, sealed):
                 return fresh.access_token
             # another process refreshed first: use what it stored
-            again = await self._store.get(who.org_id, "oauth_token", key)
-            if again is None:
-                return None
-            latest = self._open(who.org_id, "oauth_token", key, again.value, _Grant)
-            assert isinstance(latest, _Grant)
-            return latest.tokens.access_token
+            latest = await self._records.get(who.org_id, "oauth_token", key, _Grant)
+            return None if latest is None else latest.tokens.access_token
 
     def _stale(self, tokens: TokenSet) -> bool:
         """Within the refresh margin of expiry. The margin is at most half the

@@ -97,8 +97,9 @@ def effective_tools(server: McpServer, attachment: McpAttachment) -> list[Cached
     return tools
 
 
-def _context(server: McpServer) -> str:
-    return f"{server.org_id}:mcp_servers:{server.id}"
+def _context(org_id: str, server_id: UUID) -> str:
+    """The associated data of a server's sealed credentials: its organization and row."""
+    return f"{org_id}:mcp_servers:{server_id}"
 
 
 class McpServers:
@@ -162,13 +163,12 @@ class McpServers:
             for key, value in values.items():
                 check_text(field, key, max_len=256, required=True)
                 check_text(field, value, max_len=16_384)
-        context = f"{org_id}:mcp_servers:{server_id}"
-        return self._box.seal(_enc.encode(creds), context)
+        return self._box.seal(_enc.encode(creds), _context(org_id, server_id))
 
     def credentials_of(self, server: McpServer) -> Credentials:
         if server.credentials is None:
             return Credentials()
-        return _creds.decode(self._box.open(server.credentials, _context(server)))
+        return _creds.decode(self._box.open(server.credentials, _context(server.org_id, server.id)))
 
     def endpoint(self, server: McpServer, bearer: str | None = None) -> McpEndpoint:
         """How to reach ``server``; ``bearer``: an OAuth access token of the caller."""
@@ -274,8 +274,8 @@ class McpServers:
         for org, mcp_id, sealed in await self._repo.sealed_credentials(org_id):
             if self._box.is_current(sealed):
                 continue
-            plain = self._box.open(sealed, f"{org}:mcp_servers:{mcp_id}")
-            new = self._box.seal(plain, f"{org}:mcp_servers:{mcp_id}")
+            plain = self._box.open(sealed, _context(org, mcp_id))
+            new = self._box.seal(plain, _context(org, mcp_id))
             if await self._repo.reseal(org, mcp_id, sealed, new):
                 count += 1
         return count

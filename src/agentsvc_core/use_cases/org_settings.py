@@ -16,9 +16,10 @@ from agentsvc_core.entities import Principal
 from agentsvc_core.errors import InvalidInput, PermissionDenied
 from agentsvc_core.ports import AgentRepository, Clock, SecretBox
 from agentsvc_core.ports.mcp import UrlPolicy
-from agentsvc_core.ports.oauth import SealedRecord, SecretStore
+from agentsvc_core.ports.oauth import SecretStore
 from agentsvc_core.ports.resolver import CredentialResolver, ResolverRequest
 from agentsvc_core.rules import check_text
+from agentsvc_core.use_cases.sealed import SealedRecords
 
 ROTATION_GRACE = timedelta(hours=24)
 MIN_TIMEOUT_MS = 100
@@ -58,32 +59,20 @@ class OrgSettings:
         *,
         allow_http: bool,
     ) -> None:
-        self._store = store
+        self._records = SealedRecords(store, box)
         self._agents = agents
-        self._box = box
         self._urls = urls
         self._clock = clock
         self._allow_http = allow_http
 
-    def _read(
-        self, org: str, kind: str, key: str, sealed: str, typ: type[msgspec.Struct]
-    ) -> msgspec.Struct:
-        return msgspec.json.decode(self._box.open(sealed, f"{org}:{kind}:{key}"), type=typ)
-
-    async def _put(self, org: str, kind: str, key: str, value: msgspec.Struct) -> None:
-        sealed = self._box.seal(msgspec.json.encode(value), f"{org}:{kind}:{key}")
-        await self._store.put(org, kind, key, SealedRecord(value=sealed))
-
     # --- signing secret -----------------------------------------------------------
 
     async def _signing(self, org: str) -> _Signing:
-        found = await self._store.get(org, "org_settings", "signing")
-        if found is not None:
-            signing = self._read(org, "org_settings", "signing", found.value, _Signing)
-            assert isinstance(signing, _Signing)
+        signing = await self._records.get(org, "org_settings", "signing", _Signing)
+        if signing is not None:
             return signing
         created = _Signing(current="whsec_" + secrets.token_urlsafe(32))
-        await self._put(org, "org_settings", "signing", created)
+        await self._records.put(org, "org_settings", "signing", created)
         return created
 
     async def signing_secrets(self, org: str) -> list[str]:
@@ -126,7 +115,7 @@ class OrgSettings:
                 previous=s.current,
                 previous_until=self._clock.now() + ROTATION_GRACE,
             )
-        await self._put(who.org_id, "org_settings", "signing", s)
+        await self._records.put(who.org_id, "org_settings", "signing", s)
         return await self.get(who)
 
     # --- resolver configuration ---------------------------------------------------
@@ -136,12 +125,8 @@ class OrgSettings:
         return await self.resolver_of(who.org_id, agent_id)
 
     async def resolver_of(self, org: str, agent_id: UUID) -> ResolverConfig:
-        found = await self._store.get(org, "resolver", str(agent_id))
-        if found is None:
-            return ResolverConfig(agent_id=agent_id, org_id=org)
-        config = self._read(org, "resolver", str(agent_id), found.value, ResolverConfig)
-        assert isinstance(config, ResolverConfig)
-        return config
+        config = await self._records.get(org, "resolver", str(agent_id), ResolverConfig)
+        return config or ResolverConfig(agent_id=agent_id, org_id=org)
 
     async def set_resolver(
         self, who: Principal, agent_id: UUID, *, enabled: bool, url: str | None, timeout_ms: int
@@ -170,7 +155,7 @@ class OrgSettings:
             resolver_url=url,
             timeout_ms=timeout_ms,
         )
-        await self._put(who.org_id, "resolver", str(agent_id), config)
+        await self._records.put(who.org_id, "resolver", str(agent_id), config)
         return config
 
 
@@ -214,16 +199,12 @@ class CompactionSettings:
     """Per-agent compaction configuration (spec 2.7 and 4.4)."""
 
     def __init__(self, store: SecretStore, agents: AgentRepository, box: SecretBox) -> None:
-        self._store = store
+        self._records = SealedRecords(store, box)
         self._agents = agents
-        self._box = box
 
     async def of(self, org: str, agent_id: UUID) -> CompactionConfig:
-        found = await self._store.get(org, "compaction", str(agent_id))
-        if found is None:
-            return CompactionConfig(agent_id=agent_id, org_id=org)
-        raw = self._box.open(found.value, f"{org}:compaction:{agent_id}")
-        return msgspec.json.decode(raw, type=CompactionConfig)
+        config = await self._records.get(org, "compaction", str(agent_id), CompactionConfig)
+        return config or CompactionConfig(agent_id=agent_id, org_id=org)
 
     async def get(self, who: Principal, agent_id: UUID) -> CompactionConfig:
         await self._agents.get(who.org_id, agent_id)
@@ -247,8 +228,7 @@ class CompactionSettings:
             )
         if updated.alpha_instructions is not None:
             check_text("alpha_instructions", updated.alpha_instructions, max_len=20_000)
-        sealed = self._box.seal(msgspec.json.encode(updated), f"{who.org_id}:compaction:{agent_id}")
-        await self._store.put(who.org_id, "compaction", str(agent_id), SealedRecord(value=sealed))
+        await self._records.put(who.org_id, "compaction", str(agent_id), updated)
         return updated
 
 
@@ -256,18 +236,19 @@ class AgentConfigs:
     """An agent's resolver and compaction configurations, read together (one round trip)."""
 
     def __init__(self, store: SecretStore, box: SecretBox) -> None:
-        self._store = store
-        self._box = box
+        self._records = SealedRecords(store, box)
 
     async def load(self, org: str, agent_id: UUID) -> tuple[ResolverConfig, CompactionConfig]:
         key = str(agent_id)
-        found = await self._store.get_many(org, [("resolver", key), ("compaction", key)])
+        found = await self._records.store.get_many(org, [("resolver", key), ("compaction", key)])
         resolver = ResolverConfig(agent_id=agent_id, org_id=org)
         compaction = CompactionConfig(agent_id=agent_id, org_id=org)
         if ("resolver", key) in found:
-            raw = self._box.open(found[("resolver", key)].value, f"{org}:resolver:{key}")
-            resolver = msgspec.json.decode(raw, type=ResolverConfig)
+            resolver = self._records.open(
+                org, "resolver", key, found[("resolver", key)].value, ResolverConfig
+            )
         if ("compaction", key) in found:
-            raw = self._box.open(found[("compaction", key)].value, f"{org}:compaction:{key}")
-            compaction = msgspec.json.decode(raw, type=CompactionConfig)
+            compaction = self._records.open(
+                org, "compaction", key, found[("compaction", key)].value, CompactionConfig
+            )
         return resolver, compaction

@@ -1,0 +1,48 @@
+"""Sealed JSON records of an organization, in the ``SecretStore``.
+
+One convention for every such record (OAuth states, tokens and clients, the
+signing secret, resolver and compaction settings, compaction checkpoints): the
+value is the msgspec JSON of a Struct sealed by the ``SecretBox``, with the
+associated data ``"{org}:{kind}:{key}"``, so a record opens only where it was
+written.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TypeVar
+
+import msgspec
+
+from agentsvc_core.ports import SecretBox
+from agentsvc_core.ports.oauth import SealedRecord, SecretStore
+
+S = TypeVar("S", bound=msgspec.Struct)
+
+
+class SealedRecords:
+    def __init__(self, store: SecretStore, box: SecretBox) -> None:
+        self.store = store
+        self._box = box
+
+    def seal(self, org: str, kind: str, key: str, value: msgspec.Struct) -> str:
+        return self._box.seal(msgspec.json.encode(value), f"{org}:{kind}:{key}")
+
+    def open(self, org: str, kind: str, key: str, sealed: str, typ: type[S]) -> S:
+        """Raises ``SecretUnreadable`` when the record does not belong here."""
+        return msgspec.json.decode(self._box.open(sealed, f"{org}:{kind}:{key}"), type=typ)
+
+    async def get(self, org: str, kind: str, key: str, typ: type[S]) -> S | None:
+        found = await self.store.get(org, kind, key)
+        return None if found is None else self.open(org, kind, key, found.value, typ)
+
+    async def put(
+        self,
+        org: str,
+        kind: str,
+        key: str,
+        value: msgspec.Struct,
+        expires_at: datetime | None = None,
+    ) -> None:
+        sealed = SealedRecord(value=self.seal(org, kind, key, value), expires_at=expires_at)
+        await self.store.put(org, kind, key, sealed)

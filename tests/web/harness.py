@@ -175,25 +175,6 @@ class Harness:
         finally:
             await storage.close()
 
-    def run(self, fn: Any, *args: Any) -> Any:
-        """Call async storage code from a test (memory: no loop affinity; postgres: a
-        short-lived storage of its own on the same database)."""
-        return asyncio.run(self._run(fn, *args))
-
-    async def _run(self, fn: Any, *args: Any) -> Any:
-        if self.settings.storage == "memory":
-            return await fn(*args)
-        from agentsvc_adapters.postgres import PostgresStorage  # noqa: PLC0415
-
-        assert self.settings.database_url is not None
-        storage = PostgresStorage(self.settings.database_url, min_size=1, max_size=2)
-        await storage.open()
-        try:
-            method = getattr(storage.conversations, fn.__name__)
-            return await method(*args)
-        finally:
-            await storage.close()
-
     @contextmanager
     def client(self) -> Iterator[TestClient[Any]]:
         with TestClient(create_app(self.settings, self.services), timeout=30) as c:

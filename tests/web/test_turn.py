@@ -112,7 +112,7 @@ def test_overlays_and_metadata_reach_the_model_and_the_usage_record(
         assert (
             harness.model.requests[-1].system == "PREAMBLE\n\nT1\n\nT2"
         )  # message overlay not kept
-        records = harness.run(
+        records = harness.run_any(
             harness.services.storage.conversations.usage, t["org_id"], UUID(t["id"])
         )
         assert len(records) == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,11 @@ def test_round_trip(plain: bytes, context: str) -> None:
     box = AesGcmBox(parse_keys(K1))
     sealed = box.seal(plain, context)
     assert box.open(sealed, context) == plain
-    assert plain.hex() not in sealed or not plain
+    if len(plain) >= 8:  # shorter inputs can turn up in random bytes by chance
+        body = sealed.split(".", 2)[2]
+        raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+        assert plain not in raw
+        assert plain.hex() not in sealed
 
 
 def test_a_value_moved_to_another_row_or_org_does_not_open() -> None:

@@ -25,9 +25,11 @@ from agentsvc_adapters.registry import HttpMcpRegistry
 from agentsvc_adapters.resolver import HttpCredentialResolver
 from agentsvc_core.errors import DomainError, InvalidInput
 from agentsvc_core.ports import (
+    LocalRevocations,
     LocalStopBus,
     McpClient,
     ModelRouter,
+    Revocations,
     SecretBox,
     ServerTools,
     StopBus,
@@ -73,8 +75,10 @@ class Services:
         registry: McpRegistry,
         oauth_network: OAuthNetwork,
         resolver: CredentialResolver,
+        revocations: Revocations | None = None,
     ) -> None:
         clock = SystemClock()
+        revocations = revocations or LocalRevocations()
         self.settings = settings
         self.storage = storage
         self.verifier = verifier
@@ -82,8 +86,15 @@ class Services:
         # async callables run at shutdown (provider clients' connection pools)
         self.closers: list[Callable[[], Awaitable[None]]] = []
         self.agents = Agents(storage.agents, clock, settings.default_model)
-        self.api_keys = ApiKeys(storage.api_keys, storage.organizations, clock)
-        self.authenticator = Authenticator(storage.api_keys, storage.organizations, clock, verifier)
+        self.api_keys = ApiKeys(storage.api_keys, storage.organizations, clock, revocations)
+        self.authenticator = Authenticator(
+            storage.api_keys,
+            storage.organizations,
+            clock,
+            verifier,
+            key_cache_s=settings.api_key_cache_s,
+            revocations=revocations,
+        )
         self.threads = Threads(storage.threads, storage.agents, storage.conversations, clock)
         self.mcp_client = mcp_client
         self.box = box
@@ -289,11 +300,14 @@ class OutboundUrls(UrlPolicy):
 
 def build_services(settings: Settings) -> Services:
     storage = _storage(settings)
-    stops: StopBus = (
+    # one LISTEN connection per process carries both stops and key revocations
+    signals = (
         PostgresStopBus(storage.conninfo, storage.pool)
         if isinstance(storage, PostgresStorage)
-        else LocalStopBus()
+        else None
     )
+    stops: StopBus = signals or LocalStopBus()
+    revocations: Revocations = signals or LocalRevocations()
     alpha, beta = _providers(settings)
     local = LocalModel(settings.local_slow_delay_ms / 1000)
     router = PrefixRouter(Families(local=local, alpha=alpha, beta=beta), settings.model_routes)
@@ -315,6 +329,7 @@ def build_services(settings: Settings) -> Services:
         registry=registry,
         oauth_network=oauth_network,
         resolver=resolver,
+        revocations=revocations,
     )
     services.closers.extend([registry.aclose, oauth_network.aclose, resolver.aclose])
     services.closers.extend(m.aclose for m in (alpha, beta) if m is not None)

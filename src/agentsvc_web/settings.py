@@ -108,6 +108,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     shutdown_grace_s: int = 4
     local_slow_delay_ms: int = 200
     run_stale_after_s: int = 45
+    api_key_cache_s: int = 10
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -169,6 +170,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             shutdown_grace_s=_int(e, "AGENTSVC_SHUTDOWN_GRACE_S", 4, 0, 3600),
             local_slow_delay_ms=_int(e, "AGENTSVC_LOCAL_SLOW_DELAY_MS", 200, 0, 10_000),
             run_stale_after_s=_int(e, "AGENTSVC_RUN_STALE_AFTER_S", 45, 2, 3600),
+            api_key_cache_s=_int(e, "AGENTSVC_API_KEY_CACHE_S", 10, 0, 3600),
         )
 
     @property

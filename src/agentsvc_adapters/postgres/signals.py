@@ -1,9 +1,12 @@
-"""Stop signals across processes with PostgreSQL LISTEN/NOTIFY.
+"""Signals across processes with PostgreSQL LISTEN/NOTIFY: stops and revocations.
 
-Each process keeps one dedicated connection that LISTENs on ``agentsvc_stop``;
-``publish`` NOTIFYs the run id through the pool. A process that runs the named
-reply sets its local event. The listener reconnects with backoff if the
-connection drops (stops sent meanwhile are lost; the client can stop again).
+Each process keeps one dedicated connection that LISTENs on ``agentsvc_stop``
+and ``agentsvc_revoked``; ``publish`` NOTIFYs the run id (``publish_revoked``
+the API key id) through the pool. A process that runs the named reply sets its
+local event; every process drops a revoked key from its lookup cache. The
+listener reconnects with backoff if the connection drops: stops sent meanwhile
+are lost (the client can stop again), and since revocations may have been
+missed too, each (re)connection tells the caches to drop everything.
 """
 
 from __future__ import annotations
@@ -16,15 +19,17 @@ from uuid import UUID
 import psycopg
 
 from agentsvc_adapters.postgres.storage import Pool, _translate
-from agentsvc_core.ports import LocalStopBus
+from agentsvc_core.ports import LocalRevocations, LocalStopBus
 
 log = logging.getLogger("agentsvc.stop")
 CHANNEL = "agentsvc_stop"
+REVOKED = "agentsvc_revoked"
 
 
-class PostgresStopBus(LocalStopBus):
+class PostgresStopBus(LocalStopBus, LocalRevocations):
     def __init__(self, conninfo: str, pool: Pool) -> None:
-        super().__init__()
+        LocalStopBus.__init__(self)
+        LocalRevocations.__init__(self)
         self._conninfo = conninfo
         self._pool = pool
         self._task: asyncio.Task[None] | None = None
@@ -48,6 +53,11 @@ class PostgresStopBus(LocalStopBus):
         async with _translate(), self._pool.connection() as conn:
             await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, str(run_id)))
 
+    async def publish_revoked(self, key_id: UUID) -> None:
+        self.deliver_revoked(key_id)
+        async with _translate(), self._pool.connection() as conn:
+            await conn.execute("SELECT pg_notify(%s, %s)", (REVOKED, str(key_id)))
+
     async def _listen(self) -> None:
         delay = 0.5
         while True:
@@ -55,12 +65,16 @@ class PostgresStopBus(LocalStopBus):
                 async with await psycopg.AsyncConnection.connect(
                     self._conninfo, autocommit=True
                 ) as conn:
-                    await conn.execute(f"LISTEN {CHANNEL}")
+                    await conn.execute(f"LISTEN {CHANNEL}; LISTEN {REVOKED}")
+                    self.deliver_revoked(None)  # notices may have been missed until now
                     self._ready.set()
                     delay = 0.5
                     async for note in conn.notifies():
                         with contextlib.suppress(ValueError):
-                            self.deliver(UUID(note.payload))
+                            if note.channel == REVOKED:
+                                self.deliver_revoked(UUID(note.payload))
+                            else:
+                                self.deliver(UUID(note.payload))
             except asyncio.CancelledError:
                 raise
             except psycopg.Error as exc:

@@ -16,7 +16,12 @@ from agentsvc_core.ports.llm import (
 )
 from agentsvc_core.ports.mcp import McpCallResult, McpClient, McpEndpoint, McpTool
 from agentsvc_core.ports.secrets import SecretBox, SecretUnreadable
-from agentsvc_core.ports.signals import LocalStopBus, StopBus
+from agentsvc_core.ports.signals import (
+    LocalRevocations,
+    LocalStopBus,
+    Revocations,
+    StopBus,
+)
 from agentsvc_core.ports.storage import (
     AgentRepository,
     ApiKeyRepository,
@@ -37,6 +42,7 @@ __all__ = [
     "CompactionBlock",
     "ConversationStore",
     "Finished",
+    "LocalRevocations",
     "LocalStopBus",
     "McpCallResult",
     "McpClient",
@@ -49,6 +55,7 @@ __all__ = [
     "NativeCompaction",
     "NoServerTools",
     "OrganizationRepository",
+    "Revocations",
     "SecretBox",
     "SecretUnreadable",
     "ServerTools",

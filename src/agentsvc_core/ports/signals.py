@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Protocol
 from uuid import UUID
 
@@ -38,3 +39,33 @@ class LocalStopBus(StopBus):
 
     def unwatch(self, run_id: UUID) -> None:
         self._events.pop(run_id, None)
+
+
+RevokedCallback = Callable[[UUID | None], None]
+
+
+class Revocations(Protocol):
+    """Carries "this API key was revoked" to every process, so each drops the key
+    from its cache of recent lookups. A callback gets the key id, or ``None``
+    when notices may have been missed (drop everything)."""
+
+    async def publish_revoked(self, key_id: UUID) -> None: ...
+
+    def on_revoked(self, callback: RevokedCallback) -> None: ...
+
+
+class LocalRevocations(Revocations):
+    """Revocations within one process (memory storage, tests)."""
+
+    def __init__(self) -> None:
+        self._callbacks: list[RevokedCallback] = []
+
+    async def publish_revoked(self, key_id: UUID) -> None:
+        self.deliver_revoked(key_id)
+
+    def deliver_revoked(self, key_id: UUID | None) -> None:
+        for callback in self._callbacks:
+            callback(key_id)
+
+    def on_revoked(self, callback: RevokedCallback) -> None:
+        self._callbacks.append(callback)

@@ -9,7 +9,7 @@ import msgspec
 
 from agentsvc_core.entities import API_KEY_PREFIX, ApiKey, Organization, Principal
 from agentsvc_core.errors import InvalidInput, PermissionDenied
-from agentsvc_core.ports import ApiKeyRepository, Clock, OrganizationRepository
+from agentsvc_core.ports import ApiKeyRepository, Clock, OrganizationRepository, Revocations
 from agentsvc_core.rules import MAX_KEY_NAME, check_org_id, check_text
 
 # 32 random bytes: brute force is out of reach, so a fast hash (SHA-256) is the
@@ -36,10 +36,17 @@ class IssuedKey(msgspec.Struct, frozen=True, kw_only=True):
 class ApiKeys:
     """Issue, list and revoke an organization's API keys."""
 
-    def __init__(self, keys: ApiKeyRepository, orgs: OrganizationRepository, clock: Clock) -> None:
+    def __init__(
+        self,
+        keys: ApiKeyRepository,
+        orgs: OrganizationRepository,
+        clock: Clock,
+        revocations: Revocations | None = None,
+    ) -> None:
         self._keys = keys
         self._orgs = orgs
         self._clock = clock
+        self._revocations = revocations
 
     async def _store(self, org_id: str, name: str, token: str) -> ApiKey:
         check_org_id("org", org_id)
@@ -99,4 +106,8 @@ class ApiKeys:
 
     async def revoke(self, who: Principal, key_id: UUID) -> ApiKey:
         self._admin(who)
-        return await self._keys.revoke(who.org_id, key_id, self._clock.now())
+        key = await self._keys.revoke(who.org_id, key_id, self._clock.now())
+        if self._revocations is not None:
+            # every process drops the key from its cache of recent lookups
+            await self._revocations.publish_revoked(key.id)
+        return key

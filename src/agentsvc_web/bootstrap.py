@@ -125,7 +125,7 @@ class Services:
         self.compaction = CompactionSettings(storage.secrets, storage.agents, box)
         self.conversation = Conversation(
             self.threads,
-            storage.agents,
+            storage.turn_reader,
             storage.conversations,
             router,
             tools or McpTools(self.mcps, mcp_client),

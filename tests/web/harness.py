@@ -64,7 +64,9 @@ class KnowledgeBaseTools(ServerTools):
     def __init__(self) -> None:
         self.calls: list[tuple[str, dict[str, Any]]] = []
 
-    async def list_tools(self, who: Principal, agent: Agent) -> list[ToolSpec]:
+    async def list_tools(
+        self, who: Principal, agent: Agent, attached: object = None
+    ) -> list[ToolSpec]:
         return [
             ToolSpec(name="kb__search", description="search the knowledge base"),
             ToolSpec(name="kb__admin", description="administer the knowledge base"),

@@ -19,6 +19,8 @@ from agentsvc_core.ports import (
     OrganizationRepository,
     Storage,
     ThreadRepository,
+    TurnInputs,
+    TurnReader,
 )
 from agentsvc_core.ports.oauth import SecretStore
 
@@ -93,6 +95,41 @@ class MemoryAgents(AgentRepository):
         del self._agents[(org_id, agent_id)]
 
 
+class MemoryTurnReader(TurnReader):
+    """The turn's reads, composed from the other repositories (in memory there is
+    no round trip to save)."""
+
+    def __init__(
+        self,
+        threads: ThreadRepository,
+        agents: AgentRepository,
+        conversations: ConversationStore,
+        mcps: McpRepository,
+        secrets: SecretStore,
+    ) -> None:
+        self._threads = threads
+        self._agents = agents
+        self._conversations = conversations
+        self._mcps = mcps
+        self._secrets = secrets
+
+    async def turn_inputs(self, org_id: str, thread_id: UUID, kinds: list[str]) -> TurnInputs:
+        thread = await self._threads.get(org_id, thread_id)
+        try:
+            agent: Agent | None = await self._agents.get(org_id, thread.agent_id)
+        except NotFound:
+            agent = None
+        attached = await self._mcps.attachments(org_id, "agent", thread.agent_id)
+        found = await self._secrets.get_many(org_id, [(k, str(thread.agent_id)) for k in kinds])
+        return TurnInputs(
+            thread=thread,
+            agent=agent,
+            latest_run=await self._conversations.latest_run(org_id, thread_id),
+            mcp=[(a, await self._mcps.get(org_id, a.mcp_id)) for a in attached],
+            records={kind: record for (kind, _), record in sorted(found.items())},
+        )
+
+
 class MemoryStorage(Storage):
     def __init__(self) -> None:
         self._orgs = MemoryOrganizations()
@@ -102,6 +139,9 @@ class MemoryStorage(Storage):
         self._conversations = MemoryConversations()
         self._mcps = MemoryMcps()
         self._secrets = MemorySecrets()
+        self._turn_reader = MemoryTurnReader(
+            self._threads, self._agents, self._conversations, self._mcps, self._secrets
+        )
 
     @property
     def organizations(self) -> OrganizationRepository:
@@ -130,3 +170,7 @@ class MemoryStorage(Storage):
     @property
     def secrets(self) -> SecretStore:
         return self._secrets
+
+    @property
+    def turn_reader(self) -> TurnReader:
+        return self._turn_reader

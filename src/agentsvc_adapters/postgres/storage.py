@@ -28,6 +28,7 @@ from agentsvc_core.ports import (
     OrganizationRepository,
     Storage,
     ThreadRepository,
+    TurnReader,
 )
 from agentsvc_core.ports.oauth import SecretStore
 
@@ -276,11 +277,13 @@ class PostgresStorage(Storage):
         )
         from agentsvc_adapters.postgres.mcps import PostgresMcps  # noqa: PLC0415
         from agentsvc_adapters.postgres.secrets import PostgresSecrets  # noqa: PLC0415
+        from agentsvc_adapters.postgres.turns import PostgresTurnReader  # noqa: PLC0415
 
         self._threads = PostgresThreads(self.pool)
         self._conversations = PostgresConversations(self.pool)
         self._mcps = PostgresMcps(self.pool)
         self._secrets = PostgresSecrets(self.pool)
+        self._turn_reader = PostgresTurnReader(self.pool)
 
     async def open(self) -> None:
         async with _translate():
@@ -316,3 +319,7 @@ class PostgresStorage(Storage):
     @property
     def secrets(self) -> SecretStore:
         return self._secrets
+
+    @property
+    def turn_reader(self) -> TurnReader:
+        return self._turn_reader

@@ -30,6 +30,8 @@ from agentsvc_core.ports.storage import (
     OrganizationRepository,
     Storage,
     ThreadRepository,
+    TurnInputs,
+    TurnReader,
 )
 from agentsvc_core.ports.tokens import TokenVerifier, VerifiedToken
 from agentsvc_core.ports.tools import NoServerTools, ServerTools, ToolAuthRequired
@@ -68,6 +70,8 @@ __all__ = [
     "ToolAuthRequired",
     "ToolCallRequested",
     "ToolSpec",
+    "TurnInputs",
+    "TurnReader",
     "UsageReport",
     "VerifiedToken",
 ]

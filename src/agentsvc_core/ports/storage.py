@@ -10,6 +10,8 @@ from datetime import datetime
 from typing import Protocol
 from uuid import UUID
 
+import msgspec
+
 from agentsvc_core.entities import (
     Agent,
     ApiKey,
@@ -22,7 +24,7 @@ from agentsvc_core.entities import (
     Thread,
     UsageRecord,
 )
-from agentsvc_core.ports.oauth import SecretStore
+from agentsvc_core.ports.oauth import SealedRecord, SecretStore
 
 
 class OrganizationRepository(Protocol):
@@ -168,6 +170,26 @@ class ConversationStore(Protocol):
         ...
 
 
+class TurnInputs(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything a turn reads before it starts, read together."""
+
+    thread: Thread
+    agent: Agent | None  # None: the thread's agent has been deleted
+    latest_run: Run | None  # the thread's most recent run
+    mcp: list[tuple[McpAttachment, McpServer]]  # the agent's MCP servers, oldest first
+    records: dict[str, SealedRecord]  # the agent's sealed records (key = agent id), by kind
+
+
+class TurnReader(Protocol):
+    """The turn's reads in one storage round trip (the hot path)."""
+
+    async def turn_inputs(self, org_id: str, thread_id: UUID, kinds: list[str]) -> TurnInputs:
+        """The thread, its agent, its latest run, the agent's MCP attachments with
+        their servers, and the agent's sealed records of the given ``kinds``.
+        Raises ``NotFound`` when the thread does not exist."""
+        ...
+
+
 class McpRepository(Protocol):
     async def add(self, server: McpServer) -> McpServer:
         """Store a new server. Its slug is made unique within the organization
@@ -238,3 +260,6 @@ class Storage(Protocol):
 
     @property
     def secrets(self) -> SecretStore: ...
+
+    @property
+    def turn_reader(self) -> TurnReader: ...

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol
 
-from agentsvc_core.entities import Agent, Principal
+from agentsvc_core.entities import Agent, McpAttachment, McpServer, Principal
 from agentsvc_core.errors import DomainError
 from agentsvc_core.ports.llm import ToolSpec
 
@@ -19,9 +20,16 @@ class ToolAuthRequired(DomainError):
         self.description = description
 
 
+Attached = Sequence[tuple[McpAttachment, McpServer]]
+
+
 class ServerTools(Protocol):
-    async def list_tools(self, who: Principal, agent: Agent) -> list[ToolSpec]:
-        """Every server-side tool the agent may use, before profile gating."""
+    async def list_tools(
+        self, who: Principal, agent: Agent, attached: Attached | None = None
+    ) -> list[ToolSpec]:
+        """Every server-side tool the agent may use, before profile gating.
+        ``attached``: the agent's MCP servers when the caller has read them
+        already (the turn reads them with the thread)."""
         ...
 
     async def call(self, who: Principal, agent: Agent, name: str, arguments: dict[str, Any]) -> str:
@@ -34,7 +42,9 @@ class ServerTools(Protocol):
 class NoServerTools(ServerTools):
     """No server-side tools configured (before MCP and webhook tools exist)."""
 
-    async def list_tools(self, who: Principal, agent: Agent) -> list[ToolSpec]:
+    async def list_tools(
+        self, who: Principal, agent: Agent, attached: Attached | None = None
+    ) -> list[ToolSpec]:
         return []
 
     async def call(self, who: Principal, agent: Agent, name: str, arguments: dict[str, Any]) -> str:

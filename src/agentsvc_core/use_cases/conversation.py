@@ -5,9 +5,10 @@ validation, the one-reply-per-thread rule) before it returns, then the reply run
 in a task of its own: a client that disconnects does not cancel it; only
 ``stop`` does, from any process, through the ``StopBus``.
 
-Round trips to storage per turn: reading the thread and the agent, ``begin_turn``
-(one transaction that also returns the history) and ``finish_turn`` (one
-transaction for the run, the assistant messages and the usage records). Nothing
+Round trips to storage per turn: ``turn_inputs`` (the thread, its agent, the
+latest run, the agent's MCP servers and sealed settings, read together),
+``begin_turn`` (the run and the user's message, returning the history) and
+``finish_turn`` (the run, the assistant messages and the usage records). Nothing
 is written per token.
 """
 
@@ -38,9 +39,8 @@ from agentsvc_core.entities import (
     Usage,
     UsageRecord,
 )
-from agentsvc_core.errors import DomainError, InvalidInput, PermissionDenied, Upstream
+from agentsvc_core.errors import DomainError, InvalidInput, NotFound, PermissionDenied, Upstream
 from agentsvc_core.ports import (
-    AgentRepository,
     ChatModel,
     Clock,
     CompactionBlock,
@@ -56,6 +56,7 @@ from agentsvc_core.ports import (
     ToolAuthRequired,
     ToolCallRequested,
     ToolSpec,
+    TurnReader,
     UsageReport,
 )
 from agentsvc_core.rules import (
@@ -179,7 +180,7 @@ class Conversation:
     def __init__(
         self,
         threads: Threads,
-        agents: AgentRepository,
+        reader: TurnReader,
         store: ConversationStore,
         router: ModelRouter,
         tools: ServerTools,
@@ -199,7 +200,7 @@ class Conversation:
         self._stale_after = timedelta(seconds=stale_after_s)
         self._heartbeat_s = stale_after_s / 4
         self._threads = threads
-        self._agents = agents
+        self._reader = reader
         self._store = store
         self._router = router
         self._tools = tools
@@ -214,21 +215,28 @@ class Conversation:
         ``NotFound``, ``PermissionDenied``, ``InvalidInput`` or ``Conflict``
         (THREAD_BUSY) before anything streams."""
         self._check_input(msg)
-        thread = await self._threads.visible(who, thread_id)
+        inputs = await self._reader.turn_inputs(
+            who.org_id, thread_id, list(AgentConfigs.KINDS) if self._configs else []
+        )
+        thread = await self._threads.check_visible(who, inputs.thread)
         sender_id, sender_name = await self._sender(who, thread, msg)
-        agent = await self._agents.get(who.org_id, thread.agent_id)
-        pending = await self._pending_calls(who, thread)
+        agent = inputs.agent
+        if agent is None:
+            raise NotFound("agent not found")
+        latest = inputs.latest_run
+        pending = latest.pending_tool_calls if latest and latest.status == "requires_action" else ()
         self._check_tool_results(pending, msg)
 
         model_id = msg.model_override or agent.default_model
         model, model_name = self._router.route(model_id)
         resolver, compaction = (
-            await self._configs.load(who.org_id, agent.id) if self._configs else (None, None)
+            self._configs.opened(who.org_id, agent.id, inputs.records)
+            if self._configs
+            else (None, None)
         )
         profile = effective_profile(agent, thread, msg.tool_profile)
-        server = {
-            t.name: t for t in gate_tools(agent, profile, await self._tools.list_tools(who, agent))
-        }
+        offered_server = await self._tools.list_tools(who, agent, inputs.mcp)
+        server = {t.name: t for t in gate_tools(agent, profile, offered_server)}
         client = {t.name: t for t in msg.tools}
         offered = [*server.values(), *client.values()]
         switch = profile_switch_tool(agent, profile)
@@ -367,12 +375,6 @@ class Conversation:
                 raise PermissionDenied("only participants may post to this thread")
             return sender_id, msg.sender_name or member.display_name
         return sender_id, msg.sender_name
-
-    async def _pending_calls(self, who: Principal, thread: Thread) -> tuple[ToolCall, ...]:
-        latest = await self._store.latest_run(who.org_id, thread.id)
-        if latest is None or latest.status != "requires_action":
-            return ()
-        return latest.pending_tool_calls
 
     @staticmethod
     def _check_tool_results(pending: tuple[ToolCall, ...], msg: SendInput) -> None:

@@ -34,6 +34,7 @@ from agentsvc_core.ports import (
     ToolSpec,
 )
 from agentsvc_core.ports.mcp import UrlPolicy
+from agentsvc_core.ports.tools import Attached
 from agentsvc_core.rules import MAX_NAME, MAX_TOOL_NAME, check_text
 from agentsvc_core.use_cases.mcp_oauth import McpOAuth
 
@@ -338,8 +339,14 @@ class McpTools(ServerTools):
         self._servers = servers
         self._client = client
 
-    async def _attached(self, who: Principal, agent: Agent) -> list[AttachedServer]:
-        attached = await self._servers.attached(who, "agent", agent.id, known_owner=True)
+    async def _attached(
+        self, who: Principal, agent: Agent, known: Attached | None
+    ) -> list[AttachedServer]:
+        attached = (
+            [AttachedServer(attachment=a, server=s) for a, s in known]
+            if known is not None
+            else await self._servers.attached(who, "agent", agent.id, known_owner=True)
+        )
         refreshed = []
         for item in attached:
             current = item
@@ -354,14 +361,16 @@ class McpTools(ServerTools):
             refreshed.append(current)
         return refreshed
 
-    async def list_tools(self, who: Principal, agent: Agent) -> list[ToolSpec]:
+    async def list_tools(
+        self, who: Principal, agent: Agent, attached: Attached | None = None
+    ) -> list[ToolSpec]:
         return [
             ToolSpec(
                 name=f"{item.server.slug}{TOOL_SEPARATOR}{tool.name}",
                 description=tool.description,
                 parameters=tool.input_schema,
             )
-            for item in await self._attached(who, agent)
+            for item in await self._attached(who, agent, attached)
             for tool in effective_tools(item.server, item.attachment)
         ]
 

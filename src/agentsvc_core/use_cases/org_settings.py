@@ -7,6 +7,7 @@ is a secret; the rest is small and sealed alike.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from uuid import UUID
 
@@ -16,7 +17,7 @@ from agentsvc_core.entities import Principal
 from agentsvc_core.errors import InvalidInput, PermissionDenied
 from agentsvc_core.ports import AgentRepository, Clock, SecretBox
 from agentsvc_core.ports.mcp import UrlPolicy
-from agentsvc_core.ports.oauth import SecretStore
+from agentsvc_core.ports.oauth import SealedRecord, SecretStore
 from agentsvc_core.ports.resolver import CredentialResolver, ResolverRequest
 from agentsvc_core.rules import check_text
 from agentsvc_core.use_cases.sealed import SealedRecords
@@ -233,22 +234,33 @@ class CompactionSettings:
 
 
 class AgentConfigs:
-    """An agent's resolver and compaction configurations, read together (one round trip)."""
+    """An agent's resolver and compaction configurations, read together (one round
+    trip), or opened from records the turn has read with the thread."""
+
+    KINDS = ("resolver", "compaction")
 
     def __init__(self, store: SecretStore, box: SecretBox) -> None:
         self._records = SealedRecords(store, box)
 
     async def load(self, org: str, agent_id: UUID) -> tuple[ResolverConfig, CompactionConfig]:
         key = str(agent_id)
-        found = await self._records.store.get_many(org, [("resolver", key), ("compaction", key)])
+        found = await self._records.store.get_many(org, [(kind, key) for kind in self.KINDS])
+        return self.opened(org, agent_id, {kind: record for (kind, _), record in found.items()})
+
+    def opened(
+        self, org: str, agent_id: UUID, records: Mapping[str, SealedRecord]
+    ) -> tuple[ResolverConfig, CompactionConfig]:
+        """The configurations from the agent's sealed records, by kind (defaults
+        for the missing ones)."""
+        key = str(agent_id)
         resolver = ResolverConfig(agent_id=agent_id, org_id=org)
         compaction = CompactionConfig(agent_id=agent_id, org_id=org)
-        if ("resolver", key) in found:
+        if "resolver" in records:
             resolver = self._records.open(
-                org, "resolver", key, found[("resolver", key)].value, ResolverConfig
+                org, "resolver", key, records["resolver"].value, ResolverConfig
             )
-        if ("compaction", key) in found:
+        if "compaction" in records:
             compaction = self._records.open(
-                org, "compaction", key, found[("compaction", key)].value, CompactionConfig
+                org, "compaction", key, records["compaction"].value, CompactionConfig
             )
         return resolver, compaction

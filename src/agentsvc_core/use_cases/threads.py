@@ -98,7 +98,10 @@ class Threads:
 
     async def visible(self, who: Principal, thread_id: UUID) -> Thread:
         """The thread, if ``who`` may use it."""
-        thread = await self._threads.get(who.org_id, thread_id)
+        return await self.check_visible(who, await self._threads.get(who.org_id, thread_id))
+
+    async def check_visible(self, who: Principal, thread: Thread) -> Thread:
+        """``thread`` (already read), if ``who`` may use it."""
         if who.is_org_admin or thread.created_by == who.user_id:
             return thread
         if (

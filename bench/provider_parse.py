@@ -1,4 +1,4 @@
-"""CPU per streamed model reply through the alpha/beta adapters (httpx + msgspec).
+"""CPU per streamed model reply through the alpha/beta adapters (aiohttp + msgspec).
 
 Run: ``.venv/bin/python bench/provider_parse.py [--n 200] [--tokens 50] [--no-uvloop]``
 
@@ -6,15 +6,15 @@ For each fake provider (``tests.fakes.providers``, served from a thread of this
 process) it streams a reply of ``--tokens`` text deltas ``--n`` times, one after the
 other, and prints CPU milliseconds per stream:
 
-- ``client``: ``time.thread_time()`` of the event-loop thread: the adapter, httpx and
-  the loop, without the fake server (which runs in another thread). This is the number
-  to compare with the 2.4 ms httpx+msgspec target.
+- ``client``: ``time.thread_time()`` of the event-loop thread: the adapter, its HTTP
+  client (aiohttp) and the loop, without the fake server (which runs in another thread).
 - ``process``: ``time.process_time()``: the same plus the fake server's own CPU (it
   shares the process), so an upper bound.
-- ``raw httpx``: the same requests drained with ``aiter_raw()`` and no parsing: the
-  transport's floor; ``client - raw httpx`` is what parsing and mapping cost.
+- ``raw httpx``: the same requests drained with httpx's ``aiter_raw()`` and no parsing:
+  what the transport alone cost when the adapters were on httpx (kept for comparison).
 - ``no socket``: the adapter over an ``httpx.MockTransport`` replaying the recorded
-  body in the chunks it arrived in: parsing and mapping without socket I/O.
+  body in the chunks it arrived in: parsing and mapping without socket I/O (the
+  adapters still accept an injected httpx client for such tests).
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import aiohttp
 import anyio
 import httpx
 import pytest
@@ -529,6 +530,76 @@ async def test_a_complete_stream_leaves_the_connection_reusable(case: Case) -> N
             await collect(model, ask())
         assert transport.open_bodies == 0
         assert transport.connects == 1  # keep-alive: the three calls shared one connection
+
+
+class AioTracking:
+    """An aiohttp session that counts new TCP connections (the default client)."""
+
+    def __init__(self) -> None:
+        self.connects = 0
+        trace = aiohttp.TraceConfig()
+
+        async def connected(*_: object) -> None:
+            self.connects += 1
+
+        trace.on_connection_create_end.append(connected)
+        self.session = aiohttp.ClientSession(trace_configs=[trace])
+
+
+async def test_aiohttp_closing_the_stream_early_closes_the_connection(case: Case) -> None:
+    tracking = AioTracking()
+    async with tracking.session:
+        model = make(case.kind, case.fake.base_url, http=tracking.session)
+        case.fake.enqueue(Reply(tokens=[f" w{i}" for i in range(50)], token_delay=0.1))
+        stream = model.stream(ask())
+        assert await anext(stream) == TextDelta(" w0")
+        assert case.fake.active_streams == 1
+        await stream.aclose()  # type: ignore[attr-defined]
+        await case.fake.wait_for_active_streams_async(0, timeout=1)
+        # the half-read connection was not put back: the next call connects anew
+        await collect(model, ask())
+        assert tracking.connects == 2
+
+
+async def test_aiohttp_cancelling_the_consumer_closes_the_connection(case: Case) -> None:
+    tracking = AioTracking()
+    async with tracking.session:
+        model = make(case.kind, case.fake.base_url, http=tracking.session)
+        case.fake.enqueue(Reply(tokens=[f" w{i}" for i in range(50)], token_delay=0.1))
+        got: list[ModelEvent] = []
+
+        async def consume() -> None:
+            async for event in model.stream(ask()):
+                got.append(event)  # noqa: PERF401 - cancelled midway: keep what arrived
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(consume)
+            await anyio.sleep(0.35)
+            tg.cancel_scope.cancel()
+        assert 2 <= len(got) < 10
+        await case.fake.wait_for_active_streams_async(0, timeout=1)
+
+
+async def test_aiohttp_complete_streams_share_one_connection(case: Case) -> None:
+    tracking = AioTracking()
+    async with tracking.session:
+        model = make(case.kind, case.fake.base_url, http=tracking.session)
+        for _ in range(3):
+            assert TextDelta in {type(e) for e in await collect(model, ask())}
+        assert tracking.connects == 1  # keep-alive: the three calls shared one connection
+
+
+async def test_the_default_client_is_one_pooled_session_per_model(case: Case) -> None:
+    model = make(case.kind, case.fake.base_url)
+    try:
+        await collect(model, ask())
+        first = model._http._session
+        await collect(model, ask())
+        assert first is not None
+        assert model._http._session is first
+    finally:
+        await model.aclose()
+    assert first.closed
 
 
 # --- wire corner cases, through a MockTransport --------------------------------------------------

@@ -1,4 +1,5 @@
-"""The ``alpha`` family: the Anthropic Messages API, streamed, on raw httpx.
+"""The ``alpha`` family: the Anthropic Messages API, streamed, on aiohttp
+(see ``sse.ProviderHttp``).
 
 Wire format (checked against https://docs.anthropic.com/en/api/messages,
 .../en/docs/build-with-claude/streaming, .../tool-use and .../prompt-caching, via the
@@ -40,10 +41,17 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any, Unpack
 
+import aiohttp
 import httpx
 import msgspec
 
-from agentsvc_adapters.llm.sse import ProviderHttp, SSEParser, TransportOptions, short
+from agentsvc_adapters.llm.sse import (
+    TRANSPORT_ERRORS,
+    ProviderHttp,
+    SSEParser,
+    TransportOptions,
+    short,
+)
 from agentsvc_core.entities import Message, ToolCall, Usage
 from agentsvc_core.ports import (
     ChatModel,
@@ -242,7 +250,7 @@ class AlphaModel(ChatModel):
         base_url: str = "https://api.anthropic.com",
         api_key: str = "",
         *,
-        http: httpx.AsyncClient | None = None,
+        http: httpx.AsyncClient | aiohttp.ClientSession | None = None,
         **options: Unpack[TransportOptions],
     ) -> None:
         self._url = base_url.rstrip("/") + "/v1/messages"
@@ -278,9 +286,7 @@ class AlphaModel(ChatModel):
         response = await self._http.open(self._url, headers, body, secrets)
         parser = SSEParser()
         state = _State()
-        # identity was asked for; decode only if a proxy compressed anyway
-        plain = "content-encoding" not in response.headers
-        chunks = response.aiter_raw() if plain else response.aiter_bytes()
+        chunks = response.chunks()
         try:
             async for chunk in chunks:
                 for event, data in parser.feed(chunk):
@@ -299,7 +305,7 @@ class AlphaModel(ChatModel):
                             yield out
         except _StreamError as exc:
             raise self._http.error(f"failed mid-stream: {short(str(exc))}", secrets) from None
-        except (httpx.HTTPError, msgspec.MsgspecError, ValueError) as exc:
+        except (*TRANSPORT_ERRORS, msgspec.MsgspecError, ValueError) as exc:
             raise self._http.broken(exc, secrets) from None
         finally:
             await response.aclose()

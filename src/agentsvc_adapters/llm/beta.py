@@ -1,5 +1,5 @@
 """The ``beta`` family: the OpenAI Chat Completions API (and compatible servers),
-streamed, on raw httpx.
+streamed, on aiohttp (see ``sse.ProviderHttp``).
 
 Wire format (checked against https://platform.openai.com/docs/api-reference/chat/create,
 .../chat/streaming and .../chat/object, via the search index: the OpenAPI-generated
@@ -44,11 +44,18 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any, Literal, Unpack
 
+import aiohttp
 import httpx
 import msgspec
 
 from agentsvc_adapters.llm.alpha import parse_arguments
-from agentsvc_adapters.llm.sse import ProviderHttp, SSEParser, TransportOptions, short
+from agentsvc_adapters.llm.sse import (
+    TRANSPORT_ERRORS,
+    ProviderHttp,
+    SSEParser,
+    TransportOptions,
+    short,
+)
 from agentsvc_core.entities import Message, ToolCall, Usage
 from agentsvc_core.ports import (
     ChatModel,
@@ -170,7 +177,7 @@ class BetaModel(ChatModel):
         base_url: str = "https://api.openai.com/v1",
         api_key: str = "",
         *,
-        http: httpx.AsyncClient | None = None,
+        http: httpx.AsyncClient | aiohttp.ClientSession | None = None,
         max_tokens_field: MaxTokensField = "max_completion_tokens",
         **options: Unpack[TransportOptions],
     ) -> None:
@@ -200,8 +207,7 @@ class BetaModel(ChatModel):
         response = await self._http.open(self._url, headers, body, secrets)
         parser = SSEParser()
         state = _State()
-        plain = "content-encoding" not in response.headers
-        chunks = response.aiter_raw() if plain else response.aiter_bytes()
+        chunks = response.chunks()
         try:
             async for raw in chunks:
                 for _, data in parser.feed(raw):
@@ -226,7 +232,7 @@ class BetaModel(ChatModel):
                         state.fail(chunk.error)
         except _StreamError as exc:
             raise self._http.error(f"failed mid-stream: {short(str(exc))}", secrets) from None
-        except (httpx.HTTPError, msgspec.MsgspecError, ValueError) as exc:
+        except (*TRANSPORT_ERRORS, msgspec.MsgspecError, ValueError) as exc:
             raise self._http.broken(exc, secrets) from None
         finally:
             await response.aclose()

@@ -1,4 +1,4 @@
-"""Server-sent events over httpx for the provider adapters: a lean parser, plus the
+"""Server-sent events over HTTP for the provider adapters: a lean parser, plus the
 HTTP plumbing both adapters share (one pooled client, retries, error mapping).
 
 The parser follows the WHATWG "event stream interpretation" rules
@@ -18,19 +18,30 @@ raised, never retried (the caller may already have shown tokens).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import re
-from collections.abc import Mapping
-from typing import TypedDict
+import ssl
+from collections.abc import AsyncIterator, Mapping
+from typing import Protocol, TypedDict
 
+import aiohttp
 import anyio
+import certifi
 import httpx
 import msgspec
 
 from agentsvc_core.errors import Upstream
 
-__all__ = ["ProviderHttp", "SSEParser", "scrub", "short"]
+__all__ = [
+    "TRANSPORT_ERRORS",
+    "ProviderHttp",
+    "ProviderResponse",
+    "SSEParser",
+    "scrub",
+    "short",
+]
 
 log = logging.getLogger("agentsvc.llm")
 
@@ -172,14 +183,70 @@ class TransportOptions(TypedDict, total=False):
     max_retry_after_s: float
 
 
+class ProviderResponse(Protocol):
+    """An open 2xx streaming response: its headers, its body in chunks as they
+    arrive (decoded if a proxy compressed it), and ``aclose``, which closes the
+    connection unless the body was read to the end (then it goes back to the pool)."""
+
+    headers: Mapping[str, str]
+
+    def chunks(self) -> AsyncIterator[bytes]: ...
+
+    async def aclose(self) -> None: ...
+
+
+class _AiohttpResponse:
+    __slots__ = ("_response", "headers")
+
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        self._response = response
+        self.headers: Mapping[str, str] = response.headers
+
+    def chunks(self) -> AsyncIterator[bytes]:
+        return self._response.content.iter_any()
+
+    async def aclose(self) -> None:
+        if self._response.content.at_eof():
+            self._response.release()  # read to the end: the connection is reusable
+        else:
+            self._response.close()  # mid-body (stop, error): drop the connection
+
+
+class _HttpxResponse:
+    __slots__ = ("_response", "headers")
+
+    def __init__(self, response: httpx.Response) -> None:
+        self._response = response
+        self.headers: Mapping[str, str] = response.headers
+
+    def chunks(self) -> AsyncIterator[bytes]:
+        plain = "content-encoding" not in self._response.headers
+        return self._response.aiter_raw() if plain else self._response.aiter_bytes()
+
+    async def aclose(self) -> None:
+        await self._response.aclose()
+
+
+# What reading a streamed body can raise, from either client.
+TRANSPORT_ERRORS = (httpx.HTTPError, aiohttp.ClientError, TimeoutError)
+
+
 class ProviderHttp:
-    """One provider's pooled HTTP client, retry policy and error mapping."""
+    """One provider's pooled HTTP client, retry policy and error mapping.
+
+    The client is aiohttp (its HTTP parser is C: reading a 50-token stream costs
+    about a third of the CPU of httpx + httpcore + h11, measured with
+    ``bench/provider_parse.py``), one ``ClientSession`` per provider and process,
+    created on first use (it belongs to the running event loop). An injected
+    ``httpx.AsyncClient`` is used instead when given (tests drive wire corner cases
+    through ``httpx.MockTransport``); an injected ``aiohttp.ClientSession`` is used
+    as it is (its own timeouts and pool, which the caller closes)."""
 
     def __init__(
         self,
         provider: str,
         *,
-        http: httpx.AsyncClient | None = None,
+        http: httpx.AsyncClient | aiohttp.ClientSession | None = None,
         connect_timeout_s: float = 10.0,
         read_timeout_s: float = 120.0,
         max_connections: int = 1000,
@@ -192,22 +259,41 @@ class ProviderHttp:
         self.timeout = httpx.Timeout(
             connect=connect_timeout_s, read=read_timeout_s, write=30.0, pool=10.0
         )
-        self._owns_http = http is None
-        self.http = http or httpx.AsyncClient(
-            timeout=self.timeout,
-            limits=httpx.Limits(
-                max_connections=max_connections,
-                max_keepalive_connections=min(max_connections, 256),
-                keepalive_expiry=30.0,
-            ),
+        # total=None: a reply may stream for as long as the model writes; connect
+        # covers waiting for a pooled connection plus connecting.
+        self._aio_timeout = aiohttp.ClientTimeout(
+            total=None,
+            connect=connect_timeout_s + 10.0,
+            sock_connect=connect_timeout_s,
+            sock_read=read_timeout_s,
         )
+        self._max_connections = max_connections
+        self._owns_http = http is None
+        self._httpx = http if isinstance(http, httpx.AsyncClient) else None
+        self._session = http if isinstance(http, aiohttp.ClientSession) else None
         self.max_attempts = max(1, max_attempts)
         self.backoff_s = backoff_s
         self.max_retry_after_s = max_retry_after_s
 
+    def _aiohttp(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(
+                    limit=self._max_connections,
+                    limit_per_host=0,
+                    keepalive_timeout=30.0,
+                    ssl=ssl.create_default_context(cafile=certifi.where()),
+                ),
+                timeout=self._aio_timeout,
+                trust_env=True,  # HTTPS_PROXY / NO_PROXY, as httpx honours them
+                auto_decompress=True,  # identity is asked for; decode if a proxy compressed
+                skip_auto_headers=("User-Agent",),
+            )
+        return self._session
+
     async def aclose(self) -> None:
-        if self._owns_http:
-            await self.http.aclose()
+        if self._owns_http and self._session is not None:
+            await self._session.close()
 
     def error(self, what: str, secrets: tuple[str, ...], code: str = "PROVIDER_ERROR") -> Upstream:
         """``Upstream("the <provider> provider <what>")``; ``what`` is scrubbed of secrets."""
@@ -215,18 +301,19 @@ class ProviderHttp:
 
     def broken(self, exc: Exception, secrets: tuple[str, ...]) -> Upstream:
         """The Upstream for an exception raised while reading a streamed body."""
-        if isinstance(exc, httpx.TimeoutException):
+        if isinstance(exc, httpx.TimeoutException | TimeoutError):
+            # aiohttp's read timeout (SocketTimeoutError) is a TimeoutError too
             return self.error(
                 "stopped sending mid-stream (read timeout)", secrets, "PROVIDER_TIMEOUT"
             )
-        if isinstance(exc, httpx.TransportError):
+        if isinstance(exc, httpx.TransportError | aiohttp.ClientError):
             what = f"dropped the stream: {type(exc).__name__}: {short(scrub(str(exc), secrets))}"
             return self.error(what, secrets)
         return self.error(f"sent a malformed stream: {short(scrub(str(exc), secrets))}", secrets)
 
     async def open(
         self, url: str, headers: dict[str, str], body: bytes, secrets: tuple[str, ...]
-    ) -> httpx.Response:
+    ) -> ProviderResponse:
         """POST and return the open 2xx streaming response (the caller closes it).
 
         Connection errors, 408, 429 and 5xx are retried with exponential backoff and
@@ -235,30 +322,13 @@ class ProviderHttp:
         attempt = 0
         while True:
             attempt += 1
-            retry_after: float | None = None
-            request = self.http.build_request(
-                "POST", url, content=body, headers=headers, timeout=self.timeout
-            )
-            try:
-                response = await self.http.send(request, stream=True)
-            except httpx.ConnectTimeout:
-                err = self.error("timed out connecting", secrets, "PROVIDER_TIMEOUT")
-                retryable = True
-            except httpx.PoolTimeout:
-                what = "was not called: no free connection in the pool"
-                raise self.error(what, secrets, "PROVIDER_TIMEOUT") from None
-            except httpx.TimeoutException:
-                raise self.error("did not answer in time", secrets, "PROVIDER_TIMEOUT") from None
-            except httpx.TransportError as exc:
-                what = f"could not be reached: {type(exc).__name__}: {short(str(exc))}"
-                err, retryable = self.error(what, secrets, "PROVIDER_UNAVAILABLE"), True
+            if self._httpx is not None:
+                opened = await self._open_httpx(self._httpx, url, headers, body, secrets)
             else:
-                if response.is_success:
-                    return response
-                try:
-                    err, retryable, retry_after = await self._status_error(response, secrets)
-                finally:
-                    await response.aclose()
+                opened = await self._open_aiohttp(url, headers, body, secrets)
+            if not isinstance(opened, tuple):
+                return opened
+            err, retryable, retry_after = opened
             if not retryable or attempt >= self.max_attempts:
                 raise err
             if retry_after is not None and retry_after > self.max_retry_after_s:
@@ -277,19 +347,80 @@ class ProviderHttp:
             )
             await anyio.sleep(delay)
 
-    async def _status_error(
-        self, response: httpx.Response, secrets: tuple[str, ...]
-    ) -> tuple[Upstream, bool, float | None]:
-        raw = b""
+    async def _open_aiohttp(
+        self, url: str, headers: dict[str, str], body: bytes, secrets: tuple[str, ...]
+    ) -> ProviderResponse | tuple[Upstream, bool, float | None]:
+        """The open response, or (error, retryable, retry-after) to retry or raise."""
         try:
-            async for chunk in response.aiter_bytes():
-                raw += chunk
-                if len(raw) > 16384:
-                    break
-        except httpx.HTTPError:
-            pass
-        status = response.status_code
+            response = await self._aiohttp().post(
+                url, data=body, headers=headers, allow_redirects=False
+            )
+        except aiohttp.ConnectionTimeoutError:  # connecting, or waiting for a pooled connection
+            return self.error("timed out connecting", secrets, "PROVIDER_TIMEOUT"), True, None
+        except TimeoutError:  # connected, but no response head within the read timeout
+            raise self.error("did not answer in time", secrets, "PROVIDER_TIMEOUT") from None
+        except aiohttp.ClientError as exc:
+            what = f"could not be reached: {type(exc).__name__}: {short(scrub(str(exc), secrets))}"
+            return self.error(what, secrets, "PROVIDER_UNAVAILABLE"), True, None
+        if 200 <= response.status < 300:
+            return _AiohttpResponse(response)
+        try:
+            raw = b""
+            with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+                raw = await response.content.read(16385)
+            return self._status_error(
+                response.status, response.reason or "", raw, response.headers, secrets
+            )
+        finally:
+            response.close()
+
+    async def _open_httpx(
+        self,
+        http: httpx.AsyncClient,
+        url: str,
+        headers: dict[str, str],
+        body: bytes,
+        secrets: tuple[str, ...],
+    ) -> ProviderResponse | tuple[Upstream, bool, float | None]:
+        request = http.build_request(
+            "POST", url, content=body, headers=headers, timeout=self.timeout
+        )
+        try:
+            response = await http.send(request, stream=True)
+        except httpx.ConnectTimeout:
+            return self.error("timed out connecting", secrets, "PROVIDER_TIMEOUT"), True, None
+        except httpx.PoolTimeout:
+            what = "was not called: no free connection in the pool"
+            raise self.error(what, secrets, "PROVIDER_TIMEOUT") from None
+        except httpx.TimeoutException:
+            raise self.error("did not answer in time", secrets, "PROVIDER_TIMEOUT") from None
+        except httpx.TransportError as exc:
+            what = f"could not be reached: {type(exc).__name__}: {short(str(exc))}"
+            return self.error(what, secrets, "PROVIDER_UNAVAILABLE"), True, None
+        if response.is_success:
+            return _HttpxResponse(response)
+        try:
+            raw = b""
+            with contextlib.suppress(httpx.HTTPError):
+                async for chunk in response.aiter_bytes():
+                    raw += chunk
+                    if len(raw) > 16384:
+                        break
+            return self._status_error(
+                response.status_code, response.reason_phrase, raw, response.headers, secrets
+            )
+        finally:
+            await response.aclose()
+
+    def _status_error(
+        self,
+        status: int,
+        reason: str,
+        raw: bytes,
+        headers: Mapping[str, str],
+        secrets: tuple[str, ...],
+    ) -> tuple[Upstream, bool, float | None]:
         code, retryable = _status_code(status)
-        message = _error_message(raw) if raw else response.reason_phrase
+        message = _error_message(raw) if raw else reason
         err = self.error(f"answered {status}: {short(scrub(message, secrets))}", secrets, code)
-        return err, retryable, _retry_after(response.headers)
+        return err, retryable, _retry_after(headers)

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentsvc_adapters.llm.sse import SSEParser
+from agentsvc_adapters.llm.sse import ProviderHttp, SSEParser
 
 Events = list[tuple[str, bytes]]
 
@@ -108,3 +108,19 @@ def test_any_chunking_yields_the_same_events(
     assert parse(*chunks) == expected
     for _, payload in parse(*chunks):
         payload.decode()  # whole UTF-8, however it was cut
+
+
+def test_provider_proxies_come_from_the_environment_once_per_url(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HTTPS_PROXY", "http://user:pw@proxy.internal:3128")
+    monkeypatch.setenv("NO_PROXY", "local.example")
+    http = ProviderHttp("beta")
+    proxy, auth = http._proxy("https://api.example/v1/chat/completions")
+    assert proxy == "http://proxy.internal:3128"  # credentials go in the auth, not the URL
+    assert auth == {"Proxy-Authorization": "Basic dXNlcjpwdw=="}  # base64("user:pw")
+    assert http._proxy("https://local.example/v1") == (None, None)
+    assert http._proxy("http://plain.example/v1") == (None, None)  # no HTTP_PROXY set
+    # looked up once: a later change of the environment is not re-read per request
+    monkeypatch.delenv("HTTPS_PROXY")
+    assert http._proxy("https://api.example/v1/chat/completions")[0] == proxy

@@ -18,11 +18,13 @@ raised, never retried (the caller may already have shown tokens).
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import logging
 import random
 import re
 import ssl
+import urllib.request
 from collections.abc import AsyncIterator, Mapping
 from typing import Protocol, TypedDict
 
@@ -31,6 +33,7 @@ import anyio
 import certifi
 import httpx
 import msgspec
+import yarl
 
 from agentsvc_core.errors import Upstream
 
@@ -268,6 +271,7 @@ class ProviderHttp:
             sock_read=read_timeout_s,
         )
         self._max_connections = max_connections
+        self._proxies: dict[str, tuple[str | None, dict[str, str] | None]] = {}
         self._owns_http = http is None
         self._httpx = http if isinstance(http, httpx.AsyncClient) else None
         self._session = http if isinstance(http, aiohttp.ClientSession) else None
@@ -285,11 +289,32 @@ class ProviderHttp:
                     ssl=ssl.create_default_context(cafile=certifi.where()),
                 ),
                 timeout=self._aio_timeout,
-                trust_env=True,  # HTTPS_PROXY / NO_PROXY, as httpx honours them
+                # proxies from the environment are resolved once per URL (_proxy):
+                # trust_env would re-read them in a worker thread on every request
+                trust_env=False,
                 auto_decompress=True,  # identity is asked for; decode if a proxy compressed
                 skip_auto_headers=("User-Agent",),
             )
         return self._session
+
+    def _proxy(self, url: str) -> tuple[str | None, dict[str, str] | None]:
+        """The proxy for ``url`` from HTTP(S)_PROXY / NO_PROXY (as httpx honours them),
+        looked up once per URL: a provider has one or two."""
+        found = self._proxies.get(url)
+        if found is None:
+            target = yarl.URL(url)
+            proxy = urllib.request.getproxies_environment().get(target.scheme)
+            if proxy and urllib.request.proxy_bypass(target.host or ""):
+                proxy = None
+            auth = None
+            if proxy:
+                parsed = yarl.URL(proxy)
+                if parsed.user:  # credentials go in a header, not in the proxy URL
+                    pair = f"{parsed.user}:{parsed.password or ''}".encode()
+                    auth = {"Proxy-Authorization": "Basic " + base64.b64encode(pair).decode()}
+                    proxy = str(parsed.with_user(None))
+            found = self._proxies[url] = (proxy or None, auth)
+        return found
 
     async def aclose(self) -> None:
         if self._owns_http and self._session is not None:
@@ -351,9 +376,15 @@ class ProviderHttp:
         self, url: str, headers: dict[str, str], body: bytes, secrets: tuple[str, ...]
     ) -> ProviderResponse | tuple[Upstream, bool, float | None]:
         """The open response, or (error, retryable, retry-after) to retry or raise."""
+        proxy, proxy_headers = self._proxy(url)
         try:
             response = await self._aiohttp().post(
-                url, data=body, headers=headers, allow_redirects=False
+                url,
+                data=body,
+                headers=headers,
+                allow_redirects=False,
+                proxy=proxy,
+                proxy_headers=proxy_headers,
             )
         except aiohttp.ConnectionTimeoutError:  # connecting, or waiting for a pooled connection
             return self.error("timed out connecting", secrets, "PROVIDER_TIMEOUT"), True, None

@@ -1,9 +1,10 @@
 """Threads, participants, runs, messages and usage records on PostgreSQL.
 
-A turn costs two transactions, each sent as one pipeline (one network round
-trip): ``begin_turn`` (sweep a stale run, insert the run and the user's message,
-read the history) and ``finish_turn`` (the run's final state, the assistant
-messages, the usage records). One reply per thread is enforced by a partial
+A turn costs two statements, each atomic on its own (data-modifying CTEs, no
+transaction block): ``begin_turn`` (insert the run and the user's message, read
+the history; a stale run in the way is swept and the statement retried once) and
+``finish_turn`` (the run's final state, the assistant messages, the usage
+records). One reply per thread is enforced by a partial
 unique index on running runs, so two processes racing to start a reply on one
 thread cannot both succeed.
 """
@@ -220,16 +221,42 @@ _MSG_COLS = (
     "id, org_id, thread_id, role, content, created_at, sender_name, sender_id,"
     " tool_calls::text, tool_call_id, status, run_id, provider_blocks::text"
 )
-_MSG_INSERT = (
+_MSG_INSERT_HEAD = (
     "INSERT INTO messages (id, org_id, thread_id, role, content, created_at, sender_name,"
-    " sender_id, tool_calls, tool_call_id, status, run_id, visible, provider_blocks)"
-    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s::json, %s, %s, %s, %s, %s::json)"
+    " sender_id, tool_calls, tool_call_id, status, run_id, visible, provider_blocks) VALUES "
 )
-_USAGE_INSERT = (
+_MSG_ROW = "(%s, %s, %s, %s, %s, %s, %s, %s, %s::json, %s, %s, %s, %s, %s::json)"
+_USAGE_INSERT_HEAD = (
     "INSERT INTO usage_records (org_id, id, agent_id, thread_id, run_id, message_id, provider,"
     " model, input_tokens, output_tokens, cached_input_tokens, key_source, metadata, created_at)"
-    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::json, %s)"
+    " VALUES "
 )
+_USAGE_ROW = "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::json, %s)"
+
+
+def _rows(row: str, n: int) -> str:
+    return ", ".join([row] * n)
+
+
+def _begin_statement(run: Run, new: list[Message]) -> tuple[str, list[Any]]:
+    sql = (
+        "WITH r AS (INSERT INTO runs (id, org_id, thread_id, status, started_at, heartbeat_at)"
+        " VALUES (%s, %s, %s, %s, %s, %s))"
+    )
+    params: list[Any] = [
+        run.id,
+        run.org_id,
+        run.thread_id,
+        run.status,
+        run.started_at,
+        run.heartbeat_at,
+    ]
+    if new:
+        sql += f", m AS ({_MSG_INSERT_HEAD}{_rows(_MSG_ROW, len(new))})"
+        params.extend(p for m in new for p in _message_params(m))
+    sql += f" SELECT {_MSG_COLS} FROM messages WHERE org_id = %s AND thread_id = %s ORDER BY seq"
+    params.extend([run.org_id, run.thread_id])
+    return sql, params
 
 
 def _run(r: Row) -> Run:
@@ -308,41 +335,35 @@ class PostgresConversations(_Repo, ConversationStore):
     async def begin_turn(
         self, run: Run, new: list[Message], stale_before: datetime
     ) -> list[Message]:
-        try:
-            async with _translate(), self._pool.connection() as conn, conn.transaction():
-                async with conn.pipeline():
-                    await conn.execute(
-                        "UPDATE runs SET status = 'interrupted', finished_at = %s"
-                        " WHERE org_id = %s AND thread_id = %s AND status = 'running'"
-                        " AND heartbeat_at < %s",
-                        (run.started_at, run.org_id, run.thread_id, stale_before),
-                    )
-                    await conn.execute(
-                        "INSERT INTO runs (id, org_id, thread_id, status, started_at,"
-                        " heartbeat_at) VALUES (%s, %s, %s, %s, %s, %s)",
-                        (
-                            run.id,
-                            run.org_id,
-                            run.thread_id,
-                            run.status,
-                            run.started_at,
-                            run.heartbeat_at,
-                        ),
-                    )
-                    async with conn.cursor() as cur:
-                        await cur.executemany(_MSG_INSERT, [_message_params(m) for m in new])
-                    cur = await conn.execute(
-                        f"SELECT {_MSG_COLS} FROM messages WHERE org_id = %s AND thread_id = %s"
-                        " ORDER BY seq",
-                        (run.org_id, run.thread_id),
-                    )
-                rows = await cur.fetchall()
-        except Conflict as exc:
-            raise Conflict(
-                "a reply is still running on this thread; wait for it or stop it",
-                code="THREAD_BUSY",
-            ) from exc
-        return [_message(r) for r in rows]
+        # One statement (atomic without a transaction block): insert the run and the
+        # messages, read the history. The read sees the thread as it was before the
+        # statement, so the new messages are appended here. A running run makes the
+        # run insert a unique violation; if that run's heartbeat is stale it is marked
+        # interrupted and the statement tried once more.
+        sql, params = _begin_statement(run, new)
+        for attempt in (1, 2):
+            try:
+                async with _translate(), self._pool.connection() as conn:
+                    rows = await (await conn.execute(sql, params)).fetchall()
+                return [*(_message(r) for r in rows), *new]
+            except Conflict as exc:
+                if attempt == 1 and await self._interrupt_stale_run(run, stale_before):
+                    continue
+                raise Conflict(
+                    "a reply is still running on this thread; wait for it or stop it",
+                    code="THREAD_BUSY",
+                ) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _interrupt_stale_run(self, run: Run, stale_before: datetime) -> bool:
+        async with _translate(), self._pool.connection() as conn:
+            cur = await conn.execute(
+                "UPDATE runs SET status = 'interrupted', finished_at = %s"
+                " WHERE org_id = %s AND thread_id = %s AND status = 'running'"
+                " AND heartbeat_at < %s",
+                (run.started_at, run.org_id, run.thread_id, stale_before),
+            )
+            return cur.rowcount > 0
 
     async def heartbeat(self, org_id: str, run_id: UUID, at: datetime) -> None:
         async with _translate(), self._pool.connection() as conn:
@@ -353,29 +374,28 @@ class PostgresConversations(_Repo, ConversationStore):
             )
 
     async def finish_turn(self, run: Run, new: list[Message], usage: list[UsageRecord]) -> None:
-        async with (
-            _translate(),
-            self._pool.connection() as conn,
-            conn.transaction(),
-            conn.pipeline(),
-            conn.cursor() as cur,
-        ):
-            await cur.execute(
-                "UPDATE runs SET status = %s, finished_at = %s, heartbeat_at = %s,"
-                " pending_tool_calls = %s::json WHERE org_id = %s AND id = %s",
-                (
-                    run.status,
-                    run.finished_at,
-                    run.heartbeat_at,
-                    _json(run.pending_tool_calls),
-                    run.org_id,
-                    run.id,
-                ),
-            )
-            if new:
-                await cur.executemany(_MSG_INSERT, [_message_params(m) for m in new])
-            if usage:
-                await cur.executemany(_USAGE_INSERT, [_usage_params(u) for u in usage])
+        # One statement: the run's final state, its messages, its usage records.
+        parts = [
+            "WITH r AS (UPDATE runs SET status = %s, finished_at = %s, heartbeat_at = %s,"
+            " pending_tool_calls = %s::json WHERE org_id = %s AND id = %s)"
+        ]
+        params: list[Any] = [
+            run.status,
+            run.finished_at,
+            run.heartbeat_at,
+            _json(run.pending_tool_calls),
+            run.org_id,
+            run.id,
+        ]
+        if new:
+            parts.append(f", m AS ({_MSG_INSERT_HEAD}{_rows(_MSG_ROW, len(new))})")
+            params.extend(p for m in new for p in _message_params(m))
+        if usage:
+            parts.append(f", u AS ({_USAGE_INSERT_HEAD}{_rows(_USAGE_ROW, len(usage))})")
+            params.extend(p for u in usage for p in _usage_params(u))
+        parts.append(" SELECT 1")
+        async with _translate(), self._pool.connection() as conn:
+            await conn.execute("".join(parts), params)
 
     async def running(self, org_id: str, thread_id: UUID, stale_before: datetime) -> Run | None:
         row = await self._one(

@@ -135,7 +135,7 @@ class ConversationStore(Protocol):
     async def begin_turn(
         self, run: Run, new: list[Message], stale_before: datetime
     ) -> list[Message]:
-        """In one transaction: refuse with ``Conflict(code="THREAD_BUSY")`` when the
+        """Atomically: refuse with ``Conflict(code="THREAD_BUSY")`` when the
         thread has a running run whose heartbeat is newer than ``stale_before``
         (an older one is marked ``interrupted``); store ``run`` and the ``new``
         messages; return the thread's whole history (all roles, oldest first)."""
@@ -144,8 +144,8 @@ class ConversationStore(Protocol):
     async def heartbeat(self, org_id: str, run_id: UUID, at: datetime) -> None: ...
 
     async def finish_turn(self, run: Run, new: list[Message], usage: list[UsageRecord]) -> None:
-        """In one transaction: store the run's final state, its messages and its
-        usage records."""
+        """Atomically: store the run's final state, its messages and its usage
+        records."""
         ...
 
     async def running(self, org_id: str, thread_id: UUID, stale_before: datetime) -> Run | None:

@@ -311,3 +311,21 @@ def test_other_orgs_threads_are_not_found(backend: Backend) -> None:
     assert backend.run(
         lambda: backend.storage.conversations.history(other, t.id, offset=0, limit=5)
     ) == ([], 0)
+
+
+def test_heartbeats_refresh_only_the_named_running_runs(backend: Backend) -> None:
+    store = backend.storage.conversations
+    old = now() - timedelta(seconds=30)
+    threads = [stored_thread(backend) for _ in range(3)]
+    runs = [a_run(t, started_at=old, heartbeat_at=old) for t in threads]
+    for run, t in zip(runs, threads, strict=True):
+        backend.run(store.begin_turn, run, [a_message(t)], old - timedelta(seconds=1))
+    finished = msgspec.structs.replace(runs[2], status="completed", finished_at=old)
+    backend.run(store.finish_turn, finished, [], [])
+    beat = now()
+    named = [(r.org_id, r.id) for r in runs[1:]]  # the second (running), the third (done)
+    named.append((threads[0].org_id + "-other", runs[0].id))  # wrong organization
+    backend.run(store.heartbeat, named, beat)
+    backend.run(store.heartbeat, [], beat)  # nothing to do
+    latest = [backend.run(store.latest_run, t.org_id, t.id) for t in threads]
+    assert [r.heartbeat_at for r in latest] == [old, beat, old]

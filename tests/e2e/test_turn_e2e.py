@@ -140,3 +140,44 @@ def test_a_reply_cut_by_a_crash_is_marked_interrupted(pg_url: str, tmp_path: Pat
             ]  # nothing the user sent is lost
     finally:
         second.stop()
+
+
+def test_a_long_reply_keeps_its_thread_busy_past_the_stale_limit(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """Heartbeats: a reply that runs longer than AGENTSVC_RUN_STALE_AFTER_S is alive,
+    so it is not taken over; once it is done the thread is free again."""
+    key = f"ask_e2e_{uuid.uuid4().hex}"
+    env = env_for(pg_url, key, AGENTSVC_RUN_STALE_AFTER_S="2")  # a beat every 0.5 s
+    h = {"Authorization": f"Bearer {key}"}
+    svc = Service(env, log=tmp_path / "beat.log")
+    try:
+        svc.wait_ready()
+        with httpx.Client(base_url=svc.url, headers=h, timeout=30) as c:
+            tid = open_thread(c)
+            started = time.monotonic()
+            with c.stream("POST", f"/api/threads/{tid}/messages", json={"content": "slowly"}) as r:
+                seen = 0
+                for item in parse_lines(r.iter_lines()):
+                    if isinstance(item, Event) and item.event == "token":
+                        seen += 1
+                        if time.monotonic() - started > 3.5:  # well past the 2 s limit
+                            break
+                assert seen > 10
+                busy = c.post(f"/api/threads/{tid}/messages", json={"content": "me too"})
+                assert busy.status_code == 409, busy.text
+                assert busy.json()["error"] == "THREAD_BUSY"
+            deadline = time.monotonic() + 15
+            while (
+                r2 := c.post(f"/api/threads/{tid}/messages", json={"content": "now"})
+            ).status_code == 409:
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+            assert names(parse(r2.text))[-1] == "done"
+            msgs = c.get(f"/api/threads/{tid}/messages").json()["messages"]
+            assert [m["status"] for m in msgs if m["role"] == "assistant"] == [
+                "complete",
+                "complete",
+            ]
+    finally:
+        svc.stop()

@@ -125,11 +125,12 @@ class MemoryConversations(ConversationStore):
         history.extend(new)
         return list(history)
 
-    async def heartbeat(self, org_id: str, run_id: UUID, at: datetime) -> None:
-        for runs in self._runs.values():
-            for i, r in enumerate(runs):
-                if r.id == run_id and r.org_id == org_id and r.status == "running":
-                    runs[i] = msgspec.structs.replace(r, heartbeat_at=at)
+    async def heartbeat(self, runs: list[tuple[str, UUID]], at: datetime) -> None:
+        wanted = set(runs)
+        for stored in self._runs.values():
+            for i, r in enumerate(stored):
+                if (r.org_id, r.id) in wanted and r.status == "running":
+                    stored[i] = msgspec.structs.replace(r, heartbeat_at=at)
 
     async def finish_turn(self, run: Run, new: list[Message], usage: list[UsageRecord]) -> None:
         runs = self._runs_of(run.org_id, run.thread_id)

@@ -365,12 +365,14 @@ class PostgresConversations(_Repo, ConversationStore):
             )
             return cur.rowcount > 0
 
-    async def heartbeat(self, org_id: str, run_id: UUID, at: datetime) -> None:
+    async def heartbeat(self, runs: list[tuple[str, UUID]], at: datetime) -> None:
+        if not runs:
+            return
         async with _translate(), self._pool.connection() as conn:
             await conn.execute(
-                "UPDATE runs SET heartbeat_at = %s WHERE org_id = %s AND id = %s"
-                " AND status = 'running'",
-                (at, org_id, run_id),
+                "UPDATE runs SET heartbeat_at = %s FROM unnest(%s::text[], %s::uuid[]) AS b(o, i)"
+                " WHERE runs.org_id = b.o AND runs.id = b.i AND runs.status = 'running'",
+                (at, [o for o, _ in runs], [i for _, i in runs]),
             )
 
     async def finish_turn(self, run: Run, new: list[Message], usage: list[UsageRecord]) -> None:

@@ -141,7 +141,10 @@ class ConversationStore(Protocol):
         messages; return the thread's whole history (all roles, oldest first)."""
         ...
 
-    async def heartbeat(self, org_id: str, run_id: UUID, at: datetime) -> None: ...
+    async def heartbeat(self, runs: list[tuple[str, UUID]], at: datetime) -> None:
+        """Refresh the heartbeat of these (organization, run id) runs that are still
+        running: one write for every reply a process runs."""
+        ...
 
     async def finish_turn(self, run: Run, new: list[Message], usage: list[UsageRecord]) -> None:
         """Atomically: store the run's final state, its messages and its usage

@@ -207,6 +207,8 @@ class Conversation:
         self._stops = stops
         self._clock = clock
         self._running: dict[UUID, asyncio.Task[None]] = {}
+        self._running_orgs: dict[UUID, str] = {}
+        self._beats: asyncio.Task[None] | None = None
 
     # --- the HTTP-facing operations -------------------------------------------
 
@@ -300,8 +302,16 @@ class Conversation:
         turn.emit(Meta(started_at=now, run_id=run.id, thread_id=thread.id, model=model_id))
         task = asyncio.create_task(self._reply(plan, run, history, turn), name=f"turn-{run.id}")
         self._running[run.id] = task
-        task.add_done_callback(lambda _: self._running.pop(run.id, None))
+        self._running_orgs[run.id] = run.org_id
+        task.add_done_callback(lambda _: self._forget_run(run.id))
+        beats = self._beats
+        if beats is None or beats.done() or beats.get_loop() is not asyncio.get_running_loop():
+            self._beats = asyncio.create_task(self._heartbeats(), name="turn-heartbeats")
         return turn
+
+    def _forget_run(self, run_id: UUID) -> None:
+        self._running.pop(run_id, None)
+        self._running_orgs.pop(run_id, None)
 
     async def stop(self, who: Principal, thread_id: UUID) -> bool:
         """Stop the thread's running reply, in whichever process runs it. False when
@@ -323,13 +333,14 @@ class Conversation:
     async def shutdown(self, grace_s: float) -> None:
         """Let running replies finish for ``grace_s`` seconds, then interrupt the rest."""
         tasks = list(self._running.values())
-        if not tasks:
-            return
-        _, pending = await asyncio.wait(tasks, timeout=grace_s)
-        for task in pending:
-            task.cancel()
-        if pending:
-            await asyncio.wait(pending, timeout=5)
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=grace_s)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=5)
+        if self._beats is not None:
+            self._beats.cancel()
 
     # --- validation -------------------------------------------------------------
 
@@ -394,7 +405,6 @@ class Conversation:
     async def _reply(self, plan: _Plan, run: Run, history: list[Message], turn: Turn) -> None:
         state = _ReplyState(messages=model_history(history))
         stop = self._stops.watch(run.id)
-        beat = asyncio.create_task(self._heartbeat(run))
         try:
             checkpoint = await self._compact(plan, run, state)
             await self._steps(plan, run, turn, stop, state)
@@ -414,7 +424,6 @@ class Conversation:
             state.status = "failed"
             state.error = ErrorEvent(code="INTERNAL_ERROR", detail="the reply failed")
         finally:
-            beat.cancel()
             self._stops.unwatch(run.id)
         try:
             await self._finish(run, state)
@@ -684,11 +693,19 @@ class Conversation:
             created_at=self._clock.now(),
         )
 
-    async def _heartbeat(self, run: Run) -> None:
-        while True:
-            await asyncio.sleep(self._heartbeat_s)
-            with contextlib.suppress(DomainError):
-                await self._store.heartbeat(run.org_id, run.id, self._clock.now())
+    async def _heartbeats(self) -> None:
+        """Keep this process's running replies alive: one write per beat for all of
+        them (not a task and a write per reply). Ends when none is left."""
+        try:
+            while self._running:
+                await asyncio.sleep(self._heartbeat_s)
+                runs = [(org, run_id) for run_id, org in self._running_orgs.items()]
+                if runs:
+                    with contextlib.suppress(DomainError):
+                        await self._store.heartbeat(runs, self._clock.now())
+        finally:
+            if self._beats is asyncio.current_task():
+                self._beats = None
 
     async def _finish(self, run: Run, state: _ReplyState) -> None:
         now = self._clock.now()

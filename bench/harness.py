@@ -434,8 +434,8 @@ class Bench:
         log(f"service ({mode}, --workers {workers})")
         with self.scenario(first, delay, workers) as (svc, fake, db):
             hook = None
-            if self.cfg.profile and mode == "instant" and workers == 1:
-                hook = self._profiler(svc)
+            if self.cfg.profile and workers == 1:
+                hook = self._profiler(svc, mode)
             self.levels(
                 target="service",
                 mode=mode,
@@ -447,7 +447,7 @@ class Bench:
                 on_level=hook,
             )
 
-    def _profiler(self, svc: Child) -> Callable[[int], None] | None:
+    def _profiler(self, svc: Child, mode: str) -> Callable[[int], None] | None:
         """py-spy (collapsed stacks) on the service for 8 s of each level, if installed."""
         spy = shutil.which("py-spy") or (str(BIN / "py-spy") if (BIN / "py-spy").exists() else None)
         if spy is None:
@@ -455,7 +455,7 @@ class Bench:
             return None
 
         def hook(c: int) -> None:
-            out = self.cfg.log_dir / f"profile-service-c{c}.txt"
+            out = self.cfg.log_dir / f"profile-service-{mode}-c{c}.txt"
             log(f"profiling the service at c={c} into {out}")
             argv = [spy, "record", "--pid", str(svc.pid), "--duration", "8", "--rate", "200"]
             argv += ["--format", "raw", "--nonblocking", "-o", str(out)]

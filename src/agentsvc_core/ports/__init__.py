@@ -21,6 +21,7 @@ from agentsvc_core.ports.signals import (
     LocalStopBus,
     Revocations,
     StopBus,
+    StopSignal,
 )
 from agentsvc_core.ports.storage import (
     AgentRepository,
@@ -62,6 +63,7 @@ __all__ = [
     "SecretUnreadable",
     "ServerTools",
     "StopBus",
+    "StopSignal",
     "Storage",
     "SystemClock",
     "TextDelta",

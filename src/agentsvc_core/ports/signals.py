@@ -6,6 +6,36 @@ from typing import Protocol
 from uuid import UUID
 
 
+class StopSignal(asyncio.Event):
+    """Set when a reply must stop. ``on_set`` callbacks run the moment it is set, so
+    the reply can cancel its model call without a task that only waits for this."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._callbacks: list[Callable[[], object]] = []
+
+    def set(self) -> None:
+        if self.is_set():
+            return
+        super().set()
+        callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback()
+
+    def on_set(self, callback: Callable[[], object]) -> Callable[[], None]:
+        """Run ``callback`` when set (at once if already set); returns a remover."""
+        if self.is_set():
+            callback()
+            return lambda: None
+        self._callbacks.append(callback)
+
+        def remove() -> None:
+            if callback in self._callbacks:
+                self._callbacks.remove(callback)
+
+        return remove
+
+
 class StopBus(Protocol):
     """Carries "stop this reply" to whichever process runs it.
 
@@ -15,7 +45,7 @@ class StopBus(Protocol):
 
     async def publish(self, run_id: UUID) -> None: ...
 
-    def watch(self, run_id: UUID) -> asyncio.Event: ...
+    def watch(self, run_id: UUID) -> StopSignal: ...
 
     def unwatch(self, run_id: UUID) -> None: ...
 
@@ -24,7 +54,7 @@ class LocalStopBus(StopBus):
     """Stops within one process (memory storage, tests)."""
 
     def __init__(self) -> None:
-        self._events: dict[UUID, asyncio.Event] = {}
+        self._events: dict[UUID, StopSignal] = {}
 
     async def publish(self, run_id: UUID) -> None:
         self.deliver(run_id)
@@ -34,8 +64,11 @@ class LocalStopBus(StopBus):
         if event is not None:
             event.set()
 
-    def watch(self, run_id: UUID) -> asyncio.Event:
-        return self._events.setdefault(run_id, asyncio.Event())
+    def watch(self, run_id: UUID) -> StopSignal:
+        signal = self._events.get(run_id)
+        if signal is None:
+            signal = self._events[run_id] = StopSignal()
+        return signal
 
     def unwatch(self, run_id: UUID) -> None:
         self._events.pop(run_id, None)

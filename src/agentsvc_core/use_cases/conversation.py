@@ -52,6 +52,7 @@ from agentsvc_core.ports import (
     NativeCompaction,
     ServerTools,
     StopBus,
+    StopSignal,
     TextDelta,
     ToolAuthRequired,
     ToolCallRequested,
@@ -496,7 +497,7 @@ class Conversation:
         )
 
     async def _steps(
-        self, plan: _Plan, run: Run, turn: Turn, stop: asyncio.Event, state: _ReplyState
+        self, plan: _Plan, run: Run, turn: Turn, stop: StopSignal, state: _ReplyState
     ) -> None:
         """The tool loop: model call, tools, model call... at most MAX_STEPS calls."""
         for _ in range(MAX_STEPS):
@@ -571,7 +572,7 @@ class Conversation:
         plan: _Plan,
         messages: list[Message],
         turn: Turn,
-        stop: asyncio.Event,
+        stop: StopSignal,
         text: list[str],
         calls: list[ToolCall],
         blocks: list[dict[str, Any]],
@@ -613,24 +614,21 @@ class Conversation:
 
         source: KeySource = "byok" if api_key else "platform"
         consumer = asyncio.create_task(consume())
-        stopper = asyncio.create_task(stop.wait())
+        remove = stop.on_set(consumer.cancel)  # a stop cancels the call at once
         try:
-            await asyncio.wait({consumer, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stopper.cancel()
-        if not consumer.done():
-            consumer.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await consumer
+            await consumer
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if not consumer.cancelled() or (current is not None and current.cancelling()):
+                raise  # this reply itself is being cancelled (shutdown)
             return True, None, usage_box[-1] if usage_box else Usage(), source, "stop"
+        except Upstream as exc:
+            reason = finish[-1] if finish else "other"
+            return False, exc, usage_box[-1] if usage_box else Usage(), source, reason
+        finally:
+            remove()
         usage = usage_box[-1] if usage_box else Usage()
-        reason = finish[-1] if finish else "other"
-        exc = consumer.exception()
-        if exc is None:
-            return False, None, usage, source, reason
-        if isinstance(exc, Upstream):
-            return False, exc, usage, source, reason
-        raise exc
+        return False, None, usage, source, finish[-1] if finish else "other"
 
     async def _run_tool(self, plan: _Plan, call: ToolCall, turn: Turn) -> str:
         turn.emit(ToolCallEvent(tool=_out(call)))

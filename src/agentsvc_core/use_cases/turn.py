@@ -115,22 +115,33 @@ EVENT_NAMES: dict[type[Any], str] = {
 
 
 class Turn:
-    """A running (or finished) reply: an append-only list of events."""
+    """A running (or finished) reply: an append-only list of events.
+
+    Each wait of a reader is a plain future that ``emit`` resolves, with a
+    ``call_later`` timer for the keep-alive: on the per-token path this costs less
+    than an ``asyncio.Event`` plus an ``asyncio.timeout`` per wait."""
 
     def __init__(self, run_id: UUID, thread_id: UUID) -> None:
         self.run_id = run_id
         self.thread_id = thread_id
         self.events: list[EventData] = []
         self.closed = False
-        self._changed = asyncio.Event()
+        self._waiters: list[asyncio.Future[bool]] = []
 
     def emit(self, event: EventData) -> None:
         self.events.append(event)
-        self._changed.set()
+        if self._waiters:
+            self._wake()
 
     def close(self) -> None:
         self.closed = True
-        self._changed.set()
+        self._wake()
+
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(True)
 
     async def read(self, start: int, wait_s: float) -> list[EventData] | None:
         """Events from index ``start`` on, waiting up to ``wait_s`` seconds for the
@@ -138,11 +149,21 @@ class Turn:
         while start >= len(self.events):
             if self.closed:
                 return []
-            self._changed.clear()
+            loop = asyncio.get_running_loop()
+            waiter: asyncio.Future[bool] = loop.create_future()
+            self._waiters.append(waiter)
+            timer = loop.call_later(wait_s, _expire, waiter)
             try:
-                # asyncio.timeout, not wait_for: no task is created per wait (per token)
-                async with asyncio.timeout(wait_s):
-                    await self._changed.wait()
-            except TimeoutError:
+                woke = await waiter
+            finally:
+                timer.cancel()
+            if not woke:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
                 return None
         return self.events[start:]
+
+
+def _expire(waiter: asyncio.Future[bool]) -> None:
+    if not waiter.done():
+        waiter.set_result(False)

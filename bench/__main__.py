@@ -71,7 +71,7 @@ def config(args: argparse.Namespace, log_dir: Path) -> Config:
         tokens=args.tokens,
         paced_first_token_delay_s=0.1,
         paced_token_delay_s=0.01,
-        paced_turns=12 if quick else 40,
+        paced_turns=12 if quick else 60,
         level_cap_s=15.0 if quick else 60.0,
         clients=args.clients or max(2, min(4, os.cpu_count() or 2)),
         workers2=not quick,

@@ -11,7 +11,6 @@ thread cannot both succeed.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -239,14 +238,7 @@ def _rows(row: str, n: int) -> str:
     return ", ".join([row] * n)
 
 
-_N_MSG = len(_MSG_COLS.split(","))
-
-
-def _begin_statement(run: Run, new: list[Message], after: int) -> tuple[str, list[Any]]:
-    """Insert the run and the messages; return one row per message with ``seq >
-    after`` (or one row of NULLs), each led by the thread's message count and the
-    highest ``seq`` inserted (both as of before this statement, which does not see
-    its own inserts)."""
+def _begin_statement(run: Run, new: list[Message]) -> tuple[str, list[Any]]:
     sql = (
         "WITH r AS (INSERT INTO runs (id, org_id, thread_id, status, started_at, heartbeat_at)"
         " VALUES (%s, %s, %s, %s, %s, %s))"
@@ -259,54 +251,12 @@ def _begin_statement(run: Run, new: list[Message], after: int) -> tuple[str, lis
         run.started_at,
         run.heartbeat_at,
     ]
-    inserted = "NULL::bigint"
     if new:
-        sql += f", m AS ({_MSG_INSERT_HEAD}{_rows(_MSG_ROW, len(new))} RETURNING seq)"
+        sql += f", m AS ({_MSG_INSERT_HEAD}{_rows(_MSG_ROW, len(new))})"
         params.extend(p for m in new for p in _message_params(m))
-        inserted = "(SELECT max(seq) FROM m)"
-    sql += (
-        f" SELECT c.n, {inserted}, h.* FROM (SELECT count(*) AS n FROM messages"
-        " WHERE org_id = %s AND thread_id = %s) c"
-        f" LEFT JOIN LATERAL (SELECT {_MSG_COLS}, seq FROM messages"
-        " WHERE org_id = %s AND thread_id = %s AND seq > %s) h ON true ORDER BY h.seq"
-    )
-    params.extend([run.org_id, run.thread_id, run.org_id, run.thread_id, after])
+    sql += f" SELECT {_MSG_COLS} FROM messages WHERE org_id = %s AND thread_id = %s ORDER BY seq"
+    params.extend([run.org_id, run.thread_id])
     return sql, params
-
-
-class _Cached(msgspec.Struct, frozen=True):
-    count: int  # messages of the thread
-    last_seq: int  # the highest seq among them
-    messages: tuple[Message, ...]
-
-
-class _HistoryCache:
-    """The history of recently active threads, per process, so ``begin_turn`` reads
-    only the messages added since (usually the previous reply). Every read checks
-    the thread's message count against the cached count plus what it fetched;
-    any difference (a message this process did not see in seq order) means a full
-    read. Messages are never changed or deleted one by one, so count and seq say
-    everything. Bounded: ``max_threads`` threads, none over ``max_messages``."""
-
-    def __init__(self, max_threads: int = 1000, max_messages: int = 5000) -> None:
-        self._entries: OrderedDict[tuple[str, UUID], _Cached] = OrderedDict()
-        self._max_threads = max_threads
-        self._max_messages = max_messages
-
-    def get(self, key: tuple[str, UUID]) -> _Cached | None:
-        entry = self._entries.get(key)
-        if entry is not None:
-            self._entries.move_to_end(key)
-        return entry
-
-    def put(self, key: tuple[str, UUID], entry: _Cached) -> None:
-        if entry.count > self._max_messages:
-            self._entries.pop(key, None)
-            return
-        self._entries[key] = entry
-        self._entries.move_to_end(key)
-        while len(self._entries) > self._max_threads:
-            self._entries.popitem(last=False)
 
 
 def _run(r: Row) -> Run:
@@ -381,25 +331,21 @@ def _usage_params(u: UsageRecord) -> tuple[Any, ...]:
 class PostgresConversations(_Repo, ConversationStore):
     def __init__(self, pool: Pool) -> None:
         super().__init__(pool)
-        self._histories = _HistoryCache()
 
     async def begin_turn(
         self, run: Run, new: list[Message], stale_before: datetime
     ) -> list[Message]:
         # One statement (atomic without a transaction block): insert the run and the
-        # messages, read the history added since what this process has cached. The
-        # read sees the thread as it was before the statement, so the new messages
-        # are appended here. A running run makes the run insert a unique violation;
-        # if that run's heartbeat is stale it is marked interrupted and the statement
-        # tried once more.
-        key = (run.org_id, run.thread_id)
-        cached = self._histories.get(key)
-        sql, params = _begin_statement(run, new, cached.last_seq if cached else 0)
+        # messages, read the history. The read sees the thread as it was before the
+        # statement, so the new messages are appended here. A running run makes the
+        # run insert a unique violation; if that run's heartbeat is stale it is marked
+        # interrupted and the statement tried once more.
+        sql, params = _begin_statement(run, new)
         for attempt in (1, 2):
             try:
                 async with _translate(), self._pool.connection() as conn:
                     rows = await (await conn.execute(sql, params)).fetchall()
-                    return await self._history_after(conn, key, cached, rows, new)
+                return [*(_message(r) for r in rows), *new]
             except Conflict as exc:
                 if attempt == 1 and await self._interrupt_stale_run(run, stale_before):
                     continue
@@ -408,35 +354,6 @@ class PostgresConversations(_Repo, ConversationStore):
                     code="THREAD_BUSY",
                 ) from exc
         raise AssertionError("unreachable")  # pragma: no cover
-
-    async def _history_after(
-        self,
-        conn: Any,
-        key: tuple[str, UUID],
-        cached: _Cached | None,
-        rows: list[Row],
-        new: list[Message],
-    ) -> list[Message]:
-        count, inserted = rows[0][0], rows[0][1]
-        fetched = [r for r in rows if r[2] is not None]
-        known = cached.count if cached else 0
-        if count != known + len(fetched):
-            # a message this process did not see in order: read the whole thread
-            # (the statement has committed, so this includes the new messages)
-            cur = await conn.execute(
-                f"SELECT {_MSG_COLS}, seq FROM messages WHERE org_id = %s AND thread_id = %s"
-                " ORDER BY seq",
-                key,
-            )
-            every = await cur.fetchall()
-            history = [_message(r) for r in every]
-            last = every[-1][_N_MSG] if every else 0
-            self._histories.put(key, _Cached(len(history), last, tuple(history)))
-            return history
-        history = [*(cached.messages if cached else ()), *(_message(r[2:]) for r in fetched), *new]
-        last = inserted or (fetched[-1][-1] if fetched else (cached.last_seq if cached else 0))
-        self._histories.put(key, _Cached(count + len(new), last, tuple(history)))
-        return history
 
     async def _interrupt_stale_run(self, run: Run, stale_before: datetime) -> bool:
         async with _translate(), self._pool.connection() as conn:

@@ -207,8 +207,8 @@ class Conversation:
         self._tools = tools
         self._stops = stops
         self._clock = clock
-        self._running: dict[UUID, asyncio.Task[None]] = {}
-        self._running_orgs: dict[UUID, str] = {}
+        # run id -> (organization, reply task): what shutdown waits for, what heartbeats name
+        self._running: dict[UUID, tuple[str, asyncio.Task[None]]] = {}
         self._beats: asyncio.Task[None] | None = None
 
     # --- the HTTP-facing operations -------------------------------------------
@@ -302,17 +302,12 @@ class Conversation:
         turn = Turn(run.id, thread.id)
         turn.emit(Meta(started_at=now, run_id=run.id, thread_id=thread.id, model=model_id))
         task = asyncio.create_task(self._reply(plan, run, history, turn), name=f"turn-{run.id}")
-        self._running[run.id] = task
-        self._running_orgs[run.id] = run.org_id
-        task.add_done_callback(lambda _: self._forget_run(run.id))
+        self._running[run.id] = (run.org_id, task)
+        task.add_done_callback(lambda _: self._running.pop(run.id, None))
         beats = self._beats
         if beats is None or beats.done() or beats.get_loop() is not asyncio.get_running_loop():
             self._beats = asyncio.create_task(self._heartbeats(), name="turn-heartbeats")
         return turn
-
-    def _forget_run(self, run_id: UUID) -> None:
-        self._running.pop(run_id, None)
-        self._running_orgs.pop(run_id, None)
 
     async def stop(self, who: Principal, thread_id: UUID) -> bool:
         """Stop the thread's running reply, in whichever process runs it. False when
@@ -333,7 +328,7 @@ class Conversation:
 
     async def shutdown(self, grace_s: float) -> None:
         """Let running replies finish for ``grace_s`` seconds, then interrupt the rest."""
-        tasks = list(self._running.values())
+        tasks = [task for _, task in self._running.values()]
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=grace_s)
             for task in pending:
@@ -697,7 +692,7 @@ class Conversation:
         try:
             while self._running:
                 await asyncio.sleep(self._heartbeat_s)
-                runs = [(org, run_id) for run_id, org in self._running_orgs.items()]
+                runs = [(org, run_id) for run_id, (org, _) in self._running.items()]
                 if runs:
                     with contextlib.suppress(DomainError):
                         await self._store.heartbeat(runs, self._clock.now())

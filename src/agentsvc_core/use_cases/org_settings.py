@@ -234,18 +234,13 @@ class CompactionSettings:
 
 
 class AgentConfigs:
-    """An agent's resolver and compaction configurations, read together (one round
-    trip), or opened from records the turn has read with the thread."""
+    """An agent's resolver and compaction configurations, opened from the sealed
+    records the turn reads with the thread (``TurnReader``, kinds ``KINDS``)."""
 
     KINDS = ("resolver", "compaction")
 
     def __init__(self, store: SecretStore, box: SecretBox) -> None:
         self._records = SealedRecords(store, box)
-
-    async def load(self, org: str, agent_id: UUID) -> tuple[ResolverConfig, CompactionConfig]:
-        key = str(agent_id)
-        found = await self._records.store.get_many(org, [(kind, key) for kind in self.KINDS])
-        return self.opened(org, agent_id, {kind: record for (kind, _), record in found.items()})
 
     def opened(
         self, org: str, agent_id: UUID, records: Mapping[str, SealedRecord]

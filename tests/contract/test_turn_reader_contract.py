@@ -5,10 +5,11 @@ from __future__ import annotations
 import uuid
 from datetime import timedelta
 
+import msgspec
 import pytest
 
-from agentsvc_core.entities import McpAttachment
-from agentsvc_core.errors import NotFound
+from agentsvc_core.entities import McpAttachment, Message, ToolCall
+from agentsvc_core.errors import Conflict, NotFound
 from agentsvc_core.ports.oauth import SealedRecord
 from tests.contract.conftest import Backend, now
 from tests.contract.test_agents_contract import agent_in
@@ -109,3 +110,79 @@ def test_unknown_and_other_orgs_threads_are_not_found(backend: Backend) -> None:
         backend.run(s.turn_reader.turn_inputs, org, uuid.uuid4(), KINDS)
     with pytest.raises(NotFound):
         backend.run(s.turn_reader.turn_inputs, backend.fresh_org(), thread.id, KINDS)
+
+
+def test_the_history_comes_with_the_inputs_whole_and_in_order(backend: Backend) -> None:
+    s = backend.storage
+    org = backend.fresh_org()
+    thread = backend.run(s.threads.add, a_thread(org))
+    run = a_run(thread)
+    call = ToolCall(id="c1", name="kb__search", arguments={"q": 'a "quoted"\nline', "n": None})
+    said = [
+        a_message(thread, content="Grüß dich 👋", sender_name="Ann", sender_id="u-1"),
+        a_message(thread, "assistant", "", tool_calls=(call,), run_id=run.id),
+        a_message(thread, "tool", "3 hits", tool_call_id="c1", sender_name="kb__search"),
+        a_message(
+            thread,
+            "assistant",
+            "",
+            run_id=run.id,
+            provider_blocks=({"type": "compaction", "content": "summary", "x": [1, None]},),
+        ),
+        a_message(thread, "assistant", "partial", status="failed", run_id=run.id),
+    ]
+    backend.run(s.conversations.begin_turn, run, said[:1], now())
+    backend.run(
+        s.conversations.finish_turn,
+        msgspec.structs.replace(run, status="failed", finished_at=now()),
+        said[1:],
+        [],
+    )
+    got = backend.run(s.turn_reader.turn_inputs, org, thread.id, [])
+    assert got.history == said
+
+    empty = backend.run(s.threads.add, a_thread(org))
+    assert backend.run(s.turn_reader.turn_inputs, org, empty.id, []).history == []
+
+
+def test_begin_turn_checks_the_history_the_turn_read(backend: Backend) -> None:
+    s = backend.storage
+    org = backend.fresh_org()
+    thread = backend.run(s.threads.add, a_thread(org))
+    stale = now() - timedelta(seconds=45)
+
+    def turn(content: str, seen: int | None) -> list[Message] | None:
+        run = a_run(thread)
+        got = backend.run(
+            s.conversations.begin_turn, run, [a_message(thread, content=content)], stale, seen
+        )
+        done = msgspec.structs.replace(run, status="completed", finished_at=now())
+        backend.run(
+            s.conversations.finish_turn, done, [a_message(thread, "assistant", f"re {content}")], []
+        )
+        return got
+
+    # nothing came since the read: None (the history is what was read, then the new)
+    mark = backend.run(s.turn_reader.turn_inputs, org, thread.id, []).history_mark
+    assert turn("one", mark) is None
+    # the same holds on an empty thread and after a finished turn
+    again = backend.run(s.turn_reader.turn_inputs, org, thread.id, [])
+    assert [m.content for m in again.history] == ["one", "re one"]
+    assert again.history_mark != mark
+    assert turn("two", again.history_mark) is None
+
+    # another turn between the read and the write: the whole history, read afresh
+    read = backend.run(s.turn_reader.turn_inputs, org, thread.id, [])
+    turn("meanwhile", None)
+    got = turn("three", read.history_mark)
+    assert got is not None
+    assert [m.content for m in got] == [
+        *("one", "re one", "two", "re two", "meanwhile", "re meanwhile"),
+        "three",
+    ]
+
+    # a busy thread is refused with or without the check
+    backend.run(s.conversations.begin_turn, a_run(thread), [], stale)
+    mark = backend.run(s.turn_reader.turn_inputs, org, thread.id, []).history_mark
+    with pytest.raises(Conflict):
+        backend.run(s.conversations.begin_turn, a_run(thread), [], stale, mark)

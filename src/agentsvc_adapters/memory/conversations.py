@@ -109,9 +109,15 @@ class MemoryConversations(ConversationStore):
     def _runs_of(self, org_id: str, thread_id: UUID) -> list[Run]:
         return self._runs.setdefault((org_id, thread_id), [])
 
+    def messages(self, org_id: str, thread_id: UUID) -> tuple[list[Message], int]:
+        """The thread's history and its mark (the number of messages: they are only
+        ever appended)."""
+        history = self._messages.get((org_id, thread_id), [])
+        return list(history), len(history)
+
     async def begin_turn(
-        self, run: Run, new: list[Message], stale_before: datetime
-    ) -> list[Message]:
+        self, run: Run, new: list[Message], stale_before: datetime, seen: int | None = None
+    ) -> list[Message] | None:
         runs = self._runs_of(run.org_id, run.thread_id)
         for i, r in enumerate(runs):
             if r.status == "running":
@@ -122,8 +128,9 @@ class MemoryConversations(ConversationStore):
                 )
         runs.append(run)
         history = self._messages.setdefault((run.org_id, run.thread_id), [])
+        unchanged = seen == len(history)
         history.extend(new)
-        return list(history)
+        return None if unchanged else list(history)
 
     async def heartbeat(self, runs: list[tuple[str, UUID]], at: datetime) -> None:
         wanted = set(runs)

@@ -103,7 +103,7 @@ class MemoryTurnReader(TurnReader):
         self,
         threads: ThreadRepository,
         agents: AgentRepository,
-        conversations: ConversationStore,
+        conversations: MemoryConversations,
         mcps: McpRepository,
         secrets: SecretStore,
     ) -> None:
@@ -121,12 +121,15 @@ class MemoryTurnReader(TurnReader):
             agent = None
         attached = await self._mcps.attachments(org_id, "agent", thread.agent_id)
         found = await self._secrets.get_many(org_id, [(k, str(thread.agent_id)) for k in kinds])
+        history, mark = self._conversations.messages(org_id, thread_id)
         return TurnInputs(
             thread=thread,
             agent=agent,
             latest_run=await self._conversations.latest_run(org_id, thread_id),
             mcp=[(a, await self._mcps.get(org_id, a.mcp_id)) for a in attached],
             records={kind: record for (kind, _), record in sorted(found.items())},
+            history=history,
+            history_mark=mark,
         )
 
 

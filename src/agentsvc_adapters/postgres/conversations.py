@@ -1,12 +1,12 @@
 """Threads, participants, runs, messages and usage records on PostgreSQL.
 
 A turn costs two statements, each atomic on its own (data-modifying CTEs, no
-transaction block): ``begin_turn`` (insert the run and the user's message, read
-the history; a stale run in the way is swept and the statement retried once) and
-``finish_turn`` (the run's final state, the assistant messages, the usage
-records). One reply per thread is enforced by a partial
-unique index on running runs, so two processes racing to start a reply on one
-thread cannot both succeed.
+transaction block): ``begin_turn`` (insert the run and the user's message, check
+that the history read by ``turn_inputs`` is still whole; a stale run in the way is
+swept and the statement retried once) and ``finish_turn`` (the run's final
+state, the assistant messages, the usage records). One reply per thread is
+enforced by a partial unique index on running runs, so two processes racing to
+start a reply on one thread cannot both succeed.
 """
 
 from __future__ import annotations
@@ -238,7 +238,22 @@ def _rows(row: str, n: int) -> str:
     return ", ".join([row] * n)
 
 
-def _begin_statement(run: Run, new: list[Message]) -> tuple[str, list[Any]]:
+# Reads of one thread's messages order by seq (or take the last by seq): that
+# makes the primary key (org_id, thread_id, seq) the plan even before PostgreSQL has
+# statistics (a fresh database), where a prepared statement's generic plan could
+# otherwise settle on the (org_id, id) index and scan the whole organization.
+_HISTORY = f"SELECT {_MSG_COLS} FROM messages WHERE org_id = %s AND thread_id = %s ORDER BY seq"
+# what begin_turn(seen=...) compares: the highest seq the thread had before the statement
+_LAST_SEQ = (
+    "SELECT coalesce((SELECT seq FROM messages WHERE org_id = %s AND thread_id = %s"
+    " ORDER BY seq DESC LIMIT 1), 0)"
+)
+
+
+def _begin_statement(run: Run, new: list[Message], then: str) -> tuple[str, list[Any]]:
+    """Insert the run and the messages, then run ``then`` (a SELECT of the thread's
+    messages, taking its organization and thread id), which sees the thread as it
+    was before the statement."""
     sql = (
         "WITH r AS (INSERT INTO runs (id, org_id, thread_id, status, started_at, heartbeat_at)"
         " VALUES (%s, %s, %s, %s, %s, %s))"
@@ -254,7 +269,7 @@ def _begin_statement(run: Run, new: list[Message]) -> tuple[str, list[Any]]:
     if new:
         sql += f", m AS ({_MSG_INSERT_HEAD}{_rows(_MSG_ROW, len(new))})"
         params.extend(p for m in new for p in _message_params(m))
-    sql += f" SELECT {_MSG_COLS} FROM messages WHERE org_id = %s AND thread_id = %s ORDER BY seq"
+    sql += f" {then}"
     params.extend([run.org_id, run.thread_id])
     return sql, params
 
@@ -333,19 +348,28 @@ class PostgresConversations(_Repo, ConversationStore):
         super().__init__(pool)
 
     async def begin_turn(
-        self, run: Run, new: list[Message], stale_before: datetime
-    ) -> list[Message]:
+        self, run: Run, new: list[Message], stale_before: datetime, seen: int | None = None
+    ) -> list[Message] | None:
         # One statement (atomic without a transaction block): insert the run and the
-        # messages, read the history. The read sees the thread as it was before the
-        # statement, so the new messages are appended here. A running run makes the
-        # run insert a unique violation; if that run's heartbeat is stale it is marked
-        # interrupted and the statement tried once more.
-        sql, params = _begin_statement(run, new)
+        # messages, and either read the history or (with ``seen``, the highest seq
+        # turn_inputs read) only check that no message came since. Either read sees
+        # the thread as it was before the statement, so the new messages are appended
+        # here. A running run makes the run insert a unique violation; if that run's
+        # heartbeat is stale it is marked interrupted and the statement tried once more.
+        sql, params = _begin_statement(run, new, _HISTORY if seen is None else _LAST_SEQ)
         for attempt in (1, 2):
             try:
                 async with _translate(), self._pool.connection() as conn:
                     rows = await (await conn.execute(sql, params)).fetchall()
-                return [*(_message(r) for r in rows), *new]
+                    if seen is None:
+                        return [*(_message(r) for r in rows), *new]
+                    if rows[0][0] == seen:
+                        return None
+                    # A message came after the read (another process's turn, or a reply
+                    # thought dead finishing late): read the thread again, now that this
+                    # statement has committed, so nothing committed meanwhile is missed.
+                    cur = await conn.execute(_HISTORY, (run.org_id, run.thread_id))
+                    return [_message(r) for r in await cur.fetchall()]
             except Conflict as exc:
                 if attempt == 1 and await self._interrupt_stale_run(run, stale_before):
                     continue

@@ -1,17 +1,26 @@
-"""The turn's reads in one statement (two when the agent has MCP servers).
+"""The turn's reads in one round trip (two when the agent has MCP servers).
 
-The first reads the thread with its agent, its latest run, the agent's sealed
-settings and whether the agent has MCP attachments (one row); only then, and
-only if it has, a second reads the attachments with their servers. (A pipeline
-sending both every time measured the same CPU per turn; this way an agent
-without MCP servers, the common case, costs one statement.)
+A pipeline of two statements: one reads the thread with its agent, its latest
+run, the agent's sealed settings and whether the agent has MCP attachments (one
+row); the other the thread's history (one row per message; built as JSON by
+PostgreSQL it cost four times the server's CPU). Only then, and only if the agent
+has MCP attachments, a third reads them with their servers. (A pipeline sending
+that one every time measured the same CPU per turn; this way an agent without
+MCP servers, the common case, costs one round trip.)
 """
 
 from __future__ import annotations
 
 from uuid import UUID
 
-from agentsvc_adapters.postgres.conversations import _RUN_COLS, _THREAD_COLS, _run, _thread
+from agentsvc_adapters.postgres.conversations import (
+    _HISTORY,
+    _RUN_COLS,
+    _THREAD_COLS,
+    _message,
+    _run,
+    _thread,
+)
 from agentsvc_adapters.postgres.mcps import _ATT_COLS, _COLS, _attachment, _server
 from agentsvc_adapters.postgres.storage import _AGENT_COLS, Pool, _agent, _translate
 from agentsvc_core.errors import NotFound
@@ -27,6 +36,8 @@ def _count(cols: str) -> int:
     return len(cols.split(","))
 
 
+# the history with each message's seq last (the highest is begin_turn's check)
+_HISTORY_SEQ = _HISTORY.replace(" FROM messages", ", seq FROM messages", 1)
 _T, _A, _R = _count(_THREAD_COLS), _count(_AGENT_COLS), _count(_RUN_COLS)
 _N_ATT = _count(_ATT_COLS)
 
@@ -61,9 +72,13 @@ class PostgresTurnReader(TurnReader):
     async def turn_inputs(self, org_id: str, thread_id: UUID, kinds: list[str]) -> TurnInputs:
         params = {"org": org_id, "thread": thread_id, "kinds": kinds}
         async with _translate(), self._pool.connection() as conn:
-            row = await (await conn.execute(_MAIN, params)).fetchone()
+            async with conn.pipeline():  # one round trip for both
+                main = await conn.execute(_MAIN, params)
+                history = await conn.execute(_HISTORY_SEQ, (org_id, thread_id))
+            row = await main.fetchone()
             if row is None:
                 raise NotFound("thread not found")
+            messages = await history.fetchall()
             kinds_found, values, expiries, has_mcp = row[_T + _A + _R :]
             servers = []
             if has_mcp:
@@ -79,4 +94,6 @@ class PostgresTurnReader(TurnReader):
                 k: SealedRecord(value=v, expires_at=e)
                 for k, v, e in zip(kinds_found, values, expiries, strict=True)
             },
+            history=[_message(r) for r in messages],
+            history_mark=messages[-1][-1] if messages else 0,
         )

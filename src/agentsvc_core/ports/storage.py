@@ -130,15 +130,20 @@ class ThreadRepository(Protocol):
 
 class ConversationStore(Protocol):
     """Messages, runs (replies) and usage records: the turn's storage, shaped so a
-    turn costs two round trips: one to begin, one to finish."""
+    turn costs two writes: one to begin, one to finish."""
 
     async def begin_turn(
-        self, run: Run, new: list[Message], stale_before: datetime
-    ) -> list[Message]:
+        self, run: Run, new: list[Message], stale_before: datetime, seen: int | None = None
+    ) -> list[Message] | None:
         """Atomically: refuse with ``Conflict(code="THREAD_BUSY")`` when the
         thread has a running run whose heartbeat is newer than ``stale_before``
         (an older one is marked ``interrupted``); store ``run`` and the ``new``
-        messages; return the thread's whole history (all roles, oldest first)."""
+        messages.
+
+        ``seen`` is the ``history_mark`` of a ``turn_inputs`` read: when no message
+        was added to the thread since that read, return ``None`` (the history is
+        what was read, then ``new``). Otherwise, and without ``seen``, return the
+        thread's whole history (all roles, oldest first, ``new`` last)."""
         ...
 
     async def heartbeat(self, runs: list[tuple[str, UUID]], at: datetime) -> None:
@@ -181,6 +186,8 @@ class TurnInputs(msgspec.Struct, frozen=True, kw_only=True):
     latest_run: Run | None  # the thread's most recent run
     mcp: list[tuple[McpAttachment, McpServer]]  # the agent's MCP servers, oldest first
     records: dict[str, SealedRecord]  # the agent's sealed records (key = agent id), by kind
+    history: list[Message]  # the thread's messages, all roles, oldest first
+    history_mark: int  # names this read of the history, for ``begin_turn(seen=...)``
 
 
 class TurnReader(Protocol):
@@ -188,7 +195,8 @@ class TurnReader(Protocol):
 
     async def turn_inputs(self, org_id: str, thread_id: UUID, kinds: list[str]) -> TurnInputs:
         """The thread, its agent, its latest run, the agent's MCP attachments with
-        their servers, and the agent's sealed records of the given ``kinds``.
+        their servers, the agent's sealed records of the given ``kinds`` and the
+        thread's history.
         Raises ``NotFound`` when the thread does not exist."""
         ...
 

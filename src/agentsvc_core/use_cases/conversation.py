@@ -6,10 +6,12 @@ in a task of its own: a client that disconnects does not cancel it; only
 ``stop`` does, from any process, through the ``StopBus``.
 
 Round trips to storage per turn: ``turn_inputs`` (the thread, its agent, the
-latest run, the agent's MCP servers and sealed settings, read together),
-``begin_turn`` (the run and the user's message, returning the history) and
-``finish_turn`` (the run, the assistant messages and the usage records). Nothing
-is written per token.
+latest run, the agent's MCP servers and sealed settings, the history, read
+together), ``begin_turn`` (the run and the user's message, checking that the
+history read is still whole) and ``finish_turn`` (the run, the assistant messages
+and the usage records). Nothing is written per token. The model call starts
+while ``begin_turn`` is on its way, so the first token does not wait for it;
+nothing the reply produces is shown, stored or acted on before the run is stored.
 """
 
 from __future__ import annotations
@@ -39,7 +41,14 @@ from agentsvc_core.entities import (
     Usage,
     UsageRecord,
 )
-from agentsvc_core.errors import DomainError, InvalidInput, NotFound, PermissionDenied, Upstream
+from agentsvc_core.errors import (
+    Conflict,
+    DomainError,
+    InvalidInput,
+    NotFound,
+    PermissionDenied,
+    Upstream,
+)
 from agentsvc_core.ports import (
     ChatModel,
     Clock,
@@ -57,6 +66,7 @@ from agentsvc_core.ports import (
     ToolAuthRequired,
     ToolCallRequested,
     ToolSpec,
+    TurnInputs,
     TurnReader,
     UsageReport,
 )
@@ -158,10 +168,17 @@ class _ReplyState(msgspec.Struct, kw_only=True):
     status: RunStatus = "completed"
     pending: tuple[ToolCall, ...] = ()
     error: ErrorEvent | None = None
+    begun: asyncio.Future[None]  # resolved once the run is stored
 
     def add(self, message: Message) -> None:
         self.new.append(message)
         self.messages.append(message)
+
+
+def _busy() -> Conflict:
+    return Conflict(
+        "a reply is still running on this thread; wait for it or stop it", code="THREAD_BUSY"
+    )
 
 
 def _usage_out(u: Usage) -> UsageOut:
@@ -226,7 +243,10 @@ class Conversation:
         agent = inputs.agent
         if agent is None:
             raise NotFound("agent not found")
+        now = self._clock.now()
         latest = inputs.latest_run
+        if latest and latest.status == "running" and latest.heartbeat_at >= now - self._stale_after:
+            raise _busy()  # before anything else (begin_turn would refuse it too)
         pending = latest.pending_tool_calls if latest and latest.status == "requires_action" else ()
         self._check_tool_results(pending, msg)
 
@@ -271,7 +291,6 @@ class Conversation:
             user_id=sender_id or "",
         )
 
-        now = self._clock.now()
         run = Run(
             id=uuid.uuid4(),
             org_id=who.org_id,
@@ -297,17 +316,54 @@ class Conversation:
                     run, "user", msg.content, sender_name=sender_name, sender_id=sender_id
                 )
             )
-        history = await self._store.begin_turn(run, new, now - self._stale_after)
+        meta = Meta(started_at=now, run_id=run.id, thread_id=thread.id, model=model_id)
+        return await self._begin(plan, run, new, inputs, meta)
 
-        turn = Turn(run.id, thread.id)
-        turn.emit(Meta(started_at=now, run_id=run.id, thread_id=thread.id, model=model_id))
-        task = asyncio.create_task(self._reply(plan, run, history, turn), name=f"turn-{run.id}")
+    async def _begin(
+        self, plan: _Plan, run: Run, new: list[Message], inputs: TurnInputs, meta: Meta
+    ) -> Turn:
+        """Store the run and start the reply, both at once: the model call is made
+        while begin_turn stores the run, so its first token is not held up by that
+        write. Nothing the reply says leaves the turn's buffer (nobody reads it before
+        this returns), and nothing is stored or run (tools, compaction) before the run
+        is stored. When the run is refused (two sends racing), the reply is cancelled
+        and leaves nothing behind."""
+        turn, task, begun = self._start(plan, run, [*inputs.history, *new], meta)
+        try:
+            fresh = await self._store.begin_turn(
+                run, new, run.started_at - self._stale_after, inputs.history_mark
+            )
+        except BaseException:
+            begun.cancel()
+            task.cancel()
+            raise
+        if fresh is None:
+            begun.set_result(None)
+        else:
+            # A message came between the read and the write: the reply starts again
+            # with the whole history (its first start said nothing to anyone yet).
+            begun.cancel()
+            task.cancel()
+            await asyncio.wait({task})  # its clean-up is over before the next one watches
+            turn, task, begun = self._start(plan, run, fresh, meta)
+            begun.set_result(None)
         self._running[run.id] = (run.org_id, task)
         task.add_done_callback(lambda _: self._running.pop(run.id, None))
         beats = self._beats
         if beats is None or beats.done() or beats.get_loop() is not asyncio.get_running_loop():
             self._beats = asyncio.create_task(self._heartbeats(), name="turn-heartbeats")
         return turn
+
+    def _start(
+        self, plan: _Plan, run: Run, history: list[Message], meta: Meta
+    ) -> tuple[Turn, asyncio.Task[None], asyncio.Future[None]]:
+        turn = Turn(run.id, run.thread_id)
+        turn.emit(meta)
+        begun: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        task = asyncio.create_task(
+            self._reply(plan, run, history, turn, begun), name=f"turn-{run.id}"
+        )
+        return turn, task, begun
 
     async def stop(self, who: Principal, thread_id: UUID) -> bool:
         """Stop the thread's running reply, in whichever process runs it. False when
@@ -398,14 +454,27 @@ class Conversation:
 
     # --- the reply --------------------------------------------------------------
 
-    async def _reply(self, plan: _Plan, run: Run, history: list[Message], turn: Turn) -> None:
-        state = _ReplyState(messages=model_history(history))
+    async def _reply(
+        self,
+        plan: _Plan,
+        run: Run,
+        history: list[Message],
+        turn: Turn,
+        begun: asyncio.Future[None],
+    ) -> None:
+        """The reply. ``begun`` resolves once the run is stored; until then the model
+        call may stream into ``turn`` (which nobody reads yet) but nothing is stored
+        or run. When it is cancelled instead, the run was never stored: this task is
+        cancelled too and leaves nothing behind."""
+        state = _ReplyState(messages=model_history(history), begun=begun)
         stop = self._stops.watch(run.id)
         try:
             checkpoint = await self._compact(plan, run, state)
             await self._steps(plan, run, turn, stop, state)
             await self._remember_usage(plan, run, state, checkpoint)
         except asyncio.CancelledError:
+            if not begun.done() or begun.cancelled():
+                raise  # the run was never stored: nothing to keep
             # The process is shutting down: keep what was said, mark it interrupted.
             state.status = "interrupted"
             if state.new and state.new[-1].role == "assistant":
@@ -421,6 +490,7 @@ class Conversation:
             state.error = ErrorEvent(code="INTERNAL_ERROR", detail="the reply failed")
         finally:
             self._stops.unwatch(run.id)
+        await begun  # the run is stored (a failure can come before that)
         try:
             await self._finish(run, state)
         except DomainError as exc:
@@ -436,6 +506,7 @@ class Conversation:
         config, compactor = plan.compaction, self._compactor
         if config is None or not config.enabled or compactor is None:
             return None
+        await state.begun  # compaction may call a model and store a summary
         try:
             cp = await compactor.checkpoint(run.org_id, run.thread_id)
             recent = compactor.after(cp, state.messages)
@@ -502,6 +573,7 @@ class Conversation:
             stopped, failure, usage, source, finish = await self._call_model(
                 plan, state.messages, turn, stop, text, calls, blocks
             )
+            await state.begun  # no tool runs before the run is stored
             state.total = state.total + usage
             state.shown.extend(text)
             assistant = self._message(

@@ -1,0 +1,295 @@
+"""The turn's start: the model call is made while ``begin_turn`` stores the run.
+
+What must hold (module docstring of ``agentsvc_core.use_cases.conversation``): the
+first token does not wait for the write; nothing the reply produces is shown, stored
+or acted on (tools) before the run is stored; a refused run leaves nothing behind;
+a message that came between the turn's read and its write is in the model's context.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+import msgspec
+import pytest
+
+from agentsvc_adapters.llm import Families, PrefixRouter
+from agentsvc_adapters.memory import MemoryStorage
+from agentsvc_core.entities import Agent, Message, Principal, Run, Thread, ToolCall, Usage
+from agentsvc_core.errors import Conflict
+from agentsvc_core.ports import (
+    ChatModel,
+    ModelEvent,
+    ModelRequest,
+    ServerTools,
+    TextDelta,
+    ToolCallRequested,
+    ToolSpec,
+    UsageReport,
+)
+from agentsvc_core.ports.clock import SystemClock
+from agentsvc_core.ports.signals import LocalStopBus
+from agentsvc_core.use_cases.conversation import Conversation, SendInput
+from agentsvc_core.use_cases.threads import Threads
+from agentsvc_core.use_cases.turn import Done, Meta, Token, Turn
+
+ORG = "org-begin"
+WHO = Principal(org_id=ORG, method="api_key")
+
+
+class Model(ChatModel):
+    """Says ``words``, or asks for ``tool`` once; records its requests and whether
+    each stream ran to its end or was closed early."""
+
+    provider = "local"
+
+    def __init__(self, words: list[str], tool: str | None = None) -> None:
+        self.words = words
+        self.tool = tool
+        self.requests: list[ModelRequest] = []
+        self.started = asyncio.Event()
+        self.ended: list[str] = []  # per call: "done" or "closed"
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        self.requests.append(request)
+        self.started.set()
+        try:
+            if self.tool and request.messages[-1].role != "tool":
+                yield ToolCallRequested(ToolCall(id="c1", name=self.tool, arguments={}))
+            else:
+                for w in self.words:
+                    yield TextDelta(w)
+                    await asyncio.sleep(0)
+            yield UsageReport(Usage(input_tokens=3, output_tokens=len(self.words)))
+            self.ended.append("done")
+        except BaseException:
+            self.ended.append("closed")
+            raise
+
+
+class Tools(ServerTools):
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    async def list_tools(
+        self, who: Principal, agent: Agent, attached: object = None
+    ) -> list[ToolSpec]:
+        return [ToolSpec(name="kb__search", description="search")]
+
+    async def call(self, who: Principal, agent: Agent, name: str, arguments: dict[str, Any]) -> str:
+        self.calls.append(name)
+        return "found"
+
+
+class Store:
+    """The memory store, with a begin_turn that waits for ``release`` and can
+    refuse, or let another turn's messages in first."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.release = asyncio.Event()
+        self.refuse = False
+        self.before: list[Message] = []  # stored as if by another turn, before the write
+        self.begins = 0
+        self.finished: list[Run] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def begin_turn(
+        self, run: Run, new: list[Message], stale_before: datetime, seen: int | None = None
+    ) -> list[Message] | None:
+        self.begins += 1
+        await self.release.wait()
+        if self.refuse:
+            raise Conflict("a reply is still running on this thread", code="THREAD_BUSY")
+        if self.before:
+            other = msgspec.structs.replace(run, id=uuid.uuid4(), status="completed")
+            await self.inner.begin_turn(other, self.before, stale_before)
+            await self.inner.finish_turn(other, [], [])
+            self.before = []
+        return await self.inner.begin_turn(run, new, stale_before, seen)  # type: ignore[no-any-return]
+
+    async def finish_turn(self, run: Run, new: list[Message], usage: list[Any]) -> None:
+        self.finished.append(run)
+        await self.inner.finish_turn(run, new, usage)
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+async def world(model: Model) -> tuple[Conversation, Store, Tools, Thread, MemoryStorage]:
+    storage = MemoryStorage()
+    agent = Agent(
+        id=uuid.uuid4(),
+        org_id=ORG,
+        name="a",
+        description="",
+        stable_preamble="",
+        default_model="local",
+        created_at=now(),
+        updated_at=now(),
+    )
+    await storage.agents.add(agent)
+    thread = await storage.threads.add(
+        Thread(
+            id=uuid.uuid4(),
+            org_id=ORG,
+            agent_id=agent.id,
+            title=None,
+            kind="single",
+            status="active",
+            active_profile=None,
+            system_prompt_overlay=None,
+            metadata={},
+            resource_bindings=[],
+            created_by=None,
+            created_at=now(),
+            updated_at=now(),
+        )
+    )
+    store, tools, clock = Store(storage.conversations), Tools(), SystemClock()
+    conversation = Conversation(
+        Threads(storage.threads, storage.agents, storage.conversations, clock),
+        storage.turn_reader,
+        store,  # type: ignore[arg-type]
+        PrefixRouter(Families(local=model)),
+        tools,
+        LocalStopBus(),
+        clock,
+    )
+    return conversation, store, tools, thread, storage
+
+
+async def read_all(turn: Turn) -> list[Any]:
+    events: list[Any] = []
+    while True:
+        got = await turn.read(len(events), 5.0)
+        assert got is not None, "the turn went quiet"
+        if not got:
+            return events
+        events.extend(got)
+
+
+async def stored(storage: MemoryStorage, thread_id: UUID) -> list[tuple[str, str]]:
+    page, _ = await storage.conversations.history(ORG, thread_id, offset=0, limit=100)
+    return [(m.role, m.content) for m in page]
+
+
+async def test_the_model_is_called_while_the_run_is_being_stored() -> None:
+    model = Model(["Hel", "lo"])
+    conversation, store, _, thread, storage = await world(model)
+    sending = asyncio.create_task(conversation.send(WHO, thread.id, SendInput(content="hi")))
+    await asyncio.wait_for(model.started.wait(), 5)
+    await asyncio.sleep(0.01)  # the whole reply could stream now; the write is still pending
+    assert not sending.done()
+    assert store.begins == 1
+    assert store.finished == []  # nothing is stored before the run is
+    store.release.set()
+    turn = await sending
+    events = await read_all(turn)
+    assert [type(e) for e in events] == [Meta, Token, Token, Done]
+    assert "".join(e.delta for e in events if isinstance(e, Token)) == "Hello"
+    assert await stored(storage, thread.id) == [("user", "hi"), ("assistant", "Hello")]
+    assert [r.status for r in store.finished] == ["completed"]
+    assert [[m.content for m in r.messages] for r in model.requests] == [["hi"]]
+
+
+async def test_a_refused_run_leaves_nothing_behind() -> None:
+    model = Model(["never", "shown", "anywhere"] * 50)
+    conversation, store, _, thread, storage = await world(model)
+    store.refuse = True
+    sending = asyncio.create_task(conversation.send(WHO, thread.id, SendInput(content="hi")))
+    await asyncio.wait_for(model.started.wait(), 5)
+    store.release.set()
+    with pytest.raises(Conflict) as busy:
+        await sending
+    assert busy.value.code == "THREAD_BUSY"
+    for _ in range(50):  # the cancelled reply winds down
+        await asyncio.sleep(0)
+    assert model.ended == ["closed"]  # the provider's stream was closed early
+    assert store.finished == []
+    assert await stored(storage, thread.id) == []
+    assert await storage.conversations.usage(ORG, thread.id) == []
+    assert conversation._running == {}
+
+
+async def test_no_tool_runs_before_the_run_is_stored() -> None:
+    model = Model(["done"], tool="kb__search")
+    conversation, store, tools, thread, storage = await world(model)
+    store.refuse = True
+    sending = asyncio.create_task(conversation.send(WHO, thread.id, SendInput(content="look")))
+    await asyncio.wait_for(model.started.wait(), 5)
+    for _ in range(50):  # the model's call is over; its tool call waits for the write
+        await asyncio.sleep(0)
+    assert model.ended == ["done"]
+    assert tools.calls == []
+    store.release.set()
+    with pytest.raises(Conflict):
+        await sending
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert tools.calls == []
+    assert store.finished == []
+    assert await stored(storage, thread.id) == []
+
+    # stored, the same reply runs its tool
+    store.refuse = False
+    turn = await conversation.send(WHO, thread.id, SendInput(content="look"))
+    await read_all(turn)
+    assert tools.calls == ["kb__search"]
+
+
+async def test_a_message_that_came_between_the_read_and_the_write_reaches_the_model() -> None:
+    model = Model(["ok"])
+    conversation, store, _, thread, storage = await world(model)
+    other = Message(
+        id=uuid.uuid4(),
+        org_id=ORG,
+        thread_id=thread.id,
+        role="user",
+        content="from another process",
+        created_at=now(),
+    )
+    store.before = [other]
+    sending = asyncio.create_task(conversation.send(WHO, thread.id, SendInput(content="mine")))
+    await asyncio.wait_for(model.started.wait(), 5)
+    store.release.set()
+    turn = await sending
+    events = await read_all(turn)
+    # the first call (without the other message) was dropped unseen; the second had it
+    assert [[m.content for m in r.messages] for r in model.requests] == [
+        ["mine"],
+        ["from another process", "mine"],
+    ]
+    assert [type(e) for e in events] == [Meta, Token, Done]
+    assert await stored(storage, thread.id) == [
+        ("user", "from another process"),
+        ("user", "mine"),
+        ("assistant", "ok"),
+    ]
+
+
+async def test_a_running_reply_refuses_the_turn_before_the_model_is_called() -> None:
+    model = Model(["no"])
+    conversation, store, _, thread, storage = await world(model)
+    run = Run(
+        id=uuid.uuid4(),
+        org_id=ORG,
+        thread_id=thread.id,
+        status="running",
+        started_at=now(),
+        heartbeat_at=now(),
+    )
+    await storage.conversations.begin_turn(run, [], now() - timedelta(seconds=45))
+    with pytest.raises(Conflict) as busy:
+        await conversation.send(WHO, thread.id, SendInput(content="hi"))
+    assert busy.value.code == "THREAD_BUSY"
+    assert model.requests == []
+    assert store.begins == 0

@@ -2,19 +2,24 @@
 
 A pipeline of two statements: one reads the thread with its agent, its latest
 run, the agent's sealed settings and whether the agent has MCP attachments (one
-row); the other the thread's history (one row per message; built as JSON by
-PostgreSQL it cost four times the server's CPU). Only then, and only if the agent
-has MCP attachments, a third reads them with their servers. (A pipeline sending
-that one every time measured the same CPU per turn; this way an agent without
-MCP servers, the common case, costs one round trip.)
+row); the other the messages of the thread this process has not cached yet (one
+row per message; built as JSON by PostgreSQL they cost four times the server's
+CPU) with the thread's message count, which proves the cached part whole (see
+``_Histories``). Only then, and only if the agent has MCP attachments, a third
+reads them with their servers. (A pipeline sending that one every time measured
+the same CPU per turn; this way an agent without MCP servers, the common case,
+costs one round trip.)
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from typing import NamedTuple
 from uuid import UUID
 
 from agentsvc_adapters.postgres.conversations import (
     _HISTORY,
+    _MSG_COLS,
     _RUN_COLS,
     _THREAD_COLS,
     _message,
@@ -23,6 +28,7 @@ from agentsvc_adapters.postgres.conversations import (
 )
 from agentsvc_adapters.postgres.mcps import _ATT_COLS, _COLS, _attachment, _server
 from agentsvc_adapters.postgres.storage import _AGENT_COLS, Pool, _agent, _translate
+from agentsvc_core.entities import Message
 from agentsvc_core.errors import NotFound
 from agentsvc_core.ports import TurnInputs, TurnReader
 from agentsvc_core.ports.oauth import SealedRecord
@@ -38,6 +44,15 @@ def _count(cols: str) -> int:
 
 # the history with each message's seq last (the highest is begin_turn's check)
 _HISTORY_SEQ = _HISTORY.replace(" FROM messages", ", seq FROM messages", 1)
+# the thread's message count, then the messages after seq %(after)s (or one row of
+# NULLs); both order by seq, which makes the primary key the plan (see _HISTORY)
+_ADDED = (
+    "SELECT c.n, h.* FROM (SELECT count(*) AS n FROM (SELECT seq FROM messages"
+    " WHERE org_id = %(org)s AND thread_id = %(thread)s ORDER BY seq) s) c"
+    f" LEFT JOIN LATERAL (SELECT {_MSG_COLS}, seq FROM messages"
+    " WHERE org_id = %(org)s AND thread_id = %(thread)s AND seq > %(after)s ORDER BY seq) h"
+    " ON true ORDER BY h.seq"
+)
 _T, _A, _R = _count(_THREAD_COLS), _count(_AGENT_COLS), _count(_RUN_COLS)
 _N_ATT = _count(_ATT_COLS)
 
@@ -65,20 +80,77 @@ _MCP = (
 )
 
 
+class _Cached(NamedTuple):
+    size: int  # the thread's message count
+    last: int  # the highest seq among them
+    messages: tuple[Message, ...]
+
+
+_NOTHING = _Cached(0, 0, ())
+
+
+class _Histories:
+    """Recently read threads' histories, per process, so a turn reads only the
+    messages added since (usually the previous turn's two). Messages are only ever
+    appended, never changed or removed one by one, so the thread's message count,
+    read in the same statement as the new ones, tells whether anything was missed
+    (say, a message that committed after one with a higher seq): the cached count
+    plus the new ones must equal it, or the whole history is read again. Bounded:
+    ``max_threads`` threads and ``max_messages`` messages in all, least recently
+    used first out."""
+
+    def __init__(self, max_threads: int = 1000, max_messages: int = 100_000) -> None:
+        self._entries: OrderedDict[tuple[str, UUID], _Cached] = OrderedDict()
+        self._max_threads = max_threads
+        self._max_messages = max_messages
+        self._total = 0
+
+    def get(self, key: tuple[str, UUID]) -> _Cached:
+        entry = self._entries.get(key)
+        if entry is None:
+            return _NOTHING
+        self._entries.move_to_end(key)
+        return entry
+
+    def put(self, key: tuple[str, UUID], entry: _Cached) -> None:
+        old = self._entries.pop(key, None)
+        if old is not None:
+            self._total -= len(old.messages)
+        if len(entry.messages) > self._max_messages // 4:
+            return  # one thread does not take most of the room
+        self._entries[key] = entry
+        self._total += len(entry.messages)
+        while len(self._entries) > self._max_threads or self._total > self._max_messages:
+            _, dropped = self._entries.popitem(last=False)
+            self._total -= len(dropped.messages)
+
+
 class PostgresTurnReader(TurnReader):
     def __init__(self, pool: Pool) -> None:
         self._pool = pool
+        self._histories = _Histories()
 
     async def turn_inputs(self, org_id: str, thread_id: UUID, kinds: list[str]) -> TurnInputs:
-        params = {"org": org_id, "thread": thread_id, "kinds": kinds}
+        key = (org_id, thread_id)
+        cached = self._histories.get(key)
+        params = {"org": org_id, "thread": thread_id, "kinds": kinds, "after": cached.last}
         async with _translate(), self._pool.connection() as conn:
             async with conn.pipeline():  # one round trip for both
                 main = await conn.execute(_MAIN, params)
-                history = await conn.execute(_HISTORY_SEQ, (org_id, thread_id))
+                added = await conn.execute(_ADDED, params)
             row = await main.fetchone()
             if row is None:
                 raise NotFound("thread not found")
-            messages = await history.fetchall()
+            rows = await added.fetchall()
+            count, fresh = rows[0][0], [r[1:] for r in rows if r[1] is not None]
+            if count == cached.size + len(fresh):
+                history = (*cached.messages, *(_message(r) for r in fresh))
+                last = fresh[-1][-1] if fresh else cached.last
+            else:  # something this process had not seen in seq order: read it all
+                every = await (await conn.execute(_HISTORY_SEQ, key)).fetchall()
+                history = tuple(_message(r) for r in every)
+                last = every[-1][-1] if every else 0
+            self._histories.put(key, _Cached(len(history), last, history))
             kinds_found, values, expiries, has_mcp = row[_T + _A + _R :]
             servers = []
             if has_mcp:
@@ -94,6 +166,6 @@ class PostgresTurnReader(TurnReader):
                 k: SealedRecord(value=v, expires_at=e)
                 for k, v, e in zip(kinds_found, values, expiries, strict=True)
             },
-            history=[_message(r) for r in messages],
-            history_mark=messages[-1][-1] if messages else 0,
+            history=list(history),
+            history_mark=last,
         )

@@ -4,6 +4,7 @@ corner cases through ``httpx.MockTransport``."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import time
 import uuid
@@ -600,6 +601,42 @@ async def test_the_default_client_is_one_pooled_session_per_model(case: Case) ->
     finally:
         await model.aclose()
     assert first.closed
+
+
+async def test_the_default_client_keeps_no_provider_cookies() -> None:
+    """A provider's (a load balancer's) cookie is not sent back: the client serves
+    every tenant, so nothing one request set may ride along with the next."""
+    seen: list[bytes] = []
+    chunk = (
+        b'{"id":"c","object":"chat.completion.chunk",'
+        b'"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}'
+    )
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+            await reader.readexactly(length)
+            seen.append(head)
+            body = b"data: " + chunk + b"\n\ndata: [DONE]\n\n"
+            writer.write(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                b"set-cookie: __lb=tenant-a-session; Path=/\r\n"
+                b"content-length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+            )
+            await writer.drain()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    model = make("beta", f"http://localhost:{port}")  # (no cookies for IP addresses anyway)
+    try:
+        for _ in range(2):
+            assert text_of(await collect(model, ask())) == "hi"
+    finally:
+        await model.aclose()
+        server.close()
+    assert len(seen) == 2
+    assert b"cookie" not in seen[1].lower().replace(b"set-cookie", b"")
 
 
 # --- wire corner cases, through a MockTransport --------------------------------------------------

@@ -294,6 +294,10 @@ class ProviderHttp:
                 trust_env=False,
                 auto_decompress=True,  # identity is asked for; decode if a proxy compressed
                 skip_auto_headers=("User-Agent",),
+                # No cookies: a provider's (a load balancer's) would otherwise be kept
+                # and sent back on every tenant's requests; and the jar costs CPU on
+                # every request and response.
+                cookie_jar=aiohttp.DummyCookieJar(),
             )
         return self._session
 

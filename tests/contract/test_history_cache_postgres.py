@@ -14,8 +14,8 @@ import pytest
 from anyio.from_thread import BlockingPortal
 
 from agentsvc_adapters.postgres import PostgresStorage
-from agentsvc_adapters.postgres.turns import _Cached, _Histories
-from agentsvc_core.entities import Organization, Thread
+from agentsvc_adapters.postgres.turns import _Cached, _Histories, _weight
+from agentsvc_core.entities import Message, Organization, Thread, ToolCall
 from tests.contract.conftest import now
 from tests.contract.test_conversations_contract import a_message, a_run, a_thread
 
@@ -88,6 +88,8 @@ def test_a_message_committed_out_of_seq_order_is_not_missed(
     read again, in seq order."""
     a, _ = two
     t = thread_in(portal, a)
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # a seq free below the thread's
+        conn.execute("SELECT nextval(pg_get_serial_sequence('messages', 'seq'))")
     turn(portal, a, t, "one")
     turn(portal, a, t, "two")
     assert history(portal, a, t) == ["one", "re: one", "two", "re: two"]
@@ -118,19 +120,73 @@ def test_a_message_committed_out_of_seq_order_is_not_missed(
     assert history(portal, a, t)[-2:] == ["three", "re: three"]
 
 
+def test_begin_turn_sees_a_message_committed_out_of_seq_order(
+    pg_url: str, two: tuple[PostgresStorage, PostgresStorage], portal: BlockingPortal
+) -> None:
+    """Between a turn's read and its write, a message commits with a seq below the
+    highest one read (seq is shared by all threads): begin_turn must not take the
+    history for unchanged."""
+    a, _ = two
+    t = thread_in(portal, a)
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # a seq free below the thread's
+        conn.execute("SELECT nextval(pg_get_serial_sequence('messages', 'seq'))")
+    turn(portal, a, t, "one")
+    inputs = portal.call(a.turn_reader.turn_inputs, t.org_id, t.id, [])
+    late = a_message(t, content="late")
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        first = conn.execute(
+            "SELECT min(seq) FROM messages WHERE org_id = %s AND thread_id = %s",
+            (t.org_id, t.id),
+        ).fetchone()
+        assert first is not None
+        assert first[0] > 1
+        conn.execute(
+            "INSERT INTO messages (org_id, thread_id, seq, id, role, content, status, visible,"
+            " created_at) OVERRIDING SYSTEM VALUE VALUES (%s, %s, %s, %s, 'user', %s,"
+            " 'complete', true, %s)",
+            (t.org_id, t.id, first[0] - 1, late.id, late.content, late.created_at),
+        )
+    fresh = portal.call(
+        a.conversations.begin_turn,
+        a_run(t),
+        [a_message(t, content="two")],
+        now() - timedelta(seconds=45),
+        inputs.history_mark,
+    )
+    assert fresh is not None
+    assert [m.content for m in fresh] == ["late", "one", "re: one", "two"]
+
+
+def weighing(n: int) -> tuple[Message, ...]:
+    return (a_message(a_thread("o"), content="x" * (n - 600)),)
+
+
 def test_the_cache_is_bounded() -> None:
-    cache = _Histories(max_threads=2, max_messages=8)
+    cache = _Histories(max_threads=2, max_bytes=8000)
     t1, t2, t3 = (("o", uuid.uuid4()) for _ in range(3))
-    one = (a_message(a_thread("o")),)
-    cache.put(t1, _Cached(1, 1, one))
-    cache.put(t2, _Cached(1, 1, one))
+    one = weighing(1000)
+    cache.put(t1, _Cached(1, 1, one, _weight(one)))
+    cache.put(t2, _Cached(1, 1, one, _weight(one)))
     assert cache.get(t1).messages == one  # t1 is now the most recent
-    cache.put(t3, _Cached(1, 1, one))
+    cache.put(t3, _Cached(1, 1, one, _weight(one)))
     assert cache.get(t2).size == 0  # the least recent went
     assert cache.get(t1).size == 1
-    cache.put(t1, _Cached(3, 3, one * 3))  # too long a thread for its share: not kept
+    heavy = weighing(2001)  # more than a quarter of the room: not kept
+    cache.put(t1, _Cached(1, 1, heavy, _weight(heavy)))
     assert cache.get(t1).size == 0
-    cache.put(t1, _Cached(2, 2, one * 2))
-    cache.put(t3, _Cached(2, 2, one * 2))
-    cache.put(t2, _Cached(2, 2, one * 2))  # three threads: the oldest goes
-    assert [cache.get(k).size for k in (t1, t2, t3)] == [0, 2, 2]
+    big = weighing(1900)
+    cache = _Histories(max_threads=10, max_bytes=8000)
+    for k in (t1, t2, t3, ("o", uuid.uuid4()), ("o", uuid.uuid4())):
+        cache.put(k, _Cached(1, 1, big, _weight(big)))
+    # five of 1900 bytes do not fit in 8000: the oldest went
+    assert [cache.get(k).size for k in (t1, t2, t3)] == [0, 1, 1]
+
+
+def test_the_weight_counts_text_tool_calls_and_blocks() -> None:
+    t = a_thread("o")
+    plain = a_message(t, content="")
+    call = ToolCall(id="c", name="n", arguments={"q": "y" * 1000})
+    assert _weight([plain]) == 600
+    assert _weight([a_message(t, content="z" * 100)]) == 700
+    assert _weight([a_message(t, "assistant", "", tool_calls=(call,))]) > 1600
+    assert _weight([a_message(t, "assistant", "", provider_blocks=({"c": "w" * 500},))]) > 1100

@@ -217,7 +217,6 @@ async def test_a_refused_run_leaves_nothing_behind() -> None:
     assert store.finished == []
     assert await stored(storage, thread.id) == []
     assert await storage.conversations.usage(ORG, thread.id) == []
-    assert conversation._running == {}
 
 
 async def test_no_tool_runs_before_the_run_is_stored() -> None:
@@ -293,3 +292,62 @@ async def test_a_running_reply_refuses_the_turn_before_the_model_is_called() -> 
     assert busy.value.code == "THREAD_BUSY"
     assert model.requests == []
     assert store.begins == 0
+
+
+async def test_a_stop_reaches_a_reply_that_was_started_again() -> None:
+    model = Model([f"w{i} " for i in range(200)])
+    slow = model.stream
+
+    async def paced(request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        async for event in slow(request):
+            await asyncio.sleep(0.005)
+            yield event
+
+    model.stream = paced  # type: ignore[method-assign]
+    conversation, store, _, thread, storage = await world(model)
+    store.before = [
+        Message(
+            id=uuid.uuid4(),
+            org_id=ORG,
+            thread_id=thread.id,
+            role="user",
+            content="from another process",
+            created_at=now(),
+        )
+    ]
+    store.release.set()
+    turn = await conversation.send(WHO, thread.id, SendInput(content="mine"))
+    first = await turn.read(1, 5.0)
+    assert first
+    assert isinstance(first[0], Token)
+    # the reply that streams is the one started again, with the other message
+    assert [m.content for m in model.requests[-1].messages] == ["from another process", "mine"]
+    assert await conversation.stop(WHO, thread.id) is True
+    events = await read_all(turn)
+    done = events[-1]
+    assert isinstance(done, Done)
+    assert done.stopped is True
+    assert len([e for e in events if isinstance(e, Token)]) < 150
+    assert (await stored(storage, thread.id))[-1][0] == "assistant"
+
+
+async def test_a_burst_of_sends_to_one_thread_makes_at_most_one_early_call() -> None:
+    model = Model(["ok"])
+    conversation, store, _, thread, storage = await world(model)
+    sends = [
+        asyncio.create_task(conversation.send(WHO, thread.id, SendInput(content=f"s{i}")))
+        for i in range(5)
+    ]
+    await asyncio.wait_for(model.started.wait(), 5)
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert store.begins == 5  # every send is writing its run...
+    assert len(model.requests) == 1  # ...but only the first called the model before
+    store.release.set()
+    results = await asyncio.gather(*sends, return_exceptions=True)
+    turns = [r for r in results if isinstance(r, Turn)]
+    refused = [r for r in results if isinstance(r, Conflict)]
+    assert (len(turns), len(refused)) == (1, 4)
+    await read_all(turns[0])
+    assert len(model.requests) == 1
+    assert [c for r, c in await stored(storage, thread.id) if r == "user"] == ["s0"]

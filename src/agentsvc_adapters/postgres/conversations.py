@@ -2,11 +2,11 @@
 
 A turn costs two statements, each atomic on its own (data-modifying CTEs, no
 transaction block): ``begin_turn`` (insert the run and the user's message, check
-that the history read by ``turn_inputs`` is still whole; a stale run in the way is
-swept and the statement retried once) and ``finish_turn`` (the run's final
-state, the assistant messages, the usage records). One reply per thread is
-enforced by a partial unique index on running runs, so two processes racing to
-start a reply on one thread cannot both succeed.
+by its message count that the thread is as ``turn_inputs`` read it; a stale run
+in the way is swept and the statement retried once) and ``finish_turn`` (the
+run's final state, the assistant messages, the usage records). One reply per
+thread is enforced by a partial unique index on running runs, so two processes
+racing to start a reply on one thread cannot both succeed.
 """
 
 from __future__ import annotations
@@ -243,10 +243,13 @@ def _rows(row: str, n: int) -> str:
 # statistics (a fresh database), where a prepared statement's generic plan could
 # otherwise settle on the (org_id, id) index and scan the whole organization.
 _HISTORY = f"SELECT {_MSG_COLS} FROM messages WHERE org_id = %s AND thread_id = %s ORDER BY seq"
-# what begin_turn(seen=...) compares: the highest seq the thread had before the statement
-_LAST_SEQ = (
-    "SELECT coalesce((SELECT seq FROM messages WHERE org_id = %s AND thread_id = %s"
-    " ORDER BY seq DESC LIMIT 1), 0)"
+# what begin_turn(seen=...) compares: the thread's message count before the statement.
+# (Not its highest seq: seq is one sequence for all threads, so a message can commit
+# after one with a higher seq; messages are never removed one by one, so the count
+# misses nothing.)
+_COUNT = (
+    "SELECT count(*) FROM (SELECT seq FROM messages WHERE org_id = %s AND thread_id = %s"
+    " ORDER BY seq) s"
 )
 
 
@@ -351,12 +354,12 @@ class PostgresConversations(_Repo, ConversationStore):
         self, run: Run, new: list[Message], stale_before: datetime, seen: int | None = None
     ) -> list[Message] | None:
         # One statement (atomic without a transaction block): insert the run and the
-        # messages, and either read the history or (with ``seen``, the highest seq
+        # messages, and either read the history or (with ``seen``, the message count
         # turn_inputs read) only check that no message came since. Either read sees
         # the thread as it was before the statement, so the new messages are appended
         # here. A running run makes the run insert a unique violation; if that run's
         # heartbeat is stale it is marked interrupted and the statement tried once more.
-        sql, params = _begin_statement(run, new, _HISTORY if seen is None else _LAST_SEQ)
+        sql, params = _begin_statement(run, new, _HISTORY if seen is None else _COUNT)
         for attempt in (1, 2):
             try:
                 async with _translate(), self._pool.connection() as conn:

@@ -14,8 +14,11 @@ case, costs one round trip.)
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterable
 from typing import NamedTuple
 from uuid import UUID
+
+import msgspec
 
 from agentsvc_adapters.postgres.conversations import (
     _HISTORY,
@@ -102,9 +105,24 @@ class _Cached(NamedTuple):
     size: int  # the thread's message count
     last: int  # the highest seq among them
     messages: tuple[Message, ...]
+    weight: int  # about the bytes they take in memory
 
 
-_NOTHING = _Cached(0, 0, ())
+_NOTHING = _Cached(0, 0, (), 0)
+_encode = msgspec.json.encode
+
+
+def _weight(messages: Iterable[Message]) -> int:
+    """About the memory ``messages`` take: ~600 bytes each (the struct, its ids and
+    timestamp), plus their text, tool calls and provider blocks."""
+    total = 0
+    for m in messages:
+        total += 600 + len(m.content)
+        if m.tool_calls:
+            total += len(_encode(m.tool_calls))
+        if m.provider_blocks:
+            total += len(_encode(m.provider_blocks))
+    return total
 
 
 class _Histories:
@@ -114,13 +132,14 @@ class _Histories:
     read in the same statement as the new ones, tells whether anything was missed
     (say, a message that committed after one with a higher seq): the cached count
     plus the new ones must equal it, or the whole history is read again. Bounded:
-    ``max_threads`` threads and ``max_messages`` messages in all, least recently
-    used first out."""
+    ``max_threads`` threads and about ``max_bytes`` of memory in all (a thread
+    weighing more than a quarter of that is not kept), least recently used out
+    first."""
 
-    def __init__(self, max_threads: int = 1000, max_messages: int = 100_000) -> None:
+    def __init__(self, max_threads: int = 1000, max_bytes: int = 128 * 2**20) -> None:
         self._entries: OrderedDict[tuple[str, UUID], _Cached] = OrderedDict()
         self._max_threads = max_threads
-        self._max_messages = max_messages
+        self._max_bytes = max_bytes
         self._total = 0
 
     def get(self, key: tuple[str, UUID]) -> _Cached:
@@ -133,14 +152,14 @@ class _Histories:
     def put(self, key: tuple[str, UUID], entry: _Cached) -> None:
         old = self._entries.pop(key, None)
         if old is not None:
-            self._total -= len(old.messages)
-        if len(entry.messages) > self._max_messages // 4:
+            self._total -= old.weight
+        if entry.weight > self._max_bytes // 4:
             return  # one thread does not take most of the room
         self._entries[key] = entry
-        self._total += len(entry.messages)
-        while len(self._entries) > self._max_threads or self._total > self._max_messages:
+        self._total += entry.weight
+        while len(self._entries) > self._max_threads or self._total > self._max_bytes:
             _, dropped = self._entries.popitem(last=False)
-            self._total -= len(dropped.messages)
+            self._total -= dropped.weight
 
 
 class PostgresTurnReader(TurnReader):
@@ -157,16 +176,20 @@ class PostgresTurnReader(TurnReader):
             if rows[0][0] != 0:
                 raise NotFound("thread not found")
             row = rows[0][1 : 1 + _N_MAIN]
-            added = [r[1 + _N_MAIN :] for r in rows[1:]]
-            count, fresh = added[0][0], [r[1:] for r in added if r[1] is not None]
+            tail = [r[1 + _N_MAIN :] for r in rows[1:]]
+            count, fresh = tail[0][0], [r[1:] for r in tail if r[1] is not None]
+            history: tuple[Message, ...]
             if count == cached.size + len(fresh):
-                history = (*cached.messages, *(_message(r) for r in fresh))
+                added = tuple(_message(r) for r in fresh)
+                history = (*cached.messages, *added)
                 last = fresh[-1][-1] if fresh else cached.last
+                weight = cached.weight + _weight(added)
             else:  # something this process had not seen in seq order: read it all
                 every = await (await conn.execute(_HISTORY_SEQ, key)).fetchall()
                 history = tuple(_message(r) for r in every)
                 last = every[-1][-1] if every else 0
-            self._histories.put(key, _Cached(len(history), last, history))
+                weight = _weight(history)
+            self._histories.put(key, _Cached(len(history), last, history, weight))
             kinds_found, values, expiries, has_mcp = row[_T + _A + _R :]
             servers = []
             if has_mcp:
@@ -183,5 +206,5 @@ class PostgresTurnReader(TurnReader):
                 for k, v, e in zip(kinds_found, values, expiries, strict=True)
             },
             history=list(history),
-            history_mark=last,
+            history_mark=len(history),  # begin_turn compares the count
         )

@@ -226,6 +226,8 @@ class Conversation:
         self._clock = clock
         # run id -> (organization, reply task): what shutdown waits for, what heartbeats name
         self._running: dict[UUID, tuple[str, asyncio.Task[None]]] = {}
+        # (organization, thread) of the sends whose reply started before their run was stored
+        self._beginning: set[tuple[str, UUID]] = set()
         self._beats: asyncio.Task[None] | None = None
 
     # --- the HTTP-facing operations -------------------------------------------
@@ -327,41 +329,57 @@ class Conversation:
         write. Nothing the reply says leaves the turn's buffer (nobody reads it before
         this returns), and nothing is stored or run (tools, compaction) before the run
         is stored. When the run is refused (two sends racing), the reply is cancelled
-        and leaves nothing behind."""
-        turn, task, begun = self._start(plan, run, [*inputs.history, *new], meta)
+        and leaves nothing behind. While one send of a thread is at that stage in this
+        process, another waits for its write before calling the model, so a burst of
+        sends to one thread costs at most one call made for nothing."""
+        history = [*inputs.history, *new]
+        key = (run.org_id, run.thread_id)
+        early = key not in self._beginning
+        # watched here, not by the reply: a restarted reply keeps the same signal
+        stop = self._stops.watch(run.id)
+        if early:
+            self._beginning.add(key)
+            turn, task, begun = self._start(plan, run, history, meta, stop)
         try:
             fresh = await self._store.begin_turn(
                 run, new, run.started_at - self._stale_after, inputs.history_mark
             )
         except BaseException:
-            begun.cancel()
-            task.cancel()
+            if early:
+                begun.cancel()
+                task.cancel()
+            self._stops.unwatch(run.id)
             raise
-        if fresh is None:
-            begun.set_result(None)
-        else:
-            # A message came between the read and the write: the reply starts again
-            # with the whole history (its first start said nothing to anyone yet).
-            begun.cancel()
-            task.cancel()
-            await asyncio.wait({task})  # its clean-up is over before the next one watches
-            turn, task, begun = self._start(plan, run, fresh, meta)
-            begun.set_result(None)
+        finally:
+            if early:
+                self._beginning.discard(key)
+        if not early or fresh is not None:
+            if early:
+                # A message came between the read and the write: the reply starts
+                # again with the whole history (its first start said nothing yet).
+                begun.cancel()
+                task.cancel()
+            turn, task, begun = self._start(plan, run, fresh or history, meta, stop)
+        begun.set_result(None)
         self._running[run.id] = (run.org_id, task)
-        task.add_done_callback(lambda _: self._running.pop(run.id, None))
+        task.add_done_callback(lambda _: self._ended(run.id))
         beats = self._beats
         if beats is None or beats.done() or beats.get_loop() is not asyncio.get_running_loop():
             self._beats = asyncio.create_task(self._heartbeats(), name="turn-heartbeats")
         return turn
 
+    def _ended(self, run_id: UUID) -> None:
+        self._running.pop(run_id, None)
+        self._stops.unwatch(run_id)
+
     def _start(
-        self, plan: _Plan, run: Run, history: list[Message], meta: Meta
+        self, plan: _Plan, run: Run, history: list[Message], meta: Meta, stop: StopSignal
     ) -> tuple[Turn, asyncio.Task[None], asyncio.Future[None]]:
         turn = Turn(run.id, run.thread_id)
         turn.emit(meta)
         begun: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         task = asyncio.create_task(
-            self._reply(plan, run, history, turn, begun), name=f"turn-{run.id}"
+            self._reply(plan, run, history, turn, begun, stop), name=f"turn-{run.id}"
         )
         return turn, task, begun
 
@@ -461,13 +479,14 @@ class Conversation:
         history: list[Message],
         turn: Turn,
         begun: asyncio.Future[None],
+        stop: StopSignal,
     ) -> None:
         """The reply. ``begun`` resolves once the run is stored; until then the model
         call may stream into ``turn`` (which nobody reads yet) but nothing is stored
         or run. When it is cancelled instead, the run was never stored: this task is
         cancelled too and leaves nothing behind."""
         state = _ReplyState(messages=model_history(history), begun=begun)
-        stop = self._stops.watch(run.id)
+        failure: Exception | None = None
         try:
             checkpoint = await self._compact(plan, run, state)
             await self._steps(plan, run, turn, stop, state)
@@ -484,13 +503,13 @@ class Conversation:
             turn.emit(ErrorEvent(code="INTERRUPTED", detail="the service is shutting down"))
             turn.close()
             raise
-        except Exception:
-            log.exception("turn %s failed", run.id)
+        except Exception as exc:  # noqa: BLE001 (logged below, once the run is stored)
+            failure = exc
             state.status = "failed"
             state.error = ErrorEvent(code="INTERNAL_ERROR", detail="the reply failed")
-        finally:
-            self._stops.unwatch(run.id)
         await begun  # the run is stored (a failure can come before that)
+        if failure is not None:
+            log.error("turn %s failed", run.id, exc_info=failure)
         try:
             await self._finish(run, state)
         except DomainError as exc:

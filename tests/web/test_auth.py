@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import jwt
@@ -108,41 +109,37 @@ def test_jwt_user_is_authenticated_and_org_created_on_first_sight(client: Client
     assert r.json()["org_id"] == org
 
 
+def _hs256(claims: dict[str, Any], key: str | None = JWT_SECRET, alg: str = "HS256") -> str:
+    return jwt.encode(claims, key, algorithm=alg)
+
+
+def _in_an_hour() -> int:
+    return int(time.time()) + 3600
+
+
+# Tokens are made when each test runs (not at collection): a token made at collection
+# with a short lifetime would have expired by the time a long suite reaches it.
 @pytest.mark.parametrize(
     ("token", "why"),
     [
-        (make_jwt(exp_in=-3600), "expired"),
-        (jwt.encode({"sub": "u", "org_id": "o"}, JWT_SECRET, algorithm="HS256"), "exp"),
+        (lambda: make_jwt(exp_in=-3600), "expired"),
+        (lambda: _hs256({"sub": "u", "org_id": "o"}), "exp"),
+        (lambda: _hs256({"org_id": "o", "exp": _in_an_hour()}), "sub"),
+        (lambda: _hs256({"sub": "u", "exp": _in_an_hour()}), "org_id"),
+        (lambda: make_jwt(alg="HS512"), "algorithm"),
         (
-            jwt.encode(
-                {"org_id": "o", "exp": int(time.time()) + 3600}, JWT_SECRET, algorithm="HS256"
-            ),
-            "sub",
-        ),
-        (
-            jwt.encode({"sub": "u", "exp": int(time.time()) + 3600}, JWT_SECRET, algorithm="HS256"),
-            "org_id",
-        ),
-        (make_jwt(alg="HS512"), "algorithm"),
-        (
-            jwt.encode(
-                {"sub": "u", "org_id": "o", "exp": int(time.time()) + 3600},
-                "other-secret-" * 4,
-                algorithm="HS256",
-            ),
+            lambda: _hs256({"sub": "u", "org_id": "o", "exp": _in_an_hour()}, "other-secret-" * 4),
             "invalid",
         ),
         (
-            jwt.encode(
-                {"sub": "u", "org_id": "o", "exp": int(time.time()) + 3600}, None, algorithm="none"
-            ),
+            lambda: _hs256({"sub": "u", "org_id": "o", "exp": _in_an_hour()}, None, "none"),
             "algorithm",
         ),
-        (make_jwt(org="bad org id with spaces"), "organization"),
+        (lambda: make_jwt(org="bad org id with spaces"), "organization"),
     ],
 )
-def test_bad_jwts_are_401(client: Client, token: str, why: str) -> None:
-    assert why in assert_401(client.get("/api/agents", headers=bearer(token)))
+def test_bad_jwts_are_401(client: Client, token: Callable[[], str], why: str) -> None:
+    assert why in assert_401(client.get("/api/agents", headers=bearer(token())))
 
 
 def test_issuer_and_audience_are_checked_when_configured() -> None:

@@ -38,3 +38,9 @@ clean:
 .PHONY: bench
 bench: $(STAMP)
 	$(BIN)/python -m bench $(ARGS)
+
+## bench-parts: CPU of the turn's parts in isolation (the provider client; the storage statements)
+.PHONY: bench-parts
+bench-parts: $(STAMP)
+	$(BIN)/python bench/provider_parse.py
+	$(BIN)/python -m bench.pg_turn

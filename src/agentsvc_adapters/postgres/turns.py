@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 from uuid import UUID
 
 import msgspec
@@ -87,12 +87,17 @@ def _nulls(n: int) -> str:
 
 # Both in one statement (a pipeline of two cost more of this process's CPU than two
 # statements in a row): the main row (part 0), then _ADDED's rows (part 1), each
-# padded with NULLs to one width.
+# padded with NULLs to one width. No ORDER BY over the whole: PostgreSQL would sort
+# every message row, text and all (1000 messages: 6 ms of its CPU against 2); the
+# rows are put in (part, seq) order here, which costs nothing when they come so.
 _ONE = (
     f"SELECT 0, {_SELECT.removeprefix('SELECT ')}, {_nulls(_N_ADDED)}{_FROM}"
     f" UNION ALL SELECT 1, {_nulls(_N_MAIN)}, a.* FROM ({_ADDED}) a"
-    f" ORDER BY 1, {1 + _N_MAIN + _N_ADDED}"
 )
+
+
+def _order(row: tuple[Any, ...]) -> tuple[int, int]:
+    return row[0], row[-1] or 0
 _MCP = (
     f"SELECT {_cols(_ATT_COLS, 'm')}, {_cols(_COLS, 's')} FROM mcp_attachments m"
     " JOIN mcp_servers s ON s.org_id = m.org_id AND s.id = m.mcp_id"
@@ -173,6 +178,7 @@ class PostgresTurnReader(TurnReader):
         params = {"org": org_id, "thread": thread_id, "kinds": kinds, "after": cached.last}
         async with _translate(), self._pool.connection() as conn:
             rows = await (await conn.execute(_ONE, params)).fetchall()
+            rows.sort(key=_order)
             if rows[0][0] != 0:
                 raise NotFound("thread not found")
             row = rows[0][1 : 1 + _N_MAIN]

@@ -98,6 +98,8 @@ _ONE = (
 
 def _order(row: tuple[Any, ...]) -> tuple[int, int]:
     return row[0], row[-1] or 0
+
+
 _MCP = (
     f"SELECT {_cols(_ATT_COLS, 'm')}, {_cols(_COLS, 's')} FROM mcp_attachments m"
     " JOIN mcp_servers s ON s.org_id = m.org_id AND s.id = m.mcp_id"

@@ -707,7 +707,9 @@ async def test_a_slow_stream_does_not_block_a_fast_one(beta: FakeProvider) -> No
 
 async def test_hundreds_of_concurrent_streams(alpha: FakeProvider) -> None:
     n = 200
-    alpha.default = Reply(tokens=["x", "y"], first_token_delay=0.3, token_delay=0.01)
+    # each stream stays open long enough for all of them to be open at once, even on a
+    # slow machine where opening 200 connections takes a while (0.3 s was not)
+    alpha.default = Reply(tokens=["x", "y"], first_token_delay=3.0, token_delay=0.01)
     limits = httpx.Limits(max_connections=n + 10)
     async with httpx.AsyncClient(
         base_url=alpha.base_url, headers=ALPHA_HEADERS, limits=limits, timeout=20

@@ -16,6 +16,7 @@ __all__ = [
     "NotFound",
     "PermissionDenied",
     "StorageError",
+    "ThreadBusy",
     "Unauthenticated",
     "Unavailable",
     "Upstream",
@@ -49,6 +50,15 @@ class Conflict(DomainError):
     def __init__(self, detail: str, code: str = "CONFLICT") -> None:
         super().__init__(detail)
         self.code = code
+
+
+class ThreadBusy(Conflict):
+    """A reply is still running on the thread (one at a time per thread)."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "a reply is still running on this thread; wait for it or stop it", code="THREAD_BUSY"
+        )
 
 
 class PermissionDenied(DomainError):

@@ -21,7 +21,7 @@ import pytest
 from agentsvc_adapters.llm import Families, PrefixRouter
 from agentsvc_adapters.memory import MemoryStorage
 from agentsvc_core.entities import Agent, Message, Principal, Run, Thread, ToolCall, Usage
-from agentsvc_core.errors import Conflict
+from agentsvc_core.errors import Conflict, ThreadBusy
 from agentsvc_core.ports import (
     ChatModel,
     ModelEvent,
@@ -107,7 +107,7 @@ class Store:
         self.begins += 1
         await self.release.wait()
         if self.refuse:
-            raise Conflict("a reply is still running on this thread", code="THREAD_BUSY")
+            raise ThreadBusy()
         if self.before:
             other = msgspec.structs.replace(run, id=uuid.uuid4(), status="completed")
             await self.inner.begin_turn(other, self.before, stale_before)

@@ -7,7 +7,7 @@ from uuid import UUID
 import msgspec
 
 from agentsvc_core.entities import Message, Participant, Run, Thread, UsageRecord
-from agentsvc_core.errors import Conflict, NotFound
+from agentsvc_core.errors import NotFound, ThreadBusy
 from agentsvc_core.ports import ConversationStore, ThreadRepository
 
 _TICK = timedelta(microseconds=1)
@@ -122,7 +122,7 @@ class MemoryConversations(ConversationStore):
         for i, r in enumerate(runs):
             if r.status == "running":
                 if r.heartbeat_at >= stale_before:
-                    raise Conflict("a reply is still running on this thread", code="THREAD_BUSY")
+                    raise ThreadBusy()
                 runs[i] = msgspec.structs.replace(
                     r, status="interrupted", finished_at=run.started_at
                 )

@@ -29,7 +29,7 @@ from agentsvc_core.entities import (
     Usage,
     UsageRecord,
 )
-from agentsvc_core.errors import Conflict, NotFound, StorageError
+from agentsvc_core.errors import Conflict, NotFound, StorageError, ThreadBusy
 from agentsvc_core.ports import ConversationStore, ThreadRepository
 
 _enc = msgspec.json.Encoder()
@@ -376,10 +376,7 @@ class PostgresConversations(_Repo, ConversationStore):
             except Conflict as exc:
                 if attempt == 1 and await self._interrupt_stale_run(run, stale_before):
                     continue
-                raise Conflict(
-                    "a reply is still running on this thread; wait for it or stop it",
-                    code="THREAD_BUSY",
-                ) from exc
+                raise ThreadBusy() from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _interrupt_stale_run(self, run: Run, stale_before: datetime) -> bool:

@@ -42,11 +42,11 @@ from agentsvc_core.entities import (
     UsageRecord,
 )
 from agentsvc_core.errors import (
-    Conflict,
     DomainError,
     InvalidInput,
     NotFound,
     PermissionDenied,
+    ThreadBusy,
     Upstream,
 )
 from agentsvc_core.ports import (
@@ -175,12 +175,6 @@ class _ReplyState(msgspec.Struct, kw_only=True):
         self.messages.append(message)
 
 
-def _busy() -> Conflict:
-    return Conflict(
-        "a reply is still running on this thread; wait for it or stop it", code="THREAD_BUSY"
-    )
-
-
 def _usage_out(u: Usage) -> UsageOut:
     return UsageOut(
         input_tokens=u.input_tokens,
@@ -248,7 +242,7 @@ class Conversation:
         now = self._clock.now()
         latest = inputs.latest_run
         if latest and latest.status == "running" and latest.heartbeat_at >= now - self._stale_after:
-            raise _busy()  # before anything else (begin_turn would refuse it too)
+            raise ThreadBusy()  # before anything else (begin_turn would refuse it too)
         pending = latest.pending_tool_calls if latest and latest.status == "requires_action" else ()
         self._check_tool_results(pending, msg)
 

@@ -165,21 +165,21 @@ def test_the_cache_is_bounded() -> None:
     cache = _Histories(max_threads=2, max_bytes=8000)
     t1, t2, t3 = (("o", uuid.uuid4()) for _ in range(3))
     one = weighing(1000)
-    cache.put(t1, _Cached(1, 1, one, _weight(one)))
-    cache.put(t2, _Cached(1, 1, one, _weight(one)))
+    cache.put(t1, _Cached(1, one, _weight(one)))
+    cache.put(t2, _Cached(1, one, _weight(one)))
     assert cache.get(t1).messages == one  # t1 is now the most recent
-    cache.put(t3, _Cached(1, 1, one, _weight(one)))
-    assert cache.get(t2).size == 0  # the least recent went
-    assert cache.get(t1).size == 1
+    cache.put(t3, _Cached(1, one, _weight(one)))
+    assert len(cache.get(t2).messages) == 0  # the least recent went
+    assert len(cache.get(t1).messages) == 1
     heavy = weighing(2001)  # more than a quarter of the room: not kept
-    cache.put(t1, _Cached(1, 1, heavy, _weight(heavy)))
-    assert cache.get(t1).size == 0
+    cache.put(t1, _Cached(1, heavy, _weight(heavy)))
+    assert len(cache.get(t1).messages) == 0
     big = weighing(1900)
     cache = _Histories(max_threads=10, max_bytes=8000)
     for k in (t1, t2, t3, ("o", uuid.uuid4()), ("o", uuid.uuid4())):
-        cache.put(k, _Cached(1, 1, big, _weight(big)))
+        cache.put(k, _Cached(1, big, _weight(big)))
     # five of 1900 bytes do not fit in 8000: the oldest went
-    assert [cache.get(k).size for k in (t1, t2, t3)] == [0, 1, 1]
+    assert [len(cache.get(k).messages) for k in (t1, t2, t3)] == [0, 1, 1]
 
 
 def test_the_weight_counts_text_tool_calls_and_blocks() -> None:

@@ -109,13 +109,12 @@ _MCP = (
 
 
 class _Cached(NamedTuple):
-    size: int  # the thread's message count
-    last: int  # the highest seq among them
+    last: int  # the highest seq among the messages
     messages: tuple[Message, ...]
     weight: int  # about the bytes they take in memory
 
 
-_NOTHING = _Cached(0, 0, (), 0)
+_NOTHING = _Cached(0, (), 0)
 _encode = msgspec.json.encode
 
 
@@ -187,7 +186,7 @@ class PostgresTurnReader(TurnReader):
             tail = [r[1 + _N_MAIN :] for r in rows[1:]]
             count, fresh = tail[0][0], [r[1:] for r in tail if r[1] is not None]
             history: tuple[Message, ...]
-            if count == cached.size + len(fresh):
+            if count == len(cached.messages) + len(fresh):
                 added = tuple(_message(r) for r in fresh)
                 history = (*cached.messages, *added)
                 last = fresh[-1][-1] if fresh else cached.last
@@ -197,7 +196,7 @@ class PostgresTurnReader(TurnReader):
                 history = tuple(_message(r) for r in every)
                 last = every[-1][-1] if every else 0
                 weight = _weight(history)
-            self._histories.put(key, _Cached(len(history), last, history, weight))
+            self._histories.put(key, _Cached(last, history, weight))
             kinds_found, values, expiries, has_mcp = row[_T + _A + _R :]
             servers = []
             if has_mcp:

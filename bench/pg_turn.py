@@ -22,7 +22,7 @@ import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -30,18 +30,18 @@ import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from tests.contract.conftest import now
+from tests.contract.test_agents_contract import agent_in
+from tests.contract.test_conversations_contract import a_message, a_run, a_thread
+
 from agentsvc_adapters.postgres import PostgresStorage
 from agentsvc_adapters.postgres.migrate import migrate
 from agentsvc_adapters.postgres.turns import _Histories
-from agentsvc_core.entities import Agent, Message, Organization, Run, Thread
+from agentsvc_core.entities import Organization, Thread
 from bench.database import Databases
 
 ORG = "org-bench"
 REPLY = " ".join(f"t{i}" for i in range(50))
-
-
-def now() -> datetime:
-    return datetime.now(UTC)
 
 
 def backend_ns(pid: int) -> int:
@@ -70,46 +70,12 @@ class Meter:
             print(f"  {name:28} this process {ours:6.0f} us   PostgreSQL {theirs:6.0f} us")
 
 
-def a_thread(agent: Agent) -> Thread:
-    t = now()
-    return Thread(
-        id=uuid.uuid4(),
-        org_id=ORG,
-        agent_id=agent.id,
-        title=None,
-        kind="single",
-        status="active",
-        active_profile=None,
-        system_prompt_overlay=None,
-        metadata={},
-        resource_bindings=[],
-        created_by=None,
-        created_at=t,
-        updated_at=t,
-    )
-
-
 async def turn(s: PostgresStorage, meter: Meter, thread: Thread) -> None:
     inputs = await meter.time(
         "turn_inputs", lambda: s.turn_reader.turn_inputs(ORG, thread.id, ["resolver"])
     )
-    run = Run(
-        id=uuid.uuid4(),
-        org_id=ORG,
-        thread_id=thread.id,
-        status="running",
-        started_at=now(),
-        heartbeat_at=now(),
-    )
-    user = Message(
-        id=uuid.uuid4(),
-        org_id=ORG,
-        thread_id=thread.id,
-        role="user",
-        content="Hello, how are you today?",
-        created_at=now(),
-        run_id=run.id,
-    )
+    run = a_run(thread)
+    user = a_message(thread, content="Hello, how are you today?", run_id=run.id)
     stale = now() - timedelta(seconds=45)
     await meter.time(
         "begin_turn",
@@ -136,26 +102,17 @@ async def main(threads: int, turns: int) -> int:
                 row = await (await conn.execute("SELECT pg_backend_pid()")).fetchone()
             assert row is not None
             await s.organizations.ensure(Organization(id=ORG, created_at=now()))
-            agent = Agent(
-                id=uuid.uuid4(),
-                org_id=ORG,
-                name="bench",
-                description="",
-                stable_preamble="",
-                default_model="gpt-bench",
-                created_at=now(),
-                updated_at=now(),
-            )
+            agent = agent_in(ORG)
             await s.agents.add(agent)
             meter = Meter(row[0])
             for _ in range(threads):
-                thread = await s.threads.add(a_thread(agent))
+                thread = await s.threads.add(a_thread(ORG, agent.id))
                 for _ in range(turns):
                     await turn(s, meter, thread)
             print(f"{threads} threads x {turns} turns, one connection; median per statement:")
             meter.report(skip=min(20, threads * turns // 4))  # prepared after 5 runs
 
-            long = await s.threads.add(a_thread(agent))
+            long = await s.threads.add(a_thread(ORG, agent.id))
             for _ in range(500):
                 await turn(s, Meter(row[0]), long)
             reader = s.turn_reader

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -37,6 +37,9 @@ from agentsvc_core.ports.signals import LocalStopBus
 from agentsvc_core.use_cases.conversation import Conversation, SendInput
 from agentsvc_core.use_cases.threads import Threads
 from agentsvc_core.use_cases.turn import Done, Meta, Token, Turn
+from tests.contract.conftest import now
+from tests.contract.test_agents_contract import agent_in
+from tests.contract.test_conversations_contract import a_message, a_run, a_thread
 
 ORG = "org-begin"
 WHO = Principal(org_id=ORG, method="api_key")
@@ -120,40 +123,11 @@ class Store:
         await self.inner.finish_turn(run, new, usage)
 
 
-def now() -> datetime:
-    return datetime.now(UTC)
-
-
 async def world(model: Model) -> tuple[Conversation, Store, Tools, Thread, MemoryStorage]:
     storage = MemoryStorage()
-    agent = Agent(
-        id=uuid.uuid4(),
-        org_id=ORG,
-        name="a",
-        description="",
-        stable_preamble="",
-        default_model="local",
-        created_at=now(),
-        updated_at=now(),
-    )
+    agent = agent_in(ORG)
     await storage.agents.add(agent)
-    thread = await storage.threads.add(
-        Thread(
-            id=uuid.uuid4(),
-            org_id=ORG,
-            agent_id=agent.id,
-            title=None,
-            kind="single",
-            status="active",
-            active_profile=None,
-            system_prompt_overlay=None,
-            metadata={},
-            resource_bindings=[],
-            created_by=None,
-            created_at=now(),
-            updated_at=now(),
-        )
-    )
+    thread = await storage.threads.add(a_thread(ORG, agent.id))
     store, tools, clock = Store(storage.conversations), Tools(), SystemClock()
     conversation = Conversation(
         Threads(storage.threads, storage.agents, storage.conversations, clock),
@@ -248,15 +222,7 @@ async def test_no_tool_runs_before_the_run_is_stored() -> None:
 async def test_a_message_that_came_between_the_read_and_the_write_reaches_the_model() -> None:
     model = Model(["ok"])
     conversation, store, _, thread, storage = await world(model)
-    other = Message(
-        id=uuid.uuid4(),
-        org_id=ORG,
-        thread_id=thread.id,
-        role="user",
-        content="from another process",
-        created_at=now(),
-    )
-    store.before = [other]
+    store.before = [a_message(thread, content="from another process")]
     sending = asyncio.create_task(conversation.send(WHO, thread.id, SendInput(content="mine")))
     await asyncio.wait_for(model.started.wait(), 5)
     store.release.set()
@@ -278,15 +244,7 @@ async def test_a_message_that_came_between_the_read_and_the_write_reaches_the_mo
 async def test_a_running_reply_refuses_the_turn_before_the_model_is_called() -> None:
     model = Model(["no"])
     conversation, store, _, thread, storage = await world(model)
-    run = Run(
-        id=uuid.uuid4(),
-        org_id=ORG,
-        thread_id=thread.id,
-        status="running",
-        started_at=now(),
-        heartbeat_at=now(),
-    )
-    await storage.conversations.begin_turn(run, [], now() - timedelta(seconds=45))
+    await storage.conversations.begin_turn(a_run(thread), [], now() - timedelta(seconds=45))
     with pytest.raises(Conflict) as busy:
         await conversation.send(WHO, thread.id, SendInput(content="hi"))
     assert busy.value.code == "THREAD_BUSY"
@@ -305,16 +263,7 @@ async def test_a_stop_reaches_a_reply_that_was_started_again() -> None:
 
     model.stream = paced  # type: ignore[method-assign]
     conversation, store, _, thread, storage = await world(model)
-    store.before = [
-        Message(
-            id=uuid.uuid4(),
-            org_id=ORG,
-            thread_id=thread.id,
-            role="user",
-            content="from another process",
-            created_at=now(),
-        )
-    ]
+    store.before = [a_message(thread, content="from another process")]
     store.release.set()
     turn = await conversation.send(WHO, thread.id, SendInput(content="mine"))
     first = await turn.read(1, 5.0)

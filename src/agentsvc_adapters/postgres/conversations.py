@@ -253,10 +253,9 @@ _COUNT = (
 )
 
 
-def _begin_statement(run: Run, new: list[Message], then: str) -> tuple[str, list[Any]]:
-    """Insert the run and the messages, then run ``then`` (a SELECT of the thread's
-    messages, taking its organization and thread id), which sees the thread as it
-    was before the statement."""
+def _begin_statement(run: Run, new: list[Message]) -> tuple[str, list[Any]]:
+    """Insert the run and the messages, then count the thread's messages (as they
+    were before the statement)."""
     sql = (
         "WITH r AS (INSERT INTO runs (id, org_id, thread_id, status, started_at, heartbeat_at)"
         " VALUES (%s, %s, %s, %s, %s, %s))"
@@ -272,7 +271,7 @@ def _begin_statement(run: Run, new: list[Message], then: str) -> tuple[str, list
     if new:
         sql += f", m AS ({_MSG_INSERT_HEAD}{_rows(_MSG_ROW, len(new))})"
         params.extend(p for m in new for p in _message_params(m))
-    sql += f" {then}"
+    sql += f" {_COUNT}"
     params.extend([run.org_id, run.thread_id])
     return sql, params
 
@@ -354,23 +353,21 @@ class PostgresConversations(_Repo, ConversationStore):
         self, run: Run, new: list[Message], stale_before: datetime, seen: int | None = None
     ) -> list[Message] | None:
         # One statement (atomic without a transaction block): insert the run and the
-        # messages, and either read the history or (with ``seen``, the message count
-        # turn_inputs read) only check that no message came since. Either read sees
-        # the thread as it was before the statement, so the new messages are appended
-        # here. A running run makes the run insert a unique violation; if that run's
-        # heartbeat is stale it is marked interrupted and the statement tried once more.
-        sql, params = _begin_statement(run, new, _HISTORY if seen is None else _COUNT)
+        # messages, and count the thread's messages as they were before it: equal to
+        # ``seen`` (the count turn_inputs read), nothing came since. A running run
+        # makes the run insert a unique violation; if that run's heartbeat is stale it
+        # is marked interrupted and the statement tried once more.
+        sql, params = _begin_statement(run, new)
         for attempt in (1, 2):
             try:
                 async with _translate(), self._pool.connection() as conn:
                     rows = await (await conn.execute(sql, params)).fetchall()
-                    if seen is None:
-                        return [*(_message(r) for r in rows), *new]
                     if rows[0][0] == seen:
                         return None
                     # A message came after the read (another process's turn, or a reply
-                    # thought dead finishing late): read the thread again, now that this
-                    # statement has committed, so nothing committed meanwhile is missed.
+                    # thought dead finishing late), or no read was named: read the thread
+                    # now that this statement has committed, so nothing committed
+                    # meanwhile is missed.
                     cur = await conn.execute(_HISTORY, (run.org_id, run.thread_id))
                     return [_message(r) for r in await cur.fetchall()]
             except Conflict as exc:

@@ -361,7 +361,7 @@ class PostgresConversations(_Repo, ConversationStore):
         for attempt in (1, 2):
             try:
                 async with _translate(), self._pool.connection() as conn:
-                    rows = await (await conn.execute(sql, params)).fetchall()
+                    rows = await (await conn.hot(sql, params)).fetchall()
                     if rows[0][0] == seen:
                         return None
                     # A message came after the read (another process's turn, or a reply
@@ -418,7 +418,7 @@ class PostgresConversations(_Repo, ConversationStore):
             params.extend(p for u in usage for p in _usage_params(u))
         parts.append(" SELECT 1")
         async with _translate(), self._pool.connection() as conn:
-            await conn.execute("".join(parts), params)
+            await conn.hot("".join(parts), params)
 
     async def running(self, org_id: str, thread_id: UUID, stale_before: datetime) -> Run | None:
         row = await self._one(

@@ -5,9 +5,12 @@ from __future__ import annotations
 import asyncio
 import uuid
 from datetime import UTC, datetime
+from typing import Any
+
+from litestar import Request
 
 from agentsvc_core.use_cases.turn import Done, Meta, Token, Turn
-from agentsvc_web.sse import KEEPALIVE, sse_frames
+from agentsvc_web.sse import KEEPALIVE, SseStream, sse_frames
 from tests.sse import parse
 
 
@@ -49,3 +52,55 @@ async def test_a_late_reader_gets_everything_from_the_start() -> None:
     turn.close()
     frames = [f async for f in sse_frames(turn, keepalive_s=1)]
     assert [e.data["delta"] for e in parse(b"".join(frames).decode())] == ["0", "1", "2", "3", "4"]
+
+
+def _asgi(turn: Turn) -> Any:
+    request = Request(scope={"type": "http", "method": "POST", "app": None})  # type: ignore[typeddict-item]
+    return SseStream(
+        sse_frames(turn, keepalive_s=1), media_type="text/event-stream"
+    ).to_asgi_response(None, request)
+
+
+async def test_the_response_writes_each_batch_then_ends_without_reading_the_request() -> None:
+    turn = Turn(uuid.uuid4(), uuid.uuid4())
+    turn.emit(Token(delta="a"))
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+        if len(sent) == 2:  # after the first batch, the rest of the reply comes
+            turn.emit(Token(delta="b"))
+            turn.emit(Done(ok=True, content="ab"))
+            turn.close()
+
+    async def receive() -> dict[str, Any]:
+        raise AssertionError("nothing waits on the client: leaving does not cancel the reply")
+
+    await asyncio.wait_for(_asgi(turn)({}, receive, send), 2)
+    assert sent[0]["type"] == "http.response.start"
+    bodies = [m for m in sent[1:] if m["type"] == "http.response.body"]
+    assert [b["more_body"] for b in bodies] == [True, True, False]
+    assert [e.event for e in parse(b"".join(b["body"] for b in bodies).decode())] == [
+        "token",
+        "token",
+        "done",
+    ]
+
+
+async def test_a_server_that_raises_for_a_gone_client_ends_the_response_quietly() -> None:
+    turn = Turn(uuid.uuid4(), uuid.uuid4())
+    turn.emit(Token(delta="a"))
+    turn.close()
+    calls = 0
+
+    async def send(message: dict[str, Any]) -> None:
+        nonlocal calls
+        calls += 1
+        if message["type"] == "http.response.body":
+            raise OSError("client disconnected")
+
+    async def receive() -> dict[str, Any]:
+        raise AssertionError("not read")
+
+    await asyncio.wait_for(_asgi(turn)({}, receive, send), 2)
+    assert calls == 2  # the start, then the first body write, which raised

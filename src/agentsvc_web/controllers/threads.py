@@ -7,7 +7,6 @@ from uuid import UUID
 from litestar import Controller, Request, delete, get, patch, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody, QueryParameter
-from litestar.response import Stream
 from msgspec import UNSET
 
 from agentsvc_core.errors import InvalidInput, PermissionDenied
@@ -37,7 +36,7 @@ from agentsvc_web.schemas import (
     ThreadOut,
     ThreadPatchBody,
 )
-from agentsvc_web.sse import sse_frames
+from agentsvc_web.sse import SseStream, sse_frames
 
 Req = Request[Any, Any, Any]
 
@@ -155,7 +154,7 @@ class ThreadController(Controller):
         conversation: NamedDependency[Conversation],
         thread_id: FromPath[UUID],
         data: JSONBody[SendMessageBody],
-    ) -> Stream:
+    ) -> SseStream:
         msg = SendInput(
             content=data.content,
             tools=[
@@ -174,7 +173,7 @@ class ThreadController(Controller):
             metadata=data.metadata,
         )
         turn = await conversation.send(principal_of(request), thread_id, msg)
-        return Stream(sse_frames(turn), media_type="text/event-stream", headers=SSE_HEADERS)
+        return SseStream(sse_frames(turn), media_type="text/event-stream", headers=SSE_HEADERS)
 
     @get(
         "/{thread_id:uuid}/messages",

@@ -94,7 +94,7 @@ def _run_uvicorn(
     uvicorn: Any, args: argparse.Namespace, settings: Settings, host: str, port: int
 ) -> None:
     uvicorn.run(
-        "agentsvc_web.app:create_app",
+        "agentsvc_web.app:serve_app",
         factory=True,
         host=host,
         port=port,

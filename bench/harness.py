@@ -332,6 +332,14 @@ class Bench:
             "error_kinds": dict(Counter(_error_kind(e) for e in errors)),
             "error_samples": errors[:3],
             "ttft_overhead_ms": summary_ms(overhead),
+            # each worker's first turn: all c of them sent at the same instant (a burst);
+            # the rest: the level's steady state
+            "ttft_overhead_first_ms": summary_ms(
+                [r[2] - provider_ttft_s for r in ok if r[2] is not None and r[1] == 0]
+            ),
+            "ttft_overhead_steady_ms": summary_ms(
+                [r[2] - provider_ttft_s for r in ok if r[2] is not None and r[1] > 0]
+            ),
             "ttft_ms": summary_ms([r[2] for r in ok if r[2] is not None]),
             "e2e_ms": summary_ms([r[3] for r in ok]),
             "window_s": round(window, 3),

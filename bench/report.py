@@ -126,19 +126,32 @@ def evaluate_targets(results: dict[str, Any], slow_cap: int) -> list[dict[str, A
                 note,
             )
         )
-    for c, key, limit in ((1, "p50", 5.0), (50, "p95", 50.0)):
+    # At c=50 the p95 is judged on the level's steady state: each worker's first turn
+    # is one of c requests the harness sends at the same instant, a burst that is
+    # shown beside it (and in the turns table) but is not the load of c conversations.
+    for c, key, limit, field in (
+        (1, "p50", 5.0, "ttft_overhead_ms"),
+        (50, "p95", 50.0, "ttft_overhead_steady_ms"),
+    ):
         for mode in ("instant", "paced"):
             row = _find(rows, target="service", mode=mode, concurrency=c)
             if row is None and mode == "paced":
                 continue
-            value = row["ttft_overhead_ms"][key] if row else None
+            value = (row.get(field) or {}).get(key) if row else None
             note = "" if value is None else f"{value / limit:.1f}x the limit"
             bare = _find(rows, target="bare", mode=mode, concurrency=c)
             if bare is not None and value is not None:
-                note += f"; bare ASGI app: {bare['ttft_overhead_ms'][key]} ms"
+                note += f"; bare ASGI app: {(bare.get(field) or {}).get(key)} ms"
+            if row is not None and field != "ttft_overhead_ms":
+                first = row.get("ttft_overhead_first_ms") or {}
+                note += (
+                    f"; all turns: {row['ttft_overhead_ms'][key]} ms; the {c} first turns,"
+                    f" sent at one instant: p50 {first.get('p50')} ms"
+                )
+            label = " after each worker's first turn" if field != "ttft_overhead_ms" else ""
             out.append(
                 _target(
-                    f"TTFT overhead {key} at c={c} ({mode} provider)",
+                    f"TTFT overhead {key} at c={c}{label} ({mode} provider)",
                     f"<= {limit:g} ms",
                     value,
                     None if value is None else value <= limit,
@@ -211,6 +224,14 @@ def _trio(d: dict[str, Any]) -> str:
     return f"{_f(d['p50'])} / {_f(d['p95'])} / {_f(d['p99'])}"
 
 
+def _burst(r: dict[str, Any]) -> str:
+    """The first turns (all workers at one instant), then the rest's p95."""
+    first, steady = r.get("ttft_overhead_first_ms"), r.get("ttft_overhead_steady_ms")
+    if not first or not steady:
+        return "-"
+    return f"{_f(first['p50'])} / {_f(steady['p95'])}"
+
+
 def markdown(results: dict[str, Any]) -> str:
     m = results["machine"]
     cfg = results["config"]
@@ -239,16 +260,18 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         "### Turns under load",
         "",
-        "| target | mode | c | turns | err | TTFT overhead p50/p95/p99 ms | net p50 ms "
+        "| target | mode | c | turns | err | TTFT overhead p50/p95/p99 ms "
+        "| first turns p50 / then p95 ms | net p50 ms "
         "| e2e p50/p95/p99 ms | turns/s | tokens/s | server CPU ms/turn | PG CPU ms/turn "
         "| peak RSS MB | machine busy | other load |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results.get("load", []):
         name = r["target"] + (f" (--workers {r['workers']})" if r["workers"] > 1 else "")
         lines.append(
             f"| {name} | {r['mode']} | {r['concurrency']} | {r['turns']} | {r['errors']} | "
-            f"{_trio(r['ttft_overhead_ms'])} | {_f(r.get('net_overhead_p50_ms'))} | "
+            f"{_trio(r['ttft_overhead_ms'])} | {_burst(r)} | "
+            f"{_f(r.get('net_overhead_p50_ms'))} | "
             f"{_trio(r['e2e_ms'])} | {_f(r['turns_per_s'])} | {_f(r['tokens_per_s'], 0)} | "
             f"{_f(r['server_cpu_ms_per_turn'], 2)} | {_f(r.get('pg_cpu_ms_per_turn'), 2)} | "
             f"{_f(r['peak_rss_mb'])} | {_f(r['machine_busy_pct'], 0)}% | "

@@ -1,0 +1,90 @@
+"""The benchmark's verdicts (bench/report.py): what each target is judged on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.report import evaluate_targets, markdown
+
+
+def _ms(p50: float, p95: float, n: int = 10) -> dict[str, Any]:
+    return {"p50": p50, "p95": p95, "p99": p95, "mean": p50, "n": n}
+
+
+def _row(target: str, mode: str, c: int, *, all95: float, first50: float, then95: float) -> dict:
+    return {
+        "target": target,
+        "mode": mode,
+        "concurrency": c,
+        "workers": 1,
+        "turns": 500,
+        "errors": 0,
+        "ttft_overhead_ms": _ms(3.0, all95),
+        "ttft_overhead_first_ms": _ms(first50, first50, n=c),
+        "ttft_overhead_steady_ms": _ms(3.0, then95),
+        "e2e_ms": _ms(5.0, 9.0),
+        "turns_per_s": 100.0,
+        "tokens_per_s": 5000.0,
+        "server_cpu_ms_per_turn": 2.0,
+        "peak_rss_mb": 100.0,
+        "machine_busy_pct": 50.0,
+    }
+
+
+def _verdict(targets: list[dict[str, Any]], start: str) -> dict[str, Any]:
+    (found,) = [t for t in targets if t["target"].startswith(start)]
+    return found
+
+
+def test_the_c50_p95_is_judged_after_each_workers_first_turn_and_shows_the_burst() -> None:
+    results = {
+        "load": [
+            _row("service", "paced", 50, all95=180.0, first50=170.0, then95=45.0),
+            _row("service", "instant", 50, all95=200.0, first50=190.0, then95=80.0),
+            _row("bare", "paced", 50, all95=14.0, first50=12.0, then95=9.0),
+        ]
+    }
+    targets = evaluate_targets(results, slow_cap=2000)
+    paced = _verdict(targets, "TTFT overhead p95 at c=50 after each worker's first turn (paced")
+    assert (paced["measured"], paced["status"]) == (45.0, "PASS")
+    assert "all turns: 180.0 ms" in paced["factor"]
+    assert "sent at one instant: p50 170.0 ms" in paced["factor"]
+    assert "bare ASGI app: 9.0 ms" in paced["factor"]
+    instant = _verdict(targets, "TTFT overhead p95 at c=50 after each worker's first turn (instant")
+    assert (instant["measured"], instant["status"]) == (80.0, "MISS")
+
+
+def test_the_c1_p50_is_judged_on_every_turn() -> None:
+    row = _row("service", "instant", 1, all95=9.0, first50=8.0, then95=7.0)
+    row["ttft_overhead_ms"] = _ms(6.0, 9.0)
+    targets = evaluate_targets({"load": [row]}, slow_cap=2000)
+    c1 = _verdict(targets, "TTFT overhead p50 at c=1 (instant")
+    assert (c1["measured"], c1["status"]) == (6.0, "MISS")
+
+
+def test_the_turns_table_shows_the_first_turns_and_the_rest() -> None:
+    results: dict[str, Any] = {
+        "started": "now",
+        "duration_s": 1.0,
+        "git": "abc",
+        "machine": {
+            "nproc": 2,
+            "cpu_model": "x",
+            "ram_gib": 1,
+            "kernel": "6",
+            "python": "3.11",
+            "postgresql": "15",
+            "client_processes": 2,
+        },
+        "config": {
+            "quick": True,
+            "tokens": 50,
+            "paced_first_token_delay_s": 0.1,
+            "paced_token_delay_s": 0.01,
+        },
+        "load": [_row("service", "paced", 50, all95=180.0, first50=170.0, then95=45.0)],
+    }
+    results["targets"] = evaluate_targets(results, slow_cap=2000)
+    text = markdown(results)
+    assert "| first turns p50 / then p95 ms |" in text
+    assert "| 170.0 / 45.0 |" in text

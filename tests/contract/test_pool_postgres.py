@@ -1,11 +1,13 @@
 """PostgreSQL only: the pooled connection's statement cursors (``Connection.hot``)
-give each run of a statement its own results, and stay bounded."""
+give each run of a statement its own results, and stay bounded; the pool hands out
+the connection returned last (``LifoPool``)."""
 
 from __future__ import annotations
 
 import pytest
 from anyio.from_thread import BlockingPortal
 
+from agentsvc_adapters.postgres import PostgresStorage
 from agentsvc_adapters.postgres.storage import Connection
 
 pytestmark = pytest.mark.postgres
@@ -40,3 +42,35 @@ def test_hot_cursors_give_each_run_its_results_and_stay_bounded(
     pg_url: str, portal: BlockingPortal
 ) -> None:
     portal.call(_runs, pg_url)
+
+
+async def _backends(url: str) -> tuple[list[int], set[int], int]:
+    storage = PostgresStorage(url, min_size=4, max_size=4)
+    await storage.open()
+    try:
+        await storage.pool.wait()
+        pids = []
+        for _ in range(8):  # one at a time: always the connection returned last
+            async with storage.pool.connection() as conn:
+                row = await (await conn.execute("SELECT pg_backend_pid()")).fetchone()
+                assert row is not None
+                pids.append(row[0])
+        both: set[int] = set()
+        for _ in range(4):  # two at a time: the same two
+            async with storage.pool.connection() as a, storage.pool.connection() as b:
+                for conn in (a, b):
+                    row = await (await conn.execute("SELECT pg_backend_pid()")).fetchone()
+                    assert row is not None
+                    both.add(row[0])
+        return pids, both, storage.pool.get_stats()["pool_size"]
+    finally:
+        await storage.close()
+
+
+def test_the_pool_hands_out_the_connection_returned_last(
+    pg_url: str, portal: BlockingPortal
+) -> None:
+    pids, both, size = portal.call(_backends, pg_url)
+    assert size == 4  # four open ...
+    assert len(set(pids)) == 1  # ... and one serves a caller that needs one at a time
+    assert len(both) == 2

@@ -1,14 +1,18 @@
 """PostgreSQL only: the pooled connection's statement cursors (``Connection.hot``)
-give each run of a statement its own results, and stay bounded; the pool hands out
-the connection returned last (``LifoPool``)."""
+give each run of a statement its own results, reuse psycopg's adaptation and keep
+little; the pool hands out the connection returned last (``LifoPool``) and tests
+one that sat idle before handing it out."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from anyio.from_thread import BlockingPortal
+from psycopg_pool import AsyncConnectionPool
 
 from agentsvc_adapters.postgres import PostgresStorage
-from agentsvc_adapters.postgres.storage import Connection
+from agentsvc_adapters.postgres.storage import IDLE_CHECK_S, Connection
 
 pytestmark = pytest.mark.postgres
 
@@ -19,28 +23,39 @@ async def _runs(url: str) -> None:
     conn = await Connection.connect(url, autocommit=True)
     try:
         # the same statement, as equal strings that are not the same object
+        adapters = set()
         for i in range(5):
             text = "".join([_SQL[:10], _SQL[10:]])
-            rows = await (await conn.hot(text, {"a": i, "b": f"v{i}"})).fetchall()
-            assert rows == [(i + 1, f"v{i}", [i])]
-        assert len(conn._hot) == 1  # one cursor served them all
+            assert await conn.hot(text, {"a": i, "b": f"v{i}"}) == [(i + 1, f"v{i}", [i])]
+            ((_, cursor),) = conn._hot.values()
+            adapters.add(id(cursor._tx))
+        assert len(adapters) == 1  # one cursor, one Transformer, served them all
         # a failed run leaves the cursor usable for the next
         with pytest.raises(Exception, match="invalid input syntax"):
             await conn.hot(_SQL, {"a": "x", "b": "y"})
-        rows = await (await conn.hot(_SQL, {"a": 41, "b": "ok"})).fetchall()
-        assert rows == [(42, "ok", [41])]
-        # bounded: many distinct statements never keep more than the limit
-        for i in range(Connection._HOT_MAX * 2 + 3):
-            rows = await (await conn.hot(f"SELECT {i}", {})).fetchall()
-            assert rows == [(i,)]
-            assert len(conn._hot) <= Connection._HOT_MAX
+        assert await conn.hot(_SQL, {"a": 41, "b": "ok"}) == [(42, "ok", [41])]
+        # bounded, least recently used out first
+        for i in range(Connection.HOT_MAX * 2):
+            assert await conn.hot(f"SELECT {i}", {}) == [(i,)]
+            assert await conn.hot(_SQL, {"a": i, "b": "x"}) == [(i + 1, "x", [i])]
+            assert len(conn._hot) <= Connection.HOT_MAX
+        assert _SQL in conn._hot  # used all along, so kept
+        assert "SELECT 0" not in conn._hot
+        # a run with heavy parameters or many rows does not keep its cursor
+        big = "y" * (Connection.HOT_KEEP_BYTES + 1)
+        assert await conn.hot("SELECT length(%(b)s)", {"b": big}) == [(len(big),)]
+        assert "SELECT length(%(b)s)" not in conn._hot
+        many = "SELECT generate_series(1, %(n)s)"
+        assert len(await conn.hot(many, {"n": Connection.HOT_KEEP_ROWS + 1})) > 16
+        assert many not in conn._hot
+        assert len(await conn.hot(many, {"n": 2})) == 2
+        assert many in conn._hot
     finally:
         await conn.close()
+    assert not conn._hot  # closing drops the cursors (they refer to the connection)
 
 
-def test_hot_cursors_give_each_run_its_results_and_stay_bounded(
-    pg_url: str, portal: BlockingPortal
-) -> None:
+def test_hot_cursors_reuse_adaptation_and_keep_little(pg_url: str, portal: BlockingPortal) -> None:
     portal.call(_runs, pg_url)
 
 
@@ -74,3 +89,43 @@ def test_the_pool_hands_out_the_connection_returned_last(
     assert size == 4  # four open ...
     assert len(set(pids)) == 1  # ... and one serves a caller that needs one at a time
     assert len(both) == 2
+
+
+async def _idle(url: str, checks: list[object]) -> tuple[int, int, int]:
+    storage = PostgresStorage(url, min_size=1, max_size=2)
+    await storage.open()
+    try:
+        async with storage.pool.connection() as conn:
+            row = await (await conn.execute("SELECT pg_backend_pid()")).fetchone()
+            assert row is not None
+            first = row[0]
+        async with storage.pool.connection() as conn:  # just returned: not tested
+            await conn.execute("SELECT 1")
+        untested = len(checks)
+        # the connection sits idle, and the server ends it meanwhile
+        async with await Connection.connect(url, autocommit=True) as admin:
+            await admin.execute("SELECT pg_terminate_backend(%s)", (first,))
+        conn.handed_out_at = time.monotonic() - IDLE_CHECK_S - 1
+        async with storage.pool.connection() as conn:  # tested, found dead, replaced
+            row = await (await conn.execute("SELECT pg_backend_pid()")).fetchone()
+            assert row is not None
+        return untested, len(checks), row[0] != first
+    finally:
+        await storage.close()
+
+
+def test_a_connection_idle_for_long_is_tested_and_replaced_when_dead(
+    pg_url: str, portal: BlockingPortal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checks: list[object] = []
+    real = AsyncConnectionPool.check_connection
+
+    async def counted(conn: Connection) -> None:
+        checks.append(conn)
+        await real(conn)
+
+    monkeypatch.setattr(AsyncConnectionPool, "check_connection", counted)
+    untested, tested, replaced = portal.call(_idle, pg_url, checks)
+    assert untested == 0
+    assert tested >= 1
+    assert replaced

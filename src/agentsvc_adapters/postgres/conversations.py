@@ -361,7 +361,7 @@ class PostgresConversations(_Repo, ConversationStore):
         for attempt in (1, 2):
             try:
                 async with _translate(), self._pool.connection() as conn:
-                    rows = await (await conn.hot(sql, params)).fetchall()
+                    rows = await conn.hot(sql, params)
                     if rows[0][0] == seen:
                         return None
                     # A message came after the read (another process's turn, or a reply

@@ -7,6 +7,8 @@ exceptions never leave this module: they become domain errors in ``_translate``.
 
 from __future__ import annotations
 
+import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -42,23 +44,46 @@ class Connection(psycopg.AsyncConnection[Row]):
     ``conn.execute`` makes a new cursor, and with it a new ``Transformer`` that looks
     up the dumper of every parameter and the loader of every column again; a cursor
     that runs the same query object again keeps them (measured: 15-25% less of this
-    process's CPU per statement). ``hot`` runs a statement on its own cursor; at most
-    ``_HOT_MAX`` of them per connection."""
+    process's CPU per statement). ``hot`` runs a statement on its own cursor and
+    returns the rows; the cursor never leaves this class.
 
-    _HOT_MAX = 32
+    A kept cursor holds its last parameters and result until it runs again, so
+    ``hot`` keeps at most ``HOT_MAX`` (the least recently used goes first) and drops
+    the cursor of a run whose parameters weigh more than ``HOT_KEEP_BYTES`` or whose
+    result has more than ``HOT_KEEP_ROWS`` rows: what stays is a turn's worth.
+    ``close`` drops them all (a cursor refers to its connection: a cycle)."""
+
+    HOT_MAX = 8
+    HOT_KEEP_BYTES = 64 * 1024
+    HOT_KEEP_ROWS = 16
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # the statement's text -> (that text, as the object the cursor last ran; the cursor)
-        self._hot: dict[str, tuple[str, psycopg.AsyncCursor[Row]]] = {}
+        self._hot: OrderedDict[str, tuple[str, psycopg.AsyncCursor[Row]]] = OrderedDict()
+        self.handed_out_at = time.monotonic()  # by the pool (check_if_idle)
 
-    async def hot(self, sql: str, params: Params) -> psycopg.AsyncCursor[Row]:
+    async def hot(self, sql: str, params: Params) -> list[Row]:
         entry = self._hot.get(sql)
         if entry is None:
-            if len(self._hot) >= self._HOT_MAX:
-                self._hot.clear()
             entry = self._hot[sql] = (sql, self.cursor())
-        return await entry[1].execute(entry[0], params)
+            if len(self._hot) > self.HOT_MAX:
+                self._hot.popitem(last=False)
+        else:
+            self._hot.move_to_end(sql)
+        rows = await (await entry[1].execute(entry[0], params)).fetchall()
+        if len(rows) > self.HOT_KEEP_ROWS or _weight(params) > self.HOT_KEEP_BYTES:
+            del self._hot[sql]  # and with its cursor, what it holds
+        return rows
+
+    async def close(self) -> None:
+        self._hot.clear()
+        await super().close()
+
+
+def _weight(params: Params) -> int:
+    values = params.values() if isinstance(params, dict) else params
+    return sum(len(v) for v in values if isinstance(v, str | bytes))
 
 
 class LifoPool(AsyncConnectionPool[Connection]):
@@ -70,7 +95,10 @@ class LifoPool(AsyncConnectionPool[Connection]):
     cold: PostgreSQL spent 700-1300 us of CPU per turn with ten connections against
     410-650 us with one (sequential turns; handing out the last one returned:
     420-590 us with ten). The connections idle the longest stay at the end the pool
-    shrinks from, so unused ones still close after ``max_idle``."""
+    shrinks from, so unused ones still close after ``max_idle``. They may sit there
+    long enough for a firewall, a NAT or ``idle_session_timeout`` to cut them, which
+    the rotation used to hide: ``check_if_idle`` tests one that has been idle longer
+    than ``IDLE_CHECK_S`` before handing it out (the pool then takes another)."""
 
     async def _get_ready_connection(self, timeout: float | None) -> Connection | None:  # noqa: ASYNC109 (the overridden signature)
         conn = await super()._get_ready_connection(timeout)  # the one idle the longest
@@ -81,6 +109,20 @@ class LifoPool(AsyncConnectionPool[Connection]):
 
 
 Pool = AsyncConnectionPool[Connection]
+IDLE_CHECK_S = 30.0
+
+
+async def check_if_idle(conn: Connection) -> None:
+    """The pool's ``check``, run as it hands ``conn`` out: one empty statement if
+    ``conn`` was last handed out more than ``IDLE_CHECK_S`` ago (a checkout lasts
+    milliseconds, so that is how long it sat idle), none otherwise; raises if it is
+    broken. (Not the pool's ``reset``: with one, the pool takes every connection back
+    through a worker task, later and at a cost.)"""
+    now = time.monotonic()
+    idle, conn.handed_out_at = now - conn.handed_out_at, now
+    if idle > IDLE_CHECK_S:
+        await AsyncConnectionPool.check_connection(conn)
+
 
 _profiles_decoder = msgspec.json.Decoder(dict[str, ToolProfile])
 _encoder = msgspec.json.Encoder()
@@ -312,6 +354,7 @@ class PostgresStorage(Storage):
             kwargs={"autocommit": True, "row_factory": tuple_row},
             connection_class=Connection,
             configure=_configure,
+            check=check_if_idle,
             name="agentsvc",
         )
         self._orgs = PostgresOrganizations(self.pool)

@@ -178,7 +178,7 @@ class PostgresTurnReader(TurnReader):
         cached = self._histories.get(key)
         params = {"org": org_id, "thread": thread_id, "kinds": kinds, "after": cached.last}
         async with _translate(), self._pool.connection() as conn:
-            rows = await (await conn.hot(_ONE, params)).fetchall()
+            rows = await conn.hot(_ONE, params)
             rows.sort(key=_order)
             if rows[0][0] != 0:
                 raise NotFound("thread not found")

@@ -33,8 +33,8 @@ import msgspec
 
 from bench.procs import cpu_ns_precise, raise_nofile
 
-# Per-turn record: (worker, thread index, ttft s | None, e2e s, tokens, error | None,
-# server CPU ns | None, start offset s from start_at)
+# Per-turn record: (worker, the worker's turn number from 0, ttft s | None, e2e s, tokens,
+# error | None, server CPU ns | None, start offset s from start_at)
 TurnRecord = tuple[int, int, float | None, float, int, str | None, int | None, float]
 CrudRecord = tuple[float, int]  # (latency s, status)
 

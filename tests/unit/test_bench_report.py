@@ -88,3 +88,14 @@ def test_the_turns_table_shows_the_first_turns_and_the_rest() -> None:
     text = markdown(results)
     assert "| first turns p50 / then p95 ms |" in text
     assert "| 170.0 / 45.0 |" in text
+
+
+def test_without_later_turns_the_c50_p95_falls_back_to_every_turn() -> None:
+    old = _row("service", "paced", 50, all95=60.0, first50=50.0, then95=1.0)
+    del old["ttft_overhead_steady_ms"], old["ttft_overhead_first_ms"]  # a row from before
+    new = _row("service", "instant", 50, all95=70.0, first50=65.0, then95=40.0)
+    targets = evaluate_targets({"load": [old, new]}, slow_cap=2000)
+    paced = _verdict(targets, "TTFT overhead p95 at c=50 (paced")
+    assert (paced["measured"], paced["status"]) == (60.0, "MISS")
+    instant = _verdict(targets, "TTFT overhead p95 at c=50 after each worker's first turn (inst")
+    assert (instant["measured"], instant["status"]) == (40.0, "PASS")

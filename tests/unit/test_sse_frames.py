@@ -55,7 +55,7 @@ async def test_a_late_reader_gets_everything_from_the_start() -> None:
 
 
 def _asgi(turn: Turn) -> Any:
-    request = Request(scope={"type": "http", "method": "POST", "app": None})  # type: ignore[typeddict-item]
+    request = Request(scope={"type": "http", "method": "POST", "app": None})  # type: ignore[arg-type]
     return SseStream(
         sse_frames(turn, keepalive_s=1), media_type="text/event-stream"
     ).to_asgi_response(None, request)

@@ -145,6 +145,7 @@ class ThreadController(Controller):
         operation_id="sendMessage",
         status_code=200,
         media_type="text/event-stream",
+        response_description="The reply as Server-Sent Events: meta, tokens, then done or error",
         responses=errors(400, 403, 404, 409, 413, 422),
         summary="Send a user message; the reply streams back as Server-Sent Events",
     )

@@ -50,8 +50,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument(
         "--profile",
-        action="store_true",
-        help="record py-spy stacks of the service during each instant level (skews its numbers)",
+        nargs="?",
+        const="py-spy",
+        choices=("py-spy", "cpu"),
+        help="record the service's stacks for 8 s of each level of the one-worker service rows"
+        " (skews its numbers): with py-spy (the default; needs py-spy), or 'cpu': sampled"
+        " by the service's own CPU time (bench/cpu_sampler)",
     )
     return p.parse_args(argv)
 

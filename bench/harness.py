@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import os
 import re
 import secrets
 import shutil
+import signal
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -47,6 +50,7 @@ from bench.procs import (
 from bench.report import pct, summary_ms
 
 PYTHON = sys.executable
+SAMPLER_DIR = Path(__file__).resolve().parent / "cpu_sampler"  # --profile cpu
 MODEL = "gpt-bench"
 PER_THREAD = 10  # turns on one thread before a worker moves to a fresh one
 FOREIGN_LIMIT = 0.2  # CPUs' worth of other processes' work that makes a level run again
@@ -73,7 +77,7 @@ class Config:
     slow_search: bool
     crud_concurrency: int
     crud_requests: int
-    profile: bool
+    profile: str | None  # None, "py-spy" or "cpu"
     log_dir: Path
     only: set[str]
     quiet_wait_s: float = 300.0
@@ -159,6 +163,11 @@ class Bench:
         )
         if "AGENTSVC_DATA_DIR" not in env:
             env["AGENTSVC_DATA_DIR"] = str(self.cfg.log_dir / "data")
+        if self.cfg.profile == "cpu" and workers == 1:  # bench/cpu_sampler, signalled per level
+            env["PYTHONPATH"] = os.pathsep.join(
+                p for p in (str(SAMPLER_DIR), env.get("PYTHONPATH", "")) if p
+            )
+            env["AGENTSVC_BENCH_CPU_SAMPLER"] = str(self.cfg.log_dir / "cpu-sampler.next")
         argv = [str(BIN / "agentsvc"), "serve", "--workers", str(workers)]
         child = spawn(self._name(f"service-w{workers}"), argv, env, self.cfg.log_dir)
         child.url = f"http://127.0.0.1:{port}"
@@ -458,7 +467,27 @@ class Bench:
             )
 
     def _profiler(self, svc: Child, mode: str) -> Callable[[int], None] | None:
-        """py-spy (collapsed stacks) on the service for 8 s of each level, if installed."""
+        """Collapsed stacks of the service for 8 s of each level: py-spy's (if
+        installed), or the CPU-time sampler's (``--profile cpu``)."""
+        if self.cfg.profile == "cpu":
+            control = self.cfg.log_dir / "cpu-sampler.next"
+            pending: list[threading.Timer] = []
+
+            def sample(c: int) -> None:
+                if pending and pending[-1].is_alive():  # the last level was under 8 s
+                    pending[-1].cancel()
+                    _signal_quietly(svc.pid, signal.SIGUSR1)
+                    time.sleep(0.2)  # let it write before the next start
+                out = self.cfg.log_dir / f"profile-cpu-service-{mode}-c{c}.txt"
+                log(f"sampling the service's CPU at c={c} into {out}")
+                control.write_text(str(out))
+                os.kill(svc.pid, signal.SIGUSR2)
+                stop = threading.Timer(8.0, _signal_quietly, (svc.pid, signal.SIGUSR1))
+                stop.daemon = True
+                stop.start()
+                pending.append(stop)
+
+            return sample
         spy = shutil.which("py-spy") or (str(BIN / "py-spy") if (BIN / "py-spy").exists() else None)
         if spy is None:
             log("--profile: py-spy not found (.venv/bin/pip install py-spy); not profiling")
@@ -736,6 +765,11 @@ class Bench:
         except psycopg.Error:
             return {}
         return {str(k): int(v) for k, v in rows}
+
+
+def _signal_quietly(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):  # the level ended, and the service with it
+        os.kill(pid, sig)
 
 
 def _ms(seconds: float | None) -> float | None:

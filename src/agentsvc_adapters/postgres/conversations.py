@@ -243,14 +243,22 @@ def _rows(row: str, n: int) -> str:
 # statistics (a fresh database), where a prepared statement's generic plan could
 # otherwise settle on the (org_id, id) index and scan the whole organization.
 _HISTORY = f"SELECT {_MSG_COLS} FROM messages WHERE org_id = %s AND thread_id = %s ORDER BY seq"
+
+
 # what begin_turn(seen=...) compares: the thread's message count before the statement.
 # (Not its highest seq: seq is one sequence for all threads, so a message can commit
 # after one with a higher seq; messages are never removed one by one, so the count
 # misses nothing.)
-_COUNT = (
-    "SELECT count(*) FROM (SELECT seq FROM messages WHERE org_id = %s AND thread_id = %s"
-    " ORDER BY seq) s"
-)
+def _count_sql(org: str, thread: str) -> str:
+    """That count's SELECT, with ``org`` and ``thread`` as its placeholders (the turn
+    reader's statement names its parameters)."""
+    return (
+        f"SELECT count(*) AS n FROM (SELECT seq FROM messages WHERE org_id = {org}"
+        f" AND thread_id = {thread} ORDER BY seq) s"
+    )
+
+
+_COUNT = _count_sql("%s", "%s")
 
 
 def _begin_statement(run: Run, new: list[Message]) -> tuple[str, list[Any]]:

@@ -25,6 +25,7 @@ from agentsvc_adapters.postgres.conversations import (
     _MSG_COLS,
     _RUN_COLS,
     _THREAD_COLS,
+    _count_sql,
     _message,
     _run,
     _thread,
@@ -50,8 +51,7 @@ _HISTORY_SEQ = _HISTORY.replace(" FROM messages", ", seq FROM messages", 1)
 # the thread's message count, then the messages after seq %(after)s (or one row of
 # NULLs); both order by seq, which makes the primary key the plan (see _HISTORY)
 _ADDED = (
-    "SELECT c.n, h.* FROM (SELECT count(*) AS n FROM (SELECT seq FROM messages"
-    " WHERE org_id = %(org)s AND thread_id = %(thread)s ORDER BY seq) s) c"
+    f"SELECT c.n, h.* FROM ({_count_sql('%(org)s', '%(thread)s')}) c"
     f" LEFT JOIN LATERAL (SELECT {_MSG_COLS}, seq FROM messages"
     " WHERE org_id = %(org)s AND thread_id = %(thread)s AND seq > %(after)s ORDER BY seq) h"
     " ON true ORDER BY h.seq"

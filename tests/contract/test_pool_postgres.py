@@ -59,6 +59,13 @@ def test_hot_cursors_reuse_adaptation_and_keep_little(pg_url: str, portal: Block
     portal.call(_runs, pg_url)
 
 
+async def _pid(conn: Connection) -> int:
+    """The PostgreSQL backend serving ``conn``."""
+    row = await (await conn.execute("SELECT pg_backend_pid()")).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
 async def _backends(url: str) -> tuple[list[int], set[int], int]:
     storage = PostgresStorage(url, min_size=4, max_size=4)
     await storage.open()
@@ -67,16 +74,11 @@ async def _backends(url: str) -> tuple[list[int], set[int], int]:
         pids = []
         for _ in range(8):  # one at a time: always the connection returned last
             async with storage.pool.connection() as conn:
-                row = await (await conn.execute("SELECT pg_backend_pid()")).fetchone()
-                assert row is not None
-                pids.append(row[0])
+                pids.append(await _pid(conn))
         both: set[int] = set()
         for _ in range(4):  # two at a time: the same two
             async with storage.pool.connection() as a, storage.pool.connection() as b:
-                for conn in (a, b):
-                    row = await (await conn.execute("SELECT pg_backend_pid()")).fetchone()
-                    assert row is not None
-                    both.add(row[0])
+                both.update([await _pid(a), await _pid(b)])
         return pids, both, storage.pool.get_stats()["pool_size"]
     finally:
         await storage.close()
@@ -91,14 +93,12 @@ def test_the_pool_hands_out_the_connection_returned_last(
     assert len(both) == 2
 
 
-async def _idle(url: str, checks: list[object]) -> tuple[int, int, int]:
+async def _idle(url: str, checks: list[object]) -> tuple[int, int, bool]:
     storage = PostgresStorage(url, min_size=1, max_size=2)
     await storage.open()
     try:
         async with storage.pool.connection() as conn:
-            row = await (await conn.execute("SELECT pg_backend_pid()")).fetchone()
-            assert row is not None
-            first = row[0]
+            first = await _pid(conn)
         async with storage.pool.connection() as conn:  # just returned: not tested
             await conn.execute("SELECT 1")
         untested = len(checks)
@@ -107,9 +107,8 @@ async def _idle(url: str, checks: list[object]) -> tuple[int, int, int]:
             await admin.execute("SELECT pg_terminate_backend(%s)", (first,))
         conn.handed_out_at = time.monotonic() - IDLE_CHECK_S - 1
         async with storage.pool.connection() as conn:  # tested, found dead, replaced
-            row = await (await conn.execute("SELECT pg_backend_pid()")).fetchone()
-            assert row is not None
-        return untested, len(checks), row[0] != first
+            replacement = await _pid(conn)
+        return untested, len(checks), replacement != first
     finally:
         await storage.close()
 

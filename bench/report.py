@@ -240,6 +240,40 @@ def _burst(r: dict[str, Any]) -> str:
     return f"{_f(first['p50'])} / {_f(steady['p95'])}"
 
 
+def machine_ms_per_turn(r: dict[str, Any], nproc: int) -> float | None:
+    """The whole machine's CPU per completed turn: every process, the clients included."""
+    if not r.get("turns_per_s"):
+        return None
+    return r["machine_busy_pct"] / 100 * nproc * 1000 / r["turns_per_s"]
+
+
+def _machine_budget(results: dict[str, Any]) -> list[str]:
+    """Where the machine's CPU went per turn, instant provider: on one machine the clients,
+    PostgreSQL and the fake provider share the cores with the server."""
+    nproc = results["machine"]["nproc"]
+    rows = [
+        r
+        for r in results.get("load", [])
+        if r["mode"] == "instant" and r["target"] in ("bare", "service") and r["workers"] == 1
+    ]
+    if not rows:
+        return []
+    lines = [
+        "",
+        f"### Where the machine's CPU went (instant provider, ms per turn, {nproc} vCPU)",
+        "",
+        "| target | c | server | PostgreSQL | fake provider | clients | whole machine |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    lines.extend(
+        f"| {r['target']} | {r['concurrency']} | {_f(r['server_cpu_ms_per_turn'], 2)} | "
+        f"{_f(r.get('pg_cpu_ms_per_turn'), 2)} | {_f(r.get('fake_cpu_ms_per_turn'), 2)} | "
+        f"{_f(r.get('client_cpu_ms_per_turn'), 2)} | {_f(machine_ms_per_turn(r, nproc), 2)} |"
+        for r in rows
+    )
+    return lines
+
+
 def markdown(results: dict[str, Any]) -> str:
     m = results["machine"]
     cfg = results["config"]
@@ -301,6 +335,7 @@ def markdown(results: dict[str, Any]) -> str:
                 f"{_f(x['cpu_ratio'], 1)}x | {_f(x['ttft_p50_ratio'], 1)}x | "
                 f"{_f(x['extra_cpu_ms_per_turn'], 2)} |"
             )
+    lines += _machine_budget(results)
     hist = results.get("history")
     if hist:
         lines += [

@@ -62,8 +62,8 @@ def test_the_c1_p50_is_judged_on_every_turn() -> None:
     assert (c1["measured"], c1["status"]) == (6.0, "MISS")
 
 
-def test_the_turns_table_shows_the_first_turns_and_the_rest() -> None:
-    results: dict[str, Any] = {
+def _results(load: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
         "started": "now",
         "duration_s": 1.0,
         "git": "abc",
@@ -82,8 +82,12 @@ def test_the_turns_table_shows_the_first_turns_and_the_rest() -> None:
             "paced_first_token_delay_s": 0.1,
             "paced_token_delay_s": 0.01,
         },
-        "load": [_row("service", "paced", 50, all95=180.0, first50=170.0, then95=45.0)],
+        "load": load,
     }
+
+
+def test_the_turns_table_shows_the_first_turns_and_the_rest() -> None:
+    results = _results([_row("service", "paced", 50, all95=180.0, first50=170.0, then95=45.0)])
     results["targets"] = evaluate_targets(results, slow_cap=2000)
     text = markdown(results)
     assert "| first turns p50 / then p95 ms |" in text
@@ -99,3 +103,19 @@ def test_without_later_turns_the_c50_p95_falls_back_to_every_turn() -> None:
     assert (paced["measured"], paced["status"]) == (60.0, "MISS")
     instant = _verdict(targets, "TTFT overhead p95 at c=50 after each worker's first turn (inst")
     assert (instant["measured"], instant["status"]) == (40.0, "PASS")
+
+
+def test_the_machine_budget_adds_up_every_process_per_turn() -> None:
+    service = _row("service", "instant", 50, all95=9.0, first50=9.0, then95=9.0)
+    service |= {"pg_cpu_ms_per_turn": 1.25, "fake_cpu_ms_per_turn": 0.5}
+    service |= {"client_cpu_ms_per_turn": 1.75, "turns_per_s": 400.0, "machine_busy_pct": 90.0}
+    bare = _row("bare", "instant", 50, all95=9.0, first50=9.0, then95=9.0)
+    bare |= {"client_cpu_ms_per_turn": 1.5, "turns_per_s": 800.0, "machine_busy_pct": 80.0}
+    paced = _row("service", "paced", 50, all95=9.0, first50=9.0, then95=9.0)
+    text = markdown(_results([bare, service, paced]))
+    table = text[text.index("### Where the machine's CPU went") :].split("\n\n")[1]
+    # 2 vCPU x 90% busy / 400 turns/s = 4.5 ms of the machine per turn; bare: 2 ms
+    assert table.splitlines()[2:] == [
+        "| bare | 50 | 2.00 | - | - | 1.50 | 2.00 |",
+        "| service | 50 | 2.00 | 1.25 | 0.50 | 1.75 | 4.50 |",
+    ]  # the paced row is not in it

@@ -16,6 +16,11 @@ provider runs elsewhere; here it shares the service's two cores, so its CPU is t
 from the service's turns per second. This one checks what a real provider would refuse
 (the API key; a JSON body with ``model``, ``messages`` and ``stream: true``) and answers
 with chunks encoded once at start, so it costs about what the bare app does.
+
+Unlike the test fake it always sends the usage chunk (the service always asks for it
+with ``stream_options.include_usage``), sends no ``x-request-id`` header, answers errors
+with ``{"error": {"message", "type", "code"}}`` only, and does not stop a stream whose
+client left (neither does the bare app).
 """
 
 from __future__ import annotations
@@ -110,7 +115,6 @@ class FakeProviderApp:
         self.reply = Reply(deltas)
         self.token_delay = token_delay
         self.first_token_delay = first_token_delay
-        self.served = 0
         self._ids = itertools.count(1)
 
     async def __call__(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
@@ -129,7 +133,6 @@ class FakeProviderApp:
             await send({"type": "http.response.start", "status": status, "headers": headers})
             await send({"type": "http.response.body", "body": body})
             return
-        self.served += 1
         await self._stream(send, refused)
 
     def _check(self, scope: _Scope, body: bytes) -> tuple[int, bytes] | str:

@@ -299,6 +299,9 @@ class Bench:
         server_cpu = after.since(before, server_pids)
         pg_cpu = after.since(before, pg_pids)
         fake_cpu = after.since(before, fake_pids)
+        # the clients' CPU over the same window as the rest (their job's own count would
+        # add making the clients and the warm-up before it)
+        client_cpu = after.since(before, self.pool.pids())
         row.update(
             {
                 "target": target,
@@ -311,7 +314,8 @@ class Bench:
                 ),
                 "pg_cpu_ms_per_turn": round(pg_cpu * 1000 / ok, 3) if db else None,
                 "fake_cpu_ms_per_turn": round(fake_cpu * 1000 / ok, 3) if fake else None,
-                "client_cpu_ms_per_turn": round(sum(r.cpu_s for r in results) * 1000 / ok, 3),
+                "client_cpu_ms_per_turn": round(client_cpu * 1000 / ok, 3),
+                "machine_cpu_ms_per_turn": round(after.machine_seconds(before) * 1000 / ok, 3),
                 "peak_rss_mb": round(rss.peak_kb / 1024, 1),
                 "machine_busy_pct": round(after.busy_fraction(before) * 100, 1),
                 "foreign_cores": round(after.foreign_cores(before, ours), 2),

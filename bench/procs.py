@@ -185,14 +185,18 @@ class CpuSnapshot:
         total = self.total - before.total
         return (self.busy - before.busy) / total if total else 0.0
 
+    def machine_seconds(self, before: CpuSnapshot) -> float:
+        """CPU seconds the whole machine spent since ``before``, every CPU and process
+        (``/proc/stat``, sampled at the timer tick: +-1 tick per CPU)."""
+        return (self.busy - before.busy) / CLK_TCK
+
     def foreign_cores(self, before: CpuSnapshot, ours: Sequence[int]) -> float:
         """CPUs' worth of work done by processes other than ``ours`` (another job on the
         machine disturbs the measurement; kernel work on our behalf counts here too)."""
         window = self.at - before.at
         if window <= 0:
             return 0.0
-        busy_s = (self.busy - before.busy) / CLK_TCK
-        return max(0.0, (busy_s - self.since(before, ours)) / window)
+        return max(0.0, (self.machine_seconds(before) - self.since(before, ours)) / window)
 
 
 def wait_quiet(limit: float, max_wait_s: float, say: Callable[[str], None]) -> float:

@@ -241,7 +241,11 @@ def _burst(r: dict[str, Any]) -> str:
 
 
 def machine_ms_per_turn(r: dict[str, Any], nproc: int) -> float | None:
-    """The whole machine's CPU per completed turn: every process, the clients included."""
+    """The whole machine's CPU per completed turn: every process, the clients included,
+    over the window the parts were measured in (rows from before the fifth round's
+    review have no such figure: busy x CPUs / turns per second, whose window differs)."""
+    if r.get("machine_cpu_ms_per_turn") is not None:
+        return float(r["machine_cpu_ms_per_turn"])
     if not r.get("turns_per_s"):
         return None
     return r["machine_busy_pct"] / 100 * nproc * 1000 / r["turns_per_s"]

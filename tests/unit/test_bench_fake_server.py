@@ -4,8 +4,8 @@ what a provider refuses, paced as asked."""
 
 from __future__ import annotations
 
-import itertools
 import re
+import select
 import subprocess
 import sys
 import time
@@ -42,12 +42,18 @@ def _serve(*args: str) -> Iterator[str]:
     ) as proc:
         try:
             assert proc.stdout is not None
+            ready, _, _ = select.select([proc.stdout], [], [], 30)
+            assert ready, "the fake printed no URL within 30 s"
             line = proc.stdout.readline()
             assert line.startswith("URL "), line
             yield line.split()[1]
         finally:
             proc.terminate()
-            proc.wait(timeout=10)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +144,7 @@ def test_paces_the_tokens(paced: str) -> None:
             time.perf_counter() - start for line in response.iter_lines() if '"content":" t' in line
         ]
     assert len(arrivals) == 4
-    assert arrivals[0] >= 0.25  # the first token after 0.3 s
-    gaps = [b - a for a, b in itertools.pairwise(arrivals)]
-    assert all(g >= 0.05 for g in gaps), gaps  # then one every 0.1 s
-    assert arrivals[-1] >= 0.55
+    # on a fixed schedule: token i not before 0.3 + 0.1 i s (a stall may make it later,
+    # and the next ones catch up, so only the lower bounds are sure)
+    for i, at in enumerate(arrivals):
+        assert at >= 0.3 + 0.1 * i - 0.05, (i, arrivals)

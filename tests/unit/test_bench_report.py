@@ -105,17 +105,26 @@ def test_without_later_turns_the_c50_p95_falls_back_to_every_turn() -> None:
     assert (instant["measured"], instant["status"]) == (40.0, "PASS")
 
 
-def test_the_machine_budget_adds_up_every_process_per_turn() -> None:
+def _budget_rows(text: str) -> list[str]:
+    table = text[text.index("### Where the machine's CPU went") :].split("\n\n")[1]
+    return table.splitlines()[2:]
+
+
+def test_the_machine_table_shows_each_part_and_the_whole_per_turn() -> None:
     service = _row("service", "instant", 50, all95=9.0, first50=9.0, then95=9.0)
     service |= {"pg_cpu_ms_per_turn": 1.25, "fake_cpu_ms_per_turn": 0.5}
-    service |= {"client_cpu_ms_per_turn": 1.75, "turns_per_s": 400.0, "machine_busy_pct": 90.0}
+    service |= {"client_cpu_ms_per_turn": 1.75, "machine_cpu_ms_per_turn": 5.75}
     bare = _row("bare", "instant", 50, all95=9.0, first50=9.0, then95=9.0)
-    bare |= {"client_cpu_ms_per_turn": 1.5, "turns_per_s": 800.0, "machine_busy_pct": 80.0}
+    bare |= {"client_cpu_ms_per_turn": 1.5, "machine_cpu_ms_per_turn": 3.5}
     paced = _row("service", "paced", 50, all95=9.0, first50=9.0, then95=9.0)
-    text = markdown(_results([bare, service, paced]))
-    table = text[text.index("### Where the machine's CPU went") :].split("\n\n")[1]
-    # 2 vCPU x 90% busy / 400 turns/s = 4.5 ms of the machine per turn; bare: 2 ms
-    assert table.splitlines()[2:] == [
-        "| bare | 50 | 2.00 | - | - | 1.50 | 2.00 |",
-        "| service | 50 | 2.00 | 1.25 | 0.50 | 1.75 | 4.50 |",
+    assert _budget_rows(markdown(_results([bare, service, paced]))) == [
+        "| bare | 50 | 2.00 | - | - | 1.50 | 3.50 |",
+        "| service | 50 | 2.00 | 1.25 | 0.50 | 1.75 | 5.75 |",
     ]  # the paced row is not in it
+
+
+def test_a_row_without_the_machine_figure_takes_it_from_busy_and_turns_per_second() -> None:
+    old = _row("service", "instant", 1, all95=9.0, first50=9.0, then95=9.0)
+    old |= {"turns_per_s": 400.0, "machine_busy_pct": 90.0}  # a row from before
+    # 2 vCPU x 90% busy / 400 turns/s = 4.5 ms of the machine per turn
+    assert _budget_rows(markdown(_results([old]))) == ["| service | 1 | 2.00 | - | - | - | 4.50 |"]

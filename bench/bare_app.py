@@ -37,6 +37,19 @@ SSE_HEADERS = [
 JSON_HEADERS = [(b"content-type", b"application/json"), (b"content-length", b"11")]
 
 
+# how the bare app (and the benchmark's fake provider) are served: like the service
+SERVE: dict[str, Any] = {
+    "loop": "uvloop",
+    "http": "httptools",
+    "lifespan": "off",
+    "ws": "none",
+    "access_log": False,
+    "log_level": "warning",
+    "timeout_graceful_shutdown": 2,
+    "backlog": 4096,
+}
+
+
 def frame(n: int, name: bytes, data: object) -> bytes:
     return b"id: %d\nevent: %s\ndata: %s\n\n" % (n, name, _encode(data))
 
@@ -104,19 +117,7 @@ def main() -> None:
     args = parser.parse_args()
     app = BareApp([f" t{i}" for i in range(args.tokens)], args.token_delay, args.first_token_delay)
     print(f"bare app on 127.0.0.1:{args.port} at {time.strftime('%H:%M:%S')}", flush=True)
-    uvicorn.run(
-        app,
-        host="127.0.0.1",
-        port=args.port,
-        loop="uvloop",
-        http="httptools",
-        lifespan="off",
-        ws="none",
-        access_log=False,
-        log_level="warning",
-        timeout_graceful_shutdown=2,
-        backlog=4096,
-    )
+    uvicorn.run(app, host="127.0.0.1", port=args.port, **SERVE)
 
 
 if __name__ == "__main__":

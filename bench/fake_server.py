@@ -36,6 +36,8 @@ from typing import Any
 import msgspec
 import uvicorn
 
+from bench.bare_app import SERVE
+
 API_KEY = "sk-bench-0123456789abcdef"
 PATH = "/v1/chat/completions"
 INPUT_TOKENS = 12  # what the test fake reports by default
@@ -189,18 +191,7 @@ def main() -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     sock.listen(4096)  # connections made before uvicorn is up wait in the backlog
-    config = uvicorn.Config(
-        app,
-        loop="uvloop",
-        http="httptools",
-        lifespan="off",
-        ws="none",
-        access_log=False,
-        log_level="warning",
-        timeout_graceful_shutdown=2,
-        backlog=4096,
-    )
-    server = uvicorn.Server(config)
+    server = uvicorn.Server(uvicorn.Config(app, **SERVE))
     print(f"URL http://127.0.0.1:{sock.getsockname()[1]}", flush=True)
     server.run(sockets=[sock])
 

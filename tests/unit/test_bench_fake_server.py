@@ -9,18 +9,17 @@ import select
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 import pytest
 from bench.fake_server import API_KEY, tokens
+from bench.provider_parse import request
 
 from agentsvc_adapters.llm.beta import BetaModel
-from agentsvc_core.entities import Message, Usage
-from agentsvc_core.ports import Finished, ModelEvent, ModelRequest, TextDelta, UsageReport
+from agentsvc_core.entities import Usage
+from agentsvc_core.ports import Finished, ModelEvent, TextDelta, UsageReport
 from tests.fakes.providers import FakeProvider, Reply
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,18 +84,9 @@ def test_streams_the_test_fakes_bytes(instant: str) -> None:
 
 
 async def test_the_service_adapter_reads_the_reply(instant: str) -> None:
-    hello = Message(
-        id=uuid.uuid4(),
-        org_id="org",
-        thread_id=uuid.uuid4(),
-        role="user",
-        content="Hello",
-        created_at=datetime.now(UTC),
-    )
     model = BetaModel(instant + "/v1", API_KEY)
     try:
-        request = ModelRequest(model="gpt-bench", system="Be brief.", messages=[hello])
-        events: list[ModelEvent] = [e async for e in model.stream(request)]
+        events: list[ModelEvent] = [e async for e in model.stream(request())]
     finally:
         await model.aclose()
     text = "".join(e.text for e in events if isinstance(e, TextDelta))

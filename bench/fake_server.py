@@ -87,7 +87,6 @@ class Reply:
     """The reply's chunks, encoded once: each request only adds its head."""
 
     def __init__(self, deltas: list[str]) -> None:
-        self.count = len(deltas)
         self.role = _chunk({"role": "assistant", "content": "", "refusal": None}, None)
         self.deltas = [_chunk({"content": d}, None) for d in deltas]
         self.finish = _chunk({}, "stop")

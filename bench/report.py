@@ -240,17 +240,6 @@ def _burst(r: dict[str, Any]) -> str:
     return f"{_f(first['p50'])} / {_f(steady['p95'])}"
 
 
-def machine_ms_per_turn(r: dict[str, Any], nproc: int) -> float | None:
-    """The whole machine's CPU per completed turn: every process, the clients included,
-    over the window the parts were measured in (rows from before the fifth round's
-    review have no such figure: busy x CPUs / turns per second, whose window differs)."""
-    if r.get("machine_cpu_ms_per_turn") is not None:
-        return float(r["machine_cpu_ms_per_turn"])
-    if not r.get("turns_per_s"):
-        return None
-    return r["machine_busy_pct"] / 100 * nproc * 1000 / r["turns_per_s"]
-
-
 def _machine_budget(results: dict[str, Any]) -> list[str]:
     """Where the machine's CPU went per turn, instant provider: on one machine the clients,
     PostgreSQL and the fake provider share the cores with the server."""
@@ -272,7 +261,7 @@ def _machine_budget(results: dict[str, Any]) -> list[str]:
     lines.extend(
         f"| {r['target']} | {r['concurrency']} | {_f(r['server_cpu_ms_per_turn'], 2)} | "
         f"{_f(r.get('pg_cpu_ms_per_turn'), 2)} | {_f(r.get('fake_cpu_ms_per_turn'), 2)} | "
-        f"{_f(r.get('client_cpu_ms_per_turn'), 2)} | {_f(machine_ms_per_turn(r, nproc), 2)} |"
+        f"{_f(r.get('client_cpu_ms_per_turn'), 2)} | {_f(r.get('machine_cpu_ms_per_turn'), 2)} |"
         for r in rows
     )
     return lines

@@ -121,10 +121,3 @@ def test_the_machine_table_shows_each_part_and_the_whole_per_turn() -> None:
         "| bare | 50 | 2.00 | - | - | 1.50 | 3.50 |",
         "| service | 50 | 2.00 | 1.25 | 0.50 | 1.75 | 5.75 |",
     ]  # the paced row is not in it
-
-
-def test_a_row_without_the_machine_figure_takes_it_from_busy_and_turns_per_second() -> None:
-    old = _row("service", "instant", 1, all95=9.0, first50=9.0, then95=9.0)
-    old |= {"turns_per_s": 400.0, "machine_busy_pct": 90.0}  # a row from before
-    # 2 vCPU x 90% busy / 400 turns/s = 4.5 ms of the machine per turn
-    assert _budget_rows(markdown(_results([old]))) == ["| service | 1 | 2.00 | - | - | - | 4.50 |"]

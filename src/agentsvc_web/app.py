@@ -13,6 +13,7 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
 
 from agentsvc_web.auth import bearer_auth
+from agentsvc_web.body import JsonRequest
 from agentsvc_web.bootstrap import Services, build_services
 from agentsvc_web.controllers import AgentController, KeyController, ThreadController
 from agentsvc_web.controllers.mcps import (
@@ -28,6 +29,7 @@ from agentsvc_web.controllers.settings import (
     OrgSettingsController,
 )
 from agentsvc_web.errors import EXCEPTION_HANDLERS
+from agentsvc_web.headers import hardening_headers
 from agentsvc_web.schemas import OkBody
 from agentsvc_web.settings import Settings
 
@@ -100,6 +102,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         },
         middleware=[bearer_auth(services.authenticator)],
         exception_handlers=EXCEPTION_HANDLERS,
+        request_class=JsonRequest,
+        before_send=[hardening_headers],
         lifespan=[lifespan],
         request_max_body_size=settings.max_body_bytes,
         openapi_config=OpenAPIConfig(

@@ -24,7 +24,13 @@ class BearerAuth(AbstractAuthenticationMiddleware):
     async def authenticate_request(
         self, connection: ASGIConnection[Any, Any, Any, Any]
     ) -> AuthenticationResult:
-        header = connection.headers.get("authorization", "")
+        sent = connection.headers.getall("authorization", [])
+        if len(sent) > 1 or "," in "".join(sent):
+            # Two credentials (as two headers, or joined by a comma as proxies do; a
+            # bearer token has no comma): which one a proxy or a library would pick
+            # is anyone's guess, so neither is.
+            raise Unauthenticated("send exactly one Authorization header")
+        header = sent[0] if sent else ""
         scheme, _, token = header.partition(" ")
         if not header:
             raise Unauthenticated("missing Authorization header")

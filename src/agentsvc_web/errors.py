@@ -26,6 +26,7 @@ from agentsvc_core.errors import (
     Upstream,
 )
 from agentsvc_core.use_cases.mcp_oauth import InvalidState
+from agentsvc_web.body import BodyCutShort, BodyInvalid, MalformedBody, UnsupportedMediaType
 from agentsvc_web.schemas import ErrorBody
 
 log = logging.getLogger("agentsvc.web")
@@ -38,6 +39,7 @@ _CODE_BY_STATUS: Mapping[int, str] = {
     405: "METHOD_NOT_ALLOWED",
     409: "CONFLICT",
     413: "PAYLOAD_TOO_LARGE",
+    415: "UNSUPPORTED_MEDIA_TYPE",
     422: "VALIDATION_ERROR",
     429: "RATE_LIMITED",
     500: "INTERNAL_ERROR",
@@ -45,7 +47,9 @@ _CODE_BY_STATUS: Mapping[int, str] = {
     503: "UNAVAILABLE",
 }
 
+# Framework errors whose message is not ours to show: a fixed detail per status.
 _FIXED_DETAIL: Mapping[int, str] = {
+    400: "malformed request",
     404: "no such resource",
     405: "method not allowed on this path",
     413: "request body is too large",
@@ -92,11 +96,15 @@ def _domain(_: Request[Any, Any, Any], exc: DomainError) -> Response[ErrorBody]:
         case Unavailable():
             return error_response(503, exc.detail, headers={"Retry-After": "1"})
         case InvalidState():
+            # the OAuth callback's state is unknown, expired or already used
             return error_response(400, exc.detail)
         case StorageError():
             log.error("storage error: %s", exc.__cause__ or exc)
             return error_response(500, "internal error")
-    return error_response(400, exc.detail)
+    # A domain error nobody mapped is a bug, not the client's fault. Its class only:
+    # details of internal errors may carry what a client must not see.
+    log.error("unmapped domain error %s", type(exc).__qualname__)
+    return error_response(500, "internal error")
 
 
 def _validation_detail(exc: ValidationException) -> tuple[int, str]:
@@ -120,22 +128,25 @@ def _validation_detail(exc: ValidationException) -> tuple[int, str]:
     return 422, "invalid request"
 
 
-def _http(_: Request[Any, Any, Any], exc: HTTPException) -> Response[ErrorBody]:
+def _http(request: Request[Any, Any, Any], exc: HTTPException) -> Response[ErrorBody]:
     status = exc.status_code
     headers = dict(exc.headers or {})
     if isinstance(exc, ValidationException):
         status, detail = _validation_detail(exc)
-    elif status == 400:
-        # Malformed JSON, a body that is not UTF-8, or a bad header.
-        detail = "request body is not valid JSON" if "JSON" in exc.detail else exc.detail
+    elif isinstance(exc, MalformedBody | BodyInvalid | BodyCutShort | UnsupportedMediaType):
+        detail = exc.detail  # ours (agentsvc_web.body), written for clients
+        if isinstance(exc, BodyCutShort):
+            log.info("%s %s: %s", request.method, request.url.path, detail)
     elif status == 401:
-        detail = exc.detail if exc.detail != "Unauthorized" else "missing or invalid credentials"
+        detail = "missing or invalid credentials"
         headers.update(_BEARER)
     elif status >= 500:
         log.error("HTTP %s raised by the framework: %s", status, exc.detail)
         detail = "internal error"
     else:
-        detail = _FIXED_DETAIL.get(status, exc.detail)
+        # 400 (a bad Content-Length, say), 404, 405, 413: the framework's message
+        # is not shown; the status says it.
+        detail = _FIXED_DETAIL.get(status, "request refused")
     return error_response(status, detail, headers=headers)
 
 

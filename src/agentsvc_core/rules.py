@@ -9,6 +9,7 @@ OpenAPI schema.
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Any
 
 import msgspec
@@ -40,10 +41,13 @@ __all__ = [
     "_check_profiles",
     "check_agent",
     "check_bindings",
+    "check_embed_domain",
+    "check_header",
     "check_metadata",
     "check_model_id",
     "check_org_id",
     "check_text",
+    "check_url_text",
     "join_overlay",
 ]
 
@@ -71,6 +75,11 @@ MAX_OFFSET = 1_000_000_000  # history offsets (PostgreSQL's OFFSET is a bigint)
 # Model ids: "claude-sonnet-4-5", "beta:gpt-4o", "meta-llama/Llama-3.1-8B", "local".
 _MODEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]*")
 _ORG_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+# RFC 7230 section 3.2.6: a header name is a token
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+# one label of a host name, in its ASCII (IDNA) form
+_LABEL = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)")
+MAX_HOST = 253
 
 
 def check_text(field: str, value: str, *, max_len: int, required: bool = False) -> str:
@@ -81,6 +90,46 @@ def check_text(field: str, value: str, *, max_len: int, required: bool = False) 
         raise InvalidInput(field, f"must be at most {max_len} characters")
     if required and not value.strip():
         raise InvalidInput(field, "must not be empty")
+    return value
+
+
+def check_url_text(field: str, value: str) -> str:
+    """A URL has no whitespace or control character anywhere: such a URL is a typo
+    at best, and at worst splits or smuggles a request line once it is sent."""
+    if any(c.isspace() or unicodedata.category(c) == "Cc" for c in value):
+        raise InvalidInput(field, "must not contain spaces or control characters")
+    return value
+
+
+def check_header(field: str, name: str, value: str) -> None:
+    """An outbound header the service will send as configured: the name is an RFC
+    7230 token; the value has no control character but tab (CR and LF would start
+    another header, NUL cuts it). Neither is repeated in the refusal: values are
+    credentials."""
+    if not _TOKEN.fullmatch(name):
+        raise InvalidInput(
+            field, "header names must be RFC 7230 tokens (letters, digits and !#$%&'*+-.^_`|~)"
+        )
+    if any(c != "\t" and unicodedata.category(c) == "Cc" for c in value):
+        raise InvalidInput(f"{field}.{name}", "must not contain CR, LF, NUL or other controls")
+
+
+def check_embed_domain(field: str, value: str) -> str:
+    """A host name that may embed the service: ``example.com``, ``*.example.com``,
+    ``localhost:3000``, ``bücher.example``; no scheme, path, space or address list."""
+    host, _, port = value.partition(":") if value.count(":") == 1 else (value, "", "")
+    if host.startswith("*."):
+        host = host[2:]
+    try:
+        ascii_host = host.encode("idna").decode("ascii").lower()
+    except UnicodeError:
+        ascii_host = ""
+    labels_ok = all(_LABEL.fullmatch(label) for label in ascii_host.split("."))
+    port_ok = not port or (port.isascii() and port.isdigit() and 0 < int(port) < 65536)
+    if not (ascii_host and len(ascii_host) <= MAX_HOST and labels_ok and port_ok):
+        raise InvalidInput(
+            field, "must be host names, optionally with a leading '*.' and a ':port'"
+        )
     return value
 
 

@@ -106,6 +106,17 @@ def test_slugs_are_derived_and_unique(mh: Harness, auth: H) -> None:
         ({"name": ""}, "name"),
         ({"credentials": {"headers": {"X": 1}}}, "credentials"),
         ({"url": "ftp://example.com/x"}, "url"),
+        ({"url": "http://127.0.0.1:9/m cp"}, "url"),
+        ({"url": "http://127.0.0.1:9/mcp\tx"}, "url"),
+        ({"url": "http://127.0.0.1:9/mcp\r\nX-Evil: 1"}, "url"),
+        ({"url": "http://127.0.0.1:9/\u2028mcp"}, "url"),
+        ({"url": "http://127.0.0.1:9/mcp\u007f"}, "url"),
+        ({"credentials": {"headers": {"X-Key": "a\r\nX-Evil: 1"}}}, "credentials.headers"),
+        ({"credentials": {"headers": {"X-Key": "a\nb"}}}, "credentials.headers"),
+        ({"credentials": {"headers": {"X-Key": "a\u0000"}}}, "credentials.headers"),
+        ({"credentials": {"headers": {"X Key": "a"}}}, "credentials.headers"),
+        ({"credentials": {"headers": {"X-Key:": "a"}}}, "credentials.headers"),
+        ({"credentials": {"headers": {"X-K\u00e9y": "a"}}}, "credentials.headers"),
     ],
 )
 def test_invalid_servers_are_422(mh: Harness, auth: H, body: dict[str, Any], field: str) -> None:
@@ -121,6 +132,24 @@ def test_invalid_servers_are_422(mh: Harness, auth: H, body: dict[str, Any], fie
         )
         assert (r.status_code, r.json()["error"]) == (422, "VALIDATION_ERROR"), r.text
         assert field in r.json()["detail"]
+        assert "Evil" not in r.text  # a refused value is not repeated
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"url": "http://127.0.0.1:9/m cp"},
+        {"url": " http://127.0.0.1:9/mcp"},
+        {"credentials": {"headers": {"X-Key": "a\r\nb"}}},
+        {"credentials": {"headers": {"Bad Name": "a"}}},
+    ],
+)
+def test_invalid_changes_are_422(mh: Harness, auth: H, body: dict[str, Any]) -> None:
+    with mh.mcp_client() as c:
+        s = create(c, auth, credentials={"headers": {"X-Key": "tab\tis fine"}})
+        r = c.patch(f"/api/mcps/{s['id']}", json=body, headers=auth)
+        assert (r.status_code, r.json()["error"]) == (422, "VALIDATION_ERROR"), r.text
+        assert c.get(f"/api/mcps/{s['id']}", headers=auth).json() == s
 
 
 def test_private_addresses_and_stdio_are_refused_by_default(settings: Settings, auth: H) -> None:

@@ -19,6 +19,10 @@ H = dict[str, str]
         "https://169.254.169.254/latest/meta-data",
         "https://[::1]/r",
         "https://2130706433/r",
+        "https://keys.example.com/re solve",
+        " https://keys.example.com/resolve",
+        "https://keys.example.com/resolve\n",
+        "https://keys.example.com/\u0000resolve",
     ],
 )
 def test_resolver_urls_are_refused_without_private_network(
@@ -59,3 +63,18 @@ def test_settings_are_per_organization_and_admin_only(
         ).json()
         assert changed["allowed_embed_domains"] == ["app.example.com"]
         assert changed["signing_secret"] == first["signing_secret"]
+
+
+@pytest.mark.parametrize(
+    "domain",
+    ["not a domain!!", "https://app.example.com", "app.example.com/path", "*", "a..b", "x:99999"],
+)
+def test_embed_domains_must_be_host_names(harness: Harness, auth: H, domain: str) -> None:
+    with harness.client() as c:
+        r = c.post("/api/orgs/settings", json={"allowedEmbedDomains": [domain]}, headers=auth)
+        assert (r.status_code, r.json()["error"]) == (422, "VALIDATION_ERROR"), r.text
+        assert "allowedEmbedDomains" in r.json()["detail"]
+        good = ["app.example.com", "*.example.com", "localhost:3000", "bücher.example"]
+        r = c.post("/api/orgs/settings", json={"allowedEmbedDomains": good}, headers=auth)
+        assert r.status_code == 200, r.text
+        assert r.json()["allowed_embed_domains"] == good

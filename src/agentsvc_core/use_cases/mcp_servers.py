@@ -35,7 +35,7 @@ from agentsvc_core.ports import (
 )
 from agentsvc_core.ports.mcp import UrlPolicy
 from agentsvc_core.ports.tools import Attached
-from agentsvc_core.rules import MAX_NAME, MAX_TOOL_NAME, check_text
+from agentsvc_core.rules import MAX_NAME, MAX_TOOL_NAME, check_header, check_text, check_url_text
 from agentsvc_core.use_cases.mcp_oauth import McpOAuth
 
 TOOL_SEPARATOR = "__"
@@ -141,6 +141,7 @@ class McpServers:
             if not s.url:
                 raise InvalidInput("url", f"is required for the {s.transport} transport")
             check_text("url", s.url, max_len=4096, required=True)
+            check_url_text("url", s.url)
             refusal = self._urls.refusal(s.url)
             if refusal:
                 raise InvalidInput("url", refusal)
@@ -164,6 +165,8 @@ class McpServers:
             for key, value in values.items():
                 check_text(field, key, max_len=256, required=True)
                 check_text(field, value, max_len=16_384)
+        for name, value in creds.headers.items():
+            check_header("credentials.headers", name, value)
         return self._box.seal(_enc.encode(creds), _context(org_id, server_id))
 
     def credentials_of(self, server: McpServer) -> Credentials:

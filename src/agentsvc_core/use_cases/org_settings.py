@@ -19,7 +19,7 @@ from agentsvc_core.ports import AgentRepository, Clock, SecretBox
 from agentsvc_core.ports.mcp import UrlPolicy
 from agentsvc_core.ports.oauth import SealedRecord, SecretStore
 from agentsvc_core.ports.resolver import CredentialResolver, ResolverRequest
-from agentsvc_core.rules import check_text
+from agentsvc_core.rules import check_embed_domain, check_text, check_url_text
 from agentsvc_core.use_cases.sealed import SealedRecords
 
 ROTATION_GRACE = timedelta(hours=24)
@@ -108,6 +108,7 @@ class OrgSettings:
                 raise InvalidInput("allowed_embed_domains", f"at most {MAX_DOMAINS}")
             for d in domains:
                 check_text("allowed_embed_domains", d, max_len=253, required=True)
+                check_embed_domain("allowed_embed_domains", d)
             s = msgspec.structs.replace(s, allowed_embed_domains=tuple(domains))
         if rotate:
             s = msgspec.structs.replace(
@@ -137,9 +138,10 @@ class OrgSettings:
             raise InvalidInput(
                 "timeout_ms", f"must be between {MIN_TIMEOUT_MS} and {MAX_TIMEOUT_MS}"
             )
-        url = (url or "").strip()
+        url = url or ""
         if url:
             check_text("resolver_url", url, max_len=2048)
+            check_url_text("resolver_url", url)
             if not url.startswith("https://") and not (
                 self._allow_http and url.startswith("http://")
             ):

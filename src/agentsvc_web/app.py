@@ -30,6 +30,7 @@ from agentsvc_web.controllers.settings import (
 )
 from agentsvc_web.errors import EXCEPTION_HANDLERS
 from agentsvc_web.headers import hardening_headers
+from agentsvc_web.options import answer_options
 from agentsvc_web.schemas import OkBody
 from agentsvc_web.settings import Settings
 
@@ -104,6 +105,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         exception_handlers=EXCEPTION_HANDLERS,
         request_class=JsonRequest,
         before_send=[hardening_headers],
+        before_request=answer_options,
         lifespan=[lifespan],
         request_max_body_size=settings.max_body_bytes,
         openapi_config=OpenAPIConfig(

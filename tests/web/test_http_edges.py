@@ -275,3 +275,42 @@ def test_g_two_authorization_lines_on_the_wire_are_401() -> None:
         line = f"Authorization: Bearer {KEY}\r\n"
         s.sendall(f"GET /api/agents HTTP/1.1\r\nHost: x\r\n{line}{line}\r\n".encode())
         assert s.recv(4096).startswith(b"HTTP/1.1 401 ")
+
+
+# --- H: the OAuth callback repeats nothing it is given -------------------------------------
+
+
+def test_h_the_oauth_callback_does_not_echo_the_error(c: Client) -> None:
+    r = c.get(
+        f"/api/mcps/{uuid.uuid4()}/oauth/callback",
+        params={
+            "error": "<script>alert(1)</script>",
+            "error_description": "<b>call 555-0100</b>",
+            "state": "x",
+        },
+    )
+    assert error_of(r, 400, "BAD_REQUEST") == "the authorization server refused the request"
+    for echoed in ("script", "alert", "555-0100", "<b>"):
+        assert echoed not in r.text
+
+
+# --- I: OPTIONS --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "allow"),
+    [
+        ("/api/agents", "GET, OPTIONS, POST"),
+        ("/api/agents/{id}", "DELETE, GET, OPTIONS, PATCH"),
+        ("/api/agents/{id}/mcps", "DELETE, GET, OPTIONS, POST"),
+        ("/api/threads/{id}/stop", "OPTIONS, POST"),
+        ("/api/orgs/settings", "GET, OPTIONS, POST"),
+    ],
+)
+def test_i_options_lists_the_methods_of_the_path(c: Client, path: str, allow: str) -> None:
+    r = c.options(path.replace("{id}", str(uuid.uuid4())), headers=AUTH)
+    assert (r.status_code, r.headers["allow"]) == (204, allow)
+
+
+def test_i_options_on_an_unknown_path_is_404(c: Client) -> None:
+    error_of(c.options("/api/nothing-here", headers=AUTH), 404, "NOT_FOUND")

@@ -366,7 +366,8 @@ class McpOAuthController(Controller):
         error: Annotated[str | None, QueryParameter(name="error", max_length=256)] = None,
     ) -> OAuthDoneOut:
         if error is not None:
-            raise InvalidState(f"the authorization server refused: {error}")
+            # not repeated: the browser that follows a forged link would show it
+            raise InvalidState("the authorization server refused the request")
         if not oauth_state or not code:
             raise InvalidState("the callback needs code and state")
         await oauth.callback(mcp_id, oauth_state, code)

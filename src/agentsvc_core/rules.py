@@ -18,6 +18,7 @@ from agentsvc_core.entities import RUNTIME_PROVIDERS, Agent, ToolProfile
 from agentsvc_core.errors import InvalidInput
 
 __all__ = [
+    "HEADER_NAME",
     "MAX_BINDINGS",
     "MAX_BINDINGS_BYTES",
     "MAX_CLIENT_TOOLS",
@@ -76,7 +77,8 @@ MAX_OFFSET = 1_000_000_000  # history offsets (PostgreSQL's OFFSET is a bigint)
 _MODEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]*")
 _ORG_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 # RFC 7230 section 3.2.6: a header name is a token
-_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+HEADER_NAME = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
+_TOKEN = re.compile(HEADER_NAME)
 # one label of a host name, in its ASCII (IDNA) form
 _LABEL = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)")
 MAX_HOST = 253

@@ -30,6 +30,7 @@ from agentsvc_web.controllers.settings import (
 )
 from agentsvc_web.errors import EXCEPTION_HANDLERS
 from agentsvc_web.headers import hardening_headers
+from agentsvc_web.openapi import document_public_operations, operations
 from agentsvc_web.options import answer_options
 from agentsvc_web.schemas import OkBody
 from agentsvc_web.settings import Settings
@@ -42,6 +43,7 @@ VERSION = "0.1.0"
     operation_id="healthz",
     summary="Liveness probe (no authentication)",
     tags=["operations"],
+    security=[],
 )
 async def healthz() -> OkBody:
     return OkBody(ok=True)
@@ -129,6 +131,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         logging_config=None,
     )
     _prune_framework_400s(app)
+    document_public_operations(app)
     return app
 
 
@@ -155,9 +158,7 @@ def _prune_framework_400s(app: Litestar) -> None:
     parameters. Ours answers parameter errors with 422 and the one error body, so
     a 400 that is not ours is removed from the document (the served one is this
     cached object)."""
-    for item in (app.openapi_schema.paths or {}).values():
-        for op in (item.get, item.put, item.post, item.delete, item.patch):
-            responses = op.responses if op is not None else None
-            bad = responses.get("400") if responses else None
-            if responses is not None and bad is not None and "ErrorBody" not in str(bad):
-                del responses["400"]
+    for op in operations(app):
+        bad = op.responses.get("400") if op.responses else None
+        if op.responses is not None and bad is not None and "ErrorBody" not in str(bad):
+            del op.responses["400"]

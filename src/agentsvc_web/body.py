@@ -63,10 +63,21 @@ class UnsupportedMediaType(ClientException):
         super().__init__("the request body must be application/json")
 
 
+def _number(text: str) -> int | float:
+    """JSON has one number type: ``5000.0`` is the integer 5000 (JSON Schema says
+    so too), so a whole number is an int wherever a float has it exactly."""
+    value = float(text)
+    return int(value) if value.is_integer() and abs(value) <= _EXACT else value
+
+
+_EXACT = 2**53
+_decoder = msgspec.json.Decoder(float_hook=_number)
+
+
 def decode_body(raw: bytes, body_type: Any) -> Any:
     """``raw`` as a ``body_type``, strictly; raises ``MalformedBody`` or ``BodyInvalid``."""
     try:
-        value = msgspec.json.decode(raw)
+        value = _decoder.decode(raw)
     except (msgspec.DecodeError, UnicodeDecodeError):
         raise MalformedBody("request body is not valid JSON (UTF-8)") from None
     if not isinstance(value, dict):

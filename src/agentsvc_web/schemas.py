@@ -11,6 +11,8 @@ from typing import Annotated, Any, Literal
 from uuid import UUID
 
 import msgspec
+from litestar.openapi.spec import OpenAPIType, Schema
+from litestar.params import KwargDefinition
 from msgspec import UNSET, Meta, UnsetType
 
 from agentsvc_core import rules
@@ -35,6 +37,17 @@ ModelId = Annotated[
 ProfileName = Annotated[str, Meta(min_length=1, max_length=rules.MAX_PROFILE_NAME)]
 ToolName = Annotated[str, Meta(min_length=1, max_length=rules.MAX_TOOL_NAME)]
 RuntimeProvider = Literal[RUNTIME_PROVIDERS]  # type: ignore[valid-type]
+
+
+class _SchemaExtra(KwargDefinition):
+    """Hashed by identity, so it can sit in an ``X | None`` (its ``schema_extra`` is a dict)."""
+
+    __hash__ = object.__hash__
+
+
+def items_schema(items: Schema) -> KwargDefinition:
+    """Litestar leaves the bounds of a list's items out of the document: state them."""
+    return _SchemaExtra(schema_extra={"items": items})
 
 
 class ErrorBody(msgspec.Struct, omit_defaults=True):
@@ -320,12 +333,47 @@ class ParticipantListOut(msgspec.Struct):
 
 # --- MCP servers (responses are camelCase, spec 2.5) ---------------------------
 
-ToolNames = Annotated[list[ToolName], Meta(max_length=rules.MAX_PROFILE_TOOLS)]
+ToolNames = Annotated[
+    list[ToolName],
+    Meta(max_length=rules.MAX_PROFILE_TOOLS),
+    items_schema(Schema(type=OpenAPIType.STRING, min_length=1, max_length=rules.MAX_TOOL_NAME)),
+]
+# "slug must not be sent": present means 422 (checked in the controller), and the
+# document says so, so generated clients and fuzzers do not send it
+Slug = Annotated[
+    Any,
+    KwargDefinition(
+        schema_extra={"not": Schema()}, description="derived from the name; never sent"
+    ),
+]
+
+
+# What the core's rules accept (rules.check_header, check_text), stated for clients
+_NO_CONTROLS = r"^[^\x00-\x08\x0a-\x1f\x7f-\x9f]*$"
+_NO_NUL = r"^[^\x00]*$"
+_HEADERS_SCHEMA = _SchemaExtra(
+    schema_extra={
+        "propertyNames": Schema(
+            type=OpenAPIType.STRING, max_length=256, pattern=f"^{rules.HEADER_NAME}$"
+        ),
+        "additionalProperties": Schema(
+            type=OpenAPIType.STRING, max_length=16_384, pattern=_NO_CONTROLS
+        ),
+    }
+)
+_ENV_SCHEMA = _SchemaExtra(
+    schema_extra={
+        "propertyNames": Schema(
+            type=OpenAPIType.STRING, max_length=256, pattern=r"^[^\x00]*[^\x00\s][^\x00]*$"
+        ),
+        "additionalProperties": Schema(type=OpenAPIType.STRING, max_length=16_384, pattern=_NO_NUL),
+    }
+)
 
 
 class CredentialsBody(msgspec.Struct, rename="camel"):
-    headers: dict[str, str] = {}
-    env: dict[str, str] = {}
+    headers: Annotated[dict[str, str], _HEADERS_SCHEMA] = {}
+    env: Annotated[dict[str, str], _ENV_SCHEMA] = {}
 
 
 class McpCreateBody(msgspec.Struct, rename="camel", forbid_unknown_fields=False):
@@ -336,8 +384,7 @@ class McpCreateBody(msgspec.Struct, rename="camel", forbid_unknown_fields=False)
     args: Annotated[list[Annotated[str, Meta(max_length=4096)]], Meta(max_length=64)] = []
     credentials: CredentialsBody | None = None
     allowed_tools: ToolNames | None = None
-    # "slug must not be sent": present means 422 (checked in the controller)
-    slug: Any = msgspec.UNSET
+    slug: Slug = msgspec.UNSET
 
 
 class McpPatchBody(msgspec.Struct, rename="camel"):
@@ -349,7 +396,7 @@ class McpPatchBody(msgspec.Struct, rename="camel"):
     ) = UNSET
     credentials: CredentialsBody | UnsetType | None = UNSET
     allowed_tools: ToolNames | UnsetType | None = UNSET
-    slug: Any = msgspec.UNSET
+    slug: Slug = msgspec.UNSET
 
 
 class CachedToolOut(msgspec.Struct, rename="camel"):

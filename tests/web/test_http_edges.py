@@ -145,7 +145,7 @@ def test_b_a_framework_400_shows_a_fixed_detail(c: Client) -> None:
         ({"enabled": 1}, "enabled"),
         ({"enabled": "true"}, "enabled"),
         ({"enabled": False, "timeoutMs": "5000"}, "timeoutMs"),
-        ({"enabled": False, "timeoutMs": 5000.0}, "timeoutMs"),
+        ({"enabled": False, "timeoutMs": 5000.5}, "timeoutMs"),
     ],
 )
 def test_c_lax_types_are_422_naming_the_field(c: Client, body: dict[str, Any], field: str) -> None:
@@ -178,13 +178,14 @@ def test_c_a_missing_field_is_still_422_and_valid_bodies_pass(c: Client) -> None
     r = c.post("/api/agents", json={"description": "x"}, headers=AUTH)
     assert "`name`" in error_of(r, 422, "VALIDATION_ERROR")
     a = agent(c)
-    r = c.put(
-        f"/api/agents/{a['id']}/credentials",
-        json={"enabled": False, "timeoutMs": 2500},
-        headers=AUTH,
-    )
-    assert r.status_code == 200, r.text
-    assert r.json()["timeout_ms"] == 2500
+    for sent in ("2500", "2500.0", "2.5e3"):  # one JSON number, written three ways
+        r = c.put(
+            f"/api/agents/{a['id']}/credentials",
+            content=f'{{"enabled": false, "timeoutMs": {sent}}}'.encode(),
+            headers=JSON,
+        )
+        assert r.status_code == 200, r.text
+        assert r.json()["timeout_ms"] == 2500
 
 
 # --- E: media types ----------------------------------------------------------------
@@ -314,3 +315,17 @@ def test_i_options_lists_the_methods_of_the_path(c: Client, path: str, allow: st
 
 def test_i_options_on_an_unknown_path_is_404(c: Client) -> None:
     error_of(c.options("/api/nothing-here", headers=AUTH), 404, "NOT_FOUND")
+
+
+# --- J: the document says what the service does ------------------------------------------
+
+
+def test_j_the_document_marks_public_operations_and_415(c: Client) -> None:
+    doc = c.get("/schema/openapi.json").json()
+    paths = doc["paths"]
+    assert paths["/healthz"]["get"]["security"] == []
+    assert paths["/api/mcps/{mcp_id}/oauth/callback"]["get"]["security"] == []
+    assert "security" not in paths["/api/agents"]["get"]  # the global bearer requirement
+    assert "415" in paths["/api/agents"]["post"]["responses"]
+    slug = doc["components"]["schemas"]["McpCreateBody"]["properties"]["slug"]
+    assert slug["not"] == {}

@@ -41,7 +41,7 @@ from agentsvc_web.schemas import (
 )
 
 Req = Request[Any, Any, Any]
-WRITE = errors(400, 404, 413, 422)
+WRITE = errors(400, 404, 413, 415, 422)
 
 
 def _creds(body: CredentialsBody | None) -> Credentials | None:
@@ -83,7 +83,7 @@ class McpController(Controller):
         "/",
         operation_id="createMcpServer",
         status_code=201,
-        responses=errors(400, 413, 422),
+        responses=errors(400, 413, 415, 422),
         summary="Register an MCP server",
     )
     async def create_server(
@@ -204,7 +204,7 @@ class AgentMcpController(Controller):
         "/",
         operation_id="attachAgentMcpServer",
         status_code=200,
-        responses=errors(400, 404, 413, 422),
+        responses=errors(400, 404, 413, 415, 422),
         summary="Attach an MCP server to an agent (or change its allowed tools)",
     )
     async def attach(
@@ -220,7 +220,7 @@ class AgentMcpController(Controller):
         "/",
         operation_id="detachAgentMcpServer",
         status_code=200,
-        responses=errors(400, 404, 413, 422),
+        responses=errors(400, 404, 413, 415, 422),
         summary="Detach an MCP server from an agent",
     )
     async def detach(
@@ -256,7 +256,7 @@ class RunnerMcpController(Controller):
         "/",
         operation_id="attachRunnerMcpServer",
         status_code=200,
-        responses=errors(400, 404, 413, 422),
+        responses=errors(400, 404, 413, 415, 422),
         summary="Attach an MCP server to a runner",
     )
     async def attach(

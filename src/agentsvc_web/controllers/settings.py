@@ -6,10 +6,16 @@ from uuid import UUID
 import msgspec
 from litestar import Controller, Request, get, post, put
 from litestar.di import NamedDependency
+from litestar.openapi.spec import OpenAPIType, Schema
 from litestar.params import FromPath, JSONBody
 from msgspec import Meta
 
 from agentsvc_core.use_cases.org_settings import (
+    MAX_TIMEOUT_MS,
+    MAX_TOKENS_BOUND,
+    MIN_ALPHA_TRIGGER,
+    MIN_BETA_THRESHOLD,
+    MIN_TIMEOUT_MS,
     CompactionConfig,
     CompactionSettings,
     OrgSettings,
@@ -18,6 +24,7 @@ from agentsvc_core.use_cases.org_settings import (
 )
 from agentsvc_web.auth import principal_of
 from agentsvc_web.openapi import errors
+from agentsvc_web.schemas import items_schema
 
 Req = Request[Any, Any, Any]
 
@@ -25,7 +32,7 @@ Req = Request[Any, Any, Any]
 class CredentialsPutBody(msgspec.Struct, rename="camel"):
     enabled: bool
     resolver_url: Annotated[str, Meta(max_length=2048)] | None = None
-    timeout_ms: int = 5000
+    timeout_ms: Annotated[int, Meta(ge=MIN_TIMEOUT_MS, le=MAX_TIMEOUT_MS)] = 5000
 
 
 class CredentialsOut(msgspec.Struct):
@@ -48,7 +55,12 @@ class CredentialsOut(msgspec.Struct):
 
 class OrgSettingsBody(msgspec.Struct, rename="camel"):
     allowed_embed_domains: (
-        Annotated[list[Annotated[str, Meta(max_length=253)]], Meta(max_length=100)] | None
+        Annotated[
+            list[Annotated[str, Meta(min_length=1, max_length=253)]],
+            Meta(max_length=100),
+            items_schema(Schema(type=OpenAPIType.STRING, min_length=1, max_length=253)),
+        ]
+        | None
     ) = None
     rotate_signing_secret: bool = False
 
@@ -85,7 +97,7 @@ class AgentCredentialsController(Controller):
     @put(
         "/",
         operation_id="putAgentCredentials",
-        responses=errors(400, 404, 413, 422),
+        responses=errors(400, 404, 413, 415, 422),
         summary="Configure the agent's credential resolver (bring your own key)",
     )
     async def put_config(
@@ -124,7 +136,7 @@ class OrgSettingsController(Controller):
         "/",
         operation_id="updateOrgSettings",
         status_code=200,
-        responses=errors(400, 403, 413, 422),
+        responses=errors(400, 403, 413, 415, 422),
         summary="Change embed domains and/or rotate the signing secret",
     )
     async def update_settings(
@@ -143,12 +155,16 @@ class OrgSettingsController(Controller):
 
 class CompactionPutBody(msgspec.Struct, rename="camel"):
     enabled: bool | msgspec.UnsetType = msgspec.UNSET
-    alpha_trigger_tokens: int | msgspec.UnsetType = msgspec.UNSET
+    alpha_trigger_tokens: (
+        Annotated[int, Meta(ge=MIN_ALPHA_TRIGGER, le=MAX_TOKENS_BOUND)] | msgspec.UnsetType
+    ) = msgspec.UNSET
     alpha_instructions: Annotated[str, Meta(max_length=20_000)] | msgspec.UnsetType | None = (
         msgspec.UNSET
     )
     alpha_pause_after: bool | msgspec.UnsetType = msgspec.UNSET
-    beta_compact_threshold: int | msgspec.UnsetType = msgspec.UNSET
+    beta_compact_threshold: (
+        Annotated[int, Meta(ge=MIN_BETA_THRESHOLD, le=MAX_TOKENS_BOUND)] | msgspec.UnsetType
+    ) = msgspec.UNSET
 
 
 class CompactionOut(msgspec.Struct):
@@ -194,7 +210,7 @@ class AgentCompactionController(Controller):
     @put(
         "/",
         operation_id="putAgentCompaction",
-        responses=errors(400, 404, 413, 422),
+        responses=errors(400, 404, 413, 415, 422),
         summary="Change the supplied compaction settings",
     )
     async def put_config(

@@ -4,6 +4,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 from uuid import UUID
 
+import msgspec
 from litestar import Controller, Request, delete, get, patch, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody, QueryParameter
@@ -47,9 +48,9 @@ def _cursor(raw: str | None) -> datetime | None:
     if raw is None:
         return None
     try:
-        value = datetime.fromisoformat(raw)
-    except ValueError:
-        raise InvalidInput("cursor", "must be an ISO 8601 timestamp (a nextCursor)") from None
+        value = msgspec.convert(raw, datetime)
+    except msgspec.ValidationError:
+        raise InvalidInput("cursor", "must be an RFC 3339 timestamp (a nextCursor)") from None
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
@@ -65,7 +66,7 @@ class ThreadController(Controller):
         "/",
         operation_id="createThread",
         status_code=200,
-        responses=errors(400, 403, 404, 413, 422),
+        responses=errors(400, 403, 404, 413, 415, 422),
         summary="Open a thread with an agent",
     )
     async def create_thread(
@@ -93,7 +94,10 @@ class ThreadController(Controller):
         request: Req,
         threads: NamedDependency[Threads],
         agent_id: Annotated[UUID, QueryParameter(name="agentId")],
-        cursor: Annotated[str | None, QueryParameter(name="cursor", max_length=64)] = None,
+        cursor: Annotated[
+            str | None,
+            QueryParameter(name="cursor", max_length=64, schema_extra={"format": "date-time"}),
+        ] = None,
         limit: Annotated[int, QueryParameter(name="limit", ge=1, le=100)] = 50,
         org_id: Annotated[str | None, QueryParameter(name="orgId", max_length=128)] = None,
     ) -> ThreadListOut:
@@ -109,7 +113,7 @@ class ThreadController(Controller):
     @patch(
         "/{thread_id:uuid}",
         operation_id="updateThread",
-        responses=errors(400, 403, 404, 413, 422),
+        responses=errors(400, 403, 404, 413, 415, 422),
         summary="Change a thread (null clears; metadata is replaced whole)",
     )
     async def patch_thread(
@@ -146,7 +150,7 @@ class ThreadController(Controller):
         status_code=200,
         media_type="text/event-stream",
         response_description="The reply as Server-Sent Events: meta, tokens, then done or error",
-        responses=errors(400, 403, 404, 409, 413, 422),
+        responses=errors(400, 403, 404, 409, 413, 415, 422),
         summary="Send a user message; the reply streams back as Server-Sent Events",
     )
     async def send_message(
@@ -223,7 +227,7 @@ class ThreadController(Controller):
         "/{thread_id:uuid}/participants",
         operation_id="addParticipant",
         status_code=200,
-        responses=errors(400, 403, 404, 413, 422),
+        responses=errors(400, 403, 404, 413, 415, 422),
         summary="Add a participant, or change its role and display name",
     )
     async def add_participant(
@@ -242,7 +246,7 @@ class ThreadController(Controller):
         "/{thread_id:uuid}/participants",
         operation_id="removeParticipant",
         status_code=200,
-        responses=errors(400, 403, 404, 413, 422),
+        responses=errors(400, 403, 404, 413, 415, 422),
         summary="Remove a participant",
     )
     async def remove_participant(

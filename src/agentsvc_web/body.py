@@ -23,6 +23,7 @@ A request without a body is not decoded at all, so a body-less POST needs no
 from __future__ import annotations
 
 import re
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import msgspec
@@ -100,7 +101,7 @@ class JsonRequest(Request[Any, Any, Any]):
         body_type = field.annotation if field is not None else Any
         return decode_body(await self.body(), body_type)
 
-    async def stream(self) -> Any:
+    async def stream(self) -> AsyncGenerator[bytes, None]:
         try:
             async for chunk in super().stream():
                 yield chunk

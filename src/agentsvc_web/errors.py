@@ -108,8 +108,9 @@ def _domain(_: Request[Any, Any, Any], exc: DomainError) -> Response[ErrorBody]:
 
 
 def _validation_detail(exc: ValidationException) -> tuple[int, str]:
-    """Litestar's decoding errors: a body that is not an object is 400; a field of
-    the wrong type, missing, or out of bounds is 422 naming the field."""
+    """Litestar's parameter errors: a query or path parameter of the wrong type or
+    out of bounds is 422 naming it; a body that is absent is 400 (a body that is
+    present is decoded, and refused, by ``agentsvc_web.body``)."""
     items = exc.extra if isinstance(exc.extra, list) else []
     for item in items:
         if not isinstance(item, dict):
@@ -117,10 +118,6 @@ def _validation_detail(exc: ValidationException) -> tuple[int, str]:
         message = str(item.get("message", "invalid value"))
         key = str(item.get("key", ""))
         if key == "data" and item.get("source") == "body":
-            # "Object missing required field `name`" names the field itself; anything
-            # else about the body as a whole means it is absent or not an object.
-            if message.startswith("Object missing required field"):
-                return 422, message
             return 400, "request body must be a JSON object"
         if key:
             return 422, f"{key}: {message}"

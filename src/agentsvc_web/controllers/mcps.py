@@ -283,7 +283,7 @@ class RegistryController(Controller):
         self,
         request: Req,
         registry: NamedDependency[RegistrySearch],
-        q: Annotated[str, QueryParameter(name="q", max_length=200)] = "",
+        q: Annotated[str, QueryParameter(name="q", max_length=200, pattern=r"^[^\x00]*$")] = "",
         limit: Annotated[int, QueryParameter(name="limit", ge=1, le=100)] = 20,
     ) -> RegistrySearchOut:
         found = await registry.search(principal_of(request), q, limit)

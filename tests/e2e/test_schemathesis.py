@@ -96,7 +96,7 @@ def test_api_conforms_to_its_openapi_document(service: Service, tmp_path: Path) 
             "--checks",
             "all",
             "--max-examples",
-            "150",
+            "300",
             "--seed",
             "1",
             "--generation-deterministic",

@@ -12,6 +12,7 @@ from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
 
+from agentsvc_web.access import access_guard, document_roles
 from agentsvc_web.auth import bearer_auth
 from agentsvc_web.bootstrap import Services, build_services
 from agentsvc_web.controllers import AgentController, KeyController, ThreadController
@@ -99,6 +100,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "compaction": _const(services.compaction),
         },
         middleware=[bearer_auth(services.authenticator)],
+        guards=[access_guard],
         exception_handlers=EXCEPTION_HANDLERS,
         lifespan=[lifespan],
         request_max_body_size=settings.max_body_bytes,
@@ -123,6 +125,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         logging_config=None,
     )
     _prune_framework_400s(app)
+    document_roles(app)
     return app
 
 

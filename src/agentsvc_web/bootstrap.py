@@ -207,6 +207,8 @@ def _verifier(settings: Settings) -> TokenVerifier | None:
             issuer=settings.jwt_issuer,
             audience=settings.jwt_audience,
             org_claim=settings.jwt_org_claim,
+            role_claim=settings.jwt_role_claim,
+            admin_role=settings.jwt_admin_role,
         )
     except JwtConfigError as exc:
         raise SettingsError(str(exc)) from None

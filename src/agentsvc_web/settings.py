@@ -85,6 +85,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     jwt_issuer: str | None = None
     jwt_audience: str | None = None
     jwt_org_claim: str = "org_id"
+    jwt_role_claim: str = "role"
+    jwt_admin_role: str = "admin"
     default_model: str = "local"
     alpha_base_url: str | None = None
     alpha_api_key: str | None = None
@@ -144,6 +146,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             jwt_issuer=_opt(e, "AGENTSVC_JWT_ISSUER"),
             jwt_audience=_opt(e, "AGENTSVC_JWT_AUDIENCE"),
             jwt_org_claim=e.get("AGENTSVC_JWT_ORG_CLAIM", "").strip() or "org_id",
+            jwt_role_claim=e.get("AGENTSVC_JWT_ROLE_CLAIM", "").strip() or "role",
+            jwt_admin_role=e.get("AGENTSVC_JWT_ADMIN_ROLE", "").strip() or "admin",
             default_model=e.get("AGENTSVC_DEFAULT_MODEL", "").strip() or "local",
             alpha_base_url=_opt(e, "AGENTSVC_ALPHA_BASE_URL"),
             alpha_api_key=_opt(e, "AGENTSVC_ALPHA_API_KEY"),

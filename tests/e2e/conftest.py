@@ -5,12 +5,24 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.secret_scan import SCAN, SecretScan
 from tests.e2e.service import Service
 from tests.fakes.registry import FakeRegistry
 from tests.web.live import serve
 
 E2E_KEY = "ask_e2e_bootstrap_key_0123456789abcdefgh"
 E2E_JWT_SECRET = "e2e-jwt-secret-0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def secret_scan() -> Iterator[SecretScan]:
+    """The standing secret scan (tests/e2e/secret_scan.py): after the last
+    end-to-end test, no configured secret may be in any answer, stream or log line."""
+    with SCAN.tapping():
+        yield SCAN
+    found = SCAN.findings()
+    SCAN.cleanup()
+    assert not found, "secrets leaked:\n" + "\n".join(found)
 
 
 @pytest.fixture(scope="session")

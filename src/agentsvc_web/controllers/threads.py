@@ -20,6 +20,7 @@ from agentsvc_core.use_cases import (
     Threads,
     ToolResultIn,
 )
+from agentsvc_web.access import MEMBER
 from agentsvc_web.auth import principal_of
 from agentsvc_web.openapi import errors
 from agentsvc_web.schemas import (
@@ -64,6 +65,7 @@ class ThreadController(Controller):
     @post(
         "/",
         operation_id="createThread",
+        opt=MEMBER,
         status_code=200,
         responses=errors(400, 403, 404, 413, 422),
         summary="Open a thread with an agent",
@@ -109,6 +111,7 @@ class ThreadController(Controller):
     @patch(
         "/{thread_id:uuid}",
         operation_id="updateThread",
+        opt=MEMBER,
         responses=errors(400, 403, 404, 413, 422),
         summary="Change a thread (null clears; metadata is replaced whole)",
     )
@@ -143,6 +146,7 @@ class ThreadController(Controller):
     @post(
         "/{thread_id:uuid}/messages",
         operation_id="sendMessage",
+        opt=MEMBER,
         status_code=200,
         media_type="text/event-stream",
         response_description="The reply as Server-Sent Events: meta, tokens, then done or error",
@@ -198,6 +202,7 @@ class ThreadController(Controller):
     @post(
         "/{thread_id:uuid}/stop",
         operation_id="stopThread",
+        opt=MEMBER,
         status_code=200,
         responses=errors(403, 404),
         summary="Stop the running reply (ok is false when nothing runs)",
@@ -222,6 +227,7 @@ class ThreadController(Controller):
     @post(
         "/{thread_id:uuid}/participants",
         operation_id="addParticipant",
+        opt=MEMBER,
         status_code=200,
         responses=errors(400, 403, 404, 413, 422),
         summary="Add a participant, or change its role and display name",
@@ -241,6 +247,7 @@ class ThreadController(Controller):
     @delete(
         "/{thread_id:uuid}/participants",
         operation_id="removeParticipant",
+        opt=MEMBER,
         status_code=200,
         responses=errors(400, 403, 404, 413, 422),
         summary="Remove a participant",

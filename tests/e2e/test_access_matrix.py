@@ -102,9 +102,8 @@ class World:
         )
         self.ids["thread"] = thread["id"]
         _ok(a.post(f"/api/threads/{thread['id']}/participants", json={"userId": "carol"}))
-        with a.stream(
-            "POST", f"/api/threads/{thread['id']}/messages", json={"content": f"hello {MARK}", "senderId": "carol"}
-        ) as r:
+        said = {"content": f"hello {MARK}", "senderId": "carol"}
+        with a.stream("POST", f"/api/threads/{thread['id']}/messages", json=said) as r:
             assert r.status_code == 200, r.read()
             assert "event: done" in r.read().decode()
         # attached after the reply, so the turn never lists the (unreachable) server's tools

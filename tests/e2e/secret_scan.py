@@ -52,14 +52,31 @@ class SecretScan:
         self._logs: list[Path] = []
         self._data_dirs: list[Path] = []
         self._temporary: list[Path] = []
+        self._public: set[str] = set()
 
     # --- what is secret ---------------------------------------------------------
 
     def secret(self, value: str, label: str, *, allowed_in: tuple[str, ...] = ()) -> None:
+        """``value`` may appear only in answers whose path holds one of ``allowed_in``."""
         if len(value) < MIN_LEN:
             return
         with self._lock:
-            self._secrets.setdefault(value, (label, allowed_in))
+            if value not in self._public:
+                self._secrets.setdefault(value, (label, allowed_in))
+
+    def allow(self, value: str, *where: str) -> None:
+        """A test's own probe comes back on purpose (an MCP tool that echoes the
+        header it received, to prove it arrived): allowed in answers whose path
+        holds one of ``where``, and nowhere else."""
+        with self._lock:
+            label, allowed = self._secrets.get(value, ("probe", ()))
+            self._secrets[value] = (label, (*allowed, *where))
+
+    def not_secret(self, value: str) -> None:
+        """A value a test sends among credentials that is no secret (a PYTHONPATH)."""
+        with self._lock:
+            self._public.add(value)
+            self._secrets.pop(value, None)
 
     def service_env(self, env: Mapping[str, str], data_dir: str | None) -> None:
         """The secrets a service process is started with (and its generated key)."""
@@ -152,7 +169,7 @@ class SecretScan:
             text = bytes(exchange.body).decode("utf-8", "replace")
             path = httpx.URL(exchange.url).path.rstrip("/")
             for value, (label, allowed) in secrets.items():
-                if value in text and not any(path.endswith(a) for a in allowed):
+                if value in text and not any(a in path for a in allowed):
                     found.append(f"{label} in the answer to {exchange.method} {path}")
             for key, creator in owned.items():
                 if key in text and id(exchange) != creator:

@@ -20,12 +20,12 @@ import mcp_types as types
 import pytest
 from mcp.client.stdio import get_default_environment
 
-from agentsvc_adapters.mcp import SdkMcpClient, check_url
+from agentsvc_adapters.mcp import SdkMcpClient
 from agentsvc_adapters.mcp.client import result_text
-from agentsvc_adapters.mcp.guard import address_problem, parse_ip_literal
 from agentsvc_core.errors import McpAuthRequired, Upstream
 from agentsvc_core.ports.mcp import McpEndpoint, Transport
 from tests.mcp_servers.server import HttpMcpServer
+from tests.outbound import fake_dns
 
 ROOT = Path(__file__).resolve().parents[2]
 TIME_SERVER = Path(sys.executable).parent / "mcp-server-time"
@@ -351,78 +351,6 @@ async def test_aclose_stops_every_stdio_server() -> None:
 
 
 # --- the address guard ---------------------------------------------------------
-
-REFUSED = [
-    "http://example.com/mcp",
-    "https://127.0.0.1/",
-    "https://127.1/",
-    "https://2130706433/",
-    "https://0x7f.1/",
-    "https://0x7f000001/",
-    "https://017700000001/",
-    "https://[::1]/",
-    "https://[::ffff:127.0.0.1]/",
-    "https://[::ffff:7f00:1]/",
-    "https://[2002:7f00:1::]/",
-    "https://[64:ff9b::a00:1]/",
-    "https://10.0.0.1/",
-    "https://172.16.5.4/",
-    "https://192.168.1.1:8443/",
-    "https://100.64.0.1/",
-    "https://169.254.169.254/latest/meta-data/",
-    "https://[fd00:ec2::254]/",
-    "https://100.100.100.200/",
-    "https://[fe80::1]/",
-    "https://224.0.0.1/",
-    "https://0.0.0.0/",
-    "https://0/",
-    "https://240.0.0.1/",
-    "https://localhost:8000/",
-    "https://api.localhost/",
-    "ftp://example.com/",
-    "https:///no-host",
-]
-
-
-@pytest.mark.parametrize("url", REFUSED)
-def test_check_url_refuses(url: str) -> None:
-    with pytest.raises(ValueError, match=r"\S"):
-        check_url(url, allow_private_network=False)
-
-
-@pytest.mark.parametrize(
-    "url", ["https://mcp.example.com/mcp", "https://93.184.216.34/", "https://[2606:4700::1]/"]
-)
-def test_check_url_allows_public_https(url: str) -> None:
-    check_url(url, allow_private_network=False)
-
-
-@pytest.mark.parametrize(
-    "url", ["http://127.0.0.1:8000/mcp", "http://localhost/", "https://10.1.2.3/"]
-)
-def test_check_url_allows_private_when_enabled(url: str) -> None:
-    check_url(url, allow_private_network=True)
-
-
-def test_ip_literal_forms() -> None:
-    assert str(parse_ip_literal("127.1")) == "127.0.0.1"
-    assert str(parse_ip_literal("0x7f.0.0.1")) == "127.0.0.1"
-    assert str(parse_ip_literal("0177.0.0.1")) == "127.0.0.1"
-    assert str(parse_ip_literal("10.65535")) == "10.0.255.255"
-    assert str(parse_ip_literal("3232235777")) == "192.168.1.1"
-    assert parse_ip_literal("example.com") is None
-    assert parse_ip_literal("1.2.3.4.5") is None
-    assert parse_ip_literal("256.1.1.1") is None
-    v6 = parse_ip_literal("[::ffff:169.254.169.254]")
-    assert v6 is not None
-    assert address_problem(v6) is not None
-
-
-def fake_dns(table: dict[str, list[str]]):  # type: ignore[no-untyped-def]
-    async def resolve(host: str, port: int) -> list[str]:
-        return table[host]
-
-    return resolve
 
 
 @pytest.mark.parametrize("transport", ["streamable_http", "sse"])

@@ -1,7 +1,7 @@
 """``SdkMcpClient``: the ``McpClient`` port over the official MCP Python SDK (2.x).
 
 Transports: streamable HTTP and SSE (``endpoint.headers`` on every request, every
-connection through the address guard of ``guard.py``) and stdio (the child gets
+connection through the outbound guard, ``agentsvc_adapters.outbound``) and stdio (the child gets
 only ``endpoint.env`` over the SDK's ``get_default_environment()``: PATH, HOME...,
 nothing of this service's own environment). The legacy ``initialize`` handshake is
 used, which every MCP server speaks.
@@ -56,7 +56,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 
-from agentsvc_adapters.mcp.guard import GuardedBackend, Resolver, check_url, guarded_http_client
+from agentsvc_adapters.outbound import GuardedBackend, Resolver, check_url, guarded_httpx2_client
 from agentsvc_core.errors import McpAuthRequired, Upstream
 from agentsvc_core.ports.mcp import McpCallResult, McpClient, McpEndpoint, McpTool
 
@@ -156,7 +156,7 @@ class _Session:
         )
         read = max(_SSE_READ_TIMEOUT_S, owner.call_timeout_s, owner.list_timeout_s)
         hooks: dict[str, list[Callable[..., Any]]] = {"response": [self._on_response]}
-        factory = partial(guarded_http_client, self.backend, event_hooks=hooks)
+        factory = partial(guarded_httpx2_client, self.backend, event_hooks=hooks)
         if ep.transport == "sse":
             return sse_client(
                 ep.url,

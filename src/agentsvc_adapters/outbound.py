@@ -31,12 +31,13 @@ Two layers:
   passes the URL's host as SNI/``server_hostname``). Because the checked address
   is the one connected to, DNS rebinding between check and connect is not
   possible; every reconnect goes through the same check and redirects are never
-  followed. One backend per httpcore flavour: ``GuardedBackend`` (httpcore2, under
-  the MCP SDK's httpx2) and ``GuardedBackendV1`` (httpcore 1, under httpx); the
-  logic is shared (``_Guarding``). ``guarded_httpx_client`` and
-  ``guarded_httpx2_client`` make the clients: ``trust_env=False`` and an explicit
-  transport, so proxies from the environment (``HTTP(S)_PROXY``, ``ALL_PROXY``)
-  and ``.netrc`` are ignored and the connection is direct; redirects are off.
+  followed. One backend per httpcore flavour, ``GuardedBackend`` (httpcore2, under
+  the MCP SDK's httpx2) and ``GuardedBackendV1`` (httpcore 1, under httpx), which
+  only name their exceptions and dialler over the shared ``_Guarding``.
+  ``guarded_httpx_client`` and ``guarded_httpx2_client`` make the clients:
+  ``trust_env=False`` and an explicit transport, so proxies from the environment
+  (``HTTP(S)_PROXY``, ``ALL_PROXY``) and ``.netrc`` are ignored and the
+  connection is direct; redirects are off.
 
 Error texts: a refusal says ``refused by the outbound guard: <host> resolves to
 a loopback address`` (our policy, fine to say; the resolved address itself is
@@ -63,7 +64,7 @@ import re
 import socket
 import unicodedata
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
 import anyio
@@ -109,7 +110,11 @@ _DOTS = str.maketrans(dict.fromkeys("\u3002\uff0e\uff61", "."))
 _NAME = re.compile(r"[a-z0-9_-]+(?:\.[a-z0-9_-]+)*")
 _UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp", "Zs"})
 # httpx's defaults; the pool is shared by all the calls of one client
-_MAX_CONNECTIONS, _MAX_KEEPALIVE, _KEEPALIVE_S = 100, 20, 5.0
+_POOL: dict[str, Any] = {
+    "max_connections": 100,
+    "max_keepalive_connections": 20,
+    "keepalive_expiry": 5.0,
+}
 
 
 class Refused(Exception):
@@ -255,21 +260,25 @@ async def system_resolver(host: str, port: int) -> list[str]:
 
 
 class _Guarding:
-    """The check both backends share: normalise, resolve, refuse if any address is
-    not allowed, connect to a checked address. Every failure that is not a refusal
-    reads ``could not reach <host>``.
+    """The network backend of both flavours: normalise, resolve, refuse if any
+    address is not allowed, connect to a checked address. Every failure that is not
+    a refusal reads ``could not reach <host>``. A flavour names its exceptions and
+    its own dialler (its ``AnyIOBackend``); the methods are httpcore's interface.
 
     ``refusal`` keeps the last refusal's reason, for an owner that opens one
     connection at a time (an MCP session); shared clients read ``failure(exc)``.
     """
 
-    _connect_error: type[Exception]
-    _refused: type[Exception]
+    _connect_error: type[Exception]  # the flavour's ConnectError
+    _refused: type[Exception]  # ... and Refused
+    _dial_errors: tuple[type[Exception], ...]  # what its dialler raises
+    _dialler: Callable[[], Any]
 
     def __init__(self, *, allow_private_network: bool, resolver: Resolver | None = None) -> None:
         self.allow_private_network = allow_private_network
         self.refusal: str | None = None
         self._resolve = resolver or system_resolver
+        self._inner = self._dialler()
 
     def _refuse(self, reason: str) -> Exception:
         self.refusal = reason
@@ -298,20 +307,33 @@ class _Guarding:
                     raise self._refuse(f"{name} resolves to {problem}")
         return addresses
 
-    async def _connect_checked(
+    async def connect_tcp(
         self,
-        connect: Callable[[str], Awaitable[Any]],
         host: str,
         port: int,
-        within: float | None,
-        errors: tuple[type[Exception], ...],
+        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's interface
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
     ) -> Any:
-        for addr in await self._addresses(host, port, within):
+        for addr in await self._addresses(host, port, timeout):
             try:
-                return await connect(str(addr))
-            except errors:
+                return await self._inner.connect_tcp(
+                    str(addr), port, timeout, local_address, socket_options
+                )
+            except self._dial_errors:
                 continue
         raise self._connect_error(f"could not reach {normalise_host(host)}") from None
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's interface
+        socket_options: Iterable[Any] | None = None,
+    ) -> NoReturn:
+        raise self._refuse("unix sockets are not allowed")
+
+    async def sleep(self, seconds: float) -> None:
+        await anyio.sleep(seconds)
 
 
 class _Refused1(Refused, httpcore.ConnectError):
@@ -325,79 +347,15 @@ class _Refused2(Refused, httpcore2.ConnectError):
 class GuardedBackendV1(_Guarding, httpcore.AsyncNetworkBackend):
     """The guard as an httpcore (1.x) network backend, under httpx."""
 
-    _connect_error = httpcore.ConnectError
-    _refused = _Refused1
-
-    def __init__(self, *, allow_private_network: bool, resolver: Resolver | None = None) -> None:
-        super().__init__(allow_private_network=allow_private_network, resolver=resolver)
-        self._inner = httpcore.AnyIOBackend()
-
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's interface
-        local_address: str | None = None,
-        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        async def connect(addr: str) -> httpcore.AsyncNetworkStream:
-            return await self._inner.connect_tcp(addr, port, timeout, local_address, socket_options)
-
-        errors = (httpcore.ConnectError, httpcore.ConnectTimeout)
-        stream: httpcore.AsyncNetworkStream = await self._connect_checked(
-            connect, host, port, timeout, errors
-        )
-        return stream
-
-    async def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's interface
-        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        raise self._refuse("unix sockets are not allowed")
-
-    async def sleep(self, seconds: float) -> None:
-        await anyio.sleep(seconds)
+    _connect_error, _refused, _dialler = httpcore.ConnectError, _Refused1, httpcore.AnyIOBackend
+    _dial_errors = (httpcore.ConnectError, httpcore.ConnectTimeout)
 
 
 class GuardedBackend(_Guarding, httpcore2.AsyncNetworkBackend):
     """The guard as an httpcore2 network backend, under httpx2 (the MCP SDK)."""
 
-    _connect_error = httpcore2.ConnectError
-    _refused = _Refused2
-
-    def __init__(self, *, allow_private_network: bool, resolver: Resolver | None = None) -> None:
-        super().__init__(allow_private_network=allow_private_network, resolver=resolver)
-        self._inner = httpcore2.AnyIOBackend()
-
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,  # noqa: ASYNC109 - httpcore2's interface
-        local_address: str | None = None,
-        socket_options: Iterable[httpcore2.SOCKET_OPTION] | None = None,
-    ) -> httpcore2.AsyncNetworkStream:
-        async def connect(addr: str) -> httpcore2.AsyncNetworkStream:
-            return await self._inner.connect_tcp(addr, port, timeout, local_address, socket_options)
-
-        errors = (httpcore2.ConnectError, httpcore2.ConnectTimeout)
-        stream: httpcore2.AsyncNetworkStream = await self._connect_checked(
-            connect, host, port, timeout, errors
-        )
-        return stream
-
-    async def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,  # noqa: ASYNC109 - httpcore2's interface
-        socket_options: Iterable[httpcore2.SOCKET_OPTION] | None = None,
-    ) -> httpcore2.AsyncNetworkStream:
-        raise self._refuse("unix sockets are not allowed")
-
-    async def sleep(self, seconds: float) -> None:
-        await anyio.sleep(seconds)
+    _connect_error, _refused, _dialler = httpcore2.ConnectError, _Refused2, httpcore2.AnyIOBackend
+    _dial_errors = (httpcore2.ConnectError, httpcore2.ConnectTimeout)
 
 
 class _GuardedTransportV1(httpx.AsyncHTTPTransport):
@@ -405,13 +363,8 @@ class _GuardedTransportV1(httpx.AsyncHTTPTransport):
 
     def __init__(self, backend: GuardedBackendV1) -> None:
         super().__init__(trust_env=False)
-        self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=httpx.create_ssl_context(),  # SSL_CERT_FILE/DIR still honoured
-            max_connections=_MAX_CONNECTIONS,
-            max_keepalive_connections=_MAX_KEEPALIVE,
-            keepalive_expiry=_KEEPALIVE_S,
-            network_backend=backend,
-        )
+        ssl_context = httpx.create_ssl_context()  # SSL_CERT_FILE/DIR still honoured
+        self._pool = httpcore.AsyncConnectionPool(ssl_context, network_backend=backend, **_POOL)
 
 
 class _GuardedTransport(httpx2.AsyncHTTPTransport):
@@ -419,13 +372,8 @@ class _GuardedTransport(httpx2.AsyncHTTPTransport):
 
     def __init__(self, backend: GuardedBackend) -> None:
         super().__init__(trust_env=False)
-        self._pool = httpcore2.AsyncConnectionPool(
-            ssl_context=httpx2.create_ssl_context(),  # SSL_CERT_FILE/DIR still honoured
-            max_connections=_MAX_CONNECTIONS,
-            max_keepalive_connections=_MAX_KEEPALIVE,
-            keepalive_expiry=_KEEPALIVE_S,
-            network_backend=backend,
-        )
+        ssl_context = httpx2.create_ssl_context()  # SSL_CERT_FILE/DIR still honoured
+        self._pool = httpcore2.AsyncConnectionPool(ssl_context, network_backend=backend, **_POOL)
 
 
 def guarded_httpx_client(backend: GuardedBackendV1, *, timeout: float) -> httpx.AsyncClient:

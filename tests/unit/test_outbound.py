@@ -240,7 +240,7 @@ async def test_one_refused_address_refuses_the_name(
             dialled.append(host)
             raise OSError("no network in this test")
 
-    backend._inner = NoNetwork()  # type: ignore[assignment]
+    backend._inner = NoNetwork()
     with pytest.raises(Refused, match=r"svc\.example\.test resolves to a loopback address"):
         await backend.connect_tcp("svc.example.test", 443)
     assert dialled == []

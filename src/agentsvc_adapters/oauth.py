@@ -66,7 +66,7 @@ class HttpOAuth(OAuthNetwork):
                     if len(body) > _MAX_BYTES:
                         raise _fail(f"{url} answered too much")
                 status = r.status_code
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
             raise _fail(failure(exc, url)) from None
         try:
             data = _json.decode(body) if body else {}

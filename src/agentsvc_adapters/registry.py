@@ -122,7 +122,7 @@ class HttpMcpRegistry(McpRegistry):
                         raise Upstream(
                             "the MCP registry answer is too large", code="REGISTRY_UNAVAILABLE"
                         )
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
             why = refusal_of(exc)
             log.warning("MCP registry request failed: %s", why or type(exc).__name__)
             detail = "the MCP registry could not be reached"

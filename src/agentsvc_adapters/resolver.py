@@ -87,7 +87,7 @@ class HttpCredentialResolver(CredentialResolver):
                     if len(raw) > _MAX_BYTES:
                         log.info("credential resolver answer too large: platform key")
                         return None
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
             log.info("credential resolver: %s: platform key", failure(exc, url))
             return None
         except TimeoutError:

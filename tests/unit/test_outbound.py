@@ -323,6 +323,22 @@ async def test_resolver_on_a_private_network_when_allowed(target: Listener) -> N
     assert target.connections == 1
 
 
+async def test_a_host_httpx_cannot_encode_is_a_failure_not_a_crash() -> None:
+    # full-width letters: normalised (and allowed) by the guard, refused by httpx's
+    # own IDNA encoding; the DNS table is empty, so nothing could be contacted anyway
+    guard = OutboundGuard(allow_private_network=False, resolver=fake_dns({}))
+    url = "https://\uff45\uff58\uff41\uff4d\uff50\uff4c\uff45.test/r"
+    assert guard.refusal(url) is None
+    resolver, oauth = HttpCredentialResolver(guard), HttpOAuth(guard)
+    try:
+        assert await resolver.resolve(url, REQUEST, ["s3cret"], 2000) is None
+        with pytest.raises(Upstream, match=r"^could not reach "):
+            await oauth.discover(url)
+    finally:
+        await resolver.aclose()
+        await oauth.aclose()
+
+
 # --- OAuth -----------------------------------------------------------------------
 
 

@@ -1,10 +1,11 @@
 """``SdkMcpClient``: the ``McpClient`` port over the official MCP Python SDK (2.x).
 
 Transports: streamable HTTP and SSE (``endpoint.headers`` on every request, every
-connection through the outbound guard, ``agentsvc_adapters.outbound``) and stdio (the child gets
-only ``endpoint.env`` over the SDK's ``get_default_environment()``: PATH, HOME...,
-nothing of this service's own environment). The legacy ``initialize`` handshake is
-used, which every MCP server speaks.
+connection through the outbound guard, ``agentsvc_adapters.outbound``) and stdio
+(the child gets only ``endpoint.env`` over the SDK's ``get_default_environment()``:
+PATH, HOME..., nothing of this service's own environment; what it prints is logged
+at DEBUG only, redacted and bounded: ``child_output.py``). The legacy
+``initialize`` handshake is used, which every MCP server speaks.
 
 Session lifecycle
 -----------------

@@ -45,6 +45,9 @@ def service(
             "AGENTSVC_BOOTSTRAP_API_KEY": E2E_KEY,
             "AGENTSVC_JWT_SECRET": E2E_JWT_SECRET,
             "AGENTSVC_MCP_REGISTRY_URL": registry_url,
+            # the registry is a fake on loopback, which the outbound guard refuses
+            # otherwise; the suite only ever talks to loopback
+            "AGENTSVC_ALLOW_PRIVATE_NETWORK": "true",
             "AGENTSVC_DATA_DIR": str(tmp / "data"),
         },
         log=tmp / "service.log",

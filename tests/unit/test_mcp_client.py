@@ -446,7 +446,9 @@ async def test_aclose_stops_every_stdio_server() -> None:
 @pytest.mark.parametrize("transport", ["streamable_http", "sse"])
 @pytest.mark.parametrize(
     "addresses",
-    [["127.0.0.1"], ["10.1.2.3"], ["169.254.169.254"], ["93.184.216.34", "192.168.0.7"], ["::1"]],
+    # (a public address among them is tested in test_outbound.py with the dialler
+    # replaced: here a broken guard would connect, so every address is a refused one)
+    [["127.0.0.1"], ["10.1.2.3"], ["169.254.169.254"], ["10.9.9.9", "192.168.0.7"], ["::1"]],
 )
 async def test_resolved_address_is_checked_at_connect(
     addresses: list[str], transport: Transport
@@ -477,8 +479,9 @@ async def test_connection_goes_to_the_resolved_address(server: HttpMcpServer) ->
 
 
 async def test_plain_http_and_literal_addresses_are_refused_by_the_client() -> None:
-    client = SdkMcpClient()
-    for url in ("http://mcp.example.com/mcp", "https://0x7f.1/mcp", "https://[::ffff:127.0.0.1]/"):
+    # the name resolves (in this test only) to loopback: nothing leaves the machine
+    client = SdkMcpClient(resolver=fake_dns({"mcp.example.test": ["127.0.0.1"]}))
+    for url in ("http://mcp.example.test/mcp", "https://0x7f.1/mcp", "https://[::ffff:127.0.0.1]/"):
         with pytest.raises(Upstream) as caught:
             await client.list_tools(McpEndpoint(key=url, transport="streamable_http", url=url))
         assert caught.value.code == "MCP_UNAVAILABLE"

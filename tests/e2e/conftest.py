@@ -34,6 +34,12 @@ def service(
             "AGENTSVC_JWT_SECRET": E2E_JWT_SECRET,
             "AGENTSVC_MCP_REGISTRY_URL": registry_url,
             "AGENTSVC_DATA_DIR": str(tmp / "data"),
+            # the suite (schemathesis above all) sends thousands of requests, many
+            # of them unauthenticated, from one address with one key: limits on,
+            # with budgets it never exhausts (tests/e2e/test_limits_e2e.py tests them)
+            "AGENTSVC_RATE_LIMIT_PER_MIN": "10000000",
+            "AGENTSVC_RATE_LIMIT_PER_ADDRESS_PER_MIN": "10000000",
+            "AGENTSVC_AUTH_FAILURES_PER_MIN": "10000000",
         },
         log=tmp / "service.log",
     )

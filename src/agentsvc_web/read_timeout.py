@@ -1,0 +1,140 @@
+"""A bounded time to receive a request (``AGENTSVC_REQUEST_READ_TIMEOUT_S``), so a
+client sending its request a byte at a time (slowloris), or never finishing it,
+cannot hold a connection and a worker's slot for ever.
+
+uvicorn bounds only the idle time between requests (``timeout_keep_alive``); its
+httptools protocol has no timer while a request's head or body arrives. Two parts
+close that gap:
+
+- ``ReadTimeoutProtocol`` (uvicorn's ``http=`` for ``agentsvc serve``) closes a
+  connection whose request head is not complete within the bound of its first
+  byte (or of the connection's opening), and one whose body is still arriving
+  the bound after the answer was sent without reading it (a 401, a 429);
+- ``BodyDeadline`` (an ASGI middleware) bounds reading the body the app asks
+  for: past the bound from the head's arrival, the request is answered 408
+  ``REQUEST_TIMEOUT`` and the connection closed.
+
+The bound is on receiving the request only: once it is read, an answer (a reply
+streamed for minutes) has no time limit from here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from litestar import Request, Response
+from litestar.enums import ScopeType
+from litestar.exceptions import HTTPException
+from litestar.types import ASGIApp, Receive, ReceiveMessage, Scope, Send
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from agentsvc_web.errors import error_response
+from agentsvc_web.schemas import ErrorBody
+from agentsvc_web.settings import Settings
+
+
+class RequestReadTimeout(HTTPException):
+    status_code = 408
+
+
+def request_timeout_response(_: Request[Any, Any, Any], exc: RequestReadTimeout) -> Response[Any]:
+    response: Response[ErrorBody] = error_response(
+        408, exc.detail, "REQUEST_TIMEOUT", headers={"Connection": "close"}
+    )
+    return response
+
+
+class BodyDeadline:
+    """Reading the request body must end within ``timeout_s`` of the request's
+    start; once the body is complete, ``receive`` (which then only waits for the
+    client to leave) is passed through untouched."""
+
+    def __init__(self, app: ASGIApp, timeout_s: float) -> None:
+        self.app = app
+        self._timeout_s = timeout_s
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != ScopeType.HTTP:
+            await self.app(scope, receive, send)
+            return
+        deadline = asyncio.get_running_loop().time() + self._timeout_s
+        complete = False
+
+        async def bounded() -> ReceiveMessage:
+            nonlocal complete
+            if complete:
+                return await receive()
+            try:
+                async with asyncio.timeout_at(deadline):
+                    message = await receive()
+            except TimeoutError:
+                raise RequestReadTimeout(
+                    detail=f"the request body did not arrive within {self._timeout_s:g} s"
+                ) from None
+            complete = message["type"] != "http.request" or not message.get("more_body")
+            return message
+
+        await self.app(scope, bounded, send)
+
+
+class ReadTimeoutProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with a timer on the request head (and on a
+    body nobody reads). Used as ``http="agentsvc_web.read_timeout:ReadTimeoutProtocol"``
+    (an import string, so every worker process imports it); the bound comes from
+    ``AGENTSVC_REQUEST_READ_TIMEOUT_S``, read once per process."""
+
+    timeout_s: float | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if ReadTimeoutProtocol.timeout_s is None:
+            ReadTimeoutProtocol.timeout_s = float(Settings.from_env().request_read_timeout_s)
+        self._timeout_s: float = ReadTimeoutProtocol.timeout_s
+        self._timer: asyncio.TimerHandle | None = None
+        self._in_request = False  # between a request's first byte and its last
+
+    def _arm(self) -> None:
+        if self._timer is None:
+            self._timer = self.loop.call_later(self._timeout_s, self._expired)
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _expired(self) -> None:
+        self._timer = None
+        if self.flow.read_paused:
+            # We stopped reading (a pipelined request waits, or the app has not
+            # taken the body yet): the delay is ours, not the client's.
+            self._arm()
+        elif not self.transport.is_closing():
+            self.transport.close()
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._in_request = True
+        self._arm()
+
+    def on_headers_complete(self) -> None:
+        self._disarm()  # the body's time is BodyDeadline's while the app reads it
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self._in_request = False
+        self._disarm()
+        super().on_message_complete()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if self._in_request and not self.transport.is_closing():
+            self._arm()  # answered before its body arrived: the rest must come in time

@@ -78,10 +78,25 @@ class BodyDeadline:
         await self.app(scope, bounded, send)
 
 
+MAX_HEAD_BYTES = 64 * 1024
+
+_HEAD_TOO_LARGE = (
+    b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
+    b"content-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n%s"
+)
+
+
+def _head_too_large() -> bytes:
+    body = b'{"error":"HEADERS_TOO_LARGE","detail":"request head over %d bytes"}' % MAX_HEAD_BYTES
+    return _HEAD_TOO_LARGE % (len(body), body)
+
+
 class ReadTimeoutProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol with a timer on the request head (and on a
-    body nobody reads). Used as ``http="agentsvc_web.read_timeout:ReadTimeoutProtocol"``
-    (an import string, so every worker process imports it); the bound comes from
+    body nobody reads), and a bound on the head's size (``MAX_HEAD_BYTES``: httptools
+    has none, and uvicorn keeps every header line it is sent). Used as
+    ``http="agentsvc_web.read_timeout:ReadTimeoutProtocol"`` (an import string, so
+    every worker process imports it); the time bound comes from
     ``AGENTSVC_REQUEST_READ_TIMEOUT_S``, read once per process."""
 
     timeout_s: float | None = None
@@ -93,6 +108,7 @@ class ReadTimeoutProtocol(HttpToolsProtocol):
         self._timeout_s: float = ReadTimeoutProtocol.timeout_s
         self._timer: asyncio.TimerHandle | None = None
         self._in_request = False  # between a request's first byte and its last
+        self._head_bytes: int | None = 0  # bytes of a head not yet complete; None: none
 
     def _arm(self) -> None:
         if self._timer is None:
@@ -120,12 +136,22 @@ class ReadTimeoutProtocol(HttpToolsProtocol):
         self._disarm()
         super().connection_lost(exc)
 
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self._head_bytes is not None:  # all of ``data`` went into a head still open
+            self._head_bytes += len(data)
+            if self._head_bytes > MAX_HEAD_BYTES and not self.transport.is_closing():
+                self.transport.write(_head_too_large())
+                self.transport.close()
+
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._in_request = True
+        self._head_bytes = 0
         self._arm()
 
     def on_headers_complete(self) -> None:
+        self._head_bytes = None
         self._disarm()  # the body's time is BodyDeadline's while the app reads it
         super().on_headers_complete()
 

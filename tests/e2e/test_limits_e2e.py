@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import time
 import uuid
@@ -146,3 +147,24 @@ def test_the_access_log_never_shows_oauth_codes_or_states(svc: Service) -> None:
     assert f"{path}?code=REDACTED&state=REDACTED&error_description=REDACTED&x=1" in log
     for secret in ("SECRETCODE", "SECRETSTATE", "SECRETDESC", "SECRETTOKEN", "SECRETKEY"):
         assert secret not in log
+
+
+def test_a_head_larger_than_the_bound_is_431_and_closed(svc: Service) -> None:
+    line = b"X-Padding: " + b"a" * 1000 + b"\r\n"
+    with connect(svc) as s:
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n" + line * 20 + b"\r\n")
+        first = s.recv(65536)
+        while not first.endswith(b'{"ok":true}'):
+            first += s.recv(65536)
+        assert first.startswith(b"HTTP/1.1 200 ")  # 20 KB of headers: fine
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        answer = b""
+        with contextlib.suppress(ConnectionResetError, BrokenPipeError):
+            for _ in range(200):  # 200 KB: refused past 64 KB
+                s.sendall(line)
+        s.settimeout(5)
+        with contextlib.suppress(ConnectionResetError):
+            while chunk := s.recv(65536):
+                answer += chunk
+    assert answer.startswith(b"HTTP/1.1 431 "), answer
+    assert b'"error":"HEADERS_TOO_LARGE"' in answer

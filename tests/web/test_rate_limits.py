@@ -79,7 +79,7 @@ def test_an_address_past_its_budget_is_429_whatever_the_credential(app_with: Any
     for i in range(4):
         token = key if i % 2 else make_jwt(sub=f"u{i}")
         assert c.get("/api/agents", headers=bearer(token)).status_code == 200
-    r = c.get("/api/agents", headers=bearer(make_jwt(sub="fresh")))
+    r = c.get("/api/threads", headers=bearer(make_jwt(sub="fresh")))  # one budget, all routes
     assert_429(r)
     assert "address" in r.json()["detail"]
     for _ in range(3):

@@ -4,8 +4,8 @@ Three budgets, each a set of token buckets kept in this process's memory (see
 docs/deploy.md, "Rate limits and request time limits"):
 
 - per client address (``scope["client"]``: the socket peer, or the forwarded
-  address when ``AGENTSVC_FORWARDED_ALLOW_IPS`` trusts the proxy), for every
-  request but ``/healthz``;
+  address when ``AGENTSVC_FORWARDED_ALLOW_IPS`` trusts the proxy; an IPv6
+  address counts by its /64), for every request but ``/healthz``;
 - failed authentications per client address: an address past its budget is
   refused before its credential is looked up, so guessing keys or forging tokens
   is throttled; a request that authenticates costs nothing from it;
@@ -21,6 +21,7 @@ await (the event loop runs one callback at a time), so it costs microseconds
 from __future__ import annotations
 
 import math
+import socket
 import time
 from collections.abc import Callable, Hashable
 
@@ -53,7 +54,7 @@ class TokenBuckets:
         self,
         per_min: int,
         *,
-        max_keys: int = 100_000,
+        max_keys: int = 50_000,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if per_min < 1 or max_keys < 1:
@@ -115,7 +116,7 @@ class RateLimits:
         per_address: int,
         auth_failures: int,
         *,
-        max_keys: int = 100_000,
+        max_keys: int = 50_000,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         def buckets(per_min: int) -> TokenBuckets | None:
@@ -142,9 +143,17 @@ def _refuse(wait: float, detail: str) -> TooManyRequestsException:
     )
 
 
-def _address(scope: Scope) -> str:
+def _address(scope: Scope) -> str | bytes:
+    """The client's address; an IPv6 one by its /64 network, the block one
+    subscriber (one attacker) is usually given whole."""
     client = scope.get("client")
-    return client[0] if client else ""
+    address: str = client[0] if client else ""
+    if ":" not in address or "." in address:  # IPv4, or IPv4 mapped into IPv6
+        return address
+    try:
+        return socket.inet_pton(socket.AF_INET6, address)[:8]
+    except OSError:
+        return address
 
 
 class AddressLimits:

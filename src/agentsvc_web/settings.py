@@ -112,7 +112,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     rate_limit_per_min: int = 600
     rate_limit_per_address_per_min: int = 1200
     auth_failures_per_min: int = 30
-    rate_limit_max_keys: int = 100_000
+    rate_limit_max_keys: int = 50_000
     request_read_timeout_s: int = 30
     forwarded_allow_ips: str | None = None
 
@@ -182,7 +182,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
                 e, "AGENTSVC_RATE_LIMIT_PER_ADDRESS_PER_MIN", 1200, 0, 10_000_000
             ),
             auth_failures_per_min=_int(e, "AGENTSVC_AUTH_FAILURES_PER_MIN", 30, 0, 10_000_000),
-            rate_limit_max_keys=_int(e, "AGENTSVC_RATE_LIMIT_MAX_KEYS", 100_000, 100, 100_000_000),
+            rate_limit_max_keys=_int(e, "AGENTSVC_RATE_LIMIT_MAX_KEYS", 50_000, 100, 100_000_000),
             request_read_timeout_s=_int(e, "AGENTSVC_REQUEST_READ_TIMEOUT_S", 30, 1, 3600),
             forwarded_allow_ips=_opt(e, "AGENTSVC_FORWARDED_ALLOW_IPS"),
         )

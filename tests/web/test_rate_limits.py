@@ -8,9 +8,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from litestar.exceptions import TooManyRequestsException
 from litestar.testing import TestClient
 
 from agentsvc_web.app import create_app
+from agentsvc_web.limits import AddressLimits, RateLimits
 from agentsvc_web.settings import Settings
 from tests.web.conftest import JWT_SECRET, bearer, make_jwt
 
@@ -129,3 +131,26 @@ def test_the_defaults_are_generous_and_on() -> None:
     assert (s.rate_limit_per_min, s.rate_limit_per_address_per_min) == (0, 7)
     assert (s.auth_failures_per_min, s.request_read_timeout_s) == (3, 2)
     assert s.forwarded_allow_ips == "10.0.0.1"
+
+
+async def test_an_ipv6_client_counts_by_its_64_network() -> None:
+    limits = RateLimits(0, 1, 0)
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        return None
+
+    async def call(address: str) -> bool:
+        scope = {"type": "http", "path": "/api/agents", "client": (address, 1)}
+        try:
+            await AddressLimits(app, limits)(scope, None, None)  # type: ignore[arg-type]
+        except TooManyRequestsException:
+            return False
+        return True
+
+    assert await call("2001:db8:0:7::1")
+    assert not await call("2001:db8:0:7:ffff::2")  # the same /64
+    assert await call("2001:db8:0:8::1")  # the next one
+    assert await call("::ffff:10.0.0.1")  # IPv4 mapped: each address its own
+    assert await call("::ffff:10.0.0.2")
+    assert await call("10.0.0.1")
+    assert not await call("10.0.0.1")

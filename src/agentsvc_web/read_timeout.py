@@ -67,18 +67,21 @@ class BodyDeadline:
         self._sweep_s = min(1.0, timeout_s / 4)
         self._waiting: dict[asyncio.Task[Any], float] = {}
         self._expired: set[asyncio.Task[Any]] = set()
-        self._sweeping = False
+        self._swept: asyncio.AbstractEventLoop | None = None  # the loop a sweep is due on
 
     def _sweep(self) -> None:
+        loop = asyncio.get_running_loop()
         now = time.monotonic()
         for task, deadline in list(self._waiting.items()):
-            if deadline <= now:
+            if task.get_loop() is not loop:  # left by a loop now gone (tests run many)
+                del self._waiting[task]
+            elif deadline <= now:
                 del self._waiting[task]
                 self._expired.add(task)
                 task.cancel()
-        self._sweeping = bool(self._waiting)
-        if self._sweeping:
-            asyncio.get_running_loop().call_later(self._sweep_s, self._sweep)
+        self._swept = loop if self._waiting else None
+        if self._swept is not None:
+            loop.call_later(self._sweep_s, self._sweep)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != ScopeType.HTTP:
@@ -94,9 +97,9 @@ class BodyDeadline:
             task = asyncio.current_task()
             assert task is not None
             self._waiting[task] = deadline
-            if not self._sweeping:
-                self._sweeping = True
-                asyncio.get_running_loop().call_later(self._sweep_s, self._sweep)
+            if self._swept is not task.get_loop():
+                self._swept = task.get_loop()
+                self._swept.call_later(self._sweep_s, self._sweep)
             try:
                 message = await receive()
             except asyncio.CancelledError:

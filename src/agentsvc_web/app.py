@@ -9,10 +9,12 @@ from contextlib import asynccontextmanager
 
 from litestar import Litestar, get
 from litestar.di import Provide
+from litestar.middleware import DefineMiddleware
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
 
 from agentsvc_web.access import access_guard, document_roles
+from agentsvc_web.access_log import redact_access_log
 from agentsvc_web.auth import bearer_auth
 from agentsvc_web.bootstrap import Services, build_services
 from agentsvc_web.controllers import AgentController, KeyController, ThreadController
@@ -29,6 +31,8 @@ from agentsvc_web.controllers.settings import (
     OrgSettingsController,
 )
 from agentsvc_web.errors import EXCEPTION_HANDLERS
+from agentsvc_web.limits import RateLimits, rate_limits
+from agentsvc_web.read_timeout import BodyDeadline, RequestReadTimeout, request_timeout_response
 from agentsvc_web.schemas import OkBody
 from agentsvc_web.settings import Settings
 
@@ -59,6 +63,7 @@ def _configure_logging(level: str) -> None:
     if not root.handlers:
         logging.basicConfig(format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("agentsvc").setLevel(level)
+    redact_access_log()
 
 
 def create_app(settings: Settings | None = None, services: Services | None = None) -> Litestar:
@@ -67,6 +72,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     settings = settings or Settings.from_env()
     _configure_logging(settings.log_level)
     services = services or build_services(settings)
+
+    by_address, by_credential = rate_limits(RateLimits.from_settings(settings))
 
     @asynccontextmanager
     async def lifespan(_: Litestar) -> AsyncIterator[None]:
@@ -99,9 +106,14 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "org_settings": _const(services.org_settings),
             "compaction": _const(services.compaction),
         },
-        middleware=[bearer_auth(services.authenticator)],
+        middleware=[
+            DefineMiddleware(BodyDeadline, timeout_s=settings.request_read_timeout_s),
+            by_address,
+            bearer_auth(services.authenticator),
+            by_credential,
+        ],
         guards=[access_guard],
-        exception_handlers=EXCEPTION_HANDLERS,
+        exception_handlers={**EXCEPTION_HANDLERS, RequestReadTimeout: request_timeout_response},
         lifespan=[lifespan],
         request_max_body_size=settings.max_body_bytes,
         openapi_config=OpenAPIConfig(

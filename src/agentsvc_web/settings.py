@@ -111,6 +111,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     local_slow_delay_ms: int = 200
     run_stale_after_s: int = 45
     api_key_cache_s: int = 10
+    rate_limit_per_min: int = 600
+    rate_limit_per_address_per_min: int = 1200
+    auth_failures_per_min: int = 30
+    rate_limit_max_keys: int = 50_000
+    request_read_timeout_s: int = 30
+    forwarded_allow_ips: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -175,6 +181,14 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             local_slow_delay_ms=_int(e, "AGENTSVC_LOCAL_SLOW_DELAY_MS", 200, 0, 10_000),
             run_stale_after_s=_int(e, "AGENTSVC_RUN_STALE_AFTER_S", 45, 2, 3600),
             api_key_cache_s=_int(e, "AGENTSVC_API_KEY_CACHE_S", 10, 0, 3600),
+            rate_limit_per_min=_int(e, "AGENTSVC_RATE_LIMIT_PER_MIN", 600, 0, 10_000_000),
+            rate_limit_per_address_per_min=_int(
+                e, "AGENTSVC_RATE_LIMIT_PER_ADDRESS_PER_MIN", 1200, 0, 10_000_000
+            ),
+            auth_failures_per_min=_int(e, "AGENTSVC_AUTH_FAILURES_PER_MIN", 30, 0, 10_000_000),
+            rate_limit_max_keys=_int(e, "AGENTSVC_RATE_LIMIT_MAX_KEYS", 50_000, 100, 100_000_000),
+            request_read_timeout_s=_int(e, "AGENTSVC_REQUEST_READ_TIMEOUT_S", 30, 1, 3600),
+            forwarded_allow_ips=_opt(e, "AGENTSVC_FORWARDED_ALLOW_IPS"),
         )
 
     @property

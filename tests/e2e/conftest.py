@@ -49,6 +49,12 @@ def service(
             # otherwise; the suite only ever talks to loopback
             "AGENTSVC_ALLOW_PRIVATE_NETWORK": "true",
             "AGENTSVC_DATA_DIR": str(tmp / "data"),
+            # the suite (schemathesis above all) sends thousands of requests, many
+            # of them unauthenticated, from one address with one key: limits on,
+            # with budgets it never exhausts (tests/e2e/test_limits_e2e.py tests them)
+            "AGENTSVC_RATE_LIMIT_PER_MIN": "10000000",
+            "AGENTSVC_RATE_LIMIT_PER_ADDRESS_PER_MIN": "10000000",
+            "AGENTSVC_AUTH_FAILURES_PER_MIN": "10000000",
         },
         log=tmp / "service.log",
     )

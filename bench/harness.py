@@ -159,6 +159,10 @@ class Bench:
                 "AGENTSVC_BETA_BASE_URL": fake.url + "/v1",
                 "AGENTSVC_BETA_API_KEY": FAKE_KEY,
                 "AGENTSVC_LOG_LEVEL": "WARNING",
+                # the rate limits stay on (their cost is part of a turn's), with
+                # budgets one key on one address at full load never exhausts
+                "AGENTSVC_RATE_LIMIT_PER_MIN": "10000000",
+                "AGENTSVC_RATE_LIMIT_PER_ADDRESS_PER_MIN": "10000000",
             }
         )
         if "AGENTSVC_DATA_DIR" not in env:

@@ -26,6 +26,8 @@ class AuthServer:
         self.issued: list[str] = []
         self.registrations = 0
         self.token_requests: list[dict[str, str]] = []
+        # tokens are f"{prefix}at-{n}": a long prefix makes them worth a secret scan
+        self.token_prefix = ""
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -123,7 +125,7 @@ class AuthServer:
                 return self._json(self._tokens())
             if form.get("grant_type") == "refresh_token" and form.get(
                 "refresh_token", ""
-            ).startswith("rt-"):
+            ).startswith(f"{self.token_prefix}rt-"):
                 self.refreshes += 1
                 return self._json(self._tokens())
             return self._json({"error": "unsupported_grant_type"}, 400)
@@ -131,11 +133,12 @@ class AuthServer:
 
     def _tokens(self) -> dict[str, object]:
         n = len(self.issued) + 1
-        self.issued.append(f"at-{n}")
+        p = self.token_prefix
+        self.issued.append(f"{p}at-{n}")
         return {
-            "access_token": f"at-{n}",
+            "access_token": f"{p}at-{n}",
             "token_type": "Bearer",
-            "refresh_token": f"rt-{n}",
+            "refresh_token": f"{p}rt-{n}",
             "expires_in": self.expires_in,
             "scope": "tools",
         }

@@ -10,12 +10,13 @@
   (``token_endpoint_auth_method: none``).
 - Token requests send the RFC 8707 ``resource``. Redirects are never followed,
   answers are capped in size, and every URL, learned from metadata included,
-  passes the outbound URL policy first.
+  passes the outbound URL policy first; every connection goes through the outbound
+  guard (``agentsvc_adapters.outbound``), which checks the address it resolves to.
+  A network failure reads ``could not reach <host>``, whatever it was.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -23,6 +24,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 import msgspec
 
+from agentsvc_adapters.outbound import OutboundGuard, failure
 from agentsvc_core.errors import Upstream
 from agentsvc_core.ports.oauth import AuthServer, ClientRegistration, OAuthNetwork, TokenSet
 
@@ -43,15 +45,15 @@ def _well_known(url: str, name: str) -> list[str]:
 
 
 class HttpOAuth(OAuthNetwork):
-    def __init__(self, refusal: Callable[[str], str | None], *, timeout_s: float = 10.0) -> None:
-        self._refusal = refusal
-        self._http = httpx.AsyncClient(timeout=timeout_s, follow_redirects=False)
+    def __init__(self, guard: OutboundGuard, *, timeout_s: float = 10.0) -> None:
+        self._guard = guard
+        self._http = guard.http_client(timeout=timeout_s)
 
     async def aclose(self) -> None:
         await self._http.aclose()
 
     async def _call(self, method: str, url: str, **kw: Any) -> tuple[int, dict[str, Any]]:
-        why = self._refusal(url)
+        why = self._guard.refusal(url)
         if why:
             raise _fail(f"refused to contact {url}: {why}")
         try:
@@ -64,8 +66,8 @@ class HttpOAuth(OAuthNetwork):
                     if len(body) > _MAX_BYTES:
                         raise _fail(f"{url} answered too much")
                 status = r.status_code
-        except httpx.HTTPError as exc:
-            raise _fail(f"could not reach {url} ({type(exc).__name__})") from None
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            raise _fail(failure(exc, url)) from None
         try:
             data = _json.decode(body) if body else {}
         except msgspec.DecodeError:

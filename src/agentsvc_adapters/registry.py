@@ -6,6 +6,10 @@ The official registry answers ``{"servers": [{"server": {...server.json...},
 ``websiteUrl``, ``remotes`` (``type``, ``url``) and ``packages``
 (``registryType``, ``identifier``, ``version``, ``transport.type``). Decoding is
 lenient: unknown fields are ignored, a malformed entry is skipped, not fatal.
+
+The registry's URL is the operator's, but the client is the outbound guard's like
+every other (``agentsvc_adapters.outbound``): a registry on a private network needs
+``AGENTSVC_ALLOW_PRIVATE_NETWORK``, and proxies from the environment are ignored.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Any
 import httpx
 import msgspec
 
+from agentsvc_adapters.outbound import OutboundGuard, refusal_of
 from agentsvc_core.errors import Upstream
 from agentsvc_core.ports.registry import (
     McpRegistry,
@@ -93,9 +98,9 @@ def _entry(raw: Any) -> RegistryEntry | None:
 
 
 class HttpMcpRegistry(McpRegistry):
-    def __init__(self, base_url: str, *, timeout_s: float = 10.0) -> None:
+    def __init__(self, base_url: str, guard: OutboundGuard, *, timeout_s: float = 10.0) -> None:
         self._url = base_url.rstrip("/") + "/v0.1/servers"
-        self._http = httpx.AsyncClient(timeout=timeout_s, follow_redirects=False)
+        self._http = guard.http_client(timeout=timeout_s)
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -117,10 +122,12 @@ class HttpMcpRegistry(McpRegistry):
                         raise Upstream(
                             "the MCP registry answer is too large", code="REGISTRY_UNAVAILABLE"
                         )
-        except httpx.HTTPError as exc:
-            log.warning("MCP registry request failed: %s", type(exc).__name__)
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            why = refusal_of(exc)
+            log.warning("MCP registry request failed: %s", why or type(exc).__name__)
+            detail = "the MCP registry could not be reached"
             raise Upstream(
-                "the MCP registry could not be reached", code="REGISTRY_UNAVAILABLE"
+                f"{detail} ({why})" if why else detail, code="REGISTRY_UNAVAILABLE"
             ) from None
         try:
             envelope = _envelope.decode(body)

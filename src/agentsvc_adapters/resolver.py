@@ -6,7 +6,9 @@ during a rotation both signatures are sent, space-separated, newest first. The
 timestamp (Unix seconds) and nonce (a UUID) are fresh per attempt. Redirects are
 not followed, answers over 64 KiB are refused, the whole call is bounded by the
 configured timeout, and every failure means "use the platform key". The key that
-comes back is never logged.
+comes back is never logged. Every connection goes through the outbound guard
+(``agentsvc_adapters.outbound``): the URL is checked when it is used and the
+address it resolves to when connecting.
 """
 
 from __future__ import annotations
@@ -17,11 +19,11 @@ import hmac
 import logging
 import time
 import uuid
-from collections.abc import Callable
 
 import httpx
 import msgspec
 
+from agentsvc_adapters.outbound import OutboundGuard, failure
 from agentsvc_core.ports.resolver import CredentialResolver, ResolverRequest
 
 log = logging.getLogger("agentsvc.resolver")
@@ -43,9 +45,10 @@ def sign(secret: str, timestamp: str, nonce: str, body: bytes) -> str:
 
 
 class HttpCredentialResolver(CredentialResolver):
-    def __init__(self, refusal: Callable[[str], str | None]) -> None:
-        self._refusal = refusal
-        self._http = httpx.AsyncClient(follow_redirects=False)
+    def __init__(self, guard: OutboundGuard) -> None:
+        self._guard = guard
+        # the per-call deadline replaces this timeout (see resolve)
+        self._http = guard.http_client(timeout=5.0)
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -53,7 +56,7 @@ class HttpCredentialResolver(CredentialResolver):
     async def resolve(
         self, url: str, request: ResolverRequest, secrets: list[str], timeout_ms: int
     ) -> str | None:
-        why = self._refusal(url)
+        why = self._guard.refusal(url)
         if why:
             log.warning("credential resolver URL refused: %s", why)
             return None
@@ -84,8 +87,11 @@ class HttpCredentialResolver(CredentialResolver):
                     if len(raw) > _MAX_BYTES:
                         log.info("credential resolver answer too large: platform key")
                         return None
-        except (httpx.HTTPError, TimeoutError) as exc:
-            log.info("credential resolver failed (%s): platform key", type(exc).__name__)
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            log.info("credential resolver: %s: platform key", failure(exc, url))
+            return None
+        except TimeoutError:
+            log.info("credential resolver timed out: platform key")
             return None
         try:
             answer = _decoder.decode(raw)

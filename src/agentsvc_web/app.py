@@ -9,9 +9,12 @@ from contextlib import asynccontextmanager
 
 from litestar import Litestar, get
 from litestar.di import Provide
+from litestar.middleware import DefineMiddleware
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
 
+from agentsvc_web.access import access_guard, document_roles
+from agentsvc_web.access_log import redact_access_log
 from agentsvc_web.auth import bearer_auth
 from agentsvc_web.body import JsonRequest
 from agentsvc_web.bootstrap import Services, build_services
@@ -30,8 +33,10 @@ from agentsvc_web.controllers.settings import (
 )
 from agentsvc_web.errors import EXCEPTION_HANDLERS
 from agentsvc_web.headers import hardening_headers
-from agentsvc_web.openapi import document_public_operations, operations
+from agentsvc_web.limits import RateLimits, rate_limits
+from agentsvc_web.openapi import operations
 from agentsvc_web.options import answer_options
+from agentsvc_web.read_timeout import BodyDeadline, RequestReadTimeout, request_timeout_response
 from agentsvc_web.schemas import OkBody
 from agentsvc_web.settings import Settings
 
@@ -63,6 +68,7 @@ def _configure_logging(level: str) -> None:
     if not root.handlers:
         logging.basicConfig(format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("agentsvc").setLevel(level)
+    redact_access_log()
 
 
 def create_app(settings: Settings | None = None, services: Services | None = None) -> Litestar:
@@ -71,6 +77,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     settings = settings or Settings.from_env()
     _configure_logging(settings.log_level)
     services = services or build_services(settings)
+
+    by_address, by_credential = rate_limits(RateLimits.from_settings(settings))
 
     @asynccontextmanager
     async def lifespan(_: Litestar) -> AsyncIterator[None]:
@@ -103,8 +111,14 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "org_settings": _const(services.org_settings),
             "compaction": _const(services.compaction),
         },
-        middleware=[bearer_auth(services.authenticator)],
-        exception_handlers=EXCEPTION_HANDLERS,
+        middleware=[
+            DefineMiddleware(BodyDeadline, timeout_s=settings.request_read_timeout_s),
+            by_address,
+            bearer_auth(services.authenticator),
+            by_credential,
+        ],
+        guards=[access_guard],
+        exception_handlers={**EXCEPTION_HANDLERS, RequestReadTimeout: request_timeout_response},
         request_class=JsonRequest,
         before_send=[hardening_headers],
         before_request=answer_options,
@@ -131,7 +145,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         logging_config=None,
     )
     _prune_framework_400s(app)
-    document_public_operations(app)
+    document_roles(app)
     return app
 
 

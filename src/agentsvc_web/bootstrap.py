@@ -11,9 +11,10 @@ from agentsvc_adapters.auth import JwtConfigError, JwtVerifier
 from agentsvc_adapters.crypto import AesGcmBox, KeyringError, load_keyring
 from agentsvc_adapters.crypto.aesgcm import new_key_spec, parse_keys
 from agentsvc_adapters.llm import AlphaModel, BetaModel, Families, LocalModel, PrefixRouter
-from agentsvc_adapters.mcp import SdkMcpClient, check_url
+from agentsvc_adapters.mcp import SdkMcpClient
 from agentsvc_adapters.memory import MemoryStorage
 from agentsvc_adapters.oauth import HttpOAuth
+from agentsvc_adapters.outbound import OutboundGuard
 from agentsvc_adapters.postgres import (
     EmbeddedPostgres,
     EmbeddedPostgresError,
@@ -207,6 +208,8 @@ def _verifier(settings: Settings) -> TokenVerifier | None:
             issuer=settings.jwt_issuer,
             audience=settings.jwt_audience,
             org_claim=settings.jwt_org_claim,
+            role_claim=settings.jwt_role_claim,
+            admin_role=settings.jwt_admin_role,
         )
     except JwtConfigError as exc:
         raise SettingsError(str(exc)) from None
@@ -286,18 +289,6 @@ def secret_box(settings: Settings) -> AesGcmBox:
     return AesGcmBox(parse_keys(new_key_spec("memory")))
 
 
-class OutboundUrls(UrlPolicy):
-    def __init__(self, allow_private_network: bool) -> None:
-        self._allow = allow_private_network
-
-    def refusal(self, url: str) -> str | None:
-        try:
-            check_url(url, allow_private_network=self._allow)
-        except ValueError as exc:
-            return str(exc)
-        return None
-
-
 def build_services(settings: Settings) -> Services:
     storage = _storage(settings)
     # one LISTEN connection per process carries both stops and key revocations
@@ -311,9 +302,12 @@ def build_services(settings: Settings) -> Services:
     alpha, beta = _providers(settings)
     local = LocalModel(settings.local_slow_delay_ms / 1000)
     router = PrefixRouter(Families(local=local, alpha=alpha, beta=beta), settings.model_routes)
-    registry = HttpMcpRegistry(settings.mcp_registry_url)
-    oauth_network = HttpOAuth(OutboundUrls(settings.allow_private_network).refusal)
-    resolver = HttpCredentialResolver(OutboundUrls(settings.allow_private_network).refusal)
+    # the one outbound guard: the URL policy and the HTTP clients of every adapter
+    # that contacts a URL a user or the configuration supplies
+    guard = OutboundGuard(allow_private_network=settings.allow_private_network)
+    registry = HttpMcpRegistry(settings.mcp_registry_url, guard)
+    oauth_network = HttpOAuth(guard)
+    resolver = HttpCredentialResolver(guard)
     services = Services(
         settings,
         storage,
@@ -325,7 +319,7 @@ def build_services(settings: Settings) -> Services:
             allow_private_network=settings.allow_private_network,
             allow_stdio=settings.allow_stdio_mcp,
         ),
-        urls=OutboundUrls(settings.allow_private_network),
+        urls=guard,
         registry=registry,
         oauth_network=oauth_network,
         resolver=resolver,

@@ -100,11 +100,15 @@ def _run_uvicorn(
         port=port,
         workers=args.workers,
         loop="uvloop",
-        http="httptools",
+        # httptools, with a time limit on receiving a request's head (read_timeout.py)
+        http="agentsvc_web.read_timeout:ReadTimeoutProtocol",
         access_log=args.access_log,
         log_level=settings.log_level.lower(),
         timeout_graceful_shutdown=5,
-        proxy_headers=False,
+        # the client address (rate limits, access log) is the socket peer, unless
+        # the peer is a proxy trusted by AGENTSVC_FORWARDED_ALLOW_IPS
+        proxy_headers=settings.forwarded_allow_ips is not None,
+        forwarded_allow_ips=settings.forwarded_allow_ips,
     )
 
 

@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from litestar import Litestar
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.openapi.spec import Operation
-from litestar.routes import HTTPRoute
 
 from agentsvc_web.schemas import ErrorBody
 
@@ -51,18 +50,3 @@ def operations(app: Litestar) -> Iterator[Operation]:
         for op in (item.get, item.put, item.post, item.delete, item.patch):
             if op is not None:
                 yield op
-
-
-def document_public_operations(app: Litestar) -> None:
-    """Litestar drops an operation's empty ``security`` (no credentials), so the
-    document's global bearer requirement seemed to apply to it: put it back."""
-    public = {
-        handler.operation_id
-        for route in app.routes
-        if isinstance(route, HTTPRoute)
-        for handler in route.route_handlers
-        if handler.security == []
-    }
-    for op in operations(app):
-        if op.operation_id in public:
-            op.security = []

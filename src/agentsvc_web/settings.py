@@ -85,6 +85,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     jwt_issuer: str | None = None
     jwt_audience: str | None = None
     jwt_org_claim: str = "org_id"
+    jwt_role_claim: str = "role"
+    jwt_admin_role: str = "admin"
     default_model: str = "local"
     alpha_base_url: str | None = None
     alpha_api_key: str | None = None
@@ -109,6 +111,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     local_slow_delay_ms: int = 200
     run_stale_after_s: int = 45
     api_key_cache_s: int = 10
+    rate_limit_per_min: int = 600
+    rate_limit_per_address_per_min: int = 1200
+    auth_failures_per_min: int = 30
+    rate_limit_max_keys: int = 50_000
+    request_read_timeout_s: int = 30
+    forwarded_allow_ips: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -144,6 +152,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             jwt_issuer=_opt(e, "AGENTSVC_JWT_ISSUER"),
             jwt_audience=_opt(e, "AGENTSVC_JWT_AUDIENCE"),
             jwt_org_claim=e.get("AGENTSVC_JWT_ORG_CLAIM", "").strip() or "org_id",
+            jwt_role_claim=e.get("AGENTSVC_JWT_ROLE_CLAIM", "").strip() or "role",
+            jwt_admin_role=e.get("AGENTSVC_JWT_ADMIN_ROLE", "").strip() or "admin",
             default_model=e.get("AGENTSVC_DEFAULT_MODEL", "").strip() or "local",
             alpha_base_url=_opt(e, "AGENTSVC_ALPHA_BASE_URL"),
             alpha_api_key=_opt(e, "AGENTSVC_ALPHA_API_KEY"),
@@ -171,6 +181,14 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             local_slow_delay_ms=_int(e, "AGENTSVC_LOCAL_SLOW_DELAY_MS", 200, 0, 10_000),
             run_stale_after_s=_int(e, "AGENTSVC_RUN_STALE_AFTER_S", 45, 2, 3600),
             api_key_cache_s=_int(e, "AGENTSVC_API_KEY_CACHE_S", 10, 0, 3600),
+            rate_limit_per_min=_int(e, "AGENTSVC_RATE_LIMIT_PER_MIN", 600, 0, 10_000_000),
+            rate_limit_per_address_per_min=_int(
+                e, "AGENTSVC_RATE_LIMIT_PER_ADDRESS_PER_MIN", 1200, 0, 10_000_000
+            ),
+            auth_failures_per_min=_int(e, "AGENTSVC_AUTH_FAILURES_PER_MIN", 30, 0, 10_000_000),
+            rate_limit_max_keys=_int(e, "AGENTSVC_RATE_LIMIT_MAX_KEYS", 50_000, 100, 100_000_000),
+            request_read_timeout_s=_int(e, "AGENTSVC_REQUEST_READ_TIMEOUT_S", 30, 1, 3600),
+            forwarded_allow_ips=_opt(e, "AGENTSVC_FORWARDED_ALLOW_IPS"),
         )
 
     @property

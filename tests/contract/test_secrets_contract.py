@@ -35,3 +35,26 @@ def test_of_concurrent_takers_exactly_one_gets_the_record(backend: Backend) -> N
 
     results = backend.run(race)
     assert [r.value for r in results if r is not None] == ["once"]
+
+
+def test_delete_prefix_takes_the_prefix_literally_and_stays_in_its_org(backend: Backend) -> None:
+    store = backend.storage.secrets
+    org, other = backend.fresh_org(), backend.fresh_org()
+    for key in ("m1:user:a", "m1:org", "m1_x", "m10:org", "m2:org"):
+        backend.run(store.put, org, "oauth_token", key, SealedRecord(value=key))
+    backend.run(store.put, org, "oauth_client", "m1:issuer", SealedRecord(value="c"))
+    backend.run(store.put, other, "oauth_token", "m1:org", SealedRecord(value="theirs"))
+    backend.run(store.put, org, "oauth_token", "m%:org", SealedRecord(value="pct"))
+
+    assert backend.run(store.delete_prefix, org, "oauth_token", "m1:") == 2
+    left = backend.run(
+        store.get_many,
+        org,
+        [("oauth_token", k) for k in ("m1:user:a", "m1:org", "m1_x", "m10:org", "m2:org")],
+    )
+    assert sorted(k for _, k in left) == ["m10:org", "m1_x", "m2:org"]
+    assert backend.run(store.get, org, "oauth_client", "m1:issuer") is not None  # other kind
+    assert backend.run(store.get, other, "oauth_token", "m1:org") is not None  # other org
+    # pattern characters are plain characters
+    assert backend.run(store.delete_prefix, org, "oauth_token", "m%") == 1
+    assert backend.run(store.get, org, "oauth_token", "m2:org") is not None

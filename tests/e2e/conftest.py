@@ -5,12 +5,24 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.secret_scan import SCAN, SecretScan
 from tests.e2e.service import Service
 from tests.fakes.registry import FakeRegistry
 from tests.web.live import serve
 
 E2E_KEY = "ask_e2e_bootstrap_key_0123456789abcdefgh"
 E2E_JWT_SECRET = "e2e-jwt-secret-0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def secret_scan() -> Iterator[SecretScan]:
+    """The standing secret scan (tests/e2e/secret_scan.py): after the last
+    end-to-end test, no configured secret may be in any answer, stream or log line."""
+    with SCAN.tapping():
+        yield SCAN
+    found = SCAN.findings()
+    SCAN.cleanup()
+    assert not found, "secrets leaked:\n" + "\n".join(found)
 
 
 @pytest.fixture(scope="session")
@@ -33,7 +45,16 @@ def service(
             "AGENTSVC_BOOTSTRAP_API_KEY": E2E_KEY,
             "AGENTSVC_JWT_SECRET": E2E_JWT_SECRET,
             "AGENTSVC_MCP_REGISTRY_URL": registry_url,
+            # the registry is a fake on loopback, which the outbound guard refuses
+            # otherwise; the suite only ever talks to loopback
+            "AGENTSVC_ALLOW_PRIVATE_NETWORK": "true",
             "AGENTSVC_DATA_DIR": str(tmp / "data"),
+            # the suite (schemathesis above all) sends thousands of requests, many
+            # of them unauthenticated, from one address with one key: limits on,
+            # with budgets it never exhausts (tests/e2e/test_limits_e2e.py tests them)
+            "AGENTSVC_RATE_LIMIT_PER_MIN": "10000000",
+            "AGENTSVC_RATE_LIMIT_PER_ADDRESS_PER_MIN": "10000000",
+            "AGENTSVC_AUTH_FAILURES_PER_MIN": "10000000",
         },
         log=tmp / "service.log",
     )

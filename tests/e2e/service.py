@@ -6,11 +6,14 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
 
 import httpx
+
+from tests.e2e.secret_scan import SCAN
 
 AGENTSVC = str(Path(sys.executable).parent / "agentsvc")
 
@@ -32,8 +35,15 @@ class Service:
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTSVC_")}
         full_env.update(env)
         full_env["AGENTSVC_PORT"] = str(self.port)
+        temporary = log is None  # every service's output is kept for the secret scan
+        if log is None:
+            fd, name = tempfile.mkstemp(prefix="agentsvc-", suffix=".log")
+            os.close(fd)
+            log = Path(name)
         self.log_path = log
-        self._log = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115
+        self._log = open(log, "wb")  # noqa: SIM115
+        SCAN.service_env(full_env, full_env.get("AGENTSVC_DATA_DIR"))
+        SCAN.log_file(log, temporary=temporary)
         self.proc = subprocess.Popen(
             [AGENTSVC, "serve", *args], env=full_env, stdout=self._log, stderr=subprocess.STDOUT
         )
@@ -64,6 +74,5 @@ class Service:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        if self._log is not subprocess.DEVNULL:
-            self._log.close()  # type: ignore[union-attr]
+        self._log.close()
         return self.proc.returncode

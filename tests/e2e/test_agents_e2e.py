@@ -44,19 +44,28 @@ def test_agent_lifecycle_over_http(service: Service) -> None:
     assert (r.status_code, r.json()["error"]) == (401, "UNAUTHORIZED")
 
 
-def test_jwt_user_over_http(service: Service) -> None:
+def _jwt(sub: str, **claims: object) -> dict[str, str]:
     token = jwt.encode(
-        {"sub": "bob", "org_id": "e2e-jwt-org", "exp": int(time.time()) + 60},
+        {"sub": sub, "org_id": "e2e-jwt-org", "exp": int(time.time()) + 60, **claims},
         E2E_JWT_SECRET,
         algorithm="HS256",
     )
+    return {"Authorization": f"Bearer {token}"}
+
+
+def test_jwt_user_over_http(service: Service) -> None:
+    """An admin JWT configures its organization; a member JWT is refused (403)."""
     r = httpx.post(
-        f"{service.url}/api/agents",
-        json={"name": "Bob's"},
-        headers={"Authorization": f"Bearer {token}"},
+        f"{service.url}/api/agents", json={"name": "Bob's"}, headers=_jwt("bob", role="admin")
     )
     assert r.status_code == 201
     assert r.json()["org_id"] == "e2e-jwt-org"
+    r = httpx.patch(
+        f"{service.url}/api/agents/{r.json()['id']}",
+        json={"stablePreamble": "x"},
+        headers=_jwt("eve"),
+    )
+    assert (r.status_code, r.json()["error"]) == (403, "FORBIDDEN")
 
 
 def test_openapi_document_is_served(service: Service) -> None:

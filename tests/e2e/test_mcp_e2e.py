@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.e2e.secret_scan import SCAN
 from tests.e2e.service import Service
 from tests.mcp_servers.server import HttpMcpServer
 from tests.sse import names, parse
@@ -55,6 +56,8 @@ def converse(c: httpx.Client, server: dict[str, Any], content: str) -> list[Any]
 
 def test_mcp_tool_over_streamable_http(svc: tuple[Service, dict[str, str]]) -> None:
     service, h = svc
+    # the test server's whoami tool answers the header it received, into the reply
+    SCAN.allow(SECRET, "/messages")
     mcp = HttpMcpServer("streamable_http")
     mcp.start()
     try:
@@ -81,6 +84,8 @@ def test_mcp_tool_over_streamable_http(svc: tuple[Service, dict[str, str]]) -> N
 
 def test_mcp_tool_over_stdio(svc: tuple[Service, dict[str, str]]) -> None:
     service, h = svc
+    SCAN.not_secret(str(Path.cwd()))  # PYTHONPATH, among the env, is no secret
+    SCAN.allow("from-sealed-env", "/messages")  # whoami echoes it into the reply
     with httpx.Client(base_url=service.url, headers=h, timeout=60) as c:
         server = c.post(
             "/api/mcps",

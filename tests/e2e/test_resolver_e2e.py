@@ -18,6 +18,7 @@ import jwt
 import psycopg
 import pytest
 
+from tests.e2e.secret_scan import SCAN
 from tests.e2e.service import Service
 from tests.fakes.providers import FakeProvider
 from tests.sse import names, parse
@@ -88,6 +89,7 @@ class Resolver:
 
 @pytest.fixture
 def world(pg_url: str, tmp_path: Path) -> Iterator[dict[str, Any]]:
+    SCAN.secret("sk-alice-own-key", "a BYOK key the resolver returned")
     resolver = Resolver()
     fake = FakeProvider("beta")
     base = fake.start()

@@ -159,3 +159,34 @@ async def test_concurrent_requests_share_one_jwks_fetch() -> None:
     results = await asyncio.gather(*(attempt(token if i % 2 else forged) for i in range(50)))
     assert results.count(True) == 25
     assert jwks.calls == 1
+
+
+@pytest.mark.parametrize(
+    ("role_claim", "expected"),
+    [
+        ({}, "member"),
+        ({"role": "admin"}, "admin"),
+        ({"role": ["viewer", "admin"]}, "admin"),
+        ({"role": "Admin"}, "member"),
+        ({"role": "administrator"}, "member"),
+        ({"role": ["admins"]}, "member"),
+        ({"role": True}, "member"),
+        ({"roles": "admin"}, "member"),  # another claim than the configured one
+    ],
+)
+async def test_the_role_comes_from_the_configured_claim(
+    role_claim: dict[str, Any], expected: str
+) -> None:
+    secret = "s" * 40
+    v = JwtVerifier(algorithms=("HS256",), secret=secret)
+    token = jwt.encode(claims(**role_claim), secret, algorithm="HS256")
+    assert (await v.verify(token)).role == expected
+
+
+async def test_role_claim_and_admin_value_are_configurable() -> None:
+    secret = "s" * 40
+    v = JwtVerifier(algorithms=("HS256",), secret=secret, role_claim="grp", admin_role="owners")
+    admin = jwt.encode(claims(grp=["owners"]), secret, algorithm="HS256")
+    member = jwt.encode(claims(role="admin"), secret, algorithm="HS256")
+    assert (await v.verify(admin)).role == "admin"
+    assert (await v.verify(member)).role == "member"

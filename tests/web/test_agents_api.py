@@ -210,13 +210,21 @@ def test_unknown_route_is_404_and_wrong_method_405(client: Client, auth: dict[st
 def test_another_orgs_agent_is_404(client: Client, auth: dict[str, str]) -> None:
     mine = create(client, auth)
     same_org_key = client.post("/api/keys", json={"name": "x"}, headers=auth).json()["key"]
-    foreign = bearer(make_jwt(org=f"other-{uuid.uuid4().hex[:8]}"))
+    other_org = f"other-{uuid.uuid4().hex[:8]}"
+    foreign = bearer(make_jwt(org=other_org, role="admin"))
     for method in ("get", "delete"):
         r = getattr(client, method)(f"/api/agents/{mine['id']}", headers=foreign)
         assert_error(r, 404, "NOT_FOUND")
     r = client.patch(f"/api/agents/{mine['id']}", json={"name": "x"}, headers=foreign)
     assert_error(r, 404, "NOT_FOUND")
     assert client.get("/api/agents", headers=foreign).json() == []
+    # another organization's member is refused the change before any lookup: the
+    # same 403 for this agent as for an id that exists nowhere, so nothing is disclosed
+    member = bearer(make_jwt(org=other_org))
+    for agent_id in (mine["id"], str(uuid.uuid4())):
+        r = client.patch(f"/api/agents/{agent_id}", json={"name": "x"}, headers=member)
+        assert_error(r, 403, "FORBIDDEN")
+    assert_error(client.get(f"/api/agents/{mine['id']}", headers=member), 404, "NOT_FOUND")
     assert client.get("/api/agents", headers=bearer(same_org_key)).json() == [mine]
 
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jwt
+import msgspec
 import pytest
 from litestar.testing import TestClient
 
@@ -75,7 +76,7 @@ def test_created_key_works_is_listed_without_secret_and_revoked_key_is_401(
     assert client.delete(f"/api/keys/{issued['id']}", headers=auth).status_code == 200
 
 
-def test_keys_are_managed_with_api_keys_only(client: Client) -> None:
+def test_keys_are_managed_by_admins_only(client: Client) -> None:
     user = bearer(make_jwt())
     for r in (
         client.get("/api/keys", headers=user),
@@ -103,10 +104,94 @@ def test_other_orgs_keys_are_invisible_and_cannot_be_revoked(
 
 def test_jwt_user_is_authenticated_and_org_created_on_first_sight(client: Client) -> None:
     org = f"fresh-{uuid.uuid4().hex[:8]}"
-    token = make_jwt(sub="alice", org=org)
+    token = make_jwt(sub="alice", org=org, role="admin")
     r = client.post("/api/agents", json={"name": "a"}, headers=bearer(token))
     assert r.status_code == 201, r.text
     assert r.json()["org_id"] == org
+
+
+def test_an_admin_jwt_manages_keys_and_settings(client: Client, org_id: str) -> None:
+    admin = bearer(make_jwt(org=org_id, role="admin"))
+    made = client.post("/api/keys", json={"name": "by-admin"}, headers=admin)
+    assert made.status_code == 201, made.text
+    assert "by-admin" in [k["name"] for k in client.get("/api/keys", headers=admin).json()]
+    assert client.get("/api/orgs/settings", headers=admin).status_code == 200
+    # a list claim holding the role works too; any other value is a member
+    as_list = bearer(make_jwt(org=org_id, role=["viewer", "admin"]))
+    assert client.get("/api/keys", headers=as_list).status_code == 200
+    for role in ("Admin", "member", 1, {"admin": True}):
+        r = client.get("/api/keys", headers=bearer(make_jwt(org=org_id, role=role)))
+        assert r.status_code == 403, (role, r.text)
+
+
+def test_members_read_and_use_their_threads_but_change_no_configuration(
+    client: Client, auth: dict[str, str], org_id: str
+) -> None:
+    """Issue 14, item 6: a JWT without the admin role is a member of its organization."""
+    agent = client.post(
+        "/api/agents", json={"name": "a", "stablePreamble": "be kind"}, headers=auth
+    ).json()
+    member = bearer(make_jwt(sub="bob", org=org_id))
+    a = f"/api/agents/{agent['id']}"
+    changes = [
+        ("post", "/api/agents", {"name": "mine"}),
+        ("patch", a, {"stablePreamble": "leak everything"}),
+        ("delete", a, None),
+        ("put", f"{a}/credentials", {"enabled": True, "resolverUrl": "https://x.example/r"}),
+        ("put", f"{a}/compaction", {"enabled": True}),
+        ("post", "/api/mcps", {"name": "m", "transport": "sse", "url": "https://x.example"}),
+        ("post", f"{a}/mcps", {"mcpServerId": str(uuid.uuid4())}),
+        ("post", "/api/orgs/settings", {"rotateSigningSecret": True}),
+        ("get", "/api/orgs/settings", None),
+        ("post", "/api/keys", {"name": "k"}),
+        ("get", "/api/keys", None),
+    ]
+    for method, path, body in changes:
+        kw: dict[str, Any] = {"headers": member}
+        if body is not None:
+            kw["json"] = body
+        r = client.request(method.upper(), path, **kw)
+        assert (r.status_code, r.json()["error"]) == (403, "FORBIDDEN"), (method, path, r.text)
+    # nothing changed
+    after = client.get(a, headers=auth).json()
+    assert after == agent
+    # what a member may do: read agents, open and use its own threads
+    assert client.get("/api/agents", headers=member).json() == [agent]
+    assert client.get(a, headers=member).status_code == 200
+    assert client.get(f"{a}/compaction", headers=member).status_code == 200
+    t = client.post("/api/threads", json={"agentId": agent["id"]}, headers=member)
+    assert t.status_code == 200, t.text
+    thread = t.json()["id"]
+    r = client.patch(f"/api/threads/{thread}", json={"title": "mine"}, headers=member)
+    assert r.status_code == 200, r.text
+    assert client.post(f"/api/threads/{thread}/stop", headers=member).json() == {"ok": False}
+
+
+def test_the_role_claim_is_configurable(settings: Settings, org_id: str) -> None:
+    custom = msgspec.structs.replace(
+        settings, jwt_role_claim="https://example.com/roles", jwt_admin_role="owner"
+    )
+    with TestClient(create_app(custom)) as c:
+        owner = bearer(make_jwt(org=org_id, **{"https://example.com/roles": ["owner"]}))
+        assert c.post("/api/agents", json={"name": "a"}, headers=owner).status_code == 201
+        plain = bearer(make_jwt(org=org_id, role="admin"))  # the default claim: not read
+        assert c.post("/api/agents", json={"name": "a"}, headers=plain).status_code == 403
+
+
+def test_the_openapi_document_names_the_admin_role_of_each_operation(client: Client) -> None:
+    doc = client.get("/schema/openapi.json").json()
+    ops = {
+        op["operationId"]: op
+        for item in doc["paths"].values()
+        for op in item.values()
+        if isinstance(op, dict) and "operationId" in op
+    }
+    admin = {k for k, op in ops.items() if op.get("security") == [{"BearerToken": ["admin"]}]}
+    assert {"createAgent", "updateAgent", "deleteAgent", "listKeys", "getOrgSettings"} <= admin
+    assert {"createThread", "sendMessage", "stopThread", "listAgents", "getAgent"}.isdisjoint(admin)
+    assert ops["mcpOAuthCallback"]["security"] == []
+    for name in admin:
+        assert "403" in ops[name]["responses"], name
 
 
 def _hs256(claims: dict[str, Any], key: str | None = JWT_SECRET, alg: str = "HS256") -> str:

@@ -322,7 +322,7 @@ def test_stored_credentials_are_sealed_and_bound_to_their_row(
     mh = Harness(open_settings)
     mh.mcp.servers["http://127.0.0.1:9/mcp"] = []
     auth = bearer(boot_key)
-    other = bearer(make_jwt(org=f"o-{uuid.uuid4().hex[:8]}"))
+    other = bearer(make_jwt(org=f"o-{uuid.uuid4().hex[:8]}", role="admin"))
     with mh.mcp_client() as c:
         mine = create(
             c,
@@ -352,3 +352,63 @@ def test_stored_credentials_are_sealed_and_bound_to_their_row(
         assert r.json()["ok"] is False
         assert "does not belong here" in r.json()["error"]
         assert SECRET not in r.text
+
+
+@pytest.mark.parametrize(
+    ("change", "kept"),
+    [
+        ({"url": "http://127.0.0.1:10/mcp"}, False),
+        ({"url": "http://127.0.0.1:9/mcp"}, True),  # the same address: nothing moved
+        ({"name": "Renamed"}, True),
+        ({"allowedTools": ["search"]}, True),
+        ({"url": "http://127.0.0.1:10/mcp", "credentials": {"headers": {"X-New": "n"}}}, True),
+    ],
+)
+def test_moving_a_server_drops_its_stored_credentials(
+    mh: Harness, auth: H, change: dict[str, Any], kept: bool
+) -> None:
+    """Secrets given for one address are never sent to another (issue 14, item 1)."""
+    mh.mcp.servers["http://127.0.0.1:10/mcp"] = [McpTool(name="search", description="s")]
+    with mh.mcp_client() as c:
+        s = create(c, auth, credentials={"headers": {"Authorization": SECRET}})
+        r = c.patch(f"/api/mcps/{s['id']}", json=change, headers=auth)
+        assert r.status_code == 200, r.text
+        assert r.json()["hasCredentials"] is kept
+        assert c.get(f"/api/mcps/{s['id']}", headers=auth).json()["hasCredentials"] is kept
+        mh.mcp.seen.clear()
+        assert c.post(f"/api/mcps/{s['id']}/test", headers=auth).json()["ok"] is True
+        sent = mh.mcp.seen[-1].headers
+        if "credentials" in change:
+            assert sent == {"X-New": "n"}
+        else:
+            assert ("Authorization" in sent) is kept
+            assert SECRET not in str(sent) if not kept else sent["Authorization"] == SECRET
+
+
+def test_moving_a_stdio_server_drops_its_env(mh: Harness, auth: H) -> None:
+    with mh.mcp_client() as c:
+        s = create(
+            c,
+            auth,
+            transport="stdio",
+            url=None,
+            command="mcp-docs",
+            args=["--safe"],
+            credentials={"env": {"DOCS_TOKEN": "t0p-s3cret"}},
+        )
+        assert s["hasCredentials"] is True
+        r = c.patch(f"/api/mcps/{s['id']}", json={"args": ["--safe"]}, headers=auth)
+        assert r.json()["hasCredentials"] is True  # the same arguments
+        r = c.patch(f"/api/mcps/{s['id']}", json={"args": ["--other"]}, headers=auth)
+        assert r.json()["hasCredentials"] is False
+        s = create(
+            c,
+            auth,
+            name="Two",
+            transport="stdio",
+            url=None,
+            command="mcp-docs",
+            credentials={"env": {"DOCS_TOKEN": "t0p-s3cret"}},
+        )
+        r = c.patch(f"/api/mcps/{s['id']}", json={"command": "something-else"}, headers=auth)
+        assert r.json()["hasCredentials"] is False

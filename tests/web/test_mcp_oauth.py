@@ -211,3 +211,38 @@ def test_servers_without_s256_are_refused(oh: Harness, auth: H, auth_server: Aut
         assert r.status_code == 502
         assert r.json()["error"] == "OAUTH_ERROR"
         assert "S256" in r.json()["detail"]
+
+
+def test_moving_a_server_drops_every_users_oauth_tokens(
+    oh: Harness, auth: H, auth_server: AuthServer, org_id: str
+) -> None:
+    """A token granted for one address is never sent to another (issue 14, item 1):
+    the PATCH drops it, and a grant bound to the old address is refused even if it
+    were still stored (a callback racing the PATCH)."""
+    with oh.mcp_client() as c:
+        s = register(c, auth, auth_server.base)
+        authorize(c, auth, s["id"])
+        assert c.post(f"/api/mcps/{s['id']}/test", headers=auth).json()["ok"] is True
+        store = oh.mcp_services.storage.secrets
+        key = f"{s['id']}:org"
+        kept = oh.run_any(store.get, org_id, "oauth_token", key)
+        assert kept is not None
+
+        moved = c.patch(
+            f"/api/mcps/{s['id']}", json={"url": f"{auth_server.base}/mcp2"}, headers=auth
+        )
+        assert moved.status_code == 200, moved.text
+        assert oh.run_any(store.get, org_id, "oauth_token", key) is None
+        oh.mcp.seen.clear()
+        assert c.post(f"/api/mcps/{s['id']}/test", headers=auth).json()["ok"] is False
+        assert "Authorization" not in oh.mcp.seen[-1].headers
+
+        # the old grant put back (as a racing callback would): still not sent
+        oh.run_any(store.put, org_id, "oauth_token", key, kept)
+        oh.mcp.seen.clear()
+        assert c.post(f"/api/mcps/{s['id']}/test", headers=auth).json()["ok"] is False
+        assert "Authorization" not in oh.mcp.seen[-1].headers
+
+        # deleting the server drops its tokens too
+        assert c.delete(f"/api/mcps/{s['id']}", headers=auth).status_code == 200
+        assert oh.run_any(store.get, org_id, "oauth_token", key) is None

@@ -25,7 +25,9 @@ def test_search_normalises_the_registry_answer(
     settings: Settings, auth: dict[str, str], registry: tuple[FakeRegistry, str]
 ) -> None:
     fake, url = registry
-    with TestClient(create_app(msgspec.structs.replace(settings, mcp_registry_url=url))) as c:
+    # a registry on loopback is a private one: the outbound guard needs the switch
+    local = msgspec.structs.replace(settings, mcp_registry_url=url, allow_private_network=True)
+    with TestClient(create_app(local)) as c:
         r = c.get("/api/mcp-registry/search", params={"q": "weather", "limit": 5}, headers=auth)
         assert r.status_code == 200, r.text
         servers = r.json()["servers"]
@@ -57,7 +59,9 @@ def test_search_normalises_the_registry_answer(
 
 
 def test_an_unreachable_registry_is_502(settings: Settings, auth: dict[str, str]) -> None:
-    broken = msgspec.structs.replace(settings, mcp_registry_url="http://127.0.0.1:1")
+    broken = msgspec.structs.replace(
+        settings, mcp_registry_url="http://127.0.0.1:1", allow_private_network=True
+    )
     with TestClient(create_app(broken)) as c:
         r = c.get("/api/mcp-registry/search", params={"q": "x"}, headers=auth)
         assert r.status_code == 502

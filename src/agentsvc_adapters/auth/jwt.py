@@ -8,6 +8,7 @@ import anyio
 import httpx
 import jwt
 
+from agentsvc_core.entities import OrgRole
 from agentsvc_core.errors import Unauthenticated
 from agentsvc_core.ports import TokenVerifier, VerifiedToken
 
@@ -43,6 +44,8 @@ class JwtVerifier(TokenVerifier):
         issuer: str | None = None,
         audience: str | None = None,
         org_claim: str = "org_id",
+        role_claim: str = "role",
+        admin_role: str = "admin",
         leeway_s: float = 30.0,
         http: httpx.AsyncClient | None = None,
     ) -> None:
@@ -68,6 +71,8 @@ class JwtVerifier(TokenVerifier):
         self._issuer = issuer
         self._audience = audience
         self._org_claim = org_claim
+        self._role_claim = role_claim
+        self._admin_role = admin_role
         self._leeway = leeway_s
         self._http = http
         self._owns_http = http is None and jwks_url is not None
@@ -116,7 +121,16 @@ class JwtVerifier(TokenVerifier):
             raise Unauthenticated("token subject must be a non-empty string")
         if not isinstance(org, str) or not org:
             raise Unauthenticated(f"token lacks the {self._org_claim!r} claim")
-        return VerifiedToken(subject=sub, org_id=org)
+        return VerifiedToken(subject=sub, org_id=org, role=self._role(claims.get(self._role_claim)))
+
+    def _role(self, claim: object) -> OrgRole:
+        """``admin`` when the role claim is the admin role, or a list holding it;
+        anything else (absent, another value, another type) is ``member``."""
+        if claim == self._admin_role:
+            return "admin"
+        if isinstance(claim, list) and self._admin_role in claim:
+            return "admin"
+        return "member"
 
     async def _jwk(self, header: dict[str, Any]) -> Any:
         kid = header.get("kid")

@@ -1,10 +1,11 @@
 """``SdkMcpClient``: the ``McpClient`` port over the official MCP Python SDK (2.x).
 
 Transports: streamable HTTP and SSE (``endpoint.headers`` on every request, every
-connection through the address guard of ``guard.py``) and stdio (the child gets
-only ``endpoint.env`` over the SDK's ``get_default_environment()``: PATH, HOME...,
-nothing of this service's own environment). The legacy ``initialize`` handshake is
-used, which every MCP server speaks.
+connection through the outbound guard, ``agentsvc_adapters.outbound``) and stdio
+(the child gets only ``endpoint.env`` over the SDK's ``get_default_environment()``:
+PATH, HOME..., nothing of this service's own environment; what it prints is logged
+at DEBUG only, redacted and bounded: ``child_output.py``). The legacy
+``initialize`` handshake is used, which every MCP server speaks.
 
 Session lifecycle
 -----------------
@@ -56,7 +57,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 
-from agentsvc_adapters.mcp.guard import GuardedBackend, Resolver, check_url, guarded_http_client
+from agentsvc_adapters.mcp.child_output import ChildOutput, secret_values, stderr_pipe
+from agentsvc_adapters.outbound import GuardedBackend, Resolver, check_url, guarded_httpx2_client
 from agentsvc_core.errors import McpAuthRequired, Upstream
 from agentsvc_core.ports.mcp import McpCallResult, McpClient, McpEndpoint, McpTool
 
@@ -77,7 +79,10 @@ class _Dispatcher(JSONRPCDispatcher):
     (the transport's read stream closed: stdio child gone, SSE stream dropped...)."""
 
     def __init__(self, read: Any, write: Any, owner: _Session) -> None:
-        super().__init__(read, write)
+        output = owner.output
+        # a stdio child's stdout lines that are not JSON-RPC: logged by ChildOutput
+        hook = None if output is None else output.stdout_error
+        super().__init__(read, write, on_stream_exception=hook)
         self._owner = owner
 
     async def run(self, *args: Any, **kwargs: Any) -> None:
@@ -95,6 +100,7 @@ class _Session:
         self._owner = owner
         self.session: ClientSession | None = None
         self.backend: GuardedBackend | None = None
+        self.output: ChildOutput | None = None  # stdio: what the child prints
         self.error: Exception | None = None
         self.challenge: str | None = None  # WWW-Authenticate of a 401, if one came
         self.unauthorized = False
@@ -149,14 +155,14 @@ class _Session:
         if ep.transport == "stdio":
             assert ep.command is not None
             params = StdioServerParameters(command=ep.command, args=list(ep.args), env=dict(ep.env))
-            return stdio_client(params)
+            return self._stdio(params)
         assert ep.url is not None
         self.backend = GuardedBackend(
             allow_private_network=owner.allow_private_network, resolver=owner.resolver
         )
         read = max(_SSE_READ_TIMEOUT_S, owner.call_timeout_s, owner.list_timeout_s)
         hooks: dict[str, list[Callable[..., Any]]] = {"response": [self._on_response]}
-        factory = partial(guarded_http_client, self.backend, event_hooks=hooks)
+        factory = partial(guarded_httpx2_client, self.backend, event_hooks=hooks)
         if ep.transport == "sse":
             return sse_client(
                 ep.url,
@@ -169,6 +175,16 @@ class _Session:
         http = factory(headers=dict(ep.headers), timeout=timeout)
         stack.push_async_callback(http.aclose)
         return streamable_http_client(ep.url, http_client=http)
+
+    @contextlib.asynccontextmanager
+    async def _stdio(self, params: StdioServerParameters) -> AsyncIterator[tuple[Any, Any]]:
+        """The stdio transport, the child's stderr going to ``self.output``."""
+        self.output = ChildOutput(where(self.endpoint), secret_values(self.endpoint))
+        async with (
+            stderr_pipe(self.output) as errlog,
+            stdio_client(params, errlog=errlog) as streams,
+        ):
+            yield streams
 
 
 class SdkMcpClient(McpClient):
@@ -388,12 +404,7 @@ class SdkMcpClient(McpClient):
     @staticmethod
     def _scrub(endpoint: McpEndpoint, detail: str) -> str:
         """No header or env value (nor a long word of one) may appear in a detail."""
-        secrets: set[str] = set()
-        for value in (*endpoint.headers.values(), *endpoint.env.values()):
-            secrets.update(w for w in value.split() if len(w) >= 6)
-            if len(value) >= 4:
-                secrets.add(value)
-        for secret in sorted(secrets, key=len, reverse=True):
+        for secret in secret_values(endpoint):
             detail = detail.replace(secret, "***")
         return detail[:500]
 

@@ -31,3 +31,11 @@ class MemorySecrets(SecretStore):
             return False
         self._records[(org_id, kind, key)] = new
         return True
+
+    async def delete_prefix(self, org_id: str, kind: str, prefix: str) -> int:
+        gone = [
+            k for k in self._records if k[0] == org_id and k[1] == kind and k[2].startswith(prefix)
+        ]
+        for k in gone:
+            del self._records[k]
+        return len(gone)

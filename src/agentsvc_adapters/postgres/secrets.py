@@ -50,3 +50,12 @@ class PostgresSecrets(_Repo, SecretStore):
             (new.value, new.expires_at, org_id, kind, key, old),
         )
         return row is not None
+
+    async def delete_prefix(self, org_id: str, kind: str, prefix: str) -> int:
+        # starts_with takes the prefix literally (LIKE would read % and _ in it)
+        rows = await self._all(
+            "DELETE FROM org_secrets WHERE org_id = %s AND kind = %s"
+            " AND starts_with(key, %s) RETURNING key",
+            (org_id, kind, prefix),
+        )
+        return len(rows)

@@ -5,7 +5,7 @@ from agentsvc_core.entities.api_key import API_KEY_PREFIX, ApiKey
 from agentsvc_core.entities.mcp import CachedTool, McpAttachment, McpServer, McpTransport
 from agentsvc_core.entities.message import Message, MessageStatus, Role, ToolCall
 from agentsvc_core.entities.organization import Organization
-from agentsvc_core.entities.principal import AuthMethod, Principal
+from agentsvc_core.entities.principal import AuthMethod, OrgRole, Principal
 from agentsvc_core.entities.run import Run, RunStatus
 from agentsvc_core.entities.thread import Participant, ParticipantRole, Thread, ThreadKind
 from agentsvc_core.entities.usage import KeySource, Usage, UsageRecord
@@ -23,6 +23,7 @@ __all__ = [
     "McpTransport",
     "Message",
     "MessageStatus",
+    "OrgRole",
     "Organization",
     "Participant",
     "ParticipantRole",

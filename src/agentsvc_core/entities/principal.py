@@ -6,17 +6,33 @@ from uuid import UUID
 import msgspec
 
 AuthMethod = Literal["api_key", "jwt"]
+OrgRole = Literal["admin", "member"]
 
 
 class Principal(msgspec.Struct, frozen=True, kw_only=True):
-    """Who is calling: every request resolves to one of these."""
+    """Who is calling: every request resolves to one of these.
+
+    Two separate questions (docs/security.md):
+
+    - ``is_admin``: may the caller change the organization's configuration (agents
+      and their sub-resources, MCP servers, keys, settings)? API keys always may; a
+      JWT only when its role claim gave it ``role="admin"``; else it is a member.
+    - ``acts_for_org``: does the caller see every thread of the organization? Only
+      API keys do; a JWT user, admin or not, sees and uses its own threads (the
+      spec's thread listing scope).
+    """
 
     org_id: str
     method: AuthMethod
+    role: OrgRole = "member"  # a JWT's; an API key is an admin whatever this says
     user_id: str | None = None
     key_id: UUID | None = None
 
     @property
-    def is_org_admin(self) -> bool:
+    def is_admin(self) -> bool:
+        return self.method == "api_key" or self.role == "admin"
+
+    @property
+    def acts_for_org(self) -> bool:
         """API keys act for the whole organization; JWT users act for themselves."""
         return self.method == "api_key"

@@ -34,6 +34,11 @@ class SecretStore(Protocol):
         """Replace the record if its value is still ``old`` (compare-and-set)."""
         ...
 
+    async def delete_prefix(self, org_id: str, kind: str, prefix: str) -> int:
+        """Delete the records of ``kind`` whose key starts with ``prefix`` (taken
+        literally: no pattern characters); returns how many."""
+        ...
+
 
 class AuthServer(msgspec.Struct, frozen=True, kw_only=True):
     """What discovery found: the protected resource and its authorization server."""

@@ -93,8 +93,8 @@ class ApiKeys:
 
     @staticmethod
     def _admin(who: Principal) -> None:
-        if not who.is_org_admin:
-            raise PermissionDenied("API keys are managed with an API key, not a user token")
+        if not who.is_admin:
+            raise PermissionDenied("API keys are managed by the organization's admins")
 
     async def create(self, who: Principal, name: str = "") -> IssuedKey:
         self._admin(who)

@@ -101,4 +101,6 @@ class Authenticator:
         if verified.org_id not in self._known_orgs:
             await self._orgs.ensure(Organization(id=verified.org_id, created_at=self._clock.now()))
             self._known_orgs.add(verified.org_id)
-        return Principal(org_id=verified.org_id, method="jwt", user_id=verified.subject)
+        return Principal(
+            org_id=verified.org_id, method="jwt", role=verified.role, user_id=verified.subject
+        )

@@ -50,6 +50,7 @@ class StartResult(msgspec.Struct, frozen=True, kw_only=True):
 
 class _State(msgspec.Struct, frozen=True, kw_only=True):
     mcp_id: UUID
+    mcp_url: str | None = None  # where the server was when the flow started
     user_key: str
     verifier: str
     redirect_uri: str
@@ -61,6 +62,10 @@ class _Grant(msgspec.Struct, frozen=True, kw_only=True):
     server: AuthServer
     client: ClientRegistration
     tokens: TokenSet
+    # The MCP server's URL the tokens were granted for: they are never sent to
+    # another (a server moved since is a new server; grants made before this field
+    # existed have None, and are dropped by ``forget`` when the server moves).
+    mcp_url: str | None = None
 
 
 def user_key(who: Principal) -> str:
@@ -105,6 +110,7 @@ class McpOAuth:
         expires = self._clock.now() + STATE_TTL
         data = _State(
             mcp_id=server.id,
+            mcp_url=server.url,
             user_key=user_key(who),
             verifier=verifier,
             redirect_uri=redirect,
@@ -169,7 +175,7 @@ class McpOAuth:
             redirect_uri=data.redirect_uri,
         )
         key = f"{mcp_id}:{data.user_key}"
-        grant = _Grant(server=data.server, client=data.client, tokens=tokens)
+        grant = _Grant(server=data.server, client=data.client, tokens=tokens, mcp_url=data.mcp_url)
         await self._records.put(org, "oauth_token", key, grant)
         return org, data.user_key
 
@@ -180,6 +186,8 @@ class McpOAuth:
         if record is None:
             return None
         grant = self._records.open(who.org_id, "oauth_token", key, record.value, _Grant)
+        if grant.mcp_url is not None and grant.mcp_url != server.url:
+            return None  # granted for where the server was before it moved
         if not self._stale(grant.tokens):
             return grant.tokens.access_token
         lock = self._locks.setdefault((who.org_id, key), asyncio.Lock())
@@ -202,6 +210,12 @@ class McpOAuth:
             # another process refreshed first: use what it stored
             latest = await self._records.get(who.org_id, "oauth_token", key, _Grant)
             return None if latest is None else latest.tokens.access_token
+
+    async def forget(self, org_id: str, mcp_id: UUID) -> None:
+        """Drop every user's tokens for the server and its client registrations
+        (the server moved or was deleted: what it was authorized for is gone)."""
+        for kind in ("oauth_token", "oauth_client"):
+            await self._store.delete_prefix(org_id, kind, f"{mcp_id}:")
 
     def _stale(self, tokens: TokenSet) -> bool:
         """Within the refresh margin of expiry. The margin is at most half the

@@ -42,6 +42,9 @@ TOOL_SEPARATOR = "__"
 MAX_ARGS = 64
 MAX_CREDENTIAL_ENTRIES = 64
 _SLUG = re.compile(r"[^a-z0-9]+")
+# What says where a server is: changing any of them makes it another server.
+# (The transport cannot be changed: PATCH does not take it.)
+_WHERE_IT_IS = ("url", "command", "args")
 
 
 def slugify(name: str) -> str:
@@ -229,9 +232,15 @@ class McpServers:
         return await self._repo.list_all(who.org_id)
 
     async def update(self, who: Principal, mcp_id: UUID, changes: McpChanges) -> McpServer:
+        """Change a server. Moving it (another url, command or args) drops its
+        stored credentials, unless the same request supplies new ones, and every
+        user's OAuth tokens for it: secrets given for one address are never sent
+        to another (``hasCredentials`` in the answer says which it was)."""
         now = self._clock.now()
+        moved = False
 
         def apply(current: McpServer) -> McpServer:
+            nonlocal moved
             fields: dict[str, Any] = {"updated_at": now}
             if changes.name is not UNSET:
                 fields["name"] = changes.name
@@ -240,16 +249,26 @@ class McpServers:
                 value = getattr(changes, name)
                 if value is not UNSET:
                     fields[name] = value
+            moved = any(
+                name in fields and fields[name] != getattr(current, name) for name in _WHERE_IT_IS
+            )
             if changes.credentials is not UNSET:
                 fields["credentials"] = self._seal(current.id, current.org_id, changes.credentials)
+            elif moved:
+                fields["credentials"] = None
             if {"url", "command", "args", "credentials"} & set(fields):
                 fields["tools_cache"] = ()  # another server now: list its tools again
             return self._check(msgspec.structs.replace(current, **fields))
 
-        return await self._repo.modify(who.org_id, mcp_id, apply)
+        updated = await self._repo.modify(who.org_id, mcp_id, apply)
+        if moved and self.oauth is not None:
+            await self.oauth.forget(who.org_id, mcp_id)
+        return updated
 
     async def delete(self, who: Principal, mcp_id: UUID) -> None:
         await self._repo.delete(who.org_id, mcp_id)
+        if self.oauth is not None:
+            await self.oauth.forget(who.org_id, mcp_id)
 
     async def test(self, who: Principal, mcp_id: UUID) -> TestResult:
         """Connect, list the tools, refresh the cache."""

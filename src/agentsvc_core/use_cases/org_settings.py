@@ -86,8 +86,8 @@ class OrgSettings:
 
     @staticmethod
     def _admin(who: Principal) -> None:
-        if not who.is_org_admin:
-            raise PermissionDenied("organization settings are managed with an API key")
+        if not who.is_admin:
+            raise PermissionDenied("organization settings are managed by the organization's admins")
 
     async def get(self, who: Principal) -> OrgSettingsView:
         self._admin(who)

@@ -102,7 +102,7 @@ class Threads:
 
     async def check_visible(self, who: Principal, thread: Thread) -> Thread:
         """``thread`` (already read), if ``who`` may use it."""
-        if who.is_org_admin or thread.created_by == who.user_id:
+        if who.acts_for_org or thread.created_by == who.user_id:
             return thread
         if (
             thread.kind == "multiplayer"
@@ -178,7 +178,7 @@ class Threads:
             agent_id,
             before=cursor,
             limit=limit + 1,
-            visible_to=None if who.is_org_admin else who.user_id,
+            visible_to=None if who.acts_for_org else who.user_id,
         )
         more = len(rows) > limit
         page = rows[:limit]
@@ -198,7 +198,7 @@ class Threads:
         thread = await self.visible(who, thread_id)
         if thread.kind != "multiplayer":
             raise InvalidInput("kind", "participants belong to multiplayer threads")
-        if manage and not who.is_org_admin and thread.created_by != who.user_id:
+        if manage and not who.acts_for_org and thread.created_by != who.user_id:
             assert who.user_id is not None
             me = await self._threads.participant(who.org_id, thread_id, who.user_id)
             if me is None or me.role != "owner":

@@ -8,6 +8,7 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody
 
 from agentsvc_core.use_cases import ApiKeys
+from agentsvc_web.access import ADMIN
 from agentsvc_web.auth import principal_of
 from agentsvc_web.openapi import CREATE, errors
 from agentsvc_web.schemas import IssuedKeyOut, KeyCreateBody, KeyOut, OkBody
@@ -24,6 +25,7 @@ class KeyController(Controller):
     @get(
         "/",
         operation_id="listKeys",
+        opt=ADMIN,
         responses=errors(403),
         summary="List the organization's API keys (no secrets)",
     )

@@ -21,6 +21,7 @@ from agentsvc_core.use_cases.mcp_servers import (
     effective_tools,
 )
 from agentsvc_core.use_cases.registry import RegistrySearch
+from agentsvc_web.access import MEMBER
 from agentsvc_web.auth import principal_of
 from agentsvc_web.openapi import errors
 from agentsvc_web.schemas import (
@@ -332,6 +333,7 @@ class McpOAuthController(Controller):
     @post(
         "/start",
         operation_id="startMcpOAuth",
+        opt=MEMBER,
         status_code=200,
         responses=errors(404, 422, 502),
         summary="Start the OAuth 2.1 flow for the caller; open redirectUrl in a browser",

@@ -22,6 +22,7 @@ from agentsvc_core.use_cases.org_settings import (
     OrgSettingsView,
     ResolverConfig,
 )
+from agentsvc_web.access import ADMIN
 from agentsvc_web.auth import principal_of
 from agentsvc_web.openapi import errors
 from agentsvc_web.schemas import items_schema
@@ -124,6 +125,7 @@ class OrgSettingsController(Controller):
     @get(
         "/",
         operation_id="getOrgSettings",
+        opt=ADMIN,
         responses=errors(403),
         summary="Organization settings, with the signing secret of outbound webhooks",
     )

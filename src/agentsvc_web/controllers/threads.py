@@ -21,6 +21,7 @@ from agentsvc_core.use_cases import (
     Threads,
     ToolResultIn,
 )
+from agentsvc_web.access import MEMBER
 from agentsvc_web.auth import principal_of
 from agentsvc_web.openapi import errors
 from agentsvc_web.schemas import (
@@ -65,6 +66,7 @@ class ThreadController(Controller):
     @post(
         "/",
         operation_id="createThread",
+        opt=MEMBER,
         status_code=200,
         responses=errors(400, 403, 404, 413, 415, 422),
         summary="Open a thread with an agent",
@@ -113,6 +115,7 @@ class ThreadController(Controller):
     @patch(
         "/{thread_id:uuid}",
         operation_id="updateThread",
+        opt=MEMBER,
         responses=errors(400, 403, 404, 413, 415, 422),
         summary="Change a thread (null clears; metadata is replaced whole)",
     )
@@ -147,6 +150,7 @@ class ThreadController(Controller):
     @post(
         "/{thread_id:uuid}/messages",
         operation_id="sendMessage",
+        opt=MEMBER,
         status_code=200,
         media_type="text/event-stream",
         response_description="The reply as Server-Sent Events: meta, tokens, then done or error",
@@ -202,6 +206,7 @@ class ThreadController(Controller):
     @post(
         "/{thread_id:uuid}/stop",
         operation_id="stopThread",
+        opt=MEMBER,
         status_code=200,
         responses=errors(403, 404),
         summary="Stop the running reply (ok is false when nothing runs)",
@@ -226,6 +231,7 @@ class ThreadController(Controller):
     @post(
         "/{thread_id:uuid}/participants",
         operation_id="addParticipant",
+        opt=MEMBER,
         status_code=200,
         responses=errors(400, 403, 404, 413, 415, 422),
         summary="Add a participant, or change its role and display name",
@@ -245,6 +251,7 @@ class ThreadController(Controller):
     @delete(
         "/{thread_id:uuid}/participants",
         operation_id="removeParticipant",
+        opt=MEMBER,
         status_code=200,
         responses=errors(400, 403, 404, 413, 415, 422),
         summary="Remove a participant",

@@ -1,0 +1,220 @@
+"""The standing secret scan of the end-to-end suite (issue 14; docs/security.md).
+
+Every response body and SSE stream an end-to-end test reads (httpx, sync or
+async: the bytes are copied where httpx reads them off the wire) and every line
+the service processes log is kept; at the end of the session none of them may
+hold a secret the suite configured, except where that secret belongs:
+
+- learned from what the tests send: MCP credential header and environment values
+  (POST/PATCH /api/mcps), from the service's environment (API keys, the JWT
+  secret, provider keys, encryption keys) and from its data folder (the generated
+  encryption key);
+- learned from answers: a new API key (``POST /api/keys``) may appear only in
+  the answer that created it; the signing secret only in ``/api/orgs/settings``
+  answers;
+- registered by a test with ``SCAN.secret(value, label)`` (the resolver's BYOK
+  keys, OAuth tokens a fake authorization server issues).
+
+Values shorter than 8 characters are not scanned: they would match by chance.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+MIN_LEN = 8
+_SECRET_ENV = ("API_KEY", "SECRET", "ENCRYPTION_KEYS", "PASSWORD")
+
+
+class _Exchange:
+    __slots__ = ("body", "method", "url")
+
+    def __init__(self, method: str, url: str) -> None:
+        self.method = method
+        self.url = url
+        self.body = bytearray()
+
+
+class SecretScan:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        # value -> (label, may appear in answers whose path ends with one of these)
+        self._secrets: dict[str, tuple[str, tuple[str, ...]]] = {}
+        self._owned: dict[str, int] = {}  # a new API key -> id() of the answer that made it
+        self._exchanges: list[_Exchange] = []
+        self._logs: list[Path] = []
+        self._data_dirs: list[Path] = []
+        self._temporary: list[Path] = []
+        self._public: set[str] = set()
+
+    # --- what is secret ---------------------------------------------------------
+
+    def secret(self, value: str, label: str, *, allowed_in: tuple[str, ...] = ()) -> None:
+        """``value`` may appear only in answers whose path holds one of ``allowed_in``."""
+        if len(value) < MIN_LEN:
+            return
+        with self._lock:
+            if value not in self._public:
+                self._secrets.setdefault(value, (label, allowed_in))
+
+    def allow(self, value: str, *where: str) -> None:
+        """A test's own probe comes back on purpose (an MCP tool that echoes the
+        header it received, to prove it arrived): allowed in answers whose path
+        holds one of ``where``, and nowhere else."""
+        with self._lock:
+            label, allowed = self._secrets.get(value, ("probe", ()))
+            self._secrets[value] = (label, (*allowed, *where))
+
+    def not_secret(self, value: str) -> None:
+        """A value a test sends among credentials that is no secret (a PYTHONPATH)."""
+        with self._lock:
+            self._public.add(value)
+            self._secrets.pop(value, None)
+
+    def service_env(self, env: Mapping[str, str], data_dir: str | None) -> None:
+        """The secrets a service process is started with (and its generated key)."""
+        for name, value in env.items():
+            if any(part in name for part in _SECRET_ENV) and value:
+                self.secret(value, name)
+                if name == "AGENTSVC_ENCRYPTION_KEYS":
+                    for item in value.split(","):
+                        self.secret(item.partition(":")[2].strip(), name)
+        if data_dir:
+            with self._lock:
+                self._data_dirs.append(Path(data_dir))
+
+    def _generated_keys(self) -> None:
+        """The encryption keys services generated in their data folders (read at
+        the end: a service writes its key when it starts)."""
+        for data_dir in self._data_dirs:
+            keys = data_dir / "encryption-keys"
+            if keys.exists():
+                for item in keys.read_text().split(","):
+                    self.secret(item.partition(":")[2].strip(), "generated encryption key")
+
+    def log_file(self, path: Path, *, temporary: bool = False) -> None:
+        with self._lock:
+            self._logs.append(path)
+            if temporary:
+                self._temporary.append(path)
+
+    def cleanup(self) -> None:
+        """Remove the log files made only for the scan."""
+        for path in self._temporary:
+            path.unlink(missing_ok=True)
+
+    # --- what was seen ----------------------------------------------------------
+
+    def _request(self, request: httpx.Request) -> None:
+        """Learn the MCP credentials a test configures."""
+        if request.method not in ("POST", "PATCH") or "/api/mcps" not in request.url.path:
+            return
+        try:
+            body = json.loads(request.content or b"null")
+        except (ValueError, httpx.RequestNotRead):
+            return
+        creds = body.get("credentials") if isinstance(body, dict) else None
+        if isinstance(creds, dict):
+            for part in ("headers", "env"):
+                values = creds.get(part)
+                if isinstance(values, dict):
+                    for v in values.values():
+                        if isinstance(v, str):
+                            self.secret(v.removeprefix("Bearer "), f"MCP credential ({part})")
+
+    def _answered(self, exchange: _Exchange) -> None:
+        """Learn the secrets an answer may carry where it belongs."""
+        path = httpx.URL(exchange.url).path
+        try:
+            body = json.loads(bytes(exchange.body) or b"null")
+        except ValueError:
+            return
+        if not isinstance(body, dict):
+            return
+        if exchange.method == "POST" and path.rstrip("/") == "/api/keys":
+            key = body.get("key")
+            if isinstance(key, str) and len(key) >= MIN_LEN:
+                with self._lock:
+                    self._owned[key] = id(exchange)
+        if path.rstrip("/") == "/api/orgs/settings":
+            secret = body.get("signing_secret")
+            if isinstance(secret, str):
+                self.secret(secret, "signing secret", allowed_in=("/api/orgs/settings",))
+
+    def _opened(self, response: httpx.Response) -> _Exchange:
+        self._request(response.request)
+        exchange = _Exchange(response.request.method, str(response.request.url))
+        with self._lock:
+            self._exchanges.append(exchange)
+        return exchange
+
+    # --- the verdict ------------------------------------------------------------
+
+    def findings(self) -> list[str]:
+        found: list[str] = []
+        self._generated_keys()
+        with self._lock:
+            secrets = dict(self._secrets)
+            owned = dict(self._owned)
+            exchanges = list(self._exchanges)
+            logs = list(self._logs)
+        for exchange in exchanges:
+            text = bytes(exchange.body).decode("utf-8", "replace")
+            path = httpx.URL(exchange.url).path.rstrip("/")
+            for value, (label, allowed) in secrets.items():
+                if value in text and not any(a in path for a in allowed):
+                    found.append(f"{label} in the answer to {exchange.method} {path}")
+            for key, creator in owned.items():
+                if key in text and id(exchange) != creator:
+                    found.append(f"an API key in the answer to {exchange.method} {path}")
+        for log in logs:
+            if not log.exists():
+                continue
+            text = log.read_text(errors="replace")
+            for value, (label, _) in secrets.items():
+                if value in text:
+                    found.append(f"{label} in the service log {log.name}")
+            if any(key in text for key in owned):
+                found.append(f"an API key in the service log {log.name}")
+        return sorted(set(found))
+
+    # --- the tap ----------------------------------------------------------------
+
+    @contextmanager
+    def tapping(self) -> Iterator[None]:
+        """Copy every response body httpx reads, in this process, while open."""
+        scan = self
+        sync_raw: Callable[..., Iterator[bytes]] = httpx.Response.iter_raw
+        async_raw: Callable[..., AsyncIterator[bytes]] = httpx.Response.aiter_raw
+
+        def iter_raw(self: httpx.Response, *a: Any, **kw: Any) -> Iterator[bytes]:
+            exchange = scan._opened(self)
+            for chunk in sync_raw(self, *a, **kw):
+                exchange.body += chunk
+                yield chunk
+            scan._answered(exchange)
+
+        async def aiter_raw(self: httpx.Response, *a: Any, **kw: Any) -> AsyncIterator[bytes]:
+            exchange = scan._opened(self)
+            async for chunk in async_raw(self, *a, **kw):
+                exchange.body += chunk
+                yield chunk
+            scan._answered(exchange)
+
+        httpx.Response.iter_raw = iter_raw  # type: ignore[method-assign]
+        httpx.Response.aiter_raw = aiter_raw  # type: ignore[method-assign]
+        try:
+            yield
+        finally:
+            httpx.Response.iter_raw = sync_raw  # type: ignore[method-assign]
+            httpx.Response.aiter_raw = async_raw  # type: ignore[method-assign]
+
+
+SCAN = SecretScan()

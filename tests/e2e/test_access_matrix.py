@@ -1,0 +1,354 @@
+"""The standing cross-organization and role matrix (issue 14; docs/security.md).
+
+Generated from the served OpenAPI document, so a route added later is covered
+without anyone remembering to add it. Organization A owns one of everything;
+
+- another organization's API key and admin JWT call every operation that names an
+  id (in its path, or as a reference in its body) with A's ids and get 404
+  ``NOT_FOUND``, exactly as for an id that exists nowhere;
+- A's member (a JWT without the admin role) gets 403 ``FORBIDDEN`` on every
+  operation the document marks as needing the admin role;
+- nothing of A (its ids, its names, its message text) is in any answer the other
+  organization gets: bodies, lists, counts, errors and streams.
+
+Bodies are the smallest valid instance of each operation's request schema, with A's
+ids where a field refers to a resource, so that the answer is about access, not
+about validation. Everything here talks to the service on loopback; the MCP
+server A registers is on loopback too and is never contacted.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jwt
+import pytest
+
+from tests.e2e.conftest import E2E_JWT_SECRET
+from tests.e2e.service import Service
+
+pytestmark = pytest.mark.e2e
+
+ORG_A, ORG_B = "matrix-a", "matrix-b"
+KEY_A = "ask_matrix_org_a_0123456789abcdefghij"
+MARK = "zz-matrix-marker-of-org-a"  # in every name and text A owns
+
+# Path and body fields that name a resource, and the kind of resource.
+ID_FIELDS = {
+    "agent_id": "agent",
+    "agentId": "agent",
+    "thread_id": "thread",
+    "mcp_id": "mcp",
+    "mcpServerId": "mcp",
+    "key_id": "key",
+    "runner_id": "runner",
+}
+
+# Operations whose answer to another organization is not 404, and why. Each must
+# still leak nothing of A.
+NOT_404 = {
+    # Runners are not resources yet (issue 21): a runner id names nothing to find,
+    # so its MCP list is the caller's own (empty) and an attachment needs A's MCP
+    # server, which is 404 for B.
+    "listRunnerMcpServers": "runners are not resources yet",
+    # Public: the single-use state authenticates it, not a bearer token
+    # (tests/web/test_mcp_oauth.py); any state B could send is 400.
+    "mcpOAuthCallback": "authenticated by its state",
+}
+
+
+def _jwt(sub: str, org: str, **claims: Any) -> str:
+    return jwt.encode(
+        {"sub": sub, "org_id": org, "exp": int(time.time()) + 3600, **claims},
+        E2E_JWT_SECRET,
+        algorithm="HS256",
+    )
+
+
+class World:
+    """Organization A's resources, and the callers of the matrix."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.a = httpx.Client(base_url=url, headers=_h(KEY_A), timeout=30)
+        self.ids: dict[str, str] = {}
+
+    def build(self) -> None:
+        a = self.a
+        agent = _ok(a.post("/api/agents", json={"name": f"agent {MARK}"}))
+        self.ids["agent"] = agent["id"]
+        mcp = _ok(
+            a.post(
+                "/api/mcps",
+                json={
+                    "name": f"mcp {MARK}",
+                    "transport": "streamable_http",
+                    "url": "http://127.0.0.1:9/mcp",  # loopback discard port: never called
+                    "credentials": {"headers": {"X-Api-Key": f"mcp-secret-{MARK}"}},
+                },
+            )
+        )
+        self.ids["mcp"] = mcp["id"]
+        thread = _ok(
+            a.post(
+                "/api/threads",
+                json={"agentId": agent["id"], "title": f"thread {MARK}", "kind": "multiplayer"},
+            )
+        )
+        self.ids["thread"] = thread["id"]
+        _ok(a.post(f"/api/threads/{thread['id']}/participants", json={"userId": "carol"}))
+        said = {"content": f"hello {MARK}", "senderId": "carol"}
+        with a.stream("POST", f"/api/threads/{thread['id']}/messages", json=said) as r:
+            assert r.status_code == 200, r.read()
+            assert "event: done" in r.read().decode()
+        # attached after the reply, so the turn never lists the (unreachable) server's tools
+        _ok(a.post(f"/api/agents/{agent['id']}/mcps", json={"mcpServerId": mcp["id"]}))
+        key = _ok(a.post("/api/keys", json={"name": f"key {MARK}"}))
+        self.ids["key"] = key["id"]
+        self.ids["runner"] = str(uuid.uuid4())
+        _ok(a.post(f"/api/runners/{self.ids['runner']}/mcps", json={"mcpServerId": mcp["id"]}))
+
+    def secrets_of_a(self) -> list[str]:
+        return [*self.ids.values(), MARK]
+
+
+def _h(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def _ok(r: httpx.Response) -> dict[str, Any]:
+    assert r.status_code in (200, 201), r.text
+    return r.json()  # type: ignore[no-any-return]
+
+
+# --- the document -----------------------------------------------------------------
+
+
+class Op:
+    def __init__(self, method: str, path: str, op: dict[str, Any]) -> None:
+        self.method = method.upper()
+        self.path = path
+        self.id = str(op["operationId"])
+        self.op = op
+        self.admin = op.get("security") == [{"BearerToken": ["admin"]}]
+        self.public = op.get("security") == []
+        self.path_ids = [p["name"] for p in op.get("parameters", []) if p.get("in") == "path"]
+
+    def __repr__(self) -> str:
+        return f"{self.method} {self.path} ({self.id})"
+
+
+def _resolve(schema: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
+    while "$ref" in schema:
+        name = schema["$ref"].rsplit("/", 1)[-1]
+        schema = doc["components"]["schemas"][name]
+    return schema
+
+
+def instance(schema: dict[str, Any], doc: dict[str, Any], ids: dict[str, str], name: str) -> Any:
+    """The smallest valid value of ``schema``: required fields only, A's ids in
+    fields that refer to a resource."""
+    schema = _resolve(schema, doc)
+    for key in ("oneOf", "anyOf"):
+        if key in schema:
+            options = [o for o in schema[key] if _resolve(o, doc).get("type") != "null"]
+            return instance(options[0], doc, ids, name)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next(k for k in kind if k != "null")
+    if "enum" in schema:
+        return schema["enum"][0]
+    if kind == "object":
+        props = schema.get("properties", {})
+        return {
+            field: instance(props[field], doc, ids, field) for field in schema.get("required", [])
+        }
+    if kind == "array":
+        items = schema.get("items", {})
+        return [instance(items, doc, ids, name) for _ in range(schema.get("minItems", 0))]
+    if kind == "boolean":
+        return False
+    if kind in ("integer", "number"):
+        return schema.get("minimum", 1)
+    if name in ID_FIELDS:
+        return ids[ID_FIELDS[name]]
+    if schema.get("format") == "uuid":
+        return str(uuid.uuid4())
+    return "m" * max(1, schema.get("minLength", 1))
+
+
+def _operations(doc: dict[str, Any]) -> list[Op]:
+    return [
+        Op(method, path, op)
+        for path, item in doc["paths"].items()
+        for method, op in item.items()
+        if isinstance(op, dict) and "operationId" in op and path.startswith("/api/")
+    ]
+
+
+def _call(client: httpx.Client, op: Op, doc: dict[str, Any], ids: dict[str, str]) -> httpx.Response:
+    path = op.path
+    for name in op.path_ids:
+        assert name in ID_FIELDS, f"{op}: add the path parameter {name!r} to ID_FIELDS"
+        path = path.replace("{" + name + "}", ids[ID_FIELDS[name]])
+    params = {
+        p["name"]: instance(p.get("schema", {}), doc, ids, p["name"])
+        for p in op.op.get("parameters", [])
+        if p.get("in") == "query" and p.get("required")
+    }
+    body_schema = (
+        op.op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
+    )
+    kw: dict[str, Any] = {"params": params}
+    if body_schema is not None:
+        kw["json"] = instance(body_schema, doc, ids, "")
+    return client.request(op.method, path, **kw)
+
+
+def _refers_to_a(op: Op, doc: dict[str, Any]) -> bool:
+    """Whether a call names one of A's resources (in its path or its body)."""
+    if op.path_ids:
+        return True
+    schema = op.op.get("requestBody", {}).get("content", {}).get("application/json", {})
+    if "schema" not in schema:
+        return False
+    body = _resolve(schema["schema"], doc)
+    return any(f in ID_FIELDS for f in body.get("required", []))
+
+
+# --- the fixtures -----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def world(
+    tmp_path_factory: pytest.TempPathFactory, pg_url: str, registry_url: str
+) -> Iterator[World]:
+    tmp: Path = tmp_path_factory.mktemp("matrix")
+    svc = Service(
+        {
+            "AGENTSVC_STORAGE": "postgres",
+            "AGENTSVC_DATABASE_URL": pg_url,
+            "AGENTSVC_BOOTSTRAP_API_KEY": KEY_A,
+            "AGENTSVC_BOOTSTRAP_ORG": ORG_A,
+            "AGENTSVC_JWT_SECRET": E2E_JWT_SECRET,
+            "AGENTSVC_MCP_REGISTRY_URL": registry_url,
+            "AGENTSVC_ALLOW_PRIVATE_NETWORK": "true",
+            "AGENTSVC_DATA_DIR": str(tmp / "data"),
+        },
+        log=tmp / "service.log",
+    )
+    try:
+        svc.wait_ready()
+        w = World(svc.url)
+        w.build()
+        yield w
+        w.a.close()
+    finally:
+        svc.stop()
+
+
+@pytest.fixture(scope="module")
+def doc(world: World) -> dict[str, Any]:
+    return httpx.get(f"{world.url}/schema/openapi.json").json()  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="module")
+def strangers(world: World) -> Iterator[dict[str, httpx.Client]]:
+    """Another organization's admin JWT and an API key it made."""
+    admin_jwt = _jwt("boss-b", ORG_B, role="admin")
+    key = _ok(httpx.post(f"{world.url}/api/keys", json={}, headers=_h(admin_jwt)))["key"]
+    clients = {
+        "key of B": httpx.Client(base_url=world.url, headers=_h(key), timeout=30),
+        "admin JWT of B": httpx.Client(base_url=world.url, headers=_h(admin_jwt), timeout=30),
+    }
+    yield clients
+    for c in clients.values():
+        c.close()
+
+
+# --- the matrix -------------------------------------------------------------------
+
+
+def test_the_document_covers_the_routes(doc: dict[str, Any]) -> None:
+    ops = _operations(doc)
+    assert len(ops) >= 30
+    admin = {o.id for o in ops if o.admin}
+    # a sample of both kinds, so that a document without roles cannot pass
+    assert {"createAgent", "deleteAgent", "createMcpServer", "listKeys"} <= admin
+    assert {"sendMessage", "createThread", "getAgent"}.isdisjoint(admin)
+
+
+def test_another_organization_gets_404_for_every_id_of_a(
+    world: World, doc: dict[str, Any], strangers: dict[str, httpx.Client]
+) -> None:
+    checked = []
+    for op in _operations(doc):
+        if not _refers_to_a(op, doc) or op.id in NOT_404:
+            continue
+        for who, client in strangers.items():
+            r = _call(client, op, doc, world.ids)
+            assert (r.status_code, r.json().get("error")) == (404, "NOT_FOUND"), (
+                who,
+                op,
+                r.text,
+            )
+            checked.append(op.id)
+    assert len(set(checked)) >= 20, sorted(set(checked))
+
+
+def test_nothing_of_a_reaches_another_organization(
+    world: World, doc: dict[str, Any], strangers: dict[str, httpx.Client]
+) -> None:
+    """Every operation another organization may call without naming A's ids
+    (lists, counts, searches) and every 404 answer: none holds A's ids or text."""
+    seen = 0
+    for op in _operations(doc):
+        if op.public:
+            continue
+        if op.method != "GET" and not _refers_to_a(op, doc):
+            continue  # B's own writes: they touch only B
+        for client in strangers.values():
+            r = _call(client, op, doc, world.ids)
+            seen += 1
+            for value in world.secrets_of_a():
+                assert value not in r.text, (op, value, r.text)
+    assert seen >= 30
+
+
+def test_a_member_gets_403_on_every_admin_operation(world: World, doc: dict[str, Any]) -> None:
+    member = httpx.Client(base_url=world.url, headers=_h(_jwt("mallory", ORG_A)), timeout=30)
+    admin_ops = [op for op in _operations(doc) if op.admin]
+    assert admin_ops
+    with member:
+        for op in admin_ops:
+            r = _call(member, op, doc, world.ids)
+            assert (r.status_code, r.json().get("error")) == (403, "FORBIDDEN"), (op, r.text)
+        # ... and changed nothing
+        agent = world.a.get(f"/api/agents/{world.ids['agent']}")
+        assert agent.status_code == 200
+        assert MARK in agent.json()["name"]
+        assert world.a.get(f"/api/mcps/{world.ids['mcp']}").json()["hasCredentials"] is True
+
+
+def test_a_member_reads_but_does_not_see_another_users_thread(
+    world: World, doc: dict[str, Any]
+) -> None:
+    """The thread rule under the role rule: a member reads the organization's
+    agents but gets 403 on a thread another user (here: A's key) opened."""
+    member = httpx.Client(base_url=world.url, headers=_h(_jwt("mallory", ORG_A)), timeout=30)
+    with member:
+        assert member.get(f"/api/agents/{world.ids['agent']}").status_code == 200
+        for path in (
+            f"/api/threads/{world.ids['thread']}",
+            f"/api/threads/{world.ids['thread']}/messages",
+        ):
+            r = member.get(path)
+            assert (r.status_code, r.json()["error"]) == (403, "FORBIDDEN"), r.text
+            assert MARK not in r.text
+        listed = member.get("/api/threads", params={"agentId": world.ids["agent"]}).json()
+        assert listed["threads"] == []

@@ -1,0 +1,104 @@
+"""The end-to-end suite's secret scan finds what it is for (tests/e2e/secret_scan.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+
+from tests.e2e.secret_scan import SecretScan
+from tests.web.live import serve
+
+SECRET = "mcp-header-secret-0123456789"
+
+
+class Echo:
+    """An ASGI app answering each path with a fixed body (the "leaks" under test)."""
+
+    def __init__(self, answers: dict[str, bytes]) -> None:
+        self.answers = answers
+
+    async def __call__(self, scope: dict, receive: object, send: object) -> None:  # type: ignore[type-arg]
+        if scope["type"] != "http":
+            return
+        body = self.answers.get(scope["path"], b"{}")
+        await send({"type": "http.response.start", "status": 200, "headers": []})  # type: ignore[operator]
+        await send({"type": "http.response.body", "body": body})  # type: ignore[operator]
+
+
+def _run(
+    answers: dict[str, bytes],
+    calls: Iterator[tuple[str, str, object]] | list[tuple[str, str, object]],
+) -> SecretScan:
+    scan = SecretScan()
+    with serve(Echo(answers)) as url, scan.tapping(), httpx.Client(base_url=url) as c:
+        for method, path, body in calls:
+            c.request(method, path, json=body)
+    return scan
+
+
+def test_a_configured_mcp_credential_in_any_answer_is_found() -> None:
+    scan = _run(
+        {"/api/mcps": b'{"hasCredentials": true}', "/api/mcps/x": SECRET.encode()},
+        [
+            (
+                "POST",
+                "/api/mcps",
+                {"credentials": {"headers": {"Authorization": f"Bearer {SECRET}"}}},
+            ),
+            ("GET", "/api/mcps/x", None),
+        ],
+    )
+    assert scan.findings() == ["MCP credential (headers) in the answer to GET /api/mcps/x"]
+
+
+def test_a_new_api_key_may_only_be_in_the_answer_that_made_it() -> None:
+    key = b"ask_abcdefghijklmnopqrstuvwxyz"
+    ok = _run({"/api/keys": b'{"key": "' + key + b'"}'}, [("POST", "/api/keys", {})])
+    assert ok.findings() == []
+    leaked = _run(
+        {"/api/keys": b'{"key": "' + key + b'"}', "/api/agents": key},
+        [("POST", "/api/keys", {}), ("GET", "/api/agents", None)],
+    )
+    assert leaked.findings() == ["an API key in the answer to GET /api/agents"]
+
+
+def test_the_signing_secret_belongs_to_the_settings_answers_only() -> None:
+    body = b'{"signing_secret": "whsec_0123456789abcdef"}'
+    scan = _run(
+        {"/api/orgs/settings": body, "/api/agents": b"whsec_0123456789abcdef"},
+        [("GET", "/api/orgs/settings", None), ("GET", "/api/agents", None)],
+    )
+    assert scan.findings() == ["signing secret in the answer to GET /api/agents"]
+
+
+def test_secrets_of_the_environment_in_a_log_are_found(tmp_path: Path) -> None:
+    scan = SecretScan()
+    log = tmp_path / "svc.log"
+    log.write_text("INFO starting\nDEBUG key=sk-provider-key-123456\n")
+    scan.service_env(
+        {"AGENTSVC_BETA_API_KEY": "sk-provider-key-123456", "AGENTSVC_PORT": "80"}, None
+    )
+    scan.log_file(log)
+    assert scan.findings() == ["AGENTSVC_BETA_API_KEY in the service log svc.log"]
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "encryption-keys").write_text("k1:QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo=\n")
+    scan.service_env({}, str(data))
+    log.write_text("oops QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo=")
+    assert scan.findings() == ["generated encryption key in the service log svc.log"]
+
+
+def test_a_streamed_answer_is_scanned_too() -> None:
+    scan = SecretScan()
+    scan.secret("byok-user-key-987654321", "BYOK key")
+    answers = {"/s": b'event: token\ndata: {"delta": "byok-user-key-987654321"}\n\n'}
+    with (
+        serve(Echo(answers)) as url,
+        scan.tapping(),
+        httpx.Client(base_url=url) as c,
+        c.stream("POST", "/s") as r,
+    ):
+        assert list(r.iter_lines())
+    assert scan.findings() == ["BYOK key in the answer to POST /s"]

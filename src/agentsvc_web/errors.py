@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from litestar import Request, Response
-from litestar.exceptions import HTTPException, ValidationException
+from litestar.exceptions import HTTPException, TooManyRequestsException, ValidationException
 
 from agentsvc_core.errors import (
     Conflict,
@@ -130,8 +130,17 @@ def _http(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Error
     headers = dict(exc.headers or {})
     if isinstance(exc, ValidationException):
         status, detail = _validation_detail(exc)
-    elif isinstance(exc, MalformedBody | BodyInvalid | BodyCutShort | UnsupportedMediaType):
-        detail = exc.detail  # ours (agentsvc_web.body), written for clients
+    elif isinstance(
+        exc,
+        MalformedBody
+        | BodyInvalid
+        | BodyCutShort
+        | UnsupportedMediaType
+        | TooManyRequestsException,
+    ):
+        # ours (agentsvc_web.body, and the budgets of agentsvc_web.limits: the app
+        # runs no Litestar middleware that raises 429), written for clients
+        detail = exc.detail
         if isinstance(exc, BodyCutShort):
             log.info("%s %s: %s", request.method, request.url.path, detail)
     elif status == 401:

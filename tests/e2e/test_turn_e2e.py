@@ -181,3 +181,68 @@ def test_a_long_reply_keeps_its_thread_busy_past_the_stale_limit(
             ]
     finally:
         svc.stop()
+
+
+def test_sigterm_mid_reply_interrupts_it_keeps_its_text_and_exits_promptly(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """SIGTERM: the running reply gets the grace (2 s here) to finish, then its stream
+    ends with an INTERRUPTED error, the text it streamed is kept in the history, the
+    thread is free after a restart, and the process has exited within the grace plus
+    a margin (it used to cut the stream after 5 s, keep nothing, and exit after 11 s)."""
+    key = f"ask_e2e_{uuid.uuid4().hex}"
+    grace = 2.0
+    env = env_for(
+        pg_url, key, AGENTSVC_SHUTDOWN_GRACE_S=str(int(grace)), AGENTSVC_RUN_STALE_AFTER_S="600"
+    )
+    h = {"Authorization": f"Bearer {key}"}
+    first = Service(env, log=tmp_path / "1.log")
+    seen: list[Event] = []
+    try:
+        first.wait_ready()
+        with httpx.Client(base_url=first.url, headers=h, timeout=30) as c:
+            tid = open_thread(c)
+            with c.stream(
+                "POST", f"/api/threads/{tid}/messages", json={"content": "slowly, please"}
+            ) as r:
+                for item in parse_lines(r.iter_lines()):
+                    if not isinstance(item, Event):
+                        continue
+                    seen.append(item)
+                    if item.event == "token" and item.data["delta"].strip() == "word1":
+                        first.proc.send_signal(signal.SIGTERM)
+                        signalled = time.monotonic()
+                        time.sleep(0.5)
+                        with pytest.raises(httpx.TransportError):  # no new connections
+                            httpx.get(f"{first.url}/healthz", timeout=2)
+            ended = time.monotonic() - signalled
+            exit_code = first.proc.wait(timeout=grace + 10)
+            exited = time.monotonic() - signalled
+    finally:
+        first.stop()
+    assert exit_code == 0, first.output()
+    last = seen[-1]
+    assert last.event == "error", names(seen)
+    assert last.data["code"] == "INTERRUPTED"
+    assert "kept" in last.data["detail"]
+    assert "done" not in names(seen)
+    assert grace - 0.5 < ended < grace + 1.5  # the reply ran on for the grace, no longer
+    assert exited < grace + 2.0, f"exited {exited:.1f} s after SIGTERM"
+    partial = tokens(seen)
+    assert "word1" in partial
+    assert "word50" not in partial  # 50 words at 0.1 s outlast the 2 s grace
+    second = Service(env, log=tmp_path / "2.log")
+    try:
+        second.wait_ready()
+        with httpx.Client(base_url=second.url, headers=h, timeout=30) as c:
+            msgs = c.get(f"/api/threads/{tid}/messages").json()["messages"]
+            assert [(m["role"], m["status"]) for m in msgs] == [
+                ("user", "complete"),
+                ("assistant", "interrupted"),
+            ]
+            assert msgs[-1]["content"] == partial  # the history reads as the user saw it
+            r = c.post(f"/api/threads/{tid}/messages", json={"content": "still there?"})
+            assert r.status_code == 200, r.text
+            assert names(parse(r.text))[-1] == "done"
+    finally:
+        second.stop()

@@ -246,3 +246,76 @@ def test_sigterm_mid_reply_interrupts_it_keeps_its_text_and_exits_promptly(
             assert names(parse(r.text))[-1] == "done"
     finally:
         second.stop()
+
+
+def stream_until_first_token_then_kill(svc: Service, c: httpx.Client, tid: str) -> None:
+    with c.stream(
+        "POST", f"/api/threads/{tid}/messages", json={"content": "slowly, then crash"}
+    ) as r:
+        for item in parse_lines(r.iter_lines()):
+            if isinstance(item, Event) and item.event == "token":
+                svc.proc.send_signal(signal.SIGKILL)
+                break
+    svc.proc.wait(timeout=10)
+    time.sleep(0.5)  # PostgreSQL ends the dead process's sessions (and locks) at once
+
+
+def test_stop_frees_a_thread_whose_reply_died_with_its_process(pg_url: str, tmp_path: Path) -> None:
+    """kill -9 of the process running a reply; another process answers the stop by
+    marking that run interrupted itself, so the next send streams at once, not
+    after the stale limit (600 s here)."""
+    key = f"ask_e2e_{uuid.uuid4().hex}"
+    env = env_for(pg_url, key, AGENTSVC_RUN_STALE_AFTER_S="600")
+    h = {"Authorization": f"Bearer {key}"}
+    doomed = Service(env, log=tmp_path / "doomed.log")
+    alive = Service(env, log=tmp_path / "alive.log")
+    try:
+        doomed.wait_ready()
+        alive.wait_ready()
+        with (
+            httpx.Client(base_url=doomed.url, headers=h, timeout=30) as cd,
+            httpx.Client(base_url=alive.url, headers=h, timeout=30) as c,
+        ):
+            tid = open_thread(cd)
+            stream_until_first_token_then_kill(doomed, cd, tid)
+            started = time.monotonic()
+            assert c.post(f"/api/threads/{tid}/stop").json() == {"ok": True}
+            r = c.post(f"/api/threads/{tid}/messages", json={"content": "are you there?"})
+            took = time.monotonic() - started
+            assert r.status_code == 200, r.text
+            assert names(parse(r.text))[-1] == "done"
+            assert took < 5.0, f"stop then send took {took:.1f} s"
+            assert c.post(f"/api/threads/{tid}/stop").json() == {"ok": False}  # nothing runs
+            msgs = c.get(f"/api/threads/{tid}/messages").json()["messages"]
+            assert [m["role"] for m in msgs] == ["user", "user", "assistant"]
+            assert msgs[0]["content"] == "slowly, then crash"  # nothing the user sent is lost
+    finally:
+        doomed.stop()
+        alive.stop()
+
+
+def test_a_restarted_service_frees_the_threads_of_its_crashed_self_at_once(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """kill -9 mid-reply and a restart: the start-up sweep sees the dead process's
+    run has no live owner, so the first send streams (the stale limit is 600 s)."""
+    key = f"ask_e2e_{uuid.uuid4().hex}"
+    env = env_for(pg_url, key, AGENTSVC_RUN_STALE_AFTER_S="600")
+    h = {"Authorization": f"Bearer {key}"}
+    first = Service(env, log=tmp_path / "1.log")
+    try:
+        first.wait_ready()
+        with httpx.Client(base_url=first.url, headers=h, timeout=30) as c:
+            tid = open_thread(c)
+            stream_until_first_token_then_kill(first, c, tid)
+    finally:
+        first.stop()
+    second = Service(env, log=tmp_path / "2.log")
+    try:
+        second.wait_ready()
+        with httpx.Client(base_url=second.url, headers=h, timeout=30) as c:
+            r = c.post(f"/api/threads/{tid}/messages", json={"content": "are you there?"})
+            assert r.status_code == 200, r.text
+            assert names(parse(r.text))[-1] == "done"
+    finally:
+        second.stop()

@@ -408,18 +408,24 @@ class Conversation:
 
     async def stop(self, who: Principal, thread_id: UUID) -> bool:
         """Stop the thread's running reply, in whichever process runs it. False when
-        nothing is running."""
+        nothing is running. A reply whose process is gone (crashed, killed) is marked
+        interrupted here, which frees the thread at once; that answers True too."""
         thread = await self._threads.visible(who, thread_id)
-        run = await self._store.running(
-            who.org_id, thread.id, self._clock.now() - self._stale_after
-        )
+        now = self._clock.now()
+        run = await self._store.running(who.org_id, thread.id, now - self._stale_after)
         if run is None:
             return False
+        if run.id not in self._running and await self._store.interrupt_orphaned(
+            who.org_id, run.id, now
+        ):
+            return True
         await self._stops.publish(run.id)
         return True
 
     async def sweep(self) -> int:
-        """Mark replies whose process died as interrupted (run at start-up and periodically)."""
+        """Mark replies whose process died as interrupted: those whose process is
+        known to be gone, and those whose heartbeat is stale (run at start-up and
+        periodically)."""
         now = self._clock.now()
         return await self._store.interrupt_stale(now - self._stale_after, now)
 

@@ -2,7 +2,7 @@
 
 A process draws a random id when it builds its storage (``new_owner``); every run
 it begins records it (``runs.owner``), and its stop bus's listening connection,
-which lives as long as the process, holds ``pg_advisory_lock`` on it (``LOCK``).
+which lives as long as the process, holds a session advisory lock on it (``LOCK``).
 PostgreSQL drops a session's locks the moment its connection ends, so a process
 that crashed or was killed holds none: a running run whose owner's lock nobody
 holds (``ORPHANED``) belongs to a process that is gone, and can be marked
@@ -32,5 +32,5 @@ ORPHANED = (
 
 
 def new_owner() -> int:
-    """A process's id: positive, within a bigint."""
+    """A process's id: 63 random bits, so a non-negative bigint."""
     return secrets.randbits(63)

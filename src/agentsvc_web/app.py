@@ -39,6 +39,7 @@ from agentsvc_web.options import answer_options
 from agentsvc_web.read_timeout import BodyDeadline, RequestReadTimeout, request_timeout_response
 from agentsvc_web.schemas import OkBody
 from agentsvc_web.settings import Settings
+from agentsvc_web.shutdown import drain_on_signals
 
 VERSION = "0.1.0"
 
@@ -151,8 +152,13 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
 
 def serve_app() -> Litestar:
     """The app ``agentsvc serve`` runs (uvicorn's factory, in each worker):
-    ``create_app()``, whose startup ends with ``freeze_heap``."""
-    app = create_app()
+    ``create_app()``, whose startup makes SIGTERM and SIGINT drain the running
+    replies (``agentsvc_web.shutdown``) and ends with ``freeze_heap``."""
+    settings = Settings.from_env()
+    _configure_logging(settings.log_level)
+    services = build_services(settings)
+    app = create_app(settings, services)
+    app.on_startup.append(drain_on_signals(services.conversation, settings.shutdown_grace_s))
     app.on_startup.append(freeze_heap)
     return app
 

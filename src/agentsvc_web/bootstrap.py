@@ -138,14 +138,18 @@ class Services:
             compactor=Compactor(storage.secrets, box),
         )
 
+    async def _sweep(self) -> None:
+        """Replies whose process died stop counting as running."""
+        try:
+            _log_sweep(await self.conversation.sweep())
+        except DomainError as exc:
+            log.warning("sweep of interrupted replies failed: %s", exc.detail)
+
     async def _sweep_forever(self) -> None:
-        """Replies whose process died stop counting as running (at start and every 30 s)."""
+        """The sweep every 30 s (after the one at start-up)."""
         while True:
-            try:
-                _log_sweep(await self.conversation.sweep())
-            except DomainError as exc:
-                log.warning("sweep of interrupted replies failed: %s", exc.detail)
             await asyncio.sleep(min(SWEEP_EVERY_S, self.settings.run_stale_after_s / 2))
+            await self._sweep()
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Services]:
@@ -171,6 +175,7 @@ class Services:
                 log.info(
                     "bootstrap API key is valid for organization %r", self.settings.bootstrap_org
                 )
+            await self._sweep()  # before serving: a crashed process's threads are free
             sweeper = asyncio.create_task(self._sweep_forever())
             try:
                 yield self
@@ -293,7 +298,7 @@ def build_services(settings: Settings) -> Services:
     storage = _storage(settings)
     # one LISTEN connection per process carries both stops and key revocations
     signals = (
-        PostgresStopBus(storage.conninfo, storage.pool)
+        PostgresStopBus(storage.conninfo, storage.pool, storage.owner)
         if isinstance(storage, PostgresStorage)
         else None
     )

@@ -17,6 +17,7 @@ from typing import Any
 from agentsvc_core.entities import API_KEY_PREFIX
 from agentsvc_web.bootstrap import build_services, run_migrations, start_embedded
 from agentsvc_web.settings import Settings, SettingsError
+from agentsvc_web.shutdown import DRAIN_MARGIN_S
 
 log = logging.getLogger("agentsvc")
 
@@ -104,7 +105,8 @@ def _run_uvicorn(
         http="agentsvc_web.read_timeout:ReadTimeoutProtocol",
         access_log=args.access_log,
         log_level=settings.log_level.lower(),
-        timeout_graceful_shutdown=5,
+        # the drain (agentsvc_web.shutdown) ends every stream within this
+        timeout_graceful_shutdown=int(settings.shutdown_grace_s + DRAIN_MARGIN_S),
         # the client address (rate limits, access log) is the socket peer, unless
         # the peer is a proxy trusted by AGENTSVC_FORWARDED_ALLOW_IPS
         proxy_headers=settings.forwarded_allow_ips is not None,

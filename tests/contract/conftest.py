@@ -17,7 +17,7 @@ import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from agentsvc_adapters.memory import MemoryStorage
-from agentsvc_adapters.postgres import PostgresStorage
+from agentsvc_adapters.postgres import PostgresStopBus, PostgresStorage
 from agentsvc_core.entities import Organization
 from agentsvc_core.ports import Storage
 
@@ -57,7 +57,12 @@ def backend(request: pytest.FixtureRequest, portal: BlockingPortal) -> Iterator[
     url: str = request.getfixturevalue("pg_url")
     storage = PostgresStorage(url, min_size=2, max_size=20)
     portal.call(storage.open)
+    # as in the service: its stop bus's connection holds the lock that says this
+    # process (the one that begins the tests' runs) is alive
+    alive = PostgresStopBus(storage.conninfo, storage.pool, storage.owner)
+    portal.call(alive.start)
     try:
         yield Backend("postgres", storage, portal)
     finally:
+        portal.call(alive.close)
         portal.call(storage.close)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from datetime import timedelta
 
@@ -11,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agentsvc_adapters.postgres import PostgresStopBus, PostgresStorage
 from agentsvc_core.entities import Message, Participant, Run, Thread, ToolCall, Usage, UsageRecord
 from agentsvc_core.errors import Conflict, NotFound
 from tests.contract.conftest import Backend, now
@@ -329,3 +331,65 @@ def test_heartbeats_refresh_only_the_named_running_runs(backend: Backend) -> Non
     backend.run(store.heartbeat, [], beat)  # nothing to do
     latest = [backend.run(store.latest_run, t.org_id, t.id) for t in threads]
     assert [r.heartbeat_at for r in latest] == [old, beat, old]
+
+
+def test_a_run_of_a_live_process_is_not_orphaned(backend: Backend) -> None:
+    """Every run the fixture's storage begins is its own process's, which is alive."""
+    t = stored_thread(backend)
+    store = backend.storage.conversations
+    run = a_run(t)
+    backend.run(store.begin_turn, run, [a_message(t)], now() - timedelta(seconds=45))
+    assert backend.run(store.interrupt_orphaned, t.org_id, run.id, now()) is False
+    backend.run(store.interrupt_stale, now() - timedelta(hours=1), now())  # a sweep
+    assert backend.run(store.running, t.org_id, t.id, now() - timedelta(seconds=45)) == run
+    assert backend.run(store.interrupt_orphaned, t.org_id, uuid.uuid4(), now()) is False
+    done = msgspec.structs.replace(run, status="completed", finished_at=now())
+    backend.run(store.finish_turn, done, [], [])
+    assert backend.run(store.interrupt_orphaned, t.org_id, run.id, now()) is False
+    assert backend.run(store.latest_run, t.org_id, t.id) == done
+
+
+@pytest.mark.postgres
+# PostgreSQL only (not a skip on memory: memory storage lives in one process, so
+# none of its runs is another process's; its answer, False, is tested above)
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_a_run_whose_process_is_gone_is_interrupted_at_once(backend: Backend) -> None:
+    """Another process begins runs, then ends (its lock goes with its connection):
+    a stop frees its thread at once, and so does a sweep, heartbeats fresh or not."""
+    assert isinstance(backend.storage, PostgresStorage)
+    store = backend.storage.conversations
+    other = PostgresStorage(backend.storage.conninfo, min_size=1, max_size=2)
+    its_bus = PostgresStopBus(other.conninfo, other.pool, other.owner)
+    backend.run(other.open)
+    backend.run(its_bus.start)
+    stopped, swept = stored_thread(backend), stored_thread(backend)
+    runs = [a_run(stopped), a_run(swept)]
+    try:
+        for run, t in zip(runs, (stopped, swept), strict=True):
+            backend.run(
+                other.conversations.begin_turn, run, [a_message(t)], now() - timedelta(seconds=45)
+            )
+        # alive (in another process): left alone
+        assert backend.run(store.interrupt_orphaned, stopped.org_id, runs[0].id, now()) is False
+    finally:
+        backend.run(its_bus.close)
+        backend.run(other.close)
+    # its server session ends (and drops the lock) a moment after the connection closes
+    for _ in range(50):
+        at = now()
+        if backend.run(store.interrupt_orphaned, stopped.org_id, runs[0].id, at):
+            break
+        time.sleep(0.02)
+    else:
+        raise AssertionError("the run of the process that ended was never interrupted")
+    assert backend.run(store.interrupt_orphaned, stopped.org_id, runs[0].id, at) is False
+    latest = backend.run(store.latest_run, stopped.org_id, stopped.id)
+    assert latest == msgspec.structs.replace(runs[0], status="interrupted", finished_at=at)
+    page, _ = backend.run(lambda: store.history(stopped.org_id, stopped.id, offset=0, limit=5))
+    assert [m.content for m in page] == ["hi"]  # the user's message stays
+    # the thread is free: a new turn is not refused, though the dead run's beat is fresh
+    backend.run(store.begin_turn, a_run(stopped), [], now() - timedelta(hours=1))
+    assert backend.run(store.interrupt_stale, now() - timedelta(hours=1), now()) >= 1
+    latest = backend.run(store.latest_run, swept.org_id, swept.id)
+    assert latest is not None
+    assert latest.status == "interrupted"

@@ -8,6 +8,7 @@ from typing import Any
 
 from agentsvc_web.cli import _run_uvicorn
 from agentsvc_web.settings import Settings
+from agentsvc_web.shutdown import DRAIN_MARGIN_S
 
 
 class FakeUvicorn:
@@ -35,3 +36,12 @@ def test_forwarded_addresses_are_believed_only_from_named_proxies() -> None:
     behind = options(Settings(forwarded_allow_ips="10.0.0.5,10.0.0.6"))
     assert behind["proxy_headers"] is True
     assert behind["forwarded_allow_ips"] == "10.0.0.5,10.0.0.6"
+
+
+def test_uvicorn_waits_for_open_streams_as_long_as_the_shutdown_drain_takes() -> None:
+    """The drain (agentsvc_web.shutdown) ends every stream within the grace plus its
+    margin; uvicorn must not cut one before that."""
+    assert options(Settings())["timeout_graceful_shutdown"] == int(4 + DRAIN_MARGIN_S)
+    assert options(Settings(shutdown_grace_s=10))["timeout_graceful_shutdown"] == int(
+        10 + DRAIN_MARGIN_S
+    )

@@ -6,7 +6,9 @@ by its message count that the thread is as ``turn_inputs`` read it; a stale run
 in the way is swept and the statement retried once) and ``finish_turn`` (the
 run's final state, the assistant messages, the usage records). One reply per
 thread is enforced by a partial unique index on running runs, so two processes
-racing to start a reply on one thread cannot both succeed.
+racing to start a reply on one thread cannot both succeed. Each run records the
+process that runs it (``owner``, see ``owners``), so a run whose process is gone
+can be told at once.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from uuid import UUID
 import msgspec
 
 from agentsvc_adapters.memory.conversations import visible_in_history
+from agentsvc_adapters.postgres.owners import ORPHANED
 from agentsvc_adapters.postgres.storage import Pool, Row, _Repo, _translate
 from agentsvc_core.entities import (
     Message,
@@ -261,12 +264,12 @@ def _count_sql(org: str, thread: str) -> str:
 _COUNT = _count_sql("%s", "%s")
 
 
-def _begin_statement(run: Run, new: list[Message]) -> tuple[str, list[Any]]:
-    """Insert the run and the messages, then count the thread's messages (as they
-    were before the statement)."""
+def _begin_statement(run: Run, new: list[Message], owner: int) -> tuple[str, list[Any]]:
+    """Insert the run (run by process ``owner``) and the messages, then count the
+    thread's messages (as they were before the statement)."""
     sql = (
-        "WITH r AS (INSERT INTO runs (id, org_id, thread_id, status, started_at, heartbeat_at)"
-        " VALUES (%s, %s, %s, %s, %s, %s))"
+        "WITH r AS (INSERT INTO runs (id, org_id, thread_id, status, started_at, heartbeat_at,"
+        " owner) VALUES (%s, %s, %s, %s, %s, %s, %s))"
     )
     params: list[Any] = [
         run.id,
@@ -275,6 +278,7 @@ def _begin_statement(run: Run, new: list[Message]) -> tuple[str, list[Any]]:
         run.status,
         run.started_at,
         run.heartbeat_at,
+        owner,
     ]
     if new:
         sql += f", m AS ({_MSG_INSERT_HEAD}{_rows(_MSG_ROW, len(new))})"
@@ -354,8 +358,10 @@ def _usage_params(u: UsageRecord) -> tuple[Any, ...]:
 
 
 class PostgresConversations(_Repo, ConversationStore):
-    def __init__(self, pool: Pool) -> None:
+    def __init__(self, pool: Pool, owner: int) -> None:
+        """``owner``: this process's id, recorded on the runs it begins."""
         super().__init__(pool)
+        self._owner = owner
 
     async def begin_turn(
         self, run: Run, new: list[Message], stale_before: datetime, seen: int | None = None
@@ -365,7 +371,7 @@ class PostgresConversations(_Repo, ConversationStore):
         # ``seen`` (the count turn_inputs read), nothing came since. A running run
         # makes the run insert a unique violation; if that run's heartbeat is stale it
         # is marked interrupted and the statement tried once more.
-        sql, params = _begin_statement(run, new)
+        sql, params = _begin_statement(run, new, self._owner)
         for attempt in (1, 2):
             try:
                 async with _translate(), self._pool.connection() as conn:
@@ -444,11 +450,20 @@ class PostgresConversations(_Repo, ConversationStore):
         )
         return None if row is None else _run(row)
 
+    async def interrupt_orphaned(self, org_id: str, run_id: UUID, at: datetime) -> bool:
+        async with _translate(), self._pool.connection() as conn:
+            cur = await conn.execute(
+                "UPDATE runs SET status = 'interrupted', finished_at = %s"
+                f" WHERE org_id = %s AND id = %s AND status = 'running' AND {ORPHANED}",
+                (at, org_id, run_id),
+            )
+            return cur.rowcount > 0
+
     async def interrupt_stale(self, stale_before: datetime, at: datetime) -> int:
         async with _translate(), self._pool.connection() as conn:
             cur = await conn.execute(
                 "UPDATE runs SET status = 'interrupted', finished_at = %s"
-                " WHERE status = 'running' AND heartbeat_at < %s",
+                f" WHERE status = 'running' AND (heartbeat_at < %s OR {ORPHANED})",
                 (at, stale_before),
             )
             return cur.rowcount

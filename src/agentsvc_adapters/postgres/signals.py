@@ -7,6 +7,9 @@ local event; every process drops a revoked key from its lookup cache. The
 listener reconnects with backoff if the connection drops: stops sent meanwhile
 are lost (the client can stop again), and since revocations may have been
 missed too, each (re)connection tells the caches to drop everything.
+
+That connection also holds the advisory lock that tells other processes this one
+is alive (``owners``): it lives exactly as long as the process.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from uuid import UUID
 
 import psycopg
 
+from agentsvc_adapters.postgres.owners import LOCK
 from agentsvc_adapters.postgres.storage import Pool, _translate
 from agentsvc_core.ports import LocalRevocations, LocalStopBus
 
@@ -27,11 +31,14 @@ REVOKED = "agentsvc_revoked"
 
 
 class PostgresStopBus(LocalStopBus, LocalRevocations):
-    def __init__(self, conninfo: str, pool: Pool) -> None:
+    def __init__(self, conninfo: str, pool: Pool, owner: int) -> None:
+        """``owner``: this process's id (``PostgresStorage.owner``), whose lock the
+        listening connection holds."""
         LocalStopBus.__init__(self)
         LocalRevocations.__init__(self)
         self._conninfo = conninfo
         self._pool = pool
+        self._owner = owner
         self._task: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
 
@@ -65,6 +72,9 @@ class PostgresStopBus(LocalStopBus, LocalRevocations):
                 async with await psycopg.AsyncConnection.connect(
                     self._conninfo, autocommit=True
                 ) as conn:
+                    held = await (await conn.execute(LOCK, (self._owner,))).fetchone()
+                    if not held or not held[0]:  # another process drew the same 63 bits
+                        log.warning("this process's liveness lock is held by another")
                     await conn.execute(f"LISTEN {CHANNEL}; LISTEN {REVOKED}")
                     self.deliver_revoked(None)  # notices may have been missed until now
                     self._ready.set()

@@ -20,6 +20,7 @@ import psycopg
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from agentsvc_adapters.postgres.owners import new_owner
 from agentsvc_core.entities import Agent, ApiKey, Organization, ToolProfile
 from agentsvc_core.errors import Conflict, DomainError, NotFound, StorageError, Unavailable
 from agentsvc_core.ports import (
@@ -369,8 +370,10 @@ class PostgresStorage(Storage):
         from agentsvc_adapters.postgres.secrets import PostgresSecrets  # noqa: PLC0415
         from agentsvc_adapters.postgres.turns import PostgresTurnReader  # noqa: PLC0415
 
+        # this process among the runs' owners: the stop bus holds its lock (owners.py)
+        self.owner = new_owner()
         self._threads = PostgresThreads(self.pool)
-        self._conversations = PostgresConversations(self.pool)
+        self._conversations = PostgresConversations(self.pool, self.owner)
         self._mcps = PostgresMcps(self.pool)
         self._secrets = PostgresSecrets(self.pool)
         self._turn_reader = PostgresTurnReader(self.pool)

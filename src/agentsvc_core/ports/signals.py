@@ -8,11 +8,19 @@ from uuid import UUID
 
 class StopSignal(asyncio.Event):
     """Set when a reply must stop. ``on_set`` callbacks run the moment it is set, so
-    the reply can cancel its model call without a task that only waits for this."""
+    the reply can cancel its model call without a task that only waits for this.
+    ``interrupted`` tells a stop of the process shutting down from a user's stop."""
 
     def __init__(self) -> None:
         super().__init__()
         self._callbacks: list[Callable[[], object]] = []
+        self.interrupted = False
+
+    def interrupt(self) -> None:
+        """Set, because the process is shutting down (unless already set)."""
+        if not self.is_set():
+            self.interrupted = True
+            self.set()
 
     def set(self) -> None:
         if self.is_set():

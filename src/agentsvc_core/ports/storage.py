@@ -162,9 +162,17 @@ class ConversationStore(Protocol):
 
     async def latest_run(self, org_id: str, thread_id: UUID) -> Run | None: ...
 
+    async def interrupt_orphaned(self, org_id: str, run_id: UUID, at: datetime) -> bool:
+        """Mark the run ``interrupted`` (finished ``at``) if it is running and the
+        process that began it is gone, whatever its heartbeat says; True when it did.
+        The run's messages stay as they are. A run of a live process, or of a
+        process the store cannot tell about, is left alone."""
+        ...
+
     async def interrupt_stale(self, stale_before: datetime, at: datetime) -> int:
-        """Mark every running run whose heartbeat is older than ``stale_before``
-        as ``interrupted`` (all organizations: a maintenance sweep). Returns how many."""
+        """Mark every running run whose heartbeat is older than ``stale_before``,
+        or whose process is gone (as ``interrupt_orphaned``), as ``interrupted``
+        (all organizations: a maintenance sweep). Returns how many."""
         ...
 
     async def history(

@@ -12,6 +12,11 @@ history read is still whole) and ``finish_turn`` (the run, the assistant message
 and the usage records). Nothing is written per token. The model call starts
 while ``begin_turn`` is on its way, so the first token does not wait for it;
 nothing the reply produces is shown, stored or acted on before the run is stored.
+
+Shutting down (``close``): new sends are refused, running replies get a grace
+period to finish, then the rest are interrupted through their stop signal: the
+partial text is stored as the assistant's message (status ``interrupted``) and the
+stream ends with an ``INTERRUPTED`` error.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from agentsvc_core.errors import (
     NotFound,
     PermissionDenied,
     ThreadBusy,
+    Unavailable,
     Upstream,
 )
 from agentsvc_core.ports import (
@@ -118,6 +124,10 @@ log = logging.getLogger("agentsvc.turn")
 
 MAX_STEPS = 8  # model calls per turn (tool loop bound)
 TOOL_TIMEOUT_S = 60.0
+# at shutdown, how long an interrupted reply has to store itself, then again once
+# cancelled (a tool call ignores the stop): the drain ends within grace + twice this
+INTERRUPT_WAIT_S = 1.0
+INTERRUPTED_DETAIL = "the service is shutting down; the partial reply was kept"
 
 
 class ToolResultIn(msgspec.Struct, frozen=True, kw_only=True):
@@ -188,6 +198,18 @@ def _out(call: ToolCall) -> ToolCallOut:
     return ToolCallOut(id=call.id, name=call.name, arguments=call.arguments)
 
 
+_INTERRUPTED = ErrorEvent(code="INTERRUPTED", detail=INTERRUPTED_DETAIL)
+
+
+def _interrupted(state: _ReplyState) -> None:
+    """The reply ends because the process shuts down: what it said is kept, marked
+    interrupted, and the stream ends with an INTERRUPTED error."""
+    state.status = "interrupted"
+    if state.new and state.new[-1].role == "assistant":
+        state.new[-1] = msgspec.structs.replace(state.new[-1], status="interrupted")
+    state.error = _INTERRUPTED
+
+
 class Conversation:
     def __init__(
         self,
@@ -218,18 +240,23 @@ class Conversation:
         self._tools = tools
         self._stops = stops
         self._clock = clock
-        # run id -> (organization, reply task): what shutdown waits for, what heartbeats name
-        self._running: dict[UUID, tuple[str, asyncio.Task[None]]] = {}
+        # run id -> (organization, reply task, its stop): what shutdown waits for and
+        # interrupts, what heartbeats name
+        self._running: dict[UUID, tuple[str, asyncio.Task[None], StopSignal]] = {}
         # (organization, thread) of the sends whose reply started before their run was stored
         self._beginning: set[tuple[str, UUID]] = set()
         self._beats: asyncio.Task[None] | None = None
+        self._closing: asyncio.Task[None] | None = None  # the drain, once shutdown began
+        self._interrupting = False  # the grace is over: a reply stored now ends at once
 
     # --- the HTTP-facing operations -------------------------------------------
 
     async def send(self, who: Principal, thread_id: UUID, msg: SendInput) -> Turn:
         """Validate, store the user's message and start the reply. Raises
         ``NotFound``, ``PermissionDenied``, ``InvalidInput`` or ``Conflict``
-        (THREAD_BUSY) before anything streams."""
+        (THREAD_BUSY) before anything streams; ``Unavailable`` once shutdown began."""
+        if self._closing is not None:
+            raise Unavailable("the service is shutting down; send again in a moment")
         self._check_input(msg)
         inputs = await self._reader.turn_inputs(
             who.org_id, thread_id, list(AgentConfigs.KINDS) if self._configs else []
@@ -355,8 +382,10 @@ class Conversation:
                 task.cancel()
             turn, task, begun = self._start(plan, run, fresh or history, meta, stop)
         begun.set_result(None)
-        self._running[run.id] = (run.org_id, task)
+        self._running[run.id] = (run.org_id, task, stop)
         task.add_done_callback(lambda _: self._ended(run.id))
+        if self._interrupting:
+            stop.interrupt()
         beats = self._beats
         if beats is None or beats.done() or beats.get_loop() is not asyncio.get_running_loop():
             self._beats = asyncio.create_task(self._heartbeats(), name="turn-heartbeats")
@@ -379,32 +408,59 @@ class Conversation:
 
     async def stop(self, who: Principal, thread_id: UUID) -> bool:
         """Stop the thread's running reply, in whichever process runs it. False when
-        nothing is running."""
+        nothing is running. A reply whose process is gone (crashed, killed) is marked
+        interrupted here, which frees the thread at once; that answers True too."""
         thread = await self._threads.visible(who, thread_id)
-        run = await self._store.running(
-            who.org_id, thread.id, self._clock.now() - self._stale_after
-        )
+        now = self._clock.now()
+        run = await self._store.running(who.org_id, thread.id, now - self._stale_after)
         if run is None:
             return False
+        if run.id not in self._running and await self._store.interrupt_orphaned(
+            who.org_id, run.id, now
+        ):
+            return True
         await self._stops.publish(run.id)
         return True
 
     async def sweep(self) -> int:
-        """Mark replies whose process died as interrupted (run at start-up and periodically)."""
+        """Mark replies whose process died as interrupted: those whose process is
+        known to be gone, and those whose heartbeat is stale (run at start-up and
+        periodically)."""
         now = self._clock.now()
         return await self._store.interrupt_stale(now - self._stale_after, now)
 
+    def close(self, grace_s: float) -> asyncio.Task[None]:
+        """Begin shutting down: refuse new sends from now on, let running replies
+        finish for ``grace_s`` seconds, then interrupt the rest (their streams end with
+        an ``INTERRUPTED`` error, their partial text is stored). Returns the one task
+        that does it: calling again returns the same task."""
+        if self._closing is None:
+            self._closing = asyncio.create_task(self._drain(grace_s), name="turn-drain")
+        return self._closing
+
     async def shutdown(self, grace_s: float) -> None:
-        """Let running replies finish for ``grace_s`` seconds, then interrupt the rest."""
-        tasks = [task for _, task in self._running.values()]
-        if tasks:
-            _, pending = await asyncio.wait(tasks, timeout=grace_s)
-            for task in pending:
-                task.cancel()
-            if pending:
-                await asyncio.wait(pending, timeout=5)
+        """``close`` and wait for it; then this object serves sends again (a test
+        may start the same services twice)."""
+        await self.close(grace_s)
         if self._beats is not None:
             self._beats.cancel()
+        self._closing, self._interrupting = None, False
+
+    async def _drain(self, grace_s: float) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace_s
+        while self._running and (left := deadline - loop.time()) > 0:
+            await asyncio.wait([task for _, task, _ in self._running.values()], timeout=left)
+        self._interrupting = True
+        ending = list(self._running.values())
+        for _, _, stop in ending:
+            stop.interrupt()  # the model call ends at once; the reply stores what it has
+        if ending:
+            _, stuck = await asyncio.wait([task for _, task, _ in ending], timeout=INTERRUPT_WAIT_S)
+            for task in stuck:
+                task.cancel()  # in a tool call, which a stop does not cut short
+            if stuck:
+                await asyncio.wait(stuck, timeout=INTERRUPT_WAIT_S)
 
     # --- validation -------------------------------------------------------------
 
@@ -488,13 +544,12 @@ class Conversation:
         except asyncio.CancelledError:
             if not begun.done() or begun.cancelled():
                 raise  # the run was never stored: nothing to keep
-            # The process is shutting down: keep what was said, mark it interrupted.
-            state.status = "interrupted"
-            if state.new and state.new[-1].role == "assistant":
-                state.new[-1] = msgspec.structs.replace(state.new[-1], status="interrupted")
+            # The process is shutting down and this reply did not end when interrupted
+            # (a tool call): keep what was said, mark it interrupted.
+            _interrupted(state)
             with contextlib.suppress(DomainError):
                 await self._finish(run, state)
-            turn.emit(ErrorEvent(code="INTERRUPTED", detail="the service is shutting down"))
+            turn.emit(state.error or _INTERRUPTED)
             turn.close()
             raise
         except Exception as exc:  # noqa: BLE001 (logged below, once the run is stored)
@@ -502,6 +557,8 @@ class Conversation:
             state.status = "failed"
             state.error = ErrorEvent(code="INTERNAL_ERROR", detail="the reply failed")
         await begun  # the run is stored (a failure can come before that)
+        if stop.interrupted and state.status == "stopped":
+            _interrupted(state)  # stopped by the shutdown, not by the user
         if failure is not None:
             log.error("turn %s failed", run.id, exc_info=failure)
         try:
@@ -777,7 +834,7 @@ class Conversation:
         try:
             while self._running:
                 await asyncio.sleep(self._heartbeat_s)
-                runs = [(org, run_id) for run_id, (org, _) in self._running.items()]
+                runs = [(org, run_id) for run_id, (org, _, _) in self._running.items()]
                 if runs:
                     with contextlib.suppress(DomainError):
                         await self._store.heartbeat(runs, self._clock.now())

@@ -18,11 +18,31 @@ E2E_JWT_SECRET = "e2e-jwt-secret-0123456789abcdefghijklmnopqrstuvwxyz"
 def secret_scan() -> Iterator[SecretScan]:
     """The standing secret scan (tests/e2e/secret_scan.py): after the last
     end-to-end test, no configured secret may be in any answer, stream or log line."""
-    with SCAN.tapping():
-        yield SCAN
+    yield SCAN
     found = SCAN.findings()
     SCAN.cleanup()
     assert not found, "secrets leaked:\n" + "\n".join(found)
+
+
+# The tap is open while an end-to-end test (its fixtures included) runs, and only
+# then: these hooks are called for the items of this folder alone, so the other
+# suites' in-process clients (and the scan's own unit tests) are not scanned.
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    with SCAN.tapping():
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    with SCAN.tapping():
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    with SCAN.tapping():
+        return (yield)
 
 
 @pytest.fixture(scope="session")

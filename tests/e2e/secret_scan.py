@@ -149,8 +149,12 @@ class SecretScan:
                 self.secret(secret, "signing secret", allowed_in=("/api/orgs/settings",))
 
     def _opened(self, response: httpx.Response) -> _Exchange:
-        self._request(response.request)
-        exchange = _Exchange(response.request.method, str(response.request.url))
+        try:
+            request = response.request
+        except RuntimeError:  # a response made by hand (MockTransport): not the service's
+            return _Exchange("?", "http://made.by.hand/")
+        self._request(request)
+        exchange = _Exchange(request.method, str(request.url))
         with self._lock:
             self._exchanges.append(exchange)
         return exchange

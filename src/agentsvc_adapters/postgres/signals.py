@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from typing import Any
 from uuid import UUID
 
 import psycopg
@@ -41,14 +42,27 @@ class PostgresStopBus(LocalStopBus, LocalRevocations):
         self._owner = owner
         self._task: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
+        self._conn: psycopg.AsyncConnection[Any] | None = None  # the listening one
+        self._closing = False
 
     async def start(self) -> None:
+        self._closing = False
         self._task = asyncio.create_task(self._listen(), name="agentsvc-stop-listener")
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._ready.wait(), 10)
 
     async def close(self) -> None:
-        if self._task is not None:
+        """End the listener by closing its connection, which ends ``notifies()``
+        at once. (Cancelling the task instead makes psycopg cancel the wait on the
+        server, which the cancellation interrupts: a WARNING at every shutdown.)"""
+        if self._task is None:
+            return
+        self._closing = True
+        if self._conn is not None:
+            await self._conn.close()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._task), 2)
+        except TimeoutError:  # still connecting, or stuck: cancel it
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
@@ -67,11 +81,12 @@ class PostgresStopBus(LocalStopBus, LocalRevocations):
 
     async def _listen(self) -> None:
         delay = 0.5
-        while True:
+        while not self._closing:
             try:
                 async with await psycopg.AsyncConnection.connect(
                     self._conninfo, autocommit=True
                 ) as conn:
+                    self._conn = conn
                     held = await (await conn.execute(LOCK, (self._owner,))).fetchone()
                     if not held or not held[0]:  # another process drew the same 63 bits
                         log.warning("this process's liveness lock is held by another")
@@ -88,6 +103,8 @@ class PostgresStopBus(LocalStopBus, LocalRevocations):
             except asyncio.CancelledError:
                 raise
             except psycopg.Error as exc:
+                if self._closing:
+                    return  # close() closed the connection
                 log.warning("stop listener lost its connection (%s); retrying", type(exc).__name__)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 10.0)

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from agentsvc_adapters.postgres.pool import Repo
-from agentsvc_core.ports.oauth import SealedRecord, SecretStore
+from agentsvc_core.ports import SealedRecord, SecretStore
 
 
 class PostgresSecrets(Repo, SecretStore):

@@ -23,7 +23,7 @@ import psycopg
 
 from agentsvc_adapters.postgres.owners import LOCK
 from agentsvc_adapters.postgres.pool import Pool, translate
-from agentsvc_core.ports import LocalRevocations, LocalStopBus
+from agentsvc_adapters.signals import LocalRevocations, LocalStopBus
 
 log = logging.getLogger("agentsvc.stop")
 CHANNEL = "agentsvc_stop"

@@ -35,11 +35,11 @@ from agentsvc_core.ports import (
     ConversationStore,
     McpRepository,
     OrganizationRepository,
+    SecretStore,
     Storage,
     ThreadRepository,
     TurnReader,
 )
-from agentsvc_core.ports.oauth import SecretStore
 
 
 class PostgresStorage(Storage):

@@ -39,8 +39,7 @@ from agentsvc_adapters.postgres._rows import (
 from agentsvc_adapters.postgres.pool import Pool, translate
 from agentsvc_core.entities import Message
 from agentsvc_core.errors import NotFound
-from agentsvc_core.ports import TurnInputs, TurnReader
-from agentsvc_core.ports.oauth import SealedRecord
+from agentsvc_core.ports import SealedRecord, TurnInputs, TurnReader
 
 
 def _cols(cols: str, alias: str) -> str:

@@ -24,7 +24,7 @@ from agentsvc_core.entities import (
     Thread,
     UsageRecord,
 )
-from agentsvc_core.ports.oauth import SealedRecord, SecretStore
+from agentsvc_core.ports.sealed import SealedRecord, SecretStore
 
 
 class OrganizationRepository(Protocol):

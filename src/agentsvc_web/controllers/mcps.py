@@ -10,8 +10,8 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody, QueryParameter
 from msgspec import UNSET, UnsetType
 
-from agentsvc_core.errors import InvalidInput
-from agentsvc_core.use_cases.mcp_oauth import InvalidState, McpOAuth
+from agentsvc_core.errors import InvalidInput, InvalidState
+from agentsvc_core.use_cases.mcp_oauth import McpOAuth
 from agentsvc_core.use_cases.mcp_servers import (
     AttachedServer,
     Credentials,

@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 from uuid import UUID
 
 import msgspec
@@ -175,99 +178,126 @@ class McpController(Controller):
         )
 
 
+# The attachments of agents and of runners: the same routes under each owner's path,
+# written once. ``_owner_routes`` builds each owner's controller; the handlers take
+# the owner's id as ``owner_id`` and ``_named`` gives that parameter the path's name
+# for it (``agent_id``, ``runner_id``): Litestar passes path parameters by name.
+
+
+class _OwnerMcps(Controller):
+    owner_kind: ClassVar[Literal["agent", "runner"]]
+
+
+async def _list_attached(
+    self: _OwnerMcps, request: Req, mcps: NamedDependency[McpServers], owner_id: FromPath[UUID]
+) -> list[AttachmentOut]:
+    kind = self.owner_kind
+    return [_attachment(i) for i in await mcps.attached(principal_of(request), kind, owner_id)]
+
+
 async def _attach(
-    request: Req, mcps: McpServers, kind: Literal["agent", "runner"], owner: UUID, data: AttachBody
+    self: _OwnerMcps,
+    request: Req,
+    mcps: NamedDependency[McpServers],
+    owner_id: FromPath[UUID],
+    data: JSONBody[AttachBody],
 ) -> AttachmentOut:
     allowed = None if data.allowed_tools is None else tuple(data.allowed_tools)
-    return _attachment(
-        await mcps.attach(principal_of(request), kind, owner, data.mcp_server_id, allowed)
-    )
+    who, kind = principal_of(request), self.owner_kind
+    return _attachment(await mcps.attach(who, kind, owner_id, data.mcp_server_id, allowed))
 
 
-class AgentMcpController(Controller):
-    path = "/api/agents/{agent_id:uuid}/mcps"
-    tags = ["mcp servers"]
+async def _detach(
+    self: _OwnerMcps,
+    request: Req,
+    mcps: NamedDependency[McpServers],
+    owner_id: FromPath[UUID],
+    data: JSONBody[DetachBody],
+) -> OkBody:
+    who, kind = principal_of(request), self.owner_kind
+    return OkBody(ok=await mcps.detach(who, kind, owner_id, data.mcp_server_id))
 
-    @get(
-        "/",
-        operation_id="listAgentMcpServers",
-        responses=errors(404),
-        summary="MCP servers attached to an agent",
-    )
-    async def list_attached(
-        self, request: Req, mcps: NamedDependency[McpServers], agent_id: FromPath[UUID]
-    ) -> list[AttachmentOut]:
-        return [
-            _attachment(i) for i in await mcps.attached(principal_of(request), "agent", agent_id)
+
+_Handler = TypeVar("_Handler", bound=Callable[..., Awaitable[Any]])
+
+
+def _named(fn: _Handler, name: str) -> _Handler:
+    """``fn`` with its ``owner_id`` parameter called ``name`` (signature and
+    annotations, which Litestar reads)."""
+
+    @functools.wraps(fn)
+    async def handler(*args: Any, **kwargs: Any) -> Any:
+        kwargs["owner_id"] = kwargs.pop(name)
+        return await fn(*args, **kwargs)
+
+    signature = inspect.signature(fn)
+    handler.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[
+            p.replace(name=name) if p.name == "owner_id" else p
+            for p in signature.parameters.values()
         ]
-
-    @post(
-        "/",
-        operation_id="attachAgentMcpServer",
-        status_code=200,
-        responses=errors(400, 404, 413, 415, 422),
-        summary="Attach an MCP server to an agent (or change its allowed tools)",
     )
-    async def attach(
-        self,
-        request: Req,
-        mcps: NamedDependency[McpServers],
-        agent_id: FromPath[UUID],
-        data: JSONBody[AttachBody],
-    ) -> AttachmentOut:
-        return await _attach(request, mcps, "agent", agent_id, data)
-
-    @delete(
-        "/",
-        operation_id="detachAgentMcpServer",
-        status_code=200,
-        responses=errors(400, 404, 413, 415, 422),
-        summary="Detach an MCP server from an agent",
-    )
-    async def detach(
-        self,
-        request: Req,
-        mcps: NamedDependency[McpServers],
-        agent_id: FromPath[UUID],
-        data: JSONBody[DetachBody],
-    ) -> OkBody:
-        return OkBody(
-            ok=await mcps.detach(principal_of(request), "agent", agent_id, data.mcp_server_id)
-        )
+    handler.__annotations__ = {
+        name if k == "owner_id" else k: v for k, v in fn.__annotations__.items()
+    }
+    return handler  # type: ignore[return-value]
 
 
-class RunnerMcpController(Controller):
-    path = "/api/runners/{runner_id:uuid}/mcps"
-    tags = ["mcp servers"]
+def _owner_routes(
+    kind: Literal["agent", "runner"],
+    name: str,
+    *,
+    listed: tuple[str, str],
+    attached: tuple[str, str],
+    detached: tuple[str, str] | None = None,
+) -> type[Controller]:
+    """The controller of ``kind``'s attachments at ``/api/{kind}s/{<kind>_id}/mcps``;
+    each route is given as (operation id, summary); no ``detached``, no DELETE."""
+    param = f"{kind}_id"
+    routes: dict[str, Any] = {
+        "path": f"/api/{kind}s/{{{param}:uuid}}/mcps",
+        "tags": ["mcp servers"],
+        "list_attached": get("/", operation_id=listed[0], responses=errors(404), summary=listed[1])(
+            _named(_list_attached, param)
+        ),
+        "attach": post(
+            "/",
+            operation_id=attached[0],
+            status_code=200,
+            responses=errors(400, 404, 413, 415, 422),
+            summary=attached[1],
+        )(_named(_attach, param)),
+    }
+    if detached is not None:
+        routes["detach"] = delete(
+            "/",
+            operation_id=detached[0],
+            status_code=200,
+            responses=errors(400, 404, 413, 415, 422),
+            summary=detached[1],
+        )(_named(_detach, param))
+    return type(name, (_OwnerMcps,), {"owner_kind": kind, **routes})
 
-    @get(
-        "/",
-        operation_id="listRunnerMcpServers",
-        responses=errors(404),
-        summary="MCP servers attached to a runner (defaults for all its steps)",
-    )
-    async def list_attached(
-        self, request: Req, mcps: NamedDependency[McpServers], runner_id: FromPath[UUID]
-    ) -> list[AttachmentOut]:
-        return [
-            _attachment(i) for i in await mcps.attached(principal_of(request), "runner", runner_id)
-        ]
 
-    @post(
-        "/",
-        operation_id="attachRunnerMcpServer",
-        status_code=200,
-        responses=errors(400, 404, 413, 415, 422),
-        summary="Attach an MCP server to a runner",
-    )
-    async def attach(
-        self,
-        request: Req,
-        mcps: NamedDependency[McpServers],
-        runner_id: FromPath[UUID],
-        data: JSONBody[AttachBody],
-    ) -> AttachmentOut:
-        return await _attach(request, mcps, "runner", runner_id, data)
+AgentMcpController = _owner_routes(
+    "agent",
+    "AgentMcpController",
+    listed=("listAgentMcpServers", "MCP servers attached to an agent"),
+    attached=(
+        "attachAgentMcpServer",
+        "Attach an MCP server to an agent (or change its allowed tools)",
+    ),
+    detached=("detachAgentMcpServer", "Detach an MCP server from an agent"),
+)
+RunnerMcpController = _owner_routes(
+    "runner",
+    "RunnerMcpController",
+    listed=(
+        "listRunnerMcpServers",
+        "MCP servers attached to a runner (defaults for all its steps)",
+    ),
+    attached=("attachRunnerMcpServer", "Attach an MCP server to a runner"),
+)
 
 
 class RegistryController(Controller):

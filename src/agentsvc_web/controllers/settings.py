@@ -25,7 +25,7 @@ from agentsvc_core.use_cases.org_settings import (
 from agentsvc_web.access import ADMIN
 from agentsvc_web.auth import principal_of
 from agentsvc_web.openapi import errors
-from agentsvc_web.schemas import items_schema
+from agentsvc_web.schemas import copied, items_schema
 
 Req = Request[Any, Any, Any]
 
@@ -45,13 +45,7 @@ class CredentialsOut(msgspec.Struct):
 
     @classmethod
     def of(cls, c: ResolverConfig) -> CredentialsOut:
-        return cls(
-            agent_id=c.agent_id,
-            org_id=c.org_id,
-            enabled=c.enabled,
-            resolver_url=c.resolver_url,
-            timeout_ms=c.timeout_ms,
-        )
+        return copied(cls, c)
 
 
 class OrgSettingsBody(msgspec.Struct, rename="camel"):
@@ -73,11 +67,7 @@ class OrgSettingsOut(msgspec.Struct):
 
     @classmethod
     def of(cls, v: OrgSettingsView) -> OrgSettingsOut:
-        return cls(
-            org_id=v.org_id,
-            allowed_embed_domains=list(v.allowed_embed_domains),
-            signing_secret=v.signing_secret,
-        )
+        return copied(cls, v, allowed_embed_domains=list(v.allowed_embed_domains))
 
 
 class AgentCredentialsController(Controller):
@@ -180,15 +170,7 @@ class CompactionOut(msgspec.Struct):
 
     @classmethod
     def of(cls, c: CompactionConfig) -> CompactionOut:
-        return cls(
-            agent_id=c.agent_id,
-            org_id=c.org_id,
-            enabled=c.enabled,
-            alpha_trigger_tokens=c.alpha_trigger_tokens,
-            alpha_instructions=c.alpha_instructions,
-            alpha_pause_after=c.alpha_pause_after,
-            beta_compact_threshold=c.beta_compact_threshold,
-        )
+        return copied(cls, c)
 
 
 class AgentCompactionController(Controller):

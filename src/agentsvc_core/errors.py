@@ -12,6 +12,7 @@ __all__ = [
     "Conflict",
     "DomainError",
     "InvalidInput",
+    "InvalidState",
     "McpAuthRequired",
     "NotFound",
     "PermissionDenied",
@@ -42,6 +43,11 @@ class InvalidInput(DomainError):
         super().__init__(f"{field}: {problem}")
         self.field = field
         self.problem = problem
+
+
+class InvalidState(DomainError):
+    """An OAuth callback's state is unknown, already used, expired or for another
+    server, or the callback carries none (or the authorization server's refusal)."""
 
 
 class Conflict(DomainError):

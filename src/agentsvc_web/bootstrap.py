@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 from agentsvc_adapters.auth import JwtConfigError, JwtVerifier
+from agentsvc_adapters.clock import SystemClock
 from agentsvc_adapters.crypto import AesGcmBox, KeyringError, load_keyring
 from agentsvc_adapters.crypto.aesgcm import new_key_spec, parse_keys
 from agentsvc_adapters.llm import AlphaModel, BetaModel, Families, LocalModel, PrefixRouter
@@ -24,10 +25,9 @@ from agentsvc_adapters.postgres import (
 )
 from agentsvc_adapters.registry import HttpMcpRegistry
 from agentsvc_adapters.resolver import HttpCredentialResolver
+from agentsvc_adapters.signals import LocalRevocations, LocalStopBus
 from agentsvc_core.errors import DomainError, InvalidInput
 from agentsvc_core.ports import (
-    LocalRevocations,
-    LocalStopBus,
     McpClient,
     ModelRouter,
     Revocations,
@@ -35,7 +35,6 @@ from agentsvc_core.ports import (
     ServerTools,
     StopBus,
     Storage,
-    SystemClock,
     TokenVerifier,
 )
 from agentsvc_core.ports.mcp import UrlPolicy

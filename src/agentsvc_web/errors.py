@@ -18,6 +18,7 @@ from agentsvc_core.errors import (
     Conflict,
     DomainError,
     InvalidInput,
+    InvalidState,
     NotFound,
     PermissionDenied,
     StorageError,
@@ -25,7 +26,6 @@ from agentsvc_core.errors import (
     Unavailable,
     Upstream,
 )
-from agentsvc_core.use_cases.mcp_oauth import InvalidState
 from agentsvc_web.body import BodyCutShort, BodyInvalid, MalformedBody, UnsupportedMediaType
 from agentsvc_web.schemas import ErrorBody
 

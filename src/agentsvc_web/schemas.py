@@ -7,7 +7,7 @@ them again (and what JSON Schema cannot say, such as NUL characters).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 from uuid import UUID
 
 import msgspec
@@ -48,6 +48,16 @@ class _SchemaExtra(KwargDefinition):
 def items_schema(items: Schema) -> KwargDefinition:
     """Litestar leaves the bounds of a list's items out of the document: state them."""
     return _SchemaExtra(schema_extra={"items": items})
+
+
+_Out = TypeVar("_Out", bound=msgspec.Struct)
+
+
+def copied(cls: type[_Out], source: object, **given: Any) -> _Out:
+    """A response body of type ``cls`` from ``source`` (an entity or a use case's
+    view): each field from ``source``'s attribute of the same name, but those in
+    ``given`` (renamed, converted or not on ``source``). Every ``Out.of`` is this."""
+    return cls(**{f: given[f] if f in given else getattr(source, f) for f in cls.__struct_fields__})
 
 
 class ErrorBody(msgspec.Struct, omit_defaults=True):
@@ -121,24 +131,16 @@ class AgentOut(msgspec.Struct):
 
     @classmethod
     def of(cls, a: Agent) -> AgentOut:
-        return cls(
-            id=a.id,
-            org_id=a.org_id,
-            name=a.name,
-            description=a.description,
-            default_model=a.default_model,
-            created_at=a.created_at,
+        return copied(
+            cls,
+            a,
             published_chats=[],
-            stable_preamble=a.stable_preamble,
             tool_profiles=None
             if a.tool_profiles is None
             else {
                 k: ToolProfileOut(tools=list(p.tools), description=p.description)
                 for k, p in a.tool_profiles.items()
             },
-            default_profile=a.default_profile,
-            runtime_provider=a.runtime_provider,
-            updated_at=a.updated_at,
         )
 
 
@@ -159,26 +161,17 @@ class KeyOut(msgspec.Struct):
 
     @classmethod
     def of(cls, k: ApiKey) -> KeyOut:
-        return cls(
-            id=k.id,
-            org_id=k.org_id,
-            name=k.name,
-            prefix=k.display_prefix,
-            created_at=k.created_at,
-            revoked_at=k.revoked_at,
-        )
+        return copied(cls, k, prefix=k.display_prefix)
 
 
-class IssuedKeyOut(msgspec.Struct):
+class IssuedKeyOut(KeyOut):
     """The one answer that carries a key's plaintext: it is never shown again."""
 
-    id: UUID
-    org_id: str
-    name: str
-    prefix: str
-    created_at: datetime
-    revoked_at: datetime | None
     key: str
+
+    @classmethod
+    def issued(cls, k: ApiKey, token: str) -> IssuedKeyOut:
+        return copied(cls, k, prefix=k.display_prefix, key=token)
 
 
 # --- threads ----------------------------------------------------------------
@@ -232,21 +225,7 @@ class ThreadOut(msgspec.Struct):
 
     @classmethod
     def of(cls, t: Thread) -> ThreadOut:
-        return cls(
-            id=t.id,
-            org_id=t.org_id,
-            agent_id=t.agent_id,
-            title=t.title,
-            kind=t.kind,
-            status=t.status,
-            active_profile=t.active_profile,
-            created_at=t.created_at,
-            updated_at=t.updated_at,
-            system_prompt_overlay=t.system_prompt_overlay,
-            metadata=t.metadata,
-            resource_bindings=t.resource_bindings,
-            created_by=t.created_by,
-        )
+        return copied(cls, t)
 
 
 class ThreadListOut(msgspec.Struct, rename="camel"):
@@ -265,15 +244,7 @@ class MessageOut(msgspec.Struct):
 
     @classmethod
     def of(cls, m: Message) -> MessageOut:
-        return cls(
-            id=m.id,
-            role=m.role,
-            content=m.content,
-            sender_name=m.sender_name,
-            created_at=m.created_at,
-            sender_id=m.sender_id,
-            status=m.status,
-        )
+        return copied(cls, m)
 
 
 class MessageListOut(msgspec.Struct):
@@ -324,7 +295,7 @@ class ParticipantOut(msgspec.Struct, rename="camel"):
 
     @classmethod
     def of(cls, p: Participant) -> ParticipantOut:
-        return cls(user_id=p.user_id, display_name=p.display_name, role=p.role, added_at=p.added_at)
+        return copied(cls, p)
 
 
 class ParticipantListOut(msgspec.Struct):
@@ -421,22 +392,14 @@ class McpOut(msgspec.Struct, rename="camel"):
 
     @classmethod
     def of(cls, s: McpServer) -> McpOut:
-        return cls(
-            id=s.id,
-            name=s.name,
-            slug=s.slug,
-            transport=s.transport,
-            url=s.url,
-            status=s.status,
-            has_credentials=s.has_credentials,
+        return copied(
+            cls,
+            s,
             tools_cache=[
                 CachedToolOut(name=t.name, description=t.description) for t in s.tools_cache
             ],
-            created_at=s.created_at,
-            command=s.command,
             args=list(s.args),
             allowed_tools=None if s.allowed_tools is None else list(s.allowed_tools),
-            updated_at=s.updated_at,
         )
 
 

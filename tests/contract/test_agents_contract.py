@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agentsvc_adapters.clock import SystemClock
 from agentsvc_core.entities import Agent, Principal, ToolProfile
 from agentsvc_core.errors import InvalidInput, NotFound
-from agentsvc_core.ports import SystemClock
 from agentsvc_core.use_cases import AgentChanges, AgentDraft, Agents
 from tests.contract.conftest import Backend, now
 

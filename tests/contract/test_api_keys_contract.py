@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agentsvc_adapters.clock import SystemClock
 from agentsvc_core.entities import ApiKey
 from agentsvc_core.errors import NotFound
-from agentsvc_core.ports import SystemClock
 from agentsvc_core.use_cases import ApiKeys
 from agentsvc_core.use_cases.api_keys import hash_api_key
 from tests.contract.conftest import Backend, now

@@ -8,11 +8,12 @@ import uuid
 import msgspec
 import pytest
 
+from agentsvc_adapters.clock import SystemClock
 from agentsvc_adapters.crypto import AesGcmBox
 from agentsvc_adapters.crypto.aesgcm import new_key_spec, parse_keys
 from agentsvc_core.entities import CachedTool, McpAttachment, McpServer, Principal
 from agentsvc_core.errors import NotFound
-from agentsvc_core.ports import McpCallResult, McpClient, McpEndpoint, McpTool, SystemClock
+from agentsvc_core.ports import McpCallResult, McpClient, McpEndpoint, McpTool
 from agentsvc_core.use_cases.mcp_servers import Credentials, McpDraft, McpServers
 from tests.contract.conftest import Backend, now
 

@@ -12,7 +12,7 @@ from anyio.from_thread import BlockingPortal
 from psycopg_pool import AsyncConnectionPool
 
 from agentsvc_adapters.postgres import PostgresStorage
-from agentsvc_adapters.postgres.storage import IDLE_CHECK_S, Connection
+from agentsvc_adapters.postgres.pool import IDLE_CHECK_S, Connection
 
 pytestmark = pytest.mark.postgres
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from agentsvc_core.ports.oauth import SealedRecord
+from agentsvc_core.ports import SealedRecord
 from tests.contract.conftest import Backend
 
 

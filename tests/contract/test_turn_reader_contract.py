@@ -10,7 +10,7 @@ import pytest
 
 from agentsvc_core.entities import McpAttachment, Message, ToolCall
 from agentsvc_core.errors import Conflict, NotFound
-from agentsvc_core.ports.oauth import SealedRecord
+from agentsvc_core.ports import SealedRecord
 from tests.contract.conftest import Backend, now
 from tests.contract.test_agents_contract import agent_in
 from tests.contract.test_conversations_contract import a_message, a_run, a_thread

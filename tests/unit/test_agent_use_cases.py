@@ -12,10 +12,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
+from agentsvc_adapters.clock import SystemClock
 from agentsvc_adapters.memory import MemoryStorage
 from agentsvc_core.entities import Principal, ToolProfile
 from agentsvc_core.errors import InvalidInput, NotFound
-from agentsvc_core.ports import SystemClock
 from agentsvc_core.use_cases import AgentChanges, AgentDraft, Agents
 
 ORG_A = Principal(org_id="org-a", method="api_key")

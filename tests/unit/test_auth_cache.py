@@ -8,10 +8,12 @@ from uuid import UUID
 
 import pytest
 
+from agentsvc_adapters.clock import SystemClock
 from agentsvc_adapters.memory import MemoryStorage
+from agentsvc_adapters.signals import LocalRevocations
 from agentsvc_core.entities import ApiKey, Principal
 from agentsvc_core.errors import Unauthenticated
-from agentsvc_core.ports import ApiKeyRepository, LocalRevocations, SystemClock
+from agentsvc_core.ports import ApiKeyRepository
 from agentsvc_core.use_cases import ApiKeys, Authenticator
 
 ADMIN = Principal(org_id="acme", method="api_key")

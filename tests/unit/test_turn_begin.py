@@ -18,8 +18,10 @@ from uuid import UUID
 import msgspec
 import pytest
 
+from agentsvc_adapters.clock import SystemClock
 from agentsvc_adapters.llm import Families, PrefixRouter
 from agentsvc_adapters.memory import MemoryStorage
+from agentsvc_adapters.signals import LocalStopBus
 from agentsvc_core.entities import Agent, Message, Principal, Run, Thread, ToolCall, Usage
 from agentsvc_core.errors import Conflict, ThreadBusy
 from agentsvc_core.ports import (
@@ -32,8 +34,6 @@ from agentsvc_core.ports import (
     ToolSpec,
     UsageReport,
 )
-from agentsvc_core.ports.clock import SystemClock
-from agentsvc_core.ports.signals import LocalStopBus
 from agentsvc_core.use_cases.conversation import Conversation, SendInput
 from agentsvc_core.use_cases.threads import Threads
 from agentsvc_core.use_cases.turn import Done, Meta, Token, Turn

@@ -14,10 +14,10 @@ import httpx
 import msgspec
 import pytest
 
+from agentsvc_adapters.clock import SystemClock
 from agentsvc_core.entities import Principal
 from agentsvc_core.errors import McpAuthRequired
-from agentsvc_core.ports import McpEndpoint, McpTool, SystemClock
-from agentsvc_core.ports.oauth import SealedRecord
+from agentsvc_core.ports import McpEndpoint, McpTool, SealedRecord
 from agentsvc_web.settings import Settings
 from tests.oauth_server import AuthServer
 from tests.sse import parse

@@ -6,19 +6,18 @@ from uuid import UUID
 
 import msgspec
 
-from agentsvc_core.entities import Message, Participant, Run, Thread, UsageRecord
+from agentsvc_core.entities import (
+    Message,
+    Participant,
+    Run,
+    Thread,
+    UsageRecord,
+    visible_in_history,
+)
 from agentsvc_core.errors import NotFound, ThreadBusy
 from agentsvc_core.ports import ConversationStore, ThreadRepository
 
 _TICK = timedelta(microseconds=1)
-
-
-def visible_in_history(m: Message) -> bool:
-    """User and assistant messages, except assistant steps that only called tools or
-    only carried a provider block (a paused native compaction)."""
-    if m.role == "user":
-        return True
-    return m.role == "assistant" and (bool(m.content) or not (m.tool_calls or m.provider_blocks))
 
 
 class MemoryThreads(ThreadRepository):

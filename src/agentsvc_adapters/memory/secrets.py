@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from agentsvc_core.ports.oauth import SealedRecord, SecretStore
+from agentsvc_core.ports import SealedRecord, SecretStore
 
 
 class MemorySecrets(SecretStore):

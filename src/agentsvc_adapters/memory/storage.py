@@ -17,12 +17,12 @@ from agentsvc_core.ports import (
     ConversationStore,
     McpRepository,
     OrganizationRepository,
+    SecretStore,
     Storage,
     ThreadRepository,
     TurnInputs,
     TurnReader,
 )
-from agentsvc_core.ports.oauth import SecretStore
 
 
 class MemoryOrganizations(OrganizationRepository):

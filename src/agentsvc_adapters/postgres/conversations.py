@@ -20,26 +20,34 @@ from uuid import UUID
 
 import msgspec
 
-from agentsvc_adapters.memory.conversations import visible_in_history
+from agentsvc_adapters.postgres._rows import (
+    HISTORY,
+    MSG_COLS,
+    PART_COLS,
+    RUN_COLS,
+    THREAD_COLS,
+    count_sql,
+    to_message,
+    to_participant,
+    to_run,
+    to_thread,
+)
 from agentsvc_adapters.postgres.owners import ORPHANED
-from agentsvc_adapters.postgres.storage import Pool, Row, _Repo, _translate
+from agentsvc_adapters.postgres.pool import Pool, Repo, translate
 from agentsvc_core.entities import (
     Message,
     Participant,
     Run,
     Thread,
-    ToolCall,
     Usage,
     UsageRecord,
+    visible_in_history,
 )
 from agentsvc_core.errors import Conflict, NotFound, StorageError, ThreadBusy
 from agentsvc_core.ports import ConversationStore, ThreadRepository
 
 _enc = msgspec.json.Encoder()
 _meta = msgspec.json.Decoder(dict[str, str])
-_bindings = msgspec.json.Decoder(list[dict[str, Any]])
-_calls = msgspec.json.Decoder(tuple[ToolCall, ...])
-_blocks = msgspec.json.Decoder(tuple[dict[str, Any], ...])
 _TICK = timedelta(microseconds=1)
 _MAX_BUMPS = 10_000
 
@@ -50,46 +58,14 @@ def _json(value: object) -> str:
 
 # --- threads ------------------------------------------------------------------
 
-_THREAD_COLS = (
-    "id, org_id, agent_id, title, kind, status, active_profile, system_prompt_overlay,"
-    " metadata::text, resource_bindings::text, created_by, created_at, updated_at"
-)
 
-
-def _thread(r: Row) -> Thread:
-    return Thread(
-        id=r[0],
-        org_id=r[1],
-        agent_id=r[2],
-        title=r[3],
-        kind=r[4],
-        status=r[5],
-        active_profile=r[6],
-        system_prompt_overlay=r[7],
-        metadata=_meta.decode(r[8]),
-        resource_bindings=_bindings.decode(r[9]),
-        created_by=r[10],
-        created_at=r[11],
-        updated_at=r[12],
-    )
-
-
-def _participant(r: Row) -> Participant:
-    return Participant(
-        org_id=r[0], thread_id=r[1], user_id=r[2], display_name=r[3], role=r[4], added_at=r[5]
-    )
-
-
-_PART_COLS = "org_id, thread_id, user_id, display_name, role, added_at"
-
-
-class PostgresThreads(_Repo, ThreadRepository):
+class PostgresThreads(Repo, ThreadRepository):
     async def add(self, thread: Thread) -> Thread:
         created = thread.created_at
-        async with _translate(), self._pool.connection() as conn:
+        async with translate(), self._pool.connection() as conn:
             for _ in range(_MAX_BUMPS):
                 cur = await conn.execute(
-                    f"INSERT INTO threads ({_THREAD_COLS.replace('::text', '')})"
+                    f"INSERT INTO threads ({THREAD_COLS.replace('::text', '')})"
                     " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s::json, %s::json, %s, %s, %s)"
                     " ON CONFLICT (org_id, created_at) DO NOTHING RETURNING created_at",
                     (
@@ -115,24 +91,24 @@ class PostgresThreads(_Repo, ThreadRepository):
 
     async def get(self, org_id: str, thread_id: UUID) -> Thread:
         row = await self._one(
-            f"SELECT {_THREAD_COLS} FROM threads WHERE org_id = %s AND id = %s", (org_id, thread_id)
+            f"SELECT {THREAD_COLS} FROM threads WHERE org_id = %s AND id = %s", (org_id, thread_id)
         )
         if row is None:
             raise NotFound("thread not found")
-        return _thread(row)
+        return to_thread(row)
 
     async def modify(
         self, org_id: str, thread_id: UUID, change: Callable[[Thread], Thread]
     ) -> Thread:
-        async with _translate(), self._pool.connection() as conn, conn.transaction():
+        async with translate(), self._pool.connection() as conn, conn.transaction():
             cur = await conn.execute(
-                f"SELECT {_THREAD_COLS} FROM threads WHERE org_id = %s AND id = %s FOR UPDATE",
+                f"SELECT {THREAD_COLS} FROM threads WHERE org_id = %s AND id = %s FOR UPDATE",
                 (org_id, thread_id),
             )
             row = await cur.fetchone()
             if row is None:
                 raise NotFound("thread not found")
-            t = change(_thread(row))
+            t = change(to_thread(row))
             await conn.execute(
                 "UPDATE threads SET title = %s, active_profile = %s, system_prompt_overlay = %s,"
                 " metadata = %s::json, resource_bindings = %s::json, status = %s, updated_at = %s"
@@ -161,7 +137,7 @@ class PostgresThreads(_Repo, ThreadRepository):
         visible_to: str | None = None,
     ) -> list[Thread]:
         rows = await self._all(
-            f"SELECT {_THREAD_COLS} FROM threads t WHERE t.org_id = %(org)s"
+            f"SELECT {THREAD_COLS} FROM threads t WHERE t.org_id = %(org)s"
             " AND t.agent_id = %(agent)s"
             " AND (%(before)s::timestamptz IS NULL OR t.created_at < %(before)s)"
             " AND (%(user)s::text IS NULL OR t.created_by = %(user)s OR EXISTS ("
@@ -176,35 +152,35 @@ class PostgresThreads(_Repo, ThreadRepository):
                 "limit": limit,
             },
         )
-        return [_thread(r) for r in rows]
+        return [to_thread(r) for r in rows]
 
     async def put_participant(self, participant: Participant) -> Participant:
         p = participant
         row = await self._one(
-            f"INSERT INTO thread_participants ({_PART_COLS}) VALUES (%s, %s, %s, %s, %s, %s)"
+            f"INSERT INTO thread_participants ({PART_COLS}) VALUES (%s, %s, %s, %s, %s, %s)"
             " ON CONFLICT (org_id, thread_id, user_id) DO UPDATE"
             " SET display_name = EXCLUDED.display_name, role = EXCLUDED.role"
-            f" RETURNING {_PART_COLS}",
+            f" RETURNING {PART_COLS}",
             (p.org_id, p.thread_id, p.user_id, p.display_name, p.role, p.added_at),
         )
         assert row is not None
-        return _participant(row)
+        return to_participant(row)
 
     async def participants(self, org_id: str, thread_id: UUID) -> list[Participant]:
         rows = await self._all(
-            f"SELECT {_PART_COLS} FROM thread_participants WHERE org_id = %s AND thread_id = %s"
+            f"SELECT {PART_COLS} FROM thread_participants WHERE org_id = %s AND thread_id = %s"
             " ORDER BY added_at, user_id",
             (org_id, thread_id),
         )
-        return [_participant(r) for r in rows]
+        return [to_participant(r) for r in rows]
 
     async def participant(self, org_id: str, thread_id: UUID, user_id: str) -> Participant | None:
         row = await self._one(
-            f"SELECT {_PART_COLS} FROM thread_participants"
+            f"SELECT {PART_COLS} FROM thread_participants"
             " WHERE org_id = %s AND thread_id = %s AND user_id = %s",
             (org_id, thread_id, user_id),
         )
-        return None if row is None else _participant(row)
+        return None if row is None else to_participant(row)
 
     async def remove_participant(self, org_id: str, thread_id: UUID, user_id: str) -> bool:
         row = await self._one(
@@ -217,13 +193,6 @@ class PostgresThreads(_Repo, ThreadRepository):
 
 # --- runs, messages, usage ------------------------------------------------------
 
-_RUN_COLS = (
-    "id, org_id, thread_id, status, started_at, heartbeat_at, finished_at, pending_tool_calls::text"
-)
-_MSG_COLS = (
-    "id, org_id, thread_id, role, content, created_at, sender_name, sender_id,"
-    " tool_calls::text, tool_call_id, status, run_id, provider_blocks::text"
-)
 _MSG_INSERT_HEAD = (
     "INSERT INTO messages (id, org_id, thread_id, role, content, created_at, sender_name,"
     " sender_id, tool_calls, tool_call_id, status, run_id, visible, provider_blocks) VALUES "
@@ -241,27 +210,7 @@ def _rows(row: str, n: int) -> str:
     return ", ".join([row] * n)
 
 
-# Reads of one thread's messages order by seq (or take the last by seq): that
-# makes the primary key (org_id, thread_id, seq) the plan even before PostgreSQL has
-# statistics (a fresh database), where a prepared statement's generic plan could
-# otherwise settle on the (org_id, id) index and scan the whole organization.
-_HISTORY = f"SELECT {_MSG_COLS} FROM messages WHERE org_id = %s AND thread_id = %s ORDER BY seq"
-
-
-# what begin_turn(seen=...) compares: the thread's message count before the statement.
-# (Not its highest seq: seq is one sequence for all threads, so a message can commit
-# after one with a higher seq; messages are never removed one by one, so the count
-# misses nothing.)
-def _count_sql(org: str, thread: str) -> str:
-    """That count's SELECT, with ``org`` and ``thread`` as its placeholders (the turn
-    reader's statement names its parameters)."""
-    return (
-        f"SELECT count(*) AS n FROM (SELECT seq FROM messages WHERE org_id = {org}"
-        f" AND thread_id = {thread} ORDER BY seq) s"
-    )
-
-
-_COUNT = _count_sql("%s", "%s")
+_COUNT = count_sql("%s", "%s")
 
 
 def _begin_statement(run: Run, new: list[Message], owner: int) -> tuple[str, list[Any]]:
@@ -286,37 +235,6 @@ def _begin_statement(run: Run, new: list[Message], owner: int) -> tuple[str, lis
     sql += f" {_COUNT}"
     params.extend([run.org_id, run.thread_id])
     return sql, params
-
-
-def _run(r: Row) -> Run:
-    return Run(
-        id=r[0],
-        org_id=r[1],
-        thread_id=r[2],
-        status=r[3],
-        started_at=r[4],
-        heartbeat_at=r[5],
-        finished_at=r[6],
-        pending_tool_calls=_calls.decode(r[7]),
-    )
-
-
-def _message(r: Row) -> Message:
-    return Message(
-        id=r[0],
-        org_id=r[1],
-        thread_id=r[2],
-        role=r[3],
-        content=r[4],
-        created_at=r[5],
-        sender_name=r[6],
-        sender_id=r[7],
-        tool_calls=_calls.decode(r[8]) if r[8] else (),
-        tool_call_id=r[9],
-        status=r[10],
-        run_id=r[11],
-        provider_blocks=_blocks.decode(r[12]) if r[12] else (),
-    )
 
 
 def _message_params(m: Message) -> tuple[Any, ...]:
@@ -357,7 +275,7 @@ def _usage_params(u: UsageRecord) -> tuple[Any, ...]:
     )
 
 
-class PostgresConversations(_Repo, ConversationStore):
+class PostgresConversations(Repo, ConversationStore):
     def __init__(self, pool: Pool, owner: int) -> None:
         """``owner``: this process's id, recorded on the runs it begins."""
         super().__init__(pool)
@@ -374,7 +292,7 @@ class PostgresConversations(_Repo, ConversationStore):
         sql, params = _begin_statement(run, new, self._owner)
         for attempt in (1, 2):
             try:
-                async with _translate(), self._pool.connection() as conn:
+                async with translate(), self._pool.connection() as conn:
                     rows = await conn.hot(sql, params)
                     if rows[0][0] == seen:
                         return None
@@ -382,8 +300,8 @@ class PostgresConversations(_Repo, ConversationStore):
                     # thought dead finishing late), or no read was named: read the thread
                     # now that this statement has committed, so nothing committed
                     # meanwhile is missed.
-                    cur = await conn.execute(_HISTORY, (run.org_id, run.thread_id))
-                    return [_message(r) for r in await cur.fetchall()]
+                    cur = await conn.execute(HISTORY, (run.org_id, run.thread_id))
+                    return [to_message(r) for r in await cur.fetchall()]
             except Conflict as exc:
                 if attempt == 1 and await self._interrupt_stale_run(run, stale_before):
                     continue
@@ -391,7 +309,7 @@ class PostgresConversations(_Repo, ConversationStore):
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _interrupt_stale_run(self, run: Run, stale_before: datetime) -> bool:
-        async with _translate(), self._pool.connection() as conn:
+        async with translate(), self._pool.connection() as conn:
             cur = await conn.execute(
                 "UPDATE runs SET status = 'interrupted', finished_at = %s"
                 " WHERE org_id = %s AND thread_id = %s AND status = 'running'"
@@ -403,7 +321,7 @@ class PostgresConversations(_Repo, ConversationStore):
     async def heartbeat(self, runs: list[tuple[str, UUID]], at: datetime) -> None:
         if not runs:
             return
-        async with _translate(), self._pool.connection() as conn:
+        async with translate(), self._pool.connection() as conn:
             await conn.execute(
                 "UPDATE runs SET heartbeat_at = %s FROM unnest(%s::text[], %s::uuid[]) AS b(o, i)"
                 " WHERE runs.org_id = b.o AND runs.id = b.i AND runs.status = 'running'",
@@ -431,27 +349,27 @@ class PostgresConversations(_Repo, ConversationStore):
             parts.append(f", u AS ({_USAGE_INSERT_HEAD}{_rows(_USAGE_ROW, len(usage))})")
             params.extend(p for u in usage for p in _usage_params(u))
         parts.append(" SELECT 1")
-        async with _translate(), self._pool.connection() as conn:
+        async with translate(), self._pool.connection() as conn:
             await conn.hot("".join(parts), params)
 
     async def running(self, org_id: str, thread_id: UUID, stale_before: datetime) -> Run | None:
         row = await self._one(
-            f"SELECT {_RUN_COLS} FROM runs WHERE org_id = %s AND thread_id = %s"
+            f"SELECT {RUN_COLS} FROM runs WHERE org_id = %s AND thread_id = %s"
             " AND status = 'running' AND heartbeat_at >= %s",
             (org_id, thread_id, stale_before),
         )
-        return None if row is None else _run(row)
+        return None if row is None else to_run(row)
 
     async def latest_run(self, org_id: str, thread_id: UUID) -> Run | None:
         row = await self._one(
-            f"SELECT {_RUN_COLS} FROM runs WHERE org_id = %s AND thread_id = %s"
+            f"SELECT {RUN_COLS} FROM runs WHERE org_id = %s AND thread_id = %s"
             " ORDER BY started_at DESC LIMIT 1",
             (org_id, thread_id),
         )
-        return None if row is None else _run(row)
+        return None if row is None else to_run(row)
 
     async def interrupt_orphaned(self, org_id: str, run_id: UUID, at: datetime) -> bool:
-        async with _translate(), self._pool.connection() as conn:
+        async with translate(), self._pool.connection() as conn:
             cur = await conn.execute(
                 "UPDATE runs SET status = 'interrupted', finished_at = %s"
                 f" WHERE org_id = %s AND id = %s AND status = 'running' AND {ORPHANED}",
@@ -460,7 +378,7 @@ class PostgresConversations(_Repo, ConversationStore):
             return cur.rowcount > 0
 
     async def interrupt_stale(self, stale_before: datetime, at: datetime) -> int:
-        async with _translate(), self._pool.connection() as conn:
+        async with translate(), self._pool.connection() as conn:
             cur = await conn.execute(
                 "UPDATE runs SET status = 'interrupted', finished_at = %s"
                 f" WHERE status = 'running' AND (heartbeat_at < %s OR {ORPHANED})",
@@ -471,10 +389,10 @@ class PostgresConversations(_Repo, ConversationStore):
     async def history(
         self, org_id: str, thread_id: UUID, *, offset: int, limit: int
     ) -> tuple[list[Message], int]:
-        async with _translate(), self._pool.connection() as conn:
+        async with translate(), self._pool.connection() as conn:
             async with conn.pipeline():
                 page = await conn.execute(
-                    f"SELECT {_MSG_COLS} FROM messages WHERE org_id = %s AND thread_id = %s"
+                    f"SELECT {MSG_COLS} FROM messages WHERE org_id = %s AND thread_id = %s"
                     " AND visible ORDER BY seq OFFSET %s LIMIT %s",
                     (org_id, thread_id, offset, limit),
                 )
@@ -485,7 +403,7 @@ class PostgresConversations(_Repo, ConversationStore):
                 )
             rows = await page.fetchall()
             total = await count.fetchone()
-        return [_message(r) for r in rows], int(total[0]) if total else 0
+        return [to_message(r) for r in rows], int(total[0]) if total else 0
 
     async def usage(self, org_id: str, thread_id: UUID) -> list[UsageRecord]:
         rows = await self._all(

@@ -10,43 +10,18 @@ from uuid import UUID
 import msgspec
 import psycopg
 
-from agentsvc_adapters.postgres.storage import Row, _Repo, _translate
-from agentsvc_core.entities import CachedTool, McpAttachment, McpServer
+from agentsvc_adapters.postgres._rows import ATT_COLS, SERVER_COLS, to_attachment, to_server
+from agentsvc_adapters.postgres.pool import Repo, translate
+from agentsvc_core.entities import McpAttachment, McpServer
 from agentsvc_core.errors import NotFound, StorageError
 from agentsvc_core.ports import McpRepository
 
 _enc = msgspec.json.Encoder()
-_names = msgspec.json.Decoder(tuple[str, ...])
-_tools = msgspec.json.Decoder(tuple[CachedTool, ...])
 _MAX_SUFFIX = 1000
-
-_COLS = (
-    "id, org_id, name, slug, transport, url, command, args::text, credentials,"
-    " allowed_tools::text, status, tools_cache::text, created_at, updated_at"
-)
 
 
 def _j(value: object) -> str | None:
     return None if value is None else _enc.encode(value).decode()
-
-
-def _server(r: Row) -> McpServer:
-    return McpServer(
-        id=r[0],
-        org_id=r[1],
-        name=r[2],
-        slug=r[3],
-        transport=r[4],
-        url=r[5],
-        command=r[6],
-        args=_names.decode(r[7]),
-        credentials=r[8],
-        allowed_tools=None if r[9] is None else _names.decode(r[9]),
-        status=r[10],
-        tools_cache=_tools.decode(r[11]),
-        created_at=r[12],
-        updated_at=r[13],
-    )
 
 
 def _values(s: McpServer, slug: str) -> tuple[Any, ...]:
@@ -66,23 +41,9 @@ def _values(s: McpServer, slug: str) -> tuple[Any, ...]:
     )
 
 
-def _attachment(r: Row) -> McpAttachment:
-    return McpAttachment(
-        org_id=r[0],
-        owner_kind=r[1],
-        owner_id=r[2],
-        mcp_id=r[3],
-        allowed_tools=None if r[4] is None else _names.decode(r[4]),
-        created_at=r[5],
-    )
-
-
-_ATT_COLS = "org_id, owner_kind, owner_id, mcp_id, allowed_tools::text, created_at"
-
-
-class PostgresMcps(_Repo, McpRepository):
+class PostgresMcps(Repo, McpRepository):
     async def add(self, server: McpServer) -> McpServer:
-        async with _translate(), self._pool.connection() as conn:
+        async with translate(), self._pool.connection() as conn:
             for n in range(1, _MAX_SUFFIX):
                 slug = server.slug if n == 1 else f"{server.slug}-{n}"
                 cur = await conn.execute(
@@ -98,31 +59,31 @@ class PostgresMcps(_Repo, McpRepository):
 
     async def get(self, org_id: str, mcp_id: UUID) -> McpServer:
         row = await self._one(
-            f"SELECT {_COLS} FROM mcp_servers WHERE org_id = %s AND id = %s", (org_id, mcp_id)
+            f"SELECT {SERVER_COLS} FROM mcp_servers WHERE org_id = %s AND id = %s", (org_id, mcp_id)
         )
         if row is None:
             raise NotFound("MCP server not found")
-        return _server(row)
+        return to_server(row)
 
     async def list_all(self, org_id: str) -> list[McpServer]:
         rows = await self._all(
-            f"SELECT {_COLS} FROM mcp_servers WHERE org_id = %s ORDER BY created_at, id",
+            f"SELECT {SERVER_COLS} FROM mcp_servers WHERE org_id = %s ORDER BY created_at, id",
             (org_id,),
         )
-        return [_server(r) for r in rows]
+        return [to_server(r) for r in rows]
 
     async def modify(
         self, org_id: str, mcp_id: UUID, change: Callable[[McpServer], McpServer]
     ) -> McpServer:
-        async with _translate(), self._pool.connection() as conn, conn.transaction():
+        async with translate(), self._pool.connection() as conn, conn.transaction():
             cur = await conn.execute(
-                f"SELECT {_COLS} FROM mcp_servers WHERE org_id = %s AND id = %s FOR UPDATE",
+                f"SELECT {SERVER_COLS} FROM mcp_servers WHERE org_id = %s AND id = %s FOR UPDATE",
                 (org_id, mcp_id),
             )
             row = await cur.fetchone()
             if row is None:
                 raise NotFound("MCP server not found")
-            current = _server(row)
+            current = to_server(row)
             updated = change(current)
             for n in range(1, _MAX_SUFFIX):
                 slug = (
@@ -156,15 +117,15 @@ class PostgresMcps(_Repo, McpRepository):
         a = attachment
         await self.get(a.org_id, a.mcp_id)
         row = await self._one(
-            f"INSERT INTO mcp_attachments ({_ATT_COLS.replace('::text', '')})"
+            f"INSERT INTO mcp_attachments ({ATT_COLS.replace('::text', '')})"
             " VALUES (%s, %s, %s, %s, %s::json, %s)"
             " ON CONFLICT (org_id, owner_kind, owner_id, mcp_id)"
             " DO UPDATE SET allowed_tools = EXCLUDED.allowed_tools"
-            f" RETURNING {_ATT_COLS}",
+            f" RETURNING {ATT_COLS}",
             (a.org_id, a.owner_kind, a.owner_id, a.mcp_id, _j(a.allowed_tools), a.created_at),
         )
         assert row is not None
-        return _attachment(row)
+        return to_attachment(row)
 
     async def detach(self, org_id: str, owner_kind: str, owner_id: UUID, mcp_id: UUID) -> bool:
         row = await self._one(
@@ -178,11 +139,11 @@ class PostgresMcps(_Repo, McpRepository):
         self, org_id: str, owner_kind: str, owner_id: UUID
     ) -> list[McpAttachment]:
         rows = await self._all(
-            f"SELECT {_ATT_COLS} FROM mcp_attachments WHERE org_id = %s AND owner_kind = %s"
+            f"SELECT {ATT_COLS} FROM mcp_attachments WHERE org_id = %s AND owner_kind = %s"
             " AND owner_id = %s ORDER BY created_at, mcp_id",
             (org_id, owner_kind, owner_id),
         )
-        return [_attachment(r) for r in rows]
+        return [to_attachment(r) for r in rows]
 
     async def sealed_credentials(self, org_id: str | None) -> list[tuple[str, UUID, str]]:
         rows = await self._all(

@@ -1,10 +1,10 @@
 from __future__ import annotations
 
-from agentsvc_adapters.postgres.storage import _Repo
-from agentsvc_core.ports.oauth import SealedRecord, SecretStore
+from agentsvc_adapters.postgres.pool import Repo
+from agentsvc_core.ports import SealedRecord, SecretStore
 
 
-class PostgresSecrets(_Repo, SecretStore):
+class PostgresSecrets(Repo, SecretStore):
     async def put(self, org_id: str, kind: str, key: str, record: SealedRecord) -> None:
         await self._one(
             "INSERT INTO org_secrets (org_id, kind, key, value, expires_at)"

@@ -23,8 +23,8 @@ from uuid import UUID
 import psycopg
 
 from agentsvc_adapters.postgres.owners import LOCK
-from agentsvc_adapters.postgres.storage import Pool, _translate
-from agentsvc_core.ports import LocalRevocations, LocalStopBus
+from agentsvc_adapters.postgres.pool import Pool, translate
+from agentsvc_adapters.signals import LocalRevocations, LocalStopBus
 
 log = logging.getLogger("agentsvc.stop")
 CHANNEL = "agentsvc_stop"
@@ -71,12 +71,12 @@ class PostgresStopBus(LocalStopBus, LocalRevocations):
         # Deliver locally at once (the common case: this process runs it), and tell
         # the others.
         self.deliver(run_id)
-        async with _translate(), self._pool.connection() as conn:
+        async with translate(), self._pool.connection() as conn:
             await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, str(run_id)))
 
     async def publish_revoked(self, key_id: UUID) -> None:
         self.deliver_revoked(key_id)
-        async with _translate(), self._pool.connection() as conn:
+        async with translate(), self._pool.connection() as conn:
             await conn.execute("SELECT pg_notify(%s, %s)", (REVOKED, str(key_id)))
 
     async def _listen(self) -> None:

@@ -20,22 +20,26 @@ from uuid import UUID
 
 import msgspec
 
-from agentsvc_adapters.postgres.conversations import (
-    _HISTORY,
-    _MSG_COLS,
-    _RUN_COLS,
-    _THREAD_COLS,
-    _count_sql,
-    _message,
-    _run,
-    _thread,
+from agentsvc_adapters.postgres._rows import (
+    AGENT_COLS,
+    ATT_COLS,
+    HISTORY,
+    MSG_COLS,
+    RUN_COLS,
+    SERVER_COLS,
+    THREAD_COLS,
+    count_sql,
+    to_agent,
+    to_attachment,
+    to_message,
+    to_run,
+    to_server,
+    to_thread,
 )
-from agentsvc_adapters.postgres.mcps import _ATT_COLS, _COLS, _attachment, _server
-from agentsvc_adapters.postgres.storage import _AGENT_COLS, Pool, _agent, _translate
+from agentsvc_adapters.postgres.pool import Pool, translate
 from agentsvc_core.entities import Message
 from agentsvc_core.errors import NotFound
-from agentsvc_core.ports import TurnInputs, TurnReader
-from agentsvc_core.ports.oauth import SealedRecord
+from agentsvc_core.ports import SealedRecord, TurnInputs, TurnReader
 
 
 def _cols(cols: str, alias: str) -> str:
@@ -47,20 +51,20 @@ def _count(cols: str) -> int:
 
 
 # the history with each message's seq last (the highest is begin_turn's check)
-_HISTORY_SEQ = _HISTORY.replace(" FROM messages", ", seq FROM messages", 1)
+_HISTORY_SEQ = HISTORY.replace(" FROM messages", ", seq FROM messages", 1)
 # the thread's message count, then the messages after seq %(after)s (or one row of
-# NULLs); both order by seq, which makes the primary key the plan (see _HISTORY)
+# NULLs); both order by seq, which makes the primary key the plan (see HISTORY)
 _ADDED = (
-    f"SELECT c.n, h.* FROM ({_count_sql('%(org)s', '%(thread)s')}) c"
-    f" LEFT JOIN LATERAL (SELECT {_MSG_COLS}, seq FROM messages"
+    f"SELECT c.n, h.* FROM ({count_sql('%(org)s', '%(thread)s')}) c"
+    f" LEFT JOIN LATERAL (SELECT {MSG_COLS}, seq FROM messages"
     " WHERE org_id = %(org)s AND thread_id = %(thread)s AND seq > %(after)s ORDER BY seq) h"
     " ON true ORDER BY h.seq"
 )
-_T, _A, _R = _count(_THREAD_COLS), _count(_AGENT_COLS), _count(_RUN_COLS)
-_N_ATT = _count(_ATT_COLS)
+_T, _A, _R = _count(THREAD_COLS), _count(AGENT_COLS), _count(RUN_COLS)
+_N_ATT = _count(ATT_COLS)
 
 _SELECT = (
-    f"SELECT {_cols(_THREAD_COLS, 't')}, {_cols(_AGENT_COLS, 'a')}, {_cols(_RUN_COLS, 'r')},"
+    f"SELECT {_cols(THREAD_COLS, 't')}, {_cols(AGENT_COLS, 'a')}, {_cols(RUN_COLS, 'r')},"
     " ARRAY(SELECT s.kind FROM org_secrets s WHERE s.org_id = t.org_id"
     "  AND s.kind = ANY(%(kinds)s) AND s.key = t.agent_id::text ORDER BY s.kind),"
     " ARRAY(SELECT s.value FROM org_secrets s WHERE s.org_id = t.org_id"
@@ -78,7 +82,7 @@ _FROM = (
     " WHERE t.org_id = %(org)s AND t.id = %(thread)s"
 )
 _N_MAIN = _T + _A + _R + 4  # then: kinds, values, expiries, has_mcp
-_N_ADDED = 1 + _count(_MSG_COLS) + 1  # count, the message, seq
+_N_ADDED = 1 + _count(MSG_COLS) + 1  # count, the message, seq
 
 
 def _nulls(n: int) -> str:
@@ -101,7 +105,7 @@ def _order(row: tuple[Any, ...]) -> tuple[int, int]:
 
 
 _MCP = (
-    f"SELECT {_cols(_ATT_COLS, 'm')}, {_cols(_COLS, 's')} FROM mcp_attachments m"
+    f"SELECT {_cols(ATT_COLS, 'm')}, {_cols(SERVER_COLS, 's')} FROM mcp_attachments m"
     " JOIN mcp_servers s ON s.org_id = m.org_id AND s.id = m.mcp_id"
     " WHERE m.org_id = %(org)s AND m.owner_kind = 'agent' AND m.owner_id = %(agent)s"
     " ORDER BY m.created_at, m.mcp_id"
@@ -177,7 +181,7 @@ class PostgresTurnReader(TurnReader):
         key = (org_id, thread_id)
         cached = self._histories.get(key)
         params = {"org": org_id, "thread": thread_id, "kinds": kinds, "after": cached.last}
-        async with _translate(), self._pool.connection() as conn:
+        async with translate(), self._pool.connection() as conn:
             rows = await conn.hot(_ONE, params)
             rows.sort(key=_order)
             if rows[0][0] != 0:
@@ -187,13 +191,13 @@ class PostgresTurnReader(TurnReader):
             count, fresh = tail[0][0], [r[1:] for r in tail if r[1] is not None]
             history: tuple[Message, ...]
             if count == len(cached.messages) + len(fresh):
-                added = tuple(_message(r) for r in fresh)
+                added = tuple(to_message(r) for r in fresh)
                 history = (*cached.messages, *added)
                 last = fresh[-1][-1] if fresh else cached.last
                 weight = cached.weight + _weight(added)
             else:  # something this process had not seen in seq order: read it all
                 every = await (await conn.execute(_HISTORY_SEQ, key)).fetchall()
-                history = tuple(_message(r) for r in every)
+                history = tuple(to_message(r) for r in every)
                 last = every[-1][-1] if every else 0
                 weight = _weight(history)
             self._histories.put(key, _Cached(last, history, weight))
@@ -204,10 +208,10 @@ class PostgresTurnReader(TurnReader):
                 servers = await (await conn.execute(_MCP, params)).fetchall()
         agent_row, run_row = row[_T : _T + _A], row[_T + _A : _T + _A + _R]
         return TurnInputs(
-            thread=_thread(row[:_T]),
-            agent=None if agent_row[0] is None else _agent(agent_row),
-            latest_run=None if run_row[0] is None else _run(run_row),
-            mcp=[(_attachment(r[:_N_ATT]), _server(r[_N_ATT:])) for r in servers],
+            thread=to_thread(row[:_T]),
+            agent=None if agent_row[0] is None else to_agent(agent_row),
+            latest_run=None if run_row[0] is None else to_run(run_row),
+            mcp=[(to_attachment(r[:_N_ATT]), to_server(r[_N_ATT:])) for r in servers],
             records={
                 k: SealedRecord(value=v, expires_at=e)
                 for k, v, e in zip(kinds_found, values, expiries, strict=True)

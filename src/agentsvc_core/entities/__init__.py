@@ -3,7 +3,13 @@
 from agentsvc_core.entities.agent import RUNTIME_PROVIDERS, Agent, ToolProfile
 from agentsvc_core.entities.api_key import API_KEY_PREFIX, ApiKey
 from agentsvc_core.entities.mcp import CachedTool, McpAttachment, McpServer, McpTransport
-from agentsvc_core.entities.message import Message, MessageStatus, Role, ToolCall
+from agentsvc_core.entities.message import (
+    Message,
+    MessageStatus,
+    Role,
+    ToolCall,
+    visible_in_history,
+)
 from agentsvc_core.entities.organization import Organization
 from agentsvc_core.entities.principal import AuthMethod, OrgRole, Principal
 from agentsvc_core.entities.run import Run, RunStatus
@@ -37,4 +43,5 @@ __all__ = [
     "ToolProfile",
     "Usage",
     "UsageRecord",
+    "visible_in_history",
 ]

@@ -38,3 +38,14 @@ class Message(msgspec.Struct, frozen=True, kw_only=True):
     # Provider blocks to send back verbatim (a native compaction block); the model
     # is not sent what came before the latest message carrying one.
     provider_blocks: tuple[dict[str, Any], ...] = ()
+
+
+def visible_in_history(m: Message) -> bool:
+    """Whether the history endpoint shows ``m`` (``ConversationStore.history``):
+    user and assistant messages, except assistant steps that only called tools or
+    only carried a provider block (a paused native compaction). A rule of the
+    domain, so every storage adapter applies the same one (PostgreSQL stores it as
+    the message's ``visible`` column; the memory adapter filters by it)."""
+    if m.role == "user":
+        return True
+    return m.role == "assistant" and (bool(m.content) or not (m.tool_calls or m.provider_blocks))

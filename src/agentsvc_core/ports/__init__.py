@@ -1,6 +1,6 @@
 """Ports: what the core needs from the world, as ``typing.Protocol`` classes."""
 
-from agentsvc_core.ports.clock import Clock, SystemClock
+from agentsvc_core.ports.clock import Clock
 from agentsvc_core.ports.llm import (
     ChatModel,
     CompactionBlock,
@@ -15,10 +15,9 @@ from agentsvc_core.ports.llm import (
     UsageReport,
 )
 from agentsvc_core.ports.mcp import McpCallResult, McpClient, McpEndpoint, McpTool
+from agentsvc_core.ports.sealed import SealedRecord, SecretStore
 from agentsvc_core.ports.secrets import SecretBox, SecretUnreadable
 from agentsvc_core.ports.signals import (
-    LocalRevocations,
-    LocalStopBus,
     Revocations,
     StopBus,
     StopSignal,
@@ -45,8 +44,6 @@ __all__ = [
     "CompactionBlock",
     "ConversationStore",
     "Finished",
-    "LocalRevocations",
-    "LocalStopBus",
     "McpCallResult",
     "McpClient",
     "McpEndpoint",
@@ -59,13 +56,14 @@ __all__ = [
     "NoServerTools",
     "OrganizationRepository",
     "Revocations",
+    "SealedRecord",
     "SecretBox",
+    "SecretStore",
     "SecretUnreadable",
     "ServerTools",
     "StopBus",
     "StopSignal",
     "Storage",
-    "SystemClock",
     "TextDelta",
     "ThreadRepository",
     "TokenVerifier",

@@ -1,6 +1,8 @@
+"""The time, as a port (``agentsvc_adapters.clock.SystemClock`` reads the system's)."""
+
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Protocol
 
 
@@ -8,8 +10,3 @@ class Clock(Protocol):
     def now(self) -> datetime:
         """The current time, timezone-aware, in UTC."""
         ...
-
-
-class SystemClock(Clock):
-    def now(self) -> datetime:
-        return datetime.now(UTC)

@@ -1,4 +1,5 @@
-"""OAuth 2.1 for MCP servers: what the core needs from storage and from the network."""
+"""OAuth 2.1 for MCP servers: what the core needs from the network. (Its state and
+tokens are kept as sealed records: ``ports.sealed``.)"""
 
 from __future__ import annotations
 
@@ -6,38 +7,6 @@ from datetime import datetime
 from typing import Protocol
 
 import msgspec
-
-
-class SealedRecord(msgspec.Struct, frozen=True, kw_only=True):
-    value: str  # sealed (SecretBox), never plaintext
-    expires_at: datetime | None = None
-
-
-class SecretStore(Protocol):
-    """Small sealed records of an organization, by (kind, key)."""
-
-    async def put(self, org_id: str, kind: str, key: str, record: SealedRecord) -> None: ...
-
-    async def get(self, org_id: str, kind: str, key: str) -> SealedRecord | None: ...
-
-    async def get_many(
-        self, org_id: str, wanted: list[tuple[str, str]]
-    ) -> dict[tuple[str, str], SealedRecord]:
-        """Several (kind, key) records in one read; missing ones are absent."""
-        ...
-
-    async def take(self, org_id: str, kind: str, key: str) -> SealedRecord | None:
-        """Read and delete in one step: of concurrent takers, one gets the record."""
-        ...
-
-    async def swap(self, org_id: str, kind: str, key: str, old: str, new: SealedRecord) -> bool:
-        """Replace the record if its value is still ``old`` (compare-and-set)."""
-        ...
-
-    async def delete_prefix(self, org_id: str, kind: str, prefix: str) -> int:
-        """Delete the records of ``kind`` whose key starts with ``prefix`` (taken
-        literally: no pattern characters); returns how many."""
-        ...
 
 
 class AuthServer(msgspec.Struct, frozen=True, kw_only=True):

@@ -58,30 +58,6 @@ class StopBus(Protocol):
     def unwatch(self, run_id: UUID) -> None: ...
 
 
-class LocalStopBus(StopBus):
-    """Stops within one process (memory storage, tests)."""
-
-    def __init__(self) -> None:
-        self._events: dict[UUID, StopSignal] = {}
-
-    async def publish(self, run_id: UUID) -> None:
-        self.deliver(run_id)
-
-    def deliver(self, run_id: UUID) -> None:
-        event = self._events.get(run_id)
-        if event is not None:
-            event.set()
-
-    def watch(self, run_id: UUID) -> StopSignal:
-        signal = self._events.get(run_id)
-        if signal is None:
-            signal = self._events[run_id] = StopSignal()
-        return signal
-
-    def unwatch(self, run_id: UUID) -> None:
-        self._events.pop(run_id, None)
-
-
 RevokedCallback = Callable[[UUID | None], None]
 
 
@@ -93,20 +69,3 @@ class Revocations(Protocol):
     async def publish_revoked(self, key_id: UUID) -> None: ...
 
     def on_revoked(self, callback: RevokedCallback) -> None: ...
-
-
-class LocalRevocations(Revocations):
-    """Revocations within one process (memory storage, tests)."""
-
-    def __init__(self) -> None:
-        self._callbacks: list[RevokedCallback] = []
-
-    async def publish_revoked(self, key_id: UUID) -> None:
-        self.deliver_revoked(key_id)
-
-    def deliver_revoked(self, key_id: UUID | None) -> None:
-        for callback in self._callbacks:
-            callback(key_id)
-
-    def on_revoked(self, callback: RevokedCallback) -> None:
-        self._callbacks.append(callback)

@@ -24,7 +24,7 @@ from agentsvc_core.entities import (
     Thread,
     UsageRecord,
 )
-from agentsvc_core.ports.oauth import SealedRecord, SecretStore
+from agentsvc_core.ports.sealed import SealedRecord, SecretStore
 
 
 class OrganizationRepository(Protocol):
@@ -178,7 +178,8 @@ class ConversationStore(Protocol):
     async def history(
         self, org_id: str, thread_id: UUID, *, offset: int, limit: int
     ) -> tuple[list[Message], int]:
-        """User and assistant messages, oldest first, and how many there are."""
+        """The messages ``visible_in_history`` (entities), oldest first, and how many
+        there are."""
         ...
 
     async def usage(self, org_id: str, thread_id: UUID) -> list[UsageRecord]:

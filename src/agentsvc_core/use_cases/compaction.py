@@ -19,8 +19,14 @@ from uuid import UUID
 import msgspec
 
 from agentsvc_core.entities import Message, Usage
-from agentsvc_core.ports import ChatModel, ModelRequest, SecretBox, TextDelta, UsageReport
-from agentsvc_core.ports.oauth import SecretStore
+from agentsvc_core.ports import (
+    ChatModel,
+    ModelRequest,
+    SecretBox,
+    SecretStore,
+    TextDelta,
+    UsageReport,
+)
 from agentsvc_core.use_cases.sealed import SealedRecords
 
 log = logging.getLogger("agentsvc.compaction")

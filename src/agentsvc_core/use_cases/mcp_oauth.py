@@ -22,24 +22,18 @@ from uuid import UUID
 import msgspec
 
 from agentsvc_core.entities import McpServer, Principal
-from agentsvc_core.errors import DomainError, InvalidInput
-from agentsvc_core.ports import Clock, SecretBox
+from agentsvc_core.errors import InvalidInput, InvalidState
+from agentsvc_core.ports import Clock, SealedRecord, SecretBox, SecretStore
 from agentsvc_core.ports.oauth import (
     AuthServer,
     ClientRegistration,
     OAuthNetwork,
-    SealedRecord,
-    SecretStore,
     TokenSet,
 )
 from agentsvc_core.use_cases.sealed import SealedRecords
 
 STATE_TTL = timedelta(minutes=10)
 REFRESH_MARGIN = timedelta(seconds=60)
-
-
-class InvalidState(DomainError):
-    """The callback's state is unknown, already used, expired or for another server."""
 
 
 class StartResult(msgspec.Struct, frozen=True, kw_only=True):

@@ -15,9 +15,8 @@ import msgspec
 
 from agentsvc_core.entities import Principal
 from agentsvc_core.errors import InvalidInput, PermissionDenied
-from agentsvc_core.ports import AgentRepository, Clock, SecretBox
+from agentsvc_core.ports import AgentRepository, Clock, SealedRecord, SecretBox, SecretStore
 from agentsvc_core.ports.mcp import UrlPolicy
-from agentsvc_core.ports.oauth import SealedRecord, SecretStore
 from agentsvc_core.ports.resolver import CredentialResolver, ResolverRequest
 from agentsvc_core.rules import check_embed_domain, check_text, check_url_text
 from agentsvc_core.use_cases.sealed import SealedRecords

@@ -14,8 +14,7 @@ from typing import TypeVar
 
 import msgspec
 
-from agentsvc_core.ports import SecretBox
-from agentsvc_core.ports.oauth import SealedRecord, SecretStore
+from agentsvc_core.ports import SealedRecord, SecretBox, SecretStore
 
 S = TypeVar("S", bound=msgspec.Struct)
 

@@ -43,16 +43,7 @@ class KeyController(Controller):
         self, request: Req, api_keys: NamedDependency[ApiKeys], data: JSONBody[KeyCreateBody]
     ) -> IssuedKeyOut:
         issued = await api_keys.create(principal_of(request), data.name)
-        k = issued.key
-        return IssuedKeyOut(
-            id=k.id,
-            org_id=k.org_id,
-            name=k.name,
-            prefix=k.display_prefix,
-            created_at=k.created_at,
-            revoked_at=k.revoked_at,
-            key=issued.token,
-        )
+        return IssuedKeyOut.issued(issued.key, issued.token)
 
     @delete(
         "/{key_id:uuid}",

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 from uuid import UUID
 
 import msgspec
@@ -10,8 +10,8 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody, QueryParameter
 from msgspec import UNSET, UnsetType
 
-from agentsvc_core.errors import InvalidInput
-from agentsvc_core.use_cases.mcp_oauth import InvalidState, McpOAuth
+from agentsvc_core.errors import InvalidInput, InvalidState
+from agentsvc_core.use_cases.mcp_oauth import McpOAuth
 from agentsvc_core.use_cases.mcp_servers import (
     AttachedServer,
     Credentials,
@@ -23,6 +23,7 @@ from agentsvc_core.use_cases.mcp_servers import (
 from agentsvc_core.use_cases.registry import RegistrySearch
 from agentsvc_web.access import MEMBER
 from agentsvc_web.auth import principal_of
+from agentsvc_web.controllers._routes import routed
 from agentsvc_web.openapi import errors
 from agentsvc_web.schemas import (
     AttachBody,
@@ -175,99 +176,101 @@ class McpController(Controller):
         )
 
 
+# The attachments of agents and of runners: the same routes under each owner's path,
+# written once. ``_owner_routes`` builds each owner's controller; the handlers take
+# the owner's id as ``owner_id`` and ``routed`` gives that parameter the path's name
+# for it (``agent_id``, ``runner_id``): Litestar passes path parameters by name.
+
+
+class _OwnerMcps(Controller):
+    owner_kind: ClassVar[Literal["agent", "runner"]]
+
+
+async def _list_attached(
+    self: _OwnerMcps, request: Req, mcps: NamedDependency[McpServers], owner_id: FromPath[UUID]
+) -> list[AttachmentOut]:
+    kind = self.owner_kind
+    return [_attachment(i) for i in await mcps.attached(principal_of(request), kind, owner_id)]
+
+
 async def _attach(
-    request: Req, mcps: McpServers, kind: Literal["agent", "runner"], owner: UUID, data: AttachBody
+    self: _OwnerMcps,
+    request: Req,
+    mcps: NamedDependency[McpServers],
+    owner_id: FromPath[UUID],
+    data: JSONBody[AttachBody],
 ) -> AttachmentOut:
     allowed = None if data.allowed_tools is None else tuple(data.allowed_tools)
-    return _attachment(
-        await mcps.attach(principal_of(request), kind, owner, data.mcp_server_id, allowed)
-    )
+    who, kind = principal_of(request), self.owner_kind
+    return _attachment(await mcps.attach(who, kind, owner_id, data.mcp_server_id, allowed))
 
 
-class AgentMcpController(Controller):
-    path = "/api/agents/{agent_id:uuid}/mcps"
-    tags = ["mcp servers"]
-
-    @get(
-        "/",
-        operation_id="listAgentMcpServers",
-        responses=errors(404),
-        summary="MCP servers attached to an agent",
-    )
-    async def list_attached(
-        self, request: Req, mcps: NamedDependency[McpServers], agent_id: FromPath[UUID]
-    ) -> list[AttachmentOut]:
-        return [
-            _attachment(i) for i in await mcps.attached(principal_of(request), "agent", agent_id)
-        ]
-
-    @post(
-        "/",
-        operation_id="attachAgentMcpServer",
-        status_code=200,
-        responses=errors(400, 404, 413, 415, 422),
-        summary="Attach an MCP server to an agent (or change its allowed tools)",
-    )
-    async def attach(
-        self,
-        request: Req,
-        mcps: NamedDependency[McpServers],
-        agent_id: FromPath[UUID],
-        data: JSONBody[AttachBody],
-    ) -> AttachmentOut:
-        return await _attach(request, mcps, "agent", agent_id, data)
-
-    @delete(
-        "/",
-        operation_id="detachAgentMcpServer",
-        status_code=200,
-        responses=errors(400, 404, 413, 415, 422),
-        summary="Detach an MCP server from an agent",
-    )
-    async def detach(
-        self,
-        request: Req,
-        mcps: NamedDependency[McpServers],
-        agent_id: FromPath[UUID],
-        data: JSONBody[DetachBody],
-    ) -> OkBody:
-        return OkBody(
-            ok=await mcps.detach(principal_of(request), "agent", agent_id, data.mcp_server_id)
-        )
+async def _detach(
+    self: _OwnerMcps,
+    request: Req,
+    mcps: NamedDependency[McpServers],
+    owner_id: FromPath[UUID],
+    data: JSONBody[DetachBody],
+) -> OkBody:
+    who, kind = principal_of(request), self.owner_kind
+    return OkBody(ok=await mcps.detach(who, kind, owner_id, data.mcp_server_id))
 
 
-class RunnerMcpController(Controller):
-    path = "/api/runners/{runner_id:uuid}/mcps"
-    tags = ["mcp servers"]
+def _owner_routes(
+    kind: Literal["agent", "runner"],
+    name: str,
+    *,
+    listed: tuple[str, str],
+    attached: tuple[str, str],
+    detached: tuple[str, str] | None = None,
+) -> type[Controller]:
+    """The controller of ``kind``'s attachments at ``/api/{kind}s/{<kind>_id}/mcps``;
+    each route is given as (operation id, summary); no ``detached``, no DELETE."""
+    param = f"{kind}_id"
+    routes: dict[str, Any] = {
+        "path": f"/api/{kind}s/{{{param}:uuid}}/mcps",
+        "tags": ["mcp servers"],
+        "list_attached": get("/", operation_id=listed[0], responses=errors(404), summary=listed[1])(
+            routed(_list_attached, names={"owner_id": param})
+        ),
+        "attach": post(
+            "/",
+            operation_id=attached[0],
+            status_code=200,
+            responses=errors(400, 404, 413, 415, 422),
+            summary=attached[1],
+        )(routed(_attach, names={"owner_id": param})),
+    }
+    if detached is not None:
+        routes["detach"] = delete(
+            "/",
+            operation_id=detached[0],
+            status_code=200,
+            responses=errors(400, 404, 413, 415, 422),
+            summary=detached[1],
+        )(routed(_detach, names={"owner_id": param}))
+    return type(name, (_OwnerMcps,), {"owner_kind": kind, **routes})
 
-    @get(
-        "/",
-        operation_id="listRunnerMcpServers",
-        responses=errors(404),
-        summary="MCP servers attached to a runner (defaults for all its steps)",
-    )
-    async def list_attached(
-        self, request: Req, mcps: NamedDependency[McpServers], runner_id: FromPath[UUID]
-    ) -> list[AttachmentOut]:
-        return [
-            _attachment(i) for i in await mcps.attached(principal_of(request), "runner", runner_id)
-        ]
 
-    @post(
-        "/",
-        operation_id="attachRunnerMcpServer",
-        status_code=200,
-        responses=errors(400, 404, 413, 415, 422),
-        summary="Attach an MCP server to a runner",
-    )
-    async def attach(
-        self,
-        request: Req,
-        mcps: NamedDependency[McpServers],
-        runner_id: FromPath[UUID],
-        data: JSONBody[AttachBody],
-    ) -> AttachmentOut:
-        return await _attach(request, mcps, "runner", runner_id, data)
+AgentMcpController = _owner_routes(
+    "agent",
+    "AgentMcpController",
+    listed=("listAgentMcpServers", "MCP servers attached to an agent"),
+    attached=(
+        "attachAgentMcpServer",
+        "Attach an MCP server to an agent (or change its allowed tools)",
+    ),
+    detached=("detachAgentMcpServer", "Detach an MCP server from an agent"),
+)
+RunnerMcpController = _owner_routes(
+    "runner",
+    "RunnerMcpController",
+    listed=(
+        "listRunnerMcpServers",
+        "MCP servers attached to a runner (defaults for all its steps)",
+    ),
+    attached=("attachRunnerMcpServer", "Attach an MCP server to a runner"),
+)
 
 
 class RegistryController(Controller):

@@ -1,0 +1,232 @@
+"""Rows to entities: the column lists of the package's SELECTs and their mappers.
+
+One module for what several repositories read: the turn reader (``turns``) selects
+the thread, agent, run, messages, attachments and servers with the same columns and
+mappers as the repositories that own those tables, so they live here, not in one
+sibling that the others import. Every name here is a column list (a string to put
+in a SELECT, its order the mapper's), a mapper (``to_<entity>``: one row in that
+order -> the entity) or a shared statement; none of them touches the pool.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from agentsvc_adapters.postgres.pool import Row
+from agentsvc_core.entities import (
+    Agent,
+    ApiKey,
+    CachedTool,
+    McpAttachment,
+    McpServer,
+    Message,
+    Participant,
+    Run,
+    Thread,
+    ToolCall,
+    ToolProfile,
+)
+
+__all__ = [
+    "AGENT_COLS",
+    "ATT_COLS",
+    "HISTORY",
+    "KEY_COLS",
+    "MSG_COLS",
+    "PART_COLS",
+    "RUN_COLS",
+    "SERVER_COLS",
+    "THREAD_COLS",
+    "count_sql",
+    "to_agent",
+    "to_attachment",
+    "to_key",
+    "to_message",
+    "to_participant",
+    "to_run",
+    "to_server",
+    "to_thread",
+]
+
+_profiles_decoder = msgspec.json.Decoder(dict[str, ToolProfile])
+_meta = msgspec.json.Decoder(dict[str, str])
+_bindings = msgspec.json.Decoder(list[dict[str, Any]])
+_calls = msgspec.json.Decoder(tuple[ToolCall, ...])
+_blocks = msgspec.json.Decoder(tuple[dict[str, Any], ...])
+_names = msgspec.json.Decoder(tuple[str, ...])
+_tools = msgspec.json.Decoder(tuple[CachedTool, ...])
+
+
+# --- organizations' keys and agents -------------------------------------------
+
+KEY_COLS = "id, org_id, name, display_prefix, key_hash, created_at, revoked_at"
+
+
+def to_key(row: tuple[Any, ...]) -> ApiKey:
+    return ApiKey(
+        id=row[0],
+        org_id=row[1],
+        name=row[2],
+        display_prefix=row[3],
+        key_hash=row[4],
+        created_at=row[5],
+        revoked_at=row[6],
+    )
+
+
+AGENT_COLS = (
+    "id, org_id, name, description, stable_preamble, default_model,"
+    " tool_profiles::text, default_profile, runtime_provider, created_at, updated_at"
+)
+
+
+def to_agent(row: tuple[Any, ...]) -> Agent:
+    return Agent(
+        id=row[0],
+        org_id=row[1],
+        name=row[2],
+        description=row[3],
+        stable_preamble=row[4],
+        default_model=row[5],
+        tool_profiles=None if row[6] is None else _profiles_decoder.decode(row[6]),
+        default_profile=row[7],
+        runtime_provider=row[8],
+        created_at=row[9],
+        updated_at=row[10],
+    )
+
+
+# --- threads, runs, messages --------------------------------------------------
+
+THREAD_COLS = (
+    "id, org_id, agent_id, title, kind, status, active_profile, system_prompt_overlay,"
+    " metadata::text, resource_bindings::text, created_by, created_at, updated_at"
+)
+
+
+def to_thread(r: Row) -> Thread:
+    return Thread(
+        id=r[0],
+        org_id=r[1],
+        agent_id=r[2],
+        title=r[3],
+        kind=r[4],
+        status=r[5],
+        active_profile=r[6],
+        system_prompt_overlay=r[7],
+        metadata=_meta.decode(r[8]),
+        resource_bindings=_bindings.decode(r[9]),
+        created_by=r[10],
+        created_at=r[11],
+        updated_at=r[12],
+    )
+
+
+def to_participant(r: Row) -> Participant:
+    return Participant(
+        org_id=r[0], thread_id=r[1], user_id=r[2], display_name=r[3], role=r[4], added_at=r[5]
+    )
+
+
+PART_COLS = "org_id, thread_id, user_id, display_name, role, added_at"
+
+
+RUN_COLS = (
+    "id, org_id, thread_id, status, started_at, heartbeat_at, finished_at, pending_tool_calls::text"
+)
+MSG_COLS = (
+    "id, org_id, thread_id, role, content, created_at, sender_name, sender_id,"
+    " tool_calls::text, tool_call_id, status, run_id, provider_blocks::text"
+)
+# Reads of one thread's messages order by seq (or take the last by seq): that
+# makes the primary key (org_id, thread_id, seq) the plan even before PostgreSQL has
+# statistics (a fresh database), where a prepared statement's generic plan could
+# otherwise settle on the (org_id, id) index and scan the whole organization.
+HISTORY = f"SELECT {MSG_COLS} FROM messages WHERE org_id = %s AND thread_id = %s ORDER BY seq"
+
+
+# what begin_turn(seen=...) compares: the thread's message count before the statement.
+# (Not its highest seq: seq is one sequence for all threads, so a message can commit
+# after one with a higher seq; messages are never removed one by one, so the count
+# misses nothing.)
+def count_sql(org: str, thread: str) -> str:
+    """That count's SELECT, with ``org`` and ``thread`` as its placeholders (the turn
+    reader's statement names its parameters)."""
+    return (
+        f"SELECT count(*) AS n FROM (SELECT seq FROM messages WHERE org_id = {org}"
+        f" AND thread_id = {thread} ORDER BY seq) s"
+    )
+
+
+def to_run(r: Row) -> Run:
+    return Run(
+        id=r[0],
+        org_id=r[1],
+        thread_id=r[2],
+        status=r[3],
+        started_at=r[4],
+        heartbeat_at=r[5],
+        finished_at=r[6],
+        pending_tool_calls=_calls.decode(r[7]),
+    )
+
+
+def to_message(r: Row) -> Message:
+    return Message(
+        id=r[0],
+        org_id=r[1],
+        thread_id=r[2],
+        role=r[3],
+        content=r[4],
+        created_at=r[5],
+        sender_name=r[6],
+        sender_id=r[7],
+        tool_calls=_calls.decode(r[8]) if r[8] else (),
+        tool_call_id=r[9],
+        status=r[10],
+        run_id=r[11],
+        provider_blocks=_blocks.decode(r[12]) if r[12] else (),
+    )
+
+
+# --- MCP servers and attachments ----------------------------------------------
+
+SERVER_COLS = (
+    "id, org_id, name, slug, transport, url, command, args::text, credentials,"
+    " allowed_tools::text, status, tools_cache::text, created_at, updated_at"
+)
+
+
+def to_server(r: Row) -> McpServer:
+    return McpServer(
+        id=r[0],
+        org_id=r[1],
+        name=r[2],
+        slug=r[3],
+        transport=r[4],
+        url=r[5],
+        command=r[6],
+        args=_names.decode(r[7]),
+        credentials=r[8],
+        allowed_tools=None if r[9] is None else _names.decode(r[9]),
+        status=r[10],
+        tools_cache=_tools.decode(r[11]),
+        created_at=r[12],
+        updated_at=r[13],
+    )
+
+
+def to_attachment(r: Row) -> McpAttachment:
+    return McpAttachment(
+        org_id=r[0],
+        owner_kind=r[1],
+        owner_id=r[2],
+        mcp_id=r[3],
+        allowed_tools=None if r[4] is None else _names.decode(r[4]),
+        created_at=r[5],
+    )
+
+
+ATT_COLS = "org_id, owner_kind, owner_id, mcp_id, allowed_tools::text, created_at"

@@ -1,0 +1,62 @@
+"""The in-process signal buses: stops and revocations within one process.
+
+``LocalStopBus`` and ``LocalRevocations`` implement ``StopBus`` and ``Revocations``
+(``agentsvc_core.ports.signals``) for one process: the memory storage's wiring and
+the tests use them as they are; ``PostgresStopBus`` extends both with LISTEN/NOTIFY
+across processes. A shared adapters module (as ``outbound`` is), not part of
+``memory``: the PostgreSQL adapter builds on them and no adapter imports another.
+"""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from agentsvc_core.ports.signals import (
+    Revocations,
+    RevokedCallback,
+    StopBus,
+    StopSignal,
+)
+
+__all__ = ["LocalRevocations", "LocalStopBus"]
+
+
+class LocalStopBus(StopBus):
+    """Stops within one process (memory storage, tests)."""
+
+    def __init__(self) -> None:
+        self._events: dict[UUID, StopSignal] = {}
+
+    async def publish(self, run_id: UUID) -> None:
+        self.deliver(run_id)
+
+    def deliver(self, run_id: UUID) -> None:
+        event = self._events.get(run_id)
+        if event is not None:
+            event.set()
+
+    def watch(self, run_id: UUID) -> StopSignal:
+        signal = self._events.get(run_id)
+        if signal is None:
+            signal = self._events[run_id] = StopSignal()
+        return signal
+
+    def unwatch(self, run_id: UUID) -> None:
+        self._events.pop(run_id, None)
+
+
+class LocalRevocations(Revocations):
+    """Revocations within one process (memory storage, tests)."""
+
+    def __init__(self) -> None:
+        self._callbacks: list[RevokedCallback] = []
+
+    async def publish_revoked(self, key_id: UUID) -> None:
+        self.deliver_revoked(key_id)
+
+    def deliver_revoked(self, key_id: UUID | None) -> None:
+        for callback in self._callbacks:
+            callback(key_id)
+
+    def on_revoked(self, callback: RevokedCallback) -> None:
+        self._callbacks.append(callback)

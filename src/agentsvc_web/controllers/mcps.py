@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 from uuid import UUID
 
 import msgspec
@@ -23,7 +26,6 @@ from agentsvc_core.use_cases.mcp_servers import (
 from agentsvc_core.use_cases.registry import RegistrySearch
 from agentsvc_web.access import MEMBER
 from agentsvc_web.auth import principal_of
-from agentsvc_web.controllers._routes import routed
 from agentsvc_web.openapi import errors
 from agentsvc_web.schemas import (
     AttachBody,
@@ -178,7 +180,7 @@ class McpController(Controller):
 
 # The attachments of agents and of runners: the same routes under each owner's path,
 # written once. ``_owner_routes`` builds each owner's controller; the handlers take
-# the owner's id as ``owner_id`` and ``routed`` gives that parameter the path's name
+# the owner's id as ``owner_id`` and ``_named`` gives that parameter the path's name
 # for it (``agent_id``, ``runner_id``): Litestar passes path parameters by name.
 
 
@@ -216,6 +218,31 @@ async def _detach(
     return OkBody(ok=await mcps.detach(who, kind, owner_id, data.mcp_server_id))
 
 
+_Handler = TypeVar("_Handler", bound=Callable[..., Awaitable[Any]])
+
+
+def _named(fn: _Handler, name: str) -> _Handler:
+    """``fn`` with its ``owner_id`` parameter called ``name`` (signature and
+    annotations, which Litestar reads)."""
+
+    @functools.wraps(fn)
+    async def handler(*args: Any, **kwargs: Any) -> Any:
+        kwargs["owner_id"] = kwargs.pop(name)
+        return await fn(*args, **kwargs)
+
+    signature = inspect.signature(fn)
+    handler.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[
+            p.replace(name=name) if p.name == "owner_id" else p
+            for p in signature.parameters.values()
+        ]
+    )
+    handler.__annotations__ = {
+        name if k == "owner_id" else k: v for k, v in fn.__annotations__.items()
+    }
+    return handler  # type: ignore[return-value]
+
+
 def _owner_routes(
     kind: Literal["agent", "runner"],
     name: str,
@@ -231,7 +258,7 @@ def _owner_routes(
         "path": f"/api/{kind}s/{{{param}:uuid}}/mcps",
         "tags": ["mcp servers"],
         "list_attached": get("/", operation_id=listed[0], responses=errors(404), summary=listed[1])(
-            routed(_list_attached, names={"owner_id": param})
+            _named(_list_attached, param)
         ),
         "attach": post(
             "/",
@@ -239,7 +266,7 @@ def _owner_routes(
             status_code=200,
             responses=errors(400, 404, 413, 415, 422),
             summary=attached[1],
-        )(routed(_attach, names={"owner_id": param})),
+        )(_named(_attach, param)),
     }
     if detached is not None:
         routes["detach"] = delete(
@@ -248,7 +275,7 @@ def _owner_routes(
             status_code=200,
             responses=errors(400, 404, 413, 415, 422),
             summary=detached[1],
-        )(routed(_detach, names={"owner_id": param}))
+        )(_named(_detach, param))
     return type(name, (_OwnerMcps,), {"owner_kind": kind, **routes})
 
 

@@ -1,18 +1,15 @@
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any
 from uuid import UUID
 
 import msgspec
-from litestar import Controller, Request, get, post
-from litestar import put as put_route
+from litestar import Controller, Request, get, post, put
 from litestar.di import NamedDependency
 from litestar.openapi.spec import OpenAPIType, Schema
 from litestar.params import FromPath, JSONBody
 from msgspec import Meta
 
-from agentsvc_core.entities import Principal
 from agentsvc_core.use_cases.org_settings import (
     MAX_TIMEOUT_MS,
     MAX_TOKENS_BOUND,
@@ -27,7 +24,6 @@ from agentsvc_core.use_cases.org_settings import (
 )
 from agentsvc_web.access import ADMIN
 from agentsvc_web.auth import principal_of
-from agentsvc_web.controllers._routes import routed
 from agentsvc_web.openapi import errors
 from agentsvc_web.schemas import copied, items_schema
 
@@ -72,6 +68,44 @@ class OrgSettingsOut(msgspec.Struct):
     @classmethod
     def of(cls, v: OrgSettingsView) -> OrgSettingsOut:
         return copied(cls, v, allowed_embed_domains=list(v.allowed_embed_domains))
+
+
+class AgentCredentialsController(Controller):
+    path = "/api/agents/{agent_id:uuid}/credentials"
+    tags = ["credential resolver"]
+
+    @get(
+        "/",
+        operation_id="getAgentCredentials",
+        responses=errors(404),
+        summary="The agent's credential resolver configuration",
+    )
+    async def get_config(
+        self, request: Req, org_settings: NamedDependency[OrgSettings], agent_id: FromPath[UUID]
+    ) -> CredentialsOut:
+        return CredentialsOut.of(await org_settings.resolver(principal_of(request), agent_id))
+
+    @put(
+        "/",
+        operation_id="putAgentCredentials",
+        responses=errors(400, 404, 413, 415, 422),
+        summary="Configure the agent's credential resolver (bring your own key)",
+    )
+    async def put_config(
+        self,
+        request: Req,
+        org_settings: NamedDependency[OrgSettings],
+        agent_id: FromPath[UUID],
+        data: JSONBody[CredentialsPutBody],
+    ) -> CredentialsOut:
+        config = await org_settings.set_resolver(
+            principal_of(request),
+            agent_id,
+            enabled=data.enabled,
+            url=data.resolver_url,
+            timeout_ms=data.timeout_ms,
+        )
+        return CredentialsOut.of(config)
 
 
 class OrgSettingsController(Controller):
@@ -139,113 +173,40 @@ class CompactionOut(msgspec.Struct):
         return copied(cls, c)
 
 
-# An agent's configuration of one kind (its credential resolver, its compaction):
-# GET and PUT at /api/agents/{agent_id}/<kind>, written once. Each kind names its
-# use case (the dependency), how to read and write through it, its body and answer.
+class AgentCompactionController(Controller):
+    path = "/api/agents/{agent_id:uuid}/compaction"
+    tags = ["compaction"]
 
-
-class _AgentConfig(Controller):
-    read: ClassVar[Callable[[Any, Principal, UUID], Awaitable[Any]]]
-    write: ClassVar[Callable[[Any, Principal, UUID, Any], Awaitable[Any]]]
-    out: ClassVar[type[CredentialsOut | CompactionOut]]
-
-
-async def _get_config(
-    self: _AgentConfig, request: Req, use_case: Any, agent_id: FromPath[UUID]
-) -> Any:
-    return self.out.of(await type(self).read(use_case, principal_of(request), agent_id))
-
-
-async def _put_config(
-    self: _AgentConfig, request: Req, use_case: Any, agent_id: FromPath[UUID], data: Any
-) -> Any:
-    return self.out.of(await type(self).write(use_case, principal_of(request), agent_id, data))
-
-
-def _agent_config_routes(
-    name: str,
-    kind: str,
-    tag: str,
-    *,
-    use_case: tuple[str, type[Any]],
-    body: type[msgspec.Struct],
-    out: type[CredentialsOut | CompactionOut],
-    read: Callable[[Any, Principal, UUID], Awaitable[Any]],
-    write: Callable[[Any, Principal, UUID, Any], Awaitable[Any]],
-    got: tuple[str, str],
-    put: tuple[str, str],
-) -> type[Controller]:
-    """The controller of an agent's ``kind`` of configuration; ``use_case`` is the
-    dependency's (name, type); ``got`` and ``put`` are (operation id, summary)."""
-    names = {"use_case": use_case[0]}
-    dependency = NamedDependency[use_case[1]]  # type: ignore[valid-type]
-    data = JSONBody[body]  # type: ignore[valid-type]
-    return type(
-        name,
-        (_AgentConfig,),
-        {
-            "path": f"/api/agents/{{agent_id:uuid}}/{kind}",
-            "tags": [tag],
-            "read": staticmethod(read),
-            "write": staticmethod(write),
-            "out": out,
-            "get_config": get("/", operation_id=got[0], responses=errors(404), summary=got[1])(
-                routed(_get_config, names=names, types={"use_case": dependency, "return": out})
-            ),
-            "put_config": put_route(
-                "/",
-                operation_id=put[0],
-                responses=errors(400, 404, 413, 415, 422),
-                summary=put[1],
-            )(
-                routed(
-                    _put_config,
-                    names=names,
-                    types={"use_case": dependency, "data": data, "return": out},
-                )
-            ),
-        },
+    @get(
+        "/",
+        operation_id="getAgentCompaction",
+        responses=errors(404),
+        summary="The agent's context compaction configuration",
     )
+    async def get_config(
+        self,
+        request: Req,
+        compaction: NamedDependency[CompactionSettings],
+        agent_id: FromPath[UUID],
+    ) -> CompactionOut:
+        return CompactionOut.of(await compaction.get(principal_of(request), agent_id))
 
-
-async def _set_resolver(
-    org_settings: OrgSettings, who: Principal, agent_id: UUID, data: CredentialsPutBody
-) -> ResolverConfig:
-    return await org_settings.set_resolver(
-        who, agent_id, enabled=data.enabled, url=data.resolver_url, timeout_ms=data.timeout_ms
+    @put(
+        "/",
+        operation_id="putAgentCompaction",
+        responses=errors(400, 404, 413, 415, 422),
+        summary="Change the supplied compaction settings",
     )
-
-
-async def _update_compaction(
-    compaction: CompactionSettings, who: Principal, agent_id: UUID, data: CompactionPutBody
-) -> CompactionConfig:
-    changes = {
-        f: getattr(data, f) for f in data.__struct_fields__ if getattr(data, f) is not msgspec.UNSET
-    }
-    return await compaction.update(who, agent_id, changes)
-
-
-AgentCredentialsController = _agent_config_routes(
-    "AgentCredentialsController",
-    "credentials",
-    "credential resolver",
-    use_case=("org_settings", OrgSettings),
-    body=CredentialsPutBody,
-    out=CredentialsOut,
-    read=OrgSettings.resolver,
-    write=_set_resolver,
-    got=("getAgentCredentials", "The agent's credential resolver configuration"),
-    put=("putAgentCredentials", "Configure the agent's credential resolver (bring your own key)"),
-)
-AgentCompactionController = _agent_config_routes(
-    "AgentCompactionController",
-    "compaction",
-    "compaction",
-    use_case=("compaction", CompactionSettings),
-    body=CompactionPutBody,
-    out=CompactionOut,
-    read=CompactionSettings.get,
-    write=_update_compaction,
-    got=("getAgentCompaction", "The agent's context compaction configuration"),
-    put=("putAgentCompaction", "Change the supplied compaction settings"),
-)
+    async def put_config(
+        self,
+        request: Req,
+        compaction: NamedDependency[CompactionSettings],
+        agent_id: FromPath[UUID],
+        data: JSONBody[CompactionPutBody],
+    ) -> CompactionOut:
+        changes = {
+            f: getattr(data, f)
+            for f in data.__struct_fields__
+            if getattr(data, f) is not msgspec.UNSET
+        }
+        return CompactionOut.of(await compaction.update(principal_of(request), agent_id, changes))

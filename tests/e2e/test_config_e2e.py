@@ -148,3 +148,29 @@ def test_secrets_rotate_reseals_with_the_newest_key(own_db: str, tmp_path: Path)
             svc.stop()
     finally:
         mcp.stop()
+
+
+def test_a_forced_500_answers_internal_error_and_logs_the_trace(
+    own_db: str, tmp_path: Path
+) -> None:
+    """A statement that cannot run (its table renamed away under the running service)
+    is no client's fault: 500 INTERNAL_ERROR with the fixed detail, nothing of the
+    exception in the answer, the whole trace in the service's log."""
+    svc = start(own_db, tmp_path, "svc")
+    try:
+        with client(svc) as c:
+            assert c.get("/api/agents").status_code == 200
+            with psycopg.connect(own_db, autocommit=True) as conn:
+                conn.execute("ALTER TABLE agents RENAME TO agents_moved_away")
+            r = c.get("/api/agents")
+            assert r.status_code == 500, r.text
+            assert r.headers["content-type"].startswith("application/json")
+            assert r.json() == {"error": "INTERNAL_ERROR", "detail": "internal error"}
+            for internal in ("Traceback", "agents_moved_away", "relation", "psycopg", "File "):
+                assert internal not in r.text
+    finally:
+        svc.stop()
+    log = (tmp_path / "svc.log").read_text(errors="replace")
+    assert "Traceback (most recent call last)" in log
+    assert "UndefinedTable" in log
+    assert 'relation "agents" does not exist' in log

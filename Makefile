@@ -18,8 +18,23 @@ run: $(STAMP)
 	$(BIN)/agentsvc serve --print-dev-key
 
 ## test: run the whole suite (lint, types, layers, unit, contract, web, e2e, schemathesis)
-test: $(STAMP) lint
+test: $(STAMP) lint node
 	$(BIN)/python -m pytest
+
+## node: the suite runs the docs' JavaScript client (Node.js 18+, for fetch); as root
+## with apt-get it is installed when missing, elsewhere its absence stops the run
+.PHONY: node
+node:
+	@command -v node >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "node is missing: apt-get install -y nodejs"; \
+	    apt-get update -qq && apt-get install -y -qq nodejs; \
+	  else \
+	    echo "make test needs node (Node.js 18+) for docs/examples/chat.mjs: install it" \
+	      "(e.g. sudo apt-get install nodejs) and run make test again" >&2; \
+	    exit 1; \
+	  fi; }
+	@node -e 'if (typeof fetch !== "function") { console.error("node " + process.version + " has no fetch: Node.js 18+ is needed"); process.exit(1) }'
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench

@@ -99,7 +99,8 @@ def _domain(_: Request[Any, Any, Any], exc: DomainError) -> Response[ErrorBody]:
             # the OAuth callback's state is unknown, expired or already used
             return error_response(400, exc.detail)
         case StorageError():
-            log.error("storage error: %s", exc.__cause__ or exc)
+            # a 500 is a bug to find: the trace (and its cause's) goes to the log
+            log.error("storage error: %s", exc.__cause__ or exc, exc_info=exc)
             return error_response(500, "internal error")
     # A domain error nobody mapped is a bug, not the client's fault. Its class only:
     # details of internal errors may carry what a client must not see.

@@ -57,9 +57,15 @@ class Resolver:
                 break
         headers = {k.decode(): v.decode() for k, v in scope["headers"]}
         sigs = headers.get("x-service-signature", "").split()
+        # Each secret is judged on its own against the receiver's nonce store as it
+        # stood before this call, so that the second secret of a rotation does not see
+        # this call's own nonce as a replay; the store keeps every earlier call's nonce
+        # (for the whole session), so a nonce the service repeats fails verification.
+        seen_before = dict(receiver_example._seen_nonces)
         verdicts = {}
         for secret in self.secrets:
             receiver_example._seen_nonces.clear()
+            receiver_example._seen_nonces.update(seen_before)
             verdicts[secret] = receiver_example.verify(secret, headers, body) is None
         self.calls.append(
             {"body": body, "headers": headers, "verdicts": verdicts, "signatures": sigs}
@@ -180,6 +186,35 @@ def test_the_users_key_serves_the_call_and_every_signature_verifies(world: dict[
         "resolver_url": world["url"],
         "timeout_ms": 1000,
     }
+
+
+def test_every_attempt_has_a_fresh_nonce_and_timestamp(world: dict[str, Any]) -> None:
+    """decisions.md: nonce and timestamp fresh per attempt. The receiver keeps the
+    nonces it has seen, so a repeated nonce is refused as a replay; the timestamp is
+    compared across two attempts made in different seconds."""
+    _, tid = setup_agent(world)
+    calls = world["resolver"].calls
+    first = len(calls)
+    for n in range(3):
+        r = world["alice"].post(f"/api/threads/{tid}/messages", json={"content": f"hi {n}"})
+        assert names(parse(r.text))[-1] == "done"
+        if n == 1:
+            # the next attempt starts in a later second than the ones before
+            stamp = int(calls[-1]["headers"]["x-service-timestamp"])
+            deadline = time.monotonic() + 3
+            while time.time() < stamp + 1:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+    made = calls[first:]
+    assert len(made) == 3
+    assert [all(c["verdicts"].values()) for c in made] == [True, True, True]
+    nonces = [c["headers"]["x-service-nonce"] for c in made]
+    assert len(set(nonces)) == 3, nonces
+    assert all(str(uuid.UUID(n)) == n for n in nonces)
+    stamps = [int(c["headers"]["x-service-timestamp"]) for c in made]
+    assert stamps[2] > stamps[1], stamps
+    assert all(abs(s - time.time()) < 60 for s in stamps)
+    assert key_sources(world["pg"], tid) == ["byok"] * 3
 
 
 @pytest.mark.parametrize("mode", ["null", "error", "redirect", "huge", "malformed"])

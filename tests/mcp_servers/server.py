@@ -44,15 +44,23 @@ PNG = bytes.fromhex(
 
 
 class Stats:
-    """Counts the ``initialize`` requests a server answered (a ServerMiddleware)."""
+    """Counts the ``initialize`` requests a server answered and the tool calls it is
+    running now (a ServerMiddleware)."""
 
     def __init__(self) -> None:
         self.initializations = 0
+        self.calls_running = 0
 
     async def __call__(self, ctx: Any, call_next: Any) -> Any:
         if ctx.method == "initialize":
             self.initializations += 1
-        return await call_next(ctx)
+        if ctx.method != "tools/call":
+            return await call_next(ctx)
+        self.calls_running += 1
+        try:
+            return await call_next(ctx)
+        finally:
+            self.calls_running -= 1
 
 
 def build_server(counter: Stats) -> MCPServer:
@@ -151,7 +159,13 @@ def serve_http(transport: str, port: int, token: str | None) -> None:
 
     @mcp.custom_route("/stats", methods=["GET"])
     async def stats(request: Request) -> Response:
-        return JSONResponse({"initializations": counter.initializations, "pid": os.getpid()})
+        return JSONResponse(
+            {
+                "initializations": counter.initializations,
+                "callsRunning": counter.calls_running,
+                "pid": os.getpid(),
+            }
+        )
 
     # Tests reach the server under other names too (a fake resolver maps them here).
     security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
@@ -193,6 +207,11 @@ class HttpMcpServer:
     def initializations(self) -> int:
         """How many sessions this server process has initialized."""
         return int(httpx.get(f"{self.base}/stats", timeout=5).json()["initializations"])
+
+    @property
+    def calls_running(self) -> int:
+        """How many tool calls this server process is running now."""
+        return int(httpx.get(f"{self.base}/stats", timeout=5).json()["callsRunning"])
 
     def start(self) -> None:
         args = [sys.executable, "-m", "tests.mcp_servers.server", self.transport, str(self.port)]

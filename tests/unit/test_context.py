@@ -15,9 +15,23 @@ from agentsvc_core.use_cases.context import merged_metadata, model_history, syst
 text = st.text(max_size=50)
 
 
+def _blank_line_joined(parts: list[str]) -> str:
+    """The spec's words, spelled out: each part after the first is preceded by one
+    blank line, i.e. two newline characters."""
+    out = ""
+    for i, part in enumerate(parts):
+        out += part if i == 0 else "\n" + "\n" + part
+    return out
+
+
 @given(parts=st.lists(text, max_size=5))
 def test_overlay_arrays_are_joined_with_a_blank_line(parts: list[str]) -> None:
-    assert join_overlay(parts) == "\n\n".join(parts)
+    # api-spec: "arrays are joined with a blank line, i.e. two newline characters";
+    # every element counts, an empty one too
+    assert join_overlay(parts) == _blank_line_joined(parts)
+    assert join_overlay(["a", "b", "c"]) == "a\n\nb\n\nc"
+    assert join_overlay(["a", "", "b"]) == "a\n\n\n\nb"
+    assert join_overlay([]) == ""
     assert join_overlay("single") == "single"
     assert join_overlay(None) is None
 
@@ -26,15 +40,21 @@ def test_overlay_arrays_are_joined_with_a_blank_line(parts: list[str]) -> None:
 def test_system_prompt_is_preamble_then_thread_then_message(
     preamble: str, thread: str | None, message: str | None
 ) -> None:
-    prompt = system_prompt(preamble, thread, message)
-    expected = [p for p in (preamble, thread, message) if p]
-    assert prompt == "\n\n".join(expected)
-    # each part appears in order
-    pos = 0
-    for part in expected:
-        found = prompt.find(part, pos)
-        assert found >= pos
-        pos = found + len(part)
+    # decisions.md: "agent stablePreamble, then the thread overlay, then the message
+    # overlay, joined by a blank line". A part that is absent or empty is not a part:
+    # it adds no blank line (no prompt starts, ends or doubles a blank line because
+    # an overlay was empty).
+    present = [p for p in (preamble, thread, message) if p is not None and len(p) > 0]
+    assert system_prompt(preamble, thread, message) == _blank_line_joined(present)
+
+
+def test_system_prompt_examples() -> None:
+    assert system_prompt("P", "T", "M") == "P\n\nT\n\nM"
+    assert system_prompt("P", None, "M") == "P\n\nM"
+    assert system_prompt("P", "", "M") == "P\n\nM"
+    assert system_prompt("", "T", None) == "T"
+    assert system_prompt("", None, None) == ""
+    assert system_prompt("P\n", "T") == "P\n\n\nT"  # parts are not trimmed
 
 
 @given(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import pwd
 import shutil
 import signal
 import socket
@@ -22,7 +23,11 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from agentsvc_adapters.postgres.embedded import EmbeddedPostgres, EmbeddedPostgresError
+from agentsvc_adapters.postgres.embedded import (
+    EmbeddedPostgres,
+    EmbeddedPostgresError,
+    _traversable,
+)
 
 pytestmark = pytest.mark.postgres
 
@@ -220,16 +225,56 @@ def test_url_before_start_is_an_error(new_dir: NewDir) -> None:
         _ = EmbeddedPostgres(new_dir()).url
 
 
-def test_as_root_a_parent_we_did_not_create_must_be_traversable() -> None:
-    if os.geteuid() != 0:
-        pytest.skip("only root runs the server as another user")
+def test_a_parent_we_did_not_create_must_be_traversable_by_the_servers_user() -> None:
+    """Root runs the server as another user, who must be able to enter every parent:
+    a 0700 parent is refused with the command that fixes it. Anyone else runs the
+    server as themselves, and the same folder serves. Both branches assert (this test
+    never skips); the rule itself is checked without root below."""
     parent = Path(tempfile.mkdtemp(prefix="agentsvc-pg-test-"))  # 0700, not ours to chmod
     try:
-        with pytest.raises(EmbeddedPostgresError, match=f"chmod o\\+x {parent}"):
-            EmbeddedPostgres(parent / "pgdata").start()
+        if os.geteuid() == 0:
+            with pytest.raises(EmbeddedPostgresError, match=f"chmod o\\+x {parent}"):
+                EmbeddedPostgres(parent / "pgdata").start()
+        else:
+            pg = EmbeddedPostgres(parent / "pgdata", ephemeral=True)
+            url = pg.start()
+            try:
+                with psycopg.connect(url) as conn:
+                    assert conn.execute("SELECT 1").fetchone() == (1,)
+            finally:
+                pg.stop()
+            assert (parent / "pgdata").stat().st_uid == os.geteuid()
         assert parent.stat().st_mode & 0o777 == 0o700
     finally:
         shutil.rmtree(parent)
+
+
+@pytest.mark.parametrize(
+    ("mode", "owner", "group", "enters"),
+    [
+        (0o700, "user", None, True),
+        (0o600, "user", None, False),
+        (0o700, None, None, False),
+        (0o710, None, "member", True),
+        (0o701, None, "member", False),
+        (0o701, None, None, True),
+        (0o770, None, None, False),
+    ],
+)
+def test_who_may_enter_a_folder(
+    tmp_path: Path, mode: int, owner: str | None, group: str | None, enters: bool
+) -> None:
+    """The traversal rule the root check uses (owner bits, else group bits for a member,
+    else other bits), judged for a made-up user against a folder's real stat; no root
+    needed: only the stat is read."""
+    folder = tmp_path / "f"
+    folder.mkdir()
+    folder.chmod(mode)
+    st = folder.stat()
+    uid = st.st_uid if owner == "user" else st.st_uid + 12345
+    gid = st.st_gid if group == "member" else st.st_gid + 12345
+    user = pwd.struct_passwd(("someone", "x", uid, gid, "", "/", "/bin/false"))
+    assert _traversable(folder, user) is enters
 
 
 def test_other_local_users_cannot_connect_without_the_password(new_dir: NewDir) -> None:

@@ -212,8 +212,9 @@ async def test_slow_call_times_out_without_blocking_others(server: HttpMcpServer
         ep = http_endpoint(server)
         before = server.initializations
         await client.list_tools(ep)
+        running = server.calls_running
         slow = asyncio.create_task(client.call_tool(ep, "slow", {"seconds": 10}))
-        await asyncio.sleep(0.1)
+        await wait_until(lambda: server.calls_running == running + 1)  # the server runs it
         started = time.monotonic()
         assert (await client.call_tool(ep, "echo", {"text": "quick"})).text == "quick"
         assert not slow.done()  # the fast call went past the slow one
@@ -419,7 +420,8 @@ async def test_idle_sessions_are_closed(streamable: HttpMcpServer) -> None:
         await client.list_tools(ep)
         await client.list_tools(ep)
         assert streamable.initializations == before + 1
-        await asyncio.sleep(1.0)  # the reaper closes the idle session
+        # the reaper closes the idle session (the client's own record of it goes)
+        await wait_until(lambda: ep.key not in client._sessions, within_s=5)
         await client.list_tools(ep)
         assert streamable.initializations == before + 2
     finally:

@@ -18,6 +18,7 @@ from agentsvc_adapters.clock import SystemClock
 from agentsvc_core.entities import Principal
 from agentsvc_core.errors import McpAuthRequired
 from agentsvc_core.ports import McpEndpoint, McpTool, SealedRecord
+from agentsvc_core.use_cases.mcp_oauth import _Grant, user_key
 from agentsvc_web.settings import Settings
 from tests.oauth_server import AuthServer
 from tests.sse import parse
@@ -151,10 +152,23 @@ def test_tokens_refresh_before_expiry_once_for_concurrent_callers(
     with oh.mcp_client() as c:
         s = register(c, auth, auth_server.base)
         authorize(c, auth, s["id"])
-        time.sleep(1.2)
         who = Principal(org_id=org_id, method="api_key")
         server = oh.run_any(oh.mcp_services.storage.mcps.get, org_id, uuid.UUID(s["id"]))
         oauth = oh.mcp_services.oauth
+        key = f"{s['id']}:{user_key(who)}"
+
+        def refresh_due() -> bool:
+            """The stored grant, judged by the service's own rule (its private parts:
+            asking bearer() would refresh it)."""
+            record = oh.run_any(oh.mcp_services.storage.secrets.get, org_id, "oauth_token", key)
+            grant = oauth._records.open(org_id, "oauth_token", key, record.value, _Grant)
+            return oauth._stale(grant.tokens)
+
+        assert not refresh_due()
+        deadline = time.monotonic() + 5
+        while not refresh_due():
+            assert time.monotonic() < deadline, "the token never came within its refresh margin"
+            time.sleep(0.05)
 
         async def five() -> list[str | None]:
             return await asyncio.gather(*(oauth.bearer(who, server) for _ in range(5)))

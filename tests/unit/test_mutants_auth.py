@@ -104,6 +104,18 @@ async def test_without_revocation_notices_keys_are_never_cached() -> None:
         assert keys.lookups == 3
 
 
+async def test_by_default_there_is_no_cache_even_with_notices() -> None:
+    storage = MemoryStorage()
+    keys = CountingKeys(storage.api_keys)
+    revocations = LocalRevocations()
+    issuer = ApiKeys(keys, storage.organizations, SystemClock(), revocations)
+    auth = Authenticator(keys, storage.organizations, SystemClock(), None, revocations=revocations)
+    issued = await issuer.issue("acme", "k")
+    for _ in range(3):
+        await auth.authenticate(issued.token)
+    assert keys.lookups == 3
+
+
 async def test_revoked_keys_are_never_cached() -> None:
     storage = MemoryStorage()
     keys = CountingKeys(storage.api_keys)

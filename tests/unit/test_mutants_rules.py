@@ -87,9 +87,16 @@ def test_url_with_non_ascii_letters_passes() -> None:
 
 
 def test_header_name_refusal_names_the_field_and_value_refusal_the_header() -> None:
-    assert refused(check_header, "h", "X Key", "v").field == "h"
+    error = refused(check_header, "h", "X Key", "v")
+    assert (error.field, error.problem) == (
+        "h",
+        "header names must be RFC 7230 tokens (letters, digits and !#$%&'*+-.^_`|~)",
+    )
     error = refused(check_header, "h", "X-Key", "a\rb")
-    assert error.field == "h.X-Key"
+    assert (error.field, error.problem) == (
+        "h.X-Key",
+        "must not contain CR, LF, NUL or other controls",
+    )
     assert "a\rb" not in str(error)
 
 
@@ -202,7 +209,10 @@ def test_bindings_bounds() -> None:
     exact = [{"k": "x" * (rules.MAX_BINDINGS_BYTES - 10)}]
     assert check_bindings("bindings", exact) == exact
     error = refused(check_bindings, "bindings", [{"k": "x" * (rules.MAX_BINDINGS_BYTES - 9)}])
-    assert error.problem == f"at most {rules.MAX_BINDINGS_BYTES} bytes of JSON"
+    assert (error.field, error.problem) == (
+        "bindings",
+        f"at most {rules.MAX_BINDINGS_BYTES} bytes of JSON",
+    )
 
     error = refused(check_bindings, "bindings", [{"k": ["a\x00"]}])
     assert (error.field, error.problem) == ("bindings", "must not contain NUL characters")

@@ -5,9 +5,11 @@ mutants `make mutation` found alive in ``agentsvc_adapters.outbound``
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx2
 import pytest
@@ -21,6 +23,7 @@ from agentsvc_adapters.outbound import (
     check_url,
     failure,
     guarded_httpx2_client,
+    normalise_host,
     parse_ip_literal,
     refusal_of,
     system_resolver,
@@ -191,3 +194,90 @@ async def test_the_httpx2_client_does_not_follow_a_redirect(webhook: Webhook) ->
         answer = await http.get(f"http://svc.example.test:{webhook.port}/start")
     assert answer.status_code == 302
     assert [line for line, _, _ in webhook.requests] == ["GET /start HTTP/1.1"]
+
+
+# --- the connect-time check ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("host", "address"),
+    [
+        ("127.255.1", "127.255.0.1"),
+        ("127.16777215", "127.255.255.255"),
+        ("127.1.", "127.0.0.1"),
+        ("[::1]", "::1"),
+    ],
+)
+def test_short_ipv4_forms_at_their_bounds(host: str, address: str) -> None:
+    assert parse_ip_literal(host) == ipaddress.ip_address(address)
+
+
+@pytest.mark.parametrize("host", ["127.16777216", "1.2.3.4.5", "256.1", "1.2.65536"])
+def test_short_ipv4_forms_past_their_bounds_are_names(host: str) -> None:
+    assert parse_ip_literal(host) is None
+
+
+def test_host_names_keep_their_last_letters() -> None:
+    assert normalise_host("EXAMPLE.TX.") == "example.tx"
+    assert normalise_host("box") == "box"
+
+
+def hanging_dns() -> Any:
+    async def resolve(host: str, port: int) -> list[str]:
+        await asyncio.sleep(30)
+        return []
+
+    return resolve
+
+
+@pytest.mark.parametrize("backend_class", [GuardedBackendV1, GuardedBackend])
+async def test_a_name_lookup_is_bounded_by_the_connect_timeout(
+    backend_class: type[GuardedBackendV1 | GuardedBackend],
+) -> None:
+    backend = backend_class(allow_private_network=True, resolver=hanging_dns())
+    started = time.monotonic()
+    with pytest.raises(Exception) as raised:  # noqa: PT011 - the flavour's ConnectError
+        await backend.connect_tcp("svc.example.test", 443, timeout=0.1)
+    assert time.monotonic() - started < 2
+    assert str(raised.value) == "could not reach svc.example.test"
+    assert backend.refusal is None
+
+
+@pytest.mark.parametrize("backend_class", [GuardedBackendV1, GuardedBackend])
+async def test_a_scoped_ipv6_answer_is_checked_without_its_zone(
+    backend_class: type[GuardedBackendV1 | GuardedBackend],
+) -> None:
+    dns = fake_dns({"svc.example.test": ["fe80::1%eth0"]})
+    backend = backend_class(allow_private_network=False, resolver=dns)
+    with pytest.raises(Refused) as raised:
+        await backend.connect_tcp("svc.example.test", 443, timeout=1)
+    assert str(raised.value) == (
+        "refused by the outbound guard: svc.example.test resolves to a link-local address"
+    )
+
+
+@pytest.mark.parametrize("backend_class", [GuardedBackendV1, GuardedBackend])
+async def test_a_host_that_cannot_be_normalised_is_refused_with_the_reason(
+    backend_class: type[GuardedBackendV1 | GuardedBackend],
+) -> None:
+    backend = backend_class(allow_private_network=True, resolver=fake_dns({}))
+    with pytest.raises(Refused) as raised:
+        await backend.connect_tcp("bad host!", 443, timeout=1)
+    assert (
+        str(raised.value) == "refused by the outbound guard: 'bad host!' is not a valid host name"
+    )
+
+
+@pytest.mark.parametrize("flavour", [GuardedBackendV1, GuardedBackend])
+async def test_an_address_that_refuses_falls_over_to_the_next(
+    webhook: Webhook, flavour: type[GuardedBackendV1 | GuardedBackend]
+) -> None:
+    # 127.0.0.2 is on loopback too, but nothing listens there on this port
+    dns = fake_dns({"svc.example.test": ["127.0.0.2", "127.0.0.1"]})
+    backend = flavour(allow_private_network=True, resolver=dns)
+    stream = await backend.connect_tcp("svc.example.test", webhook.port, timeout=2)
+    await stream.aclose()
+    lone = flavour(allow_private_network=True, resolver=fake_dns({"x.test": ["127.0.0.2"]}))
+    with pytest.raises(Exception) as raised:  # noqa: PT011 - the flavour's ConnectError
+        await lone.connect_tcp("X.test", webhook.port, timeout=2)
+    assert str(raised.value) == "could not reach x.test"

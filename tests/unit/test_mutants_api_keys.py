@@ -6,6 +6,7 @@ kill the mutants `make mutation` found alive in ``agentsvc_core.use_cases.api_ke
 from __future__ import annotations
 
 import hashlib
+from datetime import UTC, datetime
 from uuid import UUID
 
 import pytest
@@ -13,7 +14,7 @@ import pytest
 from agentsvc_adapters.memory import MemoryStorage
 from agentsvc_core.entities import API_KEY_PREFIX, Principal
 from agentsvc_core.errors import InvalidInput, PermissionDenied
-from agentsvc_core.ports import LocalRevocations, SystemClock
+from agentsvc_core.ports import Clock, LocalRevocations, SystemClock
 from agentsvc_core.rules import MAX_KEY_NAME
 from agentsvc_core.use_cases import ApiKeys
 
@@ -64,6 +65,20 @@ async def test_an_issued_key_and_its_stored_form() -> None:
     other = await api_keys.create(ADMIN)
     assert other.token != token
     assert other.key.name == ""
+    assert (await api_keys.issue("acme")).key.name == ""
+
+
+async def test_a_key_and_its_organization_are_stamped_with_the_clock() -> None:
+    storage = MemoryStorage()
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+
+    class Fixed(Clock):
+        def now(self) -> datetime:
+            return at
+
+    issued = await ApiKeys(storage.api_keys, storage.organizations, Fixed()).issue("new-org")
+    assert issued.key.created_at == at
+    assert (await storage.organizations.get("new-org")).created_at == at
 
 
 async def test_key_names_and_organizations_are_checked() -> None:
@@ -112,4 +127,5 @@ async def test_the_bootstrap_key_is_stored_once_for_its_organization() -> None:
     await api_keys.revoke(ADMIN, first.id)
     with pytest.raises(InvalidInput) as raised:
         await api_keys.ensure("acme", token)
+    assert raised.value.field == "AGENTSVC_BOOTSTRAP_API_KEY"
     assert raised.value.problem.startswith("has been revoked; choose another key")

@@ -5,11 +5,12 @@ alive in ``agentsvc_core.use_cases.agents`` (docs/development.md)."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from uuid import UUID
 
 import pytest
 
 from agentsvc_adapters.memory import MemoryStorage
-from agentsvc_core.entities import Principal
+from agentsvc_core.entities import Principal, ToolProfile
 from agentsvc_core.errors import NotFound
 from agentsvc_core.ports import Clock
 from agentsvc_core.use_cases import AgentChanges, AgentDraft, Agents
@@ -32,7 +33,10 @@ class SteppingClock(Clock):
 async def test_an_update_stamps_updated_at_and_keeps_created_at() -> None:
     clock = SteppingClock()
     agents = Agents(MemoryStorage().agents, clock, default_model="local")
-    created = await agents.create(ORG, AgentDraft(name="a"))
+    profiles = {"p": ToolProfile(tools=("t",))}
+    created = await agents.create(ORG, AgentDraft(name="a", tool_profiles=profiles))
+    assert isinstance(created.id, UUID)
+    assert created.tool_profiles == profiles
     assert created.created_at == created.updated_at == clock.at
     changed = await agents.update(ORG, created.id, AgentChanges(name="b"))
     assert changed.name == "b"

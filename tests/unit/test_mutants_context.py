@@ -7,12 +7,13 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from agentsvc_core.entities import Thread, ToolProfile
+from agentsvc_core.entities import Message, Thread, ToolCall, ToolProfile
 from agentsvc_core.ports import ToolSpec
 from agentsvc_core.use_cases.context import (
     PROPOSE_PROFILE_SWITCH,
     effective_profile,
     gate_tools,
+    model_history,
     profile_switch_tool,
     system_prompt,
 )
@@ -106,3 +107,26 @@ def test_empty_prompt_parts_are_left_out() -> None:
     assert system_prompt("", None, "m") == "m"
     assert system_prompt("p") == "p"
     assert system_prompt("", None, "") == ""
+
+
+def test_an_assistant_step_that_said_nothing_is_left_out() -> None:
+    def message(role: str, content: str, calls: int = 0) -> Message:
+        return Message(
+            id=uuid.uuid4(),
+            org_id="org",
+            thread_id=uuid.UUID(int=1),
+            role=role,  # type: ignore[arg-type]
+            content=content,
+            created_at=NOW,
+            tool_calls=tuple(ToolCall(id=f"c{i}", name="t", arguments={}) for i in range(calls)),
+        )
+
+    user, empty = message("user", "hi"), message("assistant", "")
+    said, called = message("assistant", "hello"), message("assistant", "", calls=1)
+    empty_user = message("user", "")
+    assert model_history([user, empty, said, called, empty_user]) == [
+        user,
+        said,
+        called,
+        empty_user,
+    ]

@@ -4,6 +4,8 @@ had almost no unit test (docs/development.md); the web suite covers the rest."""
 
 from __future__ import annotations
 
+from uuid import UUID
+
 import pytest
 
 from agentsvc_adapters.memory import MemoryStorage
@@ -99,3 +101,26 @@ async def test_updates_change_what_is_given_and_clear_metadata_with_none() -> No
     assert (cleared.title, cleared.metadata) == ("t", {})
     with pytest.raises(PermissionDenied):
         await threads.update(ALICE, made.id, ThreadChanges(title="x"))
+
+
+async def test_a_new_thread_and_its_owner() -> None:
+    threads, agents = await setup()
+    agent = await agents.create(KEY, AgentDraft(name="a"))
+    draft = ThreadDraft(
+        agent_id=agent.id, kind="multiplayer", title="t", system_prompt_overlay="be brief"
+    )
+    shared = await threads.create(ALICE, draft)
+    assert isinstance(shared.id, UUID)
+    assert (shared.title, shared.system_prompt_overlay, shared.status, shared.kind) == (
+        "t",
+        "be brief",
+        "active",
+        "multiplayer",
+    )
+    [owner] = await threads.participants(ALICE, shared.id)
+    assert (owner.user_id, owner.role, owner.added_at) == ("alice", "owner", shared.created_at)
+    assert await threads.participant("acme", shared.id, "alice") == owner
+    by_key = await threads.create(KEY, ThreadDraft(agent_id=agent.id, kind="multiplayer"))
+    assert await threads.participants(KEY, by_key.id) == []  # no user to make the owner
+    single = await threads.create(ALICE, ThreadDraft(agent_id=agent.id))
+    assert await threads.participant("acme", single.id, "alice") is None

@@ -59,3 +59,16 @@ bench: $(STAMP)
 bench-parts: $(STAMP)
 	$(BIN)/python bench/provider_parse.py
 	$(BIN)/python -m bench.pg_turn
+
+## mutation: mutation testing with mutmut (docs/development.md; slow, not in CI).
+## `make mutation MODULES="agentsvc_core.rules agentsvc_adapters.outbound"` for a subset;
+## the modules it may mutate are [tool.mutmut] only_mutate in pyproject.toml.
+.PHONY: mutation mutation-score
+MODULES ?=
+MUTATION_CHILDREN ?= 2
+mutation: $(STAMP)
+	nice -n 10 $(BIN)/mutmut run --max-children $(MUTATION_CHILDREN) $(foreach m,$(MODULES),'$(m).*')
+	@$(MAKE) --no-print-directory mutation-score
+
+mutation-score:
+	@$(BIN)/python tests/mutation_score.py $(MODULES)

@@ -182,9 +182,21 @@ def check_bindings(field: str, bindings: list[dict[str, Any]]) -> list[dict[str,
     encoded = msgspec.json.encode(bindings)
     if len(encoded) > MAX_BINDINGS_BYTES:
         raise InvalidInput(field, f"at most {MAX_BINDINGS_BYTES} bytes of JSON")
-    if b"\\u0000" in encoded:
+    if _holds_nul(bindings):
         raise InvalidInput(field, "must not contain NUL characters")
     return bindings
+
+
+def _holds_nul(value: object) -> bool:
+    """A NUL in any key or text of a JSON value (not the six characters ``\\u0000``,
+    which are harmless text; bounded in depth and size by the checks before it)."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_holds_nul(v) for v in value)
+    return False
 
 
 def join_overlay(overlay: str | list[str] | None) -> str | None:

@@ -100,7 +100,7 @@ from agentsvc_core.use_cases.org_settings import (
     AgentConfigs,
     CompactionConfig,
     KeyBroker,
-    ResolverConfig,
+    TurnKeys,
 )
 from agentsvc_core.use_cases.threads import Threads
 from agentsvc_core.use_cases.turn import (
@@ -161,8 +161,7 @@ class _Plan(msgspec.Struct, kw_only=True):
     client_tools: dict[str, ToolSpec]
     offered: list[ToolSpec]
     metadata: dict[str, str]
-    resolver: ResolverConfig | None = None
-    user_id: str = ""
+    keys: TurnKeys | None = None  # the turn's keys: resolved once, reused, never stored
     compaction: CompactionConfig | None = None
     native: NativeCompaction | None = None
 
@@ -192,6 +191,11 @@ def _usage_out(u: Usage) -> UsageOut:
         total_tokens=u.total_tokens,
         cached_input_tokens=u.cached_input_tokens,
     )
+
+
+def _source(api_key: str | None) -> KeySource:
+    """The key that paid for a model call: the user's own (resolved) or the platform's."""
+    return "byok" if api_key else "platform"
 
 
 def _out(call: ToolCall) -> ToolCallOut:
@@ -302,7 +306,9 @@ class Conversation:
             client_tools=client,
             offered=offered,
             metadata=merged_metadata(thread.metadata, msg.metadata),
-            resolver=resolver,
+            keys=self._keys.for_turn(resolver, user_id=sender_id or "")
+            if self._keys is not None and resolver is not None
+            else None,
             compaction=compaction if model.provider == "beta" else None,
             native=NativeCompaction(
                 trigger_tokens=compaction.alpha_trigger_tokens,
@@ -311,7 +317,6 @@ class Conversation:
             )
             if compaction is not None and compaction.enabled and model.provider == "alpha"
             else None,
-            user_id=sender_id or "",
         )
 
         run = Run(
@@ -582,13 +587,12 @@ class Conversation:
             recent = compactor.after(cp, state.messages)
             system = compactor.with_summary(plan.system, cp)
             if compactor.tokens(cp, system, recent) > config.beta_compact_threshold:
-                done = await compactor.compact(
-                    plan.model, plan.model_name, cp, recent, await self._key(plan)
-                )
+                api_key = await self._key(plan)
+                done = await compactor.compact(plan.model, plan.model_name, cp, recent, api_key)
                 if done is not None:
                     cp, usage = done
                     await compactor.save(run.org_id, run.thread_id, cp)
-                    state.records.append(self._record(plan, run, None, usage, "platform"))
+                    state.records.append(self._record(plan, run, None, usage, _source(api_key)))
                     recent = compactor.after(cp, recent)
                     system = compactor.with_summary(plan.system, cp)
         except DomainError as exc:
@@ -613,12 +617,13 @@ class Conversation:
                 msgspec.structs.replace(cp, input_tokens=last, counted=counted),
             )
 
-    async def _key(self, plan: _Plan) -> str | None:
-        if self._keys is None or plan.resolver is None or plan.model.provider == "local":
+    @staticmethod
+    async def _key(plan: _Plan) -> str | None:
+        """The key of the turn's model calls (None: the platform's): the first call
+        asks the resolver, the later ones and the compaction summary reuse its answer."""
+        if plan.keys is None or plan.model.provider == "local":
             return None
-        return await self._keys.key(
-            plan.resolver, user_id=plan.user_id, provider=plan.model.provider, model=plan.model_name
-        )
+        return await plan.keys.key(plan.model.provider, plan.model_name)
 
     @staticmethod
     def _done(state: _ReplyState) -> Done:
@@ -749,7 +754,7 @@ class Conversation:
                 with contextlib.suppress(Exception):
                     await stream.aclose()  # type: ignore[attr-defined]
 
-        source: KeySource = "byok" if api_key else "platform"
+        source = _source(api_key)
         consumer = asyncio.create_task(consume())
         remove = stop.on_set(consumer.cancel)  # a stop cancels the call at once
         try:

@@ -8,9 +8,11 @@ from typing import Any
 from uuid import UUID
 
 import httpx
+import msgspec
 import pytest
 
 from tests.sse import Event, names, parse, parse_lines, tokens
+from agentsvc_web.settings import Settings
 from tests.web.harness import Harness
 
 H = dict[str, str]
@@ -362,3 +364,23 @@ def test_invalid_sends_are_422(harness: Harness, auth: H, body: dict[str, Any], 
         r = tc.post(f"/api/threads/{t['id']}/messages", json=body, headers=auth)
         assert (r.status_code, r.json()["error"]) == (422, "VALIDATION_ERROR"), r.text
         assert field in r.json()["detail"]
+
+
+def test_keep_alive_comments_come_while_the_model_is_silent(settings: Settings, auth: H) -> None:
+    # the interval the web layer wires (Settings.sse_keepalive_s; 15 s by default),
+    # here shorter than the pause between the slow model's words
+    harness = Harness(msgspec.structs.replace(settings, sse_keepalive_s=0.01))
+    with harness.live(auth) as c:
+        _, t = setup(c)
+        with c.stream("POST", f"/api/threads/{t['id']}/messages", json={"content": "slowly"}) as r:
+            items = list(parse_lines(r.iter_lines()))
+    comments = [i for i in items if isinstance(i, str)]
+    events = [i for i in items if isinstance(i, Event)]
+    assert comments
+    assert set(comments) == {"keep-alive"}
+    assert events[-1].event == "done"
+    # between tokens, not only before the first
+    first_token = next(
+        n for n, i in enumerate(items) if isinstance(i, Event) and i.event == "token"
+    )
+    assert any(isinstance(i, str) for i in items[first_token:])

@@ -11,8 +11,8 @@ import httpx
 import msgspec
 import pytest
 
-from tests.sse import Event, names, parse, parse_lines, tokens
 from agentsvc_web.settings import Settings
+from tests.sse import Event, names, parse, parse_lines, tokens
 from tests.web.harness import Harness
 
 H = dict[str, str]

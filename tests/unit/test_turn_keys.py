@@ -101,7 +101,7 @@ class Urls:
 
 
 async def turn_with(
-    resolver: Resolver, *, compact: bool, model_id: str = "beta:m1"
+    resolver: Resolver, *, compact: bool, threshold: int = 1_000, model_id: str = "beta:m1"
 ) -> tuple[Model, list[Any]]:
     """One turn of an agent whose resolver is enabled; with ``compact``, over a long
     history and a low threshold, so the turn summarises first. Returns the model
@@ -127,7 +127,7 @@ async def turn_with(
             "compaction",
             str(agent.id),
             CompactionConfig(
-                agent_id=agent.id, org_id=ORG, enabled=True, beta_compact_threshold=1_000
+                agent_id=agent.id, org_id=ORG, enabled=True, beta_compact_threshold=threshold
             ),
         )
         old = [a_message(thread, content=f"message {i} " + "word " * 200) for i in range(8)]

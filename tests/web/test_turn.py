@@ -174,12 +174,17 @@ def test_a_second_send_while_busy_is_409(harness: Harness, auth: H) -> None:
     with harness.live(auth) as c:
         _, t = setup(c)
         with c.stream("POST", f"/api/threads/{t['id']}/messages", json={"content": "slowly"}) as r:
-            for item in parse_lines(r.iter_lines()):
-                if isinstance(item, Event) and item.event == "token":
-                    busy = c.post(f"/api/threads/{t['id']}/messages", json={"content": "me too"})
-                    assert busy.status_code == 409
-                    assert busy.json()["error"] == "THREAD_BUSY"
-                    c.post(f"/api/threads/{t['id']}/stop")
+            items = parse_lines(r.iter_lines())
+            # the first token: the slow reply (50 words, 0.05 s apart) is running now
+            first = next(i for i in items if isinstance(i, Event) and i.event == "token")
+            assert first.data["delta"]
+            busy = c.post(f"/api/threads/{t['id']}/messages", json={"content": "me too"})
+            assert busy.status_code == 409
+            assert busy.json()["error"] == "THREAD_BUSY"
+            assert c.post(f"/api/threads/{t['id']}/stop").json() == {"ok": True}
+            rest = [i for i in items if isinstance(i, Event)]
+        assert rest[-1].event == "done"
+        assert rest[-1].data["stopped"] is True  # still running when the second send came
         assert [m["content"] for m in history(c, t["id"]) if m["role"] == "user"] == ["slowly"]
 
 

@@ -1,7 +1,7 @@
 """The turn's HTTP-facing operations: send, stop, sweep, close/shutdown.
 
-The turn reads top to bottom in three modules: ``Conversation.send`` here
-validates and plans the reply, stores the run and the user's message and starts
+The turn reads top to bottom: ``Conversation.send`` here checks the input
+(use_cases/send_input.py) and plans the reply, stores the run and the user's message and starts
 the reply (use_cases/reply.py: compaction, model calls, tools, the final store);
 use_cases/heartbeats.py keeps this process's running replies alive.
 
@@ -37,14 +37,11 @@ import uuid
 from datetime import timedelta
 from uuid import UUID
 
-import msgspec
-
 from agentsvc_core.entities import (
     Message,
     Principal,
     Run,
     Thread,
-    ToolCall,
 )
 from agentsvc_core.errors import (
     InvalidInput,
@@ -61,24 +58,17 @@ from agentsvc_core.ports import (
     ServerTools,
     StopBus,
     StopSignal,
-    ToolSpec,
     TurnInputs,
     TurnReader,
 )
 from agentsvc_core.rules import (
-    MAX_CLIENT_TOOLS,
-    MAX_CONTENT,
-    MAX_PREAMBLE,
     MAX_TITLE,
     MAX_USER_ID,
-    check_metadata,
-    check_model_id,
     check_text,
 )
 from agentsvc_core.use_cases._turn_private import Plan, new_message
 from agentsvc_core.use_cases.compaction import Compactor
 from agentsvc_core.use_cases.context import (
-    PROPOSE_PROFILE_SWITCH,
     effective_profile,
     gate_tools,
     merged_metadata,
@@ -91,6 +81,12 @@ from agentsvc_core.use_cases.org_settings import (
     KeyBroker,
 )
 from agentsvc_core.use_cases.reply import Reply
+from agentsvc_core.use_cases.send_input import (
+    SendInput,
+    ToolResultIn,
+    check_input,
+    check_tool_results,
+)
 from agentsvc_core.use_cases.threads import Threads
 from agentsvc_core.use_cases.turn import (
     Meta,
@@ -102,23 +98,6 @@ __all__ = ["INTERRUPT_WAIT_S", "Conversation", "SendInput", "ToolResultIn"]
 # at shutdown, how long an interrupted reply has to store itself, then again once
 # cancelled (a tool call ignores the stop): the drain ends within grace + twice this
 INTERRUPT_WAIT_S = 1.0
-
-
-class ToolResultIn(msgspec.Struct, frozen=True, kw_only=True):
-    tool_call_id: str
-    output: str
-
-
-class SendInput(msgspec.Struct, frozen=True, kw_only=True):
-    content: str
-    tools: list[ToolSpec] = []
-    tool_results: list[ToolResultIn] = []
-    model_override: str | None = None
-    sender_name: str | None = None
-    sender_id: str | None = None
-    tool_profile: str | None = None
-    system_prompt_overlay: str | None = None
-    metadata: dict[str, str] = {}
 
 
 class Conversation:
@@ -167,7 +146,7 @@ class Conversation:
         (THREAD_BUSY) before anything streams; ``Unavailable`` once shutdown began."""
         if self._closing is not None:
             raise Unavailable("the service is shutting down; send again in a moment")
-        self._check_input(msg)
+        check_input(msg)
         inputs = await self._reader.turn_inputs(
             who.org_id, thread_id, list(AgentConfigs.KINDS) if self._configs else []
         )
@@ -181,7 +160,7 @@ class Conversation:
         if latest and latest.status == "running" and latest.heartbeat_at >= now - self._stale_after:
             raise ThreadBusy()  # before anything else (begin_turn would refuse it too)
         pending = latest.pending_tool_calls if latest and latest.status == "requires_action" else ()
-        self._check_tool_results(pending, msg)
+        check_tool_results(pending, msg)
 
         model_id = msg.model_override or agent.default_model
         model, model_name = self._router.route(model_id)
@@ -376,27 +355,7 @@ class Conversation:
             if stuck:
                 await asyncio.wait(stuck, timeout=INTERRUPT_WAIT_S)
 
-    # --- validation -------------------------------------------------------------
-
-    @staticmethod
-    def _check_input(msg: SendInput) -> None:
-        check_text("content", msg.content, max_len=MAX_CONTENT)
-        if msg.model_override is not None:
-            check_model_id("model_override", msg.model_override)
-        if msg.system_prompt_overlay is not None:
-            check_text("system_prompt_overlay", msg.system_prompt_overlay, max_len=MAX_PREAMBLE)
-        check_metadata("metadata", msg.metadata)
-        if len(msg.tools) > MAX_CLIENT_TOOLS:
-            raise InvalidInput("tools", f"at most {MAX_CLIENT_TOOLS} tools")
-        names = [t.name for t in msg.tools]
-        if len(set(names)) != len(names):
-            raise InvalidInput("tools", "tool names must be unique")
-        if PROPOSE_PROFILE_SWITCH in names:
-            raise InvalidInput("tools", f"{PROPOSE_PROFILE_SWITCH!r} is reserved")
-        for r in msg.tool_results:
-            check_text("tool_results", r.output, max_len=MAX_CONTENT)
-        if not msg.content.strip() and not msg.tool_results:
-            raise InvalidInput("content", "must not be empty")
+    # --- who sends -------------------------------------------------------------
 
     async def _sender(
         self, who: Principal, thread: Thread, msg: SendInput
@@ -420,16 +379,3 @@ class Conversation:
                 raise PermissionDenied("only participants may post to this thread")
             return sender_id, msg.sender_name or member.display_name
         return sender_id, msg.sender_name
-
-    @staticmethod
-    def _check_tool_results(pending: tuple[ToolCall, ...], msg: SendInput) -> None:
-        answered = [r.tool_call_id for r in msg.tool_results]
-        expected = [c.id for c in pending]
-        if pending and sorted(answered) != sorted(expected):
-            raise InvalidInput(
-                "tool_results",
-                "the previous reply is waiting for client tool results: send toolResults "
-                f"answering exactly the calls {expected}",
-            )
-        if not pending and answered:
-            raise InvalidInput("tool_results", "no reply is waiting for client tool results")

@@ -150,7 +150,10 @@ class Reply:
         turn.close()
 
     async def _compact(self, plan: Plan, run: Run, state: ReplyState) -> Checkpoint | None:
-        """Summary-based compaction (beta family): send summary + recent messages."""
+        """Summary-based compaction (beta family): above the agent's threshold, the
+        older messages are summarised (a model call paid with the turn's key); the
+        reply then sends the summary (in ``plan.system``, which this replaces) and the
+        recent messages. Returns the thread's checkpoint (None: compaction is off)."""
         config, compactor = plan.compaction, self._compactor
         if config is None or not config.enabled or compactor is None:
             return None

@@ -192,7 +192,7 @@ class Conversation:
             offered=offered,
             metadata=merged_metadata(thread.metadata, msg.metadata),
             keys=self._keys.for_turn(resolver, user_id=sender_id or "")
-            if self._keys is not None and resolver is not None
+            if self._keys is not None and resolver is not None and resolver.enabled
             else None,
             compaction=compaction if model.provider == "beta" else None,
             native=NativeCompaction(

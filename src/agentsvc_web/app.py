@@ -111,6 +111,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "oauth": _const(services.oauth),
             "org_settings": _const(services.org_settings),
             "compaction": _const(services.compaction),
+            "sse_keepalive_s": _const(settings.sse_keepalive_s),
         },
         middleware=[
             DefineMiddleware(BodyDeadline, timeout_s=settings.request_read_timeout_s),

@@ -110,6 +110,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     shutdown_grace_s: int = 4
     local_slow_delay_ms: int = 200
     run_stale_after_s: int = 45
+    sse_keepalive_s: float = 15.0  # a comment line this often while the model is silent
     api_key_cache_s: int = 10
     rate_limit_per_min: int = 600
     rate_limit_per_address_per_min: int = 1200

@@ -2,22 +2,30 @@
 
 Every event is ``id: N`` (increasing within the reply), ``event: NAME`` and one
 ``data:`` line of JSON. Events that arrive together go out in one write. While
-the model is silent a comment line keeps proxies from closing the connection.
+the model is silent a comment line keeps proxies from closing the connection,
+every ``KEEPALIVE_S`` seconds (decisions.md: 15 s; ``Settings.sse_keepalive_s``).
 
-``SseStream`` is Litestar's ``Stream`` without its watch for the client leaving:
-that watch costs every reply a task group, a task and a pending ``receive`` (about
-5% of the service's CPU per turn), and it would only stop the writing early, since a
-client that disconnects does not cancel the reply (decisions.md). The frames end with
-the turn; uvicorn drops writes to a closed connection, and a server that raises on
-them ends the response quietly.
+``SseStream`` is a Litestar ``Stream`` whose ASGI response is our own
+``SseResponse``: Litestar's streaming response watches for the client leaving
+with a task group, a task and a pending ``receive`` per reply (about 5% of the
+service's CPU per turn), and that watch would only stop the writing early, since
+a client that disconnects does not cancel the reply (decisions.md). ``SseResponse``
+writes each batch of frames and ends with the turn, reading nothing from the
+client; uvicorn drops writes to a closed connection, and a server that raises on
+them ends the response quietly. It is built through Litestar's own extension
+points: ``SseStream.to_asgi_response`` builds it (where Litestar's ``Stream`` builds
+its ``ASGIStreamingResponse``, with the same arguments), and it overrides only
+``send_body`` (the start line, headers and cookies are Litestar's).
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
+from litestar.enums import MediaType
 from litestar.response import Stream
 from litestar.response.base import ASGIResponse
 from litestar.response.streaming import ASGIStreamingResponse
@@ -26,10 +34,18 @@ from litestar.types import HTTPResponseBodyEvent, Receive, Send
 from agentsvc_core.use_cases import Turn
 from agentsvc_core.use_cases.turn import EVENT_NAMES
 
-KEEPALIVE_S = 15.0
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+    from litestar import Litestar, Request
+    from litestar.background_tasks import BackgroundTask, BackgroundTasks
+    from litestar.datastructures import Cookie
+
+KEEPALIVE_S = 15.0  # decisions.md "The conversation turn"
 KEEPALIVE = b": keep-alive\n\n"
 _encoder = msgspec.json.Encoder()
 _NAMES = {cls: name.encode() for cls, name in EVENT_NAMES.items()}
+_END: HTTPResponseBodyEvent = {"type": "http.response.body", "body": b"", "more_body": False}
 
 
 async def sse_frames(turn: Turn, keepalive_s: float = KEEPALIVE_S) -> AsyncIterator[bytes]:
@@ -50,7 +66,10 @@ async def sse_frames(turn: Turn, keepalive_s: float = KEEPALIVE_S) -> AsyncItera
         yield bytes(chunk)
 
 
-class _ASGISse(ASGIStreamingResponse):
+class SseResponse(ASGIStreamingResponse):
+    """The ASGI response of an ``SseStream``: one write per batch of frames, then
+    the end; unlike its base it never reads from the client."""
+
     __slots__ = ()
 
     async def send_body(self, send: Send, receive: Receive) -> None:
@@ -62,22 +81,43 @@ class _ASGISse(ASGIStreamingResponse):
                     "more_body": True,
                 }
                 await send(body)
-            end: HTTPResponseBodyEvent = {
-                "type": "http.response.body",
-                "body": b"",
-                "more_body": False,
-            }
-            await send(end)
+            await send(_END)
         except OSError:  # the client left, on a server that says so (ASGI 2.4)
             return
 
 
 class SseStream(Stream):
-    """A ``text/event-stream`` response of ``sse_frames``, written chunk by chunk."""
+    """A ``text/event-stream`` response of ``sse_frames``, written batch by batch
+    by ``SseResponse``."""
 
     __slots__ = ()
 
-    def to_asgi_response(self, *args: Any, **kwargs: Any) -> ASGIResponse:
-        response = super().to_asgi_response(*args, **kwargs)
-        response.__class__ = _ASGISse  # the same slots: only send_body differs
-        return response
+    def to_asgi_response(
+        self,
+        app: Litestar | None,
+        request: Request[Any, Any, Any],
+        *,
+        background: BackgroundTask | BackgroundTasks | None = None,
+        cookies: Iterable[Cookie] | None = None,
+        encoded_headers: Iterable[tuple[bytes, bytes]] | None = None,
+        headers: Mapping[str, str] | None = None,
+        is_head_response: bool = False,
+        media_type: MediaType | str | None = None,
+        status_code: int | None = None,
+        type_encoders: Any = None,
+    ) -> ASGIResponse:
+        frames = self.iterator
+        if not isinstance(frames, AsyncIterator):
+            raise TypeError("an SseStream streams an async iterator of bytes (sse_frames)")
+        return SseResponse(
+            iterator=frames,
+            background=self.background or background,
+            cookies=self.cookies if cookies is None else itertools.chain(self.cookies, cookies),
+            encoded_headers=encoded_headers,
+            encoding=self.encoding,
+            headers={**headers, **self.headers} if headers is not None else self.headers,
+            is_head_response=is_head_response,
+            content_length=0,
+            media_type="text/event-stream",
+            status_code=self.status_code or status_code,
+        )

@@ -20,7 +20,8 @@ import pytest
 
 from tests.e2e.secret_scan import SCAN
 from tests.e2e.service import Service
-from tests.fakes.providers import FakeProvider
+from tests.fakes.providers import FakeProvider, Reply, ToolCallSpec
+from tests.mcp_servers.server import HttpMcpServer
 from tests.sse import names, parse
 from tests.web.live import serve
 
@@ -275,3 +276,53 @@ def test_invalid_configurations_are_422(world: dict[str, Any]) -> None:
         r = admin.put(url, json=body)
         assert (r.status_code, r.json()["error"]) == (422, "VALIDATION_ERROR"), (body, r.text)
     assert world["alice"].get("/api/orgs/settings").status_code == 403
+
+
+def test_one_resolver_call_serves_a_turn_with_tool_steps_and_its_summary(
+    world: dict[str, Any],
+) -> None:
+    """Spec 6.2: the resolver is called once per message, not per model call: a turn
+    with a compaction summary and three server tool steps (five model calls) makes one
+    signed call; every call is paid with the user's key and recorded as byok."""
+    admin, alice, fake = world["admin"], world["alice"], world["fake"]
+    agent_id, tid = setup_agent(world)
+    for i in range(3):  # a history long enough to summarise (3 x ~2,000 characters)
+        r = alice.post(f"/api/threads/{tid}/messages", json={"content": f"{i} " + "long " * 400})
+        assert names(parse(r.text))[-1] == "done"
+    r = admin.put(
+        f"/api/agents/{agent_id}/compaction", json={"enabled": True, "betaCompactThreshold": 1000}
+    )
+    assert r.status_code == 200, r.text
+    mcp = HttpMcpServer("streamable_http")
+    mcp.start()
+    try:
+        server = admin.post(
+            "/api/mcps", json={"name": "Test Tools", "transport": "streamable_http", "url": mcp.url}
+        ).json()
+        r = admin.post(f"/api/agents/{agent_id}/mcps", json={"mcpServerId": server["id"]})
+        assert r.status_code in (200, 201), r.text
+        step = [
+            Reply(
+                text="",
+                tool_calls=[ToolCallSpec(f"c{i}", "test-tools__echo", {"text": f"step {i}"})],
+            )
+            for i in range(3)
+        ]
+        fake.enqueue(Reply(text="The summary."), *step, Reply(text="All three steps done."))
+        calls_before, requests_before = len(world["resolver"].calls), len(fake.requests)
+        r = alice.post(f"/api/threads/{tid}/messages", json={"content": "now the tools"})
+        events = parse(r.text)
+        assert names(events)[-1] == "done", r.text
+        assert [e.data["result"] for e in events if e.event == "tool_result"] == [
+            "step 0",
+            "step 1",
+            "step 2",
+        ]
+    finally:
+        mcp.stop()
+    turn_requests = fake.requests[requests_before:]
+    assert len(turn_requests) == 5  # the summary, three tool steps, the answer
+    assert {q.headers["authorization"] for q in turn_requests} == {"Bearer sk-alice-own-key"}
+    assert len(world["resolver"].calls) - calls_before == 1
+    sources = key_sources(world["pg"], tid)
+    assert sources[-5:] == ["byok"] * 5  # the summary's record too

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 
 from tests.e2e.service import Service
@@ -153,6 +154,15 @@ def test_a_reply_cut_by_a_crash_is_marked_interrupted(pg_url: str, tmp_path: Pat
             ]  # nothing the user sent is lost
     finally:
         second.stop()
+    # the crashed reply's run is marked interrupted (by the restart's sweep), the
+    # next one completed; the crash stored no reply, so no message claims otherwise
+    with psycopg.connect(pg_url) as conn:
+        runs = conn.execute(
+            "SELECT status FROM runs WHERE thread_id = %s ORDER BY started_at", (tid,)
+        ).fetchall()
+    assert [status for (status,) in runs] == ["interrupted", "completed"]
+    assert [m["role"] for m in msgs] == ["user", "user", "assistant"]
+    assert msgs[-1]["status"] == "complete"
 
 
 def test_a_long_reply_keeps_its_thread_busy_past_the_stale_limit(

@@ -10,7 +10,8 @@ from typing import Any
 from litestar import Request
 
 from agentsvc_core.use_cases.turn import Done, Meta, Token, Turn
-from agentsvc_web.sse import KEEPALIVE, SseStream, sse_frames
+from agentsvc_web.settings import Settings
+from agentsvc_web.sse import KEEPALIVE, KEEPALIVE_S, SseResponse, SseStream, sse_frames
 from tests.sse import parse
 
 
@@ -104,3 +105,28 @@ async def test_a_server_that_raises_for_a_gone_client_ends_the_response_quietly(
 
     await asyncio.wait_for(_asgi(turn)({}, receive, send), 2)
     assert calls == 2  # the start, then the first body write, which raised
+
+
+def test_the_keep_alive_interval_is_15_s_by_default() -> None:
+    # decisions.md "The conversation turn": a comment line every 15 s while silent
+    assert KEEPALIVE_S == 15.0
+    assert sse_frames.__defaults__ == (KEEPALIVE_S,)
+    assert Settings().sse_keepalive_s == KEEPALIVE_S  # what the web layer wires
+    assert Settings.from_env({}).sse_keepalive_s == KEEPALIVE_S
+
+
+async def test_a_silent_turn_gets_one_keep_alive_per_interval() -> None:
+    turn = Turn(uuid.uuid4(), uuid.uuid4())
+    frames = sse_frames(turn, keepalive_s=0.05)
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    assert await anext(frames) == KEEPALIVE
+    assert await anext(frames) == KEEPALIVE
+    assert loop.time() - start >= 0.1  # not sooner than the interval
+    turn.close()
+    assert [f async for f in frames] == []
+
+
+def test_the_response_is_our_own_asgi_response() -> None:
+    # built by its constructor, not a Litestar response whose class was swapped
+    assert type(_asgi(Turn(uuid.uuid4(), uuid.uuid4()))) is SseResponse

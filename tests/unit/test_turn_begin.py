@@ -57,6 +57,7 @@ class Model(ChatModel):
         self.requests: list[ModelRequest] = []
         self.started = asyncio.Event()
         self.ended: list[str] = []  # per call: "done" or "closed"
+        self.ended_once = asyncio.Event()  # a call ended (either way)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         self.requests.append(request)
@@ -70,14 +71,18 @@ class Model(ChatModel):
                     await asyncio.sleep(0)
             yield UsageReport(Usage(input_tokens=3, output_tokens=len(self.words)))
             self.ended.append("done")
+            self.ended_once.set()
         except BaseException:
             self.ended.append("closed")
+            self.ended_once.set()
             raise
 
 
 class Tools(ServerTools):
     def __init__(self) -> None:
         self.calls: list[str] = []
+        self.store: Store | None = None
+        self.run_stored_at_call: list[bool] = []  # per call: had begin_turn returned?
 
     async def list_tools(
         self, who: Principal, agent: Agent, attached: object = None
@@ -86,6 +91,7 @@ class Tools(ServerTools):
 
     async def call(self, who: Principal, agent: Agent, name: str, arguments: dict[str, Any]) -> str:
         self.calls.append(name)
+        self.run_stored_at_call.append(self.store is not None and self.store.stored > 0)
         return "found"
 
 
@@ -99,6 +105,8 @@ class Store:
         self.refuse = False
         self.before: list[Message] = []  # stored as if by another turn, before the write
         self.begins = 0
+        self.begun = asyncio.Event()  # set at every begin_turn call
+        self.stored = 0  # begin_turns that returned
         self.finished: list[Run] = []
 
     def __getattr__(self, name: str) -> Any:
@@ -108,6 +116,7 @@ class Store:
         self, run: Run, new: list[Message], stale_before: datetime, seen: int | None = None
     ) -> list[Message] | None:
         self.begins += 1
+        self.begun.set()
         await self.release.wait()
         if self.refuse:
             raise ThreadBusy()
@@ -116,7 +125,15 @@ class Store:
             await self.inner.begin_turn(other, self.before, stale_before)
             await self.inner.finish_turn(other, [], [])
             self.before = []
-        return await self.inner.begin_turn(run, new, stale_before, seen)  # type: ignore[no-any-return]
+        fresh = await self.inner.begin_turn(run, new, stale_before, seen)
+        self.stored += 1
+        return fresh  # type: ignore[no-any-return]
+
+    async def until_begins(self, n: int) -> None:
+        """Wait until ``n`` begin_turn calls have come in."""
+        while self.begins < n:
+            self.begun.clear()
+            await asyncio.wait_for(self.begun.wait(), 5)
 
     async def finish_turn(self, run: Run, new: list[Message], usage: list[Any]) -> None:
         self.finished.append(run)
@@ -129,6 +146,7 @@ async def world(model: Model) -> tuple[Conversation, Store, Tools, Thread, Memor
     await storage.agents.add(agent)
     thread = await storage.threads.add(a_thread(ORG, agent.id))
     store, tools, clock = Store(storage.conversations), Tools(), SystemClock()
+    tools.store = store
     conversation = Conversation(
         Threads(storage.threads, storage.agents, storage.conversations, clock),
         storage.turn_reader,
@@ -139,6 +157,19 @@ async def world(model: Model) -> tuple[Conversation, Store, Tools, Thread, Memor
         clock,
     )
     return conversation, store, tools, thread, storage
+
+
+async def replies_ended() -> None:
+    """Wait until every reply task (``turn-<run id>``) has ended, cancelled or not."""
+    others = {"turn-heartbeats", "turn-drain"}
+    replies = [
+        t
+        for t in asyncio.all_tasks()
+        if t.get_name().startswith("turn-") and t.get_name() not in others
+    ]
+    if replies:
+        await asyncio.wait(replies, timeout=5)
+    assert all(t.done() for t in replies)
 
 
 async def read_all(turn: Turn) -> list[Any]:
@@ -160,8 +191,8 @@ async def test_the_model_is_called_while_the_run_is_being_stored() -> None:
     model = Model(["Hel", "lo"])
     conversation, store, _, thread, storage = await world(model)
     sending = asyncio.create_task(conversation.send(WHO, thread.id, SendInput(content="hi")))
-    await asyncio.wait_for(model.started.wait(), 5)
-    await asyncio.sleep(0.01)  # the whole reply could stream now; the write is still pending
+    await asyncio.wait_for(model.ended_once.wait(), 5)
+    assert model.ended == ["done"]  # the whole reply streamed; the write is still pending
     assert not sending.done()
     assert store.begins == 1
     assert store.finished == []  # nothing is stored before the run is
@@ -185,8 +216,7 @@ async def test_a_refused_run_leaves_nothing_behind() -> None:
     with pytest.raises(Conflict) as busy:
         await sending
     assert busy.value.code == "THREAD_BUSY"
-    for _ in range(50):  # the cancelled reply winds down
-        await asyncio.sleep(0)
+    await replies_ended()  # the cancelled reply wound down
     assert model.ended == ["closed"]  # the provider's stream was closed early
     assert store.finished == []
     assert await stored(storage, thread.id) == []
@@ -198,16 +228,13 @@ async def test_no_tool_runs_before_the_run_is_stored() -> None:
     conversation, store, tools, thread, storage = await world(model)
     store.refuse = True
     sending = asyncio.create_task(conversation.send(WHO, thread.id, SendInput(content="look")))
-    await asyncio.wait_for(model.started.wait(), 5)
-    for _ in range(50):  # the model's call is over; its tool call waits for the write
-        await asyncio.sleep(0)
-    assert model.ended == ["done"]
+    await asyncio.wait_for(model.ended_once.wait(), 5)
+    assert model.ended == ["done"]  # the model's call is over; its tool call waits for the write
     assert tools.calls == []
     store.release.set()
     with pytest.raises(Conflict):
         await sending
-    for _ in range(50):
-        await asyncio.sleep(0)
+    await replies_ended()  # the refused reply ended without running its tool
     assert tools.calls == []
     assert store.finished == []
     assert await stored(storage, thread.id) == []
@@ -217,6 +244,7 @@ async def test_no_tool_runs_before_the_run_is_stored() -> None:
     turn = await conversation.send(WHO, thread.id, SendInput(content="look"))
     await read_all(turn)
     assert tools.calls == ["kb__search"]
+    assert tools.run_stored_at_call == [True]  # it ran once the run was stored
 
 
 async def test_a_message_that_came_between_the_read_and_the_write_reaches_the_model() -> None:
@@ -288,9 +316,7 @@ async def test_a_burst_of_sends_to_one_thread_makes_at_most_one_early_call() -> 
         for i in range(5)
     ]
     await asyncio.wait_for(model.started.wait(), 5)
-    for _ in range(50):
-        await asyncio.sleep(0)
-    assert store.begins == 5  # every send is writing its run...
+    await store.until_begins(5)  # every send is writing its run...
     assert len(model.requests) == 1  # ...but only the first called the model before
     store.release.set()
     results = await asyncio.gather(*sends, return_exceptions=True)

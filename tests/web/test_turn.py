@@ -8,8 +8,10 @@ from typing import Any
 from uuid import UUID
 
 import httpx
+import msgspec
 import pytest
 
+from agentsvc_web.settings import Settings
 from tests.sse import Event, names, parse, parse_lines, tokens
 from tests.web.harness import Harness
 
@@ -172,12 +174,17 @@ def test_a_second_send_while_busy_is_409(harness: Harness, auth: H) -> None:
     with harness.live(auth) as c:
         _, t = setup(c)
         with c.stream("POST", f"/api/threads/{t['id']}/messages", json={"content": "slowly"}) as r:
-            for item in parse_lines(r.iter_lines()):
-                if isinstance(item, Event) and item.event == "token":
-                    busy = c.post(f"/api/threads/{t['id']}/messages", json={"content": "me too"})
-                    assert busy.status_code == 409
-                    assert busy.json()["error"] == "THREAD_BUSY"
-                    c.post(f"/api/threads/{t['id']}/stop")
+            items = parse_lines(r.iter_lines())
+            # the first token: the slow reply (50 words, 0.05 s apart) is running now
+            first = next(i for i in items if isinstance(i, Event) and i.event == "token")
+            assert first.data["delta"]
+            busy = c.post(f"/api/threads/{t['id']}/messages", json={"content": "me too"})
+            assert busy.status_code == 409
+            assert busy.json()["error"] == "THREAD_BUSY"
+            assert c.post(f"/api/threads/{t['id']}/stop").json() == {"ok": True}
+            rest = [i for i in items if isinstance(i, Event)]
+        assert rest[-1].event == "done"
+        assert rest[-1].data["stopped"] is True  # still running when the second send came
         assert [m["content"] for m in history(c, t["id"]) if m["role"] == "user"] == ["slowly"]
 
 
@@ -362,3 +369,23 @@ def test_invalid_sends_are_422(harness: Harness, auth: H, body: dict[str, Any], 
         r = tc.post(f"/api/threads/{t['id']}/messages", json=body, headers=auth)
         assert (r.status_code, r.json()["error"]) == (422, "VALIDATION_ERROR"), r.text
         assert field in r.json()["detail"]
+
+
+def test_keep_alive_comments_come_while_the_model_is_silent(settings: Settings, auth: H) -> None:
+    # the interval the web layer wires (Settings.sse_keepalive_s; 15 s by default),
+    # here shorter than the pause between the slow model's words
+    harness = Harness(msgspec.structs.replace(settings, sse_keepalive_s=0.01))
+    with harness.live(auth) as c:
+        _, t = setup(c)
+        with c.stream("POST", f"/api/threads/{t['id']}/messages", json={"content": "slowly"}) as r:
+            items = list(parse_lines(r.iter_lines()))
+    comments = [i for i in items if isinstance(i, str)]
+    events = [i for i in items if isinstance(i, Event)]
+    assert comments
+    assert set(comments) == {"keep-alive"}
+    assert events[-1].event == "done"
+    # between tokens, not only before the first
+    first_token = next(
+        n for n, i in enumerate(items) if isinstance(i, Event) and i.event == "token"
+    )
+    assert any(isinstance(i, str) for i in items[first_token:])

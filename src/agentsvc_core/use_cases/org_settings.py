@@ -181,6 +181,36 @@ class KeyBroker:
             config.resolver_url, request, secrets_, config.timeout_ms
         )
 
+    def for_turn(self, config: ResolverConfig, *, user_id: str) -> TurnKeys:
+        """The keys of one turn: each provider family's resolved at most once."""
+        return TurnKeys(self, config, user_id)
+
+
+class TurnKeys:
+    """The keys that pay for one turn's model calls (spec 6.2: the resolver is called
+    when a message is sent, not per model call): the first call of a provider family
+    resolves its key, the turn's later calls and its compaction summary reuse it. A
+    key lives only as long as the turn holds this object: it is never stored, nor
+    cached beyond the turn. A resolver that answered None (platform key) is not
+    asked again in the same turn either."""
+
+    __slots__ = ("_broker", "_config", "_keys", "_user_id")
+
+    def __init__(self, broker: KeyBroker, config: ResolverConfig, user_id: str) -> None:
+        self._broker = broker
+        self._config = config
+        self._user_id = user_id
+        self._keys: dict[str, str | None] = {}  # provider family -> its key
+
+    async def key(self, provider: str, model: str) -> str | None:
+        if provider in self._keys:
+            return self._keys[provider]
+        key = await self._broker.key(
+            self._config, user_id=self._user_id, provider=provider, model=model
+        )
+        self._keys[provider] = key
+        return key
+
 
 MIN_ALPHA_TRIGGER = 50_000
 MIN_BETA_THRESHOLD = 1_000

@@ -163,6 +163,7 @@ class ThreadController(Controller):
         conversation: NamedDependency[Conversation],
         thread_id: FromPath[UUID],
         data: JSONBody[SendMessageBody],
+        sse_keepalive_s: NamedDependency[float],
     ) -> SseStream:
         msg = SendInput(
             content=data.content,
@@ -182,7 +183,9 @@ class ThreadController(Controller):
             metadata=data.metadata,
         )
         turn = await conversation.send(principal_of(request), thread_id, msg)
-        return SseStream(sse_frames(turn), media_type="text/event-stream", headers=SSE_HEADERS)
+        return SseStream(
+            sse_frames(turn, sse_keepalive_s), media_type="text/event-stream", headers=SSE_HEADERS
+        )
 
     @get(
         "/{thread_id:uuid}/messages",

@@ -1,0 +1,144 @@
+"""The turn's private parts, shared by use_cases/conversation.py (which plans a
+reply) and use_cases/reply.py (which runs it): the plan, the running reply's state,
+how one model call ended, and the small helpers both use."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import msgspec
+
+from agentsvc_core.entities import (
+    Agent,
+    KeySource,
+    Message,
+    MessageStatus,
+    Principal,
+    Role,
+    Run,
+    RunStatus,
+    Thread,
+    ToolCall,
+    Usage,
+    UsageRecord,
+)
+from agentsvc_core.errors import Upstream
+from agentsvc_core.ports import ChatModel, Clock, NativeCompaction, ToolSpec
+from agentsvc_core.use_cases.org_settings import CompactionConfig, TurnKeys
+from agentsvc_core.use_cases.turn import ErrorEvent, ToolCallOut, UsageOut
+
+__all__ = [
+    "INTERRUPTED",
+    "INTERRUPTED_DETAIL",
+    "Called",
+    "Plan",
+    "ReplyState",
+    "interrupted",
+    "key_source",
+    "message_status",
+    "new_message",
+    "tool_out",
+    "usage_out",
+]
+
+INTERRUPTED_DETAIL = "the service is shutting down; the partial reply was kept"
+
+
+class Plan(msgspec.Struct, kw_only=True):
+    """What the running reply needs, decided when the message is sent. Not frozen:
+    summary compaction replaces ``system`` with one that carries the summary before
+    the first model call."""
+
+    who: Principal
+    thread: Thread
+    agent: Agent
+    model: ChatModel
+    model_name: str
+    model_id: str
+    system: str
+    server_tools: dict[str, ToolSpec]
+    client_tools: dict[str, ToolSpec]
+    offered: list[ToolSpec]
+    metadata: dict[str, str]
+    keys: TurnKeys | None = None  # the turn's keys: resolved once, reused, never stored
+    compaction: CompactionConfig | None = None
+    native: NativeCompaction | None = None
+
+
+class ReplyState(msgspec.Struct, kw_only=True):
+    """What a running reply has produced so far."""
+
+    messages: list[Message]  # the model's context, growing with each step
+    shown: list[str] = msgspec.field(default_factory=list)  # every delta the user saw
+    new: list[Message] = msgspec.field(default_factory=list)  # to store at the end
+    records: list[UsageRecord] = msgspec.field(default_factory=list)
+    total: Usage = msgspec.field(default_factory=Usage)
+    status: RunStatus = "completed"
+    pending: tuple[ToolCall, ...] = ()
+    error: ErrorEvent | None = None
+    begun: asyncio.Future[None]  # resolved once the run is stored
+
+    def add(self, message: Message) -> None:
+        self.new.append(message)
+        self.messages.append(message)
+
+
+class Called(msgspec.Struct, frozen=True, gc=False):
+    """How one model call ended (its text and tool calls went to the caller's lists)."""
+
+    stopped: bool  # a stop cut it short
+    failure: Upstream | None  # the provider failed
+    usage: Usage  # the provider's last report (zeros without one)
+    source: KeySource  # the key that paid
+    finish: str  # the provider's finish reason ("stop" when stopped, "other" without one)
+
+
+def new_message(clock: Clock, run: Run, role: Role, content: str, **extra: Any) -> Message:
+    return Message(
+        id=uuid.uuid4(),
+        org_id=run.org_id,
+        thread_id=run.thread_id,
+        role=role,
+        content=content,
+        created_at=clock.now(),
+        run_id=run.id,
+        **extra,
+    )
+
+
+def usage_out(u: Usage) -> UsageOut:
+    return UsageOut(
+        input_tokens=u.input_tokens,
+        output_tokens=u.output_tokens,
+        total_tokens=u.total_tokens,
+        cached_input_tokens=u.cached_input_tokens,
+    )
+
+
+def key_source(api_key: str | None) -> KeySource:
+    """The key that paid for a model call: the user's own (resolved) or the platform's."""
+    return "byok" if api_key else "platform"
+
+
+def tool_out(call: ToolCall) -> ToolCallOut:
+    return ToolCallOut(id=call.id, name=call.name, arguments=call.arguments)
+
+
+INTERRUPTED = ErrorEvent(code="INTERRUPTED", detail=INTERRUPTED_DETAIL)
+
+
+def interrupted(state: ReplyState) -> None:
+    """The reply ends because the process shuts down: what it said is kept, marked
+    interrupted, and the stream ends with an INTERRUPTED error."""
+    state.status = "interrupted"
+    if state.new and state.new[-1].role == "assistant":
+        state.new[-1] = msgspec.structs.replace(state.new[-1], status="interrupted")
+    state.error = INTERRUPTED
+
+
+def message_status(stopped: bool, failure: Upstream | None) -> MessageStatus:
+    if stopped:
+        return "stopped"
+    return "failed" if failure is not None else "complete"

@@ -1,0 +1,404 @@
+"""The reply loop: compaction, then model call, tools, model call... then the store.
+
+``Reply.run`` is the task ``Conversation.send`` starts (use_cases/conversation.py).
+It streams into the ``Turn`` buffer from the first token, but stores nothing and
+runs nothing (tools, compaction) before ``begun`` says the run is stored. Its
+storage round trips: none per token or per step; one ``finish_turn`` at the end;
+with summary compaction on (beta family) a checkpoint read before the first call,
+a checkpoint write when it summarises and one after the reply (the provider's token
+count, for the next turn's estimate); per server tool call, what the tool reads
+(an MCP tool: the agent's attached servers, and its OAuth token when it has one).
+With the agent's credential resolver on, the first model call asks for the key
+(``TurnKeys``: a read of the signing secret, then the signed webhook); the turn's
+later calls and its compaction summary reuse it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+from uuid import UUID
+
+import msgspec
+
+from agentsvc_core.entities import (
+    KeySource,
+    Message,
+    Role,
+    Run,
+    ToolCall,
+    Usage,
+    UsageRecord,
+)
+from agentsvc_core.errors import DomainError, Upstream
+from agentsvc_core.ports import (
+    Clock,
+    CompactionBlock,
+    ConversationStore,
+    Finished,
+    ModelEvent,
+    ModelRequest,
+    ServerTools,
+    StopSignal,
+    TextDelta,
+    ToolAuthRequired,
+    ToolCallRequested,
+    UsageReport,
+)
+from agentsvc_core.use_cases._turn_private import (
+    INTERRUPTED,
+    Called,
+    Plan,
+    ReplyState,
+    interrupted,
+    key_source,
+    message_status,
+    new_message,
+    tool_out,
+    usage_out,
+)
+from agentsvc_core.use_cases.compaction import Checkpoint, Compactor
+from agentsvc_core.use_cases.context import PROPOSE_PROFILE_SWITCH, model_history
+from agentsvc_core.use_cases.turn import (
+    AuthChallenge,
+    Challenge,
+    Done,
+    ErrorEvent,
+    ProfileSwitchProposal,
+    RequiresAction,
+    Token,
+    ToolCallEvent,
+    ToolExecuting,
+    ToolResult,
+    Turn,
+)
+
+__all__ = ["MAX_STEPS", "TOOL_TIMEOUT_S", "Reply"]
+
+log = logging.getLogger("agentsvc.turn")
+
+MAX_STEPS = 8  # model calls per turn (tool loop bound)
+TOOL_TIMEOUT_S = 60.0
+
+
+class Reply:
+    """Runs replies: one ``run`` task per turn; the object holds only its ports."""
+
+    def __init__(
+        self,
+        store: ConversationStore,
+        tools: ServerTools,
+        clock: Clock,
+        compactor: Compactor | None = None,
+    ) -> None:
+        self._store = store
+        self._tools = tools
+        self._clock = clock
+        self._compactor = compactor
+
+    async def run(
+        self,
+        plan: Plan,
+        run: Run,
+        history: list[Message],
+        turn: Turn,
+        begun: asyncio.Future[None],
+        stop: StopSignal,
+    ) -> None:
+        """The reply. ``begun`` resolves once the run is stored; until then the model
+        call may stream into ``turn`` (which nobody reads yet) but nothing is stored
+        or run. When it is cancelled instead, the run was never stored: this task is
+        cancelled too and leaves nothing behind."""
+        state = ReplyState(messages=model_history(history), begun=begun)
+        failure: Exception | None = None
+        try:
+            checkpoint = await self._compact(plan, run, state)
+            await self._steps(plan, run, turn, stop, state)
+            await self._remember_usage(plan, run, state, checkpoint)
+        except asyncio.CancelledError:
+            if not begun.done() or begun.cancelled():
+                raise  # the run was never stored: nothing to keep
+            # The process is shutting down and this reply did not end when interrupted
+            # (a tool call): keep what was said, mark it interrupted.
+            interrupted(state)
+            with contextlib.suppress(DomainError):
+                await self._finish(run, state)
+            turn.emit(state.error or INTERRUPTED)
+            turn.close()
+            raise
+        except Exception as exc:  # noqa: BLE001 (logged below, once the run is stored)
+            failure = exc
+            state.status = "failed"
+            state.error = ErrorEvent(code="INTERNAL_ERROR", detail="the reply failed")
+        await begun  # the run is stored (a failure can come before that)
+        if stop.interrupted and state.status == "stopped":
+            interrupted(state)  # stopped by the shutdown, not by the user
+        if failure is not None:
+            log.error("turn %s failed", run.id, exc_info=failure)
+        try:
+            await self._finish(run, state)
+        except DomainError as exc:
+            log.error("turn %s could not be stored: %s", run.id, exc.detail)
+            state.error = state.error or ErrorEvent(
+                code="STORAGE_ERROR", detail="the reply could not be stored"
+            )
+        turn.emit(state.error or self._done(state))
+        turn.close()
+
+    async def _compact(self, plan: Plan, run: Run, state: ReplyState) -> Checkpoint | None:
+        """Summary-based compaction (beta family): above the agent's threshold, the
+        older messages are summarised (a model call paid with the turn's key); the
+        reply then sends the summary (in ``plan.system``, which this replaces) and the
+        recent messages. Returns the thread's checkpoint (None: compaction is off)."""
+        config, compactor = plan.compaction, self._compactor
+        if config is None or not config.enabled or compactor is None:
+            return None
+        await state.begun  # compaction may call a model and store a summary
+        try:
+            cp = await compactor.checkpoint(run.org_id, run.thread_id)
+            recent = compactor.after(cp, state.messages)
+            system = compactor.with_summary(plan.system, cp)
+            if compactor.tokens(cp, system, recent) > config.beta_compact_threshold:
+                api_key = await self._key(plan)
+                done = await compactor.compact(plan.model, plan.model_name, cp, recent, api_key)
+                if done is not None:
+                    cp, usage = done
+                    await compactor.save(run.org_id, run.thread_id, cp)
+                    state.records.append(self._record(plan, run, None, usage, key_source(api_key)))
+                    recent = compactor.after(cp, recent)
+                    system = compactor.with_summary(plan.system, cp)
+        except DomainError as exc:
+            log.warning("compaction skipped for turn %s: %s", run.id, exc.detail)
+            return None
+        state.messages = list(recent)
+        plan.system = system
+        return cp
+
+    async def _remember_usage(
+        self, plan: Plan, run: Run, state: ReplyState, cp: Checkpoint | None
+    ) -> None:
+        """Keep the provider's input-token count for the next turn's estimate."""
+        if cp is None or self._compactor is None or not state.records:
+            return
+        last = state.records[-1].usage.input_tokens
+        counted = max(0, len(state.messages) - 1)
+        with contextlib.suppress(DomainError):
+            await self._compactor.save(
+                run.org_id,
+                run.thread_id,
+                msgspec.structs.replace(cp, input_tokens=last, counted=counted),
+            )
+
+    @staticmethod
+    async def _key(plan: Plan) -> str | None:
+        """The key of the turn's model calls (None: the platform's): the first call
+        asks the resolver, the later ones and the compaction summary reuse its answer."""
+        if plan.keys is None or plan.model.provider == "local":
+            return None
+        return await plan.keys.key(plan.model.provider, plan.model_name)
+
+    @staticmethod
+    def _done(state: ReplyState) -> Done:
+        stopped = state.status == "stopped"
+        last = next((m for m in reversed(state.new) if m.role == "assistant"), None)
+        return Done(
+            ok=True,
+            content="".join(state.shown),
+            message_id=None if stopped or last is None else last.id,
+            usage=usage_out(state.total),
+            stopped=True if stopped else None,
+        )
+
+    async def _steps(
+        self, plan: Plan, run: Run, turn: Turn, stop: StopSignal, state: ReplyState
+    ) -> None:
+        """The tool loop: model call, tools, model call... at most MAX_STEPS calls."""
+        for _ in range(MAX_STEPS):
+            text: list[str] = []
+            calls: list[ToolCall] = []
+            blocks: list[dict[str, Any]] = []
+            called = await self._call_model(plan, state.messages, turn, stop, text, calls, blocks)
+            await state.begun  # no tool runs before the run is stored
+            state.total = state.total + called.usage
+            state.shown.extend(text)
+            assistant = self._message(
+                run,
+                "assistant",
+                "".join(text),
+                tool_calls=() if called.stopped or called.failure else tuple(calls),
+                status=message_status(called.stopped, called.failure),
+                provider_blocks=tuple(blocks),
+            )
+            state.add(assistant)
+            state.records.append(self._record(plan, run, assistant.id, called.usage, called.source))
+            if called.stopped:
+                state.status = "stopped"
+                return
+            if called.failure is not None:
+                state.status = "failed"
+                state.error = ErrorEvent(code=called.failure.code, detail=called.failure.detail)
+                return
+            if not calls:
+                if called.finish == "compaction":
+                    continue  # paused after compacting: the next call goes on from the block
+                return
+            for call in calls:
+                if call.name not in plan.client_tools:
+                    result = await self._run_tool(plan, call, turn)
+                    state.add(
+                        self._message(
+                            run, "tool", result, tool_call_id=call.id, sender_name=call.name
+                        )
+                    )
+            client_calls = tuple(c for c in calls if c.name in plan.client_tools)
+            if client_calls:
+                state.pending = client_calls
+                state.status = "requires_action"
+                turn.emit(RequiresAction(tool_calls=[tool_out(c) for c in client_calls]))
+                return
+            if stop.is_set():
+                state.status = "stopped"
+                return
+        log.warning("turn %s reached %d model calls; ending it", run.id, MAX_STEPS)
+
+    def _message(self, run: Run, role: Role, content: str, **extra: Any) -> Message:
+        return new_message(self._clock, run, role, content, **extra)
+
+    async def _call_model(
+        self,
+        plan: Plan,
+        messages: list[Message],
+        turn: Turn,
+        stop: StopSignal,
+        text: list[str],
+        calls: list[ToolCall],
+        blocks: list[dict[str, Any]],
+    ) -> Called:
+        """One model call, streamed into ``turn``: how it ended; the text, tool calls
+        and compaction blocks received are appended to ``text``, ``calls``, ``blocks``."""
+        api_key = await self._key(plan)
+        request = ModelRequest(
+            # a snapshot: the reply goes on appending to ``messages``
+            model=plan.model_name,
+            system=plan.system,
+            messages=list(messages),
+            tools=plan.offered,
+            api_key=api_key,
+            native_compaction=plan.native,
+        )
+        usage_box: list[Usage] = []
+        finish: list[str] = []
+
+        async def consume() -> None:
+            stream: AsyncIterator[ModelEvent] = plan.model.stream(request)
+            try:
+                async for event in stream:
+                    if isinstance(event, TextDelta):
+                        if event.text:
+                            text.append(event.text)
+                            turn.emit(Token(delta=event.text))
+                    elif isinstance(event, ToolCallRequested):
+                        calls.append(event.call)
+                    elif isinstance(event, UsageReport):
+                        usage_box.append(event.usage)
+                    elif isinstance(event, CompactionBlock):
+                        blocks.append(event.block)
+                    elif isinstance(event, Finished):
+                        finish.append(event.reason)
+            finally:
+                with contextlib.suppress(Exception):
+                    await stream.aclose()  # type: ignore[attr-defined]
+
+        source = key_source(api_key)
+        consumer = asyncio.create_task(consume())
+        remove = stop.on_set(consumer.cancel)  # a stop cancels the call at once
+        try:
+            await consumer
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if not consumer.cancelled() or (current is not None and current.cancelling()):
+                raise  # this reply itself is being cancelled (shutdown)
+            return Called(True, None, usage_box[-1] if usage_box else Usage(), source, "stop")
+        except Upstream as exc:
+            reason = finish[-1] if finish else "other"
+            return Called(False, exc, usage_box[-1] if usage_box else Usage(), source, reason)
+        finally:
+            remove()
+        usage = usage_box[-1] if usage_box else Usage()
+        return Called(False, None, usage, source, finish[-1] if finish else "other")
+
+    async def _run_tool(self, plan: Plan, call: ToolCall, turn: Turn) -> str:
+        turn.emit(ToolCallEvent(tool=tool_out(call)))
+        turn.emit(ToolExecuting(tool_name=call.name, tool_call_id=call.id))
+        if call.name == PROPOSE_PROFILE_SWITCH:
+            target = str(call.arguments.get("target", ""))
+            reason = str(call.arguments.get("reason", ""))
+            turn.emit(ProfileSwitchProposal(target=target, reason=reason))
+            result = (
+                f"The proposal to switch to {target!r} was shown to the user. "
+                "The profile has not changed."
+            )
+        elif call.name not in plan.server_tools:
+            result = f"error: the tool {call.name!r} is not available in this conversation"
+        else:
+            try:
+                result = await asyncio.wait_for(
+                    self._tools.call(plan.who, plan.agent, call.name, call.arguments),
+                    TOOL_TIMEOUT_S,
+                )
+            except ToolAuthRequired as auth:
+                turn.emit(
+                    AuthChallenge(
+                        tool_name=call.name,
+                        challenge=Challenge(
+                            provider=auth.provider,
+                            redirect_url=auth.redirect_url,
+                            description=auth.description,
+                        ),
+                    )
+                )
+                result = (
+                    f"The user must first authorize access to {auth.provider}; "
+                    "they were shown a link to do so."
+                )
+            except TimeoutError:
+                result = (
+                    f"error: the tool {call.name!r} did not answer within {TOOL_TIMEOUT_S:.0f} s"
+                )
+            except DomainError as exc:
+                result = f"error: {exc.detail}"
+        turn.emit(ToolResult(tool_name=call.name, tool_call_id=call.id, result=result))
+        return result
+
+    def _record(
+        self, plan: Plan, run: Run, message_id: UUID | None, usage: Usage, source: KeySource
+    ) -> UsageRecord:
+        return UsageRecord(
+            id=uuid.uuid4(),
+            org_id=run.org_id,
+            agent_id=plan.agent.id,
+            thread_id=run.thread_id,
+            run_id=run.id,
+            message_id=message_id,
+            provider=plan.model.provider,
+            model=plan.model_id,
+            usage=usage,
+            key_source=source,
+            metadata=plan.metadata,
+            created_at=self._clock.now(),
+        )
+
+    async def _finish(self, run: Run, state: ReplyState) -> None:
+        now = self._clock.now()
+        final = msgspec.structs.replace(
+            run,
+            status=state.status,
+            finished_at=now,
+            heartbeat_at=now,
+            pending_tool_calls=state.pending,
+        )
+        await self._store.finish_turn(final, state.new, state.records)

@@ -1,0 +1,71 @@
+"""What a send carries (spec 4.7: the body of POST /api/threads/{id}/messages, as the
+core sees it) and its checks, made before anything is read or stored."""
+
+from __future__ import annotations
+
+import msgspec
+
+from agentsvc_core.entities import ToolCall
+from agentsvc_core.errors import InvalidInput
+from agentsvc_core.ports import ToolSpec
+from agentsvc_core.rules import (
+    MAX_CLIENT_TOOLS,
+    MAX_CONTENT,
+    MAX_PREAMBLE,
+    check_metadata,
+    check_model_id,
+    check_text,
+)
+from agentsvc_core.use_cases.context import PROPOSE_PROFILE_SWITCH
+
+__all__ = ["SendInput", "ToolResultIn", "check_input", "check_tool_results"]
+
+
+class ToolResultIn(msgspec.Struct, frozen=True, kw_only=True):
+    tool_call_id: str
+    output: str
+
+
+class SendInput(msgspec.Struct, frozen=True, kw_only=True):
+    content: str
+    tools: list[ToolSpec] = []
+    tool_results: list[ToolResultIn] = []
+    model_override: str | None = None
+    sender_name: str | None = None
+    sender_id: str | None = None
+    tool_profile: str | None = None
+    system_prompt_overlay: str | None = None
+    metadata: dict[str, str] = {}
+
+
+def check_input(msg: SendInput) -> None:
+    check_text("content", msg.content, max_len=MAX_CONTENT)
+    if msg.model_override is not None:
+        check_model_id("model_override", msg.model_override)
+    if msg.system_prompt_overlay is not None:
+        check_text("system_prompt_overlay", msg.system_prompt_overlay, max_len=MAX_PREAMBLE)
+    check_metadata("metadata", msg.metadata)
+    if len(msg.tools) > MAX_CLIENT_TOOLS:
+        raise InvalidInput("tools", f"at most {MAX_CLIENT_TOOLS} tools")
+    names = [t.name for t in msg.tools]
+    if len(set(names)) != len(names):
+        raise InvalidInput("tools", "tool names must be unique")
+    if PROPOSE_PROFILE_SWITCH in names:
+        raise InvalidInput("tools", f"{PROPOSE_PROFILE_SWITCH!r} is reserved")
+    for r in msg.tool_results:
+        check_text("tool_results", r.output, max_len=MAX_CONTENT)
+    if not msg.content.strip() and not msg.tool_results:
+        raise InvalidInput("content", "must not be empty")
+
+
+def check_tool_results(pending: tuple[ToolCall, ...], msg: SendInput) -> None:
+    answered = [r.tool_call_id for r in msg.tool_results]
+    expected = [c.id for c in pending]
+    if pending and sorted(answered) != sorted(expected):
+        raise InvalidInput(
+            "tool_results",
+            "the previous reply is waiting for client tool results: send toolResults "
+            f"answering exactly the calls {expected}",
+        )
+    if not pending and answered:
+        raise InvalidInput("tool_results", "no reply is waiting for client tool results")

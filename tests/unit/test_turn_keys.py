@@ -1,0 +1,198 @@
+"""Whose key pays for a turn (spec 6.2, docs/byok.md): the resolver is asked once per
+turn and provider family, however many model calls the turn makes (tool steps, the
+compaction summary); every usage record names the key that paid."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import Any
+
+import msgspec
+
+from agentsvc_adapters.crypto.aesgcm import AesGcmBox
+from agentsvc_adapters.llm import Families, LocalModel, PrefixRouter
+from agentsvc_adapters.memory import MemoryStorage
+from agentsvc_core.entities import Agent, Principal, ToolCall, Usage
+from agentsvc_core.ports import (
+    ChatModel,
+    ModelEvent,
+    ModelRequest,
+    ServerTools,
+    TextDelta,
+    ToolCallRequested,
+    ToolSpec,
+    UsageReport,
+)
+from agentsvc_core.ports.clock import SystemClock
+from agentsvc_core.ports.resolver import CredentialResolver, ResolverRequest
+from agentsvc_core.ports.signals import LocalStopBus
+from agentsvc_core.use_cases.compaction import SUMMARY_PROMPT, Compactor
+from agentsvc_core.use_cases.conversation import Conversation, SendInput
+from agentsvc_core.use_cases.org_settings import (
+    AgentConfigs,
+    CompactionConfig,
+    KeyBroker,
+    OrgSettings,
+    ResolverConfig,
+)
+from agentsvc_core.use_cases.sealed import SealedRecords
+from agentsvc_core.use_cases.threads import Threads
+from agentsvc_core.use_cases.turn import Done, Turn
+from tests.contract.conftest import now
+from tests.contract.test_agents_contract import agent_in
+from tests.contract.test_conversations_contract import a_message, a_run, a_thread
+
+ORG = "org-keys"
+WHO = Principal(org_id=ORG, method="api_key", user_id="alice")
+USER_KEY = "sk-alice-own-key"
+TOOL_STEPS = 3
+
+
+class Resolver(CredentialResolver):
+    """Answers the user's key (or None); records every call."""
+
+    def __init__(self, key: str | None = USER_KEY) -> None:
+        self.answer = key
+        self.calls: list[ResolverRequest] = []
+
+    async def resolve(
+        self, url: str, request: ResolverRequest, secrets: list[str], timeout_ms: int
+    ) -> str | None:
+        self.calls.append(request)
+        return self.answer
+
+
+class Model(ChatModel):
+    """A 'beta' model: asks for a tool TOOL_STEPS times, then answers; a summary
+    request gets a summary. Records the key of every request."""
+
+    provider = "beta"
+
+    def __init__(self) -> None:
+        self.requests: list[ModelRequest] = []
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        self.requests.append(request)
+        if request.system == SUMMARY_PROMPT:
+            yield TextDelta("the summary")
+        else:
+            steps = sum(1 for m in request.messages if m.role == "tool")
+            if steps < TOOL_STEPS:
+                yield ToolCallRequested(ToolCall(id=f"c{steps}", name="kb__search", arguments={}))
+            else:
+                yield TextDelta("done")
+        yield UsageReport(Usage(input_tokens=10, output_tokens=2))
+
+
+class Tools(ServerTools):
+    async def list_tools(
+        self, who: Principal, agent: Agent, attached: object = None
+    ) -> list[ToolSpec]:
+        return [ToolSpec(name="kb__search", description="search")]
+
+    async def call(self, who: Principal, agent: Agent, name: str, arguments: dict[str, Any]) -> str:
+        return "found"
+
+
+class Urls:
+    def refusal(self, url: str) -> str | None:
+        return None
+
+
+async def turn_with(
+    resolver: Resolver, *, compact: bool, threshold: int = 1_000, model_id: str = "beta:m1"
+) -> tuple[Model, list[Any]]:
+    """One turn of an agent whose resolver is enabled; with ``compact``, over a long
+    history and a low threshold, so the turn summarises first. Returns the model
+    and the turn's usage records."""
+    storage = MemoryStorage()
+    box = AesGcmBox([("k1", b"\x01" * 32)])
+    clock = SystemClock()
+    agent = agent_in(ORG, default_model=model_id)
+    await storage.agents.add(agent)
+    thread = await storage.threads.add(a_thread(ORG, agent.id))
+    sealed = SealedRecords(storage.secrets, box)
+    await sealed.put(
+        ORG,
+        "resolver",
+        str(agent.id),
+        ResolverConfig(
+            agent_id=agent.id, org_id=ORG, enabled=True, resolver_url="https://r.example/"
+        ),
+    )
+    if compact:
+        await sealed.put(
+            ORG,
+            "compaction",
+            str(agent.id),
+            CompactionConfig(
+                agent_id=agent.id, org_id=ORG, enabled=True, beta_compact_threshold=threshold
+            ),
+        )
+        old = [a_message(thread, content=f"message {i} " + "word " * 200) for i in range(8)]
+        run = a_run(thread)
+        await storage.conversations.begin_turn(run, old, now() - timedelta(seconds=45))
+        done = msgspec.structs.replace(run, status="completed")
+        await storage.conversations.finish_turn(done, [], [])
+    settings = OrgSettings(storage.secrets, storage.agents, box, Urls(), clock, allow_http=False)
+    conversation = Conversation(
+        Threads(storage.threads, storage.agents, storage.conversations, clock),
+        storage.turn_reader,
+        storage.conversations,
+        PrefixRouter(Families(local=LocalModel(), beta=(model := Model()))),
+        Tools(),
+        LocalStopBus(),
+        clock,
+        keys=KeyBroker(settings, resolver),
+        configs=AgentConfigs(storage.secrets, box),
+        compactor=Compactor(storage.secrets, box),
+    )
+    turn = await conversation.send(WHO, thread.id, SendInput(content="look it up"))
+    events = await read_all(turn)
+    assert isinstance(events[-1], Done), events[-1]
+    records = await storage.conversations.usage(ORG, thread.id)
+    return model, records
+
+
+async def read_all(turn: Turn) -> list[Any]:
+    events: list[Any] = []
+    while True:
+        got = await turn.read(len(events), 5.0)
+        assert got is not None, "the turn went quiet"
+        if not got:
+            return events
+        events.extend(got)
+
+
+async def test_a_turn_with_tool_steps_asks_the_resolver_once() -> None:
+    resolver = Resolver()
+    model, records = await turn_with(resolver, compact=False)
+    assert len(model.requests) == TOOL_STEPS + 1
+    assert len(resolver.calls) == 1
+    assert resolver.calls[0].provider == "beta"
+    assert resolver.calls[0].user_id == "alice"
+    assert [r.api_key for r in model.requests] == [USER_KEY] * (TOOL_STEPS + 1)
+    assert [r.key_source for r in records] == ["byok"] * (TOOL_STEPS + 1)
+
+
+async def test_a_compaction_summary_reuses_the_turns_key_and_is_recorded_byok() -> None:
+    resolver = Resolver()
+    model, records = await turn_with(resolver, compact=True)
+    summaries = [r for r in model.requests if r.system == SUMMARY_PROMPT]
+    assert len(summaries) == 1
+    assert summaries[0].api_key == USER_KEY
+    summary_records = [r for r in records if r.message_id is None]
+    assert len(summary_records) == 1
+    # the summary was paid with the user's key: its record says so (issue item 1)
+    assert [r.key_source for r in records] == ["byok"] * len(model.requests)
+    assert len(resolver.calls) == 1
+    assert {r.api_key for r in model.requests} == {USER_KEY}
+
+
+async def test_a_resolver_without_a_key_is_asked_once_and_the_platform_pays() -> None:
+    resolver = Resolver(key=None)
+    model, records = await turn_with(resolver, compact=True)
+    assert len(resolver.calls) == 1
+    assert {r.api_key for r in model.requests} == {None}
+    assert {r.key_source for r in records} == {"platform"}

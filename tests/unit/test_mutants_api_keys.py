@@ -11,10 +11,12 @@ from uuid import UUID
 
 import pytest
 
+from agentsvc_adapters.clock import SystemClock
 from agentsvc_adapters.memory import MemoryStorage
+from agentsvc_adapters.signals import LocalRevocations
 from agentsvc_core.entities import API_KEY_PREFIX, Principal
 from agentsvc_core.errors import InvalidInput, PermissionDenied
-from agentsvc_core.ports import Clock, LocalRevocations, SystemClock
+from agentsvc_core.ports import Clock
 from agentsvc_core.rules import MAX_KEY_NAME
 from agentsvc_core.use_cases import ApiKeys
 

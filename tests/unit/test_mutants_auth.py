@@ -10,15 +10,12 @@ from datetime import UTC, datetime
 
 import pytest
 
+from agentsvc_adapters.clock import SystemClock
 from agentsvc_adapters.memory import MemoryStorage
+from agentsvc_adapters.signals import LocalRevocations
 from agentsvc_core.entities import Organization
 from agentsvc_core.errors import InvalidInput, Unauthenticated
-from agentsvc_core.ports import (
-    LocalRevocations,
-    OrganizationRepository,
-    SystemClock,
-    TokenVerifier,
-)
+from agentsvc_core.ports import OrganizationRepository, TokenVerifier
 from agentsvc_core.ports.tokens import VerifiedToken
 from agentsvc_core.use_cases import ApiKeys, Authenticator
 from tests.unit.test_auth_cache import ADMIN, CountingKeys

@@ -8,10 +8,10 @@ from uuid import UUID
 
 import pytest
 
+from agentsvc_adapters.clock import SystemClock
 from agentsvc_adapters.memory import MemoryStorage
 from agentsvc_core.entities import Principal, ToolProfile
 from agentsvc_core.errors import InvalidInput, NotFound, PermissionDenied
-from agentsvc_core.ports import SystemClock
 from agentsvc_core.use_cases import AgentDraft, Agents
 from agentsvc_core.use_cases.threads import ThreadChanges, ThreadDraft, Threads
 

@@ -10,9 +10,11 @@ from typing import Any
 
 import msgspec
 
+from agentsvc_adapters.clock import SystemClock
 from agentsvc_adapters.crypto.aesgcm import AesGcmBox
 from agentsvc_adapters.llm import Families, LocalModel, PrefixRouter
 from agentsvc_adapters.memory import MemoryStorage
+from agentsvc_adapters.signals import LocalStopBus
 from agentsvc_core.entities import Agent, Principal, ToolCall, Usage
 from agentsvc_core.ports import (
     ChatModel,
@@ -24,9 +26,7 @@ from agentsvc_core.ports import (
     ToolSpec,
     UsageReport,
 )
-from agentsvc_core.ports.clock import SystemClock
 from agentsvc_core.ports.resolver import CredentialResolver, ResolverRequest
-from agentsvc_core.ports.signals import LocalStopBus
 from agentsvc_core.use_cases.compaction import SUMMARY_PROMPT, Compactor
 from agentsvc_core.use_cases.conversation import Conversation, SendInput
 from agentsvc_core.use_cases.org_settings import (

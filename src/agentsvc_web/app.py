@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from litestar import Litestar, get
+from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.middleware import DefineMiddleware
 from litestar.openapi import OpenAPIConfig
@@ -111,7 +112,6 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "oauth": _const(services.oauth),
             "org_settings": _const(services.org_settings),
             "compaction": _const(services.compaction),
-            "sse_keepalive_s": _const(settings.sse_keepalive_s),
         },
         middleware=[
             DefineMiddleware(BodyDeadline, timeout_s=settings.request_read_timeout_s),
@@ -124,6 +124,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         request_class=JsonRequest,
         before_send=[hardening_headers],
         before_request=answer_options,
+        state=State({"sse_keepalive_s": settings.sse_keepalive_s}),
         lifespan=[lifespan],
         request_max_body_size=settings.max_body_bytes,
         openapi_config=OpenAPIConfig(

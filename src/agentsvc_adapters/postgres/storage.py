@@ -28,6 +28,7 @@ from agentsvc_adapters.postgres.pool import (
     translate,
 )
 from agentsvc_adapters.postgres.secrets import PostgresSecrets
+from agentsvc_adapters.postgres.streams import PostgresStreams
 from agentsvc_adapters.postgres.turns import PostgresTurnReader
 from agentsvc_core.ports import (
     AgentRepository,
@@ -37,6 +38,7 @@ from agentsvc_core.ports import (
     OrganizationRepository,
     SecretStore,
     Storage,
+    StreamStore,
     ThreadRepository,
     TurnReader,
 )
@@ -71,6 +73,7 @@ class PostgresStorage(Storage):
         self._mcps = PostgresMcps(self.pool)
         self._secrets = PostgresSecrets(self.pool)
         self._turn_reader = PostgresTurnReader(self.pool)
+        self._streams = PostgresStreams(self.pool)
 
     async def open(self) -> None:
         async with translate():
@@ -110,3 +113,7 @@ class PostgresStorage(Storage):
     @property
     def turn_reader(self) -> TurnReader:
         return self._turn_reader
+
+    @property
+    def streams(self) -> StreamStore:
+        return self._streams

@@ -25,6 +25,7 @@ from agentsvc_core.entities import (
     UsageRecord,
 )
 from agentsvc_core.ports.sealed import SealedRecord, SecretStore
+from agentsvc_core.ports.streams import EventBatch, StreamStore
 
 
 class OrganizationRepository(Protocol):
@@ -151,9 +152,16 @@ class ConversationStore(Protocol):
         running: one write for every reply a process runs."""
         ...
 
-    async def finish_turn(self, run: Run, new: list[Message], usage: list[UsageRecord]) -> None:
-        """Atomically: store the run's final state, its messages and its usage
-        records."""
+    async def finish_turn(
+        self,
+        run: Run,
+        new: list[Message],
+        usage: list[UsageRecord],
+        events: EventBatch | None = None,
+    ) -> None:
+        """Atomically: store the run's final state, its messages, its usage records
+        and the last batch of its events (``StreamStore``: the ones not yet stored,
+        its final ``done`` or ``error`` event last)."""
         ...
 
     async def running(self, org_id: str, thread_id: UUID, stale_before: datetime) -> Run | None:
@@ -283,3 +291,6 @@ class Storage(Protocol):
 
     @property
     def turn_reader(self) -> TurnReader: ...
+
+    @property
+    def streams(self) -> StreamStore: ...

@@ -33,6 +33,7 @@ stream ends with an ``INTERRUPTED`` error.
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from datetime import timedelta
 from uuid import UUID
@@ -44,6 +45,7 @@ from agentsvc_core.entities import (
     Thread,
 )
 from agentsvc_core.errors import (
+    DomainError,
     InvalidInput,
     NotFound,
     PermissionDenied,
@@ -53,11 +55,14 @@ from agentsvc_core.errors import (
 from agentsvc_core.ports import (
     Clock,
     ConversationStore,
+    EventBatch,
+    FollowRequests,
     ModelRouter,
     NativeCompaction,
     ServerTools,
     StopBus,
     StopSignal,
+    StreamStore,
     TurnInputs,
     TurnReader,
 )
@@ -91,9 +96,12 @@ from agentsvc_core.use_cases.threads import Threads
 from agentsvc_core.use_cases.turn import (
     Meta,
     Turn,
+    encode_events,
 )
 
 __all__ = ["INTERRUPT_WAIT_S", "Conversation", "SendInput", "ToolResultIn"]
+
+log = logging.getLogger("agentsvc.turn")
 
 # at shutdown, how long an interrupted reply has to store itself, then again once
 # cancelled (a tool call ignores the stop): the drain ends within grace + twice this
@@ -114,10 +122,18 @@ class Conversation:
         keys: KeyBroker | None = None,
         configs: AgentConfigs | None = None,
         compactor: Compactor | None = None,
+        *,
+        streams: StreamStore | None = None,
+        follows: FollowRequests | None = None,
+        replay_s: float = 600.0,
+        flush_s: float = 0.1,
     ) -> None:
         """``stale_after_s``: a running reply whose heartbeat is older than this is
         taken for dead (its process crashed) and marked interrupted; the running
-        process refreshes the heartbeat four times in that span."""
+        process refreshes the heartbeat four times in that span. ``replay_s``: how
+        long a finished reply's events stay readable (re-attach). ``flush_s``: while
+        a client in another process follows a reply, its events are written at most
+        this long after they happen (``streams``, on ``follows`` requests)."""
         self._keys = keys
         self._configs = configs
         self._stale_after = timedelta(seconds=stale_after_s)
@@ -136,6 +152,13 @@ class Conversation:
         self._beats = Heartbeats(store, clock, stale_after_s / 4, self._running)
         self._reply = Reply(store, tools, clock, compactor)
         self._closing: asyncio.Task[None] | None = None  # the drain, once shutdown began
+        self._turns: dict[UUID, Turn] = {}  # the running replies' event buffers
+        self._streams = streams
+        self.replay = timedelta(seconds=replay_s)
+        self._flush_s = flush_s
+        self._flushers: set[asyncio.Task[None]] = set()
+        if follows is not None and streams is not None:
+            follows.on_follow(self._followed)
         self._interrupting = False  # the grace is over: a reply stored now ends at once
 
     # --- the HTTP-facing operations -------------------------------------------
@@ -178,6 +201,7 @@ class Conversation:
         if switch is not None:
             offered.append(switch)
         plan = Plan(
+            keep_events=self.replay,
             who=who,
             thread=thread,
             agent=agent,
@@ -279,6 +303,7 @@ class Conversation:
             turn, task, begun = self._start(plan, run, fresh or history, meta, stop)
         begun.set_result(None)
         self._running[run.id] = (run.org_id, task, stop)
+        self._turns[run.id] = turn
         task.add_done_callback(lambda _: self._ended(run.id))
         if self._interrupting:
             stop.interrupt()
@@ -287,12 +312,35 @@ class Conversation:
 
     def _ended(self, run_id: UUID) -> None:
         self._running.pop(run_id, None)
+        self._turns.pop(run_id, None)
         self._stops.unwatch(run_id)
+
+    def turn(self, run_id: UUID) -> Turn | None:
+        """The event buffer of a reply this process runs (None: not here, or over)."""
+        return self._turns.get(run_id)
+
+    # --- followers in other processes ------------------------------------------
+
+    def _followed(self, run_id: UUID) -> None:
+        """A client in another process follows this reply (if it runs here): from now
+        on its events are stored in batches as they come."""
+        turn = self._turns.get(run_id)
+        entry = self._running.get(run_id)
+        if turn is None or entry is None or turn.followed or self._streams is None:
+            return
+        turn.followed = True
+        task = asyncio.create_task(
+            _store_as_it_comes(self._streams, entry[0], turn, self._flush_s, self._clock),
+            name=f"turn-events-{run_id}",
+        )
+        self._flushers.add(task)
+        task.add_done_callback(self._flushers.discard)
 
     def _start(
         self, plan: Plan, run: Run, history: list[Message], meta: Meta, stop: StopSignal
     ) -> tuple[Turn, asyncio.Task[None], asyncio.Future[None]]:
         turn = Turn(run.id, run.thread_id)
+        turn.keep = plan.keep_events
         turn.emit(meta)
         begun: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         task = asyncio.create_task(
@@ -319,9 +367,13 @@ class Conversation:
     async def sweep(self) -> int:
         """Mark replies whose process died as interrupted: those whose process is
         known to be gone, and those whose heartbeat is stale (run at start-up and
-        periodically)."""
+        periodically); drop the stored events kept long enough. Returns how many
+        replies it marked."""
         now = self._clock.now()
-        return await self._store.interrupt_stale(now - self._stale_after, now)
+        count = await self._store.interrupt_stale(now - self._stale_after, now)
+        if self._streams is not None:
+            await self._streams.purge_events(now)  # kept long enough (``replay_s``)
+        return count
 
     def close(self, grace_s: float) -> asyncio.Task[None]:
         """Begin shutting down: refuse new sends from now on, let running replies
@@ -379,3 +431,42 @@ class Conversation:
                 raise PermissionDenied("only participants may post to this thread")
             return sender_id, msg.sender_name or member.display_name
         return sender_id, msg.sender_name
+
+
+# the most events a batch written while followed holds
+MAX_BATCH = 512
+
+
+async def _store_as_it_comes(
+    streams: StreamStore, org_id: str, turn: Turn, flush_s: float, clock: Clock
+) -> None:
+    """Write a followed reply's events in batches: each at most ``flush_s`` after
+    its first event, or once ``MAX_BATCH`` are waiting, until the reply ends (its
+    final write stores the rest). A failed write is tried again with the next."""
+    loop = asyncio.get_running_loop()
+    while True:
+        if await turn.read(turn.stored, 60.0) == []:
+            return  # the reply is over: its final write stored everything
+        deadline = loop.time() + flush_s
+        while len(turn.events) - turn.stored < MAX_BATCH and (left := deadline - loop.time()) > 0:
+            if await turn.read(len(turn.events), left) == []:
+                return
+        if turn.closed:
+            return
+        first, events = turn.stored, turn.events[turn.stored :]
+        if not events:
+            continue
+        batch = EventBatch(
+            first=first,
+            count=len(events),
+            data=encode_events(events),
+            # kept while the reply runs on, then as long as its last batch
+            keep_until=clock.now() + turn.keep + timedelta(hours=1),
+        )
+        try:
+            await streams.append_events(org_id, turn.run_id, batch)
+        except DomainError as exc:
+            log.warning("events of reply %s not stored yet: %s", turn.run_id, exc.detail)
+            await asyncio.sleep(flush_s)
+            continue
+        turn.stored = max(turn.stored, first + len(events))

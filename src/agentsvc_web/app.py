@@ -34,6 +34,7 @@ from agentsvc_web.controllers.settings import (
 )
 from agentsvc_web.errors import EXCEPTION_HANDLERS
 from agentsvc_web.headers import hardening_headers
+from agentsvc_web.idempotency import idempotency_keys
 from agentsvc_web.limits import RateLimits, rate_limits
 from agentsvc_web.openapi import operations
 from agentsvc_web.options import answer_options
@@ -119,6 +120,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             by_address,
             bearer_auth(services.authenticator),
             by_credential,
+            idempotency_keys(services.idempotency, settings.max_body_bytes),
         ],
         guards=[access_guard],
         exception_handlers={**EXCEPTION_HANDLERS, RequestReadTimeout: request_timeout_response},

@@ -44,6 +44,7 @@ from agentsvc_core.ports.registry import McpRegistry
 from agentsvc_core.ports.resolver import CredentialResolver
 from agentsvc_core.use_cases import Agents, ApiKeys, Authenticator, Conversation, Threads
 from agentsvc_core.use_cases.compaction import Compactor
+from agentsvc_core.use_cases.idempotency import Idempotency
 from agentsvc_core.use_cases.mcp_oauth import McpOAuth
 from agentsvc_core.use_cases.mcp_servers import McpServers, McpTools
 from agentsvc_core.use_cases.org_settings import (
@@ -53,7 +54,6 @@ from agentsvc_core.use_cases.org_settings import (
     OrgSettings,
 )
 from agentsvc_core.use_cases.registry import RegistrySearch
-from agentsvc_core.use_cases.streams import Streams
 from agentsvc_web.settings import Settings, SettingsError
 
 log = logging.getLogger("agentsvc")
@@ -140,19 +140,12 @@ class Services:
             compactor=Compactor(storage.secrets, box),
             streams=storage.streams,
             follows=follows,
+            idempotency=storage.idempotency,
             replay_s=settings.stream_replay_s,
             flush_s=settings.stream_flush_ms / 1000,
         )
-        self.streams = Streams(
-            self.threads,
-            storage.conversations,
-            storage.streams,
-            self.conversation.turn,
-            clock,
-            follows=follows,
-            stale_after_s=settings.run_stale_after_s,
-            replay=self.conversation.replay,
-        )
+        self.streams = self.conversation.streams
+        self.idempotency = Idempotency(storage.idempotency, box, clock)
 
     async def _sweep(self) -> None:
         """Replies whose process died stop counting as running."""

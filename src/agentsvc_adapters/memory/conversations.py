@@ -6,6 +6,7 @@ from uuid import UUID
 
 import msgspec
 
+from agentsvc_adapters.memory.idempotency import MemoryIdempotency
 from agentsvc_core.entities import (
     Message,
     Participant,
@@ -14,7 +15,7 @@ from agentsvc_core.entities import (
     UsageRecord,
     visible_in_history,
 )
-from agentsvc_core.errors import NotFound, ThreadBusy
+from agentsvc_core.errors import IdempotencyKeyInUse, NotFound, ThreadBusy
 from agentsvc_core.ports import (
     ConversationStore,
     EventBatch,
@@ -22,6 +23,7 @@ from agentsvc_core.ports import (
     StreamStore,
     ThreadRepository,
 )
+from agentsvc_core.ports.idempotency import IdempotencyClaim
 
 _TICK = timedelta(microseconds=1)
 
@@ -120,7 +122,9 @@ class MemoryConversations(ConversationStore, StreamStore):
     """The turn's storage and the replies' stored events (one object: the events'
     reads need the runs)."""
 
-    def __init__(self) -> None:
+    def __init__(self, keys: MemoryIdempotency | None = None) -> None:
+        """``keys``: where a send's idempotency key is claimed with its run."""
+        self._keys = keys or MemoryIdempotency()
         self._messages: dict[tuple[str, UUID], list[Message]] = {}
         self._runs: dict[tuple[str, UUID], list[Run]] = {}
         self._usage: dict[tuple[str, UUID], list[UsageRecord]] = {}
@@ -137,9 +141,18 @@ class MemoryConversations(ConversationStore, StreamStore):
         return list(history), len(history)
 
     async def begin_turn(
-        self, run: Run, new: list[Message], stale_before: datetime, seen: int | None = None
+        self,
+        run: Run,
+        new: list[Message],
+        stale_before: datetime,
+        seen: int | None = None,
+        claim: IdempotencyClaim | None = None,
     ) -> list[Message] | None:
         runs = self.runs_of(run.org_id, run.thread_id)
+        if claim is not None:
+            held = await self._keys.find(run.org_id, claim.key, claim.at)
+            if held is not None:
+                raise IdempotencyKeyInUse()
         for i, r in enumerate(runs):
             if r.status == "running":
                 if r.heartbeat_at >= stale_before:
@@ -148,6 +161,8 @@ class MemoryConversations(ConversationStore, StreamStore):
                     r, status="interrupted", finished_at=run.started_at
                 )
         runs.append(run)
+        if claim is not None:
+            self._keys.take(run.org_id, claim, run.id)
         history = self._messages.setdefault((run.org_id, run.thread_id), [])
         unchanged = seen == len(history)
         history.extend(new)

@@ -7,6 +7,7 @@ from uuid import UUID
 import msgspec
 
 from agentsvc_adapters.memory.conversations import MemoryConversations, MemoryThreads
+from agentsvc_adapters.memory.idempotency import MemoryIdempotency
 from agentsvc_adapters.memory.mcps import MemoryMcps
 from agentsvc_adapters.memory.secrets import MemorySecrets
 from agentsvc_core.entities import Agent, ApiKey, Organization
@@ -24,6 +25,7 @@ from agentsvc_core.ports import (
     TurnInputs,
     TurnReader,
 )
+from agentsvc_core.ports.idempotency import IdempotencyStore
 
 
 class MemoryOrganizations(OrganizationRepository):
@@ -139,7 +141,8 @@ class MemoryStorage(Storage):
         self._orgs = MemoryOrganizations()
         self._keys = MemoryApiKeys()
         self._agents = MemoryAgents()
-        self._conversations = MemoryConversations()
+        self._idempotency = MemoryIdempotency()
+        self._conversations = MemoryConversations(self._idempotency)
         self._threads = MemoryThreads(self._conversations)
         self._mcps = MemoryMcps()
         self._secrets = MemorySecrets()
@@ -182,3 +185,7 @@ class MemoryStorage(Storage):
     @property
     def streams(self) -> StreamStore:
         return self._conversations
+
+    @property
+    def idempotency(self) -> IdempotencyStore:
+        return self._idempotency

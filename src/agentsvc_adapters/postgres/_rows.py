@@ -34,6 +34,7 @@ __all__ = [
     "ATT_COLS",
     "EVENTS_INSERT",
     "HISTORY",
+    "KEY_CLAIM",
     "KEY_COLS",
     "MSG_COLS",
     "PART_COLS",
@@ -240,4 +241,17 @@ ATT_COLS = "org_id, owner_kind, owner_id, mcp_id, allowed_tools::text, created_a
 EVENTS_INSERT = (
     "INSERT INTO run_events (org_id, run_id, seq_end, first, data, keep_until)"
     " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
+)
+
+
+# Claim an idempotency key (``%(org)s, %(key)s, %(fp)s, %(run)s, %(at)s, %(until)s``):
+# a row comes back when the key was free or expired before ``at``; none when it is
+# held (a racing claim waits for the other's transaction, then finds it held).
+KEY_CLAIM = (
+    "INSERT INTO idempotency_keys (org_id, key, fingerprint, run_id, created_at, expires_at)"
+    " VALUES (%(org)s, %(key)s, %(fp)s, %(run)s, %(at)s, %(until)s)"
+    " ON CONFLICT (org_id, key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint,"
+    " run_id = EXCLUDED.run_id, status = NULL, content_type = NULL, body = NULL,"
+    " created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at"
+    " WHERE idempotency_keys.expires_at < EXCLUDED.created_at RETURNING 1"
 )

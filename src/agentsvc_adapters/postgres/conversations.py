@@ -23,6 +23,7 @@ import msgspec
 from agentsvc_adapters.postgres._rows import (
     EVENTS_INSERT,
     HISTORY,
+    KEY_CLAIM,
     MSG_COLS,
     PART_COLS,
     RUN_COLS,
@@ -34,7 +35,7 @@ from agentsvc_adapters.postgres._rows import (
     to_thread,
 )
 from agentsvc_adapters.postgres.owners import ORPHANED
-from agentsvc_adapters.postgres.pool import Pool, Repo, translate
+from agentsvc_adapters.postgres.pool import Connection, Pool, Repo, translate
 from agentsvc_core.entities import (
     Message,
     Participant,
@@ -44,8 +45,15 @@ from agentsvc_core.entities import (
     UsageRecord,
     visible_in_history,
 )
-from agentsvc_core.errors import Conflict, NotFound, StorageError, ThreadBusy
+from agentsvc_core.errors import (
+    Conflict,
+    IdempotencyKeyInUse,
+    NotFound,
+    StorageError,
+    ThreadBusy,
+)
 from agentsvc_core.ports import ConversationStore, EventBatch, ThreadRepository
+from agentsvc_core.ports.idempotency import IdempotencyClaim
 
 _enc = msgspec.json.Encoder()
 _meta = msgspec.json.Decoder(dict[str, str])
@@ -287,6 +295,22 @@ def _usage_params(u: UsageRecord) -> tuple[Any, ...]:
     )
 
 
+async def _claim(conn: Connection, run: Run, claim: IdempotencyClaim) -> None:
+    cur = await conn.execute(
+        KEY_CLAIM,
+        {
+            "org": run.org_id,
+            "key": claim.key,
+            "fp": claim.fingerprint,
+            "run": run.id,
+            "at": claim.at,
+            "until": claim.expires_at,
+        },
+    )
+    if await cur.fetchone() is None:
+        raise IdempotencyKeyInUse()
+
+
 def _event_params(org_id: str, run_id: UUID, b: EventBatch) -> tuple[Any, ...]:
     return (org_id, run_id, b.first + b.count, b.first, b.data, b.keep_until)
 
@@ -298,7 +322,12 @@ class PostgresConversations(Repo, ConversationStore):
         self._owner = owner
 
     async def begin_turn(
-        self, run: Run, new: list[Message], stale_before: datetime, seen: int | None = None
+        self,
+        run: Run,
+        new: list[Message],
+        stale_before: datetime,
+        seen: int | None = None,
+        claim: IdempotencyClaim | None = None,
     ) -> list[Message] | None:
         # One statement (atomic without a transaction block): insert the run and the
         # messages, and count the thread's messages as they were before it: equal to
@@ -309,7 +338,12 @@ class PostgresConversations(Repo, ConversationStore):
         for attempt in (1, 2):
             try:
                 async with translate(), self._pool.connection() as conn:
-                    rows = await conn.hot(sql, params)
+                    if claim is None:
+                        rows = await conn.hot(sql, params)
+                    else:  # the key first, in the same transaction
+                        async with conn.transaction():
+                            await _claim(conn, run, claim)
+                            rows = await conn.hot(sql, params)
                     if rows[0][0] == seen:
                         return None
                     # A message came after the read (another process's turn, or a reply
@@ -318,6 +352,8 @@ class PostgresConversations(Repo, ConversationStore):
                     # meanwhile is missed.
                     cur = await conn.execute(HISTORY, (run.org_id, run.thread_id))
                     return [to_message(r) for r in await cur.fetchall()]
+            except IdempotencyKeyInUse:
+                raise
             except Conflict as exc:
                 if attempt == 1 and await self._interrupt_stale_run(run, stale_before):
                     continue

@@ -16,6 +16,7 @@ from psycopg.rows import tuple_row
 from agentsvc_adapters.postgres.agents import PostgresAgents
 from agentsvc_adapters.postgres.api_keys import PostgresApiKeys
 from agentsvc_adapters.postgres.conversations import PostgresConversations, PostgresThreads
+from agentsvc_adapters.postgres.idempotency import PostgresIdempotency
 from agentsvc_adapters.postgres.mcps import PostgresMcps
 from agentsvc_adapters.postgres.organizations import PostgresOrganizations
 from agentsvc_adapters.postgres.owners import new_owner
@@ -42,6 +43,7 @@ from agentsvc_core.ports import (
     ThreadRepository,
     TurnReader,
 )
+from agentsvc_core.ports.idempotency import IdempotencyStore
 
 
 class PostgresStorage(Storage):
@@ -74,6 +76,7 @@ class PostgresStorage(Storage):
         self._secrets = PostgresSecrets(self.pool)
         self._turn_reader = PostgresTurnReader(self.pool)
         self._streams = PostgresStreams(self.pool)
+        self._idempotency = PostgresIdempotency(self.pool)
 
     async def open(self) -> None:
         async with translate():
@@ -117,3 +120,7 @@ class PostgresStorage(Storage):
     @property
     def streams(self) -> StreamStore:
         return self._streams
+
+    @property
+    def idempotency(self) -> IdempotencyStore:
+        return self._idempotency

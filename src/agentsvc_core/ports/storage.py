@@ -24,6 +24,7 @@ from agentsvc_core.entities import (
     Thread,
     UsageRecord,
 )
+from agentsvc_core.ports.idempotency import IdempotencyClaim, IdempotencyStore
 from agentsvc_core.ports.sealed import SealedRecord, SecretStore
 from agentsvc_core.ports.streams import EventBatch, StreamStore
 
@@ -134,7 +135,12 @@ class ConversationStore(Protocol):
     turn costs two writes: one to begin, one to finish."""
 
     async def begin_turn(
-        self, run: Run, new: list[Message], stale_before: datetime, seen: int | None = None
+        self,
+        run: Run,
+        new: list[Message],
+        stale_before: datetime,
+        seen: int | None = None,
+        claim: IdempotencyClaim | None = None,
     ) -> list[Message] | None:
         """Atomically: refuse with ``Conflict(code="THREAD_BUSY")`` when the
         thread has a running run whose heartbeat is newer than ``stale_before``
@@ -144,7 +150,11 @@ class ConversationStore(Protocol):
         ``seen`` is the ``history_mark`` of a ``turn_inputs`` read: when no message
         was added to the thread since that read, return ``None`` (the history is
         what was read, then ``new``). Otherwise, and without ``seen``, return the
-        thread's whole history (all roles, oldest first, ``new`` last)."""
+        thread's whole history (all roles, oldest first, ``new`` last).
+
+        ``claim``: the send's idempotency key, claimed for ``run`` in the same
+        write; ``IdempotencyKeyInUse`` (and nothing stored) when the key is held
+        (``IdempotencyStore``)."""
         ...
 
     async def heartbeat(self, runs: list[tuple[str, UUID]], at: datetime) -> None:
@@ -294,3 +304,6 @@ class Storage(Protocol):
 
     @property
     def streams(self) -> StreamStore: ...
+
+    @property
+    def idempotency(self) -> IdempotencyStore: ...

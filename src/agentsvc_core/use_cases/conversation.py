@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 from uuid import UUID
 
 from agentsvc_core.entities import (
@@ -46,6 +46,8 @@ from agentsvc_core.entities import (
 )
 from agentsvc_core.errors import (
     DomainError,
+    IdempotencyKeyInUse,
+    IdempotencyKeyReused,
     InvalidInput,
     NotFound,
     PermissionDenied,
@@ -62,10 +64,12 @@ from agentsvc_core.ports import (
     ServerTools,
     StopBus,
     StopSignal,
+    StoredStream,
     StreamStore,
     TurnInputs,
     TurnReader,
 )
+from agentsvc_core.ports.idempotency import IdempotencyClaim, IdempotencyStore
 from agentsvc_core.rules import (
     MAX_TITLE,
     MAX_USER_ID,
@@ -81,6 +85,7 @@ from agentsvc_core.use_cases.context import (
     system_prompt,
 )
 from agentsvc_core.use_cases.heartbeats import Heartbeats
+from agentsvc_core.use_cases.idempotency import KEEP, RequestKey
 from agentsvc_core.use_cases.org_settings import (
     AgentConfigs,
     KeyBroker,
@@ -92,8 +97,10 @@ from agentsvc_core.use_cases.send_input import (
     check_input,
     check_tool_results,
 )
+from agentsvc_core.use_cases.streams import Streams
 from agentsvc_core.use_cases.threads import Threads
 from agentsvc_core.use_cases.turn import (
+    EventSource,
     Meta,
     Turn,
     encode_events,
@@ -125,6 +132,7 @@ class Conversation:
         *,
         streams: StreamStore | None = None,
         follows: FollowRequests | None = None,
+        idempotency: IdempotencyStore | None = None,
         replay_s: float = 600.0,
         flush_s: float = 0.1,
     ) -> None:
@@ -159,14 +167,62 @@ class Conversation:
         self._flushers: set[asyncio.Task[None]] = set()
         if follows is not None and streams is not None:
             follows.on_follow(self._followed)
+        self._keys_store = idempotency
+        # re-attach (and the replies of retried sends): this process's turns, or storage
+        self.streams = Streams(
+            threads,
+            store,
+            streams or _NoStoredEvents(),
+            self.turn,
+            clock,
+            follows=follows,
+            stale_after_s=stale_after_s,
+            replay=self.replay,
+        )
         self._interrupting = False  # the grace is over: a reply stored now ends at once
 
     # --- the HTTP-facing operations -------------------------------------------
 
-    async def send(self, who: Principal, thread_id: UUID, msg: SendInput) -> Turn:
+    async def send(
+        self, who: Principal, thread_id: UUID, msg: SendInput, key: RequestKey | None = None
+    ) -> EventSource:
         """Validate, store the user's message and start the reply. Raises
         ``NotFound``, ``PermissionDenied``, ``InvalidInput`` or ``Conflict``
-        (THREAD_BUSY) before anything streams; ``Unavailable`` once shutdown began."""
+        (THREAD_BUSY) before anything streams; ``Unavailable`` once shutdown began.
+
+        With an idempotency ``key`` (use_cases/idempotency.py) the key is claimed
+        with the run: a send whose key already started a reply gets that reply's
+        stream from its first event (live or stored) and stores nothing; one whose
+        key was used for another request is refused (``IdempotencyKeyReused``)."""
+        if key is None or self._keys_store is None:
+            return await self._send(who, thread_id, msg, None)
+        claim = key.claim(self._clock)
+        again = await self._sent_before(who, thread_id, claim)
+        if again is not None:
+            return again
+        try:
+            return await self._send(who, thread_id, msg, claim)
+        except (ThreadBusy, IdempotencyKeyInUse):
+            # a retry racing the first: its reply is the one in the way
+            again = await self._sent_before(who, thread_id, claim)
+            if again is None:
+                raise
+            return again
+
+    async def _sent_before(
+        self, who: Principal, thread_id: UUID, claim: IdempotencyClaim
+    ) -> EventSource | None:
+        assert self._keys_store is not None  # checked by send
+        held = await self._keys_store.find(who.org_id, claim.key, claim.at)
+        if held is None:
+            return None
+        if held.fingerprint != claim.fingerprint or held.run_id is None:
+            raise IdempotencyKeyReused()
+        return await self.streams.follow(who, thread_id, held.run_id, 0, keep=KEEP)
+
+    async def _send(
+        self, who: Principal, thread_id: UUID, msg: SendInput, claim: IdempotencyClaim | None
+    ) -> Turn:
         if self._closing is not None:
             raise Unavailable("the service is shutting down; send again in a moment")
         check_input(msg)
@@ -201,7 +257,7 @@ class Conversation:
         if switch is not None:
             offered.append(switch)
         plan = Plan(
-            keep_events=self.replay,
+            keep_events=self.replay if claim is None else max(self.replay, KEEP),
             who=who,
             thread=thread,
             agent=agent,
@@ -260,10 +316,16 @@ class Conversation:
                 )
             )
         meta = Meta(started_at=now, run_id=run.id, thread_id=thread.id, model=model_id)
-        return await self._begin(plan, run, new, inputs, meta)
+        return await self._begin(plan, run, new, inputs, meta, claim)
 
     async def _begin(
-        self, plan: Plan, run: Run, new: list[Message], inputs: TurnInputs, meta: Meta
+        self,
+        plan: Plan,
+        run: Run,
+        new: list[Message],
+        inputs: TurnInputs,
+        meta: Meta,
+        claim: IdempotencyClaim | None,
     ) -> Turn:
         """Store the run and start the reply, both at once: the model call is made
         while begin_turn stores the run, so its first token is not held up by that
@@ -283,7 +345,7 @@ class Conversation:
             turn, task, begun = self._start(plan, run, history, meta, stop)
         try:
             fresh = await self._store.begin_turn(
-                run, new, run.started_at - self._stale_after, inputs.history_mark
+                run, new, run.started_at - self._stale_after, inputs.history_mark, claim
             )
         except BaseException:
             if early:
@@ -373,6 +435,8 @@ class Conversation:
         count = await self._store.interrupt_stale(now - self._stale_after, now)
         if self._streams is not None:
             await self._streams.purge_events(now)  # kept long enough (``replay_s``)
+        if self._keys_store is not None:
+            await self._keys_store.purge_keys(now)  # past their 24 hours
         return count
 
     def close(self, grace_s: float) -> asyncio.Task[None]:
@@ -470,3 +534,16 @@ async def _store_as_it_comes(
             await asyncio.sleep(flush_s)
             continue
         turn.stored = max(turn.stored, first + len(events))
+
+
+class _NoStoredEvents(StreamStore):
+    """Without a stream store (unit tests): replies are followed only from memory."""
+
+    async def append_events(self, org_id: str, run_id: UUID, batch: EventBatch) -> None:
+        return None
+
+    async def stream(self, org_id: str, run_id: UUID, after: int) -> StoredStream | None:
+        return None
+
+    async def purge_events(self, now: datetime) -> int:
+        return 0

@@ -67,12 +67,19 @@ class Streams:
         self._poll_s = poll_s
 
     async def follow(
-        self, who: Principal, thread_id: UUID, run_id: UUID | None, after: int
+        self,
+        who: Principal,
+        thread_id: UUID,
+        run_id: UUID | None,
+        after: int,
+        *,
+        keep: timedelta | None = None,
     ) -> EventSource:
         """The reply's events from index ``after`` on (the SSE id ``after`` was the
         last one seen). Raises ``NotFound`` when the thread is not the caller's, has
         no running reply (without ``run_id``), or ``run_id`` is not one of its
-        replies whose events are still kept."""
+        replies whose events are still kept (``keep`` after it ended: by default
+        the replay window; a retried send's reply is kept as long as its key)."""
         thread = await self._threads.visible(who, thread_id)
         now = self._clock.now()
         if run_id is None:
@@ -88,7 +95,9 @@ class Streams:
         if stored is None or stored.run.thread_id != thread.id:
             raise NotFound("no such reply on this thread")
         run = stored.run
-        if run.finished_at is not None and run.finished_at < now - self._replay:
+        if run.finished_at is not None and run.finished_at < now - max(
+            keep or self._replay, self._replay
+        ):
             raise NotFound("the reply's events are no longer kept")
         reply = StoredReply(
             self._store,

@@ -24,6 +24,7 @@ from agentsvc_core.use_cases import (
 from agentsvc_core.use_cases.streams import Streams
 from agentsvc_web.access import MEMBER
 from agentsvc_web.auth import principal_of
+from agentsvc_web.idempotency import request_key
 from agentsvc_web.openapi import errors
 from agentsvc_web.schemas import (
     MessageListOut,
@@ -57,6 +58,10 @@ def _cursor(raw: str | None) -> datetime | None:
 
 
 MAX_EVENT_ID = 1_000_000_000
+
+
+def _has_key(request: Req) -> bool:
+    return "idempotency-key" in request.headers
 
 
 def _event_id(raw: str) -> int:
@@ -193,7 +198,8 @@ class ThreadController(Controller):
             system_prompt_overlay=join_overlay(data.system_prompt_overlay),
             metadata=data.metadata,
         )
-        turn = await conversation.send(principal_of(request), thread_id, msg)
+        key = request_key(request.scope, await request.body()) if _has_key(request) else None
+        turn = await conversation.send(principal_of(request), thread_id, msg, key)
         return SseStream(
             # from the app's state, not a second dependency: two dependencies of one
             # handler make Litestar resolve them in a task group on every send

@@ -15,3 +15,20 @@ CREATE TABLE run_events (
 -- The sweep's purge: rows arrive roughly in keep_until order, which BRIN summarises
 -- for next to nothing on the insert path.
 CREATE INDEX run_events_keep_until ON run_events USING brin (keep_until);
+
+-- Idempotency keys (Idempotency-Key; agentsvc_core/ports/idempotency.py): per
+-- organization, 24 hours. A send's key names its run; another POST's key holds its
+-- response once complete (status NULL until then), the body sealed.
+CREATE TABLE idempotency_keys (
+    org_id        text        NOT NULL,
+    key           text        NOT NULL,
+    fingerprint   bytea       NOT NULL,
+    run_id        uuid,
+    status        integer,
+    content_type  text,
+    body          text,
+    created_at    timestamptz NOT NULL,
+    expires_at    timestamptz NOT NULL,
+    PRIMARY KEY (org_id, key)
+);
+CREATE INDEX idempotency_keys_expires ON idempotency_keys USING brin (expires_at);

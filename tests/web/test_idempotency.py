@@ -112,7 +112,8 @@ def test_keys_belong_to_the_organization(client: TestClient[Any], auth: H) -> No
 
 def test_malformed_keys_are_refused(client: TestClient[Any], auth: H) -> None:
     for bad in (b"", b"x" * 256, b"has space", "é".encode()):
-        r = client.post("/api/agents", json={"name": "A"}, headers={**auth, "Idempotency-Key": bad})
+        sent = {b"authorization": auth["Authorization"].encode(), b"idempotency-key": bad}
+        r = client.post("/api/agents", json={"name": "A"}, headers=sent)
         assert r.status_code == 422, (bad, r.text)
         assert "Idempotency-Key" in r.json()["detail"]
     assert client.get("/api/agents", headers=auth).json() == []

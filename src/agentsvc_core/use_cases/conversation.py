@@ -183,18 +183,20 @@ class Conversation:
 
     # --- the HTTP-facing operations -------------------------------------------
 
-    async def send(
-        self, who: Principal, thread_id: UUID, msg: SendInput, key: RequestKey | None = None
-    ) -> EventSource:
+    async def send(self, who: Principal, thread_id: UUID, msg: SendInput) -> Turn:
         """Validate, store the user's message and start the reply. Raises
         ``NotFound``, ``PermissionDenied``, ``InvalidInput`` or ``Conflict``
-        (THREAD_BUSY) before anything streams; ``Unavailable`` once shutdown began.
+        (THREAD_BUSY) before anything streams; ``Unavailable`` once shutdown began."""
+        return await self._send(who, thread_id, msg, None)
 
-        With an idempotency ``key`` (use_cases/idempotency.py) the key is claimed
+    async def send_once(
+        self, who: Principal, thread_id: UUID, msg: SendInput, key: RequestKey
+    ) -> EventSource:
+        """``send`` with an idempotency ``key`` (use_cases/idempotency.py), claimed
         with the run: a send whose key already started a reply gets that reply's
         stream from its first event (live or stored) and stores nothing; one whose
         key was used for another request is refused (``IdempotencyKeyReused``)."""
-        if key is None or self._keys_store is None:
+        if self._keys_store is None:
             return await self._send(who, thread_id, msg, None)
         claim = key.claim(self._clock)
         again = await self._sent_before(who, thread_id, claim)

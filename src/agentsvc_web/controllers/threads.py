@@ -198,8 +198,13 @@ class ThreadController(Controller):
             system_prompt_overlay=join_overlay(data.system_prompt_overlay),
             metadata=data.metadata,
         )
+        who = principal_of(request)
         key = request_key(request.scope, await request.body()) if _has_key(request) else None
-        turn = await conversation.send(principal_of(request), thread_id, msg, key)
+        turn = (
+            await conversation.send(who, thread_id, msg)
+            if key is None
+            else await conversation.send_once(who, thread_id, msg, key)
+        )
         return SseStream(
             # from the app's state, not a second dependency: two dependencies of one
             # handler make Litestar resolve them in a task group on every send

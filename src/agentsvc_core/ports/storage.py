@@ -91,7 +91,8 @@ class ThreadRepository(Protocol):
         ...
 
     async def get(self, org_id: str, thread_id: UUID) -> Thread:
-        """Raises ``NotFound``."""
+        """With its ``active_run_id`` (the running run's id), as ``modify`` and
+        ``list_for_agent`` return them. Raises ``NotFound``."""
         ...
 
     async def modify(
@@ -208,7 +209,7 @@ class ConversationStore(Protocol):
 class TurnInputs(msgspec.Struct, frozen=True, kw_only=True):
     """Everything a turn reads before it starts, read together."""
 
-    thread: Thread
+    thread: Thread  # as stored (no ``active_run_id``: ``latest_run`` says it)
     agent: Agent | None  # None: the thread's agent has been deleted
     latest_run: Run | None  # the thread's most recent run
     mcp: list[tuple[McpAttachment, McpServer]]  # the agent's MCP servers, oldest first

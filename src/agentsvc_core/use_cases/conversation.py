@@ -35,46 +35,35 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from datetime import datetime, timedelta
+from datetime import timedelta
 from uuid import UUID
 
 from agentsvc_core.entities import (
     Message,
     Principal,
     Run,
-    Thread,
 )
 from agentsvc_core.errors import (
-    DomainError,
     IdempotencyKeyInUse,
     IdempotencyKeyReused,
-    InvalidInput,
     NotFound,
-    PermissionDenied,
     ThreadBusy,
     Unavailable,
 )
 from agentsvc_core.ports import (
     Clock,
     ConversationStore,
-    EventBatch,
     FollowRequests,
     ModelRouter,
     NativeCompaction,
     ServerTools,
     StopBus,
     StopSignal,
-    StoredStream,
     StreamStore,
     TurnInputs,
     TurnReader,
 )
 from agentsvc_core.ports.idempotency import IdempotencyClaim, IdempotencyStore
-from agentsvc_core.rules import (
-    MAX_TITLE,
-    MAX_USER_ID,
-    check_text,
-)
 from agentsvc_core.use_cases._turn_private import Plan, new_message
 from agentsvc_core.use_cases.compaction import Compactor
 from agentsvc_core.use_cases.context import (
@@ -84,7 +73,7 @@ from agentsvc_core.use_cases.context import (
     profile_switch_tool,
     system_prompt,
 )
-from agentsvc_core.use_cases.heartbeats import Heartbeats
+from agentsvc_core.use_cases.heartbeats import INTERRUPT_WAIT_S, Heartbeats, drain
 from agentsvc_core.use_cases.idempotency import KEEP, RequestKey
 from agentsvc_core.use_cases.org_settings import (
     AgentConfigs,
@@ -96,23 +85,19 @@ from agentsvc_core.use_cases.send_input import (
     ToolResultIn,
     check_input,
     check_tool_results,
+    sender_of,
 )
-from agentsvc_core.use_cases.streams import Streams
+from agentsvc_core.use_cases.streams import NoStoredEvents, Streams, store_as_it_comes
 from agentsvc_core.use_cases.threads import Threads
 from agentsvc_core.use_cases.turn import (
     EventSource,
     Meta,
     Turn,
-    encode_events,
 )
 
 __all__ = ["INTERRUPT_WAIT_S", "Conversation", "SendInput", "ToolResultIn"]
 
 log = logging.getLogger("agentsvc.turn")
-
-# at shutdown, how long an interrupted reply has to store itself, then again once
-# cancelled (a tool call ignores the stop): the drain ends within grace + twice this
-INTERRUPT_WAIT_S = 1.0
 
 
 class Conversation:
@@ -172,7 +157,7 @@ class Conversation:
         self.streams = Streams(
             threads,
             store,
-            streams or _NoStoredEvents(),
+            streams or NoStoredEvents(),
             self.turn,
             clock,
             follows=follows,
@@ -232,7 +217,7 @@ class Conversation:
             who.org_id, thread_id, list(AgentConfigs.KINDS) if self._configs else []
         )
         thread = await self._threads.check_visible(who, inputs.thread)
-        sender_id, sender_name = await self._sender(who, thread, msg)
+        sender_id, sender_name = await sender_of(self._threads, who, thread, msg)
         agent = inputs.agent
         if agent is None:
             raise NotFound("agent not found")
@@ -394,7 +379,7 @@ class Conversation:
             return
         turn.followed = True
         task = asyncio.create_task(
-            _store_as_it_comes(self._streams, entry[0], turn, self._flush_s, self._clock),
+            store_as_it_comes(self._streams, entry[0], turn, self._flush_s, self._clock),
             name=f"turn-events-{run_id}",
         )
         self._flushers.add(task)
@@ -447,8 +432,13 @@ class Conversation:
         an ``INTERRUPTED`` error, their partial text is stored). Returns the one task
         that does it: calling again returns the same task."""
         if self._closing is None:
-            self._closing = asyncio.create_task(self._drain(grace_s), name="turn-drain")
+            self._closing = asyncio.create_task(
+                drain(self._running, grace_s, self._interrupt_now), name="turn-drain"
+            )
         return self._closing
+
+    def _interrupt_now(self) -> None:
+        self._interrupting = True  # a reply stored from now on is interrupted at once
 
     async def shutdown(self, grace_s: float) -> None:
         """``close`` and wait for it; then this object serves sends again (a test
@@ -456,96 +446,3 @@ class Conversation:
         await self.close(grace_s)
         self._beats.cancel()
         self._closing, self._interrupting = None, False
-
-    async def _drain(self, grace_s: float) -> None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + grace_s
-        while self._running and (left := deadline - loop.time()) > 0:
-            await asyncio.wait([task for _, task, _ in self._running.values()], timeout=left)
-        self._interrupting = True
-        ending = list(self._running.values())
-        for _, _, stop in ending:
-            stop.interrupt()  # the model call ends at once; the reply stores what it has
-        if ending:
-            _, stuck = await asyncio.wait([task for _, task, _ in ending], timeout=INTERRUPT_WAIT_S)
-            for task in stuck:
-                task.cancel()  # in a tool call, which a stop does not cut short
-            if stuck:
-                await asyncio.wait(stuck, timeout=INTERRUPT_WAIT_S)
-
-    # --- who sends -------------------------------------------------------------
-
-    async def _sender(
-        self, who: Principal, thread: Thread, msg: SendInput
-    ) -> tuple[str | None, str | None]:
-        sender_id = msg.sender_id
-        if msg.sender_name is not None:
-            check_text("sender_name", msg.sender_name, max_len=MAX_TITLE)
-        if sender_id is not None:
-            check_text("sender_id", sender_id, max_len=MAX_USER_ID, required=True)
-        if who.user_id is not None:
-            if sender_id is not None and sender_id != who.user_id:
-                raise PermissionDenied("a user token may only post as its own user")
-            sender_id = who.user_id
-        if thread.kind == "multiplayer":
-            if sender_id is None:
-                raise InvalidInput(
-                    "sender_id", "required to post to a multiplayer thread with an API key"
-                )
-            member = await self._threads.participant(who.org_id, thread.id, sender_id)
-            if member is None:
-                raise PermissionDenied("only participants may post to this thread")
-            return sender_id, msg.sender_name or member.display_name
-        return sender_id, msg.sender_name
-
-
-# the most events a batch written while followed holds
-MAX_BATCH = 512
-
-
-async def _store_as_it_comes(
-    streams: StreamStore, org_id: str, turn: Turn, flush_s: float, clock: Clock
-) -> None:
-    """Write a followed reply's events in batches: each at most ``flush_s`` after
-    its first event, or once ``MAX_BATCH`` are waiting, until the reply ends (its
-    final write stores the rest). A failed write is tried again with the next."""
-    loop = asyncio.get_running_loop()
-    while True:
-        if await turn.read(turn.stored, 60.0) == []:
-            return  # the reply is over: its final write stored everything
-        deadline = loop.time() + flush_s
-        while len(turn.events) - turn.stored < MAX_BATCH and (left := deadline - loop.time()) > 0:
-            if await turn.read(len(turn.events), left) == []:
-                return
-        if turn.closed:
-            return
-        first, events = turn.stored, turn.events[turn.stored :]
-        if not events:
-            continue
-        batch = EventBatch(
-            first=first,
-            count=len(events),
-            data=encode_events(events),
-            # kept while the reply runs on, then as long as its last batch
-            keep_until=clock.now() + turn.keep + timedelta(hours=1),
-        )
-        try:
-            await streams.append_events(org_id, turn.run_id, batch)
-        except DomainError as exc:
-            log.warning("events of reply %s not stored yet: %s", turn.run_id, exc.detail)
-            await asyncio.sleep(flush_s)
-            continue
-        turn.stored = max(turn.stored, first + len(events))
-
-
-class _NoStoredEvents(StreamStore):
-    """Without a stream store (unit tests): replies are followed only from memory."""
-
-    async def append_events(self, org_id: str, run_id: UUID, batch: EventBatch) -> None:
-        return None
-
-    async def stream(self, org_id: str, run_id: UUID, after: int) -> StoredStream | None:
-        return None
-
-    async def purge_events(self, now: datetime) -> int:
-        return 0

@@ -16,13 +16,21 @@ Event ids are positions in the reply (1 for ``meta``), the same from every proce
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from uuid import UUID
 
 from agentsvc_core.entities import Principal, Run
-from agentsvc_core.errors import NotFound
-from agentsvc_core.ports import Clock, ConversationStore, FollowRequests, StreamStore
+from agentsvc_core.errors import DomainError, NotFound
+from agentsvc_core.ports import (
+    Clock,
+    ConversationStore,
+    EventBatch,
+    FollowRequests,
+    StoredStream,
+    StreamStore,
+)
 from agentsvc_core.use_cases._turn_private import INTERRUPTED
 from agentsvc_core.use_cases.threads import Threads
 from agentsvc_core.use_cases.turn import (
@@ -31,9 +39,12 @@ from agentsvc_core.use_cases.turn import (
     EventSource,
     Turn,
     decode_events,
+    encode_events,
 )
 
-__all__ = ["StoredReply", "Streams"]
+__all__ = ["MAX_BATCH", "NoStoredEvents", "StoredReply", "Streams", "store_as_it_comes"]
+
+log = logging.getLogger("agentsvc.turn")
 
 # while a follower in another process sees nothing new, the follow request is sent
 # again this often (the reply's process may have missed it: its listener reconnected)
@@ -190,3 +201,55 @@ class StoredReply(EventSource):
                 asked = loop.time()
                 await self._ask(self._run_id)
         return self._events[start - self._base :]
+
+
+# the most events a batch written while followed holds
+MAX_BATCH = 512
+
+
+async def store_as_it_comes(
+    streams: StreamStore, org_id: str, turn: Turn, flush_s: float, clock: Clock
+) -> None:
+    """Write a followed reply's events in batches: each at most ``flush_s`` after
+    its first event, or once ``MAX_BATCH`` are waiting, until the reply ends (its
+    final write stores the rest). A failed write is tried again with the next."""
+    loop = asyncio.get_running_loop()
+    while True:
+        if await turn.read(turn.stored, 60.0) == []:
+            return  # the reply is over: its final write stored everything
+        deadline = loop.time() + flush_s
+        while len(turn.events) - turn.stored < MAX_BATCH and (left := deadline - loop.time()) > 0:
+            if await turn.read(len(turn.events), left) == []:
+                return
+        if turn.closed:
+            return
+        first, events = turn.stored, turn.events[turn.stored :]
+        if not events:
+            continue
+        batch = EventBatch(
+            first=first,
+            count=len(events),
+            data=encode_events(events),
+            # kept while the reply runs on, then as long as its last batch
+            keep_until=clock.now() + turn.keep + timedelta(hours=1),
+        )
+        try:
+            await streams.append_events(org_id, turn.run_id, batch)
+        except DomainError as exc:
+            log.warning("events of reply %s not stored yet: %s", turn.run_id, exc.detail)
+            await asyncio.sleep(flush_s)
+            continue
+        turn.stored = max(turn.stored, first + len(events))
+
+
+class NoStoredEvents(StreamStore):
+    """Without a stream store (unit tests): replies are followed only from memory."""
+
+    async def append_events(self, org_id: str, run_id: UUID, batch: EventBatch) -> None:
+        return None
+
+    async def stream(self, org_id: str, run_id: UUID, after: int) -> StoredStream | None:
+        return None
+
+    async def purge_events(self, now: datetime) -> int:
+        return 0

@@ -52,6 +52,11 @@ class MemoryThreads(ThreadRepository):
         except KeyError:
             raise NotFound("thread not found") from None
 
+    def stored(self, org_id: str, thread_id: UUID) -> Thread:
+        """The thread as stored (no ``active_run_id``: the turn reader's). Raises
+        ``NotFound``."""
+        return self._get(org_id, thread_id)
+
     def _shown(self, t: Thread) -> Thread:
         if self._conversations is None:
             return t

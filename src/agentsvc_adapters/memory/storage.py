@@ -104,7 +104,7 @@ class MemoryTurnReader(TurnReader):
 
     def __init__(
         self,
-        threads: ThreadRepository,
+        threads: MemoryThreads,
         agents: AgentRepository,
         conversations: MemoryConversations,
         mcps: McpRepository,
@@ -117,7 +117,7 @@ class MemoryTurnReader(TurnReader):
         self._secrets = secrets
 
     async def turn_inputs(self, org_id: str, thread_id: UUID, kinds: list[str]) -> TurnInputs:
-        thread = await self._threads.get(org_id, thread_id)
+        thread = self._threads.stored(org_id, thread_id)
         try:
             agent: Agent | None = await self._agents.get(org_id, thread.agent_id)
         except NotFound:

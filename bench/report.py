@@ -392,12 +392,13 @@ def markdown(results: dict[str, Any]) -> str:
             f"{r['cut_after_events']} events and re-attaches with Last-Event-ID.",
             "",
             "| every event exactly once | first event p50 ms | p95 ms "
-            "| server CPU ms/flow | PG CPU ms/flow |",
+            "| server CPU ms/flow (read whole) | PG CPU ms/flow (read whole) |",
             "|---|---|---|---|---|",
             f"| {r['every_event_once']}/{r['flows']} | "
             f"{_f(r['reattach_first_event_ms']['p50'], 1)} | "
             f"{_f(r['reattach_first_event_ms']['p95'], 1)} | "
-            f"{_f(r['server_cpu_ms_per_flow'], 2)} | {_f(r['pg_cpu_ms_per_flow'], 2)} |",
+            f"{_f(r['server_cpu_ms_per_flow'], 2)} ({_f(r['server_cpu_ms_per_whole_reply'], 2)}) | "
+            f"{_f(r['pg_cpu_ms_per_flow'], 2)} ({_f(r['pg_cpu_ms_per_whole_reply'], 2)}) |",
         ]
     return "\n".join(lines) + "\n"
 

@@ -233,7 +233,7 @@ class ThreadController(Controller):
         run_id: Annotated[UUID | None, QueryParameter(name="runId")] = None,
         after: Annotated[int | None, QueryParameter(name="after", ge=0, le=MAX_EVENT_ID)] = None,
         last_event_id: Annotated[
-            str | None, HeaderParameter(name="Last-Event-ID", max_length=32)
+            str | None, HeaderParameter(name="Last-Event-ID", pattern=r"^[0-9]{1,10}$")
         ] = None,
     ) -> SseStream:
         seen = _event_id(last_event_id) if last_event_id is not None else after or 0

@@ -231,12 +231,12 @@ class ThreadController(Controller):
         streams: NamedDependency[Streams],
         thread_id: FromPath[UUID],
         run_id: Annotated[UUID | None, QueryParameter(name="runId")] = None,
-        after: Annotated[int | None, QueryParameter(name="after", ge=0, le=MAX_EVENT_ID)] = None,
+        after: Annotated[int, QueryParameter(name="after", ge=0, le=MAX_EVENT_ID)] = 0,
         last_event_id: Annotated[
-            str | None, HeaderParameter(name="Last-Event-ID", pattern=r"^[0-9]{1,10}$")
-        ] = None,
+            str, HeaderParameter(name="Last-Event-ID", pattern=r"^[0-9]{1,10}$", required=False)
+        ] = "",
     ) -> SseStream:
-        seen = _event_id(last_event_id) if last_event_id is not None else after or 0
+        seen = _event_id(last_event_id) if last_event_id else after
         source = await streams.follow(principal_of(request), thread_id, run_id, seen)
         return SseStream(
             sse_frames(source, request.app.state.sse_keepalive_s, start=seen),

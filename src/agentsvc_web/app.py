@@ -6,6 +6,7 @@ import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from importlib.metadata import version
 
 from litestar import Litestar, get
 from litestar.datastructures import State
@@ -42,7 +43,9 @@ from agentsvc_web.schemas import OkBody
 from agentsvc_web.settings import Settings
 from agentsvc_web.shutdown import drain_on_signals
 
-VERSION = "0.1.0"
+# The one source of the version is pyproject.toml; the installed package's
+# metadata carries it (``agentsvc --version`` and the OpenAPI document read it).
+VERSION = version("agentsvc")
 
 
 @get(

@@ -11,6 +11,7 @@ import secrets
 import signal
 import sys
 from collections.abc import Iterator
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -157,6 +158,7 @@ async def _migrate() -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="agentsvc", description="Agent Conversation Service")
+    parser.add_argument("--version", action="version", version=f"agentsvc {version('agentsvc')}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run the HTTP service")

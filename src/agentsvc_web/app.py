@@ -36,7 +36,7 @@ from agentsvc_web.controllers.settings import (
 from agentsvc_web.errors import EXCEPTION_HANDLERS
 from agentsvc_web.headers import hardening_headers
 from agentsvc_web.limits import RateLimits, rate_limits
-from agentsvc_web.openapi import operations
+from agentsvc_web.openapi import document_event_streams, operations
 from agentsvc_web.options import answer_options
 from agentsvc_web.read_timeout import BodyDeadline, RequestReadTimeout, request_timeout_response
 from agentsvc_web.schemas import OkBody
@@ -151,6 +151,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         logging_config=None,
     )
     _prune_framework_400s(app)
+    document_event_streams(app)
     document_roles(app)
     return app
 

@@ -39,6 +39,7 @@ from agentsvc_web.limits import RateLimits, rate_limits
 from agentsvc_web.openapi import document_event_streams, operations
 from agentsvc_web.options import answer_options
 from agentsvc_web.read_timeout import BodyDeadline, RequestReadTimeout, request_timeout_response
+from agentsvc_web.schema_ui import asset_routers, viewers
 from agentsvc_web.schemas import OkBody
 from agentsvc_web.settings import Settings
 from agentsvc_web.shutdown import drain_on_signals
@@ -104,6 +105,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             AgentCompactionController,
             OrgSettingsController,
             healthz,
+            *asset_routers(),
         ],
         dependencies={
             "agents": _const(services.agents),
@@ -135,6 +137,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             version=VERSION,
             description="Agent Conversation Service: agents, threads and streamed replies.",
             path="/schema",
+            render_plugins=viewers(),  # no CDN: the viewers' assets are served from here
             components=Components(
                 security_schemes={
                     "BearerToken": SecurityScheme(

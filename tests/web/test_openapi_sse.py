@@ -6,13 +6,16 @@ added without being documented fails here."""
 
 from __future__ import annotations
 
+import copy
 import json
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import msgspec
 import pytest
+import schemathesis
 from jsonschema import Draft202012Validator
 from litestar.testing import TestClient
 
@@ -123,23 +126,45 @@ def conforms(doc: dict[str, Any], events: list[Event]) -> None:
         ).validate(event.data)
 
 
-def test_what_a_reply_streams_conforms_to_the_document(
-    client: TestClient[Any], doc: dict[str, Any]
-) -> None:
+def replies(client: TestClient[Any]) -> list[httpx.Response]:
+    """Two real replies: text, and a client tool call (requires_action)."""
     agent = client.post(
         "/api/agents", json={"name": "Doc", "defaultModel": "local"}, headers=AUTH
     ).json()
     thread = client.post("/api/threads", json={"agentId": agent["id"]}, headers=AUTH).json()
     url = f"/api/threads/{thread['id']}/messages"
     tool = {"name": "lookup", "description": "Look up", "parameters": {"type": "object"}}
-    seen: set[str] = set()
-    for body in (
-        {"content": "hello"},
-        {"content": 'call lookup {"q": 1}', "tools": [tool]},
-    ):
+    out = []
+    for body in ({"content": "hello"}, {"content": 'call lookup {"q": 1}', "tools": [tool]}):
         r = client.post(url, json=body, headers=AUTH)
         assert r.status_code == 200, r.text
+        out.append(r)
+    return out
+
+
+def test_what_a_reply_streams_conforms_to_the_document(
+    client: TestClient[Any], doc: dict[str, Any]
+) -> None:
+    seen: set[str] = set()
+    for r in replies(client):
         events = parse(r.text)
         conforms(doc, events)
         seen |= {e.event for e in events}
     assert {"meta", "token", "requires_action", "done"} <= seen
+
+
+def test_schemathesis_validates_each_event_against_the_document(
+    client: TestClient[Any], doc: dict[str, Any]
+) -> None:
+    """The check Schemathesis runs on every send (tests/e2e/test_schemathesis.py):
+    it passes, and it does look at the events (a stricter document fails)."""
+    path, method = SEND
+    sent = replies(client)
+    operation = schemathesis.openapi.from_dict(doc)[path][method.upper()]
+    for r in sent:
+        operation.validate_response(r)
+    stricter = copy.deepcopy(doc)
+    stricter["components"]["schemas"]["SseToken"]["required"].append("missing")
+    operation = schemathesis.openapi.from_dict(stricter)[path][method.upper()]
+    with pytest.raises(AssertionError, match="SSE event violates schema"):
+        operation.validate_response(sent[0])

@@ -40,6 +40,7 @@ def c() -> Iterator[TestClient[Any]]:
         (f"/api/threads?agentId={ZERO}&limit=0", "limit: "),
         (f"/api/threads/{ZERO}/messages?offset=-1", "offset: "),
         (f"/api/mcps/{ZERO}/oauth/callback?state={'s' * 513}", "state: "),
+        (f"/api/threads/{ZERO}/stream?runId=not-a-uuid", "runId: "),
     ],
 )
 def test_a_query_parameter_error_names_the_parameter_as_sent(
@@ -50,6 +51,12 @@ def test_a_query_parameter_error_names_the_parameter_as_sent(
     body = r.json()
     assert body["error"] == "VALIDATION_ERROR"
     assert body["detail"].startswith(named), body
+
+
+def test_a_header_error_names_the_header_as_sent(c: TestClient[Any]) -> None:
+    r = c.get(f"/api/threads/{ZERO}/stream", headers={**AUTH, "Last-Event-ID": "9" * 40})
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"].startswith("Last-Event-ID: "), r.json()
 
 
 @pytest.mark.parametrize(

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from litestar import Litestar, Request
     from litestar.background_tasks import BackgroundTask, BackgroundTasks
     from litestar.datastructures import Cookie
+    from prometheus_client import Gauge
 
 KEEPALIVE_S = 15.0  # decisions.md "The conversation turn"
 KEEPALIVE = b": keep-alive\n\n"
@@ -68,11 +69,17 @@ async def sse_frames(turn: Turn, keepalive_s: float = KEEPALIVE_S) -> AsyncItera
 
 class SseResponse(ASGIStreamingResponse):
     """The ASGI response of an ``SseStream``: one write per batch of frames, then
-    the end; unlike its base it never reads from the client."""
+    the end; unlike its base it never reads from the client. ``streams_open`` (the
+    app's ``agentsvc_sse_streams_open`` gauge, if any) counts it while it writes."""
 
-    __slots__ = ()
+    __slots__ = ("streams_open",)
+
+    streams_open: Gauge | None
 
     async def send_body(self, send: Send, receive: Receive) -> None:
+        gauge = self.streams_open
+        if gauge is not None:
+            gauge.inc()
         try:
             async for chunk in self.iterator:
                 body: HTTPResponseBodyEvent = {
@@ -84,6 +91,9 @@ class SseResponse(ASGIStreamingResponse):
             await send(_END)
         except OSError:  # the client left, on a server that says so (ASGI 2.4)
             return
+        finally:
+            if gauge is not None:
+                gauge.dec()
 
 
 class SseStream(Stream):
@@ -109,7 +119,7 @@ class SseStream(Stream):
         frames = self.iterator
         if not isinstance(frames, AsyncIterator):
             raise TypeError("an SseStream streams an async iterator of bytes (sse_frames)")
-        return SseResponse(
+        response = SseResponse(
             iterator=frames,
             background=self.background or background,
             cookies=self.cookies if cookies is None else itertools.chain(self.cookies, cookies),
@@ -121,3 +131,5 @@ class SseStream(Stream):
             media_type="text/event-stream",
             status_code=self.status_code or status_code,
         )
+        response.streams_open = request.app.state.get("sse_streams_open")
+        return response

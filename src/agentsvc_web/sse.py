@@ -131,5 +131,6 @@ class SseStream(Stream):
             media_type="text/event-stream",
             status_code=self.status_code or status_code,
         )
-        response.streams_open = request.app.state.get("sse_streams_open")
+        owner = app if app is not None else request.scope.get("litestar_app")
+        response.streams_open = owner.state.get("sse_streams_open") if owner else None
         return response

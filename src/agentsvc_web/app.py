@@ -124,7 +124,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
                 "readiness": services.readiness,
                 "metrics": services.metrics,
                 "metrics_token": settings.metrics_token,
-                "sse_streams_open": services.http_metrics.streams_open,
+                "http_metrics": services.http_metrics,
             }
         ),
         lifespan=[lifespan],

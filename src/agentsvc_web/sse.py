@@ -40,7 +40,8 @@ if TYPE_CHECKING:
     from litestar import Litestar, Request
     from litestar.background_tasks import BackgroundTask, BackgroundTasks
     from litestar.datastructures import Cookie
-    from prometheus_client import Gauge
+
+    from agentsvc_web.metrics import HttpMetrics
 
 KEEPALIVE_S = 15.0  # decisions.md "The conversation turn"
 KEEPALIVE = b": keep-alive\n\n"
@@ -69,17 +70,17 @@ async def sse_frames(turn: Turn, keepalive_s: float = KEEPALIVE_S) -> AsyncItera
 
 class SseResponse(ASGIStreamingResponse):
     """The ASGI response of an ``SseStream``: one write per batch of frames, then
-    the end; unlike its base it never reads from the client. ``streams_open`` (the
-    app's ``agentsvc_sse_streams_open`` gauge, if any) counts it while it writes."""
+    the end; unlike its base it never reads from the client. ``metrics`` (the
+    app's ``HttpMetrics``, if any) counts it among the open streams while it writes."""
 
-    __slots__ = ("streams_open",)
+    __slots__ = ("metrics",)
 
-    streams_open: Gauge | None
+    metrics: HttpMetrics | None
 
     async def send_body(self, send: Send, receive: Receive) -> None:
-        gauge = self.streams_open
-        if gauge is not None:
-            gauge.inc()
+        metrics = self.metrics
+        if metrics is not None:
+            metrics.streams_open += 1
         try:
             async for chunk in self.iterator:
                 body: HTTPResponseBodyEvent = {
@@ -92,8 +93,8 @@ class SseResponse(ASGIStreamingResponse):
         except OSError:  # the client left, on a server that says so (ASGI 2.4)
             return
         finally:
-            if gauge is not None:
-                gauge.dec()
+            if metrics is not None:
+                metrics.streams_open -= 1
 
 
 class SseStream(Stream):
@@ -132,5 +133,5 @@ class SseStream(Stream):
             status_code=self.status_code or status_code,
         )
         owner = app if app is not None else request.scope.get("litestar_app")
-        response.streams_open = owner.state.get("sse_streams_open") if owner else None
+        response.metrics = owner.state.get("http_metrics") if owner else None
         return response

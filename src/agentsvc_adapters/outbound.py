@@ -53,7 +53,8 @@ too, but it is guarded (a private registry needs
 ``AGENTSVC_ALLOW_PRIVATE_NETWORK``).
 
 Counted and logged: each refusal is logged once, at WARNING, with its reason (the
-host name and why; never the URL, whose path or query may carry a token), by
+host name and why; never the URL, whose path or query may carry a token) and its
+reason label (``[loopback]``), by
 ``note_refusal``, which the backends call and so do the clients that refuse a URL
 before connecting (the resolver, OAuth). Refusals and connections that could not
 be made are counted in ``FAILURES`` by a bounded reason (``reason_of``), read by
@@ -160,8 +161,9 @@ def reason_of(refusal: str) -> str:
 def note_refusal(reason: str) -> None:
     """Count and log (once, WARNING) an outbound call the guard refused. ``reason``
     is the guard's text: a host name and why, never a URL."""
-    FAILURES[reason_of(reason)] += 1
-    log.warning("outbound call refused by the outbound guard: %s", reason)
+    code = reason_of(reason)
+    FAILURES[code] += 1
+    log.warning("outbound call refused by the outbound guard: %s [%s]", reason, code)
 
 
 class Refused(Exception):

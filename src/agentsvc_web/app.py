@@ -32,6 +32,7 @@ from agentsvc_web.controllers.settings import (
 )
 from agentsvc_web.errors import EXCEPTION_HANDLERS
 from agentsvc_web.headers import hardening_headers
+from agentsvc_web.idempotency import idempotency_keys
 from agentsvc_web.limits import RateLimits, rate_limits
 from agentsvc_web.logs import configure_logging
 from agentsvc_web.observe import outermost
@@ -101,6 +102,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "api_keys": _const(services.api_keys),
             "threads": _const(services.threads),
             "conversation": _const(services.conversation),
+            "streams": _const(services.streams),
             "mcps": _const(services.mcps),
             "registry": _const(services.registry_search),
             "oauth": _const(services.oauth),
@@ -112,6 +114,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             by_address,
             bearer_auth(services.authenticator),
             by_credential,
+            idempotency_keys(services.idempotency, settings.max_body_bytes),
         ],
         guards=[access_guard],
         exception_handlers={**EXCEPTION_HANDLERS, RequestReadTimeout: request_timeout_response},

@@ -17,6 +17,7 @@ from litestar.exceptions import HTTPException, TooManyRequestsException, Validat
 from agentsvc_core.errors import (
     Conflict,
     DomainError,
+    IdempotencyKeyReused,
     InvalidInput,
     InvalidState,
     NotFound,
@@ -83,6 +84,8 @@ def _domain(_: Request[Any, Any, Any], exc: DomainError) -> Response[ErrorBody]:
     match exc:
         case InvalidInput():
             return error_response(422, f"{to_camel(exc.field)}: {exc.problem}")
+        case IdempotencyKeyReused():
+            return error_response(422, exc.detail, "IDEMPOTENCY_KEY_REUSED")
         case NotFound():
             return error_response(404, exc.detail)
         case Unauthenticated():

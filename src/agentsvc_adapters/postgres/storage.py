@@ -19,6 +19,7 @@ from psycopg.rows import tuple_row
 from agentsvc_adapters.postgres.agents import PostgresAgents
 from agentsvc_adapters.postgres.api_keys import PostgresApiKeys
 from agentsvc_adapters.postgres.conversations import PostgresConversations, PostgresThreads
+from agentsvc_adapters.postgres.idempotency import PostgresIdempotency
 from agentsvc_adapters.postgres.mcps import PostgresMcps
 from agentsvc_adapters.postgres.migrate import migrations
 from agentsvc_adapters.postgres.organizations import PostgresOrganizations
@@ -33,6 +34,7 @@ from agentsvc_adapters.postgres.pool import (
     translate,
 )
 from agentsvc_adapters.postgres.secrets import PostgresSecrets
+from agentsvc_adapters.postgres.streams import PostgresStreams
 from agentsvc_adapters.postgres.turns import PostgresTurnReader
 from agentsvc_core.errors import Unavailable
 from agentsvc_core.ports import (
@@ -43,9 +45,11 @@ from agentsvc_core.ports import (
     OrganizationRepository,
     SecretStore,
     Storage,
+    StreamStore,
     ThreadRepository,
     TurnReader,
 )
+from agentsvc_core.ports.idempotency import IdempotencyStore
 
 READY_TIMEOUT_S = 3.0  # the readiness probe's wait for a pooled connection
 
@@ -85,6 +89,8 @@ class PostgresStorage(Storage):
         self._mcps = PostgresMcps(self.pool)
         self._secrets = PostgresSecrets(self.pool)
         self._turn_reader = PostgresTurnReader(self.pool)
+        self._streams = PostgresStreams(self.pool)
+        self._idempotency = PostgresIdempotency(self.pool)
 
     async def open(self) -> None:
         async with translate():
@@ -143,3 +149,11 @@ class PostgresStorage(Storage):
     @property
     def turn_reader(self) -> TurnReader:
         return self._turn_reader
+
+    @property
+    def streams(self) -> StreamStore:
+        return self._streams
+
+    @property
+    def idempotency(self) -> IdempotencyStore:
+        return self._idempotency

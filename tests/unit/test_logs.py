@@ -57,10 +57,19 @@ def test_json_lines_carry_the_fields_and_the_request_id() -> None:
 
 
 def test_uvicorn_lines_go_through_the_same_handler() -> None:
+    """As ``agentsvc serve`` runs it (``log_config=None``): uvicorn's loggers have
+    no handlers and propagate. (A uvicorn another test started with its default
+    configuration leaves ``uvicorn`` with a handler and no propagation: undone here.)"""
     out = io.StringIO()
-    with bare_root():
-        configure_logging("INFO", "json", stream=out)
-        logging.getLogger("uvicorn.error").warning("from uvicorn")
+    uvicorn_logger = logging.getLogger("uvicorn")
+    saved = uvicorn_logger.handlers[:], uvicorn_logger.propagate
+    uvicorn_logger.handlers, uvicorn_logger.propagate = [], True
+    try:
+        with bare_root():
+            configure_logging("INFO", "json", stream=out)
+            logging.getLogger("uvicorn.error").warning("from uvicorn")
+    finally:
+        uvicorn_logger.handlers, uvicorn_logger.propagate = saved
     assert json.loads(out.getvalue())["logger"] == "uvicorn.error"
 
 

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 import msgspec
 
-from agentsvc_adapters.outbound import OutboundGuard, failure
+from agentsvc_adapters.outbound import OutboundGuard, failure, note_refusal
 from agentsvc_core.errors import Upstream
 from agentsvc_core.ports.oauth import AuthServer, ClientRegistration, OAuthNetwork, TokenSet
 
@@ -55,6 +55,7 @@ class HttpOAuth(OAuthNetwork):
     async def _call(self, method: str, url: str, **kw: Any) -> tuple[int, dict[str, Any]]:
         why = self._guard.refusal(url)
         if why:
+            note_refusal(f"OAuth: {why}")
             raise _fail(f"refused to contact {url}: {why}")
         try:
             async with self._http.stream(

@@ -52,6 +52,14 @@ providers (``adapters/llm/``, aiohttp). The MCP registry is operator-configured
 too, but it is guarded (a private registry needs
 ``AGENTSVC_ALLOW_PRIVATE_NETWORK``).
 
+Counted and logged: each refusal is logged once, at WARNING, with its reason (the
+host name and why; never the URL, whose path or query may carry a token) and its
+reason label (``[loopback]``), by
+``note_refusal``, which the backends call and so do the clients that refuse a URL
+before connecting (the resolver, OAuth). Refusals and connections that could not
+be made are counted in ``FAILURES`` by a bounded reason (``reason_of``), read by
+``/metrics`` at scrape time: nothing is added to a call that succeeds.
+
 Residual risk: addresses on the path that are not the destination (a proxy the
 operator configures at the network level, NAT) are out of scope; and stdio MCP
 servers run locally by design, which is why they have their own switch.
@@ -60,9 +68,11 @@ servers run locally by design, which is why they have their own switch.
 from __future__ import annotations
 
 import ipaddress
+import logging
 import re
 import socket
 import unicodedata
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
@@ -77,6 +87,7 @@ import idna
 from agentsvc_core.ports.mcp import UrlPolicy
 
 __all__ = [
+    "FAILURES",
     "GuardedBackend",
     "GuardedBackendV1",
     "OutboundGuard",
@@ -88,9 +99,13 @@ __all__ = [
     "guarded_httpx2_client",
     "guarded_httpx_client",
     "normalise_host",
+    "note_refusal",
     "parse_ip_literal",
+    "reason_of",
     "refusal_of",
 ]
+
+log = logging.getLogger("agentsvc.outbound")
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[[str, int], Awaitable[list[str]]]
@@ -115,6 +130,40 @@ _POOL: dict[str, Any] = {
     "max_keepalive_connections": 20,
     "keepalive_expiry": 5.0,
 }
+
+
+# Outbound calls that failed at the guard, by reason: refusals (``reason_of``) and
+# "unreachable" (no address, or none accepted a connection). Process-wide totals:
+# a process is what Prometheus scrapes; read by /metrics, written only on failure.
+FAILURES: Counter[str] = Counter()
+
+# (words in a refusal's text, its reason label): the first match wins
+_REASONS = (
+    ("metadata", "metadata"),
+    ("loopback", "loopback"),
+    ("link-local", "link_local"),
+    ("multicast", "multicast"),
+    ("private", "private"),
+    ("reserved", "reserved"),
+    ("unspecified", "unspecified"),
+    ("globally routable", "not_global"),
+    ("https://", "scheme"),
+    ("user name or password", "userinfo"),
+    ("unix socket", "unix_socket"),
+)
+
+
+def reason_of(refusal: str) -> str:
+    """The bounded label of a refusal's text (``/metrics``: never a host name)."""
+    return next((label for words, label in _REASONS if words in refusal), "invalid_url")
+
+
+def note_refusal(reason: str) -> None:
+    """Count and log (once, WARNING) an outbound call the guard refused. ``reason``
+    is the guard's text: a host name and why, never a URL."""
+    code = reason_of(reason)
+    FAILURES[code] += 1
+    log.warning("outbound call refused by the outbound guard: %s [%s]", reason, code)
 
 
 class Refused(Exception):
@@ -282,6 +331,7 @@ class _Guarding:
 
     def _refuse(self, reason: str) -> Exception:
         self.refusal = reason
+        note_refusal(reason)
         return self._refused(f"refused by the outbound guard: {reason}")
 
     async def _addresses(self, host: str, port: int, within: float | None) -> list[IPAddress]:
@@ -300,6 +350,7 @@ class _Guarding:
             except (OSError, TimeoutError, ValueError):
                 addresses = []
         if not addresses:
+            FAILURES["unreachable"] += 1
             raise self._connect_error(f"could not reach {name}")
         if not self.allow_private_network:
             for addr in addresses:
@@ -322,6 +373,7 @@ class _Guarding:
                 )
             except self._dial_errors:
                 continue
+        FAILURES["unreachable"] += 1
         raise self._connect_error(f"could not reach {normalise_host(host)}") from None
 
     async def connect_unix_socket(

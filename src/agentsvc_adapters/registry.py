@@ -124,7 +124,8 @@ class HttpMcpRegistry(McpRegistry):
                         )
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
             why = refusal_of(exc)
-            log.warning("MCP registry request failed: %s", why or type(exc).__name__)
+            if why is None:  # a refusal is logged by the guard (once)
+                log.warning("MCP registry request failed: %s", type(exc).__name__)
             detail = "the MCP registry could not be reached"
             raise Upstream(
                 f"{detail} ({why})" if why else detail, code="REGISTRY_UNAVAILABLE"

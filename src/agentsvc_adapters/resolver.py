@@ -23,7 +23,7 @@ import uuid
 import httpx
 import msgspec
 
-from agentsvc_adapters.outbound import OutboundGuard, failure
+from agentsvc_adapters.outbound import OutboundGuard, failure, note_refusal
 from agentsvc_core.ports.resolver import CredentialResolver, ResolverRequest
 
 log = logging.getLogger("agentsvc.resolver")
@@ -58,7 +58,7 @@ class HttpCredentialResolver(CredentialResolver):
     ) -> str | None:
         why = self._guard.refusal(url)
         if why:
-            log.warning("credential resolver URL refused: %s", why)
+            note_refusal(f"credential resolver: {why}")
             return None
         body = _encoder.encode(request)
         timestamp = str(int(time.time()))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.metadata import version
@@ -16,7 +15,6 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.spec import Components, SecurityScheme
 
 from agentsvc_web.access import access_guard, document_roles
-from agentsvc_web.access_log import redact_access_log
 from agentsvc_web.auth import bearer_auth
 from agentsvc_web.body import JsonRequest
 from agentsvc_web.bootstrap import Services, build_services
@@ -37,7 +35,10 @@ from agentsvc_web.errors import EXCEPTION_HANDLERS
 from agentsvc_web.headers import hardening_headers
 from agentsvc_web.idempotency import idempotency_keys
 from agentsvc_web.limits import RateLimits, rate_limits
+from agentsvc_web.logs import configure_logging
+from agentsvc_web.observe import outermost
 from agentsvc_web.openapi import document_event_streams, operations
+from agentsvc_web.operations import metrics, readyz
 from agentsvc_web.options import answer_options
 from agentsvc_web.read_timeout import BodyDeadline, RequestReadTimeout, request_timeout_response
 from agentsvc_web.schema_ui import asset_routers, viewers
@@ -68,21 +69,12 @@ def _const(value: object) -> Provide:
     return Provide(provide, use_cache=True, sync_to_thread=False)
 
 
-def _configure_logging(level: str) -> None:
-    """One format for our loggers, in every worker process (they never run the
-    CLI's ``main``). uvicorn keeps its own handlers."""
-    root = logging.getLogger()
-    if not root.handlers:
-        logging.basicConfig(format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger("agentsvc").setLevel(level)
-    redact_access_log()
-
-
 def create_app(settings: Settings | None = None, services: Services | None = None) -> Litestar:
     """Build the app. With no arguments (as ``uvicorn --factory`` calls it) the
     settings come from the environment."""
     settings = settings or Settings.from_env()
-    _configure_logging(settings.log_level)
+    # one format for every logger, in every worker process (agentsvc_web/logs.py)
+    configure_logging(settings.log_level, settings.log_format)
     services = services or build_services(settings)
 
     by_address, by_credential = rate_limits(RateLimits.from_settings(settings))
@@ -106,6 +98,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             AgentCompactionController,
             OrgSettingsController,
             healthz,
+            readyz,
+            metrics,
             *asset_routers(),
         ],
         dependencies={
@@ -132,7 +126,15 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         request_class=JsonRequest,
         before_send=[hardening_headers],
         before_request=answer_options,
-        state=State({"sse_keepalive_s": settings.sse_keepalive_s}),
+        state=State(
+            {
+                "sse_keepalive_s": settings.sse_keepalive_s,
+                "readiness": services.readiness,
+                "metrics": services.metrics,
+                "metrics_token": settings.metrics_token,
+                "http_metrics": services.http_metrics,
+            }
+        ),
         lifespan=[lifespan],
         request_max_body_size=settings.max_body_bytes,
         openapi_config=OpenAPIConfig(
@@ -159,6 +161,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     _prune_framework_400s(app)
     document_event_streams(app)
     document_roles(app)
+    # request ids, HTTP metrics and CORS, around everything (agentsvc_web/observe.py)
+    outermost(app, services.http_metrics, settings.cors_origins)
     return app
 
 
@@ -167,10 +171,12 @@ def serve_app() -> Litestar:
     ``create_app()``, whose startup makes SIGTERM and SIGINT drain the running
     replies (``agentsvc_web.shutdown``) and ends with ``freeze_heap``."""
     settings = Settings.from_env()
-    _configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format)
     services = build_services(settings)
     app = create_app(settings, services)
-    app.on_startup.append(drain_on_signals(services.conversation, settings.shutdown_grace_s))
+    app.on_startup.append(
+        drain_on_signals(services.conversation, settings.shutdown_grace_s, services.readiness)
+    )
     app.on_startup.append(freeze_heap)
     return app
 

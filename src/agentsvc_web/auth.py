@@ -46,7 +46,14 @@ def bearer_auth(authenticator: Authenticator) -> DefineMiddleware:
         authenticator=authenticator,
         # the OAuth callback comes from the user's browser; its single-use state,
         # bound to organization, user and server, is what authenticates it
-        exclude=["^/schema", "^/healthz", "^/api/mcps/[0-9a-fA-F-]+/oauth/callback$"],
+        # /readyz and /metrics are the operators' (/metrics has its own token)
+        exclude=[
+            "^/schema",
+            "^/healthz",
+            "^/readyz$",
+            "^/metrics$",
+            "^/api/mcps/[0-9a-fA-F-]+/oauth/callback$",
+        ],
     )
 
 

@@ -15,6 +15,7 @@ from agentsvc_adapters.llm import AlphaModel, BetaModel, Families, LocalModel, P
 from agentsvc_adapters.mcp import SdkMcpClient
 from agentsvc_adapters.memory import MemoryStorage
 from agentsvc_adapters.oauth import HttpOAuth
+from agentsvc_adapters.outbound import FAILURES as OUTBOUND_FAILURES
 from agentsvc_adapters.outbound import OutboundGuard
 from agentsvc_adapters.postgres import (
     EmbeddedPostgres,
@@ -44,6 +45,7 @@ from agentsvc_core.ports.registry import McpRegistry
 from agentsvc_core.ports.resolver import CredentialResolver
 from agentsvc_core.use_cases import Agents, ApiKeys, Authenticator, Conversation, Threads
 from agentsvc_core.use_cases.compaction import Compactor
+from agentsvc_core.use_cases.health import Readiness
 from agentsvc_core.use_cases.idempotency import Idempotency
 from agentsvc_core.use_cases.mcp_oauth import McpOAuth
 from agentsvc_core.use_cases.mcp_servers import McpServers, McpTools
@@ -54,6 +56,7 @@ from agentsvc_core.use_cases.org_settings import (
     OrgSettings,
 )
 from agentsvc_core.use_cases.registry import RegistrySearch
+from agentsvc_web.metrics import HttpMetrics, Reading, ReadingsCollector, new_registry
 from agentsvc_web.settings import Settings, SettingsError
 
 log = logging.getLogger("agentsvc")
@@ -88,6 +91,12 @@ class Services:
         self.stops = stops
         # async callables run at shutdown (provider clients' connection pools)
         self.closers: list[Callable[[], Awaitable[None]]] = []
+        # /metrics: this app's own registry (agentsvc_web/metrics.py). The HTTP
+        # side is here; the telemetry of replies registers its metrics on it too.
+        self.metrics = new_registry()
+        self.http_metrics = HttpMetrics(self.metrics)
+        self.metrics.register(_scrape_time_metrics(storage))
+        self.readiness = Readiness(storage)
         self.agents = Agents(storage.agents, clock, settings.default_model)
         self.api_keys = ApiKeys(storage.api_keys, storage.organizations, clock, revocations)
         self.authenticator = Authenticator(
@@ -189,6 +198,7 @@ class Services:
             try:
                 yield self
             finally:
+                self.readiness.drain()
                 sweeper.cancel()
                 await self.conversation.shutdown(grace_s=self.settings.shutdown_grace_s)
         finally:
@@ -202,6 +212,39 @@ class Services:
             if isinstance(self.storage, PostgresStorage):
                 await self.storage.close()
 
+
+def _scrape_time_metrics(storage: Storage) -> ReadingsCollector:
+    """Numbers the adapters keep anyway, read when /metrics is scraped: the
+    outbound guard's failures by reason and, on PostgreSQL, the pool's use."""
+    readings: list[Reading] = []
+    if isinstance(storage, PostgresStorage):
+        use = storage.pool_use
+        for key, kind, doc in _POOL_READINGS:
+            name = f"agentsvc_db_pool_{key}"
+            readings.append((name, doc, kind, lambda key=key: use()[key]))  # type: ignore[misc]
+    return ReadingsCollector(
+        readings,
+        labelled=(
+            "agentsvc_outbound_failures",
+            "Outbound calls (MCP servers, OAuth, resolver, registry) refused by the "
+            "outbound guard or not connected (reason=unreachable), by reason",
+            "reason",
+            lambda: dict(OUTBOUND_FAILURES),
+        ),
+    )
+
+
+_POOL_READINGS = (
+    ("size", "gauge", "Connections the database pool holds now"),
+    ("available", "gauge", "Idle connections in the database pool now"),
+    ("waiting", "gauge", "Requests waiting for a database connection now"),
+    ("max", "gauge", "The database pool's maximum size (AGENTSVC_DB_POOL_MAX)"),
+    ("requests", "counter", "Connections requested from the database pool"),
+    ("requests_errors", "counter", "Connection requests that failed (timeout, pool full)"),
+    ("requests_wait_seconds", "counter", "Time spent waiting for a database connection"),
+    ("connections_errors", "counter", "Failed attempts to open a database connection"),
+    ("connections_lost", "counter", "Database connections found broken"),
+)
 
 SWEEP_EVERY_S = 30.0  # at most; shorter when replies go stale sooner
 

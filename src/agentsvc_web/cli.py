@@ -22,6 +22,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from agentsvc_core.entities import API_KEY_PREFIX
 from agentsvc_web.bootstrap import build_services, run_migrations, start_embedded
+from agentsvc_web.logs import configure_logging
 from agentsvc_web.settings import Settings, SettingsError
 from agentsvc_web.shutdown import DRAIN_MARGIN_S
 
@@ -169,6 +170,9 @@ def _run_uvicorn(
         http="agentsvc_web.read_timeout:ReadTimeoutProtocol",
         access_log=args.access_log,
         log_level=settings.log_level.lower(),
+        # uvicorn's loggers get no handlers of their own: their lines reach the
+        # root logger's, in AGENTSVC_LOG_FORMAT with request ids (agentsvc_web/logs.py)
+        log_config=None,
         # the drain (agentsvc_web.shutdown) ends every stream within this
         timeout_graceful_shutdown=int(settings.shutdown_grace_s + DRAIN_MARGIN_S),
         # the client address (rate limits, access log) is the socket peer, unless
@@ -257,8 +261,11 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     args = parser.parse_args(argv)
-    logging.basicConfig(format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger("agentsvc").setLevel(logging.INFO)
+    try:
+        log_format = Settings.from_env().log_format
+    except SettingsError:
+        log_format = "text"  # the error is reported below
+    configure_logging("INFO", log_format)
     try:
         if args.command == "serve":
             return _serve(args)

@@ -5,7 +5,8 @@ docs/deploy.md, "Rate limits and request time limits"):
 
 - per client address (``scope["client"]``: the socket peer, or the forwarded
   address when ``AGENTSVC_FORWARDED_ALLOW_IPS`` trusts the proxy; an IPv6
-  address counts by its /64), for every request but ``/healthz``;
+  address counts by its /64), for every request but the probes ``/healthz`` and
+  ``/readyz``;
 - failed authentications per client address: an address past its budget is
   refused before its credential is looked up, so guessing keys or forging tokens
   is throttled; a request that authenticates costs nothing from it;
@@ -34,7 +35,7 @@ from agentsvc_core.entities import Principal
 from agentsvc_core.errors import Unauthenticated
 from agentsvc_web.settings import Settings
 
-EXEMPT_PATHS = frozenset({"/healthz"})
+EXEMPT_PATHS = frozenset({"/healthz", "/readyz"})  # probes: load balancers call them often
 
 
 class TokenBuckets:

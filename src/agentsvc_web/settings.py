@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -62,6 +63,29 @@ def _routes(raw: str) -> tuple[tuple[str, str], ...]:
     return tuple(routes)
 
 
+def _origins(raw: str) -> tuple[str, ...]:
+    """``https://app.example,http://localhost:3000``: browser origins allowed by
+    CORS (``scheme://host[:port]``, no path), or ``*`` for any origin."""
+    origins: list[str] = []
+    for item in raw.split(","):
+        origin = item.strip().rstrip("/")
+        if not origin:
+            continue
+        if origin != "*" and not _ORIGIN.fullmatch(origin):
+            raise SettingsError(
+                "AGENTSVC_CORS_ORIGINS entries are origins such as https://app.example.com or "
+                "http://localhost:3000 (scheme, host, optional port, no path) or *, "
+                f"not {item!r}"
+            )
+        origins.append(origin.lower())
+    return tuple(dict.fromkeys(origins))
+
+
+_ORIGIN = re.compile(
+    r"https?://[A-Za-z0-9.-]+(?::[0-9]{1,5})?|https?://\[[0-9A-Fa-f:.]+\](?::[0-9]{1,5})?"
+)
+
+
 def _opt(env: Mapping[str, str], name: str) -> str | None:
     value = env.get(name, "").strip()
     return value or None
@@ -107,6 +131,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     allow_private_network: bool = False
     allow_stdio_mcp: bool = False
     log_level: str = "INFO"
+    log_format: Literal["text", "json"] = "text"
+    metrics_token: str | None = None  # when set, /metrics needs it as a bearer token
+    cors_origins: tuple[str, ...] = ()  # browser origins allowed by CORS; none: no CORS
     shutdown_grace_s: int = 4
     local_slow_delay_ms: int = 200
     run_stale_after_s: int = 45
@@ -180,6 +207,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             allow_private_network=_flag(e, "AGENTSVC_ALLOW_PRIVATE_NETWORK"),
             allow_stdio_mcp=_flag(e, "AGENTSVC_ALLOW_STDIO_MCP"),
             log_level=(e.get("AGENTSVC_LOG_LEVEL", "").strip() or "INFO").upper(),
+            log_format=_choice(e, "AGENTSVC_LOG_FORMAT", ("text", "json")),  # type: ignore[arg-type]
+            metrics_token=_opt(e, "AGENTSVC_METRICS_TOKEN"),
+            cors_origins=_origins(e.get("AGENTSVC_CORS_ORIGINS", "")),
             shutdown_grace_s=_int(e, "AGENTSVC_SHUTDOWN_GRACE_S", 4, 0, 3600),
             local_slow_delay_ms=_int(e, "AGENTSVC_LOCAL_SLOW_DELAY_MS", 200, 0, 10_000),
             run_stale_after_s=_int(e, "AGENTSVC_RUN_STALE_AFTER_S", 45, 2, 3600),
@@ -222,5 +252,6 @@ _SECRET_FIELDS = frozenset(
         "alpha_api_key",
         "beta_api_key",
         "encryption_keys",
+        "metrics_token",
     }
 )

@@ -25,6 +25,7 @@ from typing import Any
 
 from agentsvc_core.use_cases import Conversation
 from agentsvc_core.use_cases.conversation import INTERRUPT_WAIT_S
+from agentsvc_core.use_cases.health import Readiness
 
 # after the grace: interrupting (then cancelling what ignores it), storing, and
 # the streams' last writes
@@ -32,12 +33,15 @@ DRAIN_MARGIN_S = 2 * INTERRUPT_WAIT_S + 1.0
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-def drain_on_signals(conversation: Conversation, grace_s: float) -> Callable[[], None]:
+def drain_on_signals(
+    conversation: Conversation, grace_s: float, readiness: Readiness | None = None
+) -> Callable[[], None]:
     """An ``on_startup`` hook: from then on, SIGTERM and SIGINT begin the drain,
     then reach the handler that was there (uvicorn's, which it installs before
     the app starts and puts back when it is done). Only in the main thread (a
     server run in a thread, as tests do, gets no signals) and only in front of a
-    handler that shuts something down."""
+    handler that shuts something down. ``readiness`` answers not ready from the
+    signal on (``/readyz``: a load balancer stops sending new requests)."""
 
     def install() -> None:
         if threading.current_thread() is not threading.main_thread():
@@ -46,7 +50,9 @@ def drain_on_signals(conversation: Conversation, grace_s: float) -> Callable[[],
         for sig in SIGNALS:
             previous = signal.getsignal(sig)
             if callable(previous):
-                signal.signal(sig, partial(_drain, loop, conversation, grace_s, previous))
+                signal.signal(
+                    sig, partial(_drain, loop, conversation, grace_s, readiness, previous)
+                )
 
     return install
 
@@ -55,9 +61,12 @@ def _drain(
     loop: asyncio.AbstractEventLoop,
     conversation: Conversation,
     grace_s: float,
+    readiness: Readiness | None,
     previous: Callable[[int, FrameType | None], Any],
     signum: int,
     frame: FrameType | None,
 ) -> None:
+    if readiness is not None:
+        readiness.drain()
     loop.call_soon_threadsafe(conversation.close, grace_s)
     previous(signum, frame)

@@ -40,6 +40,8 @@ if TYPE_CHECKING:
     from litestar.background_tasks import BackgroundTask, BackgroundTasks
     from litestar.datastructures import Cookie
 
+    from agentsvc_web.metrics import HttpMetrics
+
 KEEPALIVE_S = 15.0  # decisions.md "The conversation turn"
 KEEPALIVE = b": keep-alive\n\n"
 _encoder = msgspec.json.Encoder()
@@ -71,11 +73,17 @@ async def sse_frames(
 
 class SseResponse(ASGIStreamingResponse):
     """The ASGI response of an ``SseStream``: one write per batch of frames, then
-    the end; unlike its base it never reads from the client."""
+    the end; unlike its base it never reads from the client. ``metrics`` (the
+    app's ``HttpMetrics``, if any) counts it among the open streams while it writes."""
 
-    __slots__ = ()
+    __slots__ = ("metrics",)
+
+    metrics: HttpMetrics | None
 
     async def send_body(self, send: Send, receive: Receive) -> None:
+        metrics = self.metrics
+        if metrics is not None:
+            metrics.streams_open += 1
         try:
             async for chunk in self.iterator:
                 body: HTTPResponseBodyEvent = {
@@ -87,6 +95,9 @@ class SseResponse(ASGIStreamingResponse):
             await send(_END)
         except OSError:  # the client left, on a server that says so (ASGI 2.4)
             return
+        finally:
+            if metrics is not None:
+                metrics.streams_open -= 1
 
 
 class SseStream(Stream):
@@ -112,7 +123,7 @@ class SseStream(Stream):
         frames = self.iterator
         if not isinstance(frames, AsyncIterator):
             raise TypeError("an SseStream streams an async iterator of bytes (sse_frames)")
-        return SseResponse(
+        response = SseResponse(
             iterator=frames,
             background=self.background or background,
             cookies=self.cookies if cookies is None else itertools.chain(self.cookies, cookies),
@@ -124,3 +135,6 @@ class SseStream(Stream):
             media_type="text/event-stream",
             status_code=self.status_code or status_code,
         )
+        owner = app if app is not None else request.scope.get("litestar_app")
+        response.metrics = owner.state.get("http_metrics") if owner else None
+        return response

@@ -30,7 +30,7 @@ from typing import Any
 import httpx
 
 MIN_LEN = 8
-_SECRET_ENV = ("API_KEY", "SECRET", "ENCRYPTION_KEYS", "PASSWORD")
+_SECRET_ENV = ("API_KEY", "SECRET", "ENCRYPTION_KEYS", "PASSWORD", "METRICS_TOKEN")
 
 
 class _Exchange:

@@ -471,6 +471,51 @@ async def test_a_stalled_stream_times_out(case: Case) -> None:
     await model.aclose()
 
 
+def provider_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "agentsvc.llm" and r.levelno == logging.WARNING
+    ]
+
+
+async def test_a_providers_400_is_logged_once_with_its_code(
+    case: Case, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 16: a provider's 400 used to leave no log line."""
+    caplog.set_level(logging.INFO, "agentsvc.llm")
+    case.fake.enqueue(Reply(status=400, error_message=f"bad request, your key is {KEY}"))
+    await failure(case.model, ask())
+    assert provider_warnings(caplog) == [
+        f"{case.kind} provider call failed: PROVIDER_BAD_REQUEST (HTTP 400)"
+    ]
+    assert KEY not in caplog.text
+
+
+async def test_a_retried_failure_is_logged_once_when_it_ends_the_call(
+    case: Case, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, "agentsvc.llm")
+    case.fake.default = Reply(status=503)
+    await failure(case.model, ask())
+    final = [m for m in provider_warnings(caplog) if "call failed" in m]
+    assert final == [f"{case.kind} provider call failed: PROVIDER_UNAVAILABLE (HTTP 503)"]
+
+
+@pytest.mark.parametrize("how", ["event", "disconnect"])
+async def test_a_broken_stream_is_logged_once(
+    case: Case, how: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, "agentsvc.llm")
+    case.fake.enqueue(
+        Reply(tokens=["a", "b", "c"], error_after_tokens=1, mid_stream_error=how, error_message=KEY)
+    )
+    await failure(case.model, ask())
+    (line,) = provider_warnings(caplog)
+    assert line.startswith(f"{case.kind} provider call failed: PROVIDER_ERROR (")
+    assert KEY not in caplog.text
+
+
 async def test_keys_never_reach_an_error_detail(case: Case) -> None:
     echo = f"bad key {KEY} / {BYOK} / Bearer {BYOK}"
     case.fake.enqueue(

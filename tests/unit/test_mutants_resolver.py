@@ -200,7 +200,7 @@ async def test_a_refused_url_is_logged_with_its_reason(
 ) -> None:
     guard = OutboundGuard(allow_private_network=False, resolver=fake_dns({}))
     strict = HttpCredentialResolver(guard)
-    caplog.set_level(logging.WARNING, "agentsvc.resolver")
+    caplog.set_level(logging.WARNING, "agentsvc.outbound")
     try:
         target = f"http://127.0.0.1:{webhook.port}/resolve"
         assert await strict.resolve(target, REQUEST, ["s"], 2000) is None
@@ -209,4 +209,4 @@ async def test_a_refused_url_is_logged_with_its_reason(
     assert webhook.requests == []
     reason = guard.refusal(f"http://127.0.0.1:{webhook.port}/resolve")
     assert reason
-    assert f"credential resolver URL refused: {reason}" in caplog.text
+    assert f"refused by the outbound guard: credential resolver: {reason}" in caplog.text

@@ -307,13 +307,16 @@ class AlphaModel(ChatModel):
                         if out is not None:
                             yield out
         except _StreamError as exc:
-            raise self._http.error(f"failed mid-stream: {short(str(exc))}", secrets) from None
+            err = self._http.error(f"failed mid-stream: {short(str(exc))}", secrets)
+            raise self._http.failed(err, "an error event mid-stream") from None
         except (*TRANSPORT_ERRORS, msgspec.MsgspecError, ValueError) as exc:
-            raise self._http.broken(exc, secrets) from None
+            err = self._http.broken(exc, secrets)
+            raise self._http.failed(err, f"stream broken: {type(exc).__name__}") from None
         finally:
             await response.aclose()
         if not state.done:
-            raise self._http.error("ended the stream before message_stop", secrets)
+            err = self._http.error("ended the stream before message_stop", secrets)
+            raise self._http.failed(err, "stream ended early")
         yield UsageReport(state.usage())
         yield Finished(_STOP.get(state.stop or "", "other"))
 

@@ -231,13 +231,16 @@ class BetaModel(ChatModel):
                     if chunk.error is not None:
                         state.fail(chunk.error)
         except _StreamError as exc:
-            raise self._http.error(f"failed mid-stream: {short(str(exc))}", secrets) from None
+            err = self._http.error(f"failed mid-stream: {short(str(exc))}", secrets)
+            raise self._http.failed(err, "an error event mid-stream") from None
         except (*TRANSPORT_ERRORS, msgspec.MsgspecError, ValueError) as exc:
-            raise self._http.broken(exc, secrets) from None
+            err = self._http.broken(exc, secrets)
+            raise self._http.failed(err, f"stream broken: {type(exc).__name__}") from None
         finally:
             await response.aclose()
         if not state.done and state.stop is None:
-            raise self._http.error("ended the stream before [DONE]", secrets)
+            err = self._http.error("ended the stream before [DONE]", secrets)
+            raise self._http.failed(err, "stream ended early")
         for call in state.calls():
             yield ToolCallRequested(call)
         if state.usage is not None:

@@ -41,6 +41,7 @@ __all__ = [
     "TRANSPORT_ERRORS",
     "ProviderHttp",
     "ProviderResponse",
+    "ProviderStatusError",
     "SSEParser",
     "scrub",
     "short",
@@ -253,6 +254,14 @@ class _HttpxResponse:
 TRANSPORT_ERRORS = (httpx.HTTPError, aiohttp.ClientError, TimeoutError)
 
 
+class ProviderStatusError(Upstream):
+    """A provider answered an HTTP error status (``status``) instead of a stream."""
+
+    def __init__(self, detail: str, code: str, status: int) -> None:
+        super().__init__(detail, code)
+        self.status = status
+
+
 class ProviderHttp:
     """One provider's pooled HTTP client, retry policy and error mapping.
 
@@ -347,6 +356,17 @@ class ProviderHttp:
         """``Upstream("the <provider> provider <what>")``; ``what`` is scrubbed of secrets."""
         return Upstream(f"the {self.provider} provider {scrub(what, secrets)}", code)
 
+    def failed(self, err: Upstream, how: str | None = None) -> Upstream:
+        """Log the failure that ends a provider call, once, at WARNING, and return
+        it (to raise): the provider, the error code, the HTTP status or ``how`` it
+        broke. Never the provider's message or body, which may quote a key."""
+        status = err.status if isinstance(err, ProviderStatusError) else None
+        where = f"HTTP {status}" if status is not None else how
+        log.warning(
+            "%s provider call failed: %s%s", self.provider, err.code, f" ({where})" if where else ""
+        )
+        return err
+
     def broken(self, exc: Exception, secrets: tuple[str, ...]) -> Upstream:
         """The Upstream for an exception raised while reading a streamed body."""
         if isinstance(exc, httpx.TimeoutException | TimeoutError):
@@ -366,7 +386,16 @@ class ProviderHttp:
 
         Connection errors, 408, 429 and 5xx are retried with exponential backoff and
         jitter, honouring a ``Retry-After`` up to ``max_retry_after_s`` (a longer one
-        fails at once: the user would rather see the error than wait)."""
+        fails at once: the user would rather see the error than wait). The failure
+        that ends the call is logged once (``failed``); a retry logs its own line."""
+        try:
+            return await self._open(url, headers, body, secrets)
+        except Upstream as err:
+            raise self.failed(err) from None
+
+    async def _open(
+        self, url: str, headers: dict[str, str], body: bytes, secrets: tuple[str, ...]
+    ) -> ProviderResponse:
         attempt = 0
         while True:
             attempt += 1
@@ -503,5 +532,8 @@ class ProviderHttp:
     ) -> tuple[Upstream, bool, float | None]:
         code, retryable = _status_code(status)
         message = _error_message(raw) if raw else reason
-        err = self.error(f"answered {status}: {short(scrub(message, secrets))}", secrets, code)
+        what = f"answered {status}: {short(scrub(message, secrets))}"
+        err = ProviderStatusError(
+            f"the {self.provider} provider {scrub(what, secrets)}", code, status
+        )
         return err, retryable, _retry_after(headers)

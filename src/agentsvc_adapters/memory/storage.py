@@ -150,6 +150,9 @@ class MemoryStorage(Storage):
             self._threads, self._agents, self._conversations, self._mcps, self._secrets
         )
 
+    async def check_ready(self) -> None:
+        """Memory is always ready: it lives as long as the process."""
+
     @property
     def organizations(self) -> OrganizationRepository:
         return self._orgs

@@ -30,6 +30,7 @@ __all__ = [
     "Row",
     "check_if_idle",
     "configure",
+    "pool_use",
     "translate",
 ]
 
@@ -109,6 +110,27 @@ class LifoPool(AsyncConnectionPool[Connection]):
 
 Pool = AsyncConnectionPool[Connection]
 IDLE_CHECK_S = 30.0
+
+
+def pool_use(pool: Pool) -> dict[str, float]:
+    """What the pool is doing now, from ``get_stats()`` (counters it keeps anyway),
+    under stable names for ``/metrics``: read at scrape time, nothing per request.
+    Gauges: ``size``, ``available``, ``waiting``, ``max``; totals since start:
+    ``requests``, ``requests_errors``, ``requests_wait_seconds``,
+    ``connections_errors``, ``connections_lost``. psycopg_pool leaves a counter
+    out until it first counts, hence the zeros."""
+    stats = pool.get_stats()
+    return {
+        "size": stats.get("pool_size", 0),
+        "available": stats.get("pool_available", 0),
+        "waiting": stats.get("requests_waiting", 0),
+        "max": stats.get("pool_max", 0),
+        "requests": stats.get("requests_num", 0),
+        "requests_errors": stats.get("requests_errors", 0),
+        "requests_wait_seconds": stats.get("requests_wait_ms", 0) / 1000,
+        "connections_errors": stats.get("connections_errors", 0),
+        "connections_lost": stats.get("connections_lost", 0),
+    }
 
 
 async def check_if_idle(conn: Connection) -> None:

@@ -11,6 +11,9 @@ exceptions never leave the package: they become domain errors in ``pool.translat
 
 from __future__ import annotations
 
+import functools
+
+import psycopg
 from psycopg.rows import tuple_row
 
 from agentsvc_adapters.postgres.agents import PostgresAgents
@@ -18,6 +21,7 @@ from agentsvc_adapters.postgres.api_keys import PostgresApiKeys
 from agentsvc_adapters.postgres.conversations import PostgresConversations, PostgresThreads
 from agentsvc_adapters.postgres.idempotency import PostgresIdempotency
 from agentsvc_adapters.postgres.mcps import PostgresMcps
+from agentsvc_adapters.postgres.migrate import migrations
 from agentsvc_adapters.postgres.organizations import PostgresOrganizations
 from agentsvc_adapters.postgres.owners import new_owner
 from agentsvc_adapters.postgres.pool import (
@@ -26,11 +30,13 @@ from agentsvc_adapters.postgres.pool import (
     Pool,
     check_if_idle,
     configure,
+    pool_use,
     translate,
 )
 from agentsvc_adapters.postgres.secrets import PostgresSecrets
 from agentsvc_adapters.postgres.streams import PostgresStreams
 from agentsvc_adapters.postgres.turns import PostgresTurnReader
+from agentsvc_core.errors import Unavailable
 from agentsvc_core.ports import (
     AgentRepository,
     ApiKeyRepository,
@@ -44,6 +50,14 @@ from agentsvc_core.ports import (
     TurnReader,
 )
 from agentsvc_core.ports.idempotency import IdempotencyStore
+
+READY_TIMEOUT_S = 3.0  # the readiness probe's wait for a pooled connection
+
+
+@functools.cache
+def _shipped() -> frozenset[int]:
+    """The versions of the migrations this package ships (read once)."""
+    return frozenset(version for version, _, _ in migrations())
 
 
 class PostgresStorage(Storage):
@@ -84,6 +98,25 @@ class PostgresStorage(Storage):
 
     async def close(self) -> None:
         await self.pool.close()
+
+    def pool_use(self) -> dict[str, float]:
+        """The pool's use now (``pool.pool_use``), for ``/metrics``."""
+        return pool_use(self.pool)
+
+    async def check_ready(self) -> None:
+        """One statement through the pool (a connection within ``READY_TIMEOUT_S``):
+        the applied migrations, which must include every shipped one. A missing
+        ``schema_migrations`` table is a database nobody migrated."""
+        try:
+            async with self.pool.connection(timeout=READY_TIMEOUT_S) as conn:
+                cur = await conn.execute("SELECT version FROM schema_migrations")
+                applied = {row[0] for row in await cur.fetchall()}
+        except psycopg.errors.UndefinedTable:
+            raise Unavailable("the database has no schema yet (run agentsvc migrate)") from None
+        except psycopg.Error:  # PoolTimeout and PoolClosed too
+            raise Unavailable("the database is unreachable or busy") from None
+        if not _shipped() <= applied:
+            raise Unavailable("database migrations are pending (run agentsvc migrate)")
 
     @property
     def organizations(self) -> OrganizationRepository:

@@ -308,3 +308,11 @@ class Storage(Protocol):
 
     @property
     def idempotency(self) -> IdempotencyStore: ...
+
+    async def check_ready(self) -> None:
+        """Whether storage can serve now (the ``/readyz`` probe): returns when it
+        can, raises ``Unavailable`` with a short reason (no secret, no driver
+        message) when it cannot: unreachable, no free connection within a few
+        seconds, or a schema with migrations not applied. At most one round trip;
+        raises nothing else."""
+        ...

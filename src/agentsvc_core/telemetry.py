@@ -48,13 +48,19 @@ def parse_traceparent(value: str | None) -> SpanContext | None:
     return SpanContext(trace_id, span_id, sampled=bool(int(flags, 16) & 1), remote=True)
 
 
+_randbytes = random.randbytes
+
+
 def _new_trace_id() -> str:
     # not a secret: W3C asks for random ids, which the OpenTelemetry SDK draws alike
-    return f"{random.getrandbits(128) or 1:032x}"
+    # (Mersenne Twister); randbytes().hex() is a third of the cost of formatting an int
+    trace_id = _randbytes(16).hex()
+    return trace_id if trace_id != _ZERO_TRACE else _new_trace_id()
 
 
 def _new_span_id() -> str:
-    return f"{random.getrandbits(64) or 1:016x}"
+    span_id = _randbytes(8).hex()
+    return span_id if span_id != _ZERO_SPAN else _new_span_id()
 
 
 class _Span:

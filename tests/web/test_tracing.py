@@ -189,3 +189,44 @@ def test_an_unsampled_trace_is_not_exported() -> None:
     )
     export.on_end(span)
     assert memory.get_finished_spans() == ()
+
+
+class _Headers:
+    """A loopback ASGI app that keeps the headers of each request."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict[str, str]] = []
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        self.seen.append({k.decode(): v.decode() for k, v in scope["headers"]})
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+
+@pytest.mark.parametrize("export_on", [True, False])
+async def test_the_guards_clients_name_the_current_span_only_with_export_on(
+    export_on: bool,
+) -> None:
+    from agentsvc_adapters.outbound import OutboundGuard  # noqa: PLC0415
+    from agentsvc_adapters.telemetry import add_traceparent  # noqa: PLC0415
+    from agentsvc_core.telemetry import SpanTracer  # noqa: PLC0415
+    from tests.web.live import serve  # noqa: PLC0415
+
+    app = _Headers()
+    guard = OutboundGuard(
+        allow_private_network=True, request_hooks=(add_traceparent,) if export_on else ()
+    )
+    tracer = SpanTracer()
+    with serve(app) as url:
+        async with guard.http_client(timeout=5.0) as http:
+            await http.get(url + "/outside")  # no current span
+            with tracer.start("resolve_credentials", "client") as span:
+                await http.get(url + "/inside")
+    outside, inside = app.seen
+    assert "traceparent" not in outside
+    if export_on:
+        assert inside["traceparent"] == f"00-{span.trace_id}-{span.context.span_id}-01"
+    else:
+        assert "traceparent" not in inside

@@ -84,6 +84,7 @@ class _Span:
         kind: SpanKind,
         attributes: dict[str, AttributeValue],
         parent: SpanContext | None,
+        sampled: bool,
     ) -> None:
         self._sinks = sinks
         self._name = name
@@ -91,7 +92,6 @@ class _Span:
         self._attributes = attributes
         self._parent = parent
         trace_id = parent.trace_id if parent is not None else _new_trace_id()
-        sampled = parent.sampled if parent is not None else True
         self._context = SpanContext(trace_id, _new_span_id(), sampled)
         self._start = time.time_ns()
         self._error: str | None = None
@@ -157,9 +157,23 @@ class SpanTracer(Tracer):
     """Records spans and hands each ended one to ``sinks`` (none: only the ids and
     the parent links exist, which the ``meta`` event's ``traceId`` needs)."""
 
-    def __init__(self, sinks: Sequence[SpanSink] = (), *, propagating: bool = False) -> None:
+    def __init__(
+        self,
+        sinks: Sequence[SpanSink] = (),
+        *,
+        propagating: bool = False,
+        sample_ratio: float = 1.0,
+        parent_based: bool = True,
+    ) -> None:
+        """``sample_ratio``: the share of new traces marked sampled (the export sends
+        only those; every sink still sees every span, so the metrics count all);
+        ``parent_based``: a span with a parent from another process (``traceparent``)
+        follows its sampled flag instead of drawing (OTEL_TRACES_SAMPLER, read by the
+        composition root)."""
         self._sinks = tuple(sinks)
         self._propagating = propagating
+        self._ratio = sample_ratio
+        self._parent_based = parent_based
 
     @property
     def propagating(self) -> bool:
@@ -172,10 +186,18 @@ class SpanTracer(Tracer):
         attributes: dict[str, AttributeValue] | None = None,
         parent: SpanContext | None = None,
     ) -> _Span:
+        if parent is None:
+            parent = CURRENT.get()
+        if parent is not None and (self._parent_based or not parent.remote):
+            sampled = parent.sampled
+        else:
+            ratio = self._ratio
+            sampled = ratio >= 1.0 or (ratio > 0.0 and random.random() < ratio)  # noqa: S311
         return _Span(
             self._sinks,
             name,
             kind,
             attributes if attributes is not None else {},
-            parent if parent is not None else CURRENT.get(),
+            parent,
+            sampled,
         )

@@ -33,6 +33,7 @@ from agentsvc_adapters.telemetry import (
     SpanMetrics,
     add_traceparent,
     otel_export_from_env,
+    sampler_from_env,
 )
 from agentsvc_core.errors import DomainError, InvalidInput
 from agentsvc_core.ports import (
@@ -91,6 +92,7 @@ class Services:
         revocations: Revocations | None = None,
         follows: FollowRequests | None = None,
         exports: Sequence[OtelExport] = (),
+        sampling: tuple[float, bool] = (1.0, True),
     ) -> None:
         clock = SystemClock()
         revocations = revocations or LocalRevocations()
@@ -108,7 +110,13 @@ class Services:
         self.readiness = Readiness(storage)
         # the turn's metrics are a sink of its finished spans on the same registry,
         # like the OpenTelemetry export (when configured)
-        self.tracer = SpanTracer([SpanMetrics(self.metrics), *exports], propagating=bool(exports))
+        ratio, parent_based = sampling  # which new traces the export sends
+        self.tracer = SpanTracer(
+            [SpanMetrics(self.metrics), *exports],
+            propagating=bool(exports),
+            sample_ratio=ratio,
+            parent_based=parent_based,
+        )
         self.closers.extend(e.aclose for e in exports)
         self.agents = Agents(storage.agents, clock, settings.default_model)
         self.api_keys = ApiKeys(storage.api_keys, storage.organizations, clock, revocations)
@@ -375,6 +383,7 @@ def build_services(settings: Settings) -> Services:
     router = PrefixRouter(Families(local=local, alpha=alpha, beta=beta), settings.model_routes)
     try:
         exports = otel_export_from_env()
+        sampling = sampler_from_env() if exports else (1.0, True)
     except OtelConfigError as exc:
         raise SettingsError(str(exc)) from None
     # with tracing export on, outbound calls name the current span (W3C traceparent)
@@ -404,6 +413,7 @@ def build_services(settings: Settings) -> Services:
         revocations=revocations,
         follows=signals,
         exports=exports,
+        sampling=sampling,
     )
     services.closers.extend([registry.aclose, oauth_network.aclose, resolver.aclose])
     services.closers.extend(m.aclose for m in (alpha, beta) if m is not None)

@@ -230,3 +230,65 @@ async def test_the_guards_clients_name_the_current_span_only_with_export_on(
         assert inside["traceparent"] == f"00-{span.trace_id}-{span.context.span_id}-01"
     else:
         assert "traceparent" not in inside
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, (1.0, True)),
+        ({"OTEL_TRACES_SAMPLER": "always_off"}, (0.0, False)),
+        ({"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.25"}, (0.25, False)),
+        ({"OTEL_TRACES_SAMPLER": "parentbased_traceidratio"}, (1.0, True)),
+    ],
+)
+def test_the_sampler_comes_from_the_standard_variables(
+    env: dict[str, str], expected: tuple[float, bool]
+) -> None:
+    from agentsvc_adapters.telemetry import sampler_from_env  # noqa: PLC0415
+
+    assert sampler_from_env(env) == expected
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"OTEL_TRACES_SAMPLER": "jaeger_remote"},
+        {"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "half"},
+        {"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "2"},
+    ],
+)
+def test_a_sampler_that_cannot_be_honoured_is_a_clear_error(env: dict[str, str]) -> None:
+    from agentsvc_adapters.telemetry import sampler_from_env  # noqa: PLC0415
+
+    with pytest.raises(OtelConfigError):
+        sampler_from_env(env)
+
+
+def test_unsampled_traces_reach_the_metrics_but_not_the_export() -> None:
+    from prometheus_client import CollectorRegistry  # noqa: PLC0415
+
+    from agentsvc_adapters.telemetry import SpanMetrics  # noqa: PLC0415
+    from agentsvc_core.telemetry import SpanTracer, parse_traceparent  # noqa: PLC0415
+
+    memory = InMemorySpanExporter()
+    registry = CollectorRegistry()
+    export = OtelExport(SimpleSpanProcessor(memory), Resource.create())
+    never = SpanTracer([SpanMetrics(registry), export], sample_ratio=0.0, parent_based=True)
+    with never.start("invoke_agent A", attributes={"gen_ai.operation.name": "invoke_agent"}):
+        with never.start("chat m", "client") as child:
+            assert not child.context.sampled  # a child follows its trace
+    assert memory.get_finished_spans() == ()
+    assert (
+        registry.get_sample_value(
+            "agentsvc_replies_total", {"outcome": "completed", "family": "unknown"}
+        )
+        == 1
+    )
+    # parent-based: a caller's sampled trace is exported whatever the ratio
+    caller = parse_traceparent(CALLER)
+    never.start("GET /healthz", "server", parent=caller).end()
+    assert [s.name for s in memory.get_finished_spans()] == ["GET /healthz"]
+    # not parent-based: the ratio decides, also under a caller's trace
+    strict = SpanTracer([export], sample_ratio=0.0, parent_based=False)
+    strict.start("GET /healthz", "server", parent=caller).end()
+    assert len(memory.get_finished_spans()) == 1

@@ -3,7 +3,12 @@ OpenTelemetry export (``otel``), turn-level Prometheus metrics (``metrics``), an
 the ``traceparent`` header of outbound calls (``propagation``)."""
 
 from agentsvc_adapters.telemetry.metrics import SpanMetrics
-from agentsvc_adapters.telemetry.otel import OtelConfigError, OtelExport, otel_export_from_env
+from agentsvc_adapters.telemetry.otel import (
+    OtelConfigError,
+    OtelExport,
+    otel_export_from_env,
+    sampler_from_env,
+)
 from agentsvc_adapters.telemetry.propagation import add_traceparent
 
 __all__ = [
@@ -12,4 +17,5 @@ __all__ = [
     "SpanMetrics",
     "add_traceparent",
     "otel_export_from_env",
+    "sampler_from_env",
 ]

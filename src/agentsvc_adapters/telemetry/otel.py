@@ -16,7 +16,12 @@ Off unless an exporter is configured by the standard variables:
 - the batch processor reads ``OTEL_BSP_SCHEDULE_DELAY``, ``OTEL_BSP_MAX_QUEUE_SIZE``,
   ``OTEL_BSP_MAX_EXPORT_BATCH_SIZE`` and ``OTEL_BSP_EXPORT_TIMEOUT``;
 - the resource: ``OTEL_SERVICE_NAME`` (default ``agentsvc``) and
-  ``OTEL_RESOURCE_ATTRIBUTES``.
+  ``OTEL_RESOURCE_ATTRIBUTES``;
+- sampling (``sampler_from_env``, applied by the core tracer when a trace starts):
+  ``OTEL_TRACES_SAMPLER`` = ``parentbased_always_on`` (default), ``always_on``,
+  ``always_off``, ``traceidratio``, ``parentbased_always_off`` or
+  ``parentbased_traceidratio``, with ``OTEL_TRACES_SAMPLER_ARG`` the ratio. Only
+  the export skips unsampled traces: the metrics count every turn.
 
 Export runs off the hot path: ``on_end`` converts the span and appends it to the
 ``BatchSpanProcessor``'s queue; the processor's thread sends batches. A full
@@ -47,7 +52,7 @@ from opentelemetry.trace import Status, StatusCode, TraceFlags
 
 from agentsvc_core.ports.telemetry import FinishedSpan, SpanSink
 
-__all__ = ["OtelConfigError", "OtelExport", "otel_export_from_env"]
+__all__ = ["OtelConfigError", "OtelExport", "otel_export_from_env", "sampler_from_env"]
 
 VERSION = "0.1.0"
 _KINDS = {
@@ -147,6 +152,38 @@ def _resource(env: Mapping[str, str]) -> Resource:
     if not name or str(name).startswith("unknown_service"):
         name = "agentsvc"
     return from_env.merge(Resource({SERVICE_NAME: str(name), SERVICE_VERSION: VERSION}))
+
+
+_SAMPLERS = {
+    "always_on": (1.0, False),
+    "always_off": (0.0, False),
+    "traceidratio": (None, False),
+    "parentbased_always_on": (1.0, True),
+    "parentbased_always_off": (0.0, True),
+    "parentbased_traceidratio": (None, True),
+}
+
+
+def sampler_from_env(env: Mapping[str, str] | None = None) -> tuple[float, bool]:
+    """``OTEL_TRACES_SAMPLER`` (default ``parentbased_always_on``) and
+    ``OTEL_TRACES_SAMPLER_ARG`` (the ratio, default 1.0) as the core tracer's
+    ``(sample_ratio, parent_based)``. Raises ``OtelConfigError`` for another sampler."""
+    env = os.environ if env is None else env
+    name = env.get("OTEL_TRACES_SAMPLER", "").strip().lower() or "parentbased_always_on"
+    if name not in _SAMPLERS:
+        raise OtelConfigError(
+            f"OTEL_TRACES_SAMPLER={name} is not supported: use one of {', '.join(_SAMPLERS)}"
+        )
+    ratio, parent_based = _SAMPLERS[name]
+    if ratio is None:
+        raw = env.get("OTEL_TRACES_SAMPLER_ARG", "").strip() or "1.0"
+        try:
+            ratio = float(raw)
+        except ValueError:
+            raise OtelConfigError(f"OTEL_TRACES_SAMPLER_ARG={raw} is not a number") from None
+        if not 0.0 <= ratio <= 1.0:
+            raise OtelConfigError(f"OTEL_TRACES_SAMPLER_ARG={raw} is not between 0 and 1")
+    return ratio, parent_based
 
 
 def otel_export_from_env(env: Mapping[str, str] | None = None) -> list[OtelExport]:

@@ -274,9 +274,9 @@ def test_unsampled_traces_reach_the_metrics_but_not_the_export() -> None:
     registry = CollectorRegistry()
     export = OtelExport(SimpleSpanProcessor(memory), Resource.create())
     never = SpanTracer([SpanMetrics(registry), export], sample_ratio=0.0, parent_based=True)
-    with never.start("invoke_agent A", attributes={"gen_ai.operation.name": "invoke_agent"}):
-        with never.start("chat m", "client") as child:
-            assert not child.context.sampled  # a child follows its trace
+    reply = never.start("invoke_agent A", attributes={"gen_ai.operation.name": "invoke_agent"})
+    with reply, never.start("chat m", "client") as child:
+        assert not child.context.sampled  # a child follows its trace
     assert memory.get_finished_spans() == ()
     assert (
         registry.get_sample_value(

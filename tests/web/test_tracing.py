@@ -292,3 +292,18 @@ def test_unsampled_traces_reach_the_metrics_but_not_the_export() -> None:
     strict = SpanTracer([export], sample_ratio=0.0, parent_based=False)
     strict.start("GET /healthz", "server", parent=caller).end()
     assert len(memory.get_finished_spans()) == 1
+
+
+def test_metrics_shows_the_turns_counts(
+    traced: tuple[TestClient[Any], InMemorySpanExporter],
+) -> None:
+    client, _ = traced
+    agent = client.post("/api/agents", json={"name": "Counted"}).json()
+    thread = client.post("/api/threads", json={"agentId": agent["id"]}).json()
+    r = client.post(f"/api/threads/{thread['id']}/messages", json={"content": "hello"})
+    assert r.status_code == 200
+    text = client.get("/metrics").text
+    assert 'agentsvc_replies_total{family="local",outcome="completed"} 1.0' in text
+    assert 'agentsvc_tokens_total{family="local",kind="output"}' in text
+    assert thread["id"] not in text
+    assert agent["id"] not in text

@@ -50,6 +50,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         help=f"comma-separated scenarios to run (of {','.join(SCENARIOS)}); default all",
     )
     p.add_argument(
+        "--otlp",
+        action="store_true",
+        help="run the service with tracing export on (OTEL_TRACES_EXPORTER=otlp) to a loopback"
+        " OTLP sink (bench/otlp_sink.py): the cost of the export",
+    )
+    p.add_argument(
         "--profile",
         nargs="?",
         const="py-spy",
@@ -92,6 +98,7 @@ def config(args: argparse.Namespace, log_dir: Path) -> Config:
         log_dir=log_dir,
         only=only if not quick or args.only else only - {"workers2"},
         quiet_wait_s=60.0 if quick else 300.0,
+        otlp=args.otlp,
     )
 
 

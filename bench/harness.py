@@ -81,6 +81,7 @@ class Config:
     log_dir: Path
     only: set[str]
     quiet_wait_s: float = 300.0
+    otlp: bool = False  # the service exports its spans (OTLP/HTTP) to a loopback sink
 
 
 def log(msg: str) -> None:
@@ -148,7 +149,9 @@ class Bench:
         wait_http(child, child.url + "/healthz")
         return child
 
-    def start_service(self, db: Database, fake: Child, workers: int = 1) -> Child:
+    def start_service(
+        self, db: Database, fake: Child, workers: int = 1, otlp: str | None = None
+    ) -> Child:
         port = free_port()
         env = self._env()
         env.update(db.env)
@@ -165,6 +168,10 @@ class Bench:
                 "AGENTSVC_RATE_LIMIT_PER_ADDRESS_PER_MIN": "10000000",
             }
         )
+        if otlp is not None:  # tracing export on, batched as the SDK does by default
+            env["OTEL_TRACES_EXPORTER"] = "otlp"
+            env["OTEL_EXPORTER_OTLP_PROTOCOL"] = "http/protobuf"
+            env["OTEL_EXPORTER_OTLP_ENDPOINT"] = otlp
         if "AGENTSVC_DATA_DIR" not in env:
             env["AGENTSVC_DATA_DIR"] = str(self.cfg.log_dir / "data")
         if self.cfg.profile == "cpu" and workers == 1:  # bench/cpu_sampler, signalled per level
@@ -195,13 +202,21 @@ class Bench:
         """A fresh database, a fake provider and the service on them; all gone afterwards."""
         self.quiet()
         db = self.dbs.fresh()
-        fake = svc = None
+        fake = svc = sink = None
         try:
             fake = self.start_fake(first, delay, fake_tokens)
-            svc = self.start_service(db, fake, workers)
+            if self.cfg.otlp:
+                sink = spawn(
+                    self._name("otlp-sink"),
+                    [PYTHON, "-m", "bench.otlp_sink"],
+                    self._env(),
+                    self.cfg.log_dir,
+                )
+                sink.url = wait_line(sink, "URL ")
+            svc = self.start_service(db, fake, workers, otlp=sink.url if sink else None)
             yield svc, fake, db
         finally:
-            for child in (svc, fake):
+            for child in (svc, fake, sink):
                 if child is not None:
                     child.stop()
             self.dbs.drop(db)

@@ -428,13 +428,20 @@ class _GuardedTransport(httpx2.AsyncHTTPTransport):
         self._pool = httpcore2.AsyncConnectionPool(ssl_context, network_backend=backend, **_POOL)
 
 
-def guarded_httpx_client(backend: GuardedBackendV1, *, timeout: float) -> httpx.AsyncClient:
-    """An httpx ``AsyncClient`` whose every connection goes through ``backend``."""
+RequestHook = Callable[[Any], Awaitable[None]]
+
+
+def guarded_httpx_client(
+    backend: GuardedBackendV1, *, timeout: float, request_hooks: Iterable[RequestHook] = ()
+) -> httpx.AsyncClient:
+    """An httpx ``AsyncClient`` whose every connection goes through ``backend``;
+    ``request_hooks`` see each request before it is sent (``traceparent``)."""
     return httpx.AsyncClient(
         timeout=timeout,
         transport=_GuardedTransportV1(backend),
         trust_env=False,
         follow_redirects=False,
+        event_hooks={"request": list(request_hooks)},
     )
 
 
@@ -462,11 +469,20 @@ def guarded_httpx2_client(
 class OutboundGuard(UrlPolicy):
     """The policy, built once at the composition root: the early URL check (the
     core's ``UrlPolicy``) and the guarded httpx clients of the adapters.
-    ``resolver`` replaces the system DNS lookup (tests)."""
+    ``resolver`` replaces the system DNS lookup (tests); ``request_hooks`` are
+    installed on every client it makes (the ``traceparent`` header when tracing
+    export is on)."""
 
-    def __init__(self, *, allow_private_network: bool, resolver: Resolver | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        allow_private_network: bool,
+        resolver: Resolver | None = None,
+        request_hooks: Iterable[RequestHook] = (),
+    ) -> None:
         self.allow_private_network = allow_private_network
         self.resolver = resolver
+        self.request_hooks = tuple(request_hooks)
 
     def refusal(self, url: str) -> str | None:
         try:
@@ -480,4 +496,4 @@ class OutboundGuard(UrlPolicy):
         backend = GuardedBackendV1(
             allow_private_network=self.allow_private_network, resolver=self.resolver
         )
-        return guarded_httpx_client(backend, timeout=timeout)
+        return guarded_httpx_client(backend, timeout=timeout, request_hooks=self.request_hooks)

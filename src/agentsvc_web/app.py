@@ -45,6 +45,7 @@ from agentsvc_web.schema_ui import asset_routers, viewers
 from agentsvc_web.schemas import OkBody
 from agentsvc_web.settings import Settings
 from agentsvc_web.shutdown import drain_on_signals
+from agentsvc_web.tracing import RequestSpans
 
 # The one source of the version is pyproject.toml; the installed package's
 # metadata carries it (``agentsvc --version`` and the OpenAPI document read it).
@@ -115,6 +116,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "compaction": _const(services.compaction),
         },
         middleware=[
+            DefineMiddleware(RequestSpans, tracer=services.tracer),
             DefineMiddleware(BodyDeadline, timeout_s=settings.request_read_timeout_s),
             by_address,
             bearer_auth(services.authenticator),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 
 from agentsvc_adapters.auth import JwtConfigError, JwtVerifier
@@ -27,6 +27,14 @@ from agentsvc_adapters.postgres import (
 from agentsvc_adapters.registry import HttpMcpRegistry
 from agentsvc_adapters.resolver import HttpCredentialResolver
 from agentsvc_adapters.signals import LocalRevocations, LocalStopBus
+from agentsvc_adapters.telemetry import (
+    OtelConfigError,
+    OtelExport,
+    SpanMetrics,
+    add_traceparent,
+    otel_export_from_env,
+    sampler_from_env,
+)
 from agentsvc_core.errors import DomainError, InvalidInput
 from agentsvc_core.ports import (
     FollowRequests,
@@ -43,6 +51,7 @@ from agentsvc_core.ports.mcp import UrlPolicy
 from agentsvc_core.ports.oauth import OAuthNetwork
 from agentsvc_core.ports.registry import McpRegistry
 from agentsvc_core.ports.resolver import CredentialResolver
+from agentsvc_core.telemetry import SpanTracer
 from agentsvc_core.use_cases import Agents, ApiKeys, Authenticator, Conversation, Threads
 from agentsvc_core.use_cases.compaction import Compactor
 from agentsvc_core.use_cases.health import Readiness
@@ -82,6 +91,8 @@ class Services:
         resolver: CredentialResolver,
         revocations: Revocations | None = None,
         follows: FollowRequests | None = None,
+        exports: Sequence[OtelExport] = (),
+        sampling: tuple[float, bool] = (1.0, True),
     ) -> None:
         clock = SystemClock()
         revocations = revocations or LocalRevocations()
@@ -97,6 +108,16 @@ class Services:
         self.http_metrics = HttpMetrics(self.metrics)
         self.metrics.register(_scrape_time_metrics(storage))
         self.readiness = Readiness(storage)
+        # the turn's metrics are a sink of its finished spans on the same registry,
+        # like the OpenTelemetry export (when configured)
+        ratio, parent_based = sampling  # which new traces the export sends
+        self.tracer = SpanTracer(
+            [SpanMetrics(self.metrics), *exports],
+            propagating=bool(exports),
+            sample_ratio=ratio,
+            parent_based=parent_based,
+        )
+        self.closers.extend(e.aclose for e in exports)
         self.agents = Agents(storage.agents, clock, settings.default_model)
         self.api_keys = ApiKeys(storage.api_keys, storage.organizations, clock, revocations)
         self.authenticator = Authenticator(
@@ -144,7 +165,7 @@ class Services:
             stops,
             clock,
             stale_after_s=settings.run_stale_after_s,
-            keys=KeyBroker(self.org_settings, resolver),
+            keys=KeyBroker(self.org_settings, resolver, self.tracer),
             configs=AgentConfigs(storage.secrets, box),
             compactor=Compactor(storage.secrets, box),
             streams=storage.streams,
@@ -152,6 +173,7 @@ class Services:
             idempotency=storage.idempotency,
             replay_s=settings.stream_replay_s,
             flush_s=settings.stream_flush_ms / 1000,
+            tracer=self.tracer,
         )
         self.streams = self.conversation.streams
         self.idempotency = Idempotency(storage.idempotency, box, clock)
@@ -359,9 +381,16 @@ def build_services(settings: Settings) -> Services:
     alpha, beta = _providers(settings)
     local = LocalModel(settings.local_slow_delay_ms / 1000)
     router = PrefixRouter(Families(local=local, alpha=alpha, beta=beta), settings.model_routes)
+    try:
+        exports = otel_export_from_env()
+        sampling = sampler_from_env() if exports else (1.0, True)
+    except OtelConfigError as exc:
+        raise SettingsError(str(exc)) from None
+    # with tracing export on, outbound calls name the current span (W3C traceparent)
+    hooks = (add_traceparent,) if exports else ()
     # the one outbound guard: the URL policy and the HTTP clients of every adapter
     # that contacts a URL a user or the configuration supplies
-    guard = OutboundGuard(allow_private_network=settings.allow_private_network)
+    guard = OutboundGuard(allow_private_network=settings.allow_private_network, request_hooks=hooks)
     registry = HttpMcpRegistry(settings.mcp_registry_url, guard)
     oauth_network = HttpOAuth(guard)
     resolver = HttpCredentialResolver(guard)
@@ -375,6 +404,7 @@ def build_services(settings: Settings) -> Services:
         mcp_client=SdkMcpClient(
             allow_private_network=settings.allow_private_network,
             allow_stdio=settings.allow_stdio_mcp,
+            request_hooks=hooks,
         ),
         urls=guard,
         registry=registry,
@@ -382,6 +412,8 @@ def build_services(settings: Settings) -> Services:
         resolver=resolver,
         revocations=revocations,
         follows=signals,
+        exports=exports,
+        sampling=sampling,
     )
     services.closers.extend([registry.aclose, oauth_network.aclose, resolver.aclose])
     services.closers.extend(m.aclose for m in (alpha, beta) if m is not None)

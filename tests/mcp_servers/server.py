@@ -1,7 +1,8 @@
 """A small MCP server for the MCP client's tests, written with the SDK's ``MCPServer``.
 
 Tools: ``echo``, ``add``, ``slow``, ``fail`` (raises: an ``isError`` result),
-``whoami`` (the ``X-Test-Identity`` header it received over HTTP, else the
+``whoami`` (the ``X-Test-Identity`` header, or the one its ``header`` argument
+names, it received over HTTP, else the
 ``TEST_IDENTITY`` environment variable), ``protocol_error`` (a JSON-RPC error, not
 a result), ``env_dump`` (the names of its
 environment variables), ``stats`` (how many ``initialize`` requests this process
@@ -93,11 +94,12 @@ def build_server(counter: Stats) -> MCPServer:
         raise MCPError(INVALID_PARAMS, message)
 
     @server.tool()
-    def whoami(ctx: Context) -> str:
-        """The X-Test-Identity header (HTTP) or the TEST_IDENTITY variable (stdio)."""
+    def whoami(ctx: Context, header: str = "x-test-identity") -> str:
+        """The X-Test-Identity header (or the one named, e.g. traceparent) over HTTP,
+        the TEST_IDENTITY variable over stdio."""
         headers = ctx.headers
-        if headers is not None and "x-test-identity" in headers:
-            return headers["x-test-identity"]
+        if headers is not None and header.lower() in headers:
+            return headers[header.lower()]
         return os.environ.get("TEST_IDENTITY", "")
 
     @server.tool()

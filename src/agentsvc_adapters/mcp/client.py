@@ -161,7 +161,10 @@ class _Session:
             allow_private_network=owner.allow_private_network, resolver=owner.resolver
         )
         read = max(_SSE_READ_TIMEOUT_S, owner.call_timeout_s, owner.list_timeout_s)
-        hooks: dict[str, list[Callable[..., Any]]] = {"response": [self._on_response]}
+        hooks: dict[str, list[Callable[..., Any]]] = {
+            "response": [self._on_response],
+            "request": list(owner.request_hooks),
+        }
         factory = partial(guarded_httpx2_client, self.backend, event_hooks=hooks)
         if ep.transport == "sse":
             return sse_client(
@@ -201,8 +204,12 @@ class SdkMcpClient(McpClient):
         allow_private_network: bool = False,
         allow_stdio: bool = False,
         resolver: Resolver | None = None,
+        request_hooks: tuple[Callable[[Any], Awaitable[None]], ...] = (),
     ) -> None:
-        """``resolver`` replaces the system DNS lookup of the address guard (tests)."""
+        """``resolver`` replaces the system DNS lookup of the address guard (tests);
+        ``request_hooks`` see each HTTP request before it is sent (``traceparent``
+        when tracing export is on: the SDK sends a request in its caller's context)."""
+        self.request_hooks = request_hooks
         self.connect_timeout_s = connect_timeout_s
         self.list_timeout_s = list_timeout_s
         self.call_timeout_s = call_timeout_s

@@ -64,7 +64,9 @@ from agentsvc_core.ports import (
     TurnReader,
 )
 from agentsvc_core.ports.idempotency import IdempotencyClaim, IdempotencyStore
+from agentsvc_core.ports.telemetry import Tracer
 from agentsvc_core.use_cases._turn_private import Plan, new_message
+from agentsvc_core.use_cases._turn_spans import reply_span
 from agentsvc_core.use_cases.compaction import Compactor
 from agentsvc_core.use_cases.context import (
     effective_profile,
@@ -120,6 +122,7 @@ class Conversation:
         idempotency: IdempotencyStore | None = None,
         replay_s: float = 600.0,
         flush_s: float = 0.1,
+        tracer: Tracer | None = None,
     ) -> None:
         """``stale_after_s``: a running reply whose heartbeat is older than this is
         taken for dead (its process crashed) and marked interrupted; the running
@@ -143,7 +146,7 @@ class Conversation:
         # (organization, thread) of the sends whose reply started before their run was stored
         self._beginning: set[tuple[str, UUID]] = set()
         self._beats = Heartbeats(store, clock, stale_after_s / 4, self._running)
-        self._reply = Reply(store, tools, clock, compactor)
+        self._reply = Reply(store, tools, clock, compactor, tracer)
         self._closing: asyncio.Task[None] | None = None  # the drain, once shutdown began
         self._turns: dict[UUID, Turn] = {}  # the running replies' event buffers
         self._streams = streams
@@ -390,10 +393,12 @@ class Conversation:
     ) -> tuple[Turn, asyncio.Task[None], asyncio.Future[None]]:
         turn = Turn(run.id, run.thread_id)
         turn.keep = plan.keep_events
+        span = reply_span(self._reply.tracer, plan, run)  # child of the request's span
+        meta.trace_id = span.trace_id
         turn.emit(meta)
         begun: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         task = asyncio.create_task(
-            self._reply.run(plan, run, history, turn, begun, stop), name=f"turn-{run.id}"
+            self._reply.run(plan, run, history, turn, begun, stop, span), name=f"turn-{run.id}"
         )
         return turn, task, begun
 

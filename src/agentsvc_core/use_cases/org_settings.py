@@ -18,7 +18,9 @@ from agentsvc_core.errors import InvalidInput, PermissionDenied
 from agentsvc_core.ports import AgentRepository, Clock, SealedRecord, SecretBox, SecretStore
 from agentsvc_core.ports.mcp import UrlPolicy
 from agentsvc_core.ports.resolver import CredentialResolver, ResolverRequest
+from agentsvc_core.ports.telemetry import Tracer
 from agentsvc_core.rules import check_embed_domain, check_text, check_url_text
+from agentsvc_core.telemetry import SpanTracer
 from agentsvc_core.use_cases.sealed import SealedRecords
 
 ROTATION_GRACE = timedelta(hours=24)
@@ -161,12 +163,18 @@ class OrgSettings:
         return config
 
 
+RESOLVER_SPAN = "resolve_credentials"
+
+
 class KeyBroker:
     """Which key serves a model call: the user's (from the agent's resolver) or the platform's."""
 
-    def __init__(self, settings: OrgSettings, resolver: CredentialResolver) -> None:
+    def __init__(
+        self, settings: OrgSettings, resolver: CredentialResolver, tracer: Tracer | None = None
+    ) -> None:
         self._settings = settings
         self._resolver = resolver
+        self._tracer = tracer or SpanTracer()
 
     async def key(
         self, config: ResolverConfig, *, user_id: str, provider: str, model: str
@@ -177,9 +185,15 @@ class KeyBroker:
             user_id=user_id, org_id=config.org_id, provider=provider, model=model
         )
         secrets_ = await self._settings.signing_secrets(config.org_id)
-        return await self._resolver.resolve(
-            config.resolver_url, request, secrets_, config.timeout_ms
-        )
+        # the resolver call's span: its outcome, never the key
+        with self._tracer.start(
+            RESOLVER_SPAN, "client", {"agentsvc.provider.family": provider}
+        ) as span:
+            key = await self._resolver.resolve(
+                config.resolver_url, request, secrets_, config.timeout_ms
+            )
+            span.set("agentsvc.resolver.outcome", "key" if key else "platform")
+        return key
 
     def for_turn(self, config: ResolverConfig, *, user_id: str) -> TurnKeys:
         """The keys of one turn: each provider family's resolved at most once."""

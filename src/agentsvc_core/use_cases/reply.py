@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -49,6 +50,8 @@ from agentsvc_core.ports import (
     ToolCallRequested,
     UsageReport,
 )
+from agentsvc_core.ports.telemetry import CURRENT, Span, Tracer
+from agentsvc_core.telemetry import SpanTracer
 from agentsvc_core.use_cases._turn_private import (
     INTERRUPTED,
     Called,
@@ -60,6 +63,15 @@ from agentsvc_core.use_cases._turn_private import (
     new_message,
     tool_out,
     usage_out,
+)
+from agentsvc_core.use_cases._turn_spans import (
+    chat_ended,
+    chat_span,
+    compaction_span,
+    reply_ended,
+    reply_span,
+    tool_span,
+    usage_attributes,
 )
 from agentsvc_core.use_cases.compaction import Checkpoint, Compactor
 from agentsvc_core.use_cases.context import PROPOSE_PROFILE_SWITCH, model_history
@@ -95,11 +107,13 @@ class Reply:
         tools: ServerTools,
         clock: Clock,
         compactor: Compactor | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         self._store = store
         self._tools = tools
         self._clock = clock
         self._compactor = compactor
+        self.tracer: Tracer = tracer or SpanTracer()
 
     async def run(
         self,
@@ -109,11 +123,15 @@ class Reply:
         turn: Turn,
         begun: asyncio.Future[None],
         stop: StopSignal,
+        span: Span | None = None,
     ) -> None:
         """The reply. ``begun`` resolves once the run is stored; until then the model
         call may stream into ``turn`` (which nobody reads yet) but nothing is stored
         or run. When it is cancelled instead, the run was never stored: this task is
-        cancelled too and leaves nothing behind."""
+        cancelled too and leaves nothing behind. ``span`` (``invoke_agent``) is the
+        reply's span, ended here with the outcome."""
+        span = span or reply_span(self.tracer, plan, run)
+        CURRENT.set(span.context)  # this task's own context: its spans are the reply's children
         state = ReplyState(messages=model_history(history), begun=begun)
         failure: Exception | None = None
         try:
@@ -131,6 +149,7 @@ class Reply:
                 await self._finish(plan, run, state, turn, final)
             turn.emit(final)
             turn.close()
+            reply_ended(span, state)
             raise
         except Exception as exc:  # noqa: BLE001 (logged below, once the run is stored)
             failure = exc
@@ -151,6 +170,7 @@ class Reply:
             )
         turn.emit(final)
         turn.close()
+        reply_ended(span, state)
 
     async def _compact(self, plan: Plan, run: Run, state: ReplyState) -> Checkpoint | None:
         """Summary-based compaction (beta family): above the agent's threshold, the
@@ -167,7 +187,11 @@ class Reply:
             system = compactor.with_summary(plan.system, cp)
             if compactor.tokens(cp, system, recent) > config.beta_compact_threshold:
                 api_key = await self._key(plan)
-                done = await compactor.compact(plan.model, plan.model_name, cp, recent, api_key)
+                with compaction_span(self.tracer, plan) as span:
+                    done = await compactor.compact(plan.model, plan.model_name, cp, recent, api_key)
+                    span.set("agentsvc.compaction.outcome", "skipped" if done is None else "done")
+                    if done is not None:
+                        usage_attributes(span, done[1])
                 if done is not None:
                     cp, usage = done
                     await compactor.save(run.org_id, run.thread_id, cp)
@@ -281,8 +305,27 @@ class Reply:
         calls: list[ToolCall],
         blocks: list[dict[str, Any]],
     ) -> Called:
+        """One model call in its ``chat {model}`` span (``_model_call``)."""
+        times: list[int] = []
+        with chat_span(self.tracer, plan) as span:
+            called = await self._model_call(plan, messages, turn, stop, text, calls, blocks, times)
+            chat_ended(span, called, times)
+        return called
+
+    async def _model_call(
+        self,
+        plan: Plan,
+        messages: list[Message],
+        turn: Turn,
+        stop: StopSignal,
+        text: list[str],
+        calls: list[ToolCall],
+        blocks: list[dict[str, Any]],
+        times: list[int],
+    ) -> Called:
         """One model call, streamed into ``turn``: how it ended; the text, tool calls
-        and compaction blocks received are appended to ``text``, ``calls``, ``blocks``."""
+        and compaction blocks received are appended to ``text``, ``calls``, ``blocks``;
+        ``times`` gets when the request went out and when its first event came."""
         api_key = await self._key(plan)
         request = ModelRequest(
             # a snapshot: the reply goes on appending to ``messages``
@@ -298,8 +341,11 @@ class Reply:
 
         async def consume() -> None:
             stream: AsyncIterator[ModelEvent] = plan.model.stream(request)
+            times.append(time.time_ns())
             try:
                 async for event in stream:
+                    if len(times) == 1:
+                        times.append(time.time_ns())  # the time to the first chunk
                     if isinstance(event, TextDelta):
                         if event.text:
                             text.append(event.text)
@@ -335,6 +381,13 @@ class Reply:
         return Called(False, None, usage, source, finish[-1] if finish else "other")
 
     async def _run_tool(self, plan: Plan, call: ToolCall, turn: Turn) -> str:
+        """One server-side tool call in its ``execute_tool {tool}`` span."""
+        mcp = call.name in plan.server_tools and call.name != PROPOSE_PROFILE_SWITCH
+        with tool_span(self.tracer, call.name, call.id, mcp=mcp) as span:
+            return await self._tool_call(plan, call, turn, span)
+
+    async def _tool_call(self, plan: Plan, call: ToolCall, turn: Turn, span: Span) -> str:
+        span.set("agentsvc.tool.outcome", "ok")
         turn.emit(ToolCallEvent(tool=tool_out(call)))
         turn.emit(ToolExecuting(tool_name=call.name, tool_call_id=call.id))
         if call.name == PROPOSE_PROFILE_SWITCH:
@@ -347,13 +400,19 @@ class Reply:
             )
         elif call.name not in plan.server_tools:
             result = f"error: the tool {call.name!r} is not available in this conversation"
+            span.set("agentsvc.tool.outcome", "unavailable")
+            span.fail("TOOL_UNAVAILABLE")
         else:
             try:
                 result = await asyncio.wait_for(
                     self._tools.call(plan.who, plan.agent, call.name, call.arguments),
                     TOOL_TIMEOUT_S,
                 )
+                if result.startswith("error:"):  # a tool that fails answers "error: ..."
+                    span.set("agentsvc.tool.outcome", "error")
+                    span.fail("TOOL_ERROR")
             except ToolAuthRequired as auth:
+                span.set("agentsvc.tool.outcome", "auth_required")
                 turn.emit(
                     AuthChallenge(
                         tool_name=call.name,
@@ -369,10 +428,14 @@ class Reply:
                     "they were shown a link to do so."
                 )
             except TimeoutError:
+                span.set("agentsvc.tool.outcome", "timeout")
+                span.fail("TOOL_TIMEOUT")
                 result = (
                     f"error: the tool {call.name!r} did not answer within {TOOL_TIMEOUT_S:.0f} s"
                 )
             except DomainError as exc:
+                span.set("agentsvc.tool.outcome", "error")
+                span.fail(type(exc).__name__)
                 result = f"error: {exc.detail}"
         turn.emit(ToolResult(tool_name=call.name, tool_call_id=call.id, result=result))
         return result

@@ -24,6 +24,8 @@ class Meta(msgspec.Struct, rename="camel"):
     run_id: UUID
     thread_id: UUID
     model: str
+    # the reply's W3C trace id (32 lowercase hex), with or without tracing export
+    trace_id: str = ""
 
 
 class Token(msgspec.Struct):

@@ -65,7 +65,7 @@ from agentsvc_core.ports import (
 )
 from agentsvc_core.ports.idempotency import IdempotencyClaim, IdempotencyStore
 from agentsvc_core.ports.telemetry import Tracer
-from agentsvc_core.use_cases._turn_private import Plan, new_message
+from agentsvc_core.use_cases._turn_private import Plan
 from agentsvc_core.use_cases._turn_spans import reply_span
 from agentsvc_core.use_cases.compaction import Compactor
 from agentsvc_core.use_cases.context import (
@@ -87,6 +87,7 @@ from agentsvc_core.use_cases.send_input import (
     ToolResultIn,
     check_input,
     check_tool_results,
+    new_messages,
     sender_of,
 )
 from agentsvc_core.use_cases.streams import NoStoredEvents, Streams, store_as_it_comes
@@ -282,29 +283,7 @@ class Conversation:
             started_at=now,
             heartbeat_at=now,
         )
-        names = {c.id: c.name for c in pending}
-        new = [
-            new_message(
-                self._clock,
-                run,
-                "tool",
-                r.output,
-                tool_call_id=r.tool_call_id,
-                sender_name=names.get(r.tool_call_id),
-            )
-            for r in msg.tool_results
-        ]
-        if msg.content or not msg.tool_results:
-            new.append(
-                new_message(
-                    self._clock,
-                    run,
-                    "user",
-                    msg.content,
-                    sender_name=sender_name,
-                    sender_id=sender_id,
-                )
-            )
+        new = new_messages(self._clock, run, msg, pending, sender_id, sender_name)
         meta = Meta(started_at=now, run_id=run.id, thread_id=thread.id, model=model_id)
         return await self._begin(plan, run, new, inputs, meta, claim)
 

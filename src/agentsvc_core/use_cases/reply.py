@@ -46,7 +46,6 @@ from agentsvc_core.ports import (
     ServerTools,
     StopSignal,
     TextDelta,
-    ToolAuthRequired,
     ToolCallRequested,
     UsageReport,
 )
@@ -70,23 +69,17 @@ from agentsvc_core.use_cases._turn_spans import (
     compaction_span,
     reply_ended,
     reply_span,
-    tool_span,
     usage_attributes,
 )
 from agentsvc_core.use_cases.compaction import Checkpoint, Compactor
-from agentsvc_core.use_cases.context import PROPOSE_PROFILE_SWITCH, model_history
+from agentsvc_core.use_cases.context import model_history
+from agentsvc_core.use_cases.reply_tools import TOOL_TIMEOUT_S, run_tool
 from agentsvc_core.use_cases.turn import (
-    AuthChallenge,
-    Challenge,
     Done,
     ErrorEvent,
     EventData,
-    ProfileSwitchProposal,
     RequiresAction,
     Token,
-    ToolCallEvent,
-    ToolExecuting,
-    ToolResult,
     Turn,
 )
 
@@ -95,7 +88,6 @@ __all__ = ["MAX_STEPS", "TOOL_TIMEOUT_S", "Reply"]
 log = logging.getLogger("agentsvc.turn")
 
 MAX_STEPS = 8  # model calls per turn (tool loop bound)
-TOOL_TIMEOUT_S = 60.0
 
 
 class Reply:
@@ -275,7 +267,7 @@ class Reply:
                 return
             for call in calls:
                 if call.name not in plan.client_tools:
-                    result = await self._run_tool(plan, call, turn)
+                    result = await run_tool(self._tools, self.tracer, plan, call, turn)
                     state.add(
                         self._message(
                             run, "tool", result, tool_call_id=call.id, sender_name=call.name
@@ -379,66 +371,6 @@ class Reply:
             remove()
         usage = usage_box[-1] if usage_box else Usage()
         return Called(False, None, usage, source, finish[-1] if finish else "other")
-
-    async def _run_tool(self, plan: Plan, call: ToolCall, turn: Turn) -> str:
-        """One server-side tool call in its ``execute_tool {tool}`` span."""
-        mcp = call.name in plan.server_tools and call.name != PROPOSE_PROFILE_SWITCH
-        with tool_span(self.tracer, call.name, call.id, mcp=mcp) as span:
-            return await self._tool_call(plan, call, turn, span)
-
-    async def _tool_call(self, plan: Plan, call: ToolCall, turn: Turn, span: Span) -> str:
-        span.set("agentsvc.tool.outcome", "ok")
-        turn.emit(ToolCallEvent(tool=tool_out(call)))
-        turn.emit(ToolExecuting(tool_name=call.name, tool_call_id=call.id))
-        if call.name == PROPOSE_PROFILE_SWITCH:
-            target = str(call.arguments.get("target", ""))
-            reason = str(call.arguments.get("reason", ""))
-            turn.emit(ProfileSwitchProposal(target=target, reason=reason))
-            result = (
-                f"The proposal to switch to {target!r} was shown to the user. "
-                "The profile has not changed."
-            )
-        elif call.name not in plan.server_tools:
-            result = f"error: the tool {call.name!r} is not available in this conversation"
-            span.set("agentsvc.tool.outcome", "unavailable")
-            span.fail("TOOL_UNAVAILABLE")
-        else:
-            try:
-                result = await asyncio.wait_for(
-                    self._tools.call(plan.who, plan.agent, call.name, call.arguments),
-                    TOOL_TIMEOUT_S,
-                )
-                if result.startswith("error:"):  # a tool that fails answers "error: ..."
-                    span.set("agentsvc.tool.outcome", "error")
-                    span.fail("TOOL_ERROR")
-            except ToolAuthRequired as auth:
-                span.set("agentsvc.tool.outcome", "auth_required")
-                turn.emit(
-                    AuthChallenge(
-                        tool_name=call.name,
-                        challenge=Challenge(
-                            provider=auth.provider,
-                            redirect_url=auth.redirect_url,
-                            description=auth.description,
-                        ),
-                    )
-                )
-                result = (
-                    f"The user must first authorize access to {auth.provider}; "
-                    "they were shown a link to do so."
-                )
-            except TimeoutError:
-                span.set("agentsvc.tool.outcome", "timeout")
-                span.fail("TOOL_TIMEOUT")
-                result = (
-                    f"error: the tool {call.name!r} did not answer within {TOOL_TIMEOUT_S:.0f} s"
-                )
-            except DomainError as exc:
-                span.set("agentsvc.tool.outcome", "error")
-                span.fail(type(exc).__name__)
-                result = f"error: {exc.detail}"
-        turn.emit(ToolResult(tool_name=call.name, tool_call_id=call.id, result=result))
-        return result
 
     def _record(
         self, plan: Plan, run: Run, message_id: UUID | None, usage: Usage, source: KeySource

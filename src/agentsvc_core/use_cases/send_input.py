@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import msgspec
 
-from agentsvc_core.entities import Principal, Thread, ToolCall
+from agentsvc_core.entities import Message, Principal, Run, Thread, ToolCall
 from agentsvc_core.errors import InvalidInput, PermissionDenied
-from agentsvc_core.ports import ToolSpec
+from agentsvc_core.ports import Clock, ToolSpec
 from agentsvc_core.rules import (
     MAX_CLIENT_TOOLS,
     MAX_CONTENT,
@@ -18,6 +18,7 @@ from agentsvc_core.rules import (
     check_model_id,
     check_text,
 )
+from agentsvc_core.use_cases._turn_private import new_message
 from agentsvc_core.use_cases.context import PROPOSE_PROFILE_SWITCH
 from agentsvc_core.use_cases.threads import Threads
 
@@ -98,3 +99,35 @@ async def sender_of(
             raise PermissionDenied("only participants may post to this thread")
         return sender_id, msg.sender_name or member.display_name
     return sender_id, msg.sender_name
+
+
+def new_messages(
+    clock: Clock,
+    run: Run,
+    msg: SendInput,
+    pending: tuple[ToolCall, ...],
+    sender_id: str | None,
+    sender_name: str | None,
+) -> list[Message]:
+    """The messages a send stores: the results of the pending client-side tool
+    calls (named by their calls), then the user's message (unless the send only
+    answers tool calls)."""
+    names = {c.id: c.name for c in pending}
+    new = [
+        new_message(
+            clock,
+            run,
+            "tool",
+            r.output,
+            tool_call_id=r.tool_call_id,
+            sender_name=names.get(r.tool_call_id),
+        )
+        for r in msg.tool_results
+    ]
+    if msg.content or not msg.tool_results:
+        new.append(
+            new_message(
+                clock, run, "user", msg.content, sender_name=sender_name, sender_id=sender_id
+            )
+        )
+    return new

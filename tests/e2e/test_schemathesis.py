@@ -127,6 +127,7 @@ def test_api_conforms_to_its_openapi_document(service: Service, tmp_path: Path) 
         cwd=tmp_path,
     )
     report = out.stdout[-6000:] + out.stderr[-2000:]
+    Path("/tmp/st.out").write_text(out.stdout + out.stderr)
     assert out.returncode == 0, report
     assert "passed" in out.stdout.lower(), report
     # Every operation must have been exercised with working credentials.

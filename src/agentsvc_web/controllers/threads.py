@@ -22,6 +22,7 @@ from agentsvc_core.use_cases import (
     ToolResultIn,
 )
 from agentsvc_core.use_cases.streams import Streams
+from agentsvc_core.use_cases.turn import EventSource
 from agentsvc_web.access import MEMBER
 from agentsvc_web.auth import principal_of
 from agentsvc_web.idempotency import request_key
@@ -70,6 +71,18 @@ def _event_id(raw: str) -> int:
     if not text.isascii() or not text.isdigit() or int(text) > MAX_EVENT_ID:
         raise InvalidInput("Last-Event-ID", "must be the id of an event of the stream (a number)")
     return int(text)
+
+
+def _sse(request: Req, source: EventSource, start: int = 0) -> SseStream:
+    """The events of ``source`` from index ``start`` on, as Server-Sent Events. The
+    keep-alive interval comes from the app's state, not a second dependency: two
+    dependencies of one handler make Litestar resolve them in a task group on every
+    send (about 0.08 ms of CPU per turn, measured)."""
+    return SseStream(
+        sse_frames(source, request.app.state.sse_keepalive_s, start=start),
+        media_type="text/event-stream",
+        headers=SSE_HEADERS,
+    )
 
 
 def _iso(value: datetime) -> str:
@@ -205,14 +218,7 @@ class ThreadController(Controller):
             if key is None
             else await conversation.send_once(who, thread_id, msg, key)
         )
-        return SseStream(
-            # from the app's state, not a second dependency: two dependencies of one
-            # handler make Litestar resolve them in a task group on every send
-            # (about 0.08 ms of CPU per turn, measured)
-            sse_frames(turn, request.app.state.sse_keepalive_s),
-            media_type="text/event-stream",
-            headers=SSE_HEADERS,
-        )
+        return _sse(request, turn)
 
     @get(
         "/{thread_id:uuid}/stream",
@@ -238,11 +244,7 @@ class ThreadController(Controller):
     ) -> SseStream:
         seen = _event_id(last_event_id) if last_event_id else after
         source = await streams.follow(principal_of(request), thread_id, run_id, seen)
-        return SseStream(
-            sse_frames(source, request.app.state.sse_keepalive_s, start=seen),
-            media_type="text/event-stream",
-            headers=SSE_HEADERS,
-        )
+        return _sse(request, source, seen)
 
     @get(
         "/{thread_id:uuid}/messages",

@@ -1,0 +1,607 @@
+"""The turn's HTTP-facing operations (use_cases/conversation.py): what ``send`` checks
+and plans, ``stop``, ``sweep`` and the drain at shutdown, against the memory storage
+and a scripted model (tests/unit/turn_world.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import msgspec
+import pytest
+
+from agentsvc_adapters.crypto.aesgcm import AesGcmBox
+from agentsvc_core.entities import Participant, Principal, ToolCall, ToolProfile, Usage
+from agentsvc_core.errors import (
+    InvalidInput,
+    NotFound,
+    PermissionDenied,
+    ThreadBusy,
+    Unavailable,
+)
+from agentsvc_core.ports import NativeCompaction, TextDelta, ToolSpec, UsageReport
+from agentsvc_core.use_cases import conversation as conversation_module
+from agentsvc_core.use_cases.conversation import INTERRUPT_WAIT_S, SendInput, ToolResultIn
+from agentsvc_core.use_cases.org_settings import AgentConfigs, CompactionConfig
+from agentsvc_core.use_cases.sealed import SealedRecords
+from agentsvc_core.use_cases.turn import Done, ErrorEvent, Meta, RequiresAction
+from tests.unit.turn_world import (
+    HANG,
+    ORG,
+    WHO,
+    Script,
+    Tools,
+    World,
+    a_stored_run,
+    calls,
+    read_all,
+    says,
+    store_run,
+    world,
+)
+
+USER = Principal(org_id=ORG, method="jwt", user_id="alice")
+
+
+async def send(w: World, msg: SendInput | None = None, who: Principal = WHO) -> list[Any]:
+    turn = await w.conversation.send(who, w.thread.id, msg or SendInput(content="hi"))
+    return await read_all(turn)
+
+
+# --- refusals, before anything is stored --------------------------------------
+
+
+async def test_a_thread_whose_agent_is_gone_is_not_found() -> None:
+    w = await world()
+    orphan = await w.storage.threads.add(
+        msgspec.structs.replace(w.thread, id=uuid.uuid4(), agent_id=uuid.uuid4())
+    )
+    with pytest.raises(NotFound, match="agent not found"):
+        await w.conversation.send(WHO, orphan.id, SendInput(content="hi"))
+    assert w.model.requests == []
+
+
+async def test_the_input_is_checked_before_the_thread_is_read() -> None:
+    w = await world()
+    with pytest.raises(InvalidInput):
+        await w.conversation.send(WHO, uuid.uuid4(), SendInput(content=""))
+
+
+async def test_another_users_thread_is_refused() -> None:
+    w = await world(thread={"created_by": "bob"})
+    with pytest.raises(PermissionDenied):
+        await w.conversation.send(USER, w.thread.id, SendInput(content="hi"))
+
+
+async def test_a_running_reply_with_a_fresh_heartbeat_makes_the_thread_busy() -> None:
+    w = await world()
+    w.clock.advance(100)
+    # a heartbeat exactly the stale span old is still fresh
+    await store_run(w, a_stored_run(w, heartbeat_at=w.clock.now() - timedelta(seconds=45)))
+    with pytest.raises(ThreadBusy):
+        await w.conversation.send(WHO, w.thread.id, SendInput(content="hi"))
+    assert w.model.requests == []  # refused before the model is called
+
+
+async def test_a_running_reply_with_a_stale_heartbeat_does_not_block_the_thread() -> None:
+    w = await world()
+    w.clock.advance(100)
+    old = a_stored_run(w, heartbeat_at=w.clock.now() - timedelta(seconds=45.001))
+    await store_run(w, old)
+    events = await send(w)
+    assert isinstance(events[-1], Done)
+    runs = await w.runs()
+    assert [r.status for r in runs] == ["interrupted", "completed"]
+
+
+async def test_the_stale_span_is_the_one_given() -> None:
+    w = await world(stale_after_s=10.0)
+    w.clock.advance(100)
+    await store_run(w, a_stored_run(w, heartbeat_at=w.clock.now() - timedelta(seconds=9)))
+    with pytest.raises(ThreadBusy):
+        await w.conversation.send(WHO, w.thread.id, SendInput(content="hi"))
+    w.clock.advance(2)  # now 11 s old: stale
+    assert isinstance((await send(w))[-1], Done)
+
+
+async def test_a_finished_run_does_not_make_the_thread_busy() -> None:
+    w = await world()
+    await store_run(w, a_stored_run(w, status="completed"))
+    assert isinstance((await send(w))[-1], Done)
+
+
+# --- who sends ----------------------------------------------------------------
+
+
+async def test_the_sender_is_stored_on_the_users_message() -> None:
+    w = await world()
+    await send(w, SendInput(content="hi", sender_name="Alice", sender_id="u-1"))
+    user = (await w.messages())[0]
+    assert (user.role, user.sender_name, user.sender_id) == ("user", "Alice", "u-1")
+
+
+async def test_a_user_token_posts_as_its_own_user() -> None:
+    w = await world(thread={"created_by": "alice"})
+    await send(w, SendInput(content="hi"), who=USER)
+    assert (await w.messages())[0].sender_id == "alice"
+    await send(w, SendInput(content="again", sender_id="alice"), who=USER)
+    assert (await w.messages())[2].sender_id == "alice"
+
+
+async def test_a_user_token_may_not_post_as_another_user() -> None:
+    w = await world(thread={"created_by": "alice"})
+    with pytest.raises(PermissionDenied, match="only post as its own user"):
+        await w.conversation.send(USER, w.thread.id, SendInput(content="hi", sender_id="bob"))
+
+
+async def test_the_sender_name_and_id_are_checked() -> None:
+    w = await world()
+    too_long = SendInput(content="hi", sender_name="x" * 1001)
+    with pytest.raises(InvalidInput) as info:
+        await w.conversation.send(WHO, w.thread.id, too_long)
+    assert info.value.field == "sender_name"
+    with pytest.raises(InvalidInput) as info:
+        await w.conversation.send(WHO, w.thread.id, SendInput(content="hi", sender_id=" "))
+    assert info.value.field == "sender_id"
+    with pytest.raises(InvalidInput) as info:
+        await w.conversation.send(WHO, w.thread.id, SendInput(content="hi", sender_id="x" * 257))
+    assert info.value.field == "sender_id"
+    await send(w, SendInput(content="hi", sender_name="x" * 1000, sender_id="x" * 256))
+
+
+async def multiplayer() -> World:
+    w = await world(thread={"kind": "multiplayer"})
+    await w.storage.threads.put_participant(
+        Participant(
+            org_id=ORG,
+            thread_id=w.thread.id,
+            user_id="alice",
+            display_name="Alice A.",
+            role="member",
+            added_at=w.clock.now(),
+        )
+    )
+    return w
+
+
+async def test_an_api_key_must_name_the_sender_of_a_multiplayer_thread() -> None:
+    w = await multiplayer()
+    with pytest.raises(InvalidInput) as info:
+        await w.conversation.send(WHO, w.thread.id, SendInput(content="hi"))
+    assert info.value.field == "sender_id"
+
+
+async def test_only_participants_post_to_a_multiplayer_thread() -> None:
+    w = await multiplayer()
+    with pytest.raises(PermissionDenied, match="only participants"):
+        await w.conversation.send(WHO, w.thread.id, SendInput(content="hi", sender_id="bob"))
+
+
+async def test_a_participants_display_name_is_the_default_sender_name() -> None:
+    w = await multiplayer()
+    await send(w, SendInput(content="hi", sender_id="alice"))
+    await send(w, SendInput(content="hi", sender_id="alice", sender_name="Al"))
+    await send(w, SendInput(content="hi"), who=USER)
+    users = [m for m in await w.messages() if m.role == "user"]
+    assert [(m.sender_id, m.sender_name) for m in users] == [
+        ("alice", "Alice A."),
+        ("alice", "Al"),
+        ("alice", "Alice A."),
+    ]
+
+
+# --- what the reply is given --------------------------------------------------
+
+
+async def test_meta_comes_first_and_names_the_run_thread_and_model() -> None:
+    w = await world()
+    w.clock.advance(5)
+    events = await send(w)
+    meta = events[0]
+    assert isinstance(meta, Meta)
+    (run,) = await w.runs()
+    assert (meta.run_id, meta.thread_id, meta.model, meta.started_at) == (
+        run.id,
+        w.thread.id,
+        "local",
+        w.clock.now(),
+    )
+    assert (run.started_at, run.status) == (w.clock.now(), "completed")
+
+
+async def test_a_model_override_picks_the_model_of_the_turn() -> None:
+    beta = Script(says("hi"), provider="beta")
+    w = await world(beta, agent={"default_model": "local"})
+    events = await send(w, SendInput(content="hi", model_override="beta:m2"))
+    assert isinstance(events[0], Meta)
+    assert events[0].model == "beta:m2"
+    assert beta.requests[0].model == "m2"  # the name the family is sent
+    (record,) = await w.usage()
+    assert (record.provider, record.model) == ("beta", "beta:m2")
+
+
+async def test_the_agents_default_model_serves_without_an_override() -> None:
+    beta = Script(says("hi"), provider="beta")
+    w = await world(beta, agent={"default_model": "beta:m1"})
+    await send(w)
+    assert beta.requests[0].model == "m1"
+
+
+async def test_the_system_prompt_joins_preamble_thread_and_message_overlays() -> None:
+    w = await world(
+        agent={"default_model": "local", "stable_preamble": "P"},
+        thread={"system_prompt_overlay": "T"},
+    )
+    await send(w, SendInput(content="hi", system_prompt_overlay="M"))
+    assert w.model.requests[0].system == "P\n\nT\n\nM"
+
+
+async def test_metadata_of_thread_and_message_is_merged_onto_usage_records() -> None:
+    w = await world(thread={"metadata": {"a": "thread", "b": "thread"}})
+    await send(w, SendInput(content="hi", metadata={"b": "message"}))
+    (record,) = await w.usage()
+    assert record.metadata == {"a": "thread", "b": "message"}
+
+
+async def test_server_tools_under_the_profile_then_client_tools_then_the_switch_are_offered() -> (
+    None
+):
+    profiles = {
+        "small": ToolProfile(tools=("kb__search",), description="few"),
+        "all": ToolProfile(tools=("kb__search", "kb__write")),
+    }
+    w = await world(
+        tools=Tools("kb__search", "kb__write"),
+        agent={"default_model": "local", "tool_profiles": profiles, "default_profile": "small"},
+    )
+
+    await send(w, SendInput(content="hi", tools=[ToolSpec(name="client_pick")]))
+    offered = [t.name for t in w.model.requests[0].tools]
+    assert offered == ["kb__search", "client_pick", "propose_profile_switch"]
+    await send(w, SendInput(content="hi", tool_profile="all"))
+    assert [t.name for t in w.model.requests[1].tools] == [
+        "kb__search",
+        "kb__write",
+        "propose_profile_switch",
+    ]
+
+
+async def test_no_switch_tool_without_profiles() -> None:
+    w = await world(tools=Tools("kb__search"))
+    await send(w)
+    assert [t.name for t in w.model.requests[0].tools] == ["kb__search"]
+
+
+async def test_the_users_message_joins_the_history_sent_to_the_model() -> None:
+    w = await world()
+    await send(w, SendInput(content="first"))
+    await send(w, SendInput(content="second"))
+    sent = w.model.requests[1].messages
+    assert [(m.role, m.content) for m in sent] == [
+        ("user", "first"),
+        ("assistant", "ok"),
+        ("user", "second"),
+    ]
+    (run1, run2) = await w.runs()
+    assert [m.run_id for m in await w.messages()] == [run1.id, run1.id, run2.id, run2.id]
+
+
+# --- client tool results --------------------------------------------------------
+
+
+async def waiting_for_pick() -> World:
+
+    w = await world(Script(calls("pick", "other"), says("thanks")))
+    events = await send(
+        w, SendInput(content="choose", tools=[ToolSpec(name="pick"), ToolSpec(name="other")])
+    )
+    assert isinstance(events[-2], RequiresAction)
+    return w
+
+
+async def test_results_answer_the_pending_calls_as_tool_messages() -> None:
+    w = await waiting_for_pick()
+    results = [
+        ToolResultIn(tool_call_id="c-other", output="B"),
+        ToolResultIn(tool_call_id="c-pick", output="A"),
+    ]
+    events = await send(w, SendInput(content="", tool_results=results))
+    assert isinstance(events[-1], Done)
+    new = (await w.messages())[2:]
+    assert [(m.role, m.content, m.tool_call_id, m.sender_name) for m in new] == [
+        ("tool", "B", "c-other", "other"),
+        ("tool", "A", "c-pick", "pick"),
+        ("assistant", "thanks", None, None),
+    ]
+
+
+async def test_results_with_content_store_the_users_message_after_them() -> None:
+    w = await waiting_for_pick()
+    results = [
+        ToolResultIn(tool_call_id="c-pick", output="A"),
+        ToolResultIn(tool_call_id="c-other", output="B"),
+    ]
+    await send(w, SendInput(content="and also", tool_results=results))
+    new = (await w.messages())[2:]
+    assert [(m.role, m.content) for m in new][:3] == [
+        ("tool", "A"),
+        ("tool", "B"),
+        ("user", "and also"),
+    ]
+
+
+async def test_a_reply_waiting_for_results_refuses_a_send_without_them() -> None:
+    w = await waiting_for_pick()
+    with pytest.raises(InvalidInput) as info:
+        await w.conversation.send(WHO, w.thread.id, SendInput(content="what?"))
+    assert info.value.field == "tool_results"
+
+
+async def test_results_are_refused_when_no_reply_waits() -> None:
+    w = await world()
+    await send(w)
+    msg = SendInput(content="", tool_results=[ToolResultIn(tool_call_id="c", output="x")])
+    with pytest.raises(InvalidInput):
+        await w.conversation.send(WHO, w.thread.id, msg)
+
+
+async def test_only_a_requires_action_run_has_pending_calls() -> None:
+    w = await world()
+    pending = (ToolCall(id="c1", name="pick", arguments={}),)
+    await store_run(w, a_stored_run(w, status="completed", pending_tool_calls=pending))
+    assert isinstance((await send(w))[-1], Done)  # no results asked for
+
+
+# --- compaction and keys, by the agent's settings -------------------------------
+
+
+async def with_compaction(provider: str, enabled: bool) -> tuple[World, Script]:
+    box = AesGcmBox([("k1", b"\x02" * 32)])
+    model = Script(says("hi"), provider=provider)
+    w = await world(model, agent={"default_model": f"{provider}:m"})
+    w.conversation._configs = configs = AgentConfigs(w.storage.secrets, box)
+    await SealedRecords(w.storage.secrets, box).put(
+        ORG,
+        "compaction",
+        str(w.agent.id),
+        CompactionConfig(
+            agent_id=w.agent.id,
+            org_id=ORG,
+            enabled=enabled,
+            alpha_trigger_tokens=50_000,
+            alpha_instructions="keep names",
+            alpha_pause_after=True,
+        ),
+    )
+    assert configs is not None
+    return w, model
+
+
+async def test_native_compaction_is_asked_of_the_alpha_family_when_enabled() -> None:
+    w, model = await with_compaction("alpha", enabled=True)
+    await send(w)
+    assert model.requests[0].native_compaction == NativeCompaction(
+        trigger_tokens=50_000, instructions="keep names", pause_after=True
+    )
+
+
+@pytest.mark.parametrize(("provider", "enabled"), [("alpha", False), ("beta", True)])
+async def test_no_native_compaction_when_disabled_or_for_the_beta_family(
+    provider: str, enabled: bool
+) -> None:
+    w, model = await with_compaction(provider, enabled)
+    await send(w)
+    assert model.requests[0].native_compaction is None
+
+
+# --- stop, sweep -----------------------------------------------------------------
+
+
+async def test_stop_ends_the_running_reply() -> None:
+    w = await world(Script([TextDelta("so far"), HANG]))
+    turn = await w.conversation.send(WHO, w.thread.id, SendInput(content="hi"))
+    await asyncio.wait_for(w.model.waiting.wait(), 5)
+    assert await w.conversation.stop(WHO, w.thread.id) is True
+    events = await read_all(turn)
+    assert events[-1] == Done(ok=True, content="so far", usage=events[-1].usage, stopped=True)
+    assert [r.status for r in await w.runs()] == ["stopped"]
+
+
+async def test_stop_without_a_running_reply_answers_false() -> None:
+    w = await world()
+    assert await w.conversation.stop(WHO, w.thread.id) is False
+    await send(w)
+    assert await w.conversation.stop(WHO, w.thread.id) is False
+
+
+async def test_stop_of_a_stale_run_answers_false() -> None:
+    w = await world()
+    w.clock.advance(100)
+    await store_run(w, a_stored_run(w, heartbeat_at=w.clock.now() - timedelta(seconds=46)))
+    assert await w.conversation.stop(WHO, w.thread.id) is False
+
+
+async def test_stop_checks_the_caller_may_use_the_thread() -> None:
+    w = await world(thread={"created_by": "bob"})
+    with pytest.raises(PermissionDenied):
+        await w.conversation.stop(USER, w.thread.id)
+
+
+class Orphans:
+    """The memory store, whose runs of other processes are gone (crashed)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.orphaned: list[Any] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def interrupt_orphaned(self, org_id: str, run_id: uuid.UUID, at: Any) -> bool:
+        self.orphaned.append((org_id, run_id, at))
+        return True
+
+
+async def test_stop_of_a_run_whose_process_is_gone_marks_it_interrupted() -> None:
+    store: Orphans | None = None
+
+    def wrap(inner: Any) -> Orphans:
+        nonlocal store
+        store = Orphans(inner)
+        return store
+
+    w = await world(store=wrap)
+    run = a_stored_run(w)
+    await store_run(w, run)
+    published: list[uuid.UUID] = []
+    w.stops.publish = published.append  # type: ignore[assignment,method-assign]
+    assert await w.conversation.stop(WHO, w.thread.id) is True
+    assert store is not None
+    assert store.orphaned == [(ORG, run.id, w.clock.now())]
+    assert published == []
+
+
+async def test_stop_of_another_processs_live_run_is_published() -> None:
+    w = await world()
+    run = a_stored_run(w)
+    await store_run(w, run)
+    published: list[uuid.UUID] = []
+
+    async def publish(run_id: uuid.UUID) -> None:
+        published.append(run_id)
+
+    w.stops.publish = publish  # type: ignore[method-assign]
+    assert await w.conversation.stop(WHO, w.thread.id) is True
+    assert published == [run.id]
+
+
+async def test_sweep_interrupts_runs_whose_heartbeat_is_stale() -> None:
+    w = await world()
+    w.clock.advance(100)
+    stale = a_stored_run(w, heartbeat_at=w.clock.now() - timedelta(seconds=45.001))
+    await store_run(w, stale)
+    other = await w.storage.threads.add(msgspec.structs.replace(w.thread, id=uuid.uuid4()))
+    fresh = msgspec.structs.replace(
+        a_stored_run(w, heartbeat_at=w.clock.now() - timedelta(seconds=45)), thread_id=other.id
+    )
+    w.storage.conversations._runs_of(ORG, other.id).append(fresh)
+    assert await w.conversation.sweep() == 1
+    (swept,) = await w.runs()
+    assert (swept.status, swept.finished_at) == ("interrupted", w.clock.now())
+    assert (await w.storage.conversations.latest_run(ORG, other.id)).status == "running"  # type: ignore[union-attr]
+
+
+# --- shutdown -------------------------------------------------------------------
+
+
+async def test_a_send_after_close_is_refused_with_a_retry_hint() -> None:
+    w = await world()
+    await w.conversation.close(0)
+    with pytest.raises(Unavailable, match="shutting down; send again"):
+        await w.conversation.send(WHO, w.thread.id, SendInput(content="hi"))
+
+
+async def test_a_reply_stored_after_the_grace_is_interrupted_at_once() -> None:
+    w = await world(Script([TextDelta("partial"), HANG]))
+    w.conversation._interrupting = True  # the grace is over, the drain runs
+    turn = await w.conversation.send(WHO, w.thread.id, SendInput(content="hi"))
+    events = await read_all(turn)
+    assert events[-1] == ErrorEvent(
+        code="INTERRUPTED", detail="the service is shutting down; the partial reply was kept"
+    )
+    assert [r.status for r in await w.runs()] == ["interrupted"]
+
+
+async def test_the_drain_waits_out_the_grace_for_a_reply_that_finishes() -> None:
+    release = asyncio.Event()
+
+    async def slow(arguments: dict[str, Any]) -> str:
+        await release.wait()
+        return "done"
+
+    tools = Tools("slow")
+    tools.answers["slow"] = slow
+    w = await world(Script(calls("slow"), says("fine")), tools)
+    turn = await w.conversation.send(WHO, w.thread.id, SendInput(content="hi"))
+    drain = w.conversation.close(5.0)
+    await asyncio.sleep(0)
+    release.set()
+    await asyncio.wait_for(drain, 5)
+    events = await read_all(turn)
+    assert isinstance(events[-1], Done)
+    assert [r.status for r in await w.runs()] == ["completed"]
+
+
+async def test_the_drain_cancels_a_reply_that_ignores_its_stop(monkeypatch: Any) -> None:
+    monkeypatch.setattr(conversation_module, "INTERRUPT_WAIT_S", 0.01)
+    assert INTERRUPT_WAIT_S == 1.0
+    hung = asyncio.Event()
+
+    async def hang(arguments: dict[str, Any]) -> str:
+        hung.set()
+        await asyncio.Event().wait()
+        return ""
+
+    tools = Tools("hang")
+    tools.answers["hang"] = hang
+    w = await world(Script(calls("hang", text="looking"), says("never")), tools)
+    turn = await w.conversation.send(WHO, w.thread.id, SendInput(content="hi"))
+    await asyncio.wait_for(hung.wait(), 5)
+    await asyncio.wait_for(w.conversation.close(0), 5)
+    events = await read_all(turn)
+    assert events[-1] == ErrorEvent(
+        code="INTERRUPTED", detail="the service is shutting down; the partial reply was kept"
+    )
+    (run,) = await w.runs()
+    assert run.status == "interrupted"
+    assert [(m.role, m.content, m.status) for m in await w.messages()][1] == (
+        "assistant",
+        "looking",
+        "interrupted",
+    )
+
+
+async def test_a_finished_reply_leaves_nothing_to_drain_or_beat() -> None:
+    w = await world()
+    await send(w)
+    await asyncio.sleep(0)
+    assert w.conversation._running == {}
+    assert w.stops._events == {}  # its stop is no longer watched
+
+
+async def test_usage_of_every_step_adds_up_in_done() -> None:
+    w = await world(
+        Script(
+            calls("x", usage=Usage(input_tokens=1, output_tokens=2)),
+            says("ok", usage=Usage(input_tokens=10, output_tokens=20, cached_input_tokens=3)),
+        ),
+        Tools("x"),
+    )
+    events = await send(w)
+    done = events[-1]
+    assert isinstance(done, Done)
+    assert done.usage is not None
+    assert (done.usage.input_tokens, done.usage.output_tokens, done.usage.total_tokens) == (
+        11,
+        22,
+        33,
+    )
+    assert done.usage.cached_input_tokens == 3
+
+
+async def test_the_last_usage_report_of_a_call_counts() -> None:
+    w = await world(
+        Script(
+            [
+                UsageReport(Usage(input_tokens=1)),
+                TextDelta("a"),
+                UsageReport(Usage(input_tokens=5, output_tokens=1)),
+            ]
+        )
+    )
+    events = await send(w)
+    (record,) = await w.usage()
+    assert record.usage == Usage(input_tokens=5, output_tokens=1)
+    assert isinstance(events[-1], Done)

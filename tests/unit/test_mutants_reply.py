@@ -1,0 +1,381 @@
+"""The reply loop (use_cases/reply.py, spec 6.1): the events a turn streams, the
+messages, run and usage records it stores, for text, server and client tools,
+stops, provider failures, crashes and the step limit."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+
+from agentsvc_core.entities import ToolCall, Usage
+from agentsvc_core.errors import InvalidInput, Unavailable, Upstream
+from agentsvc_core.ports import (
+    CompactionBlock,
+    Finished,
+    TextDelta,
+    ToolAuthRequired,
+    ToolCallRequested,
+    ToolSpec,
+    UsageReport,
+)
+from agentsvc_core.use_cases import reply as reply_module
+from agentsvc_core.use_cases.conversation import SendInput
+from agentsvc_core.use_cases.reply import MAX_STEPS
+from agentsvc_core.use_cases.turn import (
+    AuthChallenge,
+    Challenge,
+    Done,
+    ErrorEvent,
+    Meta,
+    ProfileSwitchProposal,
+    RequiresAction,
+    Token,
+    ToolCallEvent,
+    ToolCallOut,
+    ToolExecuting,
+    ToolResult,
+    UsageOut,
+)
+from tests.unit.turn_world import HANG, WHO, Script, Tools, World, calls, read_all, says, world
+
+
+async def send(w: World, msg: SendInput | None = None) -> list[Any]:
+    turn = await w.conversation.send(WHO, w.thread.id, msg or SendInput(content="hi"))
+    return await read_all(turn)
+
+
+def kinds(events: list[Any]) -> list[str]:
+    return [type(e).__name__ for e in events]
+
+
+async def test_a_text_reply_streams_tokens_then_done_and_is_stored() -> None:
+    w = await world(Script(says("Hel", "", "lo", usage=Usage(input_tokens=4, output_tokens=2))))
+    events = await send(w)
+    assert kinds(events) == ["Meta", "Token", "Token", "Done"]  # no token for empty text
+    assert [e.delta for e in events if isinstance(e, Token)] == ["Hel", "lo"]
+    (_user, assistant) = await w.messages()
+    assert (assistant.role, assistant.content, assistant.status) == (
+        "assistant",
+        "Hello",
+        "complete",
+    )
+    assert events[-1] == Done(
+        ok=True,
+        content="Hello",
+        message_id=assistant.id,
+        usage=UsageOut(input_tokens=4, output_tokens=2, total_tokens=6),
+    )
+    (run,) = await w.runs()
+    assert (run.status, run.finished_at, run.heartbeat_at) == (
+        "completed",
+        w.clock.now(),
+        w.clock.now(),
+    )
+    assert run.pending_tool_calls == ()
+    (record,) = await w.usage()
+    assert (record.message_id, record.run_id, record.agent_id, record.thread_id) == (
+        assistant.id,
+        run.id,
+        w.agent.id,
+        w.thread.id,
+    )
+    assert (record.provider, record.model, record.key_source, record.usage) == (
+        "local",
+        "local",
+        "platform",
+        Usage(input_tokens=4, output_tokens=2),
+    )
+    assert record.created_at == w.clock.now()
+
+
+async def test_a_server_tool_runs_and_its_result_feeds_the_next_call() -> None:
+    w = await world(Script(calls("kb", text="let me look"), says("found it")), Tools("kb"))
+    events = await send(w)
+    assert kinds(events) == [
+        "Meta",
+        "Token",
+        "ToolCallEvent",
+        "ToolExecuting",
+        "ToolResult",
+        "Token",
+        "Done",
+    ]
+    assert events[2] == ToolCallEvent(tool=ToolCallOut(id="c-kb", name="kb", arguments={"q": "kb"}))
+    assert events[3] == ToolExecuting(tool_name="kb", tool_call_id="c-kb")
+    assert events[4] == ToolResult(tool_name="kb", tool_call_id="c-kb", result="kb answered")
+    assert w.tools.called == [("kb", {"q": "kb"})]
+    stored = await w.messages()
+    assert [(m.role, m.content) for m in stored] == [
+        ("user", "hi"),
+        ("assistant", "let me look"),
+        ("tool", "kb answered"),
+        ("assistant", "found it"),
+    ]
+    assert [c.name for c in stored[1].tool_calls] == ["kb"]
+    assert (stored[2].tool_call_id, stored[2].sender_name) == ("c-kb", "kb")
+    second = w.model.requests[1].messages
+    assert [(m.role, m.content) for m in second] == [(m.role, m.content) for m in stored[:3]]
+    done = events[-1]
+    assert (done.content, done.message_id) == ("let me lookfound it", stored[3].id)
+    records = await w.usage()
+    assert [r.message_id for r in records] == [stored[1].id, stored[3].id]
+
+
+async def test_the_request_carries_the_snapshot_of_the_context() -> None:
+    w = await world(Script(calls("kb"), says("done")), Tools("kb"))
+    await send(w)
+    first, second = w.model.requests
+    assert [m.role for m in first.messages] == ["user"]  # not appended to afterwards
+    assert [m.role for m in second.messages] == ["user", "assistant", "tool"]
+    assert (first.model, first.api_key, first.max_tokens) == ("local", None, 4096)
+
+
+async def test_a_tool_not_offered_answers_an_error_to_the_model() -> None:
+    w = await world(Script(calls("ghost"), says("sorry")))
+    events = await send(w)
+    result = next(e for e in events if isinstance(e, ToolResult))
+    assert result.result == "error: the tool 'ghost' is not available in this conversation"
+    assert w.tools.called == []
+
+
+async def test_a_failing_tool_answers_its_error_detail() -> None:
+    tools = Tools("kb")
+    tools.answers["kb"] = InvalidInput("q", "too vague")
+    w = await world(Script(calls("kb"), says("hmm")), tools)
+    events = await send(w)
+    result = next(e for e in events if isinstance(e, ToolResult))
+    assert result.result == "error: q: too vague"
+    assert isinstance(events[-1], Done)
+
+
+async def test_a_tool_that_needs_authorization_shows_the_challenge() -> None:
+    tools = Tools("gh__issues")
+    tools.answers["gh__issues"] = ToolAuthRequired(
+        "github", "https://example.test/authorize", "Read your issues"
+    )
+    w = await world(Script(calls("gh__issues"), says("please authorize")), tools)
+    events = await send(w)
+    challenge = next(e for e in events if isinstance(e, AuthChallenge))
+    assert challenge == AuthChallenge(
+        tool_name="gh__issues",
+        challenge=Challenge(
+            provider="github",
+            redirect_url="https://example.test/authorize",
+            description="Read your issues",
+        ),
+    )
+    result = next(e for e in events if isinstance(e, ToolResult))
+    assert result.result == (
+        "The user must first authorize access to github; they were shown a link to do so."
+    )
+
+
+async def test_a_tool_that_does_not_answer_in_time_answers_a_timeout(monkeypatch: Any) -> None:
+    monkeypatch.setattr(reply_module, "TOOL_TIMEOUT_S", 0.01)
+
+    async def hang(arguments: dict[str, Any]) -> str:
+        await asyncio.Event().wait()
+        return ""
+
+    tools = Tools("slow")
+    tools.answers["slow"] = hang
+    w = await world(Script(calls("slow"), says("gave up")), tools)
+    events = await send(w)
+    result = next(e for e in events if isinstance(e, ToolResult))
+    assert result.result == "error: the tool 'slow' did not answer within 0 s"
+    assert isinstance(events[-1], Done)
+
+
+async def test_a_profile_switch_proposal_is_shown_and_changes_nothing() -> None:
+
+    ask = ToolCallRequested(
+        ToolCall(
+            id="p1",
+            name="propose_profile_switch",
+            arguments={"target": "admin", "reason": "needs writes"},
+        )
+    )
+    w = await world(Script([ask], says("proposed")))
+    events = await send(w)
+    assert ProfileSwitchProposal(target="admin", reason="needs writes") in events
+    result = next(e for e in events if isinstance(e, ToolResult))
+    assert result.result == (
+        "The proposal to switch to 'admin' was shown to the user. The profile has not changed."
+    )
+    assert w.tools.called == []
+
+
+async def test_a_profile_switch_proposal_without_arguments_proposes_empty_strings() -> None:
+
+    ask = ToolCallRequested(ToolCall(id="p1", name="propose_profile_switch", arguments={}))
+    w = await world(Script([ask], says("proposed")))
+    events = await send(w)
+    assert ProfileSwitchProposal(target="", reason="") in events
+
+
+async def test_client_tools_end_the_turn_with_requires_action() -> None:
+    w = await world(Script(calls("kb", "pick"), says("never")), Tools("kb"))
+    events = await send(w, SendInput(content="hi", tools=[ToolSpec(name="pick")]))
+    assert kinds(events)[-2:] == ["RequiresAction", "Done"]
+    assert events[-2] == RequiresAction(
+        tool_calls=[ToolCallOut(id="c-pick", name="pick", arguments={"q": "pick"})]
+    )
+    assert w.tools.called == [("kb", {"q": "kb"})]  # the server tool ran, the client's did not
+    assert len(w.model.requests) == 1
+    (run,) = await w.runs()
+    assert run.status == "requires_action"
+    assert [c.id for c in run.pending_tool_calls] == ["c-pick"]
+    stored = await w.messages()
+    assert [m.role for m in stored] == ["user", "assistant", "tool"]
+
+
+async def test_a_user_stop_ends_the_call_and_keeps_the_partial_text() -> None:
+    w = await world(Script([TextDelta("par"), TextDelta("tial"), HANG]))
+    turn = await w.conversation.send(WHO, w.thread.id, SendInput(content="hi"))
+    await asyncio.wait_for(w.model.waiting.wait(), 5)
+    await w.conversation.stop(WHO, w.thread.id)
+    events = await read_all(turn)
+    assert events[-1] == Done(
+        ok=True,
+        content="partial",
+        message_id=None,
+        usage=UsageOut(input_tokens=0, output_tokens=0, total_tokens=0),
+        stopped=True,
+    )
+    assert w.model.closed == 1  # the stream was closed
+    (_, assistant) = await w.messages()
+    assert (assistant.content, assistant.status) == ("partial", "stopped")
+    (run,) = await w.runs()
+    assert run.status == "stopped"
+    assert len(await w.usage()) == 1
+
+
+async def test_a_stop_during_a_tool_step_ends_the_turn_before_the_next_call() -> None:
+    tools = Tools("kb")
+    w: World | None = None
+
+    async def stop_now(arguments: dict[str, Any]) -> str:
+        assert w is not None
+        await w.conversation.stop(WHO, w.thread.id)
+        return "found"
+
+    tools.answers["kb"] = stop_now
+    w = await world(Script(calls("kb"), says("more")), tools)
+    events = await send(w)
+    assert len(w.model.requests) == 1
+    done = events[-1]
+    assert isinstance(done, Done)
+    assert done.stopped is True
+    assert [r.status for r in await w.runs()] == ["stopped"]
+
+
+async def test_a_provider_failure_ends_with_its_error_and_keeps_what_was_said() -> None:
+    failure = Upstream("the provider is overloaded", code="PROVIDER_OVERLOADED")
+    w = await world(Script([TextDelta("Hal"), UsageReport(Usage(input_tokens=2)), failure]))
+    events = await send(w)
+    assert events[-1] == ErrorEvent(code="PROVIDER_OVERLOADED", detail="the provider is overloaded")
+    assert not any(isinstance(e, Done) for e in events)
+    (_, assistant) = await w.messages()
+    assert (assistant.content, assistant.status, assistant.tool_calls) == ("Hal", "failed", ())
+    (run,) = await w.runs()
+    assert run.status == "failed"
+    (record,) = await w.usage()
+    assert record.usage == Usage(input_tokens=2)  # what the provider reported is paid
+
+
+async def test_a_provider_failure_after_a_tool_call_drops_the_call() -> None:
+    failure = Upstream("cut", code="PROVIDER_ERROR")
+    step = [*calls("kb")[:-2], failure]
+    w = await world(Script(step), Tools("kb"))
+    events = await send(w)
+    assert events[-1] == ErrorEvent(code="PROVIDER_ERROR", detail="cut")
+    assert w.tools.called == []
+    assert (await w.messages())[1].tool_calls == ()
+
+
+async def test_a_crash_in_the_reply_ends_with_an_internal_error_and_is_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    w = await world(Script([TextDelta("a"), RuntimeError("boom")]))
+    with caplog.at_level(logging.ERROR, logger="agentsvc.turn"):
+        events = await send(w)
+    assert events[-1] == ErrorEvent(code="INTERNAL_ERROR", detail="the reply failed")
+    (run,) = await w.runs()
+    assert run.status == "failed"
+    assert [m.role for m in await w.messages()] == ["user"]
+    (logged,) = caplog.records
+    assert logged.getMessage() == f"turn {run.id} failed"
+    assert logged.exc_info is not None
+    assert str(logged.exc_info[1]) == "boom"
+
+
+class Refusing:
+    """The memory store whose finish_turn fails."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def finish_turn(self, *args: Any) -> None:
+
+        raise Unavailable("the database is gone")
+
+
+async def test_a_reply_that_cannot_be_stored_ends_with_a_storage_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    w = await world(store=Refusing)
+    with caplog.at_level(logging.ERROR, logger="agentsvc.turn"):
+        events = await send(w)
+    assert events[-1] == ErrorEvent(code="STORAGE_ERROR", detail="the reply could not be stored")
+    assert "could not be stored: the database is gone" in caplog.text
+
+
+async def test_a_failed_reply_that_cannot_be_stored_keeps_its_own_error() -> None:
+    failure = Upstream("down", code="PROVIDER_ERROR")
+    w = await world(Script([failure]), store=Refusing)
+    events = await send(w)
+    assert events[-1] == ErrorEvent(code="PROVIDER_ERROR", detail="down")
+
+
+async def test_a_reply_makes_at_most_max_steps_model_calls(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    w = await world(Script(calls("kb")), Tools("kb"))
+    with caplog.at_level(logging.WARNING, logger="agentsvc.turn"):
+        events = await send(w)
+    assert len(w.model.requests) == MAX_STEPS == 8
+    assert isinstance(events[-1], Done)
+    (run,) = await w.runs()
+    assert run.status == "completed"
+    assert f"reached {MAX_STEPS} model calls" in caplog.text
+
+
+async def test_a_call_paused_after_compacting_is_followed_by_another() -> None:
+    block = {"type": "compaction", "content": "summary"}
+    paused = [CompactionBlock(block), UsageReport(Usage(input_tokens=7)), Finished("compaction")]
+    w = await world(Script(paused, says("go on")))
+    events = await send(w)
+    assert len(w.model.requests) == 2
+    stored = await w.messages()
+    assert stored[1].provider_blocks == (block,)
+    assert stored[2].content == "go on"
+    assert isinstance(events[-1], Done)
+    assert events[-1].message_id == stored[2].id
+
+
+async def test_a_call_that_finishes_for_another_reason_without_tools_ends_the_turn() -> None:
+    w = await world(Script([TextDelta("cut"), Finished("length")], says("more")))
+    await send(w)
+    assert len(w.model.requests) == 1
+
+
+async def test_meta_is_the_first_event_of_a_reply() -> None:
+    w = await world()
+    events = await send(w)
+    assert isinstance(events[0], Meta)

@@ -553,3 +553,52 @@ async def test_an_authorization_that_cannot_start_answers_an_error() -> None:
     answer = await s.tools.call(ALICE, agent, "kb__search", {})
     assert answer.startswith("error: authorization with 'Kb' failed: ")
     assert "dynamic client registration" in answer
+
+
+async def test_rotation_of_one_organization_leaves_the_others() -> None:
+    s = Setup()
+    ours = await s.http(credentials=Credentials(headers={"X": "1"}))
+    theirs = await s.servers.create(
+        Principal(org_id="org-other", method="api_key"),
+        McpDraft(
+            name="T",
+            transport="http",
+            url="https://m.example/",
+            credentials=Credentials(headers={"X": "2"}),
+        ),
+    )
+    s.servers._box = s.box = AesGcmBox([KEY2, KEY1])
+    assert await s.servers.rotate_secrets(ORG) == 1
+    assert (await s.storage.mcps.get("org-other", theirs.id)).credentials == theirs.credentials
+    assert (await s.servers.get(ADMIN, ours.id)).credentials != ours.credentials
+
+
+async def test_rotation_goes_on_past_credentials_already_current() -> None:
+    s = Setup()
+    await s.http(credentials=Credentials(headers={"X": "1"}))
+    s.servers._box = AesGcmBox([KEY2, KEY1])
+    await s.http(credentials=Credentials(headers={"X": "2"}))  # sealed with the newest key
+    s.servers._box = AesGcmBox([KEY1])
+    await s.http(credentials=Credentials(headers={"X": "3"}))
+    s.servers._box = AesGcmBox([KEY2, KEY1])
+    assert await s.servers.rotate_secrets() == 2
+
+
+async def test_a_tool_whose_name_holds_the_separator_is_called_by_its_whole_name() -> None:
+    s = Setup()
+    agent, _ = await agent_with(s)
+    s.client.tools = [McpTool(name="get__data")]
+    server = await s.http("Db")
+    await s.servers.attach(ADMIN, "agent", agent.id, server.id, None)
+    assert "db__get__data" in [t.name for t in await s.tools.list_tools(ADMIN, agent)]
+    assert await s.tools.call(ADMIN, agent, "db__get__data", {}) == "get__data: ok"
+
+
+async def test_a_call_finds_its_server_among_several_attached() -> None:
+    s = Setup()
+    agent, _ = await agent_with(s)
+    other = await s.http("Zz")
+    await s.servers.attach(ADMIN, "agent", agent.id, other.id, None)
+    await s.tools.list_tools(ADMIN, agent)
+    assert await s.tools.call(ADMIN, agent, "zz__search", {}) == "search: ok"
+    assert await s.tools.call(ADMIN, agent, "kb__search", {}) == "search: ok"

@@ -15,6 +15,7 @@ from agentsvc_core.entities import Principal, ToolProfile
 from agentsvc_core.errors import InvalidInput, NotFound, PermissionDenied
 from agentsvc_core.use_cases import AgentDraft, Agents
 from agentsvc_core.use_cases.threads import ThreadChanges, ThreadDraft, Threads
+from tests.contract.test_conversations_contract import a_message, a_run
 
 KEY = Principal(org_id="acme", method="api_key")
 ALICE = Principal(org_id="acme", method="jwt", user_id="alice")
@@ -239,6 +240,35 @@ async def test_a_listing_pages_newest_first_with_a_cursor() -> None:
     assert ([t.id for t in last.threads], last.next_cursor) == ([made[0].id], None)
     exact = await threads.list_for_agent(KEY, agent.id, cursor=None, limit=5)
     assert (len(exact.threads), exact.next_cursor) == (5, None)
+    three = await threads.list_for_agent(KEY, agent.id, cursor=None, limit=3)
+    assert three.next_cursor == made[2].created_at  # the page's last thread
+
+
+class Reads:
+    """The memory thread repository, recording the limit each listing asks for."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner = inner
+        self.limits: list[int] = []
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    async def list_for_agent(self, *args: object, limit: int, **kw: object) -> object:
+        self.limits.append(limit)
+        return await self.inner.list_for_agent(*args, limit=limit, **kw)  # type: ignore[attr-defined]
+
+
+async def test_a_listing_reads_one_thread_past_the_page_not_more() -> None:
+    storage = MemoryStorage()
+    clock = Ticking()
+    reads = Reads(storage.threads)
+    threads = Threads(reads, storage.agents, storage.conversations, clock)  # type: ignore[arg-type]
+    agent = await Agents(storage.agents, clock, default_model="local").create(
+        KEY, AgentDraft(name="a")
+    )
+    await threads.list_for_agent(KEY, agent.id, cursor=None, limit=2)
+    assert reads.limits == [3]
 
 
 async def test_a_user_lists_only_the_threads_it_may_use() -> None:
@@ -255,10 +285,13 @@ async def test_a_user_lists_only_the_threads_it_may_use() -> None:
 
 
 async def test_history_is_checked_and_only_for_those_who_may_see_it() -> None:
-    threads, agents, _ = await ticking()
+    threads, agents, storage = await ticking()
     agent = await agents.create(KEY, AgentDraft(name="a"))
     mine = await threads.create(ALICE, ThreadDraft(agent_id=agent.id))
     assert await threads.history(ALICE, mine.id, offset=0, limit=10) == ([], 0)
+    said = a_message(mine, content="hello")
+    await storage.conversations.begin_turn(a_run(mine), [said], said.created_at)
+    assert await threads.history(ALICE, mine.id, offset=0, limit=10) == ([said], 1)
     await threads.history(ALICE, mine.id, offset=1_000_000_000, limit=10)
     for offset in (-1, 1_000_000_001):
         with pytest.raises(InvalidInput) as raised:
@@ -296,7 +329,9 @@ async def test_owners_and_api_keys_manage_participants_members_do_not() -> None:
         "member",
         shared.id,
     )
-    with pytest.raises(PermissionDenied, match="only the thread's owners"):
+    with pytest.raises(
+        PermissionDenied, match=r"^only the thread's owners manage its participants$"
+    ):
         await threads.add_participant(BOB, shared.id, "dave", None, "member")
     with pytest.raises(PermissionDenied):
         await threads.remove_participant(BOB, shared.id, "alice")
@@ -316,7 +351,7 @@ async def test_removing_a_participant_who_is_not_there_is_not_found() -> None:
     threads, agents, _ = await ticking()
     agent = await agents.create(KEY, AgentDraft(name="a"))
     shared = await threads.create(ALICE, ThreadDraft(agent_id=agent.id, kind="multiplayer"))
-    with pytest.raises(NotFound, match="no such participant"):
+    with pytest.raises(NotFound, match=r"^no such participant$"):
         await threads.remove_participant(ALICE, shared.id, "nobody")
 
 

@@ -133,9 +133,12 @@ async def test_an_interrupted_reply_marks_only_a_last_assistant_message() -> Non
     empty = ReplyState(messages=[], begun=begun)
     interrupted(empty)
     assert empty.status == "interrupted"
-    assert ErrorEvent(
-        code="INTERRUPTED", detail="the service is shutting down; the partial reply was kept"
-    ) == INTERRUPTED
+    assert (
+        ErrorEvent(
+            code="INTERRUPTED", detail="the service is shutting down; the partial reply was kept"
+        )
+        == INTERRUPTED
+    )
 
 
 async def test_a_reader_of_a_closed_turn_gets_the_rest_then_nothing() -> None:

@@ -186,3 +186,26 @@ async def test_exactly_one_message_more_than_kept_is_summarised() -> None:
 async def test_a_failed_or_empty_summary_changes_nothing(step: list[Any]) -> None:
     done = await compactor().compact(Script(step), "m", Checkpoint(), conversation(4), None)
     assert done is None
+
+
+def test_the_transcript_lists_every_tool_call() -> None:
+    calls = (ToolCall(id="1", name="a", arguments={}), ToolCall(id="2", name="b", arguments={}))
+    assert transcript("", [msg("assistant", "x", tool_calls=calls)]) == (
+        "assistant: x [calls a({})] [calls b({})]"
+    )
+
+
+@pytest.mark.parametrize("last_old", ["tool", "assistant"])
+async def test_the_summary_request_is_a_plain_user_message(last_old: str) -> None:
+    call = ToolCall(id="c", name="kb", arguments={})
+    old = (
+        [msg("user"), msg("assistant", "", tool_calls=(call,)), msg("tool", "r", tool_call_id="c")]
+        if last_old == "tool"
+        else [msg("user"), msg("assistant", "", tool_calls=(call,))]
+    )
+    model = Script([TextDelta("sum")])
+    done = await compactor().compact(model, "m", Checkpoint(), [*old, *conversation(2)], None)
+    assert done is not None
+    assert done[0].through == old[-1].id
+    (sent,) = model.requests[0].messages
+    assert (sent.role, sent.tool_calls, sent.tool_call_id) == ("user", (), None)

@@ -137,6 +137,13 @@ async def test_embed_domains_are_bounded_and_checked() -> None:
         with pytest.raises(InvalidInput) as info:
             await s.settings.update(ADMIN, domains=[bad], rotate=False)
         assert info.value.field == "allowed_embed_domains"
+    # at most 253 characters, a wildcard's "*." included
+    labels = ".".join(["a" * 63] * 3)
+    assert len(f"*.{labels}.{'b' * 60}") == 254
+    with pytest.raises(InvalidInput):
+        await s.settings.update(ADMIN, domains=[f"*.{labels}.{'b' * 60}"], rotate=False)
+    await s.settings.update(ADMIN, domains=[f"*.{labels}.{'b' * 59}"], rotate=False)
+    await s.settings.update(ADMIN, domains=many, rotate=False)
     # nothing of a refused update was kept
     assert (await s.settings.get(ADMIN)).allowed_embed_domains == tuple(many)
 

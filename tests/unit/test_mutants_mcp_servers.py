@@ -602,3 +602,13 @@ async def test_a_call_finds_its_server_among_several_attached() -> None:
     await s.tools.list_tools(ADMIN, agent)
     assert await s.tools.call(ADMIN, agent, "zz__search", {}) == "search: ok"
     assert await s.tools.call(ADMIN, agent, "kb__search", {}) == "search: ok"
+
+
+async def test_a_rename_keeps_the_tools_cache() -> None:
+    s = Setup()
+    server = await s.http()
+    await s.servers.test(ADMIN, server.id)
+    renamed = await s.servers.update(ADMIN, server.id, McpChanges(name="Other"))
+    assert renamed.tools_cache == (CachedTool(name="search", description="s"),)
+    narrowed = await s.servers.update(ADMIN, server.id, McpChanges(allowed_tools=("search",)))
+    assert narrowed.tools_cache == renamed.tools_cache

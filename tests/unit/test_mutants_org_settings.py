@@ -231,12 +231,12 @@ async def test_http_resolver_urls_when_allowed() -> None:
 
 async def test_a_resolver_url_with_spaces_too_long_or_refused_by_the_policy_is_refused() -> None:
     assert "spaces" in await resolver_refusal("https://r.example/a b")
-    too_long = "https://r.example/" + "a" * (2048 - 18)
-    assert len(too_long) == 2048
-    await resolver_refusal(too_long + "a")
+    longest = "https://r.example/" + "a" * (2048 - 18)
+    assert len(longest) == 2048
+    await resolver_refusal(longest + "a")
     s = Setup()
     agent = await s.agent()
-    await s.settings.set_resolver(ADMIN, agent, enabled=True, url=too_long, timeout_ms=500)
+    await s.settings.set_resolver(ADMIN, agent, enabled=True, url=longest, timeout_ms=500)
     assert await resolver_refusal("https://r.example/", refuse="a private address") == (
         "a private address"
     )

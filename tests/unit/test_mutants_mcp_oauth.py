@@ -20,6 +20,7 @@ from agentsvc_adapters.memory import MemoryStorage
 from agentsvc_core.entities import McpServer, Principal
 from agentsvc_core.errors import InvalidInput, InvalidState
 from agentsvc_core.ports.oauth import AuthServer, ClientRegistration, TokenSet
+from agentsvc_core.use_cases import mcp_oauth
 from agentsvc_core.use_cases.mcp_oauth import McpOAuth, user_key
 from tests.unit.turn_world import T0, Clock
 
@@ -47,6 +48,7 @@ class Network:
         self.registered: list[tuple[AuthServer, str]] = []
         self.exchanged: list[dict[str, Any]] = []
         self.refreshed: list[str] = []
+        self.refreshed_with: list[tuple[AuthServer, ClientRegistration]] = []
         self.tokens: list[TokenSet] = []
         self.before_refresh: Any = None
 
@@ -82,6 +84,7 @@ class Network:
         self, server: AuthServer, client: ClientRegistration, refresh_token: str
     ) -> TokenSet:
         self.refreshed.append(refresh_token)
+        self.refreshed_with.append((server, client))
         if self.before_refresh is not None:
             await self.before_refresh()
         return self.tokens.pop(0)
@@ -210,8 +213,10 @@ async def test_without_dynamic_registration_the_server_is_refused() -> None:
     s = Setup(msgspec.structs.replace(AUTH, registration_endpoint=None))
     with pytest.raises(InvalidInput) as info:
         await s.oauth.start(ALICE, a_server())
-    assert info.value.field == "url"
-    assert "no dynamic client registration" in info.value.problem
+    assert (info.value.field, info.value.problem) == (
+        "url",
+        "the server's authorization server offers no dynamic client registration",
+    )
 
 
 @pytest.mark.parametrize(
@@ -247,7 +252,7 @@ async def test_a_state_is_single_use() -> None:
     started = await s.oauth.start(ALICE, server)
     s.net.tokens.append(TokenSet(access_token="at"))
     await s.oauth.callback(server.id, started.state, "c")
-    with pytest.raises(InvalidState, match="unknown or already used"):
+    with pytest.raises(InvalidState, match=r"^unknown or already used OAuth state$"):
         await s.oauth.callback(server.id, started.state, "c")
 
 
@@ -260,14 +265,14 @@ async def test_a_state_expires_after_ten_minutes() -> None:
     await s.oauth.callback(server.id, started.state, "c")  # at the expiry: still valid
     late = await s.oauth.start(ALICE, server)
     s.clock.advance(600.001)
-    with pytest.raises(InvalidState, match="expired"):
+    with pytest.raises(InvalidState, match=r"^the OAuth state has expired; start again$"):
         await s.oauth.callback(server.id, late.state, "c")
 
 
 async def test_a_state_is_bound_to_its_server() -> None:
     s = Setup()
     started = await s.oauth.start(ALICE, a_server())
-    with pytest.raises(InvalidState, match="another server"):
+    with pytest.raises(InvalidState, match=r"^the OAuth state belongs to another server$"):
         await s.oauth.callback(uuid.uuid4(), started.state, "c")
     assert s.net.exchanged == []
 
@@ -275,8 +280,19 @@ async def test_a_state_is_bound_to_its_server() -> None:
 @pytest.mark.parametrize("state", ["", "!!!.x", "not-base64-\u00e9", b64(b"\xff\xfe") + ".x"])
 async def test_a_malformed_or_unknown_state_is_refused(state: str) -> None:
     s = Setup()
-    with pytest.raises(InvalidState):
+    with pytest.raises(InvalidState, match=r"^unknown( or already used)? OAuth state$"):
         await s.oauth.callback(uuid.uuid4(), state, "c")
+
+
+async def test_a_state_that_does_not_decode_is_unknown() -> None:
+    s = Setup()
+    with pytest.raises(InvalidState, match=r"^unknown OAuth state$"):
+        await s.oauth.callback(uuid.uuid4(), b64(b"\xff") + ".x", "c")
+
+
+def test_base64url_drops_only_the_padding() -> None:
+    assert mcp_oauth._b64(b"\x00\x00\x17") == "AAAX"  # ends with X: kept
+    assert mcp_oauth._b64(b"\xff") == "_w"
 
 
 async def test_a_state_of_another_organization_is_unknown() -> None:
@@ -316,6 +332,9 @@ async def test_a_token_is_refreshed_within_a_minute_of_expiry() -> None:
     s.net.tokens.append(expiring("at-2", in_s=7200, refresh=None))
     assert await s.oauth.bearer(ALICE, server) == "at-2"
     assert s.net.refreshed == ["rt"]
+    assert s.net.refreshed_with == [
+        (AUTH, ClientRegistration(client_id="client-1", client_secret="cs"))
+    ]
     # the server kept the old refresh token: the next refresh sends it again
     s.clock.advance(7200)
     s.net.tokens.append(expiring("at-3", in_s=99_999, refresh="rt-new"))
@@ -394,3 +413,16 @@ async def test_forget_drops_the_tokens_and_client_of_that_server_only() -> None:
     assert await s.oauth.bearer(ALICE, other) == "o"
     await s.oauth.start(ALICE, server)
     assert len(s.net.registered) == 3  # registered again after forget
+
+
+async def test_a_refresh_lost_to_a_forget_answers_no_token() -> None:
+    s = Setup()
+    server = a_server()
+    await s.authorized(ALICE, server, expiring("at-1", in_s=30))
+
+    async def forgotten() -> None:
+        await s.oauth.forget(ORG, server.id)  # the server was deleted meanwhile
+
+    s.net.before_refresh = forgotten
+    s.net.tokens.append(expiring("late", in_s=5000))
+    assert await s.oauth.bearer(ALICE, server) is None

@@ -359,6 +359,7 @@ async def test_a_failing_test_says_why_and_keeps_the_cache() -> None:
     assert (result.ok, result.error, result.tools) == (False, "connection refused", ())
     s.client.tools = McpAuthRequired("401")
     result = await s.servers.test(ADMIN, server.id)
+    assert result.ok is False
     assert result.error == (
         "the server requires OAuth authorization: POST /api/mcps/{id}/oauth/start"
     )
@@ -612,3 +613,25 @@ async def test_a_rename_keeps_the_tools_cache() -> None:
     assert renamed.tools_cache == (CachedTool(name="search", description="s"),)
     narrowed = await s.servers.update(ADMIN, server.id, McpChanges(allowed_tools=("search",)))
     assert narrowed.tools_cache == renamed.tools_cache
+
+
+async def test_a_stdio_endpoint_carries_its_command_and_arguments() -> None:
+    s = Setup()
+    server = await s.servers.create(
+        ADMIN,
+        McpDraft(
+            name="L",
+            transport="stdio",
+            command="tool",
+            args=("--a", "b"),
+            credentials=Credentials(env={"E": "1"}),
+        ),
+    )
+    endpoint = s.servers.endpoint(server)
+    assert (endpoint.transport, endpoint.url, endpoint.command, endpoint.args, endpoint.env) == (
+        "stdio",
+        None,
+        "tool",
+        ("--a", "b"),
+        {"E": "1"},
+    )

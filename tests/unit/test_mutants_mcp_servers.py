@@ -69,8 +69,10 @@ class Client:
 class Urls:
     def __init__(self) -> None:
         self.refuse: str | None = None
+        self.asked: list[str] = []
 
     def refusal(self, url: str) -> str | None:
+        self.asked.append(url)
         return self.refuse
 
 
@@ -159,8 +161,10 @@ async def test_stdio_servers_may_be_disabled() -> None:
     error = await refusal(
         Setup(allow_stdio=False), McpDraft(name="L", transport="stdio", command="x")
     )
-    assert error.field == "transport"
-    assert "AGENTSVC_ALLOW_STDIO_MCP" in error.problem
+    assert (error.field, error.problem) == (
+        "transport",
+        "stdio MCP servers are disabled (AGENTSVC_ALLOW_STDIO_MCP)",
+    )
 
 
 async def test_the_checks_of_a_server() -> None:
@@ -171,6 +175,8 @@ async def test_the_checks_of_a_server() -> None:
         (msgspec.structs.replace(http, name=" "), "name"),
         (msgspec.structs.replace(stdio, command=None), "command"),
         (msgspec.structs.replace(stdio, command="x" * 4097), "command"),
+        (msgspec.structs.replace(stdio, command="  "), "command"),
+        (msgspec.structs.replace(http, url="https://x/" + "a" * (4096 - 9)), "url"),
         (msgspec.structs.replace(http, url=None), "url"),
         (msgspec.structs.replace(http, url="https://a b"), "url"),
         (msgspec.structs.replace(http, url="https://x/" + "a" * 4096), "url"),
@@ -187,6 +193,10 @@ async def test_the_checks_of_a_server() -> None:
     assert (await refusal(s, msgspec.structs.replace(http, url=""))).problem == (
         "is required for the http transport"
     )
+    assert (await refusal(s, msgspec.structs.replace(http, args=("a",) * 65))).problem == (
+        "at most 64 arguments"
+    )
+    await s.servers.create(ADMIN, msgspec.structs.replace(http, url="https://x/" + "a" * 4086))
     await s.servers.create(ADMIN, msgspec.structs.replace(http, args=("a",) * MAX_ARGS))
     await s.servers.create(ADMIN, msgspec.structs.replace(http, allowed_tools=("x" * 200,)))
     await s.servers.create(ADMIN, msgspec.structs.replace(stdio, command="x" * 4096))
@@ -198,6 +208,7 @@ async def test_a_url_the_policy_refuses_is_refused_with_its_reason() -> None:
     s.urls.refuse = "a private address"
     error = await refusal(s, McpDraft(name="H", transport="http", url="https://10.0.0.1/"))
     assert (error.field, error.problem) == ("url", "a private address")
+    assert s.urls.asked == ["https://10.0.0.1/"]
 
 
 async def test_the_checks_of_credentials() -> None:

@@ -605,3 +605,84 @@ async def test_the_last_usage_report_of_a_call_counts() -> None:
     (record,) = await w.usage()
     assert record.usage == Usage(input_tokens=5, output_tokens=1)
     assert isinstance(events[-1], Done)
+
+
+class HeldBegin:
+    """The memory store, whose begin_turn waits for ``release``."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def begin_turn(self, *args: Any) -> Any:
+        self.entered.set()
+        await self.release.wait()
+        return await self.inner.begin_turn(*args)
+
+
+async def test_a_reply_whose_run_is_stored_after_the_drain_is_interrupted_at_once() -> None:
+    held: HeldBegin | None = None
+
+    def wrap(inner: Any) -> HeldBegin:
+        nonlocal held
+        held = HeldBegin(inner)
+        return held
+
+    w = await world(Script([TextDelta("partial"), HANG]), store=wrap)
+    assert held is not None
+    sending = asyncio.create_task(w.conversation.send(WHO, w.thread.id, SendInput(content="hi")))
+    await asyncio.wait_for(held.entered.wait(), 5)
+    await asyncio.wait_for(w.conversation.close(0), 5)  # nothing registered yet to wait for
+    held.release.set()
+    events = await read_all(await sending)
+    assert events[-1] == ErrorEvent(
+        code="INTERRUPTED", detail="the service is shutting down; the partial reply was kept"
+    )
+
+
+async def test_a_grace_under_a_second_is_waited_for() -> None:
+    release = asyncio.Event()
+
+    async def slow(arguments: dict[str, Any]) -> str:
+        await release.wait()
+        return "done"
+
+    tools = Tools("slow")
+    tools.answers["slow"] = slow
+    w = await world(Script(calls("slow"), says("fine")), tools)
+    turn = await w.conversation.send(WHO, w.thread.id, SendInput(content="hi"))
+    drain = w.conversation.close(0.9)
+    await asyncio.sleep(0)
+    release.set()
+    await asyncio.wait_for(drain, 5)
+    assert isinstance((await read_all(turn))[-1], Done)
+
+
+async def test_the_drain_ends_though_a_cancelled_reply_does_not(monkeypatch: Any) -> None:
+    monkeypatch.setattr(conversation_module, "INTERRUPT_WAIT_S", 0.01)
+    hung, freed = asyncio.Event(), asyncio.Event()
+
+    async def stubborn(arguments: dict[str, Any]) -> str:
+        hung.set()
+        while True:
+            try:
+                await freed.wait()
+                return "late"
+            except asyncio.CancelledError:
+                if freed.is_set():
+                    raise
+                # ignores cancellation until freed
+
+    tools = Tools("stubborn")
+    tools.answers["stubborn"] = stubborn
+    w = await world(Script(calls("stubborn"), says("never")), tools)
+    turn = await w.conversation.send(WHO, w.thread.id, SendInput(content="hi"))
+    await asyncio.wait_for(hung.wait(), 5)
+    await asyncio.wait_for(w.conversation.close(0), 5)  # bounded, though the task lives on
+    freed.set()
+    events = await read_all(turn)
+    assert isinstance(events[-1], ErrorEvent)

@@ -426,3 +426,12 @@ async def test_a_refresh_lost_to_a_forget_answers_no_token() -> None:
     s.net.before_refresh = forgotten
     s.net.tokens.append(expiring("late", in_s=5000))
     assert await s.oauth.bearer(ALICE, server) is None
+
+
+async def test_the_callback_base_loses_only_its_trailing_slash() -> None:
+    s = Setup()
+    oauth = McpOAuth(s.storage.secrets, s.net, BOX, s.clock, "https://svc.example/X/")
+    server = a_server()
+    assert oauth.redirect_uri(server) == (
+        f"https://svc.example/X/api/mcps/{server.id}/oauth/callback"
+    )

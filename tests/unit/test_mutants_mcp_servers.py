@@ -115,6 +115,7 @@ def test_slugs_are_lower_case_dashed_and_bounded() -> None:
     assert slugify("!!!") == "mcp"
     assert slugify("x" * 60) == "x" * 48
     assert slugify("a" * 47 + " b") == "a" * 47
+    assert slugify("!" + "a" * 60) == "a" * 48  # cut after the leading dash is gone
 
 
 async def test_a_server_is_created_with_its_slug_and_sealed_credentials() -> None:
@@ -223,6 +224,8 @@ async def test_the_checks_of_credentials() -> None:
     for creds, field in [
         (Credentials(headers={"": "v"}), "credentials.headers"),
         (Credentials(env={"E": "x" * 16_385}), "credentials.env"),
+        (Credentials(env={" ": "v"}), "credentials.env"),
+        (Credentials(env={"k" * 257: "v"}), "credentials.env"),
         (Credentials(headers={"Bad Name": "v"}), "credentials.headers"),
         (Credentials(headers={"X": "a\r\nb"}), "credentials.headers.X"),
     ]:

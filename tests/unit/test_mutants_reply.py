@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from typing import Any
 
 import pytest
@@ -22,8 +23,11 @@ from agentsvc_core.ports import (
     UsageReport,
 )
 from agentsvc_core.use_cases import reply as reply_module
+from agentsvc_core.use_cases.compaction import Compactor
 from agentsvc_core.use_cases.conversation import SendInput
+from agentsvc_core.use_cases.org_settings import CompactionConfig
 from agentsvc_core.use_cases.reply import MAX_STEPS
+from agentsvc_core.use_cases.sealed import SealedRecords
 from agentsvc_core.use_cases.turn import (
     AuthChallenge,
     Challenge,
@@ -39,7 +43,19 @@ from agentsvc_core.use_cases.turn import (
     ToolResult,
     UsageOut,
 )
-from tests.unit.turn_world import HANG, WHO, Script, Tools, World, calls, read_all, says, world
+from tests.unit.turn_world import (
+    BOX,
+    HANG,
+    ORG,
+    WHO,
+    Script,
+    Tools,
+    World,
+    calls,
+    read_all,
+    says,
+    world,
+)
 
 
 async def send(w: World, msg: SendInput | None = None) -> list[Any]:
@@ -379,3 +395,62 @@ async def test_meta_is_the_first_event_of_a_reply() -> None:
     w = await world()
     events = await send(w)
     assert isinstance(events[0], Meta)
+
+
+async def test_a_server_tool_is_called_for_the_sender_and_the_agent() -> None:
+    w = await world(Script(calls("kb"), says("ok")), Tools("kb"))
+    await send(w)
+    assert w.tools.callers == [(WHO, w.agent)]
+
+
+async def test_every_usage_record_is_its_own_and_the_organizations() -> None:
+    w = await world(Script(calls("kb"), says("ok")), Tools("kb"))
+    await send(w)
+    records = await w.usage()
+    assert [r.org_id for r in records] == [ORG, ORG]
+    assert len({r.id for r in records}) == 2
+    assert all(isinstance(r.id, uuid.UUID) for r in records)
+
+
+async def beta_turn(compactor: type[Compactor] = Compactor) -> World:
+    """A beta turn with summary compaction on (no summary: a high threshold) and two
+    tool steps, each call reporting more input tokens."""
+    steps = [
+        calls("kb", usage=Usage(input_tokens=100)),
+        calls("kb", usage=Usage(input_tokens=200)),
+        says("done", usage=Usage(input_tokens=300)),
+    ]
+    w = await world(
+        Script(*steps, provider="beta"),
+        Tools("kb"),
+        agent={"default_model": "beta:m"},
+        compactor=compactor,
+    )
+    await SealedRecords(w.storage.secrets, BOX).put(
+        ORG,
+        "compaction",
+        str(w.agent.id),
+        CompactionConfig(agent_id=w.agent.id, org_id=ORG, enabled=True),
+    )
+    return w
+
+
+async def test_a_compacting_turn_keeps_the_providers_last_count_for_the_next() -> None:
+    w = await beta_turn()
+    events = await send(w)
+    assert isinstance(events[-1], Done)
+    cp = await Compactor(w.storage.secrets, BOX).checkpoint(ORG, w.thread.id)
+    # the context of the last call: user, then (assistant, tool) twice, then the answer
+    assert (cp.input_tokens, cp.counted, cp.summary) == (300, 5, "")
+
+
+class FailingSave(Compactor):
+    async def save(self, org: str, thread_id: uuid.UUID, cp: Any) -> None:
+        raise Unavailable("no database")
+
+
+async def test_a_checkpoint_that_cannot_be_kept_does_not_fail_the_turn() -> None:
+    w = await beta_turn(FailingSave)
+    events = await send(w)
+    assert isinstance(events[-1], Done)
+    assert [r.status for r in await w.runs()] == ["completed"]

@@ -15,6 +15,7 @@ from uuid import UUID
 
 import msgspec
 
+from agentsvc_adapters.crypto.aesgcm import AesGcmBox
 from agentsvc_adapters.llm import Families, PrefixRouter
 from agentsvc_adapters.memory import MemoryStorage
 from agentsvc_adapters.signals import LocalStopBus
@@ -31,6 +32,7 @@ from agentsvc_core.ports import (
     UsageReport,
 )
 from agentsvc_core.use_cases.conversation import Conversation
+from agentsvc_core.use_cases.org_settings import AgentConfigs
 from agentsvc_core.use_cases.threads import Threads
 from agentsvc_core.use_cases.turn import EventData, Turn
 from tests.contract.test_agents_contract import agent_in
@@ -39,6 +41,7 @@ from tests.contract.test_conversations_contract import a_thread
 ORG = "org-turn"
 WHO = Principal(org_id=ORG, method="api_key")
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+BOX = AesGcmBox([("k1", b"\x09" * 32)])
 
 
 class Clock:
@@ -110,6 +113,7 @@ class Tools(ServerTools):
         self.specs = [ToolSpec(name=n, description=f"the {n} tool") for n in names]
         self.answers: dict[str, Any] = {}
         self.called: list[tuple[str, dict[str, Any]]] = []
+        self.callers: list[tuple[Principal, Agent]] = []
 
     async def list_tools(
         self, who: Principal, agent: Agent, attached: object = None
@@ -118,6 +122,7 @@ class Tools(ServerTools):
 
     async def call(self, who: Principal, agent: Agent, name: str, arguments: dict[str, Any]) -> str:
         self.called.append((name, arguments))
+        self.callers.append((who, agent))
         answer = self.answers.get(name, f"{name} answered")
         if isinstance(answer, BaseException):
             raise answer
@@ -156,10 +161,13 @@ async def world(
     thread: dict[str, Any] | None = None,
     stale_after_s: float = 45.0,
     store: Callable[[Any], Any] | None = None,
+    compactor: Callable[[Any, Any], Any] | None = None,
     **conversation: Any,
 ) -> World:
     """A conversation over the memory storage, with one agent and one thread;
-    ``store`` wraps the conversation store the use case writes to."""
+    ``store`` wraps the conversation store the use case writes to; ``compactor``
+    (a ``Compactor`` class) gives it the agents' configurations and summary
+    compaction over the storage's secrets."""
     storage = MemoryStorage()
     model = model or Script()
     tools = tools or Tools()
@@ -183,6 +191,14 @@ async def world(
         stops,
         clock,
         stale_after_s=stale_after_s,
+        **(
+            {
+                "configs": AgentConfigs(storage.secrets, BOX),
+                "compactor": compactor(storage.secrets, BOX),
+            }
+            if compactor
+            else {}
+        ),
         **conversation,
     )
     return World(conv, storage, model, tools, stops, clock, the_agent, the_thread)

@@ -686,3 +686,74 @@ async def test_the_drain_ends_though_a_cancelled_reply_does_not(monkeypatch: Any
     freed.set()
     events = await read_all(turn)
     assert isinstance(events[-1], ErrorEvent)
+
+
+async def test_the_turn_names_its_run_and_thread() -> None:
+    w = await world()
+    turn = await w.conversation.send(WHO, w.thread.id, SendInput(content="hi"))
+    meta = (await read_all(turn))[0]
+    assert isinstance(meta, Meta)
+    assert (turn.run_id, turn.thread_id) == (meta.run_id, w.thread.id)
+
+
+def holding() -> tuple[list[HeldBegin], Any]:
+    helds: list[HeldBegin] = []
+
+    def wrap(inner: Any) -> HeldBegin:
+        helds.append(HeldBegin(inner))
+        return helds[-1]
+
+    return helds, wrap
+
+
+async def test_sends_to_two_threads_both_call_the_model_while_their_runs_are_stored() -> None:
+    helds, wrap = holding()
+    w = await world(store=wrap)
+    (held,) = helds
+    other = await w.storage.threads.add(msgspec.structs.replace(w.thread, id=uuid.uuid4()))
+    one = asyncio.create_task(w.conversation.send(WHO, w.thread.id, SendInput(content="a")))
+    two = asyncio.create_task(w.conversation.send(WHO, other.id, SendInput(content="b")))
+    await asyncio.wait_for(held.entered.wait(), 5)
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert len(w.model.requests) == 2  # neither waited for the other's write
+    held.release.set()
+    await read_all(await one)
+    await read_all(await two)
+
+
+async def test_after_a_send_the_next_one_to_the_thread_calls_the_model_early_again() -> None:
+    helds, wrap = holding()
+    w = await world(store=wrap)
+    (held,) = helds
+    held.release.set()
+    await send(w)
+    held.release.clear()
+    held.entered.clear()
+    sending = asyncio.create_task(w.conversation.send(WHO, w.thread.id, SendInput(content="b")))
+    await asyncio.wait_for(held.entered.wait(), 5)
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert len(w.model.requests) == 2
+    held.release.set()
+    await read_all(await sending)
+
+
+class Racing:
+    """The memory store, whose begin_turn loses to another send."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def begin_turn(self, *args: Any) -> Any:
+        raise ThreadBusy()
+
+
+async def test_a_refused_run_stops_watching_its_stop() -> None:
+    w = await world(store=Racing)
+    with pytest.raises(ThreadBusy):
+        await w.conversation.send(WHO, w.thread.id, SendInput(content="hi"))
+    assert w.stops._events == {}

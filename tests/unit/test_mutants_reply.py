@@ -7,11 +7,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from agentsvc_core.entities import ToolCall, Usage
+from agentsvc_core.entities import Message, ToolCall, Usage
 from agentsvc_core.errors import InvalidInput, Unavailable, Upstream
 from agentsvc_core.ports import (
     CompactionBlock,
@@ -22,8 +23,9 @@ from agentsvc_core.ports import (
     ToolSpec,
     UsageReport,
 )
+from agentsvc_core.use_cases import conversation as conversation_module
 from agentsvc_core.use_cases import reply as reply_module
-from agentsvc_core.use_cases.compaction import Compactor
+from agentsvc_core.use_cases.compaction import SUMMARY_PROMPT, Checkpoint, Compactor
 from agentsvc_core.use_cases.conversation import SendInput
 from agentsvc_core.use_cases.org_settings import CompactionConfig
 from agentsvc_core.use_cases.reply import MAX_STEPS
@@ -43,6 +45,8 @@ from agentsvc_core.use_cases.turn import (
     ToolResult,
     UsageOut,
 )
+from tests.contract.test_conversations_contract import a_message
+from tests.unit.test_turn_keys import Resolver, turn_with
 from tests.unit.turn_world import (
     BOX,
     HANG,
@@ -51,9 +55,11 @@ from tests.unit.turn_world import (
     Script,
     Tools,
     World,
+    a_stored_run,
     calls,
     read_all,
     says,
+    store_run,
     world,
 )
 
@@ -454,3 +460,134 @@ async def test_a_checkpoint_that_cannot_be_kept_does_not_fail_the_turn() -> None
     events = await send(w)
     assert isinstance(events[-1], Done)
     assert [r.status for r in await w.runs()] == ["completed"]
+
+
+async def test_the_stored_messages_belong_to_the_thread_and_carry_the_time() -> None:
+    w = await world(Script(calls("kb"), says("ok")), Tools("kb"))
+    w.clock.advance(3)
+    await send(w)
+    stored = await w.messages()
+    assert {(m.org_id, m.thread_id, m.created_at) for m in stored} == {
+        (ORG, w.thread.id, w.clock.now())
+    }
+
+
+async def test_a_finished_run_carries_the_time_it_finished() -> None:
+    tools = Tools("tick")
+    w: World | None = None
+
+    async def tick(arguments: dict[str, Any]) -> str:
+        assert w is not None
+        w.clock.advance(30)
+        return "ticked"
+
+    tools.answers["tick"] = tick
+    w = await world(Script(calls("tick"), says("ok")), tools)
+    await send(w)
+    (run,) = await w.runs()
+    assert run.finished_at == run.heartbeat_at == run.started_at + timedelta(seconds=30)
+
+
+async def test_a_successful_turn_logs_no_error(caplog: pytest.LogCaptureFixture) -> None:
+    w = await world()
+    with caplog.at_level(logging.ERROR, logger="agentsvc.turn"):
+        await send(w)
+    assert caplog.records == []
+
+
+async def test_a_reply_cancelled_at_shutdown_that_cannot_be_stored_still_ends_its_stream(
+    monkeypatch: Any,
+) -> None:
+    monkeypatch.setattr(conversation_module, "INTERRUPT_WAIT_S", 0.01)
+    hung = asyncio.Event()
+
+    async def hang(arguments: dict[str, Any]) -> str:
+        hung.set()
+        await asyncio.Event().wait()
+        return ""
+
+    tools = Tools("hang")
+    tools.answers["hang"] = hang
+    w = await world(Script(calls("hang"), says("never")), tools, store=Refusing)
+    turn = await w.conversation.send(WHO, w.thread.id, SendInput(content="hi"))
+    await asyncio.wait_for(hung.wait(), 5)
+    await asyncio.wait_for(w.conversation.close(0), 5)
+    events = await read_all(turn)
+    assert events[-1] == ErrorEvent(
+        code="INTERRUPTED", detail="the service is shutting down; the partial reply was kept"
+    )
+
+
+def long_history(w: World, n: int = 8) -> list[Message]:
+    return [a_message(w.thread, content=f"message {i} " + "word " * 200) for i in range(n)]
+
+
+async def summarising(threshold_from_estimate: int = 0) -> tuple[World, Script]:
+    """A beta turn over a long history; the threshold is the context's estimate
+    plus ``threshold_from_estimate`` (negative: the turn summarises)."""
+    model = Script(says("answer", usage=Usage(input_tokens=50)), provider="beta")
+    w = await world(
+        model,
+        agent={"default_model": "beta:m7", "stable_preamble": "Be kind."},
+        compactor=Compactor,
+    )
+    old = long_history(w)
+    await store_run(w, a_stored_run(w, status="completed"), old)
+    new = a_message(w.thread, content="hi")
+    context = Compactor(w.storage.secrets, BOX).tokens(Checkpoint(), "Be kind.", [*old, new])
+    await SealedRecords(w.storage.secrets, BOX).put(
+        ORG,
+        "compaction",
+        str(w.agent.id),
+        CompactionConfig(
+            agent_id=w.agent.id,
+            org_id=ORG,
+            enabled=True,
+            beta_compact_threshold=context + threshold_from_estimate,
+        ),
+    )
+    return w, model
+
+
+def summary_step() -> list[Any]:
+    return [TextDelta("the summary"), UsageReport(Usage(input_tokens=40, output_tokens=4))]
+
+
+async def test_a_context_at_the_threshold_is_not_summarised() -> None:
+    w, model = await summarising(0)
+    await send(w)
+    assert [r.system for r in model.requests] == ["Be kind."]
+
+
+async def test_a_context_over_the_threshold_is_summarised_first() -> None:
+    w, model = await summarising(-1)
+    model.steps = [summary_step(), says("answer", usage=Usage(input_tokens=50))]
+    events = await send(w)
+    assert isinstance(events[-1], Done)
+    summary_call, turn_call = model.requests
+    assert (summary_call.system, summary_call.model) == (SUMMARY_PROMPT, "m7")
+    assert turn_call.system == ("Be kind.\n\nSummary of the earlier conversation:\nthe summary")
+    stored = await w.messages()
+    cp = await Compactor(w.storage.secrets, BOX).checkpoint(ORG, w.thread.id)
+    assert (cp.summary, cp.through) == ("the summary", stored[4].id)  # 9 messages: 4 kept
+    assert [m.id for m in turn_call.messages] == [m.id for m in stored[5:9]]
+    summary_record, answer_record = await w.usage()
+    assert (summary_record.message_id, summary_record.usage) == (
+        None,
+        Usage(input_tokens=40, output_tokens=4),
+    )
+    assert summary_record.model == "beta:m7"
+    assert answer_record.message_id == stored[-1].id
+    # the next turn starts from the checkpoint: the summary, not the old messages
+    model.steps = [says("again")]
+    await send(w, SendInput(content="more"))
+    assert model.requests[-1].system == turn_call.system
+
+
+async def test_the_resolver_is_asked_for_the_model_name_and_never_for_local() -> None:
+    resolver = Resolver()
+    await turn_with(resolver, compact=False, model_id="beta:m1")
+    assert [(c.provider, c.model) for c in resolver.calls] == [("beta", "m1")]
+    local = Resolver()
+    await turn_with(local, compact=False, model_id="local")
+    assert local.calls == []

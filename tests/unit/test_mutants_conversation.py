@@ -58,7 +58,7 @@ async def test_a_thread_whose_agent_is_gone_is_not_found() -> None:
     orphan = await w.storage.threads.add(
         msgspec.structs.replace(w.thread, id=uuid.uuid4(), agent_id=uuid.uuid4())
     )
-    with pytest.raises(NotFound, match="agent not found"):
+    with pytest.raises(NotFound, match=r"^agent not found$"):
         await w.conversation.send(WHO, orphan.id, SendInput(content="hi"))
     assert w.model.requests == []
 
@@ -132,7 +132,7 @@ async def test_a_user_token_posts_as_its_own_user() -> None:
 
 async def test_a_user_token_may_not_post_as_another_user() -> None:
     w = await world(thread={"created_by": "alice"})
-    with pytest.raises(PermissionDenied, match="only post as its own user"):
+    with pytest.raises(PermissionDenied, match=r"^a user token may only post as its own user$"):
         await w.conversation.send(USER, w.thread.id, SendInput(content="hi", sender_id="bob"))
 
 
@@ -170,12 +170,15 @@ async def test_an_api_key_must_name_the_sender_of_a_multiplayer_thread() -> None
     w = await multiplayer()
     with pytest.raises(InvalidInput) as info:
         await w.conversation.send(WHO, w.thread.id, SendInput(content="hi"))
-    assert info.value.field == "sender_id"
+    assert (info.value.field, info.value.problem) == (
+        "sender_id",
+        "required to post to a multiplayer thread with an API key",
+    )
 
 
 async def test_only_participants_post_to_a_multiplayer_thread() -> None:
     w = await multiplayer()
-    with pytest.raises(PermissionDenied, match="only participants"):
+    with pytest.raises(PermissionDenied, match=r"^only participants may post to this thread$"):
         await w.conversation.send(WHO, w.thread.id, SendInput(content="hi", sender_id="bob"))
 
 
@@ -499,7 +502,9 @@ async def test_sweep_interrupts_runs_whose_heartbeat_is_stale() -> None:
 async def test_a_send_after_close_is_refused_with_a_retry_hint() -> None:
     w = await world()
     await w.conversation.close(0)
-    with pytest.raises(Unavailable, match="shutting down; send again"):
+    with pytest.raises(
+        Unavailable, match=r"^the service is shutting down; send again in a moment$"
+    ):
         await w.conversation.send(WHO, w.thread.id, SendInput(content="hi"))
 
 

@@ -591,3 +591,55 @@ async def test_the_resolver_is_asked_for_the_model_name_and_never_for_local() ->
     local = Resolver()
     await turn_with(local, compact=False, model_id="local")
     assert local.calls == []
+
+
+async def test_a_stopped_call_records_the_last_usage_reported_and_the_key_that_paid() -> None:
+    reports = [UsageReport(Usage(input_tokens=n)) for n in (1, 2, 5)]
+    w = await world(Script([*reports, TextDelta("so far"), HANG]))
+    turn = await w.conversation.send(WHO, w.thread.id, SendInput(content="hi"))
+    await asyncio.wait_for(w.model.waiting.wait(), 5)
+    await w.conversation.stop(WHO, w.thread.id)
+    await read_all(turn)
+    (record,) = await w.usage()
+    assert (record.usage, record.key_source) == (Usage(input_tokens=5), "platform")
+
+
+async def test_a_failed_call_records_the_key_that_paid() -> None:
+    w = await world(Script([UsageReport(Usage(input_tokens=2)), Upstream("down")]))
+    await send(w)
+    (record,) = await w.usage()
+    assert record.key_source == "platform"
+
+
+class BadClose:
+    """A stream that hangs, and whose closing fails (a provider's connection)."""
+
+    def __init__(self, model: Script) -> None:
+        self.model = model
+
+    def __aiter__(self) -> BadClose:
+        return self
+
+    async def __anext__(self) -> Any:
+        self.model.waiting.set()
+        await asyncio.Event().wait()
+
+    async def aclose(self) -> None:
+        raise RuntimeError("connection reset while closing")
+
+
+class BadCloseModel(Script):
+    def stream(self, request: Any) -> Any:  # type: ignore[override]
+        self.requests.append(request)
+        return BadClose(self)
+
+
+async def test_a_stream_that_fails_to_close_does_not_fail_a_stopped_reply() -> None:
+    w = await world(BadCloseModel())
+    turn = await w.conversation.send(WHO, w.thread.id, SendInput(content="hi"))
+    await asyncio.wait_for(w.model.waiting.wait(), 5)
+    await w.conversation.stop(WHO, w.thread.id)
+    events = await read_all(turn)
+    done = events[-1]
+    assert isinstance(done, Done)
+    assert done.stopped is True

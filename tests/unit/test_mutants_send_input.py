@@ -111,8 +111,11 @@ def test_results_that_do_not_answer_exactly_the_pending_calls_are_refused(
 ) -> None:
     with pytest.raises(InvalidInput) as info:
         check_tool_results(PENDING, answers(*ids))
-    assert info.value.field == "tool_results"
-    assert "['c1', 'c2']" in info.value.problem  # names the calls to answer
+    assert (info.value.field, info.value.problem) == (
+        "tool_results",
+        "the previous reply is waiting for client tool results: send toolResults "
+        "answering exactly the calls ['c1', 'c2']",
+    )
 
 
 def test_results_when_nothing_waits_for_them_are_refused() -> None:

@@ -12,7 +12,6 @@ from typing import Any
 import msgspec
 import pytest
 
-from agentsvc_adapters.crypto.aesgcm import AesGcmBox
 from agentsvc_core.entities import Participant, Principal, ToolCall, ToolProfile, Usage
 from agentsvc_core.errors import (
     InvalidInput,
@@ -23,11 +22,13 @@ from agentsvc_core.errors import (
 )
 from agentsvc_core.ports import NativeCompaction, TextDelta, ToolSpec, UsageReport
 from agentsvc_core.use_cases import conversation as conversation_module
+from agentsvc_core.use_cases.compaction import SUMMARY_PROMPT, Compactor
 from agentsvc_core.use_cases.conversation import INTERRUPT_WAIT_S, SendInput, ToolResultIn
-from agentsvc_core.use_cases.org_settings import AgentConfigs, CompactionConfig
+from agentsvc_core.use_cases.org_settings import CompactionConfig, ResolverConfig
 from agentsvc_core.use_cases.sealed import SealedRecords
 from agentsvc_core.use_cases.turn import Done, ErrorEvent, Meta, RequiresAction
 from tests.unit.turn_world import (
+    BOX,
     HANG,
     ORG,
     WHO,
@@ -204,6 +205,7 @@ async def test_meta_comes_first_and_names_the_run_thread_and_model() -> None:
     events = await send(w)
     meta = events[0]
     assert isinstance(meta, Meta)
+    assert isinstance(meta.run_id, uuid.UUID)
     (run,) = await w.runs()
     assert (meta.run_id, meta.thread_id, meta.model, meta.started_at) == (
         run.id,
@@ -261,7 +263,10 @@ async def test_server_tools_under_the_profile_then_client_tools_then_the_switch_
     )
 
     await send(w, SendInput(content="hi", tools=[ToolSpec(name="client_pick")]))
+    assert w.tools.listed_for == [(WHO, w.agent, [])]  # the attached servers read with the thread
     offered = [t.name for t in w.model.requests[0].tools]
+    switch = w.model.requests[0].tools[-1]
+    assert "(current: small)" in switch.description
     assert offered == ["kb__search", "client_pick", "propose_profile_switch"]
     await send(w, SendInput(content="hi", tool_profile="all"))
     assert [t.name for t in w.model.requests[1].tools] == [
@@ -360,12 +365,13 @@ async def test_only_a_requires_action_run_has_pending_calls() -> None:
 # --- compaction and keys, by the agent's settings -------------------------------
 
 
-async def with_compaction(provider: str, enabled: bool) -> tuple[World, Script]:
-    box = AesGcmBox([("k1", b"\x02" * 32)])
+async def with_compaction(
+    provider: str, enabled: bool, *, threshold: int = 100_000, resolver: bool = False
+) -> tuple[World, Script]:
     model = Script(says("hi"), provider=provider)
-    w = await world(model, agent={"default_model": f"{provider}:m"})
-    w.conversation._configs = configs = AgentConfigs(w.storage.secrets, box)
-    await SealedRecords(w.storage.secrets, box).put(
+    w = await world(model, agent={"default_model": f"{provider}:m"}, compactor=Compactor)
+    sealed = SealedRecords(w.storage.secrets, BOX)
+    await sealed.put(
         ORG,
         "compaction",
         str(w.agent.id),
@@ -376,9 +382,18 @@ async def with_compaction(provider: str, enabled: bool) -> tuple[World, Script]:
             alpha_trigger_tokens=50_000,
             alpha_instructions="keep names",
             alpha_pause_after=True,
+            beta_compact_threshold=threshold,
         ),
     )
-    assert configs is not None
+    if resolver:
+        await sealed.put(
+            ORG,
+            "resolver",
+            str(w.agent.id),
+            ResolverConfig(
+                agent_id=w.agent.id, org_id=ORG, enabled=True, resolver_url="https://r.example/"
+            ),
+        )
     return w, model
 
 
@@ -762,3 +777,21 @@ async def test_a_refused_run_stops_watching_its_stop() -> None:
     with pytest.raises(ThreadBusy):
         await w.conversation.send(WHO, w.thread.id, SendInput(content="hi"))
     assert w.stops._events == {}
+
+
+async def test_summary_compaction_is_for_the_beta_family_only() -> None:
+    summaries = []
+    for provider in ("alpha", "beta"):
+        w, model = await with_compaction(provider, enabled=True, threshold=1)
+        for _ in range(4):  # a history long enough to summarise
+            await send(w)
+        summaries.append(len([r for r in model.requests if r.system == SUMMARY_PROMPT]))
+    assert summaries[0] == 0
+    assert summaries[1] > 0
+
+
+async def test_an_enabled_resolver_without_a_key_broker_leaves_the_platform_key() -> None:
+    w, model = await with_compaction("beta", enabled=False, resolver=True)
+    events = await send(w)
+    assert isinstance(events[-1], Done)
+    assert model.requests[0].api_key is None

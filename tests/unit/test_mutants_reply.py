@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from agentsvc_core.entities import Message, ToolCall, Usage
+from agentsvc_core.entities import Message, Principal, ToolCall, Usage
 from agentsvc_core.errors import InvalidInput, Unavailable, Upstream
 from agentsvc_core.ports import (
     CompactionBlock,
@@ -643,3 +643,10 @@ async def test_a_stream_that_fails_to_close_does_not_fail_a_stopped_reply() -> N
     done = events[-1]
     assert isinstance(done, Done)
     assert done.stopped is True
+
+
+async def test_an_api_key_turn_asks_the_resolver_for_no_user() -> None:
+    resolver = Resolver()
+    api_key = Principal(org_id="org-keys", method="api_key")
+    await turn_with(resolver, compact=False, model_id="beta:m1", who=api_key)
+    assert [c.user_id for c in resolver.calls] == [""]

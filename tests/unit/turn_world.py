@@ -114,10 +114,12 @@ class Tools(ServerTools):
         self.answers: dict[str, Any] = {}
         self.called: list[tuple[str, dict[str, Any]]] = []
         self.callers: list[tuple[Principal, Agent]] = []
+        self.listed_for: list[tuple[Principal, Agent, object]] = []
 
     async def list_tools(
         self, who: Principal, agent: Agent, attached: object = None
     ) -> list[ToolSpec]:
+        self.listed_for.append((who, agent, attached))
         return list(self.specs)
 
     async def call(self, who: Principal, agent: Agent, name: str, arguments: dict[str, Any]) -> str:

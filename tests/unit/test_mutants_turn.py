@@ -148,3 +148,10 @@ async def test_a_reader_of_a_closed_turn_gets_the_rest_then_nothing() -> None:
     assert await turn.read(0, 5) == [Token(delta="a")]
     assert await turn.read(1, 5) == []
     assert turn.closed
+
+
+async def test_a_reader_that_timed_out_leaves_no_waiter_behind() -> None:
+    turn = Turn(uuid.uuid4(), uuid.uuid4())
+    for _ in range(3):
+        assert await turn.read(0, 0) is None
+    assert turn._waiters == []

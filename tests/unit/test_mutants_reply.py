@@ -650,3 +650,12 @@ async def test_an_api_key_turn_asks_the_resolver_for_no_user() -> None:
     api_key = Principal(org_id="org-keys", method="api_key")
     await turn_with(resolver, compact=False, model_id="beta:m1", who=api_key)
     assert [c.user_id for c in resolver.calls] == [""]
+
+
+async def test_a_summary_is_kept_though_the_reply_after_it_crashes() -> None:
+    w, model = await summarising(-1)
+    model.steps = [summary_step(), [RuntimeError("boom")]]
+    events = await send(w)
+    assert events[-1] == ErrorEvent(code="INTERNAL_ERROR", detail="the reply failed")
+    cp = await Compactor(w.storage.secrets, BOX).checkpoint(ORG, w.thread.id)
+    assert cp.summary == "the summary"  # the next turn need not summarise again

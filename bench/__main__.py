@@ -23,8 +23,9 @@ from types import FrameType
 from bench import report
 from bench.harness import Bench, Config, log
 from bench.procs import ROOT, raise_nofile, stop_all
+from bench.reattach import reattach
 
-SCENARIOS = ("control", "bare", "service", "workers2", "history", "crud", "slow")
+SCENARIOS = ("control", "bare", "service", "workers2", "history", "crud", "slow", "reattach")
 
 
 def _levels(raw: str) -> list[int]:
@@ -180,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
             bench.crud()
         if "slow" in run:
             bench.slow()
+        if "reattach" in run:
+            reattach(bench)
     except KeyboardInterrupt:
         log("interrupted; writing what was measured")
         status = 130

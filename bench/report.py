@@ -383,6 +383,23 @@ def markdown(results: dict[str, Any]) -> str:
                 f"{_f(c['server_cpu_ms_per_request'], 2)} | "
                 f"{_f(c['pg_cpu_ms_per_request'], 2)} | {_f(c['machine_busy_pct'], 0)}% |"
             )
+    for r in results.get("reattach") or []:
+        lines += [
+            "",
+            f"### Re-attach ({r['workers']} workers: a re-attach lands on either process)",
+            "",
+            f"{r['flows']} replies of {r['tokens']} tokens; each client hangs up after "
+            f"{r['cut_after_events']} events and re-attaches with Last-Event-ID.",
+            "",
+            "| every event exactly once | first event p50 ms | p95 ms "
+            "| server CPU ms/flow (read whole) | PG CPU ms/flow (read whole) |",
+            "|---|---|---|---|---|",
+            f"| {r['every_event_once']}/{r['flows']} | "
+            f"{_f(r['reattach_first_event_ms']['p50'], 1)} | "
+            f"{_f(r['reattach_first_event_ms']['p95'], 1)} | "
+            f"{_f(r['server_cpu_ms_per_flow'], 2)} ({_f(r['server_cpu_ms_per_whole_reply'], 2)}) | "
+            f"{_f(r['pg_cpu_ms_per_flow'], 2)} ({_f(r['pg_cpu_ms_per_whole_reply'], 2)}) |",
+        ]
     return "\n".join(lines) + "\n"
 
 

@@ -1,14 +1,17 @@
-"""The in-process signal buses: stops and revocations within one process.
+"""The in-process signal buses: stops, revocations and follow requests within one
+process.
 
-``LocalStopBus`` and ``LocalRevocations`` implement ``StopBus`` and ``Revocations``
-(``agentsvc_core.ports.signals``) for one process: the memory storage's wiring and
-the tests use them as they are; ``PostgresStopBus`` extends both with LISTEN/NOTIFY
+``LocalStopBus``, ``LocalRevocations`` and ``LocalFollows`` implement ``StopBus``,
+``Revocations`` (``agentsvc_core.ports.signals``) and ``FollowRequests``
+(``agentsvc_core.ports.streams``) for one process: the memory storage's wiring and
+the tests use them as they are; ``PostgresStopBus`` extends them with LISTEN/NOTIFY
 across processes. A shared adapters module (as ``outbound`` is), not part of
 ``memory``: the PostgreSQL adapter builds on them and no adapter imports another.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from uuid import UUID
 
 from agentsvc_core.ports.signals import (
@@ -17,8 +20,9 @@ from agentsvc_core.ports.signals import (
     StopBus,
     StopSignal,
 )
+from agentsvc_core.ports.streams import FollowRequests
 
-__all__ = ["LocalRevocations", "LocalStopBus"]
+__all__ = ["LocalFollows", "LocalRevocations", "LocalStopBus"]
 
 
 class LocalStopBus(StopBus):
@@ -60,3 +64,21 @@ class LocalRevocations(Revocations):
 
     def on_revoked(self, callback: RevokedCallback) -> None:
         self._callbacks.append(callback)
+
+
+class LocalFollows(FollowRequests):
+    """Follow requests within one process (memory storage, tests): the reply's
+    process serves its followers from memory, so this only tells the callbacks."""
+
+    def __init__(self) -> None:
+        self._follow_callbacks: list[Callable[[UUID], None]] = []
+
+    async def publish_follow(self, run_id: UUID) -> None:
+        self.deliver_follow(run_id)
+
+    def deliver_follow(self, run_id: UUID) -> None:
+        for callback in self._follow_callbacks:
+            callback(run_id)
+
+    def on_follow(self, callback: Callable[[UUID], None]) -> None:
+        self._follow_callbacks.append(callback)

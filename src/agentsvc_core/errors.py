@@ -67,6 +67,24 @@ class ThreadBusy(Conflict):
         )
 
 
+class IdempotencyKeyInUse(Conflict):
+    """A request with this ``Idempotency-Key`` is still being answered."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "a request with this Idempotency-Key is still in progress; retry in a moment",
+            code="IDEMPOTENCY_KEY_IN_USE",
+        )
+
+
+class IdempotencyKeyReused(DomainError):
+    """This ``Idempotency-Key`` was used (within its 24 hours) for another request:
+    another path or another body."""
+
+    def __init__(self) -> None:
+        super().__init__("this Idempotency-Key was used for a different request")
+
+
 class PermissionDenied(DomainError):
     """Authenticated, but this principal may not use this resource."""
 

@@ -6,6 +6,7 @@ import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from importlib.metadata import version
 
 from litestar import Litestar, get
 from litestar.datastructures import State
@@ -34,15 +35,19 @@ from agentsvc_web.controllers.settings import (
 )
 from agentsvc_web.errors import EXCEPTION_HANDLERS
 from agentsvc_web.headers import hardening_headers
+from agentsvc_web.idempotency import idempotency_keys
 from agentsvc_web.limits import RateLimits, rate_limits
-from agentsvc_web.openapi import operations
+from agentsvc_web.openapi import document_event_streams, operations
 from agentsvc_web.options import answer_options
 from agentsvc_web.read_timeout import BodyDeadline, RequestReadTimeout, request_timeout_response
+from agentsvc_web.schema_ui import asset_routers, viewers
 from agentsvc_web.schemas import OkBody
 from agentsvc_web.settings import Settings
 from agentsvc_web.shutdown import drain_on_signals
 
-VERSION = "0.1.0"
+# The one source of the version is pyproject.toml; the installed package's
+# metadata carries it (``agentsvc --version`` and the OpenAPI document read it).
+VERSION = version("agentsvc")
 
 
 @get(
@@ -101,12 +106,14 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             AgentCompactionController,
             OrgSettingsController,
             healthz,
+            *asset_routers(),
         ],
         dependencies={
             "agents": _const(services.agents),
             "api_keys": _const(services.api_keys),
             "threads": _const(services.threads),
             "conversation": _const(services.conversation),
+            "streams": _const(services.streams),
             "mcps": _const(services.mcps),
             "registry": _const(services.registry_search),
             "oauth": _const(services.oauth),
@@ -118,6 +125,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             by_address,
             bearer_auth(services.authenticator),
             by_credential,
+            idempotency_keys(services.idempotency, settings.max_body_bytes),
         ],
         guards=[access_guard],
         exception_handlers={**EXCEPTION_HANDLERS, RequestReadTimeout: request_timeout_response},
@@ -132,6 +140,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             version=VERSION,
             description="Agent Conversation Service: agents, threads and streamed replies.",
             path="/schema",
+            render_plugins=viewers(),  # no CDN: the viewers' assets are served from here
             components=Components(
                 security_schemes={
                     "BearerToken": SecurityScheme(
@@ -148,6 +157,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         logging_config=None,
     )
     _prune_framework_400s(app)
+    document_event_streams(app)
     document_roles(app)
     return app
 

@@ -28,6 +28,7 @@ from agentsvc_adapters.resolver import HttpCredentialResolver
 from agentsvc_adapters.signals import LocalRevocations, LocalStopBus
 from agentsvc_core.errors import DomainError, InvalidInput
 from agentsvc_core.ports import (
+    FollowRequests,
     McpClient,
     ModelRouter,
     Revocations,
@@ -43,6 +44,7 @@ from agentsvc_core.ports.registry import McpRegistry
 from agentsvc_core.ports.resolver import CredentialResolver
 from agentsvc_core.use_cases import Agents, ApiKeys, Authenticator, Conversation, Threads
 from agentsvc_core.use_cases.compaction import Compactor
+from agentsvc_core.use_cases.idempotency import Idempotency
 from agentsvc_core.use_cases.mcp_oauth import McpOAuth
 from agentsvc_core.use_cases.mcp_servers import McpServers, McpTools
 from agentsvc_core.use_cases.org_settings import (
@@ -76,6 +78,7 @@ class Services:
         oauth_network: OAuthNetwork,
         resolver: CredentialResolver,
         revocations: Revocations | None = None,
+        follows: FollowRequests | None = None,
     ) -> None:
         clock = SystemClock()
         revocations = revocations or LocalRevocations()
@@ -135,7 +138,14 @@ class Services:
             keys=KeyBroker(self.org_settings, resolver),
             configs=AgentConfigs(storage.secrets, box),
             compactor=Compactor(storage.secrets, box),
+            streams=storage.streams,
+            follows=follows,
+            idempotency=storage.idempotency,
+            replay_s=settings.stream_replay_s,
+            flush_s=settings.stream_flush_ms / 1000,
         )
+        self.streams = self.conversation.streams
+        self.idempotency = Idempotency(storage.idempotency, box, clock)
 
     async def _sweep(self) -> None:
         """Replies whose process died stop counting as running."""
@@ -328,6 +338,7 @@ def build_services(settings: Settings) -> Services:
         oauth_network=oauth_network,
         resolver=resolver,
         revocations=revocations,
+        follows=signals,
     )
     services.closers.extend([registry.aclose, oauth_network.aclose, resolver.aclose])
     services.closers.extend(m.aclose for m in (alpha, beta) if m is not None)

@@ -1,4 +1,5 @@
-"""The ``agentsvc`` command: ``serve``, ``keys create``."""
+"""The ``agentsvc`` command: ``serve``, ``keys create``, ``migrate``, ``secrets rotate``,
+``backup`` and ``restore``."""
 
 from __future__ import annotations
 
@@ -8,11 +9,16 @@ import contextlib
 import logging
 import os
 import secrets
+import shutil
 import signal
+import subprocess
 import sys
 from collections.abc import Iterator
+from importlib.metadata import version
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
+
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from agentsvc_core.entities import API_KEY_PREFIX
 from agentsvc_web.bootstrap import build_services, run_migrations, start_embedded
@@ -20,6 +26,13 @@ from agentsvc_web.settings import Settings, SettingsError
 from agentsvc_web.shutdown import DRAIN_MARGIN_S
 
 log = logging.getLogger("agentsvc")
+
+
+class _Embedded(Protocol):
+    """What the commands need of the embedded server ``start_embedded`` returns."""
+
+    @property
+    def bin_dir(self) -> Path: ...
 
 
 def _dev_key(settings: Settings) -> str:
@@ -73,18 +86,69 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 @contextlib.contextmanager
-def _embedded_database(settings: Settings) -> Iterator[None]:
+def _embedded_database(settings: Settings) -> Iterator[_Embedded | None]:
     """With PostgreSQL storage and no AGENTSVC_DATABASE_URL: start (or join) the
     embedded server for this command, and stop it afterwards if we started it."""
     if settings.storage != "postgres" or settings.database_url:
-        yield
+        yield None
         return
     embedded = start_embedded(settings)
     os.environ["AGENTSVC_DATABASE_URL"] = embedded.url
     try:
-        yield
+        yield embedded
     finally:
         embedded.stop()
+
+
+def _pg_program(name: str, embedded: _Embedded | None, pg_bin: str) -> str | None:
+    """``pg_dump``/``pg_restore``: the embedded server's own (its major version),
+    else AGENTSVC_PG_BIN's, else the one on PATH."""
+    folders = [embedded.bin_dir] if embedded is not None else []
+    if pg_bin and pg_bin != "wheel":
+        folders.append(Path(pg_bin))
+    for folder in folders:
+        if (folder / name).is_file():
+            return str(folder / name)
+    return shutil.which(name)
+
+
+def _backup_or_restore(command: str, file: str) -> int:
+    """``agentsvc backup FILE`` (pg_dump, custom format) and ``agentsvc restore FILE``
+    (pg_restore: replaces every table in one transaction) against the service's
+    database: the embedded server (started or joined) or AGENTSVC_DATABASE_URL. The
+    password goes to the program in its environment, not on its command line."""
+    settings = Settings.from_env()
+    if settings.storage == "memory":
+        what = "back up" if command == "backup" else "restore"
+        print(f"nothing to {what}: AGENTSVC_STORAGE=memory", file=sys.stderr)
+        return 2
+    with _embedded_database(settings) as embedded:
+        url = os.environ.get("AGENTSVC_DATABASE_URL") or settings.database_url or ""
+        name = "pg_dump" if command == "backup" else "pg_restore"
+        program = _pg_program(name, embedded, os.environ.get("AGENTSVC_PG_BIN", ""))
+        if program is None:
+            print(
+                f"error: {name} not found: install the PostgreSQL client programs of the "
+                "server's major version, or set AGENTSVC_PG_BIN to their folder",
+                file=sys.stderr,
+            )
+            return 2
+        params = conninfo_to_dict(url)
+        password = params.pop("password", None)
+        env = dict(os.environ)
+        if password:
+            env["PGPASSWORD"] = str(password)
+        rest = {key: str(value) for key, value in params.items() if value is not None}
+        target = f"--dbname={make_conninfo('', **rest)}"
+        if command == "backup":
+            args = [program, "--format=custom", f"--file={file}", target]
+        else:
+            args = [program, "--clean", "--if-exists", "--single-transaction", "--no-owner"]
+            args += [target, file]
+        done = subprocess.run(args, env=env, check=False)  # noqa: S603 - no shell
+    if done.returncode == 0:
+        print(f"{'backed up to' if command == 'backup' else 'restored from'} {file}")
+    return done.returncode
 
 
 def _exit_on_signal(signum: int, frame: object) -> None:
@@ -157,6 +221,7 @@ async def _migrate() -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="agentsvc", description="Agent Conversation Service")
+    parser.add_argument("--version", action="version", version=f"agentsvc {version('agentsvc')}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run the HTTP service")
@@ -178,6 +243,13 @@ def main(argv: list[str] | None = None) -> int:
 
     sub.add_parser("migrate", help="apply pending database migrations and exit")
 
+    backup = sub.add_parser("backup", help="dump the database to FILE (pg_dump, custom format)")
+    backup.add_argument("file", metavar="FILE")
+    restore = sub.add_parser(
+        "restore", help="replace the database's tables with FILE's (pg_restore, one transaction)"
+    )
+    restore.add_argument("file", metavar="FILE")
+
     secrets_cmd = sub.add_parser("secrets", help="stored secrets")
     secrets_sub = secrets_cmd.add_subparsers(dest="secrets_command", required=True)
     secrets_sub.add_parser(
@@ -190,6 +262,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "serve":
             return _serve(args)
+        if args.command in ("backup", "restore"):
+            return _backup_or_restore(args.command, args.file)
         with _embedded_database(Settings.from_env()):
             if args.command == "migrate":
                 return asyncio.run(_migrate())

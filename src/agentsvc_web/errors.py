@@ -8,15 +8,18 @@ trace, a driver message or a secret.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, TooManyRequestsException, ValidationException
+from litestar.params import ParameterKwarg
 
 from agentsvc_core.errors import (
     Conflict,
     DomainError,
+    IdempotencyKeyReused,
     InvalidInput,
     InvalidState,
     NotFound,
@@ -83,6 +86,8 @@ def _domain(_: Request[Any, Any, Any], exc: DomainError) -> Response[ErrorBody]:
     match exc:
         case InvalidInput():
             return error_response(422, f"{to_camel(exc.field)}: {exc.problem}")
+        case IdempotencyKeyReused():
+            return error_response(422, exc.detail, "IDEMPOTENCY_KEY_REUSED")
         case NotFound():
             return error_response(404, exc.detail)
         case Unauthenticated():
@@ -108,10 +113,28 @@ def _domain(_: Request[Any, Any, Any], exc: DomainError) -> Response[ErrorBody]:
     return error_response(500, "internal error")
 
 
-def _validation_detail(exc: ValidationException) -> tuple[int, str]:
-    """Litestar's parameter errors: a query or path parameter of the wrong type or
-    out of bounds is 422 naming it; a body that is absent is 400 (a body that is
-    present is decoded, and refused, by ``agentsvc_web.body``)."""
+# Litestar's message for a required parameter that is absent (its ``extra`` is empty)
+_MISSING = re.compile(r"^Missing required (\w+) parameter '([^']+)'")
+
+
+def _client_name(request: Request[Any, Any, Any], key: str) -> str:
+    """The name the client sent a parameter under (``agentId``, ``state``), from the
+    handler's ``QueryParameter(name=...)``; Litestar reports the Python name."""
+    handler = request.scope.get("route_handler")
+    fields = getattr(getattr(handler, "parsed_fn_signature", None), "parameters", {})
+    kwarg = getattr(fields.get(key), "kwarg_definition", None)
+    if isinstance(kwarg, ParameterKwarg):
+        return kwarg.query or kwarg.header or kwarg.cookie or kwarg.name or key
+    return key
+
+
+def _validation_detail(
+    request: Request[Any, Any, Any], exc: ValidationException
+) -> tuple[int, str]:
+    """Litestar's parameter errors: a query or path parameter that is missing, of
+    the wrong type or out of bounds is 422 naming it as the client sends it; a body
+    that is absent is 400 (a body that is present is decoded, and refused, by
+    ``agentsvc_web.body``)."""
     items = exc.extra if isinstance(exc.extra, list) else []
     for item in items:
         if not isinstance(item, dict):
@@ -121,8 +144,12 @@ def _validation_detail(exc: ValidationException) -> tuple[int, str]:
         if key == "data" and item.get("source") == "body":
             return 400, "request body must be a JSON object"
         if key:
-            return 422, f"{key}: {message}"
+            return 422, f"{_client_name(request, key)}: {message}"
         return 422, message
+    missing = _MISSING.match(str(exc.detail))
+    if missing is not None:
+        kind, name = missing.groups()
+        return 422, f"{name}: missing required {kind} parameter"
     return 422, "invalid request"
 
 
@@ -130,7 +157,7 @@ def _http(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Error
     status = exc.status_code
     headers = dict(exc.headers or {})
     if isinstance(exc, ValidationException):
-        status, detail = _validation_detail(exc)
+        status, detail = _validation_detail(request, exc)
     elif isinstance(
         exc,
         MalformedBody

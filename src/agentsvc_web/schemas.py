@@ -222,6 +222,8 @@ class ThreadOut(msgspec.Struct):
     metadata: dict[str, str]
     resource_bindings: list[dict[str, Any]]
     created_by: str | None
+    # the reply running now (re-attach with GET /api/threads/{id}/stream), null when idle
+    active_run_id: UUID | None
 
     @classmethod
     def of(cls, t: Thread) -> ThreadOut:

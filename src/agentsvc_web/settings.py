@@ -111,6 +111,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     local_slow_delay_ms: int = 200
     run_stale_after_s: int = 45
     sse_keepalive_s: float = 15.0  # a comment line this often while the model is silent
+    stream_replay_s: int = 600  # a finished reply's events can be re-read this long
+    stream_flush_ms: int = 100  # a followed reply's events reach storage within this
     api_key_cache_s: int = 10
     rate_limit_per_min: int = 600
     rate_limit_per_address_per_min: int = 1200
@@ -181,6 +183,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             shutdown_grace_s=_int(e, "AGENTSVC_SHUTDOWN_GRACE_S", 4, 0, 3600),
             local_slow_delay_ms=_int(e, "AGENTSVC_LOCAL_SLOW_DELAY_MS", 200, 0, 10_000),
             run_stale_after_s=_int(e, "AGENTSVC_RUN_STALE_AFTER_S", 45, 2, 3600),
+            stream_replay_s=_int(e, "AGENTSVC_STREAM_REPLAY_S", 600, 0, 7 * 86400),
+            stream_flush_ms=_int(e, "AGENTSVC_STREAM_FLUSH_MS", 100, 10, 10_000),
             api_key_cache_s=_int(e, "AGENTSVC_API_KEY_CACHE_S", 10, 0, 3600),
             rate_limit_per_min=_int(e, "AGENTSVC_RATE_LIMIT_PER_MIN", 600, 0, 10_000_000),
             rate_limit_per_address_per_min=_int(

@@ -31,8 +31,7 @@ from litestar.response.base import ASGIResponse
 from litestar.response.streaming import ASGIStreamingResponse
 from litestar.types import HTTPResponseBodyEvent, Receive, Send
 
-from agentsvc_core.use_cases import Turn
-from agentsvc_core.use_cases.turn import EVENT_NAMES
+from agentsvc_core.use_cases.turn import EVENT_NAMES, EventSource
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -48,10 +47,14 @@ _NAMES = {cls: name.encode() for cls, name in EVENT_NAMES.items()}
 _END: HTTPResponseBodyEvent = {"type": "http.response.body", "body": b"", "more_body": False}
 
 
-async def sse_frames(turn: Turn, keepalive_s: float = KEEPALIVE_S) -> AsyncIterator[bytes]:
-    sent = 0
+async def sse_frames(
+    source: EventSource, keepalive_s: float = KEEPALIVE_S, start: int = 0
+) -> AsyncIterator[bytes]:
+    """The frames of ``source``'s events from index ``start`` on (ids ``start + 1``
+    on: an event's id is its position in the reply)."""
+    sent = start
     while True:
-        batch = await turn.read(sent, keepalive_s)
+        batch = await source.read(sent, keepalive_s)
         if batch is None:
             yield KEEPALIVE
             continue

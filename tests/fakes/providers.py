@@ -96,7 +96,8 @@ https://platform.openai.com/docs/guides/error-codes; the shapes were checked aga
 
 Both kinds check what the real API checks before generating anything (``strict=True``): the
 route, the key header (alpha ``x-api-key`` or ``Authorization: Bearer`` -- the current official
-SDK sends the latter -- beta ``Authorization: Bearer``; a fixed ``api_key`` when one is given),
+SDK sends the latter -- beta ``Authorization: Bearer``; a fixed ``api_key`` when one is given;
+``api_key=""`` is a proxy that adds the key itself and requires none from its clients),
 ``anthropic-version`` for alpha, a JSON object body and its required fields
 (alpha ``model``, ``messages``, ``max_tokens``; beta ``model``, ``messages``). A refused request
 is recorded but consumes no scripted reply.
@@ -199,7 +200,8 @@ class Reply:
     ``token_delay`` after the previous one's due time; errors before a stream and non-streaming
     answers wait as long as the stream would have. ``headers`` are
     extra response headers. ``compaction`` (alpha only) is passed through unchanged as a first
-    content block.
+    content block. ``ignore_stream`` answers the whole message as JSON (200
+    ``application/json``) even to a streaming request, as a proxy that drops ``stream`` does.
     """
 
     text: str = DEFAULT_TEXT
@@ -220,6 +222,7 @@ class Reply:
     compaction: dict[str, Any] | None = None
     echo: bool = False
     headers: dict[str, str] = field(default_factory=dict)
+    ignore_stream: bool = False  # answer the whole JSON message, even when asked to stream
 
 
 @dataclass(frozen=True)
@@ -542,9 +545,9 @@ class _AlphaWire(_Wire):
     def check(self, req: RecordedRequest, api_key: str | None) -> None:
         # Older clients send x-api-key; current official SDKs send Authorization: Bearer.
         key = req.headers.get("x-api-key") or _bearer(req.headers)
-        if not key:
+        if not key and api_key != "":  # "": a proxy that adds the key itself
             raise _Refusal(401, "x-api-key header is required")
-        if api_key is not None and key != api_key:
+        if api_key and key != api_key:
             raise _Refusal(401, "invalid x-api-key")
         if not req.headers.get("anthropic-version"):
             raise _Refusal(400, "anthropic-version: header is required")
@@ -692,13 +695,13 @@ class _BetaWire(_Wire):
 
     def check(self, req: RecordedRequest, api_key: str | None) -> None:
         key = _bearer(req.headers)
-        if not key:
+        if not key and api_key != "":  # "": a proxy that adds the key itself
             raise _Refusal(
                 401,
                 "You didn't provide an API key. You need to provide your API key in an "
                 "Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
             )
-        if api_key is not None and key != api_key:
+        if api_key and key != api_key:
             raise _Refusal(401, "Incorrect API key provided.", code="invalid_api_key")
         body = self.require_object(req)
         if "model" not in body:
@@ -1133,7 +1136,7 @@ class FakeProvider:
             payload = wire.error_body(reply.status, reply, None)
             await self._send_json(send, reply.status, payload, extra)
             return True
-        if body.get("stream") is not True:
+        if body.get("stream") is not True or reply.ignore_stream:
             await self._answer_whole(plan, send, extra)
             return True
         return await self._stream(plan, body, receive, send, cancel, extra)

@@ -5,6 +5,7 @@ corner cases through ``httpx.MockTransport``."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import time
 import uuid
@@ -387,6 +388,53 @@ async def test_a_retryable_error_before_the_first_token_is_retried(case: Case, s
     assert len(case.fake.requests) == 2
 
 
+async def test_a_json_answer_instead_of_a_stream_is_an_error_that_says_so(
+    case: Case, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A provider (or a proxy) that ignores ``stream: true`` and answers the whole
+    message as JSON: one clear error, not retried, logged once, quoting no reply."""
+    case.fake.enqueue(Reply(text="the whole private reply", ignore_stream=True))
+    with caplog.at_level(logging.WARNING, logger="agentsvc.llm"):
+        seen, err = await failure(case.model, ask())
+    assert seen == []
+    assert err.code == "PROVIDER_ERROR"
+    assert err.detail.startswith(
+        f"the {case.kind} provider answered 200 with JSON instead of an event stream"
+    )
+    assert "private reply" not in err.detail
+    assert len(case.fake.requests) == 1
+    logged = [r for r in caplog.records if "instead of an event stream" in r.getMessage()]
+    assert len(logged) == 1
+    assert logged[0].levelno == logging.WARNING
+    assert "PROVIDER_ERROR" in logged[0].getMessage()
+
+
+@pytest.mark.parametrize("kind", ["alpha", "beta"])
+async def test_a_json_error_answered_with_200_is_quoted(kind: str) -> None:
+    body = b'{"error": {"type": "invalid_request_error", "message": "streaming is off for ' + (
+        KEY.encode() + b'"}}'
+    )
+
+    async def stream() -> AsyncIterator[bytes]:
+        yield body
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            200, headers={"content-type": "application/json; charset=utf-8"}, content=stream()
+        )
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as http:
+        model = (
+            AlphaModel("http://x", KEY, http=http)
+            if kind == "alpha"
+            else (BetaModel("http://x", KEY, http=http))
+        )
+        _, err = await failure(model, ask())
+    assert "instead of an event stream" in err.detail
+    assert "invalid_request_error: streaming is off for [redacted]" in err.detail
+    assert KEY not in err.detail
+
+
 async def test_a_long_retry_after_fails_at_once(case: Case) -> None:
     case.fake.enqueue(Reply(status=429, headers={"retry-after": "30"}))
     _, err = await failure(case.model, ask())
@@ -691,13 +739,28 @@ async def test_alpha_corner_cases_byte_by_byte() -> None:
     ]
 
 
-async def test_alpha_truncated_stream_and_missing_key() -> None:
+async def test_alpha_truncated_stream() -> None:
     async with mock(ALPHA_TOOL_STREAM[:-40]) as http:
         _, err = await failure(AlphaModel("http://x", KEY, http=http), ask())
         assert err.code == "PROVIDER_ERROR"
         assert "before message_stop" in err.detail
-        _, err = await failure(AlphaModel("http://x", "", http=http), ask())
-        assert err.code == "PROVIDER_AUTH"
+
+
+async def test_alpha_without_a_key_calls_a_proxy_that_needs_none() -> None:
+    """Only a base URL (a proxy that adds the key itself): no x-api-key header is
+    sent, and the reply streams (docs/models.md)."""
+    with fake_alpha(api_key="") as proxy:
+        model = AlphaModel(proxy.base_url, "")
+        try:
+            proxy.enqueue(Reply(text="through the proxy"))
+            events = await collect(model, ask())
+        finally:
+            await model.aclose()
+        (request,) = proxy.requests
+    assert text_of(events) == "through the proxy"
+    assert "x-api-key" not in request.headers
+    assert "authorization" not in request.headers
+    assert request.headers["anthropic-version"] == alpha_wire.ANTHROPIC_VERSION
 
 
 def beta_sse(*chunks: str, done: bool = True) -> bytes:

@@ -34,6 +34,7 @@ from agentsvc_core.ports import (
     ToolSpec,
     UsageReport,
 )
+from agentsvc_core.ports.idempotency import IdempotencyClaim
 from agentsvc_core.use_cases.conversation import Conversation, SendInput
 from agentsvc_core.use_cases.threads import Threads
 from agentsvc_core.use_cases.turn import Done, Meta, Token, Turn
@@ -113,7 +114,12 @@ class Store:
         return getattr(self.inner, name)
 
     async def begin_turn(
-        self, run: Run, new: list[Message], stale_before: datetime, seen: int | None = None
+        self,
+        run: Run,
+        new: list[Message],
+        stale_before: datetime,
+        seen: int | None = None,
+        claim: IdempotencyClaim | None = None,
     ) -> list[Message] | None:
         self.begins += 1
         self.begun.set()
@@ -135,9 +141,11 @@ class Store:
             self.begun.clear()
             await asyncio.wait_for(self.begun.wait(), 5)
 
-    async def finish_turn(self, run: Run, new: list[Message], usage: list[Any]) -> None:
+    async def finish_turn(
+        self, run: Run, new: list[Message], usage: list[Any], events: Any = None
+    ) -> None:
         self.finished.append(run)
-        await self.inner.finish_turn(run, new, usage)
+        await self.inner.finish_turn(run, new, usage, events)
 
 
 async def world(model: Model) -> tuple[Conversation, Store, Tools, Thread, MemoryStorage]:

@@ -6,11 +6,12 @@ Wire format (checked against https://docs.anthropic.com/en/api/messages,
 search index: the OpenAPI-generated ``anthropic-sdk-python`` types and the docs' text):
 
 Request: ``POST {base_url}/v1/messages`` (``base_url`` has no ``/v1``, as
-``AGENTSVC_ALPHA_BASE_URL=https://api.anthropic.com``), headers ``x-api-key``,
-``anthropic-version: 2023-06-01``; body ``model``, ``max_tokens`` (required),
-``stream: true``, ``system`` (top level, left out when empty), ``tools``
-(``{name, description, input_schema}``) and ``messages``, which must alternate
-user/assistant, so consecutive same-role messages are merged into one:
+``AGENTSVC_ALPHA_BASE_URL=https://api.anthropic.com``), headers ``x-api-key`` (left
+out when there is no key: a proxy that adds it), ``anthropic-version: 2023-06-01``;
+body ``model``, ``max_tokens`` (required), ``stream: true``, ``system`` (top level,
+left out when empty), ``tools`` (``{name, description, input_schema}``) and
+``messages``, which must alternate user/assistant, so consecutive same-role messages
+are merged into one:
 
 - user text -> ``{"type": "text"}`` blocks (empty text is left out: the API rejects
   empty text blocks);
@@ -264,15 +265,17 @@ class AlphaModel(ChatModel):
         return f"AlphaModel({self._url!r})"
 
     def _headers(self, key: str, *, compaction: bool = False) -> dict[str, str]:
-        if not key:
-            raise self._http.error("has no API key configured", (), "PROVIDER_AUTH")
         headers = {
-            "x-api-key": key,
             "anthropic-version": ANTHROPIC_VERSION,
             "content-type": "application/json",
             "accept": "text/event-stream",
             "accept-encoding": "identity",  # SSE: compression would only buffer tokens
         }
+        # No key: no x-api-key header (a proxy that adds the key itself, configured
+        # by AGENTSVC_ALPHA_BASE_URL alone); a provider that wants one answers 401,
+        # which is PROVIDER_AUTH.
+        if key:
+            headers["x-api-key"] = key
         if compaction:
             headers["anthropic-beta"] = COMPACTION_BETA
         return headers

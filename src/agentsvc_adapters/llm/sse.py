@@ -150,6 +150,25 @@ def _error_message(raw: bytes) -> str:
     return raw.decode("utf-8", "replace")
 
 
+def _json_error_message(raw: bytes) -> str | None:
+    """The message of a JSON body that is an error (``{"error": ...}``), else None."""
+    try:
+        body = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return None
+    if isinstance(body, dict) and ("error" in body or body.get("type") == "error"):
+        return _error_message(raw)
+    return None
+
+
+def _is_json(headers: Mapping[str, str]) -> bool:
+    """The answer is declared JSON (``application/json``, ``application/*+json``)."""
+    media = headers.get("content-type", "").partition(";")[0].strip().lower()
+    return media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    )
+
+
 def _status_code(status: int) -> tuple[str, bool]:
     """(error code, retryable) for an HTTP error status."""
     if status in (401, 403):
@@ -356,6 +375,8 @@ class ProviderHttp:
             else:
                 opened = await self._open_aiohttp(url, headers, body, secrets)
             if not isinstance(opened, tuple):
+                if _is_json(opened.headers):
+                    raise await self._not_a_stream(opened, secrets)
                 return opened
             err, retryable, retry_after = opened
             if not retryable or attempt >= self.max_attempts:
@@ -375,6 +396,31 @@ class ProviderHttp:
                 delay,
             )
             await anyio.sleep(delay)
+
+    async def _not_a_stream(self, response: ProviderResponse, secrets: tuple[str, ...]) -> Upstream:
+        """The error for a 2xx answer in JSON where an event stream was asked for:
+        a provider (or a proxy before it) that ignores ``stream: true``. Logged here,
+        once: it is a configuration problem an operator has to see. The body's own
+        error message is quoted; a whole reply is not (it is a user's conversation)."""
+        raw = b""
+        try:
+            with contextlib.suppress(*TRANSPORT_ERRORS):
+                async for chunk in response.chunks():
+                    raw += chunk
+                    if len(raw) > 16384:
+                        break
+        finally:
+            await response.aclose()
+        what = (
+            "answered 200 with JSON instead of an event stream (text/event-stream): it, "
+            "or a proxy before it, does not stream; check the base URL"
+        )
+        message = _json_error_message(raw)
+        if message:
+            what += f"; it said: {short(scrub(message, secrets))}"
+        err = self.error(what, secrets)
+        log.warning("%s provider: %s: %s", self.provider, err.code, err.detail)
+        return err
 
     async def _open_aiohttp(
         self, url: str, headers: dict[str, str], body: bytes, secrets: tuple[str, ...]

@@ -6,6 +6,7 @@ from uuid import UUID
 
 import msgspec
 
+from agentsvc_adapters.memory.idempotency import MemoryIdempotency
 from agentsvc_core.entities import (
     Message,
     Participant,
@@ -14,14 +15,23 @@ from agentsvc_core.entities import (
     UsageRecord,
     visible_in_history,
 )
-from agentsvc_core.errors import NotFound, ThreadBusy
-from agentsvc_core.ports import ConversationStore, ThreadRepository
+from agentsvc_core.errors import IdempotencyKeyInUse, NotFound, ThreadBusy
+from agentsvc_core.ports import (
+    ConversationStore,
+    EventBatch,
+    StoredStream,
+    StreamStore,
+    ThreadRepository,
+)
+from agentsvc_core.ports.idempotency import IdempotencyClaim
 
 _TICK = timedelta(microseconds=1)
 
 
 class MemoryThreads(ThreadRepository):
-    def __init__(self) -> None:
+    def __init__(self, conversations: MemoryConversations | None = None) -> None:
+        """``conversations``: where the runs are (a thread shows its running one)."""
+        self._conversations = conversations
         self._threads: dict[tuple[str, UUID], Thread] = {}
         self._created: dict[str, set[datetime]] = {}
         self._participants: dict[tuple[str, UUID], dict[str, Participant]] = {}
@@ -42,15 +52,29 @@ class MemoryThreads(ThreadRepository):
         except KeyError:
             raise NotFound("thread not found") from None
 
-    async def get(self, org_id: str, thread_id: UUID) -> Thread:
+    def stored(self, org_id: str, thread_id: UUID) -> Thread:
+        """The thread as stored (no ``active_run_id``: the turn reader's). Raises
+        ``NotFound``."""
         return self._get(org_id, thread_id)
+
+    def _shown(self, t: Thread) -> Thread:
+        if self._conversations is None:
+            return t
+        running = next(
+            (r.id for r in self._conversations.runs_of(t.org_id, t.id) if r.status == "running"),
+            None,
+        )
+        return msgspec.structs.replace(t, active_run_id=running)
+
+    async def get(self, org_id: str, thread_id: UUID) -> Thread:
+        return self._shown(self._get(org_id, thread_id))
 
     async def modify(
         self, org_id: str, thread_id: UUID, change: Callable[[Thread], Thread]
     ) -> Thread:
         updated = change(self._get(org_id, thread_id))
-        self._threads[(org_id, thread_id)] = updated
-        return updated
+        self._threads[(org_id, thread_id)] = msgspec.structs.replace(updated, active_run_id=None)
+        return self._shown(updated)
 
     async def list_for_agent(
         self,
@@ -75,7 +99,7 @@ class MemoryThreads(ThreadRepository):
             and shown(t)
         ]
         rows.sort(key=lambda t: t.created_at, reverse=True)
-        return rows[:limit]
+        return [self._shown(t) for t in rows[:limit]]
 
     async def put_participant(self, participant: Participant) -> Participant:
         self._get(participant.org_id, participant.thread_id)
@@ -99,13 +123,20 @@ class MemoryThreads(ThreadRepository):
         return self._participants.get((org_id, thread_id), {}).pop(user_id, None) is not None
 
 
-class MemoryConversations(ConversationStore):
-    def __init__(self) -> None:
+class MemoryConversations(ConversationStore, StreamStore):
+    """The turn's storage and the replies' stored events (one object: the events'
+    reads need the runs)."""
+
+    def __init__(self, keys: MemoryIdempotency | None = None) -> None:
+        """``keys``: where a send's idempotency key is claimed with its run."""
+        self._keys = keys or MemoryIdempotency()
         self._messages: dict[tuple[str, UUID], list[Message]] = {}
         self._runs: dict[tuple[str, UUID], list[Run]] = {}
         self._usage: dict[tuple[str, UUID], list[UsageRecord]] = {}
+        # (organization, run id) -> batches by end index
+        self._events: dict[tuple[str, UUID], dict[int, EventBatch]] = {}
 
-    def _runs_of(self, org_id: str, thread_id: UUID) -> list[Run]:
+    def runs_of(self, org_id: str, thread_id: UUID) -> list[Run]:
         return self._runs.setdefault((org_id, thread_id), [])
 
     def messages(self, org_id: str, thread_id: UUID) -> tuple[list[Message], int]:
@@ -115,9 +146,18 @@ class MemoryConversations(ConversationStore):
         return list(history), len(history)
 
     async def begin_turn(
-        self, run: Run, new: list[Message], stale_before: datetime, seen: int | None = None
+        self,
+        run: Run,
+        new: list[Message],
+        stale_before: datetime,
+        seen: int | None = None,
+        claim: IdempotencyClaim | None = None,
     ) -> list[Message] | None:
-        runs = self._runs_of(run.org_id, run.thread_id)
+        runs = self.runs_of(run.org_id, run.thread_id)
+        if claim is not None:
+            held = await self._keys.find(run.org_id, claim.key, claim.at)
+            if held is not None:
+                raise IdempotencyKeyInUse()
         for i, r in enumerate(runs):
             if r.status == "running":
                 if r.heartbeat_at >= stale_before:
@@ -126,6 +166,8 @@ class MemoryConversations(ConversationStore):
                     r, status="interrupted", finished_at=run.started_at
                 )
         runs.append(run)
+        if claim is not None:
+            self._keys.take(run.org_id, claim, run.id)
         history = self._messages.setdefault((run.org_id, run.thread_id), [])
         unchanged = seen == len(history)
         history.extend(new)
@@ -138,22 +180,67 @@ class MemoryConversations(ConversationStore):
                 if (r.org_id, r.id) in wanted and r.status == "running":
                     stored[i] = msgspec.structs.replace(r, heartbeat_at=at)
 
-    async def finish_turn(self, run: Run, new: list[Message], usage: list[UsageRecord]) -> None:
-        runs = self._runs_of(run.org_id, run.thread_id)
+    async def finish_turn(
+        self,
+        run: Run,
+        new: list[Message],
+        usage: list[UsageRecord],
+        events: EventBatch | None = None,
+    ) -> None:
+        runs = self.runs_of(run.org_id, run.thread_id)
         for i, r in enumerate(runs):
             if r.id == run.id:
                 runs[i] = run
         self._messages.setdefault((run.org_id, run.thread_id), []).extend(new)
         self._usage.setdefault((run.org_id, run.thread_id), []).extend(usage)
+        if events is not None:
+            await self.append_events(run.org_id, run.id, events)
+
+    # --- StreamStore ------------------------------------------------------------
+
+    async def append_events(self, org_id: str, run_id: UUID, batch: EventBatch) -> None:
+        stored = self._events.setdefault((org_id, run_id), {})
+        stored.setdefault(batch.first + batch.count, batch)
+
+    async def stream(self, org_id: str, run_id: UUID, after: int) -> StoredStream | None:
+        run = next(
+            (
+                r
+                for (o, _), runs in self._runs.items()
+                if o == org_id
+                for r in runs
+                if r.id == run_id
+            ),
+            None,
+        )
+        if run is None:
+            return None
+        batches = self._events.get((org_id, run_id), {})
+        kept = sorted(
+            ((b.first, b.data) for end, b in batches.items() if end > after),
+            key=lambda fb: fb[0],
+        )
+        return StoredStream(run=run, batches=kept)
+
+    async def purge_events(self, now: datetime) -> int:
+        dropped = 0
+        for key, batches in list(self._events.items()):
+            for end, b in list(batches.items()):
+                if b.keep_until < now:
+                    del batches[end]
+                    dropped += 1
+            if not batches:
+                del self._events[key]
+        return dropped
 
     async def running(self, org_id: str, thread_id: UUID, stale_before: datetime) -> Run | None:
-        for r in self._runs_of(org_id, thread_id):
+        for r in self.runs_of(org_id, thread_id):
             if r.status == "running" and r.heartbeat_at >= stale_before:
                 return r
         return None
 
     async def latest_run(self, org_id: str, thread_id: UUID) -> Run | None:
-        runs = self._runs_of(org_id, thread_id)
+        runs = self.runs_of(org_id, thread_id)
         return runs[-1] if runs else None
 
     async def interrupt_orphaned(self, org_id: str, run_id: UUID, at: datetime) -> bool:

@@ -7,6 +7,7 @@ from uuid import UUID
 import msgspec
 
 from agentsvc_adapters.memory.conversations import MemoryConversations, MemoryThreads
+from agentsvc_adapters.memory.idempotency import MemoryIdempotency
 from agentsvc_adapters.memory.mcps import MemoryMcps
 from agentsvc_adapters.memory.secrets import MemorySecrets
 from agentsvc_core.entities import Agent, ApiKey, Organization
@@ -19,10 +20,12 @@ from agentsvc_core.ports import (
     OrganizationRepository,
     SecretStore,
     Storage,
+    StreamStore,
     ThreadRepository,
     TurnInputs,
     TurnReader,
 )
+from agentsvc_core.ports.idempotency import IdempotencyStore
 
 
 class MemoryOrganizations(OrganizationRepository):
@@ -101,7 +104,7 @@ class MemoryTurnReader(TurnReader):
 
     def __init__(
         self,
-        threads: ThreadRepository,
+        threads: MemoryThreads,
         agents: AgentRepository,
         conversations: MemoryConversations,
         mcps: McpRepository,
@@ -114,7 +117,7 @@ class MemoryTurnReader(TurnReader):
         self._secrets = secrets
 
     async def turn_inputs(self, org_id: str, thread_id: UUID, kinds: list[str]) -> TurnInputs:
-        thread = await self._threads.get(org_id, thread_id)
+        thread = self._threads.stored(org_id, thread_id)
         try:
             agent: Agent | None = await self._agents.get(org_id, thread.agent_id)
         except NotFound:
@@ -138,8 +141,9 @@ class MemoryStorage(Storage):
         self._orgs = MemoryOrganizations()
         self._keys = MemoryApiKeys()
         self._agents = MemoryAgents()
-        self._threads = MemoryThreads()
-        self._conversations = MemoryConversations()
+        self._idempotency = MemoryIdempotency()
+        self._conversations = MemoryConversations(self._idempotency)
+        self._threads = MemoryThreads(self._conversations)
         self._mcps = MemoryMcps()
         self._secrets = MemorySecrets()
         self._turn_reader = MemoryTurnReader(
@@ -177,3 +181,11 @@ class MemoryStorage(Storage):
     @property
     def turn_reader(self) -> TurnReader:
         return self._turn_reader
+
+    @property
+    def streams(self) -> StreamStore:
+        return self._conversations
+
+    @property
+    def idempotency(self) -> IdempotencyStore:
+        return self._idempotency

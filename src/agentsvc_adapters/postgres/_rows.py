@@ -32,7 +32,9 @@ from agentsvc_core.entities import (
 __all__ = [
     "AGENT_COLS",
     "ATT_COLS",
+    "EVENTS_INSERT",
     "HISTORY",
+    "KEY_CLAIM",
     "KEY_COLS",
     "MSG_COLS",
     "PART_COLS",
@@ -121,6 +123,7 @@ def to_thread(r: Row) -> Thread:
         created_by=r[10],
         created_at=r[11],
         updated_at=r[12],
+        active_run_id=r[13] if len(r) > 13 else None,
     )
 
 
@@ -230,3 +233,25 @@ def to_attachment(r: Row) -> McpAttachment:
 
 
 ATT_COLS = "org_id, owner_kind, owner_id, mcp_id, allowed_tools::text, created_at"
+
+
+# A batch of a reply's events (agentsvc_core/ports/streams.py): written by
+# ``finish_turn`` (a CTE of its statement) and by ``append_events``; a batch written
+# twice (same run, same end) is one row.
+EVENTS_INSERT = (
+    "INSERT INTO run_events (org_id, run_id, seq_end, first, data, keep_until)"
+    " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
+)
+
+
+# Claim an idempotency key (``%(org)s, %(key)s, %(fp)s, %(run)s, %(at)s, %(until)s``):
+# a row comes back when the key was free or expired before ``at``; none when it is
+# held (a racing claim waits for the other's transaction, then finds it held).
+KEY_CLAIM = (
+    "INSERT INTO idempotency_keys (org_id, key, fingerprint, run_id, created_at, expires_at)"
+    " VALUES (%(org)s, %(key)s, %(fp)s, %(run)s, %(at)s, %(until)s)"
+    " ON CONFLICT (org_id, key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint,"
+    " run_id = EXCLUDED.run_id, status = NULL, content_type = NULL, body = NULL,"
+    " created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at"
+    " WHERE idempotency_keys.expires_at < EXCLUDED.created_at RETURNING 1"
+)

@@ -21,7 +21,9 @@ from uuid import UUID
 import msgspec
 
 from agentsvc_adapters.postgres._rows import (
+    EVENTS_INSERT,
     HISTORY,
+    KEY_CLAIM,
     MSG_COLS,
     PART_COLS,
     RUN_COLS,
@@ -33,7 +35,7 @@ from agentsvc_adapters.postgres._rows import (
     to_thread,
 )
 from agentsvc_adapters.postgres.owners import ORPHANED
-from agentsvc_adapters.postgres.pool import Pool, Repo, translate
+from agentsvc_adapters.postgres.pool import Connection, Pool, Repo, translate
 from agentsvc_core.entities import (
     Message,
     Participant,
@@ -43,8 +45,15 @@ from agentsvc_core.entities import (
     UsageRecord,
     visible_in_history,
 )
-from agentsvc_core.errors import Conflict, NotFound, StorageError, ThreadBusy
-from agentsvc_core.ports import ConversationStore, ThreadRepository
+from agentsvc_core.errors import (
+    Conflict,
+    IdempotencyKeyInUse,
+    NotFound,
+    StorageError,
+    ThreadBusy,
+)
+from agentsvc_core.ports import ConversationStore, EventBatch, ThreadRepository
+from agentsvc_core.ports.idempotency import IdempotencyClaim
 
 _enc = msgspec.json.Encoder()
 _meta = msgspec.json.Decoder(dict[str, str])
@@ -57,6 +66,15 @@ def _json(value: object) -> str:
 
 
 # --- threads ------------------------------------------------------------------
+
+
+def _shown(alias: str) -> str:
+    """The thread's columns and its running reply's id (``active_run_id``): an index
+    probe of ``runs_one_running``."""
+    return (
+        f"{THREAD_COLS}, (SELECT r.id FROM runs r WHERE r.org_id = {alias}.org_id"
+        f" AND r.thread_id = {alias}.id AND r.status = 'running')"
+    )
 
 
 class PostgresThreads(Repo, ThreadRepository):
@@ -91,7 +109,8 @@ class PostgresThreads(Repo, ThreadRepository):
 
     async def get(self, org_id: str, thread_id: UUID) -> Thread:
         row = await self._one(
-            f"SELECT {THREAD_COLS} FROM threads WHERE org_id = %s AND id = %s", (org_id, thread_id)
+            f"SELECT {_shown('threads')} FROM threads WHERE org_id = %s AND id = %s",
+            (org_id, thread_id),
         )
         if row is None:
             raise NotFound("thread not found")
@@ -102,7 +121,8 @@ class PostgresThreads(Repo, ThreadRepository):
     ) -> Thread:
         async with translate(), self._pool.connection() as conn, conn.transaction():
             cur = await conn.execute(
-                f"SELECT {THREAD_COLS} FROM threads WHERE org_id = %s AND id = %s FOR UPDATE",
+                f"SELECT {_shown('threads')} FROM threads WHERE org_id = %s AND id = %s"
+                " FOR UPDATE OF threads",
                 (org_id, thread_id),
             )
             row = await cur.fetchone()
@@ -137,7 +157,7 @@ class PostgresThreads(Repo, ThreadRepository):
         visible_to: str | None = None,
     ) -> list[Thread]:
         rows = await self._all(
-            f"SELECT {THREAD_COLS} FROM threads t WHERE t.org_id = %(org)s"
+            f"SELECT {_shown('t')} FROM threads t WHERE t.org_id = %(org)s"
             " AND t.agent_id = %(agent)s"
             " AND (%(before)s::timestamptz IS NULL OR t.created_at < %(before)s)"
             " AND (%(user)s::text IS NULL OR t.created_by = %(user)s OR EXISTS ("
@@ -275,6 +295,26 @@ def _usage_params(u: UsageRecord) -> tuple[Any, ...]:
     )
 
 
+async def _claim(conn: Connection, run: Run, claim: IdempotencyClaim) -> None:
+    cur = await conn.execute(
+        KEY_CLAIM,
+        {
+            "org": run.org_id,
+            "key": claim.key,
+            "fp": claim.fingerprint,
+            "run": run.id,
+            "at": claim.at,
+            "until": claim.expires_at,
+        },
+    )
+    if await cur.fetchone() is None:
+        raise IdempotencyKeyInUse()
+
+
+def _event_params(org_id: str, run_id: UUID, b: EventBatch) -> tuple[Any, ...]:
+    return (org_id, run_id, b.first + b.count, b.first, b.data, b.keep_until)
+
+
 class PostgresConversations(Repo, ConversationStore):
     def __init__(self, pool: Pool, owner: int) -> None:
         """``owner``: this process's id, recorded on the runs it begins."""
@@ -282,7 +322,12 @@ class PostgresConversations(Repo, ConversationStore):
         self._owner = owner
 
     async def begin_turn(
-        self, run: Run, new: list[Message], stale_before: datetime, seen: int | None = None
+        self,
+        run: Run,
+        new: list[Message],
+        stale_before: datetime,
+        seen: int | None = None,
+        claim: IdempotencyClaim | None = None,
     ) -> list[Message] | None:
         # One statement (atomic without a transaction block): insert the run and the
         # messages, and count the thread's messages as they were before it: equal to
@@ -293,7 +338,12 @@ class PostgresConversations(Repo, ConversationStore):
         for attempt in (1, 2):
             try:
                 async with translate(), self._pool.connection() as conn:
-                    rows = await conn.hot(sql, params)
+                    if claim is None:
+                        rows = await conn.hot(sql, params)
+                    else:  # the key first, in the same transaction
+                        async with conn.transaction():
+                            await _claim(conn, run, claim)
+                            rows = await conn.hot(sql, params)
                     if rows[0][0] == seen:
                         return None
                     # A message came after the read (another process's turn, or a reply
@@ -302,6 +352,8 @@ class PostgresConversations(Repo, ConversationStore):
                     # meanwhile is missed.
                     cur = await conn.execute(HISTORY, (run.org_id, run.thread_id))
                     return [to_message(r) for r in await cur.fetchall()]
+            except IdempotencyKeyInUse:
+                raise
             except Conflict as exc:
                 if attempt == 1 and await self._interrupt_stale_run(run, stale_before):
                     continue
@@ -328,8 +380,15 @@ class PostgresConversations(Repo, ConversationStore):
                 (at, [o for o, _ in runs], [i for _, i in runs]),
             )
 
-    async def finish_turn(self, run: Run, new: list[Message], usage: list[UsageRecord]) -> None:
-        # One statement: the run's final state, its messages, its usage records.
+    async def finish_turn(
+        self,
+        run: Run,
+        new: list[Message],
+        usage: list[UsageRecord],
+        events: EventBatch | None = None,
+    ) -> None:
+        # One statement: the run's final state, its messages, its usage records, its
+        # last batch of events.
         parts = [
             "WITH r AS (UPDATE runs SET status = %s, finished_at = %s, heartbeat_at = %s,"
             " pending_tool_calls = %s::json WHERE org_id = %s AND id = %s)"
@@ -348,6 +407,9 @@ class PostgresConversations(Repo, ConversationStore):
         if usage:
             parts.append(f", u AS ({_USAGE_INSERT_HEAD}{_rows(_USAGE_ROW, len(usage))})")
             params.extend(p for u in usage for p in _usage_params(u))
+        if events is not None:
+            parts.append(f", e AS ({EVENTS_INSERT})")
+            params.extend(_event_params(run.org_id, run.id, events))
         parts.append(" SELECT 1")
         async with translate(), self._pool.connection() as conn:
             await conn.hot("".join(parts), params)

@@ -108,6 +108,15 @@ class EmbeddedPostgres:
             self._url = f"postgresql://{self._userinfo()}@127.0.0.1:{port}/{DATABASE}"
         return self._url
 
+    @property
+    def bin_dir(self) -> Path:
+        """The folder of the PostgreSQL programs that run this cluster: its ``pg_dump``
+        and ``pg_restore`` are of the server's major version (a newer ``pg_dump``
+        writes statements an older server refuses on restore)."""
+        if self._bin is None:
+            self._bin = self._find_bin()
+        return self._bin
+
     def _userinfo(self) -> str:
         """``postgres:<password>`` (clusters made before passwords: just ``postgres``)."""
         try:

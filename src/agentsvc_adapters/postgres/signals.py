@@ -1,9 +1,12 @@
-"""Signals across processes with PostgreSQL LISTEN/NOTIFY: stops and revocations.
+"""Signals across processes with PostgreSQL LISTEN/NOTIFY: stops, revocations and
+follow requests.
 
-Each process keeps one dedicated connection that LISTENs on ``agentsvc_stop``
-and ``agentsvc_revoked``; ``publish`` NOTIFYs the run id (``publish_revoked``
-the API key id) through the pool. A process that runs the named reply sets its
-local event; every process drops a revoked key from its lookup cache. The
+Each process keeps one dedicated connection that LISTENs on ``agentsvc_stop``,
+``agentsvc_revoked`` and ``agentsvc_follow``; ``publish`` NOTIFYs the run id
+(``publish_revoked`` the API key id, ``publish_follow`` the run id) through the
+pool. A process that runs the named reply sets its local event (or, for a follow
+request, starts writing the reply's events in batches); every process drops a
+revoked key from its lookup cache. The
 listener reconnects with backoff if the connection drops: stops sent meanwhile
 are lost (the client can stop again), and since revocations may have been
 missed too, each (re)connection tells the caches to drop everything.
@@ -24,19 +27,21 @@ import psycopg
 
 from agentsvc_adapters.postgres.owners import LOCK
 from agentsvc_adapters.postgres.pool import Pool, translate
-from agentsvc_adapters.signals import LocalRevocations, LocalStopBus
+from agentsvc_adapters.signals import LocalFollows, LocalRevocations, LocalStopBus
 
 log = logging.getLogger("agentsvc.stop")
 CHANNEL = "agentsvc_stop"
 REVOKED = "agentsvc_revoked"
+FOLLOW = "agentsvc_follow"
 
 
-class PostgresStopBus(LocalStopBus, LocalRevocations):
+class PostgresStopBus(LocalStopBus, LocalRevocations, LocalFollows):
     def __init__(self, conninfo: str, pool: Pool, owner: int) -> None:
         """``owner``: this process's id (``PostgresStorage.owner``), whose lock the
         listening connection holds."""
         LocalStopBus.__init__(self)
         LocalRevocations.__init__(self)
+        LocalFollows.__init__(self)
         self._conninfo = conninfo
         self._pool = pool
         self._owner = owner
@@ -79,6 +84,11 @@ class PostgresStopBus(LocalStopBus, LocalRevocations):
         async with translate(), self._pool.connection() as conn:
             await conn.execute("SELECT pg_notify(%s, %s)", (REVOKED, str(key_id)))
 
+    async def publish_follow(self, run_id: UUID) -> None:
+        self.deliver_follow(run_id)
+        async with translate(), self._pool.connection() as conn:
+            await conn.execute("SELECT pg_notify(%s, %s)", (FOLLOW, str(run_id)))
+
     async def _listen(self) -> None:
         delay = 0.5
         while not self._closing:
@@ -90,7 +100,7 @@ class PostgresStopBus(LocalStopBus, LocalRevocations):
                     held = await (await conn.execute(LOCK, (self._owner,))).fetchone()
                     if not held or not held[0]:  # another process drew the same 63 bits
                         log.warning("this process's liveness lock is held by another")
-                    await conn.execute(f"LISTEN {CHANNEL}; LISTEN {REVOKED}")
+                    await conn.execute(f"LISTEN {CHANNEL}; LISTEN {REVOKED}; LISTEN {FOLLOW}")
                     self.deliver_revoked(None)  # notices may have been missed until now
                     self._ready.set()
                     delay = 0.5
@@ -98,6 +108,8 @@ class PostgresStopBus(LocalStopBus, LocalRevocations):
                         with contextlib.suppress(ValueError):
                             if note.channel == REVOKED:
                                 self.deliver_revoked(UUID(note.payload))
+                            elif note.channel == FOLLOW:
+                                self.deliver_follow(UUID(note.payload))
                             else:
                                 self.deliver(UUID(note.payload))
             except asyncio.CancelledError:

@@ -16,6 +16,7 @@ from psycopg.rows import tuple_row
 from agentsvc_adapters.postgres.agents import PostgresAgents
 from agentsvc_adapters.postgres.api_keys import PostgresApiKeys
 from agentsvc_adapters.postgres.conversations import PostgresConversations, PostgresThreads
+from agentsvc_adapters.postgres.idempotency import PostgresIdempotency
 from agentsvc_adapters.postgres.mcps import PostgresMcps
 from agentsvc_adapters.postgres.organizations import PostgresOrganizations
 from agentsvc_adapters.postgres.owners import new_owner
@@ -28,6 +29,7 @@ from agentsvc_adapters.postgres.pool import (
     translate,
 )
 from agentsvc_adapters.postgres.secrets import PostgresSecrets
+from agentsvc_adapters.postgres.streams import PostgresStreams
 from agentsvc_adapters.postgres.turns import PostgresTurnReader
 from agentsvc_core.ports import (
     AgentRepository,
@@ -37,9 +39,11 @@ from agentsvc_core.ports import (
     OrganizationRepository,
     SecretStore,
     Storage,
+    StreamStore,
     ThreadRepository,
     TurnReader,
 )
+from agentsvc_core.ports.idempotency import IdempotencyStore
 
 
 class PostgresStorage(Storage):
@@ -71,6 +75,8 @@ class PostgresStorage(Storage):
         self._mcps = PostgresMcps(self.pool)
         self._secrets = PostgresSecrets(self.pool)
         self._turn_reader = PostgresTurnReader(self.pool)
+        self._streams = PostgresStreams(self.pool)
+        self._idempotency = PostgresIdempotency(self.pool)
 
     async def open(self) -> None:
         async with translate():
@@ -110,3 +116,11 @@ class PostgresStorage(Storage):
     @property
     def turn_reader(self) -> TurnReader:
         return self._turn_reader
+
+    @property
+    def streams(self) -> StreamStore:
+        return self._streams
+
+    @property
+    def idempotency(self) -> IdempotencyStore:
+        return self._idempotency

@@ -27,6 +27,9 @@ class Thread(msgspec.Struct, frozen=True, kw_only=True):
     created_by: str | None
     created_at: datetime
     updated_at: datetime
+    # The reply running now (None when idle): read with the thread for its callers,
+    # never stored with it.
+    active_run_id: UUID | None = None
 
 
 class Participant(msgspec.Struct, frozen=True, kw_only=True):

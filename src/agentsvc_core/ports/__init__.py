@@ -33,6 +33,7 @@ from agentsvc_core.ports.storage import (
     TurnInputs,
     TurnReader,
 )
+from agentsvc_core.ports.streams import EventBatch, FollowRequests, StoredStream, StreamStore
 from agentsvc_core.ports.tokens import TokenVerifier, VerifiedToken
 from agentsvc_core.ports.tools import NoServerTools, ServerTools, ToolAuthRequired
 
@@ -43,7 +44,9 @@ __all__ = [
     "Clock",
     "CompactionBlock",
     "ConversationStore",
+    "EventBatch",
     "Finished",
+    "FollowRequests",
     "McpCallResult",
     "McpClient",
     "McpEndpoint",
@@ -64,6 +67,8 @@ __all__ = [
     "StopBus",
     "StopSignal",
     "Storage",
+    "StoredStream",
+    "StreamStore",
     "TextDelta",
     "ThreadRepository",
     "TokenVerifier",

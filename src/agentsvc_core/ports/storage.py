@@ -24,7 +24,9 @@ from agentsvc_core.entities import (
     Thread,
     UsageRecord,
 )
+from agentsvc_core.ports.idempotency import IdempotencyClaim, IdempotencyStore
 from agentsvc_core.ports.sealed import SealedRecord, SecretStore
+from agentsvc_core.ports.streams import EventBatch, StreamStore
 
 
 class OrganizationRepository(Protocol):
@@ -89,7 +91,8 @@ class ThreadRepository(Protocol):
         ...
 
     async def get(self, org_id: str, thread_id: UUID) -> Thread:
-        """Raises ``NotFound``."""
+        """With its ``active_run_id`` (the running run's id), as ``modify`` and
+        ``list_for_agent`` return them. Raises ``NotFound``."""
         ...
 
     async def modify(
@@ -133,7 +136,12 @@ class ConversationStore(Protocol):
     turn costs two writes: one to begin, one to finish."""
 
     async def begin_turn(
-        self, run: Run, new: list[Message], stale_before: datetime, seen: int | None = None
+        self,
+        run: Run,
+        new: list[Message],
+        stale_before: datetime,
+        seen: int | None = None,
+        claim: IdempotencyClaim | None = None,
     ) -> list[Message] | None:
         """Atomically: refuse with ``Conflict(code="THREAD_BUSY")`` when the
         thread has a running run whose heartbeat is newer than ``stale_before``
@@ -143,7 +151,11 @@ class ConversationStore(Protocol):
         ``seen`` is the ``history_mark`` of a ``turn_inputs`` read: when no message
         was added to the thread since that read, return ``None`` (the history is
         what was read, then ``new``). Otherwise, and without ``seen``, return the
-        thread's whole history (all roles, oldest first, ``new`` last)."""
+        thread's whole history (all roles, oldest first, ``new`` last).
+
+        ``claim``: the send's idempotency key, claimed for ``run`` in the same
+        write; ``IdempotencyKeyInUse`` (and nothing stored) when the key is held
+        (``IdempotencyStore``)."""
         ...
 
     async def heartbeat(self, runs: list[tuple[str, UUID]], at: datetime) -> None:
@@ -151,9 +163,16 @@ class ConversationStore(Protocol):
         running: one write for every reply a process runs."""
         ...
 
-    async def finish_turn(self, run: Run, new: list[Message], usage: list[UsageRecord]) -> None:
-        """Atomically: store the run's final state, its messages and its usage
-        records."""
+    async def finish_turn(
+        self,
+        run: Run,
+        new: list[Message],
+        usage: list[UsageRecord],
+        events: EventBatch | None = None,
+    ) -> None:
+        """Atomically: store the run's final state, its messages, its usage records
+        and the last batch of its events (``StreamStore``: the ones not yet stored,
+        its final ``done`` or ``error`` event last)."""
         ...
 
     async def running(self, org_id: str, thread_id: UUID, stale_before: datetime) -> Run | None:
@@ -190,7 +209,7 @@ class ConversationStore(Protocol):
 class TurnInputs(msgspec.Struct, frozen=True, kw_only=True):
     """Everything a turn reads before it starts, read together."""
 
-    thread: Thread
+    thread: Thread  # as stored (no ``active_run_id``: ``latest_run`` says it)
     agent: Agent | None  # None: the thread's agent has been deleted
     latest_run: Run | None  # the thread's most recent run
     mcp: list[tuple[McpAttachment, McpServer]]  # the agent's MCP servers, oldest first
@@ -283,3 +302,9 @@ class Storage(Protocol):
 
     @property
     def turn_reader(self) -> TurnReader: ...
+
+    @property
+    def streams(self) -> StreamStore: ...
+
+    @property
+    def idempotency(self) -> IdempotencyStore: ...

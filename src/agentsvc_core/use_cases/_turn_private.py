@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import timedelta
 from typing import Any
 
 import msgspec
@@ -65,6 +66,8 @@ class Plan(msgspec.Struct, kw_only=True):
     keys: TurnKeys | None = None  # the turn's keys: resolved once, reused, never stored
     compaction: CompactionConfig | None = None
     native: NativeCompaction | None = None
+    # how long its events stay in storage once it is over (re-attach, idempotent retries)
+    keep_events: timedelta = timedelta(minutes=10)
 
 
 class ReplyState(msgspec.Struct, kw_only=True):

@@ -33,6 +33,7 @@ stream ends with an ``INTERRUPTED`` error.
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from datetime import timedelta
 from uuid import UUID
@@ -41,31 +42,28 @@ from agentsvc_core.entities import (
     Message,
     Principal,
     Run,
-    Thread,
 )
 from agentsvc_core.errors import (
-    InvalidInput,
+    IdempotencyKeyInUse,
+    IdempotencyKeyReused,
     NotFound,
-    PermissionDenied,
     ThreadBusy,
     Unavailable,
 )
 from agentsvc_core.ports import (
     Clock,
     ConversationStore,
+    FollowRequests,
     ModelRouter,
     NativeCompaction,
     ServerTools,
     StopBus,
     StopSignal,
+    StreamStore,
     TurnInputs,
     TurnReader,
 )
-from agentsvc_core.rules import (
-    MAX_TITLE,
-    MAX_USER_ID,
-    check_text,
-)
+from agentsvc_core.ports.idempotency import IdempotencyClaim, IdempotencyStore
 from agentsvc_core.use_cases._turn_private import Plan, new_message
 from agentsvc_core.use_cases.compaction import Compactor
 from agentsvc_core.use_cases.context import (
@@ -75,7 +73,8 @@ from agentsvc_core.use_cases.context import (
     profile_switch_tool,
     system_prompt,
 )
-from agentsvc_core.use_cases.heartbeats import Heartbeats
+from agentsvc_core.use_cases.heartbeats import INTERRUPT_WAIT_S, Heartbeats, drain
+from agentsvc_core.use_cases.idempotency import KEEP, RequestKey
 from agentsvc_core.use_cases.org_settings import (
     AgentConfigs,
     KeyBroker,
@@ -86,18 +85,19 @@ from agentsvc_core.use_cases.send_input import (
     ToolResultIn,
     check_input,
     check_tool_results,
+    sender_of,
 )
+from agentsvc_core.use_cases.streams import NoStoredEvents, Streams, store_as_it_comes
 from agentsvc_core.use_cases.threads import Threads
 from agentsvc_core.use_cases.turn import (
+    EventSource,
     Meta,
     Turn,
 )
 
 __all__ = ["INTERRUPT_WAIT_S", "Conversation", "SendInput", "ToolResultIn"]
 
-# at shutdown, how long an interrupted reply has to store itself, then again once
-# cancelled (a tool call ignores the stop): the drain ends within grace + twice this
-INTERRUPT_WAIT_S = 1.0
+log = logging.getLogger("agentsvc.turn")
 
 
 class Conversation:
@@ -114,10 +114,19 @@ class Conversation:
         keys: KeyBroker | None = None,
         configs: AgentConfigs | None = None,
         compactor: Compactor | None = None,
+        *,
+        streams: StreamStore | None = None,
+        follows: FollowRequests | None = None,
+        idempotency: IdempotencyStore | None = None,
+        replay_s: float = 600.0,
+        flush_s: float = 0.1,
     ) -> None:
         """``stale_after_s``: a running reply whose heartbeat is older than this is
         taken for dead (its process crashed) and marked interrupted; the running
-        process refreshes the heartbeat four times in that span."""
+        process refreshes the heartbeat four times in that span. ``replay_s``: how
+        long a finished reply's events stay readable (re-attach). ``flush_s``: while
+        a client in another process follows a reply, its events are written at most
+        this long after they happen (``streams``, on ``follows`` requests)."""
         self._keys = keys
         self._configs = configs
         self._stale_after = timedelta(seconds=stale_after_s)
@@ -136,6 +145,25 @@ class Conversation:
         self._beats = Heartbeats(store, clock, stale_after_s / 4, self._running)
         self._reply = Reply(store, tools, clock, compactor)
         self._closing: asyncio.Task[None] | None = None  # the drain, once shutdown began
+        self._turns: dict[UUID, Turn] = {}  # the running replies' event buffers
+        self._streams = streams
+        self.replay = timedelta(seconds=replay_s)
+        self._flush_s = flush_s
+        self._flushers: set[asyncio.Task[None]] = set()
+        if follows is not None and streams is not None:
+            follows.on_follow(self._followed)
+        self._keys_store = idempotency
+        # re-attach (and the replies of retried sends): this process's turns, or storage
+        self.streams = Streams(
+            threads,
+            store,
+            streams or NoStoredEvents(),
+            self.turn,
+            clock,
+            follows=follows,
+            stale_after_s=stale_after_s,
+            replay=self.replay,
+        )
         self._interrupting = False  # the grace is over: a reply stored now ends at once
 
     # --- the HTTP-facing operations -------------------------------------------
@@ -144,6 +172,44 @@ class Conversation:
         """Validate, store the user's message and start the reply. Raises
         ``NotFound``, ``PermissionDenied``, ``InvalidInput`` or ``Conflict``
         (THREAD_BUSY) before anything streams; ``Unavailable`` once shutdown began."""
+        return await self._send(who, thread_id, msg, None)
+
+    async def send_once(
+        self, who: Principal, thread_id: UUID, msg: SendInput, key: RequestKey
+    ) -> EventSource:
+        """``send`` with an idempotency ``key`` (use_cases/idempotency.py), claimed
+        with the run: a send whose key already started a reply gets that reply's
+        stream from its first event (live or stored) and stores nothing; one whose
+        key was used for another request is refused (``IdempotencyKeyReused``)."""
+        if self._keys_store is None:
+            return await self._send(who, thread_id, msg, None)
+        claim = key.claim(self._clock)
+        again = await self._sent_before(who, thread_id, claim)
+        if again is not None:
+            return again
+        try:
+            return await self._send(who, thread_id, msg, claim)
+        except (ThreadBusy, IdempotencyKeyInUse):
+            # a retry racing the first: its reply is the one in the way
+            again = await self._sent_before(who, thread_id, claim)
+            if again is None:
+                raise
+            return again
+
+    async def _sent_before(
+        self, who: Principal, thread_id: UUID, claim: IdempotencyClaim
+    ) -> EventSource | None:
+        assert self._keys_store is not None  # checked by send
+        held = await self._keys_store.find(who.org_id, claim.key, claim.at)
+        if held is None:
+            return None
+        if held.fingerprint != claim.fingerprint or held.run_id is None:
+            raise IdempotencyKeyReused()
+        return await self.streams.follow(who, thread_id, held.run_id, 0, keep=KEEP)
+
+    async def _send(
+        self, who: Principal, thread_id: UUID, msg: SendInput, claim: IdempotencyClaim | None
+    ) -> Turn:
         if self._closing is not None:
             raise Unavailable("the service is shutting down; send again in a moment")
         check_input(msg)
@@ -151,7 +217,7 @@ class Conversation:
             who.org_id, thread_id, list(AgentConfigs.KINDS) if self._configs else []
         )
         thread = await self._threads.check_visible(who, inputs.thread)
-        sender_id, sender_name = await self._sender(who, thread, msg)
+        sender_id, sender_name = await sender_of(self._threads, who, thread, msg)
         agent = inputs.agent
         if agent is None:
             raise NotFound("agent not found")
@@ -178,6 +244,7 @@ class Conversation:
         if switch is not None:
             offered.append(switch)
         plan = Plan(
+            keep_events=self.replay if claim is None else max(self.replay, KEEP),
             who=who,
             thread=thread,
             agent=agent,
@@ -236,10 +303,16 @@ class Conversation:
                 )
             )
         meta = Meta(started_at=now, run_id=run.id, thread_id=thread.id, model=model_id)
-        return await self._begin(plan, run, new, inputs, meta)
+        return await self._begin(plan, run, new, inputs, meta, claim)
 
     async def _begin(
-        self, plan: Plan, run: Run, new: list[Message], inputs: TurnInputs, meta: Meta
+        self,
+        plan: Plan,
+        run: Run,
+        new: list[Message],
+        inputs: TurnInputs,
+        meta: Meta,
+        claim: IdempotencyClaim | None,
     ) -> Turn:
         """Store the run and start the reply, both at once: the model call is made
         while begin_turn stores the run, so its first token is not held up by that
@@ -259,7 +332,7 @@ class Conversation:
             turn, task, begun = self._start(plan, run, history, meta, stop)
         try:
             fresh = await self._store.begin_turn(
-                run, new, run.started_at - self._stale_after, inputs.history_mark
+                run, new, run.started_at - self._stale_after, inputs.history_mark, claim
             )
         except BaseException:
             if early:
@@ -279,6 +352,7 @@ class Conversation:
             turn, task, begun = self._start(plan, run, fresh or history, meta, stop)
         begun.set_result(None)
         self._running[run.id] = (run.org_id, task, stop)
+        self._turns[run.id] = turn
         task.add_done_callback(lambda _: self._ended(run.id))
         if self._interrupting:
             stop.interrupt()
@@ -287,12 +361,35 @@ class Conversation:
 
     def _ended(self, run_id: UUID) -> None:
         self._running.pop(run_id, None)
+        self._turns.pop(run_id, None)
         self._stops.unwatch(run_id)
+
+    def turn(self, run_id: UUID) -> Turn | None:
+        """The event buffer of a reply this process runs (None: not here, or over)."""
+        return self._turns.get(run_id)
+
+    # --- followers in other processes ------------------------------------------
+
+    def _followed(self, run_id: UUID) -> None:
+        """A client in another process follows this reply (if it runs here): from now
+        on its events are stored in batches as they come."""
+        turn = self._turns.get(run_id)
+        entry = self._running.get(run_id)
+        if turn is None or entry is None or turn.followed or self._streams is None:
+            return
+        turn.followed = True
+        task = asyncio.create_task(
+            store_as_it_comes(self._streams, entry[0], turn, self._flush_s, self._clock),
+            name=f"turn-events-{run_id}",
+        )
+        self._flushers.add(task)
+        task.add_done_callback(self._flushers.discard)
 
     def _start(
         self, plan: Plan, run: Run, history: list[Message], meta: Meta, stop: StopSignal
     ) -> tuple[Turn, asyncio.Task[None], asyncio.Future[None]]:
         turn = Turn(run.id, run.thread_id)
+        turn.keep = plan.keep_events
         turn.emit(meta)
         begun: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         task = asyncio.create_task(
@@ -319,9 +416,15 @@ class Conversation:
     async def sweep(self) -> int:
         """Mark replies whose process died as interrupted: those whose process is
         known to be gone, and those whose heartbeat is stale (run at start-up and
-        periodically)."""
+        periodically); drop the stored events kept long enough. Returns how many
+        replies it marked."""
         now = self._clock.now()
-        return await self._store.interrupt_stale(now - self._stale_after, now)
+        count = await self._store.interrupt_stale(now - self._stale_after, now)
+        if self._streams is not None:
+            await self._streams.purge_events(now)  # kept long enough (``replay_s``)
+        if self._keys_store is not None:
+            await self._keys_store.purge_keys(now)  # past their 24 hours
+        return count
 
     def close(self, grace_s: float) -> asyncio.Task[None]:
         """Begin shutting down: refuse new sends from now on, let running replies
@@ -329,8 +432,13 @@ class Conversation:
         an ``INTERRUPTED`` error, their partial text is stored). Returns the one task
         that does it: calling again returns the same task."""
         if self._closing is None:
-            self._closing = asyncio.create_task(self._drain(grace_s), name="turn-drain")
+            self._closing = asyncio.create_task(
+                drain(self._running, grace_s, self._interrupt_now), name="turn-drain"
+            )
         return self._closing
+
+    def _interrupt_now(self) -> None:
+        self._interrupting = True  # a reply stored from now on is interrupted at once
 
     async def shutdown(self, grace_s: float) -> None:
         """``close`` and wait for it; then this object serves sends again (a test
@@ -338,44 +446,3 @@ class Conversation:
         await self.close(grace_s)
         self._beats.cancel()
         self._closing, self._interrupting = None, False
-
-    async def _drain(self, grace_s: float) -> None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + grace_s
-        while self._running and (left := deadline - loop.time()) > 0:
-            await asyncio.wait([task for _, task, _ in self._running.values()], timeout=left)
-        self._interrupting = True
-        ending = list(self._running.values())
-        for _, _, stop in ending:
-            stop.interrupt()  # the model call ends at once; the reply stores what it has
-        if ending:
-            _, stuck = await asyncio.wait([task for _, task, _ in ending], timeout=INTERRUPT_WAIT_S)
-            for task in stuck:
-                task.cancel()  # in a tool call, which a stop does not cut short
-            if stuck:
-                await asyncio.wait(stuck, timeout=INTERRUPT_WAIT_S)
-
-    # --- who sends -------------------------------------------------------------
-
-    async def _sender(
-        self, who: Principal, thread: Thread, msg: SendInput
-    ) -> tuple[str | None, str | None]:
-        sender_id = msg.sender_id
-        if msg.sender_name is not None:
-            check_text("sender_name", msg.sender_name, max_len=MAX_TITLE)
-        if sender_id is not None:
-            check_text("sender_id", sender_id, max_len=MAX_USER_ID, required=True)
-        if who.user_id is not None:
-            if sender_id is not None and sender_id != who.user_id:
-                raise PermissionDenied("a user token may only post as its own user")
-            sender_id = who.user_id
-        if thread.kind == "multiplayer":
-            if sender_id is None:
-                raise InvalidInput(
-                    "sender_id", "required to post to a multiplayer thread with an API key"
-                )
-            member = await self._threads.participant(who.org_id, thread.id, sender_id)
-            if member is None:
-                raise PermissionDenied("only participants may post to this thread")
-            return sender_id, msg.sender_name or member.display_name
-        return sender_id, msg.sender_name

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from uuid import UUID
 
 from agentsvc_core.errors import DomainError
-from agentsvc_core.ports import Clock, ConversationStore
+from agentsvc_core.ports import Clock, ConversationStore, StopSignal
 
 __all__ = ["Heartbeats"]
 
@@ -55,3 +55,33 @@ class Heartbeats:
         finally:
             if self._task is asyncio.current_task():
                 self._task = None
+
+
+# at shutdown, how long an interrupted reply has to store itself, then again once
+# cancelled (a tool call ignores the stop): the drain ends within grace + twice this
+INTERRUPT_WAIT_S = 1.0
+
+
+async def drain(
+    running: Mapping[UUID, tuple[str, asyncio.Task[None], StopSignal]],
+    grace_s: float,
+    interrupting: Callable[[], None],
+) -> None:
+    """Let this process's running replies finish for ``grace_s`` seconds, then
+    interrupt the rest (``interrupting`` is called first: a reply stored from then
+    on ends at once): each stores its partial text and ends its stream with an
+    ``INTERRUPTED`` error."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + grace_s
+    while running and (left := deadline - loop.time()) > 0:
+        await asyncio.wait([task for _, task, _ in running.values()], timeout=left)
+    interrupting()
+    ending = list(running.values())
+    for _, _, stop in ending:
+        stop.interrupt()  # the model call ends at once; the reply stores what it has
+    if ending:
+        _, stuck = await asyncio.wait([task for _, task, _ in ending], timeout=INTERRUPT_WAIT_S)
+        for task in stuck:
+            task.cancel()  # in a tool call, which a stop does not cut short
+        if stuck:
+            await asyncio.wait(stuck, timeout=INTERRUPT_WAIT_S)

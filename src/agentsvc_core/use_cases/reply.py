@@ -68,6 +68,7 @@ from agentsvc_core.use_cases.turn import (
     Challenge,
     Done,
     ErrorEvent,
+    EventData,
     ProfileSwitchProposal,
     RequiresAction,
     Token,
@@ -125,9 +126,10 @@ class Reply:
             # The process is shutting down and this reply did not end when interrupted
             # (a tool call): keep what was said, mark it interrupted.
             interrupted(state)
+            final: EventData = state.error or INTERRUPTED
             with contextlib.suppress(DomainError):
-                await self._finish(run, state)
-            turn.emit(state.error or INTERRUPTED)
+                await self._finish(plan, run, state, turn, final)
+            turn.emit(final)
             turn.close()
             raise
         except Exception as exc:  # noqa: BLE001 (logged below, once the run is stored)
@@ -139,14 +141,15 @@ class Reply:
             interrupted(state)  # stopped by the shutdown, not by the user
         if failure is not None:
             log.error("turn %s failed", run.id, exc_info=failure)
+        final = state.error or self._done(state)
         try:
-            await self._finish(run, state)
+            await self._finish(plan, run, state, turn, final)
         except DomainError as exc:
             log.error("turn %s could not be stored: %s", run.id, exc.detail)
-            state.error = state.error or ErrorEvent(
+            final = state.error or ErrorEvent(
                 code="STORAGE_ERROR", detail="the reply could not be stored"
             )
-        turn.emit(state.error or self._done(state))
+        turn.emit(final)
         turn.close()
 
     async def _compact(self, plan: Plan, run: Run, state: ReplyState) -> Checkpoint | None:
@@ -392,7 +395,12 @@ class Reply:
             created_at=self._clock.now(),
         )
 
-    async def _finish(self, run: Run, state: ReplyState) -> None:
+    async def _finish(
+        self, plan: Plan, run: Run, state: ReplyState, turn: Turn, last: EventData
+    ) -> None:
+        """Store the run's final state, its messages, usage and the events not yet
+        stored with ``last`` (the reply's final event, emitted after this) at the
+        end, in one write."""
         now = self._clock.now()
         final = msgspec.structs.replace(
             run,
@@ -401,4 +409,6 @@ class Reply:
             heartbeat_at=now,
             pending_tool_calls=state.pending,
         )
-        await self._store.finish_turn(final, state.new, state.records)
+        await self._store.finish_turn(
+            final, state.new, state.records, turn.batch(last, now + plan.keep_events)
+        )

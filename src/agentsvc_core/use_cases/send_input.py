@@ -5,18 +5,21 @@ from __future__ import annotations
 
 import msgspec
 
-from agentsvc_core.entities import ToolCall
-from agentsvc_core.errors import InvalidInput
+from agentsvc_core.entities import Principal, Thread, ToolCall
+from agentsvc_core.errors import InvalidInput, PermissionDenied
 from agentsvc_core.ports import ToolSpec
 from agentsvc_core.rules import (
     MAX_CLIENT_TOOLS,
     MAX_CONTENT,
     MAX_PREAMBLE,
+    MAX_TITLE,
+    MAX_USER_ID,
     check_metadata,
     check_model_id,
     check_text,
 )
 from agentsvc_core.use_cases.context import PROPOSE_PROFILE_SWITCH
+from agentsvc_core.use_cases.threads import Threads
 
 __all__ = ["SendInput", "ToolResultIn", "check_input", "check_tool_results"]
 
@@ -69,3 +72,29 @@ def check_tool_results(pending: tuple[ToolCall, ...], msg: SendInput) -> None:
         )
     if not pending and answered:
         raise InvalidInput("tool_results", "no reply is waiting for client tool results")
+
+
+async def sender_of(
+    threads: Threads, who: Principal, thread: Thread, msg: SendInput
+) -> tuple[str | None, str | None]:
+    """Who posts the message (id and name): the JWT's user, or the API key caller's
+    ``sender_id``; a multiplayer thread takes only its participants."""
+    sender_id = msg.sender_id
+    if msg.sender_name is not None:
+        check_text("sender_name", msg.sender_name, max_len=MAX_TITLE)
+    if sender_id is not None:
+        check_text("sender_id", sender_id, max_len=MAX_USER_ID, required=True)
+    if who.user_id is not None:
+        if sender_id is not None and sender_id != who.user_id:
+            raise PermissionDenied("a user token may only post as its own user")
+        sender_id = who.user_id
+    if thread.kind == "multiplayer":
+        if sender_id is None:
+            raise InvalidInput(
+                "sender_id", "required to post to a multiplayer thread with an API key"
+            )
+        member = await threads.participant(who.org_id, thread.id, sender_id)
+        if member is None:
+            raise PermissionDenied("only participants may post to this thread")
+        return sender_id, msg.sender_name or member.display_name
+    return sender_id, msg.sender_name

@@ -1,18 +1,22 @@
 """The events of a streamed reply (spec 6.1) and the buffer a reply writes them to.
 
 The reply runs in a task of its own and appends events to a ``Turn``; any number
-of readers (the SSE response) follow it. A reader that goes away (the client
-disconnected) does not stop the reply.
+of readers (the SSE response of the send, and of each re-attach in this process)
+follow it. A reader that goes away (the client disconnected) does not stop the
+reply. Storage keeps the events too (``ports/streams.py``): ``Turn.batch`` is the
+part not yet stored, ``encode_events``/``decode_events`` their stored form.
 """
 
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, Protocol
 from uuid import UUID
 
 import msgspec
+
+from agentsvc_core.ports.streams import EventBatch
 
 
 class Meta(msgspec.Struct, rename="camel"):
@@ -114,6 +118,32 @@ EVENT_NAMES: dict[type[Any], str] = {
 }
 
 
+TERMINAL = (Done, ErrorEvent)  # the last event of every reply is one of these
+_TYPES: dict[str, type[Any]] = {name: cls for cls, name in EVENT_NAMES.items()}
+_encoder = msgspec.json.Encoder()
+_batch = msgspec.json.Decoder(list[tuple[str, msgspec.Raw]])
+_decoders = {name: msgspec.json.Decoder(cls) for name, cls in _TYPES.items()}
+
+
+def encode_events(events: list[EventData]) -> bytes:
+    """The stored form of events: a JSON array of ``[name, data]``."""
+    return _encoder.encode([(EVENT_NAMES[type(e)], e) for e in events])
+
+
+def decode_events(data: bytes) -> list[EventData]:
+    return [_decoders[name].decode(raw) for name, raw in _batch.decode(data)]
+
+
+class EventSource(Protocol):
+    """What an SSE response reads: a ``Turn`` of this process, or a reply another
+    process runs or ran, read from storage (use_cases/streams.py)."""
+
+    async def read(self, start: int, wait_s: float) -> list[EventData] | None:
+        """Events from index ``start`` on, waiting up to ``wait_s`` seconds for the
+        first; ``[]`` when the reply is over and all were read; ``None`` on timeout."""
+        ...
+
+
 class Turn:
     """A running (or finished) reply: an append-only list of events.
 
@@ -126,7 +156,18 @@ class Turn:
         self.thread_id = thread_id
         self.events: list[EventData] = []
         self.closed = False
+        self.stored = 0  # events[:stored] are in storage (batches while followed)
+        self.followed = False  # a client in another process follows it
+        self.keep = timedelta(minutes=10)  # how long storage keeps its events once over
         self._waiters: list[asyncio.Future[bool]] = []
+
+    def batch(self, final: EventData, keep_until: datetime) -> EventBatch:
+        """The events not yet stored and ``final``, the one that ends the reply
+        (emitted once they are stored), as one batch."""
+        events = [*self.events[self.stored :], final]
+        return EventBatch(
+            first=self.stored, count=len(events), data=encode_events(events), keep_until=keep_until
+        )
 
     def emit(self, event: EventData) -> None:
         self.events.append(event)

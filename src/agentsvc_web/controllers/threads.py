@@ -7,7 +7,7 @@ from uuid import UUID
 import msgspec
 from litestar import Controller, Request, delete, get, patch, post
 from litestar.di import NamedDependency
-from litestar.params import FromPath, JSONBody, QueryParameter
+from litestar.params import FromPath, HeaderParameter, JSONBody, QueryParameter
 from msgspec import UNSET
 
 from agentsvc_core.errors import InvalidInput, PermissionDenied
@@ -21,8 +21,10 @@ from agentsvc_core.use_cases import (
     Threads,
     ToolResultIn,
 )
+from agentsvc_core.use_cases.streams import Streams
 from agentsvc_web.access import MEMBER
 from agentsvc_web.auth import principal_of
+from agentsvc_web.idempotency import request_key
 from agentsvc_web.openapi import errors
 from agentsvc_web.schemas import (
     MessageListOut,
@@ -53,6 +55,21 @@ def _cursor(raw: str | None) -> datetime | None:
     except msgspec.ValidationError:
         raise InvalidInput("cursor", "must be an RFC 3339 timestamp (a nextCursor)") from None
     return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+MAX_EVENT_ID = 1_000_000_000
+
+
+def _has_key(request: Req) -> bool:
+    return "idempotency-key" in request.headers
+
+
+def _event_id(raw: str) -> int:
+    """The id of the last event a client saw (the ``Last-Event-ID`` header)."""
+    text = raw.strip()
+    if not text.isascii() or not text.isdigit() or int(text) > MAX_EVENT_ID:
+        raise InvalidInput("Last-Event-ID", "must be the id of an event of the stream (a number)")
+    return int(text)
 
 
 def _iso(value: datetime) -> str:
@@ -181,12 +198,48 @@ class ThreadController(Controller):
             system_prompt_overlay=join_overlay(data.system_prompt_overlay),
             metadata=data.metadata,
         )
-        turn = await conversation.send(principal_of(request), thread_id, msg)
+        who = principal_of(request)
+        key = request_key(request.scope, await request.body()) if _has_key(request) else None
+        turn = (
+            await conversation.send(who, thread_id, msg)
+            if key is None
+            else await conversation.send_once(who, thread_id, msg, key)
+        )
         return SseStream(
             # from the app's state, not a second dependency: two dependencies of one
             # handler make Litestar resolve them in a task group on every send
             # (about 0.08 ms of CPU per turn, measured)
             sse_frames(turn, request.app.state.sse_keepalive_s),
+            media_type="text/event-stream",
+            headers=SSE_HEADERS,
+        )
+
+    @get(
+        "/{thread_id:uuid}/stream",
+        operation_id="streamReply",
+        media_type="text/event-stream",
+        response_description=(
+            "The reply's events after the one last seen (Last-Event-ID, or after), then"
+            " the live rest until done or error, as the send streams them"
+        ),
+        responses=errors(403, 404, 422),
+        summary="Re-attach to a reply's stream after a dropped connection",
+    )
+    async def stream_reply(
+        self,
+        request: Req,
+        streams: NamedDependency[Streams],
+        thread_id: FromPath[UUID],
+        run_id: Annotated[UUID | None, QueryParameter(name="runId")] = None,
+        after: Annotated[int, QueryParameter(name="after", ge=0, le=MAX_EVENT_ID)] = 0,
+        last_event_id: Annotated[
+            str, HeaderParameter(name="Last-Event-ID", pattern=r"^[0-9]{0,10}$", required=False)
+        ] = "",
+    ) -> SseStream:
+        seen = _event_id(last_event_id) if last_event_id else after
+        source = await streams.follow(principal_of(request), thread_id, run_id, seen)
+        return SseStream(
+            sse_frames(source, request.app.state.sse_keepalive_s, start=seen),
             media_type="text/event-stream",
             headers=SSE_HEADERS,
         )

@@ -21,7 +21,7 @@ from agentsvc_core.errors import (
     Unavailable,
 )
 from agentsvc_core.ports import NativeCompaction, TextDelta, ToolSpec, UsageReport
-from agentsvc_core.use_cases import conversation as conversation_module
+from agentsvc_core.use_cases import heartbeats as heartbeats_module
 from agentsvc_core.use_cases.compaction import SUMMARY_PROMPT, Compactor
 from agentsvc_core.use_cases.conversation import INTERRUPT_WAIT_S, SendInput, ToolResultIn
 from agentsvc_core.use_cases.org_settings import CompactionConfig, ResolverConfig
@@ -504,7 +504,7 @@ async def test_sweep_interrupts_runs_whose_heartbeat_is_stale() -> None:
     fresh = msgspec.structs.replace(
         a_stored_run(w, heartbeat_at=w.clock.now() - timedelta(seconds=45)), thread_id=other.id
     )
-    w.storage.conversations._runs_of(ORG, other.id).append(fresh)
+    w.storage.conversations.runs_of(ORG, other.id).append(fresh)
     assert await w.conversation.sweep() == 1
     (swept,) = await w.runs()
     assert (swept.status, swept.finished_at) == ("interrupted", w.clock.now())
@@ -555,7 +555,7 @@ async def test_the_drain_waits_out_the_grace_for_a_reply_that_finishes() -> None
 
 
 async def test_the_drain_cancels_a_reply_that_ignores_its_stop(monkeypatch: Any) -> None:
-    monkeypatch.setattr(conversation_module, "INTERRUPT_WAIT_S", 0.01)
+    monkeypatch.setattr(heartbeats_module, "INTERRUPT_WAIT_S", 0.01)
     assert INTERRUPT_WAIT_S == 1.0
     hung = asyncio.Event()
 
@@ -683,7 +683,7 @@ async def test_a_grace_under_a_second_is_waited_for() -> None:
 
 
 async def test_the_drain_ends_though_a_cancelled_reply_does_not(monkeypatch: Any) -> None:
-    monkeypatch.setattr(conversation_module, "INTERRUPT_WAIT_S", 0.01)
+    monkeypatch.setattr(heartbeats_module, "INTERRUPT_WAIT_S", 0.01)
     hung, freed = asyncio.Event(), asyncio.Event()
 
     async def stubborn(arguments: dict[str, Any]) -> str:

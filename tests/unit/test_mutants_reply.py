@@ -23,7 +23,7 @@ from agentsvc_core.ports import (
     ToolSpec,
     UsageReport,
 )
-from agentsvc_core.use_cases import conversation as conversation_module
+from agentsvc_core.use_cases import heartbeats as heartbeats_module
 from agentsvc_core.use_cases import reply as reply_module
 from agentsvc_core.use_cases.compaction import SUMMARY_PROMPT, Checkpoint, Compactor
 from agentsvc_core.use_cases.conversation import SendInput
@@ -498,7 +498,7 @@ async def test_a_successful_turn_logs_no_error(caplog: pytest.LogCaptureFixture)
 async def test_a_reply_cancelled_at_shutdown_that_cannot_be_stored_still_ends_its_stream(
     monkeypatch: Any,
 ) -> None:
-    monkeypatch.setattr(conversation_module, "INTERRUPT_WAIT_S", 0.01)
+    monkeypatch.setattr(heartbeats_module, "INTERRUPT_WAIT_S", 0.01)
     hung = asyncio.Event()
 
     async def hang(arguments: dict[str, Any]) -> str:

@@ -146,7 +146,7 @@ class World:
     finished: list[Run] = field(default_factory=list)
 
     async def runs(self) -> list[Run]:
-        return list(self.storage.conversations._runs_of(ORG, self.thread.id))
+        return list(self.storage.conversations.runs_of(ORG, self.thread.id))
 
     async def messages(self) -> list[Message]:
         return self.storage.conversations.messages(ORG, self.thread.id)[0]
@@ -231,7 +231,7 @@ def a_stored_run(w: World, **over: Any) -> Run:
 
 async def store_run(w: World, run: Run, new: list[Message] | None = None) -> None:
     """Store ``run`` as if another process had begun it."""
-    w.storage.conversations._runs_of(ORG, w.thread.id).append(run)
+    w.storage.conversations.runs_of(ORG, w.thread.id).append(run)
     if new:
         w.storage.conversations._messages.setdefault((ORG, w.thread.id), []).extend(new)
 

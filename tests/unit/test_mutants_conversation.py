@@ -14,6 +14,7 @@ import pytest
 
 from agentsvc_core.entities import Participant, Principal, ToolCall, ToolProfile, Usage
 from agentsvc_core.errors import (
+    IdempotencyKeyReused,
     InvalidInput,
     NotFound,
     PermissionDenied,
@@ -24,6 +25,7 @@ from agentsvc_core.ports import NativeCompaction, TextDelta, ToolSpec, UsageRepo
 from agentsvc_core.use_cases import heartbeats as heartbeats_module
 from agentsvc_core.use_cases.compaction import SUMMARY_PROMPT, Compactor
 from agentsvc_core.use_cases.conversation import INTERRUPT_WAIT_S, SendInput, ToolResultIn
+from agentsvc_core.use_cases.idempotency import RequestKey
 from agentsvc_core.use_cases.org_settings import CompactionConfig, ResolverConfig
 from agentsvc_core.use_cases.sealed import SealedRecords
 from agentsvc_core.use_cases.turn import Done, ErrorEvent, Meta, RequiresAction
@@ -31,6 +33,7 @@ from tests.unit.turn_world import (
     BOX,
     HANG,
     ORG,
+    T0,
     WHO,
     Script,
     Tools,
@@ -795,3 +798,76 @@ async def test_an_enabled_resolver_without_a_key_broker_leaves_the_platform_key(
     events = await send(w)
     assert isinstance(events[-1], Done)
     assert model.requests[0].api_key is None
+
+
+# --- idempotent sends, the live turns, the sweep's purges (merged from main) ----
+
+
+KEY_A = RequestKey("key-a", b"fingerprint-1")
+
+
+async def test_a_retried_send_gets_the_first_reply_and_stores_nothing_more() -> None:
+    w = await world(Script(says("Hel", "lo")), stored=True)
+    msg = SendInput(content="hi")
+    first = await read_all(await w.conversation.send_once(WHO, w.thread.id, msg, KEY_A))
+    again = await read_all(await w.conversation.send_once(WHO, w.thread.id, msg, KEY_A))
+    assert again == first
+    assert len(await w.runs()) == 1
+    assert [m.role for m in await w.messages()] == ["user", "assistant"]
+    assert len(w.model.requests) == 1
+
+
+async def test_a_key_used_for_another_request_is_refused() -> None:
+    w = await world(stored=True)
+    await read_all(await w.conversation.send_once(WHO, w.thread.id, SendInput(content="a"), KEY_A))
+    other = RequestKey("key-a", b"fingerprint-2")
+    with pytest.raises(IdempotencyKeyReused):
+        await w.conversation.send_once(WHO, w.thread.id, SendInput(content="b"), other)
+    assert len(await w.runs()) == 1
+
+
+async def test_without_a_key_store_a_keyed_send_is_a_send() -> None:
+    w = await world()
+    for _ in range(2):
+        await read_all(
+            await w.conversation.send_once(WHO, w.thread.id, SendInput(content="a"), KEY_A)
+        )
+    assert len(await w.runs()) == 2
+
+
+async def test_a_retry_while_the_first_reply_runs_follows_it() -> None:
+    w = await world(Script([TextDelta("so far"), HANG]), stored=True)
+    msg = SendInput(content="hi")
+    live = await w.conversation.send_once(WHO, w.thread.id, msg, KEY_A)
+    await asyncio.wait_for(w.model.waiting.wait(), 5)
+    again = await w.conversation.send_once(WHO, w.thread.id, msg, KEY_A)
+    assert again is live
+    assert len(await w.runs()) == 1
+    await w.conversation.stop(WHO, w.thread.id)
+    await read_all(live)
+
+
+async def test_the_live_turn_is_found_by_its_run_until_it_ends() -> None:
+    w = await world(Script([TextDelta("so far"), HANG]))
+    turn = await w.conversation.send(WHO, w.thread.id, SendInput(content="hi"))
+    assert w.conversation.turn(turn.run_id) is turn
+    await asyncio.wait_for(w.model.waiting.wait(), 5)
+    await w.conversation.stop(WHO, w.thread.id)
+    await read_all(turn)
+    await asyncio.sleep(0)
+    assert w.conversation.turn(turn.run_id) is None
+
+
+async def test_the_sweep_drops_keys_past_their_day() -> None:
+    w = await world(stored=True)
+    msg = SendInput(content="hi")
+    await read_all(await w.conversation.send_once(WHO, w.thread.id, msg, KEY_A))
+    w.clock.advance(24 * 3600 - 1)
+    await w.conversation.sweep()
+    await read_all(await w.conversation.send_once(WHO, w.thread.id, msg, KEY_A))
+    assert len(await w.runs()) == 1  # still the first reply's
+    w.clock.advance(2)
+    await w.conversation.sweep()
+    assert await w.storage.idempotency.find(ORG, "key-a", T0) is None
+    await read_all(await w.conversation.send_once(WHO, w.thread.id, msg, KEY_A))
+    assert len(await w.runs()) == 2

@@ -164,12 +164,14 @@ async def world(
     stale_after_s: float = 45.0,
     store: Callable[[Any], Any] | None = None,
     compactor: Callable[[Any, Any], Any] | None = None,
+    stored: bool = False,
     **conversation: Any,
 ) -> World:
     """A conversation over the memory storage, with one agent and one thread;
     ``store`` wraps the conversation store the use case writes to; ``compactor``
     (a ``Compactor`` class) gives it the agents' configurations and summary
-    compaction over the storage's secrets."""
+    compaction over the storage's secrets; ``stored``: the storage's stored events
+    (re-attach) and idempotency keys."""
     storage = MemoryStorage()
     model = model or Script()
     tools = tools or Tools()
@@ -201,6 +203,7 @@ async def world(
             if compactor
             else {}
         ),
+        **({"streams": storage.streams, "idempotency": storage.idempotency} if stored else {}),
         **conversation,
     )
     return World(conv, storage, model, tools, stops, clock, the_agent, the_thread)

@@ -28,7 +28,7 @@ from agentsvc_core.use_cases.conversation import INTERRUPT_WAIT_S, SendInput, To
 from agentsvc_core.use_cases.idempotency import RequestKey
 from agentsvc_core.use_cases.org_settings import CompactionConfig, ResolverConfig
 from agentsvc_core.use_cases.sealed import SealedRecords
-from agentsvc_core.use_cases.turn import Done, ErrorEvent, Meta, RequiresAction
+from agentsvc_core.use_cases.turn import Done, ErrorEvent, Meta, RequiresAction, decode_events
 from tests.unit.turn_world import (
     BOX,
     HANG,
@@ -871,3 +871,40 @@ async def test_the_sweep_drops_keys_past_their_day() -> None:
     assert await w.storage.idempotency.find(ORG, "key-a", T0) is None
     await read_all(await w.conversation.send_once(WHO, w.thread.id, msg, KEY_A))
     assert len(await w.runs()) == 2
+
+
+class Follows:
+    """Follow requests within the test: ``ask`` is what another process would send."""
+
+    def __init__(self) -> None:
+        self.callbacks: list[Any] = []
+
+    async def publish_follow(self, run_id: uuid.UUID) -> None:
+        self.ask(run_id)
+
+    def on_follow(self, callback: Any) -> None:
+        self.callbacks.append(callback)
+
+    def ask(self, run_id: uuid.UUID) -> None:
+        for callback in self.callbacks:
+            callback(run_id)
+
+
+async def test_a_followed_reply_stores_its_events_as_they_come() -> None:
+    follows = Follows()
+    w = await world(Script([TextDelta("so far"), HANG]), stored=True, follows=follows, flush_s=0)
+    turn = await w.conversation.send(WHO, w.thread.id, SendInput(content="hi"))
+    await asyncio.wait_for(w.model.waiting.wait(), 5)
+    follows.ask(uuid.uuid4())  # not a reply of this process: nothing happens
+    follows.ask(turn.run_id)
+    follows.ask(turn.run_id)  # asked again: still one writer
+    for _ in range(20):
+        await asyncio.sleep(0)
+    stored = await w.storage.streams.stream(ORG, turn.run_id, 0)
+    assert stored is not None
+    events = [e for _, data in stored.batches for e in decode_events(data)]
+    assert events == turn.events[: len(events)]
+    assert [type(e).__name__ for e in events] == ["Meta", "Token"]
+    assert turn.followed
+    await w.conversation.stop(WHO, w.thread.id)
+    await read_all(turn)

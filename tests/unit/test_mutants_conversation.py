@@ -791,6 +791,10 @@ async def test_summary_compaction_is_for_the_beta_family_only() -> None:
         summaries.append(len([r for r in model.requests if r.system == SUMMARY_PROMPT]))
     assert summaries[0] == 0
     assert summaries[1] > 0
+    w, model = await with_compaction("beta", enabled=False, threshold=1)
+    for _ in range(4):
+        await send(w)
+    assert [r for r in model.requests if r.system == SUMMARY_PROMPT] == []  # off
 
 
 async def test_an_enabled_resolver_without_a_key_broker_leaves_the_platform_key() -> None:
@@ -810,6 +814,10 @@ async def test_a_retried_send_gets_the_first_reply_and_stores_nothing_more() -> 
     w = await world(Script(says("Hel", "lo")), stored=True)
     msg = SendInput(content="hi")
     first = await read_all(await w.conversation.send_once(WHO, w.thread.id, msg, KEY_A))
+    await asyncio.sleep(0)  # the reply's turn is over: the retry reads its stored events
+    assert w.conversation.turn(first[0].run_id) is None
+    w.clock.advance(60)
+    await w.conversation.sweep()  # they are kept past a sweep
     again = await read_all(await w.conversation.send_once(WHO, w.thread.id, msg, KEY_A))
     assert again == first
     assert len(await w.runs()) == 1

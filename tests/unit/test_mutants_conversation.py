@@ -916,3 +916,39 @@ async def test_a_followed_reply_stores_its_events_as_they_come() -> None:
     assert turn.followed
     await w.conversation.stop(WHO, w.thread.id)
     await read_all(turn)
+
+
+async def test_two_sends_with_one_key_racing_get_one_reply() -> None:
+    helds, wrap = holding()
+    w = await world(stored=True, store=wrap)
+    (held,) = helds
+    msg = SendInput(content="hi")
+    one = asyncio.create_task(w.conversation.send_once(WHO, w.thread.id, msg, KEY_A))
+    two = asyncio.create_task(w.conversation.send_once(WHO, w.thread.id, msg, KEY_A))
+    await asyncio.wait_for(held.entered.wait(), 5)
+    for _ in range(20):
+        await asyncio.sleep(0)
+    held.release.set()
+    first, second = await asyncio.wait_for(asyncio.gather(one, two), 5)
+    assert await read_all(first) == await read_all(second)
+    assert len(await w.runs()) == 1
+
+
+async def test_a_retried_send_replays_its_reply_for_a_day_not_only_the_replay_window() -> None:
+    w = await world(Script(says("Hel", "lo")), stored=True)
+    msg = SendInput(content="hi")
+    first = await read_all(await w.conversation.send_once(WHO, w.thread.id, msg, KEY_A))
+    await asyncio.sleep(0)
+    w.clock.advance(2 * 3600)  # past the 10 minutes of re-attach
+    await w.conversation.sweep()
+    again = await read_all(await w.conversation.send_once(WHO, w.thread.id, msg, KEY_A))
+    assert again == first
+
+
+async def test_re_attach_without_a_run_follows_the_threads_running_reply() -> None:
+    w = await world(Script([TextDelta("so far"), HANG]))
+    turn = await w.conversation.send(WHO, w.thread.id, SendInput(content="hi"))
+    assert await w.conversation.streams.follow(WHO, w.thread.id, None, 0) is turn
+    await asyncio.wait_for(w.model.waiting.wait(), 5)
+    await w.conversation.stop(WHO, w.thread.id)
+    await read_all(turn)

@@ -886,8 +886,10 @@ class Follows:
 
     def __init__(self) -> None:
         self.callbacks: list[Any] = []
+        self.published: list[uuid.UUID] = []
 
     async def publish_follow(self, run_id: uuid.UUID) -> None:
+        self.published.append(run_id)
         self.ask(run_id)
 
     def on_follow(self, callback: Any) -> None:
@@ -952,3 +954,24 @@ async def test_re_attach_without_a_run_follows_the_threads_running_reply() -> No
     await asyncio.wait_for(w.model.waiting.wait(), 5)
     await w.conversation.stop(WHO, w.thread.id)
     await read_all(turn)
+
+
+async def test_re_attach_uses_the_services_stale_span_and_replay_window() -> None:
+    follows = Follows()
+    w = await world(stored=True, follows=follows, stale_after_s=10.0, replay_s=60.0)
+    w.clock.advance(100)
+    elsewhere = a_stored_run(w, heartbeat_at=w.clock.now() - timedelta(seconds=9))
+    await store_run(w, elsewhere)
+    # running in another process: followed through storage, which is asked to write
+    await w.conversation.streams.follow(WHO, w.thread.id, None, 0)
+    assert follows.published == [elsewhere.id]
+    w.clock.advance(2)  # its heartbeat is 11 s old now: stale, nothing runs
+    with pytest.raises(NotFound):
+        await w.conversation.streams.follow(WHO, w.thread.id, None, 0)
+    w.storage.conversations.runs_of(ORG, w.thread.id)[0] = msgspec.structs.replace(
+        elsewhere, status="completed", finished_at=w.clock.now()
+    )
+    await w.conversation.streams.follow(WHO, w.thread.id, elsewhere.id, 0)
+    w.clock.advance(61)  # past the replay window
+    with pytest.raises(NotFound):
+        await w.conversation.streams.follow(WHO, w.thread.id, elsewhere.id, 0)

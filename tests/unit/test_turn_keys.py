@@ -101,7 +101,12 @@ class Urls:
 
 
 async def turn_with(
-    resolver: Resolver, *, compact: bool, threshold: int = 1_000, model_id: str = "beta:m1"
+    resolver: Resolver,
+    *,
+    compact: bool,
+    threshold: int = 1_000,
+    model_id: str = "beta:m1",
+    who: Principal = WHO,
 ) -> tuple[Model, list[Any]]:
     """One turn of an agent whose resolver is enabled; with ``compact``, over a long
     history and a low threshold, so the turn summarises first. Returns the model
@@ -148,7 +153,7 @@ async def turn_with(
         configs=AgentConfigs(storage.secrets, box),
         compactor=Compactor(storage.secrets, box),
     )
-    turn = await conversation.send(WHO, thread.id, SendInput(content="look it up"))
+    turn = await conversation.send(who, thread.id, SendInput(content="look it up"))
     events = await read_all(turn)
     assert isinstance(events[-1], Done), events[-1]
     records = await storage.conversations.usage(ORG, thread.id)

@@ -24,7 +24,7 @@ from agentsvc_core.ports import (
     UsageReport,
 )
 from agentsvc_core.use_cases import heartbeats as heartbeats_module
-from agentsvc_core.use_cases import reply as reply_module
+from agentsvc_core.use_cases import reply_tools as reply_tools_module
 from agentsvc_core.use_cases.compaction import SUMMARY_PROMPT, Checkpoint, Compactor
 from agentsvc_core.use_cases.conversation import SendInput
 from agentsvc_core.use_cases.org_settings import CompactionConfig
@@ -196,7 +196,7 @@ async def test_a_tool_that_needs_authorization_shows_the_challenge() -> None:
 
 
 async def test_a_tool_that_does_not_answer_in_time_answers_a_timeout(monkeypatch: Any) -> None:
-    monkeypatch.setattr(reply_module, "TOOL_TIMEOUT_S", 0.01)
+    monkeypatch.setattr(reply_tools_module, "TOOL_TIMEOUT_S", 0.01)
 
     async def hang(arguments: dict[str, Any]) -> str:
         await asyncio.Event().wait()

@@ -60,8 +60,11 @@ def test_event_data_has_the_spec_field_names() -> None:
     enc = msgspec.json.encode
     run, thread = uuid.UUID(int=1), uuid.UUID(int=2)
     at = datetime(2026, 1, 1, tzinfo=UTC)
-    meta = msgspec.json.decode(enc(Meta(started_at=at, run_id=run, thread_id=thread, model="m")))
-    assert set(meta) == {"startedAt", "runId", "threadId", "model"}
+    meta = msgspec.json.decode(
+        enc(Meta(started_at=at, run_id=run, thread_id=thread, model="m", trace_id="ab" * 16))
+    )
+    # the spec's four, and the trace id (issue 16)
+    assert set(meta) == {"startedAt", "runId", "threadId", "model", "traceId"}
     challenge = AuthChallenge(
         tool_name="t", challenge=Challenge(provider="p", redirect_url="https://a.example")
     )

@@ -239,7 +239,7 @@ class ThreadController(Controller):
         run_id: Annotated[UUID | None, QueryParameter(name="runId")] = None,
         after: Annotated[int, QueryParameter(name="after", ge=0, le=MAX_EVENT_ID)] = 0,
         last_event_id: Annotated[
-            str, HeaderParameter(name="Last-Event-ID", pattern=r"^[0-9]{0,10}$", required=False)
+            str, HeaderParameter(name="Last-Event-ID", pattern=r"^[0-9]{0,9}$", required=False)
         ] = "",
     ) -> SseStream:
         seen = _event_id(last_event_id) if last_event_id else after

@@ -403,8 +403,9 @@ async def test_a_json_answer_instead_of_a_stream_is_an_error_that_says_so(
     )
     assert "private reply" not in err.detail
     assert len(case.fake.requests) == 1
-    logged = [r for r in caplog.records if "instead of an event stream" in r.getMessage()]
-    assert len(logged) == 1
+    logged = [r for r in caplog.records if r.name.startswith("agentsvc.llm")]
+    assert len(logged) == 1  # one line for the failure, not one per layer
+    assert "instead of an event stream" in logged[0].getMessage()
     assert logged[0].levelno == logging.WARNING
     assert "PROVIDER_ERROR" in logged[0].getMessage()
 

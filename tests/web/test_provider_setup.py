@@ -78,5 +78,6 @@ def test_a_json_answer_instead_of_a_stream_ends_with_an_error_that_says_so(
         f"the {kind} provider answered 200 with JSON instead of an event stream"
         in (error["detail"])
     )
-    logged = [r for r in caplog.records if "instead of an event stream" in r.getMessage()]
-    assert len(logged) == 1
+    logged = [r for r in caplog.records if r.name.startswith("agentsvc.llm")]
+    assert len(logged) == 1  # one line for the failure, not one per layer
+    assert "instead of an event stream" in logged[0].getMessage()

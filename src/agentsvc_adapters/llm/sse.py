@@ -254,6 +254,10 @@ class _HttpxResponse:
 TRANSPORT_ERRORS = (httpx.HTTPError, aiohttp.ClientError, TimeoutError)
 
 
+class NotAStream(Upstream):
+    """A provider answered 2xx in JSON where an event stream was asked for."""
+
+
 class ProviderStatusError(Upstream):
     """A provider answered an HTTP error status (``status``) instead of a stream."""
 
@@ -390,6 +394,8 @@ class ProviderHttp:
         that ends the call is logged once (``failed``); a retry logs its own line."""
         try:
             return await self._open(url, headers, body, secrets)
+        except NotAStream as err:
+            raise self.failed(err, "200 with JSON instead of an event stream") from None
         except Upstream as err:
             raise self.failed(err) from None
 
@@ -426,11 +432,14 @@ class ProviderHttp:
             )
             await anyio.sleep(delay)
 
-    async def _not_a_stream(self, response: ProviderResponse, secrets: tuple[str, ...]) -> Upstream:
+    async def _not_a_stream(
+        self, response: ProviderResponse, secrets: tuple[str, ...]
+    ) -> NotAStream:
         """The error for a 2xx answer in JSON where an event stream was asked for:
-        a provider (or a proxy before it) that ignores ``stream: true``. Logged here,
-        once: it is a configuration problem an operator has to see. The body's own
-        error message is quoted; a whole reply is not (it is a user's conversation)."""
+        a provider (or a proxy before it) that ignores ``stream: true`` (``open``
+        logs it once, saying so: a configuration problem an operator has to see).
+        The body's own error message is quoted; a whole reply is not (it is a
+        user's conversation)."""
         raw = b""
         try:
             with contextlib.suppress(*TRANSPORT_ERRORS):
@@ -447,9 +456,7 @@ class ProviderHttp:
         message = _json_error_message(raw)
         if message:
             what += f"; it said: {short(scrub(message, secrets))}"
-        err = self.error(what, secrets)
-        log.warning("%s provider: %s: %s", self.provider, err.code, err.detail)
-        return err
+        return NotAStream(self.error(what, secrets).detail, "PROVIDER_ERROR")
 
     async def _open_aiohttp(
         self, url: str, headers: dict[str, str], body: bytes, secrets: tuple[str, ...]

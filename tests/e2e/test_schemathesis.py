@@ -76,6 +76,20 @@ checks.positive_data_acceptance.expected-statuses = {[*ACCEPTED, "422"]!r}
 [[operations]]
 include-operation-id = "mcpOAuthCallback"
 checks.positive_data_acceptance.expected-statuses = {[*ACCEPTED, "400"]!r}
+
+# The stateful phase's heuristics misread two shapes of this API (they show up as
+# the seed explores; neither is a defect):
+# - DELETE /api/agents/{{id}}/mcps detaches one server (named in the body) from the
+#   agent: the list at the same path rightly still answers 200 afterwards.
+[[operations]]
+include-operation-id = ["listAgentMcpServers", "listRunnerMcpServers"]
+checks.use_after_free.enabled = false
+# - a thread outlives its agent (DELETE /api/agents keeps threads): sending to a
+#   thread whose agent was deleted since it was opened is 404 "agent not found",
+#   which the check takes for the thread created just before being missing.
+[[operations]]
+include-operation-id = "sendMessage"
+checks.ensure_resource_availability.enabled = false
 """
 
 

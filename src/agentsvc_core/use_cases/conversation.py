@@ -13,8 +13,11 @@ process, through the ``StopBus``.
 Round trips to storage per turn, always: ``turn_inputs`` (the thread, its agent,
 the latest run, the agent's MCP servers and sealed settings, the history, read
 together), ``begin_turn`` (the run and the user's message, checking that the
-history read is still whole) and ``finish_turn`` (the run, the assistant messages
-and the usage records). Nothing is written per token. Beyond these three, by the
+history read is still whole) and ``finish_turn`` (the run, the assistant messages,
+the usage records and the reply's events, kept for re-attach: use_cases/streams.py).
+Nothing is written per token. A send with an idempotency key (``send_once``) reads
+the key first and claims it in ``begin_turn``'s transaction; a reply followed from
+another process writes its events in batches while it runs. Beyond these, by the
 agent's settings (use_cases/reply.py): with its credential resolver on, one read
 of the organization's signing secret per turn, before the signed webhook call;
 with summary compaction on (beta family), a read of the thread's checkpoint and a
@@ -33,7 +36,6 @@ stream ends with an ``INTERRUPTED`` error.
 from __future__ import annotations
 
 import asyncio
-import logging
 import uuid
 from datetime import timedelta
 from uuid import UUID
@@ -99,8 +101,6 @@ from agentsvc_core.use_cases.turn import (
 )
 
 __all__ = ["INTERRUPT_WAIT_S", "Conversation", "SendInput", "ToolResultIn"]
-
-log = logging.getLogger("agentsvc.turn")
 
 
 class Conversation:

@@ -12,7 +12,9 @@ header cost one header lookup.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import logging
 
 from litestar.enums import ScopeType
 from litestar.exceptions import HTTPException
@@ -30,9 +32,12 @@ from litestar.types import (
 )
 
 from agentsvc_core.entities import Principal
+from agentsvc_core.errors import DomainError
 from agentsvc_core.use_cases.idempotency import Idempotency, RequestKey, check_key
 
 __all__ = ["HEADER", "idempotency_keys", "request_key"]
+
+log = logging.getLogger("agentsvc.web")
 
 HEADER = b"idempotency-key"
 # the routes whose use case claims the key itself
@@ -133,10 +138,17 @@ class IdempotencyKeys:
         except BaseException:
             await self._idempotency.release(org_id, key)
             raise
-        if 200 <= status < 300:
-            await self._idempotency.complete(org_id, key, status, content_type, b"".join(chunks))
-        else:
-            await self._idempotency.release(org_id, key)
+        try:
+            if 200 <= status < 300:
+                body_out = b"".join(chunks)
+                await self._idempotency.complete(org_id, key, status, content_type, body_out)
+            else:
+                await self._idempotency.release(org_id, key)
+        except DomainError as exc:
+            # the answer is sent already: free the key (a retry then runs again)
+            log.warning("idempotency key not recorded: %s", exc.detail)
+            with contextlib.suppress(DomainError):
+                await self._idempotency.release(org_id, key)
 
     async def _read(self, receive: Receive) -> bytes:
         body = bytearray()

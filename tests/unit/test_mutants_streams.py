@@ -18,7 +18,13 @@ from agentsvc_core.errors import NotFound, Upstream
 from agentsvc_core.ports import EventBatch
 from agentsvc_core.use_cases import streams as streams_module
 from agentsvc_core.use_cases._turn_private import INTERRUPTED
-from agentsvc_core.use_cases.streams import MAX_BATCH, StoredReply, Streams, store_as_it_comes
+from agentsvc_core.use_cases.streams import (
+    MAX_BATCH,
+    NoStoredEvents,
+    StoredReply,
+    Streams,
+    store_as_it_comes,
+)
 from agentsvc_core.use_cases.threads import Threads
 from agentsvc_core.use_cases.turn import (
     Done,
@@ -87,10 +93,10 @@ async def read_now(source: Any, start: int) -> list[EventData] | None:
 
 async def test_without_a_running_reply_there_is_nothing_to_follow() -> None:
     w = await world()
-    with pytest.raises(NotFound, match="no running reply"):
+    with pytest.raises(NotFound, match=r"^the thread has no running reply$"):
         await streams_of(w).follow(WHO, w.thread.id, None, 0)
     await store_run(w, a_stored_run(w, status="done", finished_at=w.clock.now()))
-    with pytest.raises(NotFound, match="no running reply"):
+    with pytest.raises(NotFound, match=r"^the thread has no running reply$"):
         await streams_of(w).follow(WHO, w.thread.id, None, 0)
 
 
@@ -140,12 +146,12 @@ async def test_a_local_turn_of_another_thread_is_not_followed_here() -> None:
 
 async def test_an_unknown_reply_or_one_of_another_thread_is_not_found() -> None:
     w = await world()
-    with pytest.raises(NotFound, match="no such reply"):
+    with pytest.raises(NotFound, match=r"^no such reply on this thread$"):
         await streams_of(w).follow(WHO, w.thread.id, uuid.uuid4(), 0)
     other = await w.storage.threads.add(a_thread(ORG, w.agent.id))
     run = a_stored_run(w, thread_id=other.id)
     w.storage.conversations.runs_of(ORG, other.id).append(run)
-    with pytest.raises(NotFound, match="no such reply"):
+    with pytest.raises(NotFound, match=r"^no such reply on this thread$"):
         await streams_of(w).follow(WHO, w.thread.id, run.id, 0)
     source = await streams_of(w).follow(WHO, other.id, run.id, 0)
     assert isinstance(source, StoredReply)
@@ -169,7 +175,7 @@ async def test_an_ended_reply_is_replayed_within_the_window_only() -> None:
     source = await streams_of(w).follow(WHO, w.thread.id, run.id, 1)
     assert await read_now(source, 1) == [Token("b"), done]
     w.clock.advance(1)
-    with pytest.raises(NotFound, match="no longer kept"):
+    with pytest.raises(NotFound, match=r"^the reply's events are no longer kept$"):
         await streams_of(w).follow(WHO, w.thread.id, run.id, 1)
     source = await streams_of(w, replay=timedelta(minutes=11)).follow(WHO, w.thread.id, run.id, 0)
     assert await read_now(source, 0) == [*tokens("a", "b"), done]
@@ -227,6 +233,25 @@ async def test_a_reply_over_in_storage_is_not_asked_for() -> None:
     await stored(w, ended, (0, tokens("a")))
     await streams_of(w, follows=follows).follow(WHO, w.thread.id, ended.id, 0)
     assert follows.asked == []
+
+
+async def test_a_followed_reply_running_elsewhere_is_read_from_storage_as_it_comes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    w = await world()
+    run = a_stored_run(w)
+    await stored(w, run, (0, tokens("a")))
+    follows = Follows()
+    source = await streams_of(w, follows=follows).follow(WHO, w.thread.id, None, 1)
+    await w.storage.streams.append_events(
+        ORG, run.id, EventBatch(1, 1, encode_events(tokens("b")), w.clock.now() + timedelta(days=1))
+    )
+    assert await source.read(1, 5.0) == tokens("b")
+    assert follows.asked == [run.id]
+    monkeypatch.setattr(streams_module, "ASK_AGAIN_S", -1.0)
+    assert await source.read(2, 0.3) is None
+    assert follows.asked[1:]
+    assert set(follows.asked) == {run.id}
 
 
 # --- StoredReply.take / read ---
@@ -302,6 +327,15 @@ async def test_a_reply_over_without_its_final_event_ends_interrupted() -> None:
         assert await read_now(reply, 2) == []
 
 
+async def test_a_dead_reply_with_a_gap_ends_interrupted_after_what_came_before_it() -> None:
+    w = await world()
+    run = a_stored_run(w, status="interrupted", finished_at=w.clock.now())
+    reply = await a_reply(w, run)
+    reply.take(run, [(0, enc(tokens("a"))), (2, enc(tokens("c")))])
+    assert reply.over
+    assert await read_now(reply, 0) == [Token("a"), INTERRUPTED]
+
+
 async def test_a_running_reply_whose_heartbeat_is_stale_ends_interrupted() -> None:
     w = await world()
     run = a_stored_run(w)
@@ -352,6 +386,7 @@ async def test_a_reply_whose_thread_was_deleted_meanwhile_ends_interrupted() -> 
     assert await reply.read(1, 5.0) == [INTERRUPTED]
     assert reply.over
     assert await reply.read(2, 5.0) == []
+    assert await reply.read(1, 5.0) == [INTERRUPTED]  # asked again, the same answer
 
 
 async def test_a_reply_that_dies_while_read_ends_interrupted() -> None:
@@ -514,3 +549,69 @@ async def test_a_reply_that_closes_during_the_flush_wait_writes_nothing_more() -
     turn.close()
     await asyncio.wait_for(task, 5.0)
     assert store.batches == []
+
+
+async def test_after_a_full_batch_the_next_waits_for_the_flush_again() -> None:
+    turn = Turn(uuid.uuid4(), uuid.uuid4())
+    store = Batches()
+    for i in range(MAX_BATCH):
+        turn.emit(Token(str(i)))
+    task = asyncio.create_task(store_as_it_comes(store, ORG, turn, 3600.0, FixedClock()))  # type: ignore[arg-type]
+    await store.wait()
+    turn.emit(Token("one more"))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    turn.close()
+    await asyncio.wait_for(task, 5.0)
+    assert len(store.batches) == 1
+
+
+async def test_events_within_flush_s_of_the_first_go_in_one_batch() -> None:
+    turn = Turn(uuid.uuid4(), uuid.uuid4())
+    store = Batches()
+    task = asyncio.create_task(store_as_it_comes(store, ORG, turn, 0.05, FixedClock()))  # type: ignore[arg-type]
+    turn.emit(Token("a"))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    turn.emit(Token("b"))
+    batch = await store.wait()
+    assert (batch.first, batch.count) == (0, 2)
+    turn.close()
+    await asyncio.wait_for(task, 5.0)
+
+
+class QuietTurn(Turn):
+    """A turn whose first read times out (as after 60 s with no event)."""
+
+    def __init__(self) -> None:
+        super().__init__(uuid.uuid4(), uuid.uuid4())
+        self.reads = 0
+        self.third = asyncio.Event()
+
+    async def read(self, start: int, wait_s: float) -> list[EventData] | None:
+        self.reads += 1
+        if self.reads >= 3:
+            self.third.set()
+        if self.reads == 1:
+            return None
+        return await super().read(start, wait_s)
+
+
+async def test_a_reply_quiet_for_a_while_is_still_written_when_it_speaks() -> None:
+    turn = QuietTurn()
+    store = Batches()
+    task = asyncio.create_task(store_as_it_comes(store, ORG, turn, 0.01, FixedClock()))  # type: ignore[arg-type]
+    await asyncio.wait_for(turn.third.wait(), 5.0)
+    turn.emit(Token("a"))
+    batch = await store.wait()
+    assert decode_events(batch.data) == tokens("a")
+    turn.close()
+    await asyncio.wait_for(task, 5.0)
+
+
+async def test_without_a_stream_store_nothing_is_stored_nor_found() -> None:
+    none = NoStoredEvents()
+    batch = EventBatch(0, 1, encode_events(tokens("a")), T0)
+    await none.append_events(ORG, uuid.uuid4(), batch)
+    assert await none.stream(ORG, uuid.uuid4(), 0) is None
+    assert await none.purge_events(T0) == 0

@@ -11,6 +11,7 @@ order -> the entity) or a shared statement; none of them touches the pool.
 from __future__ import annotations
 
 from typing import Any
+from uuid import UUID
 
 import msgspec
 
@@ -28,6 +29,8 @@ from agentsvc_core.entities import (
     ToolCall,
     ToolProfile,
 )
+from agentsvc_core.ports import EventBatch
+from agentsvc_core.ports.idempotency import IdempotencyClaim
 
 __all__ = [
     "AGENT_COLS",
@@ -42,6 +45,8 @@ __all__ = [
     "SERVER_COLS",
     "THREAD_COLS",
     "count_sql",
+    "event_params",
+    "key_claim_params",
     "to_agent",
     "to_attachment",
     "to_key",
@@ -255,3 +260,20 @@ KEY_CLAIM = (
     " created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at"
     " WHERE idempotency_keys.expires_at < EXCLUDED.created_at RETURNING 1"
 )
+
+
+def event_params(org_id: str, run_id: UUID, b: EventBatch) -> tuple[Any, ...]:
+    """``EVENTS_INSERT``'s parameters for a batch of run ``run_id``."""
+    return (org_id, run_id, b.first + b.count, b.first, b.data, b.keep_until)
+
+
+def key_claim_params(org_id: str, claim: IdempotencyClaim, run_id: UUID | None) -> dict[str, Any]:
+    """``KEY_CLAIM``'s parameters: a send's claim names its run, another POST's none."""
+    return {
+        "org": org_id,
+        "key": claim.key,
+        "fp": claim.fingerprint,
+        "run": run_id,
+        "at": claim.at,
+        "until": claim.expires_at,
+    }

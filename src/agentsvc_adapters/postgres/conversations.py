@@ -29,6 +29,8 @@ from agentsvc_adapters.postgres._rows import (
     RUN_COLS,
     THREAD_COLS,
     count_sql,
+    event_params,
+    key_claim_params,
     to_message,
     to_participant,
     to_run,
@@ -296,23 +298,9 @@ def _usage_params(u: UsageRecord) -> tuple[Any, ...]:
 
 
 async def _claim(conn: Connection, run: Run, claim: IdempotencyClaim) -> None:
-    cur = await conn.execute(
-        KEY_CLAIM,
-        {
-            "org": run.org_id,
-            "key": claim.key,
-            "fp": claim.fingerprint,
-            "run": run.id,
-            "at": claim.at,
-            "until": claim.expires_at,
-        },
-    )
+    cur = await conn.execute(KEY_CLAIM, key_claim_params(run.org_id, claim, run.id))
     if await cur.fetchone() is None:
         raise IdempotencyKeyInUse()
-
-
-def _event_params(org_id: str, run_id: UUID, b: EventBatch) -> tuple[Any, ...]:
-    return (org_id, run_id, b.first + b.count, b.first, b.data, b.keep_until)
 
 
 class PostgresConversations(Repo, ConversationStore):
@@ -409,7 +397,7 @@ class PostgresConversations(Repo, ConversationStore):
             params.extend(p for u in usage for p in _usage_params(u))
         if events is not None:
             parts.append(f", e AS ({EVENTS_INSERT})")
-            params.extend(_event_params(run.org_id, run.id, events))
+            params.extend(event_params(run.org_id, run.id, events))
         parts.append(" SELECT 1")
         async with translate(), self._pool.connection() as conn:
             await conn.hot("".join(parts), params)

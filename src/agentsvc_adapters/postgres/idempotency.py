@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from agentsvc_adapters.postgres._rows import KEY_CLAIM
+from agentsvc_adapters.postgres._rows import KEY_CLAIM, key_claim_params
 from agentsvc_adapters.postgres.pool import Repo, Row, translate
 from agentsvc_core.ports.idempotency import IdempotencyClaim, IdempotencyRecord, IdempotencyStore
 
@@ -23,17 +23,7 @@ def _record(r: Row) -> IdempotencyRecord:
 class PostgresIdempotency(Repo, IdempotencyStore):
     async def claim(self, org_id: str, claim: IdempotencyClaim) -> IdempotencyRecord | None:
         async with translate(), self._pool.connection() as conn:
-            cur = await conn.execute(
-                KEY_CLAIM,
-                {
-                    "org": org_id,
-                    "key": claim.key,
-                    "fp": claim.fingerprint,
-                    "run": None,
-                    "at": claim.at,
-                    "until": claim.expires_at,
-                },
-            )
+            cur = await conn.execute(KEY_CLAIM, key_claim_params(org_id, claim, None))
             if await cur.fetchone() is not None:
                 return None
             cur = await conn.execute(_FIND, (org_id, claim.key, claim.at))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from uuid import UUID
 
-from agentsvc_adapters.postgres._rows import EVENTS_INSERT, RUN_COLS, to_run
+from agentsvc_adapters.postgres._rows import EVENTS_INSERT, RUN_COLS, event_params, to_run
 from agentsvc_adapters.postgres.pool import Repo, translate
 from agentsvc_core.ports import EventBatch, StoredStream, StreamStore
 
@@ -26,17 +26,7 @@ _N_RUN = RUN_COLS.count(",") + 1
 class PostgresStreams(Repo, StreamStore):
     async def append_events(self, org_id: str, run_id: UUID, batch: EventBatch) -> None:
         async with translate(), self._pool.connection() as conn:
-            await conn.execute(
-                EVENTS_INSERT,
-                (
-                    org_id,
-                    run_id,
-                    batch.first + batch.count,
-                    batch.first,
-                    batch.data,
-                    batch.keep_until,
-                ),
-            )
+            await conn.execute(EVENTS_INSERT, event_params(org_id, run_id, batch))
 
     async def stream(self, org_id: str, run_id: UUID, after: int) -> StoredStream | None:
         rows = await self._all(_STREAM, (after, org_id, run_id))

@@ -174,9 +174,14 @@ class StoredReply(EventSource):
         if not self.over and (
             run.status != "running" or run.heartbeat_at < self._clock.now() - self._stale
         ):
-            self._events.append(INTERRUPTED)
-            self._next += 1
-            self.over = True
+            self._interrupted()
+
+    def _interrupted(self) -> None:
+        """The reply ended without a final event for its followers (its process
+        died, or its thread was deleted): end it with an ``INTERRUPTED`` error."""
+        self._events.append(INTERRUPTED)
+        self._next += 1
+        self.over = True
 
     async def read(self, start: int, wait_s: float) -> list[EventData] | None:
         loop = asyncio.get_running_loop()
@@ -191,9 +196,7 @@ class StoredReply(EventSource):
             await asyncio.sleep(min(self._poll_s, left))
             stored = await self._store.stream(self._org_id, self._run_id, max(self._next - 1, 0))
             if stored is None:  # the thread was deleted meanwhile
-                self._events.append(INTERRUPTED)
-                self._next += 1
-                self.over = True
+                self._interrupted()
                 break
             seen = self._next
             self.take(stored.run, stored.batches)

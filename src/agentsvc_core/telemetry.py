@@ -15,6 +15,7 @@ import time
 from collections.abc import Sequence
 
 from agentsvc_core.ports.telemetry import (
+    COLLECTED,
     CURRENT,
     AttributeValue,
     FinishedSpan,
@@ -69,8 +70,10 @@ class _Span:
         "_context",
         "_ended",
         "_error",
+        "_input",
         "_kind",
         "_name",
+        "_output",
         "_parent",
         "_sinks",
         "_start",
@@ -97,6 +100,8 @@ class _Span:
         self._error: str | None = None
         self._ended = False
         self._token: object | None = None
+        self._input: object = None
+        self._output: object = None
 
     @property
     def context(self) -> SpanContext:
@@ -107,16 +112,25 @@ class _Span:
         return self._context.trace_id
 
     def set(self, key: str, value: AttributeValue) -> None:
-        self._attributes[key] = value
+        if not self._ended:  # an ended span's attributes are the sinks' now
+            self._attributes[key] = value
 
     def fail(self, error_type: str) -> None:
-        self._error = error_type
+        if not self._ended:
+            self._error = error_type
+
+    def payload(self, input: object = None, output: object = None) -> None:  # noqa: A002
+        if input is not None:
+            self._input = input
+        if output is not None:
+            self._output = output
 
     def end(self) -> None:
         if self._ended:
             return
         self._ended = True
-        if not self._sinks:
+        collected = COLLECTED.get()
+        if not self._sinks and collected is None:
             return
         status: SpanStatus = "unset"
         if self._error is not None:
@@ -136,9 +150,13 @@ class _Span:
             attributes=self._attributes,
             status=status,
             error_type=self._error,
+            input=self._input,
+            output=self._output,
         )
         for sink in self._sinks:
             sink.on_end(finished)
+        if collected is not None:
+            collected.append(finished)
 
     def __enter__(self) -> _Span:
         self._token = CURRENT.set(self._context)

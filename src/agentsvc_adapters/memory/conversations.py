@@ -1,17 +1,19 @@
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from uuid import UUID
 
 import msgspec
 
 from agentsvc_adapters.memory.idempotency import MemoryIdempotency
+from agentsvc_adapters.memory.traces import MemoryTraces
 from agentsvc_core.entities import (
     Message,
     Participant,
     Run,
     Thread,
+    TraceRecord,
     UsageRecord,
     visible_in_history,
 )
@@ -51,6 +53,10 @@ class MemoryThreads(ThreadRepository):
             return self._threads[(org_id, thread_id)]
         except KeyError:
             raise NotFound("thread not found") from None
+
+    def all(self) -> Iterator[Thread]:
+        """Every thread stored (analytics counts them)."""
+        return iter(list(self._threads.values()))
 
     def stored(self, org_id: str, thread_id: UUID) -> Thread:
         """The thread as stored (no ``active_run_id``: the turn reader's). Raises
@@ -127,9 +133,13 @@ class MemoryConversations(ConversationStore, StreamStore):
     """The turn's storage and the replies' stored events (one object: the events'
     reads need the runs)."""
 
-    def __init__(self, keys: MemoryIdempotency | None = None) -> None:
-        """``keys``: where a send's idempotency key is claimed with its run."""
+    def __init__(
+        self, keys: MemoryIdempotency | None = None, traces: MemoryTraces | None = None
+    ) -> None:
+        """``keys``: where a send's idempotency key is claimed with its run;
+        ``traces``: where turns' traces go (None: nowhere)."""
         self._keys = keys or MemoryIdempotency()
+        self._traces = traces
         self._messages: dict[tuple[str, UUID], list[Message]] = {}
         self._runs: dict[tuple[str, UUID], list[Run]] = {}
         self._usage: dict[tuple[str, UUID], list[UsageRecord]] = {}
@@ -186,6 +196,7 @@ class MemoryConversations(ConversationStore, StreamStore):
         new: list[Message],
         usage: list[UsageRecord],
         events: EventBatch | None = None,
+        trace: TraceRecord | None = None,
     ) -> None:
         runs = self.runs_of(run.org_id, run.thread_id)
         for i, r in enumerate(runs):
@@ -195,6 +206,12 @@ class MemoryConversations(ConversationStore, StreamStore):
         self._usage.setdefault((run.org_id, run.thread_id), []).extend(usage)
         if events is not None:
             await self.append_events(run.org_id, run.id, events)
+        if trace is not None and self._traces is not None:
+            self._traces.add(trace)
+
+    def all_usage(self) -> Iterator[UsageRecord]:
+        for records in self._usage.values():
+            yield from records
 
     # --- StreamStore ------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from uuid import UUID
 
@@ -10,10 +10,12 @@ from agentsvc_adapters.memory.conversations import MemoryConversations, MemoryTh
 from agentsvc_adapters.memory.idempotency import MemoryIdempotency
 from agentsvc_adapters.memory.mcps import MemoryMcps
 from agentsvc_adapters.memory.secrets import MemorySecrets
-from agentsvc_core.entities import Agent, ApiKey, Organization
+from agentsvc_adapters.memory.traces import MemoryTraces
+from agentsvc_core.entities import Agent, ApiKey, Organization, Thread
 from agentsvc_core.errors import NotFound
 from agentsvc_core.ports import (
     AgentRepository,
+    AnalyticsStore,
     ApiKeyRepository,
     ConversationStore,
     McpRepository,
@@ -22,6 +24,7 @@ from agentsvc_core.ports import (
     Storage,
     StreamStore,
     ThreadRepository,
+    TraceStore,
     TurnInputs,
     TurnReader,
 )
@@ -142,7 +145,8 @@ class MemoryStorage(Storage):
         self._keys = MemoryApiKeys()
         self._agents = MemoryAgents()
         self._idempotency = MemoryIdempotency()
-        self._conversations = MemoryConversations(self._idempotency)
+        self._traces = MemoryTraces(lambda: self._conversations.all_usage(), self._all_threads)
+        self._conversations = MemoryConversations(self._idempotency, self._traces)
         self._threads = MemoryThreads(self._conversations)
         self._mcps = MemoryMcps()
         self._secrets = MemorySecrets()
@@ -192,3 +196,14 @@ class MemoryStorage(Storage):
     @property
     def idempotency(self) -> IdempotencyStore:
         return self._idempotency
+
+    @property
+    def traces(self) -> TraceStore:
+        return self._traces
+
+    @property
+    def analytics(self) -> AnalyticsStore:
+        return self._traces
+
+    def _all_threads(self) -> Iterator[Thread]:
+        return self._threads.all()

@@ -35,6 +35,7 @@ from agentsvc_adapters.postgres._rows import (
     to_participant,
     to_run,
     to_thread,
+    trace_ctes,
 )
 from agentsvc_adapters.postgres.owners import ORPHANED
 from agentsvc_adapters.postgres.pool import Connection, Pool, Repo, translate
@@ -43,6 +44,7 @@ from agentsvc_core.entities import (
     Participant,
     Run,
     Thread,
+    TraceRecord,
     Usage,
     UsageRecord,
     visible_in_history,
@@ -222,10 +224,10 @@ _MSG_INSERT_HEAD = (
 _MSG_ROW = "(%s, %s, %s, %s, %s, %s, %s, %s, %s::json, %s, %s, %s, %s, %s::json)"
 _USAGE_INSERT_HEAD = (
     "INSERT INTO usage_records (org_id, id, agent_id, thread_id, run_id, message_id, provider,"
-    " model, input_tokens, output_tokens, cached_input_tokens, key_source, metadata, created_at)"
-    " VALUES "
+    " model, input_tokens, output_tokens, cached_input_tokens, key_source, metadata, created_at,"
+    " cost_usd, purpose) VALUES "
 )
-_USAGE_ROW = "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::json, %s)"
+_USAGE_ROW = "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::json, %s, %s, %s)"
 
 
 def _rows(row: str, n: int) -> str:
@@ -294,6 +296,8 @@ def _usage_params(u: UsageRecord) -> tuple[Any, ...]:
         u.key_source,
         _json(u.metadata),
         u.created_at,
+        u.cost_usd,
+        u.purpose,
     )
 
 
@@ -374,9 +378,10 @@ class PostgresConversations(Repo, ConversationStore):
         new: list[Message],
         usage: list[UsageRecord],
         events: EventBatch | None = None,
+        trace: TraceRecord | None = None,
     ) -> None:
         # One statement: the run's final state, its messages, its usage records, its
-        # last batch of events.
+        # last batch of events, its trace.
         parts = [
             "WITH r AS (UPDATE runs SET status = %s, finished_at = %s, heartbeat_at = %s,"
             " pending_tool_calls = %s::json WHERE org_id = %s AND id = %s)"
@@ -398,6 +403,10 @@ class PostgresConversations(Repo, ConversationStore):
         if events is not None:
             parts.append(f", e AS ({EVENTS_INSERT})")
             params.extend(event_params(run.org_id, run.id, events))
+        if trace is not None:
+            sql, more = trace_ctes(trace)
+            parts.append(sql)
+            params.extend(more)
         parts.append(" SELECT 1")
         async with translate(), self._pool.connection() as conn:
             await conn.hot("".join(parts), params)
@@ -459,7 +468,7 @@ class PostgresConversations(Repo, ConversationStore):
         rows = await self._all(
             "SELECT id, org_id, agent_id, thread_id, run_id, message_id, provider, model,"
             " input_tokens, output_tokens, cached_input_tokens, key_source, metadata::text,"
-            " created_at FROM usage_records WHERE org_id = %s AND thread_id = %s"
+            " created_at, cost_usd, purpose FROM usage_records WHERE org_id = %s AND thread_id = %s"
             " ORDER BY created_at, id",
             (org_id, thread_id),
         )
@@ -477,6 +486,8 @@ class PostgresConversations(Repo, ConversationStore):
                 key_source=r[11],
                 metadata=_meta.decode(r[12]),
                 created_at=r[13],
+                cost_usd=r[14],
+                purpose=r[15],
             )
             for r in rows
         ]

@@ -35,9 +35,12 @@ from agentsvc_adapters.postgres.pool import (
 )
 from agentsvc_adapters.postgres.secrets import PostgresSecrets
 from agentsvc_adapters.postgres.streams import PostgresStreams
+from agentsvc_adapters.postgres.traces import PostgresTraces
 from agentsvc_adapters.postgres.turns import PostgresTurnReader
 from agentsvc_core.errors import Unavailable
 from agentsvc_core.ports import (
+    AnalyticsStore,
+    TraceStore,
     AgentRepository,
     ApiKeyRepository,
     ConversationStore,
@@ -91,6 +94,7 @@ class PostgresStorage(Storage):
         self._turn_reader = PostgresTurnReader(self.pool)
         self._streams = PostgresStreams(self.pool)
         self._idempotency = PostgresIdempotency(self.pool)
+        self._traces = PostgresTraces(self.pool)
 
     async def open(self) -> None:
         async with translate():
@@ -157,3 +161,11 @@ class PostgresStorage(Storage):
     @property
     def idempotency(self) -> IdempotencyStore:
         return self._idempotency
+
+    @property
+    def traces(self) -> TraceStore:
+        return self._traces
+
+    @property
+    def analytics(self) -> AnalyticsStore:
+        return self._traces

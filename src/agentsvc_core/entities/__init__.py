@@ -14,7 +14,14 @@ from agentsvc_core.entities.organization import Organization
 from agentsvc_core.entities.principal import AuthMethod, OrgRole, Principal
 from agentsvc_core.entities.run import Run, RunStatus
 from agentsvc_core.entities.thread import Participant, ParticipantRole, Thread, ThreadKind
-from agentsvc_core.entities.usage import KeySource, Usage, UsageRecord
+from agentsvc_core.entities.trace import (
+    StoredSpan,
+    TraceEvaluation,
+    TraceRecord,
+    TraceStatus,
+    TraceSummary,
+)
+from agentsvc_core.entities.usage import KeySource, Usage, UsagePurpose, UsageRecord
 
 __all__ = [
     "API_KEY_PREFIX",
@@ -41,7 +48,13 @@ __all__ = [
     "ThreadKind",
     "ToolCall",
     "ToolProfile",
+    "StoredSpan",
+    "TraceEvaluation",
+    "TraceRecord",
+    "TraceStatus",
+    "TraceSummary",
     "Usage",
+    "UsagePurpose",
     "UsageRecord",
     "visible_in_history",
 ]

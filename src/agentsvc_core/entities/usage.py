@@ -7,6 +7,8 @@ from uuid import UUID
 import msgspec
 
 KeySource = Literal["platform", "byok"]
+# what a model call was for: a reply, or the summary of a compaction
+UsagePurpose = Literal["reply", "compaction"]
 
 
 class Usage(msgspec.Struct, frozen=True, kw_only=True):
@@ -44,3 +46,5 @@ class UsageRecord(msgspec.Struct, frozen=True, kw_only=True):
     key_source: KeySource
     metadata: dict[str, str]
     created_at: datetime
+    cost_usd: float | None = None  # from the price table; None: the model has no price
+    purpose: UsagePurpose = "reply"

@@ -34,10 +34,24 @@ from agentsvc_core.ports.storage import (
     TurnReader,
 )
 from agentsvc_core.ports.streams import EventBatch, FollowRequests, StoredStream, StreamStore
+from agentsvc_core.ports.traces import (
+    AnalyticsGroups,
+    AnalyticsStore,
+    TraceFilter,
+    TraceGroup,
+    TraceStore,
+    UsageGroup,
+)
 from agentsvc_core.ports.tokens import TokenVerifier, VerifiedToken
 from agentsvc_core.ports.tools import NoServerTools, ServerTools, ToolAuthRequired
 
 __all__ = [
+    "AnalyticsGroups",
+    "AnalyticsStore",
+    "TraceFilter",
+    "TraceGroup",
+    "TraceStore",
+    "UsageGroup",
     "AgentRepository",
     "ApiKeyRepository",
     "ChatModel",

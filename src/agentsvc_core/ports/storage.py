@@ -22,11 +22,13 @@ from agentsvc_core.entities import (
     Participant,
     Run,
     Thread,
+    TraceRecord,
     UsageRecord,
 )
 from agentsvc_core.ports.idempotency import IdempotencyClaim, IdempotencyStore
 from agentsvc_core.ports.sealed import SealedRecord, SecretStore
 from agentsvc_core.ports.streams import EventBatch, StreamStore
+from agentsvc_core.ports.traces import AnalyticsStore, TraceStore
 
 
 class OrganizationRepository(Protocol):
@@ -169,10 +171,13 @@ class ConversationStore(Protocol):
         new: list[Message],
         usage: list[UsageRecord],
         events: EventBatch | None = None,
+        trace: TraceRecord | None = None,
     ) -> None:
-        """Atomically: store the run's final state, its messages, its usage records
-        and the last batch of its events (``StreamStore``: the ones not yet stored,
-        its final ``done`` or ``error`` event last)."""
+        """Atomically: store the run's final state, its messages, its usage records,
+        the last batch of its events (``StreamStore``: the ones not yet stored, its
+        final ``done`` or ``error`` event last) and its trace (``TraceStore``; a
+        trace id stored already, as when a client sends one ``traceparent`` with
+        several turns, gets this turn's spans and totals added)."""
         ...
 
     async def running(self, org_id: str, thread_id: UUID, stale_before: datetime) -> Run | None:
@@ -308,6 +313,12 @@ class Storage(Protocol):
 
     @property
     def idempotency(self) -> IdempotencyStore: ...
+
+    @property
+    def traces(self) -> TraceStore: ...
+
+    @property
+    def analytics(self) -> AnalyticsStore: ...
 
     async def check_ready(self) -> None:
         """Whether storage can serve now (the ``/readyz`` probe): returns when it

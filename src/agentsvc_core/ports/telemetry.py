@@ -4,13 +4,17 @@ One model of a span, several outputs: the core's ``Tracer`` (implemented in
 ``agentsvc_core.telemetry``, pure Python) starts and ends spans; each ended span
 is handed, as a ``FinishedSpan``, to every ``SpanSink`` the composition root
 configured: the OpenTelemetry exporter (``adapters/telemetry/otel.py``, only when
-an exporter is configured), the turn-level Prometheus metrics
-(``adapters/telemetry/metrics.py``), and later a storage sink (stored traces).
+an exporter is configured) and the turn-level Prometheus metrics
+(``adapters/telemetry/metrics.py``); and to the list in ``COLLECTED`` when the task
+that ends it has one: the reply collects its spans so, and stores them as its trace
+with its final write (``use_cases/traces.py``).
 
 Ids follow W3C Trace Context: a trace id is 32 lowercase hex characters, a span
 id 16. Attributes follow the OpenTelemetry GenAI and HTTP semantic conventions
 (docs/architecture.md lists them). They never carry a key, token or secret, nor
-message or tool content.
+message or tool content: content (tool arguments and results, a model call's text)
+goes in a span's ``input`` and ``output``, which only the stored trace keeps, after
+redaction.
 
 ``CURRENT`` holds the span that is current in this task (an asyncio task copies
 it when it is created): new spans take it as their parent, and the outbound
@@ -27,6 +31,7 @@ from typing import Literal, Protocol
 import msgspec
 
 __all__ = [
+    "COLLECTED",
     "CURRENT",
     "AttributeValue",
     "FinishedSpan",
@@ -70,6 +75,8 @@ class FinishedSpan(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     attributes: Mapping[str, AttributeValue]
     status: SpanStatus  # "error": ``error_type`` says why
     error_type: str | None = None  # also the ``error.type`` attribute
+    input: object = None  # content: for the stored trace only, never exported
+    output: object = None
 
     @property
     def duration_s(self) -> float:
@@ -88,11 +95,17 @@ class Span(Protocol):
     def trace_id(self) -> str: ...
 
     def set(self, key: str, value: AttributeValue) -> None:
-        """Set an attribute (never a secret, never message or tool content)."""
+        """Set an attribute (never a secret, never message or tool content). Once
+        the span has ended, this and ``fail`` do nothing."""
         ...
 
     def fail(self, error_type: str) -> None:
         """Mark the span failed; ``error_type`` is a bounded code, not a message."""
+        ...
+
+    def payload(self, input: object = None, output: object = None) -> None:  # noqa: A002
+        """Content the stored trace keeps (redacted, capped); given values replace
+        earlier ones. JSON-encodable (msgspec)."""
         ...
 
     def end(self) -> None:
@@ -130,3 +143,4 @@ class SpanSink(Protocol):
 
 
 CURRENT: ContextVar[SpanContext | None] = ContextVar("agentsvc_current_span", default=None)
+COLLECTED: ContextVar[list[FinishedSpan] | None] = ContextVar("agentsvc_collected", default=None)

@@ -68,6 +68,7 @@ class Plan(msgspec.Struct, kw_only=True):
     native: NativeCompaction | None = None
     # how long its events stay in storage once it is over (re-attach, idempotent retries)
     keep_events: timedelta = timedelta(minutes=10)
+    inputs: tuple[str, ...] = ()  # the text of the user messages the reply answers
 
 
 class ReplyState(msgspec.Struct, kw_only=True):
@@ -81,6 +82,7 @@ class ReplyState(msgspec.Struct, kw_only=True):
     status: RunStatus = "completed"
     pending: tuple[ToolCall, ...] = ()
     error: ErrorEvent | None = None
+    step_limit: bool = False  # the reply stopped at MAX_STEPS model calls
     begun: asyncio.Future[None]  # resolved once the run is stored
 
     def add(self, message: Message) -> None:

@@ -69,6 +69,7 @@ from agentsvc_core.ports.idempotency import IdempotencyClaim, IdempotencyStore
 from agentsvc_core.ports.telemetry import Tracer
 from agentsvc_core.use_cases._turn_private import Plan
 from agentsvc_core.use_cases._turn_spans import reply_span
+from agentsvc_core.use_cases.traces import TraceConfig
 from agentsvc_core.use_cases.compaction import Compactor
 from agentsvc_core.use_cases.context import (
     effective_profile,
@@ -124,13 +125,16 @@ class Conversation:
         replay_s: float = 600.0,
         flush_s: float = 0.1,
         tracer: Tracer | None = None,
+        traces: TraceConfig | None = None,
     ) -> None:
         """``stale_after_s``: a running reply whose heartbeat is older than this is
         taken for dead (its process crashed) and marked interrupted; the running
         process refreshes the heartbeat four times in that span. ``replay_s``: how
         long a finished reply's events stay readable (re-attach). ``flush_s``: while
         a client in another process follows a reply, its events are written at most
-        this long after they happen (``streams``, on ``follows`` requests)."""
+        this long after they happen (``streams``, on ``follows`` requests). ``traces``:
+        the prices of model calls and how turns' traces are stored (None: no cost,
+        no stored trace)."""
         self._keys = keys
         self._configs = configs
         self._stale_after = timedelta(seconds=stale_after_s)
@@ -147,7 +151,7 @@ class Conversation:
         # (organization, thread) of the sends whose reply started before their run was stored
         self._beginning: set[tuple[str, UUID]] = set()
         self._beats = Heartbeats(store, clock, stale_after_s / 4, self._running)
-        self._reply = Reply(store, tools, clock, compactor, tracer)
+        self._reply = Reply(store, tools, clock, compactor, tracer, traces)
         self._closing: asyncio.Task[None] | None = None  # the drain, once shutdown began
         self._turns: dict[UUID, Turn] = {}  # the running replies' event buffers
         self._streams = streams
@@ -284,6 +288,7 @@ class Conversation:
             heartbeat_at=now,
         )
         new = new_messages(self._clock, run, msg, pending, sender_id, sender_name)
+        plan.inputs = tuple(m.content for m in new if m.role == "user")
         meta = Meta(started_at=now, run_id=run.id, thread_id=thread.id, model=model_id)
         return await self._begin(plan, run, new, inputs, meta, claim)
 

@@ -225,6 +225,10 @@ class TurnKeys:
         self._keys[provider] = key
         return key
 
+    def known(self) -> tuple[str, ...]:
+        """The keys resolved so far (to redact from what the turn's trace keeps)."""
+        return tuple(k for k in self._keys.values() if k)
+
 
 MIN_ALPHA_TRIGGER = 50_000
 MIN_BETA_THRESHOLD = 1_000

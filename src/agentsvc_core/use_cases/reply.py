@@ -21,6 +21,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
@@ -33,6 +34,7 @@ from agentsvc_core.entities import (
     Run,
     ToolCall,
     Usage,
+    UsagePurpose,
     UsageRecord,
 )
 from agentsvc_core.errors import DomainError, Upstream
@@ -49,7 +51,7 @@ from agentsvc_core.ports import (
     ToolCallRequested,
     UsageReport,
 )
-from agentsvc_core.ports.telemetry import CURRENT, Span, Tracer
+from agentsvc_core.ports.telemetry import COLLECTED, CURRENT, FinishedSpan, Span, Tracer
 from agentsvc_core.telemetry import SpanTracer
 from agentsvc_core.use_cases._turn_private import (
     INTERRUPTED,
@@ -74,6 +76,7 @@ from agentsvc_core.use_cases._turn_spans import (
 from agentsvc_core.use_cases.compaction import Checkpoint, Compactor
 from agentsvc_core.use_cases.context import model_history
 from agentsvc_core.use_cases.reply_tools import TOOL_TIMEOUT_S, run_tool
+from agentsvc_core.use_cases.traces import TraceConfig, TurnFacts, build_trace
 from agentsvc_core.use_cases.turn import (
     Done,
     ErrorEvent,
@@ -100,12 +103,17 @@ class Reply:
         clock: Clock,
         compactor: Compactor | None = None,
         tracer: Tracer | None = None,
+        traces: TraceConfig | None = None,
     ) -> None:
+        """``traces``: the prices of model calls (``cost_usd`` on usage records) and
+        how the reply's trace is stored with its final write (None: neither)."""
         self._store = store
         self._tools = tools
         self._clock = clock
         self._compactor = compactor
         self.tracer: Tracer = tracer or SpanTracer()
+        self._traces = traces
+        self._keep_traces = traces is not None and traces.retention > timedelta(0)
 
     async def run(
         self,
@@ -124,6 +132,10 @@ class Reply:
         reply's span, ended here with the outcome."""
         span = span or reply_span(self.tracer, plan, run)
         CURRENT.set(span.context)  # this task's own context: its spans are the reply's children
+        collected: list[FinishedSpan] | None = None
+        if self._keep_traces:
+            collected = []  # this task's spans (and the reply's own), for its stored trace
+            COLLECTED.set(collected)
         state = ReplyState(messages=model_history(history), begun=begun)
         failure: Exception | None = None
         try:
@@ -138,10 +150,10 @@ class Reply:
             interrupted(state)
             final: EventData = state.error or INTERRUPTED
             with contextlib.suppress(DomainError):
-                await self._finish(plan, run, state, turn, final)
+                await self._finish(plan, run, state, turn, final, span, collected)
+            reply_ended(span, state)  # (ended already unless the write failed)
             turn.emit(final)
             turn.close()
-            reply_ended(span, state)
             raise
         except Exception as exc:  # noqa: BLE001 (logged below, once the run is stored)
             failure = exc
@@ -154,15 +166,16 @@ class Reply:
             log.error("turn %s failed", run.id, exc_info=failure)
         final = state.error or self._done(state)
         try:
-            await self._finish(plan, run, state, turn, final)
+            await self._finish(plan, run, state, turn, final, span, collected)
         except DomainError as exc:
             log.error("turn %s could not be stored: %s", run.id, exc.detail)
             final = state.error or ErrorEvent(
                 code="STORAGE_ERROR", detail="the reply could not be stored"
             )
+            span.fail("STORAGE_ERROR")
+        reply_ended(span, state)  # (ended already unless the write failed)
         turn.emit(final)
         turn.close()
-        reply_ended(span, state)
 
     async def _compact(self, plan: Plan, run: Run, state: ReplyState) -> Checkpoint | None:
         """Summary-based compaction (beta family): above the agent's threshold, the
@@ -187,7 +200,9 @@ class Reply:
                 if done is not None:
                     cp, usage = done
                     await compactor.save(run.org_id, run.thread_id, cp)
-                    state.records.append(self._record(plan, run, None, usage, key_source(api_key)))
+                    state.records.append(
+                        self._record(plan, run, None, usage, key_source(api_key), "compaction")
+                    )
                     recent = compactor.after(cp, recent)
                     system = compactor.with_summary(plan.system, cp)
         except DomainError as exc:
@@ -282,6 +297,7 @@ class Reply:
             if stop.is_set():
                 state.status = "stopped"
                 return
+        state.step_limit = True
         log.warning("turn %s reached %d model calls; ending it", run.id, MAX_STEPS)
 
     def _message(self, run: Run, role: Role, content: str, **extra: Any) -> Message:
@@ -302,6 +318,12 @@ class Reply:
         with chat_span(self.tracer, plan) as span:
             called = await self._model_call(plan, messages, turn, stop, text, calls, blocks, times)
             chat_ended(span, called, times)
+            span.payload(
+                input={"messages": len(messages), "tools": len(plan.offered)},
+                output={"text": "".join(text), "tool_calls": [tool_out(c) for c in calls]}
+                if calls
+                else {"text": "".join(text)},
+            )
         return called
 
     async def _model_call(
@@ -373,8 +395,15 @@ class Reply:
         return Called(False, None, usage, source, finish[-1] if finish else "other")
 
     def _record(
-        self, plan: Plan, run: Run, message_id: UUID | None, usage: Usage, source: KeySource
+        self,
+        plan: Plan,
+        run: Run,
+        message_id: UUID | None,
+        usage: Usage,
+        source: KeySource,
+        purpose: UsagePurpose = "reply",
     ) -> UsageRecord:
+        traces = self._traces
         return UsageRecord(
             id=uuid.uuid4(),
             org_id=run.org_id,
@@ -388,14 +417,24 @@ class Reply:
             key_source=source,
             metadata=plan.metadata,
             created_at=self._clock.now(),
+            cost_usd=None if traces is None else traces.prices.cost(plan.model_id, usage),
+            purpose=purpose,
         )
 
     async def _finish(
-        self, plan: Plan, run: Run, state: ReplyState, turn: Turn, last: EventData
+        self,
+        plan: Plan,
+        run: Run,
+        state: ReplyState,
+        turn: Turn,
+        last: EventData,
+        span: Span,
+        collected: list[FinishedSpan] | None,
     ) -> None:
-        """Store the run's final state, its messages, usage and the events not yet
+        """Store the run's final state, its messages, usage, the events not yet
         stored with ``last`` (the reply's final event, emitted after this) at the
-        end, in one write."""
+        end, and its trace (``collected``: its spans; ``span``, the reply's own, is
+        ended here), in one write."""
         now = self._clock.now()
         final = msgspec.structs.replace(
             run,
@@ -404,6 +443,28 @@ class Reply:
             heartbeat_at=now,
             pending_tool_calls=state.pending,
         )
+        trace = None
+        if collected is not None and self._traces is not None:
+            span.payload(input=list(plan.inputs), output="".join(state.shown))
+            reply_ended(span, state)
+            trace = build_trace(self._traces, self._facts(plan, final, state), collected, now)
         await self._store.finish_turn(
-            final, state.new, state.records, turn.batch(last, now + plan.keep_events)
+            final, state.new, state.records, turn.batch(last, now + plan.keep_events), trace
+        )
+
+    @staticmethod
+    def _facts(plan: Plan, run: Run, state: ReplyState) -> TurnFacts:
+        last = next((m for m in reversed(state.new) if m.role == "assistant"), None)
+        return TurnFacts(
+            org_id=run.org_id,
+            agent_id=plan.agent.id,
+            agent_name=plan.agent.name,
+            model=plan.model_id,
+            run=run,
+            message_id=None if last is None else last.id,
+            input_messages=len(plan.inputs),
+            step_limit=state.step_limit,
+            empty=run.status == "completed" and not state.shown and not state.pending,
+            error=None if state.error is None else state.error.code,
+            known_secrets=plan.keys.known() if plan.keys is not None else (),
         )

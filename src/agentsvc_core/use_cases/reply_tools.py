@@ -37,7 +37,10 @@ async def run_tool(
     exception."""
     mcp = call.name in plan.server_tools and call.name != PROPOSE_PROFILE_SWITCH
     with tool_span(tracer, call.name, call.id, mcp=mcp) as span:
-        return await _tool_call(tools, plan, call, turn, span)
+        span.payload(input=call.arguments)
+        result = await _tool_call(tools, plan, call, turn, span)
+        span.payload(output=result)
+        return result
 
 
 async def _tool_call(tools: ServerTools, plan: Plan, call: ToolCall, turn: Turn, span: Span) -> str:

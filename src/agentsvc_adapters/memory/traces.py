@@ -1,0 +1,177 @@
+"""Stored traces and analytics in memory (the development storage): the same
+answers as the PostgreSQL adapter, computed by scanning."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from uuid import UUID
+
+from agentsvc_core.entities import (
+    StoredSpan,
+    Thread,
+    TraceEvaluation,
+    TraceRecord,
+    TraceSummary,
+    UsageRecord,
+)
+from agentsvc_core.entities.trace import merged
+from agentsvc_core.ports import AnalyticsGroups, AnalyticsStore, TraceFilter, TraceStore
+from agentsvc_core.ports.traces import Bucket, TraceGroup, UsageGroup
+
+
+def bucket_of(at: datetime, bucket: Bucket) -> datetime:
+    """The start of the UTC hour or day ``at`` falls in."""
+    at = at.astimezone(UTC)
+    start = at.replace(minute=0, second=0, microsecond=0)
+    return start.replace(hour=0) if bucket == "day" else start
+
+
+class _Stored:
+    __slots__ = ("evaluations", "keep_until", "spans", "summary")
+
+    def __init__(self, record: TraceRecord) -> None:
+        self.summary = record.summary
+        self.spans = list(record.spans)
+        self.evaluations = list(record.evaluations)
+        self.keep_until = record.keep_until
+
+
+class MemoryTraces(TraceStore, AnalyticsStore):
+    def __init__(
+        self,
+        usage: Callable[[], Iterable[UsageRecord]],
+        threads: Callable[[], Iterable[Thread]],
+    ) -> None:
+        """``usage`` and ``threads``: every usage record and thread stored."""
+        self._traces: dict[tuple[str, str], _Stored] = {}
+        self._usage = usage
+        self._threads = threads
+
+    def add(self, record: TraceRecord) -> None:
+        key = (record.summary.org_id, record.summary.id)
+        old = self._traces.get(key)
+        if old is None:
+            self._traces[key] = _Stored(record)
+            return
+        old.summary = merged(old.summary, record.summary)
+        old.spans.extend(record.spans)
+        old.evaluations.extend(record.evaluations)
+        old.keep_until = max(old.keep_until, record.keep_until)
+
+    async def list_traces(
+        self,
+        org_id: str,
+        where: TraceFilter,
+        *,
+        before: tuple[datetime, str] | None,
+        limit: int,
+    ) -> list[TraceSummary]:
+        found = [
+            s.summary
+            for (org, _), s in self._traces.items()
+            if org == org_id and _matches(s.summary, where)
+            and (before is None or (s.summary.started_at, s.summary.id) < before)
+        ]
+        found.sort(key=lambda t: (t.started_at, t.id), reverse=True)
+        return found[:limit]
+
+    async def get_trace(
+        self, org_id: str, trace_id: str
+    ) -> tuple[TraceSummary, list[StoredSpan], list[TraceEvaluation]] | None:
+        stored = self._traces.get((org_id, trace_id))
+        if stored is None:
+            return None
+        spans = sorted(stored.spans, key=lambda s: s.started_at)
+        return stored.summary, spans, list(stored.evaluations)
+
+    async def prune_traces(self, before: datetime) -> int:
+        gone = [k for k, s in self._traces.items() if s.keep_until < before]
+        for key in gone:
+            del self._traces[key]
+        return len(gone)
+
+    async def analytics(
+        self,
+        org_id: str,
+        since: datetime,
+        until: datetime,
+        bucket: Bucket,
+        agent_id: UUID | None = None,
+    ) -> AnalyticsGroups:
+        def wanted(org: str, agent: UUID | None, at: datetime) -> bool:
+            return org == org_id and since <= at < until and agent_id in (None, agent)
+
+        usage: dict[tuple[datetime, UUID, str, str, str], list[float]] = {}
+        for r in self._usage():
+            if not wanted(r.org_id, r.agent_id, r.created_at):
+                continue
+            key = (bucket_of(r.created_at, bucket), r.agent_id, r.model, r.purpose, r.key_source)
+            sums = usage.setdefault(key, [0, 0, 0, 0, 0.0, 0])
+            sums[0] += 1
+            sums[1] += r.usage.input_tokens
+            sums[2] += r.usage.output_tokens
+            sums[3] += r.usage.cached_input_tokens or 0
+            if r.cost_usd is None:
+                sums[5] += 1
+            else:
+                sums[4] += r.cost_usd
+        traces: dict[tuple[datetime, UUID], list[int]] = {}
+        for s in self._traces.values():
+            t = s.summary
+            if t.agent_id is None or not wanted(t.org_id, t.agent_id, t.started_at):
+                continue
+            sums_t = traces.setdefault((bucket_of(t.started_at, bucket), t.agent_id), [0] * 5)
+            sums_t[0] += 1
+            sums_t[1] += t.input_messages
+            sums_t[2] += t.tool_calls
+            sums_t[3] += t.tool_errors
+            sums_t[4] += t.status == "error"
+        threads: dict[tuple[datetime, UUID], int] = {}
+        for th in self._threads():
+            if wanted(th.org_id, th.agent_id, th.created_at):
+                k = (bucket_of(th.created_at, bucket), th.agent_id)
+                threads[k] = threads.get(k, 0) + 1
+        return AnalyticsGroups(
+            usage=[
+                UsageGroup(
+                    bucket=b,
+                    agent_id=a,
+                    model=m,
+                    purpose=p,
+                    key_source=k,
+                    calls=int(v[0]),
+                    input_tokens=int(v[1]),
+                    output_tokens=int(v[2]),
+                    cached_input_tokens=int(v[3]),
+                    cost_usd=float(v[4]),
+                    unpriced=int(v[5]),
+                )
+                for (b, a, m, p, k), v in usage.items()
+            ],
+            traces=[
+                TraceGroup(
+                    bucket=b,
+                    agent_id=a,
+                    replies=v[0],
+                    messages=v[1],
+                    tool_calls=v[2],
+                    tool_errors=v[3],
+                    errors=v[4],
+                )
+                for (b, a), v in traces.items()
+            ],
+            threads=[(b, a, n) for (b, a), n in threads.items()],
+        )
+
+
+def _matches(t: TraceSummary, where: TraceFilter) -> bool:
+    return (
+        (where.agent_id is None or t.agent_id == where.agent_id)
+        and (where.runner_id is None or t.runner_id == where.runner_id)
+        and (where.thread_id is None or t.thread_id == where.thread_id)
+        and (where.status is None or t.status == where.status)
+        and (where.since is None or t.started_at >= where.since)
+        and (where.until is None or t.started_at < where.until)
+    )
+

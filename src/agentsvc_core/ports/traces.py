@@ -1,0 +1,117 @@
+"""Stored traces and the analytics read from them (``GET /api/logs``,
+``GET /api/analytics``; docs/observability.md).
+
+A turn's trace is written with its final write (``ConversationStore.finish_turn``,
+in the same statement): no extra round trip per turn. Reading is here: trace
+summaries by pages, one trace with its spans and evaluations, and the grouped sums
+analytics is made of. Storage groups; the use case (``use_cases/traces.py``) adds
+up, zero-fills and names.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal, Protocol
+from uuid import UUID
+
+import msgspec
+
+from agentsvc_core.entities import StoredSpan, TraceEvaluation, TraceSummary
+
+__all__ = [
+    "AnalyticsGroups",
+    "AnalyticsStore",
+    "Bucket",
+    "TraceFilter",
+    "TraceGroup",
+    "TraceStore",
+    "UsageGroup",
+]
+
+Bucket = Literal["hour", "day"]
+
+
+class TraceFilter(msgspec.Struct, frozen=True, kw_only=True):
+    """Which traces a list shows (all given conditions hold)."""
+
+    agent_id: UUID | None = None
+    runner_id: UUID | None = None
+    thread_id: UUID | None = None
+    status: str | None = None  # ok or error
+    since: datetime | None = None  # started at or after
+    until: datetime | None = None  # started before
+
+
+class TraceStore(Protocol):
+    async def list_traces(
+        self,
+        org_id: str,
+        where: TraceFilter,
+        *,
+        before: tuple[datetime, str] | None,
+        limit: int,
+    ) -> list[TraceSummary]:
+        """Newest first (``started_at``, then id, both descending), those strictly
+        before the ``(started_at, id)`` cursor when given; at most ``limit``."""
+        ...
+
+    async def get_trace(
+        self, org_id: str, trace_id: str
+    ) -> tuple[TraceSummary, list[StoredSpan], list[TraceEvaluation]] | None:
+        """The trace, its spans (in the order they started) and evaluations."""
+        ...
+
+    async def prune_traces(self, before: datetime) -> int:
+        """Remove the traces (all organizations) kept until before ``before``, with
+        their spans and evaluations; how many traces went."""
+        ...
+
+
+class UsageGroup(msgspec.Struct, frozen=True, kw_only=True):
+    """The usage records of one bucket, agent, model, purpose and key source."""
+
+    bucket: datetime
+    agent_id: UUID
+    model: str
+    purpose: str
+    key_source: str
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    cached_input_tokens: int
+    cost_usd: float  # the sum of the known costs
+    unpriced: int  # calls whose model has no price (their cost is unknown)
+
+
+class TraceGroup(msgspec.Struct, frozen=True, kw_only=True):
+    """The turns (traces) of one bucket and agent."""
+
+    bucket: datetime
+    agent_id: UUID
+    replies: int
+    messages: int  # the user messages they answered
+    tool_calls: int
+    tool_errors: int
+    errors: int  # turns that failed or were interrupted
+
+
+class AnalyticsGroups(msgspec.Struct, frozen=True, kw_only=True):
+    usage: list[UsageGroup]
+    traces: list[TraceGroup]
+    threads: list[tuple[datetime, UUID, int]]  # (bucket, agent, threads opened)
+
+
+class AnalyticsStore(Protocol):
+    async def analytics(
+        self,
+        org_id: str,
+        since: datetime,
+        until: datetime,
+        bucket: Bucket,
+        agent_id: UUID | None = None,
+    ) -> AnalyticsGroups:
+        """The organization's usage records, traces and new threads with a time in
+        [since, until), summed by ``bucket`` (the UTC hour or day the time falls in)
+        and agent (and, for usage, model, purpose and key source); only the agent's
+        when ``agent_id`` is given."""
+        ...

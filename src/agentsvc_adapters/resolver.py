@@ -5,8 +5,10 @@ the organization's signing secret, over ``"{timestamp}.{nonce}.{raw body}"``;
 during a rotation both signatures are sent, space-separated, newest first. The
 timestamp (Unix seconds) and nonce (a UUID) are fresh per attempt. Redirects are
 not followed, answers over 64 KiB are refused, the whole call is bounded by the
-configured timeout, and every failure means "use the platform key". The key that
-comes back is never logged. Every connection goes through the outbound guard
+configured timeout, and every failure means "use the platform key", answered with
+its outcome (``ResolverOutcome``: refused, timeout, unreachable, status,
+too_large, malformed) so the turn's trace says why. The key that comes back is
+never logged. Every connection goes through the outbound guard
 (``agentsvc_adapters.outbound``): the URL is checked when it is used and the
 address it resolves to when connecting.
 """
@@ -23,12 +25,13 @@ import uuid
 import httpx
 import msgspec
 
-from agentsvc_adapters.outbound import OutboundGuard, failure, note_refusal
-from agentsvc_core.ports.resolver import CredentialResolver, ResolverRequest
+from agentsvc_adapters.outbound import OutboundGuard, failure, note_refusal, refusal_of
+from agentsvc_core.ports.resolver import CredentialResolver, Resolution, ResolverRequest
 
 log = logging.getLogger("agentsvc.resolver")
 _MAX_BYTES = 64 * 1024
 _encoder = msgspec.json.Encoder()
+_REFUSED = Resolution(None, "refused")
 
 
 class _Answer(msgspec.Struct, rename="camel"):
@@ -55,11 +58,11 @@ class HttpCredentialResolver(CredentialResolver):
 
     async def resolve(
         self, url: str, request: ResolverRequest, secrets: list[str], timeout_ms: int
-    ) -> str | None:
+    ) -> Resolution:
         why = self._guard.refusal(url)
         if why:
             note_refusal(f"credential resolver: {why}")
-            return None
+            return _REFUSED
         body = _encoder.encode(request)
         timestamp = str(int(time.time()))
         nonce = str(uuid.uuid4())
@@ -80,22 +83,27 @@ class HttpCredentialResolver(CredentialResolver):
             ):
                 if resp.status_code != 200:
                     log.info("credential resolver answered %s: platform key", resp.status_code)
-                    return None
+                    return Resolution(None, "status", resp.status_code)
                 raw = b""
                 async for chunk in resp.aiter_bytes():
                     raw += chunk
                     if len(raw) > _MAX_BYTES:
                         log.info("credential resolver answer too large: platform key")
-                        return None
+                        return Resolution(None, "too_large")
+        # httpx's own timeouts (the per-request one equals the deadline) and the
+        # deadline's are one outcome: the answer did not come in time
+        except (httpx.TimeoutException, TimeoutError):
+            log.info("credential resolver timed out: platform key")
+            return Resolution(None, "timeout")
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
             log.info("credential resolver: %s: platform key", failure(exc, url))
-            return None
-        except TimeoutError:
-            log.info("credential resolver timed out: platform key")
-            return None
+            # the guard refuses at connect time too (a name resolving to a private address)
+            return _REFUSED if refusal_of(exc) is not None else Resolution(None, "unreachable")
         try:
             answer = _decoder.decode(raw)
         except (msgspec.DecodeError, msgspec.ValidationError):
             log.info("credential resolver answer is malformed: platform key")
-            return None
-        return answer.api_key or None
+            return Resolution(None, "malformed")
+        if answer.api_key:
+            return Resolution(answer.api_key, "key")
+        return Resolution(None, "platform")

@@ -91,6 +91,18 @@ def _opt(env: Mapping[str, str], name: str) -> str | None:
     return value or None
 
 
+def _file(env: Mapping[str, str], name: str) -> Path | None:
+    """An optional path to a file that must exist when set: a typo fails at start-up,
+    not at the first use."""
+    value = _opt(env, name)
+    if value is None:
+        return None
+    path = Path(value).expanduser()
+    if not path.is_file():
+        raise SettingsError(f"{name} names {value!r}, which is not a file")
+    return path
+
+
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
     storage: StorageKind = "postgres"
     database_url: str | None = None
@@ -147,6 +159,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     rate_limit_max_keys: int = 50_000
     request_read_timeout_s: int = 30
     forwarded_allow_ips: str | None = None
+    prices_file: Path | None = None  # model prices tried before the shipped table
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -224,6 +237,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             rate_limit_max_keys=_int(e, "AGENTSVC_RATE_LIMIT_MAX_KEYS", 50_000, 100, 100_000_000),
             request_read_timeout_s=_int(e, "AGENTSVC_REQUEST_READ_TIMEOUT_S", 30, 1, 3600),
             forwarded_allow_ips=_opt(e, "AGENTSVC_FORWARDED_ALLOW_IPS"),
+            prices_file=_file(e, "AGENTSVC_PRICES_FILE"),
         )
 
     @property

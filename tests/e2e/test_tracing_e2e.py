@@ -210,6 +210,7 @@ def test_an_otlp_receiver_gets_the_spans_of_a_turn_with_tool_calls(w: dict[str, 
     tools = otlp.named("execute_tool ")
     (resolve,) = otlp.named("resolve_credentials")
     assert {s["trace_id"] for s in (request, reply, *chats, *tools, resolve)} == {trace_id}
+    assert resolve["attributes"]["agentsvc.resolver.outcome"] == "key"
     assert request["parent"] == "00f067aa0ba902b7"  # the caller's span
     assert request["attributes"]["http.route"] == "/api/threads/{thread_id}/messages"
     assert request["attributes"]["http.response.status_code"] == 200

@@ -8,12 +8,21 @@ import uuid
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from agentsvc_adapters.crypto.aesgcm import AesGcmBox
 from agentsvc_adapters.memory import MemoryStorage
+from agentsvc_adapters.telemetry.metrics import SpanMetrics
 from agentsvc_core.entities import Principal
 from agentsvc_core.errors import InvalidInput, NotFound, PermissionDenied
-from agentsvc_core.ports.resolver import CredentialResolver, ResolverRequest
+from agentsvc_core.ports.resolver import (
+    CredentialResolver,
+    Resolution,
+    ResolverOutcome,
+    ResolverRequest,
+)
+from agentsvc_core.ports.telemetry import FinishedSpan, SpanSink
+from agentsvc_core.telemetry import SpanTracer
 from agentsvc_core.use_cases.org_settings import (
     MAX_DOMAINS,
     AgentConfigs,
@@ -261,15 +270,34 @@ async def test_a_disabled_resolver_may_keep_a_url() -> None:
 
 
 class Resolver(CredentialResolver):
-    def __init__(self, answer: str | None = "sk-user") -> None:
+    def __init__(
+        self, answer: str | None = "sk-user", outcome: ResolverOutcome | None = None
+    ) -> None:
         self.answer = answer
+        self.outcome = outcome  # None: "key" for a key, else "platform"
+        self.status_code: int | None = None
         self.calls: list[tuple[str, ResolverRequest, list[str], int]] = []
 
     async def resolve(
         self, url: str, request: ResolverRequest, secrets: list[str], timeout_ms: int
-    ) -> str | None:
+    ) -> Resolution:
         self.calls.append((url, request, secrets, timeout_ms))
-        return self.answer
+        outcome = self.outcome or ("key" if self.answer else "platform")
+        return Resolution(self.answer, outcome, self.status_code)
+
+
+class Spans(SpanSink):
+    def __init__(self) -> None:
+        self.ended: list[FinishedSpan] = []
+
+    def on_end(self, span: FinishedSpan) -> None:
+        self.ended.append(span)
+
+
+def enabled_config() -> ResolverConfig:
+    return ResolverConfig(
+        agent_id=uuid.uuid4(), org_id=ORG, enabled=True, resolver_url="https://r.example/"
+    )
 
 
 async def test_the_broker_asks_the_resolver_with_the_signing_secrets() -> None:
@@ -319,6 +347,67 @@ async def test_a_turn_asks_once_per_provider_family_even_for_no_key() -> None:
         ("alpha", "m1", "bob"),
         ("beta", "b1", "bob"),
     ]
+
+
+@pytest.mark.parametrize(("answer", "outcome"), [("sk-user", "key"), (None, "platform")])
+async def test_the_span_of_an_answer_says_key_or_platform_and_is_not_failed(
+    answer: str | None, outcome: ResolverOutcome
+) -> None:
+    s, spans = Setup(), Spans()
+    broker = KeyBroker(s.settings, Resolver(answer), SpanTracer([spans]))
+    got = await broker.key(enabled_config(), user_id="u", provider="beta", model="m")
+    assert got == answer
+    (span,) = spans.ended
+    assert span.name == "resolve_credentials"
+    assert span.kind == "client"
+    assert dict(span.attributes) == {
+        "agentsvc.provider.family": "beta",
+        "agentsvc.resolver.outcome": outcome,
+    }
+    assert (span.status, span.error_type) == ("unset", None)
+
+
+@pytest.mark.parametrize(
+    ("outcome", "status_code", "error_type"),
+    [
+        ("refused", None, "RESOLVER_REFUSED"),
+        ("timeout", None, "RESOLVER_TIMEOUT"),
+        ("unreachable", None, "RESOLVER_UNREACHABLE"),
+        ("status", 503, "RESOLVER_STATUS"),
+        ("too_large", None, "RESOLVER_TOO_LARGE"),
+        ("malformed", None, "RESOLVER_MALFORMED"),
+    ],
+)
+async def test_a_failed_resolver_call_is_a_failed_span_that_says_why(
+    outcome: ResolverOutcome, status_code: int | None, error_type: str
+) -> None:
+    s, spans = Setup(), Spans()
+    resolver = Resolver(None, outcome)
+    resolver.status_code = status_code
+    registry = CollectorRegistry()
+    broker = KeyBroker(s.settings, resolver, SpanTracer([spans, SpanMetrics(registry)]))
+    assert await broker.key(enabled_config(), user_id="u", provider="beta", model="m") is None
+    (span,) = spans.ended
+    assert (span.status, span.error_type) == ("error", error_type)
+    expected: dict[str, object] = {
+        "agentsvc.provider.family": "beta",
+        "agentsvc.resolver.outcome": outcome,
+        "error.type": error_type,
+    }
+    if status_code is not None:
+        expected["http.response.status_code"] = status_code
+    assert dict(span.attributes) == expected
+    # /metrics keeps one bounded "failed" label; the span says which failure
+    assert registry.get_sample_value("agentsvc_resolver_calls_total", {"outcome": "failed"}) == 1
+
+
+def test_a_resolution_never_shows_its_key() -> None:
+    answer = Resolution("sk-secret-1f2e", "key")
+    assert "sk-secret-1f2e" not in repr(answer)
+    assert "sk-secret-1f2e" not in str([answer])
+    assert repr(Resolution(None, "status", 500)) == (
+        "Resolution(key=None, outcome='status', status_code=500)"
+    )
 
 
 # --- compaction settings ----------------------------------------------------------

@@ -19,8 +19,8 @@ import pytest
 
 from agentsvc_adapters.outbound import OutboundGuard
 from agentsvc_adapters.resolver import HttpCredentialResolver, sign
-from agentsvc_core.ports.resolver import ResolverRequest
-from tests.outbound import fake_dns
+from agentsvc_core.ports.resolver import Resolution, ResolverRequest
+from tests.outbound import closed_port, fake_dns
 
 REQUEST = ResolverRequest(user_id="u-1", org_id="acme", provider="beta", model="gpt-x")
 LIMIT = 64 * 1024
@@ -29,7 +29,7 @@ LIMIT = 64 * 1024
 class Webhook:
     """A loopback HTTP/1.1 server: records each request's head and body, answers
     ``status`` with ``body``, optionally after ``delay`` seconds or a byte at a
-    time every ``drip`` seconds."""
+    time every ``drip`` seconds; with ``hang_up``, closes the connection unanswered."""
 
     def __init__(self) -> None:
         self.status = 200
@@ -37,6 +37,7 @@ class Webhook:
         self.extra_head = b""
         self.delay = 0.0
         self.drip = 0.0
+        self.hang_up = False
         self.requests: list[tuple[str, dict[str, str], bytes]] = []
         self.port = 0
         self._server: asyncio.Server | None = None
@@ -61,6 +62,8 @@ class Webhook:
             body = await reader.readexactly(int(headers.get("content-length", "0")))
             self.requests.append((request_line, headers, body))
             await asyncio.sleep(self.delay)
+            if self.hang_up:
+                return
             writer.write(
                 b"HTTP/1.1 %d X\r\ncontent-type: application/json\r\n%s"
                 b"content-length: %d\r\nconnection: close\r\n\r\n"
@@ -115,7 +118,8 @@ async def test_the_request_a_receiver_sees_and_can_verify(
     webhook: Webhook, resolver: HttpCredentialResolver
 ) -> None:
     before = int(time.time())
-    assert await resolver.resolve(url(webhook), REQUEST, ["new", "old"], 2000) == "sk-user"
+    answer = await resolver.resolve(url(webhook), REQUEST, ["new", "old"], 2000)
+    assert answer == Resolution("sk-user", "key")
     [(request_line, headers, body)] = webhook.requests
     assert request_line == "POST /resolve HTTP/1.1"
     assert headers["content-type"] == "application/json"
@@ -150,7 +154,8 @@ async def test_only_a_200_answer_is_used(
     webhook.status = status
     if status == 302:
         webhook.extra_head = b"location: /elsewhere\r\n"
-    assert await resolver.resolve(url(webhook), REQUEST, ["s"], 2000) is None
+    answer = await resolver.resolve(url(webhook), REQUEST, ["s"], 2000)
+    assert answer == Resolution(None, "status", status)
     assert len(webhook.requests) == 1  # a redirect is not followed
 
 
@@ -159,19 +164,35 @@ async def test_an_answer_of_exactly_the_limit_is_read_and_one_more_byte_is_not(
 ) -> None:
     answer = b'{"apiKey": "sk-big"}'
     webhook.body = answer + b" " * (LIMIT - len(answer))
-    assert await resolver.resolve(url(webhook), REQUEST, ["s"], 2000) == "sk-big"
+    answer = await resolver.resolve(url(webhook), REQUEST, ["s"], 2000)
+    assert answer == Resolution("sk-big", "key")
     webhook.body += b" "
-    assert await resolver.resolve(url(webhook), REQUEST, ["s"], 2000) is None
+    answer = await resolver.resolve(url(webhook), REQUEST, ["s"], 2000)
+    assert answer == Resolution(None, "too_large")
 
 
 @pytest.mark.parametrize(
-    "body", [b"not json", b'{"apiKey": 7}', b'{"apiKey": ""}', b'{"apiKey": null}', b"{}"]
+    "body", [b"not json", b'{"apiKey": 7}', b"[]", b'{"apiKey": "sk-cut'], ids=repr
 )
-async def test_malformed_or_empty_answers_mean_the_platform_key(
+async def test_a_malformed_answer_means_the_platform_key(
     webhook: Webhook, resolver: HttpCredentialResolver, body: bytes
 ) -> None:
     webhook.body = body
-    assert await resolver.resolve(url(webhook), REQUEST, ["s"], 2000) is None
+    answer = await resolver.resolve(url(webhook), REQUEST, ["s"], 2000)
+    assert answer == Resolution(None, "malformed")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b'{"apiKey": ""}', b'{"apiKey": null}', b"{}", b'{"apiKey": null, "source": "platform"}'],
+    ids=repr,
+)
+async def test_an_answer_without_a_key_is_the_platform_outcome(
+    webhook: Webhook, resolver: HttpCredentialResolver, body: bytes
+) -> None:
+    webhook.body = body
+    answer = await resolver.resolve(url(webhook), REQUEST, ["s"], 2000)
+    assert answer == Resolution(None, "platform")
 
 
 async def test_a_slow_answer_is_abandoned_at_the_deadline(
@@ -179,7 +200,8 @@ async def test_a_slow_answer_is_abandoned_at_the_deadline(
 ) -> None:
     webhook.delay = 5
     started = time.monotonic()
-    assert await resolver.resolve(url(webhook), REQUEST, ["s"], 300) is None
+    answer = await resolver.resolve(url(webhook), REQUEST, ["s"], 300)
+    assert answer == Resolution(None, "timeout")
     assert time.monotonic() - started < 2
 
 
@@ -191,8 +213,37 @@ async def test_the_deadline_bounds_a_body_sent_a_byte_at_a_time(
     webhook.drip = 0.05
     webhook.body = b'{"apiKey": "sk-slow"}' + b" " * 100
     started = time.monotonic()
-    assert await resolver.resolve(url(webhook), REQUEST, ["s"], 400) is None
+    answer = await resolver.resolve(url(webhook), REQUEST, ["s"], 400)
+    assert answer == Resolution(None, "timeout")
     assert time.monotonic() - started < 2
+
+
+async def test_a_connection_closed_unanswered_is_unreachable(
+    webhook: Webhook, resolver: HttpCredentialResolver
+) -> None:
+    webhook.hang_up = True
+    answer = await resolver.resolve(url(webhook), REQUEST, ["s"], 2000)
+    assert answer == Resolution(None, "unreachable")
+    assert len(webhook.requests) == 1
+
+
+async def test_a_port_nobody_listens_on_is_unreachable(resolver: HttpCredentialResolver) -> None:
+    with closed_port() as port:
+        target = f"http://hook.example.test:{port}/resolve"
+        answer = await resolver.resolve(target, REQUEST, ["s"], 2000)
+    assert answer == Resolution(None, "unreachable")
+
+
+async def test_the_key_is_in_no_log_line(
+    webhook: Webhook, resolver: HttpCredentialResolver, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    webhook.body = b'{"apiKey": "sk-never-logged-7c1d"}'
+    answer = await resolver.resolve(url(webhook), REQUEST, ["s"], 2000)
+    assert answer.key == "sk-never-logged-7c1d"
+    webhook.status = 500
+    await resolver.resolve(url(webhook), REQUEST, ["s"], 2000)
+    assert "sk-never-logged-7c1d" not in caplog.text
 
 
 async def test_a_refused_url_is_logged_with_its_reason(
@@ -203,7 +254,7 @@ async def test_a_refused_url_is_logged_with_its_reason(
     caplog.set_level(logging.WARNING, "agentsvc.outbound")
     try:
         target = f"http://127.0.0.1:{webhook.port}/resolve"
-        assert await strict.resolve(target, REQUEST, ["s"], 2000) is None
+        assert await strict.resolve(target, REQUEST, ["s"], 2000) == Resolution(None, "refused")
     finally:
         await strict.aclose()
     assert webhook.requests == []

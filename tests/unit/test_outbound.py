@@ -26,10 +26,12 @@ from agentsvc_adapters.outbound import (
 from agentsvc_adapters.registry import HttpMcpRegistry
 from agentsvc_adapters.resolver import HttpCredentialResolver
 from agentsvc_core.errors import Upstream
-from agentsvc_core.ports.resolver import ResolverRequest
+from agentsvc_core.ports.resolver import Resolution, ResolverRequest
 from tests.outbound import Listener, closed_port, fake_dns
 
 REQUEST = ResolverRequest(user_id="u", org_id="o", provider="beta", model="gpt-x")
+NOT_CONTACTED = Resolution(None, "refused")
+SK_DIRECT = Resolution("sk-direct", "key")
 # what an error text must never say: exception classes, OS error strings
 LEAKS = re.compile(r"Error|Timeout|Exception|Errno|refused\b(?! by the outbound guard)", re.I)
 
@@ -292,7 +294,8 @@ async def test_resolver_never_connects_to_a_name_that_resolves_to_loopback(
     caplog.set_level(logging.INFO, "agentsvc.resolver")
     try:
         url = f"https://resolver.example.test:{target.port}/resolve"
-        assert await resolver.resolve(url, REQUEST, ["s3cret"], 2000) is None
+        # refused when connecting (the URL itself passes): still a refusal
+        assert await resolver.resolve(url, REQUEST, ["s3cret"], 2000) == NOT_CONTACTED
     finally:
         await resolver.aclose()
     assert target.connections == 0
@@ -304,7 +307,7 @@ async def test_resolver_refuses_full_width_dots(target: Listener) -> None:
     try:
         for dot in ("\u3002", "\uff0e", "\uff61"):
             url = f"https://127{dot}0{dot}0{dot}1:{target.port}/"
-            assert await resolver.resolve(url, REQUEST, ["s3cret"], 2000) is None
+            assert await resolver.resolve(url, REQUEST, ["s3cret"], 2000) == NOT_CONTACTED
     finally:
         await resolver.aclose()
     assert target.connections == 0
@@ -317,7 +320,7 @@ async def test_resolver_on_a_private_network_when_allowed(target: Listener) -> N
     resolver = HttpCredentialResolver(guard)
     try:
         url = f"http://resolver.example.test:{target.port}/resolve"
-        assert await resolver.resolve(url, REQUEST, ["s3cret"], 2000) == "sk-direct"
+        assert await resolver.resolve(url, REQUEST, ["s3cret"], 2000) == SK_DIRECT
     finally:
         await resolver.aclose()
     assert target.connections == 1
@@ -331,7 +334,8 @@ async def test_a_host_httpx_cannot_encode_is_a_failure_not_a_crash() -> None:
     assert guard.refusal(url) is None
     resolver, oauth = HttpCredentialResolver(guard), HttpOAuth(guard)
     try:
-        assert await resolver.resolve(url, REQUEST, ["s3cret"], 2000) is None
+        answer = await resolver.resolve(url, REQUEST, ["s3cret"], 2000)
+        assert answer == Resolution(None, "unreachable")
         with pytest.raises(Upstream, match=r"^could not reach "):
             await oauth.discover(url)
     finally:
@@ -411,7 +415,7 @@ async def test_the_adapters_ignore_environment_proxies(
         resolver, oauth = HttpCredentialResolver(guard), HttpOAuth(guard)
         registry = HttpMcpRegistry(base, guard)
         try:
-            assert await resolver.resolve(base, REQUEST, ["s3cret"], 2000) == "sk-direct"
+            assert await resolver.resolve(base, REQUEST, ["s3cret"], 2000) == SK_DIRECT
             assert await registry.search("x", 5) == []
             with pytest.raises(Upstream, match="publishes no protected-resource metadata"):
                 await oauth.discover(base)

@@ -26,7 +26,7 @@ from agentsvc_core.ports import (
     ToolSpec,
     UsageReport,
 )
-from agentsvc_core.ports.resolver import CredentialResolver, ResolverRequest
+from agentsvc_core.ports.resolver import CredentialResolver, Resolution, ResolverRequest
 from agentsvc_core.use_cases.compaction import SUMMARY_PROMPT, Compactor
 from agentsvc_core.use_cases.conversation import Conversation, SendInput
 from agentsvc_core.use_cases.org_settings import (
@@ -58,9 +58,9 @@ class Resolver(CredentialResolver):
 
     async def resolve(
         self, url: str, request: ResolverRequest, secrets: list[str], timeout_ms: int
-    ) -> str | None:
+    ) -> Resolution:
         self.calls.append(request)
-        return self.answer
+        return Resolution(self.answer, "key" if self.answer else "platform")
 
 
 class Model(ChatModel):

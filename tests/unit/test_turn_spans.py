@@ -37,7 +37,7 @@ from agentsvc_core.ports import (
     ToolSpec,
     UsageReport,
 )
-from agentsvc_core.ports.resolver import CredentialResolver, ResolverRequest
+from agentsvc_core.ports.resolver import CredentialResolver, Resolution, ResolverRequest
 from agentsvc_core.ports.telemetry import CURRENT, FinishedSpan, SpanSink
 from agentsvc_core.telemetry import SpanTracer
 from agentsvc_core.use_cases.compaction import Compactor
@@ -78,8 +78,8 @@ class Recorder(SpanSink):
 class Resolver(CredentialResolver):
     async def resolve(
         self, url: str, request: ResolverRequest, secrets: list[str], timeout_ms: int
-    ) -> str | None:
-        return USER_KEY
+    ) -> Resolution:
+        return Resolution(USER_KEY, "key")
 
 
 class Model(ChatModel):

@@ -15,6 +15,12 @@ from agentsvc_core.ports.llm import (
     UsageReport,
 )
 from agentsvc_core.ports.mcp import McpCallResult, McpClient, McpEndpoint, McpTool
+from agentsvc_core.ports.resolver import (
+    CredentialResolver,
+    Resolution,
+    ResolverOutcome,
+    ResolverRequest,
+)
 from agentsvc_core.ports.sealed import SealedRecord, SecretStore
 from agentsvc_core.ports.secrets import SecretBox, SecretUnreadable
 from agentsvc_core.ports.signals import (
@@ -58,6 +64,7 @@ __all__ = [
     "Clock",
     "CompactionBlock",
     "ConversationStore",
+    "CredentialResolver",
     "EventBatch",
     "Finished",
     "FollowRequests",
@@ -72,6 +79,9 @@ __all__ = [
     "NativeCompaction",
     "NoServerTools",
     "OrganizationRepository",
+    "Resolution",
+    "ResolverOutcome",
+    "ResolverRequest",
     "Revocations",
     "SealedRecord",
     "SecretBox",

@@ -17,7 +17,7 @@ from agentsvc_core.entities import Principal
 from agentsvc_core.errors import InvalidInput, PermissionDenied
 from agentsvc_core.ports import AgentRepository, Clock, SealedRecord, SecretBox, SecretStore
 from agentsvc_core.ports.mcp import UrlPolicy
-from agentsvc_core.ports.resolver import CredentialResolver, ResolverRequest
+from agentsvc_core.ports.resolver import CredentialResolver, ResolverOutcome, ResolverRequest
 from agentsvc_core.ports.telemetry import Tracer
 from agentsvc_core.rules import check_embed_domain, check_text, check_url_text
 from agentsvc_core.telemetry import SpanTracer
@@ -164,6 +164,8 @@ class OrgSettings:
 
 
 RESOLVER_SPAN = "resolve_credentials"
+# outcomes where the resolver answered as meant; any other is its failure
+_ANSWERED: frozenset[ResolverOutcome] = frozenset({"key", "platform"})
 
 
 class KeyBroker:
@@ -189,11 +191,16 @@ class KeyBroker:
         with self._tracer.start(
             RESOLVER_SPAN, "client", {"agentsvc.provider.family": provider}
         ) as span:
-            key = await self._resolver.resolve(
+            answer = await self._resolver.resolve(
                 config.resolver_url, request, secrets_, config.timeout_ms
             )
-            span.set("agentsvc.resolver.outcome", "key" if key else "platform")
-        return key
+            span.set("agentsvc.resolver.outcome", answer.outcome)
+            if answer.status_code is not None:
+                span.set("http.response.status_code", answer.status_code)
+            if answer.outcome not in _ANSWERED:
+                # the turn goes on with the platform key, but the trace shows a failure
+                span.fail("RESOLVER_" + answer.outcome.upper())
+        return answer.key
 
     def for_turn(self, config: ResolverConfig, *, user_id: str) -> TurnKeys:
         """The keys of one turn: each provider family's resolved at most once."""
@@ -205,7 +212,7 @@ class TurnKeys:
     when a message is sent, not per model call): the first call of a provider family
     resolves its key, the turn's later calls and its compaction summary reuse it. A
     key lives only as long as the turn holds this object: it is never stored, nor
-    cached beyond the turn. A resolver that answered None (platform key) is not
+    cached beyond the turn. A resolver that answered no key (platform key) is not
     asked again in the same turn either."""
 
     __slots__ = ("_broker", "_config", "_keys", "_user_id")

@@ -119,7 +119,7 @@ class _Span:
         if not self._ended:
             self._error = error_type
 
-    def payload(self, input: object = None, output: object = None) -> None:  # noqa: A002
+    def payload(self, input: object = None, output: object = None) -> None:
         if input is not None:
             self._input = input
         if output is not None:

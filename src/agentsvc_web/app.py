@@ -18,7 +18,13 @@ from agentsvc_web.access import access_guard, document_roles
 from agentsvc_web.auth import bearer_auth
 from agentsvc_web.body import JsonRequest
 from agentsvc_web.bootstrap import Services, build_services
-from agentsvc_web.controllers import AgentController, KeyController, ThreadController
+from agentsvc_web.controllers import (
+    AgentController,
+    AnalyticsController,
+    KeyController,
+    LogsController,
+    ThreadController,
+)
 from agentsvc_web.controllers.mcps import (
     AgentMcpController,
     McpController,
@@ -98,6 +104,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             AgentCredentialsController,
             AgentCompactionController,
             OrgSettingsController,
+            LogsController,
+            AnalyticsController,
             healthz,
             readyz,
             metrics,
@@ -114,6 +122,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "oauth": _const(services.oauth),
             "org_settings": _const(services.org_settings),
             "compaction": _const(services.compaction),
+            "logs": _const(services.logs),
+            "analytics": _const(services.analytics),
         },
         middleware=[
             DefineMiddleware(RequestSpans, tracer=services.tracer),

@@ -6,6 +6,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
+from datetime import timedelta
 
 from agentsvc_adapters.auth import JwtConfigError, JwtVerifier
 from agentsvc_adapters.clock import SystemClock
@@ -24,6 +25,7 @@ from agentsvc_adapters.postgres import (
     PostgresStorage,
     migrate,
 )
+from agentsvc_adapters.prices import PriceFileError, load_prices
 from agentsvc_adapters.registry import HttpMcpRegistry
 from agentsvc_adapters.resolver import HttpCredentialResolver
 from agentsvc_adapters.signals import LocalRevocations, LocalStopBus
@@ -56,6 +58,7 @@ from agentsvc_core.use_cases import Agents, ApiKeys, Authenticator, Conversation
 from agentsvc_core.use_cases.compaction import Compactor
 from agentsvc_core.use_cases.health import Readiness
 from agentsvc_core.use_cases.idempotency import Idempotency
+from agentsvc_core.use_cases.logs import Analytics, Logs
 from agentsvc_core.use_cases.mcp_oauth import McpOAuth
 from agentsvc_core.use_cases.mcp_servers import McpServers, McpTools
 from agentsvc_core.use_cases.org_settings import (
@@ -65,6 +68,7 @@ from agentsvc_core.use_cases.org_settings import (
     OrgSettings,
 )
 from agentsvc_core.use_cases.registry import RegistrySearch
+from agentsvc_core.use_cases.traces import TraceConfig
 from agentsvc_web.metrics import HttpMetrics, Reading, ReadingsCollector, new_registry
 from agentsvc_web.settings import Settings, SettingsError
 
@@ -156,6 +160,16 @@ class Services:
             allow_http=settings.allow_private_network,
         )
         self.compaction = CompactionSettings(storage.secrets, storage.agents, box)
+        try:
+            prices = load_prices(settings.prices_file)
+        except PriceFileError as exc:
+            raise SettingsError(str(exc)) from None
+        self.trace_config = TraceConfig(
+            prices=prices,
+            retention=timedelta(days=settings.trace_retention_days),
+            payload_bytes=settings.trace_payload_bytes,
+            slow_first_token_s=settings.eval_slow_first_token_ms / 1000,
+        )
         self.conversation = Conversation(
             self.threads,
             storage.turn_reader,
@@ -174,16 +188,26 @@ class Services:
             replay_s=settings.stream_replay_s,
             flush_s=settings.stream_flush_ms / 1000,
             tracer=self.tracer,
+            traces=self.trace_config,
         )
         self.streams = self.conversation.streams
         self.idempotency = Idempotency(storage.idempotency, box, clock)
+        self.logs = Logs(storage.traces, clock)
+        self.analytics = Analytics(storage.analytics, clock, self.trace_config.prices.taken)
 
     async def _sweep(self) -> None:
-        """Replies whose process died stop counting as running."""
+        """Replies whose process died stop counting as running; traces kept long
+        enough go."""
         try:
             _log_sweep(await self.conversation.sweep())
         except DomainError as exc:
             log.warning("sweep of interrupted replies failed: %s", exc.detail)
+        try:
+            pruned = await self.logs.prune()
+            if pruned:
+                log.info("pruned %d traces past their retention", pruned)
+        except DomainError as exc:
+            log.warning("pruning of old traces failed: %s", exc.detail)
 
     async def _sweep_forever(self) -> None:
         """The sweep every 30 s (after the one at start-up)."""

@@ -160,6 +160,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     request_read_timeout_s: int = 30
     forwarded_allow_ips: str | None = None
     prices_file: Path | None = None  # model prices tried before the shipped table
+    trace_retention_days: int = 30  # stored traces are pruned after this; 0: none stored
+    trace_payload_bytes: int = 65_536  # a span's input and output together, then cut
+    eval_slow_first_token_ms: int = 10_000  # a model call slower to its first token is flagged
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -238,6 +241,13 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             request_read_timeout_s=_int(e, "AGENTSVC_REQUEST_READ_TIMEOUT_S", 30, 1, 3600),
             forwarded_allow_ips=_opt(e, "AGENTSVC_FORWARDED_ALLOW_IPS"),
             prices_file=_file(e, "AGENTSVC_PRICES_FILE"),
+            trace_retention_days=_int(e, "AGENTSVC_TRACE_RETENTION_DAYS", 30, 0, 3650),
+            trace_payload_bytes=_int(
+                e, "AGENTSVC_TRACE_PAYLOAD_BYTES", 65_536, 256, 16 * 1024 * 1024
+            ),
+            eval_slow_first_token_ms=_int(
+                e, "AGENTSVC_EVAL_SLOW_FIRST_TOKEN_MS", 10_000, 1, 3_600_000
+            ),
         )
 
     @property

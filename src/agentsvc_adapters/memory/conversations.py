@@ -133,13 +133,10 @@ class MemoryConversations(ConversationStore, StreamStore):
     """The turn's storage and the replies' stored events (one object: the events'
     reads need the runs)."""
 
-    def __init__(
-        self, keys: MemoryIdempotency | None = None, traces: MemoryTraces | None = None
-    ) -> None:
-        """``keys``: where a send's idempotency key is claimed with its run;
-        ``traces``: where turns' traces go (None: nowhere)."""
+    def __init__(self, keys: MemoryIdempotency | None = None) -> None:
+        """``keys``: where a send's idempotency key is claimed with its run."""
         self._keys = keys or MemoryIdempotency()
-        self._traces = traces
+        self.traces: MemoryTraces | None = None  # where turns' traces go (None: nowhere)
         self._messages: dict[tuple[str, UUID], list[Message]] = {}
         self._runs: dict[tuple[str, UUID], list[Run]] = {}
         self._usage: dict[tuple[str, UUID], list[UsageRecord]] = {}
@@ -206,8 +203,8 @@ class MemoryConversations(ConversationStore, StreamStore):
         self._usage.setdefault((run.org_id, run.thread_id), []).extend(usage)
         if events is not None:
             await self.append_events(run.org_id, run.id, events)
-        if trace is not None and self._traces is not None:
-            self._traces.add(trace)
+        if trace is not None and self.traces is not None:
+            self.traces.add(trace)
 
     def all_usage(self) -> Iterator[UsageRecord]:
         for records in self._usage.values():

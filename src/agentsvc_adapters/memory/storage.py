@@ -145,8 +145,9 @@ class MemoryStorage(Storage):
         self._keys = MemoryApiKeys()
         self._agents = MemoryAgents()
         self._idempotency = MemoryIdempotency()
-        self._traces = MemoryTraces(lambda: self._conversations.all_usage(), self._all_threads)
-        self._conversations = MemoryConversations(self._idempotency, self._traces)
+        self._conversations = MemoryConversations(self._idempotency)
+        self._traces = MemoryTraces(self._conversations.all_usage, self._all_threads)
+        self._conversations.traces = self._traces
         self._threads = MemoryThreads(self._conversations)
         self._mcps = MemoryMcps()
         self._secrets = MemorySecrets()

@@ -70,7 +70,8 @@ class MemoryTraces(TraceStore, AnalyticsStore):
         found = [
             s.summary
             for (org, _), s in self._traces.items()
-            if org == org_id and _matches(s.summary, where)
+            if org == org_id
+            and _matches(s.summary, where)
             and (before is None or (s.summary.started_at, s.summary.id) < before)
         ]
         found.sort(key=lambda t: (t.started_at, t.id), reverse=True)
@@ -174,4 +175,3 @@ def _matches(t: TraceSummary, where: TraceFilter) -> bool:
         and (where.since is None or t.started_at >= where.since)
         and (where.until is None or t.started_at < where.until)
     )
-

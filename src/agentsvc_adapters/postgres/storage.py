@@ -39,9 +39,8 @@ from agentsvc_adapters.postgres.traces import PostgresTraces
 from agentsvc_adapters.postgres.turns import PostgresTurnReader
 from agentsvc_core.errors import Unavailable
 from agentsvc_core.ports import (
-    AnalyticsStore,
-    TraceStore,
     AgentRepository,
+    AnalyticsStore,
     ApiKeyRepository,
     ConversationStore,
     McpRepository,
@@ -50,6 +49,7 @@ from agentsvc_core.ports import (
     Storage,
     StreamStore,
     ThreadRepository,
+    TraceStore,
     TurnReader,
 )
 from agentsvc_core.ports.idempotency import IdempotencyStore

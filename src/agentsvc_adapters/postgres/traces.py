@@ -122,14 +122,11 @@ class PostgresTraces(Repo, TraceStore, AnalyticsStore):
         return to_trace(row), stored, evaluations
 
     async def prune_traces(self, before: datetime) -> int:
-        async with translate(), self._pool.connection() as conn:
-            async with conn.transaction():
-                await conn.execute("DELETE FROM trace_spans WHERE keep_until < %s", (before,))
-                await conn.execute(
-                    "DELETE FROM trace_evaluations WHERE keep_until < %s", (before,)
-                )
-                cur = await conn.execute("DELETE FROM traces WHERE keep_until < %s", (before,))
-                return cur.rowcount
+        async with translate(), self._pool.connection() as conn, conn.transaction():
+            await conn.execute("DELETE FROM trace_spans WHERE keep_until < %s", (before,))
+            await conn.execute("DELETE FROM trace_evaluations WHERE keep_until < %s", (before,))
+            cur = await conn.execute("DELETE FROM traces WHERE keep_until < %s", (before,))
+            return cur.rowcount
 
     async def analytics(
         self,
@@ -139,11 +136,11 @@ class PostgresTraces(Repo, TraceStore, AnalyticsStore):
         bucket: Bucket,
         agent_id: UUID | None = None,
     ) -> AnalyticsGroups:
-        params = {"org": org_id, "since": since, "until": until, "bucket": bucket}
+        params: dict[str, Any] = {"org": org_id, "since": since, "until": until, "bucket": bucket}
         agent = ""
         if agent_id is not None:
             agent = " AND agent_id = %(agent)s"
-            params["agent"] = agent_id  # type: ignore[assignment]
+            params["agent"] = agent_id
         async with translate(), self._pool.connection() as conn:
             async with conn.pipeline():
                 usage = await conn.execute(_USAGE.format(agent=agent), params)

@@ -40,6 +40,8 @@ from agentsvc_core.ports.storage import (
     TurnReader,
 )
 from agentsvc_core.ports.streams import EventBatch, FollowRequests, StoredStream, StreamStore
+from agentsvc_core.ports.tokens import TokenVerifier, VerifiedToken
+from agentsvc_core.ports.tools import NoServerTools, ServerTools, ToolAuthRequired
 from agentsvc_core.ports.traces import (
     AnalyticsGroups,
     AnalyticsStore,
@@ -48,17 +50,11 @@ from agentsvc_core.ports.traces import (
     TraceStore,
     UsageGroup,
 )
-from agentsvc_core.ports.tokens import TokenVerifier, VerifiedToken
-from agentsvc_core.ports.tools import NoServerTools, ServerTools, ToolAuthRequired
 
 __all__ = [
+    "AgentRepository",
     "AnalyticsGroups",
     "AnalyticsStore",
-    "TraceFilter",
-    "TraceGroup",
-    "TraceStore",
-    "UsageGroup",
-    "AgentRepository",
     "ApiKeyRepository",
     "ChatModel",
     "Clock",
@@ -99,8 +95,12 @@ __all__ = [
     "ToolAuthRequired",
     "ToolCallRequested",
     "ToolSpec",
+    "TraceFilter",
+    "TraceGroup",
+    "TraceStore",
     "TurnInputs",
     "TurnReader",
+    "UsageGroup",
     "UsageReport",
     "VerifiedToken",
 ]

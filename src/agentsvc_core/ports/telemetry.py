@@ -103,7 +103,7 @@ class Span(Protocol):
         """Mark the span failed; ``error_type`` is a bounded code, not a message."""
         ...
 
-    def payload(self, input: object = None, output: object = None) -> None:  # noqa: A002
+    def payload(self, input: object = None, output: object = None) -> None:
         """Content the stored trace keeps (redacted, capped); given values replace
         earlier ones. JSON-encodable (msgspec)."""
         ...

@@ -69,7 +69,6 @@ from agentsvc_core.ports.idempotency import IdempotencyClaim, IdempotencyStore
 from agentsvc_core.ports.telemetry import Tracer
 from agentsvc_core.use_cases._turn_private import Plan
 from agentsvc_core.use_cases._turn_spans import reply_span
-from agentsvc_core.use_cases.traces import TraceConfig
 from agentsvc_core.use_cases.compaction import Compactor
 from agentsvc_core.use_cases.context import (
     effective_profile,
@@ -95,6 +94,7 @@ from agentsvc_core.use_cases.send_input import (
 )
 from agentsvc_core.use_cases.streams import NoStoredEvents, Streams, store_as_it_comes
 from agentsvc_core.use_cases.threads import Threads
+from agentsvc_core.use_cases.traces import TraceConfig
 from agentsvc_core.use_cases.turn import (
     EventSource,
     Meta,

@@ -29,8 +29,8 @@ __all__ = [
     "Logs",
     "ModelTotals",
     "SeriesPoint",
-    "TracePage",
     "Totals",
+    "TracePage",
 ]
 
 Period = Literal["24h", "7d", "30d", "custom"]
@@ -73,7 +73,7 @@ class Logs:
         self._store = store
         self._clock = clock
 
-    async def list(
+    async def list_traces(
         self, who: Principal, where: TraceFilter, *, cursor: str | None, limit: int
     ) -> TracePage:
         if where.since and where.until and where.since >= where.until:
@@ -197,17 +197,23 @@ class Analytics:
                 raise InvalidInput("from", "must be before to")
             if until - since > MAX_RANGE:
                 raise InvalidInput("from", f"the range is at most {MAX_RANGE.days} days")
-            bucket: Bucket = granularity or ("hour" if until - since <= timedelta(days=7) else "day")
+            bucket: Bucket = granularity or (
+                "hour" if until - since <= timedelta(days=7) else "day"
+            )
         else:
             if period not in PERIODS:
                 raise InvalidInput("period", "must be one of 24h, 7d, 30d, custom")
             if since is not None or until is not None:
                 raise InvalidInput("from", "from and to go with period=custom")
             length, default = PERIODS[period]
-            until, since = now, now - length
             bucket = granularity or default
+            # whole buckets, the current one (to now) last: 24h is 24 hours' points
+            points = max(1, round(length / _STEP[bucket]))
+            until, since = now, floor(now, bucket) - _STEP[bucket] * (points - 1)
         if (until - floor(since, bucket)) / _STEP[bucket] > MAX_POINTS:
-            raise InvalidInput("granularity", f"the series would have more than {MAX_POINTS} points")
+            raise InvalidInput(
+                "granularity", f"the series would have more than {MAX_POINTS} points"
+            )
         return since, until, bucket
 
     async def report(

@@ -156,14 +156,22 @@ def _stored(
 
 
 def _evaluations(
-    spans: Iterable[tuple[FinishedSpan, StoredSpan]], root: str | None, facts: TurnFacts, config: TraceConfig
+    spans: Iterable[tuple[FinishedSpan, StoredSpan]],
+    root: str | None,
+    facts: TurnFacts,
+    config: TraceConfig,
 ) -> list[TraceEvaluation]:
     found: list[TraceEvaluation] = []
 
     def add(span_id: str | None, name: str, label: str, detail: str | None = None) -> None:
         found.append(
             TraceEvaluation(
-                span_id=span_id, name=name, source="heuristic", score=0.0, label=label, detail=detail
+                span_id=span_id,
+                name=name,
+                source="heuristic",
+                score=0.0,
+                label=label,
+                detail=detail,
             )
         )
 

@@ -15,6 +15,7 @@ import time
 from collections.abc import Sequence
 
 from agentsvc_core.ports.telemetry import (
+    ACTIVE,
     COLLECTED,
     CURRENT,
     AttributeValue,
@@ -66,6 +67,7 @@ def _new_span_id() -> str:
 
 class _Span:
     __slots__ = (
+        "_active",
         "_attributes",
         "_context",
         "_ended",
@@ -100,6 +102,7 @@ class _Span:
         self._error: str | None = None
         self._ended = False
         self._token: object | None = None
+        self._active: object | None = None
         self._input: object = None
         self._output: object = None
 
@@ -160,12 +163,14 @@ class _Span:
 
     def __enter__(self) -> _Span:
         self._token = CURRENT.set(self._context)
+        self._active = ACTIVE.set(self)
         return self
 
     def __exit__(self, kind: object, exc: object, tb: object) -> None:
         if self._token is not None:
             CURRENT.reset(self._token)  # type: ignore[arg-type]
-            self._token = None
+            ACTIVE.reset(self._active)  # type: ignore[arg-type]
+            self._token = self._active = None
         if exc is not None and self._error is None and isinstance(kind, type):
             self._error = kind.__name__
         self.end()

@@ -193,7 +193,12 @@ class Services:
         self.streams = self.conversation.streams
         self.idempotency = Idempotency(storage.idempotency, box, clock)
         self.logs = Logs(storage.traces, clock)
-        self.analytics = Analytics(storage.analytics, clock, self.trace_config.prices.taken)
+        self.analytics = Analytics(
+            storage.analytics,
+            clock,
+            self.trace_config.prices.taken,
+            settings.trace_retention_days,
+        )
 
     async def _sweep(self) -> None:
         """Replies whose process died stop counting as running; traces kept long

@@ -65,6 +65,8 @@ def test_every_table_and_index_leads_with_org_id(pg_url: str) -> None:
             # nothing on the insert path); no request reads through them
             "run_events_keep_until",
             "idempotency_keys_expires",
+            "traces_keep_until",
+            "trace_evaluations_keep_until",
         }
         for name, definition in indexes:
             if name in global_lookups:

@@ -40,12 +40,20 @@ class FakeSpan:
         self.attributes = dict(attributes)
         self.failed: list[str] = []
         self.ended = False
+        self.input: object = None
+        self.output: object = None
 
     def set(self, key: str, value: AttributeValue) -> None:
         self.attributes[key] = value
 
     def fail(self, error_type: str) -> None:
         self.failed.append(error_type)
+
+    def payload(self, input: object = None, output: object = None) -> None:  # noqa: A002
+        if input is not None:
+            self.input = input
+        if output is not None:
+            self.output = output
 
     def __enter__(self) -> FakeSpan:
         return self

@@ -142,10 +142,10 @@ class Store:
             await asyncio.wait_for(self.begun.wait(), 5)
 
     async def finish_turn(
-        self, run: Run, new: list[Message], usage: list[Any], events: Any = None
+        self, run: Run, new: list[Message], usage: list[Any], events: Any = None, trace: Any = None
     ) -> None:
         self.finished.append(run)
-        await self.inner.finish_turn(run, new, usage, events)
+        await self.inner.finish_turn(run, new, usage, events, trace)
 
 
 async def world(model: Model) -> tuple[Conversation, Store, Tools, Thread, MemoryStorage]:

@@ -254,11 +254,17 @@ async def test_no_key_credential_or_content_in_any_span() -> None:
     # they did go through the turn...
     assert any(TOOL_CREDENTIAL in str(e) for e in events)
     assert any(ARGUMENT in str(e) for e in events)
-    # ...and none reached a span's name or attributes
+    # ...and none reached a span's name or attributes; content is only in the
+    # payloads (which the stored trace keeps and the export never sends), the key nowhere
     for span in rec.spans:
-        text = msgspec.json.encode(span).decode()
+        bare = msgspec.structs.replace(span, input=None, output=None)
+        text = msgspec.json.encode(bare).decode()
         for secret in (USER_KEY, TOOL_CREDENTIAL, ARGUMENT, CONTENT, "found with"):
             assert secret not in text, (span.name, secret)
+        assert USER_KEY not in msgspec.json.encode([span.input, span.output]).decode()
+    tools = rec.named("execute_tool")
+    # the payloads are the tool's arguments and result
+    assert any(ARGUMENT in str(t.input) and TOOL_CREDENTIAL in str(t.output) for t in tools)
 
 
 async def test_a_provider_failure_marks_the_call_and_the_reply() -> None:

@@ -36,6 +36,7 @@ import msgspec
 import yarl
 
 from agentsvc_core.errors import Upstream
+from agentsvc_core.ports.telemetry import ACTIVE
 
 __all__ = [
     "TRANSPORT_ERRORS",
@@ -422,6 +423,9 @@ class ProviderHttp:
             if delay is None:  # "equal jitter": half fixed, half random
                 backoff = self.backoff_s * 2 ** (attempt - 1)
                 delay = backoff * (0.5 + 0.5 * random.random())  # noqa: S311 - jitter, not crypto
+            span = ACTIVE.get()  # the model call's span: its evaluation names the retries
+            if span is not None:
+                span.set("agentsvc.provider.retries", attempt)
             log.warning(
                 "%s provider: %s; retry %d/%d in %.2fs",
                 self.provider,

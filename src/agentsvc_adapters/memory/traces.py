@@ -3,7 +3,8 @@ answers as the PostgreSQL adapter, computed by scanning."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import functools
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from uuid import UUID
 
@@ -27,16 +28,6 @@ def bucket_of(at: datetime, bucket: Bucket) -> datetime:
     return start.replace(hour=0) if bucket == "day" else start
 
 
-class _Stored:
-    __slots__ = ("evaluations", "keep_until", "spans", "summary")
-
-    def __init__(self, record: TraceRecord) -> None:
-        self.summary = record.summary
-        self.spans = list(record.spans)
-        self.evaluations = list(record.evaluations)
-        self.keep_until = record.keep_until
-
-
 class MemoryTraces(TraceStore, AnalyticsStore):
     def __init__(
         self,
@@ -44,20 +35,17 @@ class MemoryTraces(TraceStore, AnalyticsStore):
         threads: Callable[[], Iterable[Thread]],
     ) -> None:
         """``usage`` and ``threads``: every usage record and thread stored."""
-        self._traces: dict[tuple[str, str], _Stored] = {}
+        # (organization, trace id) -> the records of its turns
+        self._traces: dict[tuple[str, str], list[TraceRecord]] = {}
         self._usage = usage
         self._threads = threads
 
     def add(self, record: TraceRecord) -> None:
-        key = (record.summary.org_id, record.summary.id)
-        old = self._traces.get(key)
-        if old is None:
-            self._traces[key] = _Stored(record)
-            return
-        old.summary = merged(old.summary, record.summary)
-        old.spans.extend(record.spans)
-        old.evaluations.extend(record.evaluations)
-        old.keep_until = max(old.keep_until, record.keep_until)
+        self._traces.setdefault((record.summary.org_id, record.summary.id), []).append(record)
+
+    def _records(self) -> Iterator[TraceRecord]:
+        for records in self._traces.values():
+            yield from records
 
     async def list_traces(
         self,
@@ -68,11 +56,11 @@ class MemoryTraces(TraceStore, AnalyticsStore):
         limit: int,
     ) -> list[TraceSummary]:
         found = [
-            s.summary
-            for (org, _), s in self._traces.items()
-            if org == org_id
-            and _matches(s.summary, where)
-            and (before is None or (s.summary.started_at, s.summary.id) < before)
+            r.summary
+            for r in self._records()
+            if r.summary.org_id == org_id
+            and _matches(r.summary, where)
+            and (before is None or (r.summary.started_at, r.summary.id) < before)
         ]
         found.sort(key=lambda t: (t.started_at, t.id), reverse=True)
         return found[:limit]
@@ -80,17 +68,25 @@ class MemoryTraces(TraceStore, AnalyticsStore):
     async def get_trace(
         self, org_id: str, trace_id: str
     ) -> tuple[TraceSummary, list[StoredSpan], list[TraceEvaluation]] | None:
-        stored = self._traces.get((org_id, trace_id))
-        if stored is None:
+        records = sorted(
+            self._traces.get((org_id, trace_id), ()), key=lambda r: r.summary.started_at
+        )
+        if not records:
             return None
-        spans = sorted(stored.spans, key=lambda s: s.started_at)
-        return stored.summary, spans, list(stored.evaluations)
+        summary = functools.reduce(merged, (r.summary for r in records))
+        spans = sorted((s for r in records for s in r.spans), key=lambda s: s.started_at)
+        return summary, spans, [e for r in records for e in r.evaluations]
 
     async def prune_traces(self, before: datetime) -> int:
-        gone = [k for k, s in self._traces.items() if s.keep_until < before]
-        for key in gone:
-            del self._traces[key]
-        return len(gone)
+        gone = 0
+        for key, records in list(self._traces.items()):
+            kept = [r for r in records if r.keep_until >= before]
+            gone += len(records) - len(kept)
+            if kept:
+                self._traces[key] = kept
+            else:
+                del self._traces[key]
+        return gone
 
     async def analytics(
         self,
@@ -118,8 +114,8 @@ class MemoryTraces(TraceStore, AnalyticsStore):
             else:
                 sums[4] += r.cost_usd
         traces: dict[tuple[datetime, UUID], list[int]] = {}
-        for s in self._traces.values():
-            t = s.summary
+        for record in self._records():
+            t = record.summary
             if t.agent_id is None or not wanted(t.org_id, t.agent_id, t.started_at):
                 continue
             sums_t = traces.setdefault((bucket_of(t.started_at, bucket), t.agent_id), [0] * 5)

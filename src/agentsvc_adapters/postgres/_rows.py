@@ -294,37 +294,9 @@ TRACE_COLS = (
 )
 _TRACE_FIELDS = [c.strip() for c in TRACE_COLS.split(",")]
 _N_TRACE = len(_TRACE_FIELDS)
-_ADDED = (
-    "input_tokens",
-    "output_tokens",
-    "cached_input_tokens",
-    "model_calls",
-    "tool_calls",
-    "tool_errors",
-    "input_messages",
-)
-# A trace id stored already (one traceparent sent with several turns) gets the
-# turn's totals added, as ``agentsvc_core.entities.trace.merged`` does.
 _TRACE_INSERT = (
-    f"INSERT INTO traces ({TRACE_COLS}, keep_until) VALUES"
-    f" ({', '.join(['%s'] * (_N_TRACE + 1))})"
-    " ON CONFLICT (org_id, id) DO UPDATE SET"
-    " status = CASE WHEN traces.status = 'error' THEN 'error' ELSE EXCLUDED.status END,"
-    " error = coalesce(traces.error, EXCLUDED.error),"
-    " started_at = least(traces.started_at, EXCLUDED.started_at),"
-    " ended_at = greatest(traces.ended_at, EXCLUDED.ended_at),"
-    " duration_ms = round(extract(epoch FROM greatest(traces.ended_at, EXCLUDED.ended_at)"
-    "  - least(traces.started_at, EXCLUDED.started_at)) * 1000),"
-    " cost_usd = round((traces.cost_usd + EXCLUDED.cost_usd)::numeric, 10),"
-    " key_source = CASE WHEN EXCLUDED.key_source IS NULL"
-    "  OR EXCLUDED.key_source = traces.key_source THEN traces.key_source"
-    "  WHEN traces.key_source IS NULL THEN EXCLUDED.key_source ELSE 'mixed' END,"
-    " keep_until = greatest(traces.keep_until, EXCLUDED.keep_until), "
-    + ", ".join(f"{c} = traces.{c} + EXCLUDED.{c}" for c in _ADDED)
-)
-_SPANS_INSERT = (
-    "INSERT INTO trace_spans (org_id, trace_id, root_span_id, spans, keep_until)"
-    " VALUES (%s, %s, %s, %s::json, %s)"
+    f"INSERT INTO traces ({TRACE_COLS}, root_span_id, keep_until, spans) VALUES"
+    f" ({', '.join(['%s'] * (_N_TRACE + 2))}, %s::json)"
 )
 _EVAL_HEAD = (
     "INSERT INTO trace_evaluations (org_id, trace_id, span_id, name, source, score,"
@@ -335,14 +307,12 @@ _spans_json = msgspec.json.Encoder()
 
 
 def trace_ctes(t: TraceRecord) -> tuple[str, list[Any]]:
-    """CTEs of ``finish_turn``'s statement (``, t AS (...), s AS (...)...``) that
-    store the trace ``t``, and their parameters."""
+    """CTEs of ``finish_turn``'s statement (``, t AS (...)``, and ``, v AS (...)``
+    with evaluations) that store the turn's trace ``t``, and their parameters."""
     s = t.summary
     params: list[Any] = [getattr(s, f) for f in _TRACE_FIELDS]
-    params.append(t.keep_until)
-    root = t.spans[0].span_id if t.spans else s.id[:16]
-    params += [s.org_id, s.id, root, _spans_json.encode(t.spans).decode(), t.keep_until]
-    sql = f", t AS ({_TRACE_INSERT}), s AS ({_SPANS_INSERT})"
+    params += [t.root_span_id, t.keep_until, _spans_json.encode(t.spans).decode()]
+    sql = f", t AS ({_TRACE_INSERT})"
     if t.evaluations:
         sql += f", v AS ({_EVAL_HEAD}{', '.join([_EVAL_ROW] * len(t.evaluations))})"
         for e in t.evaluations:

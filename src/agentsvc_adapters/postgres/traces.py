@@ -1,8 +1,9 @@
 """Stored traces and analytics on PostgreSQL (``traces``, ``trace_spans``,
 ``trace_evaluations``, and ``usage_records``; migration 0008).
 
-Traces are written by ``finish_turn`` (``_rows.trace_ctes``). The list reads the
-narrow ``traces`` rows through an index that matches its filter and order. Analytics
+Traces are written by ``finish_turn`` (``_rows.trace_ctes``): a row per turn, its
+spans in a JSON column. The list reads the rows' other columns through an index
+that matches its filter and order. Analytics
 is three grouped sums over a time range, each an index-only scan of an index that
 holds every column it reads (``usage_records_analytics``, ``traces_started``; the
 threads' own indexes), sent together in one pipeline.
@@ -10,6 +11,7 @@ threads' own indexes), sent together in one pipeline.
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -19,6 +21,7 @@ import msgspec
 from agentsvc_adapters.postgres._rows import TRACE_COLS, to_trace
 from agentsvc_adapters.postgres.pool import Repo, translate
 from agentsvc_core.entities import StoredSpan, TraceEvaluation, TraceSummary
+from agentsvc_core.entities.trace import merged
 from agentsvc_core.ports import (
     AnalyticsGroups,
     AnalyticsStore,
@@ -94,11 +97,9 @@ class PostgresTraces(Repo, TraceStore, AnalyticsStore):
         key = (org_id, trace_id)
         async with translate(), self._pool.connection() as conn:
             async with conn.pipeline():
-                head = await conn.execute(
-                    f"SELECT {TRACE_COLS} FROM traces WHERE org_id = %s AND id = %s", key
-                )
-                spans = await conn.execute(
-                    "SELECT spans::text FROM trace_spans WHERE org_id = %s AND trace_id = %s",
+                turns = await conn.execute(
+                    f"SELECT {TRACE_COLS}, spans::text FROM traces WHERE org_id = %s AND id = %s"
+                    " ORDER BY started_at",
                     key,
                 )
                 evals = await conn.execute(
@@ -106,24 +107,23 @@ class PostgresTraces(Repo, TraceStore, AnalyticsStore):
                     " WHERE org_id = %s AND trace_id = %s ORDER BY seq",
                     key,
                 )
-            row = await head.fetchone()
-            span_rows = await spans.fetchall()
+            rows = await turns.fetchall()
             eval_rows = await evals.fetchall()
-        if row is None:
+        if not rows:
             return None
-        stored = [s for (text,) in span_rows for s in _spans.decode(text)]
-        stored.sort(key=lambda s: s.started_at)
+        summary = functools.reduce(merged, (to_trace(r[:-1]) for r in rows))
+        spans = [s for r in rows for s in _spans.decode(r[-1])]
+        spans.sort(key=lambda s: s.started_at)
         evaluations = [
             TraceEvaluation(
                 span_id=r[0], name=r[1], source=r[2], score=r[3], label=r[4], detail=r[5]
             )
             for r in eval_rows
         ]
-        return to_trace(row), stored, evaluations
+        return summary, spans, evaluations
 
     async def prune_traces(self, before: datetime) -> int:
         async with translate(), self._pool.connection() as conn, conn.transaction():
-            await conn.execute("DELETE FROM trace_spans WHERE keep_until < %s", (before,))
             await conn.execute("DELETE FROM trace_evaluations WHERE keep_until < %s", (before,))
             cur = await conn.execute("DELETE FROM traces WHERE keep_until < %s", (before,))
             return cur.rowcount

@@ -120,18 +120,21 @@ class TraceEvaluation(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
 
 
 class TraceRecord(msgspec.Struct, frozen=True, kw_only=True):
-    """What a turn writes: its summary, its spans, its evaluations."""
+    """What a turn writes: its summary, its spans, its evaluations. A trace id sent
+    with several turns has a record for each (``root_span_id`` tells them apart);
+    the trace is their union (``merged``)."""
 
     summary: TraceSummary
+    root_span_id: str  # the turn's own span
     spans: list[StoredSpan]
     evaluations: list[TraceEvaluation]
     keep_until: datetime  # pruned after
 
 
 def merged(old: TraceSummary, new: TraceSummary) -> TraceSummary:
-    """A trace stored already, with another turn of the same trace id added (a
-    client that sends one ``traceparent`` with several turns): totals added, the
-    span of time widened, an error kept, the first turn's names kept."""
+    """Two turns' records of one trace id (a client that sends one ``traceparent``
+    with several turns) as one trace: totals added, the span of time widened, an
+    error kept, the earlier turn's names kept."""
     cost = None if old.cost_usd is None or new.cost_usd is None else old.cost_usd + new.cost_usd
     started, ended = min(old.started_at, new.started_at), max(old.ended_at, new.ended_at)
     source = old.key_source if new.key_source in (None, old.key_source) else new.key_source

@@ -31,6 +31,7 @@ from typing import Literal, Protocol
 import msgspec
 
 __all__ = [
+    "ACTIVE",
     "COLLECTED",
     "CURRENT",
     "AttributeValue",
@@ -144,3 +145,6 @@ class SpanSink(Protocol):
 
 CURRENT: ContextVar[SpanContext | None] = ContextVar("agentsvc_current_span", default=None)
 COLLECTED: ContextVar[list[FinishedSpan] | None] = ContextVar("agentsvc_collected", default=None)
+# the span entered last in this task (``with span:``): what an adapter notes on,
+# such as a provider client's retries of the model call it makes
+ACTIVE: ContextVar[Span | None] = ContextVar("agentsvc_active_span", default=None)

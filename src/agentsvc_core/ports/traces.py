@@ -51,19 +51,21 @@ class TraceStore(Protocol):
         before: tuple[datetime, str] | None,
         limit: int,
     ) -> list[TraceSummary]:
-        """Newest first (``started_at``, then id, both descending), those strictly
-        before the ``(started_at, id)`` cursor when given; at most ``limit``."""
+        """Turns' trace summaries, newest first (``started_at``, then id, both
+        descending), those strictly before the ``(started_at, id)`` cursor when
+        given; at most ``limit``."""
         ...
 
     async def get_trace(
         self, org_id: str, trace_id: str
     ) -> tuple[TraceSummary, list[StoredSpan], list[TraceEvaluation]] | None:
-        """The trace, its spans (in the order they started) and evaluations."""
+        """The trace (its turns' records ``merged``), its spans (in the order they
+        started) and evaluations; None when the organization has no such trace."""
         ...
 
     async def prune_traces(self, before: datetime) -> int:
-        """Remove the traces (all organizations) kept until before ``before``, with
-        their spans and evaluations; how many traces went."""
+        """Remove the turns' trace records (all organizations) kept until before
+        ``before``, with their spans and evaluations; how many went."""
         ...
 
 

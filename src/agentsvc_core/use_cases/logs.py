@@ -162,6 +162,9 @@ class AnalyticsReport(msgspec.Struct, kw_only=True):
     granularity: Bucket
     agent_id: UUID | None
     prices_taken: str | None
+    # replies, messages, tool calls and errors come from stored traces, kept this
+    # many days (0: none kept); tokens and cost from usage records, kept for good
+    trace_retention_days: int
     totals: Totals
     series: list[SeriesPoint]
     by_model: list[ModelTotals]
@@ -174,10 +177,17 @@ def floor(at: datetime, bucket: Bucket) -> datetime:
 
 
 class Analytics:
-    def __init__(self, store: AnalyticsStore, clock: Clock, prices_taken: str | None) -> None:
+    def __init__(
+        self,
+        store: AnalyticsStore,
+        clock: Clock,
+        prices_taken: str | None,
+        trace_retention_days: int = 30,
+    ) -> None:
         self._store = store
         self._clock = clock
         self._taken = prices_taken
+        self._retention = trace_retention_days
 
     def window(
         self,
@@ -278,6 +288,7 @@ class Analytics:
             granularity=bucket,
             agent_id=agent_id,
             prices_taken=self._taken,
+            trace_retention_days=self._retention,
             totals=totals.rounded(),
             series=[p.rounded() for p in points.values()],  # type: ignore[misc]
             by_model=sorted(models.values(), key=lambda m: (-(m.cost_usd or 0), m.model)),

@@ -447,7 +447,10 @@ class Reply:
         if collected is not None and self._traces is not None:
             span.payload(input=list(plan.inputs), output="".join(state.shown))
             reply_ended(span, state)
-            trace = build_trace(self._traces, self._facts(plan, final, state), collected, now)
+            try:
+                trace = build_trace(self._traces, self._facts(plan, final, state), collected, now)
+            except Exception:  # a trace is not worth losing the reply for
+                log.exception("the trace of turn %s could not be built", run.id)
         await self._store.finish_turn(
             final, state.new, state.records, turn.batch(last, now + plan.keep_events), trace
         )

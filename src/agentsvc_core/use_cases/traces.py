@@ -166,12 +166,7 @@ def _evaluations(
     def add(span_id: str | None, name: str, label: str, detail: str | None = None) -> None:
         found.append(
             TraceEvaluation(
-                span_id=span_id,
-                name=name,
-                source="heuristic",
-                score=0.0,
-                label=label,
-                detail=detail,
+                span_id=span_id, name=name, source="heuristic", label=label, detail=detail
             )
         )
 
@@ -270,6 +265,7 @@ def build_trace(
     )
     return TraceRecord(
         summary=summary,
+        root_span_id=(root or pairs[0][1]).span_id,
         spans=[st for _, st in pairs],
         evaluations=_evaluations(pairs, root.span_id if root else None, facts, config),
         keep_until=now + config.retention,

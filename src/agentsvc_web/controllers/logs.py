@@ -124,6 +124,7 @@ class AnalyticsOut(msgspec.Struct, rename={"since": "from", "until": "to"}):
     granularity: str
     agent_id: UUID | None
     prices_taken: str | None
+    trace_retention_days: int
     totals: Totals
     series: list[SeriesPoint]
     by_model: list[ModelTotals]

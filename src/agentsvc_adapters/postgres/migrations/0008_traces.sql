@@ -14,10 +14,13 @@ CREATE INDEX usage_records_analytics ON usage_records (org_id, created_at)
     INCLUDE (agent_id, model, purpose, key_source, input_tokens, output_tokens,
              cached_input_tokens, cost_usd);
 
--- One row per trace: its totals, rolled up on write. Narrow: the spans are apart.
+-- One row per turn (and later per runner run): its totals, rolled up on write, and
+-- its spans, one JSON array read only by GET /api/logs/{traceId}. A trace id sent
+-- with several turns (one traceparent) has a row for each; the trace is their union.
 CREATE TABLE traces (
     org_id               text             NOT NULL,
     id                   text             NOT NULL,  -- W3C trace id, 32 hex
+    root_span_id         text             NOT NULL,  -- the turn's own span
     kind                 text             NOT NULL,
     name                 text             NOT NULL,
     status               text             NOT NULL,  -- ok | error
@@ -43,7 +46,12 @@ CREATE TABLE traces (
     error                text,
     first_token_ms       integer,
     keep_until           timestamptz      NOT NULL,
-    PRIMARY KEY (org_id, id)
+    spans                json             NOT NULL,
+    PRIMARY KEY (org_id, id, root_span_id)
+) WITH (
+    -- as run_events: a turn's spans are a few KB, kept in the row uncompressed (the
+    -- list and analytics read other columns, through their indexes)
+    toast_tuple_target = 8160
 );
 -- The list, newest first, and analytics' sums over a range (index-only: it holds
 -- what they read).
@@ -57,21 +65,6 @@ CREATE INDEX traces_runner ON traces (org_id, runner_id, started_at DESC, id DES
 CREATE INDEX traces_errors ON traces (org_id, started_at DESC, id DESC)
     WHERE status = 'error';
 CREATE INDEX traces_keep_until ON traces USING brin (keep_until);
-
--- A turn's spans, one JSON array per turn (a trace id sent with several turns has
--- several rows). Read whole, only by GET /api/logs/{traceId}.
-CREATE TABLE trace_spans (
-    org_id        text         NOT NULL,
-    trace_id      text         NOT NULL,
-    root_span_id  text         NOT NULL,
-    spans         json         NOT NULL,
-    keep_until    timestamptz  NOT NULL,
-    PRIMARY KEY (org_id, trace_id, root_span_id)
-) WITH (
-    -- as run_events: a turn's spans are a few KB, kept in the row uncompressed
-    toast_tuple_target = 8160
-);
-CREATE INDEX trace_spans_keep_until ON trace_spans USING brin (keep_until);
 
 -- Checks recorded on spans: heuristic ones when a turn ends (only what they found),
 -- and later model-judged and human ones.

@@ -47,6 +47,7 @@ ID_FIELDS = {
     "mcpServerId": "mcp",
     "key_id": "key",
     "runner_id": "runner",
+    "trace_id": "trace",
 }
 
 # Operations whose answer to another organization is not 404, and why. Each must
@@ -105,7 +106,10 @@ class World:
         said = {"content": f"hello {MARK}", "senderId": "carol"}
         with a.stream("POST", f"/api/threads/{thread['id']}/messages", json=said) as r:
             assert r.status_code == 200, r.read()
-            assert "event: done" in r.read().decode()
+            text = r.read().decode()
+            assert "event: done" in text
+        # the turn's stored trace (GET /api/logs/{traceId})
+        self.ids["trace"] = text.split('"traceId":"', 1)[1][:32]
         # attached after the reply, so the turn never lists the (unreachable) server's tools
         _ok(a.post(f"/api/agents/{agent['id']}/mcps", json={"mcpServerId": mcp["id"]}))
         key = _ok(a.post("/api/keys", json={"name": f"key {MARK}"}))

@@ -49,7 +49,7 @@ class FakeSpan:
     def fail(self, error_type: str) -> None:
         self.failed.append(error_type)
 
-    def payload(self, input: object = None, output: object = None) -> None:  # noqa: A002
+    def payload(self, input: object = None, output: object = None) -> None:
         if input is not None:
             self.input = input
         if output is not None:

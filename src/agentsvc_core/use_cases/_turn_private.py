@@ -69,6 +69,8 @@ class Plan(msgspec.Struct, kw_only=True):
     # how long its events stay in storage once it is over (re-attach, idempotent retries)
     keep_events: timedelta = timedelta(minutes=10)
     inputs: tuple[str, ...] = ()  # the text of the user messages the reply answers
+    # the results of client-side tool calls it answers: (tool call id, output)
+    tool_results: tuple[tuple[str, str], ...] = ()
 
 
 class ReplyState(msgspec.Struct, kw_only=True):

@@ -289,6 +289,9 @@ class Conversation:
         )
         new = new_messages(self._clock, run, msg, pending, sender_id, sender_name)
         plan.inputs = tuple(m.content for m in new if m.role == "user")
+        plan.tool_results = tuple(
+            (m.tool_call_id or "", m.content) for m in new if m.role == "tool"
+        )
         meta = Meta(started_at=now, run_id=run.id, thread_id=thread.id, model=model_id)
         return await self._begin(plan, run, new, inputs, meta, claim)
 

@@ -445,7 +445,12 @@ class Reply:
         )
         trace = None
         if collected is not None and self._traces is not None:
-            span.payload(input=list(plan.inputs), output="".join(state.shown))
+            said: dict[str, object] = {"messages": list(plan.inputs)}
+            if plan.tool_results:
+                said["tool_results"] = [
+                    {"tool_call_id": i, "output": o} for i, o in plan.tool_results
+                ]
+            span.payload(input=said, output="".join(state.shown))
             reply_ended(span, state)
             try:
                 trace = build_trace(self._traces, self._facts(plan, final, state), collected, now)

@@ -24,26 +24,49 @@ _NAMED = re.compile(
     r"""(?ix)
     ("(?:[a-z0-9_-]*?(?:password|passwd|secret|api[_-]?key|apikey|access[_-]?token
         |refresh[_-]?token|id[_-]?token|auth[_-]?token|client[_-]?secret|private[_-]?key
-        |authorization|cookie|session[_-]?token|x-api-key))"\s*:\s*)
+        |authorization|cookie|token|credentials?|x-api-key))"\s*:\s*)
     "(?:[^"\\]|\\.)*"
     """
 )
-# Shapes of credentials wherever they are.
-_SHAPES = re.compile(
-    r"""(?x)
-      (?i:bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}
-    | \beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}   # JWT
-    | \b(?:sk|pk|rk)-(?:[a-z]+-)?[A-Za-z0-9_-]{16,}                  # provider keys
-    | \bask_[A-Za-z0-9_]{16,}                                        # this service's keys
-    | \b(?:AKIA|ASIA)[0-9A-Z]{16}\b                                  # AWS access key ids
-    | \bgh[pousr]_[A-Za-z0-9]{30,}                                   # GitHub tokens
-    | \bgithub_pat_[A-Za-z0-9_]{30,}
-    | \bxox[abprs]-[A-Za-z0-9-]{10,}                                 # Slack tokens
-    | \bAIza[0-9A-Za-z_-]{30,}                                       # Google API keys
-    | -----BEGIN[A-Z ]*PRIVATE\ KEY-----.*?-----END[A-Z ]*PRIVATE\ KEY-----
-    | (?i:(?:password|passwd|secret|token|api_?key)=)[^\s&"\\]{4,}    # query or form
-    """,
-    re.DOTALL,
+# Shapes of credentials wherever they are, each behind a literal its matches hold
+# (looked for in the lowercased text first): text with none of them, the usual
+# case, costs a few substring searches instead of a regular expression scan.
+_SHAPES: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = tuple(
+    (triggers, re.compile(pattern, re.DOTALL))
+    for triggers, pattern in (
+        (("bearer", "basic"), r"(?i:bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}"),
+        (("eyj",), r"\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}"),  # JWT
+        (("sk-", "pk-", "rk-"), r"\b(?:sk|pk|rk)-(?:[a-z]+-)?[A-Za-z0-9_-]{16,}"),  # provider keys
+        (("ask_",), r"\bask_[A-Za-z0-9_]{16,}"),  # this service's API keys
+        (("akia", "asia"), r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),  # AWS access key ids
+        (
+            ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+            r"\bgh[pousr]_[A-Za-z0-9]{30,}|\bgithub_pat_[A-Za-z0-9_]{30,}",
+        ),
+        (("xox",), r"\bxox[abprs]-[A-Za-z0-9-]{10,}"),  # Slack tokens
+        (("aiza",), r"\bAIza[0-9A-Za-z_-]{30,}"),  # Google API keys
+        (
+            ("private key-----",),
+            r"-----BEGIN[A-Z ]*PRIVATE KEY-----.*?-----END[A-Z ]*PRIVATE KEY-----",
+        ),
+        (
+            ("password=", "passwd=", "secret=", "token=", "apikey=", "api_key="),
+            r"(?i:(?:password|passwd|secret|token|api_?key)=)[^\s&\"\\]{4,}",  # query or form
+        ),
+    )
+)
+# how the names ``_NAMED`` looks for end, with their closing quote (in the
+# lowercased text)
+_NAME_HINTS = (
+    'password"',
+    'passwd"',
+    'secret"',
+    'key"',
+    'token"',
+    'authorization"',
+    'cookie"',
+    'credential"',
+    'credentials"',
 )
 _MIN_KNOWN = 8  # shorter known values would match by chance
 
@@ -53,6 +76,11 @@ def redact(text: str, known: Iterable[str] = ()) -> str:
     for value in known:
         if len(value) >= _MIN_KNOWN and value in text:
             text = text.replace(value, REDACTED)
-    if '"' in text:
+    lower = text.lower()
+    if '"' in text and any(h in lower for h in _NAME_HINTS):
         text = _NAMED.sub(lambda m: f'{m.group(1)}"{REDACTED}"', text)
-    return _SHAPES.sub(REDACTED, text)
+        lower = text.lower()
+    for triggers, pattern in _SHAPES:
+        if any(t in lower for t in triggers):
+            text = pattern.sub(REDACTED, text)
+    return text

@@ -1,0 +1,410 @@
+"""A turn's stored trace (agentsvc_core/use_cases/traces.py), the redaction of its
+payloads (agentsvc_core/redact.py), the merge of turns sharing a trace id, and the
+read side's windows and cursors (agentsvc_core/use_cases/logs.py)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import msgspec
+import pytest
+
+from agentsvc_core.entities import Run, TraceSummary
+from agentsvc_core.entities.trace import merged
+from agentsvc_core.errors import InvalidInput
+from agentsvc_core.ports.telemetry import AttributeValue, FinishedSpan
+from agentsvc_core.pricing import Price, PriceTable
+from agentsvc_core.redact import REDACTED, redact
+from agentsvc_core.use_cases.logs import Analytics, parse_cursor
+from agentsvc_core.use_cases.traces import TraceConfig, TurnFacts, build_trace
+
+NOW = datetime(2026, 11, 24, 10, 30, tzinfo=UTC)
+TRACE = "ab" * 16
+PRICES = PriceTable([("gpt-*", Price(input=2.0, output=8.0, cached_input=0.5))], "2026-11-01")
+CONFIG = TraceConfig(prices=PRICES, payload_bytes=400, slow_first_token_s=1.0)
+
+# --- redaction ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "secret",
+    [
+        "Bearer abcdefghijklmnopqrstuvwxyz012345",
+        "basic dXNlcjpwYXNzd29yZDEyMzQ=",
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhbGljZSJ9.c2lnbmF0dXJlc2lnbmF0dXJl",
+        "sk-proj-abcdefghijklmnop0123456789",
+        "sk-ant-api03-abcdefghijklmnop0123",
+        "ask_abcdefghijklmnop0123456789",
+        "AKIAABCDEFGHIJKLMNOP",
+        "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+        "xoxb-1234567890-abcdefghij",
+        "AIzaSyA-abcdefghijklmnopqrstuvwxyz0123",
+        "-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----",
+        "password=hunter2hunter2",
+    ],
+)
+def test_credential_shapes_are_redacted_in_text_and_json(secret: str) -> None:
+    text = f"before {secret} after"
+    out = redact(text)
+    assert secret not in out
+    assert REDACTED in out
+    assert out.startswith("before ")
+    encoded = msgspec.json.encode({"note": text}).decode()
+    assert secret not in json.loads(redact(encoded))["note"]  # still valid JSON
+
+
+@pytest.mark.parametrize(
+    "field", ["password", "api_key", "apiKey", "x-api-key", "Authorization", "client_secret"]
+)
+def test_values_of_fields_named_like_secrets_are_redacted(field: str) -> None:
+    encoded = msgspec.json.encode({field: 'short "quoted" value', "name": "visible"}).decode()
+    out = json.loads(redact(encoded))
+    assert out == {field: REDACTED, "name": "visible"}
+
+
+def test_known_values_are_redacted_and_ordinary_text_is_not() -> None:
+    assert redact("the key sk-alice-own-7f is here", ["sk-alice-own-7f"]) == (
+        f"the key {REDACTED} is here"
+    )
+    assert redact("short", ["abc"]) == "short"  # too short to be told from chance
+    plain = "The weather in Paris is 21 degrees; token counts: 1200. task-1234 done."
+    assert redact(plain) == plain
+
+
+# --- build_trace --------------------------------------------------------------------
+
+
+def span(
+    name: str,
+    span_id: str,
+    parent: str | None,
+    start_ms: int,
+    end_ms: int,
+    attributes: dict[str, AttributeValue],
+    *,
+    error: str | None = None,
+    input: object = None,
+    output: object = None,
+) -> FinishedSpan:
+    base = int(NOW.timestamp() * 1e9)
+    return FinishedSpan(
+        trace_id=TRACE,
+        span_id=span_id,
+        parent_span_id=parent,
+        parent_remote=False,
+        sampled=True,
+        name=name,
+        kind="internal",
+        start_ns=base + start_ms * 1_000_000,
+        end_ns=base + end_ms * 1_000_000,
+        attributes=attributes,
+        status="error" if error else "unset",
+        error_type=error,
+        input=input,
+        output=output,
+    )
+
+
+def chat(
+    span_id: str, start: int, tokens: tuple[int, int, int], *, model: str = "gpt-4o", **extra: Any
+) -> FinishedSpan:
+    attributes: dict[str, AttributeValue] = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": model,
+        "gen_ai.usage.input_tokens": tokens[0],
+        "gen_ai.usage.output_tokens": tokens[1],
+        "agentsvc.key_source": extra.pop("source", "platform"),
+    }
+    if tokens[2]:
+        attributes["gen_ai.usage.cache_read.input_tokens"] = tokens[2]
+    attributes.update(extra.pop("attributes", {}))
+    return span(f"chat {model}", span_id, "r" * 16, start, start + 100, attributes, **extra)
+
+
+def tool(span_id: str, start: int, *, error: str | None = None, mcp: bool = True) -> FinishedSpan:
+    return span(
+        "execute_tool search",
+        span_id,
+        "r" * 16,
+        start,
+        start + 50,
+        {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.type": "extension" if mcp else "function",
+            "agentsvc.tool.outcome": "timeout" if error else "ok",
+        },
+        error=error,
+        input={"q": "paris"},
+        output="21 degrees",
+    )
+
+
+def root(end: int = 1000, status: str = "completed", parent: str | None = None) -> FinishedSpan:
+    return span(
+        "invoke_agent Helper",
+        "r" * 16,
+        parent,
+        0,
+        end,
+        {"gen_ai.operation.name": "invoke_agent", "agentsvc.run.status": status},
+        input={"messages": ["hello"]},
+        output="hi",
+    )
+
+
+def facts(status: str = "completed", **changes: Any) -> TurnFacts:
+    run = Run(
+        id=uuid.uuid4(),
+        org_id="org",
+        thread_id=uuid.uuid4(),
+        status=status,  # type: ignore[arg-type]
+        started_at=NOW,
+        heartbeat_at=NOW,
+    )
+    values: dict[str, Any] = {
+        "org_id": "org",
+        "agent_id": uuid.uuid4(),
+        "agent_name": "Helper",
+        "model": "gpt-4o",
+        "run": run,
+        "message_id": None,
+        "input_messages": 1,
+        "step_limit": False,
+        "empty": False,
+        "error": None,
+        **changes,
+    }
+    return TurnFacts(**values)
+
+
+def test_the_trace_rolls_up_its_spans() -> None:
+    spans = [
+        tool("t1" * 8, 200),
+        root(),
+        chat("c1" * 8, 100, (1000, 20, 400)),
+        chat("c2" * 8, 300, (1100, 30, 0), source="byok"),
+        tool("t2" * 8, 250, error="TOOL_TIMEOUT", mcp=False),
+    ]
+    record = build_trace(CONFIG, facts(), spans, NOW)
+    s = record.summary
+    assert s.id == TRACE
+    assert record.root_span_id == "r" * 16
+    assert record.spans[0].name == "invoke_agent Helper"  # in the order they began
+    assert [x.started_at for x in record.spans] == sorted(x.started_at for x in record.spans)
+    kinds = {x.span_id: x.kind for x in record.spans}
+    assert kinds == {"r" * 16: "agent", "c1" * 8: "llm", "c2" * 8: "llm"} | {
+        "t1" * 8: "mcp",
+        "t2" * 8: "tool",
+    }
+    first = (600 * 2.0 + 400 * 0.5 + 20 * 8.0) / 1e6
+    second = (1100 * 2.0 + 30 * 8.0) / 1e6
+    assert (s.input_tokens, s.output_tokens, s.cached_input_tokens) == (2100, 50, 400)
+    assert s.cost_usd == pytest.approx(first + second)
+    assert (s.model_calls, s.tool_calls, s.tool_errors) == (2, 2, 1)
+    assert s.key_source == "mixed"
+    assert (s.status, s.run_status, s.error) == ("ok", "completed", None)
+    assert s.duration_ms == 1000
+    assert s.started_at == NOW
+    assert record.keep_until == NOW + CONFIG.retention
+    llm = next(x for x in record.spans if x.span_id == "c1" * 8)
+    assert (llm.model, llm.input_tokens, llm.cached_input_tokens) == ("gpt-4o", 1000, 400)
+    assert llm.cost_usd == pytest.approx(first)
+    assert all(x.parent_span_id == "r" * 16 for x in record.spans[1:])
+
+
+def test_an_unpriced_model_makes_the_cost_unknown_not_zero() -> None:
+    spans = [root(), chat("c1" * 8, 100, (10, 10, 0)), chat("c2" * 8, 200, (10, 10, 0), model="x")]
+    record = build_trace(CONFIG, facts(), spans, NOW)
+    assert record.summary.cost_usd is None
+    unpriced = next(x for x in record.spans if x.model == "x")
+    assert unpriced.cost_usd is None
+
+
+def test_a_parent_outside_the_turn_is_not_named() -> None:
+    record = build_trace(CONFIG, facts(), [root(parent="f" * 16)], NOW)
+    assert record.spans[0].parent_span_id is None
+
+
+def test_a_failed_turn_is_an_error_trace_with_its_code() -> None:
+    record = build_trace(
+        CONFIG, facts("failed", error="PROVIDER_UNAVAILABLE"), [root(status="failed")], NOW
+    )
+    assert (record.summary.status, record.summary.error) == ("error", "PROVIDER_UNAVAILABLE")
+    stopped = build_trace(CONFIG, facts("stopped", error=None), [root()], NOW)
+    assert (stopped.summary.status, stopped.summary.error) == ("ok", None)
+
+
+def test_heuristic_evaluations() -> None:
+    spans = [
+        root(),
+        chat(
+            "c1" * 8,
+            100,
+            (10, 10, 0),
+            attributes={
+                "gen_ai.response.time_to_first_chunk": 1.5,
+                "agentsvc.provider.retries": 2,
+            },
+        ),
+        chat("c2" * 8, 300, (10, 10, 0), error="PROVIDER_UNAVAILABLE"),
+        chat("c3" * 8, 500, (10, 10, 0), attributes={"gen_ai.response.time_to_first_chunk": 0.5}),
+        tool("t1" * 8, 200, error="TOOL_TIMEOUT"),
+        span(
+            "resolve_credentials",
+            "w1" * 8,
+            "r" * 16,
+            10,
+            20,
+            {"agentsvc.resolver.outcome": "timeout"},
+            error="RESOLVER_TIMEOUT",
+        ),
+    ]
+    record = build_trace(CONFIG, facts(step_limit=True, empty=True), spans, NOW)
+    found = {(e.name, e.span_id, e.label) for e in record.evaluations}
+    assert found == {
+        ("slow_first_token", "c1" * 8, "slow"),
+        ("provider_retry", "c1" * 8, "retried"),
+        ("provider_error", "c2" * 8, "error"),
+        ("tool_error", "t1" * 8, "timeout"),
+        ("resolver_fallback", "w1" * 8, "timeout"),
+        ("step_limit", "r" * 16, "cut"),
+        ("empty_reply", "r" * 16, "empty"),
+    }
+    assert {e.source for e in record.evaluations} == {"heuristic"}
+    resolver = next(x for x in record.spans if x.name == "resolve_credentials")
+    assert resolver.kind == "webhook"
+    quiet = build_trace(CONFIG, facts(), [root(), chat("c1" * 8, 100, (1, 1, 0))], NOW)
+    assert quiet.evaluations == []
+
+
+def test_payloads_are_redacted_and_cut_past_the_cap() -> None:
+    leaky = span(
+        "execute_tool fetch",
+        "t1" * 8,
+        "r" * 16,
+        1,
+        2,
+        {"gen_ai.operation.name": "execute_tool"},
+        input={"url": "https://x.test/?api_key=abcdefghijkl", "token": "zzzz"},
+        output="Authorization: Bearer abcdefghijklmnopqrstu",
+    )
+    big = span(
+        "execute_tool dump",
+        "t2" * 8,
+        "r" * 16,
+        3,
+        4,
+        {"gen_ai.operation.name": "execute_tool"},
+        input={"n": 1},
+        output="é" * 1000,  # 2000 bytes of UTF-8
+    )
+    record = build_trace(CONFIG, facts(known_secrets=("zzzz-not-long",)), [root(), leaky, big], NOW)
+    by_id = {s.span_id: s for s in record.spans}
+    small = msgspec.json.decode(msgspec.json.encode(by_id["t1" * 8]))
+    assert "abcdefghijkl" not in json.dumps(small)
+    assert small["input"]["token"] == REDACTED
+    assert small["output"] == f"Authorization: {REDACTED}"
+    assert "truncated" not in small  # omitted: false
+    cut = msgspec.json.decode(msgspec.json.encode(by_id["t2" * 8]))
+    assert cut["truncated"] is True
+    assert cut["original_bytes"] == len('{"n":1}') + len(msgspec.json.encode("é" * 1000))
+    assert isinstance(cut["output"], str)
+    assert len(cut["output"].encode()) <= CONFIG.payload_bytes // 2
+    assert cut["input"] == '{"n":1}'  # each payload kept as the start of its text
+
+
+def test_turns_of_one_trace_id_merge() -> None:
+    def summary(**changes: Any) -> TraceSummary:
+        values: dict[str, Any] = {
+            "id": TRACE,
+            "org_id": "org",
+            "kind": "agent_turn",
+            "name": "Helper",
+            "status": "ok",
+            "run_status": "completed",
+            "started_at": NOW,
+            "ended_at": NOW + timedelta(seconds=1),
+            "duration_ms": 1000,
+            "input_tokens": 10,
+            "output_tokens": 5,
+            "cached_input_tokens": 1,
+            "cost_usd": 0.5,
+            "model_calls": 1,
+            "tool_calls": 1,
+            "tool_errors": 0,
+            "input_messages": 1,
+            "key_source": "platform",
+        }
+        values.update(changes)
+        return TraceSummary(**values)
+
+    later = summary(
+        started_at=NOW + timedelta(seconds=10),
+        ended_at=NOW + timedelta(seconds=12),
+        status="error",
+        error="INTERNAL_ERROR",
+        key_source="byok",
+        cost_usd=0.25,
+    )
+    both = merged(summary(), later)
+    assert (both.started_at, both.ended_at, both.duration_ms) == (
+        NOW,
+        NOW + timedelta(seconds=12),
+        12_000,
+    )
+    assert (both.input_tokens, both.output_tokens, both.cached_input_tokens) == (20, 10, 2)
+    assert (both.model_calls, both.tool_calls, both.input_messages) == (2, 2, 2)
+    assert both.cost_usd == pytest.approx(0.75)
+    assert (both.status, both.error, both.key_source) == ("error", "INTERNAL_ERROR", "mixed")
+    assert merged(summary(), summary(cost_usd=None)).cost_usd is None
+    assert merged(summary(key_source=None), summary()).key_source == "platform"
+
+
+# --- the read side ------------------------------------------------------------------
+
+
+class Clock:
+    def now(self) -> datetime:
+        return NOW
+
+
+def window(*args: Any) -> tuple[datetime, datetime, str]:
+    return Analytics(None, Clock(), None).window(*args)  # type: ignore[arg-type]
+
+
+def test_periods_are_whole_buckets_ending_now() -> None:
+    since, until, bucket = window("24h", None, None, None)
+    assert (since, until, bucket) == (NOW.replace(minute=0) - timedelta(hours=23), NOW, "hour")
+    since, until, bucket = window("7d", None, None, None)
+    assert (since, bucket) == (NOW.replace(minute=0) - timedelta(hours=167), "hour")
+    since, until, bucket = window("30d", None, None, None)
+    assert (since, bucket) == (NOW.replace(hour=0, minute=0) - timedelta(days=29), "day")
+    since, until, bucket = window("30d", None, None, "hour")
+    assert (since, bucket) == (NOW.replace(minute=0) - timedelta(hours=719), "hour")
+
+
+def test_custom_ranges() -> None:
+    start = NOW - timedelta(days=3)
+    assert window("custom", start, None, None) == (start, NOW, "hour")
+    assert window("custom", NOW - timedelta(days=40), NOW - timedelta(days=1), None)[2] == "day"
+    for args in (
+        ("custom", None, None, None),
+        ("custom", NOW, NOW - timedelta(hours=1), None),
+        ("custom", NOW - timedelta(days=500), None, None),
+        ("custom", NOW - timedelta(days=300), None, "hour"),
+        ("7d", start, None, None),
+        ("1y", None, None, None),
+    ):
+        with pytest.raises(InvalidInput):
+            window(*args)
+
+
+def test_cursors() -> None:
+    at, trace_id = parse_cursor(f"2026-11-24T10:00:00Z|{TRACE}")
+    assert (at, trace_id) == (NOW.replace(minute=0), TRACE)
+    for bad in ("", "2026-11-24T10:00:00Z", f"yesterday|{TRACE}", "2026-11-24T10:00:00Z|xyz"):
+        with pytest.raises(InvalidInput):
+            parse_cursor(bad)

@@ -93,8 +93,16 @@ def _slots(after: datetime, n: int, rng: random.Random, before: datetime = NOW) 
     return sorted(first + GRID * k for k in rng.sample(range(count), min(n, count)))
 
 
-def a_turn(backend: Backend, m: Month, th: Thread, at: datetime, rng: random.Random) -> None:
-    """One turn at ``at``: its messages, usage records and trace, as the reply writes."""
+def a_turn(
+    backend: Backend,
+    m: Month,
+    th: Thread,
+    at: datetime,
+    rng: random.Random,
+    trace_id: str | None = None,
+) -> None:
+    """One turn at ``at``: its messages, usage records and trace, as the reply writes
+    (``trace_id``: the trace's id, as a client's ``traceparent`` gives it)."""
     store = backend.storage.conversations
     run = a_run(th, started_at=at, heartbeat_at=at)
     asked = rng.choice([1, 1, 1, 2])
@@ -134,7 +142,7 @@ def a_turn(backend: Backend, m: Month, th: Thread, at: datetime, rng: random.Ran
     )
     costs = [u.cost_usd for u in usage]
     summary = TraceSummary(
-        id=f"{rng.getrandbits(128):032x}",
+        id=trace_id or f"{rng.getrandbits(128):032x}",
         org_id=th.org_id,
         kind="agent_turn",
         name="agent",

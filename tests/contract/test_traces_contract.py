@@ -134,3 +134,40 @@ def test_prune_drops_the_traces_kept_long_enough(backend: Backend) -> None:
         backend.run(Logs(backend.storage.traces, Fixed(datetime(2025, 12, 31, tzinfo=UTC))).prune)
         == 4
     )
+
+
+def test_turns_sent_with_one_trace_id_add_up(backend: Backend) -> None:
+    """A client that sends one ``traceparent`` with several turns: one trace, whose
+    totals are the turns' added up, its time the span of both, the same on both
+    adapters (the duration rounded half a millisecond up)."""
+    m = Month(org=backend.fresh_org(), other="", agents=[uuid.uuid4()], runners=[uuid.uuid4()])
+    start = datetime(2025, 6, 1, tzinfo=UTC)
+    th = backend.run(
+        backend.storage.threads.add,
+        a_thread(m.org, m.agents[0], created_at=start, updated_at=start),
+    )
+    rng = random.Random(3)
+    trace_id = "ab" * 16
+    first = start + timedelta(hours=1)
+    # the second turn begins 2.5 ms later; each lasts 3 s: 3002.5 ms in all
+    for at in (first, first + timedelta(microseconds=2500)):
+        a_turn(backend, m, th, at, rng, trace_id)
+    one, two = m.traces
+    found = backend.run(backend.storage.traces.get_trace, m.org, trace_id)
+    assert found is not None
+    summary, spans, _ = found
+    assert (summary.started_at, summary.ended_at) == (first, two.ended_at)
+    assert summary.duration_ms == 3003
+    for name in ("input_tokens", "output_tokens", "model_calls", "tool_calls", "input_messages"):
+        assert getattr(summary, name) == getattr(one, name) + getattr(two, name), name
+    costs = (one.cost_usd, two.cost_usd)
+    if None in costs:
+        assert summary.cost_usd is None
+    else:
+        assert summary.cost_usd == pytest.approx(sum(c or 0.0 for c in costs), abs=1e-9)
+    assert summary.status == ("error" if "error" in (one.status, two.status) else "ok")
+    assert len(spans) == 2
+    logs = Logs(backend.storage.traces, Fixed(NOW))
+    who = Principal(org_id=m.org, method="api_key")
+    listed = backend.run(lambda: logs.list_traces(who, TraceFilter(), cursor=None, limit=10))
+    assert [t.id for t in listed.traces] == [trace_id]

@@ -72,3 +72,9 @@ mutation: $(STAMP)
 
 mutation-score:
 	@$(BIN)/python tests/mutation_score.py $(MODULES)
+
+## bench-analytics: GET /api/analytics over a generated month (3M usage records; about
+## 5 min); `make bench-analytics ARGS="--records 100000"` for a quick run
+.PHONY: bench-analytics
+bench-analytics: $(STAMP)
+	$(BIN)/python -m bench.analytics $(ARGS)

@@ -41,6 +41,15 @@ def c() -> Iterator[TestClient[Any]]:
         (f"/api/threads/{ZERO}/messages?offset=-1", "offset: "),
         (f"/api/mcps/{ZERO}/oauth/callback?state={'s' * 513}", "state: "),
         (f"/api/threads/{ZERO}/stream?runId=not-a-uuid", "runId: "),
+        ("/api/logs?agentId=not-a-uuid", "agentId: "),
+        ("/api/logs?threadId=not-a-uuid", "threadId: "),
+        ("/api/logs?limit=101", "limit: "),
+        ("/api/logs?status=failed", "status: "),
+        ("/api/logs?cursor=abc", "cursor: "),
+        ("/api/logs?from=yesterday", "from: "),
+        ("/api/analytics?period=1y", "period: "),
+        ("/api/analytics?period=custom", "from: "),
+        ("/api/analytics?granularity=minute", "granularity: "),
     ],
 )
 def test_a_query_parameter_error_names_the_parameter_as_sent(

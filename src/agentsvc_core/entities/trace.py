@@ -10,7 +10,7 @@ and human ones.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 from uuid import UUID
 
@@ -146,7 +146,8 @@ def merged(old: TraceSummary, new: TraceSummary) -> TraceSummary:
         error=old.error or new.error,
         started_at=started,
         ended_at=ended,
-        duration_ms=round((ended - started).total_seconds() * 1000),
+        # half a millisecond up, as PostgreSQL's round(numeric) does on the same merge
+        duration_ms=((ended - started) // timedelta(microseconds=1) + 500) // 1000,
         input_tokens=old.input_tokens + new.input_tokens,
         output_tokens=old.output_tokens + new.output_tokens,
         cached_input_tokens=old.cached_input_tokens + new.cached_input_tokens,

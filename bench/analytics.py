@@ -105,14 +105,15 @@ def usage_sql(org: str, tag: str, thread_tag: str, n: int, threads: int) -> str:
     return f"""
 INSERT INTO usage_records (org_id, id, agent_id, thread_id, run_id, message_id, provider,
     model, input_tokens, output_tokens, cached_input_tokens, key_source, metadata,
-    created_at, cost_usd, purpose)
+    created_at, cost_usd, purpose, stored_at)
 SELECT '{org}', {_UID.format(tag=tag, n="i")},
        {_AGENT.format(n=f"mod(mod(i, {threads}), {AGENTS})")},
        {_UID.format(tag=thread_tag, n=f"mod(i, {threads})")}, {_UID.format(tag="e", n="i / 2")},
        NULL, ({providers})[m], ({names})[m], inp, outp, cached,
        CASE WHEN r_byok < 0.10 THEN 'byok' ELSE 'platform' END, '{{}}', at,
        (inp * ({p_in})[m] + outp * ({p_out})[m]) / 1e6,
-       CASE WHEN r_comp < 0.02 THEN 'compaction' ELSE 'reply' END
+       CASE WHEN r_comp < 0.02 THEN 'compaction' ELSE 'reply' END,
+       at + interval '5 seconds'
 FROM (SELECT i, {model} AS m, r_byok, r_comp,
              %(start)s + %(span)s * ((i + r0) / {n}) AS at,
              inp, outp, CASE WHEN r4 < 0.5 THEN NULL ELSE (inp * r4 * 0.5)::int END AS cached
@@ -128,7 +129,7 @@ def traces_sql(org: str, tag: str, thread_tag: str, n: int, threads: int) -> str
 INSERT INTO traces (org_id, id, kind, name, status, run_status, started_at, ended_at,
     duration_ms, agent_id, thread_id, run_id, model, input_tokens, output_tokens,
     cached_input_tokens, cost_usd, model_calls, tool_calls, tool_errors, input_messages,
-    key_source, error, first_token_ms, keep_until)
+    key_source, error, first_token_ms, keep_until, root_span_id, spans, stored_at)
 SELECT '{org}', '{tag}' || lpad(to_hex(i::bigint), 31, '0'), 'agent_turn',
        'agent-' || mod(mod(i, {threads}), {AGENTS}),
        CASE WHEN failed THEN 'error' ELSE 'ok' END,
@@ -138,7 +139,8 @@ SELECT '{org}', '{tag}' || lpad(to_hex(i::bigint), 31, '0'), 'agent_turn',
        {_UID.format(tag=thread_tag, n=f"mod(i, {threads})")}, {_UID.format(tag="e", n="i")},
        'gpt-4o', 8000, 800, 0, 0.03, 2, tools, CASE WHEN tools > 0 AND r5 < 0.05 THEN 1 ELSE 0 END,
        CASE WHEN r6 < 0.1 THEN 2 ELSE 1 END, 'platform',
-       CASE WHEN failed THEN 'PROVIDER_ERROR' END, 400, at + interval '{DAYS} days'
+       CASE WHEN failed THEN 'PROVIDER_ERROR' END, 400, at + interval '{DAYS} days',
+       lpad(to_hex(i::bigint), 16, '0'), '[]', at + make_interval(secs => dur / 1000.0)
 FROM (SELECT i, random() < 0.01 AS failed, floor(random() * 4)::int AS tools,
              random() AS r5, random() AS r6, (500 + random() * 9500)::int AS dur,
              %(start)s + %(span)s * ((i + random()) / {n}) AS at
@@ -332,6 +334,14 @@ async def main(records: int, reps: int) -> int:
 
 async def measure(storage: PostgresStorage, now: datetime, reps: int) -> int:
     analytics = Analytics(storage.analytics, FixedClock(now), None)
+    # the sweep's fold into the hourly sums: the whole month at once (as after an
+    # upgrade), then again with nothing new (every sweep after)
+    t0 = time.perf_counter()
+    folded = await analytics.roll_up()
+    print(f"  {'fold of the month':32} {time.perf_counter() - t0:7.1f} s ({folded:,} sums)")
+    t0 = time.perf_counter()
+    await analytics.roll_up()
+    print(f"  {'fold with nothing new':32} {(time.perf_counter() - t0) * 1000:7.1f} ms")
     who = Principal(org_id=ORG, method="api_key")
     one = agent_id(7)
     print(f"\nmedian and p95 of {reps} runs (after one warm-up), ms:")

@@ -201,18 +201,20 @@ class Services:
         )
 
     async def _sweep(self) -> None:
-        """Replies whose process died stop counting as running; traces kept long
+        """Replies whose process died stop counting as running; rows stored since
+        the last sweep are folded into analytics' hourly sums; traces kept long
         enough go."""
         try:
             _log_sweep(await self.conversation.sweep())
         except DomainError as exc:
             log.warning("sweep of interrupted replies failed: %s", exc.detail)
         try:
+            await self.analytics.roll_up()
             pruned = await self.logs.prune()
             if pruned:
                 log.info("pruned %d traces past their retention", pruned)
         except DomainError as exc:
-            log.warning("pruning of old traces failed: %s", exc.detail)
+            log.warning("the sweep of traces and analytics failed: %s", exc.detail)
 
     async def _sweep_forever(self) -> None:
         """The sweep every 30 s (after the one at start-up)."""

@@ -180,6 +180,7 @@ def a_turn(
     evaluations = [TraceEvaluation(span_id=span.span_id, name="tool_error", source="heuristic")]
     trace = TraceRecord(
         summary=summary,
+        root_span_id=span.span_id,
         spans=[span],
         evaluations=evaluations if summary.tool_errors else [],
         keep_until=at + timedelta(days=30),

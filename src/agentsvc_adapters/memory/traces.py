@@ -18,7 +18,7 @@ from agentsvc_core.entities import (
 )
 from agentsvc_core.entities.trace import merged
 from agentsvc_core.ports import AnalyticsGroups, AnalyticsStore, TraceFilter, TraceStore
-from agentsvc_core.ports.traces import Bucket, TraceGroup, UsageGroup
+from agentsvc_core.ports.traces import Bucket, ThreadGroup, TraceGroup, UsageGroup
 
 
 def bucket_of(at: datetime, bucket: Bucket) -> datetime:
@@ -158,8 +158,11 @@ class MemoryTraces(TraceStore, AnalyticsStore):
                 )
                 for (b, a), v in traces.items()
             ],
-            threads=[(b, a, n) for (b, a), n in threads.items()],
+            threads=[ThreadGroup(bucket=b, agent_id=a, threads=n) for (b, a), n in threads.items()],
         )
+
+    async def roll_up(self) -> int:
+        return 0  # nothing to fold: analytics scans what is stored
 
 
 def _matches(t: TraceSummary, where: TraceFilter) -> bool:

@@ -12,6 +12,7 @@ exceptions never leave the package: they become domain errors in ``pool.translat
 from __future__ import annotations
 
 import functools
+from datetime import timedelta
 
 import psycopg
 from psycopg.rows import tuple_row
@@ -67,8 +68,16 @@ class PostgresStorage(Storage):
     """All repositories over one pool. ``open()``/``close()`` belong to the lifespan."""
 
     def __init__(
-        self, conninfo: str, *, min_size: int = 2, max_size: int = 10, timeout: float = 10.0
+        self,
+        conninfo: str,
+        *,
+        min_size: int = 2,
+        max_size: int = 10,
+        timeout: float = 10.0,
+        fold_settle_s: float = 120.0,
     ) -> None:
+        """``fold_settle_s``: how old a stored row must be before analytics' fold sums
+        it (``PostgresTraces``)."""
         self.conninfo = conninfo
         self.pool: Pool = LifoPool(
             conninfo,
@@ -94,7 +103,7 @@ class PostgresStorage(Storage):
         self._turn_reader = PostgresTurnReader(self.pool)
         self._streams = PostgresStreams(self.pool)
         self._idempotency = PostgresIdempotency(self.pool)
-        self._traces = PostgresTraces(self.pool)
+        self._traces = PostgresTraces(self.pool, timedelta(seconds=fold_settle_s))
 
     async def open(self) -> None:
         async with translate():

@@ -4,27 +4,29 @@
 Traces are written by ``finish_turn`` (``_rows.trace_ctes``): a row per turn, its
 spans in a JSON column. The list reads the rows' other columns through an index
 that matches its filter and order. Analytics
-is three grouped sums over a time range, each an index-only scan of an index that
-holds every column it reads (``usage_records_analytics``, ``traces_started``; the
-threads' own indexes), sent together in one pipeline.
+reads hourly sums (``usage_hourly``, ``traces_hourly``) that the maintenance sweep
+folds the new rows into (``roll_up``), plus the rows stored since, through indexes
+that hold every column it reads (``usage_records_analytics``, ``traces_started``),
+and the threads opened; three statements sent together in one pipeline.
 """
 
 from __future__ import annotations
 
 import functools
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
 import msgspec
 
 from agentsvc_adapters.postgres._rows import TRACE_COLS, to_trace
-from agentsvc_adapters.postgres.pool import Repo, translate
+from agentsvc_adapters.postgres.pool import Pool, Repo, translate
 from agentsvc_core.entities import StoredSpan, TraceEvaluation, TraceSummary
 from agentsvc_core.entities.trace import merged
 from agentsvc_core.ports import (
     AnalyticsGroups,
     AnalyticsStore,
+    ThreadGroup,
     TraceFilter,
     TraceGroup,
     TraceStore,
@@ -34,28 +36,110 @@ from agentsvc_core.ports.traces import Bucket
 
 _spans = msgspec.json.Decoder(list[StoredSpan])
 
+# The fold (roll_up): what was stored after the mark and at least ``settle`` ago (a
+# turn's final write, one statement, commits well within it) goes into the hourly
+# sums, six
+# hours of storing at most per statement; the mark moves in the same statement. The
+# advisory lock lets one process fold at a time (the others skip).
+_FOLD = """
+WITH m AS (
+    SELECT CASE WHEN rolled_to > '-infinity' THEN rolled_to ELSE coalesce(least(
+        (SELECT min(stored_at) FROM usage_records), (SELECT min(stored_at) FROM traces)
+    ) - interval '1 microsecond', now() - %(settle)s) END AS lo,
+    now() - %(settle)s AS hi
+    FROM rollup_marks WHERE name = 'analytics' AND pg_try_advisory_xact_lock(7268112)
+    FOR UPDATE
+), b AS (SELECT lo, greatest(lo, least(hi, lo + interval '6 hours')) AS hi, hi AS goal FROM m),
+u AS (
+    INSERT INTO usage_hourly AS h (org_id, hour, agent_id, model, purpose, key_source, calls,
+        input_tokens, output_tokens, cached_input_tokens, cost_usd, unpriced)
+    SELECT org_id, date_trunc('hour', created_at, 'UTC'), agent_id, model, purpose,
+        key_source, count(*), sum(input_tokens), sum(output_tokens),
+        sum(coalesce(cached_input_tokens, 0)), coalesce(sum(cost_usd), 0),
+        count(*) - count(cost_usd)
+    FROM usage_records, b WHERE stored_at > b.lo AND stored_at <= b.hi
+    GROUP BY 1, 2, 3, 4, 5, 6
+    ON CONFLICT (org_id, hour, agent_id, model, purpose, key_source) DO UPDATE SET
+        calls = h.calls + EXCLUDED.calls,
+        input_tokens = h.input_tokens + EXCLUDED.input_tokens,
+        output_tokens = h.output_tokens + EXCLUDED.output_tokens,
+        cached_input_tokens = h.cached_input_tokens + EXCLUDED.cached_input_tokens,
+        cost_usd = h.cost_usd + EXCLUDED.cost_usd,
+        unpriced = h.unpriced + EXCLUDED.unpriced
+    RETURNING 1
+), t AS (
+    INSERT INTO traces_hourly AS h (org_id, hour, agent_id, replies, messages, tool_calls,
+        tool_errors, errors)
+    SELECT org_id, date_trunc('hour', started_at, 'UTC'), agent_id, count(*),
+        sum(input_messages), sum(tool_calls), sum(tool_errors),
+        count(*) FILTER (WHERE status = 'error')
+    FROM traces, b WHERE stored_at > b.lo AND stored_at <= b.hi AND agent_id IS NOT NULL
+    GROUP BY 1, 2, 3
+    ON CONFLICT (org_id, hour, agent_id) DO UPDATE SET
+        replies = h.replies + EXCLUDED.replies,
+        messages = h.messages + EXCLUDED.messages,
+        tool_calls = h.tool_calls + EXCLUDED.tool_calls,
+        tool_errors = h.tool_errors + EXCLUDED.tool_errors,
+        errors = h.errors + EXCLUDED.errors
+    RETURNING 1
+), k AS (
+    UPDATE rollup_marks SET rolled_to = b.hi FROM b WHERE name = 'analytics' RETURNING 1
+)
+SELECT (SELECT count(*) FROM u) + (SELECT count(*) FROM t), b.hi < b.goal FROM b, k
+"""
+
+# Analytics: the hourly sums of the window, and the rows stored since the mark
+# (those of the last two hours of the window: a turn stored later than that after
+# it began waits for the next fold), each summed three ways at once (GROUPING SETS:
+# by bucket, by model, by agent), so that what comes back is a few hundred rows
+# whatever the window holds.
+_MARK = "(SELECT rolled_to FROM rollup_marks WHERE name = 'analytics')"
 _USAGE = (
-    "SELECT date_trunc(%(bucket)s, created_at, 'UTC'), agent_id, model, purpose, key_source,"
-    " count(*), sum(input_tokens), sum(output_tokens), sum(coalesce(cached_input_tokens, 0)),"
-    " coalesce(sum(cost_usd), 0), count(*) - count(cost_usd)"
-    " FROM usage_records WHERE org_id = %(org)s AND created_at >= %(since)s"
-    " AND created_at < %(until)s{agent} GROUP BY 1, 2, 3, 4, 5"
+    "SELECT b, agent_id, model, purpose, key_source, sum(calls), sum(input_tokens),"
+    " sum(output_tokens), sum(cached_input_tokens), sum(cost_usd), sum(unpriced) FROM ("
+    " SELECT date_trunc(%(bucket)s, at, 'UTC') AS b, * FROM ("
+    "  SELECT hour AS at, agent_id, model, purpose, key_source, calls, input_tokens,"
+    "  output_tokens, cached_input_tokens, cost_usd, unpriced FROM usage_hourly"
+    "  WHERE org_id = %(org)s AND hour >= %(since)s AND hour < %(until)s{agent}"
+    "  UNION ALL"
+    "  SELECT created_at, agent_id, model, purpose, key_source, 1, input_tokens,"
+    "  output_tokens, coalesce(cached_input_tokens, 0), coalesce(cost_usd, 0),"
+    "  (cost_usd IS NULL)::int FROM usage_records"
+    "  WHERE org_id = %(org)s AND created_at >= %(since)s AND created_at < %(until)s"
+    f"  AND created_at >= {_MARK} - interval '2 hours' AND stored_at > {_MARK}{{agent}}"
+    " ) r) g GROUP BY GROUPING SETS ((b, purpose, key_source), (model),"
+    " (agent_id, purpose, key_source))"
 )
 _TRACES = (
-    "SELECT date_trunc(%(bucket)s, started_at, 'UTC'), agent_id, count(*),"
-    " sum(input_messages), sum(tool_calls), sum(tool_errors),"
-    " count(*) FILTER (WHERE status = 'error')"
-    " FROM traces WHERE org_id = %(org)s AND started_at >= %(since)s"
-    " AND started_at < %(until)s AND agent_id IS NOT NULL{agent} GROUP BY 1, 2"
+    "SELECT b, agent_id, sum(replies), sum(messages), sum(tool_calls), sum(tool_errors),"
+    " sum(errors) FROM ("
+    " SELECT date_trunc(%(bucket)s, at, 'UTC') AS b, * FROM ("
+    "  SELECT hour AS at, agent_id, replies, messages, tool_calls, tool_errors, errors"
+    "  FROM traces_hourly"
+    "  WHERE org_id = %(org)s AND hour >= %(since)s AND hour < %(until)s{agent}"
+    "  UNION ALL"
+    "  SELECT started_at, agent_id, 1, input_messages, tool_calls, tool_errors,"
+    "  (status = 'error')::int FROM traces"
+    "  WHERE org_id = %(org)s AND started_at >= %(since)s AND started_at < %(until)s"
+    f"  AND started_at >= {_MARK} - interval '2 hours' AND stored_at > {_MARK}"
+    "  AND agent_id IS NOT NULL{agent}"
+    " ) r) g GROUP BY GROUPING SETS ((b), (agent_id))"
 )
 _THREADS = (
-    "SELECT date_trunc(%(bucket)s, created_at, 'UTC'), agent_id, count(*)"
-    " FROM threads WHERE org_id = %(org)s AND created_at >= %(since)s"
-    " AND created_at < %(until)s{agent} GROUP BY 1, 2"
+    "SELECT b, agent_id, count(*) FROM ("
+    " SELECT date_trunc(%(bucket)s, created_at, 'UTC') AS b, agent_id FROM threads"
+    " WHERE org_id = %(org)s AND created_at >= %(since)s AND created_at < %(until)s{agent}"
+    ") g GROUP BY GROUPING SETS ((b), (agent_id))"
 )
 
 
 class PostgresTraces(Repo, TraceStore, AnalyticsStore):
+    def __init__(self, pool: Pool, settle: timedelta = timedelta(minutes=2)) -> None:
+        """``settle``: rows stored less than this long ago wait for a later fold
+        (their transactions may not have committed when the fold reads)."""
+        super().__init__(pool)
+        self._settle = settle
+
     async def list_traces(
         self,
         org_id: str,
@@ -157,12 +241,12 @@ class PostgresTraces(Repo, TraceStore, AnalyticsStore):
                     model=r[2],
                     purpose=r[3],
                     key_source=r[4],
-                    calls=r[5],
+                    calls=int(r[5]),
                     input_tokens=int(r[6]),
                     output_tokens=int(r[7]),
                     cached_input_tokens=int(r[8]),
                     cost_usd=float(r[9]),
-                    unpriced=r[10],
+                    unpriced=int(r[10]),
                 )
                 for r in usage_rows
             ],
@@ -170,13 +254,24 @@ class PostgresTraces(Repo, TraceStore, AnalyticsStore):
                 TraceGroup(
                     bucket=r[0],
                     agent_id=r[1],
-                    replies=r[2],
+                    replies=int(r[2]),
                     messages=int(r[3]),
                     tool_calls=int(r[4]),
                     tool_errors=int(r[5]),
-                    errors=r[6],
+                    errors=int(r[6]),
                 )
                 for r in trace_rows
             ],
-            threads=[(r[0], r[1], r[2]) for r in thread_rows],
+            threads=[ThreadGroup(bucket=r[0], agent_id=r[1], threads=r[2]) for r in thread_rows],
         )
+
+    async def roll_up(self) -> int:
+        folded, more = 0, True
+        while more:  # six hours of storing per statement, until caught up
+            async with translate(), self._pool.connection() as conn:
+                row = await (await conn.execute(_FOLD, {"settle": self._settle})).fetchone()
+            if row is None:  # another process is folding
+                return folded
+            folded += int(row[0])
+            more = bool(row[1])
+        return folded

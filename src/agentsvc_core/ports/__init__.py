@@ -45,6 +45,7 @@ from agentsvc_core.ports.tools import NoServerTools, ServerTools, ToolAuthRequir
 from agentsvc_core.ports.traces import (
     AnalyticsGroups,
     AnalyticsStore,
+    ThreadGroup,
     TraceFilter,
     TraceGroup,
     TraceStore,
@@ -90,6 +91,7 @@ __all__ = [
     "StoredStream",
     "StreamStore",
     "TextDelta",
+    "ThreadGroup",
     "ThreadRepository",
     "TokenVerifier",
     "ToolAuthRequired",

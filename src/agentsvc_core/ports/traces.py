@@ -22,6 +22,7 @@ __all__ = [
     "AnalyticsGroups",
     "AnalyticsStore",
     "Bucket",
+    "ThreadGroup",
     "TraceFilter",
     "TraceGroup",
     "TraceStore",
@@ -70,13 +71,16 @@ class TraceStore(Protocol):
 
 
 class UsageGroup(msgspec.Struct, frozen=True, kw_only=True):
-    """The usage records of one bucket, agent, model, purpose and key source."""
+    """Usage records summed by the keys that are not None. Storage answers three
+    views, each a partition of the records: by ``bucket`` (with ``purpose`` and
+    ``key_source``), by ``model``, and by ``agent_id`` (with ``purpose`` and
+    ``key_source``). A row may serve several views at once (all keys set)."""
 
-    bucket: datetime
-    agent_id: UUID
-    model: str
-    purpose: str
-    key_source: str
+    bucket: datetime | None = None
+    agent_id: UUID | None = None
+    model: str | None = None
+    purpose: str | None = None
+    key_source: str | None = None
     calls: int
     input_tokens: int
     output_tokens: int
@@ -86,10 +90,11 @@ class UsageGroup(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class TraceGroup(msgspec.Struct, frozen=True, kw_only=True):
-    """The turns (traces) of one bucket and agent."""
+    """Turns (their traces) summed by ``bucket`` and by ``agent_id`` (two views, as
+    ``UsageGroup``'s)."""
 
-    bucket: datetime
-    agent_id: UUID
+    bucket: datetime | None = None
+    agent_id: UUID | None = None
     replies: int
     messages: int  # the user messages they answered
     tool_calls: int
@@ -97,10 +102,18 @@ class TraceGroup(msgspec.Struct, frozen=True, kw_only=True):
     errors: int  # turns that failed or were interrupted
 
 
+class ThreadGroup(msgspec.Struct, frozen=True, kw_only=True):
+    """Threads opened, by ``bucket`` and by ``agent_id`` (two views)."""
+
+    bucket: datetime | None = None
+    agent_id: UUID | None = None
+    threads: int
+
+
 class AnalyticsGroups(msgspec.Struct, frozen=True, kw_only=True):
     usage: list[UsageGroup]
     traces: list[TraceGroup]
-    threads: list[tuple[datetime, UUID, int]]  # (bucket, agent, threads opened)
+    threads: list[ThreadGroup]
 
 
 class AnalyticsStore(Protocol):
@@ -112,8 +125,13 @@ class AnalyticsStore(Protocol):
         bucket: Bucket,
         agent_id: UUID | None = None,
     ) -> AnalyticsGroups:
-        """The organization's usage records, traces and new threads with a time in
-        [since, until), summed by ``bucket`` (the UTC hour or day the time falls in)
-        and agent (and, for usage, model, purpose and key source); only the agent's
-        when ``agent_id`` is given."""
+        """The organization's usage records, turns and new threads with a time in
+        [since, until) (``since`` a whole UTC hour), summed by ``bucket`` (the UTC
+        hour or day the time falls in), by agent and, for usage, by model; only the
+        agent's when ``agent_id`` is given."""
+        ...
+
+    async def roll_up(self) -> int:
+        """Fold what was stored since the last call into the hourly sums analytics
+        reads (storage that keeps none does nothing); how many rows it folded."""
         ...

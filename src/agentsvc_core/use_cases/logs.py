@@ -9,7 +9,6 @@ totals, and breakdowns by model and by agent.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 from uuid import UUID
@@ -189,6 +188,11 @@ class Analytics:
         self._taken = prices_taken
         self._retention = trace_retention_days
 
+    async def roll_up(self) -> int:
+        """Fold the rows stored since the last call into the hourly sums (the
+        maintenance sweep, every 30 seconds)."""
+        return await self._store.roll_up()
+
     def window(
         self,
         period: str,
@@ -201,8 +205,12 @@ class Analytics:
         if period == "custom":
             if since is None:
                 raise InvalidInput("from", "is required with period=custom")
+            # whole hours: the hourly sums answer them exactly (from down, to up)
+            since = floor(since, "hour")
             until = until or now
-            since, until = since.astimezone(UTC), until.astimezone(UTC)
+            if until != floor(until, "hour") and until < now:
+                until = min(floor(until, "hour") + _STEP["hour"], now)
+            until = until.astimezone(UTC)
             if since >= until:
                 raise InvalidInput("from", "must be before to")
             if until - since > MAX_RANGE:
@@ -244,21 +252,27 @@ class Analytics:
         while at < end:
             points[at] = SeriesPoint(start=at)
             at += _STEP[bucket]
+        first = floor(start, bucket)
         agents: dict[UUID, AgentTotals] = {}
         models: dict[str, ModelTotals] = {}
 
-        def targets(when: datetime, agent: UUID) -> Iterable[Totals]:
-            point = points.get(floor(when, bucket))
-            if point is None:  # a bucket the window does not show (cannot happen)
-                point = points[at0]
-            if agent not in agents:
-                agents[agent] = AgentTotals(agent_id=agent)
-            return (totals, point, agents[agent])
+        def views(when: datetime | None, agent: UUID | None) -> list[Totals]:
+            """The totals a group adds to: the window's and its bucket's (when it
+            names a bucket), its agent's (when it names an agent)."""
+            found: list[Totals] = []
+            if when is not None:
+                found += (totals, points.get(floor(when, bucket)) or points[first])
+            if agent is not None:
+                if agent not in agents:
+                    agents[agent] = AgentTotals(agent_id=agent)
+                found.append(agents[agent])
+            return found
 
-        at0 = floor(start, bucket)
         for g in groups.usage:
-            for t in targets(g.bucket, g.agent_id):
+            for t in views(g.bucket, g.agent_id):
                 t.add_usage(g)
+            if g.model is None:
+                continue
             m = models.setdefault(g.model, ModelTotals(model=g.model))
             m.model_calls += g.calls
             m.input_tokens += g.input_tokens
@@ -269,15 +283,15 @@ class Analytics:
             elif m.cost_usd is not None:
                 m.cost_usd += g.cost_usd
         for tg in groups.traces:
-            for t in targets(tg.bucket, tg.agent_id):
+            for t in views(tg.bucket, tg.agent_id):
                 t.replies += tg.replies
                 t.messages += tg.messages
                 t.tool_calls += tg.tool_calls
                 t.tool_errors += tg.tool_errors
                 t.errors += tg.errors
-        for when, agent, n in groups.threads:
-            for t in targets(when, agent):
-                t.threads += n
+        for th in groups.threads:
+            for t in views(th.bucket, th.agent_id):
+                t.threads += th.threads
         for m in models.values():
             if m.cost_usd is not None:
                 m.cost_usd = round(m.cost_usd, 6)

@@ -36,57 +36,54 @@ from agentsvc_core.ports.traces import Bucket
 
 _spans = msgspec.json.Decoder(list[StoredSpan])
 
-# The fold (roll_up): what was stored after the mark and at least ``settle`` ago (a
-# turn's final write, one statement, commits well within it) goes into the hourly
-# sums, six
-# hours of storing at most per statement; the mark moves in the same statement. The
-# advisory lock lets one process fold at a time (the others skip).
-_FOLD = """
-WITH m AS (
+# The fold (roll_up), in one transaction: take the mark (one process at a time: the
+# others skip), then sum what was stored after it and at least ``settle`` ago (a
+# turn's final write, one statement, commits well within it) into the hourly sums,
+# six hours of storing at most per transaction, and move the mark. The range is
+# read first so that the sums' statements scan it with constants (the BRIN indexes
+# on stored_at), not with values the planner cannot see.
+_FOLD_RANGE = """
+SELECT lo, greatest(lo, least(goal, lo + interval '6 hours')), goal FROM (
     SELECT CASE WHEN rolled_to > '-infinity' THEN rolled_to ELSE coalesce(least(
         (SELECT min(stored_at) FROM usage_records), (SELECT min(stored_at) FROM traces)
-    ) - interval '1 microsecond', now() - %(settle)s) END AS lo,
-    now() - %(settle)s AS hi
+    ) - interval '1 microsecond', now() - %(settle)s) END AS lo, now() - %(settle)s AS goal
     FROM rollup_marks WHERE name = 'analytics' AND pg_try_advisory_xact_lock(7268112)
     FOR UPDATE
-), b AS (SELECT lo, greatest(lo, least(hi, lo + interval '6 hours')) AS hi, hi AS goal FROM m),
-u AS (
-    INSERT INTO usage_hourly AS h (org_id, hour, agent_id, model, purpose, key_source, calls,
-        input_tokens, output_tokens, cached_input_tokens, cost_usd, unpriced)
-    SELECT org_id, date_trunc('hour', created_at, 'UTC'), agent_id, model, purpose,
-        key_source, count(*), sum(input_tokens), sum(output_tokens),
-        sum(coalesce(cached_input_tokens, 0)), coalesce(sum(cost_usd), 0),
-        count(*) - count(cost_usd)
-    FROM usage_records, b WHERE stored_at > b.lo AND stored_at <= b.hi
-    GROUP BY 1, 2, 3, 4, 5, 6
-    ON CONFLICT (org_id, hour, agent_id, model, purpose, key_source) DO UPDATE SET
-        calls = h.calls + EXCLUDED.calls,
-        input_tokens = h.input_tokens + EXCLUDED.input_tokens,
-        output_tokens = h.output_tokens + EXCLUDED.output_tokens,
-        cached_input_tokens = h.cached_input_tokens + EXCLUDED.cached_input_tokens,
-        cost_usd = h.cost_usd + EXCLUDED.cost_usd,
-        unpriced = h.unpriced + EXCLUDED.unpriced
-    RETURNING 1
-), t AS (
-    INSERT INTO traces_hourly AS h (org_id, hour, agent_id, replies, messages, tool_calls,
-        tool_errors, errors)
-    SELECT org_id, date_trunc('hour', started_at, 'UTC'), agent_id, count(*),
-        sum(input_messages), sum(tool_calls), sum(tool_errors),
-        count(*) FILTER (WHERE status = 'error')
-    FROM traces, b WHERE stored_at > b.lo AND stored_at <= b.hi AND agent_id IS NOT NULL
-    GROUP BY 1, 2, 3
-    ON CONFLICT (org_id, hour, agent_id) DO UPDATE SET
-        replies = h.replies + EXCLUDED.replies,
-        messages = h.messages + EXCLUDED.messages,
-        tool_calls = h.tool_calls + EXCLUDED.tool_calls,
-        tool_errors = h.tool_errors + EXCLUDED.tool_errors,
-        errors = h.errors + EXCLUDED.errors
-    RETURNING 1
-), k AS (
-    UPDATE rollup_marks SET rolled_to = b.hi FROM b WHERE name = 'analytics' RETURNING 1
-)
-SELECT (SELECT count(*) FROM u) + (SELECT count(*) FROM t), b.hi < b.goal FROM b, k
+) m
 """
+_FOLD_USAGE = """
+INSERT INTO usage_hourly AS h (org_id, hour, agent_id, model, purpose, key_source, calls,
+    input_tokens, output_tokens, cached_input_tokens, cost_usd, unpriced)
+SELECT org_id, date_trunc('hour', created_at, 'UTC'), agent_id, model, purpose,
+    key_source, count(*), sum(input_tokens), sum(output_tokens),
+    sum(coalesce(cached_input_tokens, 0)), coalesce(sum(cost_usd), 0),
+    count(*) - count(cost_usd)
+FROM usage_records WHERE stored_at > %(lo)s AND stored_at <= %(hi)s
+GROUP BY 1, 2, 3, 4, 5, 6
+ON CONFLICT (org_id, hour, agent_id, model, purpose, key_source) DO UPDATE SET
+    calls = h.calls + EXCLUDED.calls,
+    input_tokens = h.input_tokens + EXCLUDED.input_tokens,
+    output_tokens = h.output_tokens + EXCLUDED.output_tokens,
+    cached_input_tokens = h.cached_input_tokens + EXCLUDED.cached_input_tokens,
+    cost_usd = h.cost_usd + EXCLUDED.cost_usd,
+    unpriced = h.unpriced + EXCLUDED.unpriced
+"""
+_FOLD_TRACES = """
+INSERT INTO traces_hourly AS h (org_id, hour, agent_id, replies, messages, tool_calls,
+    tool_errors, errors)
+SELECT org_id, date_trunc('hour', started_at, 'UTC'), agent_id, count(*),
+    sum(input_messages), sum(tool_calls), sum(tool_errors),
+    count(*) FILTER (WHERE status = 'error')
+FROM traces WHERE stored_at > %(lo)s AND stored_at <= %(hi)s AND agent_id IS NOT NULL
+GROUP BY 1, 2, 3
+ON CONFLICT (org_id, hour, agent_id) DO UPDATE SET
+    replies = h.replies + EXCLUDED.replies,
+    messages = h.messages + EXCLUDED.messages,
+    tool_calls = h.tool_calls + EXCLUDED.tool_calls,
+    tool_errors = h.tool_errors + EXCLUDED.tool_errors,
+    errors = h.errors + EXCLUDED.errors
+"""
+_FOLD_MARK = "UPDATE rollup_marks SET rolled_to = %(hi)s WHERE name = 'analytics'"
 
 # Analytics: the hourly sums of the window, and the rows stored since the mark
 # (those of the last two hours of the window: a turn stored later than that after
@@ -267,11 +264,16 @@ class PostgresTraces(Repo, TraceStore, AnalyticsStore):
 
     async def roll_up(self) -> int:
         folded, more = 0, True
-        while more:  # six hours of storing per statement, until caught up
-            async with translate(), self._pool.connection() as conn:
-                row = await (await conn.execute(_FOLD, {"settle": self._settle})).fetchone()
-            if row is None:  # another process is folding
-                return folded
-            folded += int(row[0])
-            more = bool(row[1])
+        while more:  # six hours of storing per transaction, until caught up
+            async with translate(), self._pool.connection() as conn, conn.transaction():
+                cur = await conn.execute(_FOLD_RANGE, {"settle": self._settle})
+                row = await cur.fetchone()
+                if row is None:  # another process is folding
+                    return folded
+                lo, hi, goal = row
+                span = {"lo": lo, "hi": hi}
+                for sql in (_FOLD_USAGE, _FOLD_TRACES):
+                    folded += (await conn.execute(sql, span)).rowcount
+                await conn.execute(_FOLD_MARK, span)
+            more = hi < goal
         return folded

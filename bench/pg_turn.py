@@ -7,7 +7,9 @@ dropped afterwards, and reads the server's CPU from ``/proc/<backend pid>/scheds
 
 One connection, no concurrency. It makes ``--threads`` threads of ``--turns`` turns each,
 as the service does (``turn_inputs``, ``begin_turn`` with the read's mark, ``finish_turn``
-with a 50-word reply), and prints for each statement the median CPU of this process
+with a 50-word reply; every other turn with a usage record and the stored trace
+of a one-call turn, built as the reply builds it), and prints for each statement the
+median CPU of this process
 (``time.thread_time``: psycopg and the adapter) and of the PostgreSQL backend. Then, on
 one thread of 1000 messages, ``turn_inputs`` with the history cache cold (every message
 read) and warm (only the new ones).
@@ -37,7 +39,10 @@ from tests.contract.test_conversations_contract import a_message, a_run, a_threa
 from agentsvc_adapters.postgres import PostgresStorage
 from agentsvc_adapters.postgres.migrate import migrate
 from agentsvc_adapters.postgres.turns import _Histories
-from agentsvc_core.entities import Organization, Thread
+from agentsvc_adapters.prices import load_prices
+from agentsvc_core.entities import Organization, Run, Thread, TraceRecord, Usage, UsageRecord
+from agentsvc_core.ports.telemetry import FinishedSpan
+from agentsvc_core.use_cases.traces import TraceConfig, TurnFacts, build_trace
 from bench.database import Databases
 
 ORG = "org-bench"
@@ -70,7 +75,7 @@ class Meter:
             print(f"  {name:28} this process {ours:6.0f} us   PostgreSQL {theirs:6.0f} us")
 
 
-async def turn(s: PostgresStorage, meter: Meter, thread: Thread) -> None:
+async def turn(s: PostgresStorage, meter: Meter, thread: Thread, traced: int = 0) -> None:
     inputs = await meter.time(
         "turn_inputs", lambda: s.turn_reader.turn_inputs(ORG, thread.id, ["resolver"])
     )
@@ -83,7 +88,103 @@ async def turn(s: PostgresStorage, meter: Meter, thread: Thread) -> None:
     )
     reply = msgspec.structs.replace(user, id=uuid.uuid4(), role="assistant", content=REPLY)
     done = msgspec.structs.replace(run, status="completed", finished_at=now())
-    await meter.time("finish_turn", lambda: s.conversations.finish_turn(done, [reply], []))
+    if traced == 0:
+        await meter.time("finish_turn", lambda: s.conversations.finish_turn(done, [reply], []))
+        return
+    usage = [a_usage(done, thread)]
+    trace = a_trace(done, thread)
+    if traced == 1:
+        await meter.time(
+            "finish_turn, usage", lambda: s.conversations.finish_turn(done, [reply], usage)
+        )
+        return
+    await meter.time(
+        "finish_turn, usage and trace",
+        lambda: s.conversations.finish_turn(done, [reply], usage, None, trace),
+    )
+
+
+PRICED = TraceConfig(prices=load_prices())
+
+
+def a_usage(run: Run, thread: Thread) -> UsageRecord:
+    return UsageRecord(
+        id=uuid.uuid4(),
+        org_id=ORG,
+        agent_id=thread.agent_id,
+        thread_id=thread.id,
+        run_id=run.id,
+        message_id=None,
+        provider="beta",
+        model="gpt-4o",
+        usage=Usage(input_tokens=1200, output_tokens=50),
+        key_source="platform",
+        metadata={},
+        created_at=now(),
+        cost_usd=0.0035,
+    )
+
+
+def a_trace(run: Run, thread: Thread) -> TraceRecord:
+    """What a one-call turn stores: its span and its model call's, as the reply
+    builds them (use_cases/traces.py)."""
+    t0 = time.time_ns()
+    trace_id, root = uuid.uuid4().hex, uuid.uuid4().hex[:16]
+
+    def span(name: str, span_id: str, parent: str | None, **kw: Any) -> FinishedSpan:
+        return FinishedSpan(
+            trace_id=trace_id,
+            span_id=span_id,
+            parent_span_id=parent,
+            parent_remote=False,
+            sampled=True,
+            name=name,
+            kind="internal",
+            start_ns=t0,
+            end_ns=t0 + 900_000,
+            status="unset",
+            **kw,
+        )
+
+    spans = [
+        span(
+            "invoke_agent bench",
+            root,
+            None,
+            attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "bench"},
+            input={"messages": ["Hello, how are you today?"]},
+            output=REPLY,
+        ),
+        span(
+            "chat gpt-4o",
+            uuid.uuid4().hex[:16],
+            root,
+            attributes={
+                "gen_ai.operation.name": "chat",
+                "gen_ai.request.model": "gpt-4o",
+                "gen_ai.usage.input_tokens": 1200,
+                "gen_ai.usage.output_tokens": 50,
+                "agentsvc.key_source": "platform",
+                "gen_ai.response.finish_reasons": ("stop",),
+                "gen_ai.response.time_to_first_chunk": 0.2,
+            },
+            input={"messages": 2, "tools": 0},
+            output={"text": REPLY},
+        ),
+    ]
+    facts = TurnFacts(
+        org_id=ORG,
+        agent_id=thread.agent_id,
+        agent_name="bench",
+        model="gpt-4o",
+        run=run,
+        message_id=None,
+        input_messages=1,
+        step_limit=False,
+        empty=False,
+        error=None,
+    )
+    return build_trace(PRICED, facts, spans, now())
 
 
 async def main(threads: int, turns: int) -> int:
@@ -107,8 +208,8 @@ async def main(threads: int, turns: int) -> int:
             meter = Meter(row[0])
             for _ in range(threads):
                 thread = await s.threads.add(a_thread(ORG, agent.id))
-                for _ in range(turns):
-                    await turn(s, meter, thread)
+                for k in range(turns):
+                    await turn(s, meter, thread, traced=k % 3)
             print(f"{threads} threads x {turns} turns, one connection; median per statement:")
             meter.report(skip=min(20, threads * turns // 4))  # prepared after 5 runs
 

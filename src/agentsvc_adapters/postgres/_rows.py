@@ -295,8 +295,9 @@ TRACE_COLS = (
 _TRACE_FIELDS = [c.strip() for c in TRACE_COLS.split(",")]
 _N_TRACE = len(_TRACE_FIELDS)
 # A turn's trace is two JSON parameters (its spans; its row, parsed apart so that
-# PostgreSQL does not parse the spans twice), its evaluations one more: 29 parameters more would take finish_turn's statement past psycopg's
-# 50, beyond which it parses the statement's text again on every call (0.3 ms).
+# PostgreSQL does not parse the spans twice), its evaluations one more: 29
+# parameters more would take finish_turn's statement past psycopg's 50, beyond
+# which it parses the statement's text again on every call (0.3 ms).
 _TRACE_INSERT = (
     f"INSERT INTO traces ({TRACE_COLS}, root_span_id, keep_until, spans)"
     f" SELECT {TRACE_COLS}, root_span_id, keep_until, %s::json"

@@ -151,7 +151,7 @@ class Reply:
             final: EventData = state.error or INTERRUPTED
             with contextlib.suppress(DomainError):
                 await self._finish(plan, run, state, turn, final, span, collected)
-            reply_ended(span, state)  # (ended already unless the write failed)
+            reply_ended(span, state)  # (with a stored trace: ended already, before the write)
             turn.emit(final)
             turn.close()
             raise
@@ -173,7 +173,7 @@ class Reply:
                 code="STORAGE_ERROR", detail="the reply could not be stored"
             )
             span.fail("STORAGE_ERROR")
-        reply_ended(span, state)  # (ended already unless the write failed)
+        reply_ended(span, state)  # (with a stored trace: ended already, before the write)
         turn.emit(final)
         turn.close()
 

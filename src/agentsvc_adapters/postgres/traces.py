@@ -13,7 +13,7 @@ and the threads opened; three statements sent together in one pipeline.
 from __future__ import annotations
 
 import functools
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -52,15 +52,15 @@ SELECT lo, greatest(lo, least(goal, lo + interval '6 hours')), goal FROM (
 ) m
 """
 _FOLD_USAGE = """
-INSERT INTO usage_hourly AS h (org_id, hour, agent_id, model, purpose, key_source, calls,
+INSERT INTO usage_{unit} AS h (org_id, {col}, agent_id, model, purpose, key_source, calls,
     input_tokens, output_tokens, cached_input_tokens, cost_usd, unpriced)
-SELECT org_id, date_trunc('hour', created_at, 'UTC'), agent_id, model, purpose,
+SELECT org_id, date_trunc('{col}', created_at, 'UTC'), agent_id, model, purpose,
     key_source, count(*), sum(input_tokens), sum(output_tokens),
     sum(coalesce(cached_input_tokens, 0)), coalesce(sum(cost_usd), 0),
     count(*) - count(cost_usd)
 FROM usage_records WHERE stored_at > %(lo)s AND stored_at <= %(hi)s
 GROUP BY 1, 2, 3, 4, 5, 6
-ON CONFLICT (org_id, hour, agent_id, model, purpose, key_source) DO UPDATE SET
+ON CONFLICT (org_id, {col}, agent_id, model, purpose, key_source) DO UPDATE SET
     calls = h.calls + EXCLUDED.calls,
     input_tokens = h.input_tokens + EXCLUDED.input_tokens,
     output_tokens = h.output_tokens + EXCLUDED.output_tokens,
@@ -69,35 +69,47 @@ ON CONFLICT (org_id, hour, agent_id, model, purpose, key_source) DO UPDATE SET
     unpriced = h.unpriced + EXCLUDED.unpriced
 """
 _FOLD_TRACES = """
-INSERT INTO traces_hourly AS h (org_id, hour, agent_id, replies, messages, tool_calls,
+INSERT INTO traces_{unit} AS h (org_id, {col}, agent_id, replies, messages, tool_calls,
     tool_errors, errors)
-SELECT org_id, date_trunc('hour', started_at, 'UTC'), agent_id, count(*),
+SELECT org_id, date_trunc('{col}', started_at, 'UTC'), agent_id, count(*),
     sum(input_messages), sum(tool_calls), sum(tool_errors),
     count(*) FILTER (WHERE status = 'error')
 FROM traces WHERE stored_at > %(lo)s AND stored_at <= %(hi)s AND agent_id IS NOT NULL
 GROUP BY 1, 2, 3
-ON CONFLICT (org_id, hour, agent_id) DO UPDATE SET
+ON CONFLICT (org_id, {col}, agent_id) DO UPDATE SET
     replies = h.replies + EXCLUDED.replies,
     messages = h.messages + EXCLUDED.messages,
     tool_calls = h.tool_calls + EXCLUDED.tool_calls,
     tool_errors = h.tool_errors + EXCLUDED.tool_errors,
     errors = h.errors + EXCLUDED.errors
 """
+# hourly and daily sums, folded from the same rows in the same transaction
+_FOLDS = tuple(
+    sql.format(unit=unit, col=col)
+    for sql in (_FOLD_USAGE, _FOLD_TRACES)
+    for unit, col in (("hourly", "hour"), ("daily", "day"))
+)
 _FOLD_MARK = "UPDATE rollup_marks SET rolled_to = %(hi)s WHERE name = 'analytics'"
 
-# Analytics: the hourly sums of the window, and the rows stored since the mark
-# (those of the last two hours of the window: a turn stored later than that after
-# it began waits for the next fold), each summed three ways at once (GROUPING SETS:
-# by bucket, by model, by agent), so that what comes back is a few hundred rows
-# whatever the window holds.
+# Analytics: the sums of the window (daily ones for its whole days when the series
+# is by day, [%(d0)s, %(d1)s); hourly ones for the rest), and the rows stored since
+# the mark (those of the last two hours of the window: a turn stored later than
+# that after it began waits for the next fold), each summed three ways at once
+# (GROUPING SETS: by bucket, by model, by agent), so that what comes back is a few
+# hundred rows whatever the window holds.
 _MARK = "(SELECT rolled_to FROM rollup_marks WHERE name = 'analytics')"
+_HOURS = "(hour >= %(since)s AND hour < %(d0)s OR hour >= %(d1)s AND hour < %(until)s)"
 _USAGE = (
     "SELECT b, agent_id, model, purpose, key_source, sum(calls), sum(input_tokens),"
     " sum(output_tokens), sum(cached_input_tokens), sum(cost_usd), sum(unpriced) FROM ("
     " SELECT date_trunc(%(bucket)s, at, 'UTC') AS b, * FROM ("
     "  SELECT hour AS at, agent_id, model, purpose, key_source, calls, input_tokens,"
     "  output_tokens, cached_input_tokens, cost_usd, unpriced FROM usage_hourly"
-    "  WHERE org_id = %(org)s AND hour >= %(since)s AND hour < %(until)s{agent}"
+    f"  WHERE org_id = %(org)s AND {_HOURS}{{agent}}"
+    "  UNION ALL"
+    "  SELECT day, agent_id, model, purpose, key_source, calls, input_tokens,"
+    "  output_tokens, cached_input_tokens, cost_usd, unpriced FROM usage_daily"
+    "  WHERE org_id = %(org)s AND day >= %(d0)s AND day < %(d1)s{agent}"
     "  UNION ALL"
     "  SELECT created_at, agent_id, model, purpose, key_source, 1, input_tokens,"
     "  output_tokens, coalesce(cached_input_tokens, 0), coalesce(cost_usd, 0),"
@@ -112,8 +124,10 @@ _TRACES = (
     " sum(errors) FROM ("
     " SELECT date_trunc(%(bucket)s, at, 'UTC') AS b, * FROM ("
     "  SELECT hour AS at, agent_id, replies, messages, tool_calls, tool_errors, errors"
-    "  FROM traces_hourly"
-    "  WHERE org_id = %(org)s AND hour >= %(since)s AND hour < %(until)s{agent}"
+    f"  FROM traces_hourly WHERE org_id = %(org)s AND {_HOURS}{{agent}}"
+    "  UNION ALL"
+    "  SELECT day, agent_id, replies, messages, tool_calls, tool_errors, errors"
+    "  FROM traces_daily WHERE org_id = %(org)s AND day >= %(d0)s AND day < %(d1)s{agent}"
     "  UNION ALL"
     "  SELECT started_at, agent_id, 1, input_messages, tool_calls, tool_errors,"
     "  (status = 'error')::int FROM traces"
@@ -218,6 +232,14 @@ class PostgresTraces(Repo, TraceStore, AnalyticsStore):
         agent_id: UUID | None = None,
     ) -> AnalyticsGroups:
         params: dict[str, Any] = {"org": org_id, "since": since, "until": until, "bucket": bucket}
+        # the window's whole days, [d0, d1), from the daily sums when the series is by
+        # day (the hours before and after them from the hourly ones); none by hour
+        first = since.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        d0 = first if first == since else first + timedelta(days=1)
+        d1 = until.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        if bucket != "day" or d0 >= d1:
+            d0 = d1 = until
+        params["d0"], params["d1"] = d0, d1
         agent = ""
         if agent_id is not None:
             agent = " AND agent_id = %(agent)s"
@@ -272,7 +294,7 @@ class PostgresTraces(Repo, TraceStore, AnalyticsStore):
                     return folded
                 lo, hi, goal = row
                 span = {"lo": lo, "hi": hi}
-                for sql in (_FOLD_USAGE, _FOLD_TRACES):
+                for sql in _FOLDS:
                     folded += (await conn.execute(sql, span)).rowcount
                 await conn.execute(_FOLD_MARK, span)
             more = hi < goal

@@ -121,6 +121,34 @@ CREATE TABLE traces_hourly (
     errors          bigint       NOT NULL,
     PRIMARY KEY (org_id, hour, agent_id)
 );
+-- The same by UTC day, folded with them: a 30-day series by day reads 30 days of
+-- these (and the hours of the window's partial days from the hourly ones).
+CREATE TABLE usage_daily (
+    org_id               text              NOT NULL,
+    day                  timestamptz       NOT NULL,
+    agent_id             uuid              NOT NULL,
+    model                text              NOT NULL,
+    purpose              text              NOT NULL,
+    key_source           text              NOT NULL,
+    calls                bigint            NOT NULL,
+    input_tokens         bigint            NOT NULL,
+    output_tokens        bigint            NOT NULL,
+    cached_input_tokens  bigint            NOT NULL,
+    cost_usd             double precision  NOT NULL,
+    unpriced             bigint            NOT NULL,
+    PRIMARY KEY (org_id, day, agent_id, model, purpose, key_source)
+);
+CREATE TABLE traces_daily (
+    org_id          text         NOT NULL,
+    day             timestamptz  NOT NULL,
+    agent_id        uuid         NOT NULL,
+    replies         bigint       NOT NULL,
+    messages        bigint       NOT NULL,
+    tool_calls      bigint       NOT NULL,
+    tool_errors     bigint       NOT NULL,
+    errors          bigint       NOT NULL,
+    PRIMARY KEY (org_id, day, agent_id)
+);
 -- How far the fold has gone: rows stored at or before rolled_to are in the sums.
 -- One row per source for the whole service (not an organization's data).
 CREATE TABLE rollup_marks (

@@ -428,3 +428,12 @@ def test_bad_requests_are_422_and_unknown_traces_404(world: dict[str, Any]) -> N
     ):
         r = c.get("/api/analytics", params=params)
         assert (r.status_code, r.json()["error"]) == (422, "VALIDATION_ERROR"), (params, r.text)
+
+
+def test_times_out_of_range_are_422(world: dict[str, Any]) -> None:
+    c = world["admin"]
+    for value in ("0001-01-01T00:00:00+01:00", "1969-12-31T23:59:59Z", "9999-12-31T23:59:59Z"):
+        r = c.get("/api/logs", params={"from": value})
+        assert (r.status_code, r.json()["error"]) == (422, "VALIDATION_ERROR"), (value, r.text)
+        r = c.get("/api/analytics", params={"period": "custom", "from": value})
+        assert (r.status_code, r.json()["error"]) == (422, "VALIDATION_ERROR"), (value, r.text)

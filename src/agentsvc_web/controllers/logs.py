@@ -140,9 +140,12 @@ def _time(raw: str | None, name: str) -> datetime | None:
         return None
     try:
         value = msgspec.convert(raw, datetime)
-    except msgspec.ValidationError:
+        value = (value if value.tzinfo else value.replace(tzinfo=UTC)).astimezone(UTC)
+    except (msgspec.ValidationError, OverflowError):
         raise InvalidInput(name, "must be an RFC 3339 timestamp") from None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if not 1970 <= value.year <= 9998:
+        raise InvalidInput(name, "must be a time between the years 1970 and 9998")
+    return value
 
 
 class LogsController(Controller):

@@ -297,6 +297,8 @@ def test_the_turn_with_everything_explains_itself_span_by_span(
     assert echo["status"] == "ok"
     assert fail["status"] == "error"
     assert fail["attributes"]["agentsvc.tool.outcome"] == "error"
+    assert echo["attributes"]["agentsvc.mcp.server"] == "test-tools"
+    assert echo["attributes"]["gen_ai.tool.name"] == "test-tools__echo"
     assert echo["input"] == {"text": "token [REDACTED]"}
     assert echo["output"] == "token [REDACTED]"
     assert LEAKY not in r.text

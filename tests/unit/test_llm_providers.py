@@ -34,6 +34,8 @@ from agentsvc_core.ports import (
     ToolSpec,
     UsageReport,
 )
+from agentsvc_core.ports.telemetry import FinishedSpan
+from agentsvc_core.telemetry import SpanTracer
 from tests.fakes.providers import FakeProvider, Reply, ToolCallSpec, fake_alpha, fake_beta
 
 KEY = "sk-platform-0123456789abcdef"
@@ -386,6 +388,30 @@ async def test_a_retryable_error_before_the_first_token_is_retried(case: Case, s
     events = await collect(case.model, ask())
     assert text_of(events) == "Second time lucky"
     assert len(case.fake.requests) == 2
+
+
+async def test_the_retries_are_noted_on_the_model_calls_span(case: Case) -> None:
+    """The span entered around the call (the reply's ``chat`` span) carries how many
+    times the call was retried: the trace's ``provider_retry`` evaluation reads it."""
+    case.fake.enqueue(Reply(status=503), Reply(status=503), Reply(text="Third time"))
+    rec = Sink()
+    with SpanTracer([rec]).start("chat m"):
+        events = await collect(case.model, ask())
+    assert text_of(events) == "Third time"
+    (ended,) = rec.spans
+    assert ended.attributes["agentsvc.provider.retries"] == 2
+    case.fake.enqueue(Reply(text="At once"))
+    with SpanTracer([rec]).start("chat m"):
+        await collect(case.model, ask())
+    assert "agentsvc.provider.retries" not in rec.spans[-1].attributes
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.spans: list[FinishedSpan] = []
+
+    def on_end(self, span: FinishedSpan) -> None:
+        self.spans.append(span)
 
 
 async def test_a_json_answer_instead_of_a_stream_is_an_error_that_says_so(

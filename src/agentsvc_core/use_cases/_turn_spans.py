@@ -109,8 +109,9 @@ def tool_span(tracer: Tracer, name: str, call_id: str, *, mcp: bool) -> Span:
         "gen_ai.tool.call.id": call_id,
         "gen_ai.tool.type": "extension" if mcp else "function",
     }
-    if mcp:  # an MCP tool is named <server slug>__<tool>
-        attributes["agentsvc.mcp.server"] = name.partition("__")[0]
+    server, sep, _ = name.partition("__")
+    if mcp and sep:  # an MCP tool is named <server slug>__<tool>
+        attributes["agentsvc.mcp.server"] = server
     return tracer.start(f"execute_tool {name}", "internal", attributes)
 
 

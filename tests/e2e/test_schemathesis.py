@@ -48,8 +48,12 @@ REFUSED = [
 # tool results (sendMessage), participants on a thread that is not multiplayer,
 # an MCP server's url or command as its transport needs (and stdio only where
 # enabled), embed domains that are host names (what IDNA lets a label hold is no
-# regular expression).
+# regular expression); a logs cursor that this list did not make, a `from` after its
+# `to` (listTraces, getAnalytics), and analytics' `from`/`to` with a period other
+# than custom, a range past 400 days or a series past 2,000 points (getAnalytics).
 DOMAIN_RULES = [
+    "listTraces",
+    "getAnalytics",
     "createAgent",
     "updateAgent",
     "createMcpServer",

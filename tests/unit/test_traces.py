@@ -387,8 +387,11 @@ def test_periods_are_whole_buckets_ending_now() -> None:
 
 
 def test_custom_ranges() -> None:
-    start = NOW - timedelta(days=3)
-    assert window("custom", start, None, None) == (start, NOW, "hour")
+    start = NOW - timedelta(days=3)  # 10:30: whole hours, from 10:00
+    assert window("custom", start, None, None) == (start.replace(minute=0), NOW, "hour")
+    end = NOW - timedelta(hours=5, minutes=10)  # 05:20: up to 06:00
+    assert window("custom", start, end, None)[1] == NOW.replace(hour=6, minute=0)
+    assert window("custom", start, NOW + timedelta(days=1), None)[1] == NOW + timedelta(days=1)
     assert window("custom", NOW - timedelta(days=40), NOW - timedelta(days=1), None)[2] == "day"
     for args in (
         ("custom", None, None, None),

@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from agentsvc_adapters.postgres import PostgresStorage
 from agentsvc_adapters.postgres.migrate import migrate
-from agentsvc_adapters.postgres.traces import _THREADS, _TRACES, _USAGE
+from agentsvc_adapters.postgres.traces import _THREADS, _TRACES, _USAGE, analytics_params
 from agentsvc_core.entities import Principal
 from agentsvc_core.use_cases.logs import Analytics, AnalyticsReport
 from bench.database import Databases
@@ -371,7 +371,7 @@ async def measure(storage: PostgresStorage, now: datetime, reps: int) -> int:
         since, until, bucket = analytics.window(period, None, None, None)
         for agent in (None, one):
             print(f"\nEXPLAIN (ANALYZE, BUFFERS), {period}{', one agent' if agent else ''}:")
-            params = {"org": ORG, "since": since, "until": until, "bucket": bucket, "agent": agent}
+            params = {**analytics_params(ORG, since, until, bucket), "agent": agent}
             await explain(storage, params, agent is not None)
     since, until, _ = analytics.window("30d", None, None, None)
     print("\n30d totals against direct count/sum:")

@@ -144,6 +144,20 @@ _THREADS = (
 )
 
 
+def analytics_params(
+    org_id: str, since: datetime, until: datetime, bucket: Bucket
+) -> dict[str, Any]:
+    """The parameters of ``_USAGE``, ``_TRACES`` and ``_THREADS``: the window's whole
+    days, [d0, d1), come from the daily sums when the series is by day (the hours
+    before and after them from the hourly ones); none by hour."""
+    first = since.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    d0 = first if first == since else first + timedelta(days=1)
+    d1 = until.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    if bucket != "day" or d0 >= d1:
+        d0 = d1 = until
+    return {"org": org_id, "since": since, "until": until, "bucket": bucket, "d0": d0, "d1": d1}
+
+
 class PostgresTraces(Repo, TraceStore, AnalyticsStore):
     def __init__(self, pool: Pool, settle: timedelta = timedelta(minutes=2)) -> None:
         """``settle``: rows stored less than this long ago wait for a later fold
@@ -231,15 +245,7 @@ class PostgresTraces(Repo, TraceStore, AnalyticsStore):
         bucket: Bucket,
         agent_id: UUID | None = None,
     ) -> AnalyticsGroups:
-        params: dict[str, Any] = {"org": org_id, "since": since, "until": until, "bucket": bucket}
-        # the window's whole days, [d0, d1), from the daily sums when the series is by
-        # day (the hours before and after them from the hourly ones); none by hour
-        first = since.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-        d0 = first if first == since else first + timedelta(days=1)
-        d1 = until.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-        if bucket != "day" or d0 >= d1:
-            d0 = d1 = until
-        params["d0"], params["d1"] = d0, d1
+        params = analytics_params(org_id, since, until, bucket)
         agent = ""
         if agent_id is not None:
             agent = " AND agent_id = %(agent)s"

@@ -91,6 +91,10 @@ CREATE TABLE trace_evaluations (
 );
 CREATE INDEX trace_evaluations_keep_until ON trace_evaluations USING brin (keep_until);
 
+-- The threads analytics counts: an index-only scan of the window (threads are
+-- opened far less often than turns run, so one more index costs little).
+CREATE INDEX threads_analytics ON threads (org_id, created_at) INCLUDE (agent_id);
+
 -- Analytics' hourly sums, folded from the rows above by the maintenance sweep
 -- (agentsvc_adapters/postgres/traces.py, roll_up) and kept for good: a 30-day
 -- answer reads 720 hours of sums, not millions of rows, and outlives the traces'

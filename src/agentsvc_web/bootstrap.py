@@ -202,7 +202,7 @@ class Services:
 
     async def _sweep(self) -> None:
         """Replies whose process died stop counting as running; rows stored since
-        the last sweep are folded into analytics' hourly sums; traces kept long
+        the last sweep are folded into analytics' hourly and daily sums; traces kept long
         enough go."""
         try:
             _log_sweep(await self.conversation.sweep())

@@ -189,8 +189,8 @@ class Analytics:
         self._retention = trace_retention_days
 
     async def roll_up(self) -> int:
-        """Fold the rows stored since the last call into the hourly sums (the
-        maintenance sweep, every 30 seconds)."""
+        """Fold the rows stored since the last call into the hourly and daily sums
+        (the maintenance sweep, every 30 seconds)."""
         return await self._store.roll_up()
 
     def window(

@@ -148,6 +148,16 @@ def _time(raw: str | None, name: str) -> datetime | None:
     return value
 
 
+# ``from`` and ``to``: RFC 3339 times (checked by ``_time``)
+Since = Annotated[
+    str | None, QueryParameter(name="from", max_length=64, schema_extra={"format": "date-time"})
+]
+Until = Annotated[
+    str | None, QueryParameter(name="to", max_length=64, schema_extra={"format": "date-time"})
+]
+AgentId = Annotated[UUID | None, QueryParameter(name="agentId")]
+
+
 class LogsController(Controller):
     path = "/api/logs"
     tags = ["logs and analytics"]
@@ -163,18 +173,12 @@ class LogsController(Controller):
         self,
         request: Req,
         logs: NamedDependency[Logs],
-        agent_id: Annotated[UUID | None, QueryParameter(name="agentId")] = None,
+        agent_id: AgentId = None,
         runner_id: Annotated[UUID | None, QueryParameter(name="runnerId")] = None,
         thread_id: Annotated[UUID | None, QueryParameter(name="threadId")] = None,
         status: Annotated[Literal["ok", "error"] | None, QueryParameter(name="status")] = None,
-        since: Annotated[
-            str | None,
-            QueryParameter(name="from", max_length=64, schema_extra={"format": "date-time"}),
-        ] = None,
-        until: Annotated[
-            str | None,
-            QueryParameter(name="to", max_length=64, schema_extra={"format": "date-time"}),
-        ] = None,
+        since: Since = None,
+        until: Until = None,
         cursor: Annotated[str | None, QueryParameter(name="cursor", max_length=128)] = None,
         limit: Annotated[int, QueryParameter(name="limit", ge=1, le=100)] = 50,
     ) -> TraceListOut:
@@ -230,15 +234,9 @@ class AnalyticsController(Controller):
         period: Annotated[
             Literal["24h", "7d", "30d", "custom"], QueryParameter(name="period")
         ] = "7d",
-        agent_id: Annotated[UUID | None, QueryParameter(name="agentId")] = None,
-        since: Annotated[
-            str | None,
-            QueryParameter(name="from", max_length=64, schema_extra={"format": "date-time"}),
-        ] = None,
-        until: Annotated[
-            str | None,
-            QueryParameter(name="to", max_length=64, schema_extra={"format": "date-time"}),
-        ] = None,
+        agent_id: AgentId = None,
+        since: Since = None,
+        until: Until = None,
         granularity: Annotated[
             Literal["hour", "day"] | None, QueryParameter(name="granularity")
         ] = None,

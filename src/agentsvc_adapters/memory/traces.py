@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Iterator
-from datetime import UTC, datetime
+from datetime import datetime
 from uuid import UUID
 
 from agentsvc_core.entities import (
@@ -18,14 +18,13 @@ from agentsvc_core.entities import (
 )
 from agentsvc_core.entities.trace import merged
 from agentsvc_core.ports import AnalyticsGroups, AnalyticsStore, TraceFilter, TraceStore
-from agentsvc_core.ports.traces import Bucket, ThreadGroup, TraceGroup, UsageGroup
-
-
-def bucket_of(at: datetime, bucket: Bucket) -> datetime:
-    """The start of the UTC hour or day ``at`` falls in."""
-    at = at.astimezone(UTC)
-    start = at.replace(minute=0, second=0, microsecond=0)
-    return start.replace(hour=0) if bucket == "day" else start
+from agentsvc_core.ports.traces import (
+    Bucket,
+    ThreadGroup,
+    TraceGroup,
+    UsageGroup,
+    bucket_start,
+)
 
 
 class MemoryTraces(TraceStore, AnalyticsStore):
@@ -103,7 +102,7 @@ class MemoryTraces(TraceStore, AnalyticsStore):
         for r in self._usage():
             if not wanted(r.org_id, r.agent_id, r.created_at):
                 continue
-            key = (bucket_of(r.created_at, bucket), r.agent_id, r.model, r.purpose, r.key_source)
+            key = (bucket_start(r.created_at, bucket), r.agent_id, r.model, r.purpose, r.key_source)
             sums = usage.setdefault(key, [0, 0, 0, 0, 0.0, 0])
             sums[0] += 1
             sums[1] += r.usage.input_tokens
@@ -118,7 +117,7 @@ class MemoryTraces(TraceStore, AnalyticsStore):
             t = record.summary
             if t.agent_id is None or not wanted(t.org_id, t.agent_id, t.started_at):
                 continue
-            sums_t = traces.setdefault((bucket_of(t.started_at, bucket), t.agent_id), [0] * 5)
+            sums_t = traces.setdefault((bucket_start(t.started_at, bucket), t.agent_id), [0] * 5)
             sums_t[0] += 1
             sums_t[1] += t.input_messages
             sums_t[2] += t.tool_calls
@@ -127,7 +126,7 @@ class MemoryTraces(TraceStore, AnalyticsStore):
         threads: dict[tuple[datetime, UUID], int] = {}
         for th in self._threads():
             if wanted(th.org_id, th.agent_id, th.created_at):
-                k = (bucket_of(th.created_at, bucket), th.agent_id)
+                k = (bucket_start(th.created_at, bucket), th.agent_id)
                 threads[k] = threads.get(k, 0) + 1
         return AnalyticsGroups(
             usage=[

@@ -293,7 +293,6 @@ TRACE_COLS = (
     " input_messages, key_source, error, first_token_ms"
 )
 _TRACE_FIELDS = [c.strip() for c in TRACE_COLS.split(",")]
-_N_TRACE = len(_TRACE_FIELDS)
 # A turn's trace is two JSON parameters (its spans; its row, parsed apart so that
 # PostgreSQL does not parse the spans twice), its evaluations one more: 29
 # parameters more would take finish_turn's statement past psycopg's 50, beyond

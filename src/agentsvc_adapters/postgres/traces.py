@@ -13,7 +13,7 @@ and the threads opened; three statements sent together in one pipeline.
 from __future__ import annotations
 
 import functools
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -32,7 +32,7 @@ from agentsvc_core.ports import (
     TraceStore,
     UsageGroup,
 )
-from agentsvc_core.ports.traces import Bucket
+from agentsvc_core.ports.traces import Bucket, bucket_start
 
 _spans = msgspec.json.Decoder(list[StoredSpan])
 
@@ -150,9 +150,9 @@ def analytics_params(
     """The parameters of ``_USAGE``, ``_TRACES`` and ``_THREADS``: the window's whole
     days, [d0, d1), come from the daily sums when the series is by day (the hours
     before and after them from the hourly ones); none by hour."""
-    first = since.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    first = bucket_start(since, "day")
     d0 = first if first == since else first + timedelta(days=1)
-    d1 = until.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    d1 = bucket_start(until, "day")
     if bucket != "day" or d0 >= d1:
         d0 = d1 = until
     return {"org": org_id, "since": since, "until": until, "bucket": bucket, "d0": d0, "d1": d1}

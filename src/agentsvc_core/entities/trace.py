@@ -146,7 +146,7 @@ def merged(old: TraceSummary, new: TraceSummary) -> TraceSummary:
         error=old.error or new.error,
         started_at=started,
         ended_at=ended,
-        # half a millisecond up, as PostgreSQL's round(numeric) does on the same merge
+        # half a millisecond up (whole microseconds), the same on both adapters
         duration_ms=((ended - started) // timedelta(microseconds=1) + 500) // 1000,
         input_tokens=old.input_tokens + new.input_tokens,
         output_tokens=old.output_tokens + new.output_tokens,

@@ -10,7 +10,7 @@ up, zero-fills and names.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Literal, Protocol
 from uuid import UUID
 
@@ -27,9 +27,16 @@ __all__ = [
     "TraceGroup",
     "TraceStore",
     "UsageGroup",
+    "bucket_start",
 ]
 
 Bucket = Literal["hour", "day"]
+
+
+def bucket_start(at: datetime, bucket: Bucket) -> datetime:
+    """The start of the UTC hour or day ``at`` falls in: what analytics sums by."""
+    at = at.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    return at.replace(hour=0) if bucket == "day" else at
 
 
 class TraceFilter(msgspec.Struct, frozen=True, kw_only=True):

@@ -12,6 +12,7 @@ from agentsvc_core.ports.telemetry import AttributeValue, Span, Tracer
 from agentsvc_core.use_cases._turn_private import Called, Plan, ReplyState
 
 __all__ = [
+    "COMPACTION_SPAN",
     "FAMILY",
     "PROVIDER_NAMES",
     "chat_ended",
@@ -27,6 +28,7 @@ __all__ = [
 # ``gen_ai.provider.name`` of its wire format
 PROVIDER_NAMES = {"alpha": "anthropic", "beta": "openai", "local": "agentsvc"}
 FAMILY = "agentsvc.provider.family"
+COMPACTION_SPAN = "compaction"
 
 
 def _provider(plan: Plan) -> str:
@@ -120,7 +122,7 @@ def compaction_span(tracer: Tracer, plan: Plan) -> Span:
     (``gen_ai.request.model``, its tokens) and ends with ``agentsvc.compaction.outcome``
     (compacted, skipped, failed)."""
     return tracer.start(
-        "compaction",
+        COMPACTION_SPAN,
         "internal",
         {
             "agentsvc.compaction": "summary",

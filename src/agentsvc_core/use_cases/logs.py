@@ -10,7 +10,7 @@ totals, and breakdowns by model and by agent.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Literal
+from typing import Self
 from uuid import UUID
 
 import msgspec
@@ -18,7 +18,7 @@ import msgspec
 from agentsvc_core.entities import Principal, StoredSpan, TraceEvaluation, TraceSummary
 from agentsvc_core.errors import InvalidInput, NotFound
 from agentsvc_core.ports import AnalyticsStore, Clock, TraceFilter, TraceStore
-from agentsvc_core.ports.traces import Bucket, UsageGroup
+from agentsvc_core.ports.traces import Bucket, UsageGroup, bucket_start
 
 __all__ = [
     "PERIODS",
@@ -32,7 +32,6 @@ __all__ = [
     "TracePage",
 ]
 
-Period = Literal["24h", "7d", "30d", "custom"]
 PERIODS: dict[str, tuple[timedelta, Bucket]] = {
     "24h": (timedelta(hours=24), "hour"),
     "7d": (timedelta(days=7), "hour"),
@@ -131,7 +130,7 @@ class Totals(msgspec.Struct, kw_only=True):
         else:
             self.platform_calls += g.calls
 
-    def rounded(self) -> Totals:
+    def rounded(self) -> Self:
         self.cost_usd = round(self.cost_usd, 6)
         self.compaction_cost_usd = round(self.compaction_cost_usd, 6)
         return self
@@ -161,18 +160,13 @@ class AnalyticsReport(msgspec.Struct, kw_only=True):
     granularity: Bucket
     agent_id: UUID | None
     prices_taken: str | None
-    # replies, messages, tool calls and errors come from stored traces, kept this
-    # many days (0: none kept); tokens and cost from usage records, kept for good
+    # how long the traces themselves are kept (0: none stored, so no replies,
+    # messages, tool calls or errors are counted); analytics' sums are kept for good
     trace_retention_days: int
     totals: Totals
     series: list[SeriesPoint]
     by_model: list[ModelTotals]
     by_agent: list[AgentTotals]
-
-
-def floor(at: datetime, bucket: Bucket) -> datetime:
-    at = at.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
-    return at.replace(hour=0) if bucket == "day" else at
 
 
 class Analytics:
@@ -206,10 +200,10 @@ class Analytics:
             if since is None:
                 raise InvalidInput("from", "is required with period=custom")
             # whole hours: the hourly sums answer them exactly (from down, to up)
-            since = floor(since, "hour")
+            since = bucket_start(since, "hour")
             until = until or now
-            if until != floor(until, "hour") and until < now:
-                until = min(floor(until, "hour") + _STEP["hour"], now)
+            if until != bucket_start(until, "hour") and until < now:
+                until = min(bucket_start(until, "hour") + _STEP["hour"], now)
             until = until.astimezone(UTC)
             if since >= until:
                 raise InvalidInput("from", "must be before to")
@@ -227,8 +221,8 @@ class Analytics:
             bucket = granularity or default
             # whole buckets, the current one (to now) last: 24h is 24 hours' points
             points = max(1, round(length / _STEP[bucket]))
-            until, since = now, floor(now, bucket) - _STEP[bucket] * (points - 1)
-        if (until - floor(since, bucket)) / _STEP[bucket] > MAX_POINTS:
+            until, since = now, bucket_start(now, bucket) - _STEP[bucket] * (points - 1)
+        if (until - bucket_start(since, bucket)) / _STEP[bucket] > MAX_POINTS:
             raise InvalidInput(
                 "granularity", f"the series would have more than {MAX_POINTS} points"
             )
@@ -248,11 +242,10 @@ class Analytics:
         groups = await self._store.analytics(who.org_id, start, end, bucket, agent_id)
         totals = Totals()
         points: dict[datetime, SeriesPoint] = {}
-        at = floor(start, bucket)
+        first = at = bucket_start(start, bucket)
         while at < end:
             points[at] = SeriesPoint(start=at)
             at += _STEP[bucket]
-        first = floor(start, bucket)
         agents: dict[UUID, AgentTotals] = {}
         models: dict[str, ModelTotals] = {}
 
@@ -261,7 +254,7 @@ class Analytics:
             names a bucket), its agent's (when it names an agent)."""
             found: list[Totals] = []
             if when is not None:
-                found += (totals, points.get(floor(when, bucket)) or points[first])
+                found += (totals, points.get(bucket_start(when, bucket)) or points[first])
             if agent is not None:
                 if agent not in agents:
                     agents[agent] = AgentTotals(agent_id=agent)
@@ -304,10 +297,10 @@ class Analytics:
             prices_taken=self._taken,
             trace_retention_days=self._retention,
             totals=totals.rounded(),
-            series=[p.rounded() for p in points.values()],  # type: ignore[misc]
+            series=[p.rounded() for p in points.values()],
             by_model=sorted(models.values(), key=lambda m: (-(m.cost_usd or 0), m.model)),
             by_agent=sorted(
-                (a.rounded() for a in agents.values()),  # type: ignore[misc]
+                (a.rounded() for a in agents.values()),
                 key=lambda a: (-a.cost_usd, str(a.agent_id)),
             ),
         )

@@ -18,7 +18,6 @@ from typing import Any
 import msgspec
 
 from agentsvc_core.entities import (
-    KeySource,
     Run,
     StoredSpan,
     TraceEvaluation,
@@ -30,11 +29,12 @@ from agentsvc_core.entities.trace import SpanKindName
 from agentsvc_core.ports.telemetry import FinishedSpan
 from agentsvc_core.pricing import PriceTable
 from agentsvc_core.redact import redact
+from agentsvc_core.use_cases._turn_spans import COMPACTION_SPAN
+from agentsvc_core.use_cases.org_settings import RESOLVER_SPAN
 
 __all__ = ["TraceConfig", "TurnFacts", "build_trace"]
 
 _encode = msgspec.json.encode
-_to_str = msgspec.json.Encoder().encode
 
 
 class TraceConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -68,11 +68,11 @@ def _kind(span: FinishedSpan) -> SpanKindName:
     op = a.get("gen_ai.operation.name")
     if op == "invoke_agent":
         return "agent"
-    if op == "chat" or span.name == "compaction":
+    if op == "chat" or span.name == COMPACTION_SPAN:
         return "llm"
     if op == "execute_tool":
         return "mcp" if a.get("gen_ai.tool.type") == "extension" else "tool"
-    if span.name == "resolve_credentials":
+    if span.name == RESOLVER_SPAN:
         return "webhook"
     return "chain"
 
@@ -114,7 +114,7 @@ class _Payloads:
         for name, raw in (("input", raw_in), ("output", raw_out)):
             if raw is not None:
                 cut = raw[:half].decode(errors="ignore") if len(raw) > half else raw.decode()
-                fields[name] = msgspec.Raw(_to_str(cut))
+                fields[name] = msgspec.Raw(_encode(cut))
         return fields
 
 
@@ -229,11 +229,11 @@ def build_trace(
         elif stored.kind in ("tool", "mcp"):
             tools += 1
             tool_errors += stored.status == "error"
-    start = ordered[0].start_ns if ordered else int(now.timestamp() * 1e9)
-    end = max((s.end_ns for s in ordered), default=start)
+    start = ordered[0].start_ns
+    end = max(s.end_ns for s in ordered)
     run = facts.run
     failed = run.status in ("failed", "interrupted")
-    key_source: KeySource | str | None = None
+    key_source: str | None = None
     if sources:
         key_source = sources.pop() if len(sources) == 1 else "mixed"
     summary = TraceSummary(

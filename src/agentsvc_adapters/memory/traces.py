@@ -36,6 +36,9 @@ class MemoryTraces(TraceStore, AnalyticsStore):
         """``usage`` and ``threads``: every usage record and thread stored."""
         # (organization, trace id) -> the records of its turns
         self._traces: dict[tuple[str, str], list[TraceRecord]] = {}
+        # the summaries of pruned turns: analytics still counts them, as PostgreSQL's
+        # sums do
+        self._pruned: list[TraceSummary] = []
         self._usage = usage
         self._threads = threads
 
@@ -81,6 +84,7 @@ class MemoryTraces(TraceStore, AnalyticsStore):
         for key, records in list(self._traces.items()):
             kept = [r for r in records if r.keep_until >= before]
             gone += len(records) - len(kept)
+            self._pruned += (r.summary for r in records if r.keep_until < before)
             if kept:
                 self._traces[key] = kept
             else:
@@ -113,8 +117,7 @@ class MemoryTraces(TraceStore, AnalyticsStore):
             else:
                 sums[4] += r.cost_usd
         traces: dict[tuple[datetime, UUID], list[int]] = {}
-        for record in self._records():
-            t = record.summary
+        for t in (*(r.summary for r in self._records()), *self._pruned):
             if t.agent_id is None or not wanted(t.org_id, t.agent_id, t.started_at):
                 continue
             sums_t = traces.setdefault((bucket_start(t.started_at, bucket), t.agent_id), [0] * 5)

@@ -68,6 +68,7 @@ from agentsvc_core.use_cases.org_settings import (
     OrgSettings,
 )
 from agentsvc_core.use_cases.registry import RegistrySearch
+from agentsvc_core.use_cases.server_tools import ToolHub
 from agentsvc_core.use_cases.traces import TraceConfig
 from agentsvc_web.metrics import HttpMetrics, Reading, ReadingsCollector, new_registry
 from agentsvc_web.settings import Settings, SettingsError
@@ -175,7 +176,7 @@ class Services:
             storage.turn_reader,
             storage.conversations,
             router,
-            tools or McpTools(self.mcps, mcp_client),
+            tools or ToolHub(self._tool_sources(mcp_client)),
             stops,
             clock,
             stale_after_s=settings.run_stale_after_s,
@@ -199,6 +200,10 @@ class Services:
             self.trace_config.prices.taken,
             settings.trace_retention_days,
         )
+
+    def _tool_sources(self, mcp_client: McpClient) -> list[ServerTools]:
+        """The server-side tool sources of a turn, in the order the model sees them."""
+        return [McpTools(self.mcps, mcp_client)]
 
     async def _sweep(self) -> None:
         """Replies whose process died stop counting as running; rows stored since

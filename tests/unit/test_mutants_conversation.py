@@ -21,7 +21,7 @@ from agentsvc_core.errors import (
     ThreadBusy,
     Unavailable,
 )
-from agentsvc_core.ports import NativeCompaction, TextDelta, ToolSpec, UsageReport
+from agentsvc_core.ports import NativeCompaction, TextDelta, ToolSetup, ToolSpec, UsageReport
 from agentsvc_core.use_cases import heartbeats as heartbeats_module
 from agentsvc_core.use_cases.compaction import SUMMARY_PROMPT, Compactor
 from agentsvc_core.use_cases.conversation import INTERRUPT_WAIT_S, SendInput, ToolResultIn
@@ -266,7 +266,9 @@ async def test_server_tools_under_the_profile_then_client_tools_then_the_switch_
     )
 
     await send(w, SendInput(content="hi", tools=[ToolSpec(name="client_pick")]))
-    assert w.tools.listed_for == [(WHO, w.agent, [])]  # the attached servers read with the thread
+    assert w.tools.listed_for == [
+        (WHO, w.agent, ToolSetup(mcp=[], records={}))
+    ]  # the attached servers read with the thread
     offered = [t.name for t in w.model.requests[0].tools]
     switch = w.model.requests[0].tools[-1]
     assert "(current: small)" in switch.description

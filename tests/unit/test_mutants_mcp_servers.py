@@ -15,7 +15,13 @@ from agentsvc_adapters.crypto.aesgcm import AesGcmBox
 from agentsvc_adapters.memory import MemoryStorage
 from agentsvc_core.entities import Agent, CachedTool, McpAttachment, McpServer, Principal
 from agentsvc_core.errors import InvalidInput, McpAuthRequired, NotFound, Upstream
-from agentsvc_core.ports import McpEndpoint, SecretUnreadable, ToolAuthRequired
+from agentsvc_core.ports import (
+    McpEndpoint,
+    SecretUnreadable,
+    ToolAuthRequired,
+    ToolCallContext,
+    ToolSetup,
+)
 from agentsvc_core.ports.mcp import McpCallResult, McpTool
 from agentsvc_core.ports.oauth import TokenSet
 from agentsvc_core.use_cases.mcp_oauth import McpOAuth
@@ -39,6 +45,8 @@ ADMIN = Principal(org_id=ORG, method="api_key")
 ALICE = Principal(org_id=ORG, method="jwt", user_id="alice")
 KEY1 = ("k1", b"\x06" * 32)
 KEY2 = ("k2", b"\x07" * 32)
+
+CTX = ToolCallContext(tool_call_id="call_1")
 
 
 class Client:
@@ -497,7 +505,7 @@ async def test_the_turn_uses_the_attachments_it_read() -> None:
     agent, server = await agent_with(s)
     known = [(a.attachment, a.server) for a in await s.servers.attached(ADMIN, "agent", agent.id)]
     await s.servers.detach(ADMIN, "agent", agent.id, server.id)
-    assert [t.name for t in await s.tools.list_tools(ADMIN, agent, known)] == [
+    assert [t.name for t in await s.tools.list_tools(ADMIN, agent, ToolSetup(mcp=known))] == [
         "kb__search",
         "kb__write",
     ]
@@ -514,24 +522,24 @@ async def test_a_call_reaches_the_servers_tool() -> None:
     s = Setup()
     agent, _ = await agent_with(s)
     await s.tools.list_tools(ADMIN, agent)  # the turn lists the tools before calling one
-    assert await s.tools.call(ADMIN, agent, "kb__search", {"q": 1}) == "search: ok"
+    assert await s.tools.call(ADMIN, agent, "kb__search", {"q": 1}, CTX) == "search: ok"
     (endpoint, name, arguments) = s.client.calls[0]
     assert (endpoint.url, name, arguments) == ("https://mcp.example/mcp", "search", {"q": 1})
     s.client.answers["write"] = McpCallResult(text="denied", is_error=True)
-    assert await s.tools.call(ADMIN, agent, "kb__write", {}) == "error: denied"
+    assert await s.tools.call(ADMIN, agent, "kb__write", {}, CTX) == "error: denied"
     s.client.answers["write"] = Upstream("timed out", code="MCP_TIMEOUT")
-    assert await s.tools.call(ADMIN, agent, "kb__write", {}) == "error: timed out"
+    assert await s.tools.call(ADMIN, agent, "kb__write", {}, CTX) == "error: timed out"
 
 
 async def test_calls_the_agent_may_not_make_answer_errors() -> None:
     s = Setup()
     agent, _ = await agent_with(s, ("search",))
     await s.tools.list_tools(ADMIN, agent)
-    assert await s.tools.call(ADMIN, agent, "kb__write", {}) == (
+    assert await s.tools.call(ADMIN, agent, "kb__write", {}, CTX) == (
         "error: the tool 'kb__write' is not allowed for this agent"
     )
-    assert await s.tools.call(ADMIN, agent, "nosep", {}) == "error: no tool named 'nosep'"
-    assert await s.tools.call(ADMIN, agent, "other__search", {}) == (
+    assert await s.tools.call(ADMIN, agent, "nosep", {}, CTX) == "error: no tool named 'nosep'"
+    assert await s.tools.call(ADMIN, agent, "other__search", {}, CTX) == (
         "error: no MCP server 'other' is attached to this agent"
     )
     assert s.client.calls == []
@@ -542,7 +550,7 @@ async def test_a_server_asking_for_authorization_without_oauth_answers_an_error(
     agent, _ = await agent_with(s)
     await s.tools.list_tools(ADMIN, agent)
     s.client.answers["search"] = McpAuthRequired("401")
-    assert await s.tools.call(ADMIN, agent, "kb__search", {}) == (
+    assert await s.tools.call(ADMIN, agent, "kb__search", {}, CTX) == (
         "error: the MCP server 'Kb' requires authorization"
     )
 
@@ -553,7 +561,7 @@ async def test_a_server_asking_for_authorization_starts_the_flow() -> None:
     await s.tools.list_tools(ADMIN, agent)
     s.client.answers["search"] = McpAuthRequired("401")
     with pytest.raises(ToolAuthRequired) as info:
-        await s.tools.call(ALICE, agent, "kb__search", {})
+        await s.tools.call(ALICE, agent, "kb__search", {}, CTX)
     assert info.value.provider == "Kb"
     assert info.value.redirect_url.startswith("https://auth.example/authorize?")
     assert info.value.description == "Connect Kb so the agent can use its tools"
@@ -565,7 +573,7 @@ async def test_an_authorization_that_cannot_start_answers_an_error() -> None:
     agent, _ = await agent_with(s)
     await s.tools.list_tools(ADMIN, agent)
     s.client.answers["search"] = McpAuthRequired("401")
-    answer = await s.tools.call(ALICE, agent, "kb__search", {})
+    answer = await s.tools.call(ALICE, agent, "kb__search", {}, CTX)
     assert answer.startswith("error: authorization with 'Kb' failed: ")
     assert "dynamic client registration" in answer
 
@@ -606,7 +614,7 @@ async def test_a_tool_whose_name_holds_the_separator_is_called_by_its_whole_name
     server = await s.http("Db")
     await s.servers.attach(ADMIN, "agent", agent.id, server.id, None)
     assert "db__get__data" in [t.name for t in await s.tools.list_tools(ADMIN, agent)]
-    assert await s.tools.call(ADMIN, agent, "db__get__data", {}) == "get__data: ok"
+    assert await s.tools.call(ADMIN, agent, "db__get__data", {}, CTX) == "get__data: ok"
 
 
 async def test_a_call_finds_its_server_among_several_attached() -> None:
@@ -615,8 +623,8 @@ async def test_a_call_finds_its_server_among_several_attached() -> None:
     other = await s.http("Zz")
     await s.servers.attach(ADMIN, "agent", agent.id, other.id, None)
     await s.tools.list_tools(ADMIN, agent)
-    assert await s.tools.call(ADMIN, agent, "zz__search", {}) == "search: ok"
-    assert await s.tools.call(ADMIN, agent, "kb__search", {}) == "search: ok"
+    assert await s.tools.call(ADMIN, agent, "zz__search", {}, CTX) == "search: ok"
+    assert await s.tools.call(ADMIN, agent, "kb__search", {}, CTX) == "search: ok"
 
 
 async def test_a_rename_keeps_the_tools_cache() -> None:

@@ -86,11 +86,13 @@ class Tools(ServerTools):
         self.run_stored_at_call: list[bool] = []  # per call: had begin_turn returned?
 
     async def list_tools(
-        self, who: Principal, agent: Agent, attached: object = None
+        self, who: Principal, agent: Agent, setup: object = None
     ) -> list[ToolSpec]:
         return [ToolSpec(name="kb__search", description="search")]
 
-    async def call(self, who: Principal, agent: Agent, name: str, arguments: dict[str, Any]) -> str:
+    async def call(
+        self, who: Principal, agent: Agent, name: str, arguments: dict[str, Any], ctx: Any = None
+    ) -> str:
         self.calls.append(name)
         self.run_stored_at_call.append(self.store is not None and self.store.stored > 0)
         return "found"

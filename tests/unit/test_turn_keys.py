@@ -87,11 +87,13 @@ class Model(ChatModel):
 
 class Tools(ServerTools):
     async def list_tools(
-        self, who: Principal, agent: Agent, attached: object = None
+        self, who: Principal, agent: Agent, setup: object = None
     ) -> list[ToolSpec]:
         return [ToolSpec(name="kb__search", description="search")]
 
-    async def call(self, who: Principal, agent: Agent, name: str, arguments: dict[str, Any]) -> str:
+    async def call(
+        self, who: Principal, agent: Agent, name: str, arguments: dict[str, Any], ctx: Any = None
+    ) -> str:
         return "found"
 
 

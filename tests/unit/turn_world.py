@@ -117,12 +117,14 @@ class Tools(ServerTools):
         self.listed_for: list[tuple[Principal, Agent, object]] = []
 
     async def list_tools(
-        self, who: Principal, agent: Agent, attached: object = None
+        self, who: Principal, agent: Agent, setup: object = None
     ) -> list[ToolSpec]:
-        self.listed_for.append((who, agent, attached))
+        self.listed_for.append((who, agent, setup))
         return list(self.specs)
 
-    async def call(self, who: Principal, agent: Agent, name: str, arguments: dict[str, Any]) -> str:
+    async def call(
+        self, who: Principal, agent: Agent, name: str, arguments: dict[str, Any], ctx: Any = None
+    ) -> str:
         self.called.append((name, arguments))
         self.callers.append((who, agent))
         answer = self.answers.get(name, f"{name} answered")

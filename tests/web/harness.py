@@ -65,7 +65,7 @@ class KnowledgeBaseTools(ServerTools):
         self.calls: list[tuple[str, dict[str, Any]]] = []
 
     async def list_tools(
-        self, who: Principal, agent: Agent, attached: object = None
+        self, who: Principal, agent: Agent, setup: object = None
     ) -> list[ToolSpec]:
         return [
             ToolSpec(name="kb__search", description="search the knowledge base"),
@@ -73,7 +73,9 @@ class KnowledgeBaseTools(ServerTools):
             ToolSpec(name="crm__lookup", description="look up a customer (needs OAuth)"),
         ]
 
-    async def call(self, who: Principal, agent: Agent, name: str, arguments: dict[str, Any]) -> str:
+    async def call(
+        self, who: Principal, agent: Agent, name: str, arguments: dict[str, Any], ctx: Any = None
+    ) -> str:
         self.calls.append((name, arguments))
         if name == "crm__lookup":
             raise ToolAuthRequired("crm", "https://crm.example/authorize?x=1", "Connect your CRM")

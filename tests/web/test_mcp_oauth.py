@@ -60,7 +60,7 @@ def oh(settings: Settings, auth_server: AuthServer) -> Harness:
     h.mcp = AuthRequiringClient(auth_server)
     h.mcp_services.mcp_client = h.mcp
     h.mcp_services.mcps._client = h.mcp
-    h.mcp_services.conversation._tools._client = h.mcp  # type: ignore[attr-defined]
+    h.mcp_services.conversation._tools._sources[0]._client = h.mcp  # type: ignore[attr-defined]
     return h
 
 

@@ -41,7 +41,15 @@ from agentsvc_core.ports.storage import (
 )
 from agentsvc_core.ports.streams import EventBatch, FollowRequests, StoredStream, StreamStore
 from agentsvc_core.ports.tokens import TokenVerifier, VerifiedToken
-from agentsvc_core.ports.tools import NoServerTools, ServerTools, ToolAuthRequired
+from agentsvc_core.ports.tools import (
+    RESERVED_TOOL_PREFIXES,
+    TOOL_SEPARATOR,
+    NoServerTools,
+    ServerTools,
+    ToolAuthRequired,
+    ToolCallContext,
+    ToolSetup,
+)
 from agentsvc_core.ports.traces import (
     AnalyticsGroups,
     AnalyticsStore,
@@ -53,6 +61,8 @@ from agentsvc_core.ports.traces import (
 )
 
 __all__ = [
+    "RESERVED_TOOL_PREFIXES",
+    "TOOL_SEPARATOR",
     "AgentRepository",
     "AnalyticsGroups",
     "AnalyticsStore",
@@ -95,7 +105,9 @@ __all__ = [
     "ThreadRepository",
     "TokenVerifier",
     "ToolAuthRequired",
+    "ToolCallContext",
     "ToolCallRequested",
+    "ToolSetup",
     "ToolSpec",
     "TraceFilter",
     "TraceGroup",

@@ -1,13 +1,55 @@
-"""Server-side tools: executed by the service inside the turn (MCP, webhooks...)."""
+"""Server-side tools: executed by the service inside the turn (MCP servers, webhook
+tools, database integrations, web, plans...).
+
+Every kind of server-side tool is a ``ServerTools`` of its own (a *source*); the
+turn sees one, ``use_cases/server_tools.ToolHub``, which offers the union and routes
+each call to the source that ``owns`` its name. Names never collide across sources:
+
+- MCP tools are ``<server slug>__<tool>`` (slugs are ``[a-z0-9-]``);
+- database integration tools are ``db_<integration slug>__<tool>`` (an underscore
+  no MCP slug has);
+- built-in tools (``web_fetch``, ``plan_create``...) and webhook tools have no
+  ``__``; webhook tool names may not take a built-in name or prefix
+  (``RESERVED_TOOL_PREFIXES``).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any, Protocol
+from uuid import UUID
+
+import msgspec
 
 from agentsvc_core.entities import Agent, McpAttachment, McpServer, Principal
 from agentsvc_core.errors import DomainError
 from agentsvc_core.ports.llm import ToolSpec
+from agentsvc_core.ports.sealed import SealedRecord
+
+__all__ = [
+    "RESERVED_TOOL_PREFIXES",
+    "TOOL_SEPARATOR",
+    "Attached",
+    "NoServerTools",
+    "ServerTools",
+    "ToolAuthRequired",
+    "ToolCallContext",
+    "ToolSetup",
+]
+
+TOOL_SEPARATOR = "__"
+# names (and prefixes) of the built-in tools: a webhook tool cannot take them
+RESERVED_TOOL_PREFIXES = (
+    "plan_",
+    "todo_",
+    "web_",
+    "knowledge_",
+    "memory_",
+    "skill_",
+    "computer_",
+    "propose_",
+    "db_",
+)
 
 
 class ToolAuthRequired(DomainError):
@@ -23,29 +65,85 @@ class ToolAuthRequired(DomainError):
 Attached = Sequence[tuple[McpAttachment, McpServer]]
 
 
+class ToolSetup(msgspec.Struct, frozen=True, kw_only=True):
+    """What the turn read with the thread about the agent's tools: its MCP servers
+    and its sealed configuration records by kind (the kinds the sources ask for in
+    ``ServerTools.kinds``; a kind never stored is absent: its defaults apply)."""
+
+    mcp: Attached = ()
+    records: dict[str, SealedRecord] = {}
+
+
+class ToolCallContext(msgspec.Struct, frozen=True, kw_only=True):
+    """Where a tool call happens. ``setup`` is the turn's read (``None`` outside a
+    turn, as in ``POST /api/tools/execute``: a source then reads what it needs)."""
+
+    tool_call_id: str
+    thread_id: UUID | None = None
+    user_id: str | None = None  # who sent the message the reply answers
+    setup: ToolSetup | None = None
+
+
 class ServerTools(Protocol):
+    """A source of server-side tools. The defaults suit a lone source that reads
+    no records and whose tools are extensions (a test's fake)."""
+
+    # the agent's sealed record kinds this source reads with the turn (``ToolSetup``)
+    kinds: tuple[str, ...] = ()
+
+    def owns(self, name: str) -> bool:
+        """Whether a tool of this name would be this source's (by its shape alone)."""
+        return True
+
+    def is_extension(self, name: str) -> bool:
+        """Whether the tool runs on somebody else's server speaking a tool protocol
+        (MCP): traced as ``mcp``, else ``tool``."""
+        return True
+
     async def list_tools(
-        self, who: Principal, agent: Agent, attached: Attached | None = None
+        self, who: Principal, agent: Agent, setup: ToolSetup | None = None
     ) -> list[ToolSpec]:
-        """Every server-side tool the agent may use, before profile gating.
-        ``attached``: the agent's MCP servers when the caller has read them
-        already (the turn reads them with the thread)."""
+        """Every tool of this source the agent may use, before profile gating.
+        ``setup``: what the turn has read already (``None``: read it)."""
         ...
 
-    async def call(self, who: Principal, agent: Agent, name: str, arguments: dict[str, Any]) -> str:
+    async def call(
+        self,
+        who: Principal,
+        agent: Agent,
+        name: str,
+        arguments: dict[str, Any],
+        ctx: ToolCallContext,
+    ) -> str:
         """Run one tool and return its result as text for the model. A tool that
-        fails returns a readable error text (the model sees it, the stream goes
-        on); raises ``ToolAuthRequired`` when the user must authorize first."""
+        fails returns a readable error text starting ``error:`` (the model sees it,
+        the stream goes on); raises ``ToolAuthRequired`` when the user must
+        authorize first."""
         ...
 
 
 class NoServerTools(ServerTools):
-    """No server-side tools configured (before MCP and webhook tools exist)."""
+    """No server-side tools configured."""
+
+    kinds: tuple[str, ...] = ()
+
+    def owns(self, name: str) -> bool:
+        return False
+
+    def is_extension(self, name: str) -> bool:
+        return False
 
     async def list_tools(
-        self, who: Principal, agent: Agent, attached: Attached | None = None
+        self, who: Principal, agent: Agent, setup: ToolSetup | None = None
     ) -> list[ToolSpec]:
         return []
 
-    async def call(self, who: Principal, agent: Agent, name: str, arguments: dict[str, Any]) -> str:
+    async def call(
+        self,
+        who: Principal,
+        agent: Agent,
+        name: str,
+        arguments: dict[str, Any],
+        ctx: ToolCallContext,
+    ) -> str:
         return f"error: no server-side tool named {name!r}"

@@ -26,7 +26,7 @@ from agentsvc_core.entities import (
     UsageRecord,
 )
 from agentsvc_core.errors import Upstream
-from agentsvc_core.ports import ChatModel, Clock, NativeCompaction, ToolSpec
+from agentsvc_core.ports import ChatModel, Clock, NativeCompaction, ToolSetup, ToolSpec
 from agentsvc_core.use_cases.org_settings import CompactionConfig, TurnKeys
 from agentsvc_core.use_cases.turn import ErrorEvent, ToolCallOut, UsageOut
 
@@ -63,6 +63,8 @@ class Plan(msgspec.Struct, kw_only=True):
     client_tools: dict[str, ToolSpec]
     offered: list[ToolSpec]
     metadata: dict[str, str]
+    tool_setup: ToolSetup | None = None  # what the turn read for the server-side tools
+    user_id: str | None = None  # who sent the message the reply answers
     keys: TurnKeys | None = None  # the turn's keys: resolved once, reused, never stored
     compaction: CompactionConfig | None = None
     native: NativeCompaction | None = None

@@ -62,6 +62,7 @@ from agentsvc_core.ports import (
     StopBus,
     StopSignal,
     StreamStore,
+    ToolSetup,
     TurnInputs,
     TurnReader,
 )
@@ -222,7 +223,9 @@ class Conversation:
             raise Unavailable("the service is shutting down; send again in a moment")
         check_input(msg)
         inputs = await self._reader.turn_inputs(
-            who.org_id, thread_id, list(AgentConfigs.KINDS) if self._configs else []
+            who.org_id,
+            thread_id,
+            [*(AgentConfigs.KINDS if self._configs else ()), *self._tools.kinds],
         )
         thread = await self._threads.check_visible(who, inputs.thread)
         sender_id, sender_name = await sender_of(self._threads, who, thread, msg)
@@ -244,7 +247,8 @@ class Conversation:
             else (None, None)
         )
         profile = effective_profile(agent, thread, msg.tool_profile)
-        offered_server = await self._tools.list_tools(who, agent, inputs.mcp)
+        setup = ToolSetup(mcp=inputs.mcp, records=inputs.records)
+        offered_server = await self._tools.list_tools(who, agent, setup)
         server = {t.name: t for t in gate_tools(agent, profile, offered_server)}
         client = {t.name: t for t in msg.tools}
         offered = [*server.values(), *client.values()]
@@ -264,6 +268,8 @@ class Conversation:
             ),
             server_tools=server,
             client_tools=client,
+            tool_setup=setup,
+            user_id=sender_id,
             offered=offered,
             metadata=merged_metadata(thread.metadata, msg.metadata),
             keys=self._keys.for_turn(resolver, user_id=sender_id or "")

@@ -22,6 +22,7 @@ from agentsvc_core.entities import (
 )
 from agentsvc_core.errors import DomainError, InvalidInput, McpAuthRequired, Upstream
 from agentsvc_core.ports import (
+    TOOL_SEPARATOR,
     AgentRepository,
     Clock,
     McpClient,
@@ -31,6 +32,8 @@ from agentsvc_core.ports import (
     SecretUnreadable,
     ServerTools,
     ToolAuthRequired,
+    ToolCallContext,
+    ToolSetup,
     ToolSpec,
 )
 from agentsvc_core.ports.mcp import UrlPolicy
@@ -38,7 +41,6 @@ from agentsvc_core.ports.tools import Attached
 from agentsvc_core.rules import MAX_NAME, MAX_TOOL_NAME, check_header, check_text, check_url_text
 from agentsvc_core.use_cases.mcp_oauth import McpOAuth
 
-TOOL_SEPARATOR = "__"
 MAX_ARGS = 64
 MAX_CREDENTIAL_ENTRIES = 64
 _SLUG = re.compile(r"[^a-z0-9]+")
@@ -357,9 +359,18 @@ class McpServers:
 class McpTools(ServerTools):
     """The tools of an agent's attached MCP servers, offered as ``<slug>__<tool>``."""
 
+    kinds: tuple[str, ...] = ()  # its attachments come with the turn (``ToolSetup.mcp``)
+
     def __init__(self, servers: McpServers, client: McpClient) -> None:
         self._servers = servers
         self._client = client
+
+    def owns(self, name: str) -> bool:
+        slug, sep, tool = name.partition(TOOL_SEPARATOR)
+        return bool(sep and slug and tool) and "_" not in slug
+
+    def is_extension(self, name: str) -> bool:
+        return True
 
     async def _attached(
         self, who: Principal, agent: Agent, known: Attached | None
@@ -384,7 +395,7 @@ class McpTools(ServerTools):
         return refreshed
 
     async def list_tools(
-        self, who: Principal, agent: Agent, attached: Attached | None = None
+        self, who: Principal, agent: Agent, setup: ToolSetup | None = None
     ) -> list[ToolSpec]:
         return [
             ToolSpec(
@@ -392,11 +403,18 @@ class McpTools(ServerTools):
                 description=tool.description,
                 parameters=tool.input_schema,
             )
-            for item in await self._attached(who, agent, attached)
+            for item in await self._attached(who, agent, None if setup is None else setup.mcp)
             for tool in effective_tools(item.server, item.attachment)
         ]
 
-    async def call(self, who: Principal, agent: Agent, name: str, arguments: dict[str, Any]) -> str:
+    async def call(
+        self,
+        who: Principal,
+        agent: Agent,
+        name: str,
+        arguments: dict[str, Any],
+        ctx: ToolCallContext,
+    ) -> str:
         slug, sep, tool = name.partition(TOOL_SEPARATOR)
         if not sep:
             return f"error: no tool named {name!r}"

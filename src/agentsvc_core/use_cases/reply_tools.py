@@ -7,7 +7,7 @@ import asyncio
 
 from agentsvc_core.entities import ToolCall
 from agentsvc_core.errors import DomainError
-from agentsvc_core.ports import ServerTools, ToolAuthRequired
+from agentsvc_core.ports import ServerTools, ToolAuthRequired, ToolCallContext
 from agentsvc_core.ports.telemetry import Span, Tracer
 from agentsvc_core.use_cases._turn_private import Plan, tool_out
 from agentsvc_core.use_cases._turn_spans import tool_span
@@ -35,7 +35,11 @@ async def run_tool(
     ``auth_challenge`` or a ``profile_switch_proposal``) and its result, which is
     what the model reads; a failure is a result too (``error: ...``), never an
     exception."""
-    mcp = call.name in plan.server_tools and call.name != PROPOSE_PROFILE_SWITCH
+    mcp = (
+        call.name in plan.server_tools
+        and call.name != PROPOSE_PROFILE_SWITCH
+        and tools.is_extension(call.name)
+    )
     with tool_span(tracer, call.name, call.id, mcp=mcp) as span:
         span.payload(input=call.arguments)
         result = await _tool_call(tools, plan, call, turn, span)
@@ -62,7 +66,18 @@ async def _tool_call(tools: ServerTools, plan: Plan, call: ToolCall, turn: Turn,
     else:
         try:
             result = await asyncio.wait_for(
-                tools.call(plan.who, plan.agent, call.name, call.arguments),
+                tools.call(
+                    plan.who,
+                    plan.agent,
+                    call.name,
+                    call.arguments,
+                    ToolCallContext(
+                        tool_call_id=call.id,
+                        thread_id=plan.thread.id,
+                        user_id=plan.user_id,
+                        setup=plan.tool_setup,
+                    ),
+                ),
                 TOOL_TIMEOUT_S,
             )
             if result.startswith("error:"):  # a tool that fails answers "error: ..."

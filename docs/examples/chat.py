@@ -46,7 +46,9 @@ def main(base: str, key: str, messages: list[str]) -> None:
                     if name == "token":
                         print(data["delta"], end="", flush=True)
                     elif name == "done":
-                        print(f"\n[done: message {data.get('messageId')}, usage {data.get('usage')}]")
+                        print(
+                            f"\n[done: message {data.get('messageId')}, usage {data.get('usage')}]"
+                        )
                     elif name == "error":
                         print(f"\n[error {data['code']}: {data.get('detail')}]")
         history = c.get(f"/api/threads/{thread['id']}/messages").json()

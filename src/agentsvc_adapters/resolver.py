@@ -1,9 +1,6 @@
 """The credential-resolver webhook client (decisions.md "Outbound signatures").
 
-``X-Service-Signature`` is the lowercase hex HMAC-SHA256, keyed with the UTF-8 of
-the organization's signing secret, over ``"{timestamp}.{nonce}.{raw body}"``;
-during a rotation both signatures are sent, space-separated, newest first. The
-timestamp (Unix seconds) and nonce (a UUID) are fresh per attempt. Redirects are
+Signed with ``X-Service-*`` (``agentsvc_adapters.signing``). Redirects are
 not followed, answers over 64 KiB are refused, the whole call is bounded by the
 configured timeout, and every failure means "use the platform key", answered with
 its outcome (``ResolverOutcome``: refused, timeout, unreachable, status,
@@ -16,16 +13,13 @@ address it resolves to when connecting.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
 import logging
-import time
-import uuid
 
 import httpx
 import msgspec
 
 from agentsvc_adapters.outbound import OutboundGuard, failure, note_refusal, refusal_of
+from agentsvc_adapters.signing import signed_headers
 from agentsvc_core.ports.resolver import CredentialResolver, Resolution, ResolverRequest
 
 log = logging.getLogger("agentsvc.resolver")
@@ -40,11 +34,6 @@ class _Answer(msgspec.Struct, rename="camel"):
 
 
 _decoder = msgspec.json.Decoder(_Answer)
-
-
-def sign(secret: str, timestamp: str, nonce: str, body: bytes) -> str:
-    message = timestamp.encode() + b"." + nonce.encode() + b"." + body
-    return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
 
 
 class HttpCredentialResolver(CredentialResolver):
@@ -64,14 +53,7 @@ class HttpCredentialResolver(CredentialResolver):
             note_refusal(f"credential resolver: {why}")
             return _REFUSED
         body = _encoder.encode(request)
-        timestamp = str(int(time.time()))
-        nonce = str(uuid.uuid4())
-        headers = {
-            "Content-Type": "application/json",
-            "X-Service-Timestamp": timestamp,
-            "X-Service-Nonce": nonce,
-            "X-Service-Signature": " ".join(sign(s, timestamp, nonce, body) for s in secrets),
-        }
+        headers = {"Content-Type": "application/json", **signed_headers(secrets, body)}
         deadline = timeout_ms / 1000
         try:
             # asyncio.timeout bounds the whole exchange: connect, headers and body

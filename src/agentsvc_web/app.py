@@ -37,6 +37,7 @@ from agentsvc_web.controllers.settings import (
     AgentCredentialsController,
     OrgSettingsController,
 )
+from agentsvc_web.controllers.tools import AgentDelegatedController, ToolController
 from agentsvc_web.errors import EXCEPTION_HANDLERS
 from agentsvc_web.headers import hardening_headers
 from agentsvc_web.idempotency import idempotency_keys
@@ -106,6 +107,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             OrgSettingsController,
             LogsController,
             AnalyticsController,
+            ToolController,
+            AgentDelegatedController,
             healthz,
             readyz,
             metrics,
@@ -124,6 +127,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "compaction": _const(services.compaction),
             "logs": _const(services.logs),
             "analytics": _const(services.analytics),
+            "webhook_tools": _const(services.webhook_tools),
         },
         middleware=[
             DefineMiddleware(RequestSpans, tracer=services.tracer),

@@ -37,6 +37,7 @@ from agentsvc_adapters.telemetry import (
     otel_export_from_env,
     sampler_from_env,
 )
+from agentsvc_adapters.webhooks import HttpWebhookCaller
 from agentsvc_core.errors import DomainError, InvalidInput
 from agentsvc_core.ports import (
     FollowRequests,
@@ -48,6 +49,7 @@ from agentsvc_core.ports import (
     StopBus,
     Storage,
     TokenVerifier,
+    WebhookCaller,
 )
 from agentsvc_core.ports.mcp import UrlPolicy
 from agentsvc_core.ports.oauth import OAuthNetwork
@@ -70,6 +72,7 @@ from agentsvc_core.use_cases.org_settings import (
 from agentsvc_core.use_cases.registry import RegistrySearch
 from agentsvc_core.use_cases.server_tools import ToolHub
 from agentsvc_core.use_cases.traces import TraceConfig
+from agentsvc_core.use_cases.webhook_tools import WebhookTools, WebhookToolSource
 from agentsvc_web.metrics import HttpMetrics, Reading, ReadingsCollector, new_registry
 from agentsvc_web.settings import Settings, SettingsError
 
@@ -94,6 +97,7 @@ class Services:
         registry: McpRegistry,
         oauth_network: OAuthNetwork,
         resolver: CredentialResolver,
+        webhooks: WebhookCaller,
         revocations: Revocations | None = None,
         follows: FollowRequests | None = None,
         exports: Sequence[OtelExport] = (),
@@ -161,6 +165,17 @@ class Services:
             allow_http=settings.allow_private_network,
         )
         self.compaction = CompactionSettings(storage.secrets, storage.agents, box)
+        self.webhook_caller = webhooks
+        self.webhook_tools = WebhookTools(
+            storage.webhook_tools,
+            storage.agents,
+            storage.secrets,
+            box,
+            webhooks,
+            urls,
+            clock,
+            self.org_settings,
+        )
         try:
             prices = load_prices(settings.prices_file)
         except PriceFileError as exc:
@@ -203,7 +218,10 @@ class Services:
 
     def _tool_sources(self, mcp_client: McpClient) -> list[ServerTools]:
         """The server-side tool sources of a turn, in the order the model sees them."""
-        return [McpTools(self.mcps, mcp_client)]
+        return [
+            McpTools(self.mcps, mcp_client),
+            WebhookToolSource(self.webhook_tools, self.storage.webhook_tools),
+        ]
 
     async def _sweep(self) -> None:
         """Replies whose process died stop counting as running; rows stored since
@@ -430,6 +448,7 @@ def build_services(settings: Settings) -> Services:
     registry = HttpMcpRegistry(settings.mcp_registry_url, guard)
     oauth_network = HttpOAuth(guard)
     resolver = HttpCredentialResolver(guard)
+    webhooks = HttpWebhookCaller(guard)
     services = Services(
         settings,
         storage,
@@ -446,11 +465,14 @@ def build_services(settings: Settings) -> Services:
         registry=registry,
         oauth_network=oauth_network,
         resolver=resolver,
+        webhooks=webhooks,
         revocations=revocations,
         follows=signals,
         exports=exports,
         sampling=sampling,
     )
-    services.closers.extend([registry.aclose, oauth_network.aclose, resolver.aclose])
+    services.closers.extend(
+        [registry.aclose, oauth_network.aclose, resolver.aclose, webhooks.aclose]
+    )
     services.closers.extend(m.aclose for m in (alpha, beta) if m is not None)
     return services

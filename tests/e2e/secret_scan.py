@@ -6,9 +6,9 @@ the service processes log is kept; at the end of the session none of them may
 hold a secret the suite configured, except where that secret belongs:
 
 - learned from what the tests send: MCP credential header and environment values
-  (POST/PATCH /api/mcps), from the service's environment (API keys, the JWT
-  secret, provider keys, encryption keys) and from its data folder (the generated
-  encryption key);
+  (POST/PATCH /api/mcps), webhook tools' headers (/api/tools), from the service's
+  environment (API keys, the JWT secret, provider keys, encryption keys) and from
+  its data folder (the generated encryption key);
 - learned from answers: a new API key (``POST /api/keys``) may appear only in
   the answer that created it; the signing secret only in ``/api/orgs/settings``
   answers;
@@ -113,21 +113,32 @@ class SecretScan:
     # --- what was seen ----------------------------------------------------------
 
     def _request(self, request: httpx.Request) -> None:
-        """Learn the MCP credentials a test configures."""
-        if request.method not in ("POST", "PATCH") or "/api/mcps" not in request.url.path:
+        """Learn the credentials a test configures: MCP credentials, webhook tools'
+        headers."""
+        path = request.url.path
+        if request.method not in ("POST", "PATCH", "PUT") or not (
+            "/api/mcps" in path or path.startswith("/api/tools")
+        ):
             return
         try:
             body = json.loads(request.content or b"null")
         except (ValueError, httpx.RequestNotRead):
             return
-        creds = body.get("credentials") if isinstance(body, dict) else None
+        if not isinstance(body, dict):
+            return
+        if path.startswith("/api/tools"):
+            self._values(body.get("headers"), "webhook tool header")
+            return
+        creds = body.get("credentials")
         if isinstance(creds, dict):
             for part in ("headers", "env"):
-                values = creds.get(part)
-                if isinstance(values, dict):
-                    for v in values.values():
-                        if isinstance(v, str):
-                            self.secret(v.removeprefix("Bearer "), f"MCP credential ({part})")
+                self._values(creds.get(part), f"MCP credential ({part})")
+
+    def _values(self, values: object, label: str) -> None:
+        if isinstance(values, dict):
+            for v in values.values():
+                if isinstance(v, str):
+                    self.secret(v.removeprefix("Bearer "), label)
 
     def _answered(self, exchange: _Exchange) -> None:
         """Learn the secrets an answer may carry where it belongs."""

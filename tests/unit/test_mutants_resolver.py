@@ -18,7 +18,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from agentsvc_adapters.outbound import OutboundGuard
-from agentsvc_adapters.resolver import HttpCredentialResolver, sign
+from agentsvc_adapters.resolver import HttpCredentialResolver
+from agentsvc_adapters.signing import sign
 from agentsvc_core.ports.resolver import Resolution, ResolverRequest
 from tests.outbound import closed_port, fake_dns
 

@@ -135,6 +135,7 @@ class Harness:
             registry=base.registry,
             oauth_network=base.oauth_network,
             resolver=base.resolver,
+            webhooks=base.webhook_caller,
         )
         # the base's HTTP clients (OAuth, registry, providers) close with whichever runs
         self.services.closers = base.closers
@@ -152,6 +153,7 @@ class Harness:
             registry=base.registry,
             oauth_network=base.oauth_network,
             resolver=base.resolver,
+            webhooks=base.webhook_caller,
         )
         self.mcp_services.closers = base.closers
 

@@ -46,6 +46,7 @@ def traced() -> Iterator[tuple[TestClient[Any], InMemorySpanExporter]]:
         registry=base.registry,
         oauth_network=base.oauth_network,
         resolver=base.resolver,
+        webhooks=base.webhook_caller,
         exports=[OtelExport(SimpleSpanProcessor(memory), Resource.create())],
     )
     services.closers.extend(base.closers)

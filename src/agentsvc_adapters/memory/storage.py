@@ -11,6 +11,7 @@ from agentsvc_adapters.memory.idempotency import MemoryIdempotency
 from agentsvc_adapters.memory.mcps import MemoryMcps
 from agentsvc_adapters.memory.secrets import MemorySecrets
 from agentsvc_adapters.memory.traces import MemoryTraces
+from agentsvc_adapters.memory.webhook_tools import MemoryWebhookTools
 from agentsvc_core.entities import Agent, ApiKey, Organization, Thread
 from agentsvc_core.errors import NotFound
 from agentsvc_core.ports import (
@@ -27,6 +28,7 @@ from agentsvc_core.ports import (
     TraceStore,
     TurnInputs,
     TurnReader,
+    WebhookToolStore,
 )
 from agentsvc_core.ports.idempotency import IdempotencyStore
 
@@ -148,6 +150,7 @@ class MemoryStorage(Storage):
         self._conversations = MemoryConversations(self._idempotency)
         self._traces = MemoryTraces(self._conversations.all_usage, self._all_threads)
         self._conversations.traces = self._traces
+        self._webhook_tools = MemoryWebhookTools()
         self._threads = MemoryThreads(self._conversations)
         self._mcps = MemoryMcps()
         self._secrets = MemorySecrets()
@@ -205,6 +208,10 @@ class MemoryStorage(Storage):
     @property
     def analytics(self) -> AnalyticsStore:
         return self._traces
+
+    @property
+    def webhook_tools(self) -> WebhookToolStore:
+        return self._webhook_tools
 
     def _all_threads(self) -> Iterator[Thread]:
         return self._threads.all()

@@ -38,6 +38,7 @@ from agentsvc_adapters.postgres.secrets import PostgresSecrets
 from agentsvc_adapters.postgres.streams import PostgresStreams
 from agentsvc_adapters.postgres.traces import PostgresTraces
 from agentsvc_adapters.postgres.turns import PostgresTurnReader
+from agentsvc_adapters.postgres.webhook_tools import PostgresWebhookTools
 from agentsvc_core.errors import Unavailable
 from agentsvc_core.ports import (
     AgentRepository,
@@ -52,6 +53,7 @@ from agentsvc_core.ports import (
     ThreadRepository,
     TraceStore,
     TurnReader,
+    WebhookToolStore,
 )
 from agentsvc_core.ports.idempotency import IdempotencyStore
 
@@ -104,6 +106,7 @@ class PostgresStorage(Storage):
         self._streams = PostgresStreams(self.pool)
         self._idempotency = PostgresIdempotency(self.pool)
         self._traces = PostgresTraces(self.pool, timedelta(seconds=fold_settle_s))
+        self._webhook_tools = PostgresWebhookTools(self.pool)
 
     async def open(self) -> None:
         async with translate():
@@ -178,3 +181,7 @@ class PostgresStorage(Storage):
     @property
     def analytics(self) -> AnalyticsStore:
         return self._traces
+
+    @property
+    def webhook_tools(self) -> WebhookToolStore:
+        return self._webhook_tools

@@ -22,6 +22,7 @@ from agentsvc_core.entities.trace import (
     TraceSummary,
 )
 from agentsvc_core.entities.usage import KeySource, Usage, UsagePurpose, UsageRecord
+from agentsvc_core.entities.webhook_tool import WebhookMethod, WebhookTool
 
 __all__ = [
     "API_KEY_PREFIX",
@@ -56,5 +57,7 @@ __all__ = [
     "Usage",
     "UsagePurpose",
     "UsageRecord",
+    "WebhookMethod",
+    "WebhookTool",
     "visible_in_history",
 ]

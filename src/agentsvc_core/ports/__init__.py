@@ -59,6 +59,13 @@ from agentsvc_core.ports.traces import (
     TraceStore,
     UsageGroup,
 )
+from agentsvc_core.ports.webhooks import (
+    WebhookAnswer,
+    WebhookCall,
+    WebhookCaller,
+    WebhookOutcome,
+    WebhookToolStore,
+)
 
 __all__ = [
     "RESERVED_TOOL_PREFIXES",
@@ -117,4 +124,9 @@ __all__ = [
     "UsageGroup",
     "UsageReport",
     "VerifiedToken",
+    "WebhookAnswer",
+    "WebhookCall",
+    "WebhookCaller",
+    "WebhookOutcome",
+    "WebhookToolStore",
 ]

@@ -29,6 +29,7 @@ from agentsvc_core.ports.idempotency import IdempotencyClaim, IdempotencyStore
 from agentsvc_core.ports.sealed import SealedRecord, SecretStore
 from agentsvc_core.ports.streams import EventBatch, StreamStore
 from agentsvc_core.ports.traces import AnalyticsStore, TraceStore
+from agentsvc_core.ports.webhooks import WebhookToolStore
 
 
 class OrganizationRepository(Protocol):
@@ -319,6 +320,9 @@ class Storage(Protocol):
 
     @property
     def analytics(self) -> AnalyticsStore: ...
+
+    @property
+    def webhook_tools(self) -> WebhookToolStore: ...
 
     async def check_ready(self) -> None:
         """Whether storage can serve now (the ``/readyz`` probe): returns when it

@@ -1,0 +1,270 @@
+"""Webhook tools end to end: the real service process, the built-in `local` model,
+and a receiver on loopback that checks every call's signature with the docs'
+receiver (docs/examples/webhook_tool_receiver.py, written from decisions.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.e2e.service import Service
+from tests.sse import names, parse
+from tests.web.live import serve
+
+pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
+
+_spec = importlib.util.spec_from_file_location(
+    "webhook_receiver",
+    Path(__file__).resolve().parents[2] / "docs/examples/webhook_tool_receiver.py",
+)
+assert _spec is not None
+assert _spec.loader is not None
+receiver_example = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(receiver_example)
+
+HEADER_SECRET = "tool-header-secret-5b1d0c"
+
+
+class Receiver:
+    """The customer's endpoint: answers by path, records every call and whether its
+    signature verified with the organization's signing secret."""
+
+    def __init__(self) -> None:
+        self.secret = ""
+        self.calls: list[dict[str, Any]] = []
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        body = b""
+        while True:
+            m = await receive()
+            body += m.get("body", b"")
+            if not m.get("more_body"):
+                break
+        headers = {k.decode(): v.decode() for k, v in scope["headers"]}
+        verdict = receiver_example.verify(self.secret, headers, body)
+        self.calls.append(
+            {
+                "path": scope["path"],
+                "method": scope["method"],
+                "headers": headers,
+                "body": json.loads(body),
+                "verified": verdict is None,
+            }
+        )
+        status, payload = 200, b""
+        if verdict is not None:
+            status, payload = 401, b'{"error": "unauthenticated"}'
+        elif scope["path"] == "/orders":
+            args = json.loads(body)["arguments"]
+            payload = json.dumps({"orderId": args["orderId"], "status": "shipped"}).encode()
+        elif scope["path"] == "/fail":
+            status, payload = 503, b'{"error": "the order system is down"}'
+        elif scope["path"] == "/slow":
+            await asyncio.sleep(3)
+            payload = b"{}"
+        elif scope["path"] == "/huge":
+            payload = b'{"x": "' + b"y" * 5000 + b'"}'
+        elif scope["path"] == "/redirect":
+            status = 302
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"location", b"http://127.0.0.1:1/elsewhere"),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": payload})
+
+
+@pytest.fixture
+def world(pg_url: str, tmp_path: Path) -> Iterator[dict[str, Any]]:
+    receiver = Receiver()
+    key = f"ask_e2e_{uuid.uuid4().hex}"
+    svc = Service(
+        {
+            "AGENTSVC_DATABASE_URL": pg_url,
+            "AGENTSVC_BOOTSTRAP_API_KEY": key,
+            "AGENTSVC_BOOTSTRAP_ORG": f"hooks-{uuid.uuid4().hex[:8]}",
+            "AGENTSVC_ALLOW_PRIVATE_NETWORK": "true",  # the receiver is on loopback
+            "AGENTSVC_DATA_DIR": str(tmp_path / "data"),
+        },
+        log=tmp_path / "svc.log",
+    )
+    with serve(receiver) as base:
+        try:
+            svc.wait_ready()
+            with httpx.Client(
+                base_url=svc.url, headers={"Authorization": f"Bearer {key}"}, timeout=60
+            ) as c:
+                receiver.secret = c.get("/api/orgs/settings").json()["signing_secret"]
+                yield {"svc": svc, "c": c, "receiver": receiver, "base": base}
+            assert HEADER_SECRET not in svc.output()
+        finally:
+            svc.stop()
+
+
+ORDER_SCHEMA = {
+    "type": "object",
+    "properties": {"orderId": {"type": "string", "pattern": "^[A-Z]-[0-9]+$"}},
+    "required": ["orderId"],
+    "additionalProperties": False,
+}
+
+
+def make_tool(c: httpx.Client, base: str, name: str, path: str, **extra: Any) -> dict[str, Any]:
+    r = c.post(
+        "/api/tools",
+        json={
+            "name": name,
+            "description": f"{name} at {path}",
+            "parameters": ORDER_SCHEMA,
+            "url": f"{base}{path}",
+            **extra,
+        },
+    )
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def say(c: httpx.Client, thread_id: str, content: str) -> list[Any]:
+    r = c.post(f"/api/threads/{thread_id}/messages", json={"content": content})
+    assert r.status_code == 200, r.text
+    return parse(r.text)
+
+
+def result_of(events: list[Any]) -> str:
+    return str(next(e for e in events if e.event == "tool_result").data["result"])
+
+
+def test_a_delegated_webhook_tool_is_called_signed_and_its_answer_reaches_the_model(
+    world: dict[str, Any],
+) -> None:
+    c, receiver, base = world["c"], world["receiver"], world["base"]
+    tool = make_tool(
+        c,
+        base,
+        "lookup_order",
+        "/orders",
+        headers={"Authorization": f"Bearer {HEADER_SECRET}"},
+        method="PUT",
+    )
+    assert tool["has_headers"] is True
+    assert "headers" not in tool
+    assert HEADER_SECRET not in json.dumps(c.get(f"/api/tools/{tool['id']}").json())
+    make_tool(c, base, "not_delegated", "/orders")
+
+    agent = c.post("/api/agents", json={"name": "Orders"}).json()
+    r = c.put(f"/api/agents/{agent['id']}/delegated", json={"toolIds": [tool["id"]]})
+    assert r.status_code == 200, r.text
+    assert r.json()["tools"] == [{"id": tool["id"], "name": "lookup_order"}]
+    thread = c.post("/api/threads", json={"agentId": agent["id"]}).json()
+
+    events = say(c, thread["id"], 'call lookup_order {"orderId": "A-17"}')
+    assert names(events)[:4] == ["meta", "tool_call", "tool_executing", "tool_result"]
+    call_id = events[1].data["tool"]["id"]
+    assert json.loads(result_of(events)) == {"orderId": "A-17", "status": "shipped"}
+    assert "shipped" in events[-1].data["content"]
+
+    [call] = receiver.calls
+    assert call["verified"], "the signature did not verify with the organization's secret"
+    assert call["method"] == "PUT"
+    assert call["headers"]["authorization"] == f"Bearer {HEADER_SECRET}"
+    assert call["headers"]["idempotency-key"] == call_id
+    assert call["body"] == {
+        "tool": "lookup_order",
+        "toolCallId": call_id,
+        "arguments": {"orderId": "A-17"},
+        "orgId": c.get("/api/orgs/settings").json()["org_id"],
+        "agentId": agent["id"],
+        "threadId": thread["id"],
+        "userId": call["body"]["userId"],
+    }
+
+    # arguments that do not fit the schema never leave the service
+    events = say(c, thread["id"], 'call lookup_order {"orderId": 17}')
+    assert result_of(events).startswith("error: the arguments do not fit the tool's schema")
+    assert len(receiver.calls) == 1
+
+    # the tool that was not delegated is not offered: the model cannot call it
+    events = say(c, thread["id"], 'call not_delegated {"orderId": "A-1"}')
+    assert "tool_call" not in names(events)
+    assert len(receiver.calls) == 1
+
+    # the turn is traced: the call is a `tool` span with its outcome
+    trace_id = events[0].data["traceId"]
+    first = c.get("/api/logs", params={"threadId": thread["id"]}).json()["traces"][-1]
+    assert first["id"] != trace_id
+    spans = c.get(f"/api/logs/{first['id']}").json()["spans"]
+    span = next(s for s in spans if s["name"] == "execute_tool lookup_order")
+    assert span["kind"] == "tool"
+    assert span["status"] == "ok"
+
+
+def test_failures_become_tool_errors_the_model_reads(world: dict[str, Any]) -> None:
+    c, receiver, base = world["c"], world["receiver"], world["base"]
+    tools = [
+        make_tool(c, base, "down", "/fail"),
+        make_tool(c, base, "slow", "/slow", timeoutMs=500),
+        make_tool(c, base, "huge", "/huge", maxResultBytes=1000),
+        make_tool(c, base, "moved", "/redirect"),
+    ]
+    agent = c.post("/api/agents", json={"name": "Unlucky"}).json()
+    c.put(f"/api/agents/{agent['id']}/delegated", json={"toolIds": [t["id"] for t in tools]})
+    thread = c.post("/api/threads", json={"agentId": agent["id"]}).json()
+    expected = {
+        "down": 'error: the tool answered HTTP 503: {"error": "the order system is down"}',
+        "slow": "error: the tool did not answer within 500 ms",
+        "huge": "error: the tool's answer is larger than 1000 bytes",
+        "moved": "error: the tool answered HTTP 302",
+    }
+    for name, error in expected.items():
+        events = say(c, thread["id"], f'call {name} {{"orderId": "B-2"}}')
+        assert result_of(events) == error
+        assert names(events)[-1] == "done"  # the reply goes on
+        assert error.removeprefix("error: ")[:20] in events[-1].data["content"]
+    assert all(call["verified"] for call in receiver.calls)
+    assert [call["path"] for call in receiver.calls] == ["/fail", "/slow", "/huge", "/redirect"]
+
+
+def test_execute_runs_one_tool_by_name(world: dict[str, Any]) -> None:
+    c, receiver, base = world["c"], world["receiver"], world["base"]
+    make_tool(c, base, "lookup_order", "/orders")
+    make_tool(c, base, "down", "/fail")
+    r = c.post("/api/tools/execute", json={"name": "lookup_order", "arguments": {"orderId": "C-3"}})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["ok"] is True
+    assert body["status_code"] == 200
+    assert body["result"] == {"orderId": "C-3", "status": "shipped"}
+    assert body["error"] is None
+    assert isinstance(body["duration_ms"], int)
+    assert receiver.calls[-1]["verified"]
+    assert receiver.calls[-1]["body"]["toolCallId"].startswith("exec_")
+
+    down = c.post("/api/tools/execute", json={"name": "down", "arguments": {"orderId": "C-3"}})
+    assert down.json()["ok"] is False
+    assert down.json()["status_code"] == 503
+    assert down.json()["error"].startswith("the tool answered HTTP 503")
+
+    bad = c.post("/api/tools/execute", json={"name": "lookup_order", "arguments": {}})
+    assert bad.json()["ok"] is False
+    assert "'orderId' is a required property" in bad.json()["error"]
+    assert bad.json()["status_code"] is None
+    assert len(receiver.calls) == 2
+
+    missing = c.post("/api/tools/execute", json={"name": "nope", "arguments": {}})
+    assert missing.status_code == 404
+    assert missing.json()["error"] == "NOT_FOUND"

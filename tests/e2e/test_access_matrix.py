@@ -48,6 +48,7 @@ ID_FIELDS = {
     "key_id": "key",
     "runner_id": "runner",
     "trace_id": "trace",
+    "tool_id": "tool",
 }
 
 # Operations whose answer to another organization is not 404, and why. Each must
@@ -114,6 +115,19 @@ class World:
         _ok(a.post(f"/api/agents/{agent['id']}/mcps", json={"mcpServerId": mcp["id"]}))
         key = _ok(a.post("/api/keys", json={"name": f"key {MARK}"}))
         self.ids["key"] = key["id"]
+        tool = _ok(
+            a.post(
+                "/api/tools",
+                json={
+                    "name": f"tool_{MARK}"[:64],
+                    "description": f"tool {MARK}",
+                    "url": "http://127.0.0.1:9/tool",  # loopback discard port: never called
+                    "headers": {"X-Api-Key": f"tool-secret-{MARK}"},
+                },
+            )
+        )
+        self.ids["tool"] = tool["id"]
+        _ok(a.put(f"/api/agents/{agent['id']}/delegated", json={"toolIds": [tool["id"]]}))
         self.ids["runner"] = str(uuid.uuid4())
         _ok(a.post(f"/api/runners/{self.ids['runner']}/mcps", json={"mcpServerId": mcp["id"]}))
 

@@ -50,8 +50,15 @@ REFUSED = [
 # enabled), embed domains that are host names (what IDNA lets a label hold is no
 # regular expression); a logs cursor that this list did not make, a `from` after its
 # `to` (listTraces, getAnalytics), and analytics' `from`/`to` with a period other
-# than custom, a range past 400 days or a series past 2,000 points (getAnalytics).
+# than custom, a range past 400 days or a series past 2,000 points (getAnalytics); a
+# webhook tool's name that is reserved (a built-in prefix, "__"), parameters that are
+# not a JSON Schema with an object root, a refused url or a header the service sets
+# itself (createTool, updateTool), tool ids the organization does not have
+# (putAgentDelegated).
 DOMAIN_RULES = [
+    "createTool",
+    "updateTool",
+    "putAgentDelegated",
     "listTraces",
     "getAnalytics",
     "createAgent",

@@ -61,4 +61,11 @@ class ToolHub(ServerTools):
         source = self._source(name)
         if source is None:
             return f"error: no server-side tool named {name!r}"
-        return await source.call(who, agent, name, arguments, ctx)
+        try:
+            return await source.call(who, agent, name, arguments, ctx)
+        except DomainError:
+            raise  # the reply makes a result of it (or an auth challenge)
+        except Exception:
+            # a source's bug must not break the reply: the model reads a failure
+            log.exception("the tool %s failed unexpectedly", name)
+            return f"error: the tool {name!r} failed unexpectedly"

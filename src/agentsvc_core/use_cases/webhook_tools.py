@@ -125,9 +125,13 @@ def check_parameters(schema: dict[str, Any]) -> dict[str, Any]:
 
 def argument_problem(schema: dict[str, Any], arguments: dict[str, Any]) -> str | None:
     """Why ``arguments`` do not fit the tool's schema (the first few problems), or None.
-    References resolve only inside the schema: nothing is fetched."""
+    References resolve only inside the schema: nothing is fetched (jsonschema's
+    default registry retrieves nothing), and one that cannot resolve is a problem."""
     validator = jsonschema.Draft202012Validator(schema)
-    problems = sorted(validator.iter_errors(arguments), key=lambda e: list(e.path))[:3]
+    try:
+        problems = sorted(validator.iter_errors(arguments), key=lambda e: list(e.path))[:3]
+    except Exception as exc:  # noqa: BLE001 - referencing's errors, a schema's fault
+        return f"the tool's schema cannot be applied: {str(exc)[:200]}"
     if not problems:
         return None
     return "; ".join(

@@ -37,10 +37,8 @@ ToolName = Annotated[str, Meta(min_length=1, max_length=64, pattern=r"^[a-zA-Z0-
 Description = Annotated[str, Meta(max_length=10_000)]
 Url = Annotated[str, Meta(min_length=1, max_length=4096)]
 Method = Literal["POST", "PUT", "PATCH"]
-Headers = Annotated[
-    dict[Annotated[str, Meta(min_length=1, max_length=256)], Annotated[str, Meta(max_length=8192)]],
-    Meta(max_length=32),
-]
+# header names are checked by the use case (RFC 7230 tokens, not the service's own)
+Headers = Annotated[dict[str, Annotated[str, Meta(max_length=8192)]], Meta(max_length=32)]
 TimeoutMs = Annotated[int, Meta(ge=MIN_TIMEOUT_MS, le=MAX_TIMEOUT_MS)]
 MaxBytes = Annotated[int, Meta(ge=1, le=MAX_MAX_RESULT_BYTES)]
 

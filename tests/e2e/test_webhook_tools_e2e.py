@@ -268,3 +268,30 @@ def test_execute_runs_one_tool_by_name(world: dict[str, Any]) -> None:
     missing = c.post("/api/tools/execute", json={"name": "nope", "arguments": {}})
     assert missing.status_code == 404
     assert missing.json()["error"] == "NOT_FOUND"
+
+
+def test_definitions_refuse_what_they_cannot_honour(world: dict[str, Any]) -> None:
+    c, base = world["c"], world["base"]
+    made = make_tool(c, base, "lookup_order", "/orders")
+    assert made["approval"] == "never"
+    cases = [
+        ({"name": "web_lookup"}, "name: must not start with 'web_'"),
+        ({"name": "a__b"}, "name: must not contain '__'"),
+        ({"parameters": {"type": "string"}}, "parameters: the root must be"),
+        ({"approval": "always"}, "approval: 'always'"),
+        ({"headers": {"X-Service-Signature": "forged"}}, "is set by the service"),
+    ]
+    for change, detail in cases:
+        body = {"name": "fine", "url": f"{base}/orders", **change}
+        r = c.post("/api/tools", json=body)
+        assert (r.status_code, r.json()["error"]) == (422, "VALIDATION_ERROR"), r.text
+        assert detail in r.json()["detail"]
+    taken = c.post("/api/tools", json={"name": "lookup_order", "url": f"{base}/orders"})
+    assert (taken.status_code, taken.json()["error"]) == (409, "TOOL_NAME_TAKEN")
+    renamed = c.patch(f"/api/tools/{made['id']}", json={"name": "find_order", "timeoutMs": 700})
+    assert (renamed.json()["name"], renamed.json()["timeout_ms"]) == ("find_order", 700)
+    agent = c.post("/api/agents", json={"name": "x"}).json()
+    r = c.put(f"/api/agents/{agent['id']}/delegated", json={"toolIds": [str(uuid.uuid4())]})
+    assert r.status_code == 422
+    assert c.delete(f"/api/tools/{made['id']}").json() == {"ok": True}
+    assert c.get(f"/api/tools/{made['id']}").status_code == 404

@@ -14,6 +14,7 @@ from litestar.params import FromPath, JSONBody
 from msgspec import UNSET, Meta, UnsetType
 
 from agentsvc_core.entities import WebhookTool
+from agentsvc_core.errors import InvalidInput
 from agentsvc_core.use_cases.webhook_tools import (
     DEFAULT_MAX_RESULT_BYTES,
     DEFAULT_TIMEOUT_MS,
@@ -41,6 +42,7 @@ Method = Literal["POST", "PUT", "PATCH"]
 Headers = Annotated[dict[str, Annotated[str, Meta(max_length=8192)]], Meta(max_length=32)]
 TimeoutMs = Annotated[int, Meta(ge=MIN_TIMEOUT_MS, le=MAX_TIMEOUT_MS)]
 MaxBytes = Annotated[int, Meta(ge=1, le=MAX_MAX_RESULT_BYTES)]
+Approval = Literal["never", "always"]
 
 
 class ToolCreateBody(msgspec.Struct, rename="camel"):
@@ -54,6 +56,7 @@ class ToolCreateBody(msgspec.Struct, rename="camel"):
     headers: Headers | None = None
     timeout_ms: TimeoutMs = DEFAULT_TIMEOUT_MS
     max_result_bytes: MaxBytes = DEFAULT_MAX_RESULT_BYTES
+    approval: Approval = "never"
 
 
 class ToolPatchBody(msgspec.Struct, rename="camel"):
@@ -65,6 +68,15 @@ class ToolPatchBody(msgspec.Struct, rename="camel"):
     headers: Headers | UnsetType | None = UNSET  # null removes them
     timeout_ms: TimeoutMs | UnsetType = UNSET
     max_result_bytes: MaxBytes | UnsetType = UNSET
+    approval: Approval | UnsetType = UNSET
+
+
+def _no_approval(approval: str | UnsetType) -> None:
+    """Approval before a call is not built: say so rather than ignore the field."""
+    if approval == "always":
+        raise InvalidInput(
+            "approval", "'always' (a pause for the client's approval) is not supported yet"
+        )
 
 
 class ToolOut(msgspec.Struct):
@@ -78,6 +90,7 @@ class ToolOut(msgspec.Struct):
     has_headers: bool
     timeout_ms: int
     max_result_bytes: int
+    approval: str
     created_at: datetime
     updated_at: datetime
 
@@ -94,6 +107,7 @@ class ToolOut(msgspec.Struct):
             has_headers=t.has_headers,
             timeout_ms=t.timeout_ms,
             max_result_bytes=t.max_result_bytes,
+            approval="never",
             created_at=t.created_at,
             updated_at=t.updated_at,
         )
@@ -178,6 +192,7 @@ class ToolController(Controller):
         webhook_tools: NamedDependency[WebhookTools],
         data: JSONBody[ToolCreateBody],
     ) -> ToolOut:
+        _no_approval(data.approval)
         draft = WebhookToolDraft(
             name=data.name,
             description=data.description,
@@ -231,6 +246,7 @@ class ToolController(Controller):
         tool_id: FromPath[UUID],
         data: JSONBody[ToolPatchBody],
     ) -> ToolOut:
+        _no_approval(data.approval)
         changes = WebhookToolChanges(
             name=data.name,
             description=data.description,

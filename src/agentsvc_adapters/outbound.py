@@ -2,8 +2,8 @@
 configuration supplies connects through it.
 
 Guarded: the credential resolver, OAuth discovery, client registration and token
-calls, the MCP transports (streamable HTTP and SSE), the MCP registry, and the
-webhook tools and web fetch still to come.
+calls, the MCP transports (streamable HTTP and SSE), the MCP registry, the
+webhook tools and web fetch.
 
 Rule (decisions, "Outbound URLs"): a URL whose host resolves to a loopback,
 private, link-local, multicast, reserved, unspecified, otherwise not globally

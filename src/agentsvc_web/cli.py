@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from agentsvc_core.entities import API_KEY_PREFIX
+from agentsvc_core.use_cases.sealed import SealedRecords
 from agentsvc_web.bootstrap import build_services, run_migrations, start_embedded
 from agentsvc_web.logs import configure_logging
 from agentsvc_web.settings import Settings, SettingsError
@@ -210,6 +211,7 @@ async def _rotate_secrets() -> int:
     async with services.running():
         count = await services.mcps.rotate_secrets()
         count += await services.webhook_tools.rotate_secrets()
+        count += await SealedRecords(services.storage.secrets, services.box).rotate()
     print(f"re-encrypted {count} stored secret(s) with the newest key")
     return 0
 

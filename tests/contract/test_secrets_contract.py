@@ -58,3 +58,28 @@ def test_delete_prefix_takes_the_prefix_literally_and_stays_in_its_org(backend: 
     # pattern characters are plain characters
     assert backend.run(store.delete_prefix, org, "oauth_token", "m%") == 1
     assert backend.run(store.get, org, "oauth_token", "m2:org") is not None
+
+
+def test_every_lists_one_organization_or_all_and_rotation_reseals_them(backend: Backend) -> None:
+    from agentsvc_adapters.crypto import AesGcmBox  # noqa: PLC0415
+    from agentsvc_core.use_cases.sealed import SealedRecords  # noqa: PLC0415
+
+    store = backend.storage.secrets
+    org, other = backend.fresh_org(), backend.fresh_org()
+    old = SealedRecords(store, AesGcmBox([("k1", b"\x01" * 32)]))
+    for o in (org, other):
+        backend.run(old.put, o, "delegated", "agent-1", SealedRecord(value="x"))
+    mine = backend.run(store.every, org)
+    assert [(o, k, key) for o, k, key, _ in mine] == [(org, "delegated", "agent-1")]
+    every = {(o, k, key) for o, k, key, _ in backend.run(store.every, None)}
+    assert {(org, "delegated", "agent-1"), (other, "delegated", "agent-1")} <= every
+    # k2 now seals; k1 still opens: rotation re-seals this organization's record only
+    new = SealedRecords(store, AesGcmBox([("k2", b"\x02" * 32), ("k1", b"\x01" * 32)]))
+    assert backend.run(new.rotate, org) == 1
+    assert backend.run(new.rotate, org) == 0
+    assert backend.run(store.get, org, "delegated", "agent-1").value.startswith("v1.k2.")  # type: ignore[union-attr]
+    assert backend.run(store.get, other, "delegated", "agent-1").value.startswith("v1.k1.")  # type: ignore[union-attr]
+    only_k2 = SealedRecords(store, AesGcmBox([("k2", b"\x02" * 32)]))
+    assert backend.run(only_k2.get, org, "delegated", "agent-1", SealedRecord) == SealedRecord(
+        value="x"
+    )

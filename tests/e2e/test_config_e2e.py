@@ -114,6 +114,20 @@ def test_secrets_rotate_reseals_with_the_newest_key(own_db: str, tmp_path: Path)
                 assert made.status_code == 201, made.text
                 mcp_id = made.json()["id"]
                 assert c.post(f"/api/mcps/{mcp_id}/test").json()["ok"] is True
+                # a webhook tool's sealed headers, and sealed records: the agent's
+                # delegation and the organization's signing secret
+                tool = c.post(
+                    "/api/tools",
+                    json={
+                        "name": "gated_tool",
+                        "url": mcp.url,
+                        "headers": {"Authorization": f"Bearer {MCP_TOKEN}"},
+                    },
+                ).json()
+                agent = c.post("/api/agents", json={"name": "Rotated"}).json()
+                put = c.put(f"/api/agents/{agent['id']}/delegated", json={"toolIds": [tool["id"]]})
+                assert put.status_code == 200, put.text
+                signing = c.get("/api/orgs/settings").json()["signing_secret"]
         finally:
             svc.stop()
         assert sealed_credentials(own_db, mcp_id).startswith("v1.k1.")
@@ -133,7 +147,8 @@ def test_secrets_rotate_reseals_with_the_newest_key(own_db: str, tmp_path: Path)
             check=False,
         )
         assert done.returncode == 0, done.stderr
-        assert "re-encrypted 1 stored secret(s)" in done.stdout
+        # the MCP credentials, the tool's headers, the delegation and the signing secret
+        assert "re-encrypted 4 stored secret(s)" in done.stdout
         for secret in (k1.split(":", 1)[1], k2.split(":", 1)[1], MCP_TOKEN):
             assert secret not in done.stdout + done.stderr
         assert sealed_credentials(own_db, mcp_id).startswith("v1.k2.")
@@ -144,6 +159,11 @@ def test_secrets_rotate_reseals_with_the_newest_key(own_db: str, tmp_path: Path)
                 tested = c.post(f"/api/mcps/{mcp_id}/test").json()
                 assert tested["ok"] is True, tested
                 assert c.get(f"/api/mcps/{mcp_id}").json()["hasCredentials"] is True
+                assert c.get("/api/orgs/settings").json()["signing_secret"] == signing
+                delegated = c.get(f"/api/agents/{agent['id']}/delegated").json()
+                assert delegated["tool_ids"] == [tool["id"]]
+                executed = c.post("/api/tools/execute", json={"name": "gated_tool"}).json()
+                assert executed["error"] is None or "HTTP" in executed["error"], executed
         finally:
             svc.stop()
     finally:

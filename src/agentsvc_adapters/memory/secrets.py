@@ -32,6 +32,13 @@ class MemorySecrets(SecretStore):
         self._records[(org_id, kind, key)] = new
         return True
 
+    async def every(self, org_id: str | None) -> list[tuple[str, str, str, SealedRecord]]:
+        return [
+            (o, kind, key, record)
+            for (o, kind, key), record in self._records.items()
+            if org_id is None or o == org_id
+        ]
+
     async def delete_prefix(self, org_id: str, kind: str, prefix: str) -> int:
         gone = [
             k for k in self._records if k[0] == org_id and k[1] == kind and k[2].startswith(prefix)

@@ -51,6 +51,14 @@ class PostgresSecrets(Repo, SecretStore):
         )
         return row is not None
 
+    async def every(self, org_id: str | None) -> list[tuple[str, str, str, SealedRecord]]:
+        rows = await self._all(
+            "SELECT org_id, kind, key, value, expires_at FROM org_secrets"
+            " WHERE %s::text IS NULL OR org_id = %s",
+            (org_id, org_id),
+        )
+        return [(r[0], r[1], r[2], SealedRecord(value=r[3], expires_at=r[4])) for r in rows]
+
     async def delete_prefix(self, org_id: str, kind: str, prefix: str) -> int:
         # starts_with takes the prefix literally (LIKE would read % and _ in it)
         rows = await self._all(

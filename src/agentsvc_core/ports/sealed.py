@@ -47,6 +47,11 @@ class SecretStore(Protocol):
         """Replace the record if its value is still ``old`` (compare-and-set)."""
         ...
 
+    async def every(self, org_id: str | None) -> list[tuple[str, str, str, SealedRecord]]:
+        """(org, kind, key, record) of every record, all organizations when
+        ``org_id`` is None (the key-rotation command)."""
+        ...
+
     async def delete_prefix(self, org_id: str, kind: str, prefix: str) -> int:
         """Delete the records of ``kind`` whose key starts with ``prefix`` (taken
         literally: no pattern characters); returns how many."""

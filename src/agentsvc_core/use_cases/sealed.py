@@ -1,7 +1,8 @@
 """Sealed JSON records of an organization, in the ``SecretStore``.
 
 One convention for every such record (OAuth states, tokens and clients, the
-signing secret, resolver and compaction settings, compaction checkpoints): the
+signing secret, resolver and compaction settings, compaction checkpoints, the
+agents' tool configurations): the
 value is the msgspec JSON of a Struct sealed by the ``SecretBox``, with the
 associated data ``"{org}:{kind}:{key}"``, so a record opens only where it was
 written.
@@ -45,3 +46,19 @@ class SealedRecords:
     ) -> None:
         sealed = SealedRecord(value=self.seal(org, kind, key, value), expires_at=expires_at)
         await self.store.put(org, kind, key, sealed)
+
+    async def rotate(self, org_id: str | None = None) -> int:
+        """Re-seal every record not sealed with the newest key (the key-rotation
+        command), each only if it has not changed meanwhile. Returns how many."""
+        count = 0
+        for org, kind, key, record in await self.store.every(org_id):
+            if self._box.is_current(record.value):
+                continue
+            context = f"{org}:{kind}:{key}"
+            fresh = SealedRecord(
+                value=self._box.seal(self._box.open(record.value, context), context),
+                expires_at=record.expires_at,
+            )
+            if await self.store.swap(org, kind, key, record.value, fresh):
+                count += 1
+        return count

@@ -29,6 +29,7 @@ from agentsvc_adapters.prices import PriceFileError, load_prices
 from agentsvc_adapters.registry import HttpMcpRegistry
 from agentsvc_adapters.resolver import HttpCredentialResolver
 from agentsvc_adapters.signals import LocalRevocations, LocalStopBus
+from agentsvc_adapters.sqldb import PostgresDatabases
 from agentsvc_adapters.telemetry import (
     OtelConfigError,
     OtelExport,
@@ -45,6 +46,7 @@ from agentsvc_core.ports import (
     Revocations,
     SecretBox,
     ServerTools,
+    SqlDatabases,
     StopBus,
     Storage,
     TokenVerifier,
@@ -58,6 +60,7 @@ from agentsvc_core.use_cases import Agents, ApiKeys, Authenticator, Conversation
 from agentsvc_core.use_cases.compaction import Compactor
 from agentsvc_core.use_cases.health import Readiness
 from agentsvc_core.use_cases.idempotency import Idempotency
+from agentsvc_core.use_cases.integrations import Integrations, IntegrationTools
 from agentsvc_core.use_cases.logs import Analytics, Logs
 from agentsvc_core.use_cases.mcp_oauth import McpOAuth
 from agentsvc_core.use_cases.mcp_servers import McpServers, McpTools
@@ -98,6 +101,7 @@ class Services:
         follows: FollowRequests | None = None,
         exports: Sequence[OtelExport] = (),
         sampling: tuple[float, bool] = (1.0, True),
+        databases: SqlDatabases | None = None,
     ) -> None:
         clock = SystemClock()
         revocations = revocations or LocalRevocations()
@@ -161,6 +165,13 @@ class Services:
             allow_http=settings.allow_private_network,
         )
         self.compaction = CompactionSettings(storage.secrets, storage.agents, box)
+        # database integrations: the customer's databases, read-only, through the guard
+        self.databases = databases or PostgresDatabases(
+            allow_private_network=settings.allow_private_network
+        )
+        self.integrations = Integrations(
+            storage.integrations, storage.agents, storage.secrets, self.databases, box, clock
+        )
         try:
             prices = load_prices(settings.prices_file)
         except PriceFileError as exc:
@@ -203,7 +214,10 @@ class Services:
 
     def _tool_sources(self, mcp_client: McpClient) -> list[ServerTools]:
         """The server-side tool sources of a turn, in the order the model sees them."""
-        return [McpTools(self.mcps, mcp_client)]
+        return [
+            McpTools(self.mcps, mcp_client),
+            IntegrationTools(self.integrations, self.databases),
+        ]
 
     async def _sweep(self) -> None:
         """Replies whose process died stop counting as running; rows stored since

@@ -209,6 +209,7 @@ async def _rotate_secrets() -> int:
     services = build_services(settings)
     async with services.running():
         count = await services.mcps.rotate_secrets()
+        count += await services.integrations.rotate_secrets()
     print(f"re-encrypted {count} stored secret(s) with the newest key")
     return 0
 

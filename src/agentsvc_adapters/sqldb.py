@@ -83,6 +83,9 @@ _KINDS = {
 }
 MAX_TABLES = 1000
 LOCK_TIMEOUT_MS = 1000
+# a path that cannot exist (/dev/null is no directory): libpq reads no password
+# file, the service's own ~/.pgpass included, and says nothing
+_NO_PASSFILE = os.path.join(os.devnull, "agentsvc-no-passfile")
 _enc = msgspec.json.Encoder()
 
 _LIST_TABLES = (
@@ -255,7 +258,7 @@ class PostgresDatabases(SqlDatabases):
                 "hostaddr": str(addr),
                 "port": str(where.port),
                 "password": where.password,  # "" keeps PGPASSWORD of the service out
-                "passfile": os.devnull,
+                "passfile": _NO_PASSFILE,
                 "options": options,
                 "connect_timeout": str(max(2, math.ceil(self._connect_timeout_s))),
                 "application_name": where.params.get("application_name", "agentsvc"),
@@ -336,23 +339,29 @@ class PostgresDatabases(SqlDatabases):
         truncated = False
         async with self._session(target.connection, target.statement_timeout_ms) as conn:
             cur = conn.cursor()
-            async with aclosing(cast("AsyncGenerator[Any]", cur.stream(sql))) as stream:
-                async for row in stream:
-                    if not rows and cur.description:
-                        size += len(_enc.encode([c.name for c in cur.description]))
-                    if len(rows) >= target.max_rows:
-                        truncated = True
-                        break
-                    values = []
-                    for value in row:
-                        v, cut = _jsonable(value, cap)
-                        values.append(v)
-                        truncated = truncated or cut
-                    weight = len(_enc.encode(values)) + 1
-                    if size + weight > target.max_bytes:
-                        truncated = True
-                        break
-                    rows.append(values)
-                    size += weight
+            try:
+                async with aclosing(cast("AsyncGenerator[Any]", cur.stream(sql))) as stream:
+                    async for row in stream:
+                        if not rows and cur.description:
+                            size += len(_enc.encode([c.name for c in cur.description]))
+                        if len(rows) >= target.max_rows:
+                            truncated = True
+                            break
+                        values = []
+                        for value in row:
+                            v, cut = _jsonable(value, cap)
+                            values.append(v)
+                            truncated = truncated or cut
+                        weight = len(_enc.encode(values)) + 1
+                        if size + weight > target.max_bytes:
+                            truncated = True
+                            break
+                        rows.append(values)
+                        size += weight
+            except psycopg.ProgrammingError as exc:
+                # a statement that ran and answers no rows (SET, SHOW's kin...): psycopg's
+                # stream() says so only once it has finished
+                if "didn't produce a result" not in str(exc):
+                    raise
             columns = tuple(c.name for c in cur.description or ())
         return TableRows(columns=columns, rows=rows, truncated=truncated)

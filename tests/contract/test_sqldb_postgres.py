@@ -47,7 +47,9 @@ def db_url(pg_admin_url: str) -> Iterator[str]:
                 )
                 conn.execute("CREATE SCHEMA vault")
                 conn.execute("CREATE TABLE vault.secrets (k text)")
-                conn.execute(sql.SQL("GRANT ALL ON SCHEMA vault TO {}").format(sql.Identifier(role)))
+                conn.execute(
+                    sql.SQL("GRANT ALL ON SCHEMA vault TO {}").format(sql.Identifier(role))
+                )
                 for table in ("orders", "vault.secrets"):
                     conn.execute(
                         sql.SQL("ALTER TABLE {} OWNER TO {}").format(
@@ -226,8 +228,10 @@ async def test_names_are_resolved_and_checked_by_the_guard(db_url: str) -> None:
         ("postgresql://%2Ftmp/orders", "unix sockets are not allowed"),
         ("postgresql://u:p@/orders?host=/var/run/postgresql", "unix sockets are not allowed"),
         ("postgresql://a.example,b.example/orders", "one host"),
-        ("postgresql://a.example/orders?options=-c%20default_transaction_read_only%3Doff",
-         "'options' is not allowed"),
+        (
+            "postgresql://a.example/orders?options=-c%20default_transaction_read_only%3Doff",
+            "'options' is not allowed",
+        ),
         ("postgresql://a.example/orders?hostaddr=10.0.0.1", "'hostaddr' is not allowed"),
         ("postgresql://a.example/orders?service=prod", "'service' is not allowed"),
         ("postgresql://a.example/orders?sslrootcert=/etc/ssl/x.pem", "sslrootcert may only"),

@@ -188,7 +188,7 @@ async def test_list_and_describe_tables(db_url: str) -> None:
     assert qualified.rows == [["k", "text", True, None]]
     with pytest.raises(DatabaseError, match="no table or view 'nothing'"):
         await OPEN.describe_table(target(db_url), None, "nothing")
-    with pytest.raises(DatabaseError, match="no table or view 'public.secrets'"):
+    with pytest.raises(DatabaseError, match=r"no table or view 'public\.secrets'"):
         await OPEN.describe_table(target(db_url), "public", "secrets")
 
 
@@ -215,9 +215,9 @@ async def test_names_are_resolved_and_checked_by_the_guard(db_url: str) -> None:
     named = db_url.replace("127.0.0.1", "db.example")
     await PostgresDatabases(allow_private_network=True, resolver=resolver).test(named)
     guarded = PostgresDatabases(allow_private_network=False, resolver=resolver)
-    with pytest.raises(DatabaseError, match="db.example resolves to a loopback address"):
+    with pytest.raises(DatabaseError, match=r"db\.example resolves to a loopback address"):
         await guarded.test(named)
-    with pytest.raises(DatabaseError, match="mixed.example resolves to a private address"):
+    with pytest.raises(DatabaseError, match=r"mixed\.example resolves to a private address"):
         await guarded.test(db_url.replace("127.0.0.1", "mixed.example"))
 
 

@@ -6,7 +6,8 @@ the service processes log is kept; at the end of the session none of them may
 hold a secret the suite configured, except where that secret belongs:
 
 - learned from what the tests send: MCP credential header and environment values
-  (POST/PATCH /api/mcps), from the service's environment (API keys, the JWT
+  (POST/PATCH /api/mcps), database connection strings and their passwords
+  (POST /api/integrations), from the service's environment (API keys, the JWT
   secret, provider keys, encryption keys) and from its data folder (the generated
   encryption key);
 - learned from answers: a new API key (``POST /api/keys``) may appear only in
@@ -26,6 +27,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import httpx
 
@@ -113,13 +115,25 @@ class SecretScan:
     # --- what was seen ----------------------------------------------------------
 
     def _request(self, request: httpx.Request) -> None:
-        """Learn the MCP credentials a test configures."""
-        if request.method not in ("POST", "PATCH") or "/api/mcps" not in request.url.path:
+        """Learn the MCP credentials and database connection strings a test configures."""
+        if request.method not in ("POST", "PATCH"):
+            return
+        path = request.url.path
+        if "/api/mcps" not in path and path.rstrip("/") != "/api/integrations":
             return
         try:
             body = json.loads(request.content or b"null")
         except (ValueError, httpx.RequestNotRead):
             return
+        connection = body.get("connection") if isinstance(body, dict) else None
+        if isinstance(connection, str):
+            self.secret(connection, "database connection string")
+            try:
+                password = urlsplit(connection).password
+            except ValueError:
+                password = None
+            if password:
+                self.secret(unquote(password), "database password")
         creds = body.get("credentials") if isinstance(body, dict) else None
         if isinstance(creds, dict):
             for part in ("headers", "env"):

@@ -226,16 +226,16 @@ def test_the_model_queries_an_attached_database(c: Client, auth: H, db_url: str)
         headers=auth,
     )
     tool = f"db_{made['slug']}__"
-    events = turn(
-        c, auth, agent["id"], f'call {tool}query {{"sql": "SELECT item FROM orders ORDER BY id"}}'
-    )
+    select = '{"sql": "SELECT item FROM orders ORDER BY id"}'
+    delete = '{"sql": "DELETE FROM orders"}'
+    events = turn(c, auth, agent["id"], f"call {tool}query {select}")
     assert json.loads(result_of(events)) == {
         "columns": ["item"],
         "rows": [["tea"], ["coffee"], ["cake"]],
         "row_count": 3,
         "truncated": False,
     }
-    events = turn(c, auth, agent["id"], f'call {tool}query {{"sql": "DELETE FROM orders"}}')
+    events = turn(c, auth, agent["id"], f"call {tool}query {delete}")
     assert result_of(events) == "error: cannot execute DELETE in a read-only transaction"
     events = turn(c, auth, agent["id"], f"call {tool}list_tables")
     assert json.loads(result_of(events)) == {

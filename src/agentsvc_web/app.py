@@ -25,6 +25,10 @@ from agentsvc_web.controllers import (
     LogsController,
     ThreadController,
 )
+from agentsvc_web.controllers.integrations import (
+    AgentIntegrationController,
+    IntegrationController,
+)
 from agentsvc_web.controllers.mcps import (
     AgentMcpController,
     McpController,
@@ -105,6 +109,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             AgentCredentialsController,
             AgentCompactionController,
             OrgSettingsController,
+            IntegrationController,
+            AgentIntegrationController,
             LogsController,
             AnalyticsController,
             ToolController,
@@ -125,6 +131,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "oauth": _const(services.oauth),
             "org_settings": _const(services.org_settings),
             "compaction": _const(services.compaction),
+            "integrations": _const(services.integrations),
             "logs": _const(services.logs),
             "analytics": _const(services.analytics),
             "webhook_tools": _const(services.webhook_tools),

@@ -29,6 +29,7 @@ from agentsvc_adapters.prices import PriceFileError, load_prices
 from agentsvc_adapters.registry import HttpMcpRegistry
 from agentsvc_adapters.resolver import HttpCredentialResolver
 from agentsvc_adapters.signals import LocalRevocations, LocalStopBus
+from agentsvc_adapters.sqldb import PostgresDatabases
 from agentsvc_adapters.telemetry import (
     OtelConfigError,
     OtelExport,
@@ -46,6 +47,7 @@ from agentsvc_core.ports import (
     Revocations,
     SecretBox,
     ServerTools,
+    SqlDatabases,
     StopBus,
     Storage,
     TokenVerifier,
@@ -60,6 +62,7 @@ from agentsvc_core.use_cases import Agents, ApiKeys, Authenticator, Conversation
 from agentsvc_core.use_cases.compaction import Compactor
 from agentsvc_core.use_cases.health import Readiness
 from agentsvc_core.use_cases.idempotency import Idempotency
+from agentsvc_core.use_cases.integrations import Integrations, IntegrationTools
 from agentsvc_core.use_cases.logs import Analytics, Logs
 from agentsvc_core.use_cases.mcp_oauth import McpOAuth
 from agentsvc_core.use_cases.mcp_servers import McpServers, McpTools
@@ -102,6 +105,7 @@ class Services:
         follows: FollowRequests | None = None,
         exports: Sequence[OtelExport] = (),
         sampling: tuple[float, bool] = (1.0, True),
+        databases: SqlDatabases | None = None,
     ) -> None:
         clock = SystemClock()
         revocations = revocations or LocalRevocations()
@@ -176,6 +180,13 @@ class Services:
             clock,
             self.org_settings,
         )
+        # database integrations: the customer's databases, read-only, through the guard
+        self.databases = databases or PostgresDatabases(
+            allow_private_network=settings.allow_private_network
+        )
+        self.integrations = Integrations(
+            storage.integrations, storage.agents, storage.secrets, self.databases, box, clock
+        )
         try:
             prices = load_prices(settings.prices_file)
         except PriceFileError as exc:
@@ -221,6 +232,7 @@ class Services:
         return [
             McpTools(self.mcps, mcp_client),
             WebhookToolSource(self.webhook_tools, self.storage.webhook_tools),
+            IntegrationTools(self.integrations, self.databases),
         ]
 
     async def _sweep(self) -> None:

@@ -6,9 +6,10 @@ the service processes log is kept; at the end of the session none of them may
 hold a secret the suite configured, except where that secret belongs:
 
 - learned from what the tests send: MCP credential header and environment values
-  (POST/PATCH /api/mcps), webhook tools' headers (/api/tools), from the service's
-  environment (API keys, the JWT secret, provider keys, encryption keys) and from
-  its data folder (the generated encryption key);
+  (POST/PATCH /api/mcps), webhook tools' headers (/api/tools), database
+  connection strings and their passwords (POST /api/integrations), from the
+  service's environment (API keys, the JWT secret, provider keys, encryption keys)
+  and from its data folder (the generated encryption key);
 - learned from answers: a new API key (``POST /api/keys``) may appear only in
   the answer that created it; the signing secret only in ``/api/orgs/settings``
   answers;
@@ -26,6 +27,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import httpx
 
@@ -114,10 +116,12 @@ class SecretScan:
 
     def _request(self, request: httpx.Request) -> None:
         """Learn the credentials a test configures: MCP credentials, webhook tools'
-        headers."""
+        headers, database connection strings."""
         path = request.url.path
         if request.method not in ("POST", "PATCH", "PUT") or not (
-            "/api/mcps" in path or path.startswith("/api/tools")
+            "/api/mcps" in path
+            or path.startswith("/api/tools")
+            or path.rstrip("/") == "/api/integrations"
         ):
             return
         try:
@@ -129,6 +133,15 @@ class SecretScan:
         if path.startswith("/api/tools"):
             self._values(body.get("headers"), "webhook tool header")
             return
+        connection = body.get("connection")
+        if isinstance(connection, str):
+            self.secret(connection, "database connection string")
+            try:
+                password = urlsplit(connection).password
+            except ValueError:
+                password = None
+            if password:
+                self.secret(unquote(password), "database password")
         creds = body.get("credentials")
         if isinstance(creds, dict):
             for part in ("headers", "env"):

@@ -28,6 +28,7 @@ from typing import Any
 import httpx
 import jwt
 import pytest
+from psycopg.conninfo import conninfo_to_dict
 
 from tests.e2e.conftest import E2E_JWT_SECRET
 from tests.e2e.service import Service
@@ -49,6 +50,8 @@ ID_FIELDS = {
     "runner_id": "runner",
     "trace_id": "trace",
     "tool_id": "tool",
+    "integration_id": "integration",
+    "integrationId": "integration",
 }
 
 # Operations whose answer to another organization is not 404, and why. Each must
@@ -75,8 +78,9 @@ def _jwt(sub: str, org: str, **claims: Any) -> str:
 class World:
     """Organization A's resources, and the callers of the matrix."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, database_url: str) -> None:
         self.url = url
+        self.database_url = database_url
         self.a = httpx.Client(base_url=url, headers=_h(KEY_A), timeout=30)
         self.ids: dict[str, str] = {}
 
@@ -128,6 +132,26 @@ class World:
         )
         self.ids["tool"] = tool["id"]
         _ok(a.put(f"/api/agents/{agent['id']}/delegated", json={"toolIds": [tool["id"]]}))
+        # a database integration (the service's own database, on loopback), attached
+        d = conninfo_to_dict(self.database_url)
+        integration = _ok(
+            a.post(
+                "/api/integrations",
+                json={
+                    "name": f"integration {MARK}",
+                    "type": "postgresql",
+                    "connection": f"postgresql://{d.get('user', 'postgres')}:db-pw-{MARK}@"
+                    f"{d.get('host', '127.0.0.1')}:{d.get('port', '5432')}/{d['dbname']}",
+                },
+            )
+        )
+        self.ids["integration"] = integration["id"]
+        _ok(
+            a.post(
+                f"/api/agents/{agent['id']}/integrations",
+                json={"integrationId": integration["id"]},
+            )
+        )
         self.ids["runner"] = str(uuid.uuid4())
         _ok(a.post(f"/api/runners/{self.ids['runner']}/mcps", json={"mcpServerId": mcp["id"]}))
 
@@ -262,7 +286,7 @@ def world(
     )
     try:
         svc.wait_ready()
-        w = World(svc.url)
+        w = World(svc.url, pg_url)
         w.build()
         yield w
         w.a.close()
@@ -351,6 +375,10 @@ def test_a_member_gets_403_on_every_admin_operation(world: World, doc: dict[str,
         assert agent.status_code == 200
         assert MARK in agent.json()["name"]
         assert world.a.get(f"/api/mcps/{world.ids['mcp']}").json()["hasCredentials"] is True
+        integration = world.a.get(f"/api/integrations/{world.ids['integration']}")
+        assert integration.json()["has_connection"] is True
+        attached = world.a.get(f"/api/agents/{world.ids['agent']}/integrations").json()
+        assert [i["id"] for i in attached] == [world.ids["integration"]]
 
 
 def test_a_member_reads_but_does_not_see_another_users_thread(

@@ -53,6 +53,27 @@ def test_a_configured_mcp_credential_in_any_answer_is_found() -> None:
     assert scan.findings() == ["MCP credential (headers) in the answer to GET /api/mcps/x"]
 
 
+def test_a_database_password_in_any_answer_is_found() -> None:
+    password = "db-pass%2Fword-0123"  # percent-encoded in the URL, plain in a leak
+    connection = f"postgresql://reader:{password}@db.example/shop"
+    scan = _run(
+        {
+            "/api/integrations": b'{"has_connection": true}',
+            "/api/integrations/x": b'{"detail": "db-pass/word-0123"}',
+            "/api/integrations/y": connection.encode(),
+        },
+        [
+            ("POST", "/api/integrations", {"name": "Shop", "connection": connection}),
+            ("GET", "/api/integrations/x", None),
+            ("GET", "/api/integrations/y", None),
+        ],
+    )
+    assert scan.findings() == [
+        "database connection string in the answer to GET /api/integrations/y",
+        "database password in the answer to GET /api/integrations/x",
+    ]
+
+
 def test_a_new_api_key_may_only_be_in_the_answer_that_made_it() -> None:
     key = b"ask_abcdefghijklmnopqrstuvwxyz"
     ok = _run({"/api/keys": b'{"key": "' + key + b'"}'}, [("POST", "/api/keys", {})])

@@ -8,6 +8,7 @@ import msgspec
 
 from agentsvc_adapters.memory.conversations import MemoryConversations, MemoryThreads
 from agentsvc_adapters.memory.idempotency import MemoryIdempotency
+from agentsvc_adapters.memory.integrations import MemoryIntegrations
 from agentsvc_adapters.memory.mcps import MemoryMcps
 from agentsvc_adapters.memory.secrets import MemorySecrets
 from agentsvc_adapters.memory.traces import MemoryTraces
@@ -19,6 +20,7 @@ from agentsvc_core.ports import (
     AnalyticsStore,
     ApiKeyRepository,
     ConversationStore,
+    IntegrationStore,
     McpRepository,
     OrganizationRepository,
     SecretStore,
@@ -154,6 +156,7 @@ class MemoryStorage(Storage):
         self._threads = MemoryThreads(self._conversations)
         self._mcps = MemoryMcps()
         self._secrets = MemorySecrets()
+        self._integrations = MemoryIntegrations()
         self._turn_reader = MemoryTurnReader(
             self._threads, self._agents, self._conversations, self._mcps, self._secrets
         )
@@ -188,6 +191,10 @@ class MemoryStorage(Storage):
     @property
     def secrets(self) -> SecretStore:
         return self._secrets
+
+    @property
+    def integrations(self) -> IntegrationStore:
+        return self._integrations
 
     @property
     def turn_reader(self) -> TurnReader:

@@ -21,6 +21,7 @@ from agentsvc_adapters.postgres.agents import PostgresAgents
 from agentsvc_adapters.postgres.api_keys import PostgresApiKeys
 from agentsvc_adapters.postgres.conversations import PostgresConversations, PostgresThreads
 from agentsvc_adapters.postgres.idempotency import PostgresIdempotency
+from agentsvc_adapters.postgres.integrations import PostgresIntegrations
 from agentsvc_adapters.postgres.mcps import PostgresMcps
 from agentsvc_adapters.postgres.migrate import migrations
 from agentsvc_adapters.postgres.organizations import PostgresOrganizations
@@ -45,6 +46,7 @@ from agentsvc_core.ports import (
     AnalyticsStore,
     ApiKeyRepository,
     ConversationStore,
+    IntegrationStore,
     McpRepository,
     OrganizationRepository,
     SecretStore,
@@ -102,6 +104,7 @@ class PostgresStorage(Storage):
         self._conversations = PostgresConversations(self.pool, self.owner)
         self._mcps = PostgresMcps(self.pool)
         self._secrets = PostgresSecrets(self.pool)
+        self._integrations = PostgresIntegrations(self.pool)
         self._turn_reader = PostgresTurnReader(self.pool)
         self._streams = PostgresStreams(self.pool)
         self._idempotency = PostgresIdempotency(self.pool)
@@ -161,6 +164,10 @@ class PostgresStorage(Storage):
     @property
     def secrets(self) -> SecretStore:
         return self._secrets
+
+    @property
+    def integrations(self) -> IntegrationStore:
+        return self._integrations
 
     @property
     def turn_reader(self) -> TurnReader:

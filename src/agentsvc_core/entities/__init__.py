@@ -2,6 +2,7 @@
 
 from agentsvc_core.entities.agent import RUNTIME_PROVIDERS, Agent, ToolProfile
 from agentsvc_core.entities.api_key import API_KEY_PREFIX, ApiKey
+from agentsvc_core.entities.integration import Integration, IntegrationType
 from agentsvc_core.entities.mcp import CachedTool, McpAttachment, McpServer, McpTransport
 from agentsvc_core.entities.message import (
     Message,
@@ -31,6 +32,8 @@ __all__ = [
     "ApiKey",
     "AuthMethod",
     "CachedTool",
+    "Integration",
+    "IntegrationType",
     "KeySource",
     "McpAttachment",
     "McpServer",

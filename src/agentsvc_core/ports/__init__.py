@@ -1,6 +1,14 @@
 """Ports: what the core needs from the world, as ``typing.Protocol`` classes."""
 
 from agentsvc_core.ports.clock import Clock
+from agentsvc_core.ports.databases import (
+    DatabaseError,
+    DatabaseTarget,
+    SqlDatabases,
+    TableName,
+    TableRows,
+)
+from agentsvc_core.ports.integrations import IntegrationStore
 from agentsvc_core.ports.llm import (
     ChatModel,
     CompactionBlock,
@@ -79,9 +87,12 @@ __all__ = [
     "CompactionBlock",
     "ConversationStore",
     "CredentialResolver",
+    "DatabaseError",
+    "DatabaseTarget",
     "EventBatch",
     "Finished",
     "FollowRequests",
+    "IntegrationStore",
     "McpCallResult",
     "McpClient",
     "McpEndpoint",
@@ -102,11 +113,14 @@ __all__ = [
     "SecretStore",
     "SecretUnreadable",
     "ServerTools",
+    "SqlDatabases",
     "StopBus",
     "StopSignal",
     "Storage",
     "StoredStream",
     "StreamStore",
+    "TableName",
+    "TableRows",
     "TextDelta",
     "ThreadGroup",
     "ThreadRepository",

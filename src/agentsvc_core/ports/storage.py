@@ -26,6 +26,7 @@ from agentsvc_core.entities import (
     UsageRecord,
 )
 from agentsvc_core.ports.idempotency import IdempotencyClaim, IdempotencyStore
+from agentsvc_core.ports.integrations import IntegrationStore
 from agentsvc_core.ports.sealed import SealedRecord, SecretStore
 from agentsvc_core.ports.streams import EventBatch, StreamStore
 from agentsvc_core.ports.traces import AnalyticsStore, TraceStore
@@ -305,6 +306,9 @@ class Storage(Protocol):
 
     @property
     def secrets(self) -> SecretStore: ...
+
+    @property
+    def integrations(self) -> IntegrationStore: ...
 
     @property
     def turn_reader(self) -> TurnReader: ...

@@ -1,0 +1,448 @@
+"""Database integrations of an organization: resources with a sealed connection
+string, agents' attachments (a sealed record of kind ``integrations`` per agent,
+read by the turn with its other records), and the tools they give agents:
+``db_<slug>__list_tables``, ``db_<slug>__describe_table``, ``db_<slug>__query``.
+
+What is enforced where (docs/tools.md, "Database integrations"): writes are
+refused by the database session itself (the adapter, ``ports/databases.py``);
+``allowed_tables`` narrows what ``list_tables`` shows and which tables
+``describe_table`` describes, but a ``query`` is not parsed: it reads whatever
+the integration's database role may read. The role is the real boundary.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Mapping
+from typing import Any
+from uuid import UUID
+
+import msgspec
+
+from agentsvc_core.entities import Agent, Integration, IntegrationType, Principal
+from agentsvc_core.errors import InvalidInput, NotFound
+from agentsvc_core.ports import (
+    TOOL_SEPARATOR,
+    AgentRepository,
+    Clock,
+    DatabaseError,
+    DatabaseTarget,
+    IntegrationStore,
+    SealedRecord,
+    SecretBox,
+    SecretStore,
+    SecretUnreadable,
+    ServerTools,
+    SqlDatabases,
+    TableRows,
+    ToolCallContext,
+    ToolSetup,
+    ToolSpec,
+)
+from agentsvc_core.rules import MAX_NAME, check_text
+from agentsvc_core.use_cases.sealed import SealedRecords
+
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_ROWS",
+    "DEFAULT_TIMEOUT_MS",
+    "KIND",
+    "MAX_ALLOWED_TABLES",
+    "MAX_ATTACHED",
+    "MAX_CONNECTION",
+    "MAX_MAX_BYTES",
+    "MAX_MAX_ROWS",
+    "MAX_TABLE_NAME",
+    "MAX_TIMEOUT_MS",
+    "MIN_MAX_BYTES",
+    "MIN_TIMEOUT_MS",
+    "AgentIntegrations",
+    "IntegrationDraft",
+    "IntegrationTools",
+    "Integrations",
+    "result_json",
+]
+
+KIND = "integrations"  # the agent's sealed record of attached integration ids
+DEFAULT_MAX_ROWS = 200
+MAX_MAX_ROWS = 10_000
+DEFAULT_MAX_BYTES = 64 * 1024
+MIN_MAX_BYTES = 1024
+MAX_MAX_BYTES = 1024 * 1024
+DEFAULT_TIMEOUT_MS = 5000
+MIN_TIMEOUT_MS = 100
+MAX_TIMEOUT_MS = 60_000
+MAX_CONNECTION = 4096
+MAX_ALLOWED_TABLES = 500
+MAX_TABLE_NAME = 256
+MAX_ATTACHED = 20
+MAX_SQL = 100_000
+TOOL_PREFIX = "db_"
+_SLUG = re.compile(r"[^a-z0-9]+")
+_SCHEMES = ("postgresql://", "postgres://")
+_enc = msgspec.json.Encoder()
+
+
+def slugify(name: str) -> str:
+    """As MCP servers' slugs (lowercase, dashes), at most 40 characters, so that
+    ``db_<slug>__describe_table`` stays within the 64 characters providers allow
+    a tool name."""
+    slug = _SLUG.sub("-", name.lower()).strip("-")[:40].strip("-")
+    return slug or "db"
+
+
+def _context(org_id: str, integration_id: UUID) -> str:
+    """The associated data of an integration's sealed connection: its organization and row."""
+    return f"{org_id}:integrations:{integration_id}"
+
+
+def split_table(table: str) -> tuple[str | None, str]:
+    """``schema.name`` or ``name`` (a name with no schema)."""
+    schema, dot, name = table.partition(".")
+    return (schema, name) if dot else (None, table)
+
+
+def table_allowed(allowed: tuple[str, ...] | None, schema: str, name: str) -> bool:
+    """Whether ``schema.name`` is in ``allowed`` (None: everything). An entry
+    ``schema.table`` names that table; a bare ``table`` names it in any schema;
+    compared without regard to case."""
+    if allowed is None:
+        return True
+    full, bare = f"{schema}.{name}".lower(), name.lower()
+    return any(entry.lower() in (full, bare) for entry in allowed)
+
+
+def may_describe(allowed: tuple[str, ...] | None, schema: str | None, name: str) -> bool:
+    """Whether ``describe_table`` may describe the table named so: with a schema,
+    as ``table_allowed``; without one (the database picks it by its search path),
+    only when a bare entry names it."""
+    if allowed is None:
+        return True
+    if schema is not None:
+        return table_allowed(allowed, schema, name)
+    return any(entry.lower() == name.lower() for entry in allowed)
+
+
+def result_json(rows: TableRows) -> str:
+    """What a query tool answers: compact JSON."""
+    return _enc.encode(
+        {
+            "columns": list(rows.columns),
+            "rows": rows.rows,
+            "row_count": len(rows.rows),
+            "truncated": rows.truncated,
+        }
+    ).decode()
+
+
+class IntegrationDraft(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    type: IntegrationType
+    connection: str
+    allowed_tables: tuple[str, ...] | None = None
+    max_rows: int = DEFAULT_MAX_ROWS
+    max_bytes: int = DEFAULT_MAX_BYTES
+    statement_timeout_ms: int = DEFAULT_TIMEOUT_MS
+
+
+class AgentIntegrations(msgspec.Struct, frozen=True, kw_only=True):
+    """The integrations attached to an agent, in the order they were attached."""
+
+    agent_id: UUID
+    org_id: str
+    integration_ids: tuple[UUID, ...] = ()
+
+
+def _check_bounds(d: IntegrationDraft) -> None:
+    bounds = (
+        ("max_rows", d.max_rows, 1, MAX_MAX_ROWS),
+        ("max_bytes", d.max_bytes, MIN_MAX_BYTES, MAX_MAX_BYTES),
+        ("statement_timeout_ms", d.statement_timeout_ms, MIN_TIMEOUT_MS, MAX_TIMEOUT_MS),
+    )
+    for field, value, low, high in bounds:
+        if not low <= value <= high:
+            raise InvalidInput(field, f"must be between {low} and {high}")
+
+
+class Integrations:
+    def __init__(
+        self,
+        store: IntegrationStore,
+        agents: AgentRepository,
+        secrets: SecretStore,
+        databases: SqlDatabases,
+        box: SecretBox,
+        clock: Clock,
+    ) -> None:
+        self._store = store
+        self._agents = agents
+        self._records = SealedRecords(secrets, box)
+        self._db = databases
+        self._box = box
+        self._clock = clock
+
+    # --- resources --------------------------------------------------------------
+
+    async def create(self, who: Principal, draft: IntegrationDraft) -> Integration:
+        """Check, test the connection (422 naming the problem when it fails), store."""
+        check_text("name", draft.name, max_len=MAX_NAME, required=True)
+        if draft.type != "postgresql":
+            raise InvalidInput("type", "must be postgresql")
+        check_text("connection", draft.connection, max_len=MAX_CONNECTION, required=True)
+        if not draft.connection.startswith(_SCHEMES):
+            raise InvalidInput("connection", "must be a postgresql:// URL")
+        _check_bounds(draft)
+        if draft.allowed_tables is not None:
+            if len(draft.allowed_tables) > MAX_ALLOWED_TABLES:
+                raise InvalidInput("allowed_tables", f"at most {MAX_ALLOWED_TABLES} tables")
+            for table in draft.allowed_tables:
+                check_text("allowed_tables", table, max_len=MAX_TABLE_NAME, required=True)
+        try:
+            await self._db.test(draft.connection)
+        except DatabaseError as exc:
+            raise InvalidInput("connection", exc.detail) from None
+        now = self._clock.now()
+        integration_id = uuid.uuid4()
+        return await self._store.add(
+            Integration(
+                id=integration_id,
+                org_id=who.org_id,
+                name=draft.name,
+                slug=slugify(draft.name),
+                type=draft.type,
+                connection=self._box.seal(
+                    draft.connection.encode(), _context(who.org_id, integration_id)
+                ),
+                allowed_tables=draft.allowed_tables,
+                max_rows=draft.max_rows,
+                max_bytes=draft.max_bytes,
+                statement_timeout_ms=draft.statement_timeout_ms,
+                created_at=now,
+                updated_at=now,
+            )
+        )
+
+    async def get(self, who: Principal, integration_id: UUID) -> Integration:
+        return await self._store.get(who.org_id, integration_id)
+
+    async def list_all(self, who: Principal) -> list[Integration]:
+        return await self._store.list_all(who.org_id)
+
+    async def delete(self, who: Principal, integration_id: UUID) -> None:
+        """Agents it is attached to keep its id until their next attach or detach;
+        their turns skip it meanwhile."""
+        await self._store.delete(who.org_id, integration_id)
+
+    def target(self, integration: Integration) -> DatabaseTarget:
+        """The opened connection and bounds of ``integration`` (raises ``SecretUnreadable``)."""
+        connection = self._box.open(
+            integration.connection, _context(integration.org_id, integration.id)
+        )
+        return DatabaseTarget(
+            connection=connection.decode(),
+            max_rows=integration.max_rows,
+            max_bytes=integration.max_bytes,
+            statement_timeout_ms=integration.statement_timeout_ms,
+        )
+
+    async def rotate_secrets(self, org_id: str | None = None) -> int:
+        """Re-seal every stored connection string with the newest key. Returns how many."""
+        count = 0
+        for org, integration_id, sealed in await self._store.sealed_connections(org_id):
+            if self._box.is_current(sealed):
+                continue
+            context = _context(org, integration_id)
+            new = self._box.seal(self._box.open(sealed, context), context)
+            if await self._store.reseal(org, integration_id, sealed, new):
+                count += 1
+        return count
+
+    # --- attachments ------------------------------------------------------------
+
+    def attached_ids(
+        self, org: str, agent_id: UUID, records: Mapping[str, SealedRecord]
+    ) -> tuple[UUID, ...]:
+        """The ids in the agent's record as the turn read it (none stored: none)."""
+        record = records.get(KIND)
+        if record is None:
+            return ()
+        opened = self._records.open(org, KIND, str(agent_id), record.value, AgentIntegrations)
+        return opened.integration_ids
+
+    async def _ids(self, org: str, agent_id: UUID) -> tuple[UUID, ...]:
+        stored = await self._records.get(org, KIND, str(agent_id), AgentIntegrations)
+        return () if stored is None else stored.integration_ids
+
+    async def by_ids(self, org: str, ids: tuple[UUID, ...]) -> list[Integration]:
+        return await self._store.get_many(org, list(ids)) if ids else []
+
+    async def of_agent(self, org: str, agent_id: UUID) -> list[Integration]:
+        """The agent's integrations that still exist, in attachment order."""
+        ids = await self._ids(org, agent_id)
+        return await self._store.get_many(org, list(ids)) if ids else []
+
+    async def attached(self, who: Principal, agent_id: UUID) -> list[Integration]:
+        await self._agents.get(who.org_id, agent_id)
+        return await self.of_agent(who.org_id, agent_id)
+
+    async def _save(self, org: str, agent_id: UUID, ids: list[UUID]) -> list[Integration]:
+        """Keep the ids of integrations that still exist (deleted ones drop out here)."""
+        kept = await self._store.get_many(org, ids) if ids else []
+        record = AgentIntegrations(
+            agent_id=agent_id, org_id=org, integration_ids=tuple(i.id for i in kept)
+        )
+        await self._records.put(org, KIND, str(agent_id), record)
+        return kept
+
+    async def attach(
+        self, who: Principal, agent_id: UUID, integration_id: UUID
+    ) -> list[Integration]:
+        """Attach (attaching twice changes nothing); answers the agent's integrations."""
+        await self._agents.get(who.org_id, agent_id)
+        await self._store.get(who.org_id, integration_id)
+        ids = list(await self._ids(who.org_id, agent_id))
+        if integration_id not in ids:
+            ids.append(integration_id)
+        kept = await self._save(who.org_id, agent_id, ids)
+        if len(kept) > MAX_ATTACHED:
+            await self._save(who.org_id, agent_id, [i.id for i in kept if i.id != integration_id])
+            raise InvalidInput("integration_id", f"an agent has at most {MAX_ATTACHED}")
+        return kept
+
+    async def detach(self, who: Principal, agent_id: UUID, integration_id: UUID) -> bool:
+        """Whether it was attached. An id that names no integration and is not
+        attached is ``NotFound``."""
+        await self._agents.get(who.org_id, agent_id)
+        ids = list(await self._ids(who.org_id, agent_id))
+        if integration_id not in ids:
+            await self._store.get(who.org_id, integration_id)  # NotFound if none
+            return False
+        await self._save(who.org_id, agent_id, [i for i in ids if i != integration_id])
+        return True
+
+
+_NO_ARGS: dict[str, Any] = {"type": "object", "properties": {}}
+_TABLE_ARGS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "table": {"type": "string", "description": "the table or view, as name or schema.name"}
+    },
+    "required": ["table"],
+}
+_SQL_ARGS: dict[str, Any] = {
+    "type": "object",
+    "properties": {"sql": {"type": "string", "description": "one read-only SQL statement"}},
+    "required": ["sql"],
+}
+
+
+class IntegrationTools(ServerTools):
+    """The tools of an agent's attached database integrations. The turn reads the
+    agent's record of attached ids with its other records (``kinds``); an agent
+    with none costs nothing more, one with some one read of those integrations."""
+
+    kinds: tuple[str, ...] = (KIND,)
+
+    def __init__(self, integrations: Integrations, databases: SqlDatabases) -> None:
+        self._integrations = integrations
+        self._db = databases
+
+    def owns(self, name: str) -> bool:
+        slug, sep, tool = name.partition(TOOL_SEPARATOR)
+        return name.startswith(TOOL_PREFIX) and bool(sep and tool) and len(slug) > len(TOOL_PREFIX)
+
+    def is_extension(self, name: str) -> bool:
+        return False
+
+    async def _attached(
+        self, who: Principal, agent: Agent, setup: ToolSetup | None
+    ) -> list[Integration]:
+        if setup is None:
+            return await self._integrations.of_agent(who.org_id, agent.id)
+        ids = self._integrations.attached_ids(who.org_id, agent.id, setup.records)
+        if not ids:
+            return []
+        return await self._integrations.by_ids(who.org_id, ids)
+
+    async def list_tools(
+        self, who: Principal, agent: Agent, setup: ToolSetup | None = None
+    ) -> list[ToolSpec]:
+        tools = []
+        for i in await self._attached(who, agent, setup):
+            base = f"{TOOL_PREFIX}{i.slug}{TOOL_SEPARATOR}"
+            about = f"the {i.type} database {i.name!r}"
+            if i.allowed_tables is not None:
+                about += f" (tables: {', '.join(i.allowed_tables)})"
+            tools += [
+                ToolSpec(
+                    name=base + "list_tables",
+                    description=f"List the tables and views of {about}.",
+                    parameters=_NO_ARGS,
+                ),
+                ToolSpec(
+                    name=base + "describe_table",
+                    description=f"Describe the columns of one table of {about}.",
+                    parameters=_TABLE_ARGS,
+                ),
+                ToolSpec(
+                    name=base + "query",
+                    description=(
+                        f"Run one read-only SQL statement on {about}; answers JSON "
+                        f"(columns, rows, row_count, truncated), at most {i.max_rows} rows."
+                    ),
+                    parameters=_SQL_ARGS,
+                ),
+            ]
+        return tools
+
+    async def call(
+        self,
+        who: Principal,
+        agent: Agent,
+        name: str,
+        arguments: dict[str, Any],
+        ctx: ToolCallContext,
+    ) -> str:
+        slug, _, tool = name.removeprefix(TOOL_PREFIX).partition(TOOL_SEPARATOR)
+        found = next(
+            (i for i in await self._attached(who, agent, ctx.setup) if i.slug == slug), None
+        )
+        if found is None:
+            return f"error: no database integration {slug!r} is attached to this agent"
+        try:
+            target = self._integrations.target(found)
+            return await self._run(found, target, tool, arguments)
+        except (DatabaseError, SecretUnreadable, NotFound) as exc:
+            return f"error: {exc.detail}"
+
+    async def _run(
+        self, integration: Integration, target: DatabaseTarget, tool: str, arguments: dict[str, Any]
+    ) -> str:
+        allowed = integration.allowed_tables
+        if tool == "list_tables":
+            tables = [
+                {"schema": t.schema, "name": t.name, "kind": t.kind}
+                for t in await self._db.list_tables(target)
+                if table_allowed(allowed, t.schema, t.name)
+            ]
+            return _enc.encode({"tables": tables}).decode()
+        if tool == "describe_table":
+            table = arguments.get("table")
+            if not isinstance(table, str) or not table.strip() or len(table) > MAX_TABLE_NAME:
+                return "error: describe_table needs a table name (string)"
+            schema, bare = split_table(table.strip())
+            if not may_describe(allowed, schema, bare):
+                return (
+                    f"error: the table {table!r} is not among this integration's allowed "
+                    "tables (name it as schema.table, as list_tables shows it)"
+                )
+            return result_json(await self._db.describe_table(target, schema, bare))
+        if tool == "query":
+            sql = arguments.get("sql")
+            if not isinstance(sql, str) or not sql.strip():
+                return "error: query needs sql (a string holding one statement)"
+            if len(sql) > MAX_SQL or "\x00" in sql:
+                return f"error: sql must be at most {MAX_SQL} characters, without NUL"
+            return result_json(await self._db.query(target, sql))
+        return f"error: no tool {tool!r} (list_tables, describe_table, query)"

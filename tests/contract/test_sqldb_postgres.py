@@ -1,0 +1,260 @@
+"""The database integrations' adapter (``agentsvc_adapters.sqldb``) against the real
+PostgreSQL on loopback: a database of its own with a table, read by a role that
+owns it (so only the session, not privileges, keeps writes out)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from agentsvc_adapters.sqldb import PostgresDatabases
+from agentsvc_core.ports import DatabaseError, DatabaseTarget
+from agentsvc_core.use_cases.integrations import result_json
+from tests.pg import fresh_database
+
+pytestmark = pytest.mark.postgres
+
+PASSWORD = "integration-pw-7c1e9a"
+
+
+@pytest.fixture(scope="module")
+def db_url(pg_admin_url: str) -> Iterator[str]:
+    """A database with ``orders`` (50 rows) and ``secrets``, and a login role that
+    owns both, as a ``postgresql://`` URL with a password."""
+    role = f"integ_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(pg_admin_url, autocommit=True) as admin:
+        admin.execute(
+            sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
+                sql.Identifier(role), sql.Literal(PASSWORD)
+            )
+        )
+    try:
+        with fresh_database(pg_admin_url) as url:
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute(
+                    "CREATE TABLE orders (id int PRIMARY KEY, item text NOT NULL,"
+                    " price numeric(8, 2), placed date DEFAULT '2026-01-02', blob bytea)"
+                )
+                conn.execute(
+                    "INSERT INTO orders SELECT g, 'item ' || g, g * 1.25, '2026-01-02',"
+                    " '\\x00ff' FROM generate_series(1, 50) g"
+                )
+                conn.execute("CREATE SCHEMA vault")
+                conn.execute("CREATE TABLE vault.secrets (k text)")
+                conn.execute(
+                    sql.SQL("GRANT ALL ON SCHEMA vault TO {}").format(sql.Identifier(role))
+                )
+                for table in ("orders", "vault.secrets"):
+                    conn.execute(
+                        sql.SQL("ALTER TABLE {} OWNER TO {}").format(
+                            sql.SQL(table), sql.Identifier(role)
+                        )
+                    )
+            d = conninfo_to_dict(url)
+            yield (
+                f"postgresql://{role}:{PASSWORD}@{d.get('host', '127.0.0.1')}:"
+                f"{d.get('port', '5432')}/{d['dbname']}"
+            )
+    finally:
+        with psycopg.connect(pg_admin_url, autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
+
+
+def target(url: str, **over: int) -> DatabaseTarget:
+    bounds = {"max_rows": 200, "max_bytes": 64 * 1024, "statement_timeout_ms": 2000, **over}
+    return DatabaseTarget(connection=url, **bounds)
+
+
+def count(admin_url: str, db_url: str) -> int:
+    dbname = conninfo_to_dict(db_url)["dbname"]
+    with psycopg.connect(make_conninfo(admin_url, dbname=dbname)) as conn:
+        row = conn.execute("SELECT count(*) FROM orders").fetchone()
+        assert row is not None
+        return int(row[0])
+
+
+OPEN = PostgresDatabases(allow_private_network=True)
+
+
+async def test_select_answers_json_values(db_url: str) -> None:
+    await OPEN.test(db_url)
+    rows = await OPEN.query(
+        target(db_url), "SELECT id, item, price, placed, blob FROM orders WHERE id <= 2 ORDER BY id"
+    )
+    assert rows.columns == ("id", "item", "price", "placed", "blob")
+    assert rows.rows == [
+        [1, "item 1", "1.25", "2026-01-02", "\\x00ff"],
+        [2, "item 2", "2.50", "2026-01-02", "\\x00ff"],
+    ]
+    assert not rows.truncated
+    assert json.loads(result_json(rows))["row_count"] == 2
+
+
+@pytest.mark.parametrize(
+    ("statement", "verb"),
+    [
+        ("INSERT INTO orders (id, item) VALUES (999, 'x')", "INSERT"),
+        ("UPDATE orders SET item = 'x'", "UPDATE"),
+        ("DELETE FROM orders", "DELETE"),
+        ("CREATE TABLE evil (a int)", "CREATE TABLE"),
+        ("DROP TABLE orders", "DROP TABLE"),
+        ("WITH gone AS (DELETE FROM orders RETURNING id) SELECT count(*) FROM gone", "SELECT"),
+    ],
+)
+async def test_writes_are_refused_by_the_database(
+    db_url: str, pg_admin_url: str, statement: str, verb: str
+) -> None:
+    with pytest.raises(DatabaseError) as err:
+        await OPEN.query(target(db_url), statement)
+    assert err.value.detail == f"cannot execute {verb} in a read-only transaction"
+    assert count(pg_admin_url, db_url) == 50
+
+
+async def test_a_session_setting_does_not_outlive_its_call(db_url: str, pg_admin_url: str) -> None:
+    # each call is a connection of its own, rolled back: the next one is read-only again
+    await OPEN.query(target(db_url), "SET default_transaction_read_only = off")
+    with pytest.raises(DatabaseError, match="read-only transaction"):
+        await OPEN.query(target(db_url), "INSERT INTO orders (id, item) VALUES (998, 'x')")
+    # ... and a statement cannot leave the read-only transaction it runs in
+    with pytest.raises(DatabaseError, match="read-write mode must be set before any query"):
+        await OPEN.query(
+            target(db_url),
+            "SELECT set_config('transaction_read_only', 'off', true), count(*) FROM orders",
+        )
+    assert count(pg_admin_url, db_url) == 50
+
+
+async def test_a_second_statement_is_refused(db_url: str, pg_admin_url: str) -> None:
+    with pytest.raises(DatabaseError, match="multiple commands"):
+        await OPEN.query(target(db_url), "SELECT 1; DELETE FROM orders")
+    with pytest.raises(DatabaseError, match="multiple commands"):
+        await OPEN.query(target(db_url), "SELECT 1; COMMIT; DELETE FROM orders")
+    assert count(pg_admin_url, db_url) == 50
+
+
+async def test_row_cap(db_url: str) -> None:
+    rows = await OPEN.query(target(db_url, max_rows=7), "SELECT id FROM orders ORDER BY id")
+    assert [r[0] for r in rows.rows] == [1, 2, 3, 4, 5, 6, 7]
+    assert rows.truncated
+    exact = await OPEN.query(target(db_url, max_rows=50), "SELECT id FROM orders")
+    assert len(exact.rows) == 50
+    assert not exact.truncated
+
+
+async def test_byte_cap(db_url: str) -> None:
+    capped = target(db_url, max_bytes=1024)
+    rows = await OPEN.query(capped, "SELECT id, item, repeat('x', 40) FROM orders ORDER BY id")
+    answer = result_json(rows)
+    assert len(answer.encode()) <= 1024
+    assert rows.truncated
+    assert 5 < len(rows.rows) < 50
+    # one value longer than the answer may be is cut, not dropped with its row
+    long = await OPEN.query(capped, "SELECT repeat('y', 100000) AS big")
+    assert long.truncated
+    assert len(long.rows) == 1
+    assert long.rows[0][0].startswith("yyy")
+    assert len(result_json(long).encode()) <= 1024
+
+
+async def test_statement_timeout(db_url: str) -> None:
+    with pytest.raises(DatabaseError, match="statement timeout"):
+        await OPEN.query(target(db_url, statement_timeout_ms=300), "SELECT pg_sleep(5)")
+
+
+async def test_syntax_errors_are_the_databases_message(db_url: str) -> None:
+    with pytest.raises(DatabaseError, match='syntax error at or near "SELEC"') as err:
+        await OPEN.query(target(db_url), "SELEC 1")
+    assert PASSWORD not in err.value.detail
+
+
+async def test_list_and_describe_tables(db_url: str) -> None:
+    tables = await OPEN.list_tables(target(db_url))
+    assert [(t.schema, t.name, t.kind) for t in tables] == [
+        ("public", "orders", "table"),
+        ("vault", "secrets", "table"),
+    ]
+    described = await OPEN.describe_table(target(db_url), None, "orders")
+    assert described.columns == ("column", "type", "nullable", "default")
+    assert described.rows[0] == ["id", "integer", False, None]
+    assert described.rows[2] == ["price", "numeric(8,2)", True, None]
+    assert described.rows[3][3] == "'2026-01-02'::date"
+    qualified = await OPEN.describe_table(target(db_url), "vault", "secrets")
+    assert qualified.rows == [["k", "text", True, None]]
+    with pytest.raises(DatabaseError, match="no table or view 'nothing'"):
+        await OPEN.describe_table(target(db_url), None, "nothing")
+    with pytest.raises(DatabaseError, match=r"no table or view 'public\.secrets'"):
+        await OPEN.describe_table(target(db_url), "public", "secrets")
+
+
+async def test_loopback_is_refused_unless_private_networks_are_allowed(db_url: str) -> None:
+    guarded = PostgresDatabases(allow_private_network=False)
+    with pytest.raises(DatabaseError) as err:
+        await guarded.test(db_url)
+    assert err.value.detail.startswith("refused by the outbound guard:")
+    assert "loopback" in err.value.detail
+    assert PASSWORD not in err.value.detail
+    localhost = db_url.replace("127.0.0.1", "localhost")
+    with pytest.raises(DatabaseError, match="loopback"):
+        await guarded.test(localhost)
+
+
+async def test_names_are_resolved_and_checked_by_the_guard(db_url: str) -> None:
+    """The adapter resolves the name itself and connects to the address it checked:
+    a name only the test's resolver knows reaches the database; a name resolving to
+    a private address is refused, whatever else it resolves to."""
+
+    async def resolver(host: str, port: int) -> list[str]:
+        return {"db.example": ["127.0.0.1"], "mixed.example": ["8.8.8.8", "10.1.2.3"]}[host]
+
+    named = db_url.replace("127.0.0.1", "db.example")
+    await PostgresDatabases(allow_private_network=True, resolver=resolver).test(named)
+    guarded = PostgresDatabases(allow_private_network=False, resolver=resolver)
+    with pytest.raises(DatabaseError, match=r"db\.example resolves to a loopback address"):
+        await guarded.test(named)
+    with pytest.raises(DatabaseError, match=r"mixed\.example resolves to a private address"):
+        await guarded.test(db_url.replace("127.0.0.1", "mixed.example"))
+
+
+@pytest.mark.parametrize(
+    ("connection", "problem"),
+    [
+        ("postgresql:///orders", "unix sockets are not allowed"),
+        ("postgresql://%2Ftmp/orders", "unix sockets are not allowed"),
+        ("postgresql://u:p@/orders?host=/var/run/postgresql", "unix sockets are not allowed"),
+        ("postgresql://a.example,b.example/orders", "one host"),
+        (
+            "postgresql://a.example/orders?options=-c%20default_transaction_read_only%3Doff",
+            "'options' is not allowed",
+        ),
+        ("postgresql://a.example/orders?hostaddr=10.0.0.1", "'hostaddr' is not allowed"),
+        ("postgresql://a.example/orders?service=prod", "'service' is not allowed"),
+        ("postgresql://a.example/orders?sslrootcert=/etc/ssl/x.pem", "sslrootcert may only"),
+        ("host=a.example dbname=orders", "postgresql:// URL"),
+        ("postgresql://a.example:99999/orders", "port must be between 1 and 65535"),
+    ],
+)
+async def test_connection_strings_outside_the_rule_are_refused(
+    connection: str, problem: str
+) -> None:
+    with pytest.raises(DatabaseError) as err:
+        await OPEN.test(connection)
+    assert problem in err.value.detail
+
+
+async def test_failures_name_no_secret(db_url: str) -> None:
+    wrong_db = db_url.rsplit("/", 1)[0] + "/no_such_database"
+    with pytest.raises(DatabaseError) as err:
+        await OPEN.test(wrong_db)
+    assert err.value.detail.startswith("the database refused the connection:")
+    assert "no_such_database" in err.value.detail
+    assert PASSWORD not in err.value.detail
+    closed = db_url.replace(":5432/", ":9/")
+    with pytest.raises(DatabaseError) as err:
+        await OPEN.test(closed)
+    assert err.value.detail == "could not reach 127.0.0.1:9"

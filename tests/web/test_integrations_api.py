@@ -1,0 +1,258 @@
+"""Database integrations through the web app, on both storages, against a real
+database on loopback (so AGENTSVC_ALLOW_PRIVATE_NETWORK is on, as in development)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import msgspec
+import psycopg
+import pytest
+from litestar.testing import TestClient
+from psycopg.conninfo import conninfo_to_dict
+
+from agentsvc_web.app import create_app
+from agentsvc_web.settings import Settings
+from tests.pg import fresh_database
+from tests.sse import parse
+from tests.web.conftest import bearer, make_jwt
+
+H = dict[str, str]
+Client = TestClient[Any]
+PASSWORD = "web-integration-pw-41d2"
+
+
+@pytest.fixture(scope="module")
+def db_url(pg_admin_url: str) -> Iterator[str]:
+    with fresh_database(pg_admin_url) as url:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CREATE TABLE orders (id int PRIMARY KEY, item text)")
+            conn.execute("INSERT INTO orders VALUES (1, 'tea'), (2, 'coffee'), (3, 'cake')")
+        d = conninfo_to_dict(url)
+        yield (
+            f"postgresql://postgres:{PASSWORD}@{d.get('host', '127.0.0.1')}:"
+            f"{d.get('port', '5432')}/{d['dbname']}"
+        )
+
+
+@pytest.fixture
+def c(settings: Settings) -> Iterator[Client]:
+    open_settings = msgspec.structs.replace(settings, allow_private_network=True)
+    with TestClient(create_app(open_settings), timeout=30) as client:
+        yield client
+
+
+def create(c: Client, auth: H, url: str, **body: Any) -> dict[str, Any]:
+    r = c.post(
+        "/api/integrations",
+        json={"name": "Shop DB", "type": "postgresql", "connection": url, **body},
+        headers=auth,
+    )
+    assert r.status_code == 201, r.text
+    return r.json()  # type: ignore[no-any-return]
+
+
+def test_create_answers_the_integration_without_its_connection(
+    c: Client, auth: H, db_url: str
+) -> None:
+    made = create(c, auth, db_url, allowedTables=["orders"], maxRows=50)
+    assert PASSWORD not in json.dumps(made)
+    assert db_url not in json.dumps(made)
+    assert made["slug"] == "shop-db"
+    assert made["type"] == "postgresql"
+    assert made["has_connection"] is True
+    assert made["read_only"] is True
+    assert made["allowed_tables"] == ["orders"]
+    assert (made["max_rows"], made["max_bytes"], made["statement_timeout_ms"]) == (
+        50,
+        65536,
+        5000,
+    )
+    assert "connection" not in made
+    assert c.get(f"/api/integrations/{made['id']}", headers=auth).json() == made
+    assert c.get("/api/integrations", headers=auth).json() == [made]
+
+
+def test_a_duplicate_name_is_409(c: Client, auth: H, db_url: str) -> None:
+    create(c, auth, db_url)
+    r = c.post(
+        "/api/integrations",
+        json={"name": "Shop DB", "type": "postgresql", "connection": db_url},
+        headers=auth,
+    )
+    assert r.status_code == 409, r.text
+    assert PASSWORD not in r.text
+
+
+@pytest.mark.parametrize(
+    ("path", "problem"),
+    [
+        ("127.0.0.1:9/x", "could not reach 127.0.0.1:9"),
+        ("127.0.0.1:5432/no_such_db_here", 'database "no_such_db_here" does not exist'),
+    ],
+)
+def test_a_connection_that_fails_is_422_naming_the_problem(
+    c: Client, auth: H, path: str, problem: str
+) -> None:
+    url = f"postgresql://postgres:{PASSWORD}@{path}"
+    r = c.post(
+        "/api/integrations",
+        json={"name": "Broken", "type": "postgresql", "connection": url},
+        headers=auth,
+    )
+    assert r.status_code == 422, r.text
+    assert r.json()["error"] == "VALIDATION_ERROR"
+    assert problem in r.json()["detail"]
+    assert r.json()["detail"].startswith("connection: ")
+    assert PASSWORD not in r.text
+    assert c.get("/api/integrations", headers=auth).json() == []
+
+
+def test_loopback_is_refused_without_private_networks(client: Client, auth: H, db_url: str) -> None:
+    r = client.post(
+        "/api/integrations",
+        json={"name": "Local", "type": "postgresql", "connection": db_url},
+        headers=auth,
+    )
+    assert r.status_code == 422, r.text
+    assert "refused by the outbound guard" in r.json()["detail"]
+    assert PASSWORD not in r.text
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"maxRows": 0},
+        {"maxRows": 10_001},
+        {"maxBytes": 1023},
+        {"statementTimeoutMs": 60_001},
+        {"type": "mysql"},
+        {"connection": "mysql://x/y"},
+    ],
+)
+def test_bounds_are_422(c: Client, auth: H, db_url: str, body: dict[str, Any]) -> None:
+    r = c.post(
+        "/api/integrations",
+        json={"name": "Shop DB", "type": "postgresql", "connection": db_url, **body},
+        headers=auth,
+    )
+    assert r.status_code == 422, r.text
+    assert PASSWORD not in r.text
+
+
+def test_another_organization_gets_404(c: Client, auth: H, db_url: str) -> None:
+    made = create(c, auth, db_url)
+    agent = c.post("/api/agents", json={"name": "A"}, headers=auth).json()
+    other = bearer(make_jwt(org=f"o-{uuid.uuid4().hex[:8]}", role="admin"))
+    assert c.get(f"/api/integrations/{made['id']}", headers=other).status_code == 404
+    assert c.delete(f"/api/integrations/{made['id']}", headers=other).status_code == 404
+    assert c.get("/api/integrations", headers=other).json() == []
+    theirs = c.post("/api/agents", json={"name": "B"}, headers=other).json()
+    r = c.post(
+        f"/api/agents/{theirs['id']}/integrations",
+        json={"integrationId": made["id"]},
+        headers=other,
+    )
+    assert r.status_code == 404
+    assert c.get(f"/api/agents/{agent['id']}/integrations", headers=other).status_code == 404
+    assert c.get(f"/api/integrations/{made['id']}", headers=auth).status_code == 200
+
+
+def test_a_member_may_read_but_not_write(c: Client, auth: H, org_id: str, db_url: str) -> None:
+    made = create(c, auth, db_url)
+    member = bearer(make_jwt(sub="m", org=org_id))
+    assert c.get(f"/api/integrations/{made['id']}", headers=member).status_code == 200
+    assert c.delete(f"/api/integrations/{made['id']}", headers=member).status_code == 403
+    r = c.post(
+        "/api/integrations",
+        json={"name": "X", "type": "postgresql", "connection": db_url},
+        headers=member,
+    )
+    assert r.status_code == 403
+
+
+def test_attach_detach_and_delete(c: Client, auth: H, db_url: str) -> None:
+    one = create(c, auth, db_url)
+    two = create(c, auth, db_url, name="Shop DB copy")
+    agent = c.post("/api/agents", json={"name": "Analyst"}, headers=auth).json()
+    path = f"/api/agents/{agent['id']}/integrations"
+    assert c.get(path, headers=auth).json() == []
+    r = c.post(path, json={"integrationId": one["id"]}, headers=auth)
+    assert r.status_code == 200, r.text
+    assert [i["id"] for i in r.json()] == [one["id"]]
+    c.post(path, json={"integrationId": two["id"]}, headers=auth)
+    again = c.post(path, json={"integrationId": one["id"]}, headers=auth).json()
+    assert [i["id"] for i in again] == [one["id"], two["id"]]  # attaching twice: no change
+    assert PASSWORD not in json.dumps(again)
+    # detach: ok says whether it was attached; an id that names nothing is 404
+    r = c.delete(path, params={"integrationId": one["id"]}, headers=auth)
+    assert (r.status_code, r.json()) == (200, {"ok": True})
+    r = c.delete(path, params={"integrationId": one["id"]}, headers=auth)
+    assert (r.status_code, r.json()) == (200, {"ok": False})
+    r = c.delete(path, params={"integrationId": str(uuid.uuid4())}, headers=auth)
+    assert r.status_code == 404
+    assert [i["id"] for i in c.get(path, headers=auth).json()] == [two["id"]]
+    # an integration deleted while attached is skipped, then dropped on the next attach
+    assert c.delete(f"/api/integrations/{two['id']}", headers=auth).json() == {"ok": True}
+    assert c.get(path, headers=auth).json() == []
+    assert c.get(f"/api/integrations/{two['id']}", headers=auth).status_code == 404
+    after = c.post(path, json={"integrationId": one["id"]}, headers=auth).json()
+    assert [i["id"] for i in after] == [one["id"]]
+    missing = c.post(path, json={"integrationId": str(uuid.uuid4())}, headers=auth)
+    assert missing.status_code == 404
+    assert c.get(f"/api/agents/{uuid.uuid4()}/integrations", headers=auth).status_code == 404
+
+
+def turn(c: Client, auth: H, agent_id: str, content: str) -> list[Any]:
+    thread = c.post("/api/threads", json={"agentId": agent_id}, headers=auth).json()
+    r = c.post(f"/api/threads/{thread['id']}/messages", json={"content": content}, headers=auth)
+    assert r.status_code == 200, r.text
+    return parse(r.text)
+
+
+def result_of(events: list[Any]) -> str:
+    return str(next(e for e in events if e.event == "tool_result").data["result"])
+
+
+def test_the_model_queries_an_attached_database(c: Client, auth: H, db_url: str) -> None:
+    made = create(c, auth, db_url, allowedTables=["orders"])
+    agent = c.post("/api/agents", json={"name": "Analyst"}, headers=auth).json()
+    c.post(
+        f"/api/agents/{agent['id']}/integrations",
+        json={"integrationId": made["id"]},
+        headers=auth,
+    )
+    tool = f"db_{made['slug']}__"
+    select = '{"sql": "SELECT item FROM orders ORDER BY id"}'
+    delete = '{"sql": "DELETE FROM orders"}'
+    events = turn(c, auth, agent["id"], f"call {tool}query {select}")
+    assert json.loads(result_of(events)) == {
+        "columns": ["item"],
+        "rows": [["tea"], ["coffee"], ["cake"]],
+        "row_count": 3,
+        "truncated": False,
+    }
+    events = turn(c, auth, agent["id"], f"call {tool}query {delete}")
+    assert result_of(events) == "error: cannot execute DELETE in a read-only transaction"
+    events = turn(c, auth, agent["id"], f"call {tool}list_tables")
+    assert json.loads(result_of(events)) == {
+        "tables": [{"schema": "public", "name": "orders", "kind": "table"}]
+    }
+    events = turn(c, auth, agent["id"], f'call {tool}describe_table {{"table": "orders"}}')
+    assert json.loads(result_of(events))["rows"][0] == ["id", "integer", False, None]
+    events = turn(c, auth, agent["id"], f'call {tool}describe_table {{"table": "pg_class"}}')
+    assert result_of(events).startswith("error: the table 'pg_class' is not among")
+    with psycopg.connect(db_url.replace(f":{PASSWORD}", "")) as conn:
+        row = conn.execute("SELECT count(*) FROM orders").fetchone()
+    assert row == (3,)
+    # without the attachment the tools are gone
+    c.delete(
+        f"/api/agents/{agent['id']}/integrations",
+        params={"integrationId": made["id"]},
+        headers=auth,
+    )
+    events = turn(c, auth, agent["id"], f"call {tool}list_tables")
+    assert not any(e.event == "tool_result" for e in events)

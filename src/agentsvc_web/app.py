@@ -32,6 +32,7 @@ from agentsvc_web.controllers.mcps import (
     RegistryController,
     RunnerMcpController,
 )
+from agentsvc_web.controllers.plans import AgentPlanController, PlanController
 from agentsvc_web.controllers.settings import (
     AgentCompactionController,
     AgentCredentialsController,
@@ -106,6 +107,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             OrgSettingsController,
             LogsController,
             AnalyticsController,
+            PlanController,
+            AgentPlanController,
             healthz,
             readyz,
             metrics,
@@ -124,6 +127,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "compaction": _const(services.compaction),
             "logs": _const(services.logs),
             "analytics": _const(services.analytics),
+            "plans": _const(services.plans),
+            "plan_settings": _const(services.plan_settings),
         },
         middleware=[
             DefineMiddleware(RequestSpans, tracer=services.tracer),

@@ -67,6 +67,8 @@ from agentsvc_core.use_cases.org_settings import (
     KeyBroker,
     OrgSettings,
 )
+from agentsvc_core.use_cases.plan_tools import PlanSettings, PlanTools
+from agentsvc_core.use_cases.plans import Plans
 from agentsvc_core.use_cases.registry import RegistrySearch
 from agentsvc_core.use_cases.server_tools import ToolHub
 from agentsvc_core.use_cases.traces import TraceConfig
@@ -161,6 +163,8 @@ class Services:
             allow_http=settings.allow_private_network,
         )
         self.compaction = CompactionSettings(storage.secrets, storage.agents, box)
+        self.plans = Plans(storage.plans, self.threads, clock)
+        self.plan_settings = PlanSettings(storage.secrets, storage.agents, box)
         try:
             prices = load_prices(settings.prices_file)
         except PriceFileError as exc:
@@ -203,7 +207,7 @@ class Services:
 
     def _tool_sources(self, mcp_client: McpClient) -> list[ServerTools]:
         """The server-side tool sources of a turn, in the order the model sees them."""
-        return [McpTools(self.mcps, mcp_client)]
+        return [McpTools(self.mcps, mcp_client), PlanTools(self.plans, self.plan_settings)]
 
     async def _sweep(self) -> None:
         """Replies whose process died stop counting as running; rows stored since

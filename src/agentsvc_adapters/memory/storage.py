@@ -9,6 +9,7 @@ import msgspec
 from agentsvc_adapters.memory.conversations import MemoryConversations, MemoryThreads
 from agentsvc_adapters.memory.idempotency import MemoryIdempotency
 from agentsvc_adapters.memory.mcps import MemoryMcps
+from agentsvc_adapters.memory.plans import MemoryPlans
 from agentsvc_adapters.memory.secrets import MemorySecrets
 from agentsvc_adapters.memory.traces import MemoryTraces
 from agentsvc_core.entities import Agent, ApiKey, Organization, Thread
@@ -29,6 +30,7 @@ from agentsvc_core.ports import (
     TurnReader,
 )
 from agentsvc_core.ports.idempotency import IdempotencyStore
+from agentsvc_core.ports.plans import PlanStore
 
 
 class MemoryOrganizations(OrganizationRepository):
@@ -151,6 +153,7 @@ class MemoryStorage(Storage):
         self._threads = MemoryThreads(self._conversations)
         self._mcps = MemoryMcps()
         self._secrets = MemorySecrets()
+        self._plans = MemoryPlans()
         self._turn_reader = MemoryTurnReader(
             self._threads, self._agents, self._conversations, self._mcps, self._secrets
         )
@@ -205,6 +208,10 @@ class MemoryStorage(Storage):
     @property
     def analytics(self) -> AnalyticsStore:
         return self._traces
+
+    @property
+    def plans(self) -> PlanStore:
+        return self._plans
 
     def _all_threads(self) -> Iterator[Thread]:
         return self._threads.all()

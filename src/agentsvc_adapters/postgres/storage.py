@@ -25,6 +25,7 @@ from agentsvc_adapters.postgres.mcps import PostgresMcps
 from agentsvc_adapters.postgres.migrate import migrations
 from agentsvc_adapters.postgres.organizations import PostgresOrganizations
 from agentsvc_adapters.postgres.owners import new_owner
+from agentsvc_adapters.postgres.plans import PostgresPlans
 from agentsvc_adapters.postgres.pool import (
     Connection,
     LifoPool,
@@ -54,6 +55,7 @@ from agentsvc_core.ports import (
     TurnReader,
 )
 from agentsvc_core.ports.idempotency import IdempotencyStore
+from agentsvc_core.ports.plans import PlanStore
 
 READY_TIMEOUT_S = 3.0  # the readiness probe's wait for a pooled connection
 
@@ -104,6 +106,7 @@ class PostgresStorage(Storage):
         self._streams = PostgresStreams(self.pool)
         self._idempotency = PostgresIdempotency(self.pool)
         self._traces = PostgresTraces(self.pool, timedelta(seconds=fold_settle_s))
+        self._plans = PostgresPlans(self.pool)
 
     async def open(self) -> None:
         async with translate():
@@ -178,3 +181,7 @@ class PostgresStorage(Storage):
     @property
     def analytics(self) -> AnalyticsStore:
         return self._traces
+
+    @property
+    def plans(self) -> PlanStore:
+        return self._plans

@@ -50,7 +50,10 @@ REFUSED = [
 # enabled), embed domains that are host names (what IDNA lets a label hold is no
 # regular expression); a logs cursor that this list did not make, a `from` after its
 # `to` (listTraces, getAnalytics), and analytics' `from`/`to` with a period other
-# than custom, a range past 400 days or a series past 2,000 points (getAnalytics).
+# than custom, a range past 400 days or a series past 2,000 points (getAnalytics);
+# a plan's title or a todo's content that is blank or holds NUL (createPlan,
+# updatePlan, addTodos, updateTodo), a parent or dependency that is not a todo of
+# the plan (addTodos, updateTodo, addTodoDependency).
 DOMAIN_RULES = [
     "listTraces",
     "getAnalytics",
@@ -65,6 +68,11 @@ DOMAIN_RULES = [
     "listParticipants",
     "addParticipant",
     "removeParticipant",
+    "createPlan",
+    "updatePlan",
+    "addTodos",
+    "updateTodo",
+    "addTodoDependency",
 ]
 CONFIG = f"""
 [checks]

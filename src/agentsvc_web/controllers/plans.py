@@ -167,7 +167,7 @@ class PlanController(Controller):
     @get(
         "/",
         operation_id="listPlans",
-        responses=errors(404),
+        responses=errors(404, 422),
         summary="The plans of a thread, oldest first",
     )
     async def list_plans(
@@ -338,7 +338,7 @@ class PlanController(Controller):
         operation_id="removeTodoDependency",
         opt=MEMBER,
         status_code=200,
-        responses=errors(404),
+        responses=errors(404, 422),
         summary="Remove one edge: ?dependsOn=<todo id>",
     )
     async def remove_dep(
@@ -355,7 +355,7 @@ class PlanController(Controller):
     @get(
         "/{plan_id:uuid}/ready",
         operation_id="getReadyTodos",
-        responses=errors(404),
+        responses=errors(404, 422),
         summary="The pending todos whose blockers are all done or skipped",
     )
     async def get_ready(

@@ -36,6 +36,7 @@ from agentsvc_web.controllers.mcps import (
     RegistryController,
     RunnerMcpController,
 )
+from agentsvc_web.controllers.plans import AgentPlanController, PlanController
 from agentsvc_web.controllers.settings import (
     AgentCompactionController,
     AgentCredentialsController,
@@ -115,6 +116,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             AnalyticsController,
             ToolController,
             AgentDelegatedController,
+            PlanController,
+            AgentPlanController,
             healthz,
             readyz,
             metrics,
@@ -135,6 +138,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "logs": _const(services.logs),
             "analytics": _const(services.analytics),
             "webhook_tools": _const(services.webhook_tools),
+            "plans": _const(services.plans),
+            "plan_settings": _const(services.plan_settings),
         },
         middleware=[
             DefineMiddleware(RequestSpans, tracer=services.tracer),

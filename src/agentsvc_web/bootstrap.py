@@ -72,6 +72,8 @@ from agentsvc_core.use_cases.org_settings import (
     KeyBroker,
     OrgSettings,
 )
+from agentsvc_core.use_cases.plan_tools import PlanSettings, PlanTools
+from agentsvc_core.use_cases.plans import Plans
 from agentsvc_core.use_cases.registry import RegistrySearch
 from agentsvc_core.use_cases.server_tools import ToolHub
 from agentsvc_core.use_cases.traces import TraceConfig
@@ -187,6 +189,8 @@ class Services:
         self.integrations = Integrations(
             storage.integrations, storage.agents, storage.secrets, self.databases, box, clock
         )
+        self.plans = Plans(storage.plans, self.threads, clock)
+        self.plan_settings = PlanSettings(storage.secrets, storage.agents, box)
         try:
             prices = load_prices(settings.prices_file)
         except PriceFileError as exc:
@@ -233,6 +237,7 @@ class Services:
             McpTools(self.mcps, mcp_client),
             WebhookToolSource(self.webhook_tools, self.storage.webhook_tools),
             IntegrationTools(self.integrations, self.databases),
+            PlanTools(self.plans, self.plan_settings),
         ]
 
     async def _sweep(self) -> None:

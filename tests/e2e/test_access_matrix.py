@@ -52,6 +52,10 @@ ID_FIELDS = {
     "tool_id": "tool",
     "integration_id": "integration",
     "integrationId": "integration",
+    "threadId": "thread",
+    "plan_id": "plan",
+    "todo_id": "todo",
+    "dependsOn": "todo",
 }
 
 # Operations whose answer to another organization is not 404, and why. Each must
@@ -117,6 +121,17 @@ class World:
         self.ids["trace"] = text.split('"traceId":"', 1)[1][:32]
         # attached after the reply, so the turn never lists the (unreachable) server's tools
         _ok(a.post(f"/api/agents/{agent['id']}/mcps", json={"mcpServerId": mcp["id"]}))
+        plan = _ok(a.post("/api/plans", json={"threadId": thread["id"], "title": f"plan {MARK}"}))
+        self.ids["plan"] = plan["id"]
+        todos = [{"content": f"todo {MARK}"}, {"content": f"next {MARK}"}]
+        plan = _ok(a.post(f"/api/plans/{plan['id']}/todos", json={"todos": todos}))
+        self.ids["todo"] = plan["todos"][0]["id"]
+        _ok(
+            a.post(
+                f"/api/plans/{plan['id']}/todos/{plan['todos'][1]['id']}/deps",
+                json={"dependsOn": self.ids["todo"]},
+            )
+        )
         key = _ok(a.post("/api/keys", json={"name": f"key {MARK}"}))
         self.ids["key"] = key["id"]
         tool = _ok(
@@ -398,3 +413,8 @@ def test_a_member_reads_but_does_not_see_another_users_thread(
             assert MARK not in r.text
         listed = member.get("/api/threads", params={"agentId": world.ids["agent"]}).json()
         assert listed["threads"] == []
+        # a plan follows its thread, and answers 404 as if it did not exist
+        for path in (f"/api/plans/{world.ids['plan']}", f"/api/plans/{world.ids['plan']}/ready"):
+            r = member.get(path)
+            assert (r.status_code, r.json()["error"]) == (404, "NOT_FOUND"), r.text
+            assert MARK not in r.text

@@ -54,7 +54,9 @@ REFUSED = [
 # webhook tool's name that is reserved (a built-in prefix, "__"), parameters that are
 # not a JSON Schema with an object root, a refused url or a header the service sets
 # itself (createTool, updateTool), tool ids the organization does not have
-# (putAgentDelegated).
+# (putAgentDelegated); a plan's title or a todo's content that is blank or holds NUL (createPlan,
+# updatePlan, addTodos, updateTodo), a parent or dependency that is not a todo of
+# the plan (addTodos, updateTodo, addTodoDependency).
 DOMAIN_RULES = [
     "createTool",
     "updateTool",
@@ -72,6 +74,11 @@ DOMAIN_RULES = [
     "listParticipants",
     "addParticipant",
     "removeParticipant",
+    "createPlan",
+    "updatePlan",
+    "addTodos",
+    "updateTodo",
+    "addTodoDependency",
 ]
 CONFIG = f"""
 [checks]

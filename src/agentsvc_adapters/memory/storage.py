@@ -10,6 +10,7 @@ from agentsvc_adapters.memory.conversations import MemoryConversations, MemoryTh
 from agentsvc_adapters.memory.idempotency import MemoryIdempotency
 from agentsvc_adapters.memory.integrations import MemoryIntegrations
 from agentsvc_adapters.memory.mcps import MemoryMcps
+from agentsvc_adapters.memory.plans import MemoryPlans
 from agentsvc_adapters.memory.secrets import MemorySecrets
 from agentsvc_adapters.memory.traces import MemoryTraces
 from agentsvc_adapters.memory.webhook_tools import MemoryWebhookTools
@@ -33,6 +34,7 @@ from agentsvc_core.ports import (
     WebhookToolStore,
 )
 from agentsvc_core.ports.idempotency import IdempotencyStore
+from agentsvc_core.ports.plans import PlanStore
 
 
 class MemoryOrganizations(OrganizationRepository):
@@ -157,6 +159,7 @@ class MemoryStorage(Storage):
         self._mcps = MemoryMcps()
         self._secrets = MemorySecrets()
         self._integrations = MemoryIntegrations()
+        self._plans = MemoryPlans()
         self._turn_reader = MemoryTurnReader(
             self._threads, self._agents, self._conversations, self._mcps, self._secrets
         )
@@ -219,6 +222,10 @@ class MemoryStorage(Storage):
     @property
     def webhook_tools(self) -> WebhookToolStore:
         return self._webhook_tools
+
+    @property
+    def plans(self) -> PlanStore:
+        return self._plans
 
     def _all_threads(self) -> Iterator[Thread]:
         return self._threads.all()

@@ -26,6 +26,7 @@ from agentsvc_adapters.postgres.mcps import PostgresMcps
 from agentsvc_adapters.postgres.migrate import migrations
 from agentsvc_adapters.postgres.organizations import PostgresOrganizations
 from agentsvc_adapters.postgres.owners import new_owner
+from agentsvc_adapters.postgres.plans import PostgresPlans
 from agentsvc_adapters.postgres.pool import (
     Connection,
     LifoPool,
@@ -58,6 +59,7 @@ from agentsvc_core.ports import (
     WebhookToolStore,
 )
 from agentsvc_core.ports.idempotency import IdempotencyStore
+from agentsvc_core.ports.plans import PlanStore
 
 READY_TIMEOUT_S = 3.0  # the readiness probe's wait for a pooled connection
 
@@ -110,6 +112,7 @@ class PostgresStorage(Storage):
         self._idempotency = PostgresIdempotency(self.pool)
         self._traces = PostgresTraces(self.pool, timedelta(seconds=fold_settle_s))
         self._webhook_tools = PostgresWebhookTools(self.pool)
+        self._plans = PostgresPlans(self.pool)
 
     async def open(self) -> None:
         async with translate():
@@ -192,3 +195,7 @@ class PostgresStorage(Storage):
     @property
     def webhook_tools(self) -> WebhookToolStore:
         return self._webhook_tools
+
+    @property
+    def plans(self) -> PlanStore:
+        return self._plans

@@ -27,6 +27,7 @@ from agentsvc_core.entities import (
 )
 from agentsvc_core.ports.idempotency import IdempotencyClaim, IdempotencyStore
 from agentsvc_core.ports.integrations import IntegrationStore
+from agentsvc_core.ports.plans import PlanStore
 from agentsvc_core.ports.sealed import SealedRecord, SecretStore
 from agentsvc_core.ports.streams import EventBatch, StreamStore
 from agentsvc_core.ports.traces import AnalyticsStore, TraceStore
@@ -327,6 +328,9 @@ class Storage(Protocol):
 
     @property
     def webhook_tools(self) -> WebhookToolStore: ...
+
+    @property
+    def plans(self) -> PlanStore: ...
 
     async def check_ready(self) -> None:
         """Whether storage can serve now (the ``/readyz`` probe): returns when it

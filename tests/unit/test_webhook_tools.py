@@ -322,3 +322,10 @@ async def test_a_source_that_breaks_gives_the_model_an_error_not_a_broken_reply(
         ADMIN, agent, "lookup_order", {"orderId": "A"}, ToolCallContext(tool_call_id="c")
     )
     assert answer == "error: the tool 'lookup_order' failed unexpectedly"
+
+
+def test_the_source_owns_only_names_a_webhook_tool_may_take() -> None:
+    source = World().source
+    assert source.owns("lookup_order")
+    for other in ("plan_create", "todo_add", "web_fetch", "db_x__query", "docs__search", "Web_x"):
+        assert not source.owns(other), other

@@ -483,7 +483,13 @@ class WebhookToolSource(ServerTools):
         self._store = store
 
     def owns(self, name: str) -> bool:
-        return TOOL_SEPARATOR not in name and NAME.fullmatch(name) is not None
+        """The names a webhook tool may take (``check_tool_name``): none of another
+        source's."""
+        return (
+            TOOL_SEPARATOR not in name
+            and NAME.fullmatch(name) is not None
+            and not name.lower().startswith(RESERVED_TOOL_PREFIXES)
+        )
 
     def is_extension(self, name: str) -> bool:
         return False

@@ -52,3 +52,30 @@ def describe(url: str) -> str:
     """host:port/dbname, without credentials, for messages."""
     d = conninfo_to_dict(url)
     return f"{d.get('host', '?')}:{d.get('port', '5432')}/{d.get('dbname', '?')}"
+
+
+@contextmanager
+def reader_role(admin_url: str, password: str) -> Iterator[str]:
+    """A login role with ``password`` and no power of its own (the tests of
+    database integrations grant it what they need); dropped at the end, with
+    whatever it was granted in the databases still there."""
+    role = f"reader_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
+                sql.Identifier(role), sql.Literal(password)
+            )
+        )
+    try:
+        yield role
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            dbs = [r[0] for r in conn.execute("SELECT datname FROM pg_database WHERE datallowconn")]
+        for db in dbs:
+            try:
+                with psycopg.connect(make_conninfo(admin_url, dbname=db), autocommit=True) as c:
+                    c.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+            except psycopg.Error:
+                continue  # a database dropped meanwhile
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))

@@ -13,6 +13,11 @@ an allow-list (``_ALLOWED``); the service sets the rest itself: no password file
 no password from the service's own environment (``PGPASSWORD``), its session
 options.
 
+Refused: a role that may act on the database server itself (a superuser, or a
+member of ``pg_execute_server_program``, ``pg_read_server_files`` or
+``pg_write_server_files``), checked at the start of every call: a read-only
+transaction does not stop ``COPY ... TO PROGRAM`` or ``pg_read_file``.
+
 Read-only, by the database: every session starts with
 ``default_transaction_read_only=on``, ``statement_timeout`` (the integration's),
 a small ``lock_timeout`` and ``idle_in_transaction_session_timeout``; each call
@@ -87,6 +92,22 @@ LOCK_TIMEOUT_MS = 1000
 # file, the service's own ~/.pgpass included, and says nothing
 _NO_PASSFILE = os.path.join(os.devnull, "agentsvc-no-passfile")
 _enc = msgspec.json.Encoder()
+
+# Whether the session's role may act on the database server itself: a superuser, or
+# a member of the roles that run programs or read and write the server's files
+# (COPY ... TO PROGRAM, pg_read_file) even in a read-only transaction.
+_POWERS = (
+    "SELECT rolsuper"
+    " OR pg_has_role(current_user, 'pg_execute_server_program', 'MEMBER')"
+    " OR pg_has_role(current_user, 'pg_read_server_files', 'MEMBER')"
+    " OR pg_has_role(current_user, 'pg_write_server_files', 'MEMBER')"
+    " FROM pg_roles WHERE rolname = current_user"
+)
+TOO_POWERFUL = (
+    "the role may act on the database server (a superuser, or a member of"
+    " pg_execute_server_program, pg_read_server_files or pg_write_server_files);"
+    " connect with a role that may only read what the agent needs"
+)
 
 _LIST_TABLES = (
     "SELECT n.nspname, c.relname, c.relkind::text FROM pg_catalog.pg_class c"
@@ -291,6 +312,10 @@ class PostgresDatabases(SqlDatabases):
             # the driver's own deadline, a little after the database's
             with anyio.fail_after(timeout_ms / 1000 + 2):
                 await conn.execute("BEGIN TRANSACTION READ ONLY")
+                # checked on every call: a grant may come after the integration
+                powers = await (await conn.execute(_POWERS)).fetchone()
+                if powers is None or powers[0]:
+                    raise DatabaseError(TOO_POWERFUL)
                 yield conn
         except TimeoutError:
             raise DatabaseError(

@@ -258,3 +258,36 @@ async def test_failures_name_no_secret(db_url: str) -> None:
     with pytest.raises(DatabaseError) as err:
         await OPEN.test(closed)
     assert err.value.detail == "could not reach 127.0.0.1:9"
+
+
+@pytest.mark.parametrize(
+    "power", ["SUPERUSER", "pg_execute_server_program", "pg_read_server_files"]
+)
+async def test_a_role_that_can_act_on_the_server_is_refused(
+    db_url: str, pg_admin_url: str, power: str
+) -> None:
+    """A read-only transaction does not stop COPY ... TO PROGRAM or pg_read_file:
+    such a role is refused at the test and at every call, a grant made later too."""
+    role = conninfo_to_dict(db_url)["user"]
+    await OPEN.test(db_url)  # an ordinary role: fine
+    grant = (
+        sql.SQL("ALTER ROLE {} SUPERUSER")
+        if power == "SUPERUSER"
+        else sql.SQL("GRANT " + power + " TO {}")
+    )
+    revoke = (
+        sql.SQL("ALTER ROLE {} NOSUPERUSER")
+        if power == "SUPERUSER"
+        else sql.SQL("REVOKE " + power + " FROM {}")
+    )
+    with psycopg.connect(pg_admin_url, autocommit=True) as admin:
+        admin.execute(grant.format(sql.Identifier(role)))
+    try:
+        with pytest.raises(DatabaseError, match="the role may act on the database server"):
+            await OPEN.test(db_url)
+        with pytest.raises(DatabaseError, match="the role may act on the database server"):
+            await OPEN.query(target(db_url), "SELECT 1")
+    finally:
+        with psycopg.connect(pg_admin_url, autocommit=True) as admin:
+            admin.execute(revoke.format(sql.Identifier(role)))
+    assert (await OPEN.query(target(db_url), "SELECT 1 AS one")).rows == [[1]]

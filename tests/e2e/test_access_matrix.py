@@ -32,6 +32,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from tests.e2e.conftest import E2E_JWT_SECRET
 from tests.e2e.service import Service
+from tests.pg import reader_role
 
 pytestmark = pytest.mark.e2e
 
@@ -82,9 +83,10 @@ def _jwt(sub: str, org: str, **claims: Any) -> str:
 class World:
     """Organization A's resources, and the callers of the matrix."""
 
-    def __init__(self, url: str, database_url: str) -> None:
+    def __init__(self, url: str, database_url: str, db_role: str) -> None:
         self.url = url
         self.database_url = database_url
+        self.db_role = db_role
         self.a = httpx.Client(base_url=url, headers=_h(KEY_A), timeout=30)
         self.ids: dict[str, str] = {}
 
@@ -155,7 +157,7 @@ class World:
                 json={
                     "name": f"integration {MARK}",
                     "type": "postgresql",
-                    "connection": f"postgresql://{d.get('user', 'postgres')}:db-pw-{MARK}@"
+                    "connection": f"postgresql://{self.db_role}:db-pw-{MARK}@"
                     f"{d.get('host', '127.0.0.1')}:{d.get('port', '5432')}/{d['dbname']}",
                 },
             )
@@ -283,7 +285,7 @@ def _refers_to_a(op: Op, doc: dict[str, Any]) -> bool:
 
 @pytest.fixture(scope="module")
 def world(
-    tmp_path_factory: pytest.TempPathFactory, pg_url: str, registry_url: str
+    tmp_path_factory: pytest.TempPathFactory, pg_admin_url: str, pg_url: str, registry_url: str
 ) -> Iterator[World]:
     tmp: Path = tmp_path_factory.mktemp("matrix")
     svc = Service(
@@ -301,10 +303,12 @@ def world(
     )
     try:
         svc.wait_ready()
-        w = World(svc.url, pg_url)
-        w.build()
-        yield w
-        w.a.close()
+        # an integration's role may not be a superuser: one of its own, that may connect
+        with reader_role(pg_admin_url, f"db-pw-{MARK}") as role:
+            w = World(svc.url, pg_url, role)
+            w.build()
+            yield w
+            w.a.close()
     finally:
         svc.stop()
 

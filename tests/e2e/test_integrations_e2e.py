@@ -13,10 +13,11 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
+from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
 from tests.e2e.service import Service
-from tests.pg import fresh_database
+from tests.pg import fresh_database, reader_role
 from tests.sse import parse
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
@@ -25,13 +26,18 @@ PASSWORD = "e2e-integration-password-5b7f"
 
 
 @pytest.fixture
-def shop(pg_admin_url: str) -> Iterator[str]:
-    """A customer's database with a table (as a plain conninfo, for the test's own checks)."""
-    with fresh_database(pg_admin_url) as url:
+def shop(pg_admin_url: str) -> Iterator[tuple[str, str]]:
+    """A customer's database with a table (as a plain conninfo, for the test's own
+    checks), and a role that may read *and write* it: only the session's read-only
+    transaction stands between the model and a write."""
+    with reader_role(pg_admin_url, PASSWORD) as role, fresh_database(pg_admin_url) as url:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("CREATE TABLE orders (id int PRIMARY KEY, item text NOT NULL)")
             conn.execute("INSERT INTO orders VALUES (1, 'tea'), (2, 'coffee')")
-        yield url
+            conn.execute(
+                sql.SQL("GRANT SELECT, INSERT ON orders TO {}").format(sql.Identifier(role))
+            )
+        yield url, role
 
 
 @pytest.fixture
@@ -71,12 +77,13 @@ def tool_result(c: httpx.Client, agent_id: str, content: str) -> str:
 
 
 def test_the_model_reads_a_database_and_cannot_write_it(
-    svc: tuple[Service, dict[str, str]], shop: str
+    svc: tuple[Service, dict[str, str]], shop: tuple[str, str]
 ) -> None:
     service, h = svc
-    d = conninfo_to_dict(shop)
+    shop_url, role = shop
+    d = conninfo_to_dict(shop_url)
     connection = (
-        f"postgresql://{d.get('user', 'postgres')}:{PASSWORD}@{d.get('host', '127.0.0.1')}:"
+        f"postgresql://{role}:{PASSWORD}@{d.get('host', '127.0.0.1')}:"
         f"{d.get('port', '5432')}/{d['dbname']}"
     )
     with httpx.Client(base_url=service.url, headers=h, timeout=60) as c:
@@ -104,4 +111,4 @@ def test_the_model_reads_a_database_and_cannot_write_it(
         insert = '{"sql": "INSERT INTO orders VALUES (3, \'cake\')"}'
         refused = tool_result(c, agent["id"], f"call db_shop__query {insert}")
         assert refused == "error: cannot execute INSERT in a read-only transaction"
-        assert rows(shop) == 2
+        assert rows(shop_url) == 2

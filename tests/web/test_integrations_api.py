@@ -12,11 +12,12 @@ import msgspec
 import psycopg
 import pytest
 from litestar.testing import TestClient
+from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
 from agentsvc_web.app import create_app
 from agentsvc_web.settings import Settings
-from tests.pg import fresh_database
+from tests.pg import fresh_database, reader_role
 from tests.sse import parse
 from tests.web.conftest import bearer, make_jwt
 
@@ -27,13 +28,14 @@ PASSWORD = "web-integration-pw-41d2"
 
 @pytest.fixture(scope="module")
 def db_url(pg_admin_url: str) -> Iterator[str]:
-    with fresh_database(pg_admin_url) as url:
+    with reader_role(pg_admin_url, PASSWORD) as role, fresh_database(pg_admin_url) as url:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("CREATE TABLE orders (id int PRIMARY KEY, item text)")
             conn.execute("INSERT INTO orders VALUES (1, 'tea'), (2, 'coffee'), (3, 'cake')")
+            conn.execute(sql.SQL("GRANT SELECT ON orders TO {}").format(sql.Identifier(role)))
         d = conninfo_to_dict(url)
         yield (
-            f"postgresql://postgres:{PASSWORD}@{d.get('host', '127.0.0.1')}:"
+            f"postgresql://{role}:{PASSWORD}@{d.get('host', '127.0.0.1')}:"
             f"{d.get('port', '5432')}/{d['dbname']}"
         )
 

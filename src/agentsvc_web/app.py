@@ -43,6 +43,7 @@ from agentsvc_web.controllers.settings import (
     OrgSettingsController,
 )
 from agentsvc_web.controllers.tools import AgentDelegatedController, ToolController
+from agentsvc_web.controllers.web import AgentWebController
 from agentsvc_web.errors import EXCEPTION_HANDLERS
 from agentsvc_web.headers import hardening_headers
 from agentsvc_web.idempotency import idempotency_keys
@@ -109,6 +110,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             McpOAuthController,
             AgentCredentialsController,
             AgentCompactionController,
+            AgentWebController,
             OrgSettingsController,
             IntegrationController,
             AgentIntegrationController,
@@ -135,6 +137,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "org_settings": _const(services.org_settings),
             "compaction": _const(services.compaction),
             "integrations": _const(services.integrations),
+            "web": _const(services.web),
             "logs": _const(services.logs),
             "analytics": _const(services.analytics),
             "webhook_tools": _const(services.webhook_tools),

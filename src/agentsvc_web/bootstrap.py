@@ -39,6 +39,8 @@ from agentsvc_adapters.telemetry import (
     sampler_from_env,
 )
 from agentsvc_adapters.webhooks import HttpWebhookCaller
+from agentsvc_adapters.web import BraveSearch, HttpWebFetcher
+from agentsvc_adapters.web.brave import BRAVE_URL
 from agentsvc_core.errors import DomainError, InvalidInput
 from agentsvc_core.ports import (
     FollowRequests,
@@ -57,6 +59,7 @@ from agentsvc_core.ports.mcp import UrlPolicy
 from agentsvc_core.ports.oauth import OAuthNetwork
 from agentsvc_core.ports.registry import McpRegistry
 from agentsvc_core.ports.resolver import CredentialResolver
+from agentsvc_core.ports.web import WebFetcher, WebSearch
 from agentsvc_core.telemetry import SpanTracer
 from agentsvc_core.use_cases import Agents, ApiKeys, Authenticator, Conversation, Threads
 from agentsvc_core.use_cases.compaction import Compactor
@@ -78,6 +81,7 @@ from agentsvc_core.use_cases.registry import RegistrySearch
 from agentsvc_core.use_cases.server_tools import ToolHub
 from agentsvc_core.use_cases.traces import TraceConfig
 from agentsvc_core.use_cases.webhook_tools import WebhookTools, WebhookToolSource
+from agentsvc_core.use_cases.web import WebSettings, WebTools
 from agentsvc_web.metrics import HttpMetrics, Reading, ReadingsCollector, new_registry
 from agentsvc_web.settings import Settings, SettingsError
 
@@ -108,6 +112,8 @@ class Services:
         exports: Sequence[OtelExport] = (),
         sampling: tuple[float, bool] = (1.0, True),
         databases: SqlDatabases | None = None,
+        web_fetcher: WebFetcher | None = None,
+        web_search: WebSearch | None = None,
     ) -> None:
         clock = SystemClock()
         revocations = revocations or LocalRevocations()
@@ -191,6 +197,22 @@ class Services:
         )
         self.plans = Plans(storage.plans, self.threads, clock)
         self.plan_settings = PlanSettings(storage.secrets, storage.agents, box)
+        if web_fetcher is None:  # a host that passes none (tests): the guard's own
+            fetcher = HttpWebFetcher(
+                urls
+                if isinstance(urls, OutboundGuard)
+                else OutboundGuard(allow_private_network=settings.allow_private_network)
+            )
+            self.closers.append(fetcher.aclose)
+            web_fetcher = fetcher
+        self.web_fetcher = web_fetcher
+        self.web_search = web_search
+        self.web = WebSettings(
+            storage.secrets,
+            storage.agents,
+            box,
+            search_provider=web_search.provider if web_search is not None else None,
+        )
         try:
             prices = load_prices(settings.prices_file)
         except PriceFileError as exc:
@@ -238,6 +260,7 @@ class Services:
             WebhookToolSource(self.webhook_tools, self.storage.webhook_tools),
             IntegrationTools(self.integrations, self.databases),
             PlanTools(self.plans, self.plan_settings),
+            WebTools(self.web, self.web_fetcher, self.web_search),
         ]
 
     async def _sweep(self) -> None:
@@ -428,6 +451,13 @@ def _providers(settings: Settings) -> tuple[AlphaModel | None, BetaModel | None]
     return alpha, beta
 
 
+def _web_search(settings: Settings, guard: OutboundGuard) -> BraveSearch | None:
+    """The search engine of ``web_search``, when AGENTSVC_WEB_SEARCH_API_KEY is set."""
+    if settings.web_search_provider != "brave" or not settings.web_search_api_key:
+        return None
+    return BraveSearch(guard, settings.web_search_api_key, settings.web_search_url or BRAVE_URL)
+
+
 def secret_box(settings: Settings) -> AesGcmBox:
     """Keys from AGENTSVC_ENCRYPTION_KEYS; else, with PostgreSQL, a key kept in the
     data folder (created once); with memory storage, a key for this process only."""
@@ -466,6 +496,8 @@ def build_services(settings: Settings) -> Services:
     oauth_network = HttpOAuth(guard)
     resolver = HttpCredentialResolver(guard)
     webhooks = HttpWebhookCaller(guard)
+    web_fetcher = HttpWebFetcher(guard)
+    web_search = _web_search(settings, guard)
     services = Services(
         settings,
         storage,
@@ -487,9 +519,14 @@ def build_services(settings: Settings) -> Services:
         follows=signals,
         exports=exports,
         sampling=sampling,
+        web_fetcher=web_fetcher,
+        web_search=web_search,
     )
     services.closers.extend(
         [registry.aclose, oauth_network.aclose, resolver.aclose, webhooks.aclose]
     )
+    services.closers.append(web_fetcher.aclose)
+    if web_search is not None:
+        services.closers.append(web_search.aclose)
     services.closers.extend(m.aclose for m in (alpha, beta) if m is not None)
     return services

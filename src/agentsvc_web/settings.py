@@ -103,6 +103,37 @@ def _file(env: Mapping[str, str], name: str) -> Path | None:
     return path
 
 
+def _web_search(env: Mapping[str, str]) -> dict[str, Any]:
+    """The search provider of ``web_search``: configured by its API key (the
+    provider is brave unless named); a provider named without a key is an error."""
+    key = _opt(env, "AGENTSVC_WEB_SEARCH_API_KEY")
+    named = _opt(env, "AGENTSVC_WEB_SEARCH_PROVIDER")
+    if named is not None and named not in _SEARCH_PROVIDERS:
+        raise SettingsError(
+            f"AGENTSVC_WEB_SEARCH_PROVIDER must be one of {', '.join(_SEARCH_PROVIDERS)}, "
+            f"not {named!r}"
+        )
+    if named is not None and key is None:
+        raise SettingsError(
+            f"AGENTSVC_WEB_SEARCH_PROVIDER={named} needs AGENTSVC_WEB_SEARCH_API_KEY"
+        )
+    url = _opt(env, "AGENTSVC_WEB_SEARCH_URL")
+    if url is not None and not _BASE_URL.fullmatch(url):
+        raise SettingsError(
+            f"AGENTSVC_WEB_SEARCH_URL must be an http(s) base URL such as "
+            f"https://api.search.brave.com, not {url!r}"
+        )
+    return {
+        "web_search_provider": (named or _SEARCH_PROVIDERS[0]) if key else None,
+        "web_search_api_key": key,
+        "web_search_url": url,
+    }
+
+
+_SEARCH_PROVIDERS = ("brave",)
+_BASE_URL = re.compile(r"https?://[^\s/?#]+(?:/[^\s?#]*)?")
+
+
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
     storage: StorageKind = "postgres"
     database_url: str | None = None
@@ -163,6 +194,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     trace_retention_days: int = 30  # stored traces are pruned after this; 0: none stored
     trace_payload_bytes: int = 65_536  # a span's input and output together, then cut
     eval_slow_first_token_ms: int = 10_000  # a model call slower to its first token is flagged
+    web_search_provider: Literal["brave"] | None = None  # None: web_search is not offered
+    web_search_api_key: str | None = None
+    web_search_url: str | None = None  # the provider's base URL; None: its real one
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -248,6 +282,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             eval_slow_first_token_ms=_int(
                 e, "AGENTSVC_EVAL_SLOW_FIRST_TOKEN_MS", 10_000, 1, 3_600_000
             ),
+            **_web_search(e),
         )
 
     @property
@@ -277,5 +312,6 @@ _SECRET_FIELDS = frozenset(
         "beta_api_key",
         "encryption_keys",
         "metrics_token",
+        "web_search_api_key",
     }
 )

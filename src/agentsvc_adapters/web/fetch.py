@@ -129,7 +129,8 @@ class HttpWebFetcher(WebFetcher):
         self._guard = guard
         # the per-request timeout is the fetch's deadline (see fetch)
         self._http = client or guard.http_client(timeout=10.0)
-        self._http.cookies = httpx.Cookies(http.cookiejar.CookieJar(policy=_NoCookies()))
+        # (a CookieJar, not httpx.Cookies: httpx copies those into a default jar)
+        self._http.cookies = http.cookiejar.CookieJar(policy=_NoCookies())
 
     async def aclose(self) -> None:
         await self._http.aclose()

@@ -15,6 +15,7 @@ never fetches a page need not hold).
 
 from __future__ import annotations
 
+import logging
 import re
 
 import lxml.etree
@@ -56,6 +57,10 @@ def html_to_text(html: str | bytes, url: str | None = None) -> tuple[str | None,
     ``<meta charset>``, else a guess); ``url`` helps trafilatura with relative
     links and its metadata."""
     import trafilatura  # noqa: PLC0415 - heavy, needed only once a page is fetched
+
+    # its own warnings are about the page (a fallback extractor that found nothing),
+    # one or more per page fetched: not the operator's business
+    logging.getLogger("trafilatura").setLevel(logging.ERROR)
 
     if not html.strip():
         return None, ""

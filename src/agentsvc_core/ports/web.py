@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Protocol
 
 import msgspec
@@ -28,10 +29,20 @@ class WebFetchFailed(DomainError):
     HTTP status, a content type that is not text). Never the page's query string."""
 
 
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
 def host_in(host: str, domains: tuple[str, ...]) -> bool:
     """Whether ``host`` is one of ``domains`` or below one (``example.com`` covers
-    ``www.example.com``). Both sides lowercase ASCII (IDNA), no trailing dot."""
-    return any(host == d or host.endswith("." + d) for d in domains)
+    ``www.example.com``; an IP address matches only itself). Both sides lowercase
+    ASCII (IDNA), no trailing dot."""
+    below = not _is_address(host)
+    return any(host == d or (below and host.endswith("." + d)) for d in domains)
 
 
 def domain_refusal(host: str, allowed: tuple[str, ...], blocked: tuple[str, ...]) -> str | None:

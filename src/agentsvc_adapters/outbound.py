@@ -3,7 +3,8 @@ configuration supplies connects through it.
 
 Guarded: the credential resolver, OAuth discovery, client registration and token
 calls, the MCP transports (streamable HTTP and SSE), the MCP registry, the
-webhook tools and web fetch.
+webhook tools and the web tools (``web/``: ``web_fetch``, which follows redirects
+itself and checks each hop, and the search API).
 
 Rule (decisions, "Outbound URLs"): a URL whose host resolves to a loopback,
 private, link-local, multicast, reserved, unspecified, otherwise not globally

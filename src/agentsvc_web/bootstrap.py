@@ -342,7 +342,7 @@ def _scrape_time_metrics(storage: Storage) -> ReadingsCollector:
         readings,
         labelled=(
             "agentsvc_outbound_failures",
-            "Outbound calls (MCP servers, OAuth, resolver, registry) refused by the "
+            "Outbound calls (MCP servers, OAuth, resolver, registry, web tools) refused by the "
             "outbound guard or not connected (reason=unreachable), by reason",
             "reason",
             lambda: dict(OUTBOUND_FAILURES),

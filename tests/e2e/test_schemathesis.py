@@ -56,7 +56,9 @@ REFUSED = [
 # itself (createTool, updateTool), tool ids the organization does not have
 # (putAgentDelegated); a plan's title or a todo's content that is blank or holds NUL (createPlan,
 # updatePlan, addTodos, updateTodo), a parent or dependency that is not a todo of
-# the plan (addTodos, updateTodo, addTodoDependency).
+# the plan (addTodos, updateTodo, addTodoDependency); an agent's web domains that are
+# host names, and search switched on while the service has no search provider
+# (putAgentWeb).
 DOMAIN_RULES = [
     "createTool",
     "updateTool",
@@ -79,6 +81,7 @@ DOMAIN_RULES = [
     "addTodos",
     "updateTodo",
     "addTodoDependency",
+    "putAgentWeb",
 ]
 CONFIG = f"""
 [checks]

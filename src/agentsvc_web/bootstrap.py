@@ -38,9 +38,9 @@ from agentsvc_adapters.telemetry import (
     otel_export_from_env,
     sampler_from_env,
 )
-from agentsvc_adapters.webhooks import HttpWebhookCaller
 from agentsvc_adapters.web import BraveSearch, HttpWebFetcher
 from agentsvc_adapters.web.brave import BRAVE_URL
+from agentsvc_adapters.webhooks import HttpWebhookCaller
 from agentsvc_core.errors import DomainError, InvalidInput
 from agentsvc_core.ports import (
     FollowRequests,
@@ -80,8 +80,8 @@ from agentsvc_core.use_cases.plans import Plans
 from agentsvc_core.use_cases.registry import RegistrySearch
 from agentsvc_core.use_cases.server_tools import ToolHub
 from agentsvc_core.use_cases.traces import TraceConfig
-from agentsvc_core.use_cases.webhook_tools import WebhookTools, WebhookToolSource
 from agentsvc_core.use_cases.web import WebSettings, WebTools
+from agentsvc_core.use_cases.webhook_tools import WebhookTools, WebhookToolSource
 from agentsvc_web.metrics import HttpMetrics, Reading, ReadingsCollector, new_registry
 from agentsvc_web.settings import Settings, SettingsError
 
@@ -197,22 +197,7 @@ class Services:
         )
         self.plans = Plans(storage.plans, self.threads, clock)
         self.plan_settings = PlanSettings(storage.secrets, storage.agents, box)
-        if web_fetcher is None:  # a host that passes none (tests): the guard's own
-            fetcher = HttpWebFetcher(
-                urls
-                if isinstance(urls, OutboundGuard)
-                else OutboundGuard(allow_private_network=settings.allow_private_network)
-            )
-            self.closers.append(fetcher.aclose)
-            web_fetcher = fetcher
-        self.web_fetcher = web_fetcher
-        self.web_search = web_search
-        self.web = WebSettings(
-            storage.secrets,
-            storage.agents,
-            box,
-            search_provider=web_search.provider if web_search is not None else None,
-        )
+        self.web = self._web_tools(settings, storage, box, urls, web_fetcher, web_search)
         try:
             prices = load_prices(settings.prices_file)
         except PriceFileError as exc:
@@ -251,6 +236,34 @@ class Services:
             clock,
             self.trace_config.prices.taken,
             settings.trace_retention_days,
+        )
+
+    def _web_tools(
+        self,
+        settings: Settings,
+        storage: Storage,
+        box: SecretBox,
+        urls: UrlPolicy,
+        fetcher: WebFetcher | None,
+        search: WebSearch | None,
+    ) -> WebSettings:
+        """The web tools' adapters (a host that passes no fetcher, a test, gets one
+        over the guard, closed with the rest) and the agents' web configuration."""
+        if fetcher is None:
+            own = HttpWebFetcher(
+                urls
+                if isinstance(urls, OutboundGuard)
+                else OutboundGuard(allow_private_network=settings.allow_private_network)
+            )
+            self.closers.append(own.aclose)
+            fetcher = own
+        self.web_fetcher = fetcher
+        self.web_search = search
+        return WebSettings(
+            storage.secrets,
+            storage.agents,
+            box,
+            search_provider=search.provider if search is not None else None,
         )
 
     def _tool_sources(self, mcp_client: McpClient) -> list[ServerTools]:

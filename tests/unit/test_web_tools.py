@@ -376,3 +376,21 @@ async def test_search_failures_and_bad_queries_are_errors_the_model_reads() -> N
     assert (await w.call(agent, "web_search", query="q" * 401)).startswith(
         "error: the query is longer than 400 characters"
     )
+
+
+async def test_the_hub_of_the_service_routes_web_names_to_the_web_source() -> None:
+    """Among every source the service composes (bootstrap), ``web_fetch`` and
+    ``web_search`` are the web source's: no other source (webhook tools take names
+    without ``__``) claims a built-in name."""
+    from agentsvc_web.bootstrap import build_services  # noqa: PLC0415
+    from agentsvc_web.settings import Settings  # noqa: PLC0415
+
+    services = build_services(Settings(storage="memory"))
+    try:
+        sources = services._tool_sources(services.mcp_client)
+        for name in ("web_fetch", "web_search"):
+            owners = [type(s).__name__ for s in sources if s.owns(name)]
+            assert owners == ["WebTools"], (name, owners)
+    finally:
+        for close in services.closers:
+            await close()

@@ -208,12 +208,13 @@ class Services:
             payload_bytes=settings.trace_payload_bytes,
             slow_first_token_s=settings.eval_slow_first_token_ms / 1000,
         )
+        self.tools = tools or ToolHub(self._tool_sources(mcp_client))
         self.conversation = Conversation(
             self.threads,
             storage.turn_reader,
             storage.conversations,
             router,
-            tools or ToolHub(self._tool_sources(mcp_client)),
+            self.tools,
             stops,
             clock,
             stale_after_s=settings.run_stale_after_s,
@@ -229,6 +230,8 @@ class Services:
             traces=self.trace_config,
         )
         self.streams = self.conversation.streams
+        # the agent's configurations go with it: the turn's record kinds
+        self.agents.keeps_configs(storage.secrets, (*AgentConfigs.KINDS, *self.tools.kinds))
         self.idempotency = Idempotency(storage.idempotency, box, clock)
         self.logs = Logs(storage.traces, clock)
         self.analytics = Analytics(

@@ -7,7 +7,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from agentsvc_core.entities import Agent, Principal, ToolProfile
-from agentsvc_core.ports import AgentRepository, Clock
+from agentsvc_core.ports import AgentRepository, Clock, SecretStore
 from agentsvc_core.rules import check_agent
 
 
@@ -47,6 +47,12 @@ class Agents:
         self._repo = repo
         self._clock = clock
         self._default_model = default_model
+        self._configs: tuple[SecretStore, tuple[str, ...]] | None = None
+
+    def keeps_configs(self, store: SecretStore, kinds: tuple[str, ...]) -> None:
+        """The agent's configurations are sealed records of these kinds, keyed by its
+        id (resolver, compaction, the tool sources'): they go when the agent goes."""
+        self._configs = (store, kinds)
 
     async def create(self, who: Principal, draft: AgentDraft) -> Agent:
         now = self._clock.now()
@@ -87,3 +93,7 @@ class Agents:
 
     async def delete(self, who: Principal, agent_id: UUID) -> None:
         await self._repo.delete(who.org_id, agent_id)
+        if self._configs is not None:
+            store, kinds = self._configs
+            for kind in kinds:  # an agent id is a whole key: no other key starts with it
+                await store.delete_prefix(who.org_id, kind, str(agent_id))

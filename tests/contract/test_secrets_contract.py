@@ -83,3 +83,31 @@ def test_every_lists_one_organization_or_all_and_rotation_reseals_them(backend: 
     assert backend.run(only_k2.get, org, "delegated", "agent-1", SealedRecord) == SealedRecord(
         value="x"
     )
+
+
+def test_concurrent_changes_of_one_record_are_all_kept(backend: Backend) -> None:
+    """``SealedRecords.change``: ten writers each add their number to a list that
+    does not exist yet; none is lost (the first writes race on the absent record)."""
+    import msgspec  # noqa: PLC0415
+
+    from agentsvc_adapters.crypto import AesGcmBox  # noqa: PLC0415
+    from agentsvc_core.use_cases.sealed import SealedRecords  # noqa: PLC0415
+
+    class Numbers(msgspec.Struct, frozen=True):
+        items: tuple[int, ...] = ()
+
+    records = SealedRecords(backend.storage.secrets, AesGcmBox([("k1", b"\x01" * 32)]))
+    org = backend.fresh_org()
+
+    async def add(n: int) -> Numbers:
+        return await records.change(
+            org, "numbers", "list", Numbers, lambda cur: Numbers((*(cur or Numbers()).items, n))
+        )
+
+    async def race() -> list[Numbers]:
+        return await asyncio.gather(*(add(n) for n in range(10)))
+
+    backend.run(race)
+    final = backend.run(records.get, org, "numbers", "list", Numbers)
+    assert final is not None
+    assert sorted(final.items) == list(range(10))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 from uuid import UUID
 
@@ -286,14 +286,21 @@ class Integrations:
         await self._agents.get(who.org_id, agent_id)
         return await self.of_agent(who.org_id, agent_id)
 
-    async def _save(self, org: str, agent_id: UUID, ids: list[UUID]) -> list[Integration]:
-        """Keep the ids of integrations that still exist (deleted ones drop out here)."""
-        kept = await self._store.get_many(org, ids) if ids else []
-        record = AgentIntegrations(
-            agent_id=agent_id, org_id=org, integration_ids=tuple(i.id for i in kept)
-        )
-        await self._records.put(org, KIND, str(agent_id), record)
-        return kept
+    async def _change(
+        self, org: str, agent_id: UUID, fn: Callable[[tuple[UUID, ...]], tuple[UUID, ...]]
+    ) -> list[Integration]:
+        """Change the agent's list without losing a concurrent attach or detach
+        (``SealedRecords.change``); integrations found deleted drop out of it."""
+        ids = await self._ids(org, agent_id)
+        gone = set(ids) - {i.id for i in await self.by_ids(org, ids)}
+
+        def changed(current: AgentIntegrations | None) -> AgentIntegrations:
+            now = () if current is None else current.integration_ids
+            kept = fn(tuple(i for i in now if i not in gone))
+            return AgentIntegrations(agent_id=agent_id, org_id=org, integration_ids=kept)
+
+        record = await self._records.change(org, KIND, str(agent_id), AgentIntegrations, changed)
+        return await self.by_ids(org, record.integration_ids)
 
     async def attach(
         self, who: Principal, agent_id: UUID, integration_id: UUID
@@ -301,24 +308,26 @@ class Integrations:
         """Attach (attaching twice changes nothing); answers the agent's integrations."""
         await self._agents.get(who.org_id, agent_id)
         await self._store.get(who.org_id, integration_id)
-        ids = list(await self._ids(who.org_id, agent_id))
-        if integration_id not in ids:
-            ids.append(integration_id)
-        kept = await self._save(who.org_id, agent_id, ids)
-        if len(kept) > MAX_ATTACHED:
-            await self._save(who.org_id, agent_id, [i.id for i in kept if i.id != integration_id])
-            raise InvalidInput("integration_id", f"an agent has at most {MAX_ATTACHED}")
-        return kept
+
+        def add(ids: tuple[UUID, ...]) -> tuple[UUID, ...]:
+            if integration_id in ids:
+                return ids
+            if len(ids) >= MAX_ATTACHED:
+                raise InvalidInput("integration_id", f"an agent has at most {MAX_ATTACHED}")
+            return (*ids, integration_id)
+
+        return await self._change(who.org_id, agent_id, add)
 
     async def detach(self, who: Principal, agent_id: UUID, integration_id: UUID) -> bool:
         """Whether it was attached. An id that names no integration and is not
         attached is ``NotFound``."""
         await self._agents.get(who.org_id, agent_id)
-        ids = list(await self._ids(who.org_id, agent_id))
-        if integration_id not in ids:
+        if integration_id not in await self._ids(who.org_id, agent_id):
             await self._store.get(who.org_id, integration_id)  # NotFound if none
             return False
-        await self._save(who.org_id, agent_id, [i for i in ids if i != integration_id])
+        await self._change(
+            who.org_id, agent_id, lambda ids: tuple(i for i in ids if i != integration_id)
+        )
         return True
 
 

@@ -270,23 +270,36 @@ class CompactionSettings:
     async def update(
         self, who: Principal, agent_id: UUID, changes: dict[str, object]
     ) -> CompactionConfig:
-        """Only the supplied fields change; bounds are checked on the result."""
-        current = await self.get(who, agent_id)
-        updated = msgspec.structs.replace(current, **changes)
-        if not MIN_ALPHA_TRIGGER <= updated.alpha_trigger_tokens <= MAX_TOKENS_BOUND:
-            raise InvalidInput(
-                "alpha_trigger_tokens",
-                f"must be between {MIN_ALPHA_TRIGGER} and {MAX_TOKENS_BOUND}",
-            )
-        if not MIN_BETA_THRESHOLD <= updated.beta_compact_threshold <= MAX_TOKENS_BOUND:
-            raise InvalidInput(
-                "beta_compact_threshold",
-                f"must be between {MIN_BETA_THRESHOLD} and {MAX_TOKENS_BOUND}",
-            )
-        if updated.alpha_instructions is not None:
-            check_text("alpha_instructions", updated.alpha_instructions, max_len=20_000)
-        await self._records.put(who.org_id, "compaction", str(agent_id), updated)
-        return updated
+        """Only the supplied fields change (a concurrent update of others is not
+        lost); bounds are checked on the result."""
+        await self._agents.get(who.org_id, agent_id)
+        return await self._records.change(
+            who.org_id,
+            "compaction",
+            str(agent_id),
+            CompactionConfig,
+            lambda current: _checked(
+                msgspec.structs.replace(
+                    current or CompactionConfig(agent_id=agent_id, org_id=who.org_id), **changes
+                )
+            ),
+        )
+
+
+def _checked(updated: CompactionConfig) -> CompactionConfig:
+    if not MIN_ALPHA_TRIGGER <= updated.alpha_trigger_tokens <= MAX_TOKENS_BOUND:
+        raise InvalidInput(
+            "alpha_trigger_tokens",
+            f"must be between {MIN_ALPHA_TRIGGER} and {MAX_TOKENS_BOUND}",
+        )
+    if not MIN_BETA_THRESHOLD <= updated.beta_compact_threshold <= MAX_TOKENS_BOUND:
+        raise InvalidInput(
+            "beta_compact_threshold",
+            f"must be between {MIN_BETA_THRESHOLD} and {MAX_TOKENS_BOUND}",
+        )
+    if updated.alpha_instructions is not None:
+        check_text("alpha_instructions", updated.alpha_instructions, max_len=20_000)
+    return updated
 
 
 class AgentConfigs:

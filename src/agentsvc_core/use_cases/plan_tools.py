@@ -75,10 +75,14 @@ class PlanSettings:
         return await self.of(who.org_id, agent_id)
 
     async def update(self, who: Principal, agent_id: UUID, changes: dict[str, bool]) -> PlanConfig:
-        """Only the supplied fields change."""
-        updated = msgspec.structs.replace(await self.get(who, agent_id), **changes)
-        await self._records.put(who.org_id, KIND, str(agent_id), updated)
-        return updated
+        """Only the supplied fields change (a concurrent PUT of others is not lost)."""
+        await self._agents.get(who.org_id, agent_id)
+
+        def apply(current: PlanConfig | None) -> PlanConfig:
+            base = current or PlanConfig(agent_id=agent_id, org_id=who.org_id)
+            return msgspec.structs.replace(base, **changes)
+
+        return await self._records.change(who.org_id, KIND, str(agent_id), PlanConfig, apply)
 
 
 # --- the tools' arguments (camelCase, as request bodies) -------------------------

@@ -10,11 +10,13 @@ written.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import TypeVar
 
 import msgspec
 
+from agentsvc_core.errors import Conflict
 from agentsvc_core.ports import SealedRecord, SecretBox, SecretStore
 
 S = TypeVar("S", bound=msgspec.Struct)
@@ -46,6 +48,36 @@ class SealedRecords:
     ) -> None:
         sealed = SealedRecord(value=self.seal(org, kind, key, value), expires_at=expires_at)
         await self.store.put(org, kind, key, sealed)
+
+    async def change(
+        self,
+        org: str,
+        kind: str,
+        key: str,
+        typ: type[S],
+        fn: Callable[[S | None], S],
+        *,
+        attempts: int = 20,
+    ) -> S:
+        """Read, change with ``fn`` (given None when there is no record), write,
+        without losing a concurrent change: the write is a compare-and-set on the
+        sealed value read (``swap``), retried with ``fn`` applied to what won. The
+        first write of an absent record is a ``put``, read back to see that it held
+        (another first write may have replaced it: then ``fn`` runs again on that).
+        ``fn`` may raise to refuse the change; it must not have side effects."""
+        for _ in range(attempts):
+            found = await self.store.get(org, kind, key)
+            current = None if found is None else self.open(org, kind, key, found.value, typ)
+            new = fn(current)
+            sealed = SealedRecord(value=self.seal(org, kind, key, new))
+            if found is None:
+                await self.store.put(org, kind, key, sealed)
+                again = await self.store.get(org, kind, key)
+                if again is not None and again.value == sealed.value:
+                    return new
+            elif await self.store.swap(org, kind, key, found.value, sealed):
+                return new
+        raise Conflict("the setting is being changed by another request; try again")
 
     async def rotate(self, org_id: str | None = None) -> int:
         """Re-seal every record not sealed with the newest key (the key-rotation

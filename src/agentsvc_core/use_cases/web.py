@@ -140,7 +140,7 @@ class WebSettings:
     async def update(self, who: Principal, agent_id: UUID, changes: dict[str, Any]) -> WebConfig:
         """Only the supplied fields change; bounds are checked on the result. Search
         cannot be switched on while the service has no search provider."""
-        current = await self.get(who, agent_id)
+        await self._agents.get(who.org_id, agent_id)
         changes = dict(changes)
         for field in ("allowed_domains", "blocked_domains"):
             if field in changes:
@@ -151,12 +151,17 @@ class WebSettings:
                 f"no web search provider is configured on this service: set {SEARCH_SETTING} "
                 "(and AGENTSVC_WEB_SEARCH_PROVIDER, brave by default)",
             )
-        updated = msgspec.structs.replace(current, **changes)
-        for field, lo, hi in _BOUNDS:
-            if not lo <= getattr(updated, field) <= hi:
-                raise InvalidInput(field, f"must be between {lo} and {hi}")
-        await self._records.put(who.org_id, KIND, str(agent_id), updated)
-        return updated
+
+        def apply(current: WebConfig | None) -> WebConfig:
+            base = current or WebConfig(agent_id=agent_id, org_id=who.org_id)
+            updated = msgspec.structs.replace(base, **changes)
+            for field, lo, hi in _BOUNDS:
+                if not lo <= getattr(updated, field) <= hi:
+                    raise InvalidInput(field, f"must be between {lo} and {hi}")
+            return updated
+
+        # a concurrent PUT of other fields is not lost (compare-and-set)
+        return await self._records.change(who.org_id, KIND, str(agent_id), WebConfig, apply)
 
 
 FETCH_SPEC = ToolSpec(

@@ -41,7 +41,7 @@ from agentsvc_core.ports import (
     ToolSpec,
 )
 from agentsvc_core.rules import MAX_NAME, check_text
-from agentsvc_core.use_cases.sealed import SealedRecords
+from agentsvc_core.use_cases.sealed import SealedRecords, reseal_rows
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -248,15 +248,8 @@ class Integrations:
 
     async def rotate_secrets(self, org_id: str | None = None) -> int:
         """Re-seal every stored connection string with the newest key. Returns how many."""
-        count = 0
-        for org, integration_id, sealed in await self._store.sealed_connections(org_id):
-            if self._box.is_current(sealed):
-                continue
-            context = _context(org, integration_id)
-            new = self._box.seal(self._box.open(sealed, context), context)
-            if await self._store.reseal(org, integration_id, sealed, new):
-                count += 1
-        return count
+        rows = await self._store.sealed_connections(org_id)
+        return await reseal_rows(self._box, rows, _context, self._store.reseal)
 
     # --- attachments ------------------------------------------------------------
 

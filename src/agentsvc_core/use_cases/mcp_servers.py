@@ -40,6 +40,7 @@ from agentsvc_core.ports.mcp import UrlPolicy
 from agentsvc_core.ports.tools import Attached
 from agentsvc_core.rules import MAX_NAME, MAX_TOOL_NAME, check_header, check_text, check_url_text
 from agentsvc_core.use_cases.mcp_oauth import McpOAuth
+from agentsvc_core.use_cases.sealed import reseal_rows
 
 MAX_ARGS = 64
 MAX_CREDENTIAL_ENTRIES = 64
@@ -295,15 +296,8 @@ class McpServers:
 
     async def rotate_secrets(self, org_id: str | None = None) -> int:
         """Re-seal every stored credential with the newest key. Returns how many."""
-        count = 0
-        for org, mcp_id, sealed in await self._repo.sealed_credentials(org_id):
-            if self._box.is_current(sealed):
-                continue
-            plain = self._box.open(sealed, _context(org, mcp_id))
-            new = self._box.seal(plain, _context(org, mcp_id))
-            if await self._repo.reseal(org, mcp_id, sealed, new):
-                count += 1
-        return count
+        rows = await self._repo.sealed_credentials(org_id)
+        return await reseal_rows(self._box, rows, _context, self._repo.reseal)
 
     # --- attachments ------------------------------------------------------------
 

@@ -10,9 +10,10 @@ written.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import TypeVar
+from uuid import UUID
 
 import msgspec
 
@@ -20,6 +21,26 @@ from agentsvc_core.errors import Conflict
 from agentsvc_core.ports import SealedRecord, SecretBox, SecretStore
 
 S = TypeVar("S", bound=msgspec.Struct)
+Row = tuple[str, UUID, str]  # (organization, row id, sealed value)
+
+
+async def reseal_rows(
+    box: SecretBox,
+    rows: list[Row],
+    context: Callable[[str, UUID], str],
+    reseal: Callable[[str, UUID, str, str], Awaitable[bool]],
+) -> int:
+    """Re-seal with the newest key each row's sealed value that another key sealed
+    (the key-rotation command), each only if it is still the value read
+    (``reseal(org, id, old, new)`` compares and sets). Returns how many."""
+    count = 0
+    for org, row_id, sealed in rows:
+        if box.is_current(sealed):
+            continue
+        where = context(org, row_id)
+        if await reseal(org, row_id, sealed, box.seal(box.open(sealed, where), where)):
+            count += 1
+    return count
 
 
 class SealedRecords:

@@ -45,7 +45,7 @@ from agentsvc_core.ports import (
 )
 from agentsvc_core.ports.mcp import UrlPolicy
 from agentsvc_core.rules import MAX_DESCRIPTION, check_header, check_text, check_url_text
-from agentsvc_core.use_cases.sealed import SealedRecords
+from agentsvc_core.use_cases.sealed import SealedRecords, reseal_rows
 
 __all__ = [
     "DEFAULT_MAX_RESULT_BYTES",
@@ -313,16 +313,8 @@ class WebhookTools:
 
     async def rotate_secrets(self, org_id: str | None = None) -> int:
         """Re-seal every tool's headers with the newest key. Returns how many."""
-        count = 0
-        for org, tool_id, sealed in await self._store.sealed_headers(org_id):
-            if self._box.is_current(sealed):
-                continue
-            plain = self._box.open(sealed, _context(org, tool_id))
-            if await self._store.reseal(
-                org, tool_id, sealed, self._box.seal(plain, _context(org, tool_id))
-            ):
-                count += 1
-        return count
+        rows = await self._store.sealed_headers(org_id)
+        return await reseal_rows(self._box, rows, _context, self._store.reseal)
 
     # --- which agents may use which tools ----------------------------------------
 

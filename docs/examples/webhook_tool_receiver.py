@@ -5,7 +5,7 @@ calls, and answers the tool call.
 
 Standard library only. agentsvc POSTs (or PUTs/PATCHes, as the tool says) the JSON
 ``{"tool", "toolCallId", "arguments", "orgId", "agentId", "threadId", "userId"}``
-with ``Idempotency-Key: <toolCallId>`` and the signature of decisions.md
+with an ``Idempotency-Key`` (the same for a retried call) and the signature of decisions.md
 ("Outbound signatures"): X-Service-Signature = lowercase hex HMAC-SHA256, keyed with
 the UTF-8 bytes of the organization's signing secret, over
 "{X-Service-Timestamp}.{X-Service-Nonce}.{raw body}"; during a secret rotation the

@@ -85,6 +85,9 @@ class HttpWebhookCaller(WebhookCaller):
                 )
         except (httpx.TimeoutException, TimeoutError):
             return answer(outcome="timeout", reason=f"no answer within {request.timeout_ms} ms")
+        except ValueError:
+            # a request httpx cannot build (a header it cannot encode): no call made
+            return answer(outcome="unreachable", reason="the request could not be built")
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
             refusal = refusal_of(exc)
             if refusal is not None:

@@ -181,6 +181,7 @@ class Services:
         self.webhook_tools = WebhookTools(
             storage.webhook_tools,
             storage.agents,
+            storage.threads,
             storage.secrets,
             box,
             webhooks,

@@ -67,7 +67,7 @@ def test_names_are_unique_per_organization_even_under_concurrency(backend: Backe
     other = tool(org, "other")
     backend.run(store.add, other)
     with pytest.raises(Conflict):
-        backend.run(store.replace, msgspec.structs.replace(other, name="same"))
+        backend.run(store.replace, msgspec.structs.replace(other, name="same"), other)
 
 
 def test_replace_delete_and_reseal(backend: Backend) -> None:
@@ -78,7 +78,11 @@ def test_replace_delete_and_reseal(backend: Backend) -> None:
     changed = msgspec.structs.replace(
         t, name="renamed", url="https://hooks.example/v2", timeout_ms=500, updated_at=now()
     )
-    backend.run(store.replace, changed)
+    assert backend.run(store.replace, changed, t) is True
+    assert backend.run(store.get, org, t.id) == changed
+    # compare-and-set: a write from a stale read changes nothing
+    stale = msgspec.structs.replace(t, name="stale", updated_at=now())
+    assert backend.run(store.replace, stale, t) is False
     assert backend.run(store.get, org, t.id) == changed
     assert (org, t.id, "old-sealed") in backend.run(store.sealed_headers, None)
     assert backend.run(store.sealed_headers, org) == [(org, t.id, "old-sealed")]
@@ -89,4 +93,4 @@ def test_replace_delete_and_reseal(backend: Backend) -> None:
     with pytest.raises(NotFound):
         backend.run(store.delete, org, t.id)
     with pytest.raises(NotFound):
-        backend.run(store.replace, changed)
+        backend.run(store.replace, changed, changed)

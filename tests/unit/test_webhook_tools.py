@@ -29,6 +29,7 @@ from agentsvc_core.use_cases.webhook_tools import (
     WebhookTools,
     WebhookToolSource,
     argument_problem,
+    idempotency_key,
 )
 from tests.contract.test_agents_contract import agent_in
 from tests.unit.turn_world import Clock
@@ -79,6 +80,7 @@ class World:
         self.tools = WebhookTools(
             self.storage.webhook_tools,
             self.storage.agents,
+            self.storage.threads,
             self.storage.secrets,
             self.box,
             self.caller,
@@ -172,6 +174,27 @@ async def test_headers_are_sealed_and_only_a_flag_shows() -> None:
     assert gone.headers is None
 
 
+async def test_a_new_url_drops_the_headers_unless_they_are_given_again() -> None:
+    """Secrets given for one address are never sent to another: an admin who moves
+    the tool cannot make the service send its stored headers somewhere else."""
+    w = World()
+    made = await w.tool(headers={"Authorization": "Bearer s3cr3t-value"})
+    same = await w.tools.update(ADMIN, made.id, WebhookToolChanges(timeout_ms=700))
+    assert same.headers == made.headers
+    moved = await w.tools.update(ADMIN, made.id, WebhookToolChanges(url="https://evil.example/x"))
+    assert moved.headers is None
+    again = await w.tools.update(
+        ADMIN,
+        made.id,
+        WebhookToolChanges(url="https://hooks.example/v2", headers={"X-Key": "new-key-1234"}),
+    )
+    assert again.has_headers
+    with pytest.raises(InvalidInput) as e:
+        await w.tool("other", headers={"X-Key": "caf\u00e9-secret"})
+    assert "ASCII" in e.value.problem
+    assert "secret" not in e.value.detail
+
+
 async def test_names_are_unique_and_writes_need_an_admin() -> None:
     w = World()
     first = await w.tool()
@@ -227,7 +250,10 @@ async def test_a_call_sends_the_signed_body_and_answers_for_the_model() -> None:
         '{"status": "shipped"}'
     )
     [sent] = w.caller.calls
-    assert (sent.method, sent.timeout_ms, sent.idempotency_key) == ("PUT", 2500, "call_9")
+    assert (sent.method, sent.timeout_ms) == ("PUT", 2500)
+    # the key names this call: a retry repeats it, another thread's call_9 does not
+    assert sent.idempotency_key == idempotency_key(ORG, thread, "call_9")
+    assert sent.idempotency_key != idempotency_key(ORG, uuid.uuid4(), "call_9")
     assert sent.headers == {"X-Key": "k-123456789"}
     assert sent.secrets == [f"whsec_{ORG}"]
     assert json.loads(sent.body) == {
@@ -282,7 +308,9 @@ async def test_execute_answers_the_documented_shape() -> None:
         {"status": "shipped"},
         None,
     )
-    assert w.caller.calls[-1].idempotency_key.startswith("exec_")
+    assert len(w.caller.calls[-1].idempotency_key or "") == 64
+    with pytest.raises(NotFound):  # a thread of no organization of the caller's
+        await w.tools.execute(ADMIN, "lookup_order", {"orderId": "A"}, thread_id=uuid.uuid4())
     bad = await w.tools.execute(ADMIN, "lookup_order", {})
     assert (bad.ok, bad.status_code, bad.result) == (False, None, None)
     assert "'orderId' is a required property" in (bad.error or "")

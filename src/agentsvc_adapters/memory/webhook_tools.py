@@ -48,11 +48,14 @@ class MemoryWebhookTools(WebhookToolStore):
     async def list_all(self, org_id: str) -> list[WebhookTool]:
         return sorted((t for (o, _), t in self._tools.items() if o == org_id), key=lambda t: t.name)
 
-    async def replace(self, tool: WebhookTool) -> None:
-        await self.get(tool.org_id, tool.id)
+    async def replace(self, tool: WebhookTool, previous: WebhookTool) -> bool:
+        stored = await self.get(tool.org_id, tool.id)
+        if (stored.updated_at, stored.headers) != (previous.updated_at, previous.headers):
+            return False
         if self._taken(tool):
             raise Conflict(f"a tool named {tool.name!r} exists", code=TAKEN)
         self._tools[(tool.org_id, tool.id)] = tool
+        return True
 
     async def delete(self, org_id: str, tool_id: UUID) -> None:
         await self.get(org_id, tool_id)

@@ -100,14 +100,15 @@ class PostgresWebhookTools(Repo, WebhookToolStore):
         )
         return [_row(r) for r in rows]
 
-    async def replace(self, tool: WebhookTool) -> None:
+    async def replace(self, tool: WebhookTool, previous: WebhookTool) -> bool:
         try:
             async with translate(), self._pool.connection() as conn:
                 cur = await conn.execute(
                     "UPDATE webhook_tools SET name = %s, description = %s, parameters = %s::json,"
                     " url = %s, method = %s, headers = %s, timeout_ms = %s,"
                     " max_result_bytes = %s, updated_at = %s"
-                    " WHERE org_id = %s AND id = %s RETURNING id",
+                    " WHERE org_id = %s AND id = %s AND updated_at = %s"
+                    " AND headers IS NOT DISTINCT FROM %s RETURNING id",
                     (
                         tool.name,
                         tool.description,
@@ -120,10 +121,14 @@ class PostgresWebhookTools(Repo, WebhookToolStore):
                         tool.updated_at,
                         tool.org_id,
                         tool.id,
+                        previous.updated_at,
+                        previous.headers,
                     ),
                 )
-                if await cur.fetchone() is None:
-                    raise NotFound("tool not found")
+                if await cur.fetchone() is not None:
+                    return True
+            await self.get(tool.org_id, tool.id)  # NotFound when it is gone
+            return False
         except Conflict as exc:
             if isinstance(exc.__cause__, psycopg.errors.UniqueViolation):
                 raise _taken(tool) from None

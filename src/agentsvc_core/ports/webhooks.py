@@ -33,8 +33,10 @@ class WebhookToolStore(Protocol):
         """By name."""
         ...
 
-    async def replace(self, tool: WebhookTool) -> None:
-        """Store the changed tool. Raises ``NotFound``, or ``Conflict`` on a taken name."""
+    async def replace(self, tool: WebhookTool, previous: WebhookTool) -> bool:
+        """Store the changed tool if the stored one is still ``previous`` (its
+        ``updated_at`` and sealed headers): False when it changed meanwhile. Raises
+        ``NotFound``, or ``Conflict`` on a taken name."""
         ...
 
     async def delete(self, org_id: str, tool_id: UUID) -> None:

@@ -13,6 +13,7 @@ agents' models may call, signed with ``X-Service-*`` like the credential resolve
 
 from __future__ import annotations
 
+import hashlib
 import re
 import time
 import uuid
@@ -25,7 +26,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from agentsvc_core.entities import Agent, Principal, WebhookMethod, WebhookTool
-from agentsvc_core.errors import InvalidInput, NotFound, PermissionDenied
+from agentsvc_core.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from agentsvc_core.ports import (
     RESERVED_TOOL_PREFIXES,
     TOOL_SEPARATOR,
@@ -35,6 +36,7 @@ from agentsvc_core.ports import (
     SecretBox,
     SecretStore,
     ServerTools,
+    ThreadRepository,
     ToolCallContext,
     ToolSetup,
     ToolSpec,
@@ -71,6 +73,7 @@ MAX_MAX_RESULT_BYTES = 1024 * 1024
 MAX_SCHEMA_BYTES = 64 * 1024
 MAX_HEADERS = 32
 MAX_DELEGATED = 128
+_ATTEMPTS = 10  # compare-and-set attempts of a PATCH
 # headers the service sets itself: a tool's own headers may not replace them
 _OWN_HEADERS = frozenset(
     {
@@ -92,6 +95,12 @@ _headers = msgspec.json.Decoder(dict[str, str])
 
 def _context(org: str, tool_id: UUID) -> str:
     return f"{org}:webhook_tool:{tool_id}"
+
+
+def idempotency_key(org: str, thread_id: UUID | None, tool_call_id: str) -> str:
+    """``Idempotency-Key`` of a call: the same for a retried call, and unlike any
+    other call's (a model's tool call ids are unique only within a conversation)."""
+    return hashlib.sha256(f"{org}:{thread_id}:{tool_call_id}".encode()).hexdigest()
 
 
 def check_tool_name(name: str) -> str:
@@ -201,6 +210,7 @@ class WebhookTools:
         self,
         store: WebhookToolStore,
         agents: AgentRepository,
+        threads: ThreadRepository,
         records: SecretStore,
         box: SecretBox,
         caller: WebhookCaller,
@@ -210,6 +220,7 @@ class WebhookTools:
     ) -> None:
         self._store = store
         self._agents = agents
+        self._threads = threads
         self._records = SealedRecords(records, box)
         self._box = box
         self._caller = caller
@@ -245,6 +256,8 @@ class WebhookTools:
             raise InvalidInput("headers", f"at most {MAX_HEADERS} headers")
         for name, value in headers.items():
             check_header("headers", name, value)
+            if not value.isascii():  # HTTP/1.1 header values are bytes; the value is not echoed
+                raise InvalidInput("headers", f"the value of {name!r} must be ASCII")
             check_text("headers", value, max_len=8192)
             if name.lower() in _OWN_HEADERS:
                 raise InvalidInput("headers", f"{name!r} is set by the service")
@@ -290,22 +303,30 @@ class WebhookTools:
     async def update(
         self, who: Principal, tool_id: UUID, changes: WebhookToolChanges
     ) -> WebhookTool:
+        """Only the supplied fields change. A new ``url`` without ``headers`` drops
+        the stored headers: secrets given for one address are never sent to
+        another (as MCP servers' credentials). The write is a compare-and-set, so
+        neither a concurrent PATCH nor a key rotation is lost."""
         self._admin(who)
-        current = await self._store.get(who.org_id, tool_id)
         fields = {
             f: getattr(changes, f)
             for f in changes.__struct_fields__
             if f != "headers" and getattr(changes, f) is not UNSET
         }
-        updated = self._check(
-            msgspec.structs.replace(current, **fields, updated_at=self._clock.now())
-        )
-        if changes.headers is not UNSET:
-            updated = msgspec.structs.replace(
-                updated, headers=self._sealed_headers(who.org_id, tool_id, changes.headers)
+        for _ in range(_ATTEMPTS):
+            current = await self._store.get(who.org_id, tool_id)
+            updated = self._check(
+                msgspec.structs.replace(current, **fields, updated_at=self._clock.now())
             )
-        await self._store.replace(updated)
-        return updated
+            if changes.headers is not UNSET:
+                updated = msgspec.structs.replace(
+                    updated, headers=self._sealed_headers(who.org_id, tool_id, changes.headers)
+                )
+            elif updated.url != current.url:
+                updated = msgspec.structs.replace(updated, headers=None)
+            if await self._store.replace(updated, current):
+                return updated
+        raise Conflict("the tool is being changed by another request; try again")
 
     async def delete(self, who: Principal, tool_id: UUID) -> None:
         self._admin(who)
@@ -395,7 +416,7 @@ class WebhookTools:
                 secrets=await self._signing.signing_secrets(tool.org_id),
                 timeout_ms=tool.timeout_ms,
                 max_bytes=tool.max_result_bytes,
-                idempotency_key=tool_call_id,
+                idempotency_key=idempotency_key(tool.org_id, thread_id, tool_call_id),
             )
         )
         return _Outcome(ok=answer.outcome == "ok", text=_judged(tool, answer), answer=answer)
@@ -416,6 +437,8 @@ class WebhookTools:
             raise NotFound(f"no webhook tool named {name!r}")
         if agent_id is not None:
             await self._agents.get(who.org_id, agent_id)
+        if thread_id is not None:
+            await self._threads.get(who.org_id, thread_id)  # NotFound: another org's
         started = time.monotonic()
         outcome = await self.run(
             tool,

@@ -13,10 +13,11 @@ an allow-list (``_ALLOWED``); the service sets the rest itself: no password file
 no password from the service's own environment (``PGPASSWORD``), its session
 options.
 
-Refused: a role that may act on the database server itself (a superuser, or a
-member of ``pg_execute_server_program``, ``pg_read_server_files`` or
-``pg_write_server_files``), checked at the start of every call: a read-only
-transaction does not stop ``COPY ... TO PROGRAM`` or ``pg_read_file``.
+Refused: a role that may act on the database server itself (a superuser or a
+member of one, a member of ``pg_execute_server_program``, ``pg_read_server_files``,
+``pg_write_server_files`` or ``pg_signal_backend``), checked at the start of every
+call: a read-only transaction does not stop ``SET ROLE``, ``COPY ... TO PROGRAM``,
+``pg_read_file`` or ``pg_terminate_backend``.
 
 Read-only, by the database: every session starts with
 ``default_transaction_read_only=on``, ``statement_timeout`` (the integration's),
@@ -93,19 +94,23 @@ LOCK_TIMEOUT_MS = 1000
 _NO_PASSFILE = os.path.join(os.devnull, "agentsvc-no-passfile")
 _enc = msgspec.json.Encoder()
 
-# Whether the session's role may act on the database server itself: a superuser, or
-# a member of the roles that run programs or read and write the server's files
-# (COPY ... TO PROGRAM, pg_read_file) even in a read-only transaction.
+# Whether the session's role may act on the database server itself: a superuser, a
+# member of a superuser role (SET ROLE works in a read-only transaction), or a
+# member of the roles that run programs, read and write the server's files
+# (COPY ... TO PROGRAM, pg_read_file) or end other sessions (pg_terminate_backend),
+# all of which a read-only transaction allows.
 _POWERS = (
-    "SELECT rolsuper"
+    "SELECT EXISTS (SELECT 1 FROM pg_roles r"
+    " WHERE r.rolsuper AND pg_has_role(current_user, r.oid, 'MEMBER'))"
     " OR pg_has_role(current_user, 'pg_execute_server_program', 'MEMBER')"
     " OR pg_has_role(current_user, 'pg_read_server_files', 'MEMBER')"
     " OR pg_has_role(current_user, 'pg_write_server_files', 'MEMBER')"
-    " FROM pg_roles WHERE rolname = current_user"
+    " OR pg_has_role(current_user, 'pg_signal_backend', 'MEMBER')"
 )
 TOO_POWERFUL = (
-    "the role may act on the database server (a superuser, or a member of"
-    " pg_execute_server_program, pg_read_server_files or pg_write_server_files);"
+    "the role may act on the database server (a superuser or a member of one, or a"
+    " member of pg_execute_server_program, pg_read_server_files, pg_write_server_files"
+    " or pg_signal_backend);"
     " connect with a role that may only read what the agent needs"
 )
 

@@ -261,27 +261,40 @@ async def test_failures_name_no_secret(db_url: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "power", ["SUPERUSER", "pg_execute_server_program", "pg_read_server_files"]
+    "power",
+    [
+        "SUPERUSER",
+        "a superuser role",
+        "pg_execute_server_program",
+        "pg_read_server_files",
+        "pg_write_server_files",
+        "pg_signal_backend",
+    ],
 )
 async def test_a_role_that_can_act_on_the_server_is_refused(
     db_url: str, pg_admin_url: str, power: str
 ) -> None:
-    """A read-only transaction does not stop COPY ... TO PROGRAM or pg_read_file:
-    such a role is refused at the test and at every call, a grant made later too."""
-    role = conninfo_to_dict(db_url)["user"]
+    """A read-only transaction does not stop SET ROLE, COPY ... TO PROGRAM,
+    pg_read_file or pg_terminate_backend: such a role is refused at the test and at
+    every call, a grant made later too."""
+    role = sql.Identifier(conninfo_to_dict(db_url)["user"])
+    boss = sql.Identifier(f"boss_{uuid.uuid4().hex[:8]}")
+    if power == "SUPERUSER":
+        grant = [sql.SQL("ALTER ROLE {} SUPERUSER").format(role)]
+        revoke = [sql.SQL("ALTER ROLE {} NOSUPERUSER").format(role)]
+    elif power == "a superuser role":  # NOLOGIN, but SET ROLE reaches it
+        grant = [
+            sql.SQL("CREATE ROLE {} SUPERUSER NOLOGIN").format(boss),
+            sql.SQL("GRANT {} TO {}").format(boss, role),
+        ]
+        revoke = [sql.SQL("DROP ROLE {}").format(boss)]
+    else:
+        grant = [sql.SQL("GRANT {} TO {}").format(sql.Identifier(power), role)]
+        revoke = [sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(power), role)]
     await OPEN.test(db_url)  # an ordinary role: fine
-    grant = (
-        sql.SQL("ALTER ROLE {} SUPERUSER")
-        if power == "SUPERUSER"
-        else sql.SQL("GRANT " + power + " TO {}")
-    )
-    revoke = (
-        sql.SQL("ALTER ROLE {} NOSUPERUSER")
-        if power == "SUPERUSER"
-        else sql.SQL("REVOKE " + power + " FROM {}")
-    )
     with psycopg.connect(pg_admin_url, autocommit=True) as admin:
-        admin.execute(grant.format(sql.Identifier(role)))
+        for statement in grant:
+            admin.execute(statement)
     try:
         with pytest.raises(DatabaseError, match="the role may act on the database server"):
             await OPEN.test(db_url)
@@ -289,5 +302,6 @@ async def test_a_role_that_can_act_on_the_server_is_refused(
             await OPEN.query(target(db_url), "SELECT 1")
     finally:
         with psycopg.connect(pg_admin_url, autocommit=True) as admin:
-            admin.execute(revoke.format(sql.Identifier(role)))
+            for statement in revoke:
+                admin.execute(statement)
     assert (await OPEN.query(target(db_url), "SELECT 1 AS one")).rows == [[1]]

@@ -331,6 +331,18 @@ def test_disabled_or_awaiting_approval_tools_refuse() -> None:
         assert (
             await w.tools.call(KEY, agent, "plan_update", {"status": "approved"}, gated)
         ).startswith("error: a person approves")
+        # nor around the approval: a draft moved on, todos born started or done
+        for status in ("in_progress", "completed"):
+            moved = await w.tools.call(KEY, agent, "plan_update", {"status": status}, gated)
+            assert moved.startswith("error: a person approves"), status
+        for tool, args in [
+            ("todo_add", {"todos": [{"content": "b", "status": "done"}]}),
+            ("plan_create", {"title": "y", "todos": [{"content": "c", "status": "in_progress"}]}),
+        ]:
+            born = await w.tools.call(KEY, agent, tool, args, gated)
+            assert born.startswith("error: the plan awaits approval"), tool
+        renamed = await w.tools.call(KEY, agent, "plan_update", {"title": "x2"}, gated)
+        assert json.loads(renamed)["status"] == "draft"
         await w.plans.update(KEY, uuid.UUID(plan["id"]), PlanChanges(status="approved"))
         started = await w.tools.call(
             KEY, agent, "todo_update", {"todoId": todo, "status": "in_progress"}, gated

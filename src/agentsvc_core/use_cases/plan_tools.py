@@ -121,6 +121,12 @@ class _Add(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     todos: tuple[_NewTodo, ...]
 
 
+def _only_pending(todos: tuple[_NewTodo, ...]) -> None:
+    """A plan awaiting approval: its new todos cannot be started or finished."""
+    if any(t.status != "pending" for t in todos):
+        raise _Refused("the plan awaits approval: its todos cannot start yet")
+
+
 class _TodoUpdate(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     plan_id: UUID | None = None
     todo_id: UUID
@@ -302,18 +308,25 @@ class PlanTools(ServerTools):
         p = self._plans
         match args:
             case _Create():
+                if config.require_approval:  # a new plan is a draft
+                    _only_pending(args.todos)
                 return await p.create_in(
                     org, thread_id, args.title, [t.draft() for t in args.todos]
                 )
             case _Update():
                 plan = await self._plan(org, thread_id, args.plan_id)
-                if config.require_approval and args.status == "approved":
+                if config.require_approval and (
+                    args.status == "approved"
+                    or (plan.status == "draft" and args.status not in (UNSET, "draft", "cancelled"))
+                ):
                     raise _Refused("a person approves this plan, not the model")
                 return await p.update_in(
                     org, plan.id, PlanChanges(title=args.title, status=args.status)
                 )
             case _Add():
                 plan = await self._plan(org, thread_id, args.plan_id)
+                if config.require_approval and plan.status == "draft":
+                    _only_pending(args.todos)
                 return await p.add_todos_in(org, plan.id, [t.draft() for t in args.todos])
             case _TodoUpdate():
                 plan = await self._plan(org, thread_id, args.plan_id)

@@ -4,6 +4,7 @@ Search API speaking its real wire format. Serve them with ``tests.web.live.serve
 from __future__ import annotations
 
 import json
+import zlib
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -63,6 +64,8 @@ class FakeSite:
                 n = int(query.get("n", "100000"))
                 line = b"0123456789abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstu\n"
                 return 200, text, (line * (n // len(line) + 1))[:n]
+            case "/gzip" | "/deflate" | "/brotli":
+                return _encoded(path, query, text)
             case "/redirect":
                 return 302, [(b"location", query["to"].encode())], b""
             case "/loop":
@@ -81,6 +84,32 @@ class FakeSite:
                 return 200, text, headers.get("cookie", "(no cookie)").encode()
             case _:
                 return 404, text, b"not found"
+
+
+def _encoded(
+    path: str, query: dict[str, str], text: list[tuple[bytes, bytes]]
+) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    """Bodies with a Content-Encoding: /gzip (n bytes of text: 64 MiB is about
+    64 KiB of gzip), /deflate, /brotli (an encoding web_fetch does not read)."""
+    if path == "/gzip":
+        return (
+            200,
+            [*text, (b"content-encoding", b"gzip")],
+            _zeros_gzip(int(query.get("n", "1000"))),
+        )
+    if path == "/deflate":
+        body = zlib.compress(b"deflated tea " * 10)
+        return 200, [*text, (b"content-encoding", b"deflate")], body
+    return 200, [*text, (b"content-encoding", b"br")], b"\x0b\x02\x80tea\x03"
+
+
+def _zeros_gzip(n: int) -> bytes:
+    """``n`` bytes of "0" gzip-compressed (a gzip bomb when ``n`` is large)."""
+    out = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    block = b"0" * 1_048_576
+    parts = [out.compress(block) for _ in range(n // len(block))]
+    parts.append(out.compress(b"0" * (n % len(block))))
+    return b"".join([*parts, out.flush()])
 
 
 BRAVE_KEY = "brave-test-subscription-token-0123456789"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import tracemalloc
 from collections.abc import AsyncIterator, Iterator
 
 import httpx
@@ -93,6 +94,30 @@ async def test_the_size_cap_cuts_the_body_while_reading(
     whole = await fetcher.fetch(f"{url}/big?n=2048", FetchLimits(max_bytes=2048, timeout_ms=5000))
     assert whole.cut is False
     assert len(whole.text) == 2048
+
+
+async def test_a_compressed_body_is_decompressed_only_up_to_the_cap(
+    site: tuple[FakeSite, str], fetcher: HttpWebFetcher
+) -> None:
+    """64 MiB of zeros in about 64 KiB of gzip: read up to the cap, never inflated
+    whole (httpx's own decoder would inflate each chunk without a limit)."""
+    _, url = site
+    small = FetchLimits(max_bytes=1024, timeout_ms=5000)
+    tracemalloc.start()
+    try:
+        bomb = await fetcher.fetch(f"{url}/gzip?n={64 * 1024 * 1024}", small)
+        peak = tracemalloc.get_traced_memory()[1]  # this process: the fake site's too
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * 1024 * 1024, f"{peak} bytes at the peak: the body was inflated whole"
+    assert (bomb.cut, len(bomb.text)) == (True, 1024)
+    assert set(bomb.text) == {"0"}
+    whole = await fetcher.fetch(f"{url}/gzip?n=1000", small)
+    assert (whole.cut, whole.text) == (False, "0" * 1000)
+    deflated = await fetcher.fetch(f"{url}/deflate", small)
+    assert deflated.text.startswith("deflated tea deflated tea")
+    with pytest.raises(WebFetchFailed, match="answered in 'br', which web_fetch does not read"):
+        await fetcher.fetch(f"{url}/brotli", small)
 
 
 async def test_the_deadline_covers_a_server_that_never_answers(fetcher: HttpWebFetcher) -> None:

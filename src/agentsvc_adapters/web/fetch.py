@@ -9,8 +9,9 @@
 - Redirects (301, 302, 303, 307, 308) are followed here, at most 5, each new URL
   checked as the first was; the client itself follows none.
 - One deadline for the whole exchange, redirects included (``asyncio.timeout``).
-- The body is read up to ``max_bytes`` after decompression (a small gzip cannot
-  grow into gigabytes here), then cut; what was read is used.
+- The body is read up to ``max_bytes`` after decompression, which is done here,
+  bounded (``Accept-Encoding: gzip, deflate``; a small gzip cannot grow into
+  gigabytes), then cut; what was read is used. Other encodings are refused.
 - Content types: HTML becomes readable text (``html.py``, in a worker thread);
   plain text, Markdown and JSON come as they are; others are refused before their
   body is read. No content type: HTML if it looks like it, else text if it is UTF-8.
@@ -24,7 +25,9 @@ from __future__ import annotations
 import asyncio
 import codecs
 import http.cookiejar
+import zlib
 from email.message import Message
+from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import httpx
@@ -47,6 +50,8 @@ _HEADERS = {
         "text/html,application/xhtml+xml;q=0.9,text/markdown;q=0.8,text/plain;q=0.8,"
         "application/json;q=0.8,*/*;q=0.1"
     ),
+    # the encodings _read decompresses itself, bounded (not httpx's: unbounded)
+    "Accept-Encoding": "gzip, deflate",
 }
 
 
@@ -213,13 +218,47 @@ class HttpWebFetcher(WebFetcher):
         raise WebFetchFailed(f"more than {MAX_REDIRECTS} redirects")
 
 
+def _decompressor(resp: httpx.Response) -> Any:
+    """A zlib decompressor for the answer's ``Content-Encoding`` (None: identity)."""
+    encoding = resp.headers.get("content-encoding", "").strip().lower()
+    if encoding in ("", "identity"):
+        return None
+    if encoding in ("gzip", "x-gzip"):
+        return zlib.decompressobj(16 + zlib.MAX_WBITS)
+    if encoding == "deflate":
+        return zlib.decompressobj()
+    raise WebFetchFailed(
+        f"{_host(str(resp.url))} answered in {encoding!r}, which web_fetch does not read"
+    )
+
+
 async def _read(resp: httpx.Response, limit: int) -> tuple[bytes, bool]:
-    """At most ``limit`` bytes of the (decoded) body, and whether there was more."""
+    """At most ``limit`` bytes of the decompressed body, and whether there was more.
+    The raw bytes are decompressed here, never more than ``limit + 1`` at a time
+    (``max_length``): httpx's own decoders decompress a whole chunk at once, and 64
+    KiB of gzip can be gigabytes."""
+    decoder = _decompressor(resp)
     body = bytearray()
-    async for chunk in resp.aiter_bytes():
-        body += chunk
-        if len(body) > limit:
-            return bytes(body[:limit]), True
+    try:
+        async for chunk in resp.aiter_raw():
+            data = chunk
+            while data:
+                if decoder is None:
+                    body += data
+                    data = b""
+                else:
+                    body += decoder.decompress(data, limit + 1 - len(body))
+                    data = decoder.unconsumed_tail
+                if len(body) > limit:
+                    return bytes(body[:limit]), True
+        if decoder is not None:
+            body += decoder.flush()
+    except zlib.error:
+        raise WebFetchFailed(
+            f"{_host(str(resp.url))} answered a body that does not decompress"
+        ) from None
+    if len(body) > limit:
+        return bytes(body[:limit]), True
     return bytes(body), False
 
 

@@ -36,6 +36,7 @@ from agentsvc_web.controllers.mcps import (
     RegistryController,
     RunnerMcpController,
 )
+from agentsvc_web.controllers.memories import AgentMemoryController
 from agentsvc_web.controllers.plans import AgentPlanController, PlanController
 from agentsvc_web.controllers.settings import (
     AgentCompactionController,
@@ -120,6 +121,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             AgentDelegatedController,
             PlanController,
             AgentPlanController,
+            AgentMemoryController,
             healthz,
             readyz,
             metrics,
@@ -143,6 +145,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "webhook_tools": _const(services.webhook_tools),
             "plans": _const(services.plans),
             "plan_settings": _const(services.plan_settings),
+            "memories": _const(services.memories),
+            "memory_settings": _const(services.memory_settings),
         },
         middleware=[
             DefineMiddleware(RequestSpans, tracer=services.tracer),

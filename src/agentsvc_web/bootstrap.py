@@ -69,6 +69,8 @@ from agentsvc_core.use_cases.integrations import Integrations, IntegrationTools
 from agentsvc_core.use_cases.logs import Analytics, Logs
 from agentsvc_core.use_cases.mcp_oauth import McpOAuth
 from agentsvc_core.use_cases.mcp_servers import McpServers, McpTools
+from agentsvc_core.use_cases.memories import Memories, MemorySettings
+from agentsvc_core.use_cases.memory_tools import MemoryTools
 from agentsvc_core.use_cases.org_settings import (
     AgentConfigs,
     CompactionSettings,
@@ -198,6 +200,10 @@ class Services:
         )
         self.plans = Plans(storage.plans, self.threads, clock)
         self.plan_settings = PlanSettings(storage.secrets, storage.agents, box)
+        self.memories, self.memory_settings = (
+            Memories(storage.memories, storage.agents, clock),
+            MemorySettings(storage.secrets, storage.agents, box),
+        )
         self.web = self._web_tools(settings, storage, box, urls, web_fetcher, web_search)
         try:
             prices = load_prices(settings.prices_file)
@@ -277,6 +283,7 @@ class Services:
             WebhookToolSource(self.webhook_tools, self.storage.webhook_tools),
             IntegrationTools(self.integrations, self.databases),
             PlanTools(self.plans, self.plan_settings),
+            MemoryTools(self.memories, self.memory_settings),
             WebTools(self.web, self.web_fetcher, self.web_search),
         ]
 

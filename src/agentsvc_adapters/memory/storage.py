@@ -10,6 +10,7 @@ from agentsvc_adapters.memory.conversations import MemoryConversations, MemoryTh
 from agentsvc_adapters.memory.idempotency import MemoryIdempotency
 from agentsvc_adapters.memory.integrations import MemoryIntegrations
 from agentsvc_adapters.memory.mcps import MemoryMcps
+from agentsvc_adapters.memory.memories import MemoryMemories
 from agentsvc_adapters.memory.plans import MemoryPlans
 from agentsvc_adapters.memory.secrets import MemorySecrets
 from agentsvc_adapters.memory.traces import MemoryTraces
@@ -34,6 +35,7 @@ from agentsvc_core.ports import (
     WebhookToolStore,
 )
 from agentsvc_core.ports.idempotency import IdempotencyStore
+from agentsvc_core.ports.memories import MemoryStore
 from agentsvc_core.ports.plans import PlanStore
 
 
@@ -80,6 +82,8 @@ class MemoryAgents(AgentRepository):
     def __init__(self) -> None:
         # Keyed by (org, id): a lookup with the wrong org finds nothing.
         self._agents: dict[tuple[str, UUID], Agent] = {}
+        # what goes with an agent (PostgreSQL: ON DELETE CASCADE)
+        self.on_delete: list[Callable[[str, UUID], None]] = []
 
     async def add(self, agent: Agent) -> None:
         self._agents[(agent.org_id, agent.id)] = agent
@@ -93,6 +97,9 @@ class MemoryAgents(AgentRepository):
     async def get(self, org_id: str, agent_id: UUID) -> Agent:
         return self._get(org_id, agent_id)
 
+    def has(self, org_id: str, agent_id: UUID) -> bool:
+        return (org_id, agent_id) in self._agents
+
     async def list(self, org_id: str) -> list[Agent]:
         agents = [a for (org, _), a in self._agents.items() if org == org_id]
         return sorted(agents, key=lambda a: (a.created_at, a.id))
@@ -105,6 +112,8 @@ class MemoryAgents(AgentRepository):
     async def delete(self, org_id: str, agent_id: UUID) -> None:
         self._get(org_id, agent_id)
         del self._agents[(org_id, agent_id)]
+        for drop in self.on_delete:
+            drop(org_id, agent_id)
 
 
 class MemoryTurnReader(TurnReader):
@@ -160,6 +169,8 @@ class MemoryStorage(Storage):
         self._secrets = MemorySecrets()
         self._integrations = MemoryIntegrations()
         self._plans = MemoryPlans()
+        self._memories = MemoryMemories(self._agents.has)
+        self._agents.on_delete.append(self._memories.drop_agent)
         self._turn_reader = MemoryTurnReader(
             self._threads, self._agents, self._conversations, self._mcps, self._secrets
         )
@@ -226,6 +237,10 @@ class MemoryStorage(Storage):
     @property
     def plans(self) -> PlanStore:
         return self._plans
+
+    @property
+    def memories(self) -> MemoryStore:
+        return self._memories
 
     def _all_threads(self) -> Iterator[Thread]:
         return self._threads.all()

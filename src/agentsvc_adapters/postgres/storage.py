@@ -23,6 +23,7 @@ from agentsvc_adapters.postgres.conversations import PostgresConversations, Post
 from agentsvc_adapters.postgres.idempotency import PostgresIdempotency
 from agentsvc_adapters.postgres.integrations import PostgresIntegrations
 from agentsvc_adapters.postgres.mcps import PostgresMcps
+from agentsvc_adapters.postgres.memories import PostgresMemories
 from agentsvc_adapters.postgres.migrate import migrations
 from agentsvc_adapters.postgres.organizations import PostgresOrganizations
 from agentsvc_adapters.postgres.owners import new_owner
@@ -59,6 +60,7 @@ from agentsvc_core.ports import (
     WebhookToolStore,
 )
 from agentsvc_core.ports.idempotency import IdempotencyStore
+from agentsvc_core.ports.memories import MemoryStore
 from agentsvc_core.ports.plans import PlanStore
 
 READY_TIMEOUT_S = 3.0  # the readiness probe's wait for a pooled connection
@@ -113,6 +115,7 @@ class PostgresStorage(Storage):
         self._traces = PostgresTraces(self.pool, timedelta(seconds=fold_settle_s))
         self._webhook_tools = PostgresWebhookTools(self.pool)
         self._plans = PostgresPlans(self.pool)
+        self._memories = PostgresMemories(self.pool)
 
     async def open(self) -> None:
         async with translate():
@@ -199,3 +202,7 @@ class PostgresStorage(Storage):
     @property
     def plans(self) -> PlanStore:
         return self._plans
+
+    @property
+    def memories(self) -> MemoryStore:
+        return self._memories

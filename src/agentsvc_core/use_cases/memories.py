@@ -1,0 +1,234 @@
+"""Memories of an agent (docs/memory.md): its configuration
+(``GET/PUT /api/agents/{id}/memory``, a sealed record of kind ``memory``), the
+list, the recall and the delete of ``/api/agents/{id}/memories``, and the save and
+search the memory tools use (``use_cases/memory_tools.py``).
+
+Who sees what over HTTP: a caller that acts for the organization (an API key) sees
+every memory of the agent; any other (a JWT user, admin or not) sees the agent's
+``agent`` scope and its own ``user`` scope, not other users' memories nor those of
+threads (a thread's memories are the model's, in that thread). Another caller's
+memory is 404, as another organization's is.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import msgspec
+
+from agentsvc_core.entities import Principal
+from agentsvc_core.entities.memory import (
+    MEMORY_SCOPES,
+    Memory,
+    MemoryScope,
+    MemoryStatus,
+    words,
+)
+from agentsvc_core.errors import InvalidInput, NotFound
+from agentsvc_core.ports import AgentRepository, Clock, SealedRecord, SecretBox, SecretStore
+from agentsvc_core.ports.memories import MemoryStore, Saved, ScopeFilter
+from agentsvc_core.rules import check_text
+from agentsvc_core.use_cases.sealed import SealedRecords
+
+__all__ = [
+    "KIND",
+    "MAX_CONTENT",
+    "MAX_KEY",
+    "MAX_MEMORIES",
+    "MAX_QUERY",
+    "MAX_TOP_K",
+    "Memories",
+    "MemoryConfig",
+    "MemoryPage",
+    "MemorySettings",
+]
+
+KIND = "memory"
+MAX_CONTENT = 2000  # characters of a memory
+MAX_KEY = 100
+MAX_QUERY = 1000
+MAX_TOP_K = 50
+MAX_MEMORIES = 10_000  # the highest max_memories an agent may be given
+
+
+class MemoryConfig(msgspec.Struct, frozen=True, kw_only=True):
+    agent_id: UUID
+    org_id: str
+    enabled: bool = False  # the model gets memory_save and memory_search
+    scopes: tuple[MemoryScope, ...] = MEMORY_SCOPES  # the scopes the tools may use
+    max_memories: int = 1000  # active memories of the agent; a save beyond is refused
+
+
+def _check_config(config: MemoryConfig) -> MemoryConfig:
+    if not config.scopes:
+        raise InvalidInput("scopes", "must name at least one scope")
+    if len(set(config.scopes)) != len(config.scopes):
+        raise InvalidInput("scopes", "must not repeat a scope")
+    if not 1 <= config.max_memories <= MAX_MEMORIES:
+        raise InvalidInput("maxMemories", f"must be between 1 and {MAX_MEMORIES}")
+    return config
+
+
+class MemorySettings:
+    def __init__(self, store: SecretStore, agents: AgentRepository, box: SecretBox) -> None:
+        self._records = SealedRecords(store, box)
+        self._agents = agents
+
+    async def of(self, org: str, agent_id: UUID) -> MemoryConfig:
+        config = await self._records.get(org, KIND, str(agent_id), MemoryConfig)
+        return config or MemoryConfig(agent_id=agent_id, org_id=org)
+
+    def opened(self, org: str, agent_id: UUID, records: Mapping[str, SealedRecord]) -> MemoryConfig:
+        """From the records the turn read (defaults when none was stored)."""
+        if KIND not in records:
+            return MemoryConfig(agent_id=agent_id, org_id=org)
+        return self._records.open(org, KIND, str(agent_id), records[KIND].value, MemoryConfig)
+
+    async def get(self, who: Principal, agent_id: UUID) -> MemoryConfig:
+        await self._agents.get(who.org_id, agent_id)
+        return await self.of(who.org_id, agent_id)
+
+    async def update(self, who: Principal, agent_id: UUID, changes: dict[str, Any]) -> MemoryConfig:
+        """Only the supplied fields change (a concurrent PUT of others is not lost)."""
+        await self._agents.get(who.org_id, agent_id)
+        if "scopes" in changes:
+            changes = {**changes, "scopes": tuple(changes["scopes"])}
+
+        def apply(current: MemoryConfig | None) -> MemoryConfig:
+            base = current or MemoryConfig(agent_id=agent_id, org_id=who.org_id)
+            return _check_config(msgspec.structs.replace(base, **changes))
+
+        return await self._records.change(who.org_id, KIND, str(agent_id), MemoryConfig, apply)
+
+
+class MemoryPage(msgspec.Struct, frozen=True, kw_only=True):
+    memories: list[Memory]
+    next_cursor: tuple[datetime, UUID] | None  # (created_at, id) of the page's last
+
+
+def _visible(
+    who: Principal, scope: MemoryScope | None, scope_id: str | None
+) -> list[ScopeFilter] | None:
+    """The places the caller asks for and may see (``None``: every place). A
+    ``scope_id`` counts only with the thread or user scope."""
+    if scope == "agent" or scope is None:
+        scope_id = None
+    if who.acts_for_org:
+        return None if scope is None else [(scope, scope_id)]
+    mine: list[ScopeFilter] = [("agent", None)]
+    if who.user_id is not None:
+        mine.append(("user", who.user_id))
+    return [
+        (s, sid)
+        for s, sid in mine
+        if (scope is None or s == scope) and (scope_id is None or sid == scope_id)
+    ]
+
+
+class Memories:
+    def __init__(self, store: MemoryStore, agents: AgentRepository, clock: Clock) -> None:
+        self._store = store
+        self._agents = agents
+        self._clock = clock
+
+    # --- what the tools do (the agent is the turn's: no check) ---------------------
+
+    async def save(
+        self,
+        org: str,
+        agent_id: UUID,
+        scope: MemoryScope,
+        scope_id: str | None,
+        content: str,
+        key: str | None,
+        *,
+        max_active: int,
+    ) -> Saved:
+        """Raises ``InvalidInput`` for a bad text or an agent at its cap."""
+        content = check_text("content", content, max_len=MAX_CONTENT, required=True).strip()
+        if key is not None:
+            key = " ".join(check_text("key", key, max_len=MAX_KEY).casefold().split()) or None
+        now = self._clock.now()
+        saved = await self._store.save(
+            Memory(
+                id=uuid.uuid4(),
+                org_id=org,
+                agent_id=agent_id,
+                scope=scope,
+                scope_id=None if scope == "agent" else scope_id,
+                content=content,
+                key=key,
+                created_at=now,
+                updated_at=now,
+            ),
+            max_active,
+        )
+        if saved.outcome == "full":
+            raise InvalidInput(
+                "memory", f"the agent keeps at most {max_active} active memories (maxMemories)"
+            )
+        return saved
+
+    async def search(
+        self,
+        org: str,
+        agent_id: UUID,
+        query: str,
+        scopes: Sequence[ScopeFilter] | None,
+        top_k: int,
+    ) -> list[tuple[Memory, float]]:
+        query = check_text("query", query, max_len=MAX_QUERY, required=True)
+        if not 1 <= top_k <= MAX_TOP_K:
+            raise InvalidInput("topK", f"must be between 1 and {MAX_TOP_K}")
+        return await self._store.search(org, agent_id, words(query), scopes, top_k)
+
+    # --- the HTTP routes ----------------------------------------------------------
+
+    async def page(
+        self,
+        who: Principal,
+        agent_id: UUID,
+        *,
+        scope: MemoryScope | None,
+        status: MemoryStatus | None,
+        cursor: tuple[datetime, UUID] | None,
+        limit: int,
+    ) -> MemoryPage:
+        await self._agents.get(who.org_id, agent_id)
+        rows = await self._store.page(
+            who.org_id,
+            agent_id,
+            scopes=_visible(who, scope, None),
+            status=status,
+            before=cursor,
+            limit=limit + 1,
+        )
+        page = rows[:limit]
+        last = page[-1] if len(rows) > limit else None
+        return MemoryPage(
+            memories=page, next_cursor=None if last is None else (last.created_at, last.id)
+        )
+
+    async def recall(
+        self,
+        who: Principal,
+        agent_id: UUID,
+        query: str,
+        top_k: int,
+        scope: MemoryScope | None,
+        scope_id: str | None,
+    ) -> list[tuple[Memory, float]]:
+        await self._agents.get(who.org_id, agent_id)
+        return await self.search(who.org_id, agent_id, query, _visible(who, scope, scope_id), top_k)
+
+    async def delete(self, who: Principal, agent_id: UUID, memory_id: UUID) -> None:
+        await self._agents.get(who.org_id, agent_id)
+        if not who.acts_for_org:
+            memory = await self._store.get(who.org_id, agent_id, memory_id)
+            if not _visible(who, memory.scope, memory.scope_id):
+                raise NotFound("memory not found")
+        await self._store.delete(who.org_id, agent_id, memory_id)

@@ -32,6 +32,7 @@ def test_deleting_an_agent_deletes_its_configurations() -> None:
                 ("PUT", "delegated", {"toolIds": [tool["id"]]}),
                 ("PUT", "web", {"fetchEnabled": True}),
                 ("PUT", "plan", {"enabled": True}),
+                ("PUT", "memory", {"enabled": True}),
             ]:
                 r = c.request(method, f"/api/agents/{agent}/{path}", json=body)
                 assert r.status_code == 200, (path, r.text)
@@ -41,7 +42,7 @@ def test_deleting_an_agent_deletes_its_configurations() -> None:
                 records = portal.call(services.storage.secrets.every, org)
             return {kind for _, kind, k, _ in records if k == agent}
 
-        assert kinds_of(gone) == {"resolver", "compaction", "delegated", "web", "plan"}
+        assert kinds_of(gone) == {"resolver", "compaction", "delegated", "web", "plan", "memory"}
         assert c.delete(f"/api/agents/{gone}").json() == {"ok": True}
         assert kinds_of(gone) == set()
-        assert kinds_of(kept) == {"resolver", "compaction", "delegated", "web", "plan"}
+        assert kinds_of(kept) == {"resolver", "compaction", "delegated", "web", "plan", "memory"}

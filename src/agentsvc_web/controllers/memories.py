@@ -184,7 +184,7 @@ class AgentMemoryController(Controller):
         request: Req,
         memories: NamedDependency[Memories],
         agent_id: FromPath[UUID],
-        scope: Annotated[MemoryScope | None, QueryParameter(name="scope")] = None,
+        scope_filter: Annotated[MemoryScope | None, QueryParameter(name="scope")] = None,
         status: Annotated[MemoryStatus | None, QueryParameter(name="status")] = None,
         cursor: Annotated[str | None, QueryParameter(name="cursor", max_length=100)] = None,
         limit: Annotated[int, QueryParameter(name="limit", ge=1, le=100)] = 50,
@@ -192,7 +192,7 @@ class AgentMemoryController(Controller):
         page = await memories.page(
             principal_of(request),
             agent_id,
-            scope=scope,
+            scope=scope_filter,
             status=status,
             cursor=_cursor(cursor),
             limit=limit,

@@ -1,0 +1,181 @@
+"""Memories through the web app (memory and PostgreSQL): the configuration, the
+tools in a turn, the list, the recall and the delete, and who may do what."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from litestar.testing import TestClient
+
+from tests.sse import parse
+from tests.web.conftest import bearer, make_jwt
+
+H = dict[str, str]
+C = TestClient[Any]
+
+
+def _agent_and_thread(c: C, h: H) -> tuple[str, str]:
+    agent = c.post("/api/agents", json={"name": "Rememberer"}, headers=h).json()
+    thread = c.post("/api/threads", json={"agentId": agent["id"]}, headers=h)
+    assert thread.status_code == 200, thread.text
+    return agent["id"], thread.json()["id"]
+
+
+def _say(c: C, h: H, thread: str, text: str) -> list[Any]:
+    r = c.post(f"/api/threads/{thread}/messages", json={"content": text}, headers=h)
+    assert r.status_code == 200, r.text
+    return parse(r.text)
+
+
+def _tool_result(events: list[Any]) -> Any:
+    return json.loads(next(e for e in events if e.event == "tool_result").data["result"])
+
+
+def test_configuration_defaults_partial_put_and_bounds(client: C, auth: H, org_id: str) -> None:
+    c, h = client, auth
+    agent, _ = _agent_and_thread(c, h)
+    path = f"/api/agents/{agent}/memory"
+    assert c.get(path, headers=h).json() == {
+        "agent_id": agent,
+        "org_id": org_id,
+        "enabled": False,
+        "scopes": ["agent", "thread", "user"],
+        "max_memories": 1000,
+    }
+    r = c.put(path, json={"enabled": True}, headers=h)
+    assert r.status_code == 200, r.text
+    r = c.put(path, json={"scopes": ["user", "agent"], "maxMemories": 5}, headers=h)
+    assert r.json()["enabled"] is True  # kept
+    assert r.json()["scopes"] == ["user", "agent"]
+    assert r.json()["max_memories"] == 5
+    assert c.get(path, headers=h).json() == r.json()
+    for bad in (
+        {"maxMemories": 0},
+        {"maxMemories": 10_001},
+        {"scopes": []},
+        {"scopes": ["agent", "agent"]},
+        {"scopes": ["resource"]},
+    ):
+        r = c.put(path, json=bad, headers=h)
+        assert r.status_code == 422, (bad, r.text)
+        assert r.json()["error"] == "VALIDATION_ERROR"
+    assert c.get(path, headers=h).json()["max_memories"] == 5
+    r = c.put(path, json={"scopes": ["agent", "agent"]}, headers=h)
+    assert r.json() == {"error": "VALIDATION_ERROR", "detail": "scopes: must not repeat a scope"}
+
+
+def test_the_model_saves_supersedes_and_finds_and_http_recalls_and_deletes(
+    client: C, auth: H
+) -> None:
+    c, h = client, auth
+    agent, thread = _agent_and_thread(c, h)
+    off = _say(c, h, thread, 'call memory_save {"content": "Likes green tea", "key": "tea"}')
+    assert "tool_call" not in [e.event for e in off]  # not offered while disabled
+    assert (
+        c.put(f"/api/agents/{agent}/memory", json={"enabled": True}, headers=h).status_code == 200
+    )
+    first = _tool_result(
+        _say(c, h, thread, 'call memory_save {"content": "Likes green tea", "key": "tea"}')
+    )
+    assert first["saved"] is True
+    second = _tool_result(
+        _say(c, h, thread, 'call memory_save {"content": "Now prefers black tea", "key": "tea"}')
+    )
+    assert second["superseded"] == first["id"]
+    found = _tool_result(_say(c, h, thread, 'call memory_search {"query": "tea"}'))
+    assert [m["content"] for m in found["memories"]] == ["Now prefers black tea"]
+
+    listed = c.get(f"/api/agents/{agent}/memories", headers=h).json()
+    assert listed["nextCursor"] is None
+    new, old = listed["memories"]
+    assert (new["id"], new["status"], new["key"]) == (second["id"], "active", "tea")
+    assert (old["status"], old["superseded_by"]) == ("superseded", second["id"])
+    assert set(new) == {
+        "id",
+        "org_id",
+        "agent_id",
+        "scope",
+        "scope_id",
+        "content",
+        "key",
+        "status",
+        "superseded_by",
+        "created_at",
+        "updated_at",
+    }
+    active = c.get(f"/api/agents/{agent}/memories?status=active", headers=h).json()
+    assert [m["id"] for m in active["memories"]] == [second["id"]]
+    assert c.get(f"/api/agents/{agent}/memories?scope=user", headers=h).json()["memories"] == []
+
+    r = c.post(f"/api/agents/{agent}/memory", json={"query": "black tea"}, headers=h)
+    assert r.status_code == 200, r.text
+    recalled = r.json()["memories"]
+    assert [m["id"] for m in recalled] == [second["id"]]
+    assert recalled[0]["score"] > 0
+    for bad in ({"query": "tea", "topK": 0}, {"query": "tea", "topK": 51}, {"query": ""}):
+        assert c.post(f"/api/agents/{agent}/memory", json=bad, headers=h).status_code == 422
+
+    r = c.delete(f"/api/agents/{agent}/memories/{second['id']}", headers=h)
+    assert r.status_code == 200
+    assert r.json() == {"ok": True}
+    assert c.delete(f"/api/agents/{agent}/memories/{second['id']}", headers=h).status_code == 404
+    again = c.post(f"/api/agents/{agent}/memory", json={"query": "tea"}, headers=h).json()
+    assert again == {"memories": []}
+
+
+def test_pages_and_cursor(client: C, auth: H) -> None:
+    c, h = client, auth
+    agent, thread = _agent_and_thread(c, h)
+    c.put(f"/api/agents/{agent}/memory", json={"enabled": True}, headers=h)
+    for i in range(3):
+        _say(c, h, thread, f'call memory_save {{"content": "fact number {i}"}}')
+    seen: list[str] = []
+    url = f"/api/agents/{agent}/memories?limit=2"
+    page = c.get(url, headers=h).json()
+    seen += [m["content"] for m in page["memories"]]
+    assert page["nextCursor"] is not None
+    page = c.get(url, params={"cursor": page["nextCursor"]}, headers=h).json()
+    seen += [m["content"] for m in page["memories"]]
+    assert page["nextCursor"] is None
+    assert seen == ["fact number 2", "fact number 1", "fact number 0"]
+    r = c.get(f"/api/agents/{agent}/memories?cursor=nonsense", headers=h)
+    assert r.status_code == 422
+    assert c.get(f"/api/agents/{agent}/memories?limit=101", headers=h).status_code == 422
+
+
+def test_who_may_do_what(client: C, auth: H, org_id: str) -> None:
+    c, h = client, auth
+    agent, thread = _agent_and_thread(c, h)
+    c.put(f"/api/agents/{agent}/memory", json={"enabled": True}, headers=h)
+    saved = _tool_result(_say(c, h, thread, 'call memory_save {"content": "Office in Lyon"}'))
+    member = bearer(make_jwt(sub="m", org=org_id))
+    assert c.get(f"/api/agents/{agent}/memory", headers=member).status_code == 200
+    assert c.put(f"/api/agents/{agent}/memory", json={}, headers=member).status_code == 403
+    listed = c.get(f"/api/agents/{agent}/memories", headers=member).json()
+    assert [m["id"] for m in listed["memories"]] == [saved["id"]]  # the agent scope
+    r = c.post(f"/api/agents/{agent}/memory", json={"query": "lyon"}, headers=member)
+    assert r.status_code == 200
+    assert [m["id"] for m in r.json()["memories"]] == [saved["id"]]
+    assert (
+        c.delete(f"/api/agents/{agent}/memories/{saved['id']}", headers=member).status_code == 403
+    )
+    stranger = bearer(make_jwt(sub="s", org="another-org", role="admin"))
+    for method, path in (
+        ("GET", f"/api/agents/{agent}/memory"),
+        ("GET", f"/api/agents/{agent}/memories"),
+        ("DELETE", f"/api/agents/{agent}/memories/{saved['id']}"),
+    ):
+        assert c.request(method, path, headers=stranger).status_code == 404, path
+    r = c.post(f"/api/agents/{agent}/memory", json={"query": "lyon"}, headers=stranger)
+    assert r.status_code == 404
+    # another agent's memory id is not found under this agent
+    other, _ = _agent_and_thread(c, h)
+    assert c.delete(f"/api/agents/{other}/memories/{saved['id']}", headers=h).status_code == 404
+    assert c.get(f"/api/agents/{uuid.uuid4()}/memories", headers=h).status_code == 404
+    # the memories go with the agent
+    assert c.delete(f"/api/agents/{agent}", headers=h).status_code == 200
+    assert c.post(f"/api/agents/{other}/memory", json={"query": "lyon"}, headers=h).json() == {
+        "memories": []
+    }

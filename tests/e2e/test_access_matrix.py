@@ -57,6 +57,7 @@ ID_FIELDS = {
     "plan_id": "plan",
     "todo_id": "todo",
     "dependsOn": "todo",
+    "memory_id": "memory",
 }
 
 # Operations whose answer to another organization is not 404, and why. Each must
@@ -121,6 +122,16 @@ class World:
             assert "event: done" in text
         # the turn's stored trace (GET /api/logs/{traceId})
         self.ids["trace"] = text.split('"traceId":"', 1)[1][:32]
+        # a memory the model saved (before the MCP server is attached, as the reply above)
+        _ok(a.put(f"/api/agents/{agent['id']}/memory", json={"enabled": True}))
+        save = {
+            "content": f'call memory_save {{"content": "memory {MARK}", "key": "k"}}',
+            "senderId": "carol",
+        }
+        with a.stream("POST", f"/api/threads/{thread['id']}/messages", json=save) as r:
+            assert r.status_code == 200, r.read()
+            assert "event: tool_result" in r.read().decode()
+        self.ids["memory"] = _ok(a.get(f"/api/agents/{agent['id']}/memories"))["memories"][0]["id"]
         # attached after the reply, so the turn never lists the (unreachable) server's tools
         _ok(a.post(f"/api/agents/{agent['id']}/mcps", json={"mcpServerId": mcp["id"]}))
         plan = _ok(a.post("/api/plans", json={"threadId": thread["id"], "title": f"plan {MARK}"}))

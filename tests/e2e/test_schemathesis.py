@@ -82,6 +82,9 @@ DOMAIN_RULES = [
     "updateTodo",
     "addTodoDependency",
     "putAgentWeb",
+    "putAgentMemory",  # scopes must not repeat one
+    "recallMemories",  # a query of blanks or with NUL
+    "listMemories",  # a cursor that is no nextCursor
 ]
 CONFIG = f"""
 [checks]

@@ -1,0 +1,78 @@
+"""Memories end to end: the real service on PostgreSQL; the built-in ``local``
+model saves a fact with a key, then a changed fact of that key supersedes it, and
+its search finds the new fact only; HTTP lists, recalls and deletes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.e2e.conftest import E2E_KEY
+from tests.e2e.service import Service
+from tests.sse import names, parse
+
+pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
+
+
+def _said(c: httpx.Client, thread: str, content: str) -> dict[str, Any]:
+    """Send ``content``; the tool's result from the stream."""
+    r = c.post(f"/api/threads/{thread}/messages", json={"content": content})
+    assert r.status_code == 200, r.text
+    events = parse(r.text)
+    assert names(events)[:4] == ["meta", "tool_call", "tool_executing", "tool_result"], r.text
+    assert names(events)[-1] == "done"
+    result = events[3].data["result"]
+    assert not result.startswith("error"), result
+    answer: dict[str, Any] = json.loads(result)
+    return answer
+
+
+def test_the_model_remembers_a_changed_fact_and_http_recalls_and_deletes(
+    service: Service,
+) -> None:
+    h = {"Authorization": f"Bearer {E2E_KEY}"}
+    with httpx.Client(base_url=service.url, headers=h, timeout=60) as c:
+        agent = c.post("/api/agents", json={"name": "Rememberer"}).json()["id"]
+        r = c.put(f"/api/agents/{agent}/memory", json={"enabled": True})
+        assert (r.status_code, r.json()["enabled"]) == (200, True)
+        thread = c.post("/api/threads", json={"agentId": agent}).json()["id"]
+
+        first = _said(
+            c, thread, 'call memory_save {"content": "The user drinks green tea", "key": "tea"}'
+        )
+        assert (first["saved"], first["scope"], first["key"]) == (True, "agent", "tea")
+        same = _said(c, thread, 'call memory_save {"content": "the user drinks GREEN tea"}')
+        assert (same["saved"], same["id"]) == (False, first["id"])
+        second = _said(
+            c,
+            thread,
+            'call memory_save {"content": "The user switched to black tea", "key": "tea"}',
+        )
+        assert second["superseded"] == first["id"]
+        found = _said(c, thread, 'call memory_search {"query": "what tea"}')
+        assert [(m["id"], m["content"]) for m in found["memories"]] == [
+            (second["id"], "The user switched to black tea")
+        ]
+
+        listed = c.get(f"/api/agents/{agent}/memories").json()
+        assert [(m["id"], m["status"]) for m in listed["memories"]] == [
+            (second["id"], "active"),
+            (first["id"], "superseded"),
+        ]
+        assert listed["memories"][1]["superseded_by"] == second["id"]
+
+        r = c.post(f"/api/agents/{agent}/memory", json={"query": "black tea", "topK": 3})
+        assert r.status_code == 200, r.text
+        recalled = r.json()["memories"]
+        assert [m["id"] for m in recalled] == [second["id"]]
+        assert recalled[0]["score"] > 0
+
+        r = c.delete(f"/api/agents/{agent}/memories/{second['id']}")
+        assert (r.status_code, r.json()) == (200, {"ok": True})
+        r = c.post(f"/api/agents/{agent}/memory", json={"query": "tea"})
+        assert r.json() == {"memories": []}
+        active = c.get(f"/api/agents/{agent}/memories", params={"status": "active"}).json()
+        assert active == {"memories": [], "nextCursor": None}

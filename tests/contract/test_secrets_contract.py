@@ -111,3 +111,19 @@ def test_concurrent_changes_of_one_record_are_all_kept(backend: Backend) -> None
     final = backend.run(records.get, org, "numbers", "list", Numbers)
     assert final is not None
     assert sorted(final.items) == list(range(10))
+
+
+def test_of_concurrent_first_writers_one_puts_the_record(backend: Backend) -> None:
+    store = backend.storage.secrets
+    org = backend.fresh_org()
+
+    async def race() -> list[bool]:
+        return await asyncio.gather(
+            *(store.put_new(org, "k", "first", SealedRecord(value=f"v{n}")) for n in range(8))
+        )
+
+    won = backend.run(race)
+    assert won.count(True) == 1
+    stored = backend.run(store.get, org, "k", "first")
+    assert stored is not None
+    assert stored.value == f"v{won.index(True)}"

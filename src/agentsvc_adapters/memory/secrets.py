@@ -10,6 +10,12 @@ class MemorySecrets(SecretStore):
     async def put(self, org_id: str, kind: str, key: str, record: SealedRecord) -> None:
         self._records[(org_id, kind, key)] = record
 
+    async def put_new(self, org_id: str, kind: str, key: str, record: SealedRecord) -> bool:
+        if (org_id, kind, key) in self._records:
+            return False
+        self._records[(org_id, kind, key)] = record
+        return True
+
     async def get(self, org_id: str, kind: str, key: str) -> SealedRecord | None:
         return self._records.get((org_id, kind, key))
 

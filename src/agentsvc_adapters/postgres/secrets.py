@@ -14,6 +14,15 @@ class PostgresSecrets(Repo, SecretStore):
             (org_id, kind, key, record.value, record.expires_at),
         )
 
+    async def put_new(self, org_id: str, kind: str, key: str, record: SealedRecord) -> bool:
+        row = await self._one(
+            "INSERT INTO org_secrets (org_id, kind, key, value, expires_at)"
+            " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (org_id, kind, key) DO NOTHING"
+            " RETURNING key",
+            (org_id, kind, key, record.value, record.expires_at),
+        )
+        return row is not None
+
     async def get(self, org_id: str, kind: str, key: str) -> SealedRecord | None:
         row = await self._one(
             "SELECT value, expires_at FROM org_secrets"

@@ -33,6 +33,10 @@ class SecretStore(Protocol):
 
     async def get(self, org_id: str, kind: str, key: str) -> SealedRecord | None: ...
 
+    async def put_new(self, org_id: str, kind: str, key: str, record: SealedRecord) -> bool:
+        """Store the record only if there is none: of concurrent writers, one wins."""
+        ...
+
     async def get_many(
         self, org_id: str, wanted: list[tuple[str, str]]
     ) -> dict[tuple[str, str], SealedRecord]:

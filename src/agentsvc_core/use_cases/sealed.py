@@ -83,8 +83,8 @@ class SealedRecords:
         """Read, change with ``fn`` (given None when there is no record), write,
         without losing a concurrent change: the write is a compare-and-set on the
         sealed value read (``swap``), retried with ``fn`` applied to what won. The
-        first write of an absent record is a ``put``, read back to see that it held
-        (another first write may have replaced it: then ``fn`` runs again on that).
+        first write of an absent record is an insert that only one writer wins
+        (``put_new``); the others run ``fn`` again on what it wrote.
         ``fn`` may raise to refuse the change; it must not have side effects."""
         for _ in range(attempts):
             found = await self.store.get(org, kind, key)
@@ -92,9 +92,7 @@ class SealedRecords:
             new = fn(current)
             sealed = SealedRecord(value=self.seal(org, kind, key, new))
             if found is None:
-                await self.store.put(org, kind, key, sealed)
-                again = await self.store.get(org, kind, key)
-                if again is not None and again.value == sealed.value:
+                if await self.store.put_new(org, kind, key, sealed):
                     return new
             elif await self.store.swap(org, kind, key, found.value, sealed):
                 return new

@@ -13,7 +13,7 @@ memory is 404, as another organization's is.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -29,10 +29,10 @@ from agentsvc_core.entities.memory import (
     words,
 )
 from agentsvc_core.errors import InvalidInput, NotFound
-from agentsvc_core.ports import AgentRepository, Clock, SealedRecord, SecretBox, SecretStore
+from agentsvc_core.ports import AgentRepository, Clock, SecretBox, SecretStore
 from agentsvc_core.ports.memories import MemoryStore, Saved, ScopeFilter
 from agentsvc_core.rules import check_text
-from agentsvc_core.use_cases.sealed import SealedRecords
+from agentsvc_core.use_cases.agent_settings import AgentSettings
 
 __all__ = [
     "KIND",
@@ -73,36 +73,19 @@ def _check_config(config: MemoryConfig) -> MemoryConfig:
     return config
 
 
-class MemorySettings:
+class MemorySettings(AgentSettings[MemoryConfig]):
     def __init__(self, store: SecretStore, agents: AgentRepository, box: SecretBox) -> None:
-        self._records = SealedRecords(store, box)
-        self._agents = agents
-
-    async def of(self, org: str, agent_id: UUID) -> MemoryConfig:
-        config = await self._records.get(org, KIND, str(agent_id), MemoryConfig)
-        return config or MemoryConfig(agent_id=agent_id, org_id=org)
-
-    def opened(self, org: str, agent_id: UUID, records: Mapping[str, SealedRecord]) -> MemoryConfig:
-        """From the records the turn read (defaults when none was stored)."""
-        if KIND not in records:
-            return MemoryConfig(agent_id=agent_id, org_id=org)
-        return self._records.open(org, KIND, str(agent_id), records[KIND].value, MemoryConfig)
-
-    async def get(self, who: Principal, agent_id: UUID) -> MemoryConfig:
-        await self._agents.get(who.org_id, agent_id)
-        return await self.of(who.org_id, agent_id)
+        super().__init__(store, agents, box, KIND, MemoryConfig)
 
     async def update(self, who: Principal, agent_id: UUID, changes: dict[str, Any]) -> MemoryConfig:
         """Only the supplied fields change (a concurrent PUT of others is not lost)."""
-        await self._agents.get(who.org_id, agent_id)
         if "scopes" in changes:
             changes = {**changes, "scopes": tuple(changes["scopes"])}
-
-        def apply(current: MemoryConfig | None) -> MemoryConfig:
-            base = current or MemoryConfig(agent_id=agent_id, org_id=who.org_id)
-            return _check_config(msgspec.structs.replace(base, **changes))
-
-        return await self._records.change(who.org_id, KIND, str(agent_id), MemoryConfig, apply)
+        return await self._change(
+            who,
+            agent_id,
+            lambda current: _check_config(msgspec.structs.replace(current, **changes)),
+        )
 
 
 class MemoryPage(msgspec.Struct, frozen=True, kw_only=True):

@@ -11,7 +11,6 @@ it); a refusal is an ``error: ...`` result.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 from uuid import UUID
 
@@ -23,7 +22,6 @@ from agentsvc_core.entities.plan import PLAN_STATUSES, TODO_STATUSES, Plan, Plan
 from agentsvc_core.errors import DomainError
 from agentsvc_core.ports import (
     AgentRepository,
-    SealedRecord,
     SecretBox,
     SecretStore,
     ServerTools,
@@ -31,6 +29,7 @@ from agentsvc_core.ports import (
     ToolSetup,
     ToolSpec,
 )
+from agentsvc_core.use_cases.agent_settings import AgentSettings
 from agentsvc_core.use_cases.plans import (
     MAX_ADD,
     MAX_TODO_TEXT,
@@ -39,7 +38,6 @@ from agentsvc_core.use_cases.plans import (
     TodoChanges,
     TodoDraft,
 )
-from agentsvc_core.use_cases.sealed import SealedRecords
 
 __all__ = ["KIND", "TOOL_NAMES", "PlanConfig", "PlanSettings", "PlanTools"]
 
@@ -55,34 +53,15 @@ class PlanConfig(msgspec.Struct, frozen=True, kw_only=True):
     require_approval: bool = False
 
 
-class PlanSettings:
+class PlanSettings(AgentSettings[PlanConfig]):
     def __init__(self, store: SecretStore, agents: AgentRepository, box: SecretBox) -> None:
-        self._records = SealedRecords(store, box)
-        self._agents = agents
-
-    async def of(self, org: str, agent_id: UUID) -> PlanConfig:
-        config = await self._records.get(org, KIND, str(agent_id), PlanConfig)
-        return config or PlanConfig(agent_id=agent_id, org_id=org)
-
-    def opened(self, org: str, agent_id: UUID, records: Mapping[str, SealedRecord]) -> PlanConfig:
-        """From the records the turn read (defaults when none was stored)."""
-        if KIND not in records:
-            return PlanConfig(agent_id=agent_id, org_id=org)
-        return self._records.open(org, KIND, str(agent_id), records[KIND].value, PlanConfig)
-
-    async def get(self, who: Principal, agent_id: UUID) -> PlanConfig:
-        await self._agents.get(who.org_id, agent_id)
-        return await self.of(who.org_id, agent_id)
+        super().__init__(store, agents, box, KIND, PlanConfig)
 
     async def update(self, who: Principal, agent_id: UUID, changes: dict[str, bool]) -> PlanConfig:
         """Only the supplied fields change (a concurrent PUT of others is not lost)."""
-        await self._agents.get(who.org_id, agent_id)
-
-        def apply(current: PlanConfig | None) -> PlanConfig:
-            base = current or PlanConfig(agent_id=agent_id, org_id=who.org_id)
-            return msgspec.structs.replace(base, **changes)
-
-        return await self._records.change(who.org_id, KIND, str(agent_id), PlanConfig, apply)
+        return await self._change(
+            who, agent_id, lambda current: msgspec.structs.replace(current, **changes)
+        )
 
 
 # --- the tools' arguments (camelCase, as request bodies) -------------------------

@@ -16,7 +16,6 @@ from agentsvc_core.entities import Agent, Principal
 from agentsvc_core.errors import DomainError, InvalidInput, Upstream
 from agentsvc_core.ports import (
     AgentRepository,
-    SealedRecord,
     SecretBox,
     SecretStore,
     ServerTools,
@@ -32,7 +31,7 @@ from agentsvc_core.ports.web import (
     WebSearch,
     domain_refusal,
 )
-from agentsvc_core.use_cases.sealed import SealedRecords
+from agentsvc_core.use_cases.agent_settings import AgentSettings
 
 __all__ = [
     "FETCH_TOOL",
@@ -107,7 +106,7 @@ def _domains(field: str, values: object) -> tuple[str, ...]:
     return tuple(dict.fromkeys(normalise_domain(field, str(v)) for v in values))
 
 
-class WebSettings:
+class WebSettings(AgentSettings[WebConfig]):
     """Per-agent web configuration. ``search_provider``: the search engine the
     service is configured with (``None``: none, so search cannot be enabled)."""
 
@@ -119,49 +118,32 @@ class WebSettings:
         *,
         search_provider: str | None,
     ) -> None:
-        self._records = SealedRecords(store, box)
-        self._agents = agents
+        super().__init__(store, agents, box, KIND, WebConfig)
         self.search_provider = search_provider
 
-    async def of(self, org: str, agent_id: UUID) -> WebConfig:
-        config = await self._records.get(org, KIND, str(agent_id), WebConfig)
-        return config or WebConfig(agent_id=agent_id, org_id=org)
-
-    def opened(self, org: str, agent_id: UUID, record: SealedRecord | None) -> WebConfig:
-        """The configuration from the record the turn read (defaults when none)."""
-        if record is None:
-            return WebConfig(agent_id=agent_id, org_id=org)
-        return self._records.open(org, KIND, str(agent_id), record.value, WebConfig)
-
-    async def get(self, who: Principal, agent_id: UUID) -> WebConfig:
-        await self._agents.get(who.org_id, agent_id)
-        return await self.of(who.org_id, agent_id)
-
     async def update(self, who: Principal, agent_id: UUID, changes: dict[str, Any]) -> WebConfig:
-        """Only the supplied fields change; bounds are checked on the result. Search
-        cannot be switched on while the service has no search provider."""
-        await self._agents.get(who.org_id, agent_id)
-        changes = dict(changes)
-        for field in ("allowed_domains", "blocked_domains"):
-            if field in changes:
-                changes[field] = _domains(field, changes[field])
-        if changes.get("search_enabled") and self.search_provider is None:
-            raise InvalidInput(
-                "search_enabled",
-                f"no web search provider is configured on this service: set {SEARCH_SETTING} "
-                "(and AGENTSVC_WEB_SEARCH_PROVIDER, brave by default)",
-            )
+        """Only the supplied fields change (a concurrent PUT of others is not lost);
+        bounds are checked on the result. Search cannot be switched on while the
+        service has no search provider."""
 
-        def apply(current: WebConfig | None) -> WebConfig:
-            base = current or WebConfig(agent_id=agent_id, org_id=who.org_id)
-            updated = msgspec.structs.replace(base, **changes)
+        def apply(current: WebConfig) -> WebConfig:
+            given = dict(changes)
+            for field in ("allowed_domains", "blocked_domains"):
+                if field in given:
+                    given[field] = _domains(field, given[field])
+            if given.get("search_enabled") and self.search_provider is None:
+                raise InvalidInput(
+                    "search_enabled",
+                    f"no web search provider is configured on this service: set "
+                    f"{SEARCH_SETTING} (and AGENTSVC_WEB_SEARCH_PROVIDER, brave by default)",
+                )
+            updated = msgspec.structs.replace(current, **given)
             for field, lo, hi in _BOUNDS:
                 if not lo <= getattr(updated, field) <= hi:
                     raise InvalidInput(field, f"must be between {lo} and {hi}")
             return updated
 
-        # a concurrent PUT of other fields is not lost (compare-and-set)
-        return await self._records.change(who.org_id, KIND, str(agent_id), WebConfig, apply)
+        return await self._change(who, agent_id, apply)
 
 
 FETCH_SPEC = ToolSpec(
@@ -270,7 +252,7 @@ class WebTools(ServerTools):
     async def _config(self, who: Principal, agent: Agent, setup: ToolSetup | None) -> WebConfig:
         if setup is None:  # outside a turn: read it
             return await self._settings.of(who.org_id, agent.id)
-        return self._settings.opened(who.org_id, agent.id, setup.records.get(KIND))
+        return self._settings.opened(who.org_id, agent.id, setup.records)
 
     async def list_tools(
         self, who: Principal, agent: Agent, setup: ToolSetup | None = None

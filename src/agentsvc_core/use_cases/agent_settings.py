@@ -12,7 +12,7 @@ from uuid import UUID
 import msgspec
 
 from agentsvc_core.entities import Principal
-from agentsvc_core.ports import AgentRepository, SealedRecord, SecretBox, SecretStore
+from agentsvc_core.ports import AgentRepository, SealedRecord, SecretBox, SecretStore, ToolSetup
 from agentsvc_core.use_cases.sealed import SealedRecords
 
 __all__ = ["AgentSettings"]
@@ -51,6 +51,12 @@ class AgentSettings(Generic[C]):
         if record is None:
             return self._default(org, agent_id)
         return self._records.open(org, self._kind, str(agent_id), record.value, self._typ)
+
+    async def in_turn(self, org: str, agent_id: UUID, setup: ToolSetup | None) -> C:
+        """For a tool source: from what the turn read, or read now outside a turn."""
+        if setup is not None:
+            return self.opened(org, agent_id, setup.records)
+        return await self.of(org, agent_id)
 
     async def get(self, who: Principal, agent_id: UUID) -> C:
         await self._agents.get(who.org_id, agent_id)

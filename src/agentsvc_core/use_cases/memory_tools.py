@@ -127,15 +127,10 @@ class MemoryTools(ServerTools):
     def is_extension(self, name: str) -> bool:
         return False
 
-    async def _config(self, who: Principal, agent: Agent, setup: ToolSetup | None) -> MemoryConfig:
-        if setup is not None:
-            return self._settings.opened(who.org_id, agent.id, setup.records)
-        return await self._settings.of(who.org_id, agent.id)
-
     async def list_tools(
         self, who: Principal, agent: Agent, setup: ToolSetup | None = None
     ) -> list[ToolSpec]:
-        config = await self._config(who, agent, setup)
+        config = await self._settings.in_turn(who.org_id, agent.id, setup)
         return _specs(config) if config.enabled else []
 
     async def call(
@@ -149,7 +144,7 @@ class MemoryTools(ServerTools):
         if name not in TOOL_NAMES:
             return f"error: no memory tool named {name!r}"
         try:
-            config = await self._config(who, agent, ctx.setup)
+            config = await self._settings.in_turn(who.org_id, agent.id, ctx.setup)
             if not config.enabled:
                 return "error: memory is not enabled for this agent"
             if name == "memory_save":

@@ -231,15 +231,10 @@ class PlanTools(ServerTools):
     def is_extension(self, name: str) -> bool:
         return False
 
-    async def _config(self, who: Principal, agent: Agent, setup: ToolSetup | None) -> PlanConfig:
-        if setup is not None:
-            return self._settings.opened(who.org_id, agent.id, setup.records)
-        return await self._settings.of(who.org_id, agent.id)
-
     async def list_tools(
         self, who: Principal, agent: Agent, setup: ToolSetup | None = None
     ) -> list[ToolSpec]:
-        if not (await self._config(who, agent, setup)).enabled:
+        if not (await self._settings.in_turn(who.org_id, agent.id, setup)).enabled:
             return []
         return list(_SPECS.values())
 
@@ -256,7 +251,7 @@ class PlanTools(ServerTools):
         if ctx.thread_id is None:
             return "error: plan tools work inside a conversation only"
         try:
-            config = await self._config(who, agent, ctx.setup)
+            config = await self._settings.in_turn(who.org_id, agent.id, ctx.setup)
             if not config.enabled:
                 return "error: plan tools are not enabled for this agent"
             args = msgspec.convert(arguments, _ARGS[name])

@@ -249,15 +249,10 @@ class WebTools(ServerTools):
     def is_extension(self, name: str) -> bool:
         return False
 
-    async def _config(self, who: Principal, agent: Agent, setup: ToolSetup | None) -> WebConfig:
-        if setup is None:  # outside a turn: read it
-            return await self._settings.of(who.org_id, agent.id)
-        return self._settings.opened(who.org_id, agent.id, setup.records)
-
     async def list_tools(
         self, who: Principal, agent: Agent, setup: ToolSetup | None = None
     ) -> list[ToolSpec]:
-        config = await self._config(who, agent, setup)
+        config = await self._settings.in_turn(who.org_id, agent.id, setup)
         tools = []
         if config.fetch_enabled:
             tools.append(FETCH_SPEC)
@@ -274,7 +269,7 @@ class WebTools(ServerTools):
         ctx: ToolCallContext,
     ) -> str:
         try:
-            config = await self._config(who, agent, ctx.setup)
+            config = await self._settings.in_turn(who.org_id, agent.id, ctx.setup)
         except DomainError as exc:
             return f"error: the agent's web configuration could not be read: {exc.detail}"
         if name == FETCH_TOOL:

@@ -192,3 +192,32 @@ def test_a_section_that_is_not_its_slice_is_refused() -> None:
         ParsedDocument(
             title=None, text="abc", sections=(Section((), "bc", 1), Section((), "ab", 0))
         )
+
+
+def test_a_long_section_is_cut_near_the_target_not_at_the_maximum() -> None:
+    para = ("word " * 8).strip()  # 39 characters
+    text = "\n\n".join([para] * 30)
+    doc = ParsedDocument(title=None, text=text, sections=(Section((), text, 0),))
+    chunks = chunk(doc, target_tokens=30, max_tokens=80, overlap=0.0)
+    # paragraph ends fall at 39, 80, 121...: 121 is nearest the 120-character target;
+    # a rest that fits within the maximum (6 paragraphs, 244 characters) is one chunk
+    assert [c.text.count("\n\n") for c in chunks] == [2] * 8 + [5]
+
+
+def test_small_sections_merge_only_while_under_the_target() -> None:
+    a, b = "a " * 29 + "a", "b " * 29 + "b"  # 59 characters, 15 tokens each
+    text = a + "\n" + b
+    doc = ParsedDocument(
+        title=None, text=text, sections=(Section(("A",), a, 0), Section(("B",), b, 60))
+    )
+    assert len(chunk(doc, target_tokens=30, max_tokens=40)) == 1  # 119 characters <= 120
+    assert len(chunk(doc, target_tokens=29, max_tokens=40)) == 2  # > 116: not merged
+
+
+def test_a_paragraph_break_wins_over_a_sentence_end_nearer_the_target() -> None:
+    first = "Short opening paragraph. " * 3 + "It ends here."  # 88 characters
+    second = "Then a sentence. " * 20
+    text = first + "\n\n" + second.strip()
+    doc = ParsedDocument(title=None, text=text, sections=(Section((), text, 0),))
+    chunks = chunk(doc, target_tokens=30, max_tokens=40, overlap=0.0)
+    assert chunks[0].text == first  # not "...It ends here.\n\nThen a sentence." (121)

@@ -73,6 +73,9 @@ _SPACES = re.compile(r"[ \t\r\f\v]+")
 _INVISIBLE = ("script", "style", "noscript", "template", "head", "svg", "iframe")
 _BLOCKS = ("br", "p", "div", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6")
 _MARKDOWN = MarkdownIt("commonmark")
+# Its rule chains compile on the first parse: done here, once, rather than raced by
+# the worker threads documents are parsed in.
+_MARKDOWN.parse("")
 
 
 def _clean(text: str) -> str:

@@ -183,6 +183,8 @@ def test_search_text_puts_the_heading_path_before_the_text() -> None:
     assert search_text(c) == "A / B\n\nbody"
     bare = Chunk(ordinal=0, text="body", start=0, end=4, headings=(), page=None, tokens=1)
     assert search_text(bare) == "body"
+    empty = Chunk(ordinal=0, text="body", start=0, end=4, headings=("", "B"), page=None, tokens=1)
+    assert search_text(empty) == "B\n\nbody"
 
 
 def test_a_section_that_is_not_its_slice_is_refused() -> None:

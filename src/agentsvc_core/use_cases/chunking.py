@@ -62,9 +62,8 @@ def search_text(chunk: Chunk) -> str:
     """What full-text search indexes for ``chunk``: its heading path, then its text,
     so the words of a heading find every chunk under it (a later piece of a long
     section no longer shows the heading line itself)."""
-    if not chunk.headings:
-        return chunk.text
-    return " / ".join(chunk.headings) + "\n\n" + chunk.text
+    path = " / ".join(h for h in chunk.headings if h)  # a bare "#" has no words
+    return f"{path}\n\n{chunk.text}" if path else chunk.text
 
 
 def _best(pattern: re.Pattern[str], text: str, lo: int, hi: int, aim: int, *, after: bool) -> int:

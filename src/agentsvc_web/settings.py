@@ -134,6 +134,17 @@ _SEARCH_PROVIDERS = ("brave",)
 _BASE_URL = re.compile(r"https?://[^\s/?#]+(?:/[^\s?#]*)?")
 
 
+def _language(env: Mapping[str, str]) -> str:
+    """A PostgreSQL text search configuration's name (checked against the server
+    at start-up): ``english``, ``simple`` (no stemming), ``german``..."""
+    raw = env.get("AGENTSVC_KNOWLEDGE_LANGUAGE", "").strip().lower() or "english"
+    if not raw.replace("_", "").isalnum() or len(raw) > 63:
+        raise SettingsError(
+            "AGENTSVC_KNOWLEDGE_LANGUAGE must name a PostgreSQL text search configuration"
+        )
+    return raw
+
+
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
     storage: StorageKind = "postgres"
     database_url: str | None = None
@@ -197,6 +208,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     web_search_provider: Literal["brave"] | None = None  # None: web_search is not offered
     web_search_api_key: str | None = None
     web_search_url: str | None = None  # the provider's base URL; None: its real one
+    worker: bool = True  # run background jobs (document indexing) in this process too
+    worker_concurrency: int = 4  # jobs one process runs at once
+    job_heartbeat_s: int = 30  # a running job's heartbeat older than this: picked again
+    knowledge_max_bytes: int = 20 * 1024 * 1024  # an uploaded document
+    knowledge_language: str = "english"  # PostgreSQL text search configuration of chunks
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -283,6 +299,13 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
                 e, "AGENTSVC_EVAL_SLOW_FIRST_TOKEN_MS", 10_000, 1, 3_600_000
             ),
             **_web_search(e),
+            worker=_flag(e, "AGENTSVC_WORKER", default=True),
+            worker_concurrency=_int(e, "AGENTSVC_WORKER_CONCURRENCY", 4, 2, 256),
+            job_heartbeat_s=_int(e, "AGENTSVC_JOB_HEARTBEAT_S", 30, 2, 3600),
+            knowledge_max_bytes=_int(
+                e, "AGENTSVC_KNOWLEDGE_MAX_BYTES", 20 * 1024 * 1024, 1024, 1024 * 1024 * 1024
+            ),
+            knowledge_language=_language(e),
         )
 
     @property

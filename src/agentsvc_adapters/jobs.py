@@ -30,8 +30,9 @@ import psycopg
 from pgqueuer import PgQueuer
 from pgqueuer.adapters.drivers.psycopg import PsycopgDriver
 from pgqueuer.adapters.persistence.queries import Queries
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from agentsvc_adapters.postgres.pool import Pool, translate
+from agentsvc_core.errors import Unavailable
 from agentsvc_core.ports.jobs import JobHandler, JobHandlers, JobQueue
 
 if TYPE_CHECKING:
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
 __all__ = ["MemoryJobs", "PgJobs"]
 
 log = logging.getLogger("agentsvc.jobs")
+
 
 def _job_handler(kind: str, handler: JobHandler) -> Any:
     async def run(job: Job) -> None:
@@ -94,7 +96,12 @@ class PgJobs(_Worker, JobQueue):
     ``work`` holds one connection of its own for LISTEN and dequeues."""
 
     def __init__(
-        self, pool: Pool, conninfo: str, *, concurrency: int = 4, heartbeat_s: float = 30.0
+        self,
+        pool: AsyncConnectionPool[Any],
+        conninfo: str,
+        *,
+        concurrency: int = 4,
+        heartbeat_s: float = 30.0,
     ) -> None:
         super().__init__(concurrency=concurrency, heartbeat_s=heartbeat_s)
         self._pool = pool
@@ -103,14 +110,17 @@ class PgJobs(_Worker, JobQueue):
     async def enqueue(
         self, kind: str, payload: bytes, *, key: str | None = None, delay_s: float = 0.0
     ) -> bool:
-        async with translate(), self._pool.connection() as conn:
-            ids = await Queries(PsycopgDriver(conn)).enqueue(
-                kind,
-                payload,
-                execute_after=timedelta(seconds=delay_s) if delay_s > 0 else None,
-                dedupe_key=key,
-                on_conflict="skip",
-            )
+        try:
+            async with self._pool.connection() as conn:
+                ids = await Queries(PsycopgDriver(conn)).enqueue(
+                    kind,
+                    payload,
+                    execute_after=timedelta(seconds=delay_s) if delay_s > 0 else None,
+                    dedupe_key=key,
+                    on_conflict="skip",
+                )
+        except (PoolTimeout, psycopg.OperationalError) as exc:
+            raise Unavailable("the job queue's database is unreachable; try again") from exc
         return ids[0] is not None
 
     async def work(self, handlers: JobHandlers) -> None:

@@ -29,17 +29,17 @@ from agentsvc_web.controllers.integrations import (
     AgentIntegrationController,
     IntegrationController,
 )
+from agentsvc_web.controllers.knowledge import (
+    FORM_OVERHEAD,
+    KnowledgeController,
+    uploads_up_to,
+)
 from agentsvc_web.controllers.mcps import (
     AgentMcpController,
     McpController,
     McpOAuthController,
     RegistryController,
     RunnerMcpController,
-)
-from agentsvc_web.controllers.knowledge import (
-    FORM_OVERHEAD,
-    KnowledgeController,
-    uploads_up_to,
 )
 from agentsvc_web.controllers.memories import AgentMemoryController
 from agentsvc_web.controllers.plans import AgentPlanController, PlanController

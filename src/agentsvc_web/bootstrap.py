@@ -14,6 +14,7 @@ from agentsvc_adapters.clock import SystemClock
 from agentsvc_adapters.crypto import AesGcmBox, KeyringError, load_keyring
 from agentsvc_adapters.crypto.aesgcm import new_key_spec, parse_keys
 from agentsvc_adapters.documents import FileParser
+from agentsvc_adapters.embeddings import OpenAIEmbedder
 from agentsvc_adapters.jobs import MemoryJobs, PgJobs
 from agentsvc_adapters.llm import AlphaModel, BetaModel, Families, LocalModel, PrefixRouter
 from agentsvc_adapters.mcp import SdkMcpClient
@@ -208,37 +209,16 @@ class Services:
         self.integrations = Integrations(
             storage.integrations, storage.agents, storage.secrets, self.databases, box, clock
         )
-        self.plans = Plans(storage.plans, self.threads, clock)
-        self.plan_settings = PlanSettings(storage.secrets, storage.agents, box)
+        self.plans, self.plan_settings = (
+            Plans(storage.plans, self.threads, clock),
+            PlanSettings(storage.secrets, storage.agents, box),
+        )
         self.memories, self.memory_settings = (
             Memories(storage.memories, storage.agents, clock),
             MemorySettings(storage.secrets, storage.agents, box),
         )
         self.web = self._web_tools(settings, storage, box, urls, web_fetcher, web_search)
-        # background jobs: in PostgreSQL (shared by every process) or in this process
-        self.jobs: PgJobs | MemoryJobs = (
-            PgJobs(
-                storage.pool,
-                storage.conninfo,
-                concurrency=settings.worker_concurrency,
-                heartbeat_s=settings.job_heartbeat_s,
-            )
-            if isinstance(storage, PostgresStorage)
-            else MemoryJobs(
-                concurrency=settings.worker_concurrency, heartbeat_s=settings.job_heartbeat_s
-            )
-        )
-        self.embedder = embedder
-        self.knowledge = Knowledge(
-            storage.knowledge,
-            storage.agents,
-            self.threads,
-            self.jobs,
-            parser or FileParser(),
-            clock,
-            embedder=embedder,
-            limits=KnowledgeLimits(max_bytes=settings.knowledge_max_bytes),
-        )
+        self._background(settings, storage, clock, embedder, parser)
         try:
             prices = load_prices(settings.prices_file)
         except PriceFileError as exc:
@@ -280,6 +260,40 @@ class Services:
             clock,
             self.trace_config.prices.taken,
             settings.trace_retention_days,
+        )
+
+    def _background(
+        self,
+        settings: Settings,
+        storage: Storage,
+        clock: SystemClock,
+        embedder: Embedder | None,
+        parser: DocumentParser | None,
+    ) -> None:
+        """The job queue and what runs on it: knowledge documents' indexing."""
+        # background jobs: in PostgreSQL (shared by every process) or in this process
+        self.jobs: PgJobs | MemoryJobs = (
+            PgJobs(
+                storage.pool,
+                storage.conninfo,
+                concurrency=settings.worker_concurrency,
+                heartbeat_s=settings.job_heartbeat_s,
+            )
+            if isinstance(storage, PostgresStorage)
+            else MemoryJobs(
+                concurrency=settings.worker_concurrency, heartbeat_s=settings.job_heartbeat_s
+            )
+        )
+        self.embedder = embedder
+        self.knowledge = Knowledge(
+            storage.knowledge,
+            storage.agents,
+            self.threads,
+            self.jobs,
+            parser or FileParser(),
+            clock,
+            embedder=embedder,
+            limits=KnowledgeLimits(max_bytes=settings.knowledge_max_bytes),
         )
 
     def _web_tools(
@@ -327,6 +341,16 @@ class Services:
         """The background jobs this service runs, by kind."""
         return {INDEX_JOB: self.knowledge.index}
 
+    async def _open_database(self, storage: PostgresStorage) -> None:
+        """Migrate (unless told not to), open the pool, prepare knowledge search."""
+        try:
+            if self.settings.migrate_on_start:
+                await migrate(storage.conninfo)
+            await storage.open()
+        except DomainError as exc:
+            raise SettingsError(exc.detail) from None
+        await self._prepare_knowledge(storage)
+
     async def _prepare_knowledge(self, storage: PostgresStorage) -> None:
         """Check the text search configuration; set up vectors when an embedding
         provider is configured (pgvector), or say why search stays full text."""
@@ -334,7 +358,7 @@ class Services:
         if not await storage.knowledge.check_language():
             raise SettingsError(
                 f"AGENTSVC_KNOWLEDGE_LANGUAGE: the PostgreSQL server has no text search"
-                f" configuration {language!r} (see SELECT cfgname FROM pg_ts_config)"
+                f" configuration {language!r} (the server's pg_ts_config lists those it has)"
             )
         if self.embedder is None:
             return
@@ -376,18 +400,28 @@ class Services:
             await self._sweep()
 
     @asynccontextmanager
+    async def _working(self) -> AsyncIterator[None]:
+        """The background jobs' worker in this process (``AGENTSVC_WORKER``), for the
+        block's life; at its end the jobs running get the shutdown grace to finish."""
+        if not self.settings.worker:
+            if isinstance(self.jobs, MemoryJobs):
+                log.warning("AGENTSVC_WORKER is off with memory storage: no job will run")
+            yield
+            return
+        worker = asyncio.create_task(self.jobs.work(self.job_handlers))
+        try:
+            yield
+        finally:
+            self.jobs.stop()
+            await _stop_worker(worker, self.settings.shutdown_grace_s)
+
+    @asynccontextmanager
     async def running(self) -> AsyncIterator[Services]:
         """Migrate and open storage, ensure the bootstrap key, sweep replies whose
         process died; on the way out let running replies finish briefly, then close."""
         try:
             if isinstance(self.storage, PostgresStorage):
-                try:
-                    if self.settings.migrate_on_start:
-                        await migrate(self.storage.conninfo)
-                    await self.storage.open()
-                except DomainError as exc:
-                    raise SettingsError(exc.detail) from None
-                await self._prepare_knowledge(self.storage)
+                await self._open_database(self.storage)
             if isinstance(self.stops, PostgresStopBus):
                 await self.stops.start()
             if self.settings.bootstrap_api_key:
@@ -402,20 +436,14 @@ class Services:
                 )
             await self._sweep()  # before serving: a crashed process's threads are free
             sweeper = asyncio.create_task(self._sweep_forever())
-            worker = (
-                asyncio.create_task(self.jobs.work(self.job_handlers))
-                if self.settings.worker
-                else None
-            )
-            try:
-                yield self
-            finally:
-                self.readiness.drain()
-                sweeper.cancel()
-                self.jobs.stop()
-                await self.conversation.shutdown(grace_s=self.settings.shutdown_grace_s)
-                if worker is not None:
-                    await _stop_worker(worker, self.settings.shutdown_grace_s)
+            async with self._working():
+                try:
+                    yield self
+                finally:
+                    self.readiness.drain()
+                    sweeper.cancel()
+                    self.jobs.stop()  # no new jobs; the running ones may finish
+                    await self.conversation.shutdown(grace_s=self.settings.shutdown_grace_s)
         finally:
             if isinstance(self.stops, PostgresStopBus):
                 await self.stops.close()
@@ -569,6 +597,20 @@ def _web_search(settings: Settings, guard: OutboundGuard) -> BraveSearch | None:
     return BraveSearch(guard, settings.web_search_api_key, settings.web_search_url or BRAVE_URL)
 
 
+def _embedder(settings: Settings, guard: OutboundGuard) -> OpenAIEmbedder | None:
+    """The embeddings provider of knowledge search, when AGENTSVC_EMBEDDINGS_URL is set."""
+    if settings.embeddings_url is None:
+        return None
+    return OpenAIEmbedder(
+        settings.embeddings_url,
+        settings.embeddings_api_key,
+        settings.embeddings_model,
+        settings.embeddings_dimensions,
+        guard,
+        send_dimensions=settings.embeddings_send_dimensions,
+    )
+
+
 def secret_box(settings: Settings) -> AesGcmBox:
     """Keys from AGENTSVC_ENCRYPTION_KEYS; else, with PostgreSQL, a key kept in the
     data folder (created once); with memory storage, a key for this process only."""
@@ -609,6 +651,7 @@ def build_services(settings: Settings) -> Services:
     webhooks = HttpWebhookCaller(guard)
     web_fetcher = HttpWebFetcher(guard)
     web_search = _web_search(settings, guard)
+    embedder = _embedder(settings, guard)
     services = Services(
         settings,
         storage,
@@ -632,6 +675,7 @@ def build_services(settings: Settings) -> Services:
         sampling=sampling,
         web_fetcher=web_fetcher,
         web_search=web_search,
+        embedder=embedder,
     )
     services.closers.extend(
         [registry.aclose, oauth_network.aclose, resolver.aclose, webhooks.aclose]
@@ -639,5 +683,7 @@ def build_services(settings: Settings) -> Services:
     services.closers.append(web_fetcher.aclose)
     if web_search is not None:
         services.closers.append(web_search.aclose)
+    if embedder is not None:
+        services.closers.append(embedder.aclose)
     services.closers.extend(m.aclose for m in (alpha, beta) if m is not None)
     return services

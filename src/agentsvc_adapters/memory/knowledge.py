@@ -75,7 +75,7 @@ class MemoryKnowledge(KnowledgeStore):
 
     def _drop(self, key: tuple[str, UUID]) -> None:
         for table in (self._docs, self._files, self._chunks, self._vectors):
-            table.pop(key, None)  # type: ignore[attr-defined]
+            table.pop(key, None)
 
     def _stored(self, org_id: str, document_id: UUID) -> KnowledgeDocument:
         found = self._docs.get((org_id, document_id))

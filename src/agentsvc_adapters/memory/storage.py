@@ -9,8 +9,8 @@ import msgspec
 from agentsvc_adapters.memory.conversations import MemoryConversations, MemoryThreads
 from agentsvc_adapters.memory.idempotency import MemoryIdempotency
 from agentsvc_adapters.memory.integrations import MemoryIntegrations
-from agentsvc_adapters.memory.mcps import MemoryMcps
 from agentsvc_adapters.memory.knowledge import MemoryKnowledge
+from agentsvc_adapters.memory.mcps import MemoryMcps
 from agentsvc_adapters.memory.memories import MemoryMemories
 from agentsvc_adapters.memory.plans import MemoryPlans
 from agentsvc_adapters.memory.secrets import MemorySecrets

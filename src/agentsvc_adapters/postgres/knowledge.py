@@ -127,9 +127,7 @@ class PostgresKnowledge(Repo, KnowledgeStore):
 
     async def check_language(self) -> bool:
         """Whether the server knows the text search configuration ``language``."""
-        row = await self._one(
-            "SELECT 1 FROM pg_ts_config WHERE cfgname = %s", (self._language,)
-        )
+        row = await self._one("SELECT 1 FROM pg_ts_config WHERE cfgname = %s", (self._language,))
         return row is not None
 
     async def enable_vectors(self, dimensions: int) -> str | None:

@@ -22,8 +22,8 @@ from agentsvc_adapters.postgres.api_keys import PostgresApiKeys
 from agentsvc_adapters.postgres.conversations import PostgresConversations, PostgresThreads
 from agentsvc_adapters.postgres.idempotency import PostgresIdempotency
 from agentsvc_adapters.postgres.integrations import PostgresIntegrations
-from agentsvc_adapters.postgres.mcps import PostgresMcps
 from agentsvc_adapters.postgres.knowledge import PostgresKnowledge
+from agentsvc_adapters.postgres.mcps import PostgresMcps
 from agentsvc_adapters.postgres.memories import PostgresMemories
 from agentsvc_adapters.postgres.migrate import migrations
 from agentsvc_adapters.postgres.organizations import PostgresOrganizations

@@ -252,7 +252,7 @@ class Knowledge:
     async def get(self, who: Principal, document_id: UUID) -> KnowledgeDocument:
         return await self._readable(who, await self._store.get(who.org_id, document_id))
 
-    async def list(
+    async def list_documents(
         self,
         who: Principal,
         *,

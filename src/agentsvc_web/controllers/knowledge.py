@@ -164,7 +164,7 @@ class KnowledgeController(Controller):
         thread_id: Annotated[UUID | None, QueryParameter(name="threadId")] = None,
         status: Annotated[DocumentStatus | None, QueryParameter(name="status")] = None,
     ) -> list[DocumentOut]:
-        found = await knowledge.list(
+        found = await knowledge.list_documents(
             principal_of(request),
             scope=scope,
             agent_id=agent_id,
@@ -196,7 +196,7 @@ class KnowledgeController(Controller):
         self, request: Req, knowledge: NamedDependency[Knowledge], document_id: FromPath[UUID]
     ) -> OkBody:
         await knowledge.delete(principal_of(request), document_id)
-        return OkBody()
+        return OkBody(ok=True)
 
     @post(
         "/{document_id:uuid}/reindex",

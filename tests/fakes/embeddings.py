@@ -11,6 +11,8 @@ nearly orthogonal, and the same text always gets the same vector.
 
 from __future__ import annotations
 
+import asyncio
+
 import base64
 import hashlib
 import json
@@ -90,6 +92,7 @@ class FakeEmbeddings:
         self.shuffle = False
         self.base64 = False
         self._failures: list[tuple[int, str | None]] = []
+        self.delay_s = 0.0  # each answer waits this long (an indexing caught mid-way)
 
     def reset(self) -> None:
         """Back to answering well, with an empty record (a fixture shared by tests)."""
@@ -97,6 +100,7 @@ class FakeEmbeddings:
         self.calls.clear()
         self.wrong_dimensions = self.shuffle = self.base64 = False
         self._failures.clear()
+        self.delay_s = 0.0
 
     def fail(self, n: int, status: int, retry_after: str | None = None) -> None:
         self._failures.extend([(status, retry_after)] * n)
@@ -116,6 +120,8 @@ class FakeEmbeddings:
         except ValueError:
             body = None
         self.calls.append(EmbeddingsCall(scope["path"], headers.get("authorization"), body))
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
         status, extra, answer = self._answer(scope["method"], scope["path"], headers, body)
         await send(
             {

@@ -159,14 +159,14 @@ class KnowledgeController(Controller):
         self,
         request: Req,
         knowledge: NamedDependency[Knowledge],
-        scope: Annotated[DocumentScope | None, QueryParameter(name="scope")] = None,
+        scope_filter: Annotated[DocumentScope | None, QueryParameter(name="scope")] = None,
         agent_id: Annotated[UUID | None, QueryParameter(name="agentId")] = None,
         thread_id: Annotated[UUID | None, QueryParameter(name="threadId")] = None,
         status: Annotated[DocumentStatus | None, QueryParameter(name="status")] = None,
     ) -> list[DocumentOut]:
         found = await knowledge.list_documents(
             principal_of(request),
-            scope=scope,
+            scope=scope_filter,
             agent_id=agent_id,
             thread_id=thread_id,
             status=status,

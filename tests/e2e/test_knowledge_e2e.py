@@ -143,7 +143,8 @@ def test_documents_are_indexed_and_the_model_finds_the_answer(
     for doc in (md, html, pdf):
         done = _ready(c, doc["id"])
         assert done["status"] == "ready", done
-        assert done["chunk_count"] >= 1 and done["error"] is None
+        assert done["chunk_count"] >= 1
+        assert done["error"] is None
     listed = c.get("/api/knowledge").json()
     assert {d["id"] for d in listed} == {md["id"], html["id"], pdf["id"]}
     assert all(d["status"] == "ready" for d in listed)
@@ -229,7 +230,8 @@ def test_documents_are_indexed_and_the_model_finds_the_answer(
     r = _upload(c, "broken.pdf", b"%PDF-1.4\nthis is not a pdf", "application/pdf")
     assert r.status_code == 202
     failed = _ready(c, r.json()["id"])
-    assert failed["status"] == "failed" and failed["error"], failed
+    assert failed["status"] == "failed", failed
+    assert failed["error"]
 
 
 @pytest.fixture
@@ -267,7 +269,8 @@ def test_hybrid_search_and_an_indexing_killed_midway_finishes_after_restart(
                 assert found["mode"] == "hybrid"
                 top = found["results"][0]
                 assert "business class" in top["text"]
-                assert top["text_rank"] is not None and top["vector_rank"] is not None
+                assert top["text_rank"] is not None
+                assert top["vector_rank"] is not None
 
                 # the provider stalls: the next document stays ``processing``
                 embeddings.delay_s = 120

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -25,7 +26,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.service import Service
+from tests.e2e.secret_scan import SCAN
+from tests.e2e.service import AGENTSVC, Service
 from tests.fakes.embeddings import EMBEDDINGS_KEY, FakeEmbeddings
 from tests.fakes.providers import FakeProvider, Reply, ToolCallSpec
 from tests.pdfs import make_pdf
@@ -296,3 +298,40 @@ def test_hybrid_search_and_an_indexing_killed_midway_finishes_after_restart(
                 assert r.json()["results"][0]["document_id"] == html["id"]
         finally:
             second.stop()
+
+
+def test_a_separate_worker_process_indexes_what_the_service_queues(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """``AGENTSVC_WORKER=off`` serves HTTP and runs no job; ``agentsvc worker`` (another
+    process, as on another machine) picks the job from the database and indexes it,
+    and stops cleanly on SIGTERM."""
+    key = f"ask_e2e_{uuid.uuid4().hex}"
+    env = _env(pg_url, key, tmp_path / "data")
+    svc = Service({**env, "AGENTSVC_WORKER": "off"}, log=tmp_path / "service.log")
+    worker: subprocess.Popen[bytes] | None = None
+    try:
+        svc.wait_ready()
+        with httpx.Client(
+            base_url=svc.url, headers={"Authorization": f"Bearer {key}"}, timeout=30
+        ) as c:
+            doc = _upload(c, "travel.md", MARKDOWN, "text/markdown").json()
+            time.sleep(1.0)  # long enough for an in-process worker to have started it
+            assert c.get(f"/api/knowledge/{doc['id']}").json()["status"] == "queued"
+            full_env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTSVC_")}
+            SCAN.log_file(tmp_path / "worker.log", temporary=False)
+            with open(tmp_path / "worker.log", "wb") as out:
+                worker = subprocess.Popen(
+                    [AGENTSVC, "worker"],
+                    env={**full_env, **env, "AGENTSVC_PORT": "0"},
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                )
+            done = _ready(c, doc["id"])
+            assert done["status"] == "ready", (tmp_path / "worker.log").read_text()
+            worker.send_signal(signal.SIGTERM)
+            assert worker.wait(timeout=30) == 0
+    finally:
+        if worker is not None and worker.poll() is None:
+            worker.kill()
+        svc.stop()

@@ -12,7 +12,6 @@ nearly orthogonal, and the same text always gets the same vector.
 from __future__ import annotations
 
 import asyncio
-
 import base64
 import hashlib
 import json

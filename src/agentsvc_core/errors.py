@@ -18,8 +18,10 @@ __all__ = [
     "PermissionDenied",
     "StorageError",
     "ThreadBusy",
+    "TooLarge",
     "Unauthenticated",
     "Unavailable",
+    "UnsupportedMedia",
     "Upstream",
 ]
 
@@ -91,6 +93,14 @@ class PermissionDenied(DomainError):
 
 class Unauthenticated(DomainError):
     """No, malformed, unknown, revoked or expired credential."""
+
+
+class TooLarge(DomainError):
+    """The request carries more than the service takes (an upload over its cap)."""
+
+
+class UnsupportedMedia(DomainError):
+    """The request carries a kind of content the service cannot read (a file type)."""
 
 
 class Upstream(DomainError):

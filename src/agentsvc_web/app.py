@@ -29,6 +29,11 @@ from agentsvc_web.controllers.integrations import (
     AgentIntegrationController,
     IntegrationController,
 )
+from agentsvc_web.controllers.knowledge import (
+    FORM_OVERHEAD,
+    KnowledgeController,
+    uploads_up_to,
+)
 from agentsvc_web.controllers.mcps import (
     AgentMcpController,
     McpController,
@@ -122,6 +127,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             PlanController,
             AgentPlanController,
             AgentMemoryController,
+            KnowledgeController,
+            uploads_up_to(settings.knowledge_max_bytes),
             healthz,
             readyz,
             metrics,
@@ -147,6 +154,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "plan_settings": _const(services.plan_settings),
             "memories": _const(services.memories),
             "memory_settings": _const(services.memory_settings),
+            "knowledge": _const(services.knowledge),
         },
         middleware=[
             DefineMiddleware(RequestSpans, tracer=services.tracer),
@@ -154,7 +162,10 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             by_address,
             bearer_auth(services.authenticator),
             by_credential,
-            idempotency_keys(services.idempotency, settings.max_body_bytes),
+            idempotency_keys(
+                services.idempotency,
+                max(settings.max_body_bytes, settings.knowledge_max_bytes + FORM_OVERHEAD),
+            ),
         ],
         guards=[access_guard],
         exception_handlers={**EXCEPTION_HANDLERS, RequestReadTimeout: request_timeout_response},

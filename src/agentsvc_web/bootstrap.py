@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -12,6 +13,9 @@ from agentsvc_adapters.auth import JwtConfigError, JwtVerifier
 from agentsvc_adapters.clock import SystemClock
 from agentsvc_adapters.crypto import AesGcmBox, KeyringError, load_keyring
 from agentsvc_adapters.crypto.aesgcm import new_key_spec, parse_keys
+from agentsvc_adapters.documents import FileParser
+from agentsvc_adapters.embeddings import OpenAIEmbedder
+from agentsvc_adapters.jobs import MemoryJobs, PgJobs
 from agentsvc_adapters.llm import AlphaModel, BetaModel, Families, LocalModel, PrefixRouter
 from agentsvc_adapters.mcp import SdkMcpClient
 from agentsvc_adapters.memory import MemoryStorage
@@ -55,6 +59,9 @@ from agentsvc_core.ports import (
     TokenVerifier,
     WebhookCaller,
 )
+from agentsvc_core.ports.documents import DocumentParser
+from agentsvc_core.ports.embeddings import Embedder
+from agentsvc_core.ports.jobs import JobHandler
 from agentsvc_core.ports.mcp import UrlPolicy
 from agentsvc_core.ports.oauth import OAuthNetwork
 from agentsvc_core.ports.registry import McpRegistry
@@ -66,6 +73,8 @@ from agentsvc_core.use_cases.compaction import Compactor
 from agentsvc_core.use_cases.health import Readiness
 from agentsvc_core.use_cases.idempotency import Idempotency
 from agentsvc_core.use_cases.integrations import Integrations, IntegrationTools
+from agentsvc_core.use_cases.knowledge import INDEX_JOB, Knowledge, KnowledgeLimits
+from agentsvc_core.use_cases.knowledge_tools import KnowledgeTools
 from agentsvc_core.use_cases.logs import Analytics, Logs
 from agentsvc_core.use_cases.mcp_oauth import McpOAuth
 from agentsvc_core.use_cases.mcp_servers import McpServers, McpTools
@@ -116,6 +125,8 @@ class Services:
         databases: SqlDatabases | None = None,
         web_fetcher: WebFetcher | None = None,
         web_search: WebSearch | None = None,
+        embedder: Embedder | None = None,
+        parser: DocumentParser | None = None,
     ) -> None:
         clock = SystemClock()
         revocations = revocations or LocalRevocations()
@@ -198,13 +209,16 @@ class Services:
         self.integrations = Integrations(
             storage.integrations, storage.agents, storage.secrets, self.databases, box, clock
         )
-        self.plans = Plans(storage.plans, self.threads, clock)
-        self.plan_settings = PlanSettings(storage.secrets, storage.agents, box)
+        self.plans, self.plan_settings = (
+            Plans(storage.plans, self.threads, clock),
+            PlanSettings(storage.secrets, storage.agents, box),
+        )
         self.memories, self.memory_settings = (
             Memories(storage.memories, storage.agents, clock),
             MemorySettings(storage.secrets, storage.agents, box),
         )
         self.web = self._web_tools(settings, storage, box, urls, web_fetcher, web_search)
+        self._background(settings, storage, clock, embedder, parser)
         try:
             prices = load_prices(settings.prices_file)
         except PriceFileError as exc:
@@ -248,6 +262,40 @@ class Services:
             settings.trace_retention_days,
         )
 
+    def _background(
+        self,
+        settings: Settings,
+        storage: Storage,
+        clock: SystemClock,
+        embedder: Embedder | None,
+        parser: DocumentParser | None,
+    ) -> None:
+        """The job queue and what runs on it: knowledge documents' indexing."""
+        # background jobs: in PostgreSQL (shared by every process) or in this process
+        self.jobs: PgJobs | MemoryJobs = (
+            PgJobs(
+                storage.pool,
+                storage.conninfo,
+                concurrency=settings.worker_concurrency,
+                heartbeat_s=settings.job_heartbeat_s,
+            )
+            if isinstance(storage, PostgresStorage)
+            else MemoryJobs(
+                concurrency=settings.worker_concurrency, heartbeat_s=settings.job_heartbeat_s
+            )
+        )
+        self.embedder = embedder
+        self.knowledge = Knowledge(
+            storage.knowledge,
+            storage.agents,
+            self.threads,
+            self.jobs,
+            parser or FileParser(),
+            clock,
+            embedder=embedder,
+            limits=KnowledgeLimits(max_bytes=settings.knowledge_max_bytes),
+        )
+
     def _web_tools(
         self,
         settings: Settings,
@@ -284,8 +332,44 @@ class Services:
             IntegrationTools(self.integrations, self.databases),
             PlanTools(self.plans, self.plan_settings),
             MemoryTools(self.memories, self.memory_settings),
+            KnowledgeTools(self.knowledge),
             WebTools(self.web, self.web_fetcher, self.web_search),
         ]
+
+    @property
+    def job_handlers(self) -> dict[str, JobHandler]:
+        """The background jobs this service runs, by kind."""
+        return {INDEX_JOB: self.knowledge.index}
+
+    async def _open_database(self, storage: PostgresStorage) -> None:
+        """Migrate (unless told not to), open the pool, prepare knowledge search."""
+        try:
+            if self.settings.migrate_on_start:
+                await migrate(storage.conninfo)
+            await storage.open()
+        except DomainError as exc:
+            raise SettingsError(exc.detail) from None
+        await self._prepare_knowledge(storage)
+
+    async def _prepare_knowledge(self, storage: PostgresStorage) -> None:
+        """Check the text search configuration; set up vectors when an embedding
+        provider is configured (pgvector), or say why search stays full text."""
+        language = self.settings.knowledge_language
+        if not await storage.knowledge.check_language():
+            raise SettingsError(
+                f"AGENTSVC_KNOWLEDGE_LANGUAGE: the PostgreSQL server has no text search"
+                f" configuration {language!r} (the server's pg_ts_config lists those it has)"
+            )
+        if self.embedder is None:
+            return
+        why = await storage.knowledge.enable_vectors(self.embedder.dimensions)
+        if why is not None:
+            log.warning("knowledge search is full text only: %s", why)
+        else:
+            log.info(
+                "knowledge search is hybrid: full text and %s vectors (pgvector)",
+                self.embedder.model,
+            )
 
     async def _sweep(self) -> None:
         """Replies whose process died stop counting as running; rows stored since
@@ -295,6 +379,12 @@ class Services:
             _log_sweep(await self.conversation.sweep())
         except DomainError as exc:
             log.warning("sweep of interrupted replies failed: %s", exc.detail)
+        try:
+            again = await self.knowledge.resume()
+            if again:
+                log.warning("queued again %d document indexings whose job was lost", again)
+        except DomainError as exc:
+            log.warning("the sweep of document indexings failed: %s", exc.detail)
         try:
             await self.analytics.roll_up()
             pruned = await self.logs.prune()
@@ -310,17 +400,28 @@ class Services:
             await self._sweep()
 
     @asynccontextmanager
+    async def _working(self) -> AsyncIterator[None]:
+        """The background jobs' worker in this process (``AGENTSVC_WORKER``), for the
+        block's life; at its end the jobs running get the shutdown grace to finish."""
+        if not self.settings.worker:
+            if isinstance(self.jobs, MemoryJobs):
+                log.warning("AGENTSVC_WORKER is off with memory storage: no job will run")
+            yield
+            return
+        worker = asyncio.create_task(self.jobs.work(self.job_handlers))
+        try:
+            yield
+        finally:
+            self.jobs.stop()
+            await _stop_worker(worker, self.settings.shutdown_grace_s)
+
+    @asynccontextmanager
     async def running(self) -> AsyncIterator[Services]:
         """Migrate and open storage, ensure the bootstrap key, sweep replies whose
         process died; on the way out let running replies finish briefly, then close."""
         try:
             if isinstance(self.storage, PostgresStorage):
-                try:
-                    if self.settings.migrate_on_start:
-                        await migrate(self.storage.conninfo)
-                    await self.storage.open()
-                except DomainError as exc:
-                    raise SettingsError(exc.detail) from None
+                await self._open_database(self.storage)
             if isinstance(self.stops, PostgresStopBus):
                 await self.stops.start()
             if self.settings.bootstrap_api_key:
@@ -335,12 +436,14 @@ class Services:
                 )
             await self._sweep()  # before serving: a crashed process's threads are free
             sweeper = asyncio.create_task(self._sweep_forever())
-            try:
-                yield self
-            finally:
-                self.readiness.drain()
-                sweeper.cancel()
-                await self.conversation.shutdown(grace_s=self.settings.shutdown_grace_s)
+            async with self._working():
+                try:
+                    yield self
+                finally:
+                    self.readiness.drain()
+                    sweeper.cancel()
+                    self.jobs.stop()  # no new jobs; the running ones may finish
+                    await self.conversation.shutdown(grace_s=self.settings.shutdown_grace_s)
         finally:
             if isinstance(self.stops, PostgresStopBus):
                 await self.stops.close()
@@ -351,6 +454,17 @@ class Services:
             await self.mcp_client.aclose()
             if isinstance(self.storage, PostgresStorage):
                 await self.storage.close()
+
+
+async def _stop_worker(worker: asyncio.Task[None], grace_s: float) -> None:
+    """Let the jobs running finish within ``grace_s``, then cancel them: a job
+    cut short is picked again (its heartbeat goes stale) by another worker."""
+    done, _ = await asyncio.wait({worker}, timeout=grace_s)
+    if not done:
+        log.warning("background jobs still running after %ss: stopped", grace_s)
+        worker.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await worker
 
 
 def _scrape_time_metrics(storage: Storage) -> ReadingsCollector:
@@ -443,6 +557,7 @@ def _storage(settings: Settings) -> Storage:
         min_size=settings.db_pool_min,
         max_size=max(settings.db_pool_max, settings.db_pool_min),
         timeout=float(settings.db_pool_timeout_s),
+        knowledge_language=settings.knowledge_language,
     )
 
 
@@ -480,6 +595,20 @@ def _web_search(settings: Settings, guard: OutboundGuard) -> BraveSearch | None:
     if settings.web_search_provider != "brave" or not settings.web_search_api_key:
         return None
     return BraveSearch(guard, settings.web_search_api_key, settings.web_search_url or BRAVE_URL)
+
+
+def _embedder(settings: Settings, guard: OutboundGuard) -> OpenAIEmbedder | None:
+    """The embeddings provider of knowledge search, when AGENTSVC_EMBEDDINGS_URL is set."""
+    if settings.embeddings_url is None:
+        return None
+    return OpenAIEmbedder(
+        settings.embeddings_url,
+        settings.embeddings_api_key,
+        settings.embeddings_model,
+        settings.embeddings_dimensions,
+        guard,
+        send_dimensions=settings.embeddings_send_dimensions,
+    )
 
 
 def secret_box(settings: Settings) -> AesGcmBox:
@@ -522,6 +651,7 @@ def build_services(settings: Settings) -> Services:
     webhooks = HttpWebhookCaller(guard)
     web_fetcher = HttpWebFetcher(guard)
     web_search = _web_search(settings, guard)
+    embedder = _embedder(settings, guard)
     services = Services(
         settings,
         storage,
@@ -545,6 +675,7 @@ def build_services(settings: Settings) -> Services:
         sampling=sampling,
         web_fetcher=web_fetcher,
         web_search=web_search,
+        embedder=embedder,
     )
     services.closers.extend(
         [registry.aclose, oauth_network.aclose, resolver.aclose, webhooks.aclose]
@@ -552,5 +683,7 @@ def build_services(settings: Settings) -> Services:
     services.closers.append(web_fetcher.aclose)
     if web_search is not None:
         services.closers.append(web_search.aclose)
+    if embedder is not None:
+        services.closers.append(embedder.aclose)
     services.closers.extend(m.aclose for m in (alpha, beta) if m is not None)
     return services

@@ -1,5 +1,5 @@
-"""The ``agentsvc`` command: ``serve``, ``keys create``, ``migrate``, ``secrets rotate``,
-``backup`` and ``restore``."""
+"""The ``agentsvc`` command: ``serve``, ``worker``, ``keys create``, ``migrate``,
+``secrets rotate``, ``backup`` and ``restore``."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any, Protocol
 
+import msgspec
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from agentsvc_core.entities import API_KEY_PREFIX
@@ -183,8 +184,39 @@ def _run_uvicorn(
     )
 
 
+def _no_worker() -> Settings:
+    """The settings of a one-off command: it runs no background job (a job it
+    started would be cut short when the command ends)."""
+    return msgspec.structs.replace(Settings.from_env(), worker=False)
+
+
+async def _work() -> int:
+    """``agentsvc worker``: background jobs only (document indexing), no HTTP. Any
+    number of them, on any machine, share the jobs through the database; SIGTERM
+    or SIGINT stops taking jobs and lets the running ones finish (the shutdown
+    grace), then exits."""
+    settings = msgspec.structs.replace(Settings.from_env(), worker=True)
+    if settings.storage == "memory":
+        print(
+            "error: workers share jobs through PostgreSQL; with AGENTSVC_STORAGE=memory "
+            "the jobs run inside `agentsvc serve`",
+            file=sys.stderr,
+        )
+        return 2
+    services = build_services(settings)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with services.running():
+        log.info("worker running (%d jobs at once)", settings.worker_concurrency)
+        await stop.wait()
+        log.info("worker stopping: running jobs may finish")
+    return 0
+
+
 async def _keys_create(org: str, name: str) -> int:
-    settings = Settings.from_env()
+    settings = _no_worker()
     if settings.storage == "memory":
         print(
             "error: with AGENTSVC_STORAGE=memory a key made here would vanish with this "
@@ -203,7 +235,7 @@ async def _keys_create(org: str, name: str) -> int:
 
 
 async def _rotate_secrets() -> int:
-    settings = Settings.from_env()
+    settings = _no_worker()
     if settings.storage == "memory":
         print("nothing to rotate: AGENTSVC_STORAGE=memory", file=sys.stderr)
         return 0
@@ -250,6 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     create.add_argument("--name", default="", help="a label for the key")
 
     sub.add_parser("migrate", help="apply pending database migrations and exit")
+    sub.add_parser("worker", help="run background jobs (document indexing) without serving HTTP")
 
     backup = sub.add_parser("backup", help="dump the database to FILE (pg_dump, custom format)")
     backup.add_argument("file", metavar="FILE")
@@ -280,6 +313,8 @@ def main(argv: list[str] | None = None) -> int:
                 return asyncio.run(_migrate())
             if args.command == "secrets":
                 return asyncio.run(_rotate_secrets())
+            if args.command == "worker":
+                return asyncio.run(_work())
             return asyncio.run(_keys_create(args.org, args.name))
     except SettingsError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)

@@ -25,8 +25,10 @@ from agentsvc_core.errors import (
     NotFound,
     PermissionDenied,
     StorageError,
+    TooLarge,
     Unauthenticated,
     Unavailable,
+    UnsupportedMedia,
     Upstream,
 )
 from agentsvc_web.body import BodyCutShort, BodyInvalid, MalformedBody, UnsupportedMediaType
@@ -96,6 +98,10 @@ def _domain(_: Request[Any, Any, Any], exc: DomainError) -> Response[ErrorBody]:
             return error_response(403, exc.detail)
         case Conflict():
             return error_response(409, exc.detail, exc.code)
+        case TooLarge():
+            return error_response(413, exc.detail)
+        case UnsupportedMedia():
+            return error_response(415, exc.detail)
         case Upstream():
             return error_response(502, exc.detail, exc.code)
         case Unavailable():

@@ -131,7 +131,60 @@ def _web_search(env: Mapping[str, str]) -> dict[str, Any]:
 
 
 _SEARCH_PROVIDERS = ("brave",)
+
+# the vector length of the embeddings models whose length is known; another model
+# needs AGENTSVC_EMBEDDINGS_DIMENSIONS
+_EMBEDDING_DIMENSIONS = {
+    "text-embedding-3-small": 1536,
+    "text-embedding-3-large": 3072,
+    "text-embedding-ada-002": 1536,
+}
+
+
+def _embeddings(env: Mapping[str, str]) -> dict[str, Any]:
+    """The embeddings provider of knowledge search, configured by its URL (unset:
+    full-text search only). The vector length is fixed here, because the database
+    column is made for it: the model's own length, or the one set explicitly, which
+    is then also sent to the provider (``dimensions``: models that can shorten
+    their vectors honour it; older ones and some servers refuse the field)."""
+    url = _opt(env, "AGENTSVC_EMBEDDINGS_URL")
+    model = _opt(env, "AGENTSVC_EMBEDDINGS_MODEL") or "text-embedding-3-small"
+    explicit = _opt(env, "AGENTSVC_EMBEDDINGS_DIMENSIONS") is not None
+    dimensions = _int(
+        env, "AGENTSVC_EMBEDDINGS_DIMENSIONS", _EMBEDDING_DIMENSIONS.get(model, 0), 1, 4000
+    )
+    if url is not None:
+        if not _BASE_URL.fullmatch(url):
+            raise SettingsError(
+                "AGENTSVC_EMBEDDINGS_URL must be an http(s) base URL such as "
+                f"https://api.openai.com/v1, not {url!r}"
+            )
+        if not explicit and model not in _EMBEDDING_DIMENSIONS:
+            raise SettingsError(
+                f"AGENTSVC_EMBEDDINGS_MODEL={model} needs AGENTSVC_EMBEDDINGS_DIMENSIONS "
+                "(the length of its vectors)"
+            )
+    return {
+        "embeddings_url": url,
+        "embeddings_api_key": _opt(env, "AGENTSVC_EMBEDDINGS_API_KEY"),
+        "embeddings_model": model,
+        "embeddings_dimensions": dimensions or 1536,
+        "embeddings_send_dimensions": explicit,
+    }
+
+
 _BASE_URL = re.compile(r"https?://[^\s/?#]+(?:/[^\s?#]*)?")
+
+
+def _language(env: Mapping[str, str]) -> str:
+    """A PostgreSQL text search configuration's name (checked against the server
+    at start-up): ``english``, ``simple`` (no stemming), ``german``..."""
+    raw = env.get("AGENTSVC_KNOWLEDGE_LANGUAGE", "").strip().lower() or "english"
+    if not raw.replace("_", "").isalnum() or len(raw) > 63:
+        raise SettingsError(
+            "AGENTSVC_KNOWLEDGE_LANGUAGE must name a PostgreSQL text search configuration"
+        )
+    return raw
 
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
@@ -197,6 +250,16 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     web_search_provider: Literal["brave"] | None = None  # None: web_search is not offered
     web_search_api_key: str | None = None
     web_search_url: str | None = None  # the provider's base URL; None: its real one
+    worker: bool = True  # run background jobs (document indexing) in this process too
+    worker_concurrency: int = 4  # jobs one process runs at once
+    job_heartbeat_s: int = 30  # a running job's heartbeat older than this: picked again
+    knowledge_max_bytes: int = 20 * 1024 * 1024  # an uploaded document
+    knowledge_language: str = "english"  # PostgreSQL text search configuration of chunks
+    embeddings_url: str | None = None  # OpenAI-compatible API base; None: no vector search
+    embeddings_api_key: str | None = None
+    embeddings_model: str = "text-embedding-3-small"
+    embeddings_dimensions: int = 1536  # the vector length (the database column's)
+    embeddings_send_dimensions: bool = False  # set explicitly: sent as ``dimensions``
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -283,6 +346,14 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
                 e, "AGENTSVC_EVAL_SLOW_FIRST_TOKEN_MS", 10_000, 1, 3_600_000
             ),
             **_web_search(e),
+            worker=_flag(e, "AGENTSVC_WORKER", default=True),
+            worker_concurrency=_int(e, "AGENTSVC_WORKER_CONCURRENCY", 4, 2, 256),
+            job_heartbeat_s=_int(e, "AGENTSVC_JOB_HEARTBEAT_S", 30, 2, 3600),
+            knowledge_max_bytes=_int(
+                e, "AGENTSVC_KNOWLEDGE_MAX_BYTES", 20 * 1024 * 1024, 1024, 1024 * 1024 * 1024
+            ),
+            knowledge_language=_language(e),
+            **_embeddings(e),
         )
 
     @property
@@ -313,5 +384,6 @@ _SECRET_FIELDS = frozenset(
         "encryption_keys",
         "metrics_token",
         "web_search_api_key",
+        "embeddings_api_key",
     }
 )

@@ -58,6 +58,9 @@ class MemoryThreads(ThreadRepository):
         """Every thread stored (analytics counts them)."""
         return iter(list(self._threads.values()))
 
+    def has(self, org_id: str, thread_id: UUID) -> bool:
+        return (org_id, thread_id) in self._threads
+
     def stored(self, org_id: str, thread_id: UUID) -> Thread:
         """The thread as stored (no ``active_run_id``: the turn reader's). Raises
         ``NotFound``."""

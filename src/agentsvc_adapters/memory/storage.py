@@ -9,6 +9,7 @@ import msgspec
 from agentsvc_adapters.memory.conversations import MemoryConversations, MemoryThreads
 from agentsvc_adapters.memory.idempotency import MemoryIdempotency
 from agentsvc_adapters.memory.integrations import MemoryIntegrations
+from agentsvc_adapters.memory.knowledge import MemoryKnowledge
 from agentsvc_adapters.memory.mcps import MemoryMcps
 from agentsvc_adapters.memory.memories import MemoryMemories
 from agentsvc_adapters.memory.plans import MemoryPlans
@@ -35,6 +36,7 @@ from agentsvc_core.ports import (
     WebhookToolStore,
 )
 from agentsvc_core.ports.idempotency import IdempotencyStore
+from agentsvc_core.ports.knowledge import KnowledgeStore
 from agentsvc_core.ports.memories import MemoryStore
 from agentsvc_core.ports.plans import PlanStore
 
@@ -171,6 +173,8 @@ class MemoryStorage(Storage):
         self._plans = MemoryPlans()
         self._memories = MemoryMemories(self._agents.has)
         self._agents.on_delete.append(self._memories.drop_agent)
+        self._knowledge = MemoryKnowledge(self._agents.has, self._threads.has)
+        self._agents.on_delete.append(self._knowledge.drop_agent)
         self._turn_reader = MemoryTurnReader(
             self._threads, self._agents, self._conversations, self._mcps, self._secrets
         )
@@ -241,6 +245,10 @@ class MemoryStorage(Storage):
     @property
     def memories(self) -> MemoryStore:
         return self._memories
+
+    @property
+    def knowledge(self) -> KnowledgeStore:
+        return self._knowledge
 
     def _all_threads(self) -> Iterator[Thread]:
         return self._threads.all()

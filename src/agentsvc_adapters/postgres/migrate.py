@@ -13,6 +13,8 @@ import re
 from importlib import resources
 
 import psycopg
+from pgqueuer.adapters.drivers.psycopg import PsycopgDriver
+from pgqueuer.adapters.persistence.queries import Queries
 
 from agentsvc_core.errors import StorageError, Unavailable
 
@@ -65,4 +67,29 @@ async def migrate(conninfo: str) -> list[int]:
                 "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (version, name)
             )
             applied_now.append(version)
+    await install_queue(conninfo)
     return applied_now
+
+
+# pgqueuer's own advisory lock guards its upgrades; this one makes the
+# install-or-upgrade decision one process's at a time when several start at once.
+_QUEUE_LOCK = 0x6A6F_6273_6167_656E & 0x7FFF_FFFF_FFFF_FFFF
+
+
+async def install_queue(conninfo: str) -> None:
+    """Create the job queue's tables (PgQueuer's, ``agentsvc_adapters.jobs``), or
+    converge them on the installed PgQueuer's schema: idempotent, after our own
+    migrations. Its statements cannot share one transaction, hence a connection
+    in autocommit mode and a session lock."""
+    try:
+        conn = await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
+    except psycopg.OperationalError as exc:
+        raise Unavailable(f"cannot connect to the database ({type(exc).__name__})") from None
+    async with conn:
+        await conn.execute("SELECT pg_advisory_lock(%s)", (_QUEUE_LOCK,))
+        queries = Queries(PsycopgDriver(conn))
+        if await queries.schema_is_installed():
+            await queries.upgrade()
+        else:
+            await queries.install()
+            log.info("installed the job queue's tables")

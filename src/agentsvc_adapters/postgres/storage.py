@@ -22,6 +22,7 @@ from agentsvc_adapters.postgres.api_keys import PostgresApiKeys
 from agentsvc_adapters.postgres.conversations import PostgresConversations, PostgresThreads
 from agentsvc_adapters.postgres.idempotency import PostgresIdempotency
 from agentsvc_adapters.postgres.integrations import PostgresIntegrations
+from agentsvc_adapters.postgres.knowledge import PostgresKnowledge
 from agentsvc_adapters.postgres.mcps import PostgresMcps
 from agentsvc_adapters.postgres.memories import PostgresMemories
 from agentsvc_adapters.postgres.migrate import migrations
@@ -83,9 +84,11 @@ class PostgresStorage(Storage):
         max_size: int = 10,
         timeout: float = 10.0,
         fold_settle_s: float = 120.0,
+        knowledge_language: str = "english",
     ) -> None:
         """``fold_settle_s``: how old a stored row must be before analytics' fold sums
-        it (``PostgresTraces``)."""
+        it (``PostgresTraces``); ``knowledge_language``: the text search
+        configuration of knowledge chunks (``PostgresKnowledge``)."""
         self.conninfo = conninfo
         self.pool: Pool = LifoPool(
             conninfo,
@@ -116,6 +119,7 @@ class PostgresStorage(Storage):
         self._webhook_tools = PostgresWebhookTools(self.pool)
         self._plans = PostgresPlans(self.pool)
         self._memories = PostgresMemories(self.pool)
+        self._knowledge = PostgresKnowledge(self.pool, language=knowledge_language)
 
     async def open(self) -> None:
         async with translate():
@@ -206,3 +210,7 @@ class PostgresStorage(Storage):
     @property
     def memories(self) -> MemoryStore:
         return self._memories
+
+    @property
+    def knowledge(self) -> PostgresKnowledge:
+        return self._knowledge

@@ -27,6 +27,7 @@ from agentsvc_core.entities import (
 )
 from agentsvc_core.ports.idempotency import IdempotencyClaim, IdempotencyStore
 from agentsvc_core.ports.integrations import IntegrationStore
+from agentsvc_core.ports.knowledge import KnowledgeStore
 from agentsvc_core.ports.memories import MemoryStore
 from agentsvc_core.ports.plans import PlanStore
 from agentsvc_core.ports.sealed import SealedRecord, SecretStore
@@ -335,6 +336,9 @@ class Storage(Protocol):
 
     @property
     def memories(self) -> MemoryStore: ...
+
+    @property
+    def knowledge(self) -> KnowledgeStore: ...
 
     async def check_ready(self) -> None:
         """Whether storage can serve now (the ``/readyz`` probe): returns when it

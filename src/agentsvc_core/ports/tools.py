@@ -72,6 +72,7 @@ class ToolSetup(msgspec.Struct, frozen=True, kw_only=True):
 
     mcp: Attached = ()
     records: dict[str, SealedRecord] = {}
+    thread_id: UUID | None = None  # the turn's thread
 
 
 class ToolCallContext(msgspec.Struct, frozen=True, kw_only=True):

@@ -247,7 +247,7 @@ class Conversation:
             else (None, None)
         )
         profile = effective_profile(agent, thread, msg.tool_profile)
-        setup = ToolSetup(mcp=inputs.mcp, records=inputs.records)
+        setup = ToolSetup(mcp=inputs.mcp, records=inputs.records, thread_id=thread.id)
         offered_server = await self._tools.list_tools(who, agent, setup)
         server = {t.name: t for t in gate_tools(agent, profile, offered_server)}
         client = {t.name: t for t in msg.tools}

@@ -1,0 +1,177 @@
+"""The job queue on PgQueuer: durable in PostgreSQL, or in-process for memory storage.
+
+Why PgQueuer (compared with procrastinate, the other maintained PostgreSQL queue
+for asyncio, in the commit that brought it): both speak psycopg 3 async and wake
+workers with LISTEN/NOTIFY, and both have cron schedules. PgQueuer re-picks a job
+whose worker stopped sending heartbeats (``heartbeat_timeout``) as part of its
+dequeue, where procrastinate leaves stalled jobs to a sweep of our own; it
+deduplicates waiting and running jobs by key in one partial unique index; and it
+has an in-memory driver with the same entrypoints, which the memory storage uses,
+so one handler code runs on both.
+
+Jobs run inside the service process (``AGENTSVC_WORKER=on``, the default) or in
+``agentsvc worker`` processes; any number of them, on any number of machines,
+share the work through the database: a job is picked by one worker (``FOR UPDATE
+SKIP LOCKED``), its heartbeat renewed while it runs, and picked again by any
+worker once the heartbeat is older than the timeout (a killed process).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+from pgqueuer import PgQueuer
+from pgqueuer.adapters.drivers.psycopg import PsycopgDriver
+from pgqueuer.adapters.persistence.queries import Queries
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from agentsvc_core.errors import Unavailable
+from agentsvc_core.ports.jobs import JobHandler, JobHandlers, JobQueue
+
+if TYPE_CHECKING:
+    from pgqueuer.models import Job
+
+__all__ = ["MemoryJobs", "PgJobs"]
+
+log = logging.getLogger("agentsvc.jobs")
+
+
+def _job_handler(kind: str, handler: JobHandler) -> Any:
+    async def run(job: Job) -> None:
+        try:
+            await handler(job.payload or b"")
+        except Exception:
+            # The handler records what the job was for (a document's ``failed``);
+            # an exception here is a defect: logged, and the job ends.
+            log.exception("job %s of kind %s failed", job.id, kind)
+
+    return run
+
+
+class _Worker:
+    """What runs the handlers, shared by both queues: the entrypoints of one
+    PgQueuer and its run loop, stopped by ``stop`` (jobs running finish first)."""
+
+    def __init__(self, *, concurrency: int, heartbeat_s: float) -> None:
+        if concurrency < 2:
+            raise ValueError("the worker's concurrency is at least 2")
+        self._concurrency = concurrency
+        self._heartbeat = timedelta(seconds=heartbeat_s)
+        self._current: PgQueuer | None = None
+        self._stopping = False
+
+    def _register(self, pgq: PgQueuer, handlers: JobHandlers) -> None:
+        for kind, handler in handlers.items():
+            pgq.entrypoint(kind)(_job_handler(kind, handler))
+
+    async def _run(self, pgq: PgQueuer) -> None:
+        self._current = pgq
+        try:
+            await pgq.run(
+                batch_size=max(1, self._concurrency // 2),
+                max_concurrent_tasks=self._concurrency,
+                heartbeat_timeout=self._heartbeat,
+                # a missed NOTIFY (a reconnect) costs at most this much delay
+                dequeue_timeout=timedelta(seconds=10),
+            )
+        finally:
+            self._current = None
+
+    def stop(self) -> None:
+        """Take no new jobs; ``work`` returns once the running ones end."""
+        self._stopping = True
+        if self._current is not None:
+            self._current.shutdown.set()
+
+
+class PgJobs(_Worker, JobQueue):
+    """Jobs in PostgreSQL. ``enqueue`` uses the storage's pool (one statement);
+    ``work`` holds one connection of its own for LISTEN and dequeues."""
+
+    def __init__(
+        self,
+        pool: AsyncConnectionPool[Any],
+        conninfo: str,
+        *,
+        concurrency: int = 4,
+        heartbeat_s: float = 30.0,
+    ) -> None:
+        super().__init__(concurrency=concurrency, heartbeat_s=heartbeat_s)
+        self._pool = pool
+        self._conninfo = conninfo
+
+    async def enqueue(
+        self, kind: str, payload: bytes, *, key: str | None = None, delay_s: float = 0.0
+    ) -> bool:
+        try:
+            async with self._pool.connection() as conn:
+                ids = await Queries(PsycopgDriver(conn)).enqueue(
+                    kind,
+                    payload,
+                    execute_after=timedelta(seconds=delay_s) if delay_s > 0 else None,
+                    dedupe_key=key,
+                    on_conflict="skip",
+                )
+        except (PoolTimeout, psycopg.OperationalError) as exc:
+            raise Unavailable("the job queue's database is unreachable; try again") from exc
+        return ids[0] is not None
+
+    async def work(self, handlers: JobHandlers) -> None:
+        """Run jobs until ``stop``; a lost connection is opened again (with a
+        growing pause), never the end of the worker."""
+        pause = 0.5
+        while not self._stopping:
+            try:
+                async with self._connection() as conn:
+                    pgq = PgQueuer.from_psycopg_connection(conn)
+                    self._register(pgq, handlers)
+                    if self._stopping:
+                        return
+                    pause = 0.5
+                    await self._run(pgq)
+                    return
+            except (psycopg.Error, OSError) as exc:
+                log.warning("the job worker lost its database connection (%s)", type(exc).__name__)
+            await asyncio.sleep(pause + random.uniform(0, pause))  # noqa: S311 (jitter)
+            pause = min(pause * 2, 30.0)
+
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
+        async with conn:
+            yield conn
+
+
+class MemoryJobs(_Worker, JobQueue):
+    """Jobs in this process's memory (the memory storage's queue): the same
+    library and handlers, nothing durable. ``work`` may start after ``enqueue``:
+    jobs wait for it."""
+
+    def __init__(self, *, concurrency: int = 4, heartbeat_s: float = 30.0) -> None:
+        super().__init__(concurrency=concurrency, heartbeat_s=heartbeat_s)
+        self._pgq = PgQueuer.in_memory()
+
+    async def enqueue(
+        self, kind: str, payload: bytes, *, key: str | None = None, delay_s: float = 0.0
+    ) -> bool:
+        assert self._pgq.queries is not None
+        ids = await self._pgq.queries.enqueue(
+            kind,
+            payload,
+            execute_after=timedelta(seconds=delay_s) if delay_s > 0 else None,
+            dedupe_key=key,
+            on_conflict="skip",
+        )
+        return ids[0] is not None
+
+    async def work(self, handlers: JobHandlers) -> None:
+        self._register(self._pgq, handlers)
+        if not self._stopping:
+            await self._run(self._pgq)

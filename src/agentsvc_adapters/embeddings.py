@@ -98,6 +98,10 @@ def _retry_after(headers: httpx.Headers) -> float | None:
     return None
 
 
+def _size(n: int) -> str:
+    return f"{n / 1048576:g} MiB" if n >= 1048576 else f"{n} bytes"
+
+
 def _vector(embedding: list[float] | str) -> list[float]:
     if isinstance(embedding, list):
         return embedding
@@ -128,6 +132,7 @@ class OpenAIEmbedder(Embedder):
         max_chars: int = 8000,
         send_dimensions: bool = False,
         backoff_s: float = 0.5,
+        max_answer_bytes: int = MAX_BYTES,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         if dimensions < 1 or batch < 1 or max_attempts < 1 or max_chars < 1:
@@ -143,6 +148,7 @@ class OpenAIEmbedder(Embedder):
         self._max_chars = max_chars
         self._send_dimensions = send_dimensions
         self._backoff_s = backoff_s
+        self._max_bytes = max_answer_bytes
         self._sleep = sleep
         self._http = guard.http_client(timeout=timeout_s)
 
@@ -213,8 +219,8 @@ class OpenAIEmbedder(Embedder):
                 raw = bytearray()
                 async for chunk in resp.aiter_bytes():
                     raw += chunk
-                    if len(raw) > MAX_BYTES:
-                        raise Upstream(f"{_WHO} answered more than {MAX_BYTES >> 20} MiB")
+                    if len(raw) > self._max_bytes:
+                        raise Upstream(f"{_WHO} answered more than {_size(self._max_bytes)}")
                 return bytes(raw)
         except (TimeoutError, httpx.TimeoutException):
             raise _Again(f"no answer within {self._timeout_s:g} s") from None

@@ -81,7 +81,9 @@ class FakeEmbeddings:
     answers vectors one element short; ``shuffle = True`` lists ``data`` in reverse
     order (the indexes still right); ``base64 = True`` answers each embedding as
     base64 of little-endian float32, as OpenAI does for ``encoding_format: base64``
-    (and some servers whatever was asked). ``calls``: every request, in order."""
+    (and some servers whatever was asked); ``raw = b"..."`` answers 200 with that
+    body; ``stall_s`` waits that long before answering the next request (then
+    goes back to 0). ``calls``: every request, in order."""
 
     def __init__(self, key: str | None = EMBEDDINGS_KEY, dimensions: int = 1536) -> None:
         self.key = self._key = key
@@ -90,6 +92,8 @@ class FakeEmbeddings:
         self.wrong_dimensions = False
         self.shuffle = False
         self.base64 = False
+        self.raw: bytes | None = None
+        self.stall_s = 0.0
         self._failures: list[tuple[int, str | None]] = []
         self.delay_s = 0.0  # each answer waits this long (an indexing caught mid-way)
 
@@ -98,6 +102,8 @@ class FakeEmbeddings:
         self.key = self._key
         self.calls.clear()
         self.wrong_dimensions = self.shuffle = self.base64 = False
+        self.raw = None
+        self.stall_s = 0.0
         self._failures.clear()
         self.delay_s = 0.0
 
@@ -121,7 +127,13 @@ class FakeEmbeddings:
         self.calls.append(EmbeddingsCall(scope["path"], headers.get("authorization"), body))
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
+        if self.stall_s:
+            stall, self.stall_s = self.stall_s, 0.0
+            await asyncio.sleep(stall)
         status, extra, answer = self._answer(scope["method"], scope["path"], headers, body)
+        encoded = json.dumps(answer).encode()
+        if self.raw is not None and status == 200:
+            encoded = self.raw
         await send(
             {
                 "type": "http.response.start",
@@ -129,7 +141,7 @@ class FakeEmbeddings:
                 "headers": [(b"content-type", b"application/json"), *extra],
             }
         )
-        await send({"type": "http.response.body", "body": json.dumps(answer).encode()})
+        await send({"type": "http.response.body", "body": encoded})
 
     def _answer(
         self, method: str, path: str, headers: dict[str, str], body: Any

@@ -60,6 +60,8 @@ def embedder(
     max_chars: int = 8000,
     send_dimensions: bool = False,
     backoff_s: float = 0.5,
+    timeout_s: float = 30.0,
+    max_answer_bytes: int = 64 * 1024 * 1024,
 ) -> OpenAIEmbedder:
     """The adapter on the fake, recording its waits instead of waiting."""
     return OpenAIEmbedder(
@@ -72,6 +74,8 @@ def embedder(
         max_chars=max_chars,
         send_dimensions=send_dimensions,
         backoff_s=backoff_s,
+        timeout_s=timeout_s,
+        max_answer_bytes=max_answer_bytes,
         sleep=sleep or Sleeps(),
     )
 
@@ -268,6 +272,59 @@ async def test_other_statuses_fail_at_once(
     try:
         with pytest.raises(Upstream, match=words):
             await e.embed(["tea"])
+    finally:
+        await e.aclose()
+    assert len(fake.calls) == 1
+
+
+async def test_no_answer_in_time_is_tried_again(api: tuple[FakeEmbeddings, str]) -> None:
+    fake, url = api
+    fake.stall_s = 2.0  # the first request only
+    sleeps = Sleeps()
+    e = embedder(url, sleep=sleeps, timeout_s=0.3)
+    try:
+        assert await e.embed(["tea"]) == [hash_vector("tea", DIMS)]
+    finally:
+        await e.aclose()
+    assert len(fake.calls) == 2
+    assert len(sleeps.waits) == 1
+
+
+async def test_an_answer_over_the_cap_is_refused(api: tuple[FakeEmbeddings, str]) -> None:
+    fake, url = api
+    e = embedder(url, max_answer_bytes=200)
+    try:
+        with pytest.raises(Upstream, match="answered more than 200 bytes"):
+            await e.embed(["tea"])  # 32 floats, 2 objects: about 300 bytes
+    finally:
+        await e.aclose()
+    assert len(fake.calls) == 1
+
+
+@pytest.mark.parametrize(
+    ("raw", "words"),
+    [
+        (b"<html>gateway</html>", "answered something that is not embeddings"),
+        (b'{"data": [{"index": 0, "embedding": [0.5]}]}', "answered 1 embeddings for 2 texts"),
+        (
+            b'{"data": [{"index": 0, "embedding": [0.5]}, {"index": 0, "embedding": [0.5]}]}',
+            "answered 2 embeddings for 2 texts",
+        ),
+        (
+            b'{"data": [{"index": 0, "embedding": "!!"}, {"index": 1, "embedding": "AAAA"}]}',
+            "not base64",
+        ),
+    ],
+)
+async def test_an_answer_of_the_wrong_shape_is_upstream(
+    api: tuple[FakeEmbeddings, str], raw: bytes, words: str
+) -> None:
+    fake, url = api
+    fake.raw = raw
+    e = embedder(url)
+    try:
+        with pytest.raises(Upstream, match=words):
+            await e.embed(["green tea", "black tea"])
     finally:
         await e.aclose()
     assert len(fake.calls) == 1

@@ -53,6 +53,7 @@ _SCOPE = (
 )
 _HIT = "c.id, c.document_id, d.title, c.ordinal, c.text, c.headings, c.page"
 _BATCH = 500  # chunks per INSERT
+_HNSW_MAX_DIMS = 2000  # pgvector's HNSW index takes vectors of at most this many dimensions
 _SEP = "\x1f"  # joins a chunk's headings into one text for unnest (not in headings)
 
 
@@ -159,16 +160,26 @@ class PostgresKnowledge(Repo, KnowledgeStore):
                     "  REFERENCES knowledge_chunks (org_id, document_id, ordinal)"
                     "  ON DELETE CASCADE)"
                 )
-                await conn.execute(
-                    sql.SQL(
-                        "CREATE INDEX IF NOT EXISTS {} ON knowledge_vectors USING hnsw"
-                        " ((embedding::vector({})) vector_cosine_ops) WHERE dims = {}"
-                    ).format(
-                        sql.Identifier(f"knowledge_vectors_hnsw_{dimensions}"),
-                        sql.Literal(dimensions),
-                        sql.Literal(dimensions),
+                if dimensions <= _HNSW_MAX_DIMS:
+                    await conn.execute(
+                        sql.SQL(
+                            "CREATE INDEX IF NOT EXISTS {} ON knowledge_vectors USING hnsw"
+                            " ((embedding::vector({})) vector_cosine_ops) WHERE dims = {}"
+                        ).format(
+                            sql.Identifier(f"knowledge_vectors_hnsw_{dimensions}"),
+                            sql.Literal(dimensions),
+                            sql.Literal(dimensions),
+                        )
                     )
-                )
+                else:
+                    log.warning(
+                        "knowledge vectors of %d dimensions are searched without an index"
+                        " (pgvector indexes %d at most): set AGENTSVC_EMBEDDINGS_DIMENSIONS"
+                        " to %d or fewer for large collections",
+                        dimensions,
+                        _HNSW_MAX_DIMS,
+                        _HNSW_MAX_DIMS,
+                    )
         except psycopg.Error as exc:
             return f"pgvector could not be set up ({type(exc).__name__}: {exc.sqlstate})"
         self._dims = dimensions

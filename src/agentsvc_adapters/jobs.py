@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -71,18 +71,41 @@ class _Worker:
         for kind, handler in handlers.items():
             pgq.entrypoint(kind)(_job_handler(kind, handler))
 
-    async def _run(self, pgq: PgQueuer) -> None:
+    async def _run(
+        self, pgq: PgQueuer, abandon: Callable[[], Awaitable[None]] | None = None
+    ) -> None:
+        """PgQueuer's run loop until ``stop``. Cancelled, the running jobs are cut
+        short with no completion recorded (``abandon`` first takes away what would
+        record it): a killed process's jobs are picked again elsewhere."""
         self._current = pgq
-        try:
-            await pgq.run(
+        run = asyncio.create_task(
+            pgq.run(
                 batch_size=max(1, self._concurrency // 2),
                 max_concurrent_tasks=self._concurrency,
                 heartbeat_timeout=self._heartbeat,
                 # a missed NOTIFY (a reconnect) costs at most this much delay
                 dequeue_timeout=timedelta(seconds=10),
             )
+        )
+        try:
+            # asyncio.wait does not pass a cancel on to ``run``: see below
+            await asyncio.wait({run})
+        except asyncio.CancelledError:
+            # A cancelled worker is a stopped process (a shutdown past its grace):
+            # its jobs end now and are picked again elsewhere once their heartbeat
+            # is stale. PgQueuer answers one cancel by waiting for the running jobs
+            # (an unbounded wait); cancelling again while it waits cuts them short,
+            # and it would then log them ``canceled`` (done, never picked again),
+            # so its connection goes first.
+            if abandon is not None:
+                await abandon()
+            while not run.done():
+                run.cancel()
+                await asyncio.wait({run}, timeout=0.05)
+            raise
         finally:
             self._current = None
+        run.result()
 
     def stop(self) -> None:
         """Take no new jobs; ``work`` returns once the running ones end."""
@@ -135,7 +158,7 @@ class PgJobs(_Worker, JobQueue):
                     if self._stopping:
                         return
                     pause = 0.5
-                    await self._run(pgq)
+                    await self._run(pgq, abandon=conn.close)
                     return
             except (psycopg.Error, OSError) as exc:
                 log.warning("the job worker lost its database connection (%s)", type(exc).__name__)

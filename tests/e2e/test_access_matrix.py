@@ -58,6 +58,7 @@ ID_FIELDS = {
     "todo_id": "todo",
     "dependsOn": "todo",
     "memory_id": "memory",
+    "document_id": "document",
 }
 
 # Operations whose answer to another organization is not 404, and why. Each must
@@ -180,6 +181,17 @@ class World:
                 json={"integrationId": integration["id"]},
             )
         )
+        # a knowledge document of the organization, indexed (so that searches could find it)
+        upload = a.post(
+            "/api/knowledge/upload",
+            files={
+                "file": ("notes.md", f"# Notes {MARK}\n\nzebra {MARK}\n".encode(), "text/markdown")
+            },
+            data={"title": f"doc {MARK}"},
+        )
+        assert upload.status_code == 202, upload.text
+        self.ids["document"] = upload.json()["id"]
+        _indexed(a, self.ids["document"])
         self.ids["runner"] = str(uuid.uuid4())
         _ok(a.post(f"/api/runners/{self.ids['runner']}/mcps", json={"mcpServerId": mcp["id"]}))
 
@@ -189,6 +201,15 @@ class World:
 
 def _h(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
+
+
+def _indexed(c: httpx.Client, document_id: str) -> None:
+    """Wait for the background indexing (generous: it is not what is tested)."""
+    deadline = time.monotonic() + 60
+    while (d := _ok(c.get(f"/api/knowledge/{document_id}")))["status"] != "ready":
+        assert d["status"] != "failed", d
+        assert time.monotonic() < deadline, d
+        time.sleep(0.1)
 
 
 def _ok(r: httpx.Response) -> dict[str, Any]:
@@ -433,3 +454,72 @@ def test_a_member_reads_but_does_not_see_another_users_thread(
             r = member.get(path)
             assert (r.status_code, r.json()["error"]) == (404, "NOT_FOUND"), r.text
             assert MARK not in r.text
+
+
+def _upload(c: httpx.Client, name: str, **fields: str) -> httpx.Response:
+    body = f"{name} {uuid.uuid4().hex}".encode()
+    return c.post("/api/knowledge/upload", files={"file": (name, body, "text/plain")}, data=fields)
+
+
+def test_knowledge_members_read_admins_write_threads_are_their_viewers(world: World) -> None:
+    """What the access rules of use_cases/knowledge.py give a member (a JWT without
+    the admin role): the routes are member routes, the use case refuses the rest."""
+    doc_id, agent, thread = world.ids["document"], world.ids["agent"], world.ids["thread"]
+    member = httpx.Client(base_url=world.url, headers=_h(_jwt("mallory", ORG_A)), timeout=30)
+    with member:
+        # reads the organization's documents
+        assert member.get(f"/api/knowledge/{doc_id}").json()["id"] == doc_id
+        assert doc_id in [d["id"] for d in member.get("/api/knowledge").json()]
+        # adds, changes and removes no organization or agent document
+        for r in (
+            _upload(member, "org.txt"),
+            _upload(member, "agent.txt", agentId=agent),
+            member.delete(f"/api/knowledge/{doc_id}"),
+            member.post(f"/api/knowledge/{doc_id}/reindex"),
+            member.post("/api/knowledge/search", json={"query": "zebra"}),
+            member.post("/api/knowledge/search", json={"query": "zebra", "agentId": agent}),
+        ):
+            assert (r.status_code, r.json()["error"]) == (403, "FORBIDDEN"), r.text
+        # nor one of a thread it may not see
+        r = _upload(member, "theirs.txt", threadId=thread)
+        assert (r.status_code, r.json()["error"]) == (403, "FORBIDDEN"), r.text
+        assert MARK not in r.text
+        # a thread of its own: it adds, reads, searches and removes its documents
+        own = _ok(member.post("/api/threads", json={"agentId": agent}))["id"]
+        r = _upload(member, "mine.txt", threadId=own)
+        assert r.status_code == 202, r.text
+        mine = r.json()["id"]
+        assert member.get(f"/api/knowledge/{mine}").status_code == 200
+        listed = member.get("/api/knowledge", params={"threadId": own}).json()
+        assert [d["id"] for d in listed] == [mine]
+        found = member.post("/api/knowledge/search", json={"query": "zebra", "threadId": own})
+        assert found.status_code == 200, found.text
+        assert member.post(f"/api/knowledge/{mine}/reindex").status_code == 202
+        assert member.delete(f"/api/knowledge/{mine}").status_code == 200
+        # a thread's documents are listed when that thread is asked for, not otherwise
+        assert mine not in [d["id"] for d in member.get("/api/knowledge").json()]
+    # the admin's document is untouched
+    assert _ok(world.a.get(f"/api/knowledge/{doc_id}"))["status"] == "ready"
+
+
+def test_knowledge_of_another_organization_is_not_found_nor_found(
+    world: World, strangers: dict[str, httpx.Client]
+) -> None:
+    """B names A's agent or thread in an upload or a search: 404, as for ids that
+    exist nowhere; B's own search of the same words finds nothing of A."""
+    agent, thread = world.ids["agent"], world.ids["thread"]
+    for who, client in strangers.items():
+        for r in (
+            _upload(client, "b.txt", agentId=agent),
+            _upload(client, "b.txt", threadId=thread),
+            client.post("/api/knowledge/search", json={"query": "zebra", "agentId": agent}),
+            client.post("/api/knowledge/search", json={"query": "zebra", "threadId": thread}),
+        ):
+            assert (r.status_code, r.json()["error"]) == (404, "NOT_FOUND"), (who, r.text)
+            assert MARK not in r.text
+        found = client.post("/api/knowledge/search", json={"query": f"zebra notes {MARK}"})
+        assert found.status_code == 200, (who, found.text)
+        assert found.json()["results"] == []
+        listed = client.get("/api/knowledge", params={"threadId": thread})
+        for value in world.secrets_of_a():
+            assert value not in listed.text, (who, listed.text)

@@ -58,7 +58,8 @@ REFUSED = [
 # updatePlan, addTodos, updateTodo), a parent or dependency that is not a todo of
 # the plan (addTodos, updateTodo, addTodoDependency); an agent's web domains that are
 # host names, and search switched on while the service has no search provider
-# (putAgentWeb).
+# (putAgentWeb); a knowledge search's agentId that is not its threadId's agent
+# (searchKnowledge).
 DOMAIN_RULES = [
     "createTool",
     "updateTool",
@@ -85,6 +86,7 @@ DOMAIN_RULES = [
     "putAgentMemory",  # scopes must not repeat one
     "recallMemories",  # a query of blanks or with NUL
     "listMemories",  # a cursor that is no nextCursor
+    "searchKnowledge",
 ]
 CONFIG = f"""
 [checks]
@@ -95,6 +97,13 @@ negative_data_rejection.expected-statuses = {REFUSED!r}
 include-operation-id = {DOMAIN_RULES!r}
 checks.positive_data_acceptance.expected-statuses = {[*ACCEPTED, "422"]!r}
 
+# A knowledge upload's file is bytes to the document: a type the service does not
+# read (text, Markdown, HTML and PDF are) is 415, and a title of blanks or NUL, or
+# both agentId and threadId, is 422 (rules of use_cases/knowledge.py).
+[[operations]]
+include-operation-id = "uploadKnowledge"
+checks.positive_data_acceptance.expected-statuses = {[*ACCEPTED, "415", "422"]!r}
+
 # The OAuth callback's state is single use and made by startMcpOAuth (excluded
 # below): any state a fuzzer sends is unknown, which is a 400 by design.
 [[operations]]
@@ -103,6 +112,8 @@ checks.positive_data_acceptance.expected-statuses = {[*ACCEPTED, "400"]!r}
 """
 
 
+# the run below may take up to its own 600 s; pytest's 300 s default cut it short
+@pytest.mark.timeout(660)
 def test_api_conforms_to_its_openapi_document(service: Service, tmp_path: Path) -> None:
     config = tmp_path / "schemathesis.toml"
     config.write_text(CONFIG)

@@ -111,6 +111,21 @@ def test_secrets_of_the_environment_in_a_log_are_found(tmp_path: Path) -> None:
     assert scan.findings() == ["generated encryption key in the service log svc.log"]
 
 
+def test_the_embedding_providers_key_is_learned_from_the_service_env(tmp_path: Path) -> None:
+    scan = SecretScan()
+    log = tmp_path / "svc.log"
+    log.write_text("WARNING embeddings failed: key emb-key-0123456789abcdef refused\n")
+    scan.service_env(
+        {
+            "AGENTSVC_EMBEDDINGS_API_KEY": "emb-key-0123456789abcdef",
+            "AGENTSVC_EMBEDDINGS_MODEL": "m",
+        },
+        None,
+    )
+    scan.log_file(log)
+    assert scan.findings() == ["AGENTSVC_EMBEDDINGS_API_KEY in the service log svc.log"]
+
+
 def test_a_streamed_answer_is_scanned_too() -> None:
     scan = SecretScan()
     scan.secret("byok-user-key-987654321", "BYOK key")

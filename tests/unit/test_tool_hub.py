@@ -18,7 +18,9 @@ SOURCES = build_services(
 NAMES = [
     "docs-search__lookup",  # MCP
     "db_warehouse__query",  # database integration
+    "knowledge_search",
     "lookup_order",  # webhook tool
+    "memory_search",
     "plan_create",
     "todo_update",
     "web_fetch",
@@ -34,7 +36,9 @@ def test_each_kind_of_name_has_its_one_source() -> None:
     assert {n: owners(n) for n in NAMES} == {
         "docs-search__lookup": ["McpTools"],
         "db_warehouse__query": ["IntegrationTools"],
+        "knowledge_search": ["KnowledgeTools"],
         "lookup_order": ["WebhookToolSource"],
+        "memory_search": ["MemoryTools"],
         "plan_create": ["PlanTools"],
         "todo_update": ["PlanTools"],
         "web_fetch": ["WebTools"],

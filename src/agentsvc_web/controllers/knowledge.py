@@ -10,6 +10,7 @@ are ``MEMBER`` routes and the use case refuses a member what is an admin's.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID
@@ -19,12 +20,21 @@ from litestar import Controller, Request, Response, delete, get, post
 from litestar.datastructures import UploadFile
 from litestar.di import NamedDependency
 from litestar.exceptions import ClientException
+from litestar.openapi.datastructures import ResponseSpec
+from litestar.openapi.spec import (
+    OpenAPIFormat,
+    OpenAPIMediaType,
+    OpenAPIType,
+    Operation,
+    RequestBody,
+    Schema,
+)
 from litestar.params import FromPath, JSONBody, QueryParameter
 from msgspec import Meta
 
 from agentsvc_core.entities.knowledge import DocumentScope, DocumentStatus, KnowledgeDocument
 from agentsvc_core.errors import InvalidInput, UnsupportedMedia
-from agentsvc_core.use_cases.knowledge import MAX_QUERY, MAX_TOP_K, Knowledge
+from agentsvc_core.use_cases.knowledge import MAX_QUERY, MAX_TITLE, MAX_TOP_K, Knowledge
 from agentsvc_web.access import MEMBER
 from agentsvc_web.auth import principal_of
 from agentsvc_web.openapi import errors
@@ -96,12 +106,38 @@ def _text(form: Any, name: str) -> str | None:
 
 def _uuid(form: Any, name: str) -> UUID | None:
     raw = _text(form, name)
-    if raw is None or raw == "":
+    if raw is None:
         return None
     try:
         return UUID(raw)
     except ValueError:
         raise InvalidInput(name, "must be a UUID") from None
+
+
+def _text_field(**kw: Any) -> Schema:
+    return Schema(type=OpenAPIType.STRING, **kw)
+
+
+@dataclass
+class _UploadOperation(Operation):
+    """The upload reads its form itself (to answer its own errors), so Litestar
+    sees no body to document: the document states the form here."""
+
+    def __post_init__(self) -> None:
+        uuid_field = _text_field(format=OpenAPIFormat.UUID)
+        form = Schema(
+            type=OpenAPIType.OBJECT,
+            required=["file"],
+            properties={
+                "file": _text_field(format=OpenAPIFormat.BINARY),
+                "title": _text_field(min_length=1, max_length=MAX_TITLE),
+                "agentId": uuid_field,
+                "threadId": uuid_field,
+            },
+        )
+        self.request_body = RequestBody(
+            required=True, content={"multipart/form-data": OpenAPIMediaType(schema=form)}
+        )
 
 
 class KnowledgeUploadController(Controller):
@@ -114,9 +150,17 @@ class KnowledgeUploadController(Controller):
     @post(
         "/upload",
         operation_id="uploadKnowledge",
+        operation_class=_UploadOperation,
         opt=MEMBER,
         status_code=202,
-        responses=errors(400, 403, 404, 413, 415, 422),
+        responses={
+            200: ResponseSpec(
+                data_container=DocumentOut,
+                description="The same file was in that scope already: the stored document",
+                generate_examples=False,
+            ),
+            **errors(400, 403, 404, 413, 415, 422),
+        },
         summary="Upload a document (multipart: file, title, agentId or threadId); it is "
         "indexed in the background",
     )

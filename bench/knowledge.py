@@ -56,6 +56,8 @@ from uuid import UUID
 import httpx
 import msgspec
 import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
@@ -376,6 +378,13 @@ async def bench_search(
             print(f"  {size:,} chunks, {where}{', hybrid' if hybrid else ''}:", flush=True)
             with fresh_database(server) as url:
                 await migrate(url)
+                if hybrid:  # the HNSW build (on the storage's pool) fits in memory
+                    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as c:
+                        await c.execute(
+                            sql.SQL("ALTER DATABASE {} SET maintenance_work_mem = '1GB'").format(
+                                sql.Identifier(str(conninfo_to_dict(url)["dbname"]))
+                            )
+                        )
                 storage = PostgresStorage(url, min_size=1, max_size=2)
                 await storage.open()
                 try:

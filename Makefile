@@ -78,3 +78,10 @@ mutation-score:
 .PHONY: bench-analytics
 bench-analytics: $(STAMP)
 	$(BIN)/python -m bench.analytics $(ARGS)
+
+## bench-knowledge: knowledge indexing throughput, search latency at 10k and 100k chunks
+## (full text; hybrid on the wheel's pgvector server) and a turn with one knowledge_search
+## call (about 10 min); `make bench-knowledge ARGS="--chunks 10000 --no-vectors"` for less
+.PHONY: bench-knowledge
+bench-knowledge: $(STAMP)
+	$(BIN)/python -m bench.knowledge $(ARGS)

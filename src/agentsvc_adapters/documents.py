@@ -11,8 +11,7 @@
 - HTML goes through trafilatura (the main content, boilerplate, navigation and
   scripts dropped) as Markdown, headings kept, then through the Markdown sectioning;
   a page it finds no main content in is taken whole with lxml (no scripts, styles).
-  The same approach as ``web/html.py`` (``web_fetch``), not its code: adapters do
-  not import each other.
+  ``html.py``'s ``html_to_text``, the one ``web_fetch`` uses too.
 - PDF goes through pypdf, one section per page with text (``page`` 1-based). An
   encrypted PDF is opened with the empty password (many are "encrypted" only to
   restrict printing) or refused. Pages beyond ``max_pages`` refuse the file rather
@@ -32,10 +31,9 @@ from collections.abc import Iterator
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
-import lxml.etree
-import lxml.html
 from markdown_it import MarkdownIt
 
+from agentsvc_adapters.html import html_to_text
 from agentsvc_core.ports.documents import DocumentError, DocumentParser, ParsedDocument, Section
 
 if TYPE_CHECKING:
@@ -68,10 +66,7 @@ _SNIFF_BYTES = 1024  # a PDF header may follow some junk within its first 1024 b
 _HTML_STARTS = (b"<!doctype html", b"<html")
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
-_BLANKS = re.compile(r"\n[ \t]*(?:\n[ \t]*)+")
 _SPACES = re.compile(r"[ \t\r\f\v]+")
-_INVISIBLE = ("script", "style", "noscript", "template", "head", "svg", "iframe")
-_BLOCKS = ("br", "p", "div", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6")
 _MARKDOWN = MarkdownIt("commonmark")
 # Its rule chains compile on the first parse: done here, once, rather than raced by
 # the worker threads documents are parsed in.
@@ -170,51 +165,9 @@ def markdown_document(text: str) -> ParsedDocument:
     return ParsedDocument(title=title, text=text, sections=tuple(sections))
 
 
-def _whole_html_text(html: bytes) -> str:
-    """Every visible text of the page, a line per block (when trafilatura finds
-    no main content)."""
-    try:
-        doc = lxml.html.document_fromstring(html)
-    except (lxml.etree.ParserError, ValueError):
-        return ""
-    for element in doc.iter(*_INVISIBLE):
-        element.drop_tree()
-    for block in doc.iter(*_BLOCKS):
-        block.tail = "\n" + (block.tail or "")
-    lines = (_SPACES.sub(" ", line).strip() for line in doc.text_content().splitlines())
-    return _BLANKS.sub("\n\n", "\n".join(lines)).strip()
-
-
-def _html_title(html: bytes) -> str | None:
-    try:
-        found = lxml.html.document_fromstring(html).findtext(".//title")
-    except (lxml.etree.ParserError, ValueError):
-        return None
-    return _SPACES.sub(" ", found or "").strip() or None
-
-
 def _html_document(data: bytes) -> ParsedDocument:
-    import trafilatura  # noqa: PLC0415 - heavy, needed only once a page is indexed
-
-    # its warnings are about the page (a fallback extractor found nothing)
-    logging.getLogger("trafilatura").setLevel(logging.ERROR)
     try:
-        text = trafilatura.extract(
-            data,
-            output_format="markdown",
-            include_tables=True,
-            include_links=False,
-            include_images=False,
-            include_comments=False,
-            with_metadata=False,
-            deduplicate=False,
-        )
-        if not text or not text.strip():
-            text = _whole_html_text(data)
-        title = _html_title(data)
-        if title is None:  # no <title>: the metadata's (og:title, the first heading...)
-            metadata = trafilatura.extract_metadata(data)
-            title = (getattr(metadata, "title", None) or "").strip() or None
+        title, text = html_to_text(data)
     except Exception as exc:  # lxml and trafilatura raise many kinds
         raise DocumentError(f"the HTML could not be read: {type(exc).__name__}") from exc
     parsed = markdown_document(_clean(text).strip())

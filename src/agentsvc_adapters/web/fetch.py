@@ -32,8 +32,8 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 
+from agentsvc_adapters.html import html_to_text
 from agentsvc_adapters.outbound import OutboundGuard, failure, normalise_host, note_refusal
-from agentsvc_adapters.web.html import html_to_text
 from agentsvc_core.ports.web import FetchLimits, WebFetcher, WebFetchFailed, WebPage, domain_refusal
 
 __all__ = ["MAX_REDIRECTS", "HttpWebFetcher"]

@@ -1,4 +1,5 @@
-"""HTML to readable text, for ``web_fetch``.
+"""HTML to readable text, for ``web_fetch`` (``web/fetch.py``) and HTML knowledge
+documents (``documents.py``): a shared module that imports no other adapter.
 
 trafilatura finds the page's main text (navigation, sidebars, footers, scripts
 and styles dropped) and writes it as Markdown: headings, lists and tables keep

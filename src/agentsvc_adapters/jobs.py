@@ -30,6 +30,7 @@ import psycopg
 from pgqueuer import PgQueuer
 from pgqueuer.adapters.drivers.psycopg import PsycopgDriver
 from pgqueuer.adapters.persistence.queries import Queries
+from pgqueuer.ports import RepositoryPort
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from agentsvc_core.errors import Unavailable
@@ -53,6 +54,20 @@ def _job_handler(kind: str, handler: JobHandler) -> Any:
             log.exception("job %s of kind %s failed", job.id, kind)
 
     return run
+
+
+async def _put(
+    queries: RepositoryPort, kind: str, payload: bytes, key: str | None, delay_s: float
+) -> bool:
+    """``JobQueue.enqueue`` on either queue's queries: False when ``key`` is taken."""
+    ids = await queries.enqueue(
+        kind,
+        payload,
+        execute_after=timedelta(seconds=delay_s) if delay_s > 0 else None,
+        dedupe_key=key,
+        on_conflict="skip",
+    )
+    return ids[0] is not None
 
 
 class _Worker:
@@ -135,16 +150,9 @@ class PgJobs(_Worker, JobQueue):
     ) -> bool:
         try:
             async with self._pool.connection() as conn:
-                ids = await Queries(PsycopgDriver(conn)).enqueue(
-                    kind,
-                    payload,
-                    execute_after=timedelta(seconds=delay_s) if delay_s > 0 else None,
-                    dedupe_key=key,
-                    on_conflict="skip",
-                )
+                return await _put(Queries(PsycopgDriver(conn)), kind, payload, key, delay_s)
         except (PoolTimeout, psycopg.OperationalError) as exc:
             raise Unavailable("the job queue's database is unreachable; try again") from exc
-        return ids[0] is not None
 
     async def work(self, handlers: JobHandlers) -> None:
         """Run jobs until ``stop``; a lost connection is opened again (with a
@@ -185,14 +193,7 @@ class MemoryJobs(_Worker, JobQueue):
         self, kind: str, payload: bytes, *, key: str | None = None, delay_s: float = 0.0
     ) -> bool:
         assert self._pgq.queries is not None
-        ids = await self._pgq.queries.enqueue(
-            kind,
-            payload,
-            execute_after=timedelta(seconds=delay_s) if delay_s > 0 else None,
-            dedupe_key=key,
-            on_conflict="skip",
-        )
-        return ids[0] is not None
+        return await _put(self._pgq.queries, kind, payload, key, delay_s)
 
     async def work(self, handlers: JobHandlers) -> None:
         self._register(self._pgq, handlers)

@@ -222,12 +222,17 @@ class Knowledge:
         self._changed(who.org_id)
         return stored, True
 
+    async def _index_job(self, org_id: str, document_id: UUID, generation: int) -> bool:
+        """Queue the indexing of this generation; False when its job waits or runs."""
+        return await self._jobs.enqueue(
+            INDEX_JOB,
+            msgspec.json.encode(_IndexJob(org_id, document_id, generation)),
+            key=f"knowledge:{org_id}:{document_id}:{generation}",
+        )
+
     async def _enqueue(self, org_id: str, document_id: UUID, generation: int) -> None:
-        payload = msgspec.json.encode(_IndexJob(org_id, document_id, generation))
         try:
-            await self._jobs.enqueue(
-                INDEX_JOB, payload, key=f"knowledge:{org_id}:{document_id}:{generation}"
-            )
+            await self._index_job(org_id, document_id, generation)
         except DomainError as exc:
             # stored and ``queued``: the sweep enqueues it again
             log.warning("could not queue the indexing of %s: %s", document_id, exc.detail)
@@ -441,8 +446,6 @@ class Knowledge:
         pending = await self._store.pending(self._clock.now() - _PENDING_AFTER, limit)
         again = 0
         for p in pending:
-            payload = msgspec.json.encode(_IndexJob(p.org_id, p.document_id, p.generation))
-            key = f"knowledge:{p.org_id}:{p.document_id}:{p.generation}"
-            if await self._jobs.enqueue(INDEX_JOB, payload, key=key):
+            if await self._index_job(p.org_id, p.document_id, p.generation):
                 again += 1
         return again

@@ -44,8 +44,10 @@ def test_every_table_and_index_leads_with_org_id(pg_url: str) -> None:
                 "SELECT table_name FROM information_schema.tables"
                 " WHERE table_schema = 'public'"
                 # the service's own bookkeeping: which migrations ran, how far the
-                # analytics fold has gone
+                # analytics fold has gone; the job queue's tables (PgQueuer's own
+                # schema: a job names its organization in its payload)
                 " AND table_name NOT IN ('schema_migrations', 'rollup_marks')"
+                " AND table_name NOT LIKE 'pgqueuer%'"
             ).fetchall()
         ]
         assert tables
@@ -61,6 +63,7 @@ def test_every_table_and_index_leads_with_org_id(pg_url: str) -> None:
         indexes = conn.execute(
             "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public'"
             " AND tablename NOT IN ('schema_migrations', 'rollup_marks')"
+            " AND tablename NOT LIKE 'pgqueuer%'"
         ).fetchall()
         global_lookups = {
             "api_keys_key_hash",  # a key names its org: documented exception
@@ -76,6 +79,9 @@ def test_every_table_and_index_leads_with_org_id(pg_url: str) -> None:
             # text column without the btree_gin extension); every search also filters
             # by org_id and agent_id
             "memories_search",
+            "knowledge_chunks_search",
+            # the sweep's look for indexings that should be running, of every organization
+            "knowledge_documents_pending",
         }
         for name, definition in indexes:
             if name in global_lookups:

@@ -300,14 +300,22 @@ def test_hybrid_search_and_an_indexing_killed_midway_finishes_after_restart(
             second.stop()
 
 
+@pytest.fixture
+def own_db(pg_admin_url: str) -> Iterator[str]:
+    """A database no other service of the session works on (their workers would
+    take this test's jobs)."""
+    with fresh_database(pg_admin_url) as url:
+        yield url
+
+
 def test_a_separate_worker_process_indexes_what_the_service_queues(
-    pg_url: str, tmp_path: Path
+    own_db: str, tmp_path: Path
 ) -> None:
     """``AGENTSVC_WORKER=off`` serves HTTP and runs no job; ``agentsvc worker`` (another
     process, as on another machine) picks the job from the database and indexes it,
     and stops cleanly on SIGTERM."""
     key = f"ask_e2e_{uuid.uuid4().hex}"
-    env = _env(pg_url, key, tmp_path / "data")
+    env = _env(own_db, key, tmp_path / "data")
     svc = Service({**env, "AGENTSVC_WORKER": "off"}, log=tmp_path / "service.log")
     worker: subprocess.Popen[bytes] | None = None
     try:

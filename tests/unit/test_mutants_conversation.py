@@ -267,8 +267,8 @@ async def test_server_tools_under_the_profile_then_client_tools_then_the_switch_
 
     await send(w, SendInput(content="hi", tools=[ToolSpec(name="client_pick")]))
     assert w.tools.listed_for == [
-        (WHO, w.agent, ToolSetup(mcp=[], records={}))
-    ]  # the attached servers read with the thread
+        (WHO, w.agent, ToolSetup(mcp=[], records={}, thread_id=w.thread.id))
+    ]  # the attached servers and the records read with the thread, and the thread
     offered = [t.name for t in w.model.requests[0].tools]
     switch = w.model.requests[0].tools[-1]
     assert "(current: small)" in switch.description

@@ -55,6 +55,9 @@ def settings(request: pytest.FixtureRequest, boot_key: str, org_id: str) -> Sett
         jwt_secret=JWT_SECRET,
         jwt_algorithms=("HS256",),
         max_body_bytes=64 * 1024,
+        # no background worker: these tests queue no job, and PgQueuer takes about
+        # 2 s to stop an idle one (its NOTIFY watcher polls once a second)
+        worker=False,
     )
 
 

@@ -30,7 +30,10 @@ import psycopg
 from pgqueuer import PgQueuer
 from pgqueuer.adapters.drivers.psycopg import PsycopgDriver
 from pgqueuer.adapters.persistence.queries import Queries
+from pgqueuer.core.tm import TaskManager
 from pgqueuer.ports import RepositoryPort
+from pgqueuer.ports.driver import Driver, NotifyCallback
+from psycopg import sql
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from agentsvc_core.errors import Unavailable
@@ -68,6 +71,80 @@ async def _put(
         on_conflict="skip",
     )
     return ids[0] is not None
+
+
+class _SplitDriver(Driver):
+    """PgQueuer's driver over two connections: one for its statements, one that
+    only listens. PgQueuer's own psycopg driver listens on the connection its
+    statements use, and psycopg holds that connection's lock while it waits for a
+    notification (up to a second each time), so every dequeue, heartbeat and
+    completion waited behind the listener: a job started about 1 s after it was
+    queued and an idle worker took 3 to 4 s to stop. Here the listener waits on a
+    connection of its own with no timeout, and is cancelled when the run ends."""
+
+    def __init__(
+        self, statements: psycopg.AsyncConnection[Any], listener: psycopg.AsyncConnection[Any]
+    ) -> None:
+        self._statements = PsycopgDriver(statements)
+        self._listener = listener
+        self._callbacks: dict[str, list[NotifyCallback]] = {}
+        self._shutdown = asyncio.Event()
+        self._tm = TaskManager()
+        self._watcher: asyncio.Task[None] | None = None
+        self._entered = 0
+
+    @property
+    def shutdown(self) -> asyncio.Event:
+        return self._shutdown
+
+    @property
+    def tm(self) -> TaskManager:
+        return self._tm
+
+    async def fetch(self, query: str, *args: object) -> list[dict[str, object]]:
+        return await self._statements.fetch(query, *args)
+
+    async def execute(self, query: str, *args: object) -> str:
+        return await self._statements.execute(query, *args)
+
+    async def notify(self, channel: str, payload: str) -> None:
+        await self._statements.notify(channel, payload)
+
+    async def add_listener(self, channel: str, callback: NotifyCallback) -> None:
+        if channel not in self._callbacks:
+            await self._listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+            self._callbacks[channel] = []
+        self._callbacks[channel].append(callback)
+        if self._watcher is None:
+            self._watcher = asyncio.create_task(self._watch(), name="agentsvc-jobs-listener")
+            self._tm.add(self._watcher)
+
+    async def _watch(self) -> None:
+        async for note in self._listener.notifies():
+            for callback in list(self._callbacks.get(note.channel, ())):
+                try:
+                    callback(note.payload)
+                except Exception:
+                    log.exception("a job queue notification's callback failed")
+
+    async def __aenter__(self) -> _SplitDriver:
+        if self._entered == 0:
+            self._shutdown.clear()
+        self._entered += 1
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        # PgQueuer.run enters the driver from two managers: the last exit stops
+        # listening (the listener connection is closed by its owner, ``work``)
+        self._entered -= 1
+        if self._entered > 0:
+            return
+        self._shutdown.set()
+        if self._watcher is not None:
+            self._watcher.cancel()
+        await self._tm.gather_tasks()
+        self._watcher = None
+        self._callbacks.clear()
 
 
 class _Worker:
@@ -131,7 +208,8 @@ class _Worker:
 
 class PgJobs(_Worker, JobQueue):
     """Jobs in PostgreSQL. ``enqueue`` uses the storage's pool (one statement);
-    ``work`` holds one connection of its own for LISTEN and dequeues."""
+    ``work`` holds two connections of its own: one for dequeues and heartbeats,
+    one for LISTEN (``_SplitDriver``)."""
 
     def __init__(
         self,
@@ -160,8 +238,8 @@ class PgJobs(_Worker, JobQueue):
         pause = 0.5
         while not self._stopping:
             try:
-                async with self._connection() as conn:
-                    pgq = PgQueuer.from_psycopg_connection(conn)
+                async with self._connection() as conn, self._connection() as listener:
+                    pgq = PgQueuer(_SplitDriver(conn, listener))
                     self._register(pgq, handlers)
                     if self._stopping:
                         return

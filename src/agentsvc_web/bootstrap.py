@@ -79,6 +79,7 @@ from agentsvc_core.use_cases.logs import Analytics, Logs
 from agentsvc_core.use_cases.mcp_oauth import McpOAuth
 from agentsvc_core.use_cases.mcp_servers import McpServers, McpTools
 from agentsvc_core.use_cases.memories import Memories, MemorySettings
+from agentsvc_core.use_cases.memory_collect import COLLECT_JOB, MemoryCollector
 from agentsvc_core.use_cases.memory_tools import MemoryTools
 from agentsvc_core.use_cases.org_settings import (
     AgentConfigs,
@@ -213,10 +214,6 @@ class Services:
             Plans(storage.plans, self.threads, clock),
             PlanSettings(storage.secrets, storage.agents, box),
         )
-        self.memories, self.memory_settings = (
-            Memories(storage.memories, storage.agents, clock),
-            MemorySettings(storage.secrets, storage.agents, box),
-        )
         self.web = self._web_tools(settings, storage, box, urls, web_fetcher, web_search)
         self._background(settings, storage, clock, embedder, parser)
         try:
@@ -229,6 +226,8 @@ class Services:
             payload_bytes=settings.trace_payload_bytes,
             slow_first_token_s=settings.eval_slow_first_token_ms / 1000,
         )
+        keys = KeyBroker(self.org_settings, resolver, self.tracer)
+        self._memory(storage, box, clock, router, keys)
         self.tools = tools or ToolHub(self._tool_sources(mcp_client))
         self.conversation = Conversation(
             self.threads,
@@ -239,7 +238,7 @@ class Services:
             stops,
             clock,
             stale_after_s=settings.run_stale_after_s,
-            keys=KeyBroker(self.org_settings, resolver, self.tracer),
+            keys=keys,
             configs=AgentConfigs(storage.secrets, box),
             compactor=Compactor(storage.secrets, box),
             streams=storage.streams,
@@ -249,17 +248,20 @@ class Services:
             flush_s=settings.stream_flush_ms / 1000,
             tracer=self.tracer,
             traces=self.trace_config,
+            after_turn=[self.memory_collector.after_turn],
         )
         self.streams = self.conversation.streams
         # the agent's configurations go with it: the turn's record kinds
         self.agents.keeps_configs(storage.secrets, (*AgentConfigs.KINDS, *self.tools.kinds))
         self.idempotency = Idempotency(storage.idempotency, box, clock)
-        self.logs = Logs(storage.traces, clock)
-        self.analytics = Analytics(
-            storage.analytics,
-            clock,
-            self.trace_config.prices.taken,
-            settings.trace_retention_days,
+        self.logs, self.analytics = (
+            Logs(storage.traces, clock),
+            Analytics(
+                storage.analytics,
+                clock,
+                self.trace_config.prices.taken,
+                settings.trace_retention_days,
+            ),
         )
 
     def _background(
@@ -294,6 +296,31 @@ class Services:
             clock,
             embedder=embedder,
             limits=KnowledgeLimits(max_bytes=settings.knowledge_max_bytes),
+        )
+
+    def _memory(
+        self,
+        storage: Storage,
+        box: SecretBox,
+        clock: SystemClock,
+        router: ModelRouter,
+        keys: KeyBroker,
+    ) -> None:
+        """Agents' memories, their configuration and their collection after turns."""
+        self.memories = Memories(storage.memories, storage.agents, clock)
+        self.memory_settings = MemorySettings(storage.secrets, storage.agents, box)
+        self.memory_collector = MemoryCollector(
+            self.memories,
+            self.memory_settings,
+            storage.memories,
+            storage.conversations,
+            storage.agents,
+            router,
+            keys,
+            self.org_settings,
+            self.jobs,
+            clock,
+            self.trace_config.prices,
         )
 
     def _web_tools(
@@ -339,7 +366,7 @@ class Services:
     @property
     def job_handlers(self) -> dict[str, JobHandler]:
         """The background jobs this service runs, by kind."""
-        return {INDEX_JOB: self.knowledge.index}
+        return {INDEX_JOB: self.knowledge.index, COLLECT_JOB: self.memory_collector.collect}
 
     async def _open_database(self, storage: PostgresStorage) -> None:
         """Migrate (unless told not to), open the pool, prepare knowledge search."""

@@ -43,7 +43,7 @@ PRICES: dict[str, tuple[float, float] | None] = {
     "local-x": None,
 }
 STEP = {"hour": timedelta(hours=1), "day": timedelta(days=1)}
-COSTS = ("cost_usd", "compaction_cost_usd")
+COSTS = ("cost_usd", "compaction_cost_usd", "memory_cost_usd")
 FIELDS = (
     "threads",
     "messages",
@@ -60,6 +60,8 @@ FIELDS = (
     "errors",
     "compaction_calls",
     "compaction_cost_usd",
+    "memory_calls",
+    "memory_cost_usd",
     "byok_calls",
     "platform_calls",
 )
@@ -187,6 +189,16 @@ def a_turn(
     )
     backend.run(store.finish_turn, done, [reply], usage, None, trace)
     m.usage.extend(usage)
+    if tools == 1 and not failed:
+        # memory collection after the turn: a record of its own, stored later
+        collected = msgspec.structs.replace(
+            usage[0],
+            id=uuid.uuid4(),
+            created_at=usage[0].created_at + timedelta(seconds=5),
+            purpose="memory",
+        )
+        backend.run(store.add_usage, [collected])
+        m.usage.append(collected)
     m.traces.append(summary)
 
 
@@ -261,6 +273,7 @@ def expected(
             continue
         known = u.cost_usd or 0.0
         compaction = u.purpose == "compaction"
+        memory = u.purpose == "memory"
         add(
             u.created_at,
             u.agent_id,
@@ -273,6 +286,8 @@ def expected(
             unpriced_calls=u.cost_usd is None,
             compaction_calls=compaction,
             compaction_cost_usd=known if compaction else 0.0,
+            memory_calls=memory,
+            memory_cost_usd=known if memory else 0.0,
             byok_calls=u.key_source == "byok",
             platform_calls=u.key_source == "platform",
         )

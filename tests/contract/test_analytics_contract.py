@@ -132,15 +132,23 @@ def test_a_period_reports_the_month_exactly(
 
 def test_the_30d_report_is_not_trivial(backend: Backend, month: Month) -> None:
     """The month exercises what the checks above compare: unpriced calls and an
-    unpriced model, compaction, BYOK, errors, tool errors, and rows before the window."""
+    unpriced model, compaction, memory collection, BYOK, errors, tool errors, and
+    rows before the window."""
     got = report(backend, month.org, "30d")
     t = got.totals
-    for name in ("unpriced_calls", "compaction_calls", "byok_calls", "platform_calls"):
+    for name in (
+        "unpriced_calls",
+        "compaction_calls",
+        "memory_calls",
+        "byok_calls",
+        "platform_calls",
+    ):
         assert getattr(t, name) > 0, name
     for name in ("errors", "tool_errors", "threads"):
         assert getattr(t, name) > 0, name
     assert t.messages > t.replies
     assert t.cost_usd > t.compaction_cost_usd > 0
+    assert t.cost_usd > t.memory_cost_usd > 0
     costs = {mt.model: mt.cost_usd for mt in got.by_model}
     assert costs["local-x"] is None
     assert isinstance(costs["gpt-a"], float)

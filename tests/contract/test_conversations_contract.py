@@ -264,6 +264,56 @@ def test_finish_turn_stores_run_messages_and_usage(backend: Backend) -> None:
     assert context[2].tool_call_id == "c1"
 
 
+def test_run_messages_and_usage_added_after_the_turn(backend: Backend) -> None:
+    """What memory collection reads (one run's messages, in order, tool steps
+    included) and writes (usage records of its own, after the turn's)."""
+    t = stored_thread(backend)
+    store = backend.storage.conversations
+    runs = []
+    for i in range(2):
+        run = a_run(t)
+        asked = a_message(t, content=f"q{i}", run_id=run.id)
+        backend.run(store.begin_turn, run, [asked], now() - timedelta(seconds=45))
+        step = a_message(
+            t,
+            "assistant",
+            "",
+            run_id=run.id,
+            tool_calls=(ToolCall(id=f"c{i}", name="x", arguments={}),),
+        )
+        answer = a_message(t, "assistant", f"a{i}", run_id=run.id)
+        done = msgspec.structs.replace(run, status="completed", finished_at=now())
+        backend.run(store.finish_turn, done, [step, answer], [])
+        runs.append((run.id, [asked.id, step.id, answer.id]))
+    for run_id, ids in runs:
+        assert [m.id for m in backend.run(store.run_messages, t.org_id, t.id, run_id)] == ids
+    assert backend.run(store.run_messages, "another-org", t.id, runs[0][0]) == []
+    assert backend.run(store.run_messages, t.org_id, t.id, uuid.uuid4()) == []
+
+    records = [
+        UsageRecord(
+            id=uuid.uuid4(),
+            org_id=t.org_id,
+            agent_id=t.agent_id,
+            thread_id=t.id,
+            run_id=runs[0][0],
+            message_id=None,
+            provider="local",
+            model="local",
+            usage=Usage(input_tokens=20 + n, output_tokens=2),
+            key_source="platform",
+            metadata={},
+            created_at=now() + timedelta(seconds=n),
+            cost_usd=0.5 if n else None,
+            purpose="memory",
+        )
+        for n in range(2)
+    ]
+    backend.run(store.add_usage, records)
+    backend.run(store.add_usage, [])
+    assert backend.run(store.usage, t.org_id, t.id) == records
+
+
 def test_history_pages_and_totals(backend: Backend) -> None:
     t = stored_thread(backend)
     store = backend.storage.conversations

@@ -326,3 +326,60 @@ def test_one_resolver_call_serves_a_turn_with_tool_steps_and_its_summary(
     assert len(world["resolver"].calls) - calls_before == 1
     sources = key_sources(world["pg"], tid)
     assert sources[-5:] == ["byok"] * 5  # the summary's record too
+
+
+def test_memory_collection_after_a_turn_pays_with_the_users_key(world: dict[str, Any]) -> None:
+    """auto_collect: after Alice's turn, a background job asks the agent's model
+    (the same router, Alice's key from the signed resolver) for the facts worth
+    keeping; each memory_save call is saved and the call's usage is recorded."""
+    agent_id, tid = setup_agent(world)
+    admin, fake = world["admin"], world["fake"]
+    r = admin.put(f"/api/agents/{agent_id}/memory", json={"autoCollect": True})
+    assert r.json()["auto_collect"] is True
+    fake.enqueue(
+        Reply(text="Noted, no meat then."),
+        Reply(
+            text="",
+            tool_calls=[
+                ToolCallSpec(
+                    "c1", "memory_save", {"content": "Alice is vegetarian", "key": "diet"}
+                ),
+                ToolCallSpec(
+                    "c2",
+                    "memory_save",
+                    {"content": "Releases ship on Fridays", "key": "release", "scope": "agent"},
+                ),
+                ToolCallSpec("c3", "memory_save", {"key": "no content"}),  # malformed: skipped
+            ],
+        ),
+    )
+    r = world["alice"].post(f"/api/threads/{tid}/messages", json={"content": "I am vegetarian"})
+    assert names(parse(r.text))[-1] == "done"
+    deadline = time.monotonic() + 20
+    memories: list[dict[str, Any]] = []
+    while len(memories) < 2 and time.monotonic() < deadline:
+        memories = admin.get(f"/api/agents/{agent_id}/memories").json()["memories"]
+        time.sleep(0.05)
+    got = {(m["content"], m["key"], m["scope"], m["scope_id"]) for m in memories}
+    assert got == {
+        ("Alice is vegetarian", "diet", "user", "alice"),
+        ("Releases ship on Fridays", "release", "agent", None),
+    }
+    collect = fake.requests[-1]
+    assert collect.headers["authorization"] == "Bearer sk-alice-own-key"
+    body = collect.json
+    assert body["model"] == "gpt-byok"
+    assert [t["function"]["name"] for t in body["tools"]] == ["memory_save"]
+    assert body["messages"][0]["role"] == "system"
+    assert body["messages"][0]["content"].startswith("You keep an assistant's long-term memory.")
+    said = body["messages"][-1]["content"]
+    assert "user: I am vegetarian" in said
+    assert "assistant: Noted, no meat then." in said
+    assert all(all(c["verdicts"].values()) for c in world["resolver"].calls[-2:])
+    with psycopg.connect(world["pg"]) as db:
+        rows = db.execute(
+            "SELECT purpose, key_source FROM usage_records WHERE thread_id = %s"
+            " ORDER BY created_at",
+            (tid,),
+        ).fetchall()
+    assert rows == [("reply", "byok"), ("memory", "byok")]

@@ -4,11 +4,15 @@ tools in a turn, the list, the recall and the delete, and who may do what."""
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from typing import Any
 
+import msgspec
 from litestar.testing import TestClient
 
+from agentsvc_web.app import create_app
+from agentsvc_web.settings import Settings
 from tests.sse import parse
 from tests.web.conftest import bearer, make_jwt
 
@@ -43,6 +47,7 @@ def test_configuration_defaults_partial_put_and_bounds(client: C, auth: H, org_i
         "enabled": False,
         "scopes": ["agent", "thread", "user"],
         "max_memories": 1000,
+        "auto_collect": False,
     }
     r = c.put(path, json={"enabled": True}, headers=h)
     assert r.status_code == 200, r.text
@@ -57,6 +62,7 @@ def test_configuration_defaults_partial_put_and_bounds(client: C, auth: H, org_i
         {"scopes": []},
         {"scopes": ["agent", "agent"]},
         {"scopes": ["resource"]},
+        {"autoCollect": "yes"},
     ):
         r = c.put(path, json=bad, headers=h)
         assert r.status_code == 422, (bad, r.text)
@@ -123,6 +129,80 @@ def test_the_model_saves_supersedes_and_finds_and_http_recalls_and_deletes(
     assert c.delete(f"/api/agents/{agent}/memories/{second['id']}", headers=h).status_code == 404
     again = c.post(f"/api/agents/{agent}/memory", json={"query": "tea"}, headers=h).json()
     assert again == {"memories": []}
+
+
+def _memories(c: C, h: H, agent: str, want: int) -> list[dict[str, Any]]:
+    """The agent's memories once there are ``want`` of them (collection runs in the
+    background after the turn's ``done``)."""
+    deadline = time.monotonic() + 20
+    while True:
+        got: list[dict[str, Any]] = c.get(f"/api/agents/{agent}/memories", headers=h).json()[
+            "memories"
+        ]
+        if len(got) >= want or time.monotonic() > deadline:
+            return got
+        time.sleep(0.05)
+
+
+def test_auto_collect_keeps_a_turns_facts_with_the_local_model(settings: Settings, auth: H) -> None:
+    """After a completed turn, the agent's model (here ``local``, which calls a tool
+    offered when the text asks for it) is asked for the facts worth keeping: each
+    ``memory_save`` call is saved, in the user's scope by default, a changed fact
+    supersedes the old one, and the call's usage is recorded (``memory_calls``)."""
+    with TestClient(create_app(msgspec.structs.replace(settings, worker=True))) as c:
+        h = auth
+        agent, thread = _agent_and_thread(c, h)
+        path = f"/api/agents/{agent}/memory"
+        r = c.put(path, json={"autoCollect": True}, headers=h)
+        assert (r.status_code, r.json()["auto_collect"], r.json()["enabled"]) == (200, True, False)
+
+        def say(text: str) -> list[Any]:
+            r = c.post(
+                f"/api/threads/{thread}/messages",
+                json={"content": text, "senderId": "u-7"},
+                headers=h,
+            )
+            assert r.status_code == 200, r.text
+            return parse(r.text)
+
+        events = say(
+            'I drink green tea. call memory_save {"content": "Drinks green tea", "key": "tea"}'
+        )
+        # the turn itself offers no memory tool (``enabled`` is off): the reply is text
+        assert "tool_call" not in [e.event for e in events]
+        assert events[-1].event == "done"
+        [first] = _memories(c, h, agent, 1)
+        assert (first["content"], first["key"], first["scope"], first["scope_id"]) == (
+            "Drinks green tea",
+            "tea",
+            "user",
+            "u-7",
+        )
+        # turned off, a turn queues nothing; turned on again, the changed fact
+        # supersedes the first (the off turn's fact never appears)
+        c.put(path, json={"autoCollect": False}, headers=h)
+        say('call memory_save {"content": "Drinks coffee", "key": "coffee"}')
+        c.put(path, json={"autoCollect": True}, headers=h)
+        say('Now black tea. call memory_save {"content": "Drinks black tea", "key": "tea"}')
+        newer, older = _memories(c, h, agent, 2)
+        assert (newer["content"], newer["status"]) == ("Drinks black tea", "active")
+        assert (older["id"], older["status"], older["superseded_by"]) == (
+            first["id"],
+            "superseded",
+            newer["id"],
+        )
+        # a turn with nothing to keep calls no tool: nothing is saved, usage is kept
+        say("Hello there")
+        deadline = time.monotonic() + 20
+        totals: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            totals = c.get("/api/analytics", params={"agentId": agent}, headers=h).json()["totals"]
+            if totals["memory_calls"] >= 3:
+                break
+            time.sleep(0.05)
+        assert totals["memory_calls"] == 3
+        assert totals["model_calls"] == 4 + 3
+        assert len(c.get(f"/api/agents/{agent}/memories", headers=h).json()["memories"]) == 2
 
 
 def test_pages_and_cursor(client: C, auth: H) -> None:

@@ -280,3 +280,10 @@ class MemoryConversations(ConversationStore, StreamStore):
 
     async def usage(self, org_id: str, thread_id: UUID) -> list[UsageRecord]:
         return list(self._usage.get((org_id, thread_id), []))
+
+    async def run_messages(self, org_id: str, thread_id: UUID, run_id: UUID) -> list[Message]:
+        return [m for m in self._messages.get((org_id, thread_id), []) if m.run_id == run_id]
+
+    async def add_usage(self, records: list[UsageRecord]) -> None:
+        for r in records:
+            self._usage.setdefault((r.org_id, r.thread_id), []).append(r)

@@ -464,6 +464,23 @@ class PostgresConversations(Repo, ConversationStore):
             total = await count.fetchone()
         return [to_message(r) for r in rows], int(total[0]) if total else 0
 
+    async def run_messages(self, org_id: str, thread_id: UUID, run_id: UUID) -> list[Message]:
+        rows = await self._all(
+            f"SELECT {MSG_COLS} FROM messages WHERE org_id = %s AND thread_id = %s"
+            " AND run_id = %s ORDER BY seq",
+            (org_id, thread_id, run_id),
+        )
+        return [to_message(r) for r in rows]
+
+    async def add_usage(self, records: list[UsageRecord]) -> None:
+        if not records:
+            return
+        async with translate(), self._pool.connection() as conn:
+            await conn.execute(
+                f"{_USAGE_INSERT_HEAD}{_rows(_USAGE_ROW, len(records))}",
+                [p for u in records for p in _usage_params(u)],
+            )
+
     async def usage(self, org_id: str, thread_id: UUID) -> list[UsageRecord]:
         rows = await self._all(
             "SELECT id, org_id, agent_id, thread_id, run_id, message_id, provider, model,"

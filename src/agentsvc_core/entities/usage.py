@@ -8,7 +8,7 @@ import msgspec
 
 KeySource = Literal["platform", "byok"]
 # what a model call was for: a reply, or the summary of a compaction
-UsagePurpose = Literal["reply", "compaction"]
+UsagePurpose = Literal["reply", "compaction", "memory"]
 
 
 class Usage(msgspec.Struct, frozen=True, kw_only=True):

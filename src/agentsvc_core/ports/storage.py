@@ -215,6 +215,15 @@ class ConversationStore(Protocol):
         """The thread's usage records, oldest first."""
         ...
 
+    async def run_messages(self, org_id: str, thread_id: UUID, run_id: UUID) -> list[Message]:
+        """The messages a run stored (the user's it answered and its own), oldest first."""
+        ...
+
+    async def add_usage(self, records: list[UsageRecord]) -> None:
+        """Store usage records of model calls made outside a turn's reply (after
+        it: memory collection)."""
+        ...
+
 
 class TurnInputs(msgspec.Struct, frozen=True, kw_only=True):
     """Everything a turn reads before it starts, read together."""

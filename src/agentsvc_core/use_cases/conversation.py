@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Sequence
 from datetime import timedelta
 from uuid import UUID
 
@@ -97,6 +98,7 @@ from agentsvc_core.use_cases.streams import NoStoredEvents, Streams, store_as_it
 from agentsvc_core.use_cases.threads import Threads
 from agentsvc_core.use_cases.traces import TraceConfig
 from agentsvc_core.use_cases.turn import (
+    AfterTurn,
     EventSource,
     Meta,
     Turn,
@@ -127,6 +129,7 @@ class Conversation:
         flush_s: float = 0.1,
         tracer: Tracer | None = None,
         traces: TraceConfig | None = None,
+        after_turn: Sequence[AfterTurn] = (),
     ) -> None:
         """``stale_after_s``: a running reply whose heartbeat is older than this is
         taken for dead (its process crashed) and marked interrupted; the running
@@ -135,7 +138,8 @@ class Conversation:
         a client in another process follows a reply, its events are written at most
         this long after they happen (``streams``, on ``follows`` requests). ``traces``:
         the prices of model calls and how turns' traces are stored (None: no cost,
-        no stored trace)."""
+        no stored trace). ``after_turn``: what runs after each stored reply (memory
+        collection), in the reply's task once its last event is out."""
         self._keys = keys
         self._configs = configs
         self._stale_after = timedelta(seconds=stale_after_s)
@@ -152,7 +156,7 @@ class Conversation:
         # (organization, thread) of the sends whose reply started before their run was stored
         self._beginning: set[tuple[str, UUID]] = set()
         self._beats = Heartbeats(store, clock, stale_after_s / 4, self._running)
-        self._reply = Reply(store, tools, clock, compactor, tracer, traces)
+        self._reply = Reply(store, tools, clock, compactor, tracer, traces, after_turn)
         self._closing: asyncio.Task[None] | None = None  # the drain, once shutdown began
         self._turns: dict[UUID, Turn] = {}  # the running replies' event buffers
         self._streams = streams

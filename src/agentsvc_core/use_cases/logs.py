@@ -111,6 +111,8 @@ class Totals(msgspec.Struct, kw_only=True):
     errors: int = 0
     compaction_calls: int = 0
     compaction_cost_usd: float = 0.0
+    memory_calls: int = 0  # memory collection after turns (auto_collect)
+    memory_cost_usd: float = 0.0
     byok_calls: int = 0
     platform_calls: int = 0
 
@@ -125,6 +127,9 @@ class Totals(msgspec.Struct, kw_only=True):
         if g.purpose == "compaction":
             self.compaction_calls += g.calls
             self.compaction_cost_usd += g.cost_usd
+        elif g.purpose == "memory":
+            self.memory_calls += g.calls
+            self.memory_cost_usd += g.cost_usd
         if g.key_source == "byok":
             self.byok_calls += g.calls
         else:
@@ -133,6 +138,7 @@ class Totals(msgspec.Struct, kw_only=True):
     def rounded(self) -> Self:
         self.cost_usd = round(self.cost_usd, 6)
         self.compaction_cost_usd = round(self.compaction_cost_usd, 6)
+        self.memory_cost_usd = round(self.memory_cost_usd, 6)
         return self
 
 

@@ -61,6 +61,9 @@ class MemoryConfig(msgspec.Struct, frozen=True, kw_only=True):
     enabled: bool = False  # the model gets memory_save and memory_search
     scopes: tuple[MemoryScope, ...] = MEMORY_SCOPES  # the scopes the tools may use
     max_memories: int = 1000  # active memories of the agent; a save beyond is refused
+    # after each completed turn, a background job asks the agent's model for the
+    # facts worth keeping and saves them (use_cases/memory_collect.py)
+    auto_collect: bool = False
 
 
 def _check_config(config: MemoryConfig) -> MemoryConfig:

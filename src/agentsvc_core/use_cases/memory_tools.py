@@ -30,7 +30,7 @@ from agentsvc_core.use_cases.memories import (
     MemorySettings,
 )
 
-__all__ = ["TOOL_NAMES", "MemoryTools"]
+__all__ = ["TOOL_NAMES", "MemoryTools", "memory_save_spec"]
 
 
 class _Save(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -55,29 +55,38 @@ TOOL_NAMES = ("memory_save", "memory_search")
 _enc = msgspec.json.Encoder()
 
 
-def _specs(config: MemoryConfig) -> list[ToolSpec]:
-    scope = {
+def _scope_param(config: MemoryConfig) -> dict[str, Any]:
+    return {
         "type": "string",
         "enum": list(config.scopes),
         "description": "agent: every conversation of this agent; thread: this "
         "conversation only; user: the user you are talking to",
     }
-    return [
-        ToolSpec(
-            name="memory_save",
-            description="Remember a short fact for later conversations. Give a key "
-            "(a short subject such as 'tea') to replace the previous fact of that key "
-            f"instead of adding a second one. Default scope: {_default(config)}.",
-            parameters={
-                "type": "object",
-                "properties": {
-                    "content": {"type": "string", "maxLength": MAX_CONTENT},
-                    "key": {"type": "string", "maxLength": MAX_KEY},
-                    "scope": scope,
-                },
-                "required": ["content"],
+
+
+def memory_save_spec(config: MemoryConfig, default: MemoryScope) -> ToolSpec:
+    """``memory_save`` as the model sees it (also offered by memory collection)."""
+    return ToolSpec(
+        name="memory_save",
+        description="Remember a short fact for later conversations. Give a key "
+        "(a short subject such as 'tea') to replace the previous fact of that key "
+        f"instead of adding a second one. Default scope: {default}.",
+        parameters={
+            "type": "object",
+            "properties": {
+                "content": {"type": "string", "maxLength": MAX_CONTENT},
+                "key": {"type": "string", "maxLength": MAX_KEY},
+                "scope": _scope_param(config),
             },
-        ),
+            "required": ["content"],
+        },
+    )
+
+
+def _specs(config: MemoryConfig) -> list[ToolSpec]:
+    scope = _scope_param(config)
+    return [
+        memory_save_spec(config, _default(config)),
         ToolSpec(
             name="memory_search",
             description="Search the facts remembered (by words), best first. "

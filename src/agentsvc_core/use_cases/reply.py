@@ -20,7 +20,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
 from typing import Any
 from uuid import UUID
@@ -78,12 +78,14 @@ from agentsvc_core.use_cases.context import model_history
 from agentsvc_core.use_cases.reply_tools import TOOL_TIMEOUT_S, run_tool
 from agentsvc_core.use_cases.traces import TraceConfig, TurnFacts, build_trace
 from agentsvc_core.use_cases.turn import (
+    AfterTurn,
     Done,
     ErrorEvent,
     EventData,
     RequiresAction,
     Token,
     Turn,
+    TurnEnded,
 )
 
 __all__ = ["MAX_STEPS", "TOOL_TIMEOUT_S", "Reply"]
@@ -104,9 +106,12 @@ class Reply:
         compactor: Compactor | None = None,
         tracer: Tracer | None = None,
         traces: TraceConfig | None = None,
+        after_turn: Sequence[AfterTurn] = (),
     ) -> None:
         """``traces``: the prices of model calls (``cost_usd`` on usage records) and
-        how the reply's trace is stored with its final write (None: neither)."""
+        how the reply's trace is stored with its final write (None: neither).
+        ``after_turn``: what runs once a stored reply's last event is out."""
+        self._after = tuple(after_turn)
         self._store = store
         self._tools = tools
         self._clock = clock
@@ -165,9 +170,11 @@ class Reply:
         if failure is not None:
             log.error("turn %s failed", run.id, exc_info=failure)
         final = state.error or self._done(state)
+        stored = True
         try:
             await self._finish(plan, run, state, turn, final, span, collected)
         except DomainError as exc:
+            stored = False
             log.error("turn %s could not be stored: %s", run.id, exc.detail)
             final = state.error or ErrorEvent(
                 code="STORAGE_ERROR", detail="the reply could not be stored"
@@ -176,6 +183,25 @@ class Reply:
         reply_ended(span, state)  # (with a stored trace: ended already, before the write)
         turn.emit(final)
         turn.close()
+        if self._after and stored:
+            await self._ended(plan, run, state)
+
+    async def _ended(self, plan: Plan, run: Run, state: ReplyState) -> None:
+        ended = TurnEnded(
+            org_id=run.org_id,
+            agent_id=plan.agent.id,
+            thread_id=run.thread_id,
+            run_id=run.id,
+            status=state.status,
+            model_id=plan.model_id,
+            user_id=plan.user_id,
+            records=plan.tool_setup.records if plan.tool_setup is not None else {},
+        )
+        for hook in self._after:
+            try:
+                await hook(ended)
+            except Exception:  # what follows a reply must not fail it (it is over)
+                log.exception("what runs after turn %s failed", run.id)
 
     async def _compact(self, plan: Plan, run: Run, state: ReplyState) -> Checkpoint | None:
         """Summary-based compaction (beta family): above the agent's threshold, the

@@ -10,12 +10,14 @@ part not yet stored, ``encode_events``/``decode_events`` their stored form.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 from uuid import UUID
 
 import msgspec
 
+from agentsvc_core.ports.sealed import SealedRecord
 from agentsvc_core.ports.streams import EventBatch
 
 
@@ -210,3 +212,21 @@ class Turn:
 def _expire(waiter: asyncio.Future[bool]) -> None:
     if not waiter.done():
         waiter.set_result(False)
+
+
+class TurnEnded(msgspec.Struct, frozen=True, kw_only=True):
+    """What a reply hands to what runs after it (``Conversation(after_turn=...)``),
+    once its last event is out."""
+
+    org_id: str
+    agent_id: UUID
+    thread_id: UUID
+    run_id: UUID
+    status: str  # the run's final status
+    model_id: str  # the model the turn used
+    user_id: str | None  # who sent the message the reply answered
+    records: Mapping[str, SealedRecord]  # the agent's sealed records the turn read
+
+
+# runs after each reply (memory collection); an exception is logged, not raised
+AfterTurn = Callable[[TurnEnded], Awaitable[None]]

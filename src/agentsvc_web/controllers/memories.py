@@ -42,6 +42,7 @@ class MemoryConfigBody(msgspec.Struct, rename="camel"):
     enabled: bool | UnsetType = UNSET
     scopes: Annotated[list[MemoryScope], Meta(min_length=1, max_length=3)] | UnsetType = UNSET
     max_memories: Annotated[int, Meta(ge=1, le=MAX_MEMORIES)] | UnsetType = UNSET
+    auto_collect: bool | UnsetType = UNSET
 
 
 class RecallBody(msgspec.Struct, rename="camel"):
@@ -57,6 +58,7 @@ class MemoryConfigOut(msgspec.Struct):
     enabled: bool
     scopes: list[MemoryScope]
     max_memories: int
+    auto_collect: bool
 
     @classmethod
     def of(cls, c: MemoryConfig) -> MemoryConfigOut:

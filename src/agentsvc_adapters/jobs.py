@@ -83,10 +83,15 @@ class _SplitDriver(Driver):
     connection of its own with no timeout, and is cancelled when the run ends."""
 
     def __init__(
-        self, statements: psycopg.AsyncConnection[Any], listener: psycopg.AsyncConnection[Any]
+        self,
+        statements: psycopg.AsyncConnection[Any],
+        listener: psycopg.AsyncConnection[Any],
+        lost: Callable[[], None],
     ) -> None:
+        """``lost``: called when the listener's connection fails."""
         self._statements = PsycopgDriver(statements)
         self._listener = listener
+        self._lost = lost
         self._callbacks: dict[str, list[NotifyCallback]] = {}
         self._shutdown = asyncio.Event()
         self._tm = TaskManager()
@@ -120,12 +125,19 @@ class _SplitDriver(Driver):
             self._tm.add(self._watcher)
 
     async def _watch(self) -> None:
-        async for note in self._listener.notifies():
-            for callback in list(self._callbacks.get(note.channel, ())):
-                try:
-                    callback(note.payload)
-                except Exception:
-                    log.exception("a job queue notification's callback failed")
+        try:
+            async for note in self._listener.notifies():
+                for callback in list(self._callbacks.get(note.channel, ())):
+                    try:
+                        callback(note.payload)
+                    except Exception:
+                        log.exception("a job queue notification's callback failed")
+        except psycopg.Error as exc:
+            # The listener's connection is gone (a server restart, a terminated
+            # backend). Dequeues would still run every ``dequeue_timeout``, but
+            # late: the run ends (its jobs finish) and ``work`` opens both again.
+            log.warning("the job worker lost its listening connection (%s)", type(exc).__name__)
+            self._lost()
 
     async def __aenter__(self) -> _SplitDriver:
         if self._entered == 0:
@@ -233,23 +245,34 @@ class PgJobs(_Worker, JobQueue):
             raise Unavailable("the job queue's database is unreachable; try again") from exc
 
     async def work(self, handlers: JobHandlers) -> None:
-        """Run jobs until ``stop``; a lost connection is opened again (with a
-        growing pause), never the end of the worker."""
+        """Run jobs until ``stop``; a lost connection (either) is opened again
+        (with a growing pause), never the end of the worker."""
         pause = 0.5
         while not self._stopping:
             try:
-                async with self._connection() as conn, self._connection() as listener:
-                    pgq = PgQueuer(_SplitDriver(conn, listener))
-                    self._register(pgq, handlers)
-                    if self._stopping:
-                        return
-                    pause = 0.5
-                    await self._run(pgq, abandon=conn.close)
+                if await self._session(handlers):
                     return
+                pause = 0.5  # the listener was lost: connect again soon
             except (psycopg.Error, OSError) as exc:
                 log.warning("the job worker lost its database connection (%s)", type(exc).__name__)
             await asyncio.sleep(pause + random.uniform(0, pause))  # noqa: S311 (jitter)
             pause = min(pause * 2, 30.0)
+
+    async def _session(self, handlers: JobHandlers) -> bool:
+        """One pair of connections: True once stopped, False when the listener's
+        connection was lost (the run ended once its jobs had)."""
+        lost = asyncio.Event()
+
+        def listener_lost() -> None:
+            lost.set()
+            pgq.shutdown.set()
+
+        async with self._connection() as conn, self._connection() as listener:
+            pgq = PgQueuer(_SplitDriver(conn, listener, listener_lost))
+            self._register(pgq, handlers)
+            if not self._stopping:
+                await self._run(pgq, abandon=conn.close)
+        return not lost.is_set()
 
     @contextlib.asynccontextmanager
     async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:

@@ -6,8 +6,9 @@ again by another once its heartbeat is stale."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
+import psycopg
 import pytest
 
 from agentsvc_adapters.jobs import PgJobs
@@ -120,3 +121,44 @@ async def test_a_killed_workers_job_is_picked_again_once_its_heartbeat_is_stale(
         await heir.stop()
     assert second.ran == [b"survivor"]
     assert first.starts == 1
+
+
+async def test_a_worker_whose_listening_connection_dies_listens_again(
+    make: Callable[[], PgJobs], jobs_url: str
+) -> None:
+    """The worker listens on a connection of its own (adapters/jobs.py): when that
+    connection dies, the worker opens its connections again and listens anew,
+    and a job queued after that runs."""
+
+    async def listeners() -> list[int]:
+        async with await psycopg.AsyncConnection.connect(jobs_url, autocommit=True) as c:
+            cur = await c.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+                " AND query LIKE 'LISTEN %%' AND pid <> pg_backend_pid()"
+            )
+            return [r[0] for r in await cur.fetchall()]
+
+    k = w.kind()
+    ran = w.Recorder()
+    worker = w.Running(make(), {k: ran})
+    try:
+        await w.until(lambda: _async_len(listeners, 1))
+        [first] = await listeners()
+        async with await psycopg.AsyncConnection.connect(jobs_url, autocommit=True) as c:
+            await c.execute("SELECT pg_terminate_backend(%s)", (first,))
+        await w.until(lambda: _async_other(listeners, first))
+        queue = make()
+        assert await queue.enqueue(k, b"after")
+        await ran.count(1)
+        assert ran.ran == [b"after"]
+    finally:
+        await worker.stop()
+
+
+async def _async_len(read: Callable[[], Awaitable[list[int]]], n: int) -> bool:
+    return len(await read()) == n
+
+
+async def _async_other(read: Callable[[], Awaitable[list[int]]], old: int) -> bool:
+    now = await read()
+    return len(now) == 1 and now[0] != old

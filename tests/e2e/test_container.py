@@ -343,7 +343,8 @@ def image_service(pg_url: str, tmp_path: Path) -> Iterator[tuple[Service, str]]:
         svc.stop()
 
 
-def test_the_health_check_tells_a_serving_process_from_none(
+@pytest.mark.postgres
+def test_run_as_the_image_runs_it_the_service_converses_and_passes_its_health_check(
     image_service: tuple[Service, str],
 ) -> None:
     svc, key = image_service
@@ -352,6 +353,9 @@ def test_the_health_check_tells_a_serving_process_from_none(
     # JSON logs, as the image asks
     assert any(_is_json_log(line) for line in svc.output().splitlines()), svc.output()
     _converse(svc.url, key)
+    # SIGTERM, as `docker stop` sends: a clean exit
+    assert svc.stop() == 0, svc.output()
+    assert not _healthy(svc.port)
 
 
 def _is_json_log(line: str) -> bool:
@@ -497,6 +501,7 @@ def _docker(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str
     )
 
 
+@pytest.mark.postgres
 def test_the_image_serves_a_conversation(pg_url: str) -> None:
     why = _docker_daemon()
     if why is not None:
@@ -509,7 +514,8 @@ def test_the_image_serves_a_conversation(pg_url: str) -> None:
     key = f"ask_container_{uuid.uuid4().hex}"
     try:
         # host networking: the container reaches the PostgreSQL on 127.0.0.1 and
-        # listens on a free port of this machine
+        # listens on a free port of this machine, on loopback only (the image's
+        # command with its address changed, as elsewhere in this file)
         run = _docker(
             "run", "--detach", "--name", name, "--network", "host",
             "--env", f"AGENTSVC_DATABASE_URL={pg_url}",
@@ -517,7 +523,7 @@ def test_the_image_serves_a_conversation(pg_url: str) -> None:
             "--env", f"AGENTSVC_BOOTSTRAP_API_KEY={key}",
             "--env", f"AGENTSVC_BOOTSTRAP_ORG=container-{uuid.uuid4().hex[:8]}",
             "--env", f"AGENTSVC_PORT={port}",
-            tag,
+            tag, *_loopback(one("CMD").exec_form()),
         )  # fmt: skip
         assert run.returncode == 0, run.stderr
         user = _docker("exec", name, "id", "-u").stdout.strip()

@@ -11,7 +11,8 @@ ARG PYTHON_IMAGE=python:3.11-slim
 
 FROM ${PYTHON_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_ROOT_USER_ACTION=ignore
 WORKDIR /src
 # only what the wheel is made of (.dockerignore keeps the rest out of the context)
 COPY pyproject.toml README.md ./
@@ -19,10 +20,14 @@ COPY src ./src
 RUN pip wheel --wheel-dir /wheels .
 
 FROM ${PYTHON_IMAGE} AS runtime
+LABEL org.opencontainers.image.title="agentsvc" \
+      org.opencontainers.image.description="Agent Conversation Service" \
+      org.opencontainers.image.licenses="Apache-2.0"
 ENV PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_ROOT_USER_ACTION=ignore \
     AGENTSVC_DATA_DIR=/var/lib/agentsvc \
     AGENTSVC_LOCAL_DEFAULTS=false \
     AGENTSVC_LOG_FORMAT=json

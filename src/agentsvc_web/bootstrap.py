@@ -558,6 +558,8 @@ def start_embedded(settings: Settings) -> EmbeddedPostgres:
 
     Only the object that started the server stops it: ``agentsvc serve`` keeps
     the one it gets here and stops it on exit."""
+    if not settings.local_defaults:  # Settings.from_env refuses this earlier, with more
+        raise SettingsError("AGENTSVC_DATABASE_URL must be set (AGENTSVC_LOCAL_DEFAULTS=false)")
     server = EmbeddedPostgres(settings.data_dir / "pgdata")
     try:
         server.start()
@@ -643,7 +645,9 @@ def secret_box(settings: Settings) -> AesGcmBox:
     data folder (created once); with memory storage, a key for this process only."""
     try:
         if settings.encryption_keys or settings.storage == "postgres":
-            return AesGcmBox(load_keyring(settings.encryption_keys, settings.data_dir))
+            # no data folder without the local defaults: a missing key is an error
+            folder = settings.data_dir if settings.local_defaults else None
+            return AesGcmBox(load_keyring(settings.encryption_keys, folder))
     except KeyringError as exc:
         raise SettingsError(str(exc)) from None
     return AesGcmBox(parse_keys(new_key_spec("memory")))

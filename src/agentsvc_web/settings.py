@@ -176,6 +176,28 @@ def _embeddings(env: Mapping[str, str]) -> dict[str, Any]:
 _BASE_URL = re.compile(r"https?://[^\s/?#]+(?:/[^\s?#]*)?")
 
 
+def _require_external(env: Mapping[str, str]) -> None:
+    """With the local defaults off (the container image sets
+    ``AGENTSVC_LOCAL_DEFAULTS=false``), PostgreSQL storage needs its server and its
+    encryption keys named. In a container the embedded server and a generated key
+    would live in the container's own file system: a recreated container would lose
+    the data, or keep it with no key to read its stored secrets. Refusing at start
+    says so at once, rather than after the first upgrade."""
+    missing = [
+        name
+        for name in ("AGENTSVC_DATABASE_URL", "AGENTSVC_ENCRYPTION_KEYS")
+        if _opt(env, name) is None
+    ]
+    if missing:
+        raise SettingsError(
+            f"{' and '.join(missing)} must be set: with AGENTSVC_LOCAL_DEFAULTS=false (as in "
+            "the container image) the service starts no embedded PostgreSQL and generates no "
+            "encryption key. Set AGENTSVC_DATABASE_URL=postgresql://user:password@host:5432/db "
+            "and AGENTSVC_ENCRYPTION_KEYS=k1:<32 bytes in base64> (docs/deploy.md, "
+            '"Containers"), or AGENTSVC_STORAGE=memory for a try that keeps nothing'
+        )
+
+
 def _language(env: Mapping[str, str]) -> str:
     """A PostgreSQL text search configuration's name (checked against the server
     at start-up): ``english``, ``simple`` (no stemming), ``german``..."""
@@ -195,6 +217,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     db_pool_timeout_s: int = 10
     migrate_on_start: bool = True
     data_dir: Path = Path(".agentsvc")
+    # the single-machine defaults kept in the data folder: the embedded PostgreSQL
+    # without AGENTSVC_DATABASE_URL, a generated key without AGENTSVC_ENCRYPTION_KEYS;
+    # off (the container image), both variables are required instead
+    local_defaults: bool = True
     host: str = "127.0.0.1"
     port: int = 8000
     bootstrap_api_key: str | None = None
@@ -272,6 +298,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         if secret and jwks:
             raise SettingsError("set AGENTSVC_JWT_SECRET or AGENTSVC_JWT_JWKS_URL, not both")
         default_algs = "HS256" if secret else "RS256,ES256"
+        local_defaults = _flag(e, "AGENTSVC_LOCAL_DEFAULTS", default=True)
+        if not local_defaults and storage == "postgres":
+            _require_external(e)
         algs = tuple(
             a.strip()
             for a in e.get("AGENTSVC_JWT_ALGORITHMS", default_algs).split(",")
@@ -285,6 +314,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             db_pool_timeout_s=_int(e, "AGENTSVC_DB_POOL_TIMEOUT", 10, 1, 600),
             migrate_on_start=_flag(e, "AGENTSVC_MIGRATE_ON_START", default=True),
             data_dir=Path(e.get("AGENTSVC_DATA_DIR", "").strip() or ".agentsvc"),
+            local_defaults=local_defaults,
             host=e.get("AGENTSVC_HOST", "").strip() or "127.0.0.1",
             port=_int(e, "AGENTSVC_PORT", 8000, 0, 65535),
             bootstrap_api_key=_opt(e, "AGENTSVC_BOOTSTRAP_API_KEY"),

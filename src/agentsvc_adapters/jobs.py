@@ -116,6 +116,8 @@ class _SplitDriver(Driver):
         await self._statements.notify(channel, payload)
 
     async def add_listener(self, channel: str, callback: NotifyCallback) -> None:
+        # (PgQueuer listens on one channel, before the watcher starts: a LISTEN once
+        # the watcher waits would wait for its connection's lock)
         if channel not in self._callbacks:
             await self._listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
             self._callbacks[channel] = []
@@ -276,7 +278,16 @@ class PgJobs(_Worker, JobQueue):
 
     @contextlib.asynccontextmanager
     async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-        conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
+        # keepalives: a listener's connection that dies silently (a half-open TCP
+        # connection) is noticed in about a minute, and the worker connects again
+        conn = await psycopg.AsyncConnection.connect(
+            self._conninfo,
+            autocommit=True,
+            keepalives=1,
+            keepalives_idle=30,
+            keepalives_interval=10,
+            keepalives_count=3,
+        )
         async with conn:
             yield conn
 

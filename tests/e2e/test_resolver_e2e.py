@@ -344,6 +344,8 @@ def test_memory_collection_after_a_turn_pays_with_the_users_key(world: dict[str,
                 ToolCallSpec(
                     "c1", "memory_save", {"content": "Alice is vegetarian", "key": "diet"}
                 ),
+                # a scope named in the call is not the model's to choose (the
+                # transcript is the user's text): the fact goes to Alice's scope
                 ToolCallSpec(
                     "c2",
                     "memory_save",
@@ -353,7 +355,10 @@ def test_memory_collection_after_a_turn_pays_with_the_users_key(world: dict[str,
             ],
         ),
     )
-    r = world["alice"].post(f"/api/threads/{tid}/messages", json={"content": "I am vegetarian"})
+    r = world["alice"].post(
+        f"/api/threads/{tid}/messages",
+        json={"content": "I am vegetarian", "metadata": {"team": "kitchen"}},
+    )
     assert names(parse(r.text))[-1] == "done"
     deadline = time.monotonic() + 20
     memories: list[dict[str, Any]] = []
@@ -363,13 +368,14 @@ def test_memory_collection_after_a_turn_pays_with_the_users_key(world: dict[str,
     got = {(m["content"], m["key"], m["scope"], m["scope_id"]) for m in memories}
     assert got == {
         ("Alice is vegetarian", "diet", "user", "alice"),
-        ("Releases ship on Fridays", "release", "agent", None),
+        ("Releases ship on Fridays", "release", "user", "alice"),
     }
     collect = fake.requests[-1]
     assert collect.headers["authorization"] == "Bearer sk-alice-own-key"
     body = collect.json
     assert body["model"] == "gpt-byok"
     assert [t["function"]["name"] for t in body["tools"]] == ["memory_save"]
+    assert set(body["tools"][0]["function"]["parameters"]["properties"]) == {"content", "key"}
     assert body["messages"][0]["role"] == "system"
     assert body["messages"][0]["content"].startswith("You keep an assistant's long-term memory.")
     said = body["messages"][-1]["content"]
@@ -378,8 +384,8 @@ def test_memory_collection_after_a_turn_pays_with_the_users_key(world: dict[str,
     assert all(all(c["verdicts"].values()) for c in world["resolver"].calls[-2:])
     with psycopg.connect(world["pg"]) as db:
         rows = db.execute(
-            "SELECT purpose, key_source FROM usage_records WHERE thread_id = %s"
+            "SELECT purpose, key_source, metadata->>'team' FROM usage_records WHERE thread_id = %s"
             " ORDER BY created_at",
             (tid,),
         ).fetchall()
-    assert rows == [("reply", "byok"), ("memory", "byok")]
+    assert rows == [("reply", "byok", "kitchen"), ("memory", "byok", "kitchen")]

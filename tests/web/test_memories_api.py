@@ -203,6 +203,20 @@ def test_auto_collect_keeps_a_turns_facts_with_the_local_model(settings: Setting
         assert totals["memory_calls"] == 3
         assert totals["model_calls"] == 4 + 3
         assert len(c.get(f"/api/agents/{agent}/memories", headers=h).json()["memories"]) == 2
+        # only the user scope allowed, and a message without a sender: nowhere for
+        # facts to go, so no model call (the turn after it is collected: its fact
+        # shows the jobs ran)
+        c.put(path, json={"scopes": ["user"]}, headers=h)
+        r = c.post(
+            f"/api/threads/{thread}/messages",
+            json={"content": 'call memory_save {"content": "Nobody said it"}'},
+            headers=h,
+        )
+        assert r.status_code == 200, r.text
+        say('call memory_save {"content": "Likes scones", "key": "scones"}')
+        assert _memories(c, h, agent, 3)[0]["content"] == "Likes scones"
+        totals = c.get("/api/analytics", params={"agentId": agent}, headers=h).json()["totals"]
+        assert (totals["memory_calls"], totals["model_calls"]) == (4, 6 + 4)
 
 
 def test_pages_and_cursor(client: C, auth: H) -> None:

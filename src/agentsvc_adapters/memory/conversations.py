@@ -26,6 +26,7 @@ from agentsvc_core.ports import (
     ThreadRepository,
 )
 from agentsvc_core.ports.idempotency import IdempotencyClaim
+from agentsvc_core.ports.storage import RUN_MESSAGES_WINDOW
 
 _TICK = timedelta(microseconds=1)
 
@@ -282,7 +283,8 @@ class MemoryConversations(ConversationStore, StreamStore):
         return list(self._usage.get((org_id, thread_id), []))
 
     async def run_messages(self, org_id: str, thread_id: UUID, run_id: UUID) -> list[Message]:
-        return [m for m in self._messages.get((org_id, thread_id), []) if m.run_id == run_id]
+        latest = self._messages.get((org_id, thread_id), [])[-RUN_MESSAGES_WINDOW:]
+        return [m for m in latest if m.run_id == run_id]
 
     async def add_usage(self, records: list[UsageRecord]) -> None:
         for r in records:

@@ -58,6 +58,7 @@ from agentsvc_core.errors import (
 )
 from agentsvc_core.ports import ConversationStore, EventBatch, ThreadRepository
 from agentsvc_core.ports.idempotency import IdempotencyClaim
+from agentsvc_core.ports.storage import RUN_MESSAGES_WINDOW
 
 _enc = msgspec.json.Encoder()
 _meta = msgspec.json.Decoder(dict[str, str])
@@ -466,9 +467,10 @@ class PostgresConversations(Repo, ConversationStore):
 
     async def run_messages(self, org_id: str, thread_id: UUID, run_id: UUID) -> list[Message]:
         rows = await self._all(
-            f"SELECT {MSG_COLS} FROM messages WHERE org_id = %s AND thread_id = %s"
-            " AND run_id = %s ORDER BY seq",
-            (org_id, thread_id, run_id),
+            f"SELECT {MSG_COLS} FROM (SELECT * FROM messages WHERE org_id = %s"
+            " AND thread_id = %s ORDER BY seq DESC LIMIT %s) AS m WHERE run_id = %s"
+            " ORDER BY seq",
+            (org_id, thread_id, RUN_MESSAGES_WINDOW, run_id),
         )
         return [to_message(r) for r in rows]
 

@@ -14,7 +14,11 @@ the column (``pg_stats.most_common_elems``, read every ``_STATS_TTL``) put it in
 more than ``_COMMON`` of the chunks. Chunks with a rare word are all candidates
 (up to ``_RARE_CAP``); only when they are fewer than the answer's size do chunks
 with every common word, then with any, come in, up to ``_COMMON_CAP`` each. A
-small or new corpus (no statistics) has no common words: every match is ranked.
+corpus without statistics yet (before autovacuum's first ANALYZE) has no common
+words: every match is a candidate, up to ``_RARE_CAP``. The statistics are the
+table's, all organizations together: a word common in one organization's
+documents and rare in the table is rare, and its chunks are candidates up to
+``_RARE_CAP`` (any of them, unranked, past that).
 
 Vectors need the pgvector extension. ``enable_vectors`` (called at start-up when
 an embedding provider is configured) creates it and ``knowledge_vectors`` if it
@@ -72,7 +76,9 @@ _STATS = (
     " WHERE p.schemaname = current_schema() AND p.tablename = 'knowledge_chunks'"
     " AND p.attname = 'search' AND s.e IS NOT NULL AND s.f > %s"
 )
-# The query's lexemes (stemmed as the chunks were), split into rare and common;
+# The query's lexemes (stemmed as the chunks were; quoted into the tsqueries as
+# they are, not parsed again: "or" is a lexeme of several configurations), split
+# into rare and common;
 # the candidates chosen as the module says, in scope; then their ranking, the
 # candidates read again by their row address (ctid: one statement, one snapshot).
 _IN_SCOPE = (
@@ -85,10 +91,10 @@ WITH t AS (
   FROM unnest(tsvector_to_array(to_tsvector(%(cfg)s::regconfig, %(q)s))) AS lexeme
 ), m AS (
   SELECT
-    websearch_to_tsquery('simple', string_agg(lexeme, ' or ') FILTER (WHERE NOT common)) AS rare,
-    websearch_to_tsquery('simple', string_agg(lexeme, ' ') FILTER (WHERE common)) AS every,
-    websearch_to_tsquery('simple', string_agg(lexeme, ' or ') FILTER (WHERE common)) AS loose,
-    websearch_to_tsquery('simple', string_agg(lexeme, ' or ')) AS anyq
+    (string_agg(quote_literal(lexeme), ' | ') FILTER (WHERE NOT common))::tsquery AS rare,
+    (string_agg(quote_literal(lexeme), ' & ') FILTER (WHERE common))::tsquery AS every,
+    (string_agg(quote_literal(lexeme), ' | ') FILTER (WHERE common))::tsquery AS loose,
+    string_agg(quote_literal(lexeme), ' | ')::tsquery AS anyq
   FROM t
 ), r AS MATERIALIZED (
   SELECT c.ctid AS tid FROM knowledge_chunks c{_IN_SCOPE}

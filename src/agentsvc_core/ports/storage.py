@@ -216,13 +216,18 @@ class ConversationStore(Protocol):
         ...
 
     async def run_messages(self, org_id: str, thread_id: UUID, run_id: UUID) -> list[Message]:
-        """The messages a run stored (the user's it answered and its own), oldest first."""
+        """The messages a run stored (the user's it answered and its own), oldest
+        first, among the thread's latest ``RUN_MESSAGES_WINDOW`` (a bounded read
+        whatever the thread's length; what runs after a turn reads it soon after)."""
         ...
 
     async def add_usage(self, records: list[UsageRecord]) -> None:
         """Store usage records of model calls made outside a turn's reply (after
         it: memory collection)."""
         ...
+
+
+RUN_MESSAGES_WINDOW = 500
 
 
 class TurnInputs(msgspec.Struct, frozen=True, kw_only=True):

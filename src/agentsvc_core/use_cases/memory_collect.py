@@ -14,14 +14,20 @@ resolver is on) and its usage is recorded with ``purpose: memory`` on the turn's
 run. The built-in ``local`` model calls ``memory_save`` when the turn's text asks
 for it (``call memory_save {...}``), so the whole path runs offline.
 
-A collection that fails (the provider, the resolver) is logged and dropped: a
-memory is a convenience, not worth retrying a paid call for. A job run twice
-(a worker killed midway) saves nothing twice: an identical fact is not stored
-again.
+Collected facts go to the user's scope (the sender of the message the reply
+answered), or to the thread's when the message had no sender: the transcript is
+text the user wrote, so it may not write to the agent's scope, which every user of
+the agent sees. An agent whose scopes allow neither collects nothing.
+
+A collection whose model call fails is logged and dropped: a memory is a
+convenience, not worth retrying a paid call for. A resolver that fails means the
+platform's key, as in a turn. A job run again (a worker killed midway) makes a
+second call; an identical fact is not stored twice.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 from typing import Any
@@ -42,7 +48,7 @@ from agentsvc_core.ports import (
     UsageReport,
 )
 from agentsvc_core.ports.jobs import JobQueue
-from agentsvc_core.ports.memories import MemoryStore, ScopeFilter
+from agentsvc_core.ports.memories import MemoryStore
 from agentsvc_core.pricing import PriceTable
 from agentsvc_core.use_cases.memories import Memories, MemoryConfig, MemorySettings
 from agentsvc_core.use_cases.memory_tools import memory_save_spec
@@ -57,6 +63,7 @@ COLLECT_JOB = "memory.collect"
 MAX_COLLECTED = 10  # facts saved from one turn
 _KNOWN = 20  # remembered facts shown to the model
 _TRANSCRIPT_CHARS = 16_000  # of the turn's text sent (its end kept)
+_ANSWER_CHARS = 2_000  # of each assistant message in it (the facts are the user's)
 COLLECT_PROMPT = (
     "You keep an assistant's long-term memory. Read the conversation turn below and "
     "call memory_save once for each fact worth remembering in later conversations: "
@@ -75,21 +82,34 @@ class _Job(msgspec.Struct, frozen=True, array_like=True):
     run_id: UUID
     model_id: str
     user_id: str | None
+    metadata: dict[str, str] = {}
 
 
 class _Save(msgspec.Struct, frozen=True, kw_only=True):
     content: str
     key: str | None = None
-    scope: MemoryScope | None = None
 
 
 def transcript(messages: list[Message]) -> str:
     """The turn as text: what the user said and what the assistant answered (tool
-    traffic left out), the end kept when it is long."""
+    traffic left out; each answer cut to ``_ANSWER_CHARS``), the end kept when it
+    is long."""
     lines = [
-        f"{m.role}: {m.content}" for m in messages if m.role in ("user", "assistant") and m.content
+        f"user: {m.content}" if m.role == "user" else f"assistant: {m.content[:_ANSWER_CHARS]}"
+        for m in messages
+        if m.role in ("user", "assistant") and m.content
     ]
     return "\n".join(lines)[-_TRANSCRIPT_CHARS:]
+
+
+def _place(config: MemoryConfig, job: _Job) -> tuple[MemoryScope, str] | None:
+    """Where this turn's facts go: the user's scope, else the thread's (None: the
+    agent's scopes allow neither)."""
+    if job.user_id is not None and "user" in config.scopes:
+        return ("user", job.user_id)
+    if "thread" in config.scopes:
+        return ("thread", str(job.thread_id))
+    return None
 
 
 class MemoryCollector:
@@ -133,6 +153,7 @@ class MemoryCollector:
             ended.run_id,
             ended.model_id,
             ended.user_id,
+            dict(ended.metadata),
         )
         await self._jobs.enqueue(
             COLLECT_JOB, msgspec.json.encode(job), key=f"{COLLECT_JOB}:{ended.run_id}"
@@ -150,14 +171,18 @@ class MemoryCollector:
         config = await self._settings.of(job.org_id, job.agent_id)
         if not config.auto_collect:
             return  # turned off since the turn
+        place = _place(config, job)
+        if place is None:
+            return
         await self._agents.get(job.org_id, job.agent_id)  # NotFound: the agent went
-        said = transcript(
-            await self._conversations.run_messages(job.org_id, job.thread_id, job.run_id)
-        )
+        messages = await self._conversations.run_messages(job.org_id, job.thread_id, job.run_id)
+        said = transcript(messages)
         if not said:
             return
-        places = _places(config, job)
-        known = await self._store.search(job.org_id, job.agent_id, words(said)[:64], places, _KNOWN)
+        asked = " ".join(m.content for m in messages if m.role == "user")
+        known = await self._store.search(
+            job.org_id, job.agent_id, words(asked)[:64], [place, ("agent", None)], _KNOWN
+        )
         model, model_name = self._router.route(job.model_id)
         resolver = await self._org_settings.resolver_of(job.org_id, job.agent_id)
         api_key = await self._keys.key(
@@ -168,7 +193,6 @@ class MemoryCollector:
             system += "\n\nRemembered already:\n" + "\n".join(
                 f"- [{m.key or 'no key'}] {m.content}" for m, _ in known
             )
-        now = self._clock.now()
         request = ModelRequest(
             model=model_name,
             system=system,
@@ -179,10 +203,10 @@ class MemoryCollector:
                     thread_id=job.thread_id,
                     role="user",
                     content=said,
-                    created_at=now,
+                    created_at=self._clock.now(),
                 )
             ],
-            tools=[memory_save_spec(config, _default_scope(config, job))],
+            tools=[memory_save_spec(config, place[0], scoped=False)],
             max_tokens=1024,
             api_key=api_key,
         )
@@ -194,33 +218,37 @@ class MemoryCollector:
                     calls.append(event.call.arguments)
                 elif isinstance(event, UsageReport):
                     usage = event.usage
-        finally:
-            # what was used is recorded, whatever came of it
-            await self._record(job, model.provider, usage, api_key)
+        except BaseException:
+            with contextlib.suppress(DomainError):  # the call's error is the one to see
+                await self._record(job, model.provider, usage, api_key)
+            raise
         saved = 0
         for arguments in calls[:MAX_COLLECTED]:
-            saved += await self._save(job, config, arguments)
+            saved += await self._save(job, config, place, arguments)
+        await self._record(job, model.provider, usage, api_key)
         log.info(
             "memory collection after run %s: %d of %d facts new", job.run_id, saved, len(calls)
         )
 
-    async def _save(self, job: _Job, config: MemoryConfig, arguments: dict[str, Any]) -> int:
+    async def _save(
+        self,
+        job: _Job,
+        config: MemoryConfig,
+        place: tuple[MemoryScope, str],
+        arguments: dict[str, Any],
+    ) -> int:
         """One fact: 1 when it was new (stored or superseding), 0 otherwise."""
         try:
             fact = msgspec.convert(arguments, _Save)
         except msgspec.ValidationError as exc:
             log.info("a collected fact of run %s was malformed: %s", job.run_id, exc)
             return 0
-        available = dict(_places(config, job))
-        # a scope not allowed, or without an id in this turn (no user): the default
-        scope = fact.scope if fact.scope in available else _default_scope(config, job)
-        place = available[scope]
         try:
             outcome = await self._memories.save(
                 job.org_id,
                 job.agent_id,
-                scope,
-                place,
+                place[0],
+                place[1],
                 fact.content,
                 fact.key,
                 max_active=config.max_memories,
@@ -244,7 +272,7 @@ class MemoryCollector:
                     model=job.model_id,
                     usage=usage,
                     key_source="byok" if api_key else "platform",
-                    metadata={},
+                    metadata=job.metadata,
                     created_at=self._clock.now(),
                     cost_usd=None
                     if self._prices is None
@@ -253,25 +281,3 @@ class MemoryCollector:
                 )
             ]
         )
-
-
-def _places(config: MemoryConfig, job: _Job) -> list[ScopeFilter]:
-    """The scopes this turn's facts may go to, with their ids."""
-    places: list[ScopeFilter] = []
-    for scope in config.scopes:
-        if scope == "agent":
-            places.append(("agent", None))
-        elif scope == "thread":
-            places.append(("thread", str(job.thread_id)))
-        elif job.user_id is not None:
-            places.append(("user", job.user_id))
-    return places
-
-
-def _default_scope(config: MemoryConfig, job: _Job) -> MemoryScope:
-    """Facts about the user go to the user's scope when there is one."""
-    preferred: tuple[MemoryScope, ...] = ("user", "thread", "agent")
-    for scope in preferred:
-        if scope in config.scopes and (scope != "user" or job.user_id is not None):
-            return scope
-    return config.scopes[0]

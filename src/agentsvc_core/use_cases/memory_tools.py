@@ -64,22 +64,23 @@ def _scope_param(config: MemoryConfig) -> dict[str, Any]:
     }
 
 
-def memory_save_spec(config: MemoryConfig, default: MemoryScope) -> ToolSpec:
-    """``memory_save`` as the model sees it (also offered by memory collection)."""
+def memory_save_spec(
+    config: MemoryConfig, default: MemoryScope, *, scoped: bool = True
+) -> ToolSpec:
+    """``memory_save`` as the model sees it; without ``scoped`` it has no scope
+    (memory collection decides where facts go)."""
+    properties: dict[str, Any] = {
+        "content": {"type": "string", "maxLength": MAX_CONTENT},
+        "key": {"type": "string", "maxLength": MAX_KEY},
+    }
+    if scoped:
+        properties["scope"] = _scope_param(config)
     return ToolSpec(
         name="memory_save",
         description="Remember a short fact for later conversations. Give a key "
         "(a short subject such as 'tea') to replace the previous fact of that key "
-        f"instead of adding a second one. Default scope: {default}.",
-        parameters={
-            "type": "object",
-            "properties": {
-                "content": {"type": "string", "maxLength": MAX_CONTENT},
-                "key": {"type": "string", "maxLength": MAX_KEY},
-                "scope": _scope_param(config),
-            },
-            "required": ["content"],
-        },
+        "instead of adding a second one." + (f" Default scope: {default}." if scoped else ""),
+        parameters={"type": "object", "properties": properties, "required": ["content"]},
     )
 
 

@@ -196,6 +196,7 @@ class Reply:
             model_id=plan.model_id,
             user_id=plan.user_id,
             records=plan.tool_setup.records if plan.tool_setup is not None else {},
+            metadata=plan.metadata,
         )
         for hook in self._after:
             try:

@@ -226,6 +226,7 @@ class TurnEnded(msgspec.Struct, frozen=True, kw_only=True):
     model_id: str  # the model the turn used
     user_id: str | None  # who sent the message the reply answered
     records: Mapping[str, SealedRecord]  # the agent's sealed records the turn read
+    metadata: Mapping[str, str]  # the turn's merged metadata (its usage records')
 
 
 # runs after each reply (memory collection); an exception is logged, not raised

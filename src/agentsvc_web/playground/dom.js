@@ -13,7 +13,7 @@ function fill(el, attrs, children) {
       el.setAttribute(name, value === true ? "" : String(value));
     }
   }
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === undefined || child === null || child === false) continue;
     el.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
@@ -28,6 +28,12 @@ export function h(tag, attrs, ...children) {
 /** An SVG element (charts are drawn with these: no library, no inline style). */
 export function s(tag, attrs, ...children) {
   return fill(document.createElementNS(SVG_NS, tag), attrs, children);
+}
+
+/** Replaces an element's children (null and false children are left out). */
+export function put(el, ...children) {
+  el.replaceChildren();
+  return fill(el, {}, children);
 }
 
 export function clear(el) {

@@ -4,7 +4,7 @@
 // 403 in the error bar.
 
 import { barChart, spanWaterfall } from "./charts.js";
-import { $, clear, h } from "./dom.js";
+import { $, clear, h, put } from "./dom.js";
 
 export async function showTraces(api, threadId) {
   const list = clear($("trace-list"));
@@ -43,7 +43,8 @@ export async function showTrace(api, traceId) {
     ["cost", t.cost_usd === null ? "no price" : `$${t.cost_usd}`],
     ["model calls / tool calls", `${t.model_calls} / ${t.tool_calls}`],
   ];
-  clear($("trace-detail")).append(
+  put(
+    $("trace-detail"),
     h("h3", {}, `Trace of ${t.name}`),
     h("dl", { class: "facts" }, facts.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),
     spanWaterfall(detail.spans),
@@ -69,7 +70,8 @@ export async function showUsage(api, period) {
       : new Date(p.start).toLocaleDateString();
   const series = (field) => report.series.map((p) => ({ label: label(p), value: p[field] }));
   const t = report.totals;
-  clear($("usage")).append(
+  put(
+    $("usage"),
     h(
       "dl",
       { class: "facts", id: "usage-totals" },

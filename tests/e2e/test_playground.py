@@ -199,21 +199,32 @@ def _walk(page: Any, steps: Steps, api: httpx.Client, base: str, key: str, mcp: 
     assert ids == [history[1]["id"], history[3]["id"]]
     steps.shot("conversation")
 
-    # 5. a slow reply, stopped from the page once tokens stream in
+    # 5. a slow reply; the thread opened again while it runs follows it (re-attach);
+    #    stopped from the page once tokens stream in
     page.fill("#message", "Answer slowly, please.")
     page.click("#send")
+    streamed = (
+        "w => [...document.querySelectorAll('.message.assistant.streaming .text')]"
+        ".some(t => t.textContent.includes(w))"
+    )
+    page.wait_for_function(streamed, arg="word1")
+    page.click(f"#thread-list button[data-thread-id='{thread_id}']")
+    page.wait_for_selector("#status:has-text('following it')")
+    page.wait_for_function(streamed, arg="word2")
     reply = page.locator("#messages .message.assistant").last
-    page.wait_for_function(
-        "() => [...document.querySelectorAll('.message.assistant.streaming .text')]"
-        ".some(t => t.textContent.includes('word1'))"
+    assert (
+        reply.get_attribute("data-run-id")
+        == api.get(f"/api/threads/{thread_id}").json()["active_run_id"]
     )
     page.click("#stop")
     page.wait_for_selector(".message.assistant[data-status=stopped]")
     assert "stopped" in page.inner_text("#status")
     last = api.get(f"/api/threads/{thread_id}/messages").json()["messages"][-1]
     assert last["status"] == "stopped"
+    assert "word2" in last["content"]
     assert "word50" not in last["content"]
     assert reply.locator(".text").text_content() == last["content"]
+    assert page.locator("#messages .message").count() == 6  # history, then the followed reply
     steps.shot("stopped")
 
     # 6. a client-side tool: declared with the message, called, answered in a form
@@ -233,6 +244,7 @@ def _walk(page: Any, steps: Steps, api: httpx.Client, base: str, key: str, mcp: 
         ".some(t => t.textContent.includes('returned: sunny, 21 C'))"
     )
     page.uncheck("#tool-enabled")
+    page.click("#client-tool summary")  # folded again
     last = api.get(f"/api/threads/{thread_id}/messages").json()["messages"][-1]
     assert page.locator(".message.assistant .text").last.text_content() == last["content"]
     steps.shot("client-tool-answered")
@@ -255,6 +267,7 @@ def _walk(page: Any, steps: Steps, api: httpx.Client, base: str, key: str, mcp: 
     assert "42" in result
     last = api.get(f"/api/threads/{thread_id}/messages").json()["messages"][-1]
     assert page.locator(".message.assistant .text").last.text_content() == last["content"]
+    page.wait_for_selector(f"#thread-list button[data-thread-id='{thread_id}']:not(:has(span))")
     steps.shot("mcp-tool")
     page.uncheck(box)
     page.wait_for_function(

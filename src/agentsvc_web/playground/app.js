@@ -36,7 +36,9 @@ async function signIn(key) {
   const agents = await api.get("/api/agents");
   sessionStorage.setItem(KEY_ITEM, key);
   state.api = api;
-  state.chat = new Chat(api, showError);
+  state.chat = new Chat(api, showError, () => {
+    if (state.agent) loadThreads().catch((err) => showError(err.message));
+  });
   $("key").value = "";
   $("signin").hidden = true;
   $("signed-in").hidden = false;

@@ -4,9 +4,10 @@
 import { $, clear, h, pretty } from "./dom.js";
 
 export class Chat {
-  constructor(api, showError) {
+  constructor(api, showError, onEnded) {
     this.api = api;
     this.showError = showError;
+    this.onEnded = onEnded; // a reply ended (the thread list shows which reply)
     this.thread = null;
     this.running = null; // the AbortController of the stream being read
     this.pending = []; // client tool calls waiting for an answer
@@ -46,8 +47,8 @@ export class Chat {
     this.scroll();
     if (thread.active_run_id) {
       const reply = this.replyItem();
-      this.setStatus("a reply is running: following it");
-      await this.read((signal) => this.api.follow(thread.id, thread.active_run_id, signal), reply);
+      const follow = (signal) => this.api.follow(thread.id, thread.active_run_id, signal);
+      await this.read(follow, reply, "a reply is running: following it");
     } else {
       this.setStatus(`${page.total} message(s)`);
     }
@@ -101,12 +102,12 @@ export class Chat {
   }
 
   /** Reads one reply's events into its list item until done or error. */
-  async read(open, reply) {
+  async read(open, reply, status = "streaming...") {
     const controller = new AbortController();
     this.running = controller;
     $("send").disabled = true;
     $("stop").disabled = false;
-    this.setStatus("streaming...");
+    this.setStatus(status);
     let ended = false;
     try {
       for await (const { event, data } of open(controller.signal)) {
@@ -124,6 +125,7 @@ export class Chat {
         this.running = null;
         $("send").disabled = false;
         $("stop").disabled = true;
+        this.onEnded?.();
       }
       this.scroll();
     }

@@ -44,7 +44,7 @@ chromium:
 	@command -v chromium >/dev/null 2>&1 || test -n "$$AGENTSVC_TEST_CHROMIUM" || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "chromium is missing: apt-get install -y chromium"; \
-	    apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium; \
+	    apt-get update -qq && apt-get install -y -qq chromium; \
 	  else \
 	    echo "make test needs Chromium for the playground's browser test: install it" \
 	      "(e.g. sudo apt-get install chromium) or set AGENTSVC_TEST_CHROMIUM, and run" \

@@ -199,6 +199,29 @@ def _walk(page: Any, steps: Steps, api: httpx.Client, base: str, key: str, mcp: 
     assert ids == [history[1]["id"], history[3]["id"]]
     steps.shot("conversation")
 
+    # 4b. a send the API refuses before its stream (a model no provider serves here):
+    #     the page shows the API's error as the API gave it, and stores nothing
+    page.fill("#agent-model", "claude-unserved")
+    page.click("#agent-save")
+    page.wait_for_function(
+        "() => document.querySelector('#agent-saved').textContent.startsWith('saved')"
+    )
+    page.fill("#message", "Refused?")
+    page.click("#send")
+    page.wait_for_selector("#error:not([hidden])")
+    refused = api.post(f"/api/threads/{thread_id}/messages", json={"content": "Refused?"})
+    assert refused.status_code == 422, refused.text
+    assert page.inner_text("#error") == f"{refused.json()['error']}: {refused.json()['detail']}"
+    assert page.input_value("#message") == "Refused?"
+    assert page.locator("#messages .message").count() == 4
+    assert api.get(f"/api/threads/{thread_id}/messages").json()["total"] == 4
+    steps.shot("refused")
+    page.fill("#agent-model", "local")
+    page.click("#agent-save")
+    page.wait_for_function(
+        "() => document.querySelector('#agent-saved').textContent.startsWith('saved')"
+    )
+
     # 5. a slow reply; the thread opened again while it runs follows it (re-attach);
     #    stopped from the page once tokens stream in
     page.fill("#message", "Answer slowly, please.")

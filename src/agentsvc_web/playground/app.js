@@ -100,12 +100,18 @@ async function createAgent() {
 }
 
 async function saveAgent() {
+  $("agent-saved").textContent = "saving...";
   const body = {
     stablePreamble: $("agent-preamble").value,
     defaultModel: $("agent-model").value.trim() || null,
   };
   if (body.defaultModel === null) delete body.defaultModel;
-  state.agent = await state.api.patch(`/api/agents/${encodeURIComponent(state.agent.id)}`, body);
+  try {
+    state.agent = await state.api.patch(`/api/agents/${encodeURIComponent(state.agent.id)}`, body);
+  } catch (err) {
+    $("agent-saved").textContent = "not saved";
+    throw err;
+  }
   state.agents = state.agents.map((a) => (a.id === state.agent.id ? state.agent : a));
   $("agent-saved").textContent = `saved at ${new Date(state.agent.updated_at).toLocaleTimeString()}`;
 }

@@ -77,8 +77,12 @@ export class Chat {
     if (tool === undefined) return; // the form's JSON is wrong: already said
     if (tool) body.tools = [tool];
     input.value = "";
-    $("messages").append(messageItem("user", content));
-    await this.send(body);
+    const mine = messageItem("user", content);
+    $("messages").append(mine);
+    if (!(await this.send(body))) {
+      mine.remove(); // refused before the stream (the error bar says why): nothing was stored
+      input.value = content;
+    }
   }
 
   /** The client-side tool to offer with the message, null for none. */
@@ -98,10 +102,13 @@ export class Chat {
   async send(body) {
     const thread = this.thread;
     const reply = this.replyItem();
-    await this.read((signal) => this.api.send(thread.id, body, signal), reply);
+    return this.read((signal) => this.api.send(thread.id, body, signal), reply);
   }
 
-  /** Reads one reply's events into its list item until done or error. */
+  /**
+   * Reads one reply's events into its list item until done or error; false when
+   * the request was refused before its stream began (the API's error is shown).
+   */
   async read(open, reply, status = "streaming...") {
     const controller = new AbortController();
     this.running = controller;
@@ -109,16 +116,24 @@ export class Chat {
     $("stop").disabled = false;
     this.setStatus(status);
     let ended = false;
+    let started = false;
     try {
       for await (const { event, data } of open(controller.signal)) {
+        started = true;
         ended = this.onEvent(event, data, reply) || ended;
       }
       if (!ended) this.note(reply, "error", "the stream ended without done or error");
     } catch (err) {
-      if (err.name === "AbortError") return;
+      if (err.name === "AbortError") return true;
+      if (started) {
+        this.note(reply, "error", "the connection broke", err.message);
+        this.setStatus("the connection broke: open the thread again to follow the reply");
+        return true;
+      }
       reply.item.remove();
       this.showError(err.message);
       this.setStatus("");
+      return false;
     } finally {
       reply.item.classList.remove("streaming");
       if (this.running === controller) {
@@ -129,6 +144,7 @@ export class Chat {
       }
       this.scroll();
     }
+    return true;
   }
 
   /** Shows one event; true when it ends the reply. */

@@ -18,7 +18,7 @@ run: $(STAMP)
 	$(BIN)/agentsvc serve --print-dev-key
 
 ## test: run the whole suite (lint, types, layers, unit, contract, web, e2e, schemathesis)
-test: $(STAMP) lint node
+test: $(STAMP) lint node chromium
 	$(BIN)/python -m pytest
 
 ## node: the suite runs the docs' JavaScript client (Node.js 18+, for fetch); as root
@@ -35,6 +35,22 @@ node:
 	    exit 1; \
 	  fi; }
 	@node -e 'if (typeof fetch !== "function") { console.error("node " + process.version + " has no fetch: Node.js 18+ is needed"); process.exit(1) }'
+
+## chromium: the playground's test (tests/e2e/test_playground.py) drives Debian's
+## chromium with Playwright (no browser download); as root with apt-get it is installed
+## when missing, elsewhere its absence stops the run
+.PHONY: chromium
+chromium:
+	@command -v chromium >/dev/null 2>&1 || test -n "$$AGENTSVC_TEST_CHROMIUM" || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "chromium is missing: apt-get install -y chromium"; \
+	    apt-get update -qq && apt-get install -y -qq chromium; \
+	  else \
+	    echo "make test needs Chromium for the playground's browser test: install it" \
+	      "(e.g. sudo apt-get install chromium) or set AGENTSVC_TEST_CHROMIUM, and run" \
+	      "make test again" >&2; \
+	    exit 1; \
+	  fi; }
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench

@@ -59,6 +59,7 @@ from agentsvc_web.observe import outermost
 from agentsvc_web.openapi import document_event_streams, operations
 from agentsvc_web.operations import metrics, readyz
 from agentsvc_web.options import answer_options
+from agentsvc_web.playground_ui import playground_router
 from agentsvc_web.read_timeout import BodyDeadline, RequestReadTimeout, request_timeout_response
 from agentsvc_web.schema_ui import asset_routers, viewers
 from agentsvc_web.schemas import OkBody
@@ -133,6 +134,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             readyz,
             metrics,
             *asset_routers(),
+            playground_router(),
         ],
         dependencies={
             "agents": _const(services.agents),

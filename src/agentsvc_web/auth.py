@@ -49,6 +49,8 @@ def bearer_auth(authenticator: Authenticator) -> DefineMiddleware:
         # /readyz and /metrics are the operators' (/metrics has its own token)
         exclude=[
             "^/schema",
+            # the playground's static files; its API calls carry the user's key
+            "^/playground(/|$)",
             "^/healthz",
             "^/readyz$",
             "^/metrics$",

@@ -64,17 +64,22 @@ def _serve(args: argparse.Namespace) -> int:
         )
         return 2
     if args.print_dev_key:
+        base = f"http://{host}:{port}"
         if settings.bootstrap_api_key:
-            print("Using AGENTSVC_BOOTSTRAP_API_KEY from the environment.")
+            print(
+                "Using AGENTSVC_BOOTSTRAP_API_KEY from the environment.\n"
+                f"  playground: {base}/playground  (sign in with that key)",
+                flush=True,
+            )
         else:
             key = _dev_key(settings)
             os.environ["AGENTSVC_BOOTSTRAP_API_KEY"] = key
-            base = f"http://{host}:{port}"
             print(
                 f"\n  agentsvc on {base}  (organization {settings.bootstrap_org!r})\n"
                 f"  API key: {key}\n"
                 f"  (kept in {Path(settings.data_dir) / 'dev-api-key'})\n\n"
-                f"  curl -s {base}/api/agents -H 'Authorization: Bearer {key}'\n",
+                f"  curl -s {base}/api/agents -H 'Authorization: Bearer {key}'\n"
+                f"  playground: {base}/playground  (sign in with the key above)\n",
                 flush=True,
             )
     # uvicorn shuts down gracefully on SIGTERM/SIGINT, then raises the signal again

@@ -13,12 +13,17 @@ buffered.
   signing secret). Per-route choices could be forgotten by a new route that
   shows a secret; one rule for the whole prefix cannot. The OpenAPI document and
   ``/healthz`` are public and may be cached.
+- ``Content-Security-Policy`` (and no ``Referer``) on the playground's files
+  (``agentsvc_web.playground_ui``): its page runs no inline script or style and
+  talks to this origin only. Not on ``/schema``, whose viewers use inline script.
 """
 
 from __future__ import annotations
 
 from litestar.datastructures import MutableScopeHeaders
 from litestar.types import Message, Scope
+
+from agentsvc_web.playground_ui import PLAYGROUND_CSP, PLAYGROUND_PATH
 
 __all__ = ["hardening_headers"]
 
@@ -30,3 +35,7 @@ async def hardening_headers(message: Message, scope: Scope) -> None:
     headers["X-Content-Type-Options"] = "nosniff"
     if scope["path"].startswith("/api/"):
         headers["Cache-Control"] = "no-store"
+    path = scope["path"]
+    if path == PLAYGROUND_PATH or path.startswith(PLAYGROUND_PATH + "/"):
+        headers["Content-Security-Policy"] = PLAYGROUND_CSP
+        headers["Referrer-Policy"] = "no-referrer"

@@ -89,6 +89,9 @@ def test_print_dev_key_creates_a_key_that_works_across_restarts(tmp_path: Path) 
                 f"{svc.url}/api/agents", headers={"Authorization": f"Bearer {printed[0]}"}
             )
             assert r.status_code == 200
+            # the playground's address, which answers without the key (the page asks for it)
+            assert f"playground: {svc.url}/playground " in svc.output(), svc.output()
+            assert httpx.get(f"{svc.url}/playground").status_code == 200
         finally:
             svc.stop()
     assert keys[0] == keys[1]

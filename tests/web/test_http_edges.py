@@ -239,6 +239,7 @@ def _hardened(r: Any, *, no_store: bool) -> None:
 def test_f_every_answer_is_nosniff_and_api_answers_are_not_stored(c: Client) -> None:
     _hardened(c.get("/schema/openapi.json"), no_store=False)
     _hardened(c.get("/healthz"), no_store=False)
+    _hardened(c.get("/playground"), no_store=False)  # public page (test_playground_files.py)
     _hardened(c.get("/nowhere"), no_store=False)
     _hardened(c.get("/api/nowhere", headers=AUTH), no_store=True)
     _hardened(c.get("/api/agents"), no_store=True)  # 401

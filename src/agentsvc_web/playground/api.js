@@ -1,0 +1,120 @@
+// The API client of the page: every call carries the key as a bearer token, in
+// a header only (never in a URL). Errors keep the API's own code and detail.
+
+export class ApiError extends Error {
+  constructor(status, code, detail) {
+    super(code ? `${code}: ${detail}` : `HTTP ${status}: ${detail}`);
+    this.status = status;
+    this.code = code;
+    this.detail = detail;
+  }
+}
+
+async function errorOf(response) {
+  const text = await response.text();
+  try {
+    const body = JSON.parse(text);
+    if (body && typeof body.error === "string") {
+      return new ApiError(response.status, body.error, String(body.detail ?? ""));
+    }
+  } catch {
+    // not the API's error body (a proxy's page): keep its start
+  }
+  return new ApiError(response.status, "", text.slice(0, 200) || response.statusText);
+}
+
+export class Api {
+  constructor(key) {
+    this.key = key;
+  }
+
+  headers(extra) {
+    return { Authorization: `Bearer ${this.key}`, Accept: "application/json", ...extra };
+  }
+
+  async request(method, path, body, signal) {
+    const init = { method, headers: this.headers(), signal, cache: "no-store" };
+    if (body !== undefined) {
+      init.headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    const response = await fetch(path, init);
+    if (!response.ok) throw await errorOf(response);
+    return response.json();
+  }
+
+  get(path) {
+    return this.request("GET", path);
+  }
+
+  post(path, body) {
+    return this.request("POST", path, body ?? {});
+  }
+
+  patch(path, body) {
+    return this.request("PATCH", path, body);
+  }
+
+  delete(path, body) {
+    return this.request("DELETE", path, body);
+  }
+
+  /**
+   * POSTs a message and yields the reply's events as {event, id, data}.
+   * EventSource cannot POST, so the response body is read with fetch. An
+   * Idempotency-Key makes a retried send answer the same reply.
+   */
+  async *send(threadId, body, signal) {
+    const response = await fetch(`/api/threads/${encodeURIComponent(threadId)}/messages`, {
+      method: "POST",
+      headers: this.headers({
+        "Content-Type": "application/json",
+        Accept: "text/event-stream",
+        "Idempotency-Key": crypto.randomUUID(),
+      }),
+      body: JSON.stringify(body),
+      signal,
+      cache: "no-store",
+    });
+    if (!response.ok) throw await errorOf(response);
+    yield* sseEvents(response);
+  }
+
+  /** Follows a reply that is already running (GET .../stream), from its start. */
+  async *follow(threadId, runId, signal) {
+    const query = new URLSearchParams({ runId }); // no Last-Event-ID: from its first event
+    const response = await fetch(
+      `/api/threads/${encodeURIComponent(threadId)}/stream?${query}`,
+      { headers: this.headers({ Accept: "text/event-stream" }), signal, cache: "no-store" },
+    );
+    if (!response.ok) throw await errorOf(response);
+    yield* sseEvents(response);
+  }
+}
+
+/** Yields {event, id, data} for each Server-Sent Event of a fetch response. */
+export async function* sseEvents(response) {
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true }).replace(/\r\n?/g, "\n");
+    let end;
+    while ((end = buffer.indexOf("\n\n")) !== -1) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      let event = "message";
+      let id = null;
+      const data = [];
+      for (const line of block.split("\n")) {
+        if (line.startsWith(":")) continue; // keep-alive comment
+        if (line.startsWith("event:")) event = line.slice(6).trim();
+        else if (line.startsWith("id:")) id = line.slice(3).trim();
+        else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+      }
+      if (data.length) yield { event, id, data: JSON.parse(data.join("\n")) };
+    }
+  }
+}

@@ -1,0 +1,248 @@
+// The playground's entry point: sign-in, agents, MCP attachments, threads, and
+// the tabs. The API key lives in this tab's sessionStorage only (gone when the
+// tab closes; never in a URL, a cookie or the console).
+
+import { Api } from "./api.js";
+import { Chat } from "./chat.js";
+import { $, clear, h } from "./dom.js";
+import { showTraces, showUsage } from "./observe.js";
+
+const KEY_ITEM = "agentsvc.playground.key";
+
+const state = { api: null, chat: null, agents: [], agent: null, thread: null };
+
+function showError(message) {
+  const bar = $("error");
+  bar.textContent = message;
+  bar.hidden = !message;
+}
+
+/** Runs an action of the user's; its failure goes to the error bar. */
+function guarded(action) {
+  return async (event) => {
+    event?.preventDefault?.();
+    showError("");
+    try {
+      await action(event);
+    } catch (err) {
+      showError(err.message);
+    }
+  };
+}
+
+async function signIn(key) {
+  const api = new Api(key);
+  // a call every key may make: a wrong key is the API's own 401, shown as is
+  const agents = await api.get("/api/agents");
+  sessionStorage.setItem(KEY_ITEM, key);
+  state.api = api;
+  state.chat = new Chat(api, showError, () => {
+    if (state.agent) loadThreads().catch((err) => showError(err.message));
+  });
+  $("key").value = "";
+  $("signin").hidden = true;
+  $("signed-in").hidden = false;
+  $("whoami").textContent = "signed in";
+  $("app").hidden = false;
+  state.agents = agents;
+  renderAgents();
+  if (agents.length) await selectAgent(agents[agents.length - 1].id);
+}
+
+function signOut() {
+  sessionStorage.removeItem(KEY_ITEM);
+  state.chat?.close();
+  Object.assign(state, { api: null, chat: null, agents: [], agent: null, thread: null });
+  $("app").hidden = true;
+  $("signin").hidden = false;
+  $("signed-in").hidden = true;
+  showError("");
+  clear($("thread-list"));
+  clear($("mcp-list"));
+  clear($("usage"));
+  clear($("trace-list"));
+  clear($("trace-detail"));
+}
+
+// --- agents ----------------------------------------------------------------------
+
+function renderAgents() {
+  const select = clear($("agent-select"));
+  select.append(h("option", { value: "" }, state.agents.length ? "Pick an agent" : "No agent yet: create one"));
+  for (const a of state.agents) {
+    select.append(h("option", { value: a.id, selected: state.agent?.id === a.id }, a.name));
+  }
+}
+
+async function selectAgent(id) {
+  state.chat.close();
+  state.thread = null;
+  state.agent = id ? await state.api.get(`/api/agents/${encodeURIComponent(id)}`) : null;
+  renderAgents();
+  const a = state.agent;
+  $("agent-edit").hidden = !a;
+  $("thread-section").hidden = !a;
+  $("mcp-section").hidden = !a;
+  $("agent-saved").textContent = "";
+  if (!a) return;
+  $("agent-preamble").value = a.stable_preamble ?? "";
+  $("agent-model").value = a.default_model ?? "";
+  await Promise.all([loadThreads(), loadMcps()]);
+}
+
+async function createAgent() {
+  const name = $("agent-name").value.trim();
+  if (!name) return;
+  const created = await state.api.post("/api/agents", { name, defaultModel: "local" });
+  $("agent-name").value = "";
+  state.agents.push(created);
+  await selectAgent(created.id);
+}
+
+async function saveAgent() {
+  $("agent-saved").textContent = "saving...";
+  const body = {
+    stablePreamble: $("agent-preamble").value,
+    defaultModel: $("agent-model").value.trim() || null,
+  };
+  if (body.defaultModel === null) delete body.defaultModel;
+  try {
+    state.agent = await state.api.patch(`/api/agents/${encodeURIComponent(state.agent.id)}`, body);
+  } catch (err) {
+    $("agent-saved").textContent = "not saved";
+    throw err;
+  }
+  state.agents = state.agents.map((a) => (a.id === state.agent.id ? state.agent : a));
+  $("agent-saved").textContent = `saved at ${new Date(state.agent.updated_at).toLocaleTimeString()}`;
+}
+
+// --- MCP servers -----------------------------------------------------------------
+
+async function loadMcps() {
+  const agentId = state.agent.id;
+  const [servers, attached] = await Promise.all([
+    state.api.get("/api/mcps"),
+    state.api.get(`/api/agents/${encodeURIComponent(agentId)}/mcps`),
+  ]);
+  const on = new Map(attached.map((a) => [a.mcpServerId, a]));
+  const list = clear($("mcp-list"));
+  if (!servers.length) {
+    list.append(h("li", { class: "muted small" }, "The organization has no MCP server (POST /api/mcps registers one)."));
+  }
+  for (const server of servers) {
+    const id = `mcp-${server.id}`;
+    const box = h("input", { type: "checkbox", id, "data-mcp-id": server.id, checked: on.has(server.id) });
+    box.addEventListener("change", guarded(() => toggleMcp(server.id, box)));
+    const tools = on.get(server.id)?.effectiveTools ?? server.toolsCache.map((t) => t.name);
+    list.append(
+      h(
+        "li",
+        {},
+        box,
+        h("label", { for: id }, ` ${server.name} `, h("span", { class: "muted small" }, `${server.transport} · ${server.status}`)),
+        tools.length ? h("div", { class: "muted small" }, `tools: ${tools.join(", ")}`) : null,
+      ),
+    );
+  }
+}
+
+async function toggleMcp(serverId, box) {
+  const path = `/api/agents/${encodeURIComponent(state.agent.id)}/mcps`;
+  try {
+    if (box.checked) await state.api.post(path, { mcpServerId: serverId });
+    else await state.api.delete(path, { mcpServerId: serverId });
+  } finally {
+    await loadMcps(); // what the API says is attached, whatever happened
+  }
+}
+
+// --- threads ---------------------------------------------------------------------
+
+async function loadThreads() {
+  const query = new URLSearchParams({ agentId: state.agent.id, limit: "100" });
+  const page = await state.api.get(`/api/threads?${query}`);
+  const list = clear($("thread-list"));
+  if (!page.threads.length) list.append(h("li", { class: "muted small" }, "No thread yet."));
+  for (const t of page.threads) {
+    list.append(
+      h(
+        "li",
+        {},
+        h(
+          "button",
+          {
+            type: "button",
+            class: state.thread?.id === t.id ? "thread active" : "thread",
+            "data-thread-id": t.id,
+            onclick: guarded(() => openThread(t.id)),
+          },
+          t.title || new Date(t.created_at).toLocaleString(),
+          t.active_run_id ? h("span", { class: "muted small" }, " · replying") : null,
+        ),
+      ),
+    );
+  }
+}
+
+async function openThread(id) {
+  state.thread = await state.api.get(`/api/threads/${encodeURIComponent(id)}`);
+  await loadThreads();
+  selectTab("panel-chat");
+  await state.chat.open(state.thread);
+}
+
+async function newThread() {
+  const t = await state.api.post("/api/threads", { agentId: state.agent.id });
+  await openThread(t.id);
+}
+
+// --- tabs ------------------------------------------------------------------------
+
+function selectTab(panelId) {
+  for (const tab of document.querySelectorAll(".tab")) {
+    const active = tab.dataset.panel === panelId;
+    tab.classList.toggle("active", active);
+    tab.setAttribute("aria-selected", String(active));
+    $(tab.dataset.panel).hidden = !active;
+  }
+}
+
+async function openTab(panelId) {
+  selectTab(panelId);
+  if (panelId === "panel-traces") await showTraces(state.api, state.thread?.id);
+  if (panelId === "panel-usage") await showUsage(state.api, $("usage-period").value);
+}
+
+// --- wiring ----------------------------------------------------------------------
+
+function start() {
+  $("signin").addEventListener(
+    "submit",
+    guarded(() => signIn($("key").value.trim())),
+  );
+  $("signout").addEventListener("click", signOut);
+  $("agent-select").addEventListener("change", guarded((e) => selectAgent(e.target.value)));
+  $("agent-create").addEventListener("submit", guarded(createAgent));
+  $("agent-edit").addEventListener("submit", guarded(saveAgent));
+  $("thread-new").addEventListener("click", guarded(newThread));
+  for (const tab of document.querySelectorAll(".tab")) {
+    tab.addEventListener("click", guarded(() => openTab(tab.dataset.panel)));
+  }
+  $("traces-refresh").addEventListener("click", guarded(() => showTraces(state.api, state.thread?.id)));
+  $("usage-refresh").addEventListener("click", guarded(() => showUsage(state.api, $("usage-period").value)));
+  $("usage-period").addEventListener("change", guarded(() => showUsage(state.api, $("usage-period").value)));
+  const kept = sessionStorage.getItem(KEY_ITEM);
+  if (kept) {
+    guarded(async () => {
+      try {
+        await signIn(kept);
+      } catch (err) {
+        sessionStorage.removeItem(KEY_ITEM); // a revoked key is not tried again
+        throw err;
+      }
+    })();
+  }
+  document.body.dataset.ready = "true"; // the page's scripts run (tests wait for it)
+}
+
+start();

@@ -7,10 +7,12 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: run test lint fmt clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml clients/python/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install --quiet --upgrade pip
 	@$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@# the Python client (clients/python): its tests run in the suite against the service
+	@$(BIN)/python -m pip install --quiet -e ./clients/python
 	@touch $(STAMP)
 
 ## run: start the service on 127.0.0.1:8000 with embedded defaults and print an API key
@@ -53,14 +55,20 @@ chromium:
 	  fi; }
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench clients/python
+	$(BIN)/ruff format --check src tests bench clients/python
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
 fmt: $(STAMP)
-	$(BIN)/ruff format src tests bench
-	$(BIN)/ruff check --fix src tests bench
+	$(BIN)/ruff format src tests bench clients/python
+	$(BIN)/ruff check --fix src tests bench clients/python
+
+## client: regenerate the Python client's models and methods (clients/python/generate.py)
+## from the OpenAPI document of a freshly started service; the output is checked in
+.PHONY: client
+client: $(STAMP)
+	$(BIN)/python clients/python/generate.py --serve
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,88 @@
+"""What the generated resources need from a client (typed, so mypy checks them)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from agentsvc_client._stream import AsyncReplyStream, ReplyStream
+    from agentsvc_client.models import Document, SendMessageBody
+
+T = TypeVar("T")
+
+
+class _Requester(Protocol):
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        type: type[T],
+        json: Any = None,
+        params: Mapping[str, Any] | None = None,
+        idempotency_key: str | None = None,
+    ) -> T: ...
+
+    def _send_message(
+        self, thread_id: str, body: SendMessageBody, *, idempotency_key: str | None
+    ) -> ReplyStream: ...
+
+    def _attach(self, thread_id: str, *, run_id: str | None, after: int | None) -> ReplyStream: ...
+
+    def _upload(
+        self,
+        file: Any,
+        *,
+        filename: str | None,
+        title: str | None,
+        agent_id: str | None,
+        thread_id: str | None,
+        idempotency_key: str | None,
+    ) -> Document: ...
+
+
+class _AsyncRequester(Protocol):
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        type: type[T],
+        json: Any = None,
+        params: Mapping[str, Any] | None = None,
+        idempotency_key: str | None = None,
+    ) -> T: ...
+
+    def _send_message(
+        self, thread_id: str, body: SendMessageBody, *, idempotency_key: str | None
+    ) -> AsyncReplyStream: ...
+
+    def _attach(
+        self, thread_id: str, *, run_id: str | None, after: int | None
+    ) -> AsyncReplyStream: ...
+
+    async def _upload(
+        self,
+        file: Any,
+        *,
+        filename: str | None,
+        title: str | None,
+        agent_id: str | None,
+        thread_id: str | None,
+        idempotency_key: str | None,
+    ) -> Document: ...
+
+
+class Resource:
+    """A group of operations (``client.agents``, ``client.agents.memory``...)."""
+
+    def __init__(self, client: _Requester) -> None:
+        self._client = client
+
+
+class AsyncResource:
+    """A group of operations of the async client."""
+
+    def __init__(self, client: _AsyncRequester) -> None:
+        self._client = client

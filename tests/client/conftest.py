@@ -1,0 +1,93 @@
+"""The client's tests run against the real service process (tests/e2e/service.py):
+memory storage for most, PostgreSQL for one tour. They join the end-to-end suite's
+standing secret scan (tests/e2e/secret_scan.py): every answer the client reads and
+every line of these services' logs is checked for the secrets they were given."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.secret_scan import SCAN, SecretScan
+from tests.e2e.service import Service, free_port
+
+KEY = "ask_client_tests_key_0123456789abcdefghij"
+JWT_SECRET = "client-tests-jwt-secret-0123456789abcdefghijklmnopqrstuv"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def client_secret_scan() -> Iterator[SecretScan]:
+    """As tests/e2e/conftest.py's ``secret_scan``, for this folder's tests (a
+    session running both checks the same findings twice)."""
+    yield SCAN
+    found = SCAN.findings()
+    SCAN.cleanup()
+    assert not found, "secrets leaked:\n" + "\n".join(found)
+
+
+# the tap is open while a test of this folder runs (its fixtures included)
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    with SCAN.tapping():
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    with SCAN.tapping():
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    with SCAN.tapping():
+        return (yield)
+
+
+def start(tmp: Path, **env: str) -> Service:
+    svc = Service(
+        {
+            "AGENTSVC_BOOTSTRAP_API_KEY": KEY,
+            "AGENTSVC_JWT_SECRET": JWT_SECRET,
+            "AGENTSVC_DATA_DIR": str(tmp / "data"),
+            # the webhook receiver and the MCP server listen on loopback
+            "AGENTSVC_ALLOW_PRIVATE_NETWORK": "true",
+            # "slowly" replies in ~2 s rather than ~12 s: long enough to cut one
+            "AGENTSVC_LOCAL_SLOW_DELAY_MS": "30",
+            **env,
+        },
+        log=tmp / "service.log",
+    )
+    try:
+        svc.wait_ready()
+    except BaseException:
+        svc.stop()
+        raise
+    return svc
+
+
+@pytest.fixture(scope="session")
+def memory_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    svc = start(
+        tmp_path_factory.mktemp("client-memory"),
+        AGENTSVC_STORAGE="memory",
+        # a provider nobody listens for: a reply with a "beta:" model ends with an
+        # error event (PROVIDER_UNAVAILABLE) once its stream has started
+        AGENTSVC_BETA_BASE_URL=f"http://127.0.0.1:{free_port()}/v1",
+        AGENTSVC_BETA_API_KEY="sk-client-tests-nobody-listens",
+    )
+    yield svc
+    svc.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_service(tmp_path_factory: pytest.TempPathFactory, pg_url: str) -> Iterator[Service]:
+    svc = start(
+        tmp_path_factory.mktemp("client-pg"),
+        AGENTSVC_STORAGE="postgres",
+        AGENTSVC_DATABASE_URL=pg_url,
+    )
+    yield svc
+    svc.stop()

@@ -326,6 +326,14 @@ def operations(doc: dict[str, Any]) -> list[Op]:
     return ops
 
 
+def _path_expr(op: Op) -> str:
+    """The call's path as Python source: each path parameter percent-encoded (an id
+    of "../keys" must not name another route)."""
+    if not op.path_params:
+        return '"' + op.path + '"'
+    return 'f"' + re.sub(r"\{(\w+)\}", r"{_seg(\1)}", op.path) + '"'
+
+
 def _method(op: Op, name: str, is_async: bool) -> str:
     bodies = Types(for_body=True, list_name="builtins.list")
     params = [f"{p}: str" for p in op.path_params]
@@ -390,7 +398,7 @@ def _method(op: Op, name: str, is_async: bool) -> str:
             f"    def {name}({signature}) -> {stream}:\n{doc}"
             f"        return self._client._attach({op.path_params[0]}, run_id=run_id, after=after if last_event_id is None else last_event_id)\n"
         )
-    path = 'f"' + op.path + '"' if op.path_params else '"' + op.path + '"'
+    path = _path_expr(op)
     lines = [
         f"    {prefix}def {name}({signature}) -> {op.answer}:\n",
         _doc(f"{op.summary} ({op.method} {op.path}, {op.id}).", "        "),
@@ -427,7 +435,7 @@ def render_resources(doc: dict[str, Any], is_async: bool) -> str:
         "from datetime import datetime\n",
         "from typing import TYPE_CHECKING, Any, Literal, cast\n\n",
         "from msgspec import UNSET, UnsetType\n\n",
-        f"from agentsvc_client._base import {base}, {'_AsyncRequester' if is_async else '_Requester'}\n",
+        f"from agentsvc_client._base import {base}, {'_AsyncRequester' if is_async else '_Requester'}, _seg\n",
         "from agentsvc_client.models import (\n",
         "MODELS_IMPORT",
         ")\n",

@@ -21,6 +21,7 @@ from agentsvc_client import (
     NotFound,
     PayloadTooLarge,
     RateLimited,
+    ReplyError,
     ServerError,
     StreamInterrupted,
     ThreadBusy,
@@ -218,3 +219,65 @@ def test_an_attach_that_keeps_failing_gives_up_with_where_it_was() -> None:
     assert (caught.value.run_id, caught.value.last_event_id, caught.value.attempts) == (RUN, 7, 3)
     assert [(r.method, r.headers["last-event-id"]) for r in seen] == [("GET", "7")] * 3
     assert isinstance(caught.value.__cause__, httpx.ReadError)
+
+
+def test_an_event_without_data_is_not_dispatched() -> None:
+    decoder = SSEDecoder()
+    lines = ["event: token", "", "id: 3", "event: token", 'data: {"delta": "y"}', ""]
+    out = [e for e in map(decoder.feed, lines) if e is not None]
+    assert out == [RawEvent("token", "3", '{"delta": "y"}')]
+
+
+def test_an_event_that_does_not_decode_is_an_unexpected_response() -> None:
+    bad_meta = ("meta", 1, {"startedAt": 1, "runId": RUN, "threadId": THREAD, "model": "x"})
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=_sse(bad_meta))
+
+    with _client(handler) as c, pytest.raises(UnexpectedResponse, match="meta"):
+        list(c.send_message(THREAD, "Hello"))
+
+
+def test_a_path_parameter_is_one_segment() -> None:
+    """An id from elsewhere (a user's input) cannot reach another route."""
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(404, json={"error": "NOT_FOUND", "detail": "agent not found"})
+
+    with _client(handler) as c:
+        for bad in ("../keys/x", "a#b", "a?b=1", "a/b"):
+            with pytest.raises(NotFound):
+                c.agents.get(bad)
+    assert [r.url.raw_path.decode() for r in seen] == [
+        "/api/agents/..%2Fkeys%2Fx",
+        "/api/agents/a%23b",
+        "/api/agents/a%3Fb%3D1",
+        "/api/agents/a%2Fb",
+    ]
+
+
+def test_an_attach_after_an_event_needs_the_run_id() -> None:
+    with _client(lambda r: httpx.Response(500)) as c, pytest.raises(ValueError, match="run_id"):
+        c.threads.attach(THREAD, last_event_id=4)
+
+
+def test_a_reply_error_gives_the_connection_back() -> None:
+    closed: list[bool] = []
+
+    class Body(httpx.SyncByteStream):
+        def __iter__(self):  # type: ignore[no-untyped-def]
+            yield _sse(META, ("error", 2, {"code": "PROVIDER_ERROR", "detail": "boom"}))
+
+        def close(self) -> None:
+            closed.append(True)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, stream=Body())
+
+    with _client(handler) as c:
+        stream = c.send_message(THREAD, "Hello")
+        with pytest.raises(ReplyError):
+            stream.final()
+        assert closed == [True]  # before the client closes

@@ -84,3 +84,30 @@ def test_the_services_signature_verifies_and_tampering_does_not(memory_service: 
         webhooks.sign(rotated, headers2["x-service-timestamp"], headers2["x-service-nonce"], body2)
         in headers2["x-service-signature"].split()
     )
+
+
+@pytest.mark.parametrize(
+    ("timestamp", "signature"),
+    [
+        ("\u00b2", "ab" * 32),  # a digit to str.isdigit, not to int()
+        ("9" * 5000, "ab" * 32),  # longer than int() takes
+        (str(int(time.time())), "\u00e9" * 64),  # not ASCII: compare_digest would raise
+    ],
+)
+def test_hostile_headers_are_refused_not_crashed_on(timestamp: str, signature: str) -> None:
+    headers = {
+        "X-Service-Timestamp": timestamp,
+        "X-Service-Nonce": "n-1",
+        "X-Service-Signature": signature,
+    }
+    with pytest.raises(WebhookVerificationError):
+        verify("secret", headers, b"{}")
+
+
+def test_the_nonce_cache_forgets_expired_nonces_only() -> None:
+    cache = MemoryNonceCache()
+    now = time.time()
+    assert cache.add("old", now - 1)
+    assert cache.add("new", now + 60)
+    assert cache.add("old", now + 60)  # expired: may come again
+    assert not cache.add("new", now + 60)

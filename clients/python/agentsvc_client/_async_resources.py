@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from msgspec import UNSET, UnsetType
 
-from agentsvc_client._base import AsyncResource, _AsyncRequester
+from agentsvc_client._base import AsyncResource, _AsyncRequester, _seg
 from agentsvc_client.models import (
     Agent,
     AgentCreateBody,
@@ -99,7 +99,7 @@ class AsyncPlansTodosDepsResource(AsyncResource):
         """
         return await self._client._request(
             "POST",
-            f"/api/plans/{plan_id}/todos/{todo_id}/deps",
+            f"/api/plans/{_seg(plan_id)}/todos/{_seg(todo_id)}/deps",
             json=DependencyBody(depends_on=depends_on),
             idempotency_key=idempotency_key,
             type=Edge,
@@ -110,7 +110,9 @@ class AsyncPlansTodosDepsResource(AsyncResource):
         /api/plans/{plan_id}/todos/{todo_id}/deps, listTodoDependencies).
         """
         return await self._client._request(
-            "GET", f"/api/plans/{plan_id}/todos/{todo_id}/deps", type=builtins.list[Edge]
+            "GET",
+            f"/api/plans/{_seg(plan_id)}/todos/{_seg(todo_id)}/deps",
+            type=builtins.list[Edge],
         )
 
     async def remove(self, plan_id: str, todo_id: str, *, depends_on: str) -> OkBody:
@@ -119,7 +121,7 @@ class AsyncPlansTodosDepsResource(AsyncResource):
         """
         return await self._client._request(
             "DELETE",
-            f"/api/plans/{plan_id}/todos/{todo_id}/deps",
+            f"/api/plans/{_seg(plan_id)}/todos/{_seg(todo_id)}/deps",
             params={"dependsOn": depends_on},
             type=OkBody,
         )
@@ -133,7 +135,7 @@ class AsyncAgentsCompactionResource(AsyncResource):
         getAgentCompaction).
         """
         return await self._client._request(
-            "GET", f"/api/agents/{agent_id}/compaction", type=Compaction
+            "GET", f"/api/agents/{_seg(agent_id)}/compaction", type=Compaction
         )
 
     async def put(
@@ -151,7 +153,7 @@ class AsyncAgentsCompactionResource(AsyncResource):
         """
         return await self._client._request(
             "PUT",
-            f"/api/agents/{agent_id}/compaction",
+            f"/api/agents/{_seg(agent_id)}/compaction",
             json=CompactionPutBody(
                 enabled=enabled,
                 alpha_trigger_tokens=alpha_trigger_tokens,
@@ -171,7 +173,7 @@ class AsyncAgentsCredentialsResource(AsyncResource):
         /api/agents/{agent_id}/credentials, getAgentCredentials).
         """
         return await self._client._request(
-            "GET", f"/api/agents/{agent_id}/credentials", type=Credentials
+            "GET", f"/api/agents/{_seg(agent_id)}/credentials", type=Credentials
         )
 
     async def put(
@@ -187,7 +189,7 @@ class AsyncAgentsCredentialsResource(AsyncResource):
         """
         return await self._client._request(
             "PUT",
-            f"/api/agents/{agent_id}/credentials",
+            f"/api/agents/{_seg(agent_id)}/credentials",
             json=CredentialsPutBody(
                 enabled=enabled, resolver_url=resolver_url, timeout_ms=timeout_ms
             ),
@@ -203,7 +205,7 @@ class AsyncAgentsDelegatedResource(AsyncResource):
         getAgentDelegated).
         """
         return await self._client._request(
-            "GET", f"/api/agents/{agent_id}/delegated", type=Delegated
+            "GET", f"/api/agents/{_seg(agent_id)}/delegated", type=Delegated
         )
 
     async def put(self, agent_id: str, *, tool_ids: builtins.list[str]) -> Delegated:
@@ -212,7 +214,7 @@ class AsyncAgentsDelegatedResource(AsyncResource):
         """
         return await self._client._request(
             "PUT",
-            f"/api/agents/{agent_id}/delegated",
+            f"/api/agents/{_seg(agent_id)}/delegated",
             json=DelegatedBody(tool_ids=tool_ids),
             type=Delegated,
         )
@@ -229,7 +231,7 @@ class AsyncAgentsIntegrationsResource(AsyncResource):
         """
         return await self._client._request(
             "POST",
-            f"/api/agents/{agent_id}/integrations",
+            f"/api/agents/{_seg(agent_id)}/integrations",
             json=AttachIntegrationBody(integration_id=integration_id),
             idempotency_key=idempotency_key,
             type=builtins.list[Integration],
@@ -242,7 +244,7 @@ class AsyncAgentsIntegrationsResource(AsyncResource):
         """
         return await self._client._request(
             "DELETE",
-            f"/api/agents/{agent_id}/integrations",
+            f"/api/agents/{_seg(agent_id)}/integrations",
             params={"integrationId": integration_id},
             type=OkBody,
         )
@@ -252,7 +254,7 @@ class AsyncAgentsIntegrationsResource(AsyncResource):
         /api/agents/{agent_id}/integrations, listAgentIntegrations).
         """
         return await self._client._request(
-            "GET", f"/api/agents/{agent_id}/integrations", type=builtins.list[Integration]
+            "GET", f"/api/agents/{_seg(agent_id)}/integrations", type=builtins.list[Integration]
         )
 
 
@@ -272,7 +274,7 @@ class AsyncAgentsMcpServersResource(AsyncResource):
         """
         return await self._client._request(
             "POST",
-            f"/api/agents/{agent_id}/mcps",
+            f"/api/agents/{_seg(agent_id)}/mcps",
             json=AttachBody(mcp_server_id=mcp_server_id, allowed_tools=allowed_tools),
             idempotency_key=idempotency_key,
             type=Attachment,
@@ -284,7 +286,7 @@ class AsyncAgentsMcpServersResource(AsyncResource):
         """
         return await self._client._request(
             "DELETE",
-            f"/api/agents/{agent_id}/mcps",
+            f"/api/agents/{_seg(agent_id)}/mcps",
             json=DetachBody(mcp_server_id=mcp_server_id),
             type=OkBody,
         )
@@ -294,7 +296,7 @@ class AsyncAgentsMcpServersResource(AsyncResource):
         listAgentMcpServers).
         """
         return await self._client._request(
-            "GET", f"/api/agents/{agent_id}/mcps", type=builtins.list[Attachment]
+            "GET", f"/api/agents/{_seg(agent_id)}/mcps", type=builtins.list[Attachment]
         )
 
 
@@ -304,7 +306,7 @@ class AsyncAgentsMemoryResource(AsyncResource):
     async def delete(self, agent_id: str, memory_id: str) -> OkBody:
         """Delete a memory (DELETE /api/agents/{agent_id}/memories/{memory_id}, deleteMemory)."""
         return await self._client._request(
-            "DELETE", f"/api/agents/{agent_id}/memories/{memory_id}", type=OkBody
+            "DELETE", f"/api/agents/{_seg(agent_id)}/memories/{_seg(memory_id)}", type=OkBody
         )
 
     async def get(self, agent_id: str) -> MemoryConfig:
@@ -312,7 +314,7 @@ class AsyncAgentsMemoryResource(AsyncResource):
         /api/agents/{agent_id}/memory, getAgentMemory).
         """
         return await self._client._request(
-            "GET", f"/api/agents/{agent_id}/memory", type=MemoryConfig
+            "GET", f"/api/agents/{_seg(agent_id)}/memory", type=MemoryConfig
         )
 
     async def list(
@@ -329,7 +331,7 @@ class AsyncAgentsMemoryResource(AsyncResource):
         """
         return await self._client._request(
             "GET",
-            f"/api/agents/{agent_id}/memories",
+            f"/api/agents/{_seg(agent_id)}/memories",
             params={"scope": scope, "status": status, "cursor": cursor, "limit": limit},
             type=MemoryList,
         )
@@ -348,7 +350,7 @@ class AsyncAgentsMemoryResource(AsyncResource):
         """
         return await self._client._request(
             "PUT",
-            f"/api/agents/{agent_id}/memory",
+            f"/api/agents/{_seg(agent_id)}/memory",
             json=MemoryConfigBody(
                 enabled=enabled, scopes=scopes, max_memories=max_memories, auto_collect=auto_collect
             ),
@@ -370,7 +372,7 @@ class AsyncAgentsMemoryResource(AsyncResource):
         """
         return await self._client._request(
             "POST",
-            f"/api/agents/{agent_id}/memory",
+            f"/api/agents/{_seg(agent_id)}/memory",
             json=RecallBody(query=query, top_k=top_k, scope=scope, scope_id=scope_id),
             idempotency_key=idempotency_key,
             type=Recall,
@@ -384,7 +386,9 @@ class AsyncAgentsPlanResource(AsyncResource):
         """The agent's plan configuration (whether the model gets the plan tools) (GET
         /api/agents/{agent_id}/plan, getAgentPlan).
         """
-        return await self._client._request("GET", f"/api/agents/{agent_id}/plan", type=PlanConfig)
+        return await self._client._request(
+            "GET", f"/api/agents/{_seg(agent_id)}/plan", type=PlanConfig
+        )
 
     async def put(
         self,
@@ -396,7 +400,7 @@ class AsyncAgentsPlanResource(AsyncResource):
         """Change the supplied plan settings (PUT /api/agents/{agent_id}/plan, putAgentPlan)."""
         return await self._client._request(
             "PUT",
-            f"/api/agents/{agent_id}/plan",
+            f"/api/agents/{_seg(agent_id)}/plan",
             json=PlanConfigBody(enabled=enabled, require_approval=require_approval),
             type=PlanConfig,
         )
@@ -409,7 +413,7 @@ class AsyncAgentsWebResource(AsyncResource):
         """The agent's web tools configuration (web_fetch, web_search) (GET
         /api/agents/{agent_id}/web, getAgentWeb).
         """
-        return await self._client._request("GET", f"/api/agents/{agent_id}/web", type=Web)
+        return await self._client._request("GET", f"/api/agents/{_seg(agent_id)}/web", type=Web)
 
     async def put(
         self,
@@ -429,7 +433,7 @@ class AsyncAgentsWebResource(AsyncResource):
         """
         return await self._client._request(
             "PUT",
-            f"/api/agents/{agent_id}/web",
+            f"/api/agents/{_seg(agent_id)}/web",
             json=WebPutBody(
                 fetch_enabled=fetch_enabled,
                 search_enabled=search_enabled,
@@ -459,7 +463,7 @@ class AsyncPlansTodosResource(AsyncResource):
         """
         return await self._client._request(
             "POST",
-            f"/api/plans/{plan_id}/todos",
+            f"/api/plans/{_seg(plan_id)}/todos",
             json=TodosBody(todos=todos),
             idempotency_key=idempotency_key,
             type=Plan,
@@ -470,7 +474,7 @@ class AsyncPlansTodosResource(AsyncResource):
         deleteTodo).
         """
         return await self._client._request(
-            "DELETE", f"/api/plans/{plan_id}/todos/{todo_id}", type=OkBody
+            "DELETE", f"/api/plans/{_seg(plan_id)}/todos/{_seg(todo_id)}", type=OkBody
         )
 
     async def update(
@@ -489,7 +493,7 @@ class AsyncPlansTodosResource(AsyncResource):
         """
         return await self._client._request(
             "PATCH",
-            f"/api/plans/{plan_id}/todos/{todo_id}",
+            f"/api/plans/{_seg(plan_id)}/todos/{_seg(todo_id)}",
             json=TodoPatchBody(
                 content=content,
                 active_form=active_form,
@@ -517,7 +521,7 @@ class AsyncRunnersMcpServersResource(AsyncResource):
         """
         return await self._client._request(
             "POST",
-            f"/api/runners/{runner_id}/mcps",
+            f"/api/runners/{_seg(runner_id)}/mcps",
             json=AttachBody(mcp_server_id=mcp_server_id, allowed_tools=allowed_tools),
             idempotency_key=idempotency_key,
             type=Attachment,
@@ -528,7 +532,7 @@ class AsyncRunnersMcpServersResource(AsyncResource):
         /api/runners/{runner_id}/mcps, listRunnerMcpServers).
         """
         return await self._client._request(
-            "GET", f"/api/runners/{runner_id}/mcps", type=builtins.list[Attachment]
+            "GET", f"/api/runners/{_seg(runner_id)}/mcps", type=builtins.list[Attachment]
         )
 
 
@@ -543,7 +547,7 @@ class AsyncThreadsMessagesResource(AsyncResource):
         """
         return await self._client._request(
             "GET",
-            f"/api/threads/{thread_id}/messages",
+            f"/api/threads/{_seg(thread_id)}/messages",
             params={"limit": limit, "offset": offset},
             type=MessageList,
         )
@@ -600,7 +604,7 @@ class AsyncThreadsParticipantsResource(AsyncResource):
         """
         return await self._client._request(
             "POST",
-            f"/api/threads/{thread_id}/participants",
+            f"/api/threads/{_seg(thread_id)}/participants",
             json=ParticipantBody(user_id=user_id, display_name=display_name, role=role),
             idempotency_key=idempotency_key,
             type=Participant,
@@ -611,7 +615,7 @@ class AsyncThreadsParticipantsResource(AsyncResource):
         listParticipants).
         """
         return await self._client._request(
-            "GET", f"/api/threads/{thread_id}/participants", type=ParticipantList
+            "GET", f"/api/threads/{_seg(thread_id)}/participants", type=ParticipantList
         )
 
     async def remove(self, thread_id: str, *, user_id: str) -> OkBody:
@@ -620,7 +624,7 @@ class AsyncThreadsParticipantsResource(AsyncResource):
         """
         return await self._client._request(
             "DELETE",
-            f"/api/threads/{thread_id}/participants",
+            f"/api/threads/{_seg(thread_id)}/participants",
             json=ParticipantRemoveBody(user_id=user_id),
             type=OkBody,
         )
@@ -671,11 +675,11 @@ class AsyncAgentsResource(AsyncResource):
 
     async def delete(self, agent_id: str) -> OkBody:
         """Delete an agent (its threads are kept) (DELETE /api/agents/{agent_id}, deleteAgent)."""
-        return await self._client._request("DELETE", f"/api/agents/{agent_id}", type=OkBody)
+        return await self._client._request("DELETE", f"/api/agents/{_seg(agent_id)}", type=OkBody)
 
     async def get(self, agent_id: str) -> Agent:
         """Get an agent (GET /api/agents/{agent_id}, getAgent)."""
-        return await self._client._request("GET", f"/api/agents/{agent_id}", type=Agent)
+        return await self._client._request("GET", f"/api/agents/{_seg(agent_id)}", type=Agent)
 
     async def list(self) -> builtins.list[Agent]:
         """List the organization's agents (GET /api/agents, listAgents)."""
@@ -696,7 +700,7 @@ class AsyncAgentsResource(AsyncResource):
         """Change the supplied fields of an agent (PATCH /api/agents/{agent_id}, updateAgent)."""
         return await self._client._request(
             "PATCH",
-            f"/api/agents/{agent_id}",
+            f"/api/agents/{_seg(agent_id)}",
             json=AgentPatchBody(
                 name=name,
                 description=description,
@@ -778,13 +782,13 @@ class AsyncIntegrationsResource(AsyncResource):
         /api/integrations/{integration_id}, deleteIntegration).
         """
         return await self._client._request(
-            "DELETE", f"/api/integrations/{integration_id}", type=OkBody
+            "DELETE", f"/api/integrations/{_seg(integration_id)}", type=OkBody
         )
 
     async def get(self, integration_id: str) -> Integration:
         """A database integration (GET /api/integrations/{integration_id}, getIntegration)."""
         return await self._client._request(
-            "GET", f"/api/integrations/{integration_id}", type=Integration
+            "GET", f"/api/integrations/{_seg(integration_id)}", type=Integration
         )
 
     async def list(self) -> builtins.list[Integration]:
@@ -817,7 +821,7 @@ class AsyncKeysResource(AsyncResource):
         """Revoke an API key (it gives 401 from then on) (DELETE /api/keys/{key_id},
         revokeKey).
         """
-        return await self._client._request("DELETE", f"/api/keys/{key_id}", type=OkBody)
+        return await self._client._request("DELETE", f"/api/keys/{_seg(key_id)}", type=OkBody)
 
 
 class AsyncKnowledgeResource(AsyncResource):
@@ -827,13 +831,17 @@ class AsyncKnowledgeResource(AsyncResource):
         """Delete a document and its chunks (DELETE /api/knowledge/{document_id},
         deleteKnowledge).
         """
-        return await self._client._request("DELETE", f"/api/knowledge/{document_id}", type=OkBody)
+        return await self._client._request(
+            "DELETE", f"/api/knowledge/{_seg(document_id)}", type=OkBody
+        )
 
     async def get(self, document_id: str) -> Document:
         """One document: its status, error and chunk count (GET /api/knowledge/{document_id},
         getKnowledge).
         """
-        return await self._client._request("GET", f"/api/knowledge/{document_id}", type=Document)
+        return await self._client._request(
+            "GET", f"/api/knowledge/{_seg(document_id)}", type=Document
+        )
 
     async def list(
         self,
@@ -857,7 +865,7 @@ class AsyncKnowledgeResource(AsyncResource):
         """
         return await self._client._request(
             "POST",
-            f"/api/knowledge/{document_id}/reindex",
+            f"/api/knowledge/{_seg(document_id)}/reindex",
             idempotency_key=idempotency_key,
             type=Document,
         )
@@ -913,7 +921,7 @@ class AsyncLogsResource(AsyncResource):
         """A trace: its totals, its spans (flat, each naming its parent), its evaluations (GET
         /api/logs/{trace_id}, getTrace).
         """
-        return await self._client._request("GET", f"/api/logs/{trace_id}", type=TraceDetail)
+        return await self._client._request("GET", f"/api/logs/{_seg(trace_id)}", type=TraceDetail)
 
     async def list(
         self,
@@ -993,11 +1001,11 @@ class AsyncMcpServersResource(AsyncResource):
         """Delete an MCP server and all its attachments (DELETE /api/mcps/{mcp_id},
         deleteMcpServer).
         """
-        return await self._client._request("DELETE", f"/api/mcps/{mcp_id}", type=OkBody)
+        return await self._client._request("DELETE", f"/api/mcps/{_seg(mcp_id)}", type=OkBody)
 
     async def get(self, mcp_id: str) -> Mcp:
         """An MCP server (GET /api/mcps/{mcp_id}, getMcpServer)."""
-        return await self._client._request("GET", f"/api/mcps/{mcp_id}", type=Mcp)
+        return await self._client._request("GET", f"/api/mcps/{_seg(mcp_id)}", type=Mcp)
 
     async def list(self) -> builtins.list[Mcp]:
         """The organization's MCP servers (GET /api/mcps, listMcpServers)."""
@@ -1017,7 +1025,7 @@ class AsyncMcpServersResource(AsyncResource):
         """
         return await self._client._request(
             "GET",
-            f"/api/mcps/{mcp_id}/oauth/callback",
+            f"/api/mcps/{_seg(mcp_id)}/oauth/callback",
             params={"state": state, "code": code, "error": error},
             type=OAuthDone,
         )
@@ -1028,7 +1036,7 @@ class AsyncMcpServersResource(AsyncResource):
         """
         return await self._client._request(
             "POST",
-            f"/api/mcps/{mcp_id}/oauth/start",
+            f"/api/mcps/{_seg(mcp_id)}/oauth/start",
             idempotency_key=idempotency_key,
             type=OAuthStart,
         )
@@ -1038,7 +1046,7 @@ class AsyncMcpServersResource(AsyncResource):
         testMcpServer).
         """
         return await self._client._request(
-            "POST", f"/api/mcps/{mcp_id}/test", idempotency_key=idempotency_key, type=McpTest
+            "POST", f"/api/mcps/{_seg(mcp_id)}/test", idempotency_key=idempotency_key, type=McpTest
         )
 
     async def update(
@@ -1055,7 +1063,7 @@ class AsyncMcpServersResource(AsyncResource):
         """Change an MCP server (PATCH /api/mcps/{mcp_id}, updateMcpServer)."""
         return await self._client._request(
             "PATCH",
-            f"/api/mcps/{mcp_id}",
+            f"/api/mcps/{_seg(mcp_id)}",
             json=McpPatchBody(
                 name=name,
                 url=url,
@@ -1089,11 +1097,11 @@ class AsyncPlansResource(AsyncResource):
 
     async def delete(self, plan_id: str) -> OkBody:
         """Delete a plan with its todos (DELETE /api/plans/{plan_id}, deletePlan)."""
-        return await self._client._request("DELETE", f"/api/plans/{plan_id}", type=OkBody)
+        return await self._client._request("DELETE", f"/api/plans/{_seg(plan_id)}", type=OkBody)
 
     async def get(self, plan_id: str) -> Plan:
         """A plan (GET /api/plans/{plan_id}, getPlan)."""
-        return await self._client._request("GET", f"/api/plans/{plan_id}", type=Plan)
+        return await self._client._request("GET", f"/api/plans/{_seg(plan_id)}", type=Plan)
 
     async def list(self, *, thread_id: str) -> builtins.list[Plan]:
         """The plans of a thread, oldest first (GET /api/plans, listPlans)."""
@@ -1106,7 +1114,7 @@ class AsyncPlansResource(AsyncResource):
         /api/plans/{plan_id}/ready, getReadyTodos).
         """
         return await self._client._request(
-            "GET", f"/api/plans/{plan_id}/ready", params={"include": include}, type=Ready
+            "GET", f"/api/plans/{_seg(plan_id)}/ready", params={"include": include}, type=Ready
         )
 
     async def update(
@@ -1120,7 +1128,7 @@ class AsyncPlansResource(AsyncResource):
         """Change a plan's title or status (PATCH /api/plans/{plan_id}, updatePlan)."""
         return await self._client._request(
             "PATCH",
-            f"/api/plans/{plan_id}",
+            f"/api/plans/{_seg(plan_id)}",
             json=PlanPatchBody(title=title, status=status),
             type=Plan,
         )
@@ -1233,7 +1241,7 @@ class AsyncThreadsResource(AsyncResource):
 
     async def get(self, thread_id: str) -> Thread:
         """Get a thread (GET /api/threads/{thread_id}, getThread)."""
-        return await self._client._request("GET", f"/api/threads/{thread_id}", type=Thread)
+        return await self._client._request("GET", f"/api/threads/{_seg(thread_id)}", type=Thread)
 
     async def list(
         self,
@@ -1256,7 +1264,10 @@ class AsyncThreadsResource(AsyncResource):
         /api/threads/{thread_id}/stop, stopThread).
         """
         return await self._client._request(
-            "POST", f"/api/threads/{thread_id}/stop", idempotency_key=idempotency_key, type=OkBody
+            "POST",
+            f"/api/threads/{_seg(thread_id)}/stop",
+            idempotency_key=idempotency_key,
+            type=OkBody,
         )
 
     async def update(
@@ -1273,7 +1284,7 @@ class AsyncThreadsResource(AsyncResource):
         """
         return await self._client._request(
             "PATCH",
-            f"/api/threads/{thread_id}",
+            f"/api/threads/{_seg(thread_id)}",
             json=ThreadPatchBody(
                 title=title,
                 active_profile=active_profile,
@@ -1324,7 +1335,7 @@ class AsyncToolsResource(AsyncResource):
         """Delete a webhook tool (agents it was delegated to lose it) (DELETE
         /api/tools/{tool_id}, deleteTool).
         """
-        return await self._client._request("DELETE", f"/api/tools/{tool_id}", type=OkBody)
+        return await self._client._request("DELETE", f"/api/tools/{_seg(tool_id)}", type=OkBody)
 
     async def execute(
         self,
@@ -1350,7 +1361,7 @@ class AsyncToolsResource(AsyncResource):
 
     async def get(self, tool_id: str) -> Tool:
         """A webhook tool (GET /api/tools/{tool_id}, getTool)."""
-        return await self._client._request("GET", f"/api/tools/{tool_id}", type=Tool)
+        return await self._client._request("GET", f"/api/tools/{_seg(tool_id)}", type=Tool)
 
     async def list(self) -> builtins.list[Tool]:
         """The organization's webhook tools (GET /api/tools, listTools)."""
@@ -1373,7 +1384,7 @@ class AsyncToolsResource(AsyncResource):
         """Change a webhook tool (PATCH /api/tools/{tool_id}, updateTool)."""
         return await self._client._request(
             "PATCH",
-            f"/api/tools/{tool_id}",
+            f"/api/tools/{_seg(tool_id)}",
             json=ToolPatchBody(
                 name=name,
                 description=description,

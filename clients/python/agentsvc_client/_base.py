@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from urllib.parse import quote
 
 if TYPE_CHECKING:
     from agentsvc_client._stream import AsyncReplyStream, ReplyStream
@@ -72,6 +73,12 @@ class _AsyncRequester(Protocol):
         thread_id: str | None,
         idempotency_key: str | None,
     ) -> Document: ...
+
+
+def _seg(value: object) -> str:
+    """A path parameter as one path segment (percent-encoded: no "/", "..", "#" or "?"
+    of an id can reach another route)."""
+    return quote(str(value), safe="")
 
 
 class Resource:

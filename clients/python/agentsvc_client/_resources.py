@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from msgspec import UNSET, UnsetType
 
-from agentsvc_client._base import Resource, _Requester
+from agentsvc_client._base import Resource, _Requester, _seg
 from agentsvc_client.models import (
     Agent,
     AgentCreateBody,
@@ -99,7 +99,7 @@ class PlansTodosDepsResource(Resource):
         """
         return self._client._request(
             "POST",
-            f"/api/plans/{plan_id}/todos/{todo_id}/deps",
+            f"/api/plans/{_seg(plan_id)}/todos/{_seg(todo_id)}/deps",
             json=DependencyBody(depends_on=depends_on),
             idempotency_key=idempotency_key,
             type=Edge,
@@ -110,7 +110,9 @@ class PlansTodosDepsResource(Resource):
         /api/plans/{plan_id}/todos/{todo_id}/deps, listTodoDependencies).
         """
         return self._client._request(
-            "GET", f"/api/plans/{plan_id}/todos/{todo_id}/deps", type=builtins.list[Edge]
+            "GET",
+            f"/api/plans/{_seg(plan_id)}/todos/{_seg(todo_id)}/deps",
+            type=builtins.list[Edge],
         )
 
     def remove(self, plan_id: str, todo_id: str, *, depends_on: str) -> OkBody:
@@ -119,7 +121,7 @@ class PlansTodosDepsResource(Resource):
         """
         return self._client._request(
             "DELETE",
-            f"/api/plans/{plan_id}/todos/{todo_id}/deps",
+            f"/api/plans/{_seg(plan_id)}/todos/{_seg(todo_id)}/deps",
             params={"dependsOn": depends_on},
             type=OkBody,
         )
@@ -132,7 +134,9 @@ class AgentsCompactionResource(Resource):
         """The agent's context compaction configuration (GET /api/agents/{agent_id}/compaction,
         getAgentCompaction).
         """
-        return self._client._request("GET", f"/api/agents/{agent_id}/compaction", type=Compaction)
+        return self._client._request(
+            "GET", f"/api/agents/{_seg(agent_id)}/compaction", type=Compaction
+        )
 
     def put(
         self,
@@ -149,7 +153,7 @@ class AgentsCompactionResource(Resource):
         """
         return self._client._request(
             "PUT",
-            f"/api/agents/{agent_id}/compaction",
+            f"/api/agents/{_seg(agent_id)}/compaction",
             json=CompactionPutBody(
                 enabled=enabled,
                 alpha_trigger_tokens=alpha_trigger_tokens,
@@ -168,7 +172,9 @@ class AgentsCredentialsResource(Resource):
         """The agent's credential resolver configuration (GET
         /api/agents/{agent_id}/credentials, getAgentCredentials).
         """
-        return self._client._request("GET", f"/api/agents/{agent_id}/credentials", type=Credentials)
+        return self._client._request(
+            "GET", f"/api/agents/{_seg(agent_id)}/credentials", type=Credentials
+        )
 
     def put(
         self,
@@ -183,7 +189,7 @@ class AgentsCredentialsResource(Resource):
         """
         return self._client._request(
             "PUT",
-            f"/api/agents/{agent_id}/credentials",
+            f"/api/agents/{_seg(agent_id)}/credentials",
             json=CredentialsPutBody(
                 enabled=enabled, resolver_url=resolver_url, timeout_ms=timeout_ms
             ),
@@ -198,7 +204,9 @@ class AgentsDelegatedResource(Resource):
         """Which webhook tools the agent may use (GET /api/agents/{agent_id}/delegated,
         getAgentDelegated).
         """
-        return self._client._request("GET", f"/api/agents/{agent_id}/delegated", type=Delegated)
+        return self._client._request(
+            "GET", f"/api/agents/{_seg(agent_id)}/delegated", type=Delegated
+        )
 
     def put(self, agent_id: str, *, tool_ids: builtins.list[str]) -> Delegated:
         """Choose the webhook tools the agent may use (replaces the list) (PUT
@@ -206,7 +214,7 @@ class AgentsDelegatedResource(Resource):
         """
         return self._client._request(
             "PUT",
-            f"/api/agents/{agent_id}/delegated",
+            f"/api/agents/{_seg(agent_id)}/delegated",
             json=DelegatedBody(tool_ids=tool_ids),
             type=Delegated,
         )
@@ -223,7 +231,7 @@ class AgentsIntegrationsResource(Resource):
         """
         return self._client._request(
             "POST",
-            f"/api/agents/{agent_id}/integrations",
+            f"/api/agents/{_seg(agent_id)}/integrations",
             json=AttachIntegrationBody(integration_id=integration_id),
             idempotency_key=idempotency_key,
             type=builtins.list[Integration],
@@ -236,7 +244,7 @@ class AgentsIntegrationsResource(Resource):
         """
         return self._client._request(
             "DELETE",
-            f"/api/agents/{agent_id}/integrations",
+            f"/api/agents/{_seg(agent_id)}/integrations",
             params={"integrationId": integration_id},
             type=OkBody,
         )
@@ -246,7 +254,7 @@ class AgentsIntegrationsResource(Resource):
         /api/agents/{agent_id}/integrations, listAgentIntegrations).
         """
         return self._client._request(
-            "GET", f"/api/agents/{agent_id}/integrations", type=builtins.list[Integration]
+            "GET", f"/api/agents/{_seg(agent_id)}/integrations", type=builtins.list[Integration]
         )
 
 
@@ -266,7 +274,7 @@ class AgentsMcpServersResource(Resource):
         """
         return self._client._request(
             "POST",
-            f"/api/agents/{agent_id}/mcps",
+            f"/api/agents/{_seg(agent_id)}/mcps",
             json=AttachBody(mcp_server_id=mcp_server_id, allowed_tools=allowed_tools),
             idempotency_key=idempotency_key,
             type=Attachment,
@@ -278,7 +286,7 @@ class AgentsMcpServersResource(Resource):
         """
         return self._client._request(
             "DELETE",
-            f"/api/agents/{agent_id}/mcps",
+            f"/api/agents/{_seg(agent_id)}/mcps",
             json=DetachBody(mcp_server_id=mcp_server_id),
             type=OkBody,
         )
@@ -288,7 +296,7 @@ class AgentsMcpServersResource(Resource):
         listAgentMcpServers).
         """
         return self._client._request(
-            "GET", f"/api/agents/{agent_id}/mcps", type=builtins.list[Attachment]
+            "GET", f"/api/agents/{_seg(agent_id)}/mcps", type=builtins.list[Attachment]
         )
 
 
@@ -298,14 +306,16 @@ class AgentsMemoryResource(Resource):
     def delete(self, agent_id: str, memory_id: str) -> OkBody:
         """Delete a memory (DELETE /api/agents/{agent_id}/memories/{memory_id}, deleteMemory)."""
         return self._client._request(
-            "DELETE", f"/api/agents/{agent_id}/memories/{memory_id}", type=OkBody
+            "DELETE", f"/api/agents/{_seg(agent_id)}/memories/{_seg(memory_id)}", type=OkBody
         )
 
     def get(self, agent_id: str) -> MemoryConfig:
         """The agent's memory configuration (whether the model gets the memory tools) (GET
         /api/agents/{agent_id}/memory, getAgentMemory).
         """
-        return self._client._request("GET", f"/api/agents/{agent_id}/memory", type=MemoryConfig)
+        return self._client._request(
+            "GET", f"/api/agents/{_seg(agent_id)}/memory", type=MemoryConfig
+        )
 
     def list(
         self,
@@ -321,7 +331,7 @@ class AgentsMemoryResource(Resource):
         """
         return self._client._request(
             "GET",
-            f"/api/agents/{agent_id}/memories",
+            f"/api/agents/{_seg(agent_id)}/memories",
             params={"scope": scope, "status": status, "cursor": cursor, "limit": limit},
             type=MemoryList,
         )
@@ -340,7 +350,7 @@ class AgentsMemoryResource(Resource):
         """
         return self._client._request(
             "PUT",
-            f"/api/agents/{agent_id}/memory",
+            f"/api/agents/{_seg(agent_id)}/memory",
             json=MemoryConfigBody(
                 enabled=enabled, scopes=scopes, max_memories=max_memories, auto_collect=auto_collect
             ),
@@ -362,7 +372,7 @@ class AgentsMemoryResource(Resource):
         """
         return self._client._request(
             "POST",
-            f"/api/agents/{agent_id}/memory",
+            f"/api/agents/{_seg(agent_id)}/memory",
             json=RecallBody(query=query, top_k=top_k, scope=scope, scope_id=scope_id),
             idempotency_key=idempotency_key,
             type=Recall,
@@ -376,7 +386,7 @@ class AgentsPlanResource(Resource):
         """The agent's plan configuration (whether the model gets the plan tools) (GET
         /api/agents/{agent_id}/plan, getAgentPlan).
         """
-        return self._client._request("GET", f"/api/agents/{agent_id}/plan", type=PlanConfig)
+        return self._client._request("GET", f"/api/agents/{_seg(agent_id)}/plan", type=PlanConfig)
 
     def put(
         self,
@@ -388,7 +398,7 @@ class AgentsPlanResource(Resource):
         """Change the supplied plan settings (PUT /api/agents/{agent_id}/plan, putAgentPlan)."""
         return self._client._request(
             "PUT",
-            f"/api/agents/{agent_id}/plan",
+            f"/api/agents/{_seg(agent_id)}/plan",
             json=PlanConfigBody(enabled=enabled, require_approval=require_approval),
             type=PlanConfig,
         )
@@ -401,7 +411,7 @@ class AgentsWebResource(Resource):
         """The agent's web tools configuration (web_fetch, web_search) (GET
         /api/agents/{agent_id}/web, getAgentWeb).
         """
-        return self._client._request("GET", f"/api/agents/{agent_id}/web", type=Web)
+        return self._client._request("GET", f"/api/agents/{_seg(agent_id)}/web", type=Web)
 
     def put(
         self,
@@ -421,7 +431,7 @@ class AgentsWebResource(Resource):
         """
         return self._client._request(
             "PUT",
-            f"/api/agents/{agent_id}/web",
+            f"/api/agents/{_seg(agent_id)}/web",
             json=WebPutBody(
                 fetch_enabled=fetch_enabled,
                 search_enabled=search_enabled,
@@ -451,7 +461,7 @@ class PlansTodosResource(Resource):
         """
         return self._client._request(
             "POST",
-            f"/api/plans/{plan_id}/todos",
+            f"/api/plans/{_seg(plan_id)}/todos",
             json=TodosBody(todos=todos),
             idempotency_key=idempotency_key,
             type=Plan,
@@ -461,7 +471,9 @@ class PlansTodosResource(Resource):
         """Delete a todo and its dependency edges (DELETE /api/plans/{plan_id}/todos/{todo_id},
         deleteTodo).
         """
-        return self._client._request("DELETE", f"/api/plans/{plan_id}/todos/{todo_id}", type=OkBody)
+        return self._client._request(
+            "DELETE", f"/api/plans/{_seg(plan_id)}/todos/{_seg(todo_id)}", type=OkBody
+        )
 
     def update(
         self,
@@ -479,7 +491,7 @@ class PlansTodosResource(Resource):
         """
         return self._client._request(
             "PATCH",
-            f"/api/plans/{plan_id}/todos/{todo_id}",
+            f"/api/plans/{_seg(plan_id)}/todos/{_seg(todo_id)}",
             json=TodoPatchBody(
                 content=content,
                 active_form=active_form,
@@ -507,7 +519,7 @@ class RunnersMcpServersResource(Resource):
         """
         return self._client._request(
             "POST",
-            f"/api/runners/{runner_id}/mcps",
+            f"/api/runners/{_seg(runner_id)}/mcps",
             json=AttachBody(mcp_server_id=mcp_server_id, allowed_tools=allowed_tools),
             idempotency_key=idempotency_key,
             type=Attachment,
@@ -518,7 +530,7 @@ class RunnersMcpServersResource(Resource):
         /api/runners/{runner_id}/mcps, listRunnerMcpServers).
         """
         return self._client._request(
-            "GET", f"/api/runners/{runner_id}/mcps", type=builtins.list[Attachment]
+            "GET", f"/api/runners/{_seg(runner_id)}/mcps", type=builtins.list[Attachment]
         )
 
 
@@ -533,7 +545,7 @@ class ThreadsMessagesResource(Resource):
         """
         return self._client._request(
             "GET",
-            f"/api/threads/{thread_id}/messages",
+            f"/api/threads/{_seg(thread_id)}/messages",
             params={"limit": limit, "offset": offset},
             type=MessageList,
         )
@@ -590,7 +602,7 @@ class ThreadsParticipantsResource(Resource):
         """
         return self._client._request(
             "POST",
-            f"/api/threads/{thread_id}/participants",
+            f"/api/threads/{_seg(thread_id)}/participants",
             json=ParticipantBody(user_id=user_id, display_name=display_name, role=role),
             idempotency_key=idempotency_key,
             type=Participant,
@@ -601,7 +613,7 @@ class ThreadsParticipantsResource(Resource):
         listParticipants).
         """
         return self._client._request(
-            "GET", f"/api/threads/{thread_id}/participants", type=ParticipantList
+            "GET", f"/api/threads/{_seg(thread_id)}/participants", type=ParticipantList
         )
 
     def remove(self, thread_id: str, *, user_id: str) -> OkBody:
@@ -610,7 +622,7 @@ class ThreadsParticipantsResource(Resource):
         """
         return self._client._request(
             "DELETE",
-            f"/api/threads/{thread_id}/participants",
+            f"/api/threads/{_seg(thread_id)}/participants",
             json=ParticipantRemoveBody(user_id=user_id),
             type=OkBody,
         )
@@ -661,11 +673,11 @@ class AgentsResource(Resource):
 
     def delete(self, agent_id: str) -> OkBody:
         """Delete an agent (its threads are kept) (DELETE /api/agents/{agent_id}, deleteAgent)."""
-        return self._client._request("DELETE", f"/api/agents/{agent_id}", type=OkBody)
+        return self._client._request("DELETE", f"/api/agents/{_seg(agent_id)}", type=OkBody)
 
     def get(self, agent_id: str) -> Agent:
         """Get an agent (GET /api/agents/{agent_id}, getAgent)."""
-        return self._client._request("GET", f"/api/agents/{agent_id}", type=Agent)
+        return self._client._request("GET", f"/api/agents/{_seg(agent_id)}", type=Agent)
 
     def list(self) -> builtins.list[Agent]:
         """List the organization's agents (GET /api/agents, listAgents)."""
@@ -686,7 +698,7 @@ class AgentsResource(Resource):
         """Change the supplied fields of an agent (PATCH /api/agents/{agent_id}, updateAgent)."""
         return self._client._request(
             "PATCH",
-            f"/api/agents/{agent_id}",
+            f"/api/agents/{_seg(agent_id)}",
             json=AgentPatchBody(
                 name=name,
                 description=description,
@@ -767,11 +779,15 @@ class IntegrationsResource(Resource):
         """Delete a database integration (agents stop seeing its tools) (DELETE
         /api/integrations/{integration_id}, deleteIntegration).
         """
-        return self._client._request("DELETE", f"/api/integrations/{integration_id}", type=OkBody)
+        return self._client._request(
+            "DELETE", f"/api/integrations/{_seg(integration_id)}", type=OkBody
+        )
 
     def get(self, integration_id: str) -> Integration:
         """A database integration (GET /api/integrations/{integration_id}, getIntegration)."""
-        return self._client._request("GET", f"/api/integrations/{integration_id}", type=Integration)
+        return self._client._request(
+            "GET", f"/api/integrations/{_seg(integration_id)}", type=Integration
+        )
 
     def list(self) -> builtins.list[Integration]:
         """The organization's database integrations (GET /api/integrations, listIntegrations)."""
@@ -801,7 +817,7 @@ class KeysResource(Resource):
         """Revoke an API key (it gives 401 from then on) (DELETE /api/keys/{key_id},
         revokeKey).
         """
-        return self._client._request("DELETE", f"/api/keys/{key_id}", type=OkBody)
+        return self._client._request("DELETE", f"/api/keys/{_seg(key_id)}", type=OkBody)
 
 
 class KnowledgeResource(Resource):
@@ -811,13 +827,13 @@ class KnowledgeResource(Resource):
         """Delete a document and its chunks (DELETE /api/knowledge/{document_id},
         deleteKnowledge).
         """
-        return self._client._request("DELETE", f"/api/knowledge/{document_id}", type=OkBody)
+        return self._client._request("DELETE", f"/api/knowledge/{_seg(document_id)}", type=OkBody)
 
     def get(self, document_id: str) -> Document:
         """One document: its status, error and chunk count (GET /api/knowledge/{document_id},
         getKnowledge).
         """
-        return self._client._request("GET", f"/api/knowledge/{document_id}", type=Document)
+        return self._client._request("GET", f"/api/knowledge/{_seg(document_id)}", type=Document)
 
     def list(
         self,
@@ -841,7 +857,7 @@ class KnowledgeResource(Resource):
         """
         return self._client._request(
             "POST",
-            f"/api/knowledge/{document_id}/reindex",
+            f"/api/knowledge/{_seg(document_id)}/reindex",
             idempotency_key=idempotency_key,
             type=Document,
         )
@@ -897,7 +913,7 @@ class LogsResource(Resource):
         """A trace: its totals, its spans (flat, each naming its parent), its evaluations (GET
         /api/logs/{trace_id}, getTrace).
         """
-        return self._client._request("GET", f"/api/logs/{trace_id}", type=TraceDetail)
+        return self._client._request("GET", f"/api/logs/{_seg(trace_id)}", type=TraceDetail)
 
     def list(
         self,
@@ -977,11 +993,11 @@ class McpServersResource(Resource):
         """Delete an MCP server and all its attachments (DELETE /api/mcps/{mcp_id},
         deleteMcpServer).
         """
-        return self._client._request("DELETE", f"/api/mcps/{mcp_id}", type=OkBody)
+        return self._client._request("DELETE", f"/api/mcps/{_seg(mcp_id)}", type=OkBody)
 
     def get(self, mcp_id: str) -> Mcp:
         """An MCP server (GET /api/mcps/{mcp_id}, getMcpServer)."""
-        return self._client._request("GET", f"/api/mcps/{mcp_id}", type=Mcp)
+        return self._client._request("GET", f"/api/mcps/{_seg(mcp_id)}", type=Mcp)
 
     def list(self) -> builtins.list[Mcp]:
         """The organization's MCP servers (GET /api/mcps, listMcpServers)."""
@@ -1001,7 +1017,7 @@ class McpServersResource(Resource):
         """
         return self._client._request(
             "GET",
-            f"/api/mcps/{mcp_id}/oauth/callback",
+            f"/api/mcps/{_seg(mcp_id)}/oauth/callback",
             params={"state": state, "code": code, "error": error},
             type=OAuthDone,
         )
@@ -1012,7 +1028,7 @@ class McpServersResource(Resource):
         """
         return self._client._request(
             "POST",
-            f"/api/mcps/{mcp_id}/oauth/start",
+            f"/api/mcps/{_seg(mcp_id)}/oauth/start",
             idempotency_key=idempotency_key,
             type=OAuthStart,
         )
@@ -1022,7 +1038,7 @@ class McpServersResource(Resource):
         testMcpServer).
         """
         return self._client._request(
-            "POST", f"/api/mcps/{mcp_id}/test", idempotency_key=idempotency_key, type=McpTest
+            "POST", f"/api/mcps/{_seg(mcp_id)}/test", idempotency_key=idempotency_key, type=McpTest
         )
 
     def update(
@@ -1039,7 +1055,7 @@ class McpServersResource(Resource):
         """Change an MCP server (PATCH /api/mcps/{mcp_id}, updateMcpServer)."""
         return self._client._request(
             "PATCH",
-            f"/api/mcps/{mcp_id}",
+            f"/api/mcps/{_seg(mcp_id)}",
             json=McpPatchBody(
                 name=name,
                 url=url,
@@ -1071,11 +1087,11 @@ class PlansResource(Resource):
 
     def delete(self, plan_id: str) -> OkBody:
         """Delete a plan with its todos (DELETE /api/plans/{plan_id}, deletePlan)."""
-        return self._client._request("DELETE", f"/api/plans/{plan_id}", type=OkBody)
+        return self._client._request("DELETE", f"/api/plans/{_seg(plan_id)}", type=OkBody)
 
     def get(self, plan_id: str) -> Plan:
         """A plan (GET /api/plans/{plan_id}, getPlan)."""
-        return self._client._request("GET", f"/api/plans/{plan_id}", type=Plan)
+        return self._client._request("GET", f"/api/plans/{_seg(plan_id)}", type=Plan)
 
     def list(self, *, thread_id: str) -> builtins.list[Plan]:
         """The plans of a thread, oldest first (GET /api/plans, listPlans)."""
@@ -1088,7 +1104,7 @@ class PlansResource(Resource):
         /api/plans/{plan_id}/ready, getReadyTodos).
         """
         return self._client._request(
-            "GET", f"/api/plans/{plan_id}/ready", params={"include": include}, type=Ready
+            "GET", f"/api/plans/{_seg(plan_id)}/ready", params={"include": include}, type=Ready
         )
 
     def update(
@@ -1102,7 +1118,7 @@ class PlansResource(Resource):
         """Change a plan's title or status (PATCH /api/plans/{plan_id}, updatePlan)."""
         return self._client._request(
             "PATCH",
-            f"/api/plans/{plan_id}",
+            f"/api/plans/{_seg(plan_id)}",
             json=PlanPatchBody(title=title, status=status),
             type=Plan,
         )
@@ -1215,7 +1231,7 @@ class ThreadsResource(Resource):
 
     def get(self, thread_id: str) -> Thread:
         """Get a thread (GET /api/threads/{thread_id}, getThread)."""
-        return self._client._request("GET", f"/api/threads/{thread_id}", type=Thread)
+        return self._client._request("GET", f"/api/threads/{_seg(thread_id)}", type=Thread)
 
     def list(
         self,
@@ -1238,7 +1254,10 @@ class ThreadsResource(Resource):
         /api/threads/{thread_id}/stop, stopThread).
         """
         return self._client._request(
-            "POST", f"/api/threads/{thread_id}/stop", idempotency_key=idempotency_key, type=OkBody
+            "POST",
+            f"/api/threads/{_seg(thread_id)}/stop",
+            idempotency_key=idempotency_key,
+            type=OkBody,
         )
 
     def update(
@@ -1255,7 +1274,7 @@ class ThreadsResource(Resource):
         """
         return self._client._request(
             "PATCH",
-            f"/api/threads/{thread_id}",
+            f"/api/threads/{_seg(thread_id)}",
             json=ThreadPatchBody(
                 title=title,
                 active_profile=active_profile,
@@ -1306,7 +1325,7 @@ class ToolsResource(Resource):
         """Delete a webhook tool (agents it was delegated to lose it) (DELETE
         /api/tools/{tool_id}, deleteTool).
         """
-        return self._client._request("DELETE", f"/api/tools/{tool_id}", type=OkBody)
+        return self._client._request("DELETE", f"/api/tools/{_seg(tool_id)}", type=OkBody)
 
     def execute(
         self,
@@ -1332,7 +1351,7 @@ class ToolsResource(Resource):
 
     def get(self, tool_id: str) -> Tool:
         """A webhook tool (GET /api/tools/{tool_id}, getTool)."""
-        return self._client._request("GET", f"/api/tools/{tool_id}", type=Tool)
+        return self._client._request("GET", f"/api/tools/{_seg(tool_id)}", type=Tool)
 
     def list(self) -> builtins.list[Tool]:
         """The organization's webhook tools (GET /api/tools, listTools)."""
@@ -1355,7 +1374,7 @@ class ToolsResource(Resource):
         """Change a webhook tool (PATCH /api/tools/{tool_id}, updateTool)."""
         return self._client._request(
             "PATCH",
-            f"/api/tools/{tool_id}",
+            f"/api/tools/{_seg(tool_id)}",
             json=ToolPatchBody(
                 name=name,
                 description=description,

@@ -23,7 +23,8 @@ class SSEDecoder:
 
     def feed(self, line: str) -> RawEvent | None:
         if not line:
-            if not self._data and not self._name:
+            if not self._data:  # WHATWG: an event without data is not dispatched
+                self._name = ""
                 return None
             event = RawEvent(self._name or "message", self._id, "\n".join(self._data))
             self._name, self._data = "", []

@@ -23,8 +23,10 @@ from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 
 import httpx
+import msgspec
 
 from agentsvc_client import errors
+from agentsvc_client._base import _seg
 from agentsvc_client._sse import SSEDecoder
 from agentsvc_client.events import Done, Error, Event, Meta, Token, decode
 
@@ -60,17 +62,23 @@ class _State:
         """(method, path, headers, params, body) of the next request."""
         if self.run_id is None and self.body is not None:
             headers = {"Idempotency-Key": self.key, "Content-Type": "application/json"}
-            return "POST", f"/api/threads/{self.thread_id}/messages", headers, {}, self.body
+            return "POST", f"/api/threads/{_seg(self.thread_id)}/messages", headers, {}, self.body
         headers = {"Last-Event-ID": str(self.last_id)}
         params = {"runId": self.run_id} if self.run_id else {}
-        return "GET", f"/api/threads/{self.thread_id}/stream", headers, params, None
+        return "GET", f"/api/threads/{_seg(self.thread_id)}/stream", headers, params, None
 
     def accept(self, raw_name: str, raw_id: str, data: str) -> Event | None:
         """The typed event if it is new, else None."""
         event_id = int(raw_id) if raw_id.isdigit() else 0
         if event_id and event_id <= self.last_id:
             return None  # sent again after a re-attach or a re-send
-        event = decode(raw_name, event_id, data)
+        try:
+            event = decode(raw_name, event_id, data)
+        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            raise errors.UnexpectedResponse(
+                f"the reply's event {raw_name!r} (id {raw_id}) does not decode: {exc}"
+                f" (run {self.run_id}, last event {self.last_id})"
+            ) from exc
         if event_id:
             self.last_id = event_id
         self.failures = 0
@@ -164,6 +172,7 @@ class ReplyStream:
             if isinstance(event, Done):
                 self._done = event
             elif isinstance(event, Error):
+                self.close()  # the connection goes back to the pool now
                 raise errors.ReplyError(
                     f"the reply failed: {event.code}: {event.detail or ''}".rstrip(": "),
                     error=event.code,
@@ -270,6 +279,7 @@ class AsyncReplyStream:
             if isinstance(event, Done):
                 self._done = event
             elif isinstance(event, Error):
+                await self.aclose()  # the connection goes back to the pool now
                 raise errors.ReplyError(
                     f"the reply failed: {event.code}: {event.detail or ''}".rstrip(": "),
                     error=event.code,

@@ -228,6 +228,7 @@ class Client(_Config, Resources):
         )
 
     def _attach(self, thread_id: str, *, run_id: str | None, after: int | None) -> ReplyStream:
+        _check_attach(run_id, after)
         return ReplyStream(
             self, thread_id, None, idempotency_key="", run_id=run_id, after=after or 0
         )
@@ -250,6 +251,14 @@ class Client(_Config, Resources):
             data=_upload_form(title, agent_id, thread_id),
             idempotency_key=idempotency_key,
         )
+
+
+def _check_attach(run_id: str | None, after: int | None) -> None:
+    """Events after an id belong to one reply: without its run id the stream would
+    follow whichever reply runs now (another one, once that reply ended), and
+    past its first events no ``meta`` would say which."""
+    if after and not run_id:
+        raise ValueError("attach with last_event_id (or after) needs the reply's run_id")
 
 
 class AsyncClient(_Config, AsyncResources):
@@ -355,6 +364,7 @@ class AsyncClient(_Config, AsyncResources):
         )
 
     def _attach(self, thread_id: str, *, run_id: str | None, after: int | None) -> AsyncReplyStream:
+        _check_attach(run_id, after)
         return AsyncReplyStream(
             self, thread_id, None, idempotency_key="", run_id=run_id, after=after or 0
         )

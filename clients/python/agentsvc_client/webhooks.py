@@ -23,7 +23,9 @@ Pass several secrets (yours, old and new) while you rotate yours.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import hmac
+import re
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -35,6 +37,9 @@ TIMESTAMP = "x-service-timestamp"
 NONCE = "x-service-nonce"
 SIGNATURE = "x-service-signature"
 DEFAULT_TOLERANCE_S = 300  # five minutes, as the docs' receivers
+
+
+_HEX = re.compile(r"[0-9a-f]{64}")
 
 
 class WebhookVerificationError(AgentsvcError):
@@ -59,17 +64,20 @@ class MemoryNonceCache:
 
     def __init__(self) -> None:
         self._seen: dict[str, float] = {}
+        self._expiry: list[tuple[float, str]] = []  # a heap: the soonest to expire first
         self._lock = threading.Lock()
 
     def add(self, nonce: str, expires_at: float) -> bool:
         now = time.time()
         with self._lock:
-            for old, until in list(self._seen.items()):
-                if until < now:
+            while self._expiry and self._expiry[0][0] < now:  # only the expired ones
+                until, old = heapq.heappop(self._expiry)
+                if self._seen.get(old) == until:
                     del self._seen[old]
             if nonce in self._seen:
                 return False
             self._seen[nonce] = expires_at
+            heapq.heappush(self._expiry, (expires_at, nonce))
             return True
 
 
@@ -99,9 +107,12 @@ def verify(
     lower = {k.lower(): v for k, v in headers.items()}
     timestamp = lower.get(TIMESTAMP, "")
     nonce = lower.get(NONCE, "")
-    signatures = lower.get(SIGNATURE, "").split()
+    # hex digests only (compare_digest refuses non-ASCII text)
+    signatures = [v for v in lower.get(SIGNATURE, "").split() if _HEX.fullmatch(v)]
     now = time.time() if now is None else now
-    if not timestamp.isdigit():
+    # ASCII digits only, and few of them: "²" is a digit to str.isdigit, and a long
+    # number is an error of int()
+    if not (timestamp.isascii() and timestamp.isdigit() and len(timestamp) <= 12):
         raise WebhookVerificationError("missing or malformed timestamp")
     if abs(now - int(timestamp)) > tolerance_s:
         raise WebhookVerificationError("timestamp outside the tolerance")

@@ -420,19 +420,112 @@ def test_compose_names_no_secret_value() -> None:
     assert checked >= 5
     # the required ones say so: no default a deployment could run with
     env = compose_environment("agentsvc")
-    for name in ("AGENTSVC_ENCRYPTION_KEYS", "AGENTSVC_BOOTSTRAP_API_KEY"):
-        assert env[name].startswith(f"${{{name}:?"), env[name]
+    assert env["AGENTSVC_ENCRYPTION_KEYS"].startswith("${AGENTSVC_ENCRYPTION_KEYS:?")
     assert compose_environment("db")["POSTGRES_PASSWORD"].startswith("${POSTGRES_PASSWORD:?")
 
 
-def test_dockerignore_keeps_local_state_out_of_the_build_context() -> None:
-    patterns = {
+def test_compose_leaves_the_bootstrap_key_optional() -> None:
+    """A start with a revoked bootstrap key fails, so .env must be able to drop it
+    once real keys exist (docs/deploy.md): compose then passes it empty, and an
+    empty value is no bootstrap key."""
+    env = compose_environment("agentsvc")
+    assert env["AGENTSVC_BOOTSTRAP_API_KEY"] == "${AGENTSVC_BOOTSTRAP_API_KEY:-}"
+    assert Settings.from_env({"AGENTSVC_BOOTSTRAP_API_KEY": ""}).bootstrap_api_key is None
+    deploy = (ROOT / "docs" / "deploy.md").read_text()
+    assert "Remove the bootstrap key once real keys exist" in deploy
+
+
+def _worker_examples() -> list[dict[str, Any]]:
+    """The ``worker`` service of docs/deploy.md's example and of compose.yaml's
+    comment (uncommented)."""
+    deploy = (ROOT / "docs" / "deploy.md").read_text()
+    blocks = [b for b in re.findall(r"```yaml\n(.*?)```", deploy, re.DOTALL) if "worker" in b]
+    commented = re.search(r"^  # worker:\n(?:  #.*\n)+", COMPOSE.read_text(), re.MULTILINE)
+    assert blocks, "a worker service in docs/deploy.md"
+    assert commented, "a worker service in compose.yaml's comments"
+    uncommented = re.sub(r"^  # ?", "  ", commented.group(0), flags=re.MULTILINE)
+    return [yaml.safe_load(text)["worker"] for text in (blocks[0], uncommented)]
+
+
+def test_a_worker_container_has_no_http_health_check() -> None:
+    """``agentsvc worker`` serves no HTTP: with the image's check (/healthz) it
+    would be unhealthy forever, so the documented worker service disables it."""
+    assert "/healthz" in one("HEALTHCHECK").text
+    docs, commented = _worker_examples()
+    assert docs == commented
+    assert docs["command"] == ["worker"]
+    assert docs["healthcheck"] == {"disable": True}
+    served = compose()["services"]["agentsvc"]
+    assert docs["image"] == served["image"]
+    env = {k: str(v) for k, v in docs["environment"].items()}
+    for name in ("AGENTSVC_DATABASE_URL", "AGENTSVC_ENCRYPTION_KEYS"):  # the same database
+        assert env[name] == compose_environment("agentsvc")[name], name
+    assert "AGENTSVC_BOOTSTRAP_API_KEY" not in env
+
+
+def _dockerignore() -> list[str]:
+    return [
         line.strip()
         for line in DOCKERIGNORE.read_text().splitlines()
         if line.strip() and not line.startswith("#")
-    }
-    for needed in (".venv", ".git", ".agentsvc", ".env", "test-output"):
+    ]
+
+
+def _ignored(path: str, patterns: list[str]) -> bool:
+    """Whether Docker leaves ``path`` (relative to the context) out: a pattern is
+    anchored at the root, ``**`` spans any number of folders, ``*`` and ``?`` stay
+    within one, and a matched folder takes everything under it."""
+
+    def regex(pattern: str) -> str:
+        out, i = "", 0
+        while i < len(pattern):
+            if pattern.startswith("**/", i):
+                out, i = out + "(?:.*/)?", i + 3
+            elif pattern.startswith("**", i):
+                out, i = out + ".*", i + 2
+            elif pattern[i] == "*":
+                out, i = out + "[^/]*", i + 1
+            elif pattern[i] == "?":
+                out, i = out + "[^/]", i + 1
+            elif pattern[i] == "[":
+                end = pattern.index("]", i)
+                out, i = out + pattern[i : end + 1], end + 1
+            else:
+                out, i = out + re.escape(pattern[i]), i + 1
+        return out + "(?:/.*)?"
+
+    return any(re.fullmatch(regex(p.strip("/")), path) for p in patterns)
+
+
+def test_dockerignore_keeps_local_state_out_of_the_build_context() -> None:
+    patterns = _dockerignore()
+    assert not [p for p in patterns if p.startswith("!")]  # no exception to reason about
+    for needed in (".venv", ".git", ".agentsvc", ".env", "test-output", "**/.env", "**/.env.*"):
         assert needed in patterns, needed
+    for path in (
+        ".env",
+        ".env.local",
+        "src/agentsvc_web/.env",
+        "clients/python/.env.production",
+        ".venv/bin/python",
+        "clients/python/.venv/bin/python",
+        "src/agentsvc_core/__pycache__/errors.cpython-311.pyc",
+        "clients/python/.pytest_cache/v/cache/nodeids",
+        "clients/python/.mypy_cache/3.11/x.json",
+        "clients/python/.ruff_cache/CACHEDIR.TAG",
+        "tests/.hypothesis/examples/x",
+        "bench/results/run.json",
+        ".git/HEAD",
+        "test-output/playground/01-page.png",
+    ):
+        assert _ignored(path, patterns), path
+    for kept in ("pyproject.toml", "README.md", "src/agentsvc_web/app.py"):
+        assert not _ignored(kept, patterns), kept
+    # what the build copies is all there
+    migrations = sorted((ROOT / "src").rglob("*.sql"))
+    assert migrations
+    for path in migrations:
+        assert not _ignored(path.relative_to(ROOT).as_posix(), patterns), path
 
 
 def test_the_build_stage_wheel_holds_the_whole_package(tmp_path: Path) -> None:

@@ -1,8 +1,11 @@
 """The playground (/playground) in headless Chromium against the real service
 process: sign in, an agent, a two-turn conversation with the ``local`` model, a
 stopped reply, a client-side tool call answered from the page, an MCP server
-attached and its tool called, detached, a trace and the usage charts, sign out.
-What the page shows is compared with what the API stored.
+attached and its tool called, detached, a trace and the usage charts, sign out,
+sign in again and answer a tool call (the first sign-in's handlers are gone), and a
+send from a non-secure context (a host name other than localhost over plain HTTP,
+mapped to loopback by Chromium's resolver). What the page shows is compared with
+what the API stored; the key is in no request's URL.
 
 The browser is Debian's ``chromium`` driven by Playwright (no browser download):
 ``make test`` installs it when missing; without it this test fails and says so.
@@ -30,6 +33,9 @@ pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).parents[2]
 SHOTS = ROOT / "test-output" / "playground"
 WAIT_MS = 30_000  # the longest a page state may take to appear (not a timing claim)
+# a name Chromium resolves to 127.0.0.1 (--host-resolver-rules): plain HTTP on a
+# host other than localhost is not a secure context, as on a LAN address
+INSECURE_HOST = "playground.test"
 
 
 def chromium() -> str:
@@ -120,27 +126,40 @@ def test_the_playground_in_a_browser(
     assert api.post(f"/api/mcps/{mcp['id']}/test").json()["ok"] is True
 
     problems: list[str] = []  # CSP violations, script errors
+    urls: list[str] = []  # every request's URL, of every page
+
+    def watch(page: Any) -> Any:
+        page.set_default_timeout(WAIT_MS)
+        page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+        page.on(
+            "console",
+            lambda m: problems.append(m.text) if "Content Security Policy" in m.text else None,
+        )
+        page.on("request", lambda r: urls.append(r.url))
+        return page
+
     with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        browser = pw.chromium.launch(
+            executable_path=executable,
+            args=["--no-sandbox", f"--host-resolver-rules=MAP {INSECURE_HOST} 127.0.0.1"],
+        )
         try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.set_default_timeout(WAIT_MS)
-            page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-            page.on(
-                "console",
-                lambda m: problems.append(m.text) if "Content Security Policy" in m.text else None,
-            )
+            page = watch(browser.new_page(viewport={"width": 1280, "height": 900}))
             steps = Steps(page)
-            _walk(page, steps, api, service.url, key, mcp)
+            thread_id = _walk(page, steps, api, service.url, key, mcp)
+            insecure = watch(browser.new_page(viewport={"width": 1280, "height": 900}))
+            _insecure_send(insecure, api, service.port, key, thread_id)
         finally:
             browser.close()
             api.close()
     assert not problems, problems
+    assert any("/api/threads/" in u for u in urls)  # the API's calls are recorded
+    assert not [u for u in urls if key in u]  # a header only, never a URL
     with capsys.disabled():
         print(f"\nplayground screenshots: {SHOTS} ({steps.n} steps)")
 
 
-def _walk(page: Any, steps: Steps, api: httpx.Client, base: str, key: str, mcp: Any) -> None:
+def _walk(page: Any, steps: Steps, api: httpx.Client, base: str, key: str, mcp: Any) -> str:
     # 1. the page loads with no credentials; a wrong key shows the API's error
     page.goto(f"{base}/playground")
     page.wait_for_selector("body[data-ready=true]")
@@ -348,3 +367,59 @@ def _walk(page: Any, steps: Steps, api: httpx.Client, base: str, key: str, mcp: 
     assert page.is_hidden("#app")
     assert page.evaluate("sessionStorage.getItem('agentsvc.playground.key')") is None
     steps.shot("signed-out")
+
+    # 11. sign in again: the first sign-in's handlers are gone, so answering a tool
+    #     call is handled once, by the new sign-in's chat, with no error
+    page.fill("#key", key)
+    page.click("#signin-button")
+    page.wait_for_selector("#app:not([hidden])")
+    page.wait_for_selector(f"#thread-list button[data-thread-id='{thread_id}']")
+    page.click(f"#thread-list button[data-thread-id='{thread_id}']")
+    page.wait_for_selector("#composer:not([hidden])")
+    page.wait_for_selector("#status:has-text('message(s)')")  # the history is shown
+    page.click("#client-tool summary")
+    page.check("#tool-enabled")
+    page.fill("#message", 'call get_weather {"city": "Oslo"}')
+    page.click("#send")
+    page.wait_for_selector("#tool-answers:not([hidden])")
+    page.locator("#tool-answer-fields textarea").fill("snow, -3 C")
+    page.click("#tool-answers-send")
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.message.assistant[data-status=complete] .text')]"
+        ".some(t => t.textContent.includes('returned: snow, -3 C'))"
+    )
+    assert page.is_hidden("#error"), page.inner_text("#error")
+    assert page.locator(".message.assistant.streaming").count() == 0
+    last = api.get(f"/api/threads/{thread_id}/messages").json()["messages"][-1]
+    assert page.locator(".message.assistant .text").last.text_content() == last["content"]
+    steps.shot("signed-in-again")
+    return thread_id
+
+
+def _insecure_send(page: Any, api: httpx.Client, port: int, key: str, thread_id: str) -> None:
+    """A send from a non-secure context (crypto.randomUUID is missing there)."""
+    base = f"http://{INSECURE_HOST}:{port}"
+    page.goto(f"{base}/playground")
+    page.wait_for_selector("body[data-ready=true]")
+    assert page.evaluate("isSecureContext") is False
+    assert page.evaluate("typeof crypto.randomUUID") == "undefined"
+    page.fill("#key", key)
+    page.click("#signin-button")
+    page.wait_for_selector("#app:not([hidden])")
+    page.click(f"#thread-list button[data-thread-id='{thread_id}']")
+    page.wait_for_selector("#composer:not([hidden])")
+    page.wait_for_selector("#status:has-text('message(s)')")  # the history is shown
+    before = finished_replies(page)
+    page.fill("#message", "Sent over plain HTTP.")
+    page.click("#send")
+    page.wait_for_function(  # the reply, or the error bar saying why not
+        "n => document.querySelectorAll('.message.assistant[data-status=complete]').length === n"
+        " || !document.querySelector('#error').hidden",
+        arg=before + 1,
+    )
+    assert page.is_hidden("#error"), page.inner_text("#error")
+    assert finished_replies(page) == before + 1
+    last = api.get(f"/api/threads/{thread_id}/messages").json()["messages"][-2:]
+    assert [m["role"] for m in last] == ["user", "assistant"]
+    assert last[0]["content"] == "Sent over plain HTTP."
+    assert page.locator(".message.assistant .text").last.text_content() == last[1]["content"]

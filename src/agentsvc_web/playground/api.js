@@ -23,6 +23,21 @@ async function errorOf(response) {
   return new ApiError(response.status, "", text.slice(0, 200) || response.statusText);
 }
 
+/**
+ * A random (version 4) UUID. crypto.randomUUID exists in secure contexts only
+ * (HTTPS or localhost); over plain HTTP on another address (a LAN address, a
+ * container published beyond loopback) the page builds one from
+ * crypto.getRandomValues, which every context has.
+ */
+export function uuid4() {
+  if (typeof crypto.randomUUID === "function") return crypto.randomUUID();
+  const b = crypto.getRandomValues(new Uint8Array(16));
+  b[6] = (b[6] & 0x0f) | 0x40; // version 4
+  b[8] = (b[8] & 0x3f) | 0x80; // the RFC 4122 variant
+  const hex = [...b].map((x) => x.toString(16).padStart(2, "0")).join("");
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
 export class Api {
   constructor(key) {
     this.key = key;
@@ -70,7 +85,7 @@ export class Api {
       headers: this.headers({
         "Content-Type": "application/json",
         Accept: "text/event-stream",
-        "Idempotency-Key": crypto.randomUUID(),
+        "Idempotency-Key": uuid4(),
       }),
       body: JSON.stringify(body),
       signal,

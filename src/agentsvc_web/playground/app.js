@@ -9,7 +9,10 @@ import { showTraces, showUsage } from "./observe.js";
 
 const KEY_ITEM = "agentsvc.playground.key";
 
-const state = { api: null, chat: null, agents: [], agent: null, thread: null };
+const state = { api: null, chat: null, agents: [], agent: null, thread: null, session: null };
+
+// which openThread() is the latest: an older one still awaiting the API stops
+let opening = 0;
 
 function showError(message) {
   const bar = $("error");
@@ -35,10 +38,18 @@ async function signIn(key) {
   // a call every key may make: a wrong key is the API's own 401, shown as is
   const agents = await api.get("/api/agents");
   sessionStorage.setItem(KEY_ITEM, key);
+  state.session?.abort(); // a sign-in over another (the kept key): one Chat listens
+  state.chat?.close();
+  state.session = new AbortController(); // signOut aborts it: the Chat's listeners go
   state.api = api;
-  state.chat = new Chat(api, showError, () => {
-    if (state.agent) loadThreads().catch((err) => showError(err.message));
-  });
+  state.chat = new Chat(
+    api,
+    showError,
+    () => {
+      if (state.agent) loadThreads().catch((err) => showError(err.message));
+    },
+    state.session.signal,
+  );
   $("key").value = "";
   $("signin").hidden = true;
   $("signed-in").hidden = false;
@@ -52,7 +63,9 @@ async function signIn(key) {
 function signOut() {
   sessionStorage.removeItem(KEY_ITEM);
   state.chat?.close();
-  Object.assign(state, { api: null, chat: null, agents: [], agent: null, thread: null });
+  state.session?.abort();
+  opening++; // an openThread() still awaiting stops
+  Object.assign(state, { api: null, chat: null, agents: [], agent: null, thread: null, session: null });
   $("app").hidden = true;
   $("signin").hidden = false;
   $("signed-in").hidden = true;
@@ -185,8 +198,12 @@ async function loadThreads() {
 }
 
 async function openThread(id) {
-  state.thread = await state.api.get(`/api/threads/${encodeURIComponent(id)}`);
+  const mine = ++opening;
+  const thread = await state.api.get(`/api/threads/${encodeURIComponent(id)}`);
+  if (mine !== opening) return; // another thread was opened meanwhile
+  state.thread = thread;
   await loadThreads();
+  if (mine !== opening) return;
   selectTab("panel-chat");
   await state.chat.open(state.thread);
 }

@@ -4,25 +4,34 @@
 import { $, clear, h, pretty } from "./dom.js";
 
 export class Chat {
-  constructor(api, showError, onEnded) {
+  /**
+   * ``signal`` ends this instance's listeners: each sign-in builds a Chat, and
+   * sign-out aborts its signal, so a later sign-in's Chat is the only one the
+   * page's forms reach (an old one would answer with the old key or none).
+   */
+  constructor(api, showError, onEnded, signal) {
     this.api = api;
     this.showError = showError;
     this.onEnded = onEnded; // a reply ended (the thread list shows which reply)
     this.thread = null;
     this.running = null; // the AbortController of the stream being read
     this.pending = []; // client tool calls waiting for an answer
-    $("composer").addEventListener("submit", (e) => {
+    // which open() is the latest: one that awaited past a newer open or a close
+    // stops, so two threads' messages never mix in the list
+    this.generation = 0;
+    const on = (id, type, handler) => $(id).addEventListener(type, handler, { signal });
+    on("composer", "submit", (e) => {
       e.preventDefault();
       this.sendTyped();
     });
-    $("message").addEventListener("keydown", (e) => {
+    on("message", "keydown", (e) => {
       if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) {
         e.preventDefault();
         this.sendTyped();
       }
     });
-    $("stop").addEventListener("click", () => this.stop());
-    $("tool-answers").addEventListener("submit", (e) => {
+    on("stop", "click", () => this.stop());
+    on("tool-answers", "submit", (e) => {
       e.preventDefault();
       this.answerTools();
     });
@@ -31,6 +40,7 @@ export class Chat {
   /** Shows a thread's history; follows its reply when one is running. */
   async open(thread) {
     this.abort();
+    const generation = ++this.generation;
     this.thread = thread;
     this.pending = [];
     $("tool-answers").hidden = true;
@@ -43,6 +53,7 @@ export class Chat {
     const page = await this.api.get(
       `/api/threads/${encodeURIComponent(thread.id)}/messages?limit=200`,
     );
+    if (generation !== this.generation) return; // another thread was opened meanwhile
     for (const m of page.messages) list.append(messageItem(m.role, m.content, m));
     this.scroll();
     if (thread.active_run_id) {
@@ -56,6 +67,7 @@ export class Chat {
 
   close() {
     this.abort();
+    this.generation++; // an open() still awaiting shows nothing
     this.thread = null;
     clear($("messages"));
     $("composer").hidden = true;

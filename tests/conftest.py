@@ -42,3 +42,14 @@ def pg_url(pg_admin_url: str) -> Iterator[str]:
     with fresh_database(pg_admin_url) as url:
         asyncio.run(migrate(url))
         yield url
+
+
+@pytest.fixture(scope="module")
+def own_pg_url(pg_admin_url: str) -> Iterator[str]:
+    """A fresh, migrated database for one test module: for tests whose jobs must
+    run in their own service. On ``pg_url`` the session's service (another data
+    folder, so other encryption keys, other providers) runs a job worker too, and
+    the job queue is the database's: it may take their jobs."""
+    with fresh_database(pg_admin_url) as url:
+        asyncio.run(migrate(url))
+        yield url

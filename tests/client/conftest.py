@@ -12,6 +12,7 @@ import pytest
 
 from tests.e2e.secret_scan import SCAN, SecretScan
 from tests.e2e.service import Service, free_port
+from tests.pg import fresh_database
 
 KEY = "ask_client_tests_key_0123456789abcdefghij"
 JWT_SECRET = "client-tests-jwt-secret-0123456789abcdefghijklmnopqrstuv"
@@ -83,11 +84,17 @@ def memory_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service
 
 
 @pytest.fixture(scope="session")
-def pg_service(tmp_path_factory: pytest.TempPathFactory, pg_url: str) -> Iterator[Service]:
-    svc = start(
-        tmp_path_factory.mktemp("client-pg"),
-        AGENTSVC_STORAGE="postgres",
-        AGENTSVC_DATABASE_URL=pg_url,
-    )
-    yield svc
-    svc.stop()
+def pg_service(tmp_path_factory: pytest.TempPathFactory, pg_admin_url: str) -> Iterator[Service]:
+    """On a database of its own: a service with another data folder (other
+    encryption keys) on the session's shared database would seal the default
+    organization's settings with its keys, which the e2e service cannot open, and
+    its jobs (a knowledge upload's indexing) could be taken by another service's
+    worker."""
+    with fresh_database(pg_admin_url) as url:
+        svc = start(
+            tmp_path_factory.mktemp("client-pg"),
+            AGENTSVC_STORAGE="postgres",
+            AGENTSVC_DATABASE_URL=url,
+        )
+        yield svc
+        svc.stop()

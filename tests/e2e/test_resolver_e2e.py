@@ -95,7 +95,8 @@ class Resolver:
 
 
 @pytest.fixture
-def world(pg_url: str, tmp_path: Path) -> Iterator[dict[str, Any]]:
+def world(own_pg_url: str, tmp_path: Path) -> Iterator[dict[str, Any]]:
+    pg_url = own_pg_url  # memory collection's job must run in this test's service
     SCAN.secret("sk-alice-own-key", "a BYOK key the resolver returned")
     resolver = Resolver()
     fake = FakeProvider("beta")

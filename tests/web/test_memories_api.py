@@ -9,6 +9,7 @@ import uuid
 from typing import Any
 
 import msgspec
+import pytest
 from litestar.testing import TestClient
 
 from agentsvc_web.app import create_app
@@ -144,12 +145,19 @@ def _memories(c: C, h: H, agent: str, want: int) -> list[dict[str, Any]]:
         time.sleep(0.05)
 
 
-def test_auto_collect_keeps_a_turns_facts_with_the_local_model(settings: Settings, auth: H) -> None:
+def test_auto_collect_keeps_a_turns_facts_with_the_local_model(
+    settings: Settings, auth: H, request: pytest.FixtureRequest
+) -> None:
     """After a completed turn, the agent's model (here ``local``, which calls a tool
     offered when the text asks for it) is asked for the facts worth keeping: each
     ``memory_save`` call is saved, in the user's scope by default, a changed fact
     supersedes the old one, and the call's usage is recorded (``memory_calls``)."""
-    with TestClient(create_app(msgspec.structs.replace(settings, worker=True))) as c:
+    own: dict[str, Any] = {"worker": True}
+    if settings.storage == "postgres":
+        # a database of this test's own: the session's e2e service runs a job worker
+        # on the shared one, and would take this test's collection jobs
+        own["database_url"] = request.getfixturevalue("own_pg_url")
+    with TestClient(create_app(msgspec.structs.replace(settings, **own))) as c:
         h = auth
         agent, thread = _agent_and_thread(c, h)
         path = f"/api/agents/{agent}/memory"

@@ -68,10 +68,12 @@ servers run locally by design, which is why they have their own switch.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import logging
 import re
 import socket
+import ssl
 import unicodedata
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -411,22 +413,30 @@ class GuardedBackend(_Guarding, httpcore2.AsyncNetworkBackend):
     _dial_errors = (httpcore2.ConnectError, httpcore2.ConnectTimeout)
 
 
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """The one TLS client context of the process's outbound clients (certificate
+    checks on; ``SSL_CERT_FILE``/``SSL_CERT_DIR`` honoured). Loading the CA store
+    costs about 15 ms and a few hundred KB each time, and the guard's clients
+    (providers, MCP, webhooks, the resolver, web pages...) made two contexts each;
+    an ``SSLContext`` is made to be shared by connections."""
+    return httpx.create_ssl_context()
+
+
 class _GuardedTransportV1(httpx.AsyncHTTPTransport):
     """httpx's transport over a connection pool that uses ``GuardedBackendV1``."""
 
     def __init__(self, backend: GuardedBackendV1) -> None:
-        super().__init__(trust_env=False)
-        ssl_context = httpx.create_ssl_context()  # SSL_CERT_FILE/DIR still honoured
-        self._pool = httpcore.AsyncConnectionPool(ssl_context, network_backend=backend, **_POOL)
+        super().__init__(trust_env=False, verify=tls_context())
+        self._pool = httpcore.AsyncConnectionPool(tls_context(), network_backend=backend, **_POOL)
 
 
 class _GuardedTransport(httpx2.AsyncHTTPTransport):
     """httpx2's transport over a connection pool that uses ``GuardedBackend``."""
 
     def __init__(self, backend: GuardedBackend) -> None:
-        super().__init__(trust_env=False)
-        ssl_context = httpx2.create_ssl_context()  # SSL_CERT_FILE/DIR still honoured
-        self._pool = httpcore2.AsyncConnectionPool(ssl_context, network_backend=backend, **_POOL)
+        super().__init__(trust_env=False, verify=tls_context())
+        self._pool = httpcore2.AsyncConnectionPool(tls_context(), network_backend=backend, **_POOL)
 
 
 RequestHook = Callable[[Any], Awaitable[None]]

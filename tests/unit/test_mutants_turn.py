@@ -10,13 +10,12 @@ from datetime import UTC, datetime
 
 import msgspec
 
-from agentsvc_core.entities import ToolCall, Usage
+from agentsvc_core.entities import ToolCall, Usage, key_source
 from agentsvc_core.errors import Upstream
 from agentsvc_core.use_cases._turn_private import (
     INTERRUPTED,
     ReplyState,
     interrupted,
-    key_source,
     message_status,
     tool_out,
     usage_out,

@@ -22,7 +22,13 @@ from agentsvc_core.entities.trace import (
     TraceStatus,
     TraceSummary,
 )
-from agentsvc_core.entities.usage import KeySource, Usage, UsagePurpose, UsageRecord
+from agentsvc_core.entities.usage import (
+    KeySource,
+    Usage,
+    UsagePurpose,
+    UsageRecord,
+    key_source,
+)
 from agentsvc_core.entities.webhook_tool import WebhookMethod, WebhookTool
 
 __all__ = [
@@ -62,5 +68,6 @@ __all__ = [
     "UsageRecord",
     "WebhookMethod",
     "WebhookTool",
+    "key_source",
     "visible_in_history",
 ]

@@ -7,6 +7,13 @@ from uuid import UUID
 import msgspec
 
 KeySource = Literal["platform", "byok"]
+
+
+def key_source(api_key: str | None) -> KeySource:
+    """The key that paid for a model call: the user's own (resolved) or the platform's."""
+    return "byok" if api_key else "platform"
+
+
 # what a model call was for: a reply, or the summary of a compaction
 UsagePurpose = Literal["reply", "compaction", "memory"]
 

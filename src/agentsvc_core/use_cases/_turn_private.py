@@ -37,7 +37,6 @@ __all__ = [
     "Plan",
     "ReplyState",
     "interrupted",
-    "key_source",
     "message_status",
     "new_message",
     "tool_out",
@@ -124,11 +123,6 @@ def usage_out(u: Usage) -> UsageOut:
         total_tokens=u.total_tokens,
         cached_input_tokens=u.cached_input_tokens,
     )
-
-
-def key_source(api_key: str | None) -> KeySource:
-    """The key that paid for a model call: the user's own (resolved) or the platform's."""
-    return "byok" if api_key else "platform"
 
 
 def tool_out(call: ToolCall) -> ToolCallOut:

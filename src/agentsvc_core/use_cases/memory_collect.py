@@ -35,7 +35,7 @@ from uuid import UUID
 
 import msgspec
 
-from agentsvc_core.entities import Message, Usage, UsageRecord
+from agentsvc_core.entities import Message, Usage, UsageRecord, key_source
 from agentsvc_core.entities.memory import MemoryScope, words
 from agentsvc_core.errors import DomainError
 from agentsvc_core.ports import (
@@ -271,7 +271,7 @@ class MemoryCollector:
                     provider=provider,
                     model=job.model_id,
                     usage=usage,
-                    key_source="byok" if api_key else "platform",
+                    key_source=key_source(api_key),
                     metadata=job.metadata,
                     created_at=self._clock.now(),
                     cost_usd=None

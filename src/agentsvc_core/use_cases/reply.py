@@ -36,6 +36,7 @@ from agentsvc_core.entities import (
     Usage,
     UsagePurpose,
     UsageRecord,
+    key_source,
 )
 from agentsvc_core.errors import DomainError, Upstream
 from agentsvc_core.ports import (
@@ -59,7 +60,6 @@ from agentsvc_core.use_cases._turn_private import (
     Plan,
     ReplyState,
     interrupted,
-    key_source,
     message_status,
     new_message,
     tool_out,

@@ -10,41 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.secret_scan import SCAN, SecretScan
+# the standing secret scan: its session fixture and the hooks that tap this folder
+from tests.e2e.scan_hooks import (  # noqa: F401 (pytest finds them here)
+    pytest_runtest_call,
+    pytest_runtest_setup,
+    pytest_runtest_teardown,
+    secret_scan,
+)
 from tests.e2e.service import Service, free_port
 from tests.pg import fresh_database
 
 KEY = "ask_client_tests_key_0123456789abcdefghij"
 JWT_SECRET = "client-tests-jwt-secret-0123456789abcdefghijklmnopqrstuv"
-
-
-@pytest.fixture(scope="session", autouse=True)
-def client_secret_scan() -> Iterator[SecretScan]:
-    """As tests/e2e/conftest.py's ``secret_scan``, for this folder's tests (a
-    session running both checks the same findings twice)."""
-    yield SCAN
-    found = SCAN.findings()
-    SCAN.cleanup()
-    assert not found, "secrets leaked:\n" + "\n".join(found)
-
-
-# the tap is open while a test of this folder runs (its fixtures included)
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
-    with SCAN.tapping():
-        return (yield)
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
-    with SCAN.tapping():
-        return (yield)
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
-    with SCAN.tapping():
-        return (yield)
 
 
 def start(tmp: Path, **env: str) -> Service:

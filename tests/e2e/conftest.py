@@ -5,44 +5,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.secret_scan import SCAN, SecretScan
+# the standing secret scan: its session fixture and the hooks that tap this folder
+from tests.e2e.scan_hooks import (  # noqa: F401 (pytest finds them here)
+    pytest_runtest_call,
+    pytest_runtest_setup,
+    pytest_runtest_teardown,
+    secret_scan,
+)
 from tests.e2e.service import Service
 from tests.fakes.registry import FakeRegistry
 from tests.web.live import serve
 
 E2E_KEY = "ask_e2e_bootstrap_key_0123456789abcdefgh"
 E2E_JWT_SECRET = "e2e-jwt-secret-0123456789abcdefghijklmnopqrstuvwxyz"
-
-
-@pytest.fixture(scope="session", autouse=True)
-def secret_scan() -> Iterator[SecretScan]:
-    """The standing secret scan (tests/e2e/secret_scan.py): after the last
-    end-to-end test, no configured secret may be in any answer, stream or log line."""
-    yield SCAN
-    found = SCAN.findings()
-    SCAN.cleanup()
-    assert not found, "secrets leaked:\n" + "\n".join(found)
-
-
-# The tap is open while an end-to-end test (its fixtures included) runs, and only
-# then: these hooks are called for the items of this folder alone, so the other
-# suites' in-process clients (and the scan's own unit tests) are not scanned.
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
-    with SCAN.tapping():
-        return (yield)
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
-    with SCAN.tapping():
-        return (yield)
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
-    with SCAN.tapping():
-        return (yield)
 
 
 @pytest.fixture(scope="session")

@@ -13,6 +13,7 @@ from agentsvc_adapters.memory.knowledge import MemoryKnowledge
 from agentsvc_adapters.memory.mcps import MemoryMcps
 from agentsvc_adapters.memory.memories import MemoryMemories
 from agentsvc_adapters.memory.plans import MemoryPlans
+from agentsvc_adapters.memory.runners import MemoryRunners
 from agentsvc_adapters.memory.secrets import MemorySecrets
 from agentsvc_adapters.memory.traces import MemoryTraces
 from agentsvc_adapters.memory.webhook_tools import MemoryWebhookTools
@@ -39,6 +40,7 @@ from agentsvc_core.ports.idempotency import IdempotencyStore
 from agentsvc_core.ports.knowledge import KnowledgeStore
 from agentsvc_core.ports.memories import MemoryStore
 from agentsvc_core.ports.plans import PlanStore
+from agentsvc_core.ports.runners import RunnerStore
 
 
 class MemoryOrganizations(OrganizationRepository):
@@ -175,6 +177,8 @@ class MemoryStorage(Storage):
         self._agents.on_delete.append(self._memories.drop_agent)
         self._knowledge = MemoryKnowledge(self._agents.has, self._threads.has)
         self._agents.on_delete.append(self._knowledge.drop_agent)
+        self._runners = MemoryRunners()
+        self._agents.on_delete.append(self._runners.drop_agent)
         self._turn_reader = MemoryTurnReader(
             self._threads, self._agents, self._conversations, self._mcps, self._secrets
         )
@@ -249,6 +253,10 @@ class MemoryStorage(Storage):
     @property
     def knowledge(self) -> KnowledgeStore:
         return self._knowledge
+
+    @property
+    def runners(self) -> RunnerStore:
+        return self._runners
 
     def _all_threads(self) -> Iterator[Thread]:
         return self._threads.all()

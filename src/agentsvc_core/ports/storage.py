@@ -30,6 +30,7 @@ from agentsvc_core.ports.integrations import IntegrationStore
 from agentsvc_core.ports.knowledge import KnowledgeStore
 from agentsvc_core.ports.memories import MemoryStore
 from agentsvc_core.ports.plans import PlanStore
+from agentsvc_core.ports.runners import RunnerStore
 from agentsvc_core.ports.sealed import SealedRecord, SecretStore
 from agentsvc_core.ports.streams import EventBatch, StreamStore
 from agentsvc_core.ports.traces import AnalyticsStore, TraceStore
@@ -353,6 +354,9 @@ class Storage(Protocol):
 
     @property
     def knowledge(self) -> KnowledgeStore: ...
+
+    @property
+    def runners(self) -> RunnerStore: ...
 
     async def check_ready(self) -> None:
         """Whether storage can serve now (the ``/readyz`` probe): returns when it

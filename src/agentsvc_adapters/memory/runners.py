@@ -1,0 +1,223 @@
+"""Runners, triggers, runs and suggestions in memory (ports/runners.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from uuid import UUID
+
+import msgspec
+
+from agentsvc_core.entities.runner import RUN_ACTIVE, Runner, RunnerRun, Suggestion, Trigger
+from agentsvc_core.errors import NotFound
+from agentsvc_core.ports.runners import Firing, RunnerStore
+
+__all__ = ["MemoryRunners"]
+
+
+def _newest(items: list[RunnerRun], before: tuple[datetime, UUID] | None) -> list[RunnerRun]:
+    items.sort(key=lambda r: (r.created_at, r.id), reverse=True)
+    if before is not None:
+        items = [r for r in items if (r.created_at, r.id) < before]
+    return items
+
+
+class MemoryRunners(RunnerStore):
+    def __init__(self) -> None:
+        self._runners: dict[tuple[str, UUID], Runner] = {}
+        self._triggers: dict[UUID, Trigger] = {}
+        self._runs: dict[UUID, RunnerRun] = {}
+        self._suggestions: dict[UUID, Suggestion] = {}
+
+    # --- runners ----------------------------------------------------------------
+    async def add(self, runner: Runner) -> None:
+        self._runners[(runner.org_id, runner.id)] = runner
+
+    async def get(self, org_id: str, runner_id: UUID) -> Runner:
+        try:
+            return self._runners[(org_id, runner_id)]
+        except KeyError:
+            raise NotFound("runner not found") from None
+
+    async def list_all(self, org_id: str) -> list[Runner]:
+        mine = [r for (o, _), r in self._runners.items() if o == org_id]
+        return sorted(mine, key=lambda r: (r.created_at, r.id), reverse=True)
+
+    async def replace(self, runner: Runner) -> None:
+        await self.get(runner.org_id, runner.id)
+        self._runners[(runner.org_id, runner.id)] = runner
+
+    async def delete(self, org_id: str, runner_id: UUID) -> None:
+        await self.get(org_id, runner_id)
+        del self._runners[(org_id, runner_id)]
+        self._drop(lambda x: x.org_id == org_id and x.runner_id == runner_id)
+
+    def drop_agent(self, org_id: str, agent_id: UUID) -> None:
+        """An agent's scheduled tasks and their runs go with the agent."""
+        self._drop(lambda x: x.org_id == org_id and x.agent_id == agent_id)
+
+    def _drop(self, owned: Callable[[Trigger | RunnerRun | Suggestion], bool]) -> None:
+        for store in (self._triggers, self._runs, self._suggestions):
+            for key in [k for k, v in store.items() if owned(v)]:
+                del store[key]
+
+    # --- triggers ---------------------------------------------------------------
+    async def add_trigger(self, trigger: Trigger) -> None:
+        self._triggers[trigger.id] = trigger
+
+    async def get_trigger(self, org_id: str, trigger_id: UUID) -> Trigger:
+        t = self._triggers.get(trigger_id)
+        if t is None or t.org_id != org_id:
+            raise NotFound("trigger not found")
+        return t
+
+    async def triggers(
+        self, org_id: str, *, runner_id: UUID | None = None, agent_id: UUID | None = None
+    ) -> list[Trigger]:
+        found = [
+            t
+            for t in self._triggers.values()
+            if t.org_id == org_id
+            and (runner_id is None or t.runner_id == runner_id)
+            and (agent_id is None or t.agent_id == agent_id)
+        ]
+        return sorted(found, key=lambda t: (t.created_at, t.id))
+
+    async def replace_trigger(self, trigger: Trigger) -> None:
+        await self.get_trigger(trigger.org_id, trigger.id)
+        self._triggers[trigger.id] = trigger
+
+    async def delete_trigger(self, org_id: str, trigger_id: UUID) -> None:
+        await self.get_trigger(org_id, trigger_id)
+        del self._triggers[trigger_id]
+
+    async def by_token(self, token_hash: bytes) -> Trigger | None:
+        return next((t for t in self._triggers.values() if t.token_hash == token_hash), None)
+
+    # --- runs -------------------------------------------------------------------
+    async def add_run(self, run: RunnerRun) -> tuple[RunnerRun, bool]:
+        if run.idempotency_key is not None:
+            for r in self._runs.values():
+                if (
+                    r.org_id == run.org_id
+                    and r.runner_id == run.runner_id
+                    and r.idempotency_key == run.idempotency_key
+                ):
+                    return r, False
+        self._runs[run.id] = run
+        return run, True
+
+    async def get_run(self, org_id: str, run_id: UUID) -> RunnerRun:
+        r = self._runs.get(run_id)
+        if r is None or r.org_id != org_id:
+            raise NotFound("run not found")
+        return r
+
+    async def runs(
+        self,
+        org_id: str,
+        *,
+        runner_id: UUID | None = None,
+        agent_id: UUID | None = None,
+        status: str | None = None,
+        since: datetime | None = None,
+        before: tuple[datetime, UUID] | None = None,
+        limit: int = 50,
+    ) -> list[RunnerRun]:
+        found = [
+            r
+            for r in self._runs.values()
+            if r.org_id == org_id
+            and (runner_id is None or r.runner_id == runner_id)
+            and (agent_id is None or (r.agent_id == agent_id and r.runner_id is None))
+            and (status is None or r.status == status)
+            and (since is None or r.created_at >= since)
+        ]
+        return _newest(found, before)[:limit]
+
+    async def save_run(self, run: RunnerRun) -> RunnerRun | None:
+        stored = await self.get_run(run.org_id, run.id)
+        if stored.version != run.version:
+            return None
+        saved = msgspec.structs.replace(run, version=run.version + 1)
+        self._runs[run.id] = saved
+        return saved
+
+    async def spent_since(self, org_id: str, runner_id: UUID, since: datetime) -> tuple[int, float]:
+        mine = [
+            r
+            for r in self._runs.values()
+            if r.org_id == org_id and r.runner_id == runner_id and r.created_at >= since
+        ]
+        return sum(r.tokens for r in mine), sum(r.cost_usd for r in mine)
+
+    async def stale_runs(self, before: datetime, limit: int = 100) -> list[tuple[str, UUID]]:
+        stale = [
+            r
+            for r in self._runs.values()
+            if r.status in ("queued", "running") and r.updated_at < before
+        ]
+        stale.sort(key=lambda r: r.updated_at)
+        return [(r.org_id, r.id) for r in stale[:limit]]
+
+    async def fire_due(
+        self, now: datetime, decide: Callable[[Trigger, bool], Firing], limit: int = 100
+    ) -> list[RunnerRun]:
+        due = [
+            t
+            for t in self._triggers.values()
+            if t.kind == "cron"
+            and t.enabled
+            and t.next_fire_at is not None
+            and t.next_fire_at <= now
+        ]
+        due.sort(key=lambda t: (t.next_fire_at or now, t.id))
+        created: list[RunnerRun] = []
+        for t in due[:limit]:
+            busy = any(r.trigger_id == t.id and r.status in RUN_ACTIVE for r in self._runs.values())
+            next_at, run = decide(t, busy)
+            self._triggers[t.id] = msgspec.structs.replace(
+                t, next_fire_at=next_at, last_fired_at=t.next_fire_at
+            )
+            if run is not None:
+                self._runs[run.id] = run
+                created.append(run)
+        return created
+
+    # --- suggestions ------------------------------------------------------------
+    async def add_suggestions(self, suggestions: Sequence[Suggestion]) -> None:
+        for s in suggestions:
+            self._suggestions[s.id] = s
+
+    async def suggestions(
+        self,
+        org_id: str,
+        *,
+        runner_id: UUID | None = None,
+        agent_id: UUID | None = None,
+        dismissed: bool | None = None,
+        before: tuple[datetime, UUID] | None = None,
+        limit: int = 50,
+    ) -> list[Suggestion]:
+        found = [
+            s
+            for s in self._suggestions.values()
+            if s.org_id == org_id
+            and s.runner_id == runner_id
+            and s.agent_id == agent_id
+            and (dismissed is None or s.dismissed == dismissed)
+        ]
+        found.sort(key=lambda s: (s.created_at, s.id), reverse=True)
+        if before is not None:
+            found = [s for s in found if (s.created_at, s.id) < before]
+        return found[:limit]
+
+    async def set_dismissed(
+        self, org_id: str, suggestion_id: UUID, dismissed: bool, at: datetime
+    ) -> Suggestion:
+        s = self._suggestions.get(suggestion_id)
+        if s is None or s.org_id != org_id:
+            raise NotFound("suggestion not found")
+        s = msgspec.structs.replace(s, dismissed=dismissed, updated_at=at)
+        self._suggestions[suggestion_id] = s
+        return s

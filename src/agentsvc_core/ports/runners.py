@@ -1,0 +1,148 @@
+"""Storage of runners (``Storage.runners``): runners, their triggers, runs and
+suggestions, and the agents' scheduled tasks (triggers owned by an agent).
+
+Every call is scoped by organization (another organization's id is ``NotFound``)
+except the three the background work makes across organizations: ``by_token``
+(the inbound webhook names no organization), ``fire_due`` and ``stale_runs``.
+Runs are written by compare-and-set on ``version``: ``save_run`` stores only over
+the version it read, so a cancel and the engine's checkpoint cannot overwrite each
+other. Adapters raise what storage raises (``NotFound``, ``StorageError``,
+``Unavailable``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Protocol
+from uuid import UUID
+
+from agentsvc_core.entities.runner import Runner, RunnerRun, Suggestion, Trigger
+
+__all__ = ["Firing", "RunnerStore"]
+
+
+# What the scheduler decides for a due trigger (``fire_due``): the trigger's next
+# tick (None: no more) and the run to create for this tick (None: skip it).
+Firing = tuple["datetime | None", "RunnerRun | None"]
+
+
+class RunnerStore(Protocol):
+    # --- runners ----------------------------------------------------------------
+    async def add(self, runner: Runner) -> None: ...
+
+    async def get(self, org_id: str, runner_id: UUID) -> Runner:
+        """Raises ``NotFound``."""
+        ...
+
+    async def list_all(self, org_id: str) -> list[Runner]:
+        """Newest first."""
+        ...
+
+    async def replace(self, runner: Runner) -> None:
+        """Store every field of the runner. Raises ``NotFound``."""
+        ...
+
+    async def delete(self, org_id: str, runner_id: UUID) -> None:
+        """The runner, its triggers, runs and suggestions. Raises ``NotFound``."""
+        ...
+
+    # --- triggers (a runner's, or an agent's scheduled tasks) -------------------
+    async def add_trigger(self, trigger: Trigger) -> None: ...
+
+    async def get_trigger(self, org_id: str, trigger_id: UUID) -> Trigger:
+        """Raises ``NotFound``."""
+        ...
+
+    async def triggers(
+        self, org_id: str, *, runner_id: UUID | None = None, agent_id: UUID | None = None
+    ) -> list[Trigger]:
+        """The runner's (or the agent's) triggers, oldest first."""
+        ...
+
+    async def replace_trigger(self, trigger: Trigger) -> None:
+        """Raises ``NotFound``."""
+        ...
+
+    async def delete_trigger(self, org_id: str, trigger_id: UUID) -> None:
+        """Raises ``NotFound``."""
+        ...
+
+    async def by_token(self, token_hash: bytes) -> Trigger | None:
+        """The trigger whose token hashes to ``token_hash`` (any organization)."""
+        ...
+
+    # --- runs -------------------------------------------------------------------
+    async def add_run(self, run: RunnerRun) -> tuple[RunnerRun, bool]:
+        """Store a new run: ``(run, True)``. When the runner already has a run with
+        the same ``idempotency_key`` (any status, kept as long as the run), answers
+        that run and ``False`` and stores nothing."""
+        ...
+
+    async def get_run(self, org_id: str, run_id: UUID) -> RunnerRun:
+        """Raises ``NotFound``."""
+        ...
+
+    async def runs(
+        self,
+        org_id: str,
+        *,
+        runner_id: UUID | None = None,
+        agent_id: UUID | None = None,
+        status: str | None = None,
+        since: datetime | None = None,
+        before: tuple[datetime, UUID] | None = None,
+        limit: int = 50,
+    ) -> list[RunnerRun]:
+        """Newest first (``created_at``, then id), older than ``before`` when given,
+        created at or after ``since`` when given; the runner's (or the agent's
+        scheduled tasks') runs."""
+        ...
+
+    async def save_run(self, run: RunnerRun) -> RunnerRun | None:
+        """Store the run over the stored ``run.version`` (the one it was read at):
+        the stored run, its version one more; None when another write came first
+        (read it again). Raises ``NotFound``."""
+        ...
+
+    async def spent_since(self, org_id: str, runner_id: UUID, since: datetime) -> tuple[int, float]:
+        """Tokens and cost of the runner's runs created at or after ``since``."""
+        ...
+
+    async def stale_runs(self, before: datetime, limit: int = 100) -> list[tuple[str, UUID]]:
+        """(organization, id) of queued or running runs not written since ``before``
+        (any organization): the sweep queues them again."""
+        ...
+
+    async def fire_due(
+        self, now: datetime, decide: Callable[[Trigger, bool], Firing], limit: int = 100
+    ) -> list[RunnerRun]:
+        """For each enabled cron trigger (runner or agent) whose ``next_fire_at`` is
+        at or before ``now`` (at most ``limit``, any organization): ``decide(trigger,
+        busy)`` (``busy``: the trigger has a queued, running or paused run) answers
+        its next tick and the run to create; both are stored together, atomically
+        with respect to other processes doing the same (a tick is taken once, by
+        one of them). Answers the runs created."""
+        ...
+
+    # --- suggestions ------------------------------------------------------------
+    async def add_suggestions(self, suggestions: Sequence[Suggestion]) -> None: ...
+
+    async def suggestions(
+        self,
+        org_id: str,
+        *,
+        runner_id: UUID | None = None,
+        agent_id: UUID | None = None,
+        dismissed: bool | None = None,
+        before: tuple[datetime, UUID] | None = None,
+        limit: int = 50,
+    ) -> list[Suggestion]:
+        """Newest first."""
+        ...
+
+    async def set_dismissed(
+        self, org_id: str, suggestion_id: UUID, dismissed: bool, at: datetime
+    ) -> Suggestion:
+        """Raises ``NotFound``."""
+        ...

@@ -115,21 +115,36 @@ def check_tool_name(name: str) -> str:
     return name
 
 
-def check_parameters(schema: dict[str, Any]) -> dict[str, Any]:
+def check_parameters(schema: dict[str, Any], *, field: str = "parameters") -> dict[str, Any]:
     """A JSON Schema (draft 2020-12) whose root is an object schema."""
     if len(_enc.encode(schema)) > MAX_SCHEMA_BYTES:
-        raise InvalidInput("parameters", f"at most {MAX_SCHEMA_BYTES} bytes of JSON")
+        raise InvalidInput(field, f"at most {MAX_SCHEMA_BYTES} bytes of JSON")
     if schema.get("type") != "object":
-        raise InvalidInput("parameters", 'the root must be {"type": "object", ...}')
+        raise InvalidInput(field, 'the root must be {"type": "object", ...}')
     try:
         jsonschema.Draft202012Validator.check_schema(schema)
     except jsonschema.SchemaError as exc:
         where = "/".join(str(p) for p in exc.path)
         raise InvalidInput(
-            "parameters",
+            field,
             f"not a valid JSON Schema: {exc.message[:300]}" + f" at {where}" * bool(where),
         ) from None
     return schema
+
+
+def checked_headers(field: str, headers: dict[str, str]) -> dict[str, str]:
+    """Headers an organization's webhook call may carry (a tool's, a runner step's):
+    a bounded number of valid, ASCII headers, none of those the service sets."""
+    if len(headers) > MAX_HEADERS:
+        raise InvalidInput(field, f"at most {MAX_HEADERS} headers")
+    for name, value in headers.items():
+        check_header(field, name, value)
+        if not value.isascii():  # HTTP/1.1 header values are bytes; the value is not echoed
+            raise InvalidInput(field, f"the value of {name!r} must be ASCII")
+        check_text(field, value, max_len=8192)
+        if name.lower() in _OWN_HEADERS:
+            raise InvalidInput(field, f"{name!r} is set by the service")
+    return headers
 
 
 def argument_problem(schema: dict[str, Any], arguments: dict[str, Any]) -> str | None:
@@ -252,15 +267,7 @@ class WebhookTools:
     ) -> str | None:
         if not headers:
             return None
-        if len(headers) > MAX_HEADERS:
-            raise InvalidInput("headers", f"at most {MAX_HEADERS} headers")
-        for name, value in headers.items():
-            check_header("headers", name, value)
-            if not value.isascii():  # HTTP/1.1 header values are bytes; the value is not echoed
-                raise InvalidInput("headers", f"the value of {name!r} must be ASCII")
-            check_text("headers", value, max_len=8192)
-            if name.lower() in _OWN_HEADERS:
-                raise InvalidInput("headers", f"{name!r} is set by the service")
+        checked_headers("headers", headers)
         return self._box.seal(_enc.encode(headers), _context(org, tool_id))
 
     @staticmethod

@@ -90,6 +90,9 @@ from agentsvc_core.use_cases.org_settings import (
 from agentsvc_core.use_cases.plan_tools import PlanSettings, PlanTools
 from agentsvc_core.use_cases.plans import Plans
 from agentsvc_core.use_cases.registry import RegistrySearch
+from agentsvc_core.use_cases.runner_engine import RunnerEngine
+from agentsvc_core.use_cases.runner_runs import RUN_JOB, RunnerRuns
+from agentsvc_core.use_cases.runners import Runners
 from agentsvc_core.use_cases.server_tools import ToolHub
 from agentsvc_core.use_cases.traces import TraceConfig
 from agentsvc_core.use_cases.web import WebSettings, WebTools
@@ -251,6 +254,7 @@ class Services:
             after_turn=[self.memory_collector.after_turn],
         )
         self.streams = self.conversation.streams
+        self._runners(settings, storage, box, urls, clock)
         # the agent's configurations go with it: the turn's record kinds
         self.agents.keeps_configs(storage.secrets, (*AgentConfigs.KINDS, *self.tools.kinds))
         self.idempotency = Idempotency(storage.idempotency, box, clock)
@@ -297,6 +301,40 @@ class Services:
             embedder=embedder,
             limits=KnowledgeLimits(max_bytes=settings.knowledge_max_bytes),
         )
+
+    def _runners(
+        self,
+        settings: Settings,
+        storage: Storage,
+        box: SecretBox,
+        urls: UrlPolicy,
+        clock: SystemClock,
+    ) -> None:
+        """Runners, their runs and the engine that runs them on the job queue."""
+        self.runners = Runners(
+            storage.runners,
+            storage.agents,
+            box,
+            urls,
+            clock,
+            cron_min_interval_s=settings.cron_min_interval_s,
+        )
+        self.runner_runs = RunnerRuns(storage.runners, self.runners, self.jobs, clock)
+        self.runner_engine = RunnerEngine(
+            storage.runners,
+            self.runner_runs,
+            self.conversation,
+            self.threads,
+            storage.conversations,
+            storage.agents,
+            self.mcps,
+            self.webhook_caller,
+            self.org_settings,
+            box,
+            clock,
+            self.trace_config.prices,
+        )
+        self.mcps.runners = storage.runners
 
     def _memory(
         self,
@@ -366,7 +404,11 @@ class Services:
     @property
     def job_handlers(self) -> dict[str, JobHandler]:
         """The background jobs this service runs, by kind."""
-        return {INDEX_JOB: self.knowledge.index, COLLECT_JOB: self.memory_collector.collect}
+        return {
+            INDEX_JOB: self.knowledge.index,
+            COLLECT_JOB: self.memory_collector.collect,
+            RUN_JOB: self.runner_engine.execute,
+        }
 
     async def _open_database(self, storage: PostgresStorage) -> None:
         """Migrate (unless told not to), open the pool, prepare knowledge search."""
@@ -413,12 +455,29 @@ class Services:
         except DomainError as exc:
             log.warning("the sweep of document indexings failed: %s", exc.detail)
         try:
+            again = await self.runner_runs.resume_stale(RUN_STALE)
+            if again:
+                log.warning("queued again %d runner runs whose job was lost", again)
+        except DomainError as exc:
+            log.warning("the sweep of runner runs failed: %s", exc.detail)
+        try:
             await self.analytics.roll_up()
             pruned = await self.logs.prune()
             if pruned:
                 log.info("pruned %d traces past their retention", pruned)
         except DomainError as exc:
             log.warning("the sweep of traces and analytics failed: %s", exc.detail)
+
+    async def _schedule_forever(self) -> None:
+        """Due cron ticks (runners' triggers, agents' scheduled tasks) become runs:
+        every process looks, and each tick is taken by one of them."""
+        every = self.settings.scheduler_tick_ms / 1000
+        while True:
+            try:
+                await self.runner_runs.fire_due()
+            except DomainError as exc:
+                log.warning("the scheduler could not fire due triggers: %s", exc.detail)
+            await asyncio.sleep(every)
 
     async def _sweep_forever(self) -> None:
         """The sweep every 30 s (after the one at start-up)."""
@@ -463,12 +522,14 @@ class Services:
                 )
             await self._sweep()  # before serving: a crashed process's threads are free
             sweeper = asyncio.create_task(self._sweep_forever())
+            scheduler = asyncio.create_task(self._schedule_forever())
             async with self._working():
                 try:
                     yield self
                 finally:
                     self.readiness.drain()
                     sweeper.cancel()
+                    scheduler.cancel()
                     self.jobs.stop()  # no new jobs; the running ones may finish
                     await self.conversation.shutdown(grace_s=self.settings.shutdown_grace_s)
         finally:
@@ -528,6 +589,8 @@ _POOL_READINGS = (
 )
 
 SWEEP_EVERY_S = 30.0  # at most; shorter when replies go stale sooner
+# a queued or running runner run not written for this long has lost its job
+RUN_STALE = timedelta(seconds=120)
 
 
 def _log_sweep(count: int) -> None:

@@ -279,6 +279,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     worker: bool = True  # run background jobs (document indexing) in this process too
     worker_concurrency: int = 4  # jobs one process runs at once
     job_heartbeat_s: int = 30  # a running job's heartbeat older than this: picked again
+    cron_min_interval_s: int = 60  # the least interval between two ticks of a cron trigger
+    scheduler_tick_ms: int = 1000  # how often a process looks for due cron ticks
     knowledge_max_bytes: int = 20 * 1024 * 1024  # an uploaded document
     knowledge_language: str = "english"  # PostgreSQL text search configuration of chunks
     embeddings_url: str | None = None  # OpenAI-compatible API base; None: no vector search
@@ -379,6 +381,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             worker=_flag(e, "AGENTSVC_WORKER", default=True),
             worker_concurrency=_int(e, "AGENTSVC_WORKER_CONCURRENCY", 4, 2, 256),
             job_heartbeat_s=_int(e, "AGENTSVC_JOB_HEARTBEAT_S", 30, 2, 3600),
+            cron_min_interval_s=_int(e, "AGENTSVC_CRON_MIN_INTERVAL_S", 60, 1, 86_400),
+            scheduler_tick_ms=_int(e, "AGENTSVC_SCHEDULER_TICK_MS", 1000, 50, 60_000),
             knowledge_max_bytes=_int(
                 e, "AGENTSVC_KNOWLEDGE_MAX_BYTES", 20 * 1024 * 1024, 1024, 1024 * 1024 * 1024
             ),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
@@ -33,6 +34,7 @@ from agentsvc_core.use_cases.turn import ErrorEvent, ToolCallOut, UsageOut
 __all__ = [
     "INTERRUPTED",
     "INTERRUPTED_DETAIL",
+    "BudgetGate",
     "Called",
     "Plan",
     "ReplyState",
@@ -44,6 +46,11 @@ __all__ = [
 ]
 
 INTERRUPTED_DETAIL = "the service is shutting down; the partial reply was kept"
+
+
+# A turn's budget check (runners): given the usage of the turn so far and the model
+# id, why no further model call may be made, or None.
+BudgetGate = Callable[[Usage, str], Awaitable[str | None]]
 
 
 class Plan(msgspec.Struct, kw_only=True):
@@ -72,6 +79,9 @@ class Plan(msgspec.Struct, kw_only=True):
     inputs: tuple[str, ...] = ()  # the text of the user messages the reply answers
     # the results of client-side tool calls it answers: (tool call id, output)
     tool_results: tuple[tuple[str, str], ...] = ()
+    # asked before each model call with the turn's usage so far: a reason to end
+    # the reply (error BUDGET_EXCEEDED) or None (a runner's budget; None: no check)
+    gate: BudgetGate | None = None
 
 
 class ReplyState(msgspec.Struct, kw_only=True):

@@ -69,7 +69,8 @@ from agentsvc_core.ports import (
 )
 from agentsvc_core.ports.idempotency import IdempotencyClaim, IdempotencyStore
 from agentsvc_core.ports.telemetry import Tracer
-from agentsvc_core.use_cases._turn_private import Plan
+from agentsvc_core.ports.tools import Attached
+from agentsvc_core.use_cases._turn_private import BudgetGate, Plan
 from agentsvc_core.use_cases._turn_spans import reply_span
 from agentsvc_core.use_cases.compaction import Compactor
 from agentsvc_core.use_cases.context import (
@@ -181,11 +182,21 @@ class Conversation:
 
     # --- the HTTP-facing operations -------------------------------------------
 
-    async def send(self, who: Principal, thread_id: UUID, msg: SendInput) -> Turn:
+    async def send(
+        self,
+        who: Principal,
+        thread_id: UUID,
+        msg: SendInput,
+        *,
+        gate: BudgetGate | None = None,
+        extra_mcp: Attached = (),
+    ) -> Turn:
         """Validate, store the user's message and start the reply. Raises
         ``NotFound``, ``PermissionDenied``, ``InvalidInput`` or ``Conflict``
-        (THREAD_BUSY) before anything streams; ``Unavailable`` once shutdown began."""
-        return await self._send(who, thread_id, msg, None)
+        (THREAD_BUSY) before anything streams; ``Unavailable`` once shutdown began.
+        A runner's step passes ``gate`` (asked before each model call) and
+        ``extra_mcp``, its runner's MCP servers (the agent's own win)."""
+        return await self._send(who, thread_id, msg, None, gate, extra_mcp)
 
     async def send_once(
         self, who: Principal, thread_id: UUID, msg: SendInput, key: RequestKey
@@ -221,7 +232,13 @@ class Conversation:
         return await self.streams.follow(who, thread_id, held.run_id, 0, keep=KEEP)
 
     async def _send(
-        self, who: Principal, thread_id: UUID, msg: SendInput, claim: IdempotencyClaim | None
+        self,
+        who: Principal,
+        thread_id: UUID,
+        msg: SendInput,
+        claim: IdempotencyClaim | None,
+        gate: BudgetGate | None = None,
+        extra_mcp: Attached = (),
     ) -> Turn:
         if self._closing is not None:
             raise Unavailable("the service is shutting down; send again in a moment")
@@ -251,7 +268,11 @@ class Conversation:
             else (None, None)
         )
         profile = effective_profile(agent, thread, msg.tool_profile)
-        setup = ToolSetup(mcp=inputs.mcp, records=inputs.records, thread_id=thread.id)
+        mcp: Attached = inputs.mcp
+        if extra_mcp:
+            own = {a.mcp_id for a, _ in inputs.mcp}
+            mcp = [*inputs.mcp, *(x for x in extra_mcp if x[0].mcp_id not in own)]
+        setup = ToolSetup(mcp=mcp, records=inputs.records, thread_id=thread.id)
         offered_server = await self._tools.list_tools(who, agent, setup)
         server = {t.name: t for t in gate_tools(agent, profile, offered_server)}
         client = {t.name: t for t in msg.tools}
@@ -279,6 +300,7 @@ class Conversation:
             keys=self._keys.for_turn(resolver, user_id=sender_id or "")
             if self._keys is not None and resolver is not None and resolver.enabled
             else None,
+            gate=gate,
             compaction=compaction if model.provider == "beta" else None,
             native=NativeCompaction(
                 trigger_tokens=compaction.alpha_trigger_tokens,

@@ -37,6 +37,7 @@ from agentsvc_core.ports import (
     ToolSpec,
 )
 from agentsvc_core.ports.mcp import UrlPolicy
+from agentsvc_core.ports.runners import RunnerStore
 from agentsvc_core.ports.tools import Attached
 from agentsvc_core.rules import MAX_NAME, MAX_TOOL_NAME, check_header, check_text, check_url_text
 from agentsvc_core.use_cases.mcp_oauth import McpOAuth
@@ -130,6 +131,8 @@ class McpServers:
         self._allow_stdio = allow_stdio
         # set by the composition root when OAuth is available
         self.oauth: McpOAuth | None = None
+        # runners, once composed: an attachment to a runner needs the runner
+        self.runners: RunnerStore | None = None
 
     # --- validation -------------------------------------------------------------
 
@@ -301,6 +304,15 @@ class McpServers:
 
     # --- attachments ------------------------------------------------------------
 
+    async def _owner(
+        self, who: Principal, owner_kind: Literal["agent", "runner"], owner_id: UUID
+    ) -> None:
+        """``NotFound`` unless the organization has the agent or runner."""
+        if owner_kind == "agent":
+            await self._agents.get(who.org_id, owner_id)
+        elif self.runners is not None:
+            await self.runners.get(who.org_id, owner_id)
+
     async def attach(
         self,
         who: Principal,
@@ -309,8 +321,7 @@ class McpServers:
         mcp_id: UUID,
         allowed_tools: tuple[str, ...] | None,
     ) -> AttachedServer:
-        if owner_kind == "agent":
-            await self._agents.get(who.org_id, owner_id)
+        await self._owner(who, owner_kind, owner_id)
         server = await self._repo.get(who.org_id, mcp_id)
         for tool in allowed_tools or ():
             check_text("allowed_tools", tool, max_len=MAX_TOOL_NAME, required=True)
@@ -335,8 +346,8 @@ class McpServers:
         known_owner: bool = False,
     ) -> list[AttachedServer]:
         """``known_owner``: the caller has just read the agent (the turn): skip the check."""
-        if owner_kind == "agent" and not known_owner:
-            await self._agents.get(who.org_id, owner_id)
+        if not known_owner:
+            await self._owner(who, owner_kind, owner_id)
         return [
             AttachedServer(attachment=a, server=await self._repo.get(who.org_id, a.mcp_id))
             for a in await self._repo.attachments(who.org_id, owner_kind, owner_id)
@@ -345,8 +356,7 @@ class McpServers:
     async def detach(
         self, who: Principal, owner_kind: Literal["agent", "runner"], owner_id: UUID, mcp_id: UUID
     ) -> bool:
-        if owner_kind == "agent":
-            await self._agents.get(who.org_id, owner_id)
+        await self._owner(who, owner_kind, owner_id)
         return await self._repo.detach(who.org_id, owner_kind, owner_id, mcp_id)
 
 

@@ -93,6 +93,8 @@ __all__ = ["MAX_STEPS", "TOOL_TIMEOUT_S", "Reply"]
 log = logging.getLogger("agentsvc.turn")
 
 MAX_STEPS = 8  # model calls per turn (tool loop bound)
+# the error of a reply a runner's budget ended before a model call (``Plan.gate``)
+BUDGET_EXCEEDED = "BUDGET_EXCEEDED"
 
 
 class Reply:
@@ -279,6 +281,12 @@ class Reply:
     ) -> None:
         """The tool loop: model call, tools, model call... at most MAX_STEPS calls."""
         for _ in range(MAX_STEPS):
+            if plan.gate is not None:
+                why = await plan.gate(state.total, plan.model_id)
+                if why is not None:
+                    state.status = "failed"
+                    state.error = ErrorEvent(code=BUDGET_EXCEEDED, detail=why)
+                    return
             text: list[str] = []
             calls: list[ToolCall] = []
             blocks: list[dict[str, Any]] = []

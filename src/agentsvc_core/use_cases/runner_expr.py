@@ -52,7 +52,9 @@ def compile_expression(field: str, expression: str) -> ParsedResult:
     try:
         return _compiled(_plain(expression))
     except jp_errors.JMESPathError as exc:
-        raise InvalidInput(field, f"not a JMESPath expression: {str(exc).splitlines()[0]}") from None
+        raise InvalidInput(
+            field, f"not a JMESPath expression: {str(exc).splitlines()[0]}"
+        ) from None
 
 
 def evaluate(expression: str, context: dict[str, Any]) -> Any:

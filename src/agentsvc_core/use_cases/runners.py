@@ -123,10 +123,10 @@ class RunnerChanges(msgspec.Struct, frozen=True, kw_only=True):
 class BudgetChanges(msgspec.Struct, frozen=True, kw_only=True):
     """A PUT: only the fields given change; None removes a limit."""
 
-    max_cost_usd_per_run: float | None | UnsetType = UNSET
-    max_tokens_per_run: int | None | UnsetType = UNSET
-    daily_cost_usd: float | None | UnsetType = UNSET
-    daily_tokens: int | None | UnsetType = UNSET
+    max_cost_usd_per_run: float | UnsetType | None = UNSET
+    max_tokens_per_run: int | UnsetType | None = UNSET
+    daily_cost_usd: float | UnsetType | None = UNSET
+    daily_tokens: int | UnsetType | None = UNSET
     soft_limit_pct: int | UnsetType = UNSET
     on_exceed: OnExceed | UnsetType = UNSET
 
@@ -154,9 +154,9 @@ class TriggerChanges(msgspec.Struct, frozen=True, kw_only=True):
     timezone: str | UnsetType = UNSET
     overlap: Overlap | UnsetType = UNSET
     catchup: Catchup | UnsetType = UNSET
-    end_at: datetime | None | UnsetType = UNSET
+    end_at: datetime | UnsetType | None = UNSET
     prompt: str | UnsetType = UNSET
-    thread_id: UUID | None | UnsetType = UNSET
+    thread_id: UUID | UnsetType | None = UNSET
 
 
 def _zone(name: str) -> ZoneInfo:
@@ -258,9 +258,7 @@ class Runners:
         if not isinstance(changes.input_schema, UnsetType):
             fields["input_schema"] = check_parameters(changes.input_schema, field="input_schema")
         if not isinstance(changes.steps, UnsetType):
-            fields["steps"] = await self._steps(
-                who.org_id, runner_id, changes.steps, runner.steps
-            )
+            fields["steps"] = await self._steps(who.org_id, runner_id, changes.steps, runner.steps)
         return await self._save(runner, **fields)
 
     async def delete(self, who: Principal, runner_id: UUID) -> None:
@@ -284,7 +282,9 @@ class Runners:
         runner = await self._store.get(who.org_id, runner_id)
         if any(s.id == draft.id for s in runner.steps):
             raise InvalidInput("id", f"the runner has a step {draft.id!r}")
-        added = await self._steps(who.org_id, runner_id, [draft], runner.steps, earlier=runner.steps)
+        added = await self._steps(
+            who.org_id, runner_id, [draft], runner.steps, earlier=runner.steps
+        )
         return await self._save(runner, steps=(*runner.steps, *added))
 
     async def _steps(

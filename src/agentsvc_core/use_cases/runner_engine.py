@@ -1,0 +1,700 @@
+"""What a run does: its steps, one after the other, on the job queue (docs/runners.md).
+
+A run's row is the truth. Each step is checkpointed twice: when it starts (its
+``attempt`` counted, an agent step's thread noted) and when it ends (its output,
+tokens and cost, and the run's ``cursor`` moved on), each a compare-and-set on the
+run's version, so a cancel or a resume written meanwhile is never overwritten.
+
+A process killed mid-step leaves the step ``running``; the job is picked again
+(its heartbeat goes stale) or queued again by the sweep, and the step starts
+again, at most ``MAX_ATTEMPTS`` times in all. No step does its work twice to
+completion unless it is idempotent by design: an agent step first looks at its
+thread, and a turn that finished there is taken as the step's output instead of
+asking again; a webhook step's call carries the same ``Idempotency-Key`` on every
+attempt; a condition has no effect.
+
+Budgets are checked before each model call (``Plan.gate``) and before each step:
+past a limit the run pauses (``paused_reason: "budget"``) or fails, as the
+runner's budget says; resume continues from the step that paused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+from uuid import UUID
+
+import msgspec
+
+from agentsvc_core.entities import Principal, Usage
+from agentsvc_core.entities.runner import (
+    NEXT,
+    STOP,
+    Budget,
+    Runner,
+    RunnerRun,
+    Step,
+    StepRun,
+)
+from agentsvc_core.errors import Conflict, DomainError, NotFound
+from agentsvc_core.ports import AgentRepository, Clock, ConversationStore, SecretBox
+from agentsvc_core.ports.runners import RunnerStore
+from agentsvc_core.ports.webhooks import WebhookCall, WebhookCaller
+from agentsvc_core.pricing import PriceTable
+from agentsvc_core.use_cases.conversation import Conversation
+from agentsvc_core.use_cases.mcp_servers import McpServers
+from agentsvc_core.use_cases.reply import BUDGET_EXCEEDED
+from agentsvc_core.use_cases.runner_expr import evaluate, render, truthy
+from agentsvc_core.use_cases.runner_runs import RunnerRuns, read_payload
+from agentsvc_core.use_cases.runners import day_start, step_headers_context
+from agentsvc_core.use_cases.send_input import SendInput
+from agentsvc_core.use_cases.threads import ThreadDraft, Threads
+from agentsvc_core.use_cases.turn import Done, ErrorEvent
+from agentsvc_core.use_cases.webhook_tools import SigningSecrets
+
+__all__ = ["MAX_ATTEMPTS", "RunnerEngine"]
+
+log = logging.getLogger("agentsvc.runners")
+
+MAX_ATTEMPTS = 3  # starts of one step (a killed process's step is started again)
+BUSY_RETRY_S = 2.0  # a thread still busy with an earlier attempt's turn: try again then
+MAX_OUTPUT_CHARS = 100_000  # a step's text output kept in the run (the thread has it all)
+WEBHOOK_MAX_BYTES = 1_000_000
+_enc = msgspec.json.Encoder()
+_headers = msgspec.json.Decoder(dict[str, str])
+
+
+class _Paused(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class _Later(Exception):
+    """Try the run again after ``delay_s`` (its thread is busy; an earlier run of
+    its trigger is still running)."""
+
+    def __init__(self, delay_s: float) -> None:
+        super().__init__(delay_s)
+        self.delay_s = delay_s
+
+
+class _Taken(Exception):
+    """Another process started the step (two jobs of one run): this one stops."""
+
+
+class _Outcome(msgspec.Struct, kw_only=True):
+    ok: bool
+    output: Any = None
+    error: str | None = None
+    tokens: int = 0
+    cost_usd: float = 0.0
+    model: str | None = None
+    next: str = NEXT  # a condition's choice
+    paused: str | None = None  # a budget's reason
+
+
+def _system(org: str) -> Principal:
+    """Who a run acts as: the organization (as an API key does), no user."""
+    return Principal(org_id=org, method="api_key", role="admin")
+
+
+def context_of(run: RunnerRun) -> dict[str, Any]:
+    """What expressions see: the input and the steps run so far."""
+    return {
+        "input": run.input,
+        "steps": {
+            s.step_id: {"status": s.status, "output": s.output}
+            for s in run.steps
+            if s.status != "pending"
+        },
+    }
+
+
+def _json_or_none(text: str) -> Any:
+    stripped = text.strip()
+    if not stripped or stripped[0] not in "{[":
+        return None
+    try:
+        return msgspec.json.decode(stripped)
+    except msgspec.DecodeError:
+        return None
+
+
+class BudgetCheck:
+    """A runner's budget against one run: per-run limits (raised by resumes) and
+    the runner's spending today (read once, when the step starts)."""
+
+    def __init__(
+        self, budget: Budget, run: RunnerRun, today: tuple[int, float], prices: PriceTable
+    ) -> None:
+        self._b = budget
+        self._run = run
+        self._today = today
+        self._prices = prices
+
+    def why(self, tokens: int = 0, cost: float = 0.0) -> str | None:
+        """Why no further model call may be made, having spent ``tokens`` and
+        ``cost`` beyond what the run's row says."""
+        b, run = self._b, self._run
+        run_tokens, run_cost = run.tokens + tokens, run.cost_usd + cost
+        day_tokens, day_cost = self._today[0] + tokens, self._today[1] + cost
+        if b.max_tokens_per_run is not None:
+            limit = b.max_tokens_per_run + run.budget_extra_tokens
+            if run_tokens >= limit:
+                return f"the run has used {run_tokens} tokens of its {limit}"
+        if b.max_cost_usd_per_run is not None:
+            limit_usd = b.max_cost_usd_per_run + run.budget_extra_usd
+            if run_cost >= limit_usd:
+                return f"the run has cost {run_cost:.6f} USD of its {limit_usd:.6f}"
+        if b.daily_tokens is not None and day_tokens >= b.daily_tokens:
+            return f"the runner has used {day_tokens} tokens today of {b.daily_tokens}"
+        if b.daily_cost_usd is not None and day_cost >= b.daily_cost_usd:
+            return f"the runner has cost {day_cost:.6f} USD today of {b.daily_cost_usd:.6f}"
+        return None
+
+    def warning(self) -> str | None:
+        """A note once the run or the day is past the soft share of a limit."""
+        b, run, pct = self._b, self._run, self._b.soft_limit_pct / 100
+        pairs = (
+            ("max_tokens_per_run", run.tokens, b.max_tokens_per_run),
+            ("max_cost_usd_per_run", run.cost_usd, b.max_cost_usd_per_run),
+            ("daily_tokens", self._today[0], b.daily_tokens),
+            ("daily_cost_usd", self._today[1], b.daily_cost_usd),
+        )
+        for name, spent, limit in pairs:
+            if limit is not None and limit > 0 and spent >= limit * pct:
+                return f"{b.soft_limit_pct}% of {name} used"
+        return None
+
+    async def gate(self, usage: Usage, model_id: str) -> str | None:
+        cost = self._prices.cost(model_id, usage) or 0.0
+        return self.why(usage.input_tokens + usage.output_tokens, cost)
+
+
+class RunnerEngine:
+    def __init__(
+        self,
+        store: RunnerStore,
+        runs: RunnerRuns,
+        conversation: Conversation,
+        threads: Threads,
+        turns: ConversationStore,
+        agents: AgentRepository,
+        mcps: McpServers,
+        caller: WebhookCaller,
+        signing: SigningSecrets,
+        box: SecretBox,
+        clock: Clock,
+        prices: PriceTable,
+    ) -> None:
+        self._store = store
+        self._runs = runs
+        self._conversation = conversation
+        self._threads = threads
+        self._turns = turns
+        self._agents = agents
+        self._mcps = mcps
+        self._caller = caller
+        self._signing = signing
+        self._box = box
+        self._clock = clock
+        self._prices = prices
+        runs.stop_step = self.stop_step
+
+    # --- the job ------------------------------------------------------------------
+
+    async def execute(self, payload: bytes) -> None:
+        """The ``runner.run`` job: run the run's remaining steps."""
+        org, run_id = read_payload(payload)
+        try:
+            await self._execute(org, run_id)
+        except _Taken:
+            return
+        except _Later as later:
+            # (a key of its own: this job still holds the run's key while it runs)
+            run = await self._store.get_run(org, run_id)
+            await self._runs.enqueue(
+                run, delay_s=later.delay_s, key=f"run:{run.id}:later:{time.time_ns()}"
+            )
+
+    async def _execute(self, org: str, run_id: UUID) -> None:
+        try:
+            run = await self._store.get_run(org, run_id)
+        except NotFound:
+            return  # deleted with its runner
+        if run.status not in ("queued", "running"):
+            return  # ended, paused, or cancelled meanwhile
+        runner: Runner | None = None
+        if run.runner_id is not None:
+            try:
+                runner = await self._store.get(org, run.runner_id)
+            except NotFound:
+                return
+        if run.status == "queued":
+            await self._wait_for_earlier(run)
+            run = await self._begin(run, runner)
+        while run.status == "running":
+            if run.cursor >= len(run.pipeline):
+                await self._end(run, "succeeded")
+                return
+            run = await self._step(run, runner)
+
+    async def _wait_for_earlier(self, run: RunnerRun) -> None:
+        """``overlap: queue``: a cron run waits for the earlier runs of its trigger."""
+        if run.trigger_id is None or run.trigger_kind != "cron":
+            return
+        earlier = await self._store.runs(run.org_id, runner_id=run.runner_id, status="running")
+        if any(r.trigger_id == run.trigger_id and r.id != run.id for r in earlier):
+            raise _Later(BUSY_RETRY_S)
+
+    async def _begin(self, run: RunnerRun, runner: Runner | None) -> RunnerRun:
+        fields: dict[str, Any] = {"status": "running"}
+        if run.started_at is None:
+            fields["started_at"] = self._clock.now()
+        if not run.pipeline and runner is not None:
+            # a cron tick's run takes the runner's steps as they are when it starts
+            fields["pipeline"] = runner.steps
+            fields["steps"] = tuple(StepRun(step_id=s.id) for s in runner.steps)
+        return await self._update(run, lambda r: _still(r, "queued", **fields))
+
+    # --- one step -----------------------------------------------------------------
+
+    async def _step(self, run: RunnerRun, runner: Runner | None) -> RunnerRun:
+        index = run.cursor
+        step, state = run.pipeline[index], run.steps[index]
+        if state.status == "running" and state.attempt >= MAX_ATTEMPTS:
+            return await self._fail(
+                run, index, f"step {step.id!r} was interrupted {state.attempt} times; not again"
+            )
+        budget = await self._budget(run, runner)
+        if step.kind == "agent" and budget is not None:
+            why = budget.why()
+            if why is not None:
+                return await self._over_budget(run, runner, why)
+        retry = state.status == "running"  # a killed process's attempt
+        now = self._clock.now()
+        started = msgspec.structs.replace(
+            state, status="running", attempt=state.attempt + 1, started_at=now, error=None
+        )
+        if step.kind == "agent" and started.thread_id is None:
+            started = msgspec.structs.replace(started, thread_id=await self._thread(run, step))
+        run = await self._update(run, lambda r: _with_step(r, index, started, expect=state))
+        if run.status != "running":
+            return run  # cancelled meanwhile
+        if run.steps[index] != started:
+            raise _Taken()  # another process started the step meanwhile: it goes on
+        try:
+            outcome = await self._do(run, runner, step, started, budget, retry)
+        except (_Later, _Taken):
+            raise
+        except DomainError as exc:
+            outcome = _Outcome(ok=False, error=exc.detail)
+        except Exception:
+            log.exception("step %s of run %s failed", step.id, run.id)
+            outcome = _Outcome(ok=False, error="the step failed (an internal error; see the logs)")
+        return await self._ended_step(run, runner, index, outcome, budget)
+
+    async def _do(
+        self,
+        run: RunnerRun,
+        runner: Runner | None,
+        step: Step,
+        state: StepRun,
+        budget: BudgetCheck | None,
+        retry: bool,
+    ) -> _Outcome:
+        context = context_of(run)
+        match step.kind:
+            case "agent":
+                return await self._agent(run, runner, step, state, context, budget, retry)
+            case "webhook":
+                return await self._webhook(run, step, context)
+            case "condition":
+                assert step.expression is not None
+                try:
+                    value = evaluate(step.expression, context)
+                except ValueError as exc:
+                    return _Outcome(ok=False, error=f"the condition cannot be evaluated: {exc}")
+                chosen = step.if_true if truthy(value) else step.if_false
+                return _Outcome(ok=True, output={"value": value, "next": chosen}, next=chosen)
+        return _Outcome(ok=False, error=f"unknown step kind {step.kind!r}")
+
+    async def _ended_step(
+        self,
+        run: RunnerRun,
+        runner: Runner | None,
+        index: int,
+        outcome: _Outcome,
+        budget: BudgetCheck | None,
+    ) -> RunnerRun:
+        now = self._clock.now()
+        warning = budget.warning() if budget is not None else None
+
+        def change(r: RunnerRun) -> RunnerRun:
+            state = r.steps[index]
+            done = msgspec.structs.replace(
+                state,
+                status="succeeded" if outcome.ok else ("pending" if outcome.paused else "failed"),
+                ended_at=now,
+                output=outcome.output,
+                error=outcome.error,
+                tokens=state.tokens + outcome.tokens,
+                cost_usd=state.cost_usd + outcome.cost_usd,
+                model=outcome.model or state.model,
+            )
+            steps = list(r.steps)
+            steps[index] = done
+            target = _target(r, index, outcome.next) if outcome.ok else index + 1
+            for skipped in range(index + 1, target):  # a condition's jump
+                steps[skipped] = msgspec.structs.replace(steps[skipped], status="skipped")
+            fields: dict[str, Any] = {
+                "steps": tuple(steps),
+                "tokens": r.tokens + outcome.tokens,
+                "cost_usd": r.cost_usd + outcome.cost_usd,
+                "updated_at": now,
+            }
+            if r.status != "running":  # cancelled meanwhile: keep what was spent
+                return msgspec.structs.replace(r, **fields)
+            if outcome.paused:
+                paused = budget is None or (
+                    runner is not None and runner.budget.on_exceed == "pause"
+                )
+                if paused:
+                    fields.update(status="paused", paused_reason="budget", error=outcome.paused)
+                else:
+                    fields.update(status="failed", error=outcome.paused, ended_at=now)
+                return msgspec.structs.replace(r, **fields)
+            if not outcome.ok:
+                fields.update(status="failed", error=f"step {done.step_id!r}: {outcome.error}")
+                fields["ended_at"] = now
+                return msgspec.structs.replace(r, **fields)
+            if warning is not None:
+                fields["budget_warning"] = warning
+            if r.pipeline[index].kind != "condition":
+                fields["output"] = outcome.output
+            fields["cursor"] = target
+            return msgspec.structs.replace(r, **fields)
+
+        return await self._update(run, change)
+
+    async def _over_budget(self, run: RunnerRun, runner: Runner | None, why: str) -> RunnerRun:
+        pause = runner is None or runner.budget.on_exceed == "pause"
+        now = self._clock.now()
+        fields: dict[str, Any] = (
+            {"status": "paused", "paused_reason": "budget", "error": why, "updated_at": now}
+            if pause
+            else {"status": "failed", "error": why, "ended_at": now, "updated_at": now}
+        )
+        return await self._update(run, lambda r: _still(r, "running", **fields))
+
+    async def _budget(self, run: RunnerRun, runner: Runner | None) -> BudgetCheck | None:
+        if runner is None:
+            return None
+        b = runner.budget
+        today = (0, 0.0)
+        if b.daily_cost_usd is not None or b.daily_tokens is not None:
+            today = await self._store.spent_since(
+                run.org_id, runner.id, day_start(self._clock.now())
+            )
+        if all(
+            v is None
+            for v in (
+                b.max_cost_usd_per_run,
+                b.max_tokens_per_run,
+                b.daily_cost_usd,
+                b.daily_tokens,
+            )
+        ):
+            return None
+        return BudgetCheck(b, run, today, self._prices)
+
+    # --- agent steps --------------------------------------------------------------
+
+    async def _thread(self, run: RunnerRun, step: Step) -> UUID:
+        if run.thread_id is not None:
+            return run.thread_id  # a scheduled task's own thread
+        assert step.agent_id is not None
+        name = f"run {str(run.id)[:8]} · {step.id}"
+        thread = await self._threads.create(
+            _system(run.org_id),
+            ThreadDraft(
+                agent_id=step.agent_id,
+                title=name,
+                metadata={
+                    k: v
+                    for k, v in (
+                        ("runner_id", str(run.runner_id) if run.runner_id else None),
+                        ("runner_run_id", str(run.id)),
+                        ("runner_step", step.id),
+                    )
+                    if v is not None
+                },
+            ),
+        )
+        return thread.id
+
+    def _message(self, step: Step, context: dict[str, Any]) -> str:
+        mapped = {k: evaluate(v, context) for k, v in step.input_mapping.items()}
+        parts: list[str] = []
+        if step.prompt:
+            parts.append(render(step.prompt, context))
+        if mapped:
+            parts.append(_enc.encode(mapped).decode())
+        elif not step.prompt:
+            parts.append(_enc.encode(context["input"]).decode())
+        return "\n\n".join(parts)
+
+    async def _agent(
+        self,
+        run: RunnerRun,
+        runner: Runner | None,
+        step: Step,
+        state: StepRun,
+        context: dict[str, Any],
+        budget: BudgetCheck | None,
+        retry: bool,
+    ) -> _Outcome:
+        assert step.agent_id is not None and state.thread_id is not None
+        who = _system(run.org_id)
+        agent = await self._agents.get(run.org_id, step.agent_id)
+        model_id = step.model or agent.default_model
+        if retry:
+            done = await self._finished_before(who, state)
+            if done is not None:
+                return msgspec.structs.replace(done, model=model_id)
+            # a turn of the killed process may still count as running: free the thread
+            await self._conversation.stop(who, state.thread_id)
+        try:
+            message = self._message(step, context)
+        except ValueError as exc:
+            return _Outcome(ok=False, error=f"the step's input cannot be built: {exc}")
+        extra = (
+            [(a.attachment, a.server) for a in await self._mcps.attached(who, "runner", runner.id)]
+            if runner is not None
+            else []
+        )
+        try:
+            turn = await self._conversation.send(
+                who,
+                state.thread_id,
+                SendInput(content=message, model_override=step.model),
+                gate=budget.gate if budget is not None else None,
+                extra_mcp=extra,
+            )
+        except Conflict as exc:
+            if exc.code == "THREAD_BUSY":
+                raise _Later(BUSY_RETRY_S) from None
+            raise
+        final: Done | ErrorEvent | None = None
+        start = 0
+        while final is None:
+            events = await turn.read(start, 30.0)
+            if events is None:
+                continue
+            if not events:
+                break
+            start += len(events)
+            for event in events:
+                if isinstance(event, (Done, ErrorEvent)):
+                    final = event
+        return self._agent_outcome(final, model_id, state.thread_id)
+
+    def _agent_outcome(
+        self, final: Done | ErrorEvent | None, model_id: str, thread_id: UUID
+    ) -> _Outcome:
+        if isinstance(final, ErrorEvent):
+            if final.code == BUDGET_EXCEEDED:
+                return _Outcome(ok=False, paused=final.detail or "over budget", model=model_id)
+            return _Outcome(ok=False, error=f"{final.code}: {final.detail or ''}", model=model_id)
+        if final is None or final.stopped:
+            return _Outcome(ok=False, error="the agent's turn was stopped", model=model_id)
+        usage = final.usage
+        tokens = 0 if usage is None else usage.total_tokens
+        cost = 0.0
+        if usage is not None:
+            cost = (
+                self._prices.cost(
+                    model_id,
+                    Usage(
+                        input_tokens=usage.input_tokens,
+                        output_tokens=usage.output_tokens,
+                        cached_input_tokens=usage.cached_input_tokens or 0,
+                    ),
+                )
+                or 0.0
+            )
+        text = final.content[:MAX_OUTPUT_CHARS]
+        return _Outcome(
+            ok=True,
+            output={
+                "text": text,
+                "json": _json_or_none(text),
+                "thread_id": str(thread_id),
+                "message_id": None if final.message_id is None else str(final.message_id),
+            },
+            tokens=tokens,
+            cost_usd=cost,
+            model=model_id,
+        )
+
+    async def _finished_before(self, who: Principal, state: StepRun) -> _Outcome | None:
+        """The output of a turn an earlier attempt finished on the step's thread
+        (the process died after the reply was stored, before the checkpoint)."""
+        assert state.thread_id is not None
+        latest = await self._turns.latest_run(who.org_id, state.thread_id)
+        if latest is None or latest.status != "completed":
+            return None
+        if state.started_at is not None and latest.started_at < state.started_at - timedelta(
+            days=1
+        ):
+            return None
+        _, total = await self._threads.history(who, state.thread_id, offset=0, limit=1)
+        if total == 0:
+            return None
+        last, _ = await self._threads.history(who, state.thread_id, offset=total - 1, limit=1)
+        if not last or last[-1].role != "assistant" or last[-1].status != "complete":
+            return None
+        text = last[-1].content[:MAX_OUTPUT_CHARS]
+        return _Outcome(
+            ok=True,
+            output={
+                "text": text,
+                "json": _json_or_none(text),
+                "thread_id": str(state.thread_id),
+                "message_id": str(last[-1].id),
+            },
+        )
+
+    async def stop_step(self, run: RunnerRun) -> None:
+        """A cancelled run's agent step in flight: stop its turn."""
+        for state in run.steps:
+            if state.status == "running" and state.thread_id is not None:
+                try:
+                    await self._conversation.stop(_system(run.org_id), state.thread_id)
+                except DomainError as exc:
+                    log.warning("could not stop the turn of run %s: %s", run.id, exc.detail)
+
+    # --- webhook steps --------------------------------------------------------------
+
+    async def _webhook(self, run: RunnerRun, step: Step, context: dict[str, Any]) -> _Outcome:
+        assert step.url is not None
+        try:
+            mapped = {k: evaluate(v, context) for k, v in step.input_mapping.items()}
+        except ValueError as exc:
+            return _Outcome(ok=False, error=f"the step's input cannot be built: {exc}")
+        body = _enc.encode(
+            {
+                "runnerId": None if run.runner_id is None else str(run.runner_id),
+                "runId": str(run.id),
+                "stepId": step.id,
+                "orgId": run.org_id,
+                "input": mapped if step.input_mapping else run.input,
+            }
+        )
+        headers = (
+            _headers.decode(
+                self._box.open(
+                    step.headers,
+                    step_headers_context(run.org_id, run.runner_id or run.id, step.id),
+                )
+            )
+            if step.headers
+            else {}
+        )
+        answer = await self._caller.call(
+            WebhookCall(
+                url=step.url,
+                method=step.method,
+                headers=headers,
+                body=body,
+                secrets=await self._signing.signing_secrets(run.org_id),
+                timeout_ms=step.timeout_ms,
+                max_bytes=WEBHOOK_MAX_BYTES,
+                # the same on every attempt: a receiver can drop a repeated call
+                idempotency_key=hashlib.sha256(
+                    f"{run.org_id}:{run.id}:{step.id}".encode()
+                ).hexdigest(),
+            )
+        )
+        output = {
+            "status_code": answer.status_code,
+            "body": answer.body[:MAX_OUTPUT_CHARS],
+            "json": _json_or_none(answer.body),
+        }
+        if answer.outcome == "ok":
+            return _Outcome(ok=True, output=output)
+        if answer.outcome == "status":
+            return _Outcome(
+                ok=False, output=output, error=f"the webhook answered {answer.status_code}"
+            )
+        return _Outcome(ok=False, error=f"the webhook call failed: {answer.reason}")
+
+    # --- writes ---------------------------------------------------------------------
+
+    async def _update(
+        self, run: RunnerRun, change: Callable[[RunnerRun], RunnerRun | None]
+    ) -> RunnerRun:
+        """Apply ``change`` to the run and store it, reading again as long as another
+        write comes first; ``change`` answering None leaves the run as it is."""
+        while True:
+            changed = change(run)
+            if changed is None:
+                return run
+            saved = await self._store.save_run(changed)
+            if saved is not None:
+                return saved
+            run = await self._store.get_run(run.org_id, run.id)
+
+    async def _end(self, run: RunnerRun, status: str) -> None:
+        now = self._clock.now()
+        await self._update(
+            run, lambda r: _still(r, "running", status=status, ended_at=now, updated_at=now)
+        )
+
+    async def _fail(self, run: RunnerRun, index: int, error: str) -> RunnerRun:
+        now = self._clock.now()
+
+        def change(r: RunnerRun) -> RunnerRun | None:
+            if r.status != "running":
+                return None
+            steps = list(r.steps)
+            steps[index] = msgspec.structs.replace(
+                steps[index], status="failed", error=error, ended_at=now
+            )
+            return msgspec.structs.replace(
+                r, steps=tuple(steps), status="failed", error=error, ended_at=now, updated_at=now
+            )
+
+        return await self._update(run, change)
+
+
+def _still(run: RunnerRun, expected: str, **fields: Any) -> RunnerRun | None:
+    """The run changed by ``fields`` if its status is still ``expected`` (else None:
+    leave it)."""
+    if run.status != expected:
+        return None
+    return msgspec.structs.replace(run, **fields)
+
+
+def _with_step(run: RunnerRun, index: int, state: StepRun, *, expect: StepRun) -> RunnerRun | None:
+    """The step's start checkpoint, unless the run stopped running or another
+    process started the step meanwhile (its attempt moved on)."""
+    if run.status != "running" or run.steps[index].attempt != expect.attempt:
+        return None
+    steps = list(run.steps)
+    steps[index] = state
+    return msgspec.structs.replace(run, steps=tuple(steps))
+
+
+def _target(run: RunnerRun, index: int, choice: str) -> int:
+    """The index of the step after step ``index`` (``len(pipeline)``: the end)."""
+    if choice == NEXT:
+        return index + 1
+    if choice == STOP:
+        return len(run.pipeline)
+    return next((i for i, s in enumerate(run.pipeline) if s.id == choice), len(run.pipeline))

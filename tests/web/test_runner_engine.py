@@ -1,0 +1,252 @@
+"""Runs of runners through the composed services (the job queue's worker, the
+turn with the ``local`` model): steps in order, conditions that branch or stop,
+budgets that pause and resume that continues, cancel, idempotency keys, and the
+cron scheduler taking a tick once."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from agentsvc_core.entities import Principal
+from agentsvc_core.entities.runner import RunnerRun
+from agentsvc_core.use_cases.agents import AgentDraft
+from agentsvc_core.use_cases.runner_runs import RunNotPaused
+from agentsvc_core.use_cases.runners import (
+    BudgetChanges,
+    RunnerDraft,
+    StepDraft,
+    TriggerChanges,
+    TriggerDraft,
+)
+from agentsvc_web.bootstrap import Services, build_services
+from agentsvc_web.settings import Settings
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@asynccontextmanager
+async def _services(request: pytest.FixtureRequest, storage: str) -> AsyncIterator[Services]:
+    own: dict[str, Any] = {}
+    if storage == "postgres":
+        own["database_url"] = request.getfixturevalue("own_pg_url")
+    settings = Settings(
+        storage=storage,  # type: ignore[arg-type]
+        worker=True,
+        cron_min_interval_s=1,
+        scheduler_tick_ms=100,
+        **own,
+    )
+    services = build_services(settings)
+    async with services.running():
+        yield services
+
+
+async def _until_ended(s: Services, who: Principal, run: RunnerRun, *statuses: str) -> RunnerRun:
+    wanted = statuses or ("succeeded", "failed", "cancelled")
+    for _ in range(400):
+        got = await s.runner_runs.get(who, run.runner_id or uuid.uuid4(), run.id)
+        if got.status in wanted:
+            return got
+        await asyncio.sleep(0.025)
+    raise AssertionError(f"run still {got.status}: {got}")
+
+
+def _who(s: Services) -> Principal:
+    return Principal(org_id=f"runners-{uuid.uuid4().hex[:10]}", method="api_key")
+
+
+async def _runner(s: Services, who: Principal, steps: list[StepDraft]) -> Any:
+    return await s.runners.create(
+        who,
+        RunnerDraft(
+            name="triage",
+            input_schema={
+                "type": "object",
+                "properties": {"topic": {"type": "string"}},
+                "required": ["topic"],
+            },
+            steps=steps,
+        ),
+    )
+
+
+STORAGES = ["memory"]
+
+
+@pytest.mark.parametrize("storage", STORAGES)
+async def test_steps_run_in_order_and_a_condition_branches(
+    storage: str, request: pytest.FixtureRequest
+) -> None:
+    async with _services(request, storage) as s:
+        who = _who(s)
+        agent = await s.agents.create(who, AgentDraft(name="writer", default_model="local"))
+        runner = await _runner(
+            s,
+            who,
+            [
+                StepDraft(
+                    id="draft",
+                    kind="agent",
+                    agent_id=agent.id,
+                    prompt="Write about {{ input.topic }}",
+                ),
+                StepDraft(
+                    id="check",
+                    kind="condition",
+                    expression="contains(steps.draft.output.text, 'otters')",
+                    if_true="summary",
+                    if_false="stop",
+                ),
+                StepDraft(id="skipped", kind="agent", agent_id=agent.id, prompt="never"),
+                StepDraft(
+                    id="summary",
+                    kind="agent",
+                    agent_id=agent.id,
+                    input_mapping={"t": "$.input.topic"},
+                ),
+            ],
+        )
+        run, created = await s.runner_runs.start(who, runner.id, {"topic": "otters"}, "key-1")
+        assert created
+        assert run.status == "queued"
+        assert run.trigger_kind == "api"
+        done = await _until_ended(s, who, run)
+        assert done.status == "succeeded", done
+        states = {st.step_id: st for st in done.steps}
+        assert [states[i].status for i in ("draft", "check", "skipped", "summary")] == [
+            "succeeded",
+            "succeeded",
+            "skipped",
+            "succeeded",
+        ]
+        # the local model repeats what it was sent: the prompt was filled in
+        assert "Write about otters" in states["draft"].output["text"]
+        assert states["check"].output == {"value": True, "next": "summary"}
+        assert '{"t":"otters"}' in states["summary"].output["text"]
+        assert done.output == states["summary"].output
+        assert done.tokens == sum(st.tokens for st in done.steps) > 0
+        # each agent step had a thread of its own, named after the run
+        assert states["draft"].thread_id != states["summary"].thread_id
+        # the same idempotency key: the same run, nothing new
+        again, created = await s.runner_runs.start(who, runner.id, {"topic": "x"}, "key-1")
+        assert (again.id, created) == (run.id, False)
+
+        # the condition's other way stops the run after it
+        run2, _ = await s.runner_runs.start(who, runner.id, {"topic": "badgers"})
+        done2 = await _until_ended(s, who, run2)
+        assert done2.status == "succeeded"
+        # a condition that stops skips the rest
+        assert [st.status for st in done2.steps] == ["succeeded", "succeeded", "skipped", "skipped"]
+        assert done2.output == done2.steps[0].output
+
+
+@pytest.mark.parametrize("storage", STORAGES)
+async def test_a_budget_pauses_the_run_and_resume_finishes_it(
+    storage: str, request: pytest.FixtureRequest
+) -> None:
+    async with _services(request, storage) as s:
+        who = _who(s)
+        agent = await s.agents.create(who, AgentDraft(name="writer", default_model="local"))
+        runner = await _runner(
+            s,
+            who,
+            [
+                StepDraft(
+                    id="one", kind="agent", agent_id=agent.id, prompt="first {{input.topic}}"
+                ),
+                StepDraft(id="two", kind="agent", agent_id=agent.id, prompt="second"),
+            ],
+        )
+        await s.runners.set_budget(who, runner.id, BudgetChanges(max_tokens_per_run=1))
+        run, _ = await s.runner_runs.start(who, runner.id, {"topic": "t"})
+        paused = await _until_ended(s, who, run, "paused", "failed", "succeeded")
+        # the first step's model call fits (nothing spent yet); the second may not start
+        assert (paused.status, paused.paused_reason) == ("paused", "budget"), paused
+        assert [st.status for st in paused.steps] == ["succeeded", "pending"]
+        assert paused.error is not None
+        assert "tokens" in paused.error
+        resumed = await s.runner_runs.resume(who, runner.id, run.id, raise_tokens=100_000)
+        assert resumed.status == "queued"
+        assert resumed.budget_extra_tokens == 100_000
+        done = await _until_ended(s, who, run)
+        assert done.status == "succeeded", done
+        assert [st.status for st in done.steps] == ["succeeded", "succeeded"]
+        with pytest.raises(RunNotPaused):
+            await s.runner_runs.resume(who, runner.id, run.id)
+
+
+@pytest.mark.parametrize("storage", STORAGES)
+async def test_cancel_stops_a_run_between_and_during_steps(
+    storage: str, request: pytest.FixtureRequest
+) -> None:
+    async with _services(request, storage) as s:
+        who = _who(s)
+        agent = await s.agents.create(who, AgentDraft(name="writer", default_model="local"))
+        runner = await _runner(
+            s,
+            who,
+            [
+                # "slowly": the local model streams a word every 0.2 s
+                StepDraft(id="long", kind="agent", agent_id=agent.id, prompt="slowly " * 30),
+                StepDraft(id="after", kind="agent", agent_id=agent.id, prompt="never"),
+            ],
+        )
+        run, _ = await s.runner_runs.start(who, runner.id, {"topic": "t"})
+        await _until_ended(s, who, run, "running")
+        for _ in range(200):
+            got = await s.runner_runs.get(who, runner.id, run.id)
+            if got.steps[0].thread_id is not None:
+                break
+            await asyncio.sleep(0.02)
+        cancelled = await s.runner_runs.cancel(who, runner.id, run.id)
+        assert cancelled.status == "cancelled"
+        await asyncio.sleep(1.0)
+        final = await s.runner_runs.get(who, runner.id, run.id)
+        assert final.status == "cancelled"
+        assert final.steps[1].status == "pending"  # the next step never started
+
+
+@pytest.mark.parametrize("storage", STORAGES)
+async def test_a_cron_trigger_fires_each_tick_once(
+    storage: str, request: pytest.FixtureRequest
+) -> None:
+    async with _services(request, storage) as s:
+        who = _who(s)
+        agent = await s.agents.create(who, AgentDraft(name="writer", default_model="local"))
+        runner = await _runner(
+            s, who, [StepDraft(id="one", kind="agent", agent_id=agent.id, prompt="tick")]
+        )
+        trigger, token = await s.runners.add_trigger(
+            who,
+            runner.id,
+            TriggerDraft(
+                kind="cron", cron="* * * * * *", timezone="Europe/Paris", input={"topic": "c"}
+            ),
+        )
+        assert token is None
+        assert trigger.next_fire_at is not None
+        # a second scheduler racing the service's own: no tick is taken twice
+        for _ in range(20):
+            await s.runner_runs.fire_due()
+            await asyncio.sleep(0.1)
+        await s.runners.update_trigger(who, runner.id, trigger.id, TriggerChanges(enabled=False))
+        runs = await s.runner_runs.runs(who, runner.id, status=None, before=None, limit=100)
+        ticks = [r.scheduled_for for r in runs]
+        assert len(ticks) >= 1
+        assert len(ticks) == len(set(ticks))
+        assert all(r.trigger_kind == "cron" and r.trigger_id == trigger.id for r in runs)
+        assert all(t is not None and t.microsecond == 0 for t in ticks)
+        last = max(t for t in ticks if t is not None)
+        assert last - min(t for t in ticks if t is not None) <= timedelta(seconds=len(ticks) + 2)

@@ -253,7 +253,6 @@ class Services:
             traces=self.trace_config,
             after_turn=[self.memory_collector.after_turn],
         )
-        self.streams = self.conversation.streams
         self._runners(settings, storage, box, urls, clock)
         # the agent's configurations go with it: the turn's record kinds
         self.agents.keeps_configs(storage.secrets, (*AgentConfigs.KINDS, *self.tools.kinds))
@@ -310,7 +309,9 @@ class Services:
         urls: UrlPolicy,
         clock: SystemClock,
     ) -> None:
-        """Runners, their runs and the engine that runs them on the job queue."""
+        """What builds on the conversation: its streams (re-attach), runners, their
+        runs and the engine that runs them on the job queue."""
+        self.streams = self.conversation.streams
         self.runners = Runners(
             storage.runners,
             storage.agents,

@@ -459,7 +459,8 @@ class RunnerEngine:
         budget: BudgetCheck | None,
         retry: bool,
     ) -> _Outcome:
-        assert step.agent_id is not None and state.thread_id is not None
+        assert step.agent_id is not None
+        assert state.thread_id is not None
         who = _system(run.org_id)
         agent = await self._agents.get(run.org_id, step.agent_id)
         model_id = step.model or agent.default_model

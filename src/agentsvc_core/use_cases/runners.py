@@ -7,6 +7,7 @@ Reads are open to the organization's members; every change is an admin's.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 import secrets
 import uuid
@@ -180,13 +181,24 @@ def check_cron(cron: str, timezone: str, min_interval_s: float, now: datetime) -
         ticks = [next(it) for _ in range(4)]
     except (CronSimError, StopIteration) as exc:
         raise InvalidInput("cron", f"not a cron expression: {exc}") from None
-    gaps = [(b - a).total_seconds() for a, b in zip(ticks, ticks[1:], strict=False)]
+    gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(ticks)]
     if gaps and min(gaps) < min_interval_s:
         raise InvalidInput(
             "cron",
             f"fires every {min(gaps):g} s; the least interval allowed is {min_interval_s:g} s"
             " (AGENTSVC_CRON_MIN_INTERVAL_S)",
         )
+
+
+def _condition_step(field: str, d: StepDraft, later: set[str]) -> None:
+    if d.expression is None:
+        raise InvalidInput(f"{field}.expression", "a condition step has an expression")
+    compile_expression(f"{field}.expression", d.expression)
+    for branch, target in (("if_true", d.if_true), ("if_false", d.if_false)):
+        if target not in (NEXT, STOP) and target not in later:
+            raise InvalidInput(
+                f"{field}.{branch}", f"{target!r}: 'next', 'stop' or the id of a later step"
+            )
 
 
 def _check_input(field: str, value: dict[str, Any]) -> None:
@@ -324,47 +336,11 @@ class Runners:
         headers: str | None = None
         match d.kind:
             case "agent":
-                if d.agent_id is None:
-                    raise InvalidInput(f"{field}.agent_id", "an agent step names its agent")
-                await self._agents.get(org, d.agent_id)  # NotFound: another org's too
-                if d.prompt is not None:
-                    check_text(f"{field}.prompt", d.prompt, max_len=MAX_CONTENT)
-                    for part in template_parts(d.prompt):
-                        compile_expression(f"{field}.prompt", part)
-                if d.model is not None:
-                    check_model_id(f"{field}.model", d.model)
+                await self._agent_step(org, field, d)
             case "webhook":
-                if d.url is None:
-                    raise InvalidInput(f"{field}.url", "a webhook step has a url")
-                check_text(f"{field}.url", d.url, max_len=4096, required=True)
-                check_url_text(f"{field}.url", d.url)
-                refusal = self._urls.refusal(d.url)
-                if refusal:
-                    raise InvalidInput(f"{field}.url", refusal)
-                if d.method not in ("POST", "PUT", "PATCH"):
-                    raise InvalidInput(f"{field}.method", "one of POST, PUT, PATCH")
-                if not _MIN_TIMEOUT_MS <= d.timeout_ms <= _MAX_TIMEOUT_MS:
-                    raise InvalidInput(
-                        f"{field}.timeout_ms",
-                        f"must be between {_MIN_TIMEOUT_MS} and {_MAX_TIMEOUT_MS}",
-                    )
-                if d.headers is None:
-                    headers = stored.headers if stored is not None else None
-                elif d.headers:
-                    checked_headers(f"{field}.headers", d.headers)
-                    headers = self._box.seal(
-                        _enc.encode(d.headers), step_headers_context(org, runner_id, d.id)
-                    )
+                headers = self._webhook_step(org, runner_id, field, d, stored)
             case "condition":
-                if d.expression is None:
-                    raise InvalidInput(f"{field}.expression", "a condition step has an expression")
-                compile_expression(f"{field}.expression", d.expression)
-                for branch, target in (("if_true", d.if_true), ("if_false", d.if_false)):
-                    if target not in (NEXT, STOP) and target not in later:
-                        raise InvalidInput(
-                            f"{field}.{branch}",
-                            f"{target!r}: 'next', 'stop' or the id of a later step",
-                        )
+                _condition_step(field, d, later)
         return Step(
             id=d.id,
             kind=d.kind,
@@ -381,6 +357,41 @@ class Runners:
             if_true=d.if_true if d.kind == "condition" else NEXT,
             if_false=d.if_false if d.kind == "condition" else STOP,
         )
+
+    async def _agent_step(self, org: str, field: str, d: StepDraft) -> None:
+        if d.agent_id is None:
+            raise InvalidInput(f"{field}.agent_id", "an agent step names its agent")
+        await self._agents.get(org, d.agent_id)  # NotFound: another org's too
+        if d.prompt is not None:
+            check_text(f"{field}.prompt", d.prompt, max_len=MAX_CONTENT)
+            for part in template_parts(d.prompt):
+                compile_expression(f"{field}.prompt", part)
+        if d.model is not None:
+            check_model_id(f"{field}.model", d.model)
+
+    def _webhook_step(
+        self, org: str, runner_id: UUID, field: str, d: StepDraft, stored: Step | None
+    ) -> str | None:
+        """Checks the call; answers its sealed headers."""
+        if d.url is None:
+            raise InvalidInput(f"{field}.url", "a webhook step has a url")
+        check_text(f"{field}.url", d.url, max_len=4096, required=True)
+        check_url_text(f"{field}.url", d.url)
+        refusal = self._urls.refusal(d.url)
+        if refusal:
+            raise InvalidInput(f"{field}.url", refusal)
+        if d.method not in ("POST", "PUT", "PATCH"):
+            raise InvalidInput(f"{field}.method", "one of POST, PUT, PATCH")
+        if not _MIN_TIMEOUT_MS <= d.timeout_ms <= _MAX_TIMEOUT_MS:
+            raise InvalidInput(
+                f"{field}.timeout_ms", f"must be between {_MIN_TIMEOUT_MS} and {_MAX_TIMEOUT_MS}"
+            )
+        if d.headers is None:
+            return stored.headers if stored is not None else None
+        if not d.headers:
+            return None
+        checked_headers(f"{field}.headers", d.headers)
+        return self._box.seal(_enc.encode(d.headers), step_headers_context(org, runner_id, d.id))
 
     # --- budget and skills --------------------------------------------------------
 

@@ -43,6 +43,11 @@ from agentsvc_web.controllers.mcps import (
 )
 from agentsvc_web.controllers.memories import AgentMemoryController
 from agentsvc_web.controllers.plans import AgentPlanController, PlanController
+from agentsvc_web.controllers.runners import (
+    RunnerController,
+    RunnerWebhookController,
+    ScheduledTasksController,
+)
 from agentsvc_web.controllers.settings import (
     AgentCompactionController,
     AgentCredentialsController,
@@ -129,6 +134,9 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             AgentPlanController,
             AgentMemoryController,
             KnowledgeController,
+            RunnerController,
+            RunnerWebhookController,
+            ScheduledTasksController,
             uploads_up_to(settings.knowledge_max_bytes),
             healthz,
             readyz,
@@ -157,6 +165,9 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "memories": _const(services.memories),
             "memory_settings": _const(services.memory_settings),
             "knowledge": _const(services.knowledge),
+            "runners": _const(services.runners),
+            "runner_runs": _const(services.runner_runs),
+            "scheduled_tasks": _const(services.scheduled_tasks),
         },
         middleware=[
             DefineMiddleware(RequestSpans, tracer=services.tracer),

@@ -93,6 +93,7 @@ from agentsvc_core.use_cases.registry import RegistrySearch
 from agentsvc_core.use_cases.runner_engine import RunnerEngine
 from agentsvc_core.use_cases.runner_runs import RUN_JOB, RunnerRuns
 from agentsvc_core.use_cases.runners import Runners
+from agentsvc_core.use_cases.schedules import ScheduledTasks
 from agentsvc_core.use_cases.server_tools import ToolHub
 from agentsvc_core.use_cases.traces import TraceConfig
 from agentsvc_core.use_cases.web import WebSettings, WebTools
@@ -336,6 +337,9 @@ class Services:
             self.trace_config.prices,
         )
         self.mcps.runners = storage.runners
+        self.scheduled_tasks = ScheduledTasks(
+            storage.runners, self.runners, storage.agents, storage.threads, clock
+        )
 
     def _memory(
         self,

@@ -24,6 +24,7 @@ _DESCRIPTIONS = {
     413: "Body over the configured limit (PAYLOAD_TOO_LARGE)",
     415: "The body is not declared application/json (UNSUPPORTED_MEDIA_TYPE)",
     422: "A field is missing, of the wrong type or out of bounds; detail names it",
+    429: "Too many requests from this address or credential (RATE_LIMITED); see Retry-After",
     500: "Internal error (INTERNAL_ERROR), never with a trace or a secret",
     502: "A service this call depends on failed (UPSTREAM_ERROR, REGISTRY_UNAVAILABLE, ...)",
     503: "Storage is unreachable right now (UNAVAILABLE); retry after Retry-After seconds",

@@ -17,6 +17,7 @@ from agentsvc_core.entities import (
     UsageRecord,
 )
 from agentsvc_core.entities.trace import merged
+from agentsvc_core.errors import Conflict
 from agentsvc_core.ports import AnalyticsGroups, AnalyticsStore, TraceFilter, TraceStore
 from agentsvc_core.ports.traces import (
     Bucket,
@@ -34,16 +35,23 @@ class MemoryTraces(TraceStore, AnalyticsStore):
         threads: Callable[[], Iterable[Thread]],
     ) -> None:
         """``usage`` and ``threads``: every usage record and thread stored."""
-        # (organization, trace id) -> the records of its turns
+        # (organization, trace id) -> its records (turns', runner runs')
         self._traces: dict[tuple[str, str], list[TraceRecord]] = {}
-        # the summaries of pruned turns: analytics still counts them, as PostgreSQL's
-        # sums do
+        # the summaries of pruned records: analytics still counts their turns, as
+        # PostgreSQL's sums do
         self._pruned: list[TraceSummary] = []
         self._usage = usage
         self._threads = threads
 
     def add(self, record: TraceRecord) -> None:
+        """Store ``record`` (``finish_turn``'s trace part, and ``add_trace``)."""
         self._traces.setdefault((record.summary.org_id, record.summary.id), []).append(record)
+
+    async def add_trace(self, record: TraceRecord) -> None:
+        stored = self._traces.get((record.summary.org_id, record.summary.id), ())
+        if any(r.root_span_id == record.root_span_id for r in stored):
+            raise Conflict("the resource already exists")  # PostgreSQL's primary key
+        self.add(record)
 
     def _records(self) -> Iterator[TraceRecord]:
         for records in self._traces.values():
@@ -70,14 +78,17 @@ class MemoryTraces(TraceStore, AnalyticsStore):
     async def get_trace(
         self, org_id: str, trace_id: str
     ) -> tuple[TraceSummary, list[StoredSpan], list[TraceEvaluation]] | None:
-        records = sorted(
-            self._traces.get((org_id, trace_id), ()), key=lambda r: r.summary.started_at
-        )
-        if not records:
+        stored = self._traces.get((org_id, trace_id), [])
+        if not stored:
             return None
+        records = sorted(
+            stored,
+            key=lambda r: (r.summary.started_at, r.summary.kind == "agent_turn", r.root_span_id),
+        )
         summary = functools.reduce(merged, (r.summary for r in records))
         spans = sorted((s for r in records for s in r.spans), key=lambda s: s.started_at)
-        return summary, spans, [e for r in records for e in r.evaluations]
+        # evaluations in the order they were stored, as PostgreSQL's (by seq)
+        return summary, spans, [e for r in stored for e in r.evaluations]
 
     async def prune_traces(self, before: datetime) -> int:
         gone = 0
@@ -118,7 +129,11 @@ class MemoryTraces(TraceStore, AnalyticsStore):
                 sums[4] += r.cost_usd
         traces: dict[tuple[datetime, UUID], list[int]] = {}
         for t in (*(r.summary for r in self._records()), *self._pruned):
-            if t.agent_id is None or not wanted(t.org_id, t.agent_id, t.started_at):
+            if (
+                t.kind != "agent_turn"  # a runner run is no reply
+                or t.agent_id is None
+                or not wanted(t.org_id, t.agent_id, t.started_at)
+            ):
                 continue
             sums_t = traces.setdefault((bucket_start(t.started_at, bucket), t.agent_id), [0] * 5)
             sums_t[0] += 1

@@ -312,7 +312,8 @@ _json_encode = msgspec.json.Encoder().encode
 
 def trace_ctes(t: TraceRecord) -> tuple[str, list[Any]]:
     """CTEs of ``finish_turn``'s statement (``, t AS (...)``, and ``, v AS (...)``
-    with evaluations) that store the turn's trace ``t``, and their parameters."""
+    with evaluations) that store the turn's trace ``t``, and their parameters (also
+    ``add_trace``'s whole statement, a record no turn writes)."""
     s = t.summary
     row = msgspec.structs.asdict(s)
     row.update(root_span_id=t.root_span_id, keep_until=t.keep_until)

@@ -1,9 +1,10 @@
 """Stored traces and analytics on PostgreSQL (``traces``, ``trace_spans``,
 ``trace_evaluations``, and ``usage_records``; migration 0008).
 
-Traces are written by ``finish_turn`` (``_rows.trace_ctes``): a row per turn, its
-spans in a JSON column. The list reads the rows' other columns through an index
-that matches its filter and order. Analytics
+Traces are written by ``finish_turn`` (``_rows.trace_ctes``), and records no turn
+writes (a runner run's) by ``add_trace`` with the same statement's parts: a row per
+record, its spans in a JSON column. The list reads the rows' other columns through
+an index that matches its filter and order. Analytics
 reads hourly sums (``usage_hourly``, ``traces_hourly``) that the maintenance sweep
 folds the new rows into (``roll_up``), plus the rows stored since, through indexes
 that hold every column it reads (``usage_records_analytics``, ``traces_started``),
@@ -19,9 +20,9 @@ from uuid import UUID
 
 import msgspec
 
-from agentsvc_adapters.postgres._rows import TRACE_COLS, to_trace
+from agentsvc_adapters.postgres._rows import TRACE_COLS, to_trace, trace_ctes
 from agentsvc_adapters.postgres.pool import Pool, Repo, translate
-from agentsvc_core.entities import StoredSpan, TraceEvaluation, TraceSummary
+from agentsvc_core.entities import StoredSpan, TraceEvaluation, TraceRecord, TraceSummary
 from agentsvc_core.entities.trace import merged
 from agentsvc_core.ports import (
     AnalyticsGroups,
@@ -75,6 +76,7 @@ SELECT org_id, date_trunc('{col}', started_at, 'UTC'), agent_id, count(*),
     sum(input_messages), sum(tool_calls), sum(tool_errors),
     count(*) FILTER (WHERE status = 'error')
 FROM traces WHERE stored_at > %(lo)s AND stored_at <= %(hi)s AND agent_id IS NOT NULL
+    AND kind = 'agent_turn'
 GROUP BY 1, 2, 3
 ON CONFLICT (org_id, {col}, agent_id) DO UPDATE SET
     replies = h.replies + EXCLUDED.replies,
@@ -96,7 +98,8 @@ _FOLD_MARK = "UPDATE rollup_marks SET rolled_to = %(hi)s WHERE name = 'analytics
 # the mark (those of the last two hours of the window: a turn stored later than
 # that after it began waits for the next fold), each summed three ways at once
 # (GROUPING SETS: by bucket, by model, by agent), so that what comes back is a few
-# hundred rows whatever the window holds.
+# hundred rows whatever the window holds. Replies are turns' records only (a runner
+# run's is none: kind is in traces_started for that, migration 0015).
 _MARK = "(SELECT rolled_to FROM rollup_marks WHERE name = 'analytics')"
 _HOURS = "(hour >= %(since)s AND hour < %(d0)s OR hour >= %(d1)s AND hour < %(until)s)"
 _USAGE = (
@@ -133,7 +136,7 @@ _TRACES = (
     "  (status = 'error')::int FROM traces"
     "  WHERE org_id = %(org)s AND started_at >= %(since)s AND started_at < %(until)s"
     f"  AND started_at >= {_MARK} - interval '2 hours' AND stored_at > {_MARK}"
-    "  AND agent_id IS NOT NULL{agent}"
+    "  AND agent_id IS NOT NULL AND kind = 'agent_turn'{agent}"
     " ) r) g GROUP BY GROUPING SETS ((b), (agent_id))"
 )
 _THREADS = (
@@ -208,7 +211,8 @@ class PostgresTraces(Repo, TraceStore, AnalyticsStore):
             async with conn.pipeline():
                 turns = await conn.execute(
                     f"SELECT {TRACE_COLS}, spans::text FROM traces WHERE org_id = %s AND id = %s"
-                    " ORDER BY started_at",
+                    # as merged wants them (and the memory adapter sorts them)
+                    " ORDER BY started_at, kind = 'agent_turn', root_span_id COLLATE \"C\"",
                     key,
                 )
                 evals = await conn.execute(
@@ -230,6 +234,12 @@ class PostgresTraces(Repo, TraceStore, AnalyticsStore):
             for r in eval_rows
         ]
         return summary, spans, evaluations
+
+    async def add_trace(self, record: TraceRecord) -> None:
+        # finish_turn's trace part, alone: the statement is its CTEs and SELECT 1
+        sql, params = trace_ctes(record)
+        async with translate(), self._pool.connection() as conn:
+            await conn.hot(f"WITH{sql.removeprefix(',')} SELECT 1", params)
 
     async def prune_traces(self, before: datetime) -> int:
         async with translate(), self._pool.connection() as conn, conn.transaction():

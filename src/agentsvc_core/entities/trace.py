@@ -120,22 +120,29 @@ class TraceEvaluation(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
 
 
 class TraceRecord(msgspec.Struct, frozen=True, kw_only=True):
-    """What a turn writes: its summary, its spans, its evaluations. A trace id sent
-    with several turns has a record for each (``root_span_id`` tells them apart);
-    the trace is their union (``merged``)."""
+    """What a turn writes (``ConversationStore.finish_turn``), or a runner run
+    (``TraceStore.add_trace``): its summary, its spans, its evaluations. A trace id
+    sent with several turns, or a runner run's with its agent steps' turns, has a
+    record for each (``root_span_id`` tells them apart); the trace is their union
+    (``merged``)."""
 
     summary: TraceSummary
-    root_span_id: str  # the turn's own span
+    root_span_id: str  # the record's own span (the turn's, the run's)
     spans: list[StoredSpan]
     evaluations: list[TraceEvaluation]
     keep_until: datetime  # pruned after
 
 
 def merged(old: TraceSummary, new: TraceSummary) -> TraceSummary:
-    """Two turns' records of one trace id (a client that sends one ``traceparent``
-    with several turns) as one trace: totals added, the span of time widened, an
-    error kept, the earlier turn's names kept."""
-    cost = None if old.cost_usd is None or new.cost_usd is None else old.cost_usd + new.cost_usd
+    """Two records of one trace id (a client that sends one ``traceparent`` with
+    several turns; a runner run and its agent steps' turns) as one trace: totals
+    added, the span of time widened, an error kept, and what ran (kind, name, the
+    ids, model, run status) ``old``'s: the earlier record's, as the stores fold
+    them in the order they started (a runner run's record names the trace of its
+    steps' turns). A record without model calls adds no cost, whatever its
+    ``cost_usd`` (None there cannot mean an unpriced call)."""
+    old_cost, new_cost = _cost(old), _cost(new)
+    cost = None if old_cost is None or new_cost is None else old_cost + new_cost
     started, ended = min(old.started_at, new.started_at), max(old.ended_at, new.ended_at)
     source = old.key_source if new.key_source in (None, old.key_source) else new.key_source
     if old.key_source is not None and source != old.key_source:
@@ -158,3 +165,7 @@ def merged(old: TraceSummary, new: TraceSummary) -> TraceSummary:
         input_messages=old.input_messages + new.input_messages,
         key_source=source,
     )
+
+
+def _cost(t: TraceSummary) -> float | None:
+    return 0.0 if t.cost_usd is None and not t.model_calls else t.cost_usd

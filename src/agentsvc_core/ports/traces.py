@@ -2,9 +2,10 @@
 ``GET /api/analytics``; docs/observability.md).
 
 A turn's trace is written with its final write (``ConversationStore.finish_turn``,
-in the same statement): no extra round trip per turn. Reading is here: trace
-summaries by pages, one trace with its spans and evaluations, and the grouped sums
-analytics is made of. Storage groups; the use case (``use_cases/traces.py``) adds
+in the same statement): no extra round trip per turn. Records that no turn writes
+(a runner run's) are stored with ``add_trace``. Reading is here: trace summaries by
+pages, one trace with its spans and evaluations, and the grouped sums analytics is
+made of (turns only). Storage groups; the use case (``use_cases/traces.py``) adds
 up, zero-fills and names.
 """
 
@@ -16,7 +17,7 @@ from uuid import UUID
 
 import msgspec
 
-from agentsvc_core.entities import StoredSpan, TraceEvaluation, TraceSummary
+from agentsvc_core.entities import StoredSpan, TraceEvaluation, TraceRecord, TraceSummary
 
 __all__ = [
     "AnalyticsGroups",
@@ -59,20 +60,32 @@ class TraceStore(Protocol):
         before: tuple[datetime, str] | None,
         limit: int,
     ) -> list[TraceSummary]:
-        """Turns' trace summaries, newest first (``started_at``, then id, both
-        descending), those strictly before the ``(started_at, id)`` cursor when
-        given; at most ``limit``."""
+        """The summaries of the trace records (turns', runner runs'; a row per
+        record, so a trace id stored by several shows as many), newest first
+        (``started_at``, then id, both descending), those strictly before the
+        ``(started_at, id)`` cursor when given; at most ``limit``."""
         ...
 
     async def get_trace(
         self, org_id: str, trace_id: str
     ) -> tuple[TraceSummary, list[StoredSpan], list[TraceEvaluation]] | None:
-        """The trace (its turns' records ``merged``), its spans (in the order they
-        started) and evaluations; None when the organization has no such trace."""
+        """The trace (its records ``merged`` in the order they started; on a tie,
+        records that are not turns first, then by root span id), its spans (in the
+        order they started) and evaluations (in the order they were stored); None
+        when the organization has no such trace."""
+        ...
+
+    async def add_trace(self, record: TraceRecord) -> None:
+        """Store a record that no turn writes (a runner run's, a step's): the same as
+        the trace part of ``ConversationStore.finish_turn``. A trace id stored
+        already gets this record's spans and totals added (``merged`` when read);
+        the agent steps' turns store their own records under the same trace id with
+        ``finish_turn``. Raises ``Conflict`` when the trace already has a record
+        with this ``root_span_id``."""
         ...
 
     async def prune_traces(self, before: datetime) -> int:
-        """Remove the turns' trace records (all organizations) kept until before
+        """Remove the trace records (all organizations) kept until before
         ``before``, with their spans and evaluations; how many went."""
         ...
 
@@ -97,8 +110,8 @@ class UsageGroup(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class TraceGroup(msgspec.Struct, frozen=True, kw_only=True):
-    """Turns (their traces) summed by ``bucket`` and by ``agent_id`` (two views, as
-    ``UsageGroup``'s)."""
+    """Turns (their trace records, kind ``agent_turn``: a runner run is no reply)
+    summed by ``bucket`` and by ``agent_id`` (two views, as ``UsageGroup``'s)."""
 
     bucket: datetime | None = None
     agent_id: UUID | None = None
@@ -132,10 +145,11 @@ class AnalyticsStore(Protocol):
         bucket: Bucket,
         agent_id: UUID | None = None,
     ) -> AnalyticsGroups:
-        """The organization's usage records, turns and new threads with a time in
-        [since, until) (``since`` a whole UTC hour), summed by ``bucket`` (the UTC
-        hour or day the time falls in), by agent and, for usage, by model; only the
-        agent's when ``agent_id`` is given."""
+        """The organization's usage records, turns (trace records of kind
+        ``agent_turn``) and new threads with a time in [since, until) (``since`` a
+        whole UTC hour), summed by ``bucket`` (the UTC hour or day the time falls
+        in), by agent and, for usage, by model; only the agent's when ``agent_id``
+        is given."""
         ...
 
     async def roll_up(self) -> int:

@@ -335,6 +335,8 @@ class Services:
             box,
             clock,
             self.trace_config.prices,
+            storage.traces,
+            self.trace_config.retention,
         )
         self.mcps.runners = storage.runners
         self.scheduled_tasks = ScheduledTasks(

@@ -139,6 +139,29 @@ async def test_steps_run_in_order_and_a_condition_branches(
         assert done.tokens == sum(st.tokens for st in done.steps) > 0
         # each agent step had a thread of its own, named after the run
         assert states["draft"].thread_id != states["summary"].thread_id
+        # one trace: the run's span, a span per step that ran, and the agent steps'
+        # turns under their step's span
+        assert done.trace_id is not None
+        summary, spans, _ = await s.logs.get(who, done.trace_id)
+        assert (summary.kind, summary.name, summary.runner_id, summary.run_id) == (
+            "runner_run",
+            "triage",
+            runner.id,
+            run.id,
+        )
+        by_name = {sp.name: sp for sp in spans}
+        root = by_name["runner_run triage"]
+        assert [by_name[f"step {i}"].kind for i in ("draft", "check", "summary")] == [
+            "runner_step",
+            "condition",
+            "runner_step",
+        ]
+        assert "step skipped" not in by_name
+        assert all(by_name[f"step {i}"].parent_span_id == root.span_id for i in ("draft", "check"))
+        turns = [sp for sp in spans if sp.name == "invoke_agent writer"]
+        assert sorted(t.parent_span_id or "" for t in turns) == sorted(
+            [by_name["step draft"].span_id, by_name["step summary"].span_id]
+        )
         # the same idempotency key: the same run, nothing new
         again, created = await s.runner_runs.start(who, runner.id, {"topic": "x"}, "key-1")
         assert (again.id, created) == (run.id, False)

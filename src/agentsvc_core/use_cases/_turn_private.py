@@ -82,6 +82,9 @@ class Plan(msgspec.Struct, kw_only=True):
     # asked before each model call with the turn's usage so far: a reason to end
     # the reply (error BUDGET_EXCEEDED) or None (a runner's budget; None: no check)
     gate: BudgetGate | None = None
+    # the span the reply's span is a child of when that span is in the stored trace
+    # too (a runner step's); any other parent (the request's) is not kept
+    stored_parent: str | None = None
 
 
 class ReplyState(msgspec.Struct, kw_only=True):

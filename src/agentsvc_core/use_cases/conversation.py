@@ -190,13 +190,16 @@ class Conversation:
         *,
         gate: BudgetGate | None = None,
         extra_mcp: Attached = (),
+        stored_parent: str | None = None,
     ) -> Turn:
         """Validate, store the user's message and start the reply. Raises
         ``NotFound``, ``PermissionDenied``, ``InvalidInput`` or ``Conflict``
         (THREAD_BUSY) before anything streams; ``Unavailable`` once shutdown began.
         A runner's step passes ``gate`` (asked before each model call) and
-        ``extra_mcp``, its runner's MCP servers (the agent's own win)."""
-        return await self._send(who, thread_id, msg, None, gate, extra_mcp)
+        ``extra_mcp``, its runner's MCP servers (the agent's own win), and
+        ``stored_parent``, its step's span (the current span, stored in the run's
+        trace record: the reply's span keeps it as parent)."""
+        return await self._send(who, thread_id, msg, None, gate, extra_mcp, stored_parent)
 
     async def send_once(
         self, who: Principal, thread_id: UUID, msg: SendInput, key: RequestKey
@@ -239,6 +242,7 @@ class Conversation:
         claim: IdempotencyClaim | None,
         gate: BudgetGate | None = None,
         extra_mcp: Attached = (),
+        stored_parent: str | None = None,
     ) -> Turn:
         if self._closing is not None:
             raise Unavailable("the service is shutting down; send again in a moment")
@@ -301,6 +305,7 @@ class Conversation:
             if self._keys is not None and resolver is not None and resolver.enabled
             else None,
             gate=gate,
+            stored_parent=stored_parent,
             compaction=compaction if model.provider == "beta" else None,
             native=NativeCompaction(
                 trigger_tokens=compaction.alpha_trigger_tokens,

@@ -510,4 +510,5 @@ class Reply:
             empty=run.status == "completed" and not state.shown and not state.pending,
             error=None if state.error is None else state.error.code,
             known_secrets=plan.keys.known() if plan.keys is not None else (),
+            stored_parent=plan.stored_parent,
         )

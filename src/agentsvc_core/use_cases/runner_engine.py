@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+import uuid
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -43,6 +44,8 @@ from agentsvc_core.entities.runner import (
 from agentsvc_core.errors import Conflict, DomainError, NotFound
 from agentsvc_core.ports import AgentRepository, Clock, ConversationStore, SecretBox
 from agentsvc_core.ports.runners import RunnerStore
+from agentsvc_core.ports.telemetry import CURRENT, SpanContext
+from agentsvc_core.ports.traces import TraceStore
 from agentsvc_core.ports.webhooks import WebhookCall, WebhookCaller
 from agentsvc_core.pricing import PriceTable
 from agentsvc_core.use_cases.conversation import Conversation
@@ -50,6 +53,7 @@ from agentsvc_core.use_cases.mcp_servers import McpServers
 from agentsvc_core.use_cases.reply import BUDGET_EXCEEDED
 from agentsvc_core.use_cases.runner_expr import evaluate, render, truthy
 from agentsvc_core.use_cases.runner_runs import RunnerRuns, read_payload
+from agentsvc_core.use_cases.runner_trace import run_trace, step_span_id
 from agentsvc_core.use_cases.runners import day_start, step_headers_context
 from agentsvc_core.use_cases.send_input import SendInput
 from agentsvc_core.use_cases.threads import ThreadDraft, Threads
@@ -191,7 +195,13 @@ class RunnerEngine:
         box: SecretBox,
         clock: Clock,
         prices: PriceTable,
+        traces: TraceStore | None = None,
+        retention: timedelta = timedelta(0),
     ) -> None:
+        """``traces``: where a run's trace record goes when it ends (kept for
+        ``retention``; zero or None: not stored)."""
+        self._traces = traces if retention > timedelta(0) else None
+        self._retention = retention
         self._store = store
         self._runs = runs
         self._conversation = conversation
@@ -212,7 +222,7 @@ class RunnerEngine:
         """The ``runner.run`` job: run the run's remaining steps."""
         org, run_id = read_payload(payload)
         try:
-            await self._execute(org, run_id)
+            run = await self._execute(org, run_id)
         except _Taken:
             return
         except _Later as later:
@@ -221,28 +231,32 @@ class RunnerEngine:
             await self._runs.enqueue(
                 run, delay_s=later.delay_s, key=f"run:{run.id}:later:{time.time_ns()}"
             )
+            return
+        if run is not None and run.ended:
+            await self.record(run)
 
-    async def _execute(self, org: str, run_id: UUID) -> None:
+    async def _execute(self, org: str, run_id: UUID) -> RunnerRun | None:
+        """The run as this job left it (None: it is gone)."""
         try:
             run = await self._store.get_run(org, run_id)
         except NotFound:
-            return  # deleted with its runner
+            return None  # deleted with its runner
         if run.status not in ("queued", "running"):
-            return  # ended, paused, or cancelled meanwhile
+            return None  # ended, paused, or cancelled meanwhile (recorded then)
         runner: Runner | None = None
         if run.runner_id is not None:
             try:
                 runner = await self._store.get(org, run.runner_id)
             except NotFound:
-                return
+                return None
         if run.status == "queued":
             await self._wait_for_earlier(run)
             run = await self._begin(run, runner)
         while run.status == "running":
             if run.cursor >= len(run.pipeline):
-                await self._end(run, "succeeded")
-                return
+                return await self._end(run, "succeeded")
             run = await self._step(run, runner)
+        return run
 
     async def _wait_for_earlier(self, run: RunnerRun) -> None:
         """``overlap: queue``: a cron run waits for the earlier runs of its trigger."""
@@ -256,6 +270,8 @@ class RunnerEngine:
         fields: dict[str, Any] = {"status": "running"}
         if run.started_at is None:
             fields["started_at"] = self._clock.now()
+        if run.trace_id is None:
+            fields["trace_id"] = uuid.uuid4().hex  # the run's trace: its steps' turns join it
         if not run.pipeline and runner is not None:
             # a cron tick's run takes the runner's steps as they are when it starts
             fields["pipeline"] = runner.steps
@@ -479,6 +495,12 @@ class RunnerEngine:
             if runner is not None
             else []
         )
+        # the turn's trace is the run's: its reply span a child of the step's span
+        parent = (
+            CURRENT.set(SpanContext(trace_id=run.trace_id, span_id=step_span_id(run, state)))
+            if run.trace_id is not None
+            else None
+        )
         try:
             turn = await self._conversation.send(
                 who,
@@ -486,11 +508,15 @@ class RunnerEngine:
                 SendInput(content=message, model_override=step.model),
                 gate=budget.gate if budget is not None else None,
                 extra_mcp=extra,
+                stored_parent=step_span_id(run, state) if parent is not None else None,
             )
         except Conflict as exc:
             if exc.code == "THREAD_BUSY":
                 raise _Later(BUSY_RETRY_S) from None
             raise
+        finally:
+            if parent is not None:
+                CURRENT.reset(parent)
         final: Done | ErrorEvent | None = None
         start = 0
         while final is None:
@@ -571,8 +597,31 @@ class RunnerEngine:
             },
         )
 
+    async def record(self, run: RunnerRun) -> None:
+        """Store the trace record of an ended run (its own span and one per step;
+        its agent steps' turns stored theirs under the same trace id). Once: a
+        second record of the run (a cancel racing the job) is dropped."""
+        if self._traces is None or run.trace_id is None:
+            return
+        name = "scheduled task"
+        if run.runner_id is not None:
+            try:
+                name = (await self._store.get(run.org_id, run.runner_id)).name
+            except NotFound:
+                return
+        record = run_trace(run, name, self._clock.now() + self._retention)
+        try:
+            await self._traces.add_trace(record)
+        except Conflict:
+            pass  # recorded already
+        except DomainError as exc:
+            log.warning("the trace of run %s could not be stored: %s", run.id, exc.detail)
+
     async def stop_step(self, run: RunnerRun) -> None:
-        """A cancelled run's agent step in flight: stop its turn."""
+        """A cancelled run's agent step in flight: stop its turn; a run with none
+        in flight has ended here: its trace is recorded."""
+        if not any(s.status == "running" for s in run.steps):
+            await self.record(run)
         for state in run.steps:
             if state.status == "running" and state.thread_id is not None:
                 try:
@@ -651,9 +700,9 @@ class RunnerEngine:
                 return saved
             run = await self._store.get_run(run.org_id, run.id)
 
-    async def _end(self, run: RunnerRun, status: str) -> None:
+    async def _end(self, run: RunnerRun, status: str) -> RunnerRun:
         now = self._clock.now()
-        await self._update(
+        return await self._update(
             run, lambda r: _still(r, "running", status=status, ended_at=now, updated_at=now)
         )
 

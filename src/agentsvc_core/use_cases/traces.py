@@ -61,6 +61,7 @@ class TurnFacts(msgspec.Struct, kw_only=True):
     empty: bool  # a completed reply with no text and no tool call for the client
     error: str | None  # the run's error code
     known_secrets: tuple[str, ...] = ()  # values to redact wherever they appear
+    stored_parent: str | None = None  # a parent span stored in another record (a runner step's)
 
 
 def _kind(span: FinishedSpan) -> SpanKindName:
@@ -206,6 +207,8 @@ def build_trace(
     span), rolled up."""
     payloads = _Payloads(config.payload_bytes, facts.known_secrets)
     ids = {s.span_id for s in collected}
+    if facts.stored_parent is not None:
+        ids.add(facts.stored_parent)
     ordered = sorted(collected, key=lambda s: s.start_ns)
     pairs = [(s, _stored(s, payloads, config.prices, ids)) for s in ordered]
     root = next((st for s, st in pairs if st.kind == "agent"), None)

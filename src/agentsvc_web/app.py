@@ -167,6 +167,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "knowledge": _const(services.knowledge),
             "runners": _const(services.runners),
             "runner_runs": _const(services.runner_runs),
+            "runner_analytics": _const(services.runner_analytics),
             "scheduled_tasks": _const(services.scheduled_tasks),
         },
         middleware=[

@@ -90,6 +90,7 @@ from agentsvc_core.use_cases.org_settings import (
 from agentsvc_core.use_cases.plan_tools import PlanSettings, PlanTools
 from agentsvc_core.use_cases.plans import Plans
 from agentsvc_core.use_cases.registry import RegistrySearch
+from agentsvc_core.use_cases.runner_analytics import RunnerAnalytics
 from agentsvc_core.use_cases.runner_engine import RunnerEngine
 from agentsvc_core.use_cases.runner_runs import RUN_JOB, RunnerRuns
 from agentsvc_core.use_cases.runners import Runners
@@ -339,6 +340,7 @@ class Services:
             self.trace_config.retention,
         )
         self.mcps.runners = storage.runners
+        self.runner_analytics = RunnerAnalytics(storage.runners, clock)
         self.scheduled_tasks = ScheduledTasks(
             storage.runners, self.runners, storage.agents, storage.threads, clock
         )

@@ -166,6 +166,19 @@ async def test_steps_run_in_order_and_a_condition_branches(
         again, created = await s.runner_runs.start(who, runner.id, {"topic": "x"}, "key-1")
         assert (again.id, created) == (run.id, False)
 
+        # analytics: from the runs' rows
+        report = await s.runner_analytics.report(who, runner.id, "7d")
+        assert (report.totals.runs, report.totals.succeeded, report.totals.success_rate) == (
+            1,
+            1,
+            1.0,
+        )
+        assert report.totals.tokens == done.tokens
+        assert len(report.series) == 8  # the period's days, zero-filled
+        assert sum(d.runs for d in report.series) == 1
+        assert [(m.model, m.steps, m.tokens) for m in report.by_model] == [
+            ("local", 2, done.tokens)
+        ]
         # the condition's other way stops the run after it
         run2, _ = await s.runner_runs.start(who, runner.id, {"topic": "badgers"})
         done2 = await _until_ended(s, who, run2)

@@ -33,6 +33,7 @@ from agentsvc_core.entities.runner import (
     TriggerKind,
 )
 from agentsvc_core.errors import InvalidInput
+from agentsvc_core.use_cases.runner_analytics import Period, RunnerAnalytics, RunnerReport
 from agentsvc_core.use_cases.runner_runs import RunnerRuns
 from agentsvc_core.use_cases.runners import (
     BudgetChanges,
@@ -636,6 +637,21 @@ class RunnerController(Controller):
     ) -> OkBody:
         await runners.delete_trigger(principal_of(request), runner_id, trigger_id)
         return OkBody(ok=True)
+
+    @get(
+        "/{runner_id:uuid}/analytics",
+        operation_id="getRunnerAnalytics",
+        responses=errors(404, 422),
+        summary="Runs, success rate, tokens and cost over a period; daily series; cost by model",
+    )
+    async def analytics(
+        self,
+        request: Req,
+        runner_analytics: NamedDependency[RunnerAnalytics],
+        runner_id: FromPath[UUID],
+        period: Annotated[Period, QueryParameter(name="period")] = "7d",
+    ) -> RunnerReport:
+        return await runner_analytics.report(principal_of(request), runner_id, period)
 
     # --- runs -------------------------------------------------------------------
 

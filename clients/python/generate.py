@@ -88,6 +88,32 @@ OPERATIONS: dict[str, str] = {
     "searchMcpRegistry": "mcp_registry.search",
     "listRunnerMcpServers": "runners.mcp_servers.list",
     "attachRunnerMcpServer": "runners.mcp_servers.attach",
+    "listRunners": "runners.list",
+    "createRunner": "runners.create",
+    "getRunner": "runners.get",
+    "updateRunner": "runners.update",
+    "deleteRunner": "runners.delete",
+    "listRunnerSteps": "runners.steps.list",
+    "replaceRunnerSteps": "runners.steps.replace",
+    "addRunnerStep": "runners.steps.add",
+    "getRunnerBudget": "runners.budget.get",
+    "putRunnerBudget": "runners.budget.put",
+    "listRunnerSkills": "runners.skills.list",
+    "setRunnerSkills": "runners.skills.set",
+    "listRunnerTriggers": "runners.triggers.list",
+    "createRunnerTrigger": "runners.triggers.create",
+    "updateRunnerTrigger": "runners.triggers.update",
+    "rotateRunnerTriggerToken": "runners.triggers.rotate",
+    "deleteRunnerTrigger": "runners.triggers.delete",
+    "getRunnerAnalytics": "runners.analytics",
+    "startRunnerRun": "runners.runs.start",
+    "listRunnerRuns": "runners.runs.list",
+    "getRunnerRun": "runners.runs.get",
+    "cancelRunnerRun": "runners.runs.cancel",
+    "resumeRunnerRun": "runners.runs.resume",
+    "runnerWebhook": "runners.webhook",
+    "getScheduledTasks": "agents.scheduled_tasks.get",
+    "putScheduledTasks": "agents.scheduled_tasks.put",
     "getOrgSettings": "settings.get",
     "updateOrgSettings": "settings.update",
     "listIntegrations": "integrations.list",
@@ -302,7 +328,12 @@ class Op:
         self.body: dict[str, Any] | None = None
         self.body_cls: str | None = None
         if "application/json" in content:
-            ref = content["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
+            schema = content["application/json"]["schema"]
+            if "$ref" not in schema:  # an optional body: ``oneOf`` its schema and null
+                schema = next(
+                    s for s in schema.get("oneOf", schema.get("anyOf", [])) if "$ref" in s
+                )
+            ref = schema["$ref"].rsplit("/", 1)[1]
             self.body_cls = model_name(ref)
             self.body = doc["components"]["schemas"][ref]
         self.answer = "Any"

@@ -18,6 +18,8 @@ from agentsvc_client.models import (
     AttachBody,
     AttachIntegrationBody,
     Attachment,
+    Budget,
+    BudgetBody,
     ClientToolBody,
     Compaction,
     CompactionPutBody,
@@ -63,9 +65,25 @@ from agentsvc_client.models import (
     Recall,
     RecallBody,
     RegistrySearch,
+    ResumeBody,
+    Run,
+    RunBody,
+    RunList,
+    Runner,
+    RunnerBody,
+    RunnerPatchBody,
+    RunnerReport,
+    RunStarted,
     Search,
     SearchBody,
     SendMessageBody,
+    SkillsBody,
+    Step,
+    StepBody,
+    StepsBody,
+    TaskBody,
+    Tasks,
+    TasksBody,
     Thread,
     ThreadCreateBody,
     ThreadList,
@@ -80,6 +98,9 @@ from agentsvc_client.models import (
     ToolResultBody,
     TraceDetail,
     TraceList,
+    Trigger,
+    TriggerBody,
+    TriggerPatchBody,
     Web,
     WebPutBody,
 )
@@ -404,6 +425,29 @@ class AgentsPlanResource(Resource):
         )
 
 
+class AgentsScheduledTasksResource(Resource):
+    """``client.agents.scheduled_tasks``"""
+
+    def get(self, agent_id: str) -> Tasks:
+        """The agent's scheduled tasks (prompts it runs on a cron into a thread) (GET
+        /api/agents/{agent_id}/scheduled-tasks, getScheduledTasks).
+        """
+        return self._client._request(
+            "GET", f"/api/agents/{_seg(agent_id)}/scheduled-tasks", type=Tasks
+        )
+
+    def put(self, agent_id: str, *, tasks: builtins.list[TaskBody]) -> Tasks:
+        """Set the agent's scheduled tasks (the list replaces the stored one) (PUT
+        /api/agents/{agent_id}/scheduled-tasks, putScheduledTasks).
+        """
+        return self._client._request(
+            "PUT",
+            f"/api/agents/{_seg(agent_id)}/scheduled-tasks",
+            json=TasksBody(tasks=tasks),
+            type=Tasks,
+        )
+
+
 class AgentsWebResource(Resource):
     """``client.agents.web``"""
 
@@ -503,6 +547,42 @@ class PlansTodosResource(Resource):
         )
 
 
+class RunnersBudgetResource(Resource):
+    """``client.runners.budget``"""
+
+    def get(self, runner_id: str) -> Budget:
+        """The runner's budget (GET /api/runners/{runner_id}/budget, getRunnerBudget)."""
+        return self._client._request("GET", f"/api/runners/{_seg(runner_id)}/budget", type=Budget)
+
+    def put(
+        self,
+        runner_id: str,
+        *,
+        max_cost_usd_per_run: float | UnsetType | None = UNSET,
+        max_tokens_per_run: int | UnsetType | None = UNSET,
+        daily_cost_usd: float | UnsetType | None = UNSET,
+        daily_tokens: int | UnsetType | None = UNSET,
+        soft_limit_pct: int | UnsetType = UNSET,
+        on_exceed: Literal["pause", "fail"] | UnsetType = UNSET,
+    ) -> Budget:
+        """Change the supplied budget limits (null removes one) (PUT
+        /api/runners/{runner_id}/budget, putRunnerBudget).
+        """
+        return self._client._request(
+            "PUT",
+            f"/api/runners/{_seg(runner_id)}/budget",
+            json=BudgetBody(
+                max_cost_usd_per_run=max_cost_usd_per_run,
+                max_tokens_per_run=max_tokens_per_run,
+                daily_cost_usd=daily_cost_usd,
+                daily_tokens=daily_tokens,
+                soft_limit_pct=soft_limit_pct,
+                on_exceed=on_exceed,
+            ),
+            type=Budget,
+        )
+
+
 class RunnersMcpServersResource(Resource):
     """``client.runners.mcp_servers``"""
 
@@ -531,6 +611,279 @@ class RunnersMcpServersResource(Resource):
         """
         return self._client._request(
             "GET", f"/api/runners/{_seg(runner_id)}/mcps", type=builtins.list[Attachment]
+        )
+
+
+class RunnersRunsResource(Resource):
+    """``client.runners.runs``"""
+
+    def cancel(self, runner_id: str, run_id: str, *, idempotency_key: str | None = None) -> Run:
+        """Cancel a queued, running or paused run (POST
+        /api/runners/{runner_id}/runs/{run_id}/cancel, cancelRunnerRun).
+        """
+        return self._client._request(
+            "POST",
+            f"/api/runners/{_seg(runner_id)}/runs/{_seg(run_id)}/cancel",
+            idempotency_key=idempotency_key,
+            type=Run,
+        )
+
+    def get(self, runner_id: str, run_id: str) -> Run:
+        """A run, with each step's status and output (GET
+        /api/runners/{runner_id}/runs/{run_id}, getRunnerRun).
+        """
+        return self._client._request(
+            "GET", f"/api/runners/{_seg(runner_id)}/runs/{_seg(run_id)}", type=Run
+        )
+
+    def list(
+        self,
+        runner_id: str,
+        *,
+        status: Literal["queued", "running", "paused", "succeeded", "failed", "cancelled"]
+        | None = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+    ) -> RunList:
+        """The runner's runs, newest first, by pages (GET /api/runners/{runner_id}/runs,
+        listRunnerRuns).
+        """
+        return self._client._request(
+            "GET",
+            f"/api/runners/{_seg(runner_id)}/runs",
+            params={"status": status, "cursor": cursor, "limit": limit},
+            type=RunList,
+        )
+
+    def resume(
+        self,
+        runner_id: str,
+        run_id: str,
+        *,
+        raise_budget_usd: float | UnsetType = UNSET,
+        raise_budget_tokens: int | UnsetType = UNSET,
+        idempotency_key: str | None = None,
+    ) -> Run:
+        """Resume a budget-paused run from the step that paused (409 RUN_NOT_PAUSED) (POST
+        /api/runners/{runner_id}/runs/{run_id}/resume, resumeRunnerRun).
+        """
+        return self._client._request(
+            "POST",
+            f"/api/runners/{_seg(runner_id)}/runs/{_seg(run_id)}/resume",
+            json=ResumeBody(
+                raise_budget_usd=raise_budget_usd, raise_budget_tokens=raise_budget_tokens
+            ),
+            idempotency_key=idempotency_key,
+            type=Run,
+        )
+
+    def start(
+        self,
+        runner_id: str,
+        *,
+        input: dict[str, Any] | UnsetType = UNSET,
+        idempotency_key: str | None = None,
+    ) -> Run:
+        """Start a run (queued; Idempotency-Key answers the key's earlier run) (POST
+        /api/runners/{runner_id}/runs, startRunnerRun).
+        """
+        return self._client._request(
+            "POST",
+            f"/api/runners/{_seg(runner_id)}/runs",
+            json=RunBody(input=input),
+            idempotency_key=idempotency_key,
+            type=Run,
+        )
+
+
+class RunnersSkillsResource(Resource):
+    """``client.runners.skills``"""
+
+    def list(self, runner_id: str) -> builtins.list[str]:
+        """The runner's skill bindings (GET /api/runners/{runner_id}/skills, listRunnerSkills)."""
+        return self._client._request(
+            "GET", f"/api/runners/{_seg(runner_id)}/skills", type=builtins.list[str]
+        )
+
+    def set(
+        self, runner_id: str, *, skill_ids: builtins.list[str], idempotency_key: str | None = None
+    ) -> builtins.list[str]:
+        """Replace the runner's skill bindings (POST /api/runners/{runner_id}/skills,
+        setRunnerSkills).
+        """
+        return self._client._request(
+            "POST",
+            f"/api/runners/{_seg(runner_id)}/skills",
+            json=SkillsBody(skill_ids=skill_ids),
+            idempotency_key=idempotency_key,
+            type=builtins.list[str],
+        )
+
+
+class RunnersStepsResource(Resource):
+    """``client.runners.steps``"""
+
+    def add(
+        self,
+        runner_id: str,
+        *,
+        id: str,
+        kind: Literal["agent", "webhook", "condition"],
+        name: str | UnsetType = UNSET,
+        input_mapping: dict[str, str] | UnsetType = UNSET,
+        agent_id: str | UnsetType | None = UNSET,
+        prompt: str | UnsetType | None = UNSET,
+        model: str | UnsetType | None = UNSET,
+        url: str | UnsetType | None = UNSET,
+        method: str | UnsetType = UNSET,
+        headers: dict[str, str] | UnsetType | None = UNSET,
+        timeout_ms: int | UnsetType = UNSET,
+        expression: str | UnsetType | None = UNSET,
+        if_true: str | UnsetType = UNSET,
+        if_false: str | UnsetType = UNSET,
+        idempotency_key: str | None = None,
+    ) -> builtins.list[Step]:
+        """Append a step to the runner (POST /api/runners/{runner_id}/steps, addRunnerStep)."""
+        return self._client._request(
+            "POST",
+            f"/api/runners/{_seg(runner_id)}/steps",
+            json=StepBody(
+                id=id,
+                kind=kind,
+                name=name,
+                input_mapping=input_mapping,
+                agent_id=agent_id,
+                prompt=prompt,
+                model=model,
+                url=url,
+                method=method,
+                headers=headers,
+                timeout_ms=timeout_ms,
+                expression=expression,
+                if_true=if_true,
+                if_false=if_false,
+            ),
+            idempotency_key=idempotency_key,
+            type=builtins.list[Step],
+        )
+
+    def list(self, runner_id: str) -> builtins.list[Step]:
+        """The runner's steps, in order (GET /api/runners/{runner_id}/steps, listRunnerSteps)."""
+        return self._client._request(
+            "GET", f"/api/runners/{_seg(runner_id)}/steps", type=builtins.list[Step]
+        )
+
+    def replace(self, runner_id: str, *, steps: builtins.list[StepBody]) -> builtins.list[Step]:
+        """Replace the runner's ordered steps (PUT /api/runners/{runner_id}/steps,
+        replaceRunnerSteps).
+        """
+        return self._client._request(
+            "PUT",
+            f"/api/runners/{_seg(runner_id)}/steps",
+            json=StepsBody(steps=steps),
+            type=builtins.list[Step],
+        )
+
+
+class RunnersTriggersResource(Resource):
+    """``client.runners.triggers``"""
+
+    def create(
+        self,
+        runner_id: str,
+        *,
+        kind: Literal["manual", "api", "cron", "webhook", "button"],
+        name: str | UnsetType = UNSET,
+        enabled: bool | UnsetType = UNSET,
+        input: dict[str, Any] | UnsetType = UNSET,
+        cron: str | UnsetType | None = UNSET,
+        timezone: str | UnsetType = UNSET,
+        overlap: Literal["skip", "queue"] | UnsetType = UNSET,
+        catchup: Literal["none", "once"] | UnsetType = UNSET,
+        end_at: datetime | str | UnsetType | None = UNSET,
+        idempotency_key: str | None = None,
+    ) -> Trigger:
+        """Add a trigger; a webhook or button trigger's token is in this answer only (POST
+        /api/runners/{runner_id}/triggers, createRunnerTrigger).
+        """
+        return self._client._request(
+            "POST",
+            f"/api/runners/{_seg(runner_id)}/triggers",
+            json=TriggerBody(
+                kind=kind,
+                name=name,
+                enabled=enabled,
+                input=input,
+                cron=cron,
+                timezone=timezone,
+                overlap=overlap,
+                catchup=catchup,
+                end_at=end_at,
+            ),
+            idempotency_key=idempotency_key,
+            type=Trigger,
+        )
+
+    def delete(self, runner_id: str, trigger_id: str) -> OkBody:
+        """Delete a trigger (its runs stay) (DELETE
+        /api/runners/{runner_id}/triggers/{trigger_id}, deleteRunnerTrigger).
+        """
+        return self._client._request(
+            "DELETE", f"/api/runners/{_seg(runner_id)}/triggers/{_seg(trigger_id)}", type=OkBody
+        )
+
+    def list(self, runner_id: str) -> builtins.list[Trigger]:
+        """The runner's triggers (tokens are never shown again) (GET
+        /api/runners/{runner_id}/triggers, listRunnerTriggers).
+        """
+        return self._client._request(
+            "GET", f"/api/runners/{_seg(runner_id)}/triggers", type=builtins.list[Trigger]
+        )
+
+    def rotate(
+        self, runner_id: str, trigger_id: str, *, idempotency_key: str | None = None
+    ) -> Trigger:
+        """A new token for a webhook or button trigger; the old one stops working (POST
+        /api/runners/{runner_id}/triggers/{trigger_id}/rotate, rotateRunnerTriggerToken).
+        """
+        return self._client._request(
+            "POST",
+            f"/api/runners/{_seg(runner_id)}/triggers/{_seg(trigger_id)}/rotate",
+            idempotency_key=idempotency_key,
+            type=Trigger,
+        )
+
+    def update(
+        self,
+        runner_id: str,
+        trigger_id: str,
+        *,
+        name: str | UnsetType = UNSET,
+        enabled: bool | UnsetType = UNSET,
+        input: dict[str, Any] | UnsetType = UNSET,
+        cron: str | UnsetType = UNSET,
+        timezone: str | UnsetType = UNSET,
+        overlap: Literal["skip", "queue"] | UnsetType = UNSET,
+        catchup: Literal["none", "once"] | UnsetType = UNSET,
+        end_at: datetime | str | UnsetType | None = UNSET,
+    ) -> Trigger:
+        """Change the supplied fields of a trigger (PATCH
+        /api/runners/{runner_id}/triggers/{trigger_id}, updateRunnerTrigger).
+        """
+        return self._client._request(
+            "PATCH",
+            f"/api/runners/{_seg(runner_id)}/triggers/{_seg(trigger_id)}",
+            json=TriggerPatchBody(
+                name=name,
+                enabled=enabled,
+                input=input,
+                cron=cron,
+                timezone=timezone,
+                overlap=overlap,
+                catchup=catchup,
+                end_at=end_at,
+            ),
+            type=Trigger,
         )
 
 
@@ -640,6 +993,7 @@ class AgentsResource(Resource):
         self.mcp_servers = AgentsMcpServersResource(client)
         self.memory = AgentsMemoryResource(client)
         self.plan = AgentsPlanResource(client)
+        self.scheduled_tasks = AgentsScheduledTasksResource(client)
         self.web = AgentsWebResource(client)
 
     def create(
@@ -1129,7 +1483,96 @@ class RunnersResource(Resource):
 
     def __init__(self, client: _Requester) -> None:
         super().__init__(client)
+        self.budget = RunnersBudgetResource(client)
         self.mcp_servers = RunnersMcpServersResource(client)
+        self.runs = RunnersRunsResource(client)
+        self.skills = RunnersSkillsResource(client)
+        self.steps = RunnersStepsResource(client)
+        self.triggers = RunnersTriggersResource(client)
+
+    def analytics(
+        self, runner_id: str, *, period: Literal["24h", "7d", "30d", "90d"] | None = None
+    ) -> RunnerReport:
+        """Runs, success rate, tokens and cost over a period; daily series; cost by model (GET
+        /api/runners/{runner_id}/analytics, getRunnerAnalytics).
+        """
+        return self._client._request(
+            "GET",
+            f"/api/runners/{_seg(runner_id)}/analytics",
+            params={"period": period},
+            type=RunnerReport,
+        )
+
+    def create(
+        self,
+        *,
+        name: str,
+        description: str | UnsetType = UNSET,
+        input_schema: dict[str, Any] | UnsetType = UNSET,
+        steps: builtins.list[StepBody] | UnsetType = UNSET,
+        skills: builtins.list[str] | UnsetType = UNSET,
+        idempotency_key: str | None = None,
+    ) -> Runner:
+        """Create a runner (POST /api/runners, createRunner)."""
+        return self._client._request(
+            "POST",
+            "/api/runners",
+            json=RunnerBody(
+                name=name,
+                description=description,
+                input_schema=input_schema,
+                steps=steps,
+                skills=skills,
+            ),
+            idempotency_key=idempotency_key,
+            type=Runner,
+        )
+
+    def delete(self, runner_id: str) -> OkBody:
+        """Delete a runner with its triggers, runs and suggestions (DELETE
+        /api/runners/{runner_id}, deleteRunner).
+        """
+        return self._client._request("DELETE", f"/api/runners/{_seg(runner_id)}", type=OkBody)
+
+    def get(self, runner_id: str) -> Runner:
+        """A runner (GET /api/runners/{runner_id}, getRunner)."""
+        return self._client._request("GET", f"/api/runners/{_seg(runner_id)}", type=Runner)
+
+    def list(self) -> builtins.list[Runner]:
+        """The organization's runners (GET /api/runners, listRunners)."""
+        return self._client._request("GET", "/api/runners", type=builtins.list[Runner])
+
+    def update(
+        self,
+        runner_id: str,
+        *,
+        name: str | UnsetType = UNSET,
+        description: str | UnsetType = UNSET,
+        input_schema: dict[str, Any] | UnsetType = UNSET,
+        steps: builtins.list[StepBody] | UnsetType = UNSET,
+    ) -> Runner:
+        """Change the supplied fields of a runner (steps: the whole ordered list) (PATCH
+        /api/runners/{runner_id}, updateRunner).
+        """
+        return self._client._request(
+            "PATCH",
+            f"/api/runners/{_seg(runner_id)}",
+            json=RunnerPatchBody(
+                name=name, description=description, input_schema=input_schema, steps=steps
+            ),
+            type=Runner,
+        )
+
+    def webhook(self, token: str, *, idempotency_key: str | None = None) -> RunStarted:
+        """Start a run of the token's runner; the body (a JSON object) is its input (POST
+        /api/runners/webhooks/{token}, runnerWebhook).
+        """
+        return self._client._request(
+            "POST",
+            f"/api/runners/webhooks/{_seg(token)}",
+            idempotency_key=idempotency_key,
+            type=RunStarted,
+        )
 
 
 class ServiceResource(Resource):

@@ -134,6 +134,33 @@ class Blocked(msgspec.Struct, frozen=True, kw_only=True):
     waiting_on: list[str]
 
 
+class BudgetBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``BudgetBody`` of the OpenAPI document."""
+
+    max_cost_usd_per_run: float | UnsetType | None = msgspec.field(
+        name="maxCostUsdPerRun", default=UNSET
+    )
+    max_tokens_per_run: int | UnsetType | None = msgspec.field(
+        name="maxTokensPerRun", default=UNSET
+    )
+    daily_cost_usd: float | UnsetType | None = msgspec.field(name="dailyCostUsd", default=UNSET)
+    daily_tokens: int | UnsetType | None = msgspec.field(name="dailyTokens", default=UNSET)
+    soft_limit_pct: int | UnsetType = msgspec.field(name="softLimitPct", default=UNSET)
+    on_exceed: Literal["pause", "fail"] | UnsetType = msgspec.field(name="onExceed", default=UNSET)
+
+
+class Budget(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``BudgetOut`` of the OpenAPI document."""
+
+    runner_id: str
+    max_cost_usd_per_run: float | None
+    max_tokens_per_run: int | None
+    daily_cost_usd: float | None
+    daily_tokens: int | None
+    soft_limit_pct: int
+    on_exceed: Literal["pause", "fail"]
+
+
 class CachedTool(msgspec.Struct, frozen=True, kw_only=True):
     """An answer: ``CachedToolOut`` of the OpenAPI document."""
 
@@ -649,6 +676,140 @@ class RegistrySearch(msgspec.Struct, frozen=True, kw_only=True):
     servers: list[RegistryEntry]
 
 
+class ResumeBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``ResumeBody`` of the OpenAPI document."""
+
+    raise_budget_usd: float | UnsetType = msgspec.field(name="raiseBudgetUsd", default=UNSET)
+    raise_budget_tokens: int | UnsetType = msgspec.field(name="raiseBudgetTokens", default=UNSET)
+
+
+class RunBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``RunBody`` of the OpenAPI document."""
+
+    input: dict[str, Any] | UnsetType = UNSET
+
+
+class RunDay(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``RunDay`` of the OpenAPI document."""
+
+    date: str
+    runs: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+
+
+class RunList(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``RunListOut`` of the OpenAPI document."""
+
+    runs: list[Run]
+    next_cursor: str | None = msgspec.field(name="nextCursor")
+
+
+class RunModelCost(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``RunModelCost`` of the OpenAPI document."""
+
+    model: str
+    steps: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+
+
+class Run(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``RunOut`` of the OpenAPI document."""
+
+    id: str
+    org_id: str
+    runner_id: str | None
+    agent_id: str | None
+    trigger: dict[str, Any]
+    status: Literal["queued", "running", "paused", "succeeded", "failed", "cancelled"]
+    paused_reason: str | None
+    input: dict[str, Any]
+    output: Any
+    error: str | None
+    tokens: int
+    cost_usd: float
+    steps: list[StepRun]
+    next_step: str | None
+    budget_warning: str | None
+    scheduled_for: datetime | None
+    trace_id: str | None
+    created_at: datetime
+    started_at: datetime | None
+    ended_at: datetime | None
+    updated_at: datetime
+
+
+class RunStarted(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``RunStarted`` of the OpenAPI document."""
+
+    run_id: str = msgspec.field(name="runId")
+
+
+class RunTotals(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``RunTotals`` of the OpenAPI document."""
+
+    runs: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    cancelled: int = 0
+    paused: int = 0
+    active: int = 0
+    success_rate: float | None = None
+    tokens: int = 0
+    cost_usd: float = 0.0
+    avg_duration_ms: int | None = None
+
+
+class RunnerBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``RunnerBody`` of the OpenAPI document."""
+
+    name: str
+    description: str | UnsetType = UNSET
+    input_schema: dict[str, Any] | UnsetType = msgspec.field(name="inputSchema", default=UNSET)
+    steps: list[StepBody] | UnsetType = UNSET
+    skills: list[str] | UnsetType = UNSET
+
+
+class Runner(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``RunnerOut`` of the OpenAPI document."""
+
+    id: str
+    org_id: str
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    steps: list[Step]
+    skills: list[str]
+    budget: Budget
+    created_at: datetime
+    updated_at: datetime
+
+
+class RunnerPatchBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``RunnerPatchBody`` of the OpenAPI document."""
+
+    name: str | UnsetType = UNSET
+    description: str | UnsetType = UNSET
+    input_schema: dict[str, Any] | UnsetType = msgspec.field(name="inputSchema", default=UNSET)
+    steps: list[StepBody] | UnsetType = UNSET
+
+
+class RunnerReport(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``RunnerReport`` of the OpenAPI document."""
+
+    runner_id: str
+    period: str
+    since: datetime
+    until: datetime
+    totals: RunTotals
+    series: list[RunDay]
+    by_model: list[RunModelCost]
+    truncated: bool
+
+
 class ScoredMemory(msgspec.Struct, frozen=True, kw_only=True):
     """An answer: ``ScoredMemoryOut`` of the OpenAPI document."""
 
@@ -740,6 +901,12 @@ class SeriesPoint(msgspec.Struct, frozen=True, kw_only=True):
     start: datetime
 
 
+class SkillsBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``SkillsBody`` of the OpenAPI document."""
+
+    skill_ids: list[str] = msgspec.field(name="skillIds")
+
+
 class Span(msgspec.Struct, frozen=True, kw_only=True):
     """An answer: ``SpanOut`` of the OpenAPI document."""
 
@@ -761,6 +928,113 @@ class Span(msgspec.Struct, frozen=True, kw_only=True):
     output_tokens: int | None
     cached_input_tokens: int | None
     cost_usd: float | None
+
+
+class StepBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``StepBody`` of the OpenAPI document."""
+
+    id: str
+    kind: Literal["agent", "webhook", "condition"]
+    name: str | UnsetType = UNSET
+    input_mapping: dict[str, str] | UnsetType = msgspec.field(name="inputMapping", default=UNSET)
+    agent_id: str | UnsetType | None = msgspec.field(name="agentId", default=UNSET)
+    prompt: str | UnsetType | None = UNSET
+    model: str | UnsetType | None = UNSET
+    url: str | UnsetType | None = UNSET
+    method: str | UnsetType = UNSET
+    headers: dict[str, str] | UnsetType | None = UNSET
+    timeout_ms: int | UnsetType = msgspec.field(name="timeoutMs", default=UNSET)
+    expression: str | UnsetType | None = UNSET
+    if_true: str | UnsetType = msgspec.field(name="ifTrue", default=UNSET)
+    if_false: str | UnsetType = msgspec.field(name="ifFalse", default=UNSET)
+
+
+class Step(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``StepOut`` of the OpenAPI document."""
+
+    id: str
+    kind: Literal["agent", "webhook", "condition"]
+    name: str
+    input_mapping: dict[str, str]
+    agent_id: str | None
+    prompt: str | None
+    model: str | None
+    url: str | None
+    method: str | None
+    has_headers: bool
+    timeout_ms: int | None
+    expression: str | None
+    if_true: str | None
+    if_false: str | None
+
+
+class StepRun(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``StepRunOut`` of the OpenAPI document."""
+
+    step_id: str
+    kind: Literal["agent", "webhook", "condition"]
+    status: str
+    attempt: int
+    started_at: datetime | None
+    ended_at: datetime | None
+    output: Any
+    error: str | None
+    tokens: int
+    cost_usd: float
+    model: str | None
+    thread_id: str | None
+
+
+class StepsBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``StepsBody`` of the OpenAPI document."""
+
+    steps: list[StepBody]
+
+
+class TaskBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``TaskBody`` of the OpenAPI document."""
+
+    id: str | UnsetType | None = UNSET
+    name: str | UnsetType = UNSET
+    prompt: str
+    cron: str
+    timezone: str | UnsetType = UNSET
+    enabled: bool | UnsetType = UNSET
+    thread_id: str | UnsetType | None = msgspec.field(name="threadId", default=UNSET)
+    overlap: Literal["skip", "queue"] | UnsetType = UNSET
+    end_at: datetime | str | UnsetType | None = msgspec.field(name="endAt", default=UNSET)
+
+
+class Task(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``TaskOut`` of the OpenAPI document."""
+
+    id: str
+    name: str
+    prompt: str
+    cron: str
+    timezone: str
+    enabled: bool
+    thread_id: str | None
+    overlap: Literal["skip", "queue"]
+    end_at: datetime | None
+    next_run_at: datetime | None
+    last_run_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class TasksBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``TasksBody`` of the OpenAPI document."""
+
+    tasks: list[TaskBody]
+
+
+class Tasks(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``TasksOut`` of the OpenAPI document."""
+
+    agent_id: str
+    org_id: str
+    tasks: list[Task]
 
 
 class TestedTool(msgspec.Struct, frozen=True, kw_only=True):
@@ -1001,6 +1275,57 @@ class Trace(msgspec.Struct, frozen=True, kw_only=True):
     first_token_ms: int | None
 
 
+class TriggerBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``TriggerBody`` of the OpenAPI document."""
+
+    kind: Literal["manual", "api", "cron", "webhook", "button"]
+    name: str | UnsetType = UNSET
+    enabled: bool | UnsetType = UNSET
+    input: dict[str, Any] | UnsetType = UNSET
+    cron: str | UnsetType | None = UNSET
+    timezone: str | UnsetType = UNSET
+    overlap: Literal["skip", "queue"] | UnsetType = UNSET
+    catchup: Literal["none", "once"] | UnsetType = UNSET
+    end_at: datetime | str | UnsetType | None = msgspec.field(name="endAt", default=UNSET)
+
+
+class Trigger(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``TriggerOut`` of the OpenAPI document."""
+
+    id: str
+    runner_id: str | None
+    kind: Literal["manual", "api", "cron", "webhook", "button"]
+    name: str
+    enabled: bool
+    input: dict[str, Any]
+    cron: str | None
+    timezone: str
+    overlap: Literal["skip", "queue"]
+    catchup: Literal["none", "once"]
+    end_at: datetime | None
+    next_fire_at: datetime | None
+    last_fired_at: datetime | None
+    has_token: bool
+    token_hint: str | None
+    created_at: datetime
+    updated_at: datetime
+    token: str | None = None
+    webhook_url: str | None = None
+
+
+class TriggerPatchBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``TriggerPatchBody`` of the OpenAPI document."""
+
+    name: str | UnsetType = UNSET
+    enabled: bool | UnsetType = UNSET
+    input: dict[str, Any] | UnsetType = UNSET
+    cron: str | UnsetType = UNSET
+    timezone: str | UnsetType = UNSET
+    overlap: Literal["skip", "queue"] | UnsetType = UNSET
+    catchup: Literal["none", "once"] | UnsetType = UNSET
+    end_at: datetime | str | UnsetType | None = msgspec.field(name="endAt", default=UNSET)
+
+
 class Web(msgspec.Struct, frozen=True, kw_only=True):
     """An answer: ``WebOut`` of the OpenAPI document."""
 
@@ -1040,6 +1365,8 @@ __all__ = [
     "AttachIntegrationBody",
     "Attachment",
     "Blocked",
+    "Budget",
+    "BudgetBody",
     "CachedTool",
     "ClientToolBody",
     "Compaction",
@@ -1094,13 +1421,34 @@ __all__ = [
     "RegistryPackage",
     "RegistryRemote",
     "RegistrySearch",
+    "ResumeBody",
+    "Run",
+    "RunBody",
+    "RunDay",
+    "RunList",
+    "RunModelCost",
+    "RunStarted",
+    "RunTotals",
+    "Runner",
+    "RunnerBody",
+    "RunnerPatchBody",
+    "RunnerReport",
     "ScoredMemory",
     "Search",
     "SearchBody",
     "SearchHit",
     "SendMessageBody",
     "SeriesPoint",
+    "SkillsBody",
     "Span",
+    "Step",
+    "StepBody",
+    "StepRun",
+    "StepsBody",
+    "Task",
+    "TaskBody",
+    "Tasks",
+    "TasksBody",
     "TestedTool",
     "Thread",
     "ThreadCreateBody",
@@ -1120,6 +1468,9 @@ __all__ = [
     "Trace",
     "TraceDetail",
     "TraceList",
+    "Trigger",
+    "TriggerBody",
+    "TriggerPatchBody",
     "Web",
     "WebPutBody",
 ]

@@ -28,7 +28,7 @@ PERIODS: dict[str, timedelta] = {
 MAX_RUNS = 10_000  # the newest runs of the period a report reads (``truncated`` beyond)
 
 
-class Totals(msgspec.Struct, kw_only=True):
+class RunTotals(msgspec.Struct, kw_only=True):
     runs: int = 0
     succeeded: int = 0
     failed: int = 0
@@ -41,7 +41,7 @@ class Totals(msgspec.Struct, kw_only=True):
     avg_duration_ms: int | None = None  # of the ended runs
 
 
-class Day(msgspec.Struct, kw_only=True):
+class RunDay(msgspec.Struct, kw_only=True):
     date: str  # YYYY-MM-DD (UTC)
     runs: int = 0
     succeeded: int = 0
@@ -50,7 +50,7 @@ class Day(msgspec.Struct, kw_only=True):
     cost_usd: float = 0.0
 
 
-class ModelCost(msgspec.Struct, kw_only=True):
+class RunModelCost(msgspec.Struct, kw_only=True):
     model: str
     steps: int = 0
     tokens: int = 0
@@ -62,22 +62,22 @@ class RunnerReport(msgspec.Struct, kw_only=True):
     period: str
     since: datetime
     until: datetime
-    totals: Totals
-    series: list[Day]
-    by_model: list[ModelCost]
+    totals: RunTotals
+    series: list[RunDay]
+    by_model: list[RunModelCost]
     truncated: bool
 
 
 def _report(
     runs: list[RunnerRun], since: datetime, until: datetime
-) -> tuple[Totals, list[Day], list[ModelCost]]:
-    totals = Totals()
-    days: dict[str, Day] = {}
+) -> tuple[RunTotals, list[RunDay], list[RunModelCost]]:
+    totals = RunTotals()
+    days: dict[str, RunDay] = {}
     day = since.astimezone(UTC).date()
     while day <= until.astimezone(UTC).date():
-        days[day.isoformat()] = Day(date=day.isoformat())
+        days[day.isoformat()] = RunDay(date=day.isoformat())
         day += timedelta(days=1)
-    models: dict[str, ModelCost] = defaultdict(lambda: ModelCost(model=""))
+    models: dict[str, RunModelCost] = defaultdict(lambda: RunModelCost(model=""))
     durations: list[float] = []
     for r in runs:
         totals.runs += 1

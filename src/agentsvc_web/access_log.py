@@ -28,15 +28,22 @@ _SECRET_VALUE = re.compile(
 )
 
 
+# a runner's inbound webhook carries its token in the path
+_TOKEN_PATH = re.compile(r"(/api/runners/webhooks/)[^/?#\s\"]+")
+
+
 def redact(text: str) -> str:
-    """``/cb?code=abc&x=1`` -> ``/cb?code=REDACTED&x=1``."""
+    """``/cb?code=abc&x=1`` -> ``/cb?code=REDACTED&x=1``;
+    ``/api/runners/webhooks/rt_abc`` -> ``/api/runners/webhooks/REDACTED``."""
+    if "/webhooks/" in text:
+        text = _TOKEN_PATH.sub(r"\1REDACTED", text)
     return _SECRET_VALUE.sub(r"\1REDACTED", text) if "=" in text else text
 
 
 class RedactQuerySecrets(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if isinstance(record.args, tuple) and any(
-            isinstance(a, str) and "=" in a for a in record.args
+            isinstance(a, str) and ("=" in a or "/webhooks/" in a) for a in record.args
         ):
             record.args = tuple(redact(a) if isinstance(a, str) else a for a in record.args)
         elif isinstance(record.msg, str) and not record.args:

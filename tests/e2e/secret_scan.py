@@ -122,6 +122,7 @@ class SecretScan:
             "/api/mcps" in path
             or path.startswith("/api/tools")
             or path.rstrip("/") == "/api/integrations"
+            or (path.startswith("/api/runners") and "/webhooks/" not in path)
         ):
             return
         try:
@@ -132,6 +133,12 @@ class SecretScan:
             return
         if path.startswith("/api/tools"):
             self._values(body.get("headers"), "webhook tool header")
+            return
+        if path.startswith("/api/runners"):
+            steps = body.get("steps") if "steps" in body else [body]
+            for step in steps if isinstance(steps, list) else []:
+                if isinstance(step, dict):
+                    self._values(step.get("headers"), "runner step header")
             return
         connection = body.get("connection")
         if isinstance(connection, str):
@@ -167,6 +174,11 @@ class SecretScan:
             if isinstance(key, str) and len(key) >= MIN_LEN:
                 with self._lock:
                     self._owned[key] = id(exchange)
+        token = body.get("token")
+        if path.startswith("/api/runners/") and isinstance(token, str) and len(token) >= MIN_LEN:
+            # a trigger's token: in the answer that made it (create, rotate) only
+            with self._lock:
+                self._owned[token] = id(exchange)
         if path.rstrip("/") == "/api/orgs/settings":
             secret = body.get("signing_secret")
             if isinstance(secret, str):

@@ -59,15 +59,17 @@ ID_FIELDS = {
     "dependsOn": "todo",
     "memory_id": "memory",
     "document_id": "document",
+    "trigger_id": "trigger",
+    "run_id": "run",
+    "token": "webhook_token",
 }
 
 # Operations whose answer to another organization is not 404, and why. Each must
 # still leak nothing of A.
 NOT_404 = {
-    # Runners are not resources yet (issue 21): a runner id names nothing to find,
-    # so its MCP list is the caller's own (empty) and an attachment needs A's MCP
-    # server, which is 404 for B.
-    "listRunnerMcpServers": "runners are not resources yet",
+    # Public: the token (which starts runs of one runner and nothing else) is what
+    # authenticates it, whoever holds it (tests/web/test_runners_api.py)
+    "runnerWebhook": "authenticated by its token",
     # Public: the single-use state authenticates it, not a bearer token
     # (tests/web/test_mcp_oauth.py); any state B could send is 400.
     "mcpOAuthCallback": "authenticated by its state",
@@ -192,8 +194,41 @@ class World:
         assert upload.status_code == 202, upload.text
         self.ids["document"] = upload.json()["id"]
         _indexed(a, self.ids["document"])
-        self.ids["runner"] = str(uuid.uuid4())
-        _ok(a.post(f"/api/runners/{self.ids['runner']}/mcps", json={"mcpServerId": mcp["id"]}))
+        self._runner(agent["id"], mcp["id"])
+
+    def _runner(self, agent_id: str, mcp_id: str) -> None:
+        """A runner (an agent step and a webhook step with a secret header), its
+        MCP server, a webhook trigger, a run, and a scheduled task of the agent."""
+        a = self.a
+        runner = _ok(
+            a.post(
+                "/api/runners",
+                json={
+                    "name": f"runner {MARK}",
+                    "steps": [
+                        {"id": "ask", "kind": "agent", "agentId": agent_id, "prompt": f"hi {MARK}"},
+                        {
+                            "id": "hook",
+                            "kind": "webhook",
+                            "url": "http://127.0.0.1:9/hook",  # loopback discard port
+                            "headers": {"X-Api-Key": f"step-secret-{MARK}"},
+                        },
+                    ],
+                },
+            )
+        )
+        self.ids["runner"] = runner["id"]
+        _ok(a.post(f"/api/runners/{runner['id']}/mcps", json={"mcpServerId": mcp_id}))
+        trigger = _ok(a.post(f"/api/runners/{runner['id']}/triggers", json={"kind": "webhook"}))
+        self.ids["trigger"], self.ids["webhook_token"] = trigger["id"], trigger["token"]
+        run = _ok(a.post(f"/api/runners/{runner['id']}/runs", json={"input": {"m": MARK}}))
+        self.ids["run"] = run["id"]
+        _ok(
+            a.put(
+                f"/api/agents/{agent_id}/scheduled-tasks",
+                json={"tasks": [{"prompt": f"task {MARK}", "cron": "0 9 * * 1"}]},
+            )
+        )
 
     def secrets_of_a(self) -> list[str]:
         return [*self.ids.values(), MARK]

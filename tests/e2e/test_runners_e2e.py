@@ -1,0 +1,420 @@
+"""Runners end to end (issue 21): the real service process on a database of this
+module's own, the built-in ``local`` model, and the customer's receiver on
+loopback checking every webhook step's signature with the docs' receiver.
+
+- a three-step runner (agent, condition, webhook) runs from each trigger kind:
+  ``api``, ``manual`` (a user's JWT), ``webhook`` (its token, with Idempotency-Key),
+  ``button`` (its token, as the button page posts) and ``cron``;
+- a cron trigger fires once per tick with two service processes running;
+- a budget pauses a run and resume finishes it;
+- a process killed mid-run leaves a run that the next process finishes.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import signal
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jwt
+import pytest
+
+from tests.e2e.conftest import E2E_JWT_SECRET
+from tests.e2e.service import Service
+from tests.web.live import serve
+
+pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
+
+_spec = importlib.util.spec_from_file_location(
+    "webhook_receiver",
+    Path(__file__).resolve().parents[2] / "docs/examples/webhook_tool_receiver.py",
+)
+assert _spec is not None
+assert _spec.loader is not None
+receiver_example = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(receiver_example)
+
+STEP_SECRET = "runner-step-secret-6f0a1b"
+
+
+class Receiver:
+    """The customer's endpoint: records each call and whether it verified."""
+
+    def __init__(self) -> None:
+        self.secret = ""
+        self.calls: list[dict[str, Any]] = []
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        body = b""
+        while True:
+            m = await receive()
+            body += m.get("body", b"")
+            if not m.get("more_body"):
+                break
+        headers = {k.decode(): v.decode() for k, v in scope["headers"]}
+        verified = receiver_example.verify(self.secret, headers, body) is None
+        self.calls.append({"headers": headers, "body": json.loads(body), "verified": verified})
+        status = 200 if verified else 401
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [(b"content-type", b"application/json")],
+            }
+        )
+        await send({"type": "http.response.body", "body": b'{"accepted": true}'})
+
+
+class World:
+    def __init__(self, db: str, tmp: Path, base: str, receiver: Receiver) -> None:
+        self.db, self.tmp, self.base, self.receiver = db, tmp, base, receiver
+        self.key = f"ask_e2e_{uuid.uuid4().hex}"
+        self.org = f"runners-{uuid.uuid4().hex[:8]}"
+        self.services: list[Service] = []
+
+    def start(self, **extra: str) -> Service:
+        svc = Service(
+            {
+                "AGENTSVC_DATABASE_URL": self.db,
+                "AGENTSVC_BOOTSTRAP_API_KEY": self.key,
+                "AGENTSVC_BOOTSTRAP_ORG": self.org,
+                "AGENTSVC_JWT_SECRET": E2E_JWT_SECRET,
+                "AGENTSVC_ALLOW_PRIVATE_NETWORK": "true",  # the receiver is on loopback
+                # one data folder: every process opens the same sealed secrets
+                "AGENTSVC_DATA_DIR": str(self.tmp / "data"),
+                "AGENTSVC_CRON_MIN_INTERVAL_S": "1",
+                "AGENTSVC_SCHEDULER_TICK_MS": "200",
+                "AGENTSVC_JOB_HEARTBEAT_S": "2",
+                "AGENTSVC_RUN_STALE_AFTER_S": "4",
+                **extra,
+            },
+            log=self.tmp / f"svc{len(self.services)}.log",
+        )
+        self.services.append(svc)
+        svc.wait_ready()
+        return svc
+
+    def client(self, svc: Service, token: str | None = None) -> httpx.Client:
+        return httpx.Client(
+            base_url=svc.url, headers={"Authorization": f"Bearer {token or self.key}"}, timeout=60
+        )
+
+
+@pytest.fixture(scope="module")
+def world(own_pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    receiver = Receiver()
+    with serve(receiver) as base:
+        w = World(own_pg_url, tmp_path_factory.mktemp("runners"), base, receiver)
+        try:
+            svc = w.start()
+            with w.client(svc) as c:
+                receiver.secret = c.get("/api/orgs/settings").json()["signing_secret"]
+            yield w
+            for s in w.services:
+                assert STEP_SECRET not in s.output()
+        finally:
+            for s in w.services:
+                s.stop()
+
+
+def _ok(r: httpx.Response) -> Any:
+    assert r.status_code in (200, 201, 202), r.text
+    return r.json()
+
+
+def _ended(c: httpx.Client, runner: str, run: str, *statuses: str, timeout: float = 30) -> Any:
+    wanted = statuses or ("succeeded", "failed", "cancelled")
+    deadline = time.monotonic() + timeout
+    while True:
+        got = _ok(c.get(f"/api/runners/{runner}/runs/{run}"))
+        if got["status"] in wanted:
+            return got
+        assert time.monotonic() < deadline, got
+        time.sleep(0.1)
+
+
+def _three_steps(c: httpx.Client, base: str) -> tuple[str, str]:
+    agent = _ok(c.post("/api/agents", json={"name": "triage", "defaultModel": "local"}))
+    runner = _ok(
+        c.post(
+            "/api/runners",
+            json={
+                "name": "ticket triage",
+                "inputSchema": {
+                    "type": "object",
+                    "properties": {"text": {"type": "string"}},
+                    "required": ["text"],
+                },
+                "steps": [
+                    {
+                        "id": "classify",
+                        "kind": "agent",
+                        "agentId": agent["id"],
+                        "prompt": "Classify this ticket: {{ input.text }}",
+                    },
+                    {
+                        "id": "urgent",
+                        "kind": "condition",
+                        "expression": "contains(steps.classify.output.text, 'urgent')",
+                        "ifFalse": "stop",
+                    },
+                    {
+                        "id": "notify",
+                        "kind": "webhook",
+                        "url": f"{base}/notify",
+                        "headers": {"X-Api-Key": STEP_SECRET},
+                        "inputMapping": {
+                            "ticket": "input.text",
+                            "summary": "steps.classify.output.text",
+                        },
+                    },
+                ],
+            },
+        )
+    )
+    assert runner["steps"][2]["has_headers"] is True
+    assert STEP_SECRET not in json.dumps(runner)
+    return agent["id"], runner["id"]
+
+
+def _check_notified(world: World, run: dict[str, Any], text: str) -> None:
+    assert run["status"] == "succeeded", run
+    assert [s["status"] for s in run["steps"]] == ["succeeded", "succeeded", "succeeded"]
+    call = next(c for c in world.receiver.calls if c["body"]["runId"] == run["id"])
+    assert call["verified"], call
+    assert call["headers"]["x-api-key"] == STEP_SECRET
+    assert call["headers"]["idempotency-key"]
+    assert call["body"]["stepId"] == "notify"
+    assert call["body"]["input"]["ticket"] == text
+    assert text in call["body"]["input"]["summary"]
+    assert run["output"]["status_code"] == 200
+    assert run["output"]["json"] == {"accepted": True}
+
+
+def test_a_three_step_runner_runs_from_each_trigger(world: World) -> None:
+    svc = world.services[0]
+    with world.client(svc) as c:
+        _, runner = _three_steps(c, world.base)
+        # api: an API key
+        started = c.post(f"/api/runners/{runner}/runs", json={"input": {"text": "urgent: down"}})
+        assert started.status_code == 201, started.text
+        assert started.json()["trigger"]["kind"] == "api"
+        _check_notified(world, _ended(c, runner, started.json()["id"]), "urgent: down")
+        # the input is checked against the runner's schema
+        bad = c.post(f"/api/runners/{runner}/runs", json={"input": {"text": 7}})
+        assert bad.status_code == 422, bad.text
+        # a condition that is false stops the run: no call
+        calm = _ok(c.post(f"/api/runners/{runner}/runs", json={"input": {"text": "calm"}}))
+        done = _ended(c, runner, calm["id"])
+        assert [s["status"] for s in done["steps"]] == ["succeeded", "succeeded", "skipped"]
+        assert all(call["body"]["runId"] != calm["id"] for call in world.receiver.calls)
+
+        # manual: a user of the organization with the admin role
+        token = jwt.encode(
+            {"sub": "ops-1", "org_id": world.org, "role": "admin", "exp": int(time.time()) + 600},
+            E2E_JWT_SECRET,
+            algorithm="HS256",
+        )
+        with world.client(svc, token) as user:
+            manual = _ok(
+                user.post(f"/api/runners/{runner}/runs", json={"input": {"text": "urgent m"}})
+            )
+            assert manual["trigger"]["kind"] == "manual"
+            _check_notified(world, _ended(user, runner, manual["id"]), "urgent m")
+
+        # webhook and button: their token, no API key; 202 at once; Idempotency-Key
+        for kind in ("webhook", "button"):
+            trigger = _ok(c.post(f"/api/runners/{runner}/triggers", json={"kind": kind}))
+            token = trigger["token"]
+            assert trigger["webhook_url"] == f"/api/runners/webhooks/{token}"
+            listed = _ok(c.get(f"/api/runners/{runner}/triggers"))
+            assert token not in json.dumps(listed)
+            text = f"urgent via {kind}"
+            key = {"Idempotency-Key": f"k-{kind}"}
+            r = httpx.post(
+                f"{svc.url}/api/runners/webhooks/{token}", json={"text": text}, headers=key
+            )
+            assert r.status_code == 202, r.text
+            again = httpx.post(
+                f"{svc.url}/api/runners/webhooks/{token}", json={"text": text}, headers=key
+            )
+            assert (again.status_code, again.json()) == (200, r.json())
+            run = _ended(c, runner, r.json()["runId"])
+            assert run["trigger"] == {"kind": kind, "id": trigger["id"]}
+            _check_notified(world, run, text)
+            # rotated: the old token opens nothing
+            rotated = _ok(c.post(f"/api/runners/{runner}/triggers/{trigger['id']}/rotate"))
+            old = httpx.post(f"{svc.url}/api/runners/webhooks/{token}", json={"text": text})
+            assert (old.status_code, old.json()["error"]) == (404, "NOT_FOUND")
+            new = httpx.post(
+                f"{svc.url}/api/runners/webhooks/{rotated['token']}", json={"text": "calm"}
+            )
+            assert new.status_code == 202, new.text
+        # a body that is not an object, and one over the size limit
+        r = httpx.post(f"{svc.url}/api/runners/webhooks/{rotated['token']}", content=b"[1]")
+        assert r.status_code in (400, 422), r.text
+        r = httpx.post(
+            f"{svc.url}/api/runners/webhooks/{rotated['token']}",
+            json={"text": "x" * (2 * 1024 * 1024)},
+        )
+        assert r.status_code == 413, r.text
+
+        # cron: every second, in a time zone, until disabled
+        trigger = _ok(
+            c.post(
+                f"/api/runners/{runner}/triggers",
+                json={
+                    "kind": "cron",
+                    "cron": "* * * * * *",
+                    "timezone": "America/New_York",
+                    "input": {"text": "urgent by cron"},
+                },
+            )
+        )
+        assert trigger["next_fire_at"] is not None
+        deadline = time.monotonic() + 20
+        while True:
+            runs = _ok(c.get(f"/api/runners/{runner}/runs", params={"limit": 100}))["runs"]
+            cron_runs = [r for r in runs if r["trigger"]["id"] == trigger["id"]]
+            if cron_runs:
+                break
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        _ok(c.patch(f"/api/runners/{runner}/triggers/{trigger['id']}", json={"enabled": False}))
+        run = _ended(c, runner, cron_runs[-1]["id"])
+        assert run["trigger"]["kind"] == "cron"
+        assert run["scheduled_for"] is not None
+        _check_notified(world, run, "urgent by cron")
+
+        # one trace per run: the run's span, its steps, the agent step's turn
+        trace = _ok(c.get(f"/api/logs/{run['trace_id']}"))
+        names = [s["name"] for s in trace["spans"]]
+        assert "runner_run ticket triage" in names
+        assert {"step classify", "step urgent", "step notify"} <= set(names)
+        assert "invoke_agent triage" in names
+
+
+def test_a_cron_tick_fires_once_with_two_processes(world: World) -> None:
+    first = world.services[0]
+    second = world.start()
+    with world.client(first) as c:
+        agent = _ok(c.post("/api/agents", json={"name": "ticker", "defaultModel": "local"}))
+        runner = _ok(
+            c.post(
+                "/api/runners",
+                json={
+                    "name": "ticker",
+                    "steps": [{"id": "tick", "kind": "agent", "agentId": agent["id"]}],
+                },
+            )
+        )["id"]
+        trigger = _ok(
+            c.post(
+                f"/api/runners/{runner}/triggers",
+                json={"kind": "cron", "cron": "* * * * * *", "overlap": "queue"},
+            )
+        )
+        time.sleep(5)
+        _ok(c.patch(f"/api/runners/{runner}/triggers/{trigger['id']}", json={"enabled": False}))
+        time.sleep(0.5)
+        runs = _ok(c.get(f"/api/runners/{runner}/runs", params={"limit": 100}))["runs"]
+    ticks = [r["scheduled_for"] for r in runs]
+    assert len(ticks) >= 3, runs
+    assert len(set(ticks)) == len(ticks), ticks  # no tick twice
+    # about one per second: nothing fired twice, nothing skipped
+    assert len(ticks) <= 7
+    second.stop()
+    world.services.remove(second)
+
+
+def test_a_budget_pauses_a_run_and_resume_finishes_it(world: World) -> None:
+    with world.client(world.services[0]) as c:
+        agent = _ok(c.post("/api/agents", json={"name": "budgeted", "defaultModel": "local"}))
+        runner = _ok(
+            c.post(
+                "/api/runners",
+                json={
+                    "name": "two turns",
+                    "steps": [
+                        {"id": "one", "kind": "agent", "agentId": agent["id"], "prompt": "one"},
+                        {"id": "two", "kind": "agent", "agentId": agent["id"], "prompt": "two"},
+                    ],
+                },
+            )
+        )["id"]
+        budget = _ok(c.put(f"/api/runners/{runner}/budget", json={"maxTokensPerRun": 5}))
+        assert (budget["max_tokens_per_run"], budget["on_exceed"]) == (5, "pause")
+        bad = c.put(f"/api/runners/{runner}/budget", json={"softLimitPct": 0})
+        assert bad.status_code == 422, bad.text
+        run = _ok(c.post(f"/api/runners/{runner}/runs", json={}))
+        paused = _ended(c, runner, run["id"], "paused", "failed", "succeeded")
+        assert (paused["status"], paused["paused_reason"]) == ("paused", "budget"), paused
+        assert [s["status"] for s in paused["steps"]] == ["succeeded", "pending"]
+        assert paused["next_step"] == "two"
+        resumed = c.post(
+            f"/api/runners/{runner}/runs/{run['id']}/resume", json={"raiseBudgetTokens": 1000}
+        )
+        assert resumed.status_code == 200, resumed.text
+        done = _ended(c, runner, run["id"])
+        assert done["status"] == "succeeded", done
+        again = c.post(f"/api/runners/{runner}/runs/{run['id']}/resume")
+        assert (again.status_code, again.json()["error"]) == (409, "RUN_NOT_PAUSED")
+
+
+def test_a_run_survives_a_killed_process(world: World) -> None:
+    victim = world.start()
+    with world.client(victim) as c:
+        agent = _ok(c.post("/api/agents", json={"name": "slow", "defaultModel": "local"}))
+        runner = _ok(
+            c.post(
+                "/api/runners",
+                json={
+                    "name": "long",
+                    "steps": [
+                        {
+                            "id": "long",
+                            "kind": "agent",
+                            "agentId": agent["id"],
+                            "prompt": "slowly " + "word " * 15,
+                        },
+                        {"id": "after", "kind": "agent", "agentId": agent["id"], "prompt": "done"},
+                    ],
+                },
+            )
+        )["id"]
+        # the other processes take no job of this test: only the victim works...
+        for s in world.services:
+            if s is not victim:
+                s.proc.send_signal(signal.SIGSTOP)
+        try:
+            run = _ok(c.post(f"/api/runners/{runner}/runs", json={}))
+            deadline = time.monotonic() + 20
+            while _ok(c.get(f"/api/runners/{runner}/runs/{run['id']}"))["steps"][0]["status"] != (
+                "running"
+            ):
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            time.sleep(0.5)  # the turn streams
+            victim.proc.kill()  # SIGKILL: no shutdown, no grace
+            victim.proc.wait()
+        finally:
+            for s in world.services:
+                if s is not victim:
+                    s.proc.send_signal(signal.SIGCONT)
+    world.services.remove(victim)
+    victim.stop()
+    # ... and the process that is left picks the run up once the job's heartbeat is stale
+    with world.client(world.services[0]) as c:
+        done = _ended(c, runner, run["id"], timeout=60)
+        assert done["status"] == "succeeded", done
+        first = done["steps"][0]
+        assert first["attempt"] == 2, first  # started again, once
+        assert done["steps"][1]["status"] == "succeeded"

@@ -44,6 +44,7 @@ from agentsvc_web.controllers.mcps import (
 from agentsvc_web.controllers.memories import AgentMemoryController
 from agentsvc_web.controllers.plans import AgentPlanController, PlanController
 from agentsvc_web.controllers.runners import (
+    RunnerButtonController,
     RunnerController,
     RunnerWebhookController,
     ScheduledTasksController,
@@ -134,6 +135,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             AgentPlanController,
             AgentMemoryController,
             KnowledgeController,
+            RunnerButtonController,
             RunnerController,
             RunnerWebhookController,
             ScheduledTasksController,

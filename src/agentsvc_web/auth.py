@@ -58,6 +58,8 @@ def bearer_auth(authenticator: Authenticator) -> DefineMiddleware:
             # a runner's inbound webhook: its token (which can start runs of one
             # runner and nothing else) is what authenticates it
             "^/api/runners/webhooks/[^/]+$",
+            # a runner's button page and its script: the button trigger's token
+            "^/api/runners/[0-9a-fA-F-]+/(button|embed\\.js)$",
         ],
     )
 

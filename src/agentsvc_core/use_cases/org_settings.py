@@ -85,6 +85,10 @@ class OrgSettings:
             keys.append(s.previous)
         return keys
 
+    async def embed_domains(self, org: str) -> tuple[str, ...]:
+        """The sites allowed to embed the organization's pages (runner buttons)."""
+        return (await self._signing(org)).allowed_embed_domains
+
     @staticmethod
     def _admin(who: Principal) -> None:
         if not who.is_admin:

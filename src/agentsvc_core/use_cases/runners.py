@@ -550,6 +550,14 @@ class Runners:
             raise NotFound("trigger not found")
         return t
 
+    async def button(self, runner_id: UUID, token: str) -> Runner:
+        """The runner a button trigger's token opens (``NotFound`` for any other
+        token, or a token of another runner)."""
+        t = await self.by_token(token, ("button",))
+        if t.runner_id != runner_id:
+            raise NotFound("no such trigger")
+        return await self._store.get(t.org_id, runner_id)
+
     async def by_token(self, token: str, kinds: tuple[str, ...]) -> Trigger:
         """The enabled trigger of one of ``kinds`` this token opens; ``NotFound``
         for any other token (no hint of which part was wrong)."""

@@ -9,8 +9,10 @@ authenticates it.
 
 from __future__ import annotations
 
+import secrets
 from datetime import UTC, datetime
 from typing import Annotated, Any
+from urllib.parse import quote
 from uuid import UUID
 
 import msgspec
@@ -32,7 +34,8 @@ from agentsvc_core.entities.runner import (
     Trigger,
     TriggerKind,
 )
-from agentsvc_core.errors import InvalidInput
+from agentsvc_core.errors import InvalidInput, PermissionDenied
+from agentsvc_core.use_cases.org_settings import OrgSettings
 from agentsvc_core.use_cases.runner_analytics import Period, RunnerAnalytics, RunnerReport
 from agentsvc_core.use_cases.runner_runs import RunnerRuns
 from agentsvc_core.use_cases.runners import (
@@ -46,7 +49,9 @@ from agentsvc_core.use_cases.runners import (
 )
 from agentsvc_core.use_cases.schedules import ScheduledTasks, TaskDraft
 from agentsvc_web.auth import principal_of
+from agentsvc_web.embed_domains import embedder_allowed
 from agentsvc_web.openapi import errors
+from agentsvc_web.runner_button import button_headers, button_page, embed_script
 from agentsvc_web.schemas import OkBody, copied
 
 Req = Request[Any, Any, Any]
@@ -770,6 +775,90 @@ class RunnerWebhookController(Controller):
         key = request.headers.get("idempotency-key") or request.headers.get("webhook-id")
         run, created = await runner_runs.from_token(token, body, key, kinds=("webhook", "button"))
         return Response(RunStarted(run_id=run.id), status_code=202 if created else 200)
+
+
+Token = Annotated[str, QueryParameter(name="token", min_length=1, max_length=200)]
+
+
+class RunnerButtonController(Controller):
+    """A runner's button page and ``embed.js``: public (the button trigger's token,
+    which can start runs of this runner and nothing else, is the credential),
+    served only to the organization's allowed embed domains (docs/runners.md)."""
+
+    path = "/api/runners/{runner_id:uuid}"
+    tags = ["runners"]
+
+    @staticmethod
+    async def _allowed(
+        request: Req, runners: Runners, org_settings: OrgSettings, runner_id: UUID, token: str
+    ) -> tuple[Runner, tuple[str, ...]]:
+        runner = await runners.button(runner_id, token)
+        domains = await org_settings.embed_domains(runner.org_id)
+        if not embedder_allowed(
+            origin=request.headers.get("origin"),
+            referer=request.headers.get("referer"),
+            domains=domains,
+        ):
+            raise PermissionDenied("this site may not embed the organization's buttons")
+        return runner, domains
+
+    @get(
+        "/button",
+        operation_id="getRunnerButton",
+        security=[],
+        media_type="text/html",
+        responses=errors(403, 404, 422),
+        summary="The runner's button: an HTML form built from its input schema",
+    )
+    async def button(
+        self,
+        request: Req,
+        runners: NamedDependency[Runners],
+        org_settings: NamedDependency[OrgSettings],
+        runner_id: FromPath[UUID],
+        token: Token,
+    ) -> Response[str]:
+        runner, domains = await self._allowed(request, runners, org_settings, runner_id, token)
+        nonce = secrets.token_urlsafe(16)
+        page = button_page(
+            name=runner.name,
+            description=runner.description,
+            input_schema=runner.input_schema,
+            submit_url=f"/api/runners/webhooks/{token}",
+            nonce=nonce,
+        )
+        return Response(
+            page,
+            media_type="text/html",
+            headers=button_headers(domains=domains, nonce=nonce),
+        )
+
+    @get(
+        "/embed.js",
+        operation_id="getRunnerEmbedScript",
+        security=[],
+        media_type="text/javascript",
+        responses=errors(403, 404, 422),
+        summary="A script that mounts the runner's button on a page of an allowed site",
+    )
+    async def embed(
+        self,
+        request: Req,
+        runners: NamedDependency[Runners],
+        org_settings: NamedDependency[OrgSettings],
+        runner_id: FromPath[UUID],
+        token: Token,
+    ) -> Response[str]:
+        runner, _ = await self._allowed(request, runners, org_settings, runner_id, token)
+        script = embed_script(
+            button_url=f"/api/runners/{runner_id}/button?token={quote(token, safe='')}",
+            title=runner.name,
+        )
+        return Response(
+            script,
+            media_type="text/javascript",
+            headers={"Cross-Origin-Resource-Policy": "cross-origin"},
+        )
 
 
 class ScheduledTasksController(Controller):

@@ -112,6 +112,8 @@ OPERATIONS: dict[str, str] = {
     "cancelRunnerRun": "runners.runs.cancel",
     "resumeRunnerRun": "runners.runs.resume",
     "runnerWebhook": "runners.webhook",
+    "getRunnerButton": "runners.button",
+    "getRunnerEmbedScript": "runners.embed_script",
     "getScheduledTasks": "agents.scheduled_tasks.get",
     "putScheduledTasks": "agents.scheduled_tasks.put",
     "getOrgSettings": "settings.get",
@@ -338,6 +340,11 @@ class Op:
             self.body = doc["components"]["schemas"][ref]
         self.answer = "Any"
         for status, answer in sorted(spec["responses"].items()):
+            if status.startswith("2") and any(
+                t.startswith("text/") for t in answer.get("content", {})
+            ):
+                self.answer = "str"  # a page or a script, answered as its text
+                break
             if status.startswith("2") and "application/json" in answer.get("content", {}):
                 self.answer = Types(for_body=False, list_name="builtins.list").of(
                     answer["content"]["application/json"]["schema"]

@@ -1519,6 +1519,14 @@ class AsyncRunnersResource(AsyncResource):
             type=RunnerReport,
         )
 
+    async def button(self, runner_id: str, *, token: str) -> str:
+        """The runner's button: an HTML form built from its input schema (GET
+        /api/runners/{runner_id}/button, getRunnerButton).
+        """
+        return await self._client._request(
+            "GET", f"/api/runners/{_seg(runner_id)}/button", params={"token": token}, type=str
+        )
+
     async def create(
         self,
         *,
@@ -1549,6 +1557,14 @@ class AsyncRunnersResource(AsyncResource):
         /api/runners/{runner_id}, deleteRunner).
         """
         return await self._client._request("DELETE", f"/api/runners/{_seg(runner_id)}", type=OkBody)
+
+    async def embed_script(self, runner_id: str, *, token: str) -> str:
+        """A script that mounts the runner's button on a page of an allowed site (GET
+        /api/runners/{runner_id}/embed.js, getRunnerEmbedScript).
+        """
+        return await self._client._request(
+            "GET", f"/api/runners/{_seg(runner_id)}/embed.js", params={"token": token}, type=str
+        )
 
     async def get(self, runner_id: str) -> Runner:
         """A runner (GET /api/runners/{runner_id}, getRunner)."""

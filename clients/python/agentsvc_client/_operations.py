@@ -49,6 +49,8 @@ OPERATIONS: dict[str, str] = {
     "getRunner": "runners.get",
     "getRunnerAnalytics": "runners.analytics",
     "getRunnerBudget": "runners.budget.get",
+    "getRunnerButton": "runners.button",
+    "getRunnerEmbedScript": "runners.embed_script",
     "getRunnerRun": "runners.runs.get",
     "getScheduledTasks": "agents.scheduled_tasks.get",
     "getThread": "threads.get",

@@ -1503,6 +1503,14 @@ class RunnersResource(Resource):
             type=RunnerReport,
         )
 
+    def button(self, runner_id: str, *, token: str) -> str:
+        """The runner's button: an HTML form built from its input schema (GET
+        /api/runners/{runner_id}/button, getRunnerButton).
+        """
+        return self._client._request(
+            "GET", f"/api/runners/{_seg(runner_id)}/button", params={"token": token}, type=str
+        )
+
     def create(
         self,
         *,
@@ -1533,6 +1541,14 @@ class RunnersResource(Resource):
         /api/runners/{runner_id}, deleteRunner).
         """
         return self._client._request("DELETE", f"/api/runners/{_seg(runner_id)}", type=OkBody)
+
+    def embed_script(self, runner_id: str, *, token: str) -> str:
+        """A script that mounts the runner's button on a page of an allowed site (GET
+        /api/runners/{runner_id}/embed.js, getRunnerEmbedScript).
+        """
+        return self._client._request(
+            "GET", f"/api/runners/{_seg(runner_id)}/embed.js", params={"token": token}, type=str
+        )
 
     def get(self, runner_id: str) -> Runner:
         """A runner (GET /api/runners/{runner_id}, getRunner)."""

@@ -50,6 +50,8 @@ def _params(params: Mapping[str, Any] | None) -> dict[str, str] | None:
 
 
 def _decode(response: httpx.Response, type: type[T]) -> T:
+    if type is str:  # a page or a script (a runner's button, its embed.js)
+        return response.text  # type: ignore[return-value]
     try:
         return msgspec.json.decode(response.content, type=type)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:

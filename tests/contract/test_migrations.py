@@ -82,6 +82,12 @@ def test_every_table_and_index_leads_with_org_id(pg_url: str) -> None:
             "knowledge_chunks_search",
             # the sweep's look for indexings that should be running, of every organization
             "knowledge_documents_pending",
+            # runners: the inbound webhook's token (it names no organization), the
+            # scheduler's due cron triggers and the sweep's stale runs, of every
+            # organization (partial indexes: what is due or going)
+            "runner_triggers_token",
+            "runner_triggers_due",
+            "runner_runs_stale",
         }
         for name, definition in indexes:
             if name in global_lookups:

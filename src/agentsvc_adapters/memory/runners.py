@@ -9,7 +9,7 @@ from uuid import UUID
 import msgspec
 
 from agentsvc_core.entities.runner import RUN_ACTIVE, Runner, RunnerRun, Suggestion, Trigger
-from agentsvc_core.errors import NotFound
+from agentsvc_core.errors import Conflict, NotFound
 from agentsvc_core.ports.runners import Firing, RunnerStore
 
 __all__ = ["MemoryRunners"]
@@ -22,8 +22,28 @@ def _newest(items: list[RunnerRun], before: tuple[datetime, UUID] | None) -> lis
     return items
 
 
+def _collides(stored: RunnerRun, run: RunnerRun) -> bool:
+    """PostgreSQL's unique indexes: one run per idempotency key of its runner (of
+    its agent, for a scheduled task's runs), one run per tick of a trigger."""
+    if stored.org_id != run.org_id:
+        return False
+    same_key = (
+        run.idempotency_key is not None
+        and stored.idempotency_key == run.idempotency_key
+        and (stored.runner_id or stored.agent_id) == (run.runner_id or run.agent_id)
+    )
+    same_tick = (
+        run.trigger_id is not None
+        and run.scheduled_for is not None
+        and stored.trigger_id == run.trigger_id
+        and stored.scheduled_for == run.scheduled_for
+    )
+    return same_key or same_tick
+
+
 class MemoryRunners(RunnerStore):
-    def __init__(self) -> None:
+    def __init__(self, agent_exists: Callable[[str, UUID], bool]) -> None:
+        self._agent_exists = agent_exists  # PostgreSQL's foreign keys, with _owned
         self._runners: dict[tuple[str, UUID], Runner] = {}
         self._triggers: dict[UUID, Trigger] = {}
         self._runs: dict[UUID, RunnerRun] = {}
@@ -56,6 +76,13 @@ class MemoryRunners(RunnerStore):
         """An agent's scheduled tasks and their runs go with the agent."""
         self._drop(lambda x: x.org_id == org_id and x.agent_id == agent_id)
 
+    def _owned(self, x: Trigger | RunnerRun | Suggestion) -> None:
+        """Raises ``NotFound`` when ``x`` names a runner or an agent that is not there."""
+        if x.runner_id is not None and (x.org_id, x.runner_id) not in self._runners:
+            raise NotFound("runner not found")
+        if x.agent_id is not None and not self._agent_exists(x.org_id, x.agent_id):
+            raise NotFound("agent not found")
+
     def _drop(self, owned: Callable[[Trigger | RunnerRun | Suggestion], bool]) -> None:
         for store in (self._triggers, self._runs, self._suggestions):
             for key in [k for k, v in store.items() if owned(v)]:
@@ -63,6 +90,7 @@ class MemoryRunners(RunnerStore):
 
     # --- triggers ---------------------------------------------------------------
     async def add_trigger(self, trigger: Trigger) -> None:
+        self._owned(trigger)
         self._triggers[trigger.id] = trigger
 
     async def get_trigger(self, org_id: str, trigger_id: UUID) -> Trigger:
@@ -85,6 +113,7 @@ class MemoryRunners(RunnerStore):
 
     async def replace_trigger(self, trigger: Trigger) -> None:
         await self.get_trigger(trigger.org_id, trigger.id)
+        self._owned(trigger)
         self._triggers[trigger.id] = trigger
 
     async def delete_trigger(self, org_id: str, trigger_id: UUID) -> None:
@@ -96,16 +125,20 @@ class MemoryRunners(RunnerStore):
 
     # --- runs -------------------------------------------------------------------
     async def add_run(self, run: RunnerRun) -> tuple[RunnerRun, bool]:
-        if run.idempotency_key is not None:
-            for r in self._runs.values():
-                if (
-                    r.org_id == run.org_id
-                    and r.runner_id == run.runner_id
-                    and r.idempotency_key == run.idempotency_key
-                ):
-                    return r, False
+        taken = self._taken(run)
+        if taken is not None:
+            return taken, False
+        if run.id in self._runs:
+            raise Conflict("the run exists")
+        self._owned(run)
         self._runs[run.id] = run
         return run, True
+
+    def _taken(self, run: RunnerRun) -> RunnerRun | None:
+        """The stored run that ``run`` collides with (its key first)."""
+        found = [r for r in self._runs.values() if _collides(r, run)]
+        found.sort(key=lambda r: r.idempotency_key != run.idempotency_key)
+        return found[0] if found else None
 
     async def get_run(self, org_id: str, run_id: UUID) -> RunnerRun:
         r = self._runs.get(run_id)
@@ -157,7 +190,7 @@ class MemoryRunners(RunnerStore):
             for r in self._runs.values()
             if r.status in ("queued", "running") and r.updated_at < before
         ]
-        stale.sort(key=lambda r: r.updated_at)
+        stale.sort(key=lambda r: (r.updated_at, r.id))
         return [(r.org_id, r.id) for r in stale[:limit]]
 
     async def fire_due(
@@ -179,13 +212,16 @@ class MemoryRunners(RunnerStore):
             self._triggers[t.id] = msgspec.structs.replace(
                 t, next_fire_at=next_at, last_fired_at=t.next_fire_at
             )
-            if run is not None:
+            # a tick stored already is not stored again
+            if run is not None and self._taken(run) is None and run.id not in self._runs:
                 self._runs[run.id] = run
                 created.append(run)
         return created
 
     # --- suggestions ------------------------------------------------------------
     async def add_suggestions(self, suggestions: Sequence[Suggestion]) -> None:
+        for s in suggestions:
+            self._owned(s)
         for s in suggestions:
             self._suggestions[s.id] = s
 

@@ -177,7 +177,7 @@ class MemoryStorage(Storage):
         self._agents.on_delete.append(self._memories.drop_agent)
         self._knowledge = MemoryKnowledge(self._agents.has, self._threads.has)
         self._agents.on_delete.append(self._knowledge.drop_agent)
-        self._runners = MemoryRunners()
+        self._runners = MemoryRunners(self._agents.has)
         self._agents.on_delete.append(self._runners.drop_agent)
         self._turn_reader = MemoryTurnReader(
             self._threads, self._agents, self._conversations, self._mcps, self._secrets

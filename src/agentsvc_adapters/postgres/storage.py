@@ -38,6 +38,7 @@ from agentsvc_adapters.postgres.pool import (
     pool_use,
     translate,
 )
+from agentsvc_adapters.postgres.runners import PostgresRunners
 from agentsvc_adapters.postgres.secrets import PostgresSecrets
 from agentsvc_adapters.postgres.streams import PostgresStreams
 from agentsvc_adapters.postgres.traces import PostgresTraces
@@ -63,6 +64,7 @@ from agentsvc_core.ports import (
 from agentsvc_core.ports.idempotency import IdempotencyStore
 from agentsvc_core.ports.memories import MemoryStore
 from agentsvc_core.ports.plans import PlanStore
+from agentsvc_core.ports.runners import RunnerStore
 
 READY_TIMEOUT_S = 3.0  # the readiness probe's wait for a pooled connection
 
@@ -120,6 +122,7 @@ class PostgresStorage(Storage):
         self._plans = PostgresPlans(self.pool)
         self._memories = PostgresMemories(self.pool)
         self._knowledge = PostgresKnowledge(self.pool, language=knowledge_language)
+        self._runners = PostgresRunners(self.pool)
 
     async def open(self) -> None:
         async with translate():
@@ -214,3 +217,7 @@ class PostgresStorage(Storage):
     @property
     def knowledge(self) -> PostgresKnowledge:
         return self._knowledge
+
+    @property
+    def runners(self) -> RunnerStore:
+        return self._runners

@@ -48,7 +48,9 @@ class RunnerStore(Protocol):
         ...
 
     # --- triggers (a runner's, or an agent's scheduled tasks) -------------------
-    async def add_trigger(self, trigger: Trigger) -> None: ...
+    async def add_trigger(self, trigger: Trigger) -> None:
+        """Raises ``NotFound`` when the runner or agent named is not there."""
+        ...
 
     async def get_trigger(self, org_id: str, trigger_id: UUID) -> Trigger:
         """Raises ``NotFound``."""
@@ -75,8 +77,11 @@ class RunnerStore(Protocol):
     # --- runs -------------------------------------------------------------------
     async def add_run(self, run: RunnerRun) -> tuple[RunnerRun, bool]:
         """Store a new run: ``(run, True)``. When the runner already has a run with
-        the same ``idempotency_key`` (any status, kept as long as the run), answers
-        that run and ``False`` and stores nothing."""
+        the same ``idempotency_key`` (any status, kept as long as the run; for an
+        agent's scheduled-task runs, the agent), or the trigger a run for the same
+        ``scheduled_for`` (a cron tick), answers that run and ``False`` and stores
+        nothing. Raises ``NotFound`` when the runner or agent named is not there,
+        ``Conflict`` when a run with this id exists."""
         ...
 
     async def get_run(self, org_id: str, run_id: UUID) -> RunnerRun:
@@ -122,11 +127,15 @@ class RunnerStore(Protocol):
         busy)`` (``busy``: the trigger has a queued, running or paused run) answers
         its next tick and the run to create; both are stored together, atomically
         with respect to other processes doing the same (a tick is taken once, by
-        one of them). Answers the runs created."""
+        one of them). The trigger's ``last_fired_at`` becomes the tick that was
+        due. A run whose tick is stored already is not stored again nor answered.
+        Answers the runs created."""
         ...
 
     # --- suggestions ------------------------------------------------------------
-    async def add_suggestions(self, suggestions: Sequence[Suggestion]) -> None: ...
+    async def add_suggestions(self, suggestions: Sequence[Suggestion]) -> None:
+        """All or none. Raises ``NotFound`` when a runner or agent named is not there."""
+        ...
 
     async def suggestions(
         self,

@@ -9,12 +9,12 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from agentsvc_core.entities import Principal
+from agentsvc_core.entities import Organization, Principal
 from agentsvc_core.entities.runner import RunnerRun
 from agentsvc_core.use_cases.agents import AgentDraft
 from agentsvc_core.use_cases.runner_runs import RunNotPaused
@@ -36,13 +36,20 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.fixture(params=["memory", "postgres"])
+def database(request: pytest.FixtureRequest) -> str | None:
+    """None: memory storage; else a database of this module's own (the session's
+    e2e service runs a job worker on the shared one, and would take these runs)."""
+    return request.getfixturevalue("own_pg_url") if request.param == "postgres" else None
+
+
 @asynccontextmanager
-async def _services(request: pytest.FixtureRequest, storage: str) -> AsyncIterator[Services]:
+async def _services(database: str | None) -> AsyncIterator[Services]:
     own: dict[str, Any] = {}
-    if storage == "postgres":
-        own["database_url"] = request.getfixturevalue("own_pg_url")
+    if database is not None:
+        own["database_url"] = database
     settings = Settings(
-        storage=storage,  # type: ignore[arg-type]
+        storage="memory" if database is None else "postgres",
         worker=True,
         cron_min_interval_s=1,
         scheduler_tick_ms=100,
@@ -63,8 +70,10 @@ async def _until_ended(s: Services, who: Principal, run: RunnerRun, *statuses: s
     raise AssertionError(f"run still {got.status}: {got}")
 
 
-def _who(s: Services) -> Principal:
-    return Principal(org_id=f"runners-{uuid.uuid4().hex[:10]}", method="api_key")
+async def _who(s: Services) -> Principal:
+    org = f"runners-{uuid.uuid4().hex[:10]}"
+    await s.storage.organizations.ensure(Organization(id=org, created_at=datetime.now(UTC)))
+    return Principal(org_id=org, method="api_key")
 
 
 async def _runner(s: Services, who: Principal, steps: list[StepDraft]) -> Any:
@@ -82,15 +91,9 @@ async def _runner(s: Services, who: Principal, steps: list[StepDraft]) -> Any:
     )
 
 
-STORAGES = ["memory"]
-
-
-@pytest.mark.parametrize("storage", STORAGES)
-async def test_steps_run_in_order_and_a_condition_branches(
-    storage: str, request: pytest.FixtureRequest
-) -> None:
-    async with _services(request, storage) as s:
-        who = _who(s)
+async def test_steps_run_in_order_and_a_condition_branches(database: str | None) -> None:
+    async with _services(database) as s:
+        who = await _who(s)
         agent = await s.agents.create(who, AgentDraft(name="writer", default_model="local"))
         runner = await _runner(
             s,
@@ -188,12 +191,9 @@ async def test_steps_run_in_order_and_a_condition_branches(
         assert done2.output == done2.steps[0].output
 
 
-@pytest.mark.parametrize("storage", STORAGES)
-async def test_a_budget_pauses_the_run_and_resume_finishes_it(
-    storage: str, request: pytest.FixtureRequest
-) -> None:
-    async with _services(request, storage) as s:
-        who = _who(s)
+async def test_a_budget_pauses_the_run_and_resume_finishes_it(database: str | None) -> None:
+    async with _services(database) as s:
+        who = await _who(s)
         agent = await s.agents.create(who, AgentDraft(name="writer", default_model="local"))
         runner = await _runner(
             s,
@@ -223,12 +223,9 @@ async def test_a_budget_pauses_the_run_and_resume_finishes_it(
             await s.runner_runs.resume(who, runner.id, run.id)
 
 
-@pytest.mark.parametrize("storage", STORAGES)
-async def test_cancel_stops_a_run_between_and_during_steps(
-    storage: str, request: pytest.FixtureRequest
-) -> None:
-    async with _services(request, storage) as s:
-        who = _who(s)
+async def test_cancel_stops_a_run_between_and_during_steps(database: str | None) -> None:
+    async with _services(database) as s:
+        who = await _who(s)
         agent = await s.agents.create(who, AgentDraft(name="writer", default_model="local"))
         runner = await _runner(
             s,
@@ -254,12 +251,9 @@ async def test_cancel_stops_a_run_between_and_during_steps(
         assert final.steps[1].status == "pending"  # the next step never started
 
 
-@pytest.mark.parametrize("storage", STORAGES)
-async def test_a_cron_trigger_fires_each_tick_once(
-    storage: str, request: pytest.FixtureRequest
-) -> None:
-    async with _services(request, storage) as s:
-        who = _who(s)
+async def test_a_cron_trigger_fires_each_tick_once(database: str | None) -> None:
+    async with _services(database) as s:
+        who = await _who(s)
         agent = await s.agents.create(who, AgentDraft(name="writer", default_model="local"))
         runner = await _runner(
             s, who, [StepDraft(id="one", kind="agent", agent_id=agent.id, prompt="tick")]

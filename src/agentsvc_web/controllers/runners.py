@@ -741,7 +741,7 @@ class RunnerController(Controller):
         runner_runs: NamedDependency[RunnerRuns],
         runner_id: FromPath[UUID],
         run_id: FromPath[UUID],
-        data: JSONBody[ResumeBody] | None = None,
+        data: JSONBody[ResumeBody | None] = None,
     ) -> RunOut:
         body = data or ResumeBody()
         run = await runner_runs.resume(

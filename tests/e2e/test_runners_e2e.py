@@ -365,7 +365,7 @@ def test_a_budget_pauses_a_run_and_resume_finishes_it(world: World) -> None:
         assert resumed.status_code == 200, resumed.text
         done = _ended(c, runner, run["id"])
         assert done["status"] == "succeeded", done
-        again = c.post(f"/api/runners/{runner}/runs/{run['id']}/resume")
+        again = c.post(f"/api/runners/{runner}/runs/{run['id']}/resume", json={})
         assert (again.status_code, again.json()["error"]) == (409, "RUN_NOT_PAUSED")
 
 

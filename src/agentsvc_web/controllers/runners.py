@@ -741,9 +741,9 @@ class RunnerController(Controller):
         runner_runs: NamedDependency[RunnerRuns],
         runner_id: FromPath[UUID],
         run_id: FromPath[UUID],
-        data: JSONBody[ResumeBody | None] = None,
+        data: JSONBody[ResumeBody],
     ) -> RunOut:
-        body = data or ResumeBody()
+        body = data
         run = await runner_runs.resume(
             principal_of(request),
             runner_id,

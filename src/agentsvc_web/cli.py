@@ -250,6 +250,7 @@ async def _rotate_secrets() -> int:
         count += await services.webhook_tools.rotate_secrets()
         count += await SealedRecords(services.storage.secrets, services.box).rotate()
         count += await services.integrations.rotate_secrets()
+        count += await services.runners.rotate_secrets()
     print(f"re-encrypted {count} stored secret(s) with the newest key")
     return 0
 

@@ -8,6 +8,7 @@ import asyncio
 import base64
 import os
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -128,6 +129,22 @@ def test_secrets_rotate_reseals_with_the_newest_key(own_db: str, tmp_path: Path)
                 put = c.put(f"/api/agents/{agent['id']}/delegated", json={"toolIds": [tool["id"]]})
                 assert put.status_code == 200, put.text
                 signing = c.get("/api/orgs/settings").json()["signing_secret"]
+                # a runner's webhook step with sealed headers
+                runner = c.post(
+                    "/api/runners",
+                    json={
+                        "name": "rotated",
+                        "steps": [
+                            {
+                                "id": "call",
+                                "kind": "webhook",
+                                "url": mcp.url,
+                                "headers": {"Authorization": f"Bearer {MCP_TOKEN}"},
+                            }
+                        ],
+                    },
+                )
+                assert runner.status_code == 201, runner.text
         finally:
             svc.stop()
         assert sealed_credentials(own_db, mcp_id).startswith("v1.k1.")
@@ -147,8 +164,9 @@ def test_secrets_rotate_reseals_with_the_newest_key(own_db: str, tmp_path: Path)
             check=False,
         )
         assert done.returncode == 0, done.stderr
-        # the MCP credentials, the tool's headers, the delegation and the signing secret
-        assert "re-encrypted 4 stored secret(s)" in done.stdout
+        # the MCP credentials, the tool's headers, the delegation, the signing secret
+        # and the runner step's headers
+        assert "re-encrypted 5 stored secret(s)" in done.stdout
         for secret in (k1.split(":", 1)[1], k2.split(":", 1)[1], MCP_TOKEN):
             assert secret not in done.stdout + done.stderr
         assert sealed_credentials(own_db, mcp_id).startswith("v1.k2.")
@@ -164,6 +182,20 @@ def test_secrets_rotate_reseals_with_the_newest_key(own_db: str, tmp_path: Path)
                 assert delegated["tool_ids"] == [tool["id"]]
                 executed = c.post("/api/tools/execute", json={"name": "gated_tool"}).json()
                 assert executed["error"] is None or "HTTP" in executed["error"], executed
+                # the step's headers open with k2: its call is made (the MCP server's
+                # answer to it is not the point)
+                rid = runner.json()["id"]
+                run = c.post(f"/api/runners/{rid}/runs", json={"input": {}}).json()
+                deadline = time.monotonic() + 30
+                while (got := c.get(f"/api/runners/{rid}/runs/{run['id']}").json())[
+                    "status"
+                ] not in ("succeeded", "failed"):
+                    assert time.monotonic() < deadline, got
+                    time.sleep(0.1)
+                step = got["steps"][0]
+                assert step["status"] == "succeeded" or "the webhook answered" in (
+                    step["error"] or ""
+                ), step
         finally:
             svc.stop()
     finally:

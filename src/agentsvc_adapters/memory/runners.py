@@ -8,7 +8,14 @@ from uuid import UUID
 
 import msgspec
 
-from agentsvc_core.entities.runner import RUN_ACTIVE, Runner, RunnerRun, Suggestion, Trigger
+from agentsvc_core.entities.runner import (
+    RUN_ACTIVE,
+    Runner,
+    RunnerRun,
+    Step,
+    Suggestion,
+    Trigger,
+)
 from agentsvc_core.errors import Conflict, NotFound
 from agentsvc_core.ports.runners import Firing, RunnerStore
 
@@ -71,6 +78,20 @@ class MemoryRunners(RunnerStore):
         await self.get(org_id, runner_id)
         del self._runners[(org_id, runner_id)]
         self._drop(lambda x: x.org_id == org_id and x.runner_id == runner_id)
+
+    async def sealed_runners(self, org_id: str | None) -> list[Runner]:
+        return [
+            r
+            for (o, _), r in self._runners.items()
+            if (org_id is None or o == org_id) and any(st.headers for st in r.steps)
+        ]
+
+    async def reseal_steps(self, runner: Runner, steps: tuple[Step, ...]) -> bool:
+        stored = self._runners.get((runner.org_id, runner.id))
+        if stored is None or stored.updated_at != runner.updated_at:
+            return False
+        self._runners[(runner.org_id, runner.id)] = msgspec.structs.replace(stored, steps=steps)
+        return True
 
     def drop_agent(self, org_id: str, agent_id: UUID) -> None:
         """An agent's scheduled tasks and their runs go with the agent."""

@@ -230,6 +230,24 @@ class PostgresRunners(Repo, RunnerStore):
         if row is None:
             raise NotFound("runner not found")
 
+    async def sealed_runners(self, org_id: str | None) -> list[Runner]:
+        # (a rare command's read: the steps' JSON is searched, no index needed)
+        rows = await self._all(
+            f"SELECT {_RUNNERS.select} FROM runners"
+            " WHERE (%(org)s::text IS NULL OR org_id = %(org)s)"
+            " AND steps::text LIKE '%%\"headers\"%%'",
+            {"org": org_id},
+        )
+        return [r for r in map(_runner, rows) if any(st.headers for st in r.steps)]
+
+    async def reseal_steps(self, runner: Runner, steps: tuple[Step, ...]) -> bool:
+        row = await self._one(
+            "UPDATE runners SET steps = %s::json"
+            " WHERE org_id = %s AND id = %s AND updated_at = %s RETURNING id",
+            (_encode(steps).decode(), runner.org_id, runner.id, runner.updated_at),
+        )
+        return row is not None
+
     async def delete(self, org_id: str, runner_id: UUID) -> None:
         # triggers, runs and suggestions go with it (ON DELETE CASCADE)
         row = await self._one(

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Protocol
 from uuid import UUID
 
-from agentsvc_core.entities.runner import Runner, RunnerRun, Suggestion, Trigger
+from agentsvc_core.entities.runner import Runner, RunnerRun, Step, Suggestion, Trigger
 
 __all__ = ["Firing", "RunnerStore"]
 
@@ -45,6 +45,17 @@ class RunnerStore(Protocol):
 
     async def delete(self, org_id: str, runner_id: UUID) -> None:
         """The runner, its triggers, runs and suggestions. Raises ``NotFound``."""
+        ...
+
+    async def sealed_runners(self, org_id: str | None) -> list[Runner]:
+        """Every runner with a step that has sealed headers (all organizations when
+        ``org_id`` is None: the key-rotation command)."""
+        ...
+
+    async def reseal_steps(self, runner: Runner, steps: tuple[Step, ...]) -> bool:
+        """Store ``steps`` (the same steps, headers sealed again) if the runner was
+        not changed since ``runner`` was read (its ``updated_at``); False otherwise.
+        ``updated_at`` stays."""
         ...
 
     # --- triggers (a runner's, or an agent's scheduled tasks) -------------------

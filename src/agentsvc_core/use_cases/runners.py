@@ -393,6 +393,33 @@ class Runners:
         checked_headers(f"{field}.headers", d.headers)
         return self._box.seal(_enc.encode(d.headers), step_headers_context(org, runner_id, d.id))
 
+    async def rotate_secrets(self, org_id: str | None = None) -> int:
+        """Re-seal with the newest key the step headers another key sealed (the
+        key-rotation command); a runner changed meanwhile is read again. Runs keep
+        the steps they started with: the old key opens those until they end."""
+        count = 0
+        for found in await self._store.sealed_runners(org_id):
+            runner = found
+            for _ in range(5):
+                steps, moved = self._resealed(runner)
+                if not moved or await self._store.reseal_steps(runner, steps):
+                    count += moved
+                    break
+                runner = await self._store.get(runner.org_id, runner.id)
+        return count
+
+    def _resealed(self, runner: Runner) -> tuple[tuple[Step, ...], int]:
+        steps, moved = [], 0
+        for step in runner.steps:
+            if step.headers and not self._box.is_current(step.headers):
+                where = step_headers_context(runner.org_id, runner.id, step.id)
+                opened = self._box.open(step.headers, where)
+                steps.append(msgspec.structs.replace(step, headers=self._box.seal(opened, where)))
+                moved += 1
+            else:
+                steps.append(step)
+        return tuple(steps), moved
+
     # --- budget and skills --------------------------------------------------------
 
     async def set_budget(self, who: Principal, runner_id: UUID, changes: BudgetChanges) -> Runner:

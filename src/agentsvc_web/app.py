@@ -44,6 +44,7 @@ from agentsvc_web.controllers.mcps import (
 from agentsvc_web.controllers.memories import AgentMemoryController
 from agentsvc_web.controllers.plans import AgentPlanController, PlanController
 from agentsvc_web.controllers.runners import (
+    AgentSuggestionsController,
     RunnerButtonController,
     RunnerController,
     RunnerWebhookController,
@@ -135,6 +136,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             AgentPlanController,
             AgentMemoryController,
             KnowledgeController,
+            AgentSuggestionsController,
             RunnerButtonController,
             RunnerController,
             RunnerWebhookController,
@@ -171,6 +173,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "runner_runs": _const(services.runner_runs),
             "runner_analytics": _const(services.runner_analytics),
             "scheduled_tasks": _const(services.scheduled_tasks),
+            "suggestions": _const(services.suggestions),
         },
         middleware=[
             DefineMiddleware(RequestSpans, tracer=services.tracer),

@@ -96,6 +96,7 @@ from agentsvc_core.use_cases.runner_runs import RUN_JOB, RunnerRuns
 from agentsvc_core.use_cases.runners import Runners
 from agentsvc_core.use_cases.schedules import ScheduledTasks
 from agentsvc_core.use_cases.server_tools import ToolHub
+from agentsvc_core.use_cases.suggestions import Suggestions
 from agentsvc_core.use_cases.traces import TraceConfig
 from agentsvc_core.use_cases.web import WebSettings, WebTools
 from agentsvc_core.use_cases.webhook_tools import WebhookTools, WebhookToolSource
@@ -341,6 +342,14 @@ class Services:
         )
         self.mcps.runners = storage.runners
         self.runner_analytics = RunnerAnalytics(storage.runners, clock)
+        self.suggestions = Suggestions(
+            storage.runners,
+            storage.agents,
+            self.threads,
+            self.conversation,
+            storage.traces,
+            clock,
+        )
         self.scheduled_tasks = ScheduledTasks(
             storage.runners, self.runners, storage.agents, storage.threads, clock
         )

@@ -62,6 +62,7 @@ ID_FIELDS = {
     "trigger_id": "trigger",
     "run_id": "run",
     "token": "webhook_token",
+    "suggestionId": "suggestion",
 }
 
 # Operations whose answer to another organization is not 404, and why. Each must
@@ -223,6 +224,10 @@ class World:
         self.ids["trigger"], self.ids["webhook_token"] = trigger["id"], trigger["token"]
         run = _ok(a.post(f"/api/runners/{runner['id']}/runs", json={"input": {"m": MARK}}))
         self.ids["run"] = run["id"]
+        # suggestions from the runs (the local model answers with what it was sent)
+        made = a.post(f"/api/runners/{runner['id']}/suggestions")
+        assert made.status_code == 201, made.text
+        self.ids["suggestion"] = made.json()[0]["id"]
         _ok(
             a.put(
                 f"/api/agents/{agent_id}/scheduled-tasks",

@@ -102,6 +102,7 @@ DOMAIN_RULES = [
     "runnerWebhook",
     "listRunnerRuns",
     "putScheduledTasks",
+    "generateRunnerSuggestions",  # a runner with no agent step
 ]
 CONFIG = f"""
 [checks]

@@ -16,6 +16,7 @@ import pytest
 
 from agentsvc_core.entities import Organization, Principal
 from agentsvc_core.entities.runner import RunnerRun
+from agentsvc_core.errors import NotFound
 from agentsvc_core.use_cases.agents import AgentDraft
 from agentsvc_core.use_cases.runner_runs import RunNotPaused
 from agentsvc_core.use_cases.runners import (
@@ -25,6 +26,7 @@ from agentsvc_core.use_cases.runners import (
     TriggerChanges,
     TriggerDraft,
 )
+from agentsvc_core.use_cases.suggestions import parse_suggestions
 from agentsvc_web.bootstrap import Services, build_services
 from agentsvc_web.settings import Settings
 
@@ -280,3 +282,57 @@ async def test_a_cron_trigger_fires_each_tick_once(database: str | None) -> None
         assert all(t is not None and t.microsecond == 0 for t in ticks)
         last = max(t for t in ticks if t is not None)
         assert last - min(t for t in ticks if t is not None) <= timedelta(seconds=len(ticks) + 2)
+
+
+async def test_suggestions_are_generated_listed_and_dismissed(database: str | None) -> None:
+    """The model of the runner's first agent step (here ``local``, which answers
+    with what it was sent) reads the recent runs; each ``title: detail`` line of
+    its reply is a suggestion, which an admin dismisses and brings back."""
+    async with _services(database) as s:
+        who = await _who(s)
+        agent = await s.agents.create(who, AgentDraft(name="writer", default_model="local"))
+        runner = await _runner(
+            s, who, [StepDraft(id="one", kind="agent", agent_id=agent.id, prompt="x")]
+        )
+        run, _ = await s.runner_runs.start(who, runner.id, {"topic": "t"})
+        await _until_ended(s, who, run)
+        made = await s.suggestions.generate(who, runner_id=runner.id)
+        assert made, "the local model's reply has a 'title: detail' line"
+        assert all(m.runner_id == runner.id and m.agent_id is None for m in made)
+        # the prompt carried the runs: the local model repeats it
+        assert any("succeeded" in m.detail for m in made)
+        listed = await s.suggestions.page(who, runner_id=runner.id)
+        # (one generation's suggestions share their time: the order among them is by id)
+        assert sorted(m.id for m in listed) == sorted(m.id for m in made)
+        gone = await s.suggestions.set_dismissed(who, made[0].id, True, runner_id=runner.id)
+        assert gone.dismissed
+        assert made[0].id not in {
+            m.id for m in await s.suggestions.page(who, runner_id=runner.id, dismissed=False)
+        }
+        back = await s.suggestions.set_dismissed(who, made[0].id, False, runner_id=runner.id)
+        assert not back.dismissed
+        # another runner's suggestion is not this one's to dismiss
+        other = await _runner(
+            s, who, [StepDraft(id="one", kind="agent", agent_id=agent.id, prompt="y")]
+        )
+        with pytest.raises(NotFound):
+            await s.suggestions.set_dismissed(who, made[0].id, True, runner_id=other.id)
+        # an agent's own suggestions come from its turns' traces
+        for_agent = await s.suggestions.generate(who, agent_id=agent.id)
+        assert for_agent
+        assert all(m.agent_id == agent.id and m.runner_id is None for m in for_agent)
+        assert {m.id for m in await s.suggestions.page(who, agent_id=agent.id)} == {
+            m.id for m in for_agent
+        }
+
+
+def test_suggestion_lines_are_parsed() -> None:
+    text = (
+        "1. Shorter prompt: the prompt repeats itself\n\n- **Cache**: reuse results\nplain line\n"
+    )
+    assert parse_suggestions(text) == [
+        ("Shorter prompt", "the prompt repeats itself"),
+        ("Cache", "reuse results"),
+        ("plain line", ""),
+    ]
+    assert len(parse_suggestions("\n".join(f"t{i}: d" for i in range(9)))) == 5

@@ -30,6 +30,7 @@ from agentsvc_client.models import (
     DelegatedBody,
     DependencyBody,
     DetachBody,
+    DismissBody,
     Document,
     Edge,
     ExecuteBody,
@@ -81,6 +82,8 @@ from agentsvc_client.models import (
     Step,
     StepBody,
     StepsBody,
+    Suggestion,
+    SuggestionList,
     TaskBody,
     Tasks,
     TasksBody,
@@ -450,6 +453,54 @@ class AsyncAgentsScheduledTasksResource(AsyncResource):
         )
 
 
+class AsyncAgentsSuggestionsResource(AsyncResource):
+    """``client.agents.suggestions``"""
+
+    async def dismiss(
+        self, agent_id: str, *, suggestion_id: str, dismissed: bool | UnsetType = UNSET
+    ) -> Suggestion:
+        """Dismiss a suggestion (dismissed: false brings it back) (PUT
+        /api/agents/{agent_id}/suggestions, dismissAgentSuggestion).
+        """
+        return await self._client._request(
+            "PUT",
+            f"/api/agents/{_seg(agent_id)}/suggestions",
+            json=DismissBody(suggestion_id=suggestion_id, dismissed=dismissed),
+            type=Suggestion,
+        )
+
+    async def generate(
+        self, agent_id: str, *, idempotency_key: str | None = None
+    ) -> builtins.list[Suggestion]:
+        """Ask the agent's model for suggestions from its recent turns (POST
+        /api/agents/{agent_id}/suggestions, generateAgentSuggestions).
+        """
+        return await self._client._request(
+            "POST",
+            f"/api/agents/{_seg(agent_id)}/suggestions",
+            idempotency_key=idempotency_key,
+            type=builtins.list[Suggestion],
+        )
+
+    async def list(
+        self,
+        agent_id: str,
+        *,
+        dismissed: bool | None = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+    ) -> SuggestionList:
+        """Improvement suggestions for the agent, newest first, by pages (GET
+        /api/agents/{agent_id}/suggestions, listAgentSuggestions).
+        """
+        return await self._client._request(
+            "GET",
+            f"/api/agents/{_seg(agent_id)}/suggestions",
+            params={"dismissed": dismissed, "cursor": cursor, "limit": limit},
+            type=SuggestionList,
+        )
+
+
 class AsyncAgentsWebResource(AsyncResource):
     """``client.agents.web``"""
 
@@ -793,6 +844,54 @@ class AsyncRunnersStepsResource(AsyncResource):
         )
 
 
+class AsyncRunnersSuggestionsResource(AsyncResource):
+    """``client.runners.suggestions``"""
+
+    async def dismiss(
+        self, runner_id: str, *, suggestion_id: str, dismissed: bool | UnsetType = UNSET
+    ) -> Suggestion:
+        """Dismiss a suggestion (dismissed: false brings it back) (PUT
+        /api/runners/{runner_id}/suggestions, dismissRunnerSuggestion).
+        """
+        return await self._client._request(
+            "PUT",
+            f"/api/runners/{_seg(runner_id)}/suggestions",
+            json=DismissBody(suggestion_id=suggestion_id, dismissed=dismissed),
+            type=Suggestion,
+        )
+
+    async def generate(
+        self, runner_id: str, *, idempotency_key: str | None = None
+    ) -> builtins.list[Suggestion]:
+        """Ask the model of the runner's first agent step for suggestions from its runs (POST
+        /api/runners/{runner_id}/suggestions, generateRunnerSuggestions).
+        """
+        return await self._client._request(
+            "POST",
+            f"/api/runners/{_seg(runner_id)}/suggestions",
+            idempotency_key=idempotency_key,
+            type=builtins.list[Suggestion],
+        )
+
+    async def list(
+        self,
+        runner_id: str,
+        *,
+        dismissed: bool | None = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+    ) -> SuggestionList:
+        """Improvement suggestions for the runner, newest first, by pages (GET
+        /api/runners/{runner_id}/suggestions, listRunnerSuggestions).
+        """
+        return await self._client._request(
+            "GET",
+            f"/api/runners/{_seg(runner_id)}/suggestions",
+            params={"dismissed": dismissed, "cursor": cursor, "limit": limit},
+            type=SuggestionList,
+        )
+
+
 class AsyncRunnersTriggersResource(AsyncResource):
     """``client.runners.triggers``"""
 
@@ -1002,6 +1101,7 @@ class AsyncAgentsResource(AsyncResource):
         self.memory = AsyncAgentsMemoryResource(client)
         self.plan = AsyncAgentsPlanResource(client)
         self.scheduled_tasks = AsyncAgentsScheduledTasksResource(client)
+        self.suggestions = AsyncAgentsSuggestionsResource(client)
         self.web = AsyncAgentsWebResource(client)
 
     async def create(
@@ -1504,6 +1604,7 @@ class AsyncRunnersResource(AsyncResource):
         self.runs = AsyncRunnersRunsResource(client)
         self.skills = AsyncRunnersSkillsResource(client)
         self.steps = AsyncRunnersStepsResource(client)
+        self.suggestions = AsyncRunnersSuggestionsResource(client)
         self.triggers = AsyncRunnersTriggersResource(client)
 
     async def analytics(

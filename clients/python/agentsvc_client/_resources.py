@@ -30,6 +30,7 @@ from agentsvc_client.models import (
     DelegatedBody,
     DependencyBody,
     DetachBody,
+    DismissBody,
     Document,
     Edge,
     ExecuteBody,
@@ -81,6 +82,8 @@ from agentsvc_client.models import (
     Step,
     StepBody,
     StepsBody,
+    Suggestion,
+    SuggestionList,
     TaskBody,
     Tasks,
     TasksBody,
@@ -448,6 +451,54 @@ class AgentsScheduledTasksResource(Resource):
         )
 
 
+class AgentsSuggestionsResource(Resource):
+    """``client.agents.suggestions``"""
+
+    def dismiss(
+        self, agent_id: str, *, suggestion_id: str, dismissed: bool | UnsetType = UNSET
+    ) -> Suggestion:
+        """Dismiss a suggestion (dismissed: false brings it back) (PUT
+        /api/agents/{agent_id}/suggestions, dismissAgentSuggestion).
+        """
+        return self._client._request(
+            "PUT",
+            f"/api/agents/{_seg(agent_id)}/suggestions",
+            json=DismissBody(suggestion_id=suggestion_id, dismissed=dismissed),
+            type=Suggestion,
+        )
+
+    def generate(
+        self, agent_id: str, *, idempotency_key: str | None = None
+    ) -> builtins.list[Suggestion]:
+        """Ask the agent's model for suggestions from its recent turns (POST
+        /api/agents/{agent_id}/suggestions, generateAgentSuggestions).
+        """
+        return self._client._request(
+            "POST",
+            f"/api/agents/{_seg(agent_id)}/suggestions",
+            idempotency_key=idempotency_key,
+            type=builtins.list[Suggestion],
+        )
+
+    def list(
+        self,
+        agent_id: str,
+        *,
+        dismissed: bool | None = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+    ) -> SuggestionList:
+        """Improvement suggestions for the agent, newest first, by pages (GET
+        /api/agents/{agent_id}/suggestions, listAgentSuggestions).
+        """
+        return self._client._request(
+            "GET",
+            f"/api/agents/{_seg(agent_id)}/suggestions",
+            params={"dismissed": dismissed, "cursor": cursor, "limit": limit},
+            type=SuggestionList,
+        )
+
+
 class AgentsWebResource(Resource):
     """``client.agents.web``"""
 
@@ -785,6 +836,54 @@ class RunnersStepsResource(Resource):
         )
 
 
+class RunnersSuggestionsResource(Resource):
+    """``client.runners.suggestions``"""
+
+    def dismiss(
+        self, runner_id: str, *, suggestion_id: str, dismissed: bool | UnsetType = UNSET
+    ) -> Suggestion:
+        """Dismiss a suggestion (dismissed: false brings it back) (PUT
+        /api/runners/{runner_id}/suggestions, dismissRunnerSuggestion).
+        """
+        return self._client._request(
+            "PUT",
+            f"/api/runners/{_seg(runner_id)}/suggestions",
+            json=DismissBody(suggestion_id=suggestion_id, dismissed=dismissed),
+            type=Suggestion,
+        )
+
+    def generate(
+        self, runner_id: str, *, idempotency_key: str | None = None
+    ) -> builtins.list[Suggestion]:
+        """Ask the model of the runner's first agent step for suggestions from its runs (POST
+        /api/runners/{runner_id}/suggestions, generateRunnerSuggestions).
+        """
+        return self._client._request(
+            "POST",
+            f"/api/runners/{_seg(runner_id)}/suggestions",
+            idempotency_key=idempotency_key,
+            type=builtins.list[Suggestion],
+        )
+
+    def list(
+        self,
+        runner_id: str,
+        *,
+        dismissed: bool | None = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+    ) -> SuggestionList:
+        """Improvement suggestions for the runner, newest first, by pages (GET
+        /api/runners/{runner_id}/suggestions, listRunnerSuggestions).
+        """
+        return self._client._request(
+            "GET",
+            f"/api/runners/{_seg(runner_id)}/suggestions",
+            params={"dismissed": dismissed, "cursor": cursor, "limit": limit},
+            type=SuggestionList,
+        )
+
+
 class RunnersTriggersResource(Resource):
     """``client.runners.triggers``"""
 
@@ -994,6 +1093,7 @@ class AgentsResource(Resource):
         self.memory = AgentsMemoryResource(client)
         self.plan = AgentsPlanResource(client)
         self.scheduled_tasks = AgentsScheduledTasksResource(client)
+        self.suggestions = AgentsSuggestionsResource(client)
         self.web = AgentsWebResource(client)
 
     def create(
@@ -1488,6 +1588,7 @@ class RunnersResource(Resource):
         self.runs = RunnersRunsResource(client)
         self.skills = RunnersSkillsResource(client)
         self.steps = RunnersStepsResource(client)
+        self.suggestions = RunnersSuggestionsResource(client)
         self.triggers = RunnersTriggersResource(client)
 
     def analytics(

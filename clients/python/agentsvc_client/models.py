@@ -261,6 +261,13 @@ class DetachBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     mcp_server_id: str = msgspec.field(name="mcpServerId")
 
 
+class DismissBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``DismissBody`` of the OpenAPI document."""
+
+    suggestion_id: str = msgspec.field(name="suggestionId")
+    dismissed: bool | UnsetType = UNSET
+
+
 class Document(msgspec.Struct, frozen=True, kw_only=True):
     """An answer: ``DocumentOut`` of the OpenAPI document."""
 
@@ -991,6 +998,26 @@ class StepsBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     steps: list[StepBody]
 
 
+class SuggestionList(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``SuggestionListOut`` of the OpenAPI document."""
+
+    suggestions: list[Suggestion]
+    next_cursor: str | None = msgspec.field(name="nextCursor")
+
+
+class Suggestion(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``SuggestionOut`` of the OpenAPI document."""
+
+    id: str
+    runner_id: str | None
+    agent_id: str | None
+    title: str
+    detail: str
+    dismissed: bool
+    created_at: datetime
+    updated_at: datetime
+
+
 class TaskBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     """A request body: ``TaskBody`` of the OpenAPI document."""
 
@@ -1379,6 +1406,7 @@ __all__ = [
     "DelegatedTool",
     "DependencyBody",
     "DetachBody",
+    "DismissBody",
     "Document",
     "Edge",
     "Evaluation",
@@ -1445,6 +1473,8 @@ __all__ = [
     "StepBody",
     "StepRun",
     "StepsBody",
+    "Suggestion",
+    "SuggestionList",
     "Task",
     "TaskBody",
     "Tasks",

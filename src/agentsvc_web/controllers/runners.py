@@ -10,6 +10,7 @@ authenticates it.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any
 from urllib.parse import quote
@@ -21,6 +22,7 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody, QueryParameter
 from msgspec import UNSET, Meta, UnsetType
 
+from agentsvc_core.entities import Principal
 from agentsvc_core.entities.runner import (
     Catchup,
     OnExceed,
@@ -31,6 +33,7 @@ from agentsvc_core.entities.runner import (
     Step,
     StepKind,
     StepRun,
+    Suggestion,
     Trigger,
     TriggerKind,
 )
@@ -48,6 +51,7 @@ from agentsvc_core.use_cases.runners import (
     TriggerDraft,
 )
 from agentsvc_core.use_cases.schedules import ScheduledTasks, TaskDraft
+from agentsvc_core.use_cases.suggestions import Suggestions
 from agentsvc_web.auth import principal_of
 from agentsvc_web.embed_domains import embedder_allowed
 from agentsvc_web.openapi import errors
@@ -332,6 +336,31 @@ class RunStarted(msgspec.Struct, rename="camel"):
     run_id: UUID
 
 
+class SuggestionOut(msgspec.Struct):
+    id: UUID
+    runner_id: UUID | None
+    agent_id: UUID | None
+    title: str
+    detail: str
+    dismissed: bool
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, s: Suggestion) -> SuggestionOut:
+        return copied(cls, s)
+
+
+class SuggestionListOut(msgspec.Struct, rename={"next_cursor": "nextCursor"}):
+    suggestions: list[SuggestionOut]
+    next_cursor: str | None
+
+
+class DismissBody(msgspec.Struct, rename="camel"):
+    suggestion_id: UUID
+    dismissed: bool = True
+
+
 class TaskOut(msgspec.Struct):
     id: UUID
     name: str
@@ -380,11 +409,87 @@ def _cursor(raw: str | None) -> tuple[datetime, UUID] | None:
         raise InvalidInput("cursor", "must be a nextCursor of this list") from None
 
 
-def _next(runs: list[RunnerRun], limit: int) -> str | None:
-    if len(runs) < limit:
+def _next(items: Sequence[RunnerRun | Suggestion], limit: int) -> str | None:
+    if len(items) < limit:
         return None
-    last = runs[-1]
+    last = items[-1]
     return f"{last.created_at.astimezone(UTC).isoformat().replace('+00:00', 'Z')}_{last.id}"
+
+
+Dismissed = Annotated[bool | None, QueryParameter(name="dismissed")]
+Cursor = Annotated[str | None, QueryParameter(name="cursor", max_length=100)]
+Limit = Annotated[int, QueryParameter(name="limit", ge=1, le=100)]
+
+
+async def _suggestions(
+    suggestions: Suggestions,
+    who: Principal,
+    owner: dict[str, UUID],
+    dismissed: bool | None,
+    cursor: str | None,
+    limit: int,
+) -> SuggestionListOut:
+    found = await suggestions.page(
+        who, dismissed=dismissed, before=_cursor(cursor), limit=limit, **owner
+    )
+    return SuggestionListOut(
+        suggestions=[SuggestionOut.of(s) for s in found], next_cursor=_next(found, limit)
+    )
+
+
+class AgentSuggestionsController(Controller):
+    path = "/api/agents/{agent_id:uuid}/suggestions"
+    tags = ["runners"]
+
+    @get(
+        "/",
+        operation_id="listAgentSuggestions",
+        responses=errors(404, 422),
+        summary="Improvement suggestions for the agent, newest first, by pages",
+    )
+    async def list_suggestions(
+        self,
+        request: Req,
+        suggestions: NamedDependency[Suggestions],
+        agent_id: FromPath[UUID],
+        dismissed: Dismissed = None,
+        cursor: Cursor = None,
+        limit: Limit = 50,
+    ) -> SuggestionListOut:
+        who = principal_of(request)
+        return await _suggestions(
+            suggestions, who, {"agent_id": agent_id}, dismissed, cursor, limit
+        )
+
+    @post(
+        "/",
+        operation_id="generateAgentSuggestions",
+        responses=errors(404, 422, 502),
+        summary="Ask the agent's model for suggestions from its recent turns",
+    )
+    async def generate(
+        self, request: Req, suggestions: NamedDependency[Suggestions], agent_id: FromPath[UUID]
+    ) -> list[SuggestionOut]:
+        made = await suggestions.generate(principal_of(request), agent_id=agent_id)
+        return [SuggestionOut.of(s) for s in made]
+
+    @put(
+        "/",
+        operation_id="dismissAgentSuggestion",
+        responses=WRITE,
+        summary="Dismiss a suggestion (dismissed: false brings it back)",
+    )
+    async def dismiss(
+        self,
+        request: Req,
+        suggestions: NamedDependency[Suggestions],
+        agent_id: FromPath[UUID],
+        data: JSONBody[DismissBody],
+    ) -> SuggestionOut:
+        s = await suggestions.set_dismissed(
+            principal_of(request), data.suggestion_id, data.dismissed, agent_id=agent_id
+        )
+        return SuggestionOut.of(s)
 
 
 def _set(body: msgspec.Struct) -> dict[str, Any]:
@@ -657,6 +762,58 @@ class RunnerController(Controller):
         period: Annotated[Period, QueryParameter(name="period")] = "7d",
     ) -> RunnerReport:
         return await runner_analytics.report(principal_of(request), runner_id, period)
+
+    # --- suggestions --------------------------------------------------------------
+
+    @get(
+        "/{runner_id:uuid}/suggestions",
+        operation_id="listRunnerSuggestions",
+        responses=errors(404, 422),
+        summary="Improvement suggestions for the runner, newest first, by pages",
+    )
+    async def list_suggestions(
+        self,
+        request: Req,
+        suggestions: NamedDependency[Suggestions],
+        runner_id: FromPath[UUID],
+        dismissed: Dismissed = None,
+        cursor: Cursor = None,
+        limit: Limit = 50,
+    ) -> SuggestionListOut:
+        who = principal_of(request)
+        return await _suggestions(
+            suggestions, who, {"runner_id": runner_id}, dismissed, cursor, limit
+        )
+
+    @post(
+        "/{runner_id:uuid}/suggestions",
+        operation_id="generateRunnerSuggestions",
+        responses=errors(404, 422, 502),
+        summary="Ask the model of the runner's first agent step for suggestions from its runs",
+    )
+    async def generate_suggestions(
+        self, request: Req, suggestions: NamedDependency[Suggestions], runner_id: FromPath[UUID]
+    ) -> list[SuggestionOut]:
+        made = await suggestions.generate(principal_of(request), runner_id=runner_id)
+        return [SuggestionOut.of(s) for s in made]
+
+    @put(
+        "/{runner_id:uuid}/suggestions",
+        operation_id="dismissRunnerSuggestion",
+        responses=WRITE,
+        summary="Dismiss a suggestion (dismissed: false brings it back)",
+    )
+    async def dismiss_suggestion(
+        self,
+        request: Req,
+        suggestions: NamedDependency[Suggestions],
+        runner_id: FromPath[UUID],
+        data: JSONBody[DismissBody],
+    ) -> SuggestionOut:
+        s = await suggestions.set_dismissed(
+            principal_of(request), data.suggestion_id, data.dismissed, runner_id=runner_id
+        )
+        return SuggestionOut.of(s)
 
     # --- runs -------------------------------------------------------------------
 

@@ -122,6 +122,7 @@ OPERATIONS: dict[str, str] = {
     "getRunnerEmbedScript": "runners.embed_script",
     "getScheduledTasks": "agents.scheduled_tasks.get",
     "putScheduledTasks": "agents.scheduled_tasks.put",
+    "listScheduledTaskRuns": "agents.scheduled_tasks.runs",
     "getOrgSettings": "settings.get",
     "updateOrgSettings": "settings.update",
     "listIntegrations": "integrations.list",

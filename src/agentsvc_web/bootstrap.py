@@ -339,6 +339,7 @@ class Services:
             self.trace_config.prices,
             storage.traces,
             self.trace_config.retention,
+            stale_after=timedelta(seconds=settings.run_stale_after_s),
         )
         self.mcps.runners = storage.runners
         self.runner_analytics = RunnerAnalytics(storage.runners, clock)
@@ -473,7 +474,9 @@ class Services:
         except DomainError as exc:
             log.warning("the sweep of document indexings failed: %s", exc.detail)
         try:
-            again = await self.runner_runs.resume_stale(RUN_STALE)
+            again = await self.runner_runs.resume_stale(
+                timedelta(seconds=self.settings.run_stale_after_s)
+            )
             if again:
                 log.warning("queued again %d runner runs whose job was lost", again)
         except DomainError as exc:
@@ -607,8 +610,6 @@ _POOL_READINGS = (
 )
 
 SWEEP_EVERY_S = 30.0  # at most; shorter when replies go stale sooner
-# a queued or running runner run not written for this long has lost its job
-RUN_STALE = timedelta(seconds=120)
 
 
 def _log_sweep(count: int) -> None:

@@ -31,6 +31,7 @@ from agentsvc_core.errors import (
     UnsupportedMedia,
     Upstream,
 )
+from agentsvc_web.access_log import redact
 from agentsvc_web.body import BodyCutShort, BodyInvalid, MalformedBody, UnsupportedMediaType
 from agentsvc_web.schemas import ErrorBody
 
@@ -176,7 +177,7 @@ def _http(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Error
         # runs no Litestar middleware that raises 429), written for clients
         detail = exc.detail
         if isinstance(exc, BodyCutShort):
-            log.info("%s %s: %s", request.method, request.url.path, detail)
+            log.info("%s %s: %s", request.method, redact(request.url.path), detail)
     elif status == 401:
         detail = "missing or invalid credentials"
         headers.update(_BEARER)
@@ -196,7 +197,7 @@ def _too_deep(_: Request[Any, Any, Any], exc: RecursionError) -> Response[ErrorB
 
 
 def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[ErrorBody]:
-    log.exception("unhandled error on %s %s", request.method, request.url.path)
+    log.exception("unhandled error on %s %s", request.method, redact(request.url.path))
     return error_response(500, "internal error")
 
 

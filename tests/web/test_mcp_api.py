@@ -246,7 +246,13 @@ def test_attachments_and_effective_tools(mh: Harness, auth: H) -> None:
             ).status_code
             == 404
         )
-        runner = f"/api/runners/{uuid.uuid4()}/mcps"
+        # a runner's attachment needs the runner (an unknown one is 404, as an agent)
+        unknown = f"/api/runners/{uuid.uuid4()}/mcps"
+        assert c.post(unknown, json={"mcpServerId": s["id"]}, headers=auth).status_code == 404
+        assert c.get(unknown, headers=auth).status_code == 404
+        made = c.post("/api/runners", json={"name": "R"}, headers=auth)
+        assert made.status_code == 201, made.text
+        runner = f"/api/runners/{made.json()['id']}/mcps"
         assert c.post(runner, json={"mcpServerId": s["id"]}, headers=auth).status_code == 200
         assert len(c.get(runner, headers=auth).json()) == 1
         # deleting the server removes every attachment

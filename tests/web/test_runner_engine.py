@@ -18,7 +18,7 @@ from agentsvc_core.entities import Organization, Principal
 from agentsvc_core.entities.runner import RunnerRun
 from agentsvc_core.errors import NotFound
 from agentsvc_core.use_cases.agents import AgentDraft
-from agentsvc_core.use_cases.runner_runs import RunNotPaused
+from agentsvc_core.use_cases.runner_runs import RunNotPaused, job_payload
 from agentsvc_core.use_cases.runners import (
     BudgetChanges,
     RunnerDraft,
@@ -26,7 +26,10 @@ from agentsvc_core.use_cases.runners import (
     TriggerChanges,
     TriggerDraft,
 )
+from agentsvc_core.use_cases.schedules import TaskDraft
+from agentsvc_core.use_cases.send_input import SendInput
 from agentsvc_core.use_cases.suggestions import parse_suggestions
+from agentsvc_core.use_cases.threads import ThreadDraft
 from agentsvc_web.bootstrap import Services, build_services
 from agentsvc_web.settings import Settings
 
@@ -64,7 +67,7 @@ async def _services(database: str | None) -> AsyncIterator[Services]:
 
 async def _until_ended(s: Services, who: Principal, run: RunnerRun, *statuses: str) -> RunnerRun:
     wanted = statuses or ("succeeded", "failed", "cancelled")
-    for _ in range(400):
+    for _ in range(1600):  # 40 s: the local model's "slowly" takes a word each 0.2 s
         got = await s.runner_runs.get(who, run.runner_id or uuid.uuid4(), run.id)
         if got.status in wanted:
             return got
@@ -336,3 +339,97 @@ def test_suggestion_lines_are_parsed() -> None:
         ("plain line", ""),
     ]
     assert len(parse_suggestions("\n".join(f"t{i}: d" for i in range(9)))) == 5
+
+
+async def test_a_step_whose_agent_is_gone_fails_the_run(database: str | None) -> None:
+    async with _services(database) as s:
+        who = await _who(s)
+        agent = await s.agents.create(who, AgentDraft(name="gone", default_model="local"))
+        runner = await _runner(
+            s, who, [StepDraft(id="one", kind="agent", agent_id=agent.id, prompt="x")]
+        )
+        await s.agents.delete(who, agent.id)
+        run, _ = await s.runner_runs.start(who, runner.id, {"topic": "t"})
+        done = await _until_ended(s, who, run)
+        assert done.status == "failed"
+        assert done.error is not None
+        assert "agent" in done.error
+        assert done.steps[0].status == "failed"
+
+
+async def test_a_second_job_of_a_running_step_leaves_it_alone(database: str | None) -> None:
+    """A resumed run's job holds a key of its own, so the sweep may queue another
+    job of the run while a long step runs: that job sees the run's lease renewed
+    and leaves the step to the first, which ends it once, its tokens counted once."""
+    async with _services(database) as s:
+        who = await _who(s)
+        agent = await s.agents.create(who, AgentDraft(name="w", default_model="local"))
+        runner = await _runner(
+            s,
+            who,
+            [
+                StepDraft(id="one", kind="agent", agent_id=agent.id, prompt="first"),
+                StepDraft(id="two", kind="agent", agent_id=agent.id, prompt="slowly"),
+            ],
+        )
+        await s.runners.set_budget(who, runner.id, BudgetChanges(max_tokens_per_run=1))
+        run, _ = await s.runner_runs.start(who, runner.id, {"topic": "t"})
+        await _until_ended(s, who, run, "paused")
+        await s.runner_runs.resume(who, runner.id, run.id, raise_tokens=10**6)
+        for _ in range(200):
+            if (await s.runner_runs.get(who, runner.id, run.id)).steps[1].status == "running":
+                break
+            await asyncio.sleep(0.02)
+        # a second job of the run (the sweep's, say), while the first runs step two
+        before = await s.runner_runs.get(who, runner.id, run.id)
+        await s.runner_engine.execute(job_payload(before))
+        after = await s.runner_runs.get(who, runner.id, run.id)
+        # left alone: still the first job's attempt
+        assert (after.steps[1].attempt, after.steps[1].started_at) == (
+            before.steps[1].attempt,
+            before.steps[1].started_at,
+        )
+        done = await _until_ended(s, who, run)
+        assert done.status == "succeeded", done
+        assert [st.attempt for st in done.steps] == [1, 1]
+        assert done.tokens == sum(st.tokens for st in done.steps)
+        msgs, _ = await s.threads.history(who, done.steps[1].thread_id, offset=0, limit=10)
+        assert [(m.role, m.status) for m in msgs] == [
+            ("user", "complete"),
+            ("assistant", "complete"),
+        ]
+
+
+async def test_a_scheduled_task_waits_for_a_users_turn_on_its_thread(
+    database: str | None,
+) -> None:
+    """A task's thread may be a user's chat: a tick while the user's turn runs waits
+    for it (no attempt counted), never stops it, and answers with its own turn."""
+    async with _services(database) as s:
+        who = await _who(s)
+        agent = await s.agents.create(who, AgentDraft(name="w", default_model="local"))
+        thread = await s.threads.create(who, ThreadDraft(agent_id=agent.id, title="chat"))
+        await s.conversation.send(who, thread.id, SendInput(content="tell me slowly"))
+        await asyncio.sleep(0.2)
+        await s.scheduled_tasks.set_tasks(
+            who,
+            agent.id,
+            [TaskDraft(prompt="daily report", cron="* * * * * *", thread_id=thread.id)],
+        )
+        await asyncio.sleep(1.3)
+        await s.scheduled_tasks.set_tasks(who, agent.id, [])
+        runs: list[RunnerRun] = []
+        for _ in range(300):
+            runs = await s.storage.runners.runs(who.org_id, agent_id=agent.id)
+            if runs and all(r.ended for r in runs):
+                break
+            await asyncio.sleep(0.05)
+        assert runs
+        assert all(r.status == "succeeded" for r in runs), runs
+        assert all(r.steps[0].attempt == 1 for r in runs)
+        assert all("daily report" in r.steps[0].output["text"] for r in runs)
+        listed = await s.scheduled_tasks.runs(who, agent.id, before=None, limit=50)
+        assert sorted(r.id for r in listed) == sorted(r.id for r in runs)
+        msgs, _ = await s.threads.history(who, thread.id, offset=0, limit=50)
+        assert msgs[1].role == "assistant"
+        assert msgs[1].status == "complete"  # the user's turn was not stopped

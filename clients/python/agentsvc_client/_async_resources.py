@@ -452,6 +452,19 @@ class AsyncAgentsScheduledTasksResource(AsyncResource):
             type=Tasks,
         )
 
+    async def runs(
+        self, agent_id: str, *, cursor: str | None = None, limit: int | None = None
+    ) -> RunList:
+        """The runs of the agent's scheduled tasks, newest first, by pages (GET
+        /api/agents/{agent_id}/scheduled-tasks/runs, listScheduledTaskRuns).
+        """
+        return await self._client._request(
+            "GET",
+            f"/api/agents/{_seg(agent_id)}/scheduled-tasks/runs",
+            params={"cursor": cursor, "limit": limit},
+            type=RunList,
+        )
+
 
 class AsyncAgentsSuggestionsResource(AsyncResource):
     """``client.agents.suggestions``"""

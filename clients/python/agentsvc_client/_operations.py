@@ -80,6 +80,7 @@ OPERATIONS: dict[str, str] = {
     "listRunnerSuggestions": "runners.suggestions.list",
     "listRunnerTriggers": "runners.triggers.list",
     "listRunners": "runners.list",
+    "listScheduledTaskRuns": "agents.scheduled_tasks.runs",
     "listThreads": "threads.list",
     "listTodoDependencies": "plans.todos.deps.list",
     "listTools": "tools.list",

@@ -161,6 +161,7 @@ class StepRun(msgspec.Struct, frozen=True, kw_only=True):
     cost_usd: float = 0.0
     model: str | None = None
     thread_id: UUID | None = None
+    turn_id: UUID | None = None  # an agent step's turn (the thread's run) once sent
 
 
 class RunnerRun(msgspec.Struct, frozen=True, kw_only=True):

@@ -285,7 +285,9 @@ class Reply:
                 why = await plan.gate(state.total, plan.model_id)
                 if why is not None:
                     state.status = "failed"
-                    state.error = ErrorEvent(code=BUDGET_EXCEEDED, detail=why)
+                    state.error = ErrorEvent(
+                        code=BUDGET_EXCEEDED, detail=why, usage=usage_out(state.total)
+                    )
                     return
             text: list[str] = []
             calls: list[ToolCall] = []

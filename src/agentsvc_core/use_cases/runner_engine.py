@@ -20,11 +20,13 @@ runner's budget says; resume continues from the step that paused.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from typing import Any
 from uuid import UUID
@@ -57,7 +59,7 @@ from agentsvc_core.use_cases.runner_trace import run_trace, step_span_id
 from agentsvc_core.use_cases.runners import day_start, step_headers_context
 from agentsvc_core.use_cases.send_input import SendInput
 from agentsvc_core.use_cases.threads import ThreadDraft, Threads
-from agentsvc_core.use_cases.turn import Done, ErrorEvent
+from agentsvc_core.use_cases.turn import Done, ErrorEvent, Turn, UsageOut
 from agentsvc_core.use_cases.webhook_tools import SigningSecrets
 
 __all__ = ["MAX_ATTEMPTS", "RunnerEngine"]
@@ -85,6 +87,11 @@ class _Later(Exception):
     def __init__(self, delay_s: float) -> None:
         super().__init__(delay_s)
         self.delay_s = delay_s
+
+
+class _Busy(Exception):
+    """The step's thread is busy with a turn that is not the step's (a user's, on a
+    scheduled task's thread; a killed process's, not yet marked interrupted)."""
 
 
 class _Taken(Exception):
@@ -197,9 +204,11 @@ class RunnerEngine:
         prices: PriceTable,
         traces: TraceStore | None = None,
         retention: timedelta = timedelta(0),
+        stale_after: timedelta = timedelta(seconds=45),
     ) -> None:
         """``traces``: where a run's trace record goes when it ends (kept for
         ``retention``; zero or None: not stored)."""
+        self._stale = stale_after  # a running step's run not renewed for this long: its job died
         self._traces = traces if retention > timedelta(0) else None
         self._retention = retention
         self._store = store
@@ -226,14 +235,41 @@ class RunnerEngine:
         except _Taken:
             return
         except _Later as later:
-            # (a key of its own: this job still holds the run's key while it runs)
+            # the run's lease renewed (the sweep leaves it alone), and a job of its own
+            # key queued (this job still holds the run's key while it runs)
             run = await self._store.get_run(org, run_id)
+            run = await self._update(
+                run, lambda r: _still(r, r.status, updated_at=self._clock.now())
+            )
             await self._runs.enqueue(
                 run, delay_s=later.delay_s, key=f"run:{run.id}:later:{time.time_ns()}"
             )
             return
+        except Exception:
+            # a defect: the run fails readably rather than waiting for a sweep forever
+            log.exception("run %s failed", run_id)
+            run = await self._store.get_run(org, run_id)
+            now = self._clock.now()
+            run = await self._update(
+                run,
+                lambda r: (
+                    None
+                    if r.ended
+                    else msgspec.structs.replace(
+                        r,
+                        status="failed",
+                        error="the run failed (an internal error; see the logs)",
+                        ended_at=now,
+                        updated_at=now,
+                    )
+                ),
+            )
         if run is not None and run.ended:
             await self.record(run)
+        elif run is not None and run.status == "queued":
+            await self._runs.enqueue(
+                run, key=f"run:{run.id}:again:{run.version}"
+            )  # resumed meanwhile
 
     async def _execute(self, org: str, run_id: UUID) -> RunnerRun | None:
         """The run as this job left it (None: it is gone)."""
@@ -283,29 +319,31 @@ class RunnerEngine:
     async def _step(self, run: RunnerRun, runner: Runner | None) -> RunnerRun:
         index = run.cursor
         step, state = run.pipeline[index], run.steps[index]
-        if state.status == "running" and state.attempt >= MAX_ATTEMPTS:
-            return await self._fail(
-                run, index, f"step {step.id!r} was interrupted {state.attempt} times; not again"
-            )
-        budget = await self._budget(run, runner)
-        if step.kind == "agent" and budget is not None:
-            why = budget.why()
-            if why is not None:
-                return await self._over_budget(run, runner, why)
-        retry = state.status == "running"  # a killed process's attempt
-        now = self._clock.now()
-        started = msgspec.structs.replace(
-            state, status="running", attempt=state.attempt + 1, started_at=now, error=None
-        )
-        if step.kind == "agent" and started.thread_id is None:
-            started = msgspec.structs.replace(started, thread_id=await self._thread(run, step))
+        retry = state.status == "running"  # started by a job before this one
+        if retry:
+            if run.updated_at > self._clock.now() - self._stale:
+                raise _Taken()  # its job is alive (it renews the run's lease): it goes on
+            if state.attempt >= MAX_ATTEMPTS:
+                return await self._fail(
+                    run, index, f"step {step.id!r} was interrupted {state.attempt} times; not again"
+                )
+        prepared = await self._prepare(run, runner, index)
+        if isinstance(prepared, RunnerRun):
+            return prepared  # paused or failed before it started
+        started, budget = prepared
         run = await self._update(run, lambda r: _with_step(r, index, started, expect=state))
         if run.status != "running":
             return run  # cancelled meanwhile
         if run.steps[index] != started:
-            raise _Taken()  # another process started the step meanwhile: it goes on
+            raise _Taken()  # another job started the step meanwhile: it goes on
         try:
-            outcome = await self._do(run, runner, step, started, budget, retry)
+            async with self._lease(run):
+                outcome = await self._do(run, runner, step, started, budget, retry)
+        except _Busy:
+            # the thread is busy with a turn that is not this step's: no attempt was
+            # made; the step waits as it was
+            await self._update(run, lambda r: _with_step(r, index, state, expect=started))
+            raise _Later(BUSY_RETRY_S) from None
         except (_Later, _Taken):
             raise
         except DomainError as exc:
@@ -313,7 +351,55 @@ class RunnerEngine:
         except Exception:
             log.exception("step %s of run %s failed", step.id, run.id)
             outcome = _Outcome(ok=False, error="the step failed (an internal error; see the logs)")
-        return await self._ended_step(run, runner, index, outcome, budget)
+        return await self._ended_step(run, runner, index, outcome, budget, started)
+
+    async def _prepare(
+        self, run: RunnerRun, runner: Runner | None, index: int
+    ) -> tuple[StepRun, BudgetCheck | None] | RunnerRun:
+        """The step's start (its budget checked, an agent step's thread made), or
+        the run as it ended before the step could start."""
+        step, state = run.pipeline[index], run.steps[index]
+        try:
+            budget = await self._budget(run, runner)
+            if step.kind == "agent" and budget is not None:
+                why = budget.why()
+                if why is not None:
+                    return await self._over_budget(run, runner, why)
+            now = self._clock.now()
+            started = msgspec.structs.replace(
+                state, status="running", attempt=state.attempt + 1, started_at=now, error=None
+            )
+            if step.kind == "agent" and started.thread_id is None:
+                thread = await self._thread(run, step)
+                started = msgspec.structs.replace(started, thread_id=thread)
+        except DomainError as exc:  # an agent gone since the runner was saved, say
+            return await self._fail(run, index, f"step {step.id!r}: {exc.detail}")
+        return started, budget
+
+    @contextlib.asynccontextmanager
+    async def _lease(self, run: RunnerRun) -> AsyncIterator[None]:
+        """While a step runs, the run's ``updated_at`` is renewed (a quarter of the
+        stale time): the sweep queues again, and another job takes over, only a run
+        whose job stopped renewing it (a killed process)."""
+
+        async def renew() -> None:
+            while True:
+                await asyncio.sleep(self._stale.total_seconds() / 4)
+                try:
+                    fresh = await self._store.get_run(run.org_id, run.id)
+                    await self._update(
+                        fresh, lambda r: _still(r, "running", updated_at=self._clock.now())
+                    )
+                except DomainError as exc:
+                    log.warning("the lease of run %s was not renewed: %s", run.id, exc.detail)
+
+        task = asyncio.create_task(renew())
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     async def _do(
         self,
@@ -347,12 +433,17 @@ class RunnerEngine:
         index: int,
         outcome: _Outcome,
         budget: BudgetCheck | None,
+        started: StepRun,
     ) -> RunnerRun:
         now = self._clock.now()
         warning = budget.warning() if budget is not None else None
+        taken: list[bool] = []
 
-        def change(r: RunnerRun) -> RunnerRun:
+        def change(r: RunnerRun) -> RunnerRun | None:
             state = r.steps[index]
+            if (state.attempt, state.started_at) != (started.attempt, started.started_at):
+                taken.append(True)  # another job started the step again: its write wins
+                return None
             done = msgspec.structs.replace(
                 state,
                 status="succeeded" if outcome.ok else ("pending" if outcome.paused else "failed"),
@@ -396,7 +487,10 @@ class RunnerEngine:
             fields["cursor"] = target
             return msgspec.structs.replace(r, **fields)
 
-        return await self._update(run, change)
+        run = await self._update(run, change)
+        if taken:
+            raise _Taken()
+        return run
 
     async def _over_budget(self, run: RunnerRun, runner: Runner | None, why: str) -> RunnerRun:
         pause = runner is None or runner.budget.on_exceed == "pause"
@@ -481,11 +575,9 @@ class RunnerEngine:
         agent = await self._agents.get(run.org_id, step.agent_id)
         model_id = step.model or agent.default_model
         if retry:
-            done = await self._finished_before(who, state)
+            done = await self._finished_before(who, run, state)
             if done is not None:
                 return msgspec.structs.replace(done, model=model_id)
-            # a turn of the killed process may still count as running: free the thread
-            await self._conversation.stop(who, state.thread_id)
         try:
             message = self._message(step, context)
         except ValueError as exc:
@@ -512,49 +604,41 @@ class RunnerEngine:
             )
         except Conflict as exc:
             if exc.code == "THREAD_BUSY":
-                raise _Later(BUSY_RETRY_S) from None
+                raise _Busy() from None
             raise
         finally:
             if parent is not None:
                 CURRENT.reset(parent)
-        final: Done | ErrorEvent | None = None
-        start = 0
-        while final is None:
-            events = await turn.read(start, 30.0)
-            if events is None:
-                continue
-            if not events:
-                break
-            start += len(events)
-            for event in events:
-                if isinstance(event, (Done, ErrorEvent)):
-                    final = event
-        return self._agent_outcome(final, model_id, state.thread_id)
+        # the turn is the step's: a retry finds it (and only it) on the thread
+        index = run.pipeline.index(step)
+        run = await self._update(run, lambda r: _with_turn(r, index, state, turn.run_id))
+        if run.status != "running":
+            # cancelled while the turn was being started (the cancel found none)
+            await self._conversation.stop(who, state.thread_id)
+        return self._agent_outcome(await _last_event(turn), model_id, state.thread_id)
+
+    def _spent(self, usage: UsageOut | None, model_id: str) -> tuple[int, float]:
+        if usage is None:
+            return 0, 0.0
+        counted = Usage(
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cached_input_tokens=usage.cached_input_tokens or 0,
+        )
+        return usage.total_tokens, self._prices.cost(model_id, counted) or 0.0
 
     def _agent_outcome(
         self, final: Done | ErrorEvent | None, model_id: str, thread_id: UUID
     ) -> _Outcome:
+        # what the turn's model calls used counts, whatever the outcome
+        tokens, cost = self._spent(None if final is None else final.usage, model_id)
+        spent: dict[str, Any] = {"model": model_id, "tokens": tokens, "cost_usd": cost}
         if isinstance(final, ErrorEvent):
             if final.code == BUDGET_EXCEEDED:
-                return _Outcome(ok=False, paused=final.detail or "over budget", model=model_id)
-            return _Outcome(ok=False, error=f"{final.code}: {final.detail or ''}", model=model_id)
+                return _Outcome(ok=False, paused=final.detail or "over budget", **spent)
+            return _Outcome(ok=False, error=f"{final.code}: {final.detail or ''}", **spent)
         if final is None or final.stopped:
-            return _Outcome(ok=False, error="the agent's turn was stopped", model=model_id)
-        usage = final.usage
-        tokens = 0 if usage is None else usage.total_tokens
-        cost = 0.0
-        if usage is not None:
-            cost = (
-                self._prices.cost(
-                    model_id,
-                    Usage(
-                        input_tokens=usage.input_tokens,
-                        output_tokens=usage.output_tokens,
-                        cached_input_tokens=usage.cached_input_tokens or 0,
-                    ),
-                )
-                or 0.0
-            )
+            return _Outcome(ok=False, error="the agent's turn was stopped", **spent)
         text = final.content[:MAX_OUTPUT_CHARS]
         return _Outcome(
             ok=True,
@@ -569,22 +653,34 @@ class RunnerEngine:
             model=model_id,
         )
 
-    async def _finished_before(self, who: Principal, state: StepRun) -> _Outcome | None:
-        """The output of a turn an earlier attempt finished on the step's thread
-        (the process died after the reply was stored, before the checkpoint)."""
+    async def _finished_before(
+        self, who: Principal, run: RunnerRun, state: StepRun
+    ) -> _Outcome | None:
+        """The output of the turn an earlier attempt of the step started (the process
+        died before the step's end was stored), when that turn completed; a turn of
+        it still counted as running (its process is gone) is stopped. Nothing of a
+        turn that is not the step's is touched."""
         assert state.thread_id is not None
+        if state.turn_id is None:
+            return None  # the earlier attempt died before its turn started
         latest = await self._turns.latest_run(who.org_id, state.thread_id)
-        if latest is None or latest.status != "completed":
+        if latest is None or latest.id != state.turn_id:
             return None
-        if state.started_at is not None and latest.started_at < state.started_at - timedelta(
-            days=1
-        ):
+        if latest.status == "running":
+            await self._conversation.stop(who, state.thread_id)  # frees an orphaned turn
+            return None
+        if latest.status != "completed":
             return None
         _, total = await self._threads.history(who, state.thread_id, offset=0, limit=1)
         if total == 0:
             return None
         last, _ = await self._threads.history(who, state.thread_id, offset=total - 1, limit=1)
-        if not last or last[-1].role != "assistant" or last[-1].status != "complete":
+        if (
+            not last
+            or last[-1].role != "assistant"
+            or last[-1].status != "complete"
+            or last[-1].run_id != state.turn_id
+        ):
             return None
         text = last[-1].content[:MAX_OUTPUT_CHARS]
         return _Outcome(
@@ -734,10 +830,37 @@ def _still(run: RunnerRun, expected: str, **fields: Any) -> RunnerRun | None:
 def _with_step(run: RunnerRun, index: int, state: StepRun, *, expect: StepRun) -> RunnerRun | None:
     """The step's start checkpoint, unless the run stopped running or another
     process started the step meanwhile (its attempt moved on)."""
-    if run.status != "running" or run.steps[index].attempt != expect.attempt:
+    if run.status != "running" or run.steps[index] != expect:
         return None
     steps = list(run.steps)
     steps[index] = state
+    return msgspec.structs.replace(
+        run, steps=tuple(steps), updated_at=state.started_at or run.updated_at
+    )
+
+
+async def _last_event(turn: Turn) -> Done | ErrorEvent | None:
+    """Read a turn to its end: its ``done`` or ``error`` event."""
+    final: Done | ErrorEvent | None = None
+    start = 0
+    while final is None:
+        events = await turn.read(start, 30.0)
+        if events is None:
+            continue
+        if not events:
+            break
+        start += len(events)
+        final = next((e for e in events if isinstance(e, (Done, ErrorEvent))), None)
+    return final
+
+
+def _with_turn(run: RunnerRun, index: int, state: StepRun, turn_id: UUID) -> RunnerRun | None:
+    """The step's turn noted, if the step is still this attempt's."""
+    current = run.steps[index]
+    if (current.attempt, current.started_at) != (state.attempt, state.started_at):
+        return None
+    steps = list(run.steps)
+    steps[index] = msgspec.structs.replace(current, turn_id=turn_id)
     return msgspec.structs.replace(run, steps=tuple(steps))
 
 

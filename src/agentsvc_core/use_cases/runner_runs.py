@@ -57,6 +57,12 @@ class RunNotActive(Conflict):
         super().__init__("the run has ended", code="RUN_NOT_ACTIVE")
 
 
+def _checked_key(key: str | None) -> str | None:
+    if key is not None and not 1 <= len(key) <= MAX_IDEMPOTENCY_KEY:
+        raise InvalidInput("Idempotency-Key", f"1 to {MAX_IDEMPOTENCY_KEY} characters")
+    return key
+
+
 def job_payload(run: RunnerRun) -> bytes:
     return f"{run.org_id}\n{run.id}".encode()
 
@@ -139,7 +145,7 @@ class RunnerRuns:
             raise PermissionDenied("runs are started by the organization's admins")
         runner = await self._store.get(who.org_id, runner_id)
         kind: TriggerKind = "api" if who.method == "api_key" else "manual"
-        return await self._create(runner, None, kind, input, idempotency_key)
+        return await self._create(runner, None, kind, input, _checked_key(idempotency_key))
 
     async def from_token(
         self, token: str, body: bytes, idempotency_key: str | None, *, kinds: tuple[str, ...]
@@ -153,7 +159,11 @@ class RunnerRuns:
         except msgspec.DecodeError:
             raise InvalidInput("body", "must be a JSON object (the run's input)") from None
         runner = await self._store.get(trigger.org_id, trigger.runner_id)
-        return await self._create(runner, trigger, trigger.kind, given, idempotency_key)
+        # keys are the trigger's own: a public button's token cannot take the keys
+        # another trigger's sender will use
+        key = _checked_key(idempotency_key)
+        key = None if key is None else f"{trigger.id}:{key}"
+        return await self._create(runner, trigger, trigger.kind, given, key)
 
     async def _create(
         self,
@@ -163,8 +173,6 @@ class RunnerRuns:
         given: dict[str, Any],
         idempotency_key: str | None,
     ) -> tuple[RunnerRun, bool]:
-        if idempotency_key is not None and not 1 <= len(idempotency_key) <= MAX_IDEMPOTENCY_KEY:
-            raise InvalidInput("Idempotency-Key", f"1 to {MAX_IDEMPOTENCY_KEY} characters")
         if not runner.steps:
             raise InvalidInput("steps", "the runner has no steps")
         run_input = {**(trigger.input if trigger else {}), **given}

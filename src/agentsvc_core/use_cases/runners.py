@@ -387,7 +387,9 @@ class Runners:
                 f"{field}.timeout_ms", f"must be between {_MIN_TIMEOUT_MS} and {_MAX_TIMEOUT_MS}"
             )
         if d.headers is None:
-            return stored.headers if stored is not None else None
+            # kept only for the same address: secrets never follow a new url
+            same = stored is not None and stored.kind == "webhook" and stored.url == d.url
+            return stored.headers if same and stored is not None else None
         if not d.headers:
             return None
         checked_headers(f"{field}.headers", d.headers)

@@ -15,7 +15,7 @@ from uuid import UUID
 import msgspec
 
 from agentsvc_core.entities import Principal
-from agentsvc_core.entities.runner import Overlap, Trigger
+from agentsvc_core.entities.runner import Overlap, RunnerRun, Trigger
 from agentsvc_core.errors import InvalidInput, NotFound, PermissionDenied
 from agentsvc_core.ports import AgentRepository, Clock, ThreadRepository
 from agentsvc_core.ports.runners import RunnerStore
@@ -64,6 +64,19 @@ class ScheduledTasks:
     async def list_tasks(self, who: Principal, agent_id: UUID) -> list[Trigger]:
         await self._agents.get(who.org_id, agent_id)
         return await self._store.triggers(who.org_id, agent_id=agent_id)
+
+    async def runs(
+        self,
+        who: Principal,
+        agent_id: UUID,
+        *,
+        before: tuple[datetime, UUID] | None,
+        limit: int,
+    ) -> list[RunnerRun]:
+        """The runs of the agent's scheduled tasks, newest first (each a run of one
+        agent step: its status, output, tokens and cost)."""
+        await self._agents.get(who.org_id, agent_id)
+        return await self._store.runs(who.org_id, agent_id=agent_id, before=before, limit=limit)
 
     async def set_tasks(
         self, who: Principal, agent_id: UUID, drafts: list[TaskDraft]

@@ -93,6 +93,9 @@ class Done(msgspec.Struct, rename="camel", omit_defaults=True):
 class ErrorEvent(msgspec.Struct, omit_defaults=True):
     code: str
     detail: str | None = None
+    # what the reply's model calls used before it ended (BUDGET_EXCEEDED: a runner
+    # counts it against its budget)
+    usage: UsageOut | None = None
 
 
 EventData = (

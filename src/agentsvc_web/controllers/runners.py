@@ -1038,6 +1038,25 @@ class ScheduledTasksController(Controller):
         tasks = await scheduled_tasks.list_tasks(who, agent_id)
         return TasksOut(agent_id=agent_id, org_id=who.org_id, tasks=[TaskOut.of(t) for t in tasks])
 
+    @get(
+        "/runs",
+        operation_id="listScheduledTaskRuns",
+        responses=errors(404, 422),
+        summary="The runs of the agent's scheduled tasks, newest first, by pages",
+    )
+    async def list_runs(
+        self,
+        request: Req,
+        scheduled_tasks: NamedDependency[ScheduledTasks],
+        agent_id: FromPath[UUID],
+        cursor: Cursor = None,
+        limit: Limit = 50,
+    ) -> RunListOut:
+        runs = await scheduled_tasks.runs(
+            principal_of(request), agent_id, before=_cursor(cursor), limit=limit
+        )
+        return RunListOut(runs=[RunOut.of(r) for r in runs], next_cursor=_next(runs, limit))
+
     @put(
         "/",
         operation_id="putScheduledTasks",

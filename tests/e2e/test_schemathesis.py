@@ -103,6 +103,7 @@ DOMAIN_RULES = [
     "listRunnerRuns",
     "putScheduledTasks",
     "generateRunnerSuggestions",  # a runner with no agent step
+    "putAgentCompaction",  # instructions holding NUL
 ]
 CONFIG = f"""
 [checks]

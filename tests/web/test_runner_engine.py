@@ -58,6 +58,7 @@ async def _services(database: str | None) -> AsyncIterator[Services]:
         worker=True,
         cron_min_interval_s=1,
         scheduler_tick_ms=100,
+        local_slow_delay_ms=40,  # "slowly": a word each 40 ms, a reply of a second or two
         **own,
     )
     services = build_services(settings)
@@ -67,7 +68,7 @@ async def _services(database: str | None) -> AsyncIterator[Services]:
 
 async def _until_ended(s: Services, who: Principal, run: RunnerRun, *statuses: str) -> RunnerRun:
     wanted = statuses or ("succeeded", "failed", "cancelled")
-    for _ in range(1600):  # 40 s: the local model's "slowly" takes a word each 0.2 s
+    for _ in range(1200):  # 30 s
         got = await s.runner_runs.get(who, run.runner_id or uuid.uuid4(), run.id)
         if got.status in wanted:
             return got
@@ -409,7 +410,8 @@ async def test_a_scheduled_task_waits_for_a_users_turn_on_its_thread(
         who = await _who(s)
         agent = await s.agents.create(who, AgentDraft(name="w", default_model="local"))
         thread = await s.threads.create(who, ThreadDraft(agent_id=agent.id, title="chat"))
-        await s.conversation.send(who, thread.id, SendInput(content="tell me slowly"))
+        # a word each 40 ms: the user's reply runs past the first ticks
+        await s.conversation.send(who, thread.id, SendInput(content="slowly " + "word " * 60))
         await asyncio.sleep(0.2)
         await s.scheduled_tasks.set_tasks(
             who,

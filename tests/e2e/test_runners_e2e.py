@@ -94,6 +94,7 @@ class World:
                 "AGENTSVC_SCHEDULER_TICK_MS": "200",
                 "AGENTSVC_JOB_HEARTBEAT_S": "2",
                 "AGENTSVC_RUN_STALE_AFTER_S": "4",
+                "AGENTSVC_LOCAL_SLOW_DELAY_MS": "60",  # "slowly": a word each 60 ms
                 **extra,
             },
             log=self.tmp / f"svc{len(self.services)}.log",
@@ -383,7 +384,7 @@ def test_a_run_survives_a_killed_process(world: World) -> None:
                             "id": "long",
                             "kind": "agent",
                             "agentId": agent["id"],
-                            "prompt": "slowly " + "word " * 15,
+                            "prompt": "slowly " + "word " * 40,
                         },
                         {"id": "after", "kind": "agent", "agentId": agent["id"], "prompt": "done"},
                     ],

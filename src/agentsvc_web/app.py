@@ -43,11 +43,13 @@ from agentsvc_web.controllers.mcps import (
 )
 from agentsvc_web.controllers.memories import AgentMemoryController
 from agentsvc_web.controllers.plans import AgentPlanController, PlanController
-from agentsvc_web.controllers.runners import (
-    AgentSuggestionsController,
+from agentsvc_web.controllers.runner_public import (
     RunnerButtonController,
-    RunnerController,
     RunnerWebhookController,
+)
+from agentsvc_web.controllers.runners import RunnerController
+from agentsvc_web.controllers.schedules import (
+    AgentSuggestionsController,
     ScheduledTasksController,
 )
 from agentsvc_web.controllers.settings import (

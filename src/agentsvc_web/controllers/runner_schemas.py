@@ -1,0 +1,459 @@
+"""Request bodies and answers of the runner routes (controllers/runners.py,
+runner_public.py, schedules.py), and their cursors."""
+
+from __future__ import annotations
+
+__all__ = [
+    "WRITE",
+    "BudgetBody",
+    "BudgetOut",
+    "Cursor",
+    "DismissBody",
+    "Dismissed",
+    "Limit",
+    "Req",
+    "ResumeBody",
+    "RunBody",
+    "RunListOut",
+    "RunOut",
+    "RunStarted",
+    "RunnerBody",
+    "RunnerOut",
+    "RunnerPatchBody",
+    "SkillsBody",
+    "StepBody",
+    "StepOut",
+    "StepRunOut",
+    "StepsBody",
+    "SuggestionListOut",
+    "SuggestionOut",
+    "TaskBody",
+    "TaskOut",
+    "TasksBody",
+    "TasksOut",
+    "TriggerBody",
+    "TriggerOut",
+    "TriggerPatchBody",
+    "changed",
+    "cursor_of",
+    "next_cursor",
+    "suggestion_page",
+]
+
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Annotated, Any
+from uuid import UUID
+
+import msgspec
+from litestar import Request
+from litestar.params import QueryParameter
+from msgspec import UNSET, Meta, UnsetType
+
+from agentsvc_core.entities import Principal
+from agentsvc_core.entities.runner import (
+    Catchup,
+    OnExceed,
+    Overlap,
+    Runner,
+    RunnerRun,
+    RunStatus,
+    Step,
+    StepKind,
+    StepRun,
+    Suggestion,
+    Trigger,
+    TriggerKind,
+)
+from agentsvc_core.errors import InvalidInput
+from agentsvc_core.use_cases.runners import (
+    StepDraft,
+)
+from agentsvc_core.use_cases.suggestions import Suggestions
+from agentsvc_web.openapi import errors
+from agentsvc_web.schemas import copied
+
+Req = Request[Any, Any, Any]
+WRITE = errors(400, 404, 413, 415, 422)
+
+
+# --- bodies -----------------------------------------------------------------------
+
+
+class StepBody(msgspec.Struct, rename="camel"):
+    id: str
+    kind: StepKind
+    name: str = ""
+    input_mapping: dict[str, str] = {}
+    agent_id: UUID | None = None
+    prompt: str | None = None
+    model: str | None = None
+    url: str | None = None
+    method: str = "POST"
+    headers: dict[str, str] | None = None
+    timeout_ms: int = 10_000
+    expression: str | None = None
+    if_true: str = "next"
+    if_false: str = "stop"
+
+    def draft(self) -> StepDraft:
+        return msgspec.convert(msgspec.structs.asdict(self), StepDraft)
+
+
+class StepsBody(msgspec.Struct, rename="camel"):
+    steps: list[StepBody]
+
+
+class RunnerBody(msgspec.Struct, rename="camel"):
+    name: str
+    description: str = ""
+    input_schema: dict[str, Any] = msgspec.field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
+    steps: list[StepBody] = []
+    skills: list[UUID] = []
+
+
+class RunnerPatchBody(msgspec.Struct, rename="camel"):
+    name: str | UnsetType = UNSET
+    description: str | UnsetType = UNSET
+    input_schema: dict[str, Any] | UnsetType = UNSET
+    steps: list[StepBody] | UnsetType = UNSET
+
+
+class BudgetBody(msgspec.Struct, rename="camel"):
+    max_cost_usd_per_run: float | UnsetType | None = UNSET
+    max_tokens_per_run: int | UnsetType | None = UNSET
+    daily_cost_usd: float | UnsetType | None = UNSET
+    daily_tokens: int | UnsetType | None = UNSET
+    soft_limit_pct: int | UnsetType = UNSET
+    on_exceed: OnExceed | UnsetType = UNSET
+
+
+class SkillsBody(msgspec.Struct, rename="camel"):
+    skill_ids: Annotated[list[UUID], Meta(max_length=100)]
+
+
+class TriggerBody(msgspec.Struct, rename="camel"):
+    kind: TriggerKind
+    name: str = ""
+    enabled: bool = True
+    input: dict[str, Any] = {}
+    cron: str | None = None
+    timezone: str = "UTC"
+    overlap: Overlap = "skip"
+    catchup: Catchup = "none"
+    end_at: datetime | None = None
+
+
+class TriggerPatchBody(msgspec.Struct, rename="camel"):
+    name: str | UnsetType = UNSET
+    enabled: bool | UnsetType = UNSET
+    input: dict[str, Any] | UnsetType = UNSET
+    cron: str | UnsetType = UNSET
+    timezone: str | UnsetType = UNSET
+    overlap: Overlap | UnsetType = UNSET
+    catchup: Catchup | UnsetType = UNSET
+    end_at: datetime | UnsetType | None = UNSET
+
+
+class RunBody(msgspec.Struct, rename="camel"):
+    input: dict[str, Any] = {}
+
+
+class ResumeBody(msgspec.Struct, rename="camel"):
+    raise_budget_usd: Annotated[float, Meta(ge=0, le=1_000_000)] = 0.0
+    raise_budget_tokens: Annotated[int, Meta(ge=0, le=10**12)] = 0
+
+
+class TaskBody(msgspec.Struct, rename="camel", kw_only=True):
+    id: UUID | None = None
+    name: str = ""
+    prompt: str
+    cron: str
+    timezone: str = "UTC"
+    enabled: bool = True
+    thread_id: UUID | None = None
+    overlap: Overlap = "skip"
+    end_at: datetime | None = None
+
+
+class TasksBody(msgspec.Struct, rename="camel"):
+    tasks: Annotated[list[TaskBody], Meta(max_length=50)]
+
+
+# --- answers ----------------------------------------------------------------------
+
+
+class StepOut(msgspec.Struct):
+    id: str
+    kind: StepKind
+    name: str
+    input_mapping: dict[str, str]
+    agent_id: UUID | None
+    prompt: str | None
+    model: str | None
+    url: str | None
+    method: str | None
+    has_headers: bool
+    timeout_ms: int | None
+    expression: str | None
+    if_true: str | None
+    if_false: str | None
+
+    @classmethod
+    def of(cls, s: Step) -> StepOut:
+        webhook, condition = s.kind == "webhook", s.kind == "condition"
+        return copied(
+            cls,
+            s,
+            method=s.method if webhook else None,
+            timeout_ms=s.timeout_ms if webhook else None,
+            if_true=s.if_true if condition else None,
+            if_false=s.if_false if condition else None,
+        )
+
+
+class BudgetOut(msgspec.Struct):
+    runner_id: UUID
+    max_cost_usd_per_run: float | None
+    max_tokens_per_run: int | None
+    daily_cost_usd: float | None
+    daily_tokens: int | None
+    soft_limit_pct: int
+    on_exceed: OnExceed
+
+    @classmethod
+    def of(cls, r: Runner) -> BudgetOut:
+        return copied(cls, r.budget, runner_id=r.id)
+
+
+class RunnerOut(msgspec.Struct):
+    id: UUID
+    org_id: str
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    steps: list[StepOut]
+    skills: list[UUID]
+    budget: BudgetOut
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, r: Runner) -> RunnerOut:
+        return copied(
+            cls,
+            r,
+            steps=[StepOut.of(s) for s in r.steps],
+            skills=list(r.skills),
+            budget=BudgetOut.of(r),
+        )
+
+
+class TriggerOut(msgspec.Struct, omit_defaults=True):
+    id: UUID
+    runner_id: UUID | None
+    kind: TriggerKind
+    name: str
+    enabled: bool
+    input: dict[str, Any]
+    cron: str | None
+    timezone: str
+    overlap: Overlap
+    catchup: Catchup
+    end_at: datetime | None
+    next_fire_at: datetime | None
+    last_fired_at: datetime | None
+    has_token: bool
+    token_hint: str | None
+    created_at: datetime
+    updated_at: datetime
+    # shown once: when the trigger is created or its token rotated
+    token: str | None = None
+    webhook_url: str | None = None
+
+    @classmethod
+    def of(cls, t: Trigger, token: str | None = None) -> TriggerOut:
+        return copied(
+            cls,
+            t,
+            has_token=t.token_hash is not None,
+            token=token,
+            webhook_url=None if token is None else f"/api/runners/webhooks/{token}",
+        )
+
+
+class StepRunOut(msgspec.Struct):
+    step_id: str
+    kind: StepKind
+    status: str
+    attempt: int
+    started_at: datetime | None
+    ended_at: datetime | None
+    output: Any
+    error: str | None
+    tokens: int
+    cost_usd: float
+    model: str | None
+    thread_id: UUID | None
+
+    @classmethod
+    def of(cls, s: StepRun, step: Step) -> StepRunOut:
+        return copied(cls, s, kind=step.kind)
+
+
+class RunOut(msgspec.Struct):
+    id: UUID
+    org_id: str
+    runner_id: UUID | None
+    agent_id: UUID | None
+    trigger: dict[str, Any]
+    status: RunStatus
+    paused_reason: str | None
+    input: dict[str, Any]
+    output: Any
+    error: str | None
+    tokens: int
+    cost_usd: float
+    steps: list[StepRunOut]
+    next_step: str | None
+    budget_warning: str | None
+    scheduled_for: datetime | None
+    trace_id: str | None
+    created_at: datetime
+    started_at: datetime | None
+    ended_at: datetime | None
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, r: RunnerRun) -> RunOut:
+        return copied(
+            cls,
+            r,
+            trigger={
+                "kind": r.trigger_kind,
+                "id": None if r.trigger_id is None else str(r.trigger_id),
+            },
+            steps=[StepRunOut.of(s, p) for s, p in zip(r.steps, r.pipeline, strict=True)],
+            next_step=r.pipeline[r.cursor].id
+            if r.cursor < len(r.pipeline) and not r.ended
+            else None,
+        )
+
+
+class RunListOut(msgspec.Struct, rename={"next_cursor": "nextCursor"}):
+    runs: list[RunOut]
+    next_cursor: str | None
+
+
+class RunStarted(msgspec.Struct, rename="camel"):
+    run_id: UUID
+
+
+class SuggestionOut(msgspec.Struct):
+    id: UUID
+    runner_id: UUID | None
+    agent_id: UUID | None
+    title: str
+    detail: str
+    dismissed: bool
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, s: Suggestion) -> SuggestionOut:
+        return copied(cls, s)
+
+
+class SuggestionListOut(msgspec.Struct, rename={"next_cursor": "nextCursor"}):
+    suggestions: list[SuggestionOut]
+    next_cursor: str | None
+
+
+class DismissBody(msgspec.Struct, rename="camel"):
+    suggestion_id: UUID
+    dismissed: bool = True
+
+
+class TaskOut(msgspec.Struct):
+    id: UUID
+    name: str
+    prompt: str
+    cron: str
+    timezone: str
+    enabled: bool
+    thread_id: UUID | None
+    overlap: Overlap
+    end_at: datetime | None
+    next_run_at: datetime | None
+    last_run_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, t: Trigger) -> TaskOut:
+        return copied(
+            cls,
+            t,
+            prompt=t.prompt or "",
+            cron=t.cron or "",
+            next_run_at=t.next_fire_at,
+            last_run_at=t.last_fired_at,
+        )
+
+
+class TasksOut(msgspec.Struct):
+    agent_id: UUID
+    org_id: str
+    tasks: list[TaskOut]
+
+
+# --- cursors ----------------------------------------------------------------------
+
+
+def cursor_of(raw: str | None) -> tuple[datetime, UUID] | None:
+    """A ``nextCursor``: ``<created_at>_<id>`` of the last run of a page."""
+    if raw is None:
+        return None
+    at, _, rid = raw.rpartition("_")
+    try:
+        value = msgspec.convert(at, datetime)
+        return (value if value.tzinfo else value.replace(tzinfo=UTC), UUID(rid))
+    except (msgspec.ValidationError, ValueError):
+        raise InvalidInput("cursor", "must be a nextCursor of this list") from None
+
+
+def next_cursor(items: Sequence[RunnerRun | Suggestion], limit: int) -> str | None:
+    if len(items) < limit:
+        return None
+    last = items[-1]
+    return f"{last.created_at.astimezone(UTC).isoformat().replace('+00:00', 'Z')}_{last.id}"
+
+
+Dismissed = Annotated[bool | None, QueryParameter(name="dismissed")]
+Cursor = Annotated[str | None, QueryParameter(name="cursor", max_length=100)]
+Limit = Annotated[int, QueryParameter(name="limit", ge=1, le=100)]
+
+
+async def suggestion_page(
+    suggestions: Suggestions,
+    who: Principal,
+    owner: dict[str, UUID],
+    dismissed: bool | None,
+    cursor: str | None,
+    limit: int,
+) -> SuggestionListOut:
+    found = await suggestions.page(
+        who, dismissed=dismissed, before=cursor_of(cursor), limit=limit, **owner
+    )
+    return SuggestionListOut(
+        suggestions=[SuggestionOut.of(s) for s in found], next_cursor=next_cursor(found, limit)
+    )
+
+
+def changed(body: msgspec.Struct) -> dict[str, Any]:
+    return {
+        f: getattr(body, f) for f in body.__struct_fields__ if getattr(body, f) is not msgspec.UNSET
+    }

@@ -35,9 +35,6 @@ import msgspec
 
 from agentsvc_core.entities import Principal, Usage
 from agentsvc_core.entities.runner import (
-    NEXT,
-    STOP,
-    Budget,
     Runner,
     RunnerRun,
     Step,
@@ -50,6 +47,21 @@ from agentsvc_core.ports.telemetry import CURRENT, SpanContext
 from agentsvc_core.ports.traces import TraceStore
 from agentsvc_core.ports.webhooks import WebhookCall, WebhookCaller
 from agentsvc_core.pricing import PriceTable
+from agentsvc_core.use_cases._runner_private import (
+    BudgetCheck,
+    Busy,
+    Later,
+    Outcome,
+    Taken,
+    context_of,
+    json_or_none,
+    last_event,
+    next_index,
+    still,
+    system_principal,
+    with_step,
+    with_turn,
+)
 from agentsvc_core.use_cases.conversation import Conversation
 from agentsvc_core.use_cases.mcp_servers import McpServers
 from agentsvc_core.use_cases.reply import BUDGET_EXCEEDED
@@ -59,7 +71,7 @@ from agentsvc_core.use_cases.runner_trace import run_trace, step_span_id
 from agentsvc_core.use_cases.runners import day_start, step_headers_context
 from agentsvc_core.use_cases.send_input import SendInput
 from agentsvc_core.use_cases.threads import ThreadDraft, Threads
-from agentsvc_core.use_cases.turn import Done, ErrorEvent, Turn, UsageOut
+from agentsvc_core.use_cases.turn import Done, ErrorEvent, UsageOut
 from agentsvc_core.use_cases.webhook_tools import SigningSecrets
 
 __all__ = ["MAX_ATTEMPTS", "RunnerEngine"]
@@ -72,119 +84,6 @@ MAX_OUTPUT_CHARS = 100_000  # a step's text output kept in the run (the thread h
 WEBHOOK_MAX_BYTES = 1_000_000
 _enc = msgspec.json.Encoder()
 _headers = msgspec.json.Decoder(dict[str, str])
-
-
-class _Paused(Exception):
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-class _Later(Exception):
-    """Try the run again after ``delay_s`` (its thread is busy; an earlier run of
-    its trigger is still running)."""
-
-    def __init__(self, delay_s: float) -> None:
-        super().__init__(delay_s)
-        self.delay_s = delay_s
-
-
-class _Busy(Exception):
-    """The step's thread is busy with a turn that is not the step's (a user's, on a
-    scheduled task's thread; a killed process's, not yet marked interrupted)."""
-
-
-class _Taken(Exception):
-    """Another process started the step (two jobs of one run): this one stops."""
-
-
-class _Outcome(msgspec.Struct, kw_only=True):
-    ok: bool
-    output: Any = None
-    error: str | None = None
-    tokens: int = 0
-    cost_usd: float = 0.0
-    model: str | None = None
-    next: str = NEXT  # a condition's choice
-    paused: str | None = None  # a budget's reason
-
-
-def _system(org: str) -> Principal:
-    """Who a run acts as: the organization (as an API key does), no user."""
-    return Principal(org_id=org, method="api_key", role="admin")
-
-
-def context_of(run: RunnerRun) -> dict[str, Any]:
-    """What expressions see: the input and the steps run so far."""
-    return {
-        "input": run.input,
-        "steps": {
-            s.step_id: {"status": s.status, "output": s.output}
-            for s in run.steps
-            if s.status != "pending"
-        },
-    }
-
-
-def _json_or_none(text: str) -> Any:
-    stripped = text.strip()
-    if not stripped or stripped[0] not in "{[":
-        return None
-    try:
-        return msgspec.json.decode(stripped)
-    except msgspec.DecodeError:
-        return None
-
-
-class BudgetCheck:
-    """A runner's budget against one run: per-run limits (raised by resumes) and
-    the runner's spending today (read once, when the step starts)."""
-
-    def __init__(
-        self, budget: Budget, run: RunnerRun, today: tuple[int, float], prices: PriceTable
-    ) -> None:
-        self._b = budget
-        self._run = run
-        self._today = today
-        self._prices = prices
-
-    def why(self, tokens: int = 0, cost: float = 0.0) -> str | None:
-        """Why no further model call may be made, having spent ``tokens`` and
-        ``cost`` beyond what the run's row says."""
-        b, run = self._b, self._run
-        run_tokens, run_cost = run.tokens + tokens, run.cost_usd + cost
-        day_tokens, day_cost = self._today[0] + tokens, self._today[1] + cost
-        if b.max_tokens_per_run is not None:
-            limit = b.max_tokens_per_run + run.budget_extra_tokens
-            if run_tokens >= limit:
-                return f"the run has used {run_tokens} tokens of its {limit}"
-        if b.max_cost_usd_per_run is not None:
-            limit_usd = b.max_cost_usd_per_run + run.budget_extra_usd
-            if run_cost >= limit_usd:
-                return f"the run has cost {run_cost:.6f} USD of its {limit_usd:.6f}"
-        if b.daily_tokens is not None and day_tokens >= b.daily_tokens:
-            return f"the runner has used {day_tokens} tokens today of {b.daily_tokens}"
-        if b.daily_cost_usd is not None and day_cost >= b.daily_cost_usd:
-            return f"the runner has cost {day_cost:.6f} USD today of {b.daily_cost_usd:.6f}"
-        return None
-
-    def warning(self) -> str | None:
-        """A note once the run or the day is past the soft share of a limit."""
-        b, run, pct = self._b, self._run, self._b.soft_limit_pct / 100
-        pairs = (
-            ("max_tokens_per_run", run.tokens, b.max_tokens_per_run),
-            ("max_cost_usd_per_run", run.cost_usd, b.max_cost_usd_per_run),
-            ("daily_tokens", self._today[0], b.daily_tokens),
-            ("daily_cost_usd", self._today[1], b.daily_cost_usd),
-        )
-        for name, spent, limit in pairs:
-            if limit is not None and limit > 0 and spent >= limit * pct:
-                return f"{b.soft_limit_pct}% of {name} used"
-        return None
-
-    async def gate(self, usage: Usage, model_id: str) -> str | None:
-        cost = self._prices.cost(model_id, usage) or 0.0
-        return self.why(usage.input_tokens + usage.output_tokens, cost)
 
 
 class RunnerEngine:
@@ -232,14 +131,14 @@ class RunnerEngine:
         org, run_id = read_payload(payload)
         try:
             run = await self._execute(org, run_id)
-        except _Taken:
+        except Taken:
             return
-        except _Later as later:
+        except Later as later:
             # the run's lease renewed (the sweep leaves it alone), and a job of its own
             # key queued (this job still holds the run's key while it runs)
             run = await self._store.get_run(org, run_id)
             run = await self._update(
-                run, lambda r: _still(r, r.status, updated_at=self._clock.now())
+                run, lambda r: still(r, r.status, updated_at=self._clock.now())
             )
             await self._runs.enqueue(
                 run, delay_s=later.delay_s, key=f"run:{run.id}:later:{time.time_ns()}"
@@ -300,7 +199,7 @@ class RunnerEngine:
             return
         earlier = await self._store.runs(run.org_id, runner_id=run.runner_id, status="running")
         if any(r.trigger_id == run.trigger_id and r.id != run.id for r in earlier):
-            raise _Later(BUSY_RETRY_S)
+            raise Later(BUSY_RETRY_S)
 
     async def _begin(self, run: RunnerRun, runner: Runner | None) -> RunnerRun:
         fields: dict[str, Any] = {"status": "running"}
@@ -312,7 +211,7 @@ class RunnerEngine:
             # a cron tick's run takes the runner's steps as they are when it starts
             fields["pipeline"] = runner.steps
             fields["steps"] = tuple(StepRun(step_id=s.id) for s in runner.steps)
-        return await self._update(run, lambda r: _still(r, "queued", **fields))
+        return await self._update(run, lambda r: still(r, "queued", **fields))
 
     # --- one step -----------------------------------------------------------------
 
@@ -322,7 +221,7 @@ class RunnerEngine:
         retry = state.status == "running"  # started by a job before this one
         if retry:
             if run.updated_at > self._clock.now() - self._stale:
-                raise _Taken()  # its job is alive (it renews the run's lease): it goes on
+                raise Taken()  # its job is alive (it renews the run's lease): it goes on
             if state.attempt >= MAX_ATTEMPTS:
                 return await self._fail(
                     run, index, f"step {step.id!r} was interrupted {state.attempt} times; not again"
@@ -331,26 +230,26 @@ class RunnerEngine:
         if isinstance(prepared, RunnerRun):
             return prepared  # paused or failed before it started
         started, budget = prepared
-        run = await self._update(run, lambda r: _with_step(r, index, started, expect=state))
+        run = await self._update(run, lambda r: with_step(r, index, started, expect=state))
         if run.status != "running":
             return run  # cancelled meanwhile
         if run.steps[index] != started:
-            raise _Taken()  # another job started the step meanwhile: it goes on
+            raise Taken()  # another job started the step meanwhile: it goes on
         try:
             async with self._lease(run):
                 outcome = await self._do(run, runner, step, started, budget, retry)
-        except _Busy:
+        except Busy:
             # the thread is busy with a turn that is not this step's: no attempt was
             # made; the step waits as it was
-            await self._update(run, lambda r: _with_step(r, index, state, expect=started))
-            raise _Later(BUSY_RETRY_S) from None
-        except (_Later, _Taken):
+            await self._update(run, lambda r: with_step(r, index, state, expect=started))
+            raise Later(BUSY_RETRY_S) from None
+        except (Later, Taken):
             raise
         except DomainError as exc:
-            outcome = _Outcome(ok=False, error=exc.detail)
+            outcome = Outcome(ok=False, error=exc.detail)
         except Exception:
             log.exception("step %s of run %s failed", step.id, run.id)
-            outcome = _Outcome(ok=False, error="the step failed (an internal error; see the logs)")
+            outcome = Outcome(ok=False, error="the step failed (an internal error; see the logs)")
         return await self._ended_step(run, runner, index, outcome, budget, started)
 
     async def _prepare(
@@ -388,7 +287,7 @@ class RunnerEngine:
                 try:
                     fresh = await self._store.get_run(run.org_id, run.id)
                     await self._update(
-                        fresh, lambda r: _still(r, "running", updated_at=self._clock.now())
+                        fresh, lambda r: still(r, "running", updated_at=self._clock.now())
                     )
                 except DomainError as exc:
                     log.warning("the lease of run %s was not renewed: %s", run.id, exc.detail)
@@ -409,7 +308,7 @@ class RunnerEngine:
         state: StepRun,
         budget: BudgetCheck | None,
         retry: bool,
-    ) -> _Outcome:
+    ) -> Outcome:
         context = context_of(run)
         match step.kind:
             case "agent":
@@ -421,17 +320,17 @@ class RunnerEngine:
                 try:
                     value = evaluate(step.expression, context)
                 except ValueError as exc:
-                    return _Outcome(ok=False, error=f"the condition cannot be evaluated: {exc}")
+                    return Outcome(ok=False, error=f"the condition cannot be evaluated: {exc}")
                 chosen = step.if_true if truthy(value) else step.if_false
-                return _Outcome(ok=True, output={"value": value, "next": chosen}, next=chosen)
-        return _Outcome(ok=False, error=f"unknown step kind {step.kind!r}")
+                return Outcome(ok=True, output={"value": value, "next": chosen}, next=chosen)
+        return Outcome(ok=False, error=f"unknown step kind {step.kind!r}")
 
     async def _ended_step(
         self,
         run: RunnerRun,
         runner: Runner | None,
         index: int,
-        outcome: _Outcome,
+        outcome: Outcome,
         budget: BudgetCheck | None,
         started: StepRun,
     ) -> RunnerRun:
@@ -456,7 +355,7 @@ class RunnerEngine:
             )
             steps = list(r.steps)
             steps[index] = done
-            target = _target(r, index, outcome.next) if outcome.ok else index + 1
+            target = next_index(r, index, outcome.next) if outcome.ok else index + 1
             for skipped in range(index + 1, target):  # a condition's jump
                 steps[skipped] = msgspec.structs.replace(steps[skipped], status="skipped")
             fields: dict[str, Any] = {
@@ -489,7 +388,7 @@ class RunnerEngine:
 
         run = await self._update(run, change)
         if taken:
-            raise _Taken()
+            raise Taken()
         return run
 
     async def _over_budget(self, run: RunnerRun, runner: Runner | None, why: str) -> RunnerRun:
@@ -500,7 +399,7 @@ class RunnerEngine:
             if pause
             else {"status": "failed", "error": why, "ended_at": now, "updated_at": now}
         )
-        return await self._update(run, lambda r: _still(r, "running", **fields))
+        return await self._update(run, lambda r: still(r, "running", **fields))
 
     async def _budget(self, run: RunnerRun, runner: Runner | None) -> BudgetCheck | None:
         if runner is None:
@@ -531,7 +430,7 @@ class RunnerEngine:
         assert step.agent_id is not None
         name = f"run {str(run.id)[:8]} · {step.id}"
         thread = await self._threads.create(
-            _system(run.org_id),
+            system_principal(run.org_id),
             ThreadDraft(
                 agent_id=step.agent_id,
                 title=name,
@@ -568,10 +467,10 @@ class RunnerEngine:
         context: dict[str, Any],
         budget: BudgetCheck | None,
         retry: bool,
-    ) -> _Outcome:
+    ) -> Outcome:
         assert step.agent_id is not None
         assert state.thread_id is not None
-        who = _system(run.org_id)
+        who = system_principal(run.org_id)
         agent = await self._agents.get(run.org_id, step.agent_id)
         model_id = step.model or agent.default_model
         if retry:
@@ -581,7 +480,7 @@ class RunnerEngine:
         try:
             message = self._message(step, context)
         except ValueError as exc:
-            return _Outcome(ok=False, error=f"the step's input cannot be built: {exc}")
+            return Outcome(ok=False, error=f"the step's input cannot be built: {exc}")
         extra = (
             [(a.attachment, a.server) for a in await self._mcps.attached(who, "runner", runner.id)]
             if runner is not None
@@ -604,18 +503,18 @@ class RunnerEngine:
             )
         except Conflict as exc:
             if exc.code == "THREAD_BUSY":
-                raise _Busy() from None
+                raise Busy() from None
             raise
         finally:
             if parent is not None:
                 CURRENT.reset(parent)
         # the turn is the step's: a retry finds it (and only it) on the thread
         index = run.pipeline.index(step)
-        run = await self._update(run, lambda r: _with_turn(r, index, state, turn.run_id))
+        run = await self._update(run, lambda r: with_turn(r, index, state, turn.run_id))
         if run.status != "running":
             # cancelled while the turn was being started (the cancel found none)
             await self._conversation.stop(who, state.thread_id)
-        return self._agent_outcome(await _last_event(turn), model_id, state.thread_id)
+        return self._agent_outcome(await last_event(turn), model_id, state.thread_id)
 
     def _spent(self, usage: UsageOut | None, model_id: str) -> tuple[int, float]:
         if usage is None:
@@ -629,22 +528,22 @@ class RunnerEngine:
 
     def _agent_outcome(
         self, final: Done | ErrorEvent | None, model_id: str, thread_id: UUID
-    ) -> _Outcome:
+    ) -> Outcome:
         # what the turn's model calls used counts, whatever the outcome
         tokens, cost = self._spent(None if final is None else final.usage, model_id)
         spent: dict[str, Any] = {"model": model_id, "tokens": tokens, "cost_usd": cost}
         if isinstance(final, ErrorEvent):
             if final.code == BUDGET_EXCEEDED:
-                return _Outcome(ok=False, paused=final.detail or "over budget", **spent)
-            return _Outcome(ok=False, error=f"{final.code}: {final.detail or ''}", **spent)
+                return Outcome(ok=False, paused=final.detail or "over budget", **spent)
+            return Outcome(ok=False, error=f"{final.code}: {final.detail or ''}", **spent)
         if final is None or final.stopped:
-            return _Outcome(ok=False, error="the agent's turn was stopped", **spent)
+            return Outcome(ok=False, error="the agent's turn was stopped", **spent)
         text = final.content[:MAX_OUTPUT_CHARS]
-        return _Outcome(
+        return Outcome(
             ok=True,
             output={
                 "text": text,
-                "json": _json_or_none(text),
+                "json": json_or_none(text),
                 "thread_id": str(thread_id),
                 "message_id": None if final.message_id is None else str(final.message_id),
             },
@@ -655,7 +554,7 @@ class RunnerEngine:
 
     async def _finished_before(
         self, who: Principal, run: RunnerRun, state: StepRun
-    ) -> _Outcome | None:
+    ) -> Outcome | None:
         """The output of the turn an earlier attempt of the step started (the process
         died before the step's end was stored), when that turn completed; a turn of
         it still counted as running (its process is gone) is stopped. Nothing of a
@@ -683,11 +582,11 @@ class RunnerEngine:
         ):
             return None
         text = last[-1].content[:MAX_OUTPUT_CHARS]
-        return _Outcome(
+        return Outcome(
             ok=True,
             output={
                 "text": text,
-                "json": _json_or_none(text),
+                "json": json_or_none(text),
                 "thread_id": str(state.thread_id),
                 "message_id": str(last[-1].id),
             },
@@ -721,18 +620,18 @@ class RunnerEngine:
         for state in run.steps:
             if state.status == "running" and state.thread_id is not None:
                 try:
-                    await self._conversation.stop(_system(run.org_id), state.thread_id)
+                    await self._conversation.stop(system_principal(run.org_id), state.thread_id)
                 except DomainError as exc:
                     log.warning("could not stop the turn of run %s: %s", run.id, exc.detail)
 
     # --- webhook steps --------------------------------------------------------------
 
-    async def _webhook(self, run: RunnerRun, step: Step, context: dict[str, Any]) -> _Outcome:
+    async def _webhook(self, run: RunnerRun, step: Step, context: dict[str, Any]) -> Outcome:
         assert step.url is not None
         try:
             mapped = {k: evaluate(v, context) for k, v in step.input_mapping.items()}
         except ValueError as exc:
-            return _Outcome(ok=False, error=f"the step's input cannot be built: {exc}")
+            return Outcome(ok=False, error=f"the step's input cannot be built: {exc}")
         body = _enc.encode(
             {
                 "runnerId": None if run.runner_id is None else str(run.runner_id),
@@ -770,15 +669,15 @@ class RunnerEngine:
         output = {
             "status_code": answer.status_code,
             "body": answer.body[:MAX_OUTPUT_CHARS],
-            "json": _json_or_none(answer.body),
+            "json": json_or_none(answer.body),
         }
         if answer.outcome == "ok":
-            return _Outcome(ok=True, output=output)
+            return Outcome(ok=True, output=output)
         if answer.outcome == "status":
-            return _Outcome(
+            return Outcome(
                 ok=False, output=output, error=f"the webhook answered {answer.status_code}"
             )
-        return _Outcome(ok=False, error=f"the webhook call failed: {answer.reason}")
+        return Outcome(ok=False, error=f"the webhook call failed: {answer.reason}")
 
     # --- writes ---------------------------------------------------------------------
 
@@ -799,7 +698,7 @@ class RunnerEngine:
     async def _end(self, run: RunnerRun, status: str) -> RunnerRun:
         now = self._clock.now()
         return await self._update(
-            run, lambda r: _still(r, "running", status=status, ended_at=now, updated_at=now)
+            run, lambda r: still(r, "running", status=status, ended_at=now, updated_at=now)
         )
 
     async def _fail(self, run: RunnerRun, index: int, error: str) -> RunnerRun:
@@ -817,57 +716,3 @@ class RunnerEngine:
             )
 
         return await self._update(run, change)
-
-
-def _still(run: RunnerRun, expected: str, **fields: Any) -> RunnerRun | None:
-    """The run changed by ``fields`` if its status is still ``expected`` (else None:
-    leave it)."""
-    if run.status != expected:
-        return None
-    return msgspec.structs.replace(run, **fields)
-
-
-def _with_step(run: RunnerRun, index: int, state: StepRun, *, expect: StepRun) -> RunnerRun | None:
-    """The step's start checkpoint, unless the run stopped running or another
-    process started the step meanwhile (its attempt moved on)."""
-    if run.status != "running" or run.steps[index] != expect:
-        return None
-    steps = list(run.steps)
-    steps[index] = state
-    return msgspec.structs.replace(
-        run, steps=tuple(steps), updated_at=state.started_at or run.updated_at
-    )
-
-
-async def _last_event(turn: Turn) -> Done | ErrorEvent | None:
-    """Read a turn to its end: its ``done`` or ``error`` event."""
-    final: Done | ErrorEvent | None = None
-    start = 0
-    while final is None:
-        events = await turn.read(start, 30.0)
-        if events is None:
-            continue
-        if not events:
-            break
-        start += len(events)
-        final = next((e for e in events if isinstance(e, (Done, ErrorEvent))), None)
-    return final
-
-
-def _with_turn(run: RunnerRun, index: int, state: StepRun, turn_id: UUID) -> RunnerRun | None:
-    """The step's turn noted, if the step is still this attempt's."""
-    current = run.steps[index]
-    if (current.attempt, current.started_at) != (state.attempt, state.started_at):
-        return None
-    steps = list(run.steps)
-    steps[index] = msgspec.structs.replace(current, turn_id=turn_id)
-    return msgspec.structs.replace(run, steps=tuple(steps))
-
-
-def _target(run: RunnerRun, index: int, choice: str) -> int:
-    """The index of the step after step ``index`` (``len(pipeline)``: the end)."""
-    if choice == NEXT:
-        return index + 1
-    if choice == STOP:
-        return len(run.pipeline)
-    return next((i for i, s in enumerate(run.pipeline) if s.id == choice), len(run.pipeline))

@@ -1,0 +1,199 @@
+"""What the runner engine (use_cases/runner_engine.py) is made of besides the
+engine itself: its control-flow exceptions, a step's outcome, the budget check,
+the context expressions see, and the pure changes it writes to a run (each a
+function of the run as last read, for compare-and-set)."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+import msgspec
+
+from agentsvc_core.entities import Principal, Usage
+from agentsvc_core.entities.runner import (
+    NEXT,
+    STOP,
+    Budget,
+    RunnerRun,
+    StepRun,
+)
+from agentsvc_core.pricing import PriceTable
+from agentsvc_core.use_cases.turn import Done, ErrorEvent, Turn
+
+__all__ = [
+    "BudgetCheck",
+    "Busy",
+    "Later",
+    "Outcome",
+    "Taken",
+    "context_of",
+    "json_or_none",
+    "last_event",
+    "next_index",
+    "still",
+    "system_principal",
+    "with_step",
+    "with_turn",
+]
+
+
+class Later(Exception):
+    """Try the run again after ``delay_s`` (its thread is busy; an earlier run of
+    its trigger is still running)."""
+
+    def __init__(self, delay_s: float) -> None:
+        super().__init__(delay_s)
+        self.delay_s = delay_s
+
+
+class Busy(Exception):
+    """The step's thread is busy with a turn that is not the step's (a user's, on a
+    scheduled task's thread; a killed process's, not yet marked interrupted)."""
+
+
+class Taken(Exception):
+    """Another process started the step (two jobs of one run): this one stops."""
+
+
+class Outcome(msgspec.Struct, kw_only=True):
+    ok: bool
+    output: Any = None
+    error: str | None = None
+    tokens: int = 0
+    cost_usd: float = 0.0
+    model: str | None = None
+    next: str = NEXT  # a condition's choice
+    paused: str | None = None  # a budget's reason
+
+
+def system_principal(org: str) -> Principal:
+    """Who a run acts as: the organization (as an API key does), no user."""
+    return Principal(org_id=org, method="api_key", role="admin")
+
+
+def context_of(run: RunnerRun) -> dict[str, Any]:
+    """What expressions see: the input and the steps run so far."""
+    return {
+        "input": run.input,
+        "steps": {
+            s.step_id: {"status": s.status, "output": s.output}
+            for s in run.steps
+            if s.status != "pending"
+        },
+    }
+
+
+def json_or_none(text: str) -> Any:
+    stripped = text.strip()
+    if not stripped or stripped[0] not in "{[":
+        return None
+    try:
+        return msgspec.json.decode(stripped)
+    except msgspec.DecodeError:
+        return None
+
+
+class BudgetCheck:
+    """A runner's budget against one run: per-run limits (raised by resumes) and
+    the runner's spending today (read once, when the step starts)."""
+
+    def __init__(
+        self, budget: Budget, run: RunnerRun, today: tuple[int, float], prices: PriceTable
+    ) -> None:
+        self._b = budget
+        self._run = run
+        self._today = today
+        self._prices = prices
+
+    def why(self, tokens: int = 0, cost: float = 0.0) -> str | None:
+        """Why no further model call may be made, having spent ``tokens`` and
+        ``cost`` beyond what the run's row says."""
+        b, run = self._b, self._run
+        run_tokens, run_cost = run.tokens + tokens, run.cost_usd + cost
+        day_tokens, day_cost = self._today[0] + tokens, self._today[1] + cost
+        if b.max_tokens_per_run is not None:
+            limit = b.max_tokens_per_run + run.budget_extra_tokens
+            if run_tokens >= limit:
+                return f"the run has used {run_tokens} tokens of its {limit}"
+        if b.max_cost_usd_per_run is not None:
+            limit_usd = b.max_cost_usd_per_run + run.budget_extra_usd
+            if run_cost >= limit_usd:
+                return f"the run has cost {run_cost:.6f} USD of its {limit_usd:.6f}"
+        if b.daily_tokens is not None and day_tokens >= b.daily_tokens:
+            return f"the runner has used {day_tokens} tokens today of {b.daily_tokens}"
+        if b.daily_cost_usd is not None and day_cost >= b.daily_cost_usd:
+            return f"the runner has cost {day_cost:.6f} USD today of {b.daily_cost_usd:.6f}"
+        return None
+
+    def warning(self) -> str | None:
+        """A note once the run or the day is past the soft share of a limit."""
+        b, run, pct = self._b, self._run, self._b.soft_limit_pct / 100
+        pairs = (
+            ("max_tokens_per_run", run.tokens, b.max_tokens_per_run),
+            ("max_cost_usd_per_run", run.cost_usd, b.max_cost_usd_per_run),
+            ("daily_tokens", self._today[0], b.daily_tokens),
+            ("daily_cost_usd", self._today[1], b.daily_cost_usd),
+        )
+        for name, spent, limit in pairs:
+            if limit is not None and limit > 0 and spent >= limit * pct:
+                return f"{b.soft_limit_pct}% of {name} used"
+        return None
+
+    async def gate(self, usage: Usage, model_id: str) -> str | None:
+        cost = self._prices.cost(model_id, usage) or 0.0
+        return self.why(usage.input_tokens + usage.output_tokens, cost)
+
+
+def still(run: RunnerRun, expected: str, **fields: Any) -> RunnerRun | None:
+    """The run changed by ``fields`` if its status is still ``expected`` (else None:
+    leave it)."""
+    if run.status != expected:
+        return None
+    return msgspec.structs.replace(run, **fields)
+
+
+def with_step(run: RunnerRun, index: int, state: StepRun, *, expect: StepRun) -> RunnerRun | None:
+    """The step's start checkpoint, unless the run stopped running or another
+    process started the step meanwhile (its attempt moved on)."""
+    if run.status != "running" or run.steps[index] != expect:
+        return None
+    steps = list(run.steps)
+    steps[index] = state
+    return msgspec.structs.replace(
+        run, steps=tuple(steps), updated_at=state.started_at or run.updated_at
+    )
+
+
+async def last_event(turn: Turn) -> Done | ErrorEvent | None:
+    """Read a turn to its end: its ``done`` or ``error`` event."""
+    final: Done | ErrorEvent | None = None
+    start = 0
+    while final is None:
+        events = await turn.read(start, 30.0)
+        if events is None:
+            continue
+        if not events:
+            break
+        start += len(events)
+        final = next((e for e in events if isinstance(e, (Done, ErrorEvent))), None)
+    return final
+
+
+def with_turn(run: RunnerRun, index: int, state: StepRun, turn_id: UUID) -> RunnerRun | None:
+    """The step's turn noted, if the step is still this attempt's."""
+    current = run.steps[index]
+    if (current.attempt, current.started_at) != (state.attempt, state.started_at):
+        return None
+    steps = list(run.steps)
+    steps[index] = msgspec.structs.replace(current, turn_id=turn_id)
+    return msgspec.structs.replace(run, steps=tuple(steps))
+
+
+def next_index(run: RunnerRun, index: int, choice: str) -> int:
+    """The index of the step after step ``index`` (``len(pipeline)``: the end)."""
+    if choice == NEXT:
+        return index + 1
+    if choice == STOP:
+        return len(run.pipeline)
+    return next((i for i, s in enumerate(run.pipeline) if s.id == choice), len(run.pipeline))

@@ -28,7 +28,7 @@ from typing import Any, Literal
 from litestar import Litestar
 from litestar.connection import ASGIConnection
 from litestar.handlers import BaseRouteHandler, HTTPRouteHandler
-from litestar.openapi.spec import OpenAPIResponse
+from litestar.openapi.spec import OpenAPI, OpenAPIResponse
 from litestar.routes import HTTPRoute
 
 from agentsvc_core.entities import Principal
@@ -79,10 +79,10 @@ def _operations(app: Litestar) -> dict[str, Access | None]:
     return roles
 
 
-def document_roles(app: Litestar) -> None:
-    """Write each operation's role into the served OpenAPI document (cached object)."""
+def document_roles(app: Litestar, document: OpenAPI) -> None:
+    """Write each operation's role (from ``app``'s routes) into its OpenAPI document."""
     roles = _operations(app)
-    for op in operations(app):
+    for op in operations(document):
         if op.operation_id not in roles:
             continue
         role = roles[op.operation_id]

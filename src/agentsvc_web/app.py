@@ -8,11 +8,12 @@ from contextlib import asynccontextmanager
 from importlib.metadata import version
 
 from litestar import Litestar, get
+from litestar._openapi.plugin import OpenAPIPlugin  # (private: see _finish_document_when_built)
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.middleware import DefineMiddleware
 from litestar.openapi import OpenAPIConfig
-from litestar.openapi.spec import Components, SecurityScheme
+from litestar.openapi.spec import Components, OpenAPI, SecurityScheme
 
 from agentsvc_web.access import access_guard, document_roles
 from agentsvc_web.auth import bearer_auth
@@ -225,9 +226,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         debug=False,
         logging_config=None,
     )
-    _prune_framework_400s(app)
-    document_event_streams(app)
-    document_roles(app)
+    _finish_document_when_built(app)
     # request ids, HTTP metrics and CORS, around everything (agentsvc_web/observe.py)
     outermost(app, services.http_metrics, settings.cors_origins)
     return app
@@ -258,12 +257,37 @@ def freeze_heap() -> None:
     gc.freeze()
 
 
-def _prune_framework_400s(app: Litestar) -> None:
+def _finish_document_when_built(app: Litestar) -> None:
+    """The OpenAPI document is built when first asked for (``/schema``, a test that
+    reads ``app.openapi_schema``), not with every app: building it takes longer
+    than the rest of ``create_app`` (about 0.1 s of each web test's app). Once
+    built it is finished (``_FinishedDocument``), and Litestar keeps and serves
+    the finished object."""
+    plugin = app.plugins.get(OpenAPIPlugin)
+    plugin.__class__ = _FinishedDocument
+
+
+class _FinishedDocument(OpenAPIPlugin):
+    """Litestar's OpenAPI plugin (private, Litestar 2.x, pinned <3), its build step
+    followed by ours: the framework's 400s pruned, the event streams' schemas
+    added, the roles written. No slots of its own: an instance of the plugin can
+    take this class."""
+
+    __slots__ = ()
+
+    def _build_openapi(self) -> OpenAPI:
+        document = super()._build_openapi()
+        _prune_framework_400s(document)
+        document_event_streams(document)
+        document_roles(self.app, document)
+        return document
+
+
+def _prune_framework_400s(document: OpenAPI) -> None:
     """Litestar documents a 400 with its own body on every route that has
     parameters. Ours answers parameter errors with 422 and the one error body, so
-    a 400 that is not ours is removed from the document (the served one is this
-    cached object)."""
-    for op in operations(app):
+    a 400 that is not ours is removed from the document."""
+    for op in operations(document):
         bad = op.responses.get("400") if op.responses else None
         if op.responses is not None and bad is not None and "ErrorBody" not in str(bad):
             del op.responses["400"]

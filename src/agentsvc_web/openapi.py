@@ -9,7 +9,14 @@ from typing import Any
 import msgspec
 from litestar import Litestar
 from litestar.openapi.datastructures import ResponseSpec
-from litestar.openapi.spec import OpenAPIFormat, OpenAPIType, Operation, Reference, Schema
+from litestar.openapi.spec import (
+    OpenAPI,
+    OpenAPIFormat,
+    OpenAPIType,
+    Operation,
+    Reference,
+    Schema,
+)
 
 from agentsvc_core.use_cases.turn import EVENT_NAMES
 from agentsvc_web.schemas import ErrorBody
@@ -49,9 +56,11 @@ WRITE = errors(400, 404, 413, 415, 422)
 CREATE = errors(400, 413, 415, 422)
 
 
-def operations(app: Litestar) -> Iterator[Operation]:
-    """Every operation of ``app``'s document (the served one is this cached object)."""
-    for item in (app.openapi_schema.paths or {}).values():
+def operations(app: Litestar | OpenAPI) -> Iterator[Operation]:
+    """Every operation of ``app``'s document (the served one is this cached object),
+    or of the document given."""
+    document = app.openapi_schema if isinstance(app, Litestar) else app
+    for item in (document.paths or {}).values():
         for op in (item.get, item.put, item.post, item.delete, item.patch):
             if op is not None:
                 yield op
@@ -163,7 +172,9 @@ def sse_schemas(
     return event, components
 
 
-def document_event_streams(app: Litestar, events: Mapping[type[Any], str] = EVENT_NAMES) -> None:
+def document_event_streams(
+    document: OpenAPI, events: Mapping[type[Any], str] = EVENT_NAMES
+) -> None:
     """Every ``text/event-stream`` response in ``app``'s document gets the schema of
     its events (``sse_schemas``) instead of ``{}``, and the document gets their
     data's components. Called once by ``create_app``, it covers any route that
@@ -171,7 +182,7 @@ def document_event_streams(app: Litestar, events: Mapping[type[Any], str] = EVEN
     object)."""
     event, components = sse_schemas(events)
     found = False
-    for op in operations(app):
+    for op in operations(document):
         for response in (op.responses or {}).values():
             content = getattr(response, "content", None) or {}
             media = content.get(SSE_MEDIA_TYPE)
@@ -179,7 +190,6 @@ def document_event_streams(app: Litestar, events: Mapping[type[Any], str] = EVEN
                 media.schema = event
                 found = True
     if found:
-        document = app.openapi_schema
         if document.components.schemas is None:
             document.components.schemas = {}
         clash = set(components) & set(document.components.schemas)

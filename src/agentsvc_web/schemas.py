@@ -6,7 +6,7 @@ them again (and what JSON Schema cannot say, such as NUL characters).
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, TypeVar
 from uuid import UUID
 
@@ -26,6 +26,7 @@ from agentsvc_core.entities import (
     Thread,
     ToolProfile,
 )
+from agentsvc_core.errors import InvalidInput
 
 Name = Annotated[str, Meta(min_length=1, max_length=rules.MAX_NAME)]
 Description = Annotated[str, Meta(max_length=rules.MAX_DESCRIPTION)]
@@ -51,6 +52,29 @@ def items_schema(items: Schema) -> KwargDefinition:
 
 
 _Out = TypeVar("_Out", bound=msgspec.Struct)
+
+
+def given_fields(body: msgspec.Struct) -> dict[str, Any]:
+    """The fields a PATCH or PUT body supplied (those not ``UNSET``), by name."""
+    return {f: getattr(body, f) for f in body.__struct_fields__ if getattr(body, f) is not UNSET}
+
+
+def read_cursor(raw: str | None) -> tuple[datetime, UUID] | None:
+    """A ``nextCursor`` of a list paged by creation (``cursor_text``); 422 for any
+    other string."""
+    if raw is None:
+        return None
+    at, _, item_id = raw.rpartition("_")
+    try:
+        value = msgspec.convert(at, datetime)
+        return (value if value.tzinfo else value.replace(tzinfo=UTC), UUID(item_id))
+    except (msgspec.ValidationError, ValueError):
+        raise InvalidInput("cursor", "must be a nextCursor of this list") from None
+
+
+def cursor_text(at: datetime, item_id: UUID) -> str:
+    """The ``nextCursor`` after the item created ``at``: ``<created_at>_<id>``."""
+    return f"{at.astimezone(UTC).isoformat().replace('+00:00', 'Z')}_{item_id}"
 
 
 def copied(cls: type[_Out], source: object, **given: Any) -> _Out:

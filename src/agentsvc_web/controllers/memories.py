@@ -10,7 +10,7 @@ and its own user scope.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -21,7 +21,6 @@ from litestar.params import FromPath, JSONBody, QueryParameter
 from msgspec import UNSET, Meta, UnsetType
 
 from agentsvc_core.entities.memory import Memory, MemoryScope, MemoryStatus
-from agentsvc_core.errors import InvalidInput
 from agentsvc_core.use_cases.memories import (
     MAX_MEMORIES,
     MAX_QUERY,
@@ -33,7 +32,7 @@ from agentsvc_core.use_cases.memories import (
 from agentsvc_web.access import MEMBER
 from agentsvc_web.auth import principal_of
 from agentsvc_web.openapi import errors
-from agentsvc_web.schemas import OkBody, copied
+from agentsvc_web.schemas import OkBody, copied, cursor_text, given_fields, read_cursor
 
 Req = Request[Any, Any, Any]
 
@@ -96,31 +95,6 @@ class RecallOut(msgspec.Struct):
     memories: list[ScoredMemoryOut]
 
 
-def _cursor(raw: str | None) -> tuple[datetime, UUID] | None:
-    """A ``nextCursor``: ``<created_at>_<id>`` of the last memory of a page."""
-    if raw is None:
-        return None
-    at, _, mid = raw.rpartition("_")
-    try:
-        value = msgspec.convert(at, datetime)
-        return (value if value.tzinfo else value.replace(tzinfo=UTC), UUID(mid))
-    except (msgspec.ValidationError, ValueError):
-        raise InvalidInput("cursor", "must be a nextCursor of this list") from None
-
-
-def _next(cursor: tuple[datetime, UUID] | None) -> str | None:
-    if cursor is None:
-        return None
-    at, mid = cursor
-    return f"{at.astimezone(UTC).isoformat().replace('+00:00', 'Z')}_{mid}"
-
-
-def _set(body: msgspec.Struct) -> dict[str, Any]:
-    return {
-        f: getattr(body, f) for f in body.__struct_fields__ if getattr(body, f) is not msgspec.UNSET
-    }
-
-
 class AgentMemoryController(Controller):
     path = "/api/agents/{agent_id:uuid}"
     tags = ["memories"]
@@ -152,7 +126,7 @@ class AgentMemoryController(Controller):
         agent_id: FromPath[UUID],
         data: JSONBody[MemoryConfigBody],
     ) -> MemoryConfigOut:
-        config = await memory_settings.update(principal_of(request), agent_id, _set(data))
+        config = await memory_settings.update(principal_of(request), agent_id, given_fields(data))
         return MemoryConfigOut.of(config)
 
     @post(
@@ -196,11 +170,12 @@ class AgentMemoryController(Controller):
             agent_id,
             scope=scope_filter,
             status=status,
-            cursor=_cursor(cursor),
+            cursor=read_cursor(cursor),
             limit=limit,
         )
         return MemoryListOut(
-            memories=[MemoryOut.of(m) for m in page.memories], next_cursor=_next(page.next_cursor)
+            memories=[MemoryOut.of(m) for m in page.memories],
+            next_cursor=None if page.next_cursor is None else cursor_text(*page.next_cursor),
         )
 
     @delete(

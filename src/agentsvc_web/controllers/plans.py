@@ -34,7 +34,7 @@ from agentsvc_core.use_cases.plans import (
 from agentsvc_web.access import MEMBER
 from agentsvc_web.auth import principal_of
 from agentsvc_web.openapi import errors
-from agentsvc_web.schemas import OkBody, copied
+from agentsvc_web.schemas import OkBody, copied, given_fields
 
 Req = Request[Any, Any, Any]
 Title = Annotated[str, Meta(min_length=1, max_length=MAX_TITLE)]
@@ -154,12 +154,6 @@ class PlanConfigOut(msgspec.Struct):
         return copied(cls, c)
 
 
-def _set(body: msgspec.Struct) -> dict[str, Any]:
-    return {
-        f: getattr(body, f) for f in body.__struct_fields__ if getattr(body, f) is not msgspec.UNSET
-    }
-
-
 class PlanController(Controller):
     path = "/api/plans"
     tags = ["plans"]
@@ -268,7 +262,7 @@ class PlanController(Controller):
         todo_id: FromPath[UUID],
         data: JSONBody[TodoPatchBody],
     ) -> PlanOut:
-        changes = TodoChanges(**_set(data))
+        changes = TodoChanges(**given_fields(data))
         return PlanOut.of(await plans.update_todo(principal_of(request), plan_id, todo_id, changes))
 
     @delete(
@@ -408,5 +402,5 @@ class AgentPlanController(Controller):
         agent_id: FromPath[UUID],
         data: JSONBody[PlanConfigBody],
     ) -> PlanConfigOut:
-        config = await plan_settings.update(principal_of(request), agent_id, _set(data))
+        config = await plan_settings.update(principal_of(request), agent_id, given_fields(data))
         return PlanConfigOut.of(config)

@@ -34,15 +34,13 @@ __all__ = [
     "TriggerBody",
     "TriggerOut",
     "TriggerPatchBody",
-    "changed",
-    "cursor_of",
     "next_cursor",
     "suggestion_page",
 ]
 
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -66,13 +64,12 @@ from agentsvc_core.entities.runner import (
     Trigger,
     TriggerKind,
 )
-from agentsvc_core.errors import InvalidInput
 from agentsvc_core.use_cases.runners import (
     StepDraft,
 )
 from agentsvc_core.use_cases.suggestions import Suggestions
 from agentsvc_web.openapi import errors
-from agentsvc_web.schemas import copied
+from agentsvc_web.schemas import copied, cursor_text, read_cursor
 
 Req = Request[Any, Any, Any]
 WRITE = errors(400, 404, 413, 415, 422)
@@ -413,23 +410,9 @@ class TasksOut(msgspec.Struct):
 # --- cursors ----------------------------------------------------------------------
 
 
-def cursor_of(raw: str | None) -> tuple[datetime, UUID] | None:
-    """A ``nextCursor``: ``<created_at>_<id>`` of the last run of a page."""
-    if raw is None:
-        return None
-    at, _, rid = raw.rpartition("_")
-    try:
-        value = msgspec.convert(at, datetime)
-        return (value if value.tzinfo else value.replace(tzinfo=UTC), UUID(rid))
-    except (msgspec.ValidationError, ValueError):
-        raise InvalidInput("cursor", "must be a nextCursor of this list") from None
-
-
 def next_cursor(items: Sequence[RunnerRun | Suggestion], limit: int) -> str | None:
-    if len(items) < limit:
-        return None
-    last = items[-1]
-    return f"{last.created_at.astimezone(UTC).isoformat().replace('+00:00', 'Z')}_{last.id}"
+    """The page's ``nextCursor``: None when it is not full."""
+    return None if len(items) < limit else cursor_text(items[-1].created_at, items[-1].id)
 
 
 Dismissed = Annotated[bool | None, QueryParameter(name="dismissed")]
@@ -446,14 +429,8 @@ async def suggestion_page(
     limit: int,
 ) -> SuggestionListOut:
     found = await suggestions.page(
-        who, dismissed=dismissed, before=cursor_of(cursor), limit=limit, **owner
+        who, dismissed=dismissed, before=read_cursor(cursor), limit=limit, **owner
     )
     return SuggestionListOut(
         suggestions=[SuggestionOut.of(s) for s in found], next_cursor=next_cursor(found, limit)
     )
-
-
-def changed(body: msgspec.Struct) -> dict[str, Any]:
-    return {
-        f: getattr(body, f) for f in body.__struct_fields__ if getattr(body, f) is not msgspec.UNSET
-    }

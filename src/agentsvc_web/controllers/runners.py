@@ -57,13 +57,11 @@ from agentsvc_web.controllers.runner_schemas import (
     TriggerBody,
     TriggerOut,
     TriggerPatchBody,
-    changed,
-    cursor_of,
     next_cursor,
     suggestion_page,
 )
 from agentsvc_web.openapi import errors
-from agentsvc_web.schemas import OkBody
+from agentsvc_web.schemas import OkBody, given_fields, read_cursor
 
 # --- routes -----------------------------------------------------------------------
 
@@ -110,7 +108,7 @@ class RunnerController(Controller):
         runner_id: FromPath[UUID],
         data: JSONBody[RunnerPatchBody],
     ) -> RunnerOut:
-        fields = changed(data)
+        fields = given_fields(data)
         if "steps" in fields:
             fields["steps"] = [s.draft() for s in data.steps]  # type: ignore[union-attr]
         changes = RunnerChanges(**fields)
@@ -202,7 +200,7 @@ class RunnerController(Controller):
         runner_id: FromPath[UUID],
         data: JSONBody[BudgetBody],
     ) -> BudgetOut:
-        changes = BudgetChanges(**changed(data))
+        changes = BudgetChanges(**given_fields(data))
         return BudgetOut.of(await runners.set_budget(principal_of(request), runner_id, changes))
 
     @get(
@@ -277,7 +275,7 @@ class RunnerController(Controller):
         trigger_id: FromPath[UUID],
         data: JSONBody[TriggerPatchBody],
     ) -> TriggerOut:
-        changes = TriggerChanges(**changed(data))
+        changes = TriggerChanges(**given_fields(data))
         t = await runners.update_trigger(principal_of(request), runner_id, trigger_id, changes)
         return TriggerOut.of(t)
 
@@ -417,7 +415,7 @@ class RunnerController(Controller):
         limit: Annotated[int, QueryParameter(name="limit", ge=1, le=100)] = 50,
     ) -> RunListOut:
         runs = await runner_runs.runs(
-            principal_of(request), runner_id, status=status, before=cursor_of(cursor), limit=limit
+            principal_of(request), runner_id, status=status, before=read_cursor(cursor), limit=limit
         )
         return RunListOut(runs=[RunOut.of(r) for r in runs], next_cursor=next_cursor(runs, limit))
 

@@ -28,11 +28,11 @@ from agentsvc_web.controllers.runner_schemas import (
     TaskOut,
     TasksBody,
     TasksOut,
-    cursor_of,
     next_cursor,
     suggestion_page,
 )
 from agentsvc_web.openapi import errors
+from agentsvc_web.schemas import read_cursor
 
 
 class AgentSuggestionsController(Controller):
@@ -125,7 +125,7 @@ class ScheduledTasksController(Controller):
         limit: Limit = 50,
     ) -> RunListOut:
         runs = await scheduled_tasks.runs(
-            principal_of(request), agent_id, before=cursor_of(cursor), limit=limit
+            principal_of(request), agent_id, before=read_cursor(cursor), limit=limit
         )
         return RunListOut(runs=[RunOut.of(r) for r in runs], next_cursor=next_cursor(runs, limit))
 

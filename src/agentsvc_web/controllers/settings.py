@@ -25,7 +25,7 @@ from agentsvc_core.use_cases.org_settings import (
 from agentsvc_web.access import ADMIN
 from agentsvc_web.auth import principal_of
 from agentsvc_web.openapi import errors
-from agentsvc_web.schemas import copied, items_schema
+from agentsvc_web.schemas import copied, given_fields, items_schema
 
 Req = Request[Any, Any, Any]
 
@@ -204,9 +204,5 @@ class AgentCompactionController(Controller):
         agent_id: FromPath[UUID],
         data: JSONBody[CompactionPutBody],
     ) -> CompactionOut:
-        changes = {
-            f: getattr(data, f)
-            for f in data.__struct_fields__
-            if getattr(data, f) is not msgspec.UNSET
-        }
+        changes = given_fields(data)
         return CompactionOut.of(await compaction.update(principal_of(request), agent_id, changes))

@@ -28,7 +28,7 @@ from agentsvc_core.use_cases.web import (
 )
 from agentsvc_web.auth import principal_of
 from agentsvc_web.openapi import errors
-from agentsvc_web.schemas import copied, items_schema
+from agentsvc_web.schemas import copied, given_fields, items_schema
 
 Req = Request[Any, Any, Any]
 
@@ -108,8 +108,6 @@ class AgentWebController(Controller):
         agent_id: FromPath[UUID],
         data: JSONBody[WebPutBody],
     ) -> WebOut:
-        changes = {
-            f: getattr(data, f) for f in data.__struct_fields__ if getattr(data, f) is not UNSET
-        }
+        changes = given_fields(data)
         config = await web.update(principal_of(request), agent_id, changes)
         return WebOut.of(config, web.search_provider)

@@ -383,7 +383,7 @@ async def test_a_second_job_of_a_running_step_leaves_it_alone(database: str | No
             await asyncio.sleep(0.02)
         # a second job of the run (the sweep's, say), while the first runs step two
         before = await s.runner_runs.get(who, runner.id, run.id)
-        await s.runner_engine.execute(job_payload(before))
+        await s.runner_engine.execute(job_payload(before.org_id, before.id))
         after = await s.runner_runs.get(who, runner.id, run.id)
         # left alone: still the first job's attempt
         assert (after.steps[1].attempt, after.steps[1].started_at) == (

@@ -28,6 +28,12 @@ class Principal(msgspec.Struct, frozen=True, kw_only=True):
     user_id: str | None = None
     key_id: UUID | None = None
 
+    @classmethod
+    def organization(cls, org_id: str) -> Principal:
+        """The organization itself, as an API key acts, with no user: who the
+        service's own work (a runner's run, a suggestion) acts as."""
+        return cls(org_id=org_id, method="api_key", role="admin")
+
     @property
     def is_admin(self) -> bool:
         return self.method == "api_key" or self.role == "admin"

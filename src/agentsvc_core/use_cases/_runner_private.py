@@ -5,12 +5,13 @@ function of the run as last read, for compare-and-set)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
 import msgspec
 
-from agentsvc_core.entities import Principal, Usage
+from agentsvc_core.entities import Usage
 from agentsvc_core.entities.runner import (
     NEXT,
     STOP,
@@ -18,10 +19,11 @@ from agentsvc_core.entities.runner import (
     RunnerRun,
     StepRun,
 )
+from agentsvc_core.ports.runners import RunnerStore
 from agentsvc_core.pricing import PriceTable
-from agentsvc_core.use_cases.turn import Done, ErrorEvent, Turn
 
 __all__ = [
+    "MAX_OUTPUT_CHARS",
     "BudgetCheck",
     "Busy",
     "Later",
@@ -29,13 +31,16 @@ __all__ = [
     "Taken",
     "context_of",
     "json_or_none",
-    "last_event",
     "next_index",
+    "reply_output",
     "still",
-    "system_principal",
+    "update_run",
     "with_step",
     "with_turn",
 ]
+
+
+MAX_OUTPUT_CHARS = 100_000  # a step's text output kept in the run (the thread has it all)
 
 
 class Later(Exception):
@@ -65,11 +70,6 @@ class Outcome(msgspec.Struct, kw_only=True):
     model: str | None = None
     next: str = NEXT  # a condition's choice
     paused: str | None = None  # a budget's reason
-
-
-def system_principal(org: str) -> Principal:
-    """Who a run acts as: the organization (as an API key does), no user."""
-    return Principal(org_id=org, method="api_key", role="admin")
 
 
 def context_of(run: RunnerRun) -> dict[str, Any]:
@@ -165,21 +165,6 @@ def with_step(run: RunnerRun, index: int, state: StepRun, *, expect: StepRun) ->
     )
 
 
-async def last_event(turn: Turn) -> Done | ErrorEvent | None:
-    """Read a turn to its end: its ``done`` or ``error`` event."""
-    final: Done | ErrorEvent | None = None
-    start = 0
-    while final is None:
-        events = await turn.read(start, 30.0)
-        if events is None:
-            continue
-        if not events:
-            break
-        start += len(events)
-        final = next((e for e in events if isinstance(e, (Done, ErrorEvent))), None)
-    return final
-
-
 def with_turn(run: RunnerRun, index: int, state: StepRun, turn_id: UUID) -> RunnerRun | None:
     """The step's turn noted, if the step is still this attempt's."""
     current = run.steps[index]
@@ -197,3 +182,31 @@ def next_index(run: RunnerRun, index: int, choice: str) -> int:
     if choice == STOP:
         return len(run.pipeline)
     return next((i for i, s in enumerate(run.pipeline) if s.id == choice), len(run.pipeline))
+
+
+async def update_run(
+    store: RunnerStore, run: RunnerRun, change: Callable[[RunnerRun], RunnerRun | None]
+) -> RunnerRun:
+    """Apply ``change`` to the run and store it (compare-and-set on its version),
+    reading it again as long as another write comes first; ``change`` answering
+    None leaves the run as it is (and may raise, to refuse)."""
+    while True:
+        changed = change(run)
+        if changed is None:
+            return run
+        saved = await store.save_run(changed)
+        if saved is not None:
+            return saved
+        run = await store.get_run(run.org_id, run.id)
+
+
+def reply_output(text: str, thread_id: UUID, message_id: UUID | None) -> dict[str, Any]:
+    """An agent step's output: its reply (cut at ``MAX_OUTPUT_CHARS``), the reply as
+    JSON when it is JSON, and where it is."""
+    text = text[:MAX_OUTPUT_CHARS]
+    return {
+        "text": text,
+        "json": json_or_none(text),
+        "thread_id": str(thread_id),
+        "message_id": None if message_id is None else str(message_id),
+    }

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import time
 import uuid
@@ -48,6 +47,7 @@ from agentsvc_core.ports.traces import TraceStore
 from agentsvc_core.ports.webhooks import WebhookCall, WebhookCaller
 from agentsvc_core.pricing import PriceTable
 from agentsvc_core.use_cases._runner_private import (
+    MAX_OUTPUT_CHARS,
     BudgetCheck,
     Busy,
     Later,
@@ -55,10 +55,10 @@ from agentsvc_core.use_cases._runner_private import (
     Taken,
     context_of,
     json_or_none,
-    last_event,
     next_index,
+    reply_output,
     still,
-    system_principal,
+    update_run,
     with_step,
     with_turn,
 )
@@ -71,8 +71,8 @@ from agentsvc_core.use_cases.runner_trace import run_trace, step_span_id
 from agentsvc_core.use_cases.runners import day_start, step_headers_context
 from agentsvc_core.use_cases.send_input import SendInput
 from agentsvc_core.use_cases.threads import ThreadDraft, Threads
-from agentsvc_core.use_cases.turn import Done, ErrorEvent, UsageOut
-from agentsvc_core.use_cases.webhook_tools import SigningSecrets
+from agentsvc_core.use_cases.turn import Done, ErrorEvent, UsageOut, last_event
+from agentsvc_core.use_cases.webhook_tools import SigningSecrets, idempotency_key
 
 __all__ = ["MAX_ATTEMPTS", "RunnerEngine"]
 
@@ -80,7 +80,6 @@ log = logging.getLogger("agentsvc.runners")
 
 MAX_ATTEMPTS = 3  # starts of one step (a killed process's step is started again)
 BUSY_RETRY_S = 2.0  # a thread still busy with an earlier attempt's turn: try again then
-MAX_OUTPUT_CHARS = 100_000  # a step's text output kept in the run (the thread has it all)
 WEBHOOK_MAX_BYTES = 1_000_000
 _enc = msgspec.json.Encoder()
 _headers = msgspec.json.Decoder(dict[str, str])
@@ -430,7 +429,7 @@ class RunnerEngine:
         assert step.agent_id is not None
         name = f"run {str(run.id)[:8]} · {step.id}"
         thread = await self._threads.create(
-            system_principal(run.org_id),
+            Principal.organization(run.org_id),
             ThreadDraft(
                 agent_id=step.agent_id,
                 title=name,
@@ -470,7 +469,7 @@ class RunnerEngine:
     ) -> Outcome:
         assert step.agent_id is not None
         assert state.thread_id is not None
-        who = system_principal(run.org_id)
+        who = Principal.organization(run.org_id)
         agent = await self._agents.get(run.org_id, step.agent_id)
         model_id = step.model or agent.default_model
         if retry:
@@ -538,15 +537,9 @@ class RunnerEngine:
             return Outcome(ok=False, error=f"{final.code}: {final.detail or ''}", **spent)
         if final is None or final.stopped:
             return Outcome(ok=False, error="the agent's turn was stopped", **spent)
-        text = final.content[:MAX_OUTPUT_CHARS]
         return Outcome(
             ok=True,
-            output={
-                "text": text,
-                "json": json_or_none(text),
-                "thread_id": str(thread_id),
-                "message_id": None if final.message_id is None else str(final.message_id),
-            },
+            output=reply_output(final.content, thread_id, final.message_id),
             tokens=tokens,
             cost_usd=cost,
             model=model_id,
@@ -581,16 +574,7 @@ class RunnerEngine:
             or last[-1].run_id != state.turn_id
         ):
             return None
-        text = last[-1].content[:MAX_OUTPUT_CHARS]
-        return Outcome(
-            ok=True,
-            output={
-                "text": text,
-                "json": json_or_none(text),
-                "thread_id": str(state.thread_id),
-                "message_id": str(last[-1].id),
-            },
-        )
+        return Outcome(ok=True, output=reply_output(last[-1].content, state.thread_id, last[-1].id))
 
     async def record(self, run: RunnerRun) -> None:
         """Store the trace record of an ended run (its own span and one per step;
@@ -620,7 +604,9 @@ class RunnerEngine:
         for state in run.steps:
             if state.status == "running" and state.thread_id is not None:
                 try:
-                    await self._conversation.stop(system_principal(run.org_id), state.thread_id)
+                    await self._conversation.stop(
+                        Principal.organization(run.org_id), state.thread_id
+                    )
                 except DomainError as exc:
                     log.warning("could not stop the turn of run %s: %s", run.id, exc.detail)
 
@@ -661,9 +647,7 @@ class RunnerEngine:
                 timeout_ms=step.timeout_ms,
                 max_bytes=WEBHOOK_MAX_BYTES,
                 # the same on every attempt: a receiver can drop a repeated call
-                idempotency_key=hashlib.sha256(
-                    f"{run.org_id}:{run.id}:{step.id}".encode()
-                ).hexdigest(),
+                idempotency_key=idempotency_key(run.org_id, run.id, step.id),
             )
         )
         output = {
@@ -684,16 +668,8 @@ class RunnerEngine:
     async def _update(
         self, run: RunnerRun, change: Callable[[RunnerRun], RunnerRun | None]
     ) -> RunnerRun:
-        """Apply ``change`` to the run and store it, reading again as long as another
-        write comes first; ``change`` answering None leaves the run as it is."""
-        while True:
-            changed = change(run)
-            if changed is None:
-                return run
-            saved = await self._store.save_run(changed)
-            if saved is not None:
-                return saved
-            run = await self._store.get_run(run.org_id, run.id)
+        """``update_run`` on this engine's store."""
+        return await update_run(self._store, run, change)
 
     async def _end(self, run: RunnerRun, status: str) -> RunnerRun:
         now = self._clock.now()

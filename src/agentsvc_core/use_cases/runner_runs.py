@@ -26,6 +26,7 @@ from agentsvc_core.errors import Conflict, InvalidInput, NotFound, PermissionDen
 from agentsvc_core.ports import Clock
 from agentsvc_core.ports.jobs import JobQueue
 from agentsvc_core.ports.runners import Firing, RunnerStore
+from agentsvc_core.use_cases._runner_private import update_run
 from agentsvc_core.use_cases.runners import MAX_INPUT_BYTES, Runners, next_tick
 from agentsvc_core.use_cases.webhook_tools import argument_problem
 
@@ -63,8 +64,8 @@ def _checked_key(key: str | None) -> str | None:
     return key
 
 
-def job_payload(run: RunnerRun) -> bytes:
-    return f"{run.org_id}\n{run.id}".encode()
+def job_payload(org: str, run_id: UUID) -> bytes:
+    return f"{org}\n{run_id}".encode()
 
 
 def read_payload(payload: bytes) -> tuple[str, UUID]:
@@ -127,7 +128,7 @@ class RunnerRuns:
         """Queue the run's job (``key``: the run's own by default, so queuing a run
         whose job waits or runs does nothing)."""
         await self._jobs.enqueue(
-            RUN_JOB, job_payload(run), key=key or f"run:{run.id}", delay_s=delay_s
+            RUN_JOB, job_payload(run.org_id, run.id), key=key or f"run:{run.id}", delay_s=delay_s
         )
 
     # --- starting -----------------------------------------------------------------
@@ -210,21 +211,14 @@ class RunnerRuns:
         late = tick < now - LATE_TICK and trigger.catchup == "none"
         if late or (busy and trigger.overlap == "skip"):
             return nxt, None
+        # an agent's task is a run of one agent step; a runner's tick has no steps
+        # yet: the engine takes the runner's steps when the run starts
+        pipeline: tuple[Step, ...] = ()
         if trigger.agent_id is not None:
             if not trigger.prompt:
                 return nxt, None
-            step = Step(id="task", kind="agent", agent_id=trigger.agent_id, prompt=trigger.prompt)
-            return nxt, new_run(
-                org=trigger.org_id,
-                runner=None,
-                trigger=trigger,
-                kind="cron",
-                input=dict(trigger.input),
-                now=now,
-                pipeline=(step,),
-                agent_id=trigger.agent_id,
-                thread_id=trigger.thread_id,
-                scheduled_for=tick,
+            pipeline = (
+                Step(id="task", kind="agent", agent_id=trigger.agent_id, prompt=trigger.prompt),
             )
         run = new_run(
             org=trigger.org_id,
@@ -233,10 +227,11 @@ class RunnerRuns:
             kind="cron",
             input=dict(trigger.input),
             now=now,
-            pipeline=(),
+            pipeline=pipeline,
+            agent_id=trigger.agent_id,
+            thread_id=trigger.thread_id,
             scheduled_for=tick,
         )
-        # no steps yet: the engine takes the runner's steps when the run starts
         return nxt, msgspec.structs.replace(run, runner_id=trigger.runner_id)
 
     async def fire_due(self) -> list[RunnerRun]:
@@ -254,7 +249,7 @@ class RunnerRuns:
         stale = await self._store.stale_runs(self._clock.now() - stale_after)
         queued = 0
         for org, run_id in stale:
-            if await self._jobs.enqueue(RUN_JOB, f"{org}\n{run_id}".encode(), key=f"run:{run_id}"):
+            if await self._jobs.enqueue(RUN_JOB, job_payload(org, run_id), key=f"run:{run_id}"):
                 queued += 1
         return queued
 
@@ -285,18 +280,16 @@ class RunnerRuns:
         agent step in flight is stopped. ``RunNotActive`` when it has ended."""
         if not who.is_admin:
             raise PermissionDenied("runs are managed by the organization's admins")
-        while True:
-            run = await self.get(who, runner_id, run_id)
+        now = self._clock.now()
+
+        def cancelled(run: RunnerRun) -> RunnerRun:
             if run.ended:
                 raise RunNotActive()
-            now = self._clock.now()
-            saved = await self._store.save_run(
-                msgspec.structs.replace(
-                    run, status="cancelled", ended_at=now, updated_at=now, paused_reason=None
-                )
+            return msgspec.structs.replace(
+                run, status="cancelled", ended_at=now, updated_at=now, paused_reason=None
             )
-            if saved is not None:
-                break
+
+        saved = await update_run(self._store, await self.get(who, runner_id, run_id), cancelled)
         if self.stop_step is not None:
             await self.stop_step(saved)
         return saved
@@ -316,23 +309,22 @@ class RunnerRuns:
             raise PermissionDenied("runs are managed by the organization's admins")
         if not (0 <= raise_usd <= 1_000_000 and 0 <= raise_tokens <= 10**12):
             raise InvalidInput("raiseBudgetUsd", "must not be negative")
-        while True:
-            run = await self.get(who, runner_id, run_id)
+        now = self._clock.now()
+
+        def resumed(run: RunnerRun) -> RunnerRun:
             if run.status != "paused":
                 raise RunNotPaused()
-            saved = await self._store.save_run(
-                msgspec.structs.replace(
-                    run,
-                    status="queued",
-                    paused_reason=None,
-                    error=None,
-                    budget_extra_usd=run.budget_extra_usd + raise_usd,
-                    budget_extra_tokens=run.budget_extra_tokens + raise_tokens,
-                    updated_at=self._clock.now(),
-                )
+            return msgspec.structs.replace(
+                run,
+                status="queued",
+                paused_reason=None,
+                error=None,
+                budget_extra_usd=run.budget_extra_usd + raise_usd,
+                budget_extra_tokens=run.budget_extra_tokens + raise_tokens,
+                updated_at=now,
             )
-            if saved is not None:
-                break
+
+        saved = await update_run(self._store, await self.get(who, runner_id, run_id), resumed)
         # a key of its own: the job that paused may not have ended yet, and it holds
         # the run's key until it does (two jobs of a run never run one step twice)
         await self.enqueue(saved, key=f"run:{saved.id}:resume:{saved.version}")

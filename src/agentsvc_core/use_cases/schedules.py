@@ -107,34 +107,11 @@ class ScheduledTasks:
         for task_id in set(stored) - kept:
             await self._store.delete_trigger(who.org_id, task_id)
         for d in drafts:
-            if d.id is None:
-                await self._runners.new_trigger(
-                    who.org_id,
-                    TriggerDraft(
-                        kind="cron",
-                        name=d.name,
-                        enabled=d.enabled,
-                        cron=d.cron,
-                        timezone=d.timezone,
-                        overlap=d.overlap,
-                        end_at=d.end_at,
-                        prompt=d.prompt,
-                        thread_id=d.thread_id,
-                    ),
-                    agent_id=agent_id,
-                )
+            fields = msgspec.structs.asdict(d)
+            task_id = fields.pop("id")
+            if task_id is None:
+                draft = TriggerDraft(kind="cron", **fields)
+                await self._runners.new_trigger(who.org_id, draft, agent_id=agent_id)
             else:
-                await self._runners.change_trigger(
-                    stored[d.id],
-                    TriggerChanges(
-                        name=d.name,
-                        enabled=d.enabled,
-                        cron=d.cron,
-                        timezone=d.timezone,
-                        overlap=d.overlap,
-                        end_at=d.end_at,
-                        prompt=d.prompt,
-                        thread_id=d.thread_id,
-                    ),
-                )
+                await self._runners.change_trigger(stored[task_id], TriggerChanges(**fields))
         return await self._store.triggers(who.org_id, agent_id=agent_id)

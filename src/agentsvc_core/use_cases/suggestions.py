@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -29,7 +29,7 @@ from agentsvc_core.ports.traces import TraceFilter, TraceStore
 from agentsvc_core.use_cases.conversation import Conversation
 from agentsvc_core.use_cases.send_input import SendInput
 from agentsvc_core.use_cases.threads import ThreadDraft, Threads
-from agentsvc_core.use_cases.turn import Done, ErrorEvent
+from agentsvc_core.use_cases.turn import Done, ErrorEvent, last_event
 
 __all__ = ["MAX_SUGGESTIONS", "Suggestions", "parse_suggestions"]
 
@@ -142,25 +142,20 @@ class Suggestions:
             if asked is None:
                 raise InvalidInput("steps", "the runner has no agent step whose model to ask")
             facts = await self._runner_facts(who, runner_id)
-            prompt = PROMPT.format(
-                what=f"pipeline ({runner.name!r})",
-                n=len(facts),
-                items="runs",
-                max=MAX_SUGGESTIONS,
-                facts=_enc.encode(facts).decode(),
-            )
+            what, items = f"pipeline ({runner.name!r})", "runs"
         else:
             assert agent_id is not None
             agent = await self._agents.get(who.org_id, agent_id)
             asked = agent.id
             facts = await self._agent_facts(who, agent_id)
-            prompt = PROMPT.format(
-                what=f"({agent.name!r})",
-                n=len(facts),
-                items="turns",
-                max=MAX_SUGGESTIONS,
-                facts=_enc.encode(facts).decode(),
-            )
+            what, items = f"({agent.name!r})", "turns"
+        prompt = PROMPT.format(
+            what=what,
+            n=len(facts),
+            items=items,
+            max=MAX_SUGGESTIONS,
+            facts=_enc.encode(facts).decode(),
+        )
         text = await self._ask(who, asked, prompt, runner_id)
         now = self._clock.now()
         made = [
@@ -225,25 +220,17 @@ class Suggestions:
     async def _ask(
         self, who: Principal, agent_id: UUID, prompt: str, runner_id: UUID | None
     ) -> str:
-        system = Principal(org_id=who.org_id, method="api_key", role="admin")
+        system = Principal.organization(who.org_id)
         metadata = {"purpose": "suggestions"}
         if runner_id is not None:
             metadata["runner_id"] = str(runner_id)
-        day = datetime.now(UTC).date().isoformat()
+        day = self._clock.now().date().isoformat()
         thread = await self._threads.create(
             system,
             ThreadDraft(agent_id=agent_id, title=f"suggestions {day}", metadata=metadata),
         )
         turn = await self._conversation.send(system, thread.id, SendInput(content=prompt))
-        start, final = 0, None
-        while final is None:
-            events = await turn.read(start, 30.0)
-            if events is None:
-                continue
-            if not events:
-                break
-            start += len(events)
-            final = next((e for e in events if isinstance(e, (Done, ErrorEvent))), None)
+        final = await last_event(turn)
         if isinstance(final, ErrorEvent):
             raise Upstream(f"the model could not answer: {final.detail or final.code}")
         return final.content if isinstance(final, Done) else ""

@@ -217,6 +217,22 @@ def _expire(waiter: asyncio.Future[bool]) -> None:
         waiter.set_result(False)
 
 
+async def last_event(source: EventSource) -> Done | ErrorEvent | None:
+    """Read a reply to its end (a headless turn: a runner's step, a suggestion):
+    its ``done`` or ``error`` event (None: it ended without one)."""
+    final: Done | ErrorEvent | None = None
+    start = 0
+    while final is None:
+        events = await source.read(start, 30.0)
+        if events is None:
+            continue
+        if not events:
+            break
+        start += len(events)
+        final = next((e for e in events if isinstance(e, (Done, ErrorEvent))), None)
+    return final
+
+
 class TurnEnded(msgspec.Struct, frozen=True, kw_only=True):
     """What a reply hands to what runs after it (``Conversation(after_turn=...)``),
     once its last event is out."""

@@ -97,10 +97,11 @@ def _context(org: str, tool_id: UUID) -> str:
     return f"{org}:webhook_tool:{tool_id}"
 
 
-def idempotency_key(org: str, thread_id: UUID | None, tool_call_id: str) -> str:
+def idempotency_key(org: str, scope: UUID | None, call_id: str) -> str:
     """``Idempotency-Key`` of a call: the same for a retried call, and unlike any
-    other call's (a model's tool call ids are unique only within a conversation)."""
-    return hashlib.sha256(f"{org}:{thread_id}:{tool_call_id}".encode()).hexdigest()
+    other call's. ``call_id`` is unique only within ``scope``: a model's tool call
+    id within its thread, a runner step's id within its run."""
+    return hashlib.sha256(f"{org}:{scope}:{call_id}".encode()).hexdigest()
 
 
 def check_tool_name(name: str) -> str:

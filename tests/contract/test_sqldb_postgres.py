@@ -254,7 +254,10 @@ async def test_failures_name_no_secret(db_url: str) -> None:
     assert err.value.detail.startswith("the database refused the connection:")
     assert "no_such_database" in err.value.detail
     assert PASSWORD not in err.value.detail
-    closed = db_url.replace(":5432/", ":9/")
+    # the same URL with port 9, where nothing listens (the embedded server has a port
+    # of its own, so the port is replaced by name, not by ":5432")
+    d = conninfo_to_dict(db_url)
+    closed = f"postgresql://{d['user']}:{PASSWORD}@127.0.0.1:9/{d['dbname']}"
     with pytest.raises(DatabaseError) as err:
         await OPEN.test(closed)
     assert err.value.detail == "could not reach 127.0.0.1:9"

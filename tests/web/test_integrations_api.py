@@ -247,7 +247,7 @@ def test_the_model_queries_an_attached_database(c: Client, auth: H, db_url: str)
     assert json.loads(result_of(events))["rows"][0] == ["id", "integer", False, None]
     events = turn(c, auth, agent["id"], f'call {tool}describe_table {{"table": "pg_class"}}')
     assert result_of(events).startswith("error: the table 'pg_class' is not among")
-    with psycopg.connect(db_url.replace(f":{PASSWORD}", "")) as conn:
+    with psycopg.connect(db_url) as conn:
         row = conn.execute("SELECT count(*) FROM orders").fetchone()
     assert row == (3,)
     # without the attachment the tools are gone

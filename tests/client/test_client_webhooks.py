@@ -93,6 +93,9 @@ def test_the_services_signature_verifies_and_tampering_does_not(memory_service: 
         ("9" * 5000, "ab" * 32),  # longer than int() takes
         (str(int(time.time())), "\u00e9" * 64),  # not ASCII: compare_digest would raise
     ],
+    # ids of their own: the parameters hold the time of collection, and parallel
+    # workers (pytest-xdist) must collect the same names
+    ids=["superscript-digit", "too-long-for-int", "non-ascii-signature"],
 )
 def test_hostile_headers_are_refused_not_crashed_on(timestamp: str, signature: str) -> None:
     headers = {

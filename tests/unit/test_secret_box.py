@@ -74,6 +74,8 @@ def test_rotation_newest_key_seals_all_keys_open() -> None:
         (f"{K1},{K1}", "twice"),
         ("bad id!:" + K1.split(":")[1], "id:base64key"),
     ],
+    # ids of their own: K1 is random, and parallel workers must collect the same names
+    ids=["empty", "no-key", "short-key", "twice", "bad-id"],
 )
 def test_malformed_keys_are_refused_without_echoing_them(spec: str, message: str) -> None:
     with pytest.raises(KeyringError, match=message) as err:

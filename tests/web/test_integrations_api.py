@@ -90,16 +90,20 @@ def test_a_duplicate_name_is_409(c: Client, auth: H, db_url: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("path", "problem"),
+    ("where", "problem"),
     [
         ("127.0.0.1:9/x", "could not reach 127.0.0.1:9"),
-        ("127.0.0.1:5432/no_such_db_here", 'database "no_such_db_here" does not exist'),
+        # the test server, as a role it knows with its right password (a server that
+        # checks passwords refuses a wrong one before it looks for the database)
+        ("server", 'database "no_such_db_here" does not exist'),
     ],
 )
 def test_a_connection_that_fails_is_422_naming_the_problem(
-    c: Client, auth: H, path: str, problem: str
+    c: Client, auth: H, db_url: str, where: str, problem: str
 ) -> None:
-    url = f"postgresql://postgres:{PASSWORD}@{path}"
+    url = f"postgresql://postgres:{PASSWORD}@{where}"
+    if where == "server":
+        url = db_url.rsplit("/", 1)[0] + "/no_such_db_here"
     r = c.post(
         "/api/integrations",
         json={"name": "Broken", "type": "postgresql", "connection": url},

@@ -1,4 +1,4 @@
-"""Knowledge (issue #19): indexing throughput, search latency, and a turn with one
+"""Knowledge: indexing throughput, search latency, and a turn with one
 ``knowledge_search`` call.
 
 Run: ``make bench-knowledge`` (= ``.venv/bin/python -m bench.knowledge``), or e.g.

@@ -1,4 +1,4 @@
-"""The re-attach scenario (issue 16): replies whose client drops mid-stream and picks
+"""The re-attach scenario: replies whose client drops mid-stream and picks
 the stream up again with ``Last-Event-ID``.
 
 The service runs with two worker processes, so a re-attach lands on either: on the

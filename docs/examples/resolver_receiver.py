@@ -3,7 +3,7 @@ replayed calls, and answers with the user's key (or null for the platform key).
 
     AGENTSVC_SIGNING_SECRET=whsec_... python docs/examples/resolver_receiver.py 9000
 
-Standard library only. The signature (decisions.md, "Outbound signatures"):
+Standard library only. The signature (docs/byok.md):
 X-Service-Signature = lowercase hex HMAC-SHA256, keyed with the UTF-8 bytes of the
 organization's signing secret, over "{X-Service-Timestamp}.{X-Service-Nonce}.{raw body}".
 During a secret rotation the header carries two signatures separated by a space;

@@ -5,9 +5,9 @@ calls, and answers the tool call.
 
 Standard library only. agentsvc POSTs (or PUTs/PATCHes, as the tool says) the JSON
 ``{"tool", "toolCallId", "arguments", "orgId", "agentId", "threadId", "userId"}``
-with an ``Idempotency-Key`` (the same for a retried call) and the signature of decisions.md
-("Outbound signatures"): X-Service-Signature = lowercase hex HMAC-SHA256, keyed with
-the UTF-8 bytes of the organization's signing secret, over
+with an ``Idempotency-Key`` (the same for a retried call) and the signature the
+credential resolver gets too (docs/byok.md): X-Service-Signature = lowercase hex
+HMAC-SHA256, keyed with the UTF-8 bytes of the organization's signing secret, over
 "{X-Service-Timestamp}.{X-Service-Nonce}.{raw body}"; during a secret rotation the
 header carries two signatures separated by a space: accept the call if any matches.
 Whatever a 2xx answer's body says is what the model reads; any other status is an

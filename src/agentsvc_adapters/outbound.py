@@ -6,9 +6,10 @@ calls, the MCP transports (streamable HTTP and SSE), the MCP registry, the
 webhook tools and the web tools (``web/``: ``web_fetch``, which follows redirects
 itself and checks each hop, and the search API).
 
-Rule (decisions, "Outbound URLs"): a URL whose host resolves to a loopback,
-private, link-local, multicast, reserved, unspecified, otherwise not globally
-routable or cloud metadata address is refused, and only ``https://`` is allowed;
+Rule, so that no user can point the service at its own network (SSRF): a URL whose
+host resolves to a loopback, private, link-local, multicast, reserved, unspecified,
+otherwise not globally routable or cloud metadata address is refused, and only
+``https://`` is allowed;
 ``AGENTSVC_ALLOW_PRIVATE_NETWORK=true`` (``allow_private_network``) lifts both.
 
 Host names are normalised before any check (``normalise_host``): full-width and

@@ -1,4 +1,4 @@
-"""The credential-resolver webhook client (decisions.md "Outbound signatures").
+"""The credential-resolver webhook client (docs/byok.md).
 
 Signed with ``X-Service-*`` (``agentsvc_adapters.signing``). Redirects are
 not followed, answers over 64 KiB are refused, the whole call is bounded by the

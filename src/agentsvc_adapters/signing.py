@@ -1,5 +1,5 @@
 """The ``X-Service-*`` signature of outbound calls to a customer's endpoint (the
-credential resolver, webhook tools; decisions.md "Outbound signatures").
+credential resolver, webhook tools; docs/byok.md says how to check it).
 
 ``X-Service-Signature`` is the lowercase hex HMAC-SHA256, keyed with the UTF-8 of
 the organization's signing secret, over ``"{timestamp}.{nonce}.{raw body}"``;

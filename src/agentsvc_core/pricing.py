@@ -1,4 +1,4 @@
-"""What a model call cost in USD, from a table of list prices (issue #17, item 4).
+"""What a model call cost in USD, from a table of list prices (docs/models.md).
 
 The table maps model id patterns (globs, case-sensitive, tried in order, the first
 match wins) to a price per million input, output and cached input tokens. It is

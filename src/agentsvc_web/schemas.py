@@ -118,7 +118,7 @@ class AgentCreateBody(msgspec.Struct, rename="camel"):
     description: Description = ""
     stable_preamble: Preamble = ""
     default_model: ModelId | None = None
-    # Update-only in the spec; accepted on create too, so an agent can be made in one call.
+    # Accepted on create as well as on update, so an agent can be made in one call.
     tool_profiles: ToolProfiles | None = None
     default_profile: ProfileName | None = None
     runtime_provider: RuntimeProvider | None = None
@@ -328,7 +328,7 @@ class ParticipantListOut(msgspec.Struct):
     participants: list[ParticipantOut]
 
 
-# --- MCP servers (responses are camelCase, spec 2.5) ---------------------------
+# --- MCP servers (responses are camelCase, unlike the rest) ---------------------
 
 ToolNames = Annotated[
     list[ToolName],

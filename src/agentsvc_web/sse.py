@@ -1,21 +1,23 @@
-"""Server-Sent Events framing of a ``Turn`` (spec 6.1, decisions.md).
+"""Server-Sent Events framing of a ``Turn`` (the events: docs/client-guide.md).
 
 Every event is ``id: N`` (increasing within the reply), ``event: NAME`` and one
 ``data:`` line of JSON. Events that arrive together go out in one write. While
 the model is silent a comment line keeps proxies from closing the connection,
-every ``KEEPALIVE_S`` seconds (decisions.md: 15 s; ``Settings.sse_keepalive_s``).
+every ``KEEPALIVE_S`` seconds (15 s by default, ``Settings.sse_keepalive_s``: well
+under the 60 s idle timeout common to proxies and load balancers).
 
 ``SseStream`` is a Litestar ``Stream`` whose ASGI response is our own
 ``SseResponse``: Litestar's streaming response watches for the client leaving
 with a task group, a task and a pending ``receive`` per reply (about 5% of the
 service's CPU per turn), and that watch would only stop the writing early, since
-a client that disconnects does not cancel the reply (decisions.md). ``SseResponse``
-writes each batch of frames and ends with the turn, reading nothing from the
-client; uvicorn drops writes to a closed connection, and a server that raises on
-them ends the response quietly. It is built through Litestar's own extension
-points: ``SseStream.to_asgi_response`` builds it (where Litestar's ``Stream`` builds
-its ``ASGIStreamingResponse``, with the same arguments), and it overrides only
-``send_body`` (the start line, headers and cookies are Litestar's).
+a client that disconnects does not cancel the reply (it is stored, and the client
+may re-attach to it). ``SseResponse`` writes each batch of frames and ends with the
+turn, reading nothing from the client; uvicorn drops writes to a closed connection,
+and a server that raises on them ends the response quietly. It is built through
+Litestar's own extension points: ``SseStream.to_asgi_response`` builds it (where
+Litestar's ``Stream`` builds its ``ASGIStreamingResponse``, with the same
+arguments), and it overrides only ``send_body`` (the start line, headers and
+cookies are Litestar's).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ if TYPE_CHECKING:
 
     from agentsvc_web.metrics import HttpMetrics
 
-KEEPALIVE_S = 15.0  # decisions.md "The conversation turn"
+KEEPALIVE_S = 15.0  # the default of Settings.sse_keepalive_s
 KEEPALIVE = b": keep-alive\n\n"
 _encoder = msgspec.json.Encoder()
 _NAMES = {cls: name.encode() for cls, name in EVENT_NAMES.items()}

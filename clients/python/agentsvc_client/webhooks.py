@@ -1,8 +1,8 @@
 """Verify the service's signed calls (the credential resolver, webhook tools).
 
-The signature (decisions.md, "Outbound signatures"): ``X-Service-Signature`` is the
-lowercase hex HMAC-SHA256, keyed with the UTF-8 bytes of the organization's signing
-secret (``client.settings.get().signing_secret``), over
+The signature: ``X-Service-Signature`` is the lowercase hex HMAC-SHA256, keyed with
+the UTF-8 bytes of the organization's signing secret
+(``client.settings.get().signing_secret``), over
 ``"{X-Service-Timestamp}.{X-Service-Nonce}.{raw body}"``. During a rotation the
 service sends two signatures, space-separated; one matching is enough. Each attempt
 has a fresh nonce (a UUID) and timestamp (Unix seconds).

@@ -1,4 +1,4 @@
-"""AES-256-GCM sealing (``cryptography``), as decisions.md "Secrets at rest" asks.
+"""AES-256-GCM sealing (``cryptography``) of the secrets the service keeps at rest.
 
 A sealed value is ``v1.<key id>.<base64url(nonce || ciphertext+tag)>``: it names
 the key that sealed it, so keys can be rotated; the associated data is the

@@ -1,4 +1,4 @@
-"""Which provider family serves a model id (decisions.md, "Model routing").
+"""Which provider family serves a model id (docs/models.md).
 
 An explicit ``alpha:`` or ``beta:`` prefix names the family and is stripped;
 otherwise the first matching prefix of the table decides (``claude-`` -> alpha,

@@ -26,7 +26,8 @@ an HTTP transport error): the SDK dispatcher's receive loop ending marks it dead
 so the next call opens a fresh one. A call that fails because the session broke
 is retried once on a fresh session: always for ``list_tools``; for ``call_tool``
 only when the request provably did not run (HTTP 404 to our session id, which the
-spec defines as "start a new session", or a connection that was never made).
+MCP specification defines as "start a new session", or a connection that was never
+made).
 Sessions unused for ``idle_ttl_s`` are closed by a reaper task; ``aclose()``
 closes them all and waits until every background task (so every stdio child,
 reaped) is gone. The client belongs to the event loop that first uses it.

@@ -5,8 +5,8 @@ from uuid import UUID
 
 import msgspec
 
-# The two execution runtimes an agent may name (the spec leaves the vendor strings
-# out): this service's own turn loop, and an alternative runtime slot.
+# The two execution runtimes an agent may name, deliberately not vendor names: this
+# service's own turn loop, and a slot for an alternative runtime.
 RUNTIME_PROVIDERS = ("native", "alternative")
 
 

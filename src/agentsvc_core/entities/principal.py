@@ -18,8 +18,8 @@ class Principal(msgspec.Struct, frozen=True, kw_only=True):
       and their sub-resources, MCP servers, keys, settings)? API keys always may; a
       JWT only when its role claim gave it ``role="admin"``; else it is a member.
     - ``acts_for_org``: does the caller see every thread of the organization? Only
-      API keys do; a JWT user, admin or not, sees and uses its own threads (the
-      spec's thread listing scope).
+      API keys do; a JWT user, admin or not, sees and uses its own threads (and
+      the multiplayer threads it takes part in).
     """
 
     org_id: str

@@ -30,7 +30,9 @@ __all__ = [
 
 TraceKind = Literal["agent_turn", "runner_run", "tool_test"]
 TraceStatus = Literal["ok", "error"]
-# FJ's span kinds (catalogue-research.md section 6)
+# Span kinds: a turn records agent, llm, tool, mcp and webhook; a runner run chain,
+# runner_step, webhook and condition; embedding and guardrail are reserved, named now
+# so that a client written against this list does not meet an unknown kind later
 SpanKindName = Literal[
     "agent",
     "runner_step",

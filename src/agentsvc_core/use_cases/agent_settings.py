@@ -1,7 +1,8 @@
 """One kind of an agent's configuration (``/api/agents/{id}/<kind>``: plan, memory,
 web...), kept as a sealed record keyed by the agent's id: the defaults until a PUT
-(catalogue.md), read by the turn with the thread (``opened``) or on its own
-(``of``), changed without losing a concurrent change (``SealedRecords.change``)."""
+(so an agent never configured needs no row), read by the turn with the thread
+(``opened``) or on its own (``of``), changed without losing a concurrent change
+(``SealedRecords.change``)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,10 @@
 """A parsed document cut into chunks for search (full-text, and embeddings when
 configured). Pure: no I/O, no dependency beyond the port's structs.
 
-The rules (the research's recommendation: chunks follow headings, about 500-800
-tokens, about 15% overlap, offsets stored):
+The rules (chunks follow headings, about 500-800 tokens, about 15% overlap, offsets
+stored: a chunk that keeps to one topic and a heading path ranks and reads better
+than a window of fixed size, and the offsets let a citation point back into the
+document):
 
 - Tokens are estimated as ``ceil(len(text) / 4)``: cheap, deterministic, no
   tokenizer to ship, and close to what BPE tokenizers give for English prose

@@ -1,6 +1,6 @@
-"""Heartbeats of this process's running replies (decisions.md "The conversation
-turn"): a reply whose heartbeat is older than the stale span is taken for dead
-(its process crashed) and marked interrupted by whoever sweeps or stops it."""
+"""Heartbeats of this process's running replies: a reply whose heartbeat is older
+than the stale span is taken for dead (its process crashed) and marked interrupted
+by whoever sweeps or stops it."""
 
 from __future__ import annotations
 

@@ -212,9 +212,9 @@ class KeyBroker:
 
 
 class TurnKeys:
-    """The keys that pay for one turn's model calls (spec 6.2: the resolver is called
-    when a message is sent, not per model call): the first call of a provider family
-    resolves its key, the turn's later calls and its compaction summary reuse it. A
+    """The keys that pay for one turn's model calls (the resolver is called once per
+    message sent, not per model call: docs/byok.md): the first call of a provider
+    family resolves its key, the turn's later calls and its compaction summary reuse it. A
     key lives only as long as the turn holds this object: it is never stored, nor
     cached beyond the turn. A resolver that answered no key (platform key) is not
     asked again in the same turn either."""
@@ -257,7 +257,7 @@ class CompactionConfig(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class CompactionSettings:
-    """Per-agent compaction configuration (spec 2.7 and 4.4)."""
+    """Per-agent compaction configuration (docs/compaction.md)."""
 
     def __init__(self, store: SecretStore, agents: AgentRepository, box: SecretBox) -> None:
         self._records = SealedRecords(store, box)

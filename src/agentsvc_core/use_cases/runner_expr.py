@@ -6,7 +6,8 @@ three ways: an ``input_mapping`` (``{name: expression}``) builds a step's input
 object; a ``condition`` step's ``expression`` is judged truthy or not (JMESPath's
 truth: false, null, "", [] and {} are false); an agent step's ``prompt`` fills
 ``{{ expression }}`` placeholders. A leading ``$.`` or ``$`` (JSONPath's root,
-FJ's notation) is dropped, so ``$.input.topic`` and ``input.topic`` are the same.
+which many pipeline tools write) is dropped, so ``$.input.topic`` and
+``input.topic`` are the same.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What a send carries (spec 4.7: the body of POST /api/threads/{id}/messages, as the
+"""What a send carries (the body of POST /api/threads/{id}/messages, as the
 core sees it) and its checks, made before anything is read or stored."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The events of a streamed reply (spec 6.1) and the buffer a reply writes them to.
+"""The events of a streamed reply (docs/client-guide.md) and the buffer a reply
+writes them to.
 
 The reply runs in a task of its own and appends events to a ``Turn``; any number
 of readers (the SSE response of the send, and of each re-attach in this process)

@@ -1,4 +1,4 @@
-"""Webhook tools (spec 4.8 "custom tools"): an organization's HTTP endpoints that its
+"""Webhook tools (docs/tools.md): an organization's HTTP endpoints that its
 agents' models may call, signed with ``X-Service-*`` like the credential resolver.
 
 - ``WebhookTools``: the definitions (name unique per organization, a JSON Schema of

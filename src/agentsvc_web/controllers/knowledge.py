@@ -60,7 +60,7 @@ class DocumentOut(msgspec.Struct):
     status: DocumentStatus
     error: str | None
     chunk_count: int
-    chunks: int  # FJ's name for chunk_count
+    chunks: int  # chunk_count again, under the short name uploaders commonly read
     embedding_model: str | None
     attempts: int
     created_at: datetime

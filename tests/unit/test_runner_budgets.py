@@ -209,27 +209,36 @@ async def test_resume_raises_the_runs_own_limits_but_not_the_days() -> None:
     assert done.budget_warning is None  # this day's runs (created today) spent nothing
 
 
-@pytest.mark.parametrize(("limit", "cut"), [(12, False), (11, True)])
+@pytest.mark.parametrize(
+    ("limit", "value", "why"),
+    [
+        ("max_tokens_per_run", 12, None),
+        ("max_tokens_per_run", 11, "the run has used 11 tokens of its 11"),
+        ("max_cost_usd_per_run", 0.12, None),
+        ("max_cost_usd_per_run", 0.11, "the run has cost 0.110000 USD of its 0.110000"),
+    ],
+)
 async def test_a_model_call_of_a_tool_loop_is_not_made_once_the_limit_is_reached(
-    limit: int, cut: bool
+    limit: str, value: float, why: str | None
 ) -> None:
-    """The first call asks for a tool and spends 11 tokens; the second would answer."""
+    """The first call asks for a tool and spends 11 tokens (0.11 USD); the second
+    would answer. The turn's own spending counts before its run's row has it."""
     rw = await runner_world(
         calls("lookup", usage=Usage(input_tokens=6, output_tokens=5)),
         spends(3),
         tools=Tools("lookup"),
     )
-    runner = await rw.runner("agent", max_tokens_per_run=limit)
+    runner = await rw.runner("agent", **{limit: value})
     run = await rw.run(runner)
-    if cut:
-        assert (run.status, run.paused_reason) == ("paused", "budget"), run
-        assert run.error == "the run has used 11 tokens of its 11"
+    if why is not None:
+        assert (run.status, run.paused_reason, run.error) == ("paused", "budget", why), run
         assert statuses(run) == ["pending"]  # resume asks again
         assert len(rw.turn.model.requests) == 1
+        assert run.tokens == 11
     else:
         assert run.status == "succeeded", run
         assert len(rw.turn.model.requests) == 2
-    assert run.tokens == (11 if cut else 14)
+        assert run.tokens == 14
 
 
 # --- the check itself -------------------------------------------------------------
@@ -269,7 +278,12 @@ def test_costs_are_compared_to_ten_decimal_places() -> None:
     assert 0.7 + 0.1 < 0.8  # a float sum a cent short of the limit it is equal to
     assert reached(0.7 + 0.1, 0.8)
     assert not reached(0.8 - 1e-9, 0.8)
+    # what is below a cost's precision does not count, on either side
+    assert reached(0.8 - 4e-11, 0.8)
+    assert reached(0.8, 0.8 + 4e-11)
     assert share_pct(0.7 + 0.1, 1.0) == 80
+    assert share_pct(0.8 - 4e-9, 1.0) == 80  # 79.9999996%
+    assert share_pct(0.8 - 4e-7, 1.0) == 79  # 79.99996%
     assert (reached(20, 20), reached(19, 20)) == (True, False)
     assert (share_pct(33, 20), share_pct(2, 3), share_pct(0, 5)) == (165, 66, 0)
 

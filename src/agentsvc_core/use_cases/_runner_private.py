@@ -109,17 +109,15 @@ _REACHED = {
 def reached(spent: float, limit: float) -> bool:
     """Whether ``spent`` has reached ``limit`` (a limit is reached at equality).
     Costs are sums of floats: they are compared to 10 decimal places, the
-    precision of a call's cost (``PriceTable.cost``), so 0.7 + 0.1 USD reaches 0.8."""
-    if isinstance(spent, int) and isinstance(limit, int):
-        return spent >= limit
+    precision of a call's cost (``PriceTable.cost``), so 0.7 + 0.1 USD reaches 0.8
+    (token counts are whole: rounding leaves them as they are)."""
     return round(spent, 10) >= round(limit, 10)
 
 
 def share_pct(spent: float, limit: float) -> int:
     """The whole percentage of ``limit`` that ``spent`` is, rounded down (33 of
-    20 is 165; 79.9% is 79); ``limit`` is above zero."""
-    if isinstance(spent, int) and isinstance(limit, int):
-        return spent * 100 // limit
+    20 is 165; 79.9% is 79), a float sum's noise below a millionth of a percent
+    left out; ``limit`` is above zero."""
     return math.floor(round(spent * 100 / limit, 6))
 
 
@@ -136,7 +134,7 @@ class BudgetCheck:
         self._today = today
         self._prices = prices
 
-    def spending(self, tokens: int = 0, cost: float = 0.0) -> list[tuple[str, float, float]]:
+    def spending(self, tokens: int, cost: float) -> list[tuple[str, float, float]]:
         """(limit's name, spent, limit) of each limit the budget sets, in the order
         they are checked, having spent ``tokens`` and ``cost`` beyond what the
         run's row and today's sum say; a per-run limit includes what resumes
@@ -173,15 +171,13 @@ class BudgetCheck:
         limit, having spent ``tokens`` and ``cost`` beyond what the run's row says:
         the share actually used of the limit most used (``"165% of
         max_tokens_per_run used"``)."""
-        shares = [
-            (share_pct(spent, limit), name)
-            for name, spent, limit in self.spending(tokens, cost)
-            if limit > 0
-        ]
-        pct, name = max(shares, key=lambda s: s[0], default=(0, ""))
-        if not name or pct < self._b.soft_limit_pct:
+        most: tuple[int, str] | None = None  # the first of the limits most used
+        for name, spent, limit in self.spending(tokens, cost):
+            if limit > 0 and (most is None or share_pct(spent, limit) > most[0]):
+                most = (share_pct(spent, limit), name)
+        if most is None or most[0] < self._b.soft_limit_pct:
             return None
-        return f"{pct}% of {name} used"
+        return f"{most[0]}% of {most[1]} used"
 
     async def gate(self, usage: Usage, model_id: str) -> str | None:
         cost = self._prices.cost(model_id, usage) or 0.0

@@ -21,7 +21,7 @@ from agentsvc_core.use_cases.runners import day_start
 from tests.unit.runner_world import CENT_A_TOKEN, RunnerWorld, runner_world, spends
 from tests.unit.turn_world import ORG, T0, Tools, calls
 
-# the limits, each with what its pause says (the spending filled in)
+# the four limits a budget may set
 LIMITS = ("max_tokens_per_run", "max_cost_usd_per_run", "daily_tokens", "daily_cost_usd")
 
 
@@ -206,7 +206,8 @@ async def test_resume_raises_the_runs_own_limits_but_not_the_days() -> None:
     rw.turn.clock.advance(24 * 3600)
     done = await rw.resume(again)
     assert done.status == "succeeded", done
-    assert done.budget_warning is None  # this day's runs (created today) spent nothing
+    # (a run counts on the day it was created: today's runs have spent nothing)
+    assert done.budget_warning is None
 
 
 @pytest.mark.parametrize(

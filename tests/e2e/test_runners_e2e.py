@@ -6,7 +6,7 @@ loopback checking every webhook step's signature with the docs' receiver.
   ``api``, ``manual`` (a user's JWT), ``webhook`` (its token, with Idempotency-Key),
   ``button`` (its token, as the button page posts) and ``cron``;
 - a cron trigger fires once per tick with two service processes running;
-- a budget pauses a run and resume finishes it;
+- a budget pauses a run before its next step (a condition) and resume finishes it;
 - a process killed mid-run leaves a run that the next process finishes.
 """
 
@@ -336,38 +336,49 @@ def test_a_cron_tick_fires_once_with_two_processes(world: World) -> None:
     world.services.remove(second)
 
 
-def test_a_budget_pauses_a_run_and_resume_finishes_it(world: World) -> None:
+def test_a_budget_pauses_a_run_before_its_next_step_and_resume_finishes_it(
+    world: World,
+) -> None:
+    """The three-step runner (agent, condition, webhook) with ``maxTokensPerRun: 20``:
+    its agent step's reply takes it past 20 tokens, and it pauses before the
+    condition, whatever the next step's kind; one token under the limit, it runs
+    through, warned of the share it used."""
+    text = "urgent: the checkout page is down"
     with world.client(world.services[0]) as c:
-        agent = _ok(c.post("/api/agents", json={"name": "budgeted", "defaultModel": "local"}))
-        runner = _ok(
-            c.post(
-                "/api/runners",
-                json={
-                    "name": "two turns",
-                    "steps": [
-                        {"id": "one", "kind": "agent", "agentId": agent["id"], "prompt": "one"},
-                        {"id": "two", "kind": "agent", "agentId": agent["id"], "prompt": "two"},
-                    ],
-                },
-            )
-        )["id"]
-        budget = _ok(c.put(f"/api/runners/{runner}/budget", json={"maxTokensPerRun": 5}))
-        assert (budget["max_tokens_per_run"], budget["on_exceed"]) == (5, "pause")
+        _, runner = _three_steps(c, world.base)
+        budget = _ok(c.put(f"/api/runners/{runner}/budget", json={"maxTokensPerRun": 20}))
+        assert (budget["max_tokens_per_run"], budget["on_exceed"]) == (20, "pause")
         bad = c.put(f"/api/runners/{runner}/budget", json={"softLimitPct": 0})
         assert bad.status_code == 422, bad.text
-        run = _ok(c.post(f"/api/runners/{runner}/runs", json={}))
+        run = _ok(c.post(f"/api/runners/{runner}/runs", json={"input": {"text": text}}))
         paused = _ended(c, runner, run["id"], "paused", "failed", "succeeded")
+        spent = paused["tokens"]
+        assert spent > 20  # the local model's reply repeats the prompt: the premise
         assert (paused["status"], paused["paused_reason"]) == ("paused", "budget"), paused
-        assert [s["status"] for s in paused["steps"]] == ["succeeded", "pending"]
-        assert paused["next_step"] == "two"
+        assert [s["status"] for s in paused["steps"]] == ["succeeded", "pending", "pending"]
+        assert paused["next_step"] == "urgent"
+        assert paused["error"] == f"the run has used {spent} tokens of its 20"
+        assert paused["budget_warning"] == f"{spent * 100 // 20}% of max_tokens_per_run used"
+        assert not [k for k in world.receiver.calls if k["body"]["runId"] == run["id"]]
         resumed = c.post(
             f"/api/runners/{runner}/runs/{run['id']}/resume", json={"raiseBudgetTokens": 1000}
         )
         assert resumed.status_code == 200, resumed.text
         done = _ended(c, runner, run["id"])
-        assert done["status"] == "succeeded", done
+        _check_notified(world, done, text)
+        assert done["budget_warning"] is None  # under 80% of the raised limit
         again = c.post(f"/api/runners/{runner}/runs/{run['id']}/resume", json={})
         assert (again.status_code, again.json()["error"]) == (409, "RUN_NOT_PAUSED")
+
+        # one token over what the run spends: every step starts, the last under the
+        # limit; the run ends warned of its true share
+        _ok(c.put(f"/api/runners/{runner}/budget", json={"maxTokensPerRun": spent + 1}))
+        run2 = _ok(c.post(f"/api/runners/{runner}/runs", json={"input": {"text": text}}))
+        through = _ended(c, runner, run2["id"], "paused", "failed", "succeeded")
+        _check_notified(world, through, text)
+        assert through["tokens"] == spent  # the same prompt, the same reply
+        share = spent * 100 // (spent + 1)
+        assert through["budget_warning"] == f"{share}% of max_tokens_per_run used"
 
 
 def test_a_run_survives_a_killed_process(world: World) -> None:

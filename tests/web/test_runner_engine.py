@@ -217,16 +217,38 @@ async def test_a_budget_pauses_the_run_and_resume_finishes_it(database: str | No
         # the first step's model call fits (nothing spent yet); the second may not start
         assert (paused.status, paused.paused_reason) == ("paused", "budget"), paused
         assert [st.status for st in paused.steps] == ["succeeded", "pending"]
-        assert paused.error is not None
-        assert "tokens" in paused.error
+        assert paused.error == f"the run has used {paused.tokens} tokens of its 1"
+        # the share actually used, stored with the run
+        assert paused.budget_warning == f"{paused.tokens * 100}% of max_tokens_per_run used"
         resumed = await s.runner_runs.resume(who, runner.id, run.id, raise_tokens=100_000)
         assert resumed.status == "queued"
         assert resumed.budget_extra_tokens == 100_000
         done = await _until_ended(s, who, run)
         assert done.status == "succeeded", done
         assert [st.status for st in done.steps] == ["succeeded", "succeeded"]
+        assert done.budget_warning is None  # far under the raised limit
         with pytest.raises(RunNotPaused):
             await s.runner_runs.resume(who, runner.id, run.id)
+
+        # a daily limit: what the runner's runs spent today, reached at equality
+        await s.runners.set_budget(
+            who, runner.id, BudgetChanges(max_tokens_per_run=None, daily_tokens=done.tokens)
+        )
+        run2, _ = await s.runner_runs.start(who, runner.id, {"topic": "t"})
+        at_limit = await _until_ended(s, who, run2, "paused", "failed", "succeeded")
+        assert at_limit.status == "paused", at_limit
+        assert at_limit.error == f"the runner has used {done.tokens} tokens today of {done.tokens}"
+        assert [st.status for st in at_limit.steps] == ["pending", "pending"]
+        # one token under the limit: the first step runs, and crosses it
+        await s.runners.set_budget(who, runner.id, BudgetChanges(daily_tokens=done.tokens + 1))
+        await s.runner_runs.resume(who, runner.id, run2.id)
+        crossed = await _until_ended(s, who, run2, "paused", "failed", "succeeded")
+        assert crossed.status == "paused", crossed
+        assert [st.status for st in crossed.steps] == ["succeeded", "pending"]
+        today = done.tokens + crossed.tokens
+        assert crossed.error == f"the runner has used {today} tokens today of {done.tokens + 1}"
+        share = today * 100 // (done.tokens + 1)
+        assert crossed.budget_warning == f"{share}% of daily_tokens used"
 
 
 async def test_cancel_stops_a_run_between_and_during_steps(database: str | None) -> None:

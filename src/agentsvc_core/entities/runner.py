@@ -88,10 +88,11 @@ class Step(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 
 class Budget(msgspec.Struct, frozen=True, kw_only=True):
-    """Limits of a runner's spending; None is no limit. Checked before each model
-    call of a run: over a limit, the run pauses (``on_exceed="pause"``, resumable)
-    or fails. ``soft_limit_pct``: at this share of a limit the run carries a
-    warning (``RunnerRun.budget_warning``) and goes on."""
+    """Limits of a runner's spending; None is no limit. Checked before each step
+    and each model call of a run: a limit reached (spent >= limit), the run pauses
+    (``on_exceed="pause"``, resumable) or fails. ``soft_limit_pct``: at this share
+    of a limit or more the run carries a warning naming the share used
+    (``RunnerRun.budget_warning``) and goes on."""
 
     max_cost_usd_per_run: float | None = None
     max_tokens_per_run: int | None = None

@@ -5,6 +5,7 @@ function of the run as last read, for compare-and-set)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 from uuid import UUID
@@ -32,7 +33,9 @@ __all__ = [
     "context_of",
     "json_or_none",
     "next_index",
+    "reached",
     "reply_output",
+    "share_pct",
     "still",
     "update_run",
     "with_step",
@@ -94,9 +97,34 @@ def json_or_none(text: str) -> Any:
         return None
 
 
+# what a limit's ``why`` says, by limit: (spent, limit) filled in
+_REACHED = {
+    "max_tokens_per_run": "the run has used {} tokens of its {}",
+    "max_cost_usd_per_run": "the run has cost {:.6f} USD of its {:.6f}",
+    "daily_tokens": "the runner has used {} tokens today of {}",
+    "daily_cost_usd": "the runner has cost {:.6f} USD today of {:.6f}",
+}
+
+
+def reached(spent: float, limit: float) -> bool:
+    """Whether ``spent`` has reached ``limit`` (a limit is reached at equality).
+    Costs are sums of floats: they are compared to 10 decimal places, the
+    precision of a call's cost (``PriceTable.cost``), so 0.7 + 0.1 USD reaches 0.8
+    (token counts are whole: rounding leaves them as they are)."""
+    return round(spent, 10) >= round(limit, 10)
+
+
+def share_pct(spent: float, limit: float) -> int:
+    """The whole percentage of ``limit`` that ``spent`` is, rounded down (33 of
+    20 is 165; 79.9% is 79), a float sum's noise below a millionth of a percent
+    left out; ``limit`` is above zero."""
+    return math.floor(round(spent * 100 / limit, 6))
+
+
 class BudgetCheck:
     """A runner's budget against one run: per-run limits (raised by resumes) and
-    the runner's spending today (read once, when the step starts)."""
+    the runner's spending today (read once, when the step starts; it includes
+    this run's spending so far)."""
 
     def __init__(
         self, budget: Budget, run: RunnerRun, today: tuple[int, float], prices: PriceTable
@@ -106,39 +134,50 @@ class BudgetCheck:
         self._today = today
         self._prices = prices
 
-    def why(self, tokens: int = 0, cost: float = 0.0) -> str | None:
-        """Why no further model call may be made, having spent ``tokens`` and
-        ``cost`` beyond what the run's row says."""
+    def spending(self, tokens: int, cost: float) -> list[tuple[str, float, float]]:
+        """(limit's name, spent, limit) of each limit the budget sets, in the order
+        they are checked, having spent ``tokens`` and ``cost`` beyond what the
+        run's row and today's sum say; a per-run limit includes what resumes
+        raised it by."""
         b, run = self._b, self._run
-        run_tokens, run_cost = run.tokens + tokens, run.cost_usd + cost
-        day_tokens, day_cost = self._today[0] + tokens, self._today[1] + cost
-        if b.max_tokens_per_run is not None:
-            limit = b.max_tokens_per_run + run.budget_extra_tokens
-            if run_tokens >= limit:
-                return f"the run has used {run_tokens} tokens of its {limit}"
-        if b.max_cost_usd_per_run is not None:
-            limit_usd = b.max_cost_usd_per_run + run.budget_extra_usd
-            if run_cost >= limit_usd:
-                return f"the run has cost {run_cost:.6f} USD of its {limit_usd:.6f}"
-        if b.daily_tokens is not None and day_tokens >= b.daily_tokens:
-            return f"the runner has used {day_tokens} tokens today of {b.daily_tokens}"
-        if b.daily_cost_usd is not None and day_cost >= b.daily_cost_usd:
-            return f"the runner has cost {day_cost:.6f} USD today of {b.daily_cost_usd:.6f}"
+        extra_tokens, extra_usd = run.budget_extra_tokens, run.budget_extra_usd
+        rows: list[tuple[str, float, float | None]] = [
+            (
+                "max_tokens_per_run",
+                run.tokens + tokens,
+                None if b.max_tokens_per_run is None else b.max_tokens_per_run + extra_tokens,
+            ),
+            (
+                "max_cost_usd_per_run",
+                run.cost_usd + cost,
+                None if b.max_cost_usd_per_run is None else b.max_cost_usd_per_run + extra_usd,
+            ),
+            ("daily_tokens", self._today[0] + tokens, b.daily_tokens),
+            ("daily_cost_usd", self._today[1] + cost, b.daily_cost_usd),
+        ]
+        return [(name, spent, limit) for name, spent, limit in rows if limit is not None]
+
+    def why(self, tokens: int = 0, cost: float = 0.0) -> str | None:
+        """Why no further step may start and no further model call be made, having
+        spent ``tokens`` and ``cost`` beyond what the run's row says: the first
+        limit reached (spent >= limit)."""
+        for name, spent, limit in self.spending(tokens, cost):
+            if reached(spent, limit):
+                return _REACHED[name].format(spent, limit)
         return None
 
-    def warning(self) -> str | None:
-        """A note once the run or the day is past the soft share of a limit."""
-        b, run, pct = self._b, self._run, self._b.soft_limit_pct / 100
-        pairs = (
-            ("max_tokens_per_run", run.tokens, b.max_tokens_per_run),
-            ("max_cost_usd_per_run", run.cost_usd, b.max_cost_usd_per_run),
-            ("daily_tokens", self._today[0], b.daily_tokens),
-            ("daily_cost_usd", self._today[1], b.daily_cost_usd),
-        )
-        for name, spent, limit in pairs:
-            if limit is not None and limit > 0 and spent >= limit * pct:
-                return f"{b.soft_limit_pct}% of {name} used"
-        return None
+    def warning(self, tokens: int = 0, cost: float = 0.0) -> str | None:
+        """A note once the run or the day has used ``soft_limit_pct`` or more of a
+        limit, having spent ``tokens`` and ``cost`` beyond what the run's row says:
+        the share actually used of the limit most used (``"165% of
+        max_tokens_per_run used"``)."""
+        most: tuple[int, str] | None = None  # the first of the limits most used
+        for name, spent, limit in self.spending(tokens, cost):
+            if limit > 0 and (most is None or share_pct(spent, limit) > most[0]):
+                most = (share_pct(spent, limit), name)
+        if most is None or most[0] < self._b.soft_limit_pct:
+            return None
+        return f"{most[0]}% of {most[1]} used"
 
     async def gate(self, usage: Usage, model_id: str) -> str | None:
         cost = self._prices.cost(model_id, usage) or 0.0

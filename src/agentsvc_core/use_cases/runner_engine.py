@@ -13,9 +13,13 @@ thread, and a turn that finished there is taken as the step's output instead of
 asking again; a webhook step's call carries the same ``Idempotency-Key`` on every
 attempt; a condition has no effect.
 
-Budgets are checked before each model call (``Plan.gate``) and before each step:
-past a limit the run pauses (``paused_reason: "budget"``) or fails, as the
-runner's budget says; resume continues from the step that paused.
+Budgets are checked before each step, whatever its kind, and before each model
+call of an agent step (``Plan.gate``): a limit reached (spent >= limit) pauses the
+run (``paused_reason: "budget"``) or fails it, as the runner's budget says; resume
+continues from the step that paused. A model call under way is not cut: what it
+spends may take the run past a limit, and the run stops at the next check. Each
+step's end notes the share of a limit used (``budget_warning``) once past the
+budget's soft limit.
 """
 
 from __future__ import annotations
@@ -258,11 +262,12 @@ class RunnerEngine:
         the run as it ended before the step could start."""
         step, state = run.pipeline[index], run.steps[index]
         try:
+            # every step, whatever its kind: a run that has reached a limit stops
+            # here (the step that crossed it ran to its end)
             budget = await self._budget(run, runner)
-            if step.kind == "agent" and budget is not None:
-                why = budget.why()
-                if why is not None:
-                    return await self._over_budget(run, runner, why)
+            why = None if budget is None else budget.why()
+            if budget is not None and why is not None:
+                return await self._over_budget(run, runner, why, budget.warning())
             now = self._clock.now()
             started = msgspec.structs.replace(
                 state, status="running", attempt=state.attempt + 1, started_at=now, error=None
@@ -334,7 +339,8 @@ class RunnerEngine:
         started: StepRun,
     ) -> RunnerRun:
         now = self._clock.now()
-        warning = budget.warning() if budget is not None else None
+        # the share of a limit used with what this step spent
+        warning = budget.warning(outcome.tokens, outcome.cost_usd) if budget is not None else None
         taken: list[bool] = []
 
         def change(r: RunnerRun) -> RunnerRun | None:
@@ -361,6 +367,7 @@ class RunnerEngine:
                 "steps": tuple(steps),
                 "tokens": r.tokens + outcome.tokens,
                 "cost_usd": r.cost_usd + outcome.cost_usd,
+                "budget_warning": warning,
                 "updated_at": now,
             }
             if r.status != "running":  # cancelled meanwhile: keep what was spent
@@ -378,8 +385,6 @@ class RunnerEngine:
                 fields.update(status="failed", error=f"step {done.step_id!r}: {outcome.error}")
                 fields["ended_at"] = now
                 return msgspec.structs.replace(r, **fields)
-            if warning is not None:
-                fields["budget_warning"] = warning
             if r.pipeline[index].kind != "condition":
                 fields["output"] = outcome.output
             fields["cursor"] = target
@@ -390,7 +395,9 @@ class RunnerEngine:
             raise Taken()
         return run
 
-    async def _over_budget(self, run: RunnerRun, runner: Runner | None, why: str) -> RunnerRun:
+    async def _over_budget(
+        self, run: RunnerRun, runner: Runner | None, why: str, warning: str | None
+    ) -> RunnerRun:
         pause = runner is None or runner.budget.on_exceed == "pause"
         now = self._clock.now()
         fields: dict[str, Any] = (
@@ -398,6 +405,7 @@ class RunnerEngine:
             if pause
             else {"status": "failed", "error": why, "ended_at": now, "updated_at": now}
         )
+        fields["budget_warning"] = warning
         return await self._update(run, lambda r: still(r, "running", **fields))
 
     async def _budget(self, run: RunnerRun, runner: Runner | None) -> BudgetCheck | None:

@@ -1,15 +1,27 @@
 """JSON Schemas from outside (webhook tools' ``parameters``, runners' ``input_schema``,
-an MCP server's ``outputSchema``) checked with their regular expressions in RE2.
+an MCP server's ``outputSchema``) checked with their regular expressions in RE2,
+within a bound of work.
 
 ``jsonschema`` evaluates ``pattern``, ``patternProperties`` (and, through them,
 ``additionalProperties`` and ``unevaluatedProperties``) with Python's backtracking
 ``re``: ``{"pattern": "^(a+)+$"}`` against ``"aaaa…a!"`` takes time exponential in
 the string's length, on the event loop, in C code no signal interrupts, so one
 schema would stop every organization served by the process. Here each of those
-keywords is replaced by one that matches with RE2 (``google-re2``), whose time is
-linear in the string and whose memory is bounded (``max_mem``); the ``regex``
+keywords is replaced by one that matches with RE2 (``google-re2``); the ``regex``
 format, which is how a schema's own patterns are checked when it is saved, compiles
 with RE2 too, and is the one format asserted there. Everything else is ``jsonschema``'s.
+
+Bounds. RE2's time is linear in the text, but also in the size of the compiled
+pattern: ``[ab]*a[ab]{999}c`` (about a thousand instructions) against a megabyte of
+``a`` and ``b`` takes RE2 some 15 s. So each compiled pattern may use at most
+``MAX_MEM`` bytes (which bounds its program to ~50,000 instructions and its
+compilation to tens of milliseconds; a larger one is "pattern too large"), and one
+check (``problems``, ``check_schema``) may spend at most ``WORK_BUDGET`` units:
+a match costs the program's size times the text's length plus one, charged before
+it runs; compiling costs ``_COMPILE_WEIGHT`` a program instruction, once per
+pattern and check. At RE2's slowest (its NFA, ~15 ns a unit here) the budget is
+about 0.3 s; ordinary checks use a few thousand units. Past it the check raises
+``PatternTooCostly``; matches made outside a check are bounded one by one.
 
 RE2 is the dialect: no backreferences (``\\1``), no lookaround (``(?=``, ``(?!``,
 ``(?<=``, ``(?<!``), counted repetition up to 1000. A pattern RE2 cannot compile
@@ -21,6 +33,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
 from typing import Any, cast
 
 import jsonschema
@@ -31,31 +44,63 @@ from referencing import Registry
 from referencing.jsonschema import lookup_recursive_ref
 
 __all__ = [
+    "MAX_MEM",
+    "WORK_BUDGET",
+    "PatternRefused",
+    "PatternTooCostly",
     "UnsupportedPattern",
     "check_schema",
     "compiled",
+    "problems",
     "validator",
 ]
 
+MAX_MEM = 1 << 20  # bytes one compiled pattern may use (RE2's default is 8 MiB)
+WORK_BUDGET = 20_000_000  # units one check may spend (module docstring)
+_COMPILE_WEIGHT = 50  # units a compiled instruction costs (~0.7 us each, measured)
+_CACHED = 64  # compiled patterns kept: at most 64 MiB with MAX_MEM
 _SHOWN = 100  # characters of a pattern an error message quotes
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # RE2 would print each refused pattern to stderr
+_OPTIONS.max_mem = MAX_MEM
 
 
-class UnsupportedPattern(ValueError):
+def _shown(pattern: str) -> str:
+    return repr(pattern if len(pattern) <= _SHOWN else pattern[:_SHOWN] + "…")
+
+
+class PatternRefused(ValueError):
+    """A schema's pattern that was not matched: ``pattern`` says which."""
+
+    def __init__(self, pattern: str, message: str) -> None:
+        self.pattern = pattern
+        super().__init__(message)
+
+
+class UnsupportedPattern(PatternRefused):
     """A regular expression RE2 cannot compile: the pattern and RE2's reason."""
 
     def __init__(self, pattern: str, reason: str) -> None:
-        self.pattern = pattern
         self.reason = reason
-        shown = pattern if len(pattern) <= _SHOWN else pattern[:_SHOWN] + "…"
         super().__init__(
-            f"the pattern {shown!r} is not supported: {reason} (patterns are RE2 syntax,"
-            " which has no backreferences or lookaround)"
+            pattern,
+            f"the pattern {_shown(pattern)} is not supported: {reason} (patterns are RE2"
+            " syntax, which has no backreferences or lookaround)",
         )
 
 
-@functools.lru_cache(maxsize=1024)
+class PatternTooCostly(PatternRefused):
+    """Matching would take the check past its ``WORK_BUDGET``."""
+
+    def __init__(self, pattern: str) -> None:
+        super().__init__(
+            pattern,
+            f"checking the pattern {_shown(pattern)} is more work than one check may do"
+            " (texts too long for the schema's patterns, or patterns too large)",
+        )
+
+
+@functools.lru_cache(maxsize=_CACHED)
 def compiled(pattern: str) -> Any:
     """``pattern`` compiled by RE2 (cached: a tool's schema is applied at every call).
     Raises ``UnsupportedPattern``."""
@@ -67,8 +112,38 @@ def compiled(pattern: str) -> Any:
         raise UnsupportedPattern(pattern, text) from None
 
 
+class _Meter:
+    """The work one check has left, and the patterns it has paid to compile."""
+
+    __slots__ = ("left", "paid")
+
+    def __init__(self) -> None:
+        self.left = WORK_BUDGET
+        self.paid: set[str] = set()
+
+    def charge(self, units: int, pattern: str) -> None:
+        self.left -= units
+        if self.left < 0:
+            raise PatternTooCostly(pattern)
+
+
+# the check under way in this context (a check runs to its end without awaiting)
+_METER: ContextVar[_Meter | None] = ContextVar("json_schema_meter", default=None)
+
+
+def _regex(pattern: str, meter: _Meter) -> Any:
+    found = compiled(pattern)
+    if pattern not in meter.paid:
+        meter.paid.add(pattern)
+        meter.charge(found.programsize * _COMPILE_WEIGHT, pattern)
+    return found
+
+
 def _matches(pattern: str, text: str) -> bool:
-    return compiled(pattern).search(text) is not None
+    meter = _METER.get() or _Meter()
+    found = _regex(pattern, meter)
+    meter.charge(found.programsize * (len(text) + 1), pattern)
+    return found.search(text) is not None
 
 
 # --- the keywords, as jsonschema 4.x writes them, matching with RE2 ------------------
@@ -213,7 +288,7 @@ def _unevaluated_properties(
 
 def _is_regex(instance: object) -> bool:
     if isinstance(instance, str):
-        compiled(instance)
+        _regex(instance, _METER.get() or _Meter())
     return True
 
 
@@ -222,7 +297,7 @@ def _is_regex(instance: object) -> bool:
 # with RE2. No other: which formats jsonschema asserts depends on what else is
 # installed (rfc3987, webcolors...), and a schema's validity should not.
 _REGEX = FormatChecker(formats=())
-_REGEX.checks("regex", raises=UnsupportedPattern)(_is_regex)
+_REGEX.checks("regex", raises=PatternRefused)(_is_regex)
 
 
 def _linear(base: type[Validator]) -> type[Validator]:
@@ -262,19 +337,36 @@ def _dialect(schema: Any, default: type[Validator]) -> type[Validator]:
 def validator(
     schema: Any, *, default: type[Validator] = jsonschema.Draft202012Validator
 ) -> Validator:
-    """A validator of ``schema`` in its draft whose patterns run in RE2. References
-    resolve only inside the schema (an empty registry: nothing is fetched). Formats
-    are annotations, as jsonschema's default. Validating raises ``UnsupportedPattern``
-    on a pattern RE2 cannot compile."""
+    """A validator of ``schema`` in its draft whose patterns run in RE2; apply it with
+    ``problems``. References resolve only inside the schema (an empty registry:
+    nothing is fetched). Formats are annotations, as jsonschema's default."""
     cls = _LINEAR.get(_dialect(schema, default), _LINEAR[default])
     return cls(schema, registry=Registry())
+
+
+def problems(checker: Validator, instance: Any) -> list[ValidationError]:
+    """Every way ``instance`` does not fit ``checker``'s schema, found within one
+    ``WORK_BUDGET``. Raises ``UnsupportedPattern`` for a pattern RE2 cannot compile
+    (a schema stored before patterns were checked, an MCP server's),
+    ``PatternTooCostly`` past the budget, and ``referencing``'s errors for a
+    reference that does not resolve."""
+    token = _METER.set(_Meter())
+    try:
+        return list(checker.iter_errors(instance))
+    finally:
+        _METER.reset(token)
 
 
 def check_schema(
     schema: Any, *, default: type[Validator] = jsonschema.Draft202012Validator
 ) -> None:
     """Raise ``jsonschema.SchemaError`` unless ``schema`` is a valid schema of its draft
-    whose every pattern (``pattern``, ``patternProperties``' names) RE2 compiles; the
-    error's ``cause`` is then the ``UnsupportedPattern``."""
+    whose every pattern (``pattern``, ``patternProperties``' names) RE2 compiles
+    within one ``WORK_BUDGET``; the error's ``cause`` is then the ``PatternRefused``
+    that says why."""
     cls: Any = _LINEAR.get(_dialect(schema, default), _LINEAR[default])
-    cls.check_schema(schema, format_checker=_REGEX)
+    token = _METER.set(_Meter())
+    try:
+        cls.check_schema(schema, format_checker=_REGEX)
+    finally:
+        _METER.reset(token)

@@ -16,14 +16,14 @@ from referencing import Registry
 from referencing.exceptions import Unresolvable
 
 from agentsvc_core import json_schema
-from agentsvc_core.json_schema import UnsupportedPattern
+from agentsvc_core.json_schema import PatternTooCostly, UnsupportedPattern
 
 NESTED = "^(a+)+$"  # exponential for a backtracking engine on "aaaa…a!"
 STALLING = "a" * 40 + "!"
 
 
 def problems(schema: Any, instance: Any) -> list[tuple[str, str]]:
-    found = json_schema.validator(schema).iter_errors(instance)
+    found = json_schema.problems(json_schema.validator(schema), instance)
     return sorted(("/".join(map(str, e.path)), e.message) for e in found)
 
 
@@ -97,6 +97,52 @@ def test_a_pattern_re2_cannot_compile_is_refused_by_name(pattern: str, reason: s
         with pytest.raises(UnsupportedPattern) as unsupported:
             problems(schema, instance)
         assert unsupported.value.pattern == pattern
+
+
+# RE2's time is linear in the text and in the pattern's program: about a thousand
+# instructions against a megabyte of "a" and "b" would take it some 15 s.
+LARGE = "[ab]*a[ab]{999}c"
+
+
+def test_a_match_past_the_work_budget_is_refused_before_it_runs() -> None:
+    program = json_schema.compiled(LARGE).programsize
+    # compiling costs 50 units an instruction, matching the text's length plus one
+    longest = json_schema.WORK_BUDGET // program - 50 - 1
+    schema = {"pattern": LARGE}
+    text = "ab" * (longest // 2)
+    assert problems(schema, text) == [("", f"{text!r} does not match {LARGE!r}")]
+    with pytest.raises(PatternTooCostly) as refused:
+        problems(schema, text + "ab")
+    assert refused.value.pattern == LARGE
+    assert str(refused.value).startswith(f"checking the pattern {LARGE!r} is more work than")
+
+
+def test_the_budget_is_one_for_the_whole_check() -> None:
+    """Many texts each well under the budget: the check as a whole is bounded."""
+    program = json_schema.compiled(LARGE).programsize
+    each = json_schema.WORK_BUDGET // program // 10
+    schema = {"items": {"pattern": LARGE}}
+    assert len(problems(schema, ["a" * each] * 5)) == 5
+    with pytest.raises(PatternTooCostly):
+        problems(schema, ["a" * each] * 11)
+    # the next check has a budget of its own
+    assert len(problems(schema, ["a" * each] * 5)) == 5
+
+
+def test_long_texts_against_small_patterns_are_fine() -> None:
+    schema = {"properties": {"x": {"pattern": "^[a-z ]*$"}}}
+    assert problems(schema, {"x": "lorem ipsum " * 100_000}) == []
+
+
+def test_compiling_is_bounded_in_memory_and_counted_in_the_budget() -> None:
+    with pytest.raises(UnsupportedPattern, match="pattern too large"):
+        json_schema.compiled(r"\p{L}{1000}")
+    # each of these compiles to about 50,000 instructions: a schema of many is refused
+    heavy = {"properties": {f"p{i}": {"pattern": rf"\p{{Greek}}{{800}}{i}"} for i in range(40)}}
+    with pytest.raises(jsonschema.SchemaError) as refused:
+        json_schema.check_schema(heavy)
+    assert isinstance(refused.value.cause, PatternTooCostly)
+    json_schema.check_schema({"properties": {"p": {"pattern": r"\p{Greek}{800}"}}})
 
 
 def test_a_long_pattern_is_shortened_in_the_message() -> None:

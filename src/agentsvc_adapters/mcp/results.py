@@ -5,8 +5,8 @@ content against the ``outputSchema`` the server listed for the tool, with
 ``jsonschema`` and so with Python's backtracking ``re``: a server whose schema holds
 ``{"pattern": "^(a+)+$"}`` and whose result holds ``"aaaa…a!"`` would stop the event
 loop, and every organization with it. ``CheckedSession`` makes the same check with
-``agentsvc_core.json_schema`` (patterns in RE2, linear in the text; nothing fetched
-for a ``$ref``), replacing the SDK's ``validate_tool_result``; a result that does not
+``agentsvc_core.json_schema`` (patterns in RE2 within a bound of work; nothing
+fetched for a ``$ref``), replacing the SDK's ``validate_tool_result``; a result that does not
 fit, or a schema that cannot be applied (a pattern RE2 cannot compile, named), is a
 ``ResultRefused`` the client turns into the call's error.
 """
@@ -23,7 +23,7 @@ from mcp.client.session import ClientSession
 from referencing.exceptions import Unresolvable
 
 from agentsvc_core import json_schema
-from agentsvc_core.json_schema import UnsupportedPattern
+from agentsvc_core.json_schema import PatternRefused
 
 __all__ = ["CheckedSession", "ResultRefused"]
 
@@ -65,8 +65,8 @@ class CheckedSession(ClientSession):
         if content is None and "structured_content" not in result.model_fields_set:
             raise ResultRefused(f"tool {name} has an outputSchema but gave no structured content")
         try:
-            error = best_match(self._validator(name, schema).iter_errors(content))
-        except (UnsupportedPattern, Unresolvable) as exc:
+            error = best_match(json_schema.problems(self._validator(name, schema), content))
+        except (PatternRefused, Unresolvable) as exc:
             raise ResultRefused(
                 f"the outputSchema of tool {name} cannot be applied: {str(exc)[:_DETAIL]}"
             ) from None
@@ -85,7 +85,7 @@ class CheckedSession(ClientSession):
         try:
             json_schema.check_schema(schema)
         except jsonschema.SchemaError as exc:
-            why = str(exc.cause) if isinstance(exc.cause, UnsupportedPattern) else exc.message
+            why = str(exc.cause) if isinstance(exc.cause, PatternRefused) else exc.message
             raise ResultRefused(
                 f"the outputSchema of tool {name} is not a valid JSON Schema: {why[:_DETAIL]}"
             ) from None

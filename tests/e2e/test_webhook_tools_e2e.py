@@ -9,6 +9,7 @@ import importlib.util
 import json
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -305,3 +306,68 @@ def test_definitions_refuse_what_they_cannot_honour(world: dict[str, Any]) -> No
     assert r.status_code == 422
     assert c.delete(f"/api/tools/{made['id']}").json() == {"ok": True}
     assert c.get(f"/api/tools/{made['id']}").status_code == 404
+
+
+# ^(a+)+$ against "aaaa…a!": a backtracking engine tries every split of the a's (with
+# 25 of them Python's `re` held the event loop 2.3 s; with 40, for ever). RE2 answers
+# in time linear in the text.
+NESTED = {
+    "type": "object",
+    "properties": {"x": {"type": "string", "pattern": "^(a+)+$"}},
+    "required": ["x"],
+}
+LOOKAHEAD = {"type": "object", "properties": {"x": {"type": "string", "pattern": "^(?=a)"}}}
+STALLING = "a" * 40 + "!"
+
+
+def test_a_hostile_pattern_is_refused_or_matched_without_stopping_the_service(
+    world: dict[str, Any],
+) -> None:
+    c, svc, receiver, base = world["c"], world["svc"], world["receiver"], world["base"]
+    step = {"id": "notify", "kind": "webhook", "url": f"{base}/orders"}
+    # a pattern RE2 cannot compile (lookaround, backreferences) is refused when saved
+    for where, body in (
+        ("/api/tools", {"name": "lookahead", "url": f"{base}/orders", "parameters": LOOKAHEAD}),
+        ("/api/runners", {"name": "lookahead", "inputSchema": LOOKAHEAD, "steps": [step]}),
+    ):
+        r = c.post(where, json=body)
+        assert (r.status_code, r.json()["error"]) == (422, "VALIDATION_ERROR"), r.text
+        assert "the pattern '^(?=a)' is not supported" in r.json()["detail"]
+        assert "at properties/x/pattern" in r.json()["detail"]
+
+    tool = make_tool(c, base, "nested", "/orders", parameters=NESTED)
+    refused = c.patch(f"/api/tools/{tool['id']}", json={"parameters": LOOKAHEAD})
+    assert refused.status_code == 422, refused.text
+
+    # the call is a tool error naming the pattern, and the service answers meanwhile
+    with httpx.Client(base_url=svc.url, timeout=60) as other, ThreadPoolExecutor(1) as pool:
+        call = pool.submit(
+            c.post, "/api/tools/execute", json={"name": "nested", "arguments": {"x": STALLING}}
+        )
+        assert other.get("/healthz").status_code == 200
+        done = call.result()
+        assert other.get("/healthz").status_code == 200
+    assert done.status_code == 200, done.text
+    assert (done.json()["ok"], done.json()["status_code"]) == (False, None)
+    assert done.json()["error"] == (
+        f"the arguments do not fit the tool's schema: x: '{STALLING}' does not match '^(a+)+$'"
+    )
+
+    # the same from the model, in a turn
+    agent = c.post("/api/agents", json={"name": "Patterns"}).json()
+    c.put(f"/api/agents/{agent['id']}/delegated", json={"toolIds": [tool["id"]]})
+    thread = c.post("/api/threads", json={"agentId": agent["id"]}).json()
+    events = say(c, thread["id"], f'call nested {{"x": "{STALLING}"}}')
+    assert result_of(events).startswith("error: the arguments do not fit the tool's schema")
+    assert "does not match '^(a+)+$'" in result_of(events)
+    assert names(events)[-1] == "done"
+    assert receiver.calls == []
+
+    # a runner's input schema is applied the same way
+    runner = c.post(
+        "/api/runners", json={"name": "nested", "inputSchema": NESTED, "steps": [step]}
+    ).json()
+    run = c.post(f"/api/runners/{runner['id']}/runs", json={"input": {"x": STALLING}})
+    assert (run.status_code, run.json()["error"]) == (422, "VALIDATION_ERROR"), run.text
+    assert "does not match '^(a+)+$'" in run.json()["detail"]
+    assert c.get("/healthz").status_code == 200

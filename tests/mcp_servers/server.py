@@ -6,7 +6,11 @@ names, it received over HTTP, else the
 ``TEST_IDENTITY`` environment variable), ``protocol_error`` (a JSON-RPC error, not
 a result), ``env_dump`` (the names of its
 environment variables), ``stats`` (how many ``initialize`` requests this process
-has answered, and its pid) and ``picture`` (an image block).
+has answered, and its pid), ``picture`` (an image block), and ``shaped`` and
+``lookahead`` (``{"x": value}`` as structured content, under an ``outputSchema``
+whose pattern is hostile: ``^(a+)+$``, which a backtracking engine takes time
+exponential in the length of ``"aaaa…a!"`` to refuse, and ``^(?=a)``, which RE2
+cannot compile).
 
 Run over stdio with ``python -m tests.mcp_servers.server``, over HTTP with
 ``python -m tests.mcp_servers.server streamable_http|sse PORT [TOKEN]``.
@@ -31,9 +35,10 @@ import anyio
 import httpx
 import uvicorn
 from mcp.server.mcpserver import Context, Image, MCPServer
+from mcp.server.mcpserver.tools import Tool
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS
+from mcp_types import INVALID_PARAMS, CallToolResult, TextContent
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -64,8 +69,35 @@ class Stats:
             self.calls_running -= 1
 
 
+HOSTILE_PATTERNS = {"shaped": "^(a+)+$", "lookahead": "^(?=a)"}
+
+
+def shaped_tool(name: str, pattern: str) -> Tool:
+    """A tool answering ``{"x": value}`` whose listed ``outputSchema`` asks ``x`` to
+    match ``pattern``. The schema is set by hand, with no model behind it, so the
+    server sends the result as it is and only the client checks it."""
+
+    def shaped(value: str) -> CallToolResult:
+        return CallToolResult(
+            content=[TextContent(type="text", text=value)], structured_content={"x": value}
+        )
+
+    tool = Tool.from_function(shaped, name=name, description=f"x must match {pattern}")
+    tool.fn_metadata.output_schema = {
+        "type": "object",
+        "properties": {"x": {"type": "string", "pattern": pattern}},
+        "required": ["x"],
+    }
+    return tool
+
+
 def build_server(counter: Stats) -> MCPServer:
-    server = MCPServer("agentsvc-test-server", middleware=[counter], log_level="CRITICAL")
+    server = MCPServer(
+        "agentsvc-test-server",
+        middleware=[counter],
+        log_level="CRITICAL",
+        tools=[shaped_tool(n, p) for n, p in HOSTILE_PATTERNS.items()],
+    )
 
     @server.tool()
     def echo(text: str) -> str:

@@ -33,7 +33,10 @@ from tests.outbound import fake_dns
 
 ROOT = Path(__file__).resolve().parents[2]
 TIME_SERVER = Path(sys.executable).parent / "mcp-server-time"
-TOOLS = {"echo", "add", "slow", "fail", "protocol_error", "whoami", "env_dump", "stats", "picture"}
+TOOLS = {
+    *("echo", "add", "slow", "fail", "protocol_error", "whoami", "env_dump", "stats", "picture"),
+    *("shaped", "lookahead"),
+}
 
 
 def stdio_endpoint(key: str = "stdio", **env: str) -> McpEndpoint:
@@ -275,6 +278,29 @@ async def test_protocol_error_is_mcp_error_and_scrubbed(
     assert secret not in caught.value.detail
     unknown = await client.call_tool(ep, "no-such-tool", {})  # MCPServer: an isError result
     assert unknown.is_error
+
+
+async def test_results_are_checked_against_the_output_schema_with_re2(
+    client: SdkMcpClient, streamable: HttpMcpServer
+) -> None:
+    """The SDK would check these with Python's backtracking ``re`` on the event loop:
+    a lookahead would pass and ``^(a+)+$`` against 40 a's and a "!" would never end."""
+    ep = http_endpoint(streamable)
+    with pytest.raises(Upstream) as unsupported:
+        await client.call_tool(ep, "lookahead", {"value": "a"})
+    assert unsupported.value.code == "MCP_ERROR"
+    assert "the outputSchema of tool lookahead" in unsupported.value.detail
+    assert "the pattern '^(?=a)' is not supported" in unsupported.value.detail
+    assert (await client.call_tool(ep, "shaped", {"value": "aaaa"})).text == "aaaa"
+    with pytest.raises(Upstream) as refused:
+        await client.call_tool(ep, "shaped", {"value": "a" * 40 + "!"})
+    assert refused.value.code == "MCP_ERROR"
+    assert "does not fit its outputSchema: x: " in refused.value.detail
+    assert "does not match '^(a+)+$'" in refused.value.detail
+    # one refused result is not a broken session
+    before = streamable.initializations
+    assert (await client.call_tool(ep, "echo", {"text": "still here"})).text == "still here"
+    assert streamable.initializations == before
 
 
 # --- what a stdio child prints ------------------------------------------------------

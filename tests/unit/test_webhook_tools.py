@@ -130,6 +130,16 @@ async def test_a_name_that_could_collide_or_is_malformed_is_refused(name: str, w
         ({"properties": {}}, "root must be"),
         ({"type": "object", "properties": {"a": {"type": "nope"}}}, "not a valid JSON Schema"),
         ({"type": "object", "required": "orderId"}, "not a valid JSON Schema"),
+        (
+            {"type": "object", "properties": {"a": {"type": "string", "pattern": "^(?!x)"}}},
+            "not a valid JSON Schema: the pattern '^(?!x)' is not supported: invalid perl"
+            " operator: (?! (patterns are RE2 syntax, which has no backreferences or"
+            " lookaround) at properties/a/pattern",
+        ),
+        (
+            {"type": "object", "patternProperties": {r"(.)\1": {}}},
+            r"the pattern '(.)\\1' is not supported",
+        ),
     ],
 )
 async def test_parameters_must_be_a_json_schema_with_an_object_root(
@@ -334,6 +344,28 @@ def test_argument_problems_name_the_path_and_fetch_nothing() -> None:
     assert problem is not None
     assert problem.startswith("the tool's schema cannot be applied: ")
     assert "127.0.0.1:9/x.json" in problem
+
+
+async def test_a_stored_pattern_re2_cannot_compile_is_a_tool_error_naming_it() -> None:
+    """A schema saved before patterns were checked with RE2: the call is refused, with
+    the pattern named, and nothing is sent."""
+    w = World()
+    agent = await w.agent()
+    t = await w.tool()
+    old = {"type": "object", "properties": {"orderId": {"type": "string", "pattern": "^(?=A)"}}}
+    stored = msgspec.structs.replace(t, parameters=old)
+    assert await w.storage.webhook_tools.replace(stored, t)
+    await w.tools.set_delegated(ADMIN, agent.id, [t.id])
+    ctx = ToolCallContext(tool_call_id="c1", thread_id=None, user_id=None)
+    said = await w.source.call(ADMIN, agent, "lookup_order", {"orderId": "A-1"}, ctx)
+    assert said.startswith(
+        "error: the arguments do not fit the tool's schema: the tool's schema cannot be"
+        " applied: the pattern '^(?=A)' is not supported"
+    )
+    done = await w.tools.execute(ADMIN, "lookup_order", {"orderId": "A-1"})
+    assert not done.ok
+    assert "the pattern '^(?=A)' is not supported" in (done.error or "")
+    assert w.caller.calls == []
 
 
 async def test_a_source_that_breaks_gives_the_model_an_error_not_a_broken_reply() -> None:

@@ -5,7 +5,9 @@ connection through the outbound guard, ``agentsvc_adapters.outbound``) and stdio
 (the child gets only ``endpoint.env`` over the SDK's ``get_default_environment()``:
 PATH, HOME..., nothing of this service's own environment; what it prints is logged
 at DEBUG only, redacted and bounded: ``child_output.py``). The legacy
-``initialize`` handshake is used, which every MCP server speaks.
+``initialize`` handshake is used, which every MCP server speaks. A tool's result is
+checked against its ``outputSchema`` with patterns in RE2, not by the SDK's
+backtracking check (``results.py``).
 
 Session lifecycle
 -----------------
@@ -59,6 +61,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 
 from agentsvc_adapters.mcp.child_output import ChildOutput, secret_values, stderr_pipe
+from agentsvc_adapters.mcp.results import CheckedSession, ResultRefused
 from agentsvc_adapters.outbound import GuardedBackend, Resolver, check_url, guarded_httpx2_client
 from agentsvc_core.errors import McpAuthRequired, Upstream
 from agentsvc_core.ports.mcp import McpCallResult, McpClient, McpEndpoint, McpTool
@@ -135,7 +138,7 @@ class _Session:
                     read, write = await stack.enter_async_context(self._transport(stack))
                     dispatcher = _Dispatcher(read, write, self)
                     session = await stack.enter_async_context(
-                        ClientSession(dispatcher=dispatcher, client_info=CLIENT_INFO)
+                        CheckedSession(dispatcher=dispatcher, client_info=CLIENT_INFO)
                     )
                     await session.initialize()
                     self.session = session
@@ -403,6 +406,8 @@ class SdkMcpClient(McpClient):
             detail = f"cannot connect to {place}: {_describe(state.error or exc)}"
         elif isinstance(exc, MCPError) and not _broken(state, exc):
             detail, code = f"{place} answered an error for {what}: {exc.message}", "MCP_ERROR"
+        elif isinstance(exc, ResultRefused):
+            detail, code = f"{place} answered {what} with a refused result: {exc}", "MCP_ERROR"
         else:
             detail = (
                 f"lost the connection to {place} during {what}: {_describe(state.error or exc)}"

@@ -25,8 +25,10 @@ import jsonschema
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from agentsvc_core import json_schema
 from agentsvc_core.entities import Agent, Principal, WebhookMethod, WebhookTool
 from agentsvc_core.errors import Conflict, InvalidInput, NotFound, PermissionDenied
+from agentsvc_core.json_schema import PatternRefused
 from agentsvc_core.ports import (
     RESERVED_TOOL_PREFIXES,
     TOOL_SEPARATOR,
@@ -123,12 +125,13 @@ def check_parameters(schema: dict[str, Any], *, field: str = "parameters") -> di
     if schema.get("type") != "object":
         raise InvalidInput(field, 'the root must be {"type": "object", ...}')
     try:
-        jsonschema.Draft202012Validator.check_schema(schema)
+        json_schema.check_schema(schema)
     except jsonschema.SchemaError as exc:
         where = "/".join(str(p) for p in exc.path)
+        # a pattern RE2 cannot compile (or too large): why, not "is not a 'regex'"
+        why = str(exc.cause) if isinstance(exc.cause, PatternRefused) else exc.message
         raise InvalidInput(
-            field,
-            f"not a valid JSON Schema: {exc.message[:300]}" + f" at {where}" * bool(where),
+            field, f"not a valid JSON Schema: {why[:300]}" + f" at {where}" * bool(where)
         ) from None
     return schema
 
@@ -150,12 +153,15 @@ def checked_headers(field: str, headers: dict[str, str]) -> dict[str, str]:
 
 def argument_problem(schema: dict[str, Any], arguments: dict[str, Any]) -> str | None:
     """Why ``arguments`` do not fit the tool's schema (the first few problems), or None.
-    References resolve only inside the schema: nothing is fetched (jsonschema's
-    default registry retrieves nothing), and one that cannot resolve is a problem."""
-    validator = jsonschema.Draft202012Validator(schema)
+    Patterns match in RE2, within a bound of work (``json_schema``); one RE2 cannot
+    compile (a schema stored before patterns were checked), or texts too long for
+    the patterns, is a problem that names the pattern. References resolve only
+    inside the schema: nothing is fetched, and one that cannot resolve is a problem."""
+    validator = json_schema.validator(schema)
     try:
-        problems = sorted(validator.iter_errors(arguments), key=lambda e: list(e.path))[:3]
-    except Exception as exc:  # noqa: BLE001 - referencing's errors, a schema's fault
+        found = json_schema.problems(validator, arguments)
+        problems = sorted(found, key=lambda e: list(e.path))[:3]
+    except Exception as exc:  # noqa: BLE001 - referencing's, PatternRefused: the schema's fault
         return f"the tool's schema cannot be applied: {str(exc)[:200]}"
     if not problems:
         return None

@@ -309,6 +309,7 @@ async def test_a_statement_cannot_leave_the_wrapper(db_url: str, statement: str)
         ("ARRAY[repeat('z', 300)]", '["' + "z" * 254 + "…"),
         ("decode(repeat('ff', 200), 'hex')", "\\x" + "f" * 254 + "…"),
         ("repeat('9', 300)::numeric", "9" * 256 + "…"),
+        ("'c'::char(300)", "c" + " " * 255 + "…"),  # padded, as the type writes itself
     ],
 )
 async def test_long_values_are_cut(db_url: str, value: str, answer: str) -> None:
@@ -324,6 +325,14 @@ async def test_a_row_longer_than_the_answer_is_left_out(db_url: str) -> None:
     rows = await OPEN.query(target(db_url, max_bytes=1024), f"SELECT {many}")
     assert (rows.rows, rows.truncated) == ([], True)
     assert len(rows.columns) == 10
+
+
+async def test_a_value_nested_too_deeply_is_a_clear_error(db_url: str) -> None:
+    nested = "(repeat('[', 2000) || repeat(']', 2000))::jsonb"
+    with pytest.raises(DatabaseError, match="nests too deeply"):
+        await OPEN.query(target(db_url, max_bytes=1024 * 1024), f"SELECT {nested}")
+    # cut, it is a string
+    assert (await OPEN.query(target(db_url, max_bytes=1024), f"SELECT {nested}")).truncated
 
 
 async def test_a_statement_the_encoding_cannot_hold_is_refused(db_url: str) -> None:

@@ -4,27 +4,34 @@ reaches the service whole.
 The statement, once the database has parsed it alone (so its parentheses balance
 and it ends where it seems to), is wrapped as a subquery::
 
-    SELECT left(<the row as JSON text>, max_bytes + 1), ARRAY[<was each value cut>]
-    FROM (SELECT * FROM (<statement>) AS q0 ("1", "2", ...) OFFSET 0) AS q
+    SELECT left('[' || <each value's JSON text, joined by ','> || ']', max_bytes + 1),
+           ARRAY[<whether each value was cut>]
+    FROM (SELECT * FROM (
+    <statement>
+    ) AS q0 ("1", "2", ...) OFFSET 0) AS q,
+    LATERAL (SELECT <each column read as text or JSON text> OFFSET 0) AS t
     LIMIT max_rows + 1
 
-Each column becomes a JSON value in the database: numbers, booleans, JSON, dates and
-times and arrays of them as ``to_json`` writes them; numeric, bytea, UUID, interval
-and every other type as its text (as psycopg read them before: the type is the one
-the database describes, a domain's being its base type's). A value whose JSON (or
-text) is longer than ``cap`` characters is cut to ``cap`` in the database, and the
-row says so; the service appends the mark. A row whose JSON is longer than the
-whole answer may be arrives cut to one character more than that, which is enough to
-drop it. ``OFFSET 0`` keeps the database from evaluating a column's expression once
-per reference below. The columns are renamed by position, so that duplicate or odd
-names (``SELECT 1 AS a, 2 AS a``, ``?column?``) cannot clash; their real names come
-from the database's description of the statement.
+Each value becomes JSON in the database, by the type the database describes (a
+domain's is its base type's), as psycopg read it before: booleans, integers,
+floats, JSON, dates and times, and arrays of these, as ``to_json`` writes them;
+text as it is; ``bytea`` as ``\\x`` hex; numeric, UUID, interval and every other
+type as the type writes itself (its output function); other built-in arrays as
+lists of their elements' text. A value whose text (or, for a JSON value, whose JSON
+text) is longer than ``cap`` characters is cut to its first ``cap`` in the
+database, and the row says so; the service appends the mark. A row whose JSON is
+longer than the whole answer may be arrives cut to one character more than that,
+which is enough to drop it. ``t`` reads each column once (``OFFSET 0`` keeps the
+database from evaluating it once per reference), and ``q`` keeps the statement
+planned as it would be alone. The columns are renamed by position, so that
+duplicate or odd names (``SELECT 1 AS a, 2 AS a``, ``?column?``) cannot clash;
+their real names come from the database's description of the statement.
 
 Why the statement cannot leave the subquery: it parsed alone as one complete
-statement, so its quotes and comments are closed and its parentheses balance; put
-between ``(\\n`` and ``\\n)`` it is read token for token the same, and the
-parenthesis after it is the one before it. What follows that parenthesis, and the
-select list before it, are the service's.
+statement, so its quotes and comments are closed and its parentheses balance; on
+lines of its own between ``(`` and ``)`` it is read token for token the same, and
+the parenthesis after it is the one before it. What follows that parenthesis, and
+the select list before it, are the service's.
 """
 
 from __future__ import annotations
@@ -41,35 +48,17 @@ __all__ = ["MARK", "capped_select", "row_values", "statement"]
 MARK = "…"
 
 # type oids (stable in every PostgreSQL) whose to_json is the value as psycopg read
-# it: booleans, integers, floats, JSON, text, dates and times; and arrays of these
-_JSON_ELEMENTS = {
-    16: 1000,  # bool
-    20: 1016,  # int8
-    21: 1005,  # int2
-    23: 1007,  # int4
-    700: 1021,  # float4
-    701: 1022,  # float8
-    114: 199,  # json
-    3802: 3807,  # jsonb
-    25: 1009,  # text
-    1043: 1015,  # varchar
-    1042: 1014,  # bpchar
-    19: 1003,  # name
-    18: 1002,  # "char"
-    1082: 1182,  # date
-    1083: 1183,  # time
-    1266: 1270,  # timetz
-    1114: 1115,  # timestamp
-    1184: 1185,  # timestamptz
-}
-_AS_JSON = frozenset(_JSON_ELEMENTS) | frozenset(_JSON_ELEMENTS.values())
-# read as text (the value of a JSON string, cut by its characters)
-_TEXT = frozenset({25, 1043, 19, 18})
+# it: booleans, integers, floats, JSON, dates and times; and arrays of these and of text
+_JSON_SCALARS = frozenset({16, 20, 21, 23, 700, 701, 114, 3802, 1082, 1083, 1266, 1114, 1184})
+_JSON_ARRAYS = frozenset(
+    {1000, 1016, 1005, 1007, 1021, 1022, 199, 3807, 1182, 1183, 1270, 1115, 1185}
+    | {1009, 1015, 1014, 1003, 1002}  # text, varchar, char(n), name, "char"
+)
+_TEXT = frozenset({25, 1043, 19, 18})  # text, varchar, name, "char": read as they are
 _OID, _OID_ARRAY, _BYTEA = 26, 1028, 17
 # other arrays psycopg knew: a list of each element's text
-_ARRAYS = frozenset(t.array_oid for t in builtin_types if t.array_oid) - _AS_JSON
+_ARRAYS = frozenset(t.array_oid for t in builtin_types if t.array_oid) - _JSON_ARRAYS
 
-_ENDS = re.compile(r"\s+|--[^\n]*|;")
 _DOLLAR = re.compile(r"\$([A-Za-z_\x80-\U0010ffff][\w\x80-\U0010ffff]*)?\$")
 _WORD = re.compile(r"[\w$\x80-\U0010ffff]")
 
@@ -153,7 +142,7 @@ def _read_as(col: str, oid: int) -> tuple[str, bool]:
         return f"to_json({col}::int8)::text", True
     if oid == _OID_ARRAY:
         return f"to_json({col}::int8[])::text", True
-    if oid in _AS_JSON:
+    if oid in _JSON_SCALARS or oid in _JSON_ARRAYS:
         return f"to_json({col})::text", True
     if oid in _ARRAYS:
         return f"to_json({col}::text[])::text", True

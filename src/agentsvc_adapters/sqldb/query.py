@@ -39,6 +39,7 @@ NOT_A_QUERY = (
     " service reads rows within its caps (SELECT, VALUES, TABLE and WITH ... SELECT"
     " without INSERT, UPDATE or DELETE can); it was not run"
 )
+TOO_DEEP = "a JSON value nests too deeply to be read (keep it under a few hundred levels)"
 _enc = msgspec.json.Encoder()
 Connection = psycopg.AsyncConnection[Any]
 
@@ -119,7 +120,10 @@ async def _read(
             if len(rows) >= target.max_rows:
                 truncated = True
                 break
-            values = row_values(text, cuts, target.max_bytes)
+            try:
+                values = row_values(text, cuts, target.max_bytes)
+            except RecursionError:
+                raise DatabaseError(TOO_DEEP) from None
             if values is None:  # the row alone is longer than the answer may be
                 truncated = True
                 break

@@ -14,6 +14,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from agentsvc_adapters.sqldb import PostgresDatabases
+from agentsvc_adapters.sqldb.query import NOT_A_QUERY
 from agentsvc_core.ports import DatabaseError, DatabaseTarget
 from agentsvc_core.use_cases.integrations import result_json
 from tests.pg import fresh_database
@@ -104,7 +105,7 @@ async def test_select_answers_json_values(db_url: str) -> None:
         ("DELETE FROM orders", "DELETE"),
         ("CREATE TABLE evil (a int)", "CREATE TABLE"),
         ("DROP TABLE orders", "DROP TABLE"),
-        ("WITH gone AS (DELETE FROM orders RETURNING id) SELECT count(*) FROM gone", "SELECT"),
+        ("SELECT * FROM orders FOR UPDATE", "SELECT FOR UPDATE"),
     ],
 )
 async def test_writes_are_refused_by_the_database(
@@ -113,6 +114,20 @@ async def test_writes_are_refused_by_the_database(
     with pytest.raises(DatabaseError) as err:
         await OPEN.query(target(db_url), statement)
     assert err.value.detail == f"cannot execute {verb} in a read-only transaction"
+    assert count(pg_admin_url, db_url) == 50
+
+
+async def test_a_write_inside_with_is_refused_before_it_runs(
+    db_url: str, pg_admin_url: str
+) -> None:
+    # it answers rows, so it runs only as a subquery, where the database refuses it
+    with pytest.raises(DatabaseError) as err:
+        await OPEN.query(
+            target(db_url),
+            "WITH gone AS (DELETE FROM orders RETURNING id) SELECT count(*) FROM gone",
+        )
+    assert err.value.detail.startswith(NOT_A_QUERY)
+    assert "data-modifying statement" in err.value.detail
     assert count(pg_admin_url, db_url) == 50
 
 
@@ -160,6 +175,169 @@ async def test_byte_cap(db_url: str) -> None:
     assert len(long.rows) == 1
     assert long.rows[0][0].startswith("yyy")
     assert len(result_json(long).encode()) <= 1024
+
+
+async def test_values_keep_their_json_types(db_url: str) -> None:
+    rows = await OPEN.query(
+        target(db_url),
+        "SELECT 7::int8, 2::int2, 1.5::float8, 'NaN'::float8, 1.50::numeric(6, 2), true,"
+        " NULL::text, 'tea'::text, 'ab'::char(4), '2026-01-02'::date,"
+        " '2026-01-02 10:00+00'::timestamptz, '12:30'::time, '1 day 2 hours'::interval,"
+        " '\\x00ff'::bytea, '8a1f50d8-3c1e-4b8a-9b55-9f7c0a3c2f11'::uuid, '10.0.0.1'::inet,"
+        " ARRAY[1, NULL, 3], ARRAY[1.5, 2.25], ARRAY['a', 'b'], ARRAY[[true], [false]],"
+        ' \'{"a": [1, "x", null], "big": 123456789012345678901234567890}\'::jsonb,'
+        " '[1e400]'::json, 12345678901234567890123::numeric, 26::oid, int4range(1, 5),"
+        " row(1, 'a'), NULL::numeric",
+    )
+    assert rows.rows == [
+        [
+            7,
+            2,
+            1.5,
+            "NaN",
+            "1.50",
+            True,
+            None,
+            "tea",
+            "ab  ",
+            "2026-01-02",
+            "2026-01-02T10:00:00+00:00",
+            "12:30:00",
+            "1 day 02:00:00",
+            "\\x00ff",
+            "8a1f50d8-3c1e-4b8a-9b55-9f7c0a3c2f11",
+            "10.0.0.1",
+            [1, None, 3],
+            ["1.5", "2.25"],
+            ["a", "b"],
+            [[True], [False]],
+            {"a": [1, "x", None], "big": "123456789012345678901234567890"},
+            ["1e400"],
+            "12345678901234567890123",
+            26,
+            "[1,5)",
+            "(1,a)",
+            None,
+        ]
+    ]
+    assert not rows.truncated
+
+
+async def test_columns_keep_their_names_and_order(db_url: str) -> None:
+    rows = await OPEN.query(target(db_url), "SELECT 1 AS a, 2 AS a, 3, 'x' AS \"1\", 4 AS b")
+    assert rows.columns == ("a", "a", "?column?", "1", "b")
+    assert rows.rows == [[1, 2, 3, "x", 4]]
+    empty = await OPEN.query(target(db_url), "SELECT id, item FROM orders WHERE false")
+    assert (empty.columns, empty.rows, empty.truncated) == (("id", "item"), [], False)
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "VALUES (1, 'a'), (2, NULL), (3, 'c')",
+        "TABLE orders",
+        "WITH o AS (SELECT id FROM orders) SELECT id FROM o",
+        "(SELECT id FROM orders) UNION ALL (SELECT 2)",
+        "SELECT id FROM orders ORDER BY id DESC",
+        "SELECT id FROM orders;",
+        "SELECT id FROM orders ; ; -- done",
+        "/* first */ SELECT id FROM orders /* last */;",
+        "SELECT id FROM orders WHERE item <> ';' -- not the end\n;\n",
+        "SELECT id FROM orders WHERE item <> $$;$$ AND item <> $x$ -- $x$;",
+    ],
+)
+async def test_queries_in_every_form_are_read(db_url: str, statement: str) -> None:
+    rows = await OPEN.query(target(db_url, max_rows=2), statement)
+    assert len(rows.rows) == 2
+    assert rows.truncated
+
+
+async def test_order_is_kept(db_url: str) -> None:
+    rows = await OPEN.query(target(db_url, max_rows=3), "SELECT id FROM orders ORDER BY id DESC")
+    assert rows.rows == [[50], [49], [48]]
+
+
+@pytest.mark.parametrize(
+    "statement",
+    ["SHOW work_mem", "EXPLAIN SELECT 1", "EXPLAIN ANALYZE SELECT pg_sleep(5)"],
+)
+async def test_statements_answering_rows_outside_a_query_are_refused_not_run(
+    db_url: str, statement: str
+) -> None:
+    # EXPLAIN ANALYZE would run its statement, here into the statement timeout
+    with pytest.raises(DatabaseError) as err:
+        await OPEN.query(target(db_url, statement_timeout_ms=300), statement)
+    assert err.value.detail == NOT_A_QUERY
+
+
+async def test_statements_answering_no_rows_run_as_they_are(db_url: str) -> None:
+    assert (await OPEN.query(target(db_url), "SET work_mem = '8MB';")).rows == []
+    # a SELECT of no column answers rows without values, counted to max_rows
+    rows = await OPEN.query(target(db_url, max_rows=3), "SELECT FROM orders")
+    assert (rows.columns, rows.rows, rows.truncated) == ((), [[], [], []], True)
+
+
+@pytest.mark.parametrize("statement", ["", " ;; ", "-- nothing", "/* nothing */ ;"])
+async def test_an_empty_statement_is_refused(db_url: str, statement: str) -> None:
+    with pytest.raises(DatabaseError, match="the statement is empty"):
+        await OPEN.query(target(db_url), statement)
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        # close the wrapper's parenthesis, then answer an uncut value at the top level
+        "SELECT 1) q UNION ALL SELECT repeat('y', 100000) FROM (SELECT 1",
+        'SELECT 1 AS "1") AS q0 ("1") OFFSET 0) AS q, LATERAL (SELECT 1 AS "1") AS t'
+        " UNION ALL SELECT repeat('y', 100000), ARRAY[false] FROM (SELECT * FROM (SELECT 1",
+        "SELECT 1 -- \n) q UNION ALL SELECT repeat('y', 100000) FROM (SELECT 1",
+    ],
+)
+async def test_a_statement_cannot_leave_the_wrapper(db_url: str, statement: str) -> None:
+    # the database parses the statement alone first: its parentheses must balance
+    with pytest.raises(DatabaseError, match="syntax error"):
+        await OPEN.query(target(db_url), statement)
+
+
+@pytest.mark.parametrize(
+    ("value", "answer"),
+    [
+        ("repeat('y', 300)", "y" * 256 + "…"),
+        ("repeat('é', 256)", "é" * 256),  # 256 characters: not cut
+        # a JSON value too long becomes a string: the start of its JSON text, and the mark
+        ("to_jsonb(repeat('w', 300))", '"' + "w" * 255 + "…"),
+        ("ARRAY[repeat('z', 300)]", '["' + "z" * 254 + "…"),
+        ("decode(repeat('ff', 200), 'hex')", "\\x" + "f" * 254 + "…"),
+        ("repeat('9', 300)::numeric", "9" * 256 + "…"),
+        ("'c'::char(300)", "c" + " " * 255 + "…"),  # padded, as the type writes itself
+    ],
+)
+async def test_long_values_are_cut(db_url: str, value: str, answer: str) -> None:
+    capped = target(db_url, max_bytes=1024)  # values of at most 256 characters
+    rows = await OPEN.query(capped, f"SELECT {value}, 1 AS next")
+    assert rows.rows == [[answer, 1]]
+    assert rows.truncated == answer.endswith("…")
+    assert len(result_json(rows).encode()) <= 1024
+
+
+async def test_a_row_longer_than_the_answer_is_left_out(db_url: str) -> None:
+    many = ", ".join(f"repeat('y', 250) AS c{i}" for i in range(10))
+    rows = await OPEN.query(target(db_url, max_bytes=1024), f"SELECT {many}")
+    assert (rows.rows, rows.truncated) == ([], True)
+    assert len(rows.columns) == 10
+
+
+async def test_a_value_nested_too_deeply_is_a_clear_error(db_url: str) -> None:
+    nested = "(repeat('[', 2000) || repeat(']', 2000))::jsonb"
+    with pytest.raises(DatabaseError, match="nests too deeply"):
+        await OPEN.query(target(db_url, max_bytes=1024 * 1024), f"SELECT {nested}")
+    # cut, it is a string
+    assert (await OPEN.query(target(db_url, max_bytes=1024), f"SELECT {nested}")).truncated
+
+
+async def test_a_statement_the_encoding_cannot_hold_is_refused(db_url: str) -> None:
+    with pytest.raises(DatabaseError, match="cannot hold"):
+        await OPEN.query(target(db_url), "SELECT '\ud800'")
 
 
 async def test_statement_timeout(db_url: str) -> None:

@@ -4,6 +4,7 @@ integration to another database on loopback, and the local model calling its
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
 from collections.abc import Iterator
@@ -40,8 +41,11 @@ def shop(pg_admin_url: str) -> Iterator[tuple[str, str]]:
         yield url, role
 
 
-@pytest.fixture
-def svc(pg_url: str, tmp_path: Path) -> Iterator[tuple[Service, dict[str, str]]]:
+@pytest.fixture(scope="module")
+def svc(
+    pg_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Service, dict[str, str]]]:
+    tmp_path = tmp_path_factory.mktemp("integrations")
     key = f"ask_e2e_{uuid.uuid4().hex}"
     service = Service(
         {
@@ -66,6 +70,31 @@ def rows(url: str) -> int:
         found = conn.execute("SELECT count(*) FROM orders").fetchone()
     assert found is not None
     return int(found[0])
+
+
+def connect(c: httpx.Client, shop: tuple[str, str], **bounds: int) -> tuple[str, str]:
+    """An integration to ``shop`` attached to a new agent: the agent's id and the
+    integration's slug."""
+    shop_url, role = shop
+    d = conninfo_to_dict(shop_url)
+    connection = (
+        f"postgresql://{role}:{PASSWORD}@{d.get('host', '127.0.0.1')}:"
+        f"{d.get('port', '5432')}/{d['dbname']}"
+    )
+    name = f"Shop {uuid.uuid4().hex[:6]}"
+    r = c.post(
+        "/api/integrations",
+        json={"name": name, "type": "postgresql", "connection": connection, **bounds},
+    )
+    assert r.status_code == 201, r.text
+    integration = r.json()
+    assert integration["has_connection"] is True
+    agent = c.post("/api/agents", json={"name": "Analyst"}).json()
+    attached = c.post(
+        f"/api/agents/{agent['id']}/integrations", json={"integrationId": integration["id"]}
+    )
+    assert attached.status_code == 200, attached.text
+    return str(agent["id"]), str(integration["slug"])
 
 
 def tool_result(c: httpx.Client, agent_id: str, content: str) -> str:
@@ -112,3 +141,47 @@ def test_the_model_reads_a_database_and_cannot_write_it(
         refused = tool_result(c, agent["id"], f"call db_shop__query {insert}")
         assert refused == "error: cannot execute INSERT in a read-only transaction"
         assert rows(shop_url) == 2
+
+
+def peak_rss_mib(pid: int) -> float:
+    """The process's peak resident memory since it started, or since its last
+    ``reset_peak``."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    line = next(x for x in status.splitlines() if x.startswith("VmHWM:"))
+    return int(line.split()[1]) / 1024
+
+
+def reset_peak(pid: int) -> None:
+    """Peak resident memory starts again from the current (Linux's clear_refs "5");
+    where that is not allowed, the peak so far stays the baseline."""
+    with contextlib.suppress(OSError):
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+
+def test_a_huge_value_is_cut_by_the_database_not_in_the_service(
+    svc: tuple[Service, dict[str, str]], shop: tuple[str, str]
+) -> None:
+    """A 200 MB value answers 16 KB, and the service's memory never holds it: its
+    peak resident memory grows by far less than the value during the call."""
+    service, h = svc
+    pid = service.proc.pid
+    with httpx.Client(base_url=service.url, headers=h, timeout=90) as c:
+        agent, slug = connect(c, shop, statementTimeoutMs=60_000)
+        small = json.dumps({"sql": "SELECT repeat('y', 20000) AS big"})
+        # the same path once, small, so that what it loads and keeps is not counted
+        warm = json.loads(tool_result(c, agent, f"call db_{slug}__query {small}"))
+        assert warm["truncated"] is True
+        big = json.dumps(
+            {
+                "sql": "SELECT string_agg(repeat('y', 1000000), '') AS big"
+                " FROM generate_series(1, 200)"
+            }
+        )
+        reset_peak(pid)
+        before = peak_rss_mib(pid)
+        answer = json.loads(tool_result(c, agent, f"call db_{slug}__query {big}"))
+        grown = peak_rss_mib(pid) - before
+    assert answer["columns"] == ["big"]
+    assert answer["rows"] == [["y" * 16384 + "…"]]
+    assert answer["truncated"] is True
+    assert grown < 40, f"the service's peak memory grew by {grown:.0f} MiB"

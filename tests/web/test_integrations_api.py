@@ -243,6 +243,19 @@ def test_the_model_queries_an_attached_database(c: Client, auth: H, db_url: str)
     }
     events = turn(c, auth, agent["id"], f"call {tool}query {delete}")
     assert result_of(events) == "error: cannot execute DELETE in a read-only transaction"
+    # rows are read only through the service's caps: a statement they cannot hold is
+    # refused, with what can be run; a value too long is cut, and says so
+    events = turn(c, auth, agent["id"], f'call {tool}query {{"sql": "SHOW work_mem"}}')
+    assert result_of(events).startswith("error: this statement answers rows but cannot be read")
+    assert "SELECT, VALUES, TABLE and WITH ... SELECT" in result_of(events)
+    long = '{"sql": "SELECT repeat(\'y\', 20000) AS long, 1 AS next;"}'
+    events = turn(c, auth, agent["id"], f"call {tool}query {long}")
+    assert json.loads(result_of(events)) == {
+        "columns": ["long", "next"],
+        "rows": [["y" * 16384 + "…", 1]],
+        "row_count": 1,
+        "truncated": True,
+    }
     events = turn(c, auth, agent["id"], f"call {tool}list_tables")
     assert json.loads(result_of(events)) == {
         "tables": [{"schema": "public", "name": "orders", "kind": "table"}]

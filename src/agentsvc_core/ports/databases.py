@@ -72,5 +72,8 @@ class SqlDatabases(Protocol):
         ...
 
     async def query(self, target: DatabaseTarget, sql: str) -> TableRows:
-        """Run one statement read-only; a second statement is refused."""
+        """Run one statement read-only; a second statement is refused. The bounds
+        hold before the answer reaches the service (no value arrives whole): a
+        statement whose rows the adapter cannot read within them is refused with
+        ``DatabaseError``, not run."""
         ...

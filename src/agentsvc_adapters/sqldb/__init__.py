@@ -24,9 +24,19 @@ Read-only, by the database: every session starts with
 a small ``lock_timeout`` and ``idle_in_transaction_session_timeout``; each call
 runs in a ``READ ONLY`` transaction on a connection of its own, which is closed
 (so the transaction rolled back, and whatever a statement ``SET``) when the call
-ends. ``query`` streams the statement over the extended protocol, which refuses a
-second statement ("cannot insert multiple commands into a prepared statement"),
-and stops at ``max_rows`` rows or ``max_bytes`` of JSON (the rest is cancelled).
+ends.
+
+``query`` has the database parse and describe the statement alone first, over the
+extended protocol, which refuses a second statement ("cannot insert multiple
+commands into a prepared statement"); trailing semicolons and comments are cut
+before (``capped.statement``). A statement that answers rows runs wrapped as a
+subquery (``capped.py``) so that the database itself cuts each value to a quarter of
+``max_bytes``, each row's JSON to ``max_bytes``, and the rows to ``max_rows + 1``:
+no value reaches the service whole. Its rows are streamed and reading stops at
+``max_rows`` rows or ``max_bytes`` of JSON (the rest is cancelled). A statement that
+answers rows but cannot stand as a subquery (``SHOW``, ``EXPLAIN``, a ``CALL``
+with results...) is refused, not run; one that answers none (``SET``, and the
+writes the read-only transaction refuses) runs as it is.
 
 Errors are the database's own message (read-only violation, timeout, syntax),
 with the password cut out should it ever appear; a connection that failed below
@@ -39,10 +49,9 @@ from __future__ import annotations
 import ipaddress
 import math
 import os
-from collections.abc import AsyncGenerator, AsyncIterator
-from contextlib import aclosing, asynccontextmanager, suppress
-from datetime import date, datetime, time
-from typing import Any, cast
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from typing import Any
 
 import anyio
 import msgspec
@@ -59,6 +68,7 @@ from agentsvc_adapters.outbound import (
     parse_ip_literal,
     system_resolver,
 )
+from agentsvc_adapters.sqldb.query import run_query
 from agentsvc_core.ports import DatabaseError, DatabaseTarget, SqlDatabases, TableName, TableRows
 
 __all__ = ["PostgresDatabases"]
@@ -92,7 +102,6 @@ LOCK_TIMEOUT_MS = 1000
 # a path that cannot exist (/dev/null is no directory): libpq reads no password
 # file, the service's own ~/.pgpass included, and says nothing
 _NO_PASSFILE = os.path.join(os.devnull, "agentsvc-no-passfile")
-_enc = msgspec.json.Encoder()
 
 # Whether the session's role may act on the database server itself: a superuser, a
 # member of a superuser role (SET ROLE works in a read-only transaction), or a
@@ -137,32 +146,6 @@ _DESCRIBE = (
     " AND pg_catalog.has_any_column_privilege(c.oid, 'SELECT')"
     " ORDER BY a.attnum"
 )
-
-
-def _jsonable(value: Any, cap: int) -> tuple[Any, bool]:
-    """``value`` as a JSON value (dates, decimals, bytes... as text), strings over
-    ``cap`` characters cut; and whether something was cut."""
-    if value is None or isinstance(value, bool):
-        return value, False
-    if isinstance(value, int):
-        return (value, False) if -(2**63) <= value < 2**63 else (str(value), False)
-    if isinstance(value, float):
-        return (value, False) if math.isfinite(value) else (str(value), False)
-    if isinstance(value, bytes | bytearray | memoryview):
-        value = "\\x" + bytes(value).hex()
-    elif isinstance(value, datetime | date | time):
-        value = value.isoformat()
-    elif isinstance(value, list | tuple):
-        items = [_jsonable(v, cap) for v in value]
-        return [v for v, _ in items], any(cut for _, cut in items)
-    elif isinstance(value, dict):
-        pairs = {str(k): _jsonable(v, cap) for k, v in value.items()}
-        return {k: v for k, (v, _) in pairs.items()}, any(cut for _, cut in pairs.values())
-    elif not isinstance(value, str):  # Decimal, UUID, timedelta, addresses, ranges...
-        value = str(value)
-    if len(value) > cap:
-        return value[:cap] + "…", True
-    return value, False
 
 
 class _Where(msgspec.Struct, frozen=True, kw_only=True):
@@ -363,35 +346,5 @@ class PostgresDatabases(SqlDatabases):
         )
 
     async def query(self, target: DatabaseTarget, sql: str) -> TableRows:
-        cap = max(256, target.max_bytes // 4)
-        rows: list[list[Any]] = []
-        size = 64  # the answer's envelope, and its column names below
-        truncated = False
         async with self._session(target.connection, target.statement_timeout_ms) as conn:
-            cur = conn.cursor()
-            try:
-                async with aclosing(cast("AsyncGenerator[Any]", cur.stream(sql))) as stream:
-                    async for row in stream:
-                        if not rows and cur.description:
-                            size += len(_enc.encode([c.name for c in cur.description]))
-                        if len(rows) >= target.max_rows:
-                            truncated = True
-                            break
-                        values = []
-                        for value in row:
-                            v, cut = _jsonable(value, cap)
-                            values.append(v)
-                            truncated = truncated or cut
-                        weight = len(_enc.encode(values)) + 1
-                        if size + weight > target.max_bytes:
-                            truncated = True
-                            break
-                        rows.append(values)
-                        size += weight
-            except psycopg.ProgrammingError as exc:
-                # a statement that ran and answers no rows (SET, SHOW's kin...): psycopg's
-                # stream() says so only once it has finished
-                if "didn't produce a result" not in str(exc):
-                    raise
-            columns = tuple(c.name for c in cur.description or ())
-        return TableRows(columns=columns, rows=rows, truncated=truncated)
+            return await run_query(conn, sql, target)

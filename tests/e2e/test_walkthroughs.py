@@ -8,6 +8,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import psycopg
 import pytest
@@ -27,10 +28,12 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGES = ["README.md", "docs/client-guide.md", "docs/tools.md", "docs/runners.md"]
 KEY = "ask_walkthrough_key_0123456789abcdefghij"
 # the database integration of docs/tools.md, as the page writes it
-SHOP = (
-    "postgresql://reader:s3cret@db.example.com:5432/shop"
-    "?sslmode=verify-full&sslrootcert=system"
-)
+SHOP = "postgresql://reader:s3cret@db.example.com:5432/shop?sslmode=verify-full&sslrootcert=system"
+
+
+class Hosts(NamedTuple):
+    table: list[tuple[str, str]]
+    listens: list[int]
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +55,9 @@ def shop(pg_admin_url: str) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def hosts(tmp_path_factory: pytest.TempPathFactory, shop: str) -> Iterator[list[tuple[str, str]]]:
-    """HOSTS: each page host or placeholder, and what stands in for it here."""
+def hosts(tmp_path_factory: pytest.TempPathFactory, shop: str) -> Iterator[Hosts]:
+    """Each page host or placeholder, and what stands in for it here; and the ports
+    that the pages' background commands listen on."""
     closed = f"http://127.0.0.1:{free_port()}"  # providers and registry: nobody listens
     tmp = tmp_path_factory.mktemp("walkthroughs")
     svc = Service(
@@ -73,25 +77,28 @@ def hosts(tmp_path_factory: pytest.TempPathFactory, shop: str) -> Iterator[list[
     with serve(SignedReceiver()) as example, serve(FakeSite()) as tea:
         try:
             svc.wait_ready()
-            yield [
-                ("ask_...", KEY),  # the key `make run` printed
-                ("http://127.0.0.1:8000", svc.url),  # `make run`'s service
-                ("https://example.com", example),  # a runner's webhook step
-                ("https://tea.example", tea),  # the page web_fetch reads
-                (SHOP, shop),
-                ("webhook_tool_receiver.py 9001", f"webhook_tool_receiver.py {receiver_port}"),
-                ("127.0.0.1:9001", f"127.0.0.1:{receiver_port}"),
-            ]
+            yield Hosts(
+                [
+                    ("ask_...", KEY),  # the key `make run` printed
+                    ("http://127.0.0.1:8000", svc.url),  # `make run`'s service
+                    ("https://example.com", example),  # a runner's webhook step
+                    ("https://tea.example", tea),  # the page web_fetch reads
+                    (SHOP, shop),
+                    ("webhook_tool_receiver.py 9001", f"webhook_tool_receiver.py {receiver_port}"),
+                    ("127.0.0.1:9001", f"127.0.0.1:{receiver_port}"),
+                ],
+                [receiver_port],
+            )
         finally:
             svc.stop()
 
 
 @pytest.mark.parametrize("page", PAGES)
-def test_the_page_is_true_when_pasted_in_order(page: str, hosts: list[tuple[str, str]]) -> None:
+def test_the_page_is_true_when_pasted_in_order(page: str, hosts: Hosts) -> None:
     assert shutil.which("curl") is not None, "the walk-throughs need curl"
     cmds = commands((ROOT / page).read_text())
     assert cmds, f"{page} has no shell commands"
-    outcomes, output = run(cmds, hosts, cwd=ROOT)
+    outcomes, output = run(cmds, hosts.table, cwd=ROOT, listens=hosts.listens)
     wrong = []
     for outcome in outcomes:
         problem = check(outcome)

@@ -311,10 +311,14 @@ def _glob(pattern: list[Any], value: list[Any], path: str) -> str | None:
     if not pattern:
         return None if not value else f"{path}: {len(value)} elements more than the page lists"
     if pattern[0] == ANY:
+        tries = []
         for skip in range(len(value) + 1):
-            if _glob(pattern[1:], value[skip:], path) is None:
+            found = _glob(pattern[1:], value[skip:], path)
+            if found is None:
                 return None
-        return f"{path}: no way to fit {_short(pattern[1:])} into {_short(value)}"
+            tries.append(found)
+        # the try that got furthest into an element says the most
+        return max(tries, key=lambda t: len(t.split(":", 1)[0]))
     if not value:
         return f"{path}: missing {_short(pattern[0])}"
     return mismatch(pattern[0], value[0], path) or _glob(pattern[1:], value[1:], path)
@@ -362,6 +366,12 @@ curl() {
   return "${PIPESTATUS[0]}"
 }
 """
+
+
+_WAIT_FOR = (
+    "for _ in $(seq 200); do (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && break;"
+    " sleep 0.05; done\n"
+)
 
 
 def hosts_named(text: str) -> set[str]:
@@ -425,13 +435,19 @@ def run(
     cmds: Sequence[Command],
     table: Sequence[tuple[str, str]],
     cwd: Path,
+    listens: Sequence[int] = (),
     timeout: float = 120,
 ) -> tuple[list[Outcome], str]:
     """One bash session runs the commands in order: each one's outcome, and the
-    session's output (for a failure's message)."""
+    session's output (for a failure's message). ``listens``: the loopback ports of
+    what the page starts in the background (`... &`); the session waits for them to
+    accept connections before it goes on, as a reader would see a server start."""
     script, defined = [_PRELUDE], functions(cmds)
     for i, cmd in enumerate(cmds):
-        script.append(f'WALK_I={i}\n{prepare(cmd, table, defined)}\necho $? > "$WALK_DIR/{i}.exit"\n')
+        text = prepare(cmd, table, defined)
+        script.append(f'WALK_I={i}\n{text}\necho $? > "$WALK_DIR/{i}.exit"\n')
+        if _code(text.split("\n")[-1]).rstrip().endswith("&"):
+            script.extend(_WAIT_FOR.format(port=port) for port in listens)
     with tempfile.TemporaryDirectory(prefix="walk-") as tmp:
         out = Path(tmp) / "output"
         with open(out, "wb") as sink:

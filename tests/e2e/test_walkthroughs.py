@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
+import httpx
 import psycopg
 import pytest
 from psycopg import sql
@@ -74,9 +75,14 @@ def hosts(tmp_path_factory: pytest.TempPathFactory, shop: str) -> Iterator[Hosts
         log=tmp / "service.log",
     )
     receiver_port = free_port()  # docs/tools.md starts its receiver on it
-    with serve(SignedReceiver()) as example, serve(FakeSite()) as tea:
+    receiver = SignedReceiver()  # runners.md's webhook step: it checks the signature
+    with serve(receiver) as example, serve(FakeSite()) as tea:
         try:
             svc.wait_ready()
+            settings = httpx.get(
+                f"{svc.url}/api/orgs/settings", headers={"Authorization": f"Bearer {KEY}"}
+            )
+            receiver.secret = settings.json()["signing_secret"]
             yield Hosts(
                 [
                     ("ask_...", KEY),  # the key `make run` printed

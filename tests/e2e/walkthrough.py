@@ -145,37 +145,39 @@ def split(text: str, block: int, first_line: int) -> list[Command]:
 
 def _scan(line: str, stack: list[str]) -> bool:
     """Moves through one line; True when the command goes on to the next line."""
-    i, code_end = 0, len(line)
+    code, i = line, 0
     while i < len(line):
-        c, top = line[i], stack[-1] if stack else ""
+        top = stack[-1] if stack else ""
         if top == "'":
-            if c == "'":
+            if line[i] == "'":
                 stack.pop()
-        elif c == "\\":
+            i += 1
+        elif line[i] == "\\":
             if i + 1 == len(line):
                 return True
-            i += 1
-        elif top == '"':
-            if c == '"':
-                stack.pop()
-            elif line.startswith("$(", i):
-                stack.append("$(")
-                i += 1
-        elif c in "'\"":
-            stack.append(c)
-        elif line.startswith("$(", i):
-            stack.append("$(")
-            i += 1
-        elif c == "(":
-            stack.append("(")
-        elif c == ")" and stack:
-            stack.pop()
-        elif c == "#" and (i == 0 or line[i - 1] in " \t;|&("):
-            code_end = i
+            i += 2
+        elif top != '"' and line[i] == "#" and (i == 0 or line[i - 1] in " \t;|&("):
+            code = line[:i]
             break
-        i += 1
-    code = line[:code_end].rstrip()
-    return bool(stack) or code.endswith(("|", "&&", "||"))
+        else:
+            i += _token(line, i, stack)
+    return bool(stack) or code.rstrip().endswith(("|", "&&", "||"))
+
+
+def _token(line: str, i: int, stack: list[str]) -> int:
+    """Opens or closes a quote or a substitution at ``i``; the characters it takes."""
+    c, top = line[i], stack[-1] if stack else ""
+    if line.startswith("$(", i):
+        stack.append("$(")
+        return 2
+    if top == '"':
+        if c == '"':
+            stack.pop()
+    elif c in "'\"(":
+        stack.append(c)
+    elif c == ")" and stack:
+        stack.pop()
+    return 1
 
 
 # --- the answers ---------------------------------------------------------------
@@ -278,20 +280,7 @@ def mismatch(pattern: Any, value: Any, path: str = "$") -> str | None:
     if pattern == ANY:
         return None
     if isinstance(pattern, dict):
-        if not isinstance(value, dict):
-            return f"{path}: {value!r} is not an object"
-        for key, sub in pattern.items():
-            if key == REST:
-                continue
-            if key not in value:
-                return f"{path}: no member {key!r} in {sorted(value)}"
-            found = mismatch(sub, value[key], f"{path}.{key}")
-            if found:
-                return found
-        extra = set(value) - set(pattern)
-        if extra and REST not in pattern:
-            return f"{path}: members the page does not list: {sorted(extra)}"
-        return None
+        return _object(pattern, value, path)
     if isinstance(pattern, list):
         if not isinstance(value, list):
             return f"{path}: {value!r} is not a list"
@@ -304,6 +293,23 @@ def mismatch(pattern: Any, value: Any, path: str = "$") -> str | None:
     if type(pattern) is not type(value) and not {type(pattern), type(value)} <= {int, float}:
         return f"{path}: {value!r} is not {pattern!r}"
     return None if pattern == value else f"{path}: {value!r} is not {pattern!r}"
+
+
+def _object(pattern: dict[str, Any], value: Any, path: str) -> str | None:
+    if not isinstance(value, dict):
+        return f"{path}: {value!r} is not an object"
+    for key, sub in pattern.items():
+        if key == REST:
+            continue
+        if key not in value:
+            return f"{path}: no member {key!r} in {sorted(value)}"
+        found = mismatch(sub, value[key], f"{path}.{key}")
+        if found:
+            return found
+    extra = set(value) - set(pattern)
+    if extra and REST not in pattern:
+        return f"{path}: members the page does not list: {sorted(extra)}"
+    return None
 
 
 def _glob(pattern: list[Any], value: list[Any], path: str) -> str | None:
@@ -320,20 +326,16 @@ def _glob(pattern: list[Any], value: list[Any], path: str) -> str | None:
         # the try that got furthest into an element says the most
         return max(tries, key=lambda t: len(t.split(":", 1)[0]))
     if not value:
-        return f"{path}: missing {_short(pattern[0])}"
+        return f"{path}: the answer ends where the page lists more"
     return mismatch(pattern[0], value[0], path) or _glob(pattern[1:], value[1:], path)
-
-
-def _short(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False).replace(json.dumps(ANY)[1:-1], "...")
-    return text if len(text) < 300 else text[:300] + "..."
 
 
 def check(outcome: Outcome) -> str | None:
     """None when the command's outcome is what the page says, else why not."""
     cmd = outcome.command
     if outcome.exit != 0:
-        return f"exited with {outcome.exit}"
+        failed = [s for s in outcome.statuses if not 200 <= s < 300]
+        return f"exited with {outcome.exit}" + (f" (a curl got {failed[0]})" if failed else "")
     want = expected(cmd.answer) if cmd.answer else Expected(None, None)
     if (want.status is not None or want.body is not None) and not outcome.statuses:
         return "the page gives an answer, but the command ran no curl"
@@ -414,7 +416,7 @@ def prepare(cmd: Command, table: Sequence[tuple[str, str]], defined: set[str]) -
     if word is not None and word not in _RUNS and word not in defined:
         raise PageError(
             f"line {cmd.line}: the harness does not run `{word}`: mark the block"
-            " `<!-- not run: why -->`, or run it here: {cmd.text!r}"
+            f" `<!-- not run: why -->`, or run it here: {cmd.text!r}"
         )
     strange = hosts_named(code) - LOOPBACK
     if strange:

@@ -17,7 +17,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
 from tests.e2e.receivers import SignedReceiver
-from tests.e2e.service import Service, free_port
+from tests.e2e.service import free_port, running
 from tests.e2e.walkthrough import check, commands, run
 from tests.fakes.web import FakeSite
 from tests.pg import fresh_database, reader_role
@@ -61,42 +61,39 @@ def hosts(tmp_path_factory: pytest.TempPathFactory, shop: str) -> Iterator[Hosts
     that the pages' background commands listen on."""
     closed = f"http://127.0.0.1:{free_port()}"  # providers and registry: nobody listens
     tmp = tmp_path_factory.mktemp("walkthroughs")
-    svc = Service(
-        {
-            "AGENTSVC_STORAGE": "memory",
-            "AGENTSVC_BOOTSTRAP_API_KEY": KEY,
-            "AGENTSVC_DATA_DIR": str(tmp / "data"),
-            # as docs/tools.md asks: its receiver and its page are on loopback
-            "AGENTSVC_ALLOW_PRIVATE_NETWORK": "true",
-            "AGENTSVC_ALPHA_BASE_URL": closed,
-            "AGENTSVC_BETA_BASE_URL": f"{closed}/v1",
-            "AGENTSVC_MCP_REGISTRY_URL": closed,
-        },
-        log=tmp / "service.log",
-    )
     receiver_port = free_port()  # docs/tools.md starts its receiver on it
     receiver = SignedReceiver()  # runners.md's webhook step: it checks the signature
-    with serve(receiver) as example, serve(FakeSite()) as tea:
-        try:
-            svc.wait_ready()
-            settings = httpx.get(
-                f"{svc.url}/api/orgs/settings", headers={"Authorization": f"Bearer {KEY}"}
-            )
-            receiver.secret = settings.json()["signing_secret"]
-            yield Hosts(
-                [
-                    ("ask_...", KEY),  # the key `make run` printed
-                    ("http://127.0.0.1:8000", svc.url),  # `make run`'s service
-                    ("https://example.com", example),  # a runner's webhook step
-                    ("https://tea.example", tea),  # the page web_fetch reads
-                    (SHOP, shop),
-                    ("webhook_tool_receiver.py 9001", f"webhook_tool_receiver.py {receiver_port}"),
-                    ("127.0.0.1:9001", f"127.0.0.1:{receiver_port}"),
-                ],
-                [receiver_port],
-            )
-        finally:
-            svc.stop()
+    env = {
+        "AGENTSVC_STORAGE": "memory",
+        "AGENTSVC_BOOTSTRAP_API_KEY": KEY,
+        "AGENTSVC_DATA_DIR": str(tmp / "data"),
+        # as docs/tools.md asks: its receiver and its page are on loopback
+        "AGENTSVC_ALLOW_PRIVATE_NETWORK": "true",
+        "AGENTSVC_ALPHA_BASE_URL": closed,
+        "AGENTSVC_BETA_BASE_URL": f"{closed}/v1",
+        "AGENTSVC_MCP_REGISTRY_URL": closed,
+    }
+    with (
+        serve(receiver) as example,
+        serve(FakeSite()) as tea,
+        running(env, log=tmp / "service.log") as svc,
+    ):
+        settings = httpx.get(
+            f"{svc.url}/api/orgs/settings", headers={"Authorization": f"Bearer {KEY}"}
+        )
+        receiver.secret = settings.json()["signing_secret"]
+        yield Hosts(
+            [
+                ("ask_...", KEY),  # the key `make run` printed
+                ("http://127.0.0.1:8000", svc.url),  # `make run`'s service
+                ("https://example.com", example),  # a runner's webhook step
+                ("https://tea.example", tea),  # the page web_fetch reads
+                (SHOP, shop),
+                ("webhook_tool_receiver.py 9001", f"webhook_tool_receiver.py {receiver_port}"),
+                ("127.0.0.1:9001", f"127.0.0.1:{receiver_port}"),
+            ],
+            [receiver_port],
+        )
 
 
 @pytest.mark.parametrize("page", PAGES)

@@ -6,6 +6,7 @@ every line of these services' logs is checked for the secrets they were given.""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
@@ -17,15 +18,15 @@ from tests.e2e.scan_hooks import (  # noqa: F401 (pytest finds them here)
     pytest_runtest_teardown,
     secret_scan,
 )
-from tests.e2e.service import Service, free_port
+from tests.e2e.service import Service, free_port, running
 from tests.pg import fresh_database
 
 KEY = "ask_client_tests_key_0123456789abcdefghij"
 JWT_SECRET = "client-tests-jwt-secret-0123456789abcdefghijklmnopqrstuv"
 
 
-def start(tmp: Path, **env: str) -> Service:
-    svc = Service(
+def start(tmp: Path, **env: str) -> AbstractContextManager[Service]:
+    return running(
         {
             "AGENTSVC_BOOTSTRAP_API_KEY": KEY,
             "AGENTSVC_JWT_SECRET": JWT_SECRET,
@@ -38,26 +39,19 @@ def start(tmp: Path, **env: str) -> Service:
         },
         log=tmp / "service.log",
     )
-    try:
-        svc.wait_ready()
-    except BaseException:
-        svc.stop()
-        raise
-    return svc
 
 
 @pytest.fixture(scope="session")
 def memory_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    svc = start(
+    with start(
         tmp_path_factory.mktemp("client-memory"),
         AGENTSVC_STORAGE="memory",
         # a provider nobody listens for: a reply with a "beta:" model ends with an
         # error event (PROVIDER_UNAVAILABLE) once its stream has started
         AGENTSVC_BETA_BASE_URL=f"http://127.0.0.1:{free_port()}/v1",
         AGENTSVC_BETA_API_KEY="sk-client-tests-nobody-listens",
-    )
-    yield svc
-    svc.stop()
+    ) as svc:
+        yield svc
 
 
 @pytest.fixture(scope="session")
@@ -67,11 +61,12 @@ def pg_service(tmp_path_factory: pytest.TempPathFactory, pg_admin_url: str) -> I
     organization's settings with its keys, which the e2e service cannot open, and
     its jobs (a knowledge upload's indexing) could be taken by another service's
     worker."""
-    with fresh_database(pg_admin_url) as url:
-        svc = start(
+    with (
+        fresh_database(pg_admin_url) as url,
+        start(
             tmp_path_factory.mktemp("client-pg"),
             AGENTSVC_STORAGE="postgres",
             AGENTSVC_DATABASE_URL=url,
-        )
+        ) as svc,
+    ):
         yield svc
-        svc.stop()

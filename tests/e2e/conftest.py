@@ -12,7 +12,7 @@ from tests.e2e.scan_hooks import (  # noqa: F401 (pytest finds them here)
     pytest_runtest_teardown,
     secret_scan,
 )
-from tests.e2e.service import Service
+from tests.e2e.service import Service, running
 from tests.fakes.registry import FakeRegistry
 from tests.web.live import serve
 
@@ -33,7 +33,7 @@ def service(
 ) -> Iterator[Service]:
     """The service on PostgreSQL, the production adapter."""
     tmp: Path = tmp_path_factory.mktemp("svc")
-    svc = Service(
+    with running(
         {
             "AGENTSVC_STORAGE": "postgres",
             "AGENTSVC_DATABASE_URL": pg_url,
@@ -52,9 +52,5 @@ def service(
             "AGENTSVC_AUTH_FAILURES_PER_MIN": "10000000",
         },
         log=tmp / "service.log",
-    )
-    try:
-        svc.wait_ready()
+    ) as svc:
         yield svc
-    finally:
-        svc.stop()

@@ -8,7 +8,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -76,3 +77,16 @@ class Service:
                 self.proc.wait()
         self._log.close()
         return self.proc.returncode
+
+
+@contextmanager
+def running(
+    env: Mapping[str, str], log: Path | None = None, args: tuple[str, ...] = ()
+) -> Iterator[Service]:
+    """A ready service process for the block's length, stopped after it."""
+    svc = Service(env, args, log)
+    try:
+        svc.wait_ready()
+        yield svc
+    finally:
+        svc.stop()

@@ -5,7 +5,6 @@ implementation written from decisions.md, not from the service's code)."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import time
 import uuid
@@ -18,6 +17,7 @@ import jwt
 import psycopg
 import pytest
 
+from tests.e2e.receivers import load_example
 from tests.e2e.secret_scan import SCAN
 from tests.e2e.service import Service
 from tests.fakes.providers import FakeProvider, Reply, ToolCallSpec
@@ -27,13 +27,7 @@ from tests.web.live import serve
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
-_spec = importlib.util.spec_from_file_location(
-    "resolver_receiver", Path(__file__).resolve().parents[2] / "docs/examples/resolver_receiver.py"
-)
-assert _spec is not None
-assert _spec.loader is not None
-receiver_example = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(receiver_example)
+receiver_example = load_example("resolver_receiver")
 
 PLATFORM_KEY = "sk-platform-key-0123456789"
 JWT_SECRET = "resolver-e2e-jwt-secret-0123456789abcdefghijklmnop"

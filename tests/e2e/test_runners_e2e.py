@@ -12,7 +12,6 @@ loopback checking every webhook step's signature with the docs' receiver.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import signal
 import time
@@ -26,55 +25,17 @@ import jwt
 import pytest
 
 from tests.e2e.conftest import E2E_JWT_SECRET
+from tests.e2e.receivers import SignedReceiver
 from tests.e2e.service import Service
 from tests.web.live import serve
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
-_spec = importlib.util.spec_from_file_location(
-    "webhook_receiver",
-    Path(__file__).resolve().parents[2] / "docs/examples/webhook_tool_receiver.py",
-)
-assert _spec is not None
-assert _spec.loader is not None
-receiver_example = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(receiver_example)
-
 STEP_SECRET = "runner-step-secret-6f0a1b"
 
 
-class Receiver:
-    """The customer's endpoint: records each call and whether it verified."""
-
-    def __init__(self) -> None:
-        self.secret = ""
-        self.calls: list[dict[str, Any]] = []
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            return
-        body = b""
-        while True:
-            m = await receive()
-            body += m.get("body", b"")
-            if not m.get("more_body"):
-                break
-        headers = {k.decode(): v.decode() for k, v in scope["headers"]}
-        verified = receiver_example.verify(self.secret, headers, body) is None
-        self.calls.append({"headers": headers, "body": json.loads(body), "verified": verified})
-        status = 200 if verified else 401
-        await send(
-            {
-                "type": "http.response.start",
-                "status": status,
-                "headers": [(b"content-type", b"application/json")],
-            }
-        )
-        await send({"type": "http.response.body", "body": b'{"accepted": true}'})
-
-
 class World:
-    def __init__(self, db: str, tmp: Path, base: str, receiver: Receiver) -> None:
+    def __init__(self, db: str, tmp: Path, base: str, receiver: SignedReceiver) -> None:
         self.db, self.tmp, self.base, self.receiver = db, tmp, base, receiver
         self.key = f"ask_e2e_{uuid.uuid4().hex}"
         self.org = f"runners-{uuid.uuid4().hex[:8]}"
@@ -111,7 +72,7 @@ class World:
 
 @pytest.fixture(scope="module")
 def world(own_pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    receiver = Receiver()
+    receiver = SignedReceiver()
     with serve(receiver) as base:
         w = World(own_pg_url, tmp_path_factory.mktemp("runners"), base, receiver)
         try:

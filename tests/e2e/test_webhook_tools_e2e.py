@@ -5,7 +5,6 @@ receiver (docs/examples/webhook_tool_receiver.py, written from decisions.md)."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import uuid
 from collections.abc import Iterator
@@ -16,20 +15,14 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.e2e.receivers import load_example
 from tests.e2e.service import Service
 from tests.sse import names, parse
 from tests.web.live import serve
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
-_spec = importlib.util.spec_from_file_location(
-    "webhook_receiver",
-    Path(__file__).resolve().parents[2] / "docs/examples/webhook_tool_receiver.py",
-)
-assert _spec is not None
-assert _spec.loader is not None
-receiver_example = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(receiver_example)
+receiver_example = load_example("webhook_tool_receiver")
 
 HEADER_SECRET = "tool-header-secret-5b1d0c"
 

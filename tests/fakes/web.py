@@ -32,7 +32,7 @@ PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
 
 
 class FakeSite:
-    """Routes: ``/`` (an article page), ``/big?n=`` (``n`` bytes of text),
+    """Routes: ``/`` and ``/brew`` (an article page), ``/big?n=`` (``n`` bytes of text),
     ``/redirect?to=`` (302), ``/loop`` (redirects to itself), ``/image`` (PNG),
     ``/json``, ``/notes.md``, ``/untyped`` (HTML without a content type),
     ``/missing`` (404), ``/cookie`` (sets one), ``/echo-cookie`` (answers the
@@ -58,7 +58,7 @@ class FakeSite:
         html = [(b"content-type", b"text/html; charset=utf-8")]
         text = [(b"content-type", b"text/plain; charset=utf-8")]
         match path:
-            case "/":
+            case "/" | "/brew":
                 return 200, html, PAGE
             case "/big":
                 n = int(query.get("n", "100000"))

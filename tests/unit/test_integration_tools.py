@@ -163,18 +163,19 @@ async def test_calls_reach_the_database_with_the_opened_connection() -> None:
         IntegrationDraft(
             name="Shop",
             type="postgresql",
-            connection="postgresql://u:pw@h/db",
+            connection="postgresql://u:pw-7f3e9c2a@h/db",
             allowed_tables=("public.orders",),
             max_rows=7,
         ),
     )
     stored = await storage.integrations.get("org-1", made.id)
-    assert "pw" not in stored.connection
+    # a password long enough that a sealed (random-looking) value cannot hold it by chance
+    assert "pw-7f3e9c2a" not in stored.connection
     await uc.attach(WHO, a.id, made.id)
     ctx = ToolCallContext(tool_call_id="c1")
     listed = await tools.call(WHO, a, "db_shop__list_tables", {}, ctx)
     assert listed == '{"tables":[{"schema":"public","name":"orders","kind":"table"}]}'
-    assert ("list", "postgresql://u:pw@h/db") in db.seen
+    assert ("list", "postgresql://u:pw-7f3e9c2a@h/db") in db.seen
     answer = await tools.call(WHO, a, "db_shop__query", {"sql": "SELECT 1"}, ctx)
     assert answer == '{"columns":["n"],"rows":[[1]],"row_count":1,"truncated":false}'
     assert ("query", (7, "SELECT 1")) in db.seen

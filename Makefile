@@ -20,8 +20,14 @@ run: $(STAMP)
 	$(BIN)/agentsvc serve --print-dev-key
 
 ## test: run the whole suite (lint, types, layers, unit, contract, web, e2e, schemathesis)
-test: $(STAMP) lint node chromium
-	$(BIN)/python -m pytest
+## in TEST_WORKERS parallel processes (pytest-xdist; whole files per process, so a
+## module's service is started once), and print how long lint and tests took
+TEST_WORKERS ?= 2
+test: $(STAMP) node chromium
+	@start=$$(date +%s); \
+	$(MAKE) --no-print-directory lint && \
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile; \
+	rc=$$?; echo "make test: lint and tests took $$(( $$(date +%s) - start )) s (exit $$rc)"; exit $$rc
 
 ## node: the suite runs the docs' JavaScript client (Node.js 18+, for fetch); as root
 ## with apt-get it is installed when missing, elsewhere its absence stops the run

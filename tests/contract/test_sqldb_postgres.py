@@ -351,6 +351,33 @@ async def test_syntax_errors_are_the_databases_message(db_url: str) -> None:
     assert PASSWORD not in err.value.detail
 
 
+async def test_a_long_error_message_is_cut(db_url: str) -> None:
+    """PostgreSQL puts the offending value in the message, however long it is: the
+    tool result carries its start only."""
+    with pytest.raises(DatabaseError) as err:
+        await OPEN.query(target(db_url), "SELECT repeat('y', 100000)::int")
+    detail = err.value.detail
+    assert detail.startswith('invalid input syntax for type integer: "yyy')
+    assert detail.endswith("… (message cut)")
+    assert len(detail) == 2000 + len("… (message cut)")
+    with pytest.raises(DatabaseError) as err:
+        await OPEN.query(target(db_url), "SELECT 'short'::int")
+    assert err.value.detail.startswith('invalid input syntax for type integer: "short"')
+    assert "(message cut)" not in err.value.detail
+
+
+async def test_notices_are_not_sent(db_url: str) -> None:
+    """A notice has no bound on its size and nothing reads it: the session asks the
+    database not to send any (client_min_messages), whatever a statement raises."""
+    async with OPEN._session(db_url, 2000) as conn:  # noqa: SLF001 (the call's session)
+        heard: list[str] = []
+        conn.add_notice_handler(lambda d: heard.append(d.message_primary or ""))
+        await conn.execute("DO $$BEGIN RAISE NOTICE 'hello'; RAISE WARNING 'careful'; END$$")
+        shown = await (await conn.execute("SHOW client_min_messages")).fetchone()
+    assert heard == []
+    assert shown == ("error",)
+
+
 async def test_list_and_describe_tables(db_url: str) -> None:
     tables = await OPEN.list_tables(target(db_url))
     assert [(t.schema, t.name, t.kind) for t in tables] == [

@@ -68,7 +68,7 @@ from agentsvc_adapters.outbound import (
     parse_ip_literal,
     system_resolver,
 )
-from agentsvc_adapters.sqldb.query import run_query
+from agentsvc_adapters.sqldb.query import cut_message, run_query
 from agentsvc_core.ports import DatabaseError, DatabaseTarget, SqlDatabases, TableName, TableRows
 
 __all__ = ["PostgresDatabases"]
@@ -233,11 +233,13 @@ class PostgresDatabases(SqlDatabases):
 
     @staticmethod
     def _clean(message: str, where: _Where, connection: str) -> str:
-        """A driver's message without the connection string or its password."""
+        """A driver's message without the connection string or its password, cut to
+        MAX_MESSAGE_CHARS (the password is taken out before the cut, so no part of
+        it is left at the edge)."""
         text = message.replace(connection, "***")
         if len(where.password) >= 3:
             text = text.replace(where.password, "***")
-        return text.strip()
+        return cut_message(text.strip())
 
     def _connect_failure(self, exc: psycopg.Error, where: _Where, connection: str) -> str | None:
         """What to say when connecting failed: the database's refusal (it answered),
@@ -259,6 +261,9 @@ class PostgresDatabases(SqlDatabases):
             f" -c statement_timeout={timeout_ms}"
             f" -c lock_timeout={min(LOCK_TIMEOUT_MS, timeout_ms)}"
             f" -c idle_in_transaction_session_timeout={timeout_ms + 10_000}"
+            # notices (RAISE NOTICE in a function, with no bound on their size) are
+            # not sent: nothing reads them, and a large one would be read whole
+            " -c client_min_messages=error"
         )
         for addr in addresses:
             kwargs = {

@@ -32,7 +32,20 @@ from psycopg.pq.abc import PGresult
 from agentsvc_adapters.sqldb.capped import capped_select, row_values, statement
 from agentsvc_core.ports import DatabaseError, DatabaseTarget, TableRows
 
-__all__ = ["NOT_A_QUERY", "run_query"]
+__all__ = ["MAX_MESSAGE_CHARS", "NOT_A_QUERY", "cut_message", "run_query"]
+
+# The longest database message a tool result carries. PostgreSQL puts the offending
+# value in some messages (`invalid input syntax for type integer: "yyyy…"`), with no
+# bound of its own: the model gets the start, which is what explains the error.
+MAX_MESSAGE_CHARS = 2000
+
+
+def cut_message(text: str) -> str:
+    """``text`` cut to MAX_MESSAGE_CHARS, marked when it was."""
+    if len(text) > MAX_MESSAGE_CHARS:
+        return text[:MAX_MESSAGE_CHARS] + "… (message cut)"
+    return text
+
 
 NOT_A_QUERY = (
     "this statement answers rows but cannot be read as a subquery, which is how the"
@@ -102,7 +115,7 @@ async def run_query(conn: Connection, sql: str, target: DatabaseTarget) -> Table
         psycopg.errors.SyntaxErrorOrAccessRuleViolation,
         psycopg.errors.FeatureNotSupported,
     ) as exc:
-        raise DatabaseError(f"{NOT_A_QUERY} ({exc.diag.message_primary})") from None
+        raise DatabaseError(cut_message(f"{NOT_A_QUERY} ({exc.diag.message_primary})")) from None
     return await _read(conn, capped, tuple(name for name, _ in columns), target)
 
 

@@ -369,7 +369,7 @@ async def test_a_long_error_message_is_cut(db_url: str) -> None:
 async def test_notices_are_not_sent(db_url: str) -> None:
     """A notice has no bound on its size and nothing reads it: the session asks the
     database not to send any (client_min_messages), whatever a statement raises."""
-    async with OPEN._session(db_url, 2000) as conn:  # noqa: SLF001 (the call's session)
+    async with OPEN._session(db_url, 2000) as conn:  # the session a call runs in
         heard: list[str] = []
         conn.add_notice_handler(lambda d: heard.append(d.message_primary or ""))
         await conn.execute("DO $$BEGIN RAISE NOTICE 'hello'; RAISE WARNING 'careful'; END$$")

@@ -120,9 +120,7 @@ def test_a_form_that_cannot_be_read_is_still_422(c: Client, auth: dict[str, str]
     assert error_of(r, 422, "VALIDATION_ERROR").startswith("file: ")
 
 
-def test_a_field_that_is_not_a_uuid_or_no_file_part_is_422(
-    c: Client, auth: dict[str, str]
-) -> None:
+def test_a_field_that_is_not_a_uuid_or_no_file_part_is_422(c: Client, auth: dict[str, str]) -> None:
     r = c.post(
         "/api/knowledge/upload",
         files={"file": ("a.md", b"# A", "text/markdown")},

@@ -15,9 +15,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-__all__ = ["REDACTED", "redact"]
+__all__ = ["REDACTED", "TOKEN_PREFIXES", "redact"]
 
 REDACTED = "[REDACTED]"
+
+# This service's own credentials: API keys, runner trigger tokens and signing
+# secrets, each a prefix and ``secrets.token_urlsafe`` (A-Z a-z 0-9 _ -). The web
+# layer's access log finds them by these prefixes too (``agentsvc_web.access_log``).
+TOKEN_PREFIXES = ("ask_", "rt_", "whsec_")
 
 # Values of JSON fields (or query and form fields) whose names say secret.
 _NAMED = re.compile(
@@ -37,7 +42,7 @@ _SHAPES: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = tuple(
         (("bearer", "basic"), r"(?i:bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}"),
         (("eyj",), r"\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}"),  # JWT
         (("sk-", "pk-", "rk-"), r"\b(?:sk|pk|rk)-(?:[a-z]+-)?[A-Za-z0-9_-]{16,}"),  # provider keys
-        (("ask_",), r"\bask_[A-Za-z0-9_]{16,}"),  # this service's API keys
+        (TOKEN_PREFIXES, r"\b(?:ask|rt|whsec)_[A-Za-z0-9_-]{16,}"),  # this service's own
         (("akia", "asia"), r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),  # AWS access key ids
         (
             ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),

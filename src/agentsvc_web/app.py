@@ -66,7 +66,7 @@ from agentsvc_web.idempotency import idempotency_keys
 from agentsvc_web.limits import RateLimits, rate_limits
 from agentsvc_web.logs import configure_logging
 from agentsvc_web.observe import outermost
-from agentsvc_web.openapi import document_event_streams, operations
+from agentsvc_web.openapi import document_body_limits, document_event_streams, operations
 from agentsvc_web.operations import metrics, readyz
 from agentsvc_web.options import answer_options
 from agentsvc_web.playground_ui import playground_router
@@ -270,8 +270,8 @@ def _finish_document_when_built(app: Litestar) -> None:
 class _FinishedDocument(OpenAPIPlugin):
     """Litestar's OpenAPI plugin (private, Litestar 2.x, pinned <3), its build step
     followed by ours: the framework's 400s pruned, the event streams' schemas
-    added, the roles written. No slots of its own: an instance of the plugin can
-    take this class."""
+    added, the roles written, 413 declared wherever a body is read. No slots of
+    its own: an instance of the plugin can take this class."""
 
     __slots__ = ()
 
@@ -280,6 +280,7 @@ class _FinishedDocument(OpenAPIPlugin):
         _prune_framework_400s(document)
         document_event_streams(document)
         document_roles(self.app, document)
+        document_body_limits(document)
         return document
 
 

@@ -38,7 +38,8 @@ _AT = re.compile(r"(?s)(.*) - at `\$\.?(.*)`")
 
 
 class MalformedBody(ClientException):
-    """400: the body is not JSON (malformed or not UTF-8), or not a JSON object."""
+    """400: the body is not JSON (malformed or not UTF-8), or not a JSON object; or
+    a text field of an upload's form is not UTF-8 (``agentsvc_web.upload_form``)."""
 
 
 class BodyInvalid(ClientException):

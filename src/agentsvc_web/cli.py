@@ -22,6 +22,7 @@ import msgspec
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from agentsvc_core.entities import API_KEY_PREFIX
+from agentsvc_core.ports import SecretUnreadable
 from agentsvc_core.use_cases.sealed import SealedRecords
 from agentsvc_web.bootstrap import build_services, run_migrations, start_embedded
 from agentsvc_web.logs import configure_logging
@@ -245,14 +246,34 @@ async def _rotate_secrets() -> int:
         print("nothing to rotate: AGENTSVC_STORAGE=memory", file=sys.stderr)
         return 0
     services = build_services(settings)
-    async with services.running():
-        count = await services.mcps.rotate_secrets()
-        count += await services.webhook_tools.rotate_secrets()
-        count += await SealedRecords(services.storage.secrets, services.box).rotate()
-        count += await services.integrations.rotate_secrets()
-        count += await services.runners.rotate_secrets()
+    try:
+        async with services.running():
+            count = await services.mcps.rotate_secrets()
+            count += await services.webhook_tools.rotate_secrets()
+            count += await SealedRecords(services.storage.secrets, services.box).rotate()
+            count += await services.integrations.rotate_secrets()
+            count += await services.runners.rotate_secrets()
+    except SecretUnreadable as exc:
+        print(_unreadable(exc), file=sys.stderr)
+        return 1
     print(f"re-encrypted {count} stored secret(s) with the newest key")
     return 0
+
+
+def _unreadable(exc: SecretUnreadable) -> str:
+    """One line for a stored secret ``secrets rotate`` cannot open: the key it
+    names when that is the trouble (a key id is no secret), never the value."""
+    again = "then run `agentsvc secrets rotate` again (what it re-encrypted stays readable)"
+    if exc.key_id is not None:
+        return (
+            f"error: a stored secret was sealed with key {exc.key_id!r}, which "
+            f"AGENTSVC_ENCRYPTION_KEYS does not hold: add that key back after the newest "
+            f"one ({exc.key_id}:<its base64 key>), {again}"
+        )
+    return (
+        f"error: a stored secret cannot be opened ({exc.detail}): check that "
+        f"AGENTSVC_ENCRYPTION_KEYS holds every key the database was sealed with, {again}"
+    )
 
 
 async def _migrate() -> int:

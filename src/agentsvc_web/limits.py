@@ -9,7 +9,10 @@ docs/deploy.md, "Rate limits and request time limits"):
   ``/readyz``;
 - failed authentications per client address: an address past its budget is
   refused before its credential is looked up, so guessing keys or forging tokens
-  is throttled; a request that authenticates costs nothing from it;
+  is throttled; a request that authenticates costs nothing from it. A failure is
+  an answer of 401 (whether the authentication middleware or a route such as
+  ``/metrics`` refused the credential), or of 404 from a route whose credential
+  is a token in its URL (``TOKEN_IN_URL``: a runner's webhook and button);
 - per credential (an API key's id, or a JWT's organization and user), checked
   once the request has authenticated.
 
@@ -29,13 +32,18 @@ from collections.abc import Callable, Hashable
 from litestar.enums import ScopeType
 from litestar.exceptions import NotAuthorizedException, TooManyRequestsException
 from litestar.middleware import DefineMiddleware
-from litestar.types import ASGIApp, Receive, Scope, Send
+from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentsvc_core.entities import Principal
 from agentsvc_core.errors import Unauthenticated
 from agentsvc_web.settings import Settings
 
 EXEMPT_PATHS = frozenset({"/healthz", "/readyz"})  # probes: load balancers call them often
+
+# A route's ``opt``: its credential is a token in its URL (a runner trigger's), and
+# a wrong one is answered 404 like any unknown id, so its 404s count as failed
+# authentications.
+TOKEN_IN_URL: dict[str, bool] = {"token_in_url": True}
 
 
 class TokenBuckets:
@@ -159,7 +167,9 @@ def _address(scope: Scope) -> str | bytes:
 
 class AddressLimits:
     """Runs before authentication: the address's request budget and its budget of
-    failed authentications (counted when authentication raises)."""
+    failed authentications. A failure is counted when authentication raises (the
+    error is answered further out, by the app's handler), or when the answer sent
+    through here is one (``_failed``: a route's own 401, a token route's 404)."""
 
     def __init__(self, app: ASGIApp, limits: RateLimits) -> None:
         self.app = app
@@ -176,12 +186,32 @@ class AddressLimits:
             raise _refuse(wait, "too many failed authentications from this address")
         if self._requests is not None and (wait := self._requests.take(address)):
             raise _refuse(wait, "too many requests from this address")
-        try:  # free in Python 3.11 when nothing is raised
+        if failures is None:
             await self.app(scope, receive, send)
-        except (Unauthenticated, NotAuthorizedException):
-            if failures is not None:
+            return
+        failing = _failed(scope)
+
+        async def watched(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] in failing:
                 failures.take(address)
+            await send(message)
+
+        try:  # free in Python 3.11 when nothing is raised
+            await self.app(scope, receive, watched)
+        except (Unauthenticated, NotAuthorizedException):
+            failures.take(address)
             raise
+
+
+def _failed(scope: Scope) -> frozenset[int]:
+    """The statuses that are failed authentications on this request's route."""
+    handler = scope.get("route_handler")
+    opt = getattr(handler, "opt", None) or {}
+    return _TOKEN_FAILURES if opt.get("token_in_url") else _FAILURES
+
+
+_FAILURES = frozenset({401})
+_TOKEN_FAILURES = frozenset({401, 404})
 
 
 class CredentialLimits:
@@ -208,4 +238,11 @@ def rate_limits(limits: RateLimits) -> tuple[DefineMiddleware, DefineMiddleware]
     )
 
 
-__all__ = ["AddressLimits", "CredentialLimits", "RateLimits", "TokenBuckets", "rate_limits"]
+__all__ = [
+    "TOKEN_IN_URL",
+    "AddressLimits",
+    "CredentialLimits",
+    "RateLimits",
+    "TokenBuckets",
+    "rate_limits",
+]

@@ -3,6 +3,7 @@ error responses of every route, and the events of every Server-Sent Events strea
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -12,6 +13,7 @@ from litestar.openapi.datastructures import ResponseSpec
 from litestar.openapi.spec import (
     OpenAPI,
     OpenAPIFormat,
+    OpenAPIResponse,
     OpenAPIType,
     Operation,
     Reference,
@@ -64,6 +66,28 @@ def operations(app: Litestar | OpenAPI) -> Iterator[Operation]:
         for op in (item.get, item.put, item.post, item.delete, item.patch):
             if op is not None:
                 yield op
+
+
+def document_body_limits(document: OpenAPI) -> None:
+    """413 on every operation that reads a body, so that no route forgets it: those
+    with a request body (the JSON routes, the upload), and every authenticated POST,
+    whose body the idempotency middleware reads when an ``Idempotency-Key`` is sent
+    (``agentsvc_web.idempotency``). Public routes that read a body of their own (the
+    runner webhook) declare it themselves. Runs after ``document_roles``, which marks
+    the public operations (``security: []``)."""
+    for item in (document.paths or {}).values():
+        for op in (item.get, item.put, item.post, item.delete, item.patch):
+            if op is None or op.responses is None or "413" in op.responses:
+                continue
+            authenticated_post = op is item.post and op.security != []
+            if op.request_body is None and not authenticated_post:
+                continue
+            template = op.responses.get("401") or op.responses.get("500")
+            if not isinstance(template, OpenAPIResponse):
+                raise ValueError(f"{op.operation_id} has no error response to copy for 413")
+            too_large = copy.copy(template)
+            too_large.description = _DESCRIPTIONS[413]
+            op.responses["413"] = too_large
 
 
 # --- Server-Sent Events -------------------------------------------------------------

@@ -152,17 +152,35 @@ def test_secrets_rotate_reseals_with_the_newest_key(own_db: str, tmp_path: Path)
         env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTSVC_")}
         env |= {
             "AGENTSVC_DATABASE_URL": own_db,
-            "AGENTSVC_ENCRYPTION_KEYS": f"{k2},{k1}",
+            "AGENTSVC_ENCRYPTION_KEYS": k2,  # k1, which sealed them, left out by mistake
             "AGENTSVC_DATA_DIR": str(tmp_path / "data"),
         }
-        done = subprocess.run(
-            [AGENTSVC, "secrets", "rotate"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+
+        def rotate() -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [AGENTSVC, "secrets", "rotate"],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+
+        # one line naming the missing key and what to do; no traceback, no secret
+        refused = rotate()
+        assert refused.returncode != 0, refused.stdout
+        said = [line for line in refused.stderr.splitlines() if line.startswith("error:")]
+        assert len(said) == 1, refused.stderr
+        assert "'k1'" in said[0]
+        assert "AGENTSVC_ENCRYPTION_KEYS" in said[0]
+        assert "Traceback" not in refused.stderr
+        assert "SecretUnreadable" not in refused.stderr
+        for secret in (k1.split(":", 1)[1], k2.split(":", 1)[1], MCP_TOKEN):
+            assert secret not in refused.stdout + refused.stderr
+        assert sealed_credentials(own_db, mcp_id).startswith("v1.k1.")
+
+        env["AGENTSVC_ENCRYPTION_KEYS"] = f"{k2},{k1}"
+        done = rotate()
         assert done.returncode == 0, done.stderr
         # the MCP credentials, the tool's headers, the delegation, the signing secret
         # and the runner step's headers

@@ -149,6 +149,29 @@ def test_the_access_log_never_shows_oauth_codes_or_states(svc: Service) -> None:
         assert secret not in log
 
 
+def test_the_access_log_never_shows_tokens_under_any_name(svc: Service) -> None:
+    """Tokens are found by their shape, not only under the parameter names the log
+    knows: a malformed ``token%3D=`` (answered 422), another name, an encoded form."""
+    body = "Ab3-dE_fGhIjKlMnOpQr" + uuid.uuid4().hex  # what follows a token's prefix
+    runner = uuid.uuid4()
+    paths = [
+        f"/api/runners/{runner}/button?token%3D=rt_{body}",
+        f"/api/runners/{runner}/embed.js?t=rt%5F{body}&token=",
+        f"/healthz?x=%61sk_{body}",
+    ]
+    for path in paths:
+        # raw: httpx would normalise the escapes of a URL given as a string
+        url = httpx.URL(svc.url).copy_with(raw_path=path.encode())
+        assert httpx.get(url, timeout=10).status_code in (200, 404, 422)
+    deadline = time.monotonic() + 5
+    while svc.output().count(f"/api/runners/{runner}/") < 2 or "/healthz?x=" not in svc.output():
+        assert time.monotonic() < deadline, svc.output()
+        time.sleep(0.05)
+    log = svc.output()
+    assert body not in log
+    assert f"/api/runners/{runner}/button?token%3D=REDACTED" in log
+
+
 def test_a_head_larger_than_the_bound_is_431_and_closed(svc: Service) -> None:
     line = b"X-Padding: " + b"a" * 1000 + b"\r\n"
     with connect(svc) as s:

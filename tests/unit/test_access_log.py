@@ -30,6 +30,34 @@ def test_secret_values_are_redacted(path: str, shown: str) -> None:
     assert redact(path) == shown
 
 
+RT = "rt_Ab3-dE_fGhIjKlMnOpQrStUvWxYz012345"  # a runner token's shape
+ASK = "ask_Zy9-xW_vUtSrQpOnMlKjIhGfEdCbA0123456789ab"  # an API key's
+
+
+@pytest.mark.parametrize(
+    ("path", "shown"),
+    [
+        # a parameter name the named list does not catch: the token's shape does
+        (f"/api/runners/x/button?token%3D={RT}", "/api/runners/x/button?token%3D=REDACTED"),
+        (f"/x?t={RT}&y=1", "/x?t=REDACTED&y=1"),
+        (f"/x?q={ASK}", "/x?q=REDACTED"),
+        (f"/x/{ASK}/y", "/x/REDACTED/y"),
+        # percent-encoded, in part or whole
+        (f"/x?t=rt%5F{RT[3:]}", "/x?t=REDACTED"),
+        ("/x?t=%72%74%5f" + RT[3:], "/x?t=REDACTED"),
+        (f"/x?t=%3D{RT}", "/x?t=%3DREDACTED"),
+        ("/x?t=" + RT[:12] + "%2D" + RT[12:], "/x?t=REDACTED"),
+        # named parameters whose names are escaped or followed by escaped "="
+        ("/cb?%63ode=abc&x=1", "/cb?%63ode=REDACTED&x=1"),
+        ("/cb?state%3D%3D=abc", "/cb?state%3D%3D=REDACTED"),
+        # words that merely contain a prefix are left alone
+        ("/x?sort_by=created_at_descending&id=task_", "/x?sort_by=created_at_descending&id=task_"),
+    ],
+)
+def test_tokens_are_redacted_by_their_shape(path: str, shown: str) -> None:
+    assert redact(path) == shown
+
+
 def test_the_filter_rewrites_uvicorns_access_line() -> None:
     record = logging.LogRecord(
         "uvicorn.access",
@@ -45,3 +73,17 @@ def test_the_filter_rewrites_uvicorns_access_line() -> None:
     assert "SECRET" not in line
     assert "S2" not in line
     assert "callback?code=REDACTED&state=REDACTED HTTP/1.1" in line
+
+
+def test_the_filter_redacts_a_token_under_a_malformed_name() -> None:
+    record = logging.LogRecord(
+        "uvicorn.access",
+        logging.INFO,
+        __file__,
+        1,
+        '%s - "%s %s HTTP/%s" %d',
+        ("127.0.0.1:5000", "GET", f"/api/runners/r/button?token%3D={RT}", "1.1", 422),
+        None,
+    )
+    assert RedactQuerySecrets().filter(record)
+    assert RT[3:] not in record.getMessage()

@@ -131,10 +131,28 @@ def test_open_refusals_say_which_kind() -> None:
     with pytest.raises(SecretUnreadable, match=r"^a stored secret was sealed with an unknown key$"):
         box.open(sealed.replace(".k1.", ".k2.", 1), "org/table/row")
     expected = r"^a stored secret does not belong here or is damaged$"
-    with pytest.raises(SecretUnreadable, match=expected):
+    with pytest.raises(SecretUnreadable, match=expected) as caught:
         box.open(sealed, "org/table/other-row")
+    assert caught.value.key_id is None
     with pytest.raises(SecretUnreadable, match=expected):
         box.open("v1.k1.AAAA", "org/table/row")  # shorter than a nonce
+
+
+def test_an_unknown_key_is_named_when_it_is_a_key_id() -> None:
+    """The id a value names, for the operator (``secrets rotate``): only an id of
+    the v1 format, never other text of a damaged value."""
+    box = AesGcmBox([("k1", RAW)])
+    sealed = box.seal(b"secret", "org/table/row")
+    for value, named in (
+        (sealed.replace(".k1.", ".old-key_2.", 1), "old-key_2"),
+        (sealed.replace(".k1.", f".{'k' * 32}.", 1), "k" * 32),
+        (sealed.replace(".k1.", f".{'k' * 33}.", 1), None),
+        (sealed.replace(".k1.", ".k 2.", 1), None),
+        (sealed.replace("v1.", "v2.", 1), None),  # its id is another format's
+    ):
+        with pytest.raises(SecretUnreadable) as caught:
+            box.open(value, "org/table/row")
+        assert caught.value.key_id == named, value
 
 
 def test_is_current_needs_the_whole_prefix() -> None:

@@ -38,6 +38,9 @@ CONFIG = TraceConfig(prices=PRICES, payload_bytes=400, slow_first_token_s=1.0)
         "sk-proj-abcdefghijklmnop0123456789",
         "sk-ant-api03-abcdefghijklmnop0123",
         "ask_abcdefghijklmnop0123456789",
+        "ask_-bcdefgh-jklmnop_0123456789-",  # token_urlsafe: dashes anywhere
+        "rt_Ab3-dE_fGhIjKlMnOpQrStUvWxYz0123",  # a runner trigger's token
+        "whsec_Ab3-dE_fGhIjKlMnOpQrStUvWxYz0123456789abcd",  # a signing secret
         "AKIAABCDEFGHIJKLMNOP",
         "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
         "xoxb-1234567890-abcdefghij",

@@ -18,6 +18,7 @@ from litestar.testing import TestClient
 
 from agentsvc_core.errors import DomainError
 from agentsvc_web.app import create_app
+from agentsvc_web.controllers.knowledge import FORM_OVERHEAD
 from agentsvc_web.errors import EXCEPTION_HANDLERS
 from agentsvc_web.settings import Settings
 from tests.web.conftest import JWT_SECRET
@@ -333,3 +334,34 @@ def test_j_the_document_marks_public_operations_and_415(c: Client) -> None:
     assert "415" in paths["/api/agents"]["post"]["responses"]
     slug = doc["components"]["schemas"]["McpCreateBody"]["properties"]["slug"]
     assert slug["not"] == {}
+
+
+def test_j_every_operation_that_reads_a_body_declares_413(c: Client) -> None:
+    """Those with a body, and every authenticated POST: the idempotency middleware
+    reads its body when an Idempotency-Key comes with it (and answers 413 past its cap)."""
+    doc = c.get("/schema/openapi.json").json()
+    missing = [
+        f"{method.upper()} {path}"
+        for path, item in doc["paths"].items()
+        for method, op in item.items()
+        if ("requestBody" in op or (method == "post" and op.get("security") != []))
+        and "413" not in op["responses"]
+    ]
+    assert missing == []
+    stop = doc["paths"]["/api/threads/{thread_id}/stop"]["post"]["responses"]["413"]
+    error_body = {"$ref": "#/components/schemas/ErrorBody"}
+    assert stop["content"]["application/json"]["schema"] == error_body
+    assert "413" in doc["paths"]["/api/knowledge/upload"]["post"]["responses"]
+    assert "413" in doc["paths"]["/api/runners/webhooks/{token}"]["post"]["responses"]
+
+
+def test_j_a_bodyless_post_with_an_idempotency_key_answers_the_declared_413(c: Client) -> None:
+    # the idempotency middleware's cap: the largest body any route takes (the upload's)
+    settings = _settings()
+    over = settings.knowledge_max_bytes + FORM_OVERHEAD + 1
+    r = c.post(
+        f"/api/threads/{uuid.uuid4()}/stop",
+        content=b"x" * over,
+        headers={**AUTH, "Idempotency-Key": f"k-{uuid.uuid4().hex}"},
+    )
+    error_of(r, 413, "PAYLOAD_TOO_LARGE")

@@ -3,7 +3,11 @@ servers are a test double (the real client is tested in tests/unit/test_mcp_clie
 
 from __future__ import annotations
 
+import logging
+import threading
 import uuid
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import msgspec
@@ -422,3 +426,66 @@ def test_moving_a_stdio_server_drops_its_env(mh: Harness, auth: H) -> None:
         )
         r = c.patch(f"/api/mcps/{s['id']}", json={"command": "something-else"}, headers=auth)
         assert r.json()["hasCredentials"] is False
+
+
+class _Redirects(BaseHTTPRequestHandler):
+    """Every request: 307 to another origin (the same port of another host name),
+    to a path that carries a key: the SDK follows redirects within an origin only."""
+
+    def _answer(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        if length:
+            self.rfile.read(length)
+        port = self.server.server_address[1]
+        self.send_response(307)
+        self.send_header("Location", f"http://localhost:{port}/{REDIRECT_PATH}/mcp?k=1")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_GET(self) -> None:
+        self._answer()
+
+    def do_POST(self) -> None:
+        self._answer()
+
+    def do_DELETE(self) -> None:
+        self._answer()
+
+    def log_message(self, *_: Any) -> None:
+        pass
+
+
+REDIRECT_PATH = "path-key-7c1f9a0e5b"
+
+
+@pytest.fixture
+def redirecting() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Redirects)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("transport", ["streamable_http", "sse"])
+def test_a_redirect_is_not_followed_and_its_error_names_the_host_only(
+    open_settings: Settings,
+    auth: H,
+    redirecting: str,
+    transport: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The real MCP client (not the double): the SDK's own words repeat the whole
+    redirect target, which can carry a key in its path; the answer and the log
+    name its host only."""
+    with Harness(open_settings).client() as c, caplog.at_level(logging.INFO):
+        s = create(c, auth, transport=transport, url=f"{redirecting}/mcp")
+        body = c.post(f"/api/mcps/{s['id']}/test", headers=auth).json()
+    assert body["ok"] is False
+    assert REDIRECT_PATH not in body["error"]
+    if transport == "streamable_http":  # the SSE transport says "HTTP 307"
+        assert "redirect (to http://localhost:" in body["error"], body["error"]
+    assert REDIRECT_PATH not in caplog.text

@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import msgspec
 import pytest
 from litestar.exceptions import TooManyRequestsException
 from litestar.testing import TestClient
@@ -103,6 +104,46 @@ def test_failed_authentications_stop_an_address_before_any_lookup(app_with: Any)
         assert_429(r)
         assert "authentication" in r.json()["detail"]
     assert c.get("/healthz").status_code == 200
+
+
+def test_wrong_runner_tokens_are_failed_authentications(app_with: Any) -> None:
+    """A runner trigger's token is a credential in the URL: a wrong one is 404 (no
+    hint that tokens exist), and counts like a wrong API key; a right one costs
+    nothing from the failure budget, whatever its answer."""
+    key = f"ask_rl_{uuid.uuid4().hex}"
+    c = app_with(limited(key, failures=3))
+    agent = c.post("/api/agents", json={"name": "a"}, headers=bearer(key)).json()
+    step = {"id": "s", "kind": "agent", "agentId": agent["id"], "prompt": "hi"}
+    runner = c.post("/api/runners", json={"name": "r", "steps": [step]}, headers=bearer(key))
+    assert runner.status_code == 201, runner.text
+    rid = runner.json()["id"]
+    made = c.post(f"/api/runners/{rid}/triggers", json={"kind": "webhook"}, headers=bearer(key))
+    token = made.json()["token"]
+    for _ in range(5):  # a right token, even refused for its body (422), is no failure
+        r = c.post(f"/api/runners/webhooks/{token}", content=b"[]")
+        assert r.status_code == 422, r.text
+    wrong = "rt_" + "x" * 32
+    assert c.post(f"/api/runners/webhooks/{wrong}", json={}).status_code == 404
+    assert c.get(f"/api/runners/{rid}/button", params={"token": wrong}).status_code == 404
+    assert c.get(f"/api/runners/{rid}/embed.js", params={"token": token}).status_code == 404
+    # three failures: the address is refused everything, the right token included
+    for r in (
+        c.post(f"/api/runners/webhooks/{token}", json={}),
+        c.get("/api/agents", headers=bearer(key)),
+    ):
+        assert_429(r)
+        assert "authentication" in r.json()["detail"]
+
+
+def test_a_wrong_metrics_token_is_a_failed_authentication(app_with: Any) -> None:
+    key = f"ask_rl_{uuid.uuid4().hex}"
+    metrics_token = "metrics-" + uuid.uuid4().hex
+    settings = msgspec.structs.replace(limited(key, failures=2), metrics_token=metrics_token)
+    c = app_with(settings)
+    assert c.get("/metrics", headers=bearer(metrics_token)).status_code == 200
+    for _ in range(2):
+        assert c.get("/metrics", headers=bearer("not-the-token")).status_code == 401
+    assert_429(c.get("/metrics", headers=bearer(metrics_token)))
 
 
 def test_a_limit_of_zero_turns_it_off(app_with: Any) -> None:

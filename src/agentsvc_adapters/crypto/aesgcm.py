@@ -116,7 +116,10 @@ class AesGcmBox(SecretBox):
             raise SecretUnreadable("a stored secret is damaged") from None
         cipher = self._ciphers.get(kid)
         if version != _VERSION or cipher is None:
-            raise SecretUnreadable("a stored secret was sealed with an unknown key")
+            raise SecretUnreadable(
+                "a stored secret was sealed with an unknown key",
+                key_id=kid if version == _VERSION and _KID.fullmatch(kid) else None,
+            )
         try:
             return cipher.decrypt(raw[:_NONCE], raw[_NONCE:], context.encode())
         except (InvalidTag, ValueError):

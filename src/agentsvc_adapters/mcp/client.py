@@ -222,6 +222,8 @@ class SdkMcpClient(McpClient):
         self.allow_private_network = allow_private_network
         self.allow_stdio = allow_stdio
         self.resolver = resolver
+        for name in _SDK_HTTP_LOGGERS:
+            logging.getLogger(name).addFilter(_HOSTS_ONLY)  # once: the same filter object
         self._sessions: OrderedDict[str, _Session] = OrderedDict()
         self._tasks: set[asyncio.Task[None]] = set()
         self._reaper: asyncio.Task[None] | None = None
@@ -405,7 +407,7 @@ class SdkMcpClient(McpClient):
         elif what is None:
             detail = f"cannot connect to {place}: {_describe(state.error or exc)}"
         elif isinstance(exc, MCPError) and not _broken(state, exc):
-            detail, code = f"{place} answered an error for {what}: {exc.message}", "MCP_ERROR"
+            detail, code = f"{place} answered an error for {what}: {_message(exc)}", "MCP_ERROR"
         elif isinstance(exc, ResultRefused):
             detail, code = f"{place} answered {what} with a refused result: {exc}", "MCP_ERROR"
         else:
@@ -416,10 +418,40 @@ class SdkMcpClient(McpClient):
 
     @staticmethod
     def _scrub(endpoint: McpEndpoint, detail: str) -> str:
-        """No header or env value (nor a long word of one) may appear in a detail."""
+        """No header or env value (nor a long word of one) may appear in a detail,
+        and a URL in it (the SDK names a redirect's target) is its host only."""
+        detail = hosts_only(detail)
         for secret in secret_values(endpoint):
             detail = detail.replace(secret, "***")
         return detail[:500]
+
+
+# a URL: its scheme, any user information, its host and port, then the rest (path,
+# query, fragment) up to a space or a quote
+_URL = re.compile(
+    r"""\b([A-Za-z][A-Za-z0-9+.-]*://)(?:[^/?#\s'"<>@]*@)?([^/?#\s'"<>]*)[^\s'"<>]*"""
+)
+
+
+def hosts_only(text: str) -> str:
+    """Every URL in ``text`` as its scheme, host and port: paths, queries and user
+    information can carry keys (``http://h:1/key/mcp?t=x`` -> ``http://h:1``)."""
+    return _URL.sub(r"\1\2", text) if "://" in text else text
+
+
+class _HostsOnly(logging.Filter):
+    """The SDK logs a redirect it did not follow with its whole target: its
+    records are rewritten with ``hosts_only``."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if "://" in message:
+            record.msg, record.args = hosts_only(message), None
+        return True
+
+
+_HOSTS_ONLY = _HostsOnly()
+_SDK_HTTP_LOGGERS = ("mcp.client.streamable_http", "mcp.client.sse")
 
 
 def where(endpoint: McpEndpoint) -> str:
@@ -473,11 +505,25 @@ def _describe(exc: BaseException | None) -> str:
     if isinstance(first, FileNotFoundError):
         return "command not found"
     if isinstance(first, MCPError):
-        return first.message
+        return _message(first)
     text = str(first) or type(first).__name__
     return (
         text if isinstance(first, httpx2.HTTPError | OSError) else f"{type(first).__name__}: {text}"
     )
+
+
+# the SDK's words for a redirect it did not follow (it follows none across origins)
+_REDIRECT = re.compile(r"Redirect to (\S+?):? not followed")
+
+
+def _message(exc: MCPError) -> str:
+    """An MCP error's message; a redirect the SDK did not follow in our words (its
+    own repeats the whole target and tells to use it, which the caller cannot see)."""
+    redirect = _REDIRECT.match(exc.message)
+    if redirect is None:
+        return exc.message
+    target = hosts_only(redirect.group(1))
+    return f"it answers a redirect (to {target}), which is not followed: use the URL it names"
 
 
 def _broken(state: _Session, exc: Exception) -> bool:

@@ -9,7 +9,13 @@ from agentsvc_core.errors import DomainError
 
 class SecretUnreadable(DomainError):
     """A sealed value cannot be opened: wrong key, wrong row or organization
-    (the associated data does not match), or damaged. Never says more."""
+    (the associated data does not match), or damaged. Never says more, but for
+    ``key_id``: the id of the key the value names when no configured key has it
+    (an id is a label, no secret), so that an operator can be told which to add."""
+
+    def __init__(self, detail: str, key_id: str | None = None) -> None:
+        super().__init__(detail)
+        self.key_id = key_id
 
 
 class SecretBox(Protocol):

@@ -17,9 +17,7 @@ from uuid import UUID
 
 import msgspec
 from litestar import Controller, Request, Response, delete, get, post
-from litestar.datastructures import UploadFile
 from litestar.di import NamedDependency
-from litestar.exceptions import ClientException
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.openapi.spec import (
     OpenAPIFormat,
@@ -39,6 +37,7 @@ from agentsvc_web.access import MEMBER
 from agentsvc_web.auth import principal_of
 from agentsvc_web.openapi import errors
 from agentsvc_web.schemas import OkBody, copied
+from agentsvc_web.upload_form import read_upload_form
 
 Req = Request[Any, Any, Any]
 
@@ -97,15 +96,11 @@ class SearchOut(msgspec.Struct):
     results: list[SearchHitOut]
 
 
-def _text(form: Any, name: str) -> str | None:
-    value = form.get(name)
-    if value is None or isinstance(value, UploadFile):
-        return None
-    return str(value)
+_TEXT_FIELDS = frozenset({"title", "agentId", "threadId"})
 
 
-def _uuid(form: Any, name: str) -> UUID | None:
-    raw = _text(form, name)
+def _uuid(fields: dict[str, str], name: str) -> UUID | None:
+    raw = fields.get(name)
     if raw is None:
         return None
     try:
@@ -169,24 +164,21 @@ class KnowledgeUploadController(Controller):
     ) -> Response[DocumentOut]:
         if not request.content_type[0].startswith("multipart/form-data"):
             raise UnsupportedMedia("the upload is multipart/form-data with a file part")
-        try:
-            form = await request.form()
-        except ClientException:
-            raise InvalidInput("file", "the multipart body could not be read") from None
-        upload = form.get("file")
-        if not isinstance(upload, UploadFile):
+        form = await read_upload_form(request, _TEXT_FIELDS, self.max_file_bytes)
+        if form.data is None:
             raise InvalidInput("file", "a file part is required")
-        data = await upload.read()
         document, new = await knowledge.upload(
             principal_of(request),
-            filename=upload.filename,
-            data=data,
-            mime_type=upload.content_type or None,
-            title=_text(form, "title"),
-            agent_id=_uuid(form, "agentId"),
-            thread_id=_uuid(form, "threadId"),
+            filename=form.filename or "",
+            data=form.data,
+            mime_type=form.content_type,
+            title=form.fields.get("title"),
+            agent_id=_uuid(form.fields, "agentId"),
+            thread_id=_uuid(form.fields, "threadId"),
         )
         return Response(DocumentOut.of(document), status_code=202 if new else 200)
+
+    max_file_bytes = 0  # set by ``uploads_up_to``
 
 
 class KnowledgeController(Controller):
@@ -298,5 +290,5 @@ def uploads_up_to(max_file_bytes: int) -> type[Controller]:
     return type(
         "KnowledgeUploads",
         (KnowledgeUploadController,),
-        {"request_max_body_size": max_file_bytes + FORM_OVERHEAD},
+        {"request_max_body_size": max_file_bytes + FORM_OVERHEAD, "max_file_bytes": max_file_bytes},
     )

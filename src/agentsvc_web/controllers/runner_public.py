@@ -27,6 +27,7 @@ from agentsvc_web.controllers.runner_schemas import (
     RunStarted,
 )
 from agentsvc_web.embed_domains import embedder_allowed
+from agentsvc_web.limits import TOKEN_IN_URL
 from agentsvc_web.openapi import errors
 from agentsvc_web.runner_button import button_headers, button_page, embed_script
 
@@ -42,6 +43,7 @@ class RunnerWebhookController(Controller):
         operation_id="runnerWebhook",
         status_code=202,
         security=[],
+        opt=TOKEN_IN_URL,
         responses=errors(400, 404, 413, 422, 429),
         summary="Start a run of the token's runner; the body (a JSON object) is its input",
     )
@@ -83,6 +85,7 @@ class RunnerButtonController(Controller):
         "/button",
         operation_id="getRunnerButton",
         security=[],
+        opt=TOKEN_IN_URL,
         media_type="text/html",
         responses=errors(403, 404, 422),
         summary="The runner's button: an HTML form built from its input schema",
@@ -114,6 +117,7 @@ class RunnerButtonController(Controller):
         "/embed.js",
         operation_id="getRunnerEmbedScript",
         security=[],
+        opt=TOKEN_IN_URL,
         media_type="text/javascript",
         responses=errors(403, 404, 422),
         summary="A script that mounts the runner's button on a page of an allowed site",

@@ -93,11 +93,14 @@ bench-parts: $(STAMP)
 ## mutation: mutation testing with mutmut (docs/development.md; slow, not in CI).
 ## `make mutation MODULES="agentsvc_core.rules agentsvc_adapters.outbound"` for a subset;
 ## the modules it may mutate are [tool.mutmut] only_mutate in pyproject.toml.
+## `make mutation SELECTION=postgres`: the adapters tested against PostgreSQL
+## ([tool.agentsvc.mutation.postgres]).
 .PHONY: mutation mutation-score
 MODULES ?=
+SELECTION ?= unit
 MUTATION_CHILDREN ?= 2
 mutation: $(STAMP)
-	nice -n 10 $(BIN)/mutmut run --max-children $(MUTATION_CHILDREN) $(foreach m,$(MODULES),'$(m).*')
+	nice -n 10 $(BIN)/python tests/mutation_run.py $(SELECTION) run --max-children $(MUTATION_CHILDREN) $(foreach m,$(MODULES),'$(m).*')
 	@$(MAKE) --no-print-directory mutation-score
 
 mutation-score:

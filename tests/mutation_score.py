@@ -38,6 +38,9 @@ def main(prefixes: list[str]) -> int:
     if not rows:
         print("no mutation results yet: run `make mutation`")
         return 1
+    marker = Path("mutants/.selection")
+    selection = marker.read_text().strip() if marker.exists() else "unit"
+    print(f"test selection: {selection} (make mutation SELECTION=...)")
     head = ("module", "mutants", "caught", "survived", "no tests", "score")
     print("{:<40} {:>7} {:>6} {:>8} {:>8} {:>6}".format(*head))
     for module, total, checked, caught, counts in rows:

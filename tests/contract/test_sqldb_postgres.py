@@ -13,6 +13,7 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from agentsvc_adapters import sqldb
 from agentsvc_adapters.sqldb import PostgresDatabases
 from agentsvc_adapters.sqldb.query import NOT_A_QUERY
 from agentsvc_core.ports import DatabaseError, DatabaseTarget
@@ -142,6 +143,52 @@ async def test_a_session_setting_does_not_outlive_its_call(db_url: str, pg_admin
             target(db_url),
             "SELECT set_config('transaction_read_only', 'off', true), count(*) FROM orders",
         )
+    assert count(pg_admin_url, db_url) == 50
+
+
+# The two read-only layers (the session's default, the call's READ ONLY transaction)
+# are each enough alone: a test takes one away and the other still refuses writes.
+INSERT = "INSERT INTO orders (id, item) VALUES (997, 'x')"
+READ_ONLY = (
+    "SELECT current_setting('default_transaction_read_only') AS by_default,"
+    " current_setting('transaction_read_only') AS now"
+)
+
+
+async def test_the_read_only_transaction_alone_refuses_writes(
+    db_url: str, pg_admin_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqldb, "READ_ONLY_SESSION", "")
+    # the session now defaults to read-write: only the transaction is read-only
+    assert (await OPEN.query(target(db_url), READ_ONLY)).rows == [["off", "on"]]
+    with pytest.raises(DatabaseError) as err:
+        await OPEN.query(target(db_url), INSERT)
+    assert err.value.detail == "cannot execute INSERT in a read-only transaction"
+    assert count(pg_admin_url, db_url) == 50
+
+
+async def test_the_read_only_session_alone_refuses_writes(
+    db_url: str, pg_admin_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqldb, "BEGIN_READ_ONLY", "BEGIN")
+    # a plain BEGIN: the transaction is read-only by the session's default alone
+    assert (await OPEN.query(target(db_url), READ_ONLY)).rows == [["on", "on"]]
+    with pytest.raises(DatabaseError) as err:
+        await OPEN.query(target(db_url), INSERT)
+    assert err.value.detail == "cannot execute INSERT in a read-only transaction"
+    assert count(pg_admin_url, db_url) == 50
+
+
+async def test_without_either_layer_a_write_would_run(
+    db_url: str, pg_admin_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the two tests above take away is what keeps writes out: with neither,
+    the role (the table's owner) writes; the call's end rolls the write back."""
+    monkeypatch.setattr(sqldb, "READ_ONLY_SESSION", "")
+    monkeypatch.setattr(sqldb, "BEGIN_READ_ONLY", "BEGIN")
+    assert (await OPEN.query(target(db_url), READ_ONLY)).rows == [["off", "off"]]
+    done = await OPEN.query(target(db_url), INSERT)
+    assert done.rows == []
     assert count(pg_admin_url, db_url) == 50
 
 

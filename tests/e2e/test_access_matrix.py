@@ -529,15 +529,27 @@ def test_knowledge_members_read_admins_write_threads_are_their_viewers(world: Wo
         r = _upload(member, "mine.txt", threadId=own)
         assert r.status_code == 202, r.text
         mine = r.json()["id"]
+        # A's thread has a document too, which the member may not see
+        r = _upload(world.a, "theirs.txt", threadId=thread)
+        assert r.status_code == 202, r.text
+        theirs = r.json()["id"]
         assert member.get(f"/api/knowledge/{mine}").status_code == 200
         listed = member.get("/api/knowledge", params={"threadId": own}).json()
         assert [d["id"] for d in listed] == [mine]
+        # a thread's documents are listed when that thread is asked for, not otherwise
+        # (asked while both exist): neither its own thread's nor another's
+        everything = [d["id"] for d in member.get("/api/knowledge").json()]
+        assert doc_id in everything
+        assert mine not in everything
+        assert theirs not in everything
+        only_threads = member.get("/api/knowledge", params={"scope": "thread"}).json()
+        assert only_threads == []
+        assert theirs in [d["id"] for d in world.a.get("/api/knowledge").json()]  # an API key: all
         found = member.post("/api/knowledge/search", json={"query": "zebra", "threadId": own})
         assert found.status_code == 200, found.text
         assert member.post(f"/api/knowledge/{mine}/reindex").status_code == 202
         assert member.delete(f"/api/knowledge/{mine}").status_code == 200
-        # a thread's documents are listed when that thread is asked for, not otherwise
-        assert mine not in [d["id"] for d in member.get("/api/knowledge").json()]
+        assert world.a.delete(f"/api/knowledge/{theirs}").status_code == 200
     # the admin's document is untouched
     assert _ok(world.a.get(f"/api/knowledge/{doc_id}"))["status"] == "ready"
 

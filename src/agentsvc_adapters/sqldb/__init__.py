@@ -99,6 +99,11 @@ _KINDS = {
 }
 MAX_TABLES = 1000
 LOCK_TIMEOUT_MS = 1000
+# The two read-only layers, each enough alone (a test removes either and shows the
+# other still refuses writes): every session's default, and the transaction each
+# call runs in.
+READ_ONLY_SESSION = "-c default_transaction_read_only=on"
+BEGIN_READ_ONLY = "BEGIN TRANSACTION READ ONLY"
 # a path that cannot exist (/dev/null is no directory): libpq reads no password
 # file, the service's own ~/.pgpass included, and says nothing
 _NO_PASSFILE = os.path.join(os.devnull, "agentsvc-no-passfile")
@@ -257,7 +262,7 @@ class PostgresDatabases(SqlDatabases):
     ) -> psycopg.AsyncConnection[Any]:
         addresses = await self._addresses(where)
         options = (
-            "-c default_transaction_read_only=on"
+            f"{READ_ONLY_SESSION}"
             f" -c statement_timeout={timeout_ms}"
             f" -c lock_timeout={min(LOCK_TIMEOUT_MS, timeout_ms)}"
             f" -c idle_in_transaction_session_timeout={timeout_ms + 10_000}"
@@ -304,7 +309,7 @@ class PostgresDatabases(SqlDatabases):
         try:
             # the driver's own deadline, a little after the database's
             with anyio.fail_after(timeout_ms / 1000 + 2):
-                await conn.execute("BEGIN TRANSACTION READ ONLY")
+                await conn.execute(BEGIN_READ_ONLY)
                 # checked on every call: a grant may come after the integration
                 powers = await (await conn.execute(_POWERS)).fetchone()
                 if powers is None or powers[0]:

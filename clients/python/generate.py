@@ -189,7 +189,7 @@ class Types:
         # "builtins.list" in the resources, whose classes have a method named list
         self.list_name = list_name
 
-    def of(self, s: dict[str, Any]) -> str:
+    def of(self, s: dict[str, Any]) -> str:  # noqa: C901 - one case per JSON Schema form
         if "$ref" in s:
             return model_name(s["$ref"].rsplit("/", 1)[1])
         for key in ("oneOf", "anyOf"):

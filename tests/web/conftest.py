@@ -9,9 +9,9 @@ import jwt
 import pytest
 from litestar.testing import TestClient
 
-from agentsvc_web.app import create_app
 from agentsvc_web.settings import Settings
-from tests.web.harness import Harness
+from tests.web.harness import SharedHarness
+from tests.web.shared import shared_client
 
 JWT_SECRET = "web-test-hmac-secret-long-enough-for-hs512-0123456789abcdefghijklmnop"
 
@@ -62,9 +62,16 @@ def settings(request: pytest.FixtureRequest, boot_key: str, org_id: str) -> Sett
 
 
 @pytest.fixture
-def client(settings: Settings) -> Iterator[TestClient[Any]]:
-    with TestClient(create_app(settings)) as c:
+def client(request: pytest.FixtureRequest, settings: Settings) -> Iterator[TestClient[Any]]:
+    """A client of the app of this configuration, started once per process
+    (tests/web/shared.py), from an address of its own, with this test's
+    organization and key (``auth``) made on it."""
+    with shared_client(request, settings) as c:
         yield c
+
+
+# for tests of the HTTP layer that touch no storage (headers, CORS, limits, OpenAPI)
+memory_only = pytest.mark.parametrize("settings", ["memory"], indirect=True)
 
 
 @pytest.fixture
@@ -73,5 +80,12 @@ def auth(boot_key: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def harness(settings: Settings) -> Harness:
-    return Harness(settings)
+def harness(
+    request: pytest.FixtureRequest, settings: Settings, boot_key: str, org_id: str
+) -> Iterator[SharedHarness]:
+    """The harness of this configuration, its apps started once per process."""
+    shared = SharedHarness(request, settings, org_id, boot_key)
+    try:
+        yield shared
+    finally:
+        shared.finish()

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import httpx
+import pytest
 from litestar.testing import TestClient
 
 from agentsvc_adapters.llm import Families, LocalModel, PrefixRouter
@@ -30,6 +31,7 @@ from agentsvc_web.app import create_app
 from agentsvc_web.bootstrap import Services, build_services
 from agentsvc_web.settings import Settings
 from tests.web.live import serve
+from tests.web.shared import APPS, Started, configuration
 
 
 class RecordingModel(ChatModel):
@@ -157,6 +159,14 @@ class Harness:
         )
         self.mcp_services.closers = base.closers
 
+    def forget(self) -> None:
+        """Clear what the doubles recorded and the MCP servers they know."""
+        self.model.requests.clear()
+        self.tools.calls.clear()
+        self.mcp.servers.clear()
+        self.mcp.seen.clear()
+        self.mcp.calls.clear()
+
     def run_any(self, fn: Any, *args: Any) -> Any:
         """Call an async storage method (memory: directly; postgres: through a short-lived
         storage on the same database, found by the repository attribute of ``fn``)."""
@@ -200,3 +210,105 @@ class Harness:
             httpx.Client(base_url=url, headers=auth, timeout=30) as client,
         ):
             yield client
+
+
+class SharedHarness:
+    """What the ``harness`` fixture gives a test: the Harness API over a Harness of
+    the test's configuration whose app is started once per process (tests/web/shared.py),
+    with the test's own organization and key on it and the doubles' records cleared.
+
+    A Harness runs one app at a time (its apps share one storage), so each kind of
+    app (``client``, ``mcp_client``, ``live``, ``live(mcp=True)``) has a Harness of its
+    own, and a test uses one kind: the first it asks for (or ``mode``). A test that
+    changes the doubles or the settings builds a ``Harness`` of its own."""
+
+    def __init__(
+        self,
+        request: pytest.FixtureRequest,
+        settings: Settings,
+        org_id: str,
+        key: str,
+        mode: str | None = None,
+    ) -> None:
+        self.settings = settings
+        self._request = request
+        self._org_id, self._key = org_id, key
+        self._mode: str | None = None
+        self._harness: Harness | None = None
+        self._started: Started | None = None
+        if mode is not None:
+            self._use(mode)
+
+    def _use(self, mode: str) -> tuple[Harness, Started]:
+        if self._mode is not None:
+            assert mode == self._mode, f"this test uses {self._mode}: it cannot use {mode} too"
+            assert self._harness is not None
+            assert self._started is not None
+            return self._harness, self._started
+        config = configuration(self.settings)
+        h = _HARNESSES.get((mode, config))
+        if h is None:
+            h = _HARNESSES[(mode, config)] = Harness(config)
+        services = h.mcp_services if mode in ("mcp", "live-mcp") else h.services
+        started = APPS.get(
+            self._request,
+            ("harness", mode, config),
+            lambda: Started(create_app(config, services), services, live=mode.startswith("live")),
+        )
+        h.forget()
+        started.begin(self._org_id, self._key)
+        self._mode, self._harness, self._started = mode, h, started
+        return h, started
+
+    def _chosen(self) -> Harness:
+        assert self._harness is not None, "call client(), mcp_client() or live() first"
+        return self._harness
+
+    @property
+    def model(self) -> RecordingModel:
+        return self._chosen().model
+
+    @property
+    def tools(self) -> KnowledgeBaseTools:
+        return self._chosen().tools
+
+    @property
+    def mcp(self) -> FakeMcpClient:
+        return self._chosen().mcp
+
+    @property
+    def services(self) -> Services:
+        return self._chosen().services
+
+    @property
+    def mcp_services(self) -> Services:
+        return self._chosen().mcp_services
+
+    def run_any(self, fn: Any, *args: Any) -> Any:
+        return self._chosen().run_any(fn, *args)
+
+    @contextmanager
+    def client(self) -> Iterator[TestClient[Any]]:
+        _, started = self._use("client")
+        with started.client() as c:
+            yield c
+
+    @contextmanager
+    def mcp_client(self) -> Iterator[TestClient[Any]]:
+        _, started = self._use("mcp")
+        with started.client() as c:
+            yield c
+
+    @contextmanager
+    def live(self, auth: dict[str, str], *, mcp: bool = False) -> Iterator[httpx.Client]:
+        _, started = self._use("live-mcp" if mcp else "live")
+        with started.http(auth) as c:
+            yield c
+
+    def finish(self) -> None:
+        """After the test: the replies it started finish, as when its app stopped."""
+        if self._started is not None:
+            self._started.settle()
+
+
+_HARNESSES: dict[tuple[str, Settings], Harness] = {}

@@ -15,7 +15,7 @@ from litestar.testing import TestClient
 from agentsvc_web.app import create_app
 from agentsvc_web.bootstrap import build_services
 from agentsvc_web.settings import Settings, SettingsError
-from tests.web.conftest import JWT_SECRET, bearer, make_jwt
+from tests.web.conftest import JWT_SECRET, bearer, make_jwt, memory_only
 
 Client = TestClient[Any]
 
@@ -42,6 +42,7 @@ def test_missing_or_invalid_credentials_are_401(client: Client, headers: dict[st
     assert_401(client.get("/api/agents", headers=headers))
 
 
+@memory_only
 def test_the_openapi_document_needs_no_credentials(client: Client) -> None:
     r = client.get("/schema/openapi.json")
     assert r.status_code == 200
@@ -178,6 +179,7 @@ def test_the_role_claim_is_configurable(settings: Settings, org_id: str) -> None
         assert c.post("/api/agents", json={"name": "a"}, headers=plain).status_code == 403
 
 
+@memory_only
 def test_the_openapi_document_names_the_admin_role_of_each_operation(client: Client) -> None:
     doc = client.get("/schema/openapi.json").json()
     ops = {

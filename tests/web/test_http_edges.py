@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+import msgspec
 import pytest
 from litestar.testing import TestClient
 
@@ -23,6 +24,7 @@ from agentsvc_web.errors import EXCEPTION_HANDLERS
 from agentsvc_web.settings import Settings
 from tests.web.conftest import JWT_SECRET
 from tests.web.live import serve
+from tests.web.shared import shared_client
 
 Client = TestClient[Any]
 KEY = "ask_web_edges_0123456789abcdef0123456789"
@@ -42,9 +44,14 @@ def _settings() -> Settings:
     )
 
 
+# KEY is the key of one organization of this module's, in each process
+_ORG = f"edges-{uuid.uuid4().hex[:8]}"
+
+
 @pytest.fixture
-def c() -> Iterator[Client]:
-    with TestClient(create_app(_settings())) as client:
+def c(request: pytest.FixtureRequest) -> Iterator[Client]:
+    """A client of this module's app, started once per process (tests/web/shared.py)."""
+    with shared_client(request, msgspec.structs.replace(_settings(), bootstrap_org=_ORG)) as client:
         yield client
 
 

@@ -13,7 +13,7 @@ from litestar.testing import TestClient
 
 from tests.sse import parse
 from tests.web.conftest import bearer, make_jwt
-from tests.web.harness import Harness
+from tests.web.harness import SharedHarness
 from tests.web.test_turn import history, setup
 
 H = dict[str, str]
@@ -23,7 +23,9 @@ def _key() -> dict[str, str]:
     return {"Idempotency-Key": f"k-{uuid.uuid4().hex}"}
 
 
-def test_a_retried_send_gets_the_same_reply_and_stores_nothing(harness: Harness, auth: H) -> None:
+def test_a_retried_send_gets_the_same_reply_and_stores_nothing(
+    harness: SharedHarness, auth: H
+) -> None:
     with harness.live(auth) as c:
         _, t = setup(c)
         key = _key()
@@ -50,7 +52,7 @@ def test_a_retried_send_gets_the_same_reply_and_stores_nothing(harness: Harness,
         assert len(history(c, t["id"])) == 4
 
 
-def test_a_retry_while_the_reply_runs_reattaches_to_it(harness: Harness, auth: H) -> None:
+def test_a_retry_while_the_reply_runs_reattaches_to_it(harness: SharedHarness, auth: H) -> None:
     with harness.live(auth) as c:
         _, t = setup(c)
         key = _key()

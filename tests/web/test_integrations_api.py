@@ -15,11 +15,11 @@ from litestar.testing import TestClient
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
-from agentsvc_web.app import create_app
 from agentsvc_web.settings import Settings
 from tests.pg import fresh_database, reader_role
 from tests.sse import parse
 from tests.web.conftest import bearer, make_jwt
+from tests.web.shared import shared_client
 
 H = dict[str, str]
 Client = TestClient[Any]
@@ -41,9 +41,9 @@ def db_url(pg_admin_url: str) -> Iterator[str]:
 
 
 @pytest.fixture
-def c(settings: Settings) -> Iterator[Client]:
+def c(request: pytest.FixtureRequest, settings: Settings) -> Iterator[Client]:
     open_settings = msgspec.structs.replace(settings, allow_private_network=True)
-    with TestClient(create_app(open_settings), timeout=30) as client:
+    with shared_client(request, open_settings) as client:
         yield client
 
 

@@ -13,9 +13,9 @@ import msgspec
 import pytest
 from litestar.testing import TestClient
 
-from agentsvc_web.app import create_app
 from agentsvc_web.controllers.knowledge import FORM_OVERHEAD
 from agentsvc_web.settings import Settings
+from tests.web.shared import shared_client
 
 Client = TestClient[Any]
 MAX_FILE = 4096  # AGENTSVC_KNOWLEDGE_MAX_BYTES of this module's app
@@ -24,9 +24,9 @@ MULTIPART = f"multipart/form-data; boundary={BOUNDARY}"
 
 
 @pytest.fixture
-def c(settings: Settings) -> Iterator[Client]:
+def c(request: pytest.FixtureRequest, settings: Settings) -> Iterator[Client]:
     small = msgspec.structs.replace(settings, knowledge_max_bytes=MAX_FILE)
-    with TestClient(create_app(small)) as client:
+    with shared_client(request, small) as client:
         yield client
 
 

@@ -19,7 +19,7 @@ from agentsvc_core.ports import McpTool
 from agentsvc_web.settings import Settings
 from tests.sse import names, parse
 from tests.web.conftest import JWT_SECRET, bearer, make_jwt
-from tests.web.harness import Harness
+from tests.web.harness import Harness, SharedHarness
 
 H = dict[str, str]
 Client = TestClient[Any]
@@ -32,8 +32,13 @@ def open_settings(settings: Settings) -> Settings:
 
 
 @pytest.fixture
-def mh(open_settings: Settings) -> Harness:
-    h = Harness(open_settings)
+def mh(
+    request: pytest.FixtureRequest, open_settings: Settings, org_id: str, boot_key: str
+) -> Iterator[SharedHarness]:
+    """The harness of these settings, its MCP app (or with ``indirect``
+    parametrization, ``live-mcp``: its live server) started once per process."""
+    mode = getattr(request, "param", "mcp")
+    h = SharedHarness(request, open_settings, org_id, boot_key, mode=mode)
     h.mcp.servers["http://127.0.0.1:9/mcp"] = [
         McpTool(
             name="search",
@@ -43,7 +48,10 @@ def mh(open_settings: Settings) -> Harness:
         McpTool(name="delete_all", description="Dangerous"),
         McpTool(name="fail", description="Always fails"),
     ]
-    return h
+    try:
+        yield h
+    finally:
+        h.finish()
 
 
 def create(c: Client, auth: H, **body: Any) -> dict[str, Any]:
@@ -58,7 +66,7 @@ def create(c: Client, auth: H, **body: Any) -> dict[str, Any]:
     return r.json()  # type: ignore[no-any-return]
 
 
-def test_create_answers_the_camel_case_server_without_secrets(mh: Harness, auth: H) -> None:
+def test_create_answers_the_camel_case_server_without_secrets(mh: SharedHarness, auth: H) -> None:
     with mh.mcp_client() as c:
         s = create(
             c, auth, credentials={"headers": {"Authorization": SECRET}}, allowedTools=["search"]
@@ -88,7 +96,7 @@ def test_create_answers_the_camel_case_server_without_secrets(mh: Harness, auth:
         assert c.get(f"/api/mcps/{s['id']}", headers=auth).json() == s
 
 
-def test_slugs_are_derived_and_unique(mh: Harness, auth: H) -> None:
+def test_slugs_are_derived_and_unique(mh: SharedHarness, auth: H) -> None:
     with mh.mcp_client() as c:
         a = create(c, auth, name="Docs Server")
         b = create(c, auth, name="docs  server!")
@@ -127,7 +135,9 @@ def test_slugs_are_derived_and_unique(mh: Harness, auth: H) -> None:
         ({"credentials": {"headers": {"X-K\u00e9y": "a"}}}, "credentials.headers"),
     ],
 )
-def test_invalid_servers_are_422(mh: Harness, auth: H, body: dict[str, Any], field: str) -> None:
+def test_invalid_servers_are_422(
+    mh: SharedHarness, auth: H, body: dict[str, Any], field: str
+) -> None:
     with mh.mcp_client() as c:
         payload = {
             "name": "S",
@@ -152,7 +162,7 @@ def test_invalid_servers_are_422(mh: Harness, auth: H, body: dict[str, Any], fie
         {"credentials": {"headers": {"Bad Name": "a"}}},
     ],
 )
-def test_invalid_changes_are_422(mh: Harness, auth: H, body: dict[str, Any]) -> None:
+def test_invalid_changes_are_422(mh: SharedHarness, auth: H, body: dict[str, Any]) -> None:
     with mh.mcp_client() as c:
         s = create(c, auth, credentials={"headers": {"X-Key": "tab\tis fine"}})
         r = c.patch(f"/api/mcps/{s['id']}", json=body, headers=auth)
@@ -186,7 +196,7 @@ def test_private_addresses_and_stdio_are_refused_by_default(settings: Settings, 
         assert "AGENTSVC_ALLOW_STDIO_MCP" in r.json()["detail"]
 
 
-def test_patch_credentials_and_allowed_tools(mh: Harness, auth: H) -> None:
+def test_patch_credentials_and_allowed_tools(mh: SharedHarness, auth: H) -> None:
     with mh.mcp_client() as c:
         s = create(c, auth)
         assert s["hasCredentials"] is False
@@ -203,7 +213,7 @@ def test_patch_credentials_and_allowed_tools(mh: Harness, auth: H) -> None:
         assert c.patch(f"/api/mcps/{s['id']}", json={"slug": "x"}, headers=auth).status_code == 422
 
 
-def test_test_lists_tools_and_refreshes_the_cache(mh: Harness, auth: H) -> None:
+def test_test_lists_tools_and_refreshes_the_cache(mh: SharedHarness, auth: H) -> None:
     with mh.mcp_client() as c:
         s = create(c, auth, credentials={"headers": {"Authorization": SECRET}})
         r = c.post(f"/api/mcps/{s['id']}/test", headers=auth)
@@ -226,7 +236,7 @@ def test_test_lists_tools_and_refreshes_the_cache(mh: Harness, auth: H) -> None:
         assert "cannot connect" in body["error"]
 
 
-def test_attachments_and_effective_tools(mh: Harness, auth: H) -> None:
+def test_attachments_and_effective_tools(mh: SharedHarness, auth: H) -> None:
     with mh.mcp_client() as c:
         s = create(c, auth, allowedTools=["search", "fail"])
         c.post(f"/api/mcps/{s['id']}/test", headers=auth)
@@ -266,7 +276,7 @@ def test_attachments_and_effective_tools(mh: Harness, auth: H) -> None:
         assert c.get(f"/api/mcps/{s['id']}", headers=auth).status_code == 404
 
 
-def test_detach(mh: Harness, auth: H) -> None:
+def test_detach(mh: SharedHarness, auth: H) -> None:
     with mh.mcp_client() as c:
         s = create(c, auth)
         a = c.post("/api/agents", json={"name": "A"}, headers=auth).json()
@@ -280,7 +290,8 @@ def test_detach(mh: Harness, auth: H) -> None:
         assert c.get(url, headers=auth).json() == []
 
 
-def test_mcp_tools_in_the_turn(mh: Harness, auth: H) -> None:
+@pytest.mark.parametrize("mh", ["live-mcp"], indirect=True)
+def test_mcp_tools_in_the_turn(mh: SharedHarness, auth: H) -> None:
     with mh.live(auth, mcp=True) as c:
         s = c.post(
             "/api/mcps",
@@ -379,7 +390,7 @@ def test_stored_credentials_are_sealed_and_bound_to_their_row(
     ],
 )
 def test_moving_a_server_drops_its_stored_credentials(
-    mh: Harness, auth: H, change: dict[str, Any], kept: bool
+    mh: SharedHarness, auth: H, change: dict[str, Any], kept: bool
 ) -> None:
     """Secrets given for one address are never sent to another (issue 14, item 1)."""
     mh.mcp.servers["http://127.0.0.1:10/mcp"] = [McpTool(name="search", description="s")]
@@ -399,7 +410,7 @@ def test_moving_a_server_drops_its_stored_credentials(
             assert SECRET not in str(sent) if not kept else sent["Authorization"] == SECRET
 
 
-def test_moving_a_stdio_server_drops_its_env(mh: Harness, auth: H) -> None:
+def test_moving_a_stdio_server_drops_its_env(mh: SharedHarness, auth: H) -> None:
     with mh.mcp_client() as c:
         s = create(
             c,

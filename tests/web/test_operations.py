@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -18,7 +19,9 @@ from agentsvc_web.bootstrap import build_services
 from agentsvc_web.logs import RequestIdFilter
 from agentsvc_web.settings import Settings
 from tests.sse import Event, parse_lines
-from tests.web.harness import Harness
+from tests.web.conftest import memory_only
+from tests.web.harness import Harness, SharedHarness
+from tests.web.shared import shared_client
 from tests.web.test_turn import send, setup
 
 H = dict[str, str]
@@ -79,6 +82,7 @@ def test_probes_need_no_credentials_and_cost_no_rate_limit_budget(settings: Sett
             assert c.get("/healthz").status_code == 200
 
 
+@memory_only
 def test_readyz_is_public_in_the_openapi_document_and_metrics_is_not_in_it(
     client: TestClient[Any],
 ) -> None:
@@ -92,19 +96,28 @@ def test_readyz_is_public_in_the_openapi_document_and_metrics_is_not_in_it(
 # --- /metrics -------------------------------------------------------------------------
 
 
+def request_counts(families: dict[str, Any]) -> Counter[tuple[str, str, str]]:
+    return Counter(
+        {
+            (s.labels["route"], s.labels["method"], s.labels["status"]): s.value
+            for s in samples(families, "agentsvc_http_requests")
+        }
+    )
+
+
 def test_requests_are_counted_by_route_template_method_and_status(
     client: TestClient[Any], auth: H
 ) -> None:
+    # the app is shared with other tests (tests/web/shared.py): count what this one adds
+    before = request_counts(scrape(client))
     a = client.post("/api/agents", json={"name": "M"}, headers=auth).json()
     for _ in range(2):
         assert client.get(f"/api/agents/{a['id']}", headers=auth).status_code == 200
     client.get("/api/agents/00000000-0000-0000-0000-000000000000", headers=auth)
     client.get("/no/such/route")
     families = scrape(client)
-    counts = {
-        (s.labels["route"], s.labels["method"], s.labels["status"]): s.value
-        for s in samples(families, "agentsvc_http_requests")
-    }
+    counts = request_counts(families)
+    counts.subtract(before)
     assert counts[("/api/agents/{agent_id}", "GET", "200")] == 2
     assert counts[("/api/agents/{agent_id}", "GET", "404")] == 1
     assert counts[("/api/agents", "POST", "201")] == 1
@@ -120,13 +133,20 @@ def test_requests_are_counted_by_route_template_method_and_status(
     assert "/api/agents/{agent_id}" in durations
 
 
+@memory_only
 def test_an_unknown_method_is_one_label(client: TestClient[Any]) -> None:
+    def others(families: dict[str, Any]) -> float:
+        counted = samples(families, "agentsvc_http_requests")
+        return float(sum(s.value for s in counted if s.labels["method"] == "other"))
+
+    before = others(scrape(client))  # the app is shared with other tests
     for method in ("BREW", "WHEN"):
         client.request(method, "/healthz")
-    methods = {s.labels["method"] for s in samples(scrape(client), "agentsvc_http_requests")}
+    families = scrape(client)
+    methods = {s.labels["method"] for s in samples(families, "agentsvc_http_requests")}
     assert "BREW" not in methods
     assert "WHEN" not in methods
-    assert "other" in methods
+    assert others(families) == before + 2
 
 
 def test_each_app_has_its_own_registry(settings: Settings) -> None:
@@ -208,8 +228,10 @@ def test_outbound_refusals_are_counted_by_reason_and_logged_once(
     assert "127.0.0.1 resolves to a loopback address" in lines[0].getMessage()
 
 
-def test_open_streams_are_a_gauge(harness: Harness, auth: H) -> None:
+def test_open_streams_are_a_gauge(harness: SharedHarness, auth: H) -> None:
     with harness.live(auth) as c:
+        # the server is shared with other tests, whose streams have ended
+        before = samples(scrape(c), "agentsvc_sse_streams_open")[0].value
         _, t = setup(c)
         with c.stream("POST", f"/api/threads/{t['id']}/messages", json={"content": "slowly"}) as r:
             lines = r.iter_lines()
@@ -220,13 +242,14 @@ def test_open_streams_are_a_gauge(harness: Harness, auth: H) -> None:
             c.post(f"/api/threads/{t['id']}/stop")
             for _ in lines:
                 pass
-        assert during == 1
-        assert samples(scrape(c), "agentsvc_sse_streams_open")[0].value == 0
+        assert during == before + 1
+        assert samples(scrape(c), "agentsvc_sse_streams_open")[0].value == before
 
 
 # --- X-Request-Id and log lines ---------------------------------------------------------
 
 
+@memory_only
 @pytest.mark.parametrize(
     "sent",
     ["abc", "req-42", "a.b_c:d-e", "x" * 128, "0123456789ABCDEFabcdef"],
@@ -235,6 +258,7 @@ def test_a_valid_client_request_id_comes_back(client: TestClient[Any], sent: str
     assert client.get("/healthz", headers={"X-Request-Id": sent}).headers["x-request-id"] == sent
 
 
+@memory_only
 @pytest.mark.parametrize(
     "sent", ["", "x" * 129, "has space", "semi;colon", "ünïcode".encode(), "a/b", "<script>"]
 )
@@ -247,6 +271,7 @@ def test_an_invalid_client_request_id_is_replaced(
     int(got, 16)
 
 
+@memory_only
 def test_every_answer_has_a_fresh_request_id(client: TestClient[Any], auth: H) -> None:
     answers = [
         client.get("/healthz"),
@@ -298,8 +323,9 @@ def kept() -> Iterator[Kept]:
 
 
 def test_log_lines_of_the_reply_task_name_the_request(
-    harness: Harness, auth: H, kept: Kept
+    settings: Settings, auth: H, kept: Kept
 ) -> None:
+    harness = Harness(settings)  # its own: it changes the model, and reads start-up's lines
     harness.model.inner = LoggingModel()  # type: ignore[assignment]
     with harness.client() as c:
         c.headers.update(auth)
@@ -328,12 +354,13 @@ def cors_headers(r: Any) -> dict[str, str]:
 
 
 @pytest.fixture
-def cors(settings: Settings) -> Iterator[TestClient[Any]]:
+def cors(request: pytest.FixtureRequest, settings: Settings) -> Iterator[TestClient[Any]]:
     allowed = with_settings(settings, cors_origins=(ORIGIN, "http://localhost:3000"))
-    with TestClient(create_app(allowed)) as c:
+    with shared_client(request, allowed) as c:
         yield c
 
 
+@memory_only
 def test_no_cors_headers_without_configured_origins(client: TestClient[Any], auth: H) -> None:
     preflight = client.options(
         "/api/agents", headers={"Origin": ORIGIN, "Access-Control-Request-Method": "POST"}
@@ -343,6 +370,7 @@ def test_no_cors_headers_without_configured_origins(client: TestClient[Any], aut
     assert cors_headers(client.get("/api/agents", headers={**auth, "Origin": ORIGIN})) == {}
 
 
+@memory_only
 def test_a_preflight_from_an_allowed_origin_needs_no_credentials(
     cors: TestClient[Any],
 ) -> None:
@@ -367,6 +395,7 @@ def test_a_preflight_from_an_allowed_origin_needs_no_credentials(
     assert r.headers["x-request-id"]
 
 
+@memory_only
 def test_preflights_cost_no_rate_limit_budget(settings: Settings) -> None:
     tight = with_settings(settings, cors_origins=(ORIGIN,), rate_limit_per_address_per_min=1)
     with TestClient(create_app(tight)) as c:
@@ -377,6 +406,7 @@ def test_preflights_cost_no_rate_limit_budget(settings: Settings) -> None:
             assert r.status_code == 204
 
 
+@memory_only
 def test_answers_to_an_allowed_origin_carry_cors_headers(cors: TestClient[Any], auth: H) -> None:
     for r in (
         cors.get("/api/agents", headers={**auth, "Origin": ORIGIN}),
@@ -390,8 +420,9 @@ def test_answers_to_an_allowed_origin_carry_cors_headers(cors: TestClient[Any], 
         assert r.headers["vary"] == "Origin"
 
 
-def test_a_streamed_reply_carries_cors_headers(harness: Harness, auth: H) -> None:
-    harness.settings = with_settings(harness.settings, cors_origins=(ORIGIN,))
+@memory_only
+def test_a_streamed_reply_carries_cors_headers(settings: Settings, auth: H) -> None:
+    harness = Harness(with_settings(settings, cors_origins=(ORIGIN,)))
     with harness.live({**auth, "Origin": ORIGIN}) as c:
         _, t = setup(c)
         r = c.post(f"/api/threads/{t['id']}/messages", json={"content": "hi"})
@@ -400,6 +431,7 @@ def test_a_streamed_reply_carries_cors_headers(harness: Harness, auth: H) -> Non
         assert r.headers["access-control-expose-headers"] == "X-Request-Id, Idempotent-Replayed"
 
 
+@memory_only
 def test_a_disallowed_origin_gets_no_cors_headers(cors: TestClient[Any], auth: H) -> None:
     evil = "https://evil.example"
     preflight = cors.options(
@@ -411,6 +443,7 @@ def test_a_disallowed_origin_gets_no_cors_headers(cors: TestClient[Any], auth: H
     assert cors_headers(cors.get("/api/agents", headers={**auth, "Origin": "null"})) == {}
 
 
+@memory_only
 def test_an_options_request_that_is_no_preflight_keeps_its_allow(cors: TestClient[Any]) -> None:
     r = cors.options("/api/agents", headers={"Origin": ORIGIN})
     assert r.headers["allow"] == "GET, OPTIONS, POST"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.web.conftest import bearer, make_jwt
-from tests.web.harness import Harness
+from tests.web.harness import SharedHarness
 
 H = dict[str, str]
 
@@ -26,7 +26,7 @@ H = dict[str, str]
     ],
 )
 def test_resolver_urls_are_refused_without_private_network(
-    harness: Harness, auth: H, url: str
+    harness: SharedHarness, auth: H, url: str
 ) -> None:
     with harness.client() as c:
         agent = c.post("/api/agents", json={"name": "A"}, headers=auth).json()
@@ -46,7 +46,7 @@ def test_resolver_urls_are_refused_without_private_network(
 
 
 def test_settings_are_per_organization_and_admin_only(
-    harness: Harness, auth: H, org_id: str
+    harness: SharedHarness, auth: H, org_id: str
 ) -> None:
     with harness.client() as c:
         agent = c.post("/api/agents", json={"name": "A"}, headers=auth).json()
@@ -69,7 +69,7 @@ def test_settings_are_per_organization_and_admin_only(
     "domain",
     ["not a domain!!", "https://app.example.com", "app.example.com/path", "*", "a..b", "x:99999"],
 )
-def test_embed_domains_must_be_host_names(harness: Harness, auth: H, domain: str) -> None:
+def test_embed_domains_must_be_host_names(harness: SharedHarness, auth: H, domain: str) -> None:
     with harness.client() as c:
         r = c.post("/api/orgs/settings", json={"allowedEmbedDomains": [domain]}, headers=auth)
         assert (r.status_code, r.json()["error"]) == (422, "VALIDATION_ERROR"), r.text

@@ -14,7 +14,7 @@ import msgspec
 
 from agentsvc_web.settings import Settings
 from tests.sse import Event, parse, parse_lines, tokens
-from tests.web.harness import Harness
+from tests.web.harness import Harness, SharedHarness
 from tests.web.test_turn import history, send, setup, wait_for
 
 H = dict[str, str]
@@ -38,7 +38,9 @@ def _stream(c: httpx.Client, thread_id: str, **kw: Any) -> httpx.Response:
     return c.get(f"/api/threads/{thread_id}/stream", params=kw, headers=headers)
 
 
-def test_reattach_with_last_event_id_gets_every_later_event_once(harness: Harness, auth: H) -> None:
+def test_reattach_with_last_event_id_gets_every_later_event_once(
+    harness: SharedHarness, auth: H
+) -> None:
     with harness.live(auth) as c:
         _, t = setup(c)
         first = _first_events(c, t["id"], "answer slowly please", 4)
@@ -60,7 +62,7 @@ def test_reattach_with_last_event_id_gets_every_later_event_once(harness: Harnes
         assert [(e.event, e.data) for e in again] == [(e.event, e.data) for e in first + rest]
 
 
-def test_after_query_and_replay_of_a_finished_reply(harness: Harness, auth: H) -> None:
+def test_after_query_and_replay_of_a_finished_reply(harness: SharedHarness, auth: H) -> None:
     with harness.live(auth) as c:
         _, t = setup(c)
         events = send(c, t["id"], content="Hello there")
@@ -78,7 +80,7 @@ def test_after_query_and_replay_of_a_finished_reply(harness: Harness, auth: H) -
         assert parse(_stream(c, t["id"], runId=run_id, after=len(events)).text) == []
 
 
-def test_several_viewers_follow_one_reply(harness: Harness, auth: H) -> None:
+def test_several_viewers_follow_one_reply(harness: SharedHarness, auth: H) -> None:
     with harness.live(auth) as c:
         _, t = setup(c)
         first = _first_events(c, t["id"], "slowly, for everyone", 2)
@@ -98,7 +100,7 @@ def test_several_viewers_follow_one_reply(harness: Harness, auth: H) -> None:
         assert tokens(first) + tokens(results[0]) == results[0][-1].data["content"]
 
 
-def test_thread_shows_its_running_reply(harness: Harness, auth: H) -> None:
+def test_thread_shows_its_running_reply(harness: SharedHarness, auth: H) -> None:
     with harness.live(auth) as c:
         _, t = setup(c)
         assert c.get(f"/api/threads/{t['id']}").json()["active_run_id"] is None
@@ -112,7 +114,7 @@ def test_thread_shows_its_running_reply(harness: Harness, auth: H) -> None:
         wait_for(lambda: c.get(f"/api/threads/{t['id']}").json()["active_run_id"] is None)
 
 
-def test_reattach_refusals(harness: Harness, auth: H) -> None:
+def test_reattach_refusals(harness: SharedHarness, auth: H) -> None:
     with harness.live(auth) as c:
         _, t = setup(c)
         _, other = setup(c)

@@ -9,7 +9,7 @@ import pytest
 from litestar.testing import TestClient
 
 from tests.web.conftest import bearer, make_jwt
-from tests.web.harness import Harness
+from tests.web.harness import SharedHarness
 
 Client = TestClient[Any]
 H = dict[str, str]
@@ -33,7 +33,7 @@ def err(r: Any, status: int, code: str) -> str:
     return str(r.json().get("detail", ""))
 
 
-def test_create_thread_with_every_field(harness: Harness, auth: H, org_id: str) -> None:
+def test_create_thread_with_every_field(harness: SharedHarness, auth: H, org_id: str) -> None:
     with harness.client() as c:
         a = agent(c, auth, toolProfiles={"support": {"tools": []}})
         t = thread(
@@ -75,7 +75,7 @@ def test_create_thread_with_every_field(harness: Harness, auth: H, org_id: str) 
     ],
 )
 def test_invalid_thread_fields_are_422(
-    harness: Harness, auth: H, body: dict[str, Any], field: str
+    harness: SharedHarness, auth: H, body: dict[str, Any], field: str
 ) -> None:
     with harness.client() as c:
         a = agent(c, auth)
@@ -84,13 +84,13 @@ def test_invalid_thread_fields_are_422(
         assert field in detail
 
 
-def test_thread_for_unknown_agent_is_404(harness: Harness, auth: H) -> None:
+def test_thread_for_unknown_agent_is_404(harness: SharedHarness, auth: H) -> None:
     with harness.client() as c:
         r = c.post("/api/threads", json={"agentId": str(uuid.uuid4())}, headers=auth)
         err(r, 404, "NOT_FOUND")
 
 
-def test_patch_thread_null_clears_and_metadata_is_replaced(harness: Harness, auth: H) -> None:
+def test_patch_thread_null_clears_and_metadata_is_replaced(harness: SharedHarness, auth: H) -> None:
     with harness.client() as c:
         a = agent(c, auth, toolProfiles={"p": {"tools": []}, "q": {"tools": []}})
         t = thread(
@@ -140,7 +140,9 @@ def test_patch_thread_null_clears_and_metadata_is_replaced(harness: Harness, aut
         )
 
 
-def test_paging_through_hundreds_of_threads_returns_each_once(harness: Harness, auth: H) -> None:
+def test_paging_through_hundreds_of_threads_returns_each_once(
+    harness: SharedHarness, auth: H
+) -> None:
     with harness.client() as c:
         a = agent(c, auth)
         other = agent(c, auth)
@@ -173,14 +175,16 @@ def test_paging_through_hundreds_of_threads_returns_each_once(harness: Harness, 
     "params",
     [{}, {"limit": 0}, {"limit": 101}, {"cursor": "yesterday"}, {"agentId": "nope"}],
 )
-def test_bad_list_parameters_are_422(harness: Harness, auth: H, params: dict[str, Any]) -> None:
+def test_bad_list_parameters_are_422(
+    harness: SharedHarness, auth: H, params: dict[str, Any]
+) -> None:
     with harness.client() as c:
         a = agent(c, auth)
         query = {"agentId": a["id"], **params} if params else {}
         err(c.get("/api/threads", params=query, headers=auth), 422, "VALIDATION_ERROR")
 
 
-def test_jwt_users_see_only_their_threads(harness: Harness, auth: H, org_id: str) -> None:
+def test_jwt_users_see_only_their_threads(harness: SharedHarness, auth: H, org_id: str) -> None:
     alice = bearer(make_jwt(sub="alice", org=org_id))
     bob = bearer(make_jwt(sub="bob", org=org_id))
     with harness.client() as c:
@@ -216,7 +220,7 @@ def test_jwt_users_see_only_their_threads(harness: Harness, auth: H, org_id: str
         )
 
 
-def test_history_bounds(harness: Harness, auth: H) -> None:
+def test_history_bounds(harness: SharedHarness, auth: H) -> None:
     with harness.client() as c:
         a = agent(c, auth)
         t = thread(c, auth, a["id"])
@@ -230,7 +234,7 @@ def test_history_bounds(harness: Harness, auth: H) -> None:
         assert r.json() == {"messages": [], "total": 0}
 
 
-def test_multiplayer_participants(harness: Harness, auth: H, org_id: str) -> None:
+def test_multiplayer_participants(harness: SharedHarness, auth: H, org_id: str) -> None:
     alice = bearer(make_jwt(sub="alice", org=org_id))
     bob = bearer(make_jwt(sub="bob", org=org_id))
     carol = bearer(make_jwt(sub="carol", org=org_id))

@@ -13,7 +13,7 @@ import pytest
 
 from agentsvc_web.settings import Settings
 from tests.sse import Event, names, parse, parse_lines, tokens
-from tests.web.harness import Harness
+from tests.web.harness import Harness, SharedHarness
 
 H = dict[str, str]
 
@@ -45,7 +45,7 @@ def wait_for(predicate: Any, timeout: float = 10.0) -> None:
         time.sleep(0.05)
 
 
-def test_a_reply_streams_meta_tokens_done(harness: Harness, auth: H) -> None:
+def test_a_reply_streams_meta_tokens_done(harness: SharedHarness, auth: H) -> None:
     with harness.live(auth) as c:
         _, t = setup(c)
         events = send(c, t["id"], content="Hello!")
@@ -72,7 +72,7 @@ def test_a_reply_streams_meta_tokens_done(harness: Harness, auth: H) -> None:
         assert msgs[1]["id"] == done["messageId"]
 
 
-def test_every_turn_gives_the_model_the_whole_history(harness: Harness, auth: H) -> None:
+def test_every_turn_gives_the_model_the_whole_history(harness: SharedHarness, auth: H) -> None:
     with harness.live(auth) as c:
         _, t = setup(c)
         said = ["first", "second", "third", "fourth"]
@@ -90,7 +90,7 @@ def test_every_turn_gives_the_model_the_whole_history(harness: Harness, auth: H)
 
 
 def test_overlays_and_metadata_reach_the_model_and_the_usage_record(
-    harness: Harness, auth: H
+    harness: SharedHarness, auth: H
 ) -> None:
     with harness.live(auth) as c:
         a = c.post("/api/agents", json={"name": "A", "stablePreamble": "PREAMBLE"}).json()
@@ -126,7 +126,7 @@ def test_overlays_and_metadata_reach_the_model_and_the_usage_record(
         assert records[0].usage.output_tokens > 0
 
 
-def test_stop_mid_stream_keeps_the_partial_reply(harness: Harness, auth: H) -> None:
+def test_stop_mid_stream_keeps_the_partial_reply(harness: SharedHarness, auth: H) -> None:
     with harness.live(auth) as c:
         _, t = setup(c)
         assert c.post(f"/api/threads/{t['id']}/stop").json() == {"ok": False}
@@ -155,7 +155,9 @@ def test_stop_mid_stream_keeps_the_partial_reply(harness: Harness, auth: H) -> N
         assert names(send(c, t["id"], content="next"))[-1] == "done"
 
 
-def test_a_client_that_disconnects_does_not_cancel_the_reply(harness: Harness, auth: H) -> None:
+def test_a_client_that_disconnects_does_not_cancel_the_reply(
+    harness: SharedHarness, auth: H
+) -> None:
     with harness.live(auth) as c:
         _, t = setup(c)
         with c.stream(
@@ -170,7 +172,7 @@ def test_a_client_that_disconnects_does_not_cancel_the_reply(harness: Harness, a
         assert reply["content"].endswith("word50.")
 
 
-def test_a_second_send_while_busy_is_409(harness: Harness, auth: H) -> None:
+def test_a_second_send_while_busy_is_409(harness: SharedHarness, auth: H) -> None:
     with harness.live(auth) as c:
         _, t = setup(c)
         with c.stream("POST", f"/api/threads/{t['id']}/messages", json={"content": "slowly"}) as r:
@@ -189,7 +191,7 @@ def test_a_second_send_while_busy_is_409(harness: Harness, auth: H) -> None:
 
 
 def test_provider_failure_is_an_error_event_and_keeps_the_user_message(
-    harness: Harness, auth: H
+    harness: SharedHarness, auth: H
 ) -> None:
     with harness.live(auth) as c:
         _, t = setup(c)
@@ -204,7 +206,7 @@ def test_provider_failure_is_an_error_event_and_keeps_the_user_message(
         assert names(send(c, t["id"], content="and now?"))[-1] == "done"  # not stuck busy
 
 
-def test_unknown_model_is_422_before_anything_streams(harness: Harness, auth: H) -> None:
+def test_unknown_model_is_422_before_anything_streams(harness: SharedHarness, auth: H) -> None:
     with harness.live(auth) as c:
         _, t = setup(c)
         r = c.post(
@@ -214,7 +216,7 @@ def test_unknown_model_is_422_before_anything_streams(harness: Harness, auth: H)
         assert history(c, t["id"]) == []
 
 
-def test_client_tool_round_trip(harness: Harness, auth: H) -> None:
+def test_client_tool_round_trip(harness: SharedHarness, auth: H) -> None:
     weather = {
         "name": "get_weather",
         "description": "Weather for a city",
@@ -259,7 +261,7 @@ def test_client_tool_round_trip(harness: Harness, auth: H) -> None:
         assert r.status_code == 422
 
 
-def test_server_tool_events_come_in_order_then_the_text(harness: Harness, auth: H) -> None:
+def test_server_tool_events_come_in_order_then_the_text(harness: SharedHarness, auth: H) -> None:
     with harness.live(auth) as c:
         _, t = setup(c)
         events = send(c, t["id"], content='call kb__search {"q": "refunds"}')
@@ -283,7 +285,7 @@ def test_server_tool_events_come_in_order_then_the_text(harness: Harness, auth: 
         assert [m["role"] for m in msgs] == ["user", "assistant"]
 
 
-def test_profile_gating_hides_tools_outside_the_profile(harness: Harness, auth: H) -> None:
+def test_profile_gating_hides_tools_outside_the_profile(harness: SharedHarness, auth: H) -> None:
     profiles = {
         "support": {"tools": ["kb__search"], "description": "answer questions"},
         "admin": {"tools": ["kb__search", "kb__admin"], "description": "manage the knowledge base"},
@@ -315,7 +317,7 @@ def test_profile_gating_hides_tools_outside_the_profile(harness: Harness, auth: 
         assert offered() == {"kb__search", "kb__admin", "crm__lookup"}
 
 
-def test_profile_switch_is_proposed_not_made(harness: Harness, auth: H) -> None:
+def test_profile_switch_is_proposed_not_made(harness: SharedHarness, auth: H) -> None:
     profiles = {"support": {"tools": ["kb__search"]}, "admin": {"tools": ["kb__admin"]}}
     with harness.live(auth) as c:
         a = c.post("/api/agents", json={"name": "A", "toolProfiles": profiles}).json()
@@ -331,7 +333,7 @@ def test_profile_switch_is_proposed_not_made(harness: Harness, auth: H) -> None:
         assert c.get(f"/api/threads/{t['id']}").json()["active_profile"] == "support"
 
 
-def test_a_tool_needing_oauth_emits_auth_challenge(harness: Harness, auth: H) -> None:
+def test_a_tool_needing_oauth_emits_auth_challenge(harness: SharedHarness, auth: H) -> None:
     with harness.live(auth) as c:
         _, t = setup(c)
         events = send(c, t["id"], content="call crm__lookup")
@@ -362,7 +364,9 @@ def test_a_tool_needing_oauth_emits_auth_challenge(harness: Harness, auth: H) ->
         ({"content": "nul \u0000"}, "content"),
     ],
 )
-def test_invalid_sends_are_422(harness: Harness, auth: H, body: dict[str, Any], field: str) -> None:
+def test_invalid_sends_are_422(
+    harness: SharedHarness, auth: H, body: dict[str, Any], field: str
+) -> None:
     with harness.client() as tc:
         a = tc.post("/api/agents", json={"name": "A"}, headers=auth).json()
         t = tc.post("/api/threads", json={"agentId": a["id"]}, headers=auth).json()

@@ -8,11 +8,13 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+import jwt
 
 from tests.e2e.secret_scan import SCAN
 
@@ -90,3 +92,24 @@ def running(
         yield svc
     finally:
         svc.stop()
+
+
+def new_org(url: str, jwt_secret: str, prefix: str = "e2e") -> tuple[str, str]:
+    """A fresh organization on a running service, and an API key of it.
+
+    The tests of a module share one service process (a start imports, builds and
+    migrates the whole app); each test works in an organization of its own, so
+    that none sees another's agents, threads, settings or signing secret. The
+    organization's admin JWT (the service runs with ``AGENTSVC_JWT_SECRET``)
+    makes the key; the secret scan learns the key from that answer."""
+    org = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    token = jwt.encode(
+        {"sub": f"{prefix}-admin", "org_id": org, "role": "admin", "exp": int(time.time()) + 3600},
+        jwt_secret,
+        algorithm="HS256",
+    )
+    r = httpx.post(
+        f"{url}/api/keys", json={}, headers={"Authorization": f"Bearer {token}"}, timeout=30
+    )
+    assert r.status_code == 201, r.text
+    return org, str(r.json()["key"])

@@ -4,45 +4,73 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from agentsvc_core.use_cases.compaction import SUMMARY_PROMPT
-from tests.e2e.service import Service
+from tests.e2e.service import Service, new_org
 from tests.fakes.providers import FakeProvider, Reply
 from tests.sse import names, parse
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
 
-@pytest.fixture
-def world(pg_url: str, tmp_path: Path) -> Iterator[tuple[httpx.Client, FakeProvider]]:
-    fake = FakeProvider("beta")
-    base = fake.start()
-    key = f"ask_e2e_{uuid.uuid4().hex}"
+JWT_SECRET = "compaction-e2e-jwt-secret-0123456789abcdefghijklm"
+
+
+@pytest.fixture(scope="module")
+def served(
+    pg_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Service, dict[str, FakeProvider]]]:
+    """One service for the module with both fakes ('alpha' for native compaction,
+    'beta' for summaries): each test picks its family by its agent's model."""
+    tmp = tmp_path_factory.mktemp("compaction")
+    fakes = {"alpha": FakeProvider("alpha"), "beta": FakeProvider("beta")}
+    alpha, beta = fakes["alpha"].start(), fakes["beta"].start()
     svc = Service(
         {
             "AGENTSVC_DATABASE_URL": pg_url,
-            "AGENTSVC_BOOTSTRAP_API_KEY": key,
+            "AGENTSVC_BOOTSTRAP_API_KEY": f"ask_e2e_{uuid.uuid4().hex}",
             "AGENTSVC_BOOTSTRAP_ORG": f"cmp-{uuid.uuid4().hex[:8]}",
-            "AGENTSVC_BETA_BASE_URL": f"{base}/v1",
+            "AGENTSVC_JWT_SECRET": JWT_SECRET,
+            "AGENTSVC_ALPHA_BASE_URL": alpha,
+            "AGENTSVC_ALPHA_API_KEY": "sk-ant-platform",
+            "AGENTSVC_BETA_BASE_URL": f"{beta}/v1",
             "AGENTSVC_BETA_API_KEY": "sk-platform",
-            "AGENTSVC_DATA_DIR": str(tmp_path / "data"),
+            "AGENTSVC_DATA_DIR": str(tmp / "data"),
         },
-        log=tmp_path / "svc.log",
+        log=tmp / "svc.log",
     )
     try:
         svc.wait_ready()
-        with httpx.Client(
-            base_url=svc.url, headers={"Authorization": f"Bearer {key}"}, timeout=30
-        ) as c:
-            yield c, fake
+        yield svc, fakes
     finally:
         svc.stop()
-        fake.stop()
+        for fake in fakes.values():
+            fake.stop()
+
+
+def _world(
+    served: tuple[Service, dict[str, FakeProvider]], kind: str
+) -> Iterator[tuple[httpx.Client, FakeProvider]]:
+    """An organization of this test's own, and the fake with nothing recorded."""
+    svc, fakes = served
+    for fake in fakes.values():
+        fake.reset()
+    _, key = new_org(svc.url, JWT_SECRET, "cmp")
+    with httpx.Client(
+        base_url=svc.url, headers={"Authorization": f"Bearer {key}"}, timeout=30
+    ) as c:
+        yield c, fakes[kind]
+
+
+@pytest.fixture
+def world(
+    served: tuple[Service, dict[str, FakeProvider]],
+) -> Iterator[tuple[httpx.Client, FakeProvider]]:
+    yield from _world(served, "beta")
 
 
 def system_of(body: dict[str, Any]) -> str:
@@ -119,30 +147,10 @@ def test_compaction_settings_bounds(world: tuple[httpx.Client, FakeProvider]) ->
 
 
 @pytest.fixture
-def alpha_world(pg_url: str, tmp_path: Path) -> Iterator[tuple[httpx.Client, FakeProvider]]:
-    fake = FakeProvider("alpha")
-    base = fake.start()
-    key = f"ask_e2e_{uuid.uuid4().hex}"
-    svc = Service(
-        {
-            "AGENTSVC_DATABASE_URL": pg_url,
-            "AGENTSVC_BOOTSTRAP_API_KEY": key,
-            "AGENTSVC_BOOTSTRAP_ORG": f"cmpa-{uuid.uuid4().hex[:8]}",
-            "AGENTSVC_ALPHA_BASE_URL": base,
-            "AGENTSVC_ALPHA_API_KEY": "sk-ant-platform",
-            "AGENTSVC_DATA_DIR": str(tmp_path / "data"),
-        },
-        log=tmp_path / "svc.log",
-    )
-    try:
-        svc.wait_ready()
-        with httpx.Client(
-            base_url=svc.url, headers={"Authorization": f"Bearer {key}"}, timeout=30
-        ) as c:
-            yield c, fake
-    finally:
-        svc.stop()
-        fake.stop()
+def alpha_world(
+    served: tuple[Service, dict[str, FakeProvider]],
+) -> Iterator[tuple[httpx.Client, FakeProvider]]:
+    yield from _world(served, "alpha")
 
 
 def _alpha_texts(body: dict[str, Any]) -> list[tuple[str, list[str]]]:

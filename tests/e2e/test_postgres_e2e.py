@@ -135,7 +135,9 @@ def test_serve_with_several_workers(pg_url: str, tmp_path: Path) -> None:
         assert svc.stop() == 0, svc.output()
 
 
-def test_keys_create_prints_a_key_the_service_accepts(pg_url: str, tmp_path: Path) -> None:
+def test_keys_create_prints_a_key_the_service_accepts(pg_url: str, service: Service) -> None:
+    """The key the command writes to the database is accepted by a service on it
+    (the session's, on the same database)."""
     org = f"cli-{uuid.uuid4().hex[:8]}"
     env = {"AGENTSVC_DATABASE_URL": pg_url, "PATH": "/usr/bin:/bin"}
     out = subprocess.run(
@@ -149,14 +151,9 @@ def test_keys_create_prints_a_key_the_service_accepts(pg_url: str, tmp_path: Pat
     assert token.startswith("ask_")
     assert "shown once" in out.stderr
     assert token not in out.stderr
-    svc = Service({"AGENTSVC_DATABASE_URL": pg_url}, log=tmp_path / "k.log")
-    try:
-        svc.wait_ready()
-        r = httpx.get(f"{svc.url}/api/keys", headers={"Authorization": f"Bearer {token}"})
-        assert r.status_code == 200
-        assert [(k["org_id"], k["name"]) for k in r.json()] == [(org, "from-cli")]
-    finally:
-        svc.stop()
+    r = httpx.get(f"{service.url}/api/keys", headers={"Authorization": f"Bearer {token}"})
+    assert r.status_code == 200
+    assert [(k["org_id"], k["name"]) for k in r.json()] == [(org, "from-cli")]
 
 
 def test_migrate_command(pg_admin_url: str) -> None:

@@ -6,13 +6,12 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.e2e.service import Service
+from tests.e2e.service import Service, new_org
 from tests.fakes.providers import FakeProvider, Reply, ToolCallSpec
 from tests.sse import Event, names, parse, parse_lines, tokens
 
@@ -67,29 +66,50 @@ class World:
         return first["content"] if first["role"] == "system" else None
 
 
-@pytest.fixture(params=["alpha", "beta"])
-def world(request: pytest.FixtureRequest, pg_url: str, tmp_path: Path) -> Iterator[World]:
-    kind = request.param
-    fake = FakeProvider(kind, api_key=PROVIDER_KEY)
-    base = fake.start()
-    key = f"ask_e2e_{uuid.uuid4().hex}"
+JWT_SECRET = "providers-e2e-jwt-secret-0123456789abcdefghijklmn"
+
+
+@pytest.fixture(scope="module")
+def served(
+    pg_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Service, dict[str, FakeProvider]]]:
+    """One service for the module, configured with both fakes: each test talks to
+    the provider its model names, in an organization of its own."""
+    tmp = tmp_path_factory.mktemp("providers")
+    fakes = {kind: FakeProvider(kind, api_key=PROVIDER_KEY) for kind in MODEL}
     env = {
         "AGENTSVC_DATABASE_URL": pg_url,
-        "AGENTSVC_BOOTSTRAP_API_KEY": key,
+        "AGENTSVC_BOOTSTRAP_API_KEY": f"ask_e2e_{uuid.uuid4().hex}",
         "AGENTSVC_BOOTSTRAP_ORG": f"prov-{uuid.uuid4().hex[:8]}",
-        f"AGENTSVC_{kind.upper()}_BASE_URL": base if kind == "alpha" else f"{base}/v1",
-        f"AGENTSVC_{kind.upper()}_API_KEY": PROVIDER_KEY,
+        "AGENTSVC_JWT_SECRET": JWT_SECRET,
     }
-    svc = Service(env, log=tmp_path / "svc.log")
+    for kind, fake in fakes.items():
+        base = fake.start()
+        env[f"AGENTSVC_{kind.upper()}_BASE_URL"] = base if kind == "alpha" else f"{base}/v1"
+        env[f"AGENTSVC_{kind.upper()}_API_KEY"] = PROVIDER_KEY
+    svc = Service(env, log=tmp / "svc.log")
     try:
         svc.wait_ready()
-        w = World(kind, fake, svc, key)
-        yield w
-        w.client.close()
-        assert PROVIDER_KEY not in svc.output(), "the provider key leaked into the log"
+        yield svc, fakes
     finally:
         svc.stop()
-        fake.stop()
+        for fake in fakes.values():
+            fake.stop()
+
+
+@pytest.fixture(params=["alpha", "beta"])
+def world(
+    request: pytest.FixtureRequest, served: tuple[Service, dict[str, FakeProvider]]
+) -> Iterator[World]:
+    kind = request.param
+    svc, fakes = served
+    for fake in fakes.values():
+        fake.reset()  # no reply scripted, no request recorded by an earlier test
+    _, key = new_org(svc.url, JWT_SECRET, "prov")
+    w = World(kind, fakes[kind], svc, key)
+    yield w
+    w.client.close()
+    assert PROVIDER_KEY not in svc.log_path.read_text(errors="replace"), "the key leaked"
 
 
 def test_multi_turn_sends_the_full_history_each_time(world: World) -> None:

@@ -9,7 +9,6 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,7 +18,7 @@ import pytest
 
 from tests.e2e.receivers import load_example
 from tests.e2e.secret_scan import SCAN
-from tests.e2e.service import Service
+from tests.e2e.service import Service, new_org
 from tests.fakes.providers import FakeProvider, Reply, ToolCallSpec
 from tests.mcp_servers.server import HttpMcpServer
 from tests.sse import names, parse
@@ -88,57 +87,71 @@ class Resolver:
         await send({"type": "http.response.body", "body": payload})
 
 
-@pytest.fixture
-def world(own_pg_url: str, tmp_path: Path) -> Iterator[dict[str, Any]]:
-    pg_url = own_pg_url  # memory collection's job must run in this test's service
+@pytest.fixture(scope="module")
+def served(
+    own_pg_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Service, FakeProvider, Resolver, str]]:
+    """One service for the module (on a database of its own: memory collection's
+    job must run in this service), the fake provider and the resolver it calls."""
     SCAN.secret("sk-alice-own-key", "a BYOK key the resolver returned")
+    tmp = tmp_path_factory.mktemp("resolver")
     resolver = Resolver()
     fake = FakeProvider("beta")
     base = fake.start()
-    key = f"ask_e2e_{uuid.uuid4().hex}"
-    org = f"byok-{uuid.uuid4().hex[:8]}"
     svc = Service(
         {
-            "AGENTSVC_DATABASE_URL": pg_url,
-            "AGENTSVC_BOOTSTRAP_API_KEY": key,
-            "AGENTSVC_BOOTSTRAP_ORG": org,
+            "AGENTSVC_DATABASE_URL": own_pg_url,
+            "AGENTSVC_BOOTSTRAP_API_KEY": f"ask_e2e_{uuid.uuid4().hex}",
+            "AGENTSVC_BOOTSTRAP_ORG": f"byok-{uuid.uuid4().hex[:8]}",
             "AGENTSVC_BETA_BASE_URL": f"{base}/v1",
             "AGENTSVC_BETA_API_KEY": PLATFORM_KEY,
             "AGENTSVC_ALLOW_PRIVATE_NETWORK": "true",
             "AGENTSVC_JWT_SECRET": JWT_SECRET,
-            "AGENTSVC_DATA_DIR": str(tmp_path / "data"),
+            "AGENTSVC_DATA_DIR": str(tmp / "data"),
         },
-        log=tmp_path / "svc.log",
+        log=tmp / "svc.log",
     )
     with serve(resolver) as resolver_url:
         try:
             svc.wait_ready()
-            admin = httpx.Client(
-                base_url=svc.url, headers={"Authorization": f"Bearer {key}"}, timeout=30
-            )
-            alice_token = jwt.encode(
-                {"sub": "alice", "org_id": org, "exp": int(time.time()) + 3600},
-                JWT_SECRET,
-                algorithm="HS256",
-            )
-            alice = httpx.Client(
-                base_url=svc.url, headers={"Authorization": f"Bearer {alice_token}"}, timeout=30
-            )
-            yield {
-                "svc": svc,
-                "admin": admin,
-                "alice": alice,
-                "fake": fake,
-                "resolver": resolver,
-                "url": f"{resolver_url}/resolve",
-                "pg": pg_url,
-            }
-            admin.close()
-            alice.close()
-            assert "sk-alice-own-key" not in svc.output(), "the user's key leaked into the log"
+            yield svc, fake, resolver, resolver_url
         finally:
             svc.stop()
             fake.stop()
+
+
+@pytest.fixture
+def world(
+    served: tuple[Service, FakeProvider, Resolver, str], own_pg_url: str
+) -> Iterator[dict[str, Any]]:
+    """Each test: an organization of its own (its signing secret, its admin and
+    Alice), the resolver answering with Alice's key, the fake with nothing scripted."""
+    svc, fake, resolver, resolver_url = served
+    resolver.mode, resolver.secrets, resolver.calls = "key", [], []
+    fake.reset()
+    org, key = new_org(svc.url, JWT_SECRET, "byok")
+    admin = httpx.Client(base_url=svc.url, headers={"Authorization": f"Bearer {key}"}, timeout=30)
+    alice_token = jwt.encode(
+        {"sub": "alice", "org_id": org, "exp": int(time.time()) + 3600},
+        JWT_SECRET,
+        algorithm="HS256",
+    )
+    alice = httpx.Client(
+        base_url=svc.url, headers={"Authorization": f"Bearer {alice_token}"}, timeout=30
+    )
+    yield {
+        "svc": svc,
+        "admin": admin,
+        "alice": alice,
+        "fake": fake,
+        "resolver": resolver,
+        "url": f"{resolver_url}/resolve",
+        "pg": own_pg_url,
+    }
+    admin.close()
+    alice.close()
+    log = svc.log_path.read_text(errors="replace")
+    assert "sk-alice-own-key" not in log, "the user's key leaked into the log"
 
 
 def setup_agent(w: dict[str, Any], **config: Any) -> tuple[str, str]:

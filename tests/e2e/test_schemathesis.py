@@ -1,228 +1,47 @@
-"""Schemathesis (v4) against the served OpenAPI document, authenticated.
-
-It generates valid and invalid requests for every operation and runs every check
-(``--checks all``): no 5xx; every answer (status, content type, headers, body) as
-the document declares; schema-valid requests accepted and invalid ones refused;
-credentials required where the document requires them; ``Allow`` on ``OPTIONS``
-and 405 exact; a deleted resource gone.
-"""
+"""Schemathesis against the served document (tests/e2e/schemathesis_run.py): the
+stateful phase over every operation, and the per-operation phases over the first
+groups of tags; tests/e2e/test_schemathesis_operations.py runs the others, so that
+two test processes share the run."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
+import httpx
 import pytest
 
-from tests.e2e.conftest import E2E_KEY
+from tests.e2e.schemathesis_run import (
+    FIRST,
+    GROUPS,
+    PER_OPERATION,
+    SECOND,
+    TIMEOUT,
+    operations,
+    run_schemathesis,
+)
 from tests.e2e.service import Service
 
 pytestmark = pytest.mark.e2e
 
-SCHEMATHESIS = str(Path(sys.executable).parent / "schemathesis")
-# Schemathesis' defaults, plus 413: the body limit (AGENTSVC_MAX_BODY_BYTES) counts
-# bytes on the wire, before the body is read, and the document counts characters:
-# a body of bounded fields written with \u escapes can exceed it, valid or not.
-ACCEPTED = ["2xx", "3xx", "401", "403", "404", "409", "413", "429", "5xx"]
-REFUSED = [
-    "400",
-    "401",
-    "403",
-    "404",
-    "405",
-    "406",
-    "409",
-    "413",
-    "415",
-    "422",
-    "428",
-    "429",
-    "5xx",
-]
 
-# A request the document calls valid may still break a rule of the domain that
-# JSON Schema cannot state, and the spec answers 422 for it: a profile the agent
-# does not have (createAgent/updateAgent defaultProfile, createThread/updateThread
-# activeProfile, sendMessage toolProfile), content required when there are no
-# tool results (sendMessage), participants on a thread that is not multiplayer,
-# an MCP server's url or command as its transport needs (and stdio only where
-# enabled), embed domains that are host names (what IDNA lets a label hold is no
-# regular expression); a logs cursor that this list did not make, a `from` after its
-# `to` (listTraces, getAnalytics), and analytics' `from`/`to` with a period other
-# than custom, a range past 400 days or a series past 2,000 points (getAnalytics); a
-# webhook tool's name that is reserved (a built-in prefix, "__"), parameters that are
-# not a JSON Schema with an object root, a refused url or a header the service sets
-# itself (createTool, updateTool), tool ids the organization does not have
-# (putAgentDelegated); a plan's title or a todo's content that is blank or holds NUL (createPlan,
-# updatePlan, addTodos, updateTodo), a parent or dependency that is not a todo of
-# the plan (addTodos, updateTodo, addTodoDependency); an agent's web domains that are
-# host names, and search switched on while the service has no search provider
-# (putAgentWeb); a knowledge search's agentId that is not its threadId's agent
-# (searchKnowledge); a runner's trigger whose cron is no cron expression or fires
-# too often, or whose time zone is no IANA name, a webhook or button option on
-# another kind (createRunnerTrigger, updateRunnerTrigger, rotateRunnerTriggerToken),
-# a budget's share out of 1-100 (putRunnerBudget), a run's input that does not fit
-# the runner's input schema and a runner with no step (startRunnerRun, and the
-# inbound runnerWebhook with its body), a runs cursor this list did not make
-# (listRunnerRuns), a scheduled task's cron, time zone, blank prompt or a thread of
-# another agent (putScheduledTasks).
-DOMAIN_RULES = [
-    "createTool",
-    "updateTool",
-    "putAgentDelegated",
-    "listTraces",
-    "getAnalytics",
-    "createAgent",
-    "updateAgent",
-    "createMcpServer",
-    "updateMcpServer",
-    "updateOrgSettings",
-    "createThread",
-    "updateThread",
-    "sendMessage",
-    "listParticipants",
-    "addParticipant",
-    "removeParticipant",
-    "createPlan",
-    "updatePlan",
-    "addTodos",
-    "updateTodo",
-    "addTodoDependency",
-    "putAgentWeb",
-    "putAgentMemory",  # scopes must not repeat one
-    "recallMemories",  # a query of blanks or with NUL
-    "listMemories",  # a cursor that is no nextCursor
-    "searchKnowledge",
-    "createRunnerTrigger",
-    "updateRunnerTrigger",
-    "rotateRunnerTriggerToken",
-    "putRunnerBudget",
-    "startRunnerRun",
-    "runnerWebhook",
-    "listRunnerRuns",
-    "putScheduledTasks",
-    "generateRunnerSuggestions",  # a runner with no agent step
-    "putAgentCompaction",  # instructions holding NUL
-    "listScheduledTaskRuns",  # a cursor that is no nextCursor
-    "listRunnerSuggestions",  # a cursor that is no nextCursor
-    "listAgentSuggestions",  # a cursor that is no nextCursor
-    "generateAgentSuggestions",  # an agent whose model is not one the service has
-]
-CONFIG = f"""
-[checks]
-positive_data_acceptance.expected-statuses = {ACCEPTED!r}
-negative_data_rejection.expected-statuses = {REFUSED!r}
-
-[[operations]]
-include-operation-id = {DOMAIN_RULES!r}
-checks.positive_data_acceptance.expected-statuses = {[*ACCEPTED, "422"]!r}
-
-# A knowledge upload's file is bytes to the document: a type the service does not
-# read (text, Markdown, HTML and PDF are) is 415, and a title of blanks or NUL, or
-# both agentId and threadId, is 422 (rules of use_cases/knowledge.py).
-# Its negative check accepts 2xx too: in the stateful phase Schemathesis 4.32 marks
-# a valid upload (a file and an agentId, "Invalid component: positive test case")
-# as negative when it follows a negative createAgent, and the same walk fails on
-# the code before this check was relaxed; the upload's real refusals (a field that
-# is not a UUID or not UTF-8, no file part, a body over the cap) are asserted in
-# tests/web/test_knowledge_upload.py and tests/e2e/test_knowledge_e2e.py.
-[[operations]]
-include-operation-id = "uploadKnowledge"
-checks.positive_data_acceptance.expected-statuses = {[*ACCEPTED, "415", "422"]!r}
-checks.negative_data_rejection.expected-statuses = {[*REFUSED, "2xx"]!r}
-
-# The OAuth callback's state is single use and made by startMcpOAuth (excluded
-# below): any state a fuzzer sends is unknown, which is a 400 by design.
-[[operations]]
-include-operation-id = "mcpOAuthCallback"
-checks.positive_data_acceptance.expected-statuses = {[*ACCEPTED, "400"]!r}
-"""
+def test_the_groups_hold_every_operation_once(service: Service) -> None:
+    """Every operation has one tag, and every tag is in exactly one group: the
+    per-operation phases miss no operation and run none twice."""
+    ops = operations(httpx.get(f"{service.url}/schema/openapi.json").json())
+    assert len(ops) >= 100
+    assert {op: len(tags) for op, tags in ops.items() if len(tags) != 1} == {}
+    grouped = [tag for tags in GROUPS.values() for tag in tags]
+    assert len(grouped) == len(set(grouped))
+    assert set(grouped) == {tags[0] for tags in ops.values()}
+    assert sorted([*FIRST, *SECOND]) == sorted(GROUPS)  # each group runs, once
 
 
-# the run below may take up to its own 600 s; pytest's 300 s default cut it short
-@pytest.mark.timeout(660)
-def test_api_conforms_to_its_openapi_document(service: Service, tmp_path: Path) -> None:
-    config = tmp_path / "schemathesis.toml"
-    config.write_text(CONFIG)
-    out = subprocess.run(
-        [
-            SCHEMATHESIS,
-            "--config-file",
-            str(config),
-            "run",
-            f"{service.url}/schema/openapi.json",
-            "--url",
-            service.url,
-            "-H",
-            f"Authorization: Bearer {E2E_KEY}",
-            "--checks",
-            "all",
-            # 100 examples an operation: with about 130 operations, 200 took about
-            # 350 s of a suite that must stay well under 15 minutes (100: about 170 s)
-            "--max-examples",
-            "100",
-            "--seed",
-            "1",
-            "--generation-deterministic",
-            "--continue-on-failure",
-            "--no-color",
-            # Two stateful checks misread two shapes of this API, as the seed's walk
-            # finds them (schemathesis 4 applies neither per operation, so both go):
-            # DELETE /api/agents/{id}/mcps detaches one server named in the body, and
-            # the list at that path rightly still answers 200 (use_after_free); a
-            # thread outlives its agent, and a send to it once the agent is deleted
-            # is 404 "agent not found", taken for the thread being missing
-            # (ensure_resource_availability). Both behaviours are tested in tests/web.
-            "--exclude-checks",
-            "use_after_free,ensure_resource_availability",
-            # Revoking a key is covered by the web tests. Fuzzed, the stateful phase
-            # lists the keys, finds the one it authenticates with and revokes it,
-            # and every later request is a 401 that tests nothing.
-            "--exclude-operation-id",
-            "revokeKey",
-            # These make the service contact URLs given in the request (MCP servers,
-            # OAuth metadata, a credential resolver): fuzzed, they would send traffic
-            # to whatever hosts Schemathesis invents. They are tested against servers
-            # on loopback elsewhere (tests/web/test_mcp_*.py, tests/e2e/test_*_e2e.py).
-            "--exclude-operation-id",
-            "testMcpServer",
-            "--exclude-operation-id",
-            "startMcpOAuth",
-            "--exclude-operation-id",
-            "attachAgentMcpServer",
-            "--exclude-operation-id",
-            "putAgentCredentials",
-            # ... and this one connects to the database a connection string names
-            # (tested against PostgreSQL on loopback in tests/web/test_integrations_api.py
-            # and tests/e2e/test_integrations_e2e.py)
-            "--exclude-operation-id",
-            "createIntegration",
-            # ... and these store runner steps whose webhook url a run then calls
-            # (fuzzed: invented hosts); without them there are no runners to fuzz
-            # the rest with but 404s. Runners are tested against a receiver on
-            # loopback (tests/web/test_runner_engine.py, tests/e2e/test_runners_e2e.py).
-            "--exclude-operation-id",
-            "createRunner",
-            "--exclude-operation-id",
-            "updateRunner",
-            "--exclude-operation-id",
-            "replaceRunnerSteps",
-            "--exclude-operation-id",
-            "addRunnerStep",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        cwd=tmp_path,
-    )
-    # the failures first (with their curl to reproduce), not the warnings after them
-    failures = out.stdout.find("FAILURES")
-    report = (out.stdout[failures : failures + 8000] if failures >= 0 else out.stdout[-6000:]) + (
-        out.stderr[-2000:]
-    )
-    assert out.returncode == 0, report
-    assert "passed" in out.stdout.lower(), report
-    # Every operation must have been exercised with working credentials.
-    assert "Authentication failed" not in out.stdout, report
+@pytest.mark.timeout(TIMEOUT + 60)
+def test_the_stateful_phase_over_every_operation(service: Service, tmp_path: Path) -> None:
+    run_schemathesis(service, tmp_path, "stateful")
+
+
+@pytest.mark.timeout(TIMEOUT + 60)
+@pytest.mark.parametrize("group", FIRST)
+def test_each_operation_conforms(service: Service, tmp_path: Path, group: str) -> None:
+    run_schemathesis(service, tmp_path, PER_OPERATION, GROUPS[group])

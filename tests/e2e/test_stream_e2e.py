@@ -8,36 +8,50 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.e2e.service import Service
+from tests.e2e.service import Service, new_org
 from tests.sse import Event, parse, parse_lines, tokens
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
 
-@pytest.fixture
-def two(pg_url: str, tmp_path: Path) -> Iterator[tuple[Service, Service, dict[str, str]]]:
-    k = f"ask_e2e_{uuid.uuid4().hex}"
+JWT_SECRET = "stream-e2e-jwt-secret-0123456789abcdefghijklmnopq"
+
+
+@pytest.fixture(scope="module")
+def pair(
+    pg_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Service, Service]]:
+    """Two processes on one database, shared by the module's tests."""
+    tmp = tmp_path_factory.mktemp("streams")
     env = {
         "AGENTSVC_DATABASE_URL": pg_url,
-        "AGENTSVC_BOOTSTRAP_API_KEY": k,
+        "AGENTSVC_BOOTSTRAP_API_KEY": f"ask_e2e_{uuid.uuid4().hex}",
         "AGENTSVC_BOOTSTRAP_ORG": f"streams-{uuid.uuid4().hex[:8]}",
+        "AGENTSVC_JWT_SECRET": JWT_SECRET,
         "AGENTSVC_LOCAL_SLOW_DELAY_MS": "40",  # a "slowly" reply lasts about 2 s
     }
-    a = Service(env, log=tmp_path / "a.log")
-    b = Service(env, log=tmp_path / "b.log")
+    a = Service(env, log=tmp / "a.log")
+    b = Service(env, log=tmp / "b.log")
     try:
         a.wait_ready()
         b.wait_ready()
-        yield a, b, {"Authorization": f"Bearer {k}"}
+        yield a, b
     finally:
         a.stop()
         b.stop()
+
+
+@pytest.fixture
+def two(pair: tuple[Service, Service]) -> tuple[Service, Service, dict[str, str]]:
+    """Both processes, and an API key of an organization of this test's own."""
+    a, b = pair
+    _, k = new_org(a.url, JWT_SECRET, "streams")
+    return a, b, {"Authorization": f"Bearer {k}"}
 
 
 def _thread(c: httpx.Client, url: str) -> dict[str, Any]:

@@ -6,7 +6,7 @@ import signal
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,7 @@ import httpx
 import psycopg
 import pytest
 
-from tests.e2e.service import Service
+from tests.e2e.service import Service, new_org
 from tests.sse import Event, names, parse, parse_lines, tokens
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
@@ -30,25 +30,44 @@ def env_for(pg_url: str, key: str, **extra: str) -> dict[str, str]:
     }
 
 
-@contextmanager
-def two_processes(
-    env: dict[str, str], key: str, tmp_path: Path
-) -> Iterator[tuple[Service, httpx.Client, httpx.Client]]:
-    """Two service processes on one database: the first, and a client of each."""
-    a = Service(env, log=tmp_path / "a.log")
-    b = Service(env, log=tmp_path / "b.log")
-    h = {"Authorization": f"Bearer {key}"}
+JWT_SECRET = "turn-e2e-jwt-secret-0123456789abcdefghijklmnopqrst"
+
+
+def shared_env(pg_url: str) -> dict[str, str]:
+    """The module's processes: the stale limit is long (600 s), so a thread a test
+    finds free was freed by what the test did, not by the limit."""
+    key = f"ask_e2e_{uuid.uuid4().hex}"
+    return env_for(pg_url, key, AGENTSVC_RUN_STALE_AFTER_S="600", AGENTSVC_JWT_SECRET=JWT_SECRET)
+
+
+@pytest.fixture(scope="module")
+def pair(
+    pg_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Service, Service]]:
+    """Two service processes on one database, shared by the tests that neither kill
+    nor restart them; each test works in an organization of its own."""
+    tmp = tmp_path_factory.mktemp("turn")
+    a = Service(shared_env(pg_url), log=tmp / "a.log")
+    b = Service(shared_env(pg_url), log=tmp / "b.log")
     try:
         a.wait_ready()
         b.wait_ready()
-        with (
-            httpx.Client(base_url=a.url, headers=h, timeout=30) as ca,
-            httpx.Client(base_url=b.url, headers=h, timeout=30) as cb,
-        ):
-            yield a, ca, cb
+        yield a, b
     finally:
         a.stop()
         b.stop()
+
+
+@contextmanager
+def clients(*services: Service) -> Iterator[list[httpx.Client]]:
+    """A client of each process, with an API key of a new organization."""
+    _, key = new_org(services[0].url, JWT_SECRET, "turn")
+    h = {"Authorization": f"Bearer {key}"}
+    with ExitStack() as stack:
+        yield [
+            stack.enter_context(httpx.Client(base_url=s.url, headers=h, timeout=30))
+            for s in services
+        ]
 
 
 def open_thread(c: httpx.Client, **agent: Any) -> str:
@@ -56,42 +75,33 @@ def open_thread(c: httpx.Client, **agent: Any) -> str:
     return str(c.post("/api/threads", json={"agentId": a["id"]}).json()["id"])
 
 
-def test_multi_turn_conversation_with_the_local_model(pg_url: str, tmp_path: Path) -> None:
-    key = f"ask_e2e_{uuid.uuid4().hex}"
-    svc = Service(env_for(pg_url, key), log=tmp_path / "s.log")
-    try:
-        svc.wait_ready()
-        with httpx.Client(
-            base_url=svc.url, headers={"Authorization": f"Bearer {key}"}, timeout=30
-        ) as c:
-            tid = open_thread(c, stablePreamble="You are the E2E agent.")
-            replies = []
-            for text in ("Hi there", "What did I just say?", "Thanks"):
-                r = c.post(f"/api/threads/{tid}/messages", json={"content": text})
-                assert r.status_code == 200
-                events = parse(r.text)
-                assert names(events)[0] == "meta"
-                assert names(events)[-1] == "done"
-                assert events[-1].data["content"] == tokens(events)
-                replies.append(events[-1].data["content"])
-            assert 'Before that you said: "What did I just say?"' in replies[2]
-            assert "You are the E2E agent." in replies[0]
-            body = c.get(f"/api/threads/{tid}/messages", params={"limit": 4, "offset": 2}).json()
-            assert body["total"] == 6
-            assert [m["role"] for m in body["messages"]] == [
-                "user",
-                "assistant",
-                "user",
-                "assistant",
-            ]
-    finally:
-        svc.stop()
+def test_multi_turn_conversation_with_the_local_model(pair: tuple[Service, Service]) -> None:
+    with clients(pair[0]) as (c,):
+        tid = open_thread(c, stablePreamble="You are the E2E agent.")
+        replies = []
+        for text in ("Hi there", "What did I just say?", "Thanks"):
+            r = c.post(f"/api/threads/{tid}/messages", json={"content": text})
+            assert r.status_code == 200
+            events = parse(r.text)
+            assert names(events)[0] == "meta"
+            assert names(events)[-1] == "done"
+            assert events[-1].data["content"] == tokens(events)
+            replies.append(events[-1].data["content"])
+        assert 'Before that you said: "What did I just say?"' in replies[2]
+        assert "You are the E2E agent." in replies[0]
+        body = c.get(f"/api/threads/{tid}/messages", params={"limit": 4, "offset": 2}).json()
+        assert body["total"] == 6
+        assert [m["role"] for m in body["messages"]] == [
+            "user",
+            "assistant",
+            "user",
+            "assistant",
+        ]
 
 
-def test_stop_reaches_the_process_that_runs_the_reply(pg_url: str, tmp_path: Path) -> None:
+def test_stop_reaches_the_process_that_runs_the_reply(pair: tuple[Service, Service]) -> None:
     """Two processes on one database: the stream runs on A, the stop is sent to B."""
-    key = f"ask_e2e_{uuid.uuid4().hex}"
-    with two_processes(env_for(pg_url, key), key, tmp_path) as (_, ca, cb):
+    with clients(*pair) as (ca, cb):
         tid = open_thread(ca)
         seen: list[Event] = []
         t0 = time.monotonic()
@@ -271,23 +281,28 @@ def test_sigterm_mid_reply_interrupts_it_keeps_its_text_and_exits_promptly(
         second.stop()
 
 
-def test_stop_frees_a_thread_whose_reply_died_with_its_process(pg_url: str, tmp_path: Path) -> None:
+def test_stop_frees_a_thread_whose_reply_died_with_its_process(
+    pg_url: str, pair: tuple[Service, Service], tmp_path: Path
+) -> None:
     """kill -9 of the process running a reply; another process answers the stop by
     marking that run interrupted itself, so the next send streams at once, not
     after the stale limit (600 s here)."""
-    key = f"ask_e2e_{uuid.uuid4().hex}"
-    env = env_for(pg_url, key, AGENTSVC_RUN_STALE_AFTER_S="600")
-    with two_processes(env, key, tmp_path) as (doomed, cd, c):
-        tid = open_thread(cd)
-        stream_until_first_token_then_kill(doomed, cd, tid)
-        started = time.monotonic()
-        assert c.post(f"/api/threads/{tid}/stop").json() == {"ok": True}
-        r = c.post(f"/api/threads/{tid}/messages", json={"content": "are you there?"})
-        took = time.monotonic() - started
-        assert r.status_code == 200, r.text
-        assert names(parse(r.text))[-1] == "done"
-        assert took < 5.0, f"stop then send took {took:.1f} s"
-        assert c.post(f"/api/threads/{tid}/stop").json() == {"ok": False}  # nothing runs
-        msgs = c.get(f"/api/threads/{tid}/messages").json()["messages"]
-        assert [m["role"] for m in msgs] == ["user", "user", "assistant"]
-        assert msgs[0]["content"] == "slowly, then crash"  # nothing the user sent is lost
+    doomed = Service(shared_env(pg_url), log=tmp_path / "doomed.log")
+    try:
+        doomed.wait_ready()
+        with clients(pair[0], doomed) as (c, cd):
+            tid = open_thread(cd)
+            stream_until_first_token_then_kill(doomed, cd, tid)
+            started = time.monotonic()
+            assert c.post(f"/api/threads/{tid}/stop").json() == {"ok": True}
+            r = c.post(f"/api/threads/{tid}/messages", json={"content": "are you there?"})
+            took = time.monotonic() - started
+            assert r.status_code == 200, r.text
+            assert names(parse(r.text))[-1] == "done"
+            assert took < 5.0, f"stop then send took {took:.1f} s"
+            assert c.post(f"/api/threads/{tid}/stop").json() == {"ok": False}  # nothing runs
+            msgs = c.get(f"/api/threads/{tid}/messages").json()["messages"]
+            assert [m["role"] for m in msgs] == ["user", "user", "assistant"]
+            assert msgs[0]["content"] == "slowly, then crash"  # nothing the user sent is lost
+    finally:
+        doomed.stop()

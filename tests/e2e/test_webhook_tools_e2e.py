@@ -9,14 +9,13 @@ import json
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.e2e.receivers import load_example
-from tests.e2e.service import Service
+from tests.e2e.service import Service, new_org
 from tests.sse import names, parse
 from tests.web.live import serve
 
@@ -83,31 +82,44 @@ class Receiver:
         await send({"type": "http.response.body", "body": payload})
 
 
-@pytest.fixture
-def world(pg_url: str, tmp_path: Path) -> Iterator[dict[str, Any]]:
-    receiver = Receiver()
-    key = f"ask_e2e_{uuid.uuid4().hex}"
+JWT_SECRET = "webhook-tools-e2e-jwt-secret-0123456789abcdefghij"
+
+
+@pytest.fixture(scope="module")
+def served(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    """One service for the module; each test has an organization and a receiver of its own."""
+    tmp = tmp_path_factory.mktemp("hooks")
     svc = Service(
         {
             "AGENTSVC_DATABASE_URL": pg_url,
-            "AGENTSVC_BOOTSTRAP_API_KEY": key,
+            "AGENTSVC_BOOTSTRAP_API_KEY": f"ask_e2e_{uuid.uuid4().hex}",
             "AGENTSVC_BOOTSTRAP_ORG": f"hooks-{uuid.uuid4().hex[:8]}",
+            "AGENTSVC_JWT_SECRET": JWT_SECRET,
             "AGENTSVC_ALLOW_PRIVATE_NETWORK": "true",  # the receiver is on loopback
-            "AGENTSVC_DATA_DIR": str(tmp_path / "data"),
+            "AGENTSVC_DATA_DIR": str(tmp / "data"),
         },
-        log=tmp_path / "svc.log",
+        log=tmp / "svc.log",
     )
-    with serve(receiver) as base:
-        try:
-            svc.wait_ready()
-            with httpx.Client(
-                base_url=svc.url, headers={"Authorization": f"Bearer {key}"}, timeout=60
-            ) as c:
-                receiver.secret = c.get("/api/orgs/settings").json()["signing_secret"]
-                yield {"svc": svc, "c": c, "receiver": receiver, "base": base}
-            assert HEADER_SECRET not in svc.output()
-        finally:
-            svc.stop()
+    try:
+        svc.wait_ready()
+        yield svc
+    finally:
+        svc.stop()
+
+
+@pytest.fixture
+def world(served: Service) -> Iterator[dict[str, Any]]:
+    receiver = Receiver()
+    _, key = new_org(served.url, JWT_SECRET, "hooks")
+    with (
+        serve(receiver) as base,
+        httpx.Client(
+            base_url=served.url, headers={"Authorization": f"Bearer {key}"}, timeout=60
+        ) as c,
+    ):
+        receiver.secret = c.get("/api/orgs/settings").json()["signing_secret"]
+        yield {"svc": served, "c": c, "receiver": receiver, "base": base}
+    assert HEADER_SECRET not in served.log_path.read_text(errors="replace")
 
 
 ORDER_SCHEMA = {

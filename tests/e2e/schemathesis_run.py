@@ -1,0 +1,288 @@
+"""Schemathesis (v4) against the served OpenAPI document, authenticated: the run
+that tests/e2e/test_schemathesis*.py share.
+
+It generates valid and invalid requests for every operation and runs every check
+(``--checks all``): no 5xx; every answer (status, content type, headers, body) as
+the document declares; schema-valid requests accepted and invalid ones refused;
+credentials required where the document requires them; ``Allow`` on ``OPTIONS``
+and 405 exact; a deleted resource gone.
+
+The run is split so that two test processes share it: the per-operation phases
+(examples, coverage, fuzzing) over disjoint groups of operations, by tag, and the
+stateful phase (walks along the document's links, across tags) over every
+operation. Each operation gets the same number of examples, from the same seed,
+and the same checks as in one run: Schemathesis counts and generates them per
+operation.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.e2e.conftest import E2E_KEY
+from tests.e2e.service import Service
+
+# a run may take this long; the tests give pytest a minute more
+TIMEOUT = 600
+SCHEMATHESIS = str(Path(sys.executable).parent / "schemathesis")
+# Schemathesis' defaults, plus 413: the body limit (AGENTSVC_MAX_BODY_BYTES) counts
+# bytes on the wire, before the body is read, and the document counts characters:
+# a body of bounded fields written with \u escapes can exceed it, valid or not.
+ACCEPTED = ["2xx", "3xx", "401", "403", "404", "409", "413", "429", "5xx"]
+REFUSED = [
+    "400",
+    "401",
+    "403",
+    "404",
+    "405",
+    "406",
+    "409",
+    "413",
+    "415",
+    "422",
+    "428",
+    "429",
+    "5xx",
+]
+
+# A request the document calls valid may still break a rule of the domain that
+# JSON Schema cannot state, and the spec answers 422 for it: a profile the agent
+# does not have (createAgent/updateAgent defaultProfile, createThread/updateThread
+# activeProfile, sendMessage toolProfile), content required when there are no
+# tool results (sendMessage), participants on a thread that is not multiplayer,
+# an MCP server's url or command as its transport needs (and stdio only where
+# enabled), embed domains that are host names (what IDNA lets a label hold is no
+# regular expression); a logs cursor that this list did not make, a `from` after its
+# `to` (listTraces, getAnalytics), and analytics' `from`/`to` with a period other
+# than custom, a range past 400 days or a series past 2,000 points (getAnalytics); a
+# webhook tool's name that is reserved (a built-in prefix, "__"), parameters that are
+# not a JSON Schema with an object root, a refused url or a header the service sets
+# itself (createTool, updateTool), tool ids the organization does not have
+# (putAgentDelegated); a plan's title or a todo's content that is blank or holds NUL (createPlan,
+# updatePlan, addTodos, updateTodo), a parent or dependency that is not a todo of
+# the plan (addTodos, updateTodo, addTodoDependency); an agent's web domains that are
+# host names, and search switched on while the service has no search provider
+# (putAgentWeb); a knowledge search's agentId that is not its threadId's agent
+# (searchKnowledge); a runner's trigger whose cron is no cron expression or fires
+# too often, or whose time zone is no IANA name, a webhook or button option on
+# another kind (createRunnerTrigger, updateRunnerTrigger, rotateRunnerTriggerToken),
+# a budget's share out of 1-100 (putRunnerBudget), a run's input that does not fit
+# the runner's input schema and a runner with no step (startRunnerRun, and the
+# inbound runnerWebhook with its body), a runs cursor this list did not make
+# (listRunnerRuns), a scheduled task's cron, time zone, blank prompt or a thread of
+# another agent (putScheduledTasks).
+DOMAIN_RULES = [
+    "createTool",
+    "updateTool",
+    "putAgentDelegated",
+    "listTraces",
+    "getAnalytics",
+    "createAgent",
+    "updateAgent",
+    "createMcpServer",
+    "updateMcpServer",
+    "updateOrgSettings",
+    "createThread",
+    "updateThread",
+    "sendMessage",
+    "listParticipants",
+    "addParticipant",
+    "removeParticipant",
+    "createPlan",
+    "updatePlan",
+    "addTodos",
+    "updateTodo",
+    "addTodoDependency",
+    "putAgentWeb",
+    "putAgentMemory",  # scopes must not repeat one
+    "recallMemories",  # a query of blanks or with NUL
+    "listMemories",  # a cursor that is no nextCursor
+    "searchKnowledge",
+    "createRunnerTrigger",
+    "updateRunnerTrigger",
+    "rotateRunnerTriggerToken",
+    "putRunnerBudget",
+    "startRunnerRun",
+    "runnerWebhook",
+    "listRunnerRuns",
+    "putScheduledTasks",
+    "generateRunnerSuggestions",  # a runner with no agent step
+    "putAgentCompaction",  # instructions holding NUL
+    "listScheduledTaskRuns",  # a cursor that is no nextCursor
+    "listRunnerSuggestions",  # a cursor that is no nextCursor
+    "listAgentSuggestions",  # a cursor that is no nextCursor
+    "generateAgentSuggestions",  # an agent whose model is not one the service has
+]
+CONFIG = f"""
+[checks]
+positive_data_acceptance.expected-statuses = {ACCEPTED!r}
+negative_data_rejection.expected-statuses = {REFUSED!r}
+
+[[operations]]
+include-operation-id = {DOMAIN_RULES!r}
+checks.positive_data_acceptance.expected-statuses = {[*ACCEPTED, "422"]!r}
+
+# A knowledge upload's file is bytes to the document: a type the service does not
+# read (text, Markdown, HTML and PDF are) is 415, and a title of blanks or NUL, or
+# both agentId and threadId, is 422 (rules of use_cases/knowledge.py).
+# Its negative check accepts 2xx too: in the stateful phase Schemathesis 4.32 marks
+# a valid upload (a file and an agentId, "Invalid component: positive test case")
+# as negative when it follows a negative createAgent, and the same walk fails on
+# the code before this check was relaxed; the upload's real refusals (a field that
+# is not a UUID or not UTF-8, no file part, a body over the cap) are asserted in
+# tests/web/test_knowledge_upload.py and tests/e2e/test_knowledge_e2e.py.
+[[operations]]
+include-operation-id = "uploadKnowledge"
+checks.positive_data_acceptance.expected-statuses = {[*ACCEPTED, "415", "422"]!r}
+checks.negative_data_rejection.expected-statuses = {[*REFUSED, "2xx"]!r}
+
+# The OAuth callback's state is single use and made by startMcpOAuth (excluded
+# below): any state a fuzzer sends is unknown, which is a 400 by design.
+[[operations]]
+include-operation-id = "mcpOAuthCallback"
+checks.positive_data_acceptance.expected-statuses = {[*ACCEPTED, "400"]!r}
+"""
+
+
+# The per-operation phases, and the groups of tags they run over: every tag of the
+# document is in exactly one group (tests/e2e/test_schemathesis.py checks it). The
+# groups are about equal in time (some 1.3 s an operation); the first file also
+# runs the stateful phase (about 25 s).
+PER_OPERATION = "examples,coverage,fuzzing"
+GROUPS = {
+    "runners": ("runners",),
+    "plans": ("plans",),
+    "mcp-threads": ("mcp servers", "threads", "webhook tools"),
+    "the-rest": (
+        "integrations",
+        "knowledge",
+        "agents",
+        "memories",
+        "api keys",
+        "logs and analytics",
+        "credential resolver",
+        "compaction",
+        "web",
+        "organization",
+        "operations",
+    ),
+}
+FIRST = ("runners", "plans")  # tests/e2e/test_schemathesis.py
+SECOND = ("mcp-threads", "the-rest")  # tests/e2e/test_schemathesis_operations.py
+
+
+def operations(doc: dict[str, Any]) -> dict[str, tuple[str, ...]]:
+    """Each operation's id, with its tags."""
+    return {
+        op["operationId"]: tuple(op.get("tags", ()))
+        for item in doc["paths"].values()
+        for op in item.values()
+        if isinstance(op, dict) and "operationId" in op
+    }
+
+
+def run_schemathesis(
+    service: Service, tmp_path: Path, phases: str, tags: Sequence[str] = ()
+) -> None:
+    """Run ``phases`` against the service over the operations of ``tags`` (every
+    operation when none is given), and fail with Schemathesis' report; the run must
+    have selected every operation of those tags that is not excluded below."""
+    config = tmp_path / "schemathesis.toml"
+    config.write_text(CONFIG)
+    args = [
+        SCHEMATHESIS,
+        "--config-file",
+        str(config),
+        "run",
+        f"{service.url}/schema/openapi.json",
+        "--url",
+        service.url,
+        "-H",
+        f"Authorization: Bearer {E2E_KEY}",
+        "--checks",
+        "all",
+        # 100 examples an operation: with about 130 operations, 200 took about
+        # 350 s of a suite that must stay well under 15 minutes (100: about 170 s)
+        "--max-examples",
+        "100",
+        "--seed",
+        "1",
+        "--generation-deterministic",
+        "--continue-on-failure",
+        "--no-color",
+        "--phases",
+        phases,
+        *(arg for tag in tags for arg in ("--include-tag", tag)),
+        # Two stateful checks misread two shapes of this API, as the seed's walk
+        # finds them (schemathesis 4 applies neither per operation, so both go):
+        # DELETE /api/agents/{id}/mcps detaches one server named in the body, and
+        # the list at that path rightly still answers 200 (use_after_free); a
+        # thread outlives its agent, and a send to it once the agent is deleted
+        # is 404 "agent not found", taken for the thread being missing
+        # (ensure_resource_availability). Both behaviours are tested in tests/web.
+        "--exclude-checks",
+        "use_after_free,ensure_resource_availability",
+        # Revoking a key is covered by the web tests. Fuzzed, the stateful phase
+        # lists the keys, finds the one it authenticates with and revokes it,
+        # and every later request is a 401 that tests nothing.
+        "--exclude-operation-id",
+        "revokeKey",
+        # These make the service contact URLs given in the request (MCP servers,
+        # OAuth metadata, a credential resolver): fuzzed, they would send traffic
+        # to whatever hosts Schemathesis invents. They are tested against servers
+        # on loopback elsewhere (tests/web/test_mcp_*.py, tests/e2e/test_*_e2e.py).
+        "--exclude-operation-id",
+        "testMcpServer",
+        "--exclude-operation-id",
+        "startMcpOAuth",
+        "--exclude-operation-id",
+        "attachAgentMcpServer",
+        "--exclude-operation-id",
+        "putAgentCredentials",
+        # ... and this one connects to the database a connection string names
+        # (tested against PostgreSQL on loopback in tests/web/test_integrations_api.py
+        # and tests/e2e/test_integrations_e2e.py)
+        "--exclude-operation-id",
+        "createIntegration",
+        # ... and these store runner steps whose webhook url a run then calls
+        # (fuzzed: invented hosts); without them there are no runners to fuzz
+        # the rest with but 404s. Runners are tested against a receiver on
+        # loopback (tests/web/test_runner_engine.py, tests/e2e/test_runners_e2e.py).
+        "--exclude-operation-id",
+        "createRunner",
+        "--exclude-operation-id",
+        "updateRunner",
+        "--exclude-operation-id",
+        "replaceRunnerSteps",
+        "--exclude-operation-id",
+        "addRunnerStep",
+    ]
+    excluded = {args[i + 1] for i, arg in enumerate(args) if arg == "--exclude-operation-id"}
+    ops = operations(httpx.get(f"{service.url}/schema/openapi.json", timeout=30).json())
+    selected = [
+        op for op, of in ops.items() if op not in excluded and (not tags or set(of) & set(tags))
+    ]
+    out = subprocess.run(
+        args,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+        cwd=tmp_path,
+    )
+    # the failures first (with their curl to reproduce), not the warnings after them
+    failures = out.stdout.find("FAILURES")
+    report = (out.stdout[failures : failures + 8000] if failures >= 0 else out.stdout[-6000:]) + (
+        out.stderr[-2000:]
+    )
+    assert out.returncode == 0, report
+    assert f"{len(selected)} selected / {len(ops)} total" in out.stdout, out.stdout[:2000]
+    assert "passed" in out.stdout.lower(), report
+    # Every operation must have been exercised with working credentials.
+    assert "Authentication failed" not in out.stdout, report

@@ -1,27 +1,28 @@
 """Planner statistics for tables that outgrew theirs: ``ANALYZE`` when one doubles.
 
-Every statement of the turn is prepared (psycopg prepares a statement on its fifth
-run on a connection) and PostgreSQL then keeps one generic plan for it, made for the
-tables as they were, until something changes their entry in ``pg_class``: an
-``ANALYZE`` or a ``VACUUM`` of one of them. In a young database that is a plan for
-nearly empty tables without statistics, and it stays after the tables have grown.
-Measured (``python -m bench --only sustained``, autovacuum visiting every 10 min):
-the turn's read looked threads up by ``(org_id, created_at)`` and messages by
-``(org_id, id)``, filtering the organization's every row (7,644 buffers a call after
-8,000 messages), and after an ``ANALYZE`` of tables of a few rows it seq-scanned
-them; the statements' time per turn grew twelvefold in 12,000 turns. Autovacuum
-analyzes a table once enough of it changed, but only when it visits the database
-(``autovacuum_naptime``, shared by every database of the server), which can be long
-after the plans went wrong.
+psycopg prepares a statement once it has run five times on a connection; after
+five more runs PostgreSQL settles on a generic plan when it looks no dearer than
+the plans for the values, and keeps it, made for the tables as they were, until
+something changes their entry in ``pg_class``: an ``ANALYZE`` or a ``VACUUM`` of
+one of them. In a young database that is a plan for nearly empty tables without
+statistics, and it stays while they grow. Measured (``python -m bench --only
+sustained``, autovacuum visiting every 10 minutes): the turn's read found its thread
+through the ``(org_id, created_at)`` index and its messages through ``(org_id, id)``,
+filtering the organization's every row (7,644 buffers a call at 8,000 messages), and
+the foreign keys' checks did the same; after an ``ANALYZE`` of tables of a few rows
+the plans were sequential scans, kept as well. The statements' time per turn grew
+twelvefold in 12,000 turns. Autovacuum analyzes a table once enough of it changed,
+but only when it visits the database (``autovacuum_naptime``, shared by all the
+server's databases), which can be long after the plans went wrong.
 
-``analyze_grown`` finds the tables of the schema (those this role owns) whose live
-row count has at least doubled since their last ``ANALYZE``, or that have
-``MIN_ROWS`` rows and were never analyzed, and analyzes them. That also replaces
-every connection's cached plans that read them. Doubling keeps it rare (a table of a
-million rows has been analyzed about twenty times in its life, each reading a
-sample of at most 30,000 rows) and leaves the steady state to autovacuum, which
-analyzes after 10% of a table changed. ``SKIP_LOCKED``: a table another process or
-autovacuum is analyzing is left to it.
+``analyze_grown`` analyzes the tables of the schema (those this role owns) whose
+live rows have at least doubled since their last statistics, or number
+``MIN_ROWS`` with none; an ``ANALYZE`` also makes every connection plan again the
+statements that read the table. Doubling keeps it rare (a table of a million rows
+is analyzed about twenty times in its life, each time reading a sample of at most
+30,000 rows) and leaves the steady state to autovacuum, which analyzes after a tenth
+of a table changed. ``SKIP_LOCKED``: a table that another process or autovacuum is
+analyzing is left to it.
 """
 
 from __future__ import annotations

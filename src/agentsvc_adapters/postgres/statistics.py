@@ -33,12 +33,14 @@ from agentsvc_adapters.postgres.pool import Repo, translate
 
 MIN_ROWS = 50  # as autovacuum_analyze_threshold: below, a wrong plan reads a page or two
 
+# pg_class with the statistics system's live rows (not pg_stat_user_tables, which
+# also sums every index's counters: 0.7 ms against 0.2)
 _GROWN = (
-    "SELECT s.schemaname, s.relname FROM pg_stat_user_tables s"
-    " JOIN pg_class c ON c.oid = s.relid"
-    " WHERE s.schemaname = current_schema() AND pg_has_role(c.relowner, 'USAGE')"
-    " AND s.n_live_tup >= greatest(%(min)s, 2 * c.reltuples)"
-    " ORDER BY s.relname"
+    "SELECT current_schema(), c.relname FROM pg_class c"
+    " WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r'"
+    " AND pg_has_role(c.relowner, 'USAGE')"
+    " AND pg_stat_get_live_tuples(c.oid) >= greatest(%(min)s, 2 * c.reltuples)"
+    " ORDER BY c.relname"
 )
 
 

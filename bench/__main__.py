@@ -24,8 +24,19 @@ from bench import report
 from bench.harness import Bench, Config, log
 from bench.procs import ROOT, raise_nofile, stop_all
 from bench.reattach import reattach
+from bench.sustained import SEGMENT_TURNS, sustained
 
-SCENARIOS = ("control", "bare", "service", "workers2", "history", "crud", "slow", "reattach")
+SCENARIOS = (
+    "control",
+    "bare",
+    "service",
+    "workers2",
+    "history",
+    "sustained",
+    "crud",
+    "slow",
+    "reattach",
+)
 
 
 def _levels(raw: str) -> list[int]:
@@ -45,6 +56,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--clients", type=int, help="client processes (default: 2..4 by CPU count)")
     p.add_argument("--slow-streams", type=int, help="concurrent slow streams (default 2000)")
     p.add_argument("--slow-ramp", type=float, help="slow streams opened per second (default 50)")
+    p.add_argument(
+        "--segments",
+        type=int,
+        help=f"segments of {SEGMENT_TURNS} turns in the sustained scenario (default 10; quick 3)",
+    )
     p.add_argument(
         "--only",
         help=f"comma-separated scenarios to run (of {','.join(SCENARIOS)}); default all",
@@ -87,6 +103,7 @@ def config(args: argparse.Namespace, log_dir: Path) -> Config:
         clients=args.clients or max(2, min(4, os.cpu_count() or 2)),
         workers2=not quick,
         history_messages=100 if quick else 500,
+        sustained_segments=max(2, args.segments or (3 if quick else 10)),
         slow_streams=args.slow_streams or (200 if quick else 2000),
         slow_tokens=20 if quick else 60,
         slow_token_delay_s=1.0,
@@ -184,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
             bench.service("instant", workers=2)
         if "history" in run:
             bench.history()
+        if "sustained" in run:
+            sustained(bench, cfg.sustained_segments)
         if "crud" in run:
             bench.crud()
         if "slow" in run:

@@ -70,6 +70,7 @@ class Config:
     clients: int
     workers2: bool
     history_messages: int
+    sustained_segments: int
     slow_streams: int
     slow_tokens: int
     slow_token_delay_s: float
@@ -283,6 +284,7 @@ class Bench:
         workers: int = 1,
         per_thread: int = PER_THREAD,
         cap_s: float | None = None,
+        record: bool = True,
     ) -> dict[str, Any]:
         cap = cap_s if cap_s is not None else self.cfg.level_cap_s
         plans = [WorkerPlan(i, threads[i], turns_per_worker) for i in range(c)]
@@ -340,7 +342,8 @@ class Bench:
                 "foreign_cores": round(after.foreign_cores(before, ours), 2),
             }
         )
-        self.results["load"].append(row)
+        if record:  # a row of the load table (the sustained scenario keeps its own)
+            self.results["load"].append(row)
         log(
             f"{target:8} {mode:7} w={workers} c={c:<4} turns={row['turns']:<5} err={row['errors']} "
             f"overhead p50={row['ttft_overhead_ms']['p50']} "

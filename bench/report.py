@@ -197,6 +197,7 @@ def evaluate_targets(results: dict[str, Any], slow_cap: int) -> list[dict[str, A
                 f"{hist['first_overhead_ms']} ms -> {hist['last_overhead_ms']} ms",
             )
         )
+    out.extend(_sustained_target(results.get("sustained")))
     slow = results.get("slow_streams") or []
     if slow:
         at_cap = [s for s in slow if s["streams"] >= slow_cap]
@@ -215,6 +216,31 @@ def evaluate_targets(results: dict[str, Any], slow_cap: int) -> list[dict[str, A
             )
         )
     return out
+
+
+def _sustained_target(sus: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The turn's cost in the last segment of the sustained run against the first."""
+    if not sus or sus.get("ratio") is None:
+        return []
+    first, last = sus["segments"][0], sus["segments"][-1]
+    key = sus["judged_by"]
+    what = "statement time" if key == "statement_ms_per_turn" else "PostgreSQL CPU"
+    note = f"{first[key]} -> {last[key]} ms per turn"
+    if sus.get("buffers_ratio") is not None:
+        note += (
+            f"; buffers per turn {first['buffers_per_turn']} -> {last['buffers_per_turn']}"
+            f" ({sus['buffers_ratio']}x)"
+        )
+    n = len(sus["segments"])
+    return [
+        _target(
+            f"{what} per turn, segment {n} vs 1 of {sus['segment_turns']} turns (sustained)",
+            "<= 1.1x",
+            sus["ratio"],
+            sus["ratio"] <= 1.1,
+            note,
+        )
+    ]
 
 
 # --- markdown ---------------------------------------------------------------------------
@@ -264,6 +290,59 @@ def _machine_budget(results: dict[str, Any]) -> list[str]:
         f"{_f(r.get('client_cpu_ms_per_turn'), 2)} | {_f(r.get('machine_cpu_ms_per_turn'), 2)} |"
         for r in rows
     )
+    return lines
+
+
+def _sustained(sus: dict[str, Any] | None) -> list[str]:
+    """One row per segment of the sustained run: a cost that grows with the stored rows
+    grows down this table."""
+    if not sus:
+        return []
+    segs = sus["segments"]
+    lines = [
+        "",
+        f"### Sustained load ({len(segs)} segments of {sus['segment_turns']} turns at "
+        f"c={sus['concurrency']}, one database, instant provider)",
+        "",
+        "| segment | turns | err | turns/s | statements ms/turn | buffers/turn "
+        "| service's ANALYZE s | PG CPU ms/turn | server CPU ms/turn | other load "
+        "| tables analyzed (by autovacuum) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in segs:
+        auto = ", ".join(r.get("autoanalyzed") or []) or "-"
+        lines.append(
+            f"| {r['segment']} | {r['turns']} | {r['errors']} | {_f(r['turns_per_s'])} | "
+            f"{_f(r.get('statement_ms_per_turn'), 3)} | {_f(r.get('buffers_per_turn'), 0)} | "
+            f"{_f(r.get('analyze_s'), 2)} | {_f(r['pg_cpu_ms_per_turn'], 2)} | "
+            f"{_f(r['server_cpu_ms_per_turn'], 2)} | {_f(r['foreign_cores'], 2)} | "
+            f"{', '.join(r['analyzed']) or '-'} ({auto}) |"
+        )
+    lines += [
+        "",
+        f"Last/first segment: **{_f(sus['ratio'], 2)}x** ({sus['judged_by']}); "
+        f"PostgreSQL CPU {_f(sus['pg_cpu_ratio'], 2)}x; server CPU "
+        f"{_f(sus['server_cpu_ratio'], 2)}x"
+        + (
+            f"; buffers per turn {_f(sus['buffers_ratio'], 2)}x."
+            if sus.get("buffers_ratio") is not None
+            else "."
+        ),
+    ]
+    top = segs[-1].get("top")
+    if top:
+        lines += [
+            "",
+            f"The statements that took the most time in segment {segs[-1]['segment']}:",
+            "",
+            "| statement | calls | mean ms | buffers per call |",
+            "|---|---|---|---|",
+        ]
+        lines.extend(
+            f"| `{t['statement'][:70]}` | {t['calls']} | {_f(t['mean_ms'], 3)} | "
+            f"{_f(t['buffers_per_call'], 1)} |"
+            for t in top
+        )
     return lines
 
 
@@ -348,6 +427,7 @@ def markdown(results: dict[str, Any]) -> str:
             f"Ratio last/first (TTFT overhead): **{_f(hist['ratio'], 2)}x**; "
             f"errors: {hist['errors']}."
         )
+    lines += _sustained(results.get("sustained"))
     slow = results.get("slow_streams") or []
     if slow:
         lines += [

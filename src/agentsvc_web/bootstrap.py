@@ -500,6 +500,19 @@ class Services:
                 log.warning("the scheduler could not fire due triggers: %s", exc.detail)
             await asyncio.sleep(every)
 
+    async def _analyze_forever(self, storage: PostgresStorage) -> None:
+        """Tables that doubled since their statistics get new ones, so the plans
+        prepared while they were small are made again (postgres/statistics.py)."""
+        every = self.settings.analyze_every_ms / 1000
+        while True:
+            try:
+                analyzed = await storage.analyze_grown()
+                if analyzed:
+                    log.info("analyzed %s: grown since their statistics", ", ".join(analyzed))
+            except DomainError as exc:
+                log.warning("the statistics of grown tables failed: %s", exc.detail)
+            await asyncio.sleep(every)
+
     async def _sweep_forever(self) -> None:
         """The sweep every 30 s (after the one at start-up)."""
         while True:
@@ -544,6 +557,9 @@ class Services:
             await self._sweep()  # before serving: a crashed process's threads are free
             sweeper = asyncio.create_task(self._sweep_forever())
             scheduler = asyncio.create_task(self._schedule_forever())
+            analyzer = None
+            if isinstance(self.storage, PostgresStorage) and self.settings.analyze_every_ms:
+                analyzer = asyncio.create_task(self._analyze_forever(self.storage))
             async with self._working():
                 try:
                     yield self
@@ -551,6 +567,8 @@ class Services:
                     self.readiness.drain()
                     sweeper.cancel()
                     scheduler.cancel()
+                    if analyzer is not None:
+                        analyzer.cancel()
                     self.jobs.stop()  # no new jobs; the running ones may finish
                     await self.conversation.shutdown(grace_s=self.settings.shutdown_grace_s)
         finally:

@@ -281,6 +281,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     job_heartbeat_s: int = 30  # a running job's heartbeat older than this: picked again
     cron_min_interval_s: int = 60  # the least interval between two ticks of a cron trigger
     scheduler_tick_ms: int = 1000  # how often a process looks for due cron ticks
+    analyze_every_ms: int = 2000  # how often it looks for tables that doubled; 0: never
     knowledge_max_bytes: int = 20 * 1024 * 1024  # an uploaded document
     knowledge_language: str = "english"  # PostgreSQL text search configuration of chunks
     embeddings_url: str | None = None  # OpenAI-compatible API base; None: no vector search
@@ -383,6 +384,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             job_heartbeat_s=_int(e, "AGENTSVC_JOB_HEARTBEAT_S", 30, 2, 3600),
             cron_min_interval_s=_int(e, "AGENTSVC_CRON_MIN_INTERVAL_S", 60, 1, 86_400),
             scheduler_tick_ms=_int(e, "AGENTSVC_SCHEDULER_TICK_MS", 1000, 50, 60_000),
+            analyze_every_ms=_int(e, "AGENTSVC_ANALYZE_EVERY_MS", 2000, 0, 3_600_000),
             knowledge_max_bytes=_int(
                 e, "AGENTSVC_KNOWLEDGE_MAX_BYTES", 20 * 1024 * 1024, 1024, 1024 * 1024 * 1024
             ),

@@ -121,3 +121,54 @@ def test_the_machine_table_shows_each_part_and_the_whole_per_turn() -> None:
         "| bare | 50 | 2.00 | - | - | 1.50 | 3.50 |",
         "| service | 50 | 2.00 | 1.25 | 0.50 | 1.75 | 5.75 |",
     ]  # the paced row is not in it
+
+
+def _segment(i: int, ms: float, buffers: float) -> dict[str, Any]:
+    return {
+        "segment": i,
+        "turns": 2000,
+        "errors": 0,
+        "turns_per_s": 150.0,
+        "statement_ms_per_turn": ms,
+        "buffers_per_turn": buffers,
+        "analyze_s": 0.1,
+        "pg_cpu_ms_per_turn": 1.0,
+        "server_cpu_ms_per_turn": 3.0,
+        "foreign_cores": 0.1,
+        "analyzed": ["messages"] if i == 1 else [],
+        "autoanalyzed": [],
+        "top": [{"statement": "SELECT 1", "calls": 2000, "mean_ms": 0.2, "buffers_per_call": 30}],
+    }
+
+
+def _sustained(first: float, last: float) -> dict[str, Any]:
+    return {
+        "segments": [_segment(1, first, 140.0), _segment(2, 1.0, 141.0), _segment(3, last, 150.0)],
+        "segment_turns": 2000,
+        "concurrency": 50,
+        "judged_by": "statement_ms_per_turn",
+        "ratio": round(last / first, 2),
+        "server_cpu_ratio": 1.0,
+        "pg_cpu_ratio": 1.0,
+        "buffers_ratio": round(150.0 / 140.0, 2),
+    }
+
+
+def test_the_sustained_run_is_judged_on_its_last_segment_against_its_first() -> None:
+    flat = _verdict(evaluate_targets({"sustained": _sustained(1.0, 1.1)}, 2000), "statement time")
+    assert (flat["measured"], flat["status"]) == (1.1, "PASS")
+    assert "segment 3 vs 1 of 2000 turns" in flat["target"]
+    assert "buffers per turn 140.0 -> 150.0" in flat["factor"]
+    grows = _verdict(evaluate_targets({"sustained": _sustained(1.0, 1.2)}, 2000), "statement time")
+    assert (grows["measured"], grows["status"]) == (1.2, "MISS")
+    assert not [t for t in evaluate_targets({}, 2000) if "sustained" in t["target"]]
+
+
+def test_the_sustained_table_has_a_row_per_segment() -> None:
+    results = _results([]) | {"sustained": _sustained(1.0, 12.0)}
+    text = markdown(results)
+    table = text[text.index("### Sustained load") :].split("\n\n")[1].splitlines()
+    assert len(table) == 2 + 3
+    assert table[2].startswith("| 1 | 2000 | 0 | 150.0 | 1.000 | 140 | 0.10 |")
+    assert table[4].startswith("| 3 | 2000 | 0 | 150.0 | 12.000 | 150 |")
+    assert "Last/first segment: **12.00x**" in text

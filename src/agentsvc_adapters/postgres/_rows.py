@@ -153,10 +153,11 @@ MSG_COLS = (
     "id, org_id, thread_id, role, content, created_at, sender_name, sender_id,"
     " tool_calls::text, tool_call_id, status, run_id, provider_blocks::text"
 )
-# Reads of one thread's messages order by seq (or take the last by seq): that
-# makes the primary key (org_id, thread_id, seq) the plan even before PostgreSQL has
-# statistics (a fresh database), where a prepared statement's generic plan could
-# otherwise settle on the (org_id, id) index and scan the whole organization.
+# Reads of one thread's messages order by seq (or take the last by seq), which the
+# primary key (org_id, thread_id, seq) gives without a sort. That alone does not make
+# it the plan: before the table has statistics a prepared statement's generic plan
+# took the (org_id, id) index and sorted, reading the organization's every message,
+# and kept doing so as the table grew; statistics.py gives grown tables statistics.
 HISTORY = f"SELECT {MSG_COLS} FROM messages WHERE org_id = %s AND thread_id = %s ORDER BY seq"
 
 

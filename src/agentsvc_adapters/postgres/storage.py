@@ -40,6 +40,7 @@ from agentsvc_adapters.postgres.pool import (
 )
 from agentsvc_adapters.postgres.runners import PostgresRunners
 from agentsvc_adapters.postgres.secrets import PostgresSecrets
+from agentsvc_adapters.postgres.statistics import PostgresStatistics
 from agentsvc_adapters.postgres.streams import PostgresStreams
 from agentsvc_adapters.postgres.traces import PostgresTraces
 from agentsvc_adapters.postgres.turns import PostgresTurnReader
@@ -123,6 +124,7 @@ class PostgresStorage(Storage):
         self._memories = PostgresMemories(self.pool)
         self._knowledge = PostgresKnowledge(self.pool, language=knowledge_language)
         self._runners = PostgresRunners(self.pool)
+        self._statistics = PostgresStatistics(self.pool)
 
     async def open(self) -> None:
         async with translate():
@@ -130,6 +132,11 @@ class PostgresStorage(Storage):
 
     async def close(self) -> None:
         await self.pool.close()
+
+    async def analyze_grown(self) -> list[str]:
+        """``ANALYZE`` the tables that at least doubled since their last statistics
+        (``statistics.py``: why the plans of a young database need it); their names."""
+        return await self._statistics.analyze_grown()
 
     def pool_use(self) -> dict[str, float]:
         """The pool's use now (``pool.pool_use``), for ``/metrics``."""

@@ -59,7 +59,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--segments",
         type=int,
-        help=f"segments of {SEGMENT_TURNS} turns in the sustained scenario (default 10; quick 3)",
+        help=f"segments of {SEGMENT_TURNS} turns in the sustained scenario (default 10; quick 2)",
     )
     p.add_argument(
         "--only",
@@ -103,7 +103,7 @@ def config(args: argparse.Namespace, log_dir: Path) -> Config:
         clients=args.clients or max(2, min(4, os.cpu_count() or 2)),
         workers2=not quick,
         history_messages=100 if quick else 500,
-        sustained_segments=max(2, args.segments or (3 if quick else 10)),
+        sustained_segments=max(2, args.segments or (2 if quick else 10)),
         slow_streams=args.slow_streams or (200 if quick else 2000),
         slow_tokens=20 if quick else 60,
         slow_token_delay_s=1.0,

@@ -26,6 +26,17 @@ def load_example(name: str) -> ModuleType:
     return module
 
 
+async def read_request(scope: dict[str, Any], receive: Any) -> tuple[bytes, dict[str, str]]:
+    """An ASGI request's whole body and its headers (names lower-case, as sent)."""
+    body = b""
+    while True:
+        m = await receive()
+        body += m.get("body", b"")
+        if not m.get("more_body"):
+            break
+    return body, {k.decode(): v.decode() for k, v in scope["headers"]}
+
+
 class SignedReceiver:
     """An endpoint that records each call and whether its signature verified with
     ``secret`` (the organization's signing secret; set it once it is known), and
@@ -38,13 +49,7 @@ class SignedReceiver:
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
-        body = b""
-        while True:
-            m = await receive()
-            body += m.get("body", b"")
-            if not m.get("more_body"):
-                break
-        headers = {k.decode(): v.decode() for k, v in scope["headers"]}
+        body, headers = await read_request(scope, receive)
         verified = load_example("webhook_tool_receiver").verify(self.secret, headers, body) is None
         self.calls.append(
             {

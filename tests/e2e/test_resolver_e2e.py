@@ -16,7 +16,7 @@ import jwt
 import psycopg
 import pytest
 
-from tests.e2e.receivers import load_example
+from tests.e2e.receivers import load_example, read_request
 from tests.e2e.secret_scan import SCAN
 from tests.e2e.service import Service, new_org
 from tests.fakes.providers import FakeProvider, Reply, ToolCallSpec
@@ -43,13 +43,7 @@ class Resolver:
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
-        body = b""
-        while True:
-            m = await receive()
-            body += m.get("body", b"")
-            if not m.get("more_body"):
-                break
-        headers = {k.decode(): v.decode() for k, v in scope["headers"]}
+        body, headers = await read_request(scope, receive)
         sigs = headers.get("x-service-signature", "").split()
         # Each secret is judged on its own against the receiver's nonce store as it
         # stood before this call, so that the second secret of a rotation does not see

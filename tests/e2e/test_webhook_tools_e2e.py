@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.receivers import load_example
+from tests.e2e.receivers import load_example, read_request
 from tests.e2e.service import Service, new_org
 from tests.sse import names, parse
 from tests.web.live import serve
@@ -37,13 +37,7 @@ class Receiver:
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
-        body = b""
-        while True:
-            m = await receive()
-            body += m.get("body", b"")
-            if not m.get("more_body"):
-                break
-        headers = {k.decode(): v.decode() for k, v in scope["headers"]}
+        body, headers = await read_request(scope, receive)
         verdict = receiver_example.verify(self.secret, headers, body)
         self.calls.append(
             {

@@ -22,10 +22,10 @@ ORG_A = Principal(org_id="org-a", method="api_key")
 ORG_B = Principal(org_id="org-b", method="api_key")
 
 # Any text but NUL (which the domain refuses) and lone surrogates (not encodable).
-text = st.text(st.characters(exclude_characters="\x00", exclude_categories=("Cs",)))
+text = st.text(st.characters(exclude_characters="\x00", exclude_categories=["Cs"]))
 names = text.filter(lambda s: s.strip()).map(lambda s: s[:256])
 long_text = st.text(
-    st.characters(exclude_characters="\x00", exclude_categories=("Cs",)),
+    st.characters(exclude_characters="\x00", exclude_categories=["Cs"]),
     min_size=5000,
     max_size=9000,
 )

@@ -15,7 +15,7 @@ from agentsvc_core.errors import InvalidInput, NotFound
 from agentsvc_core.use_cases import AgentChanges, AgentDraft, Agents
 from tests.contract.conftest import Backend, now
 
-text = st.text(st.characters(exclude_characters="\x00", exclude_categories=("Cs",)))
+text = st.text(st.characters(exclude_characters="\x00", exclude_categories=["Cs"]))
 profiles = st.dictionaries(
     text.filter(lambda s: s.strip()).map(lambda s: s[:64]),
     st.builds(

@@ -383,11 +383,12 @@ async def test_the_hub_of_the_service_routes_web_names_to_the_web_source() -> No
     ``web_search`` are the web source's: no other source (webhook tools take names
     without ``__``) claims a built-in name."""
     from agentsvc_web.bootstrap import build_services  # noqa: PLC0415
+    from agentsvc_web.bootstrap.tools import tool_sources  # noqa: PLC0415
     from agentsvc_web.settings import Settings  # noqa: PLC0415
 
     services = build_services(Settings(storage="memory"))
     try:
-        sources = services._tool_sources(services.mcp_client)
+        sources = tool_sources(services)
         for name in ("web_fetch", "web_search"):
             owners = [type(s).__name__ for s in sources if s.owns(name)]
             assert owners == ["WebTools"], (name, owners)

@@ -1,0 +1,105 @@
+"""What an organization keeps and configures through the API: its keys and who
+may call (API keys, JWTs), agents and threads, MCP servers (with their OAuth and
+the registry's search), and its settings (the resolver, compaction)."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from agentsvc_core.ports import (
+    Clock,
+    McpClient,
+    Revocations,
+    SecretBox,
+    Storage,
+    TokenVerifier,
+)
+from agentsvc_core.ports.mcp import UrlPolicy
+from agentsvc_core.ports.oauth import OAuthNetwork
+from agentsvc_core.ports.registry import McpRegistry
+from agentsvc_core.use_cases import Agents, ApiKeys, Authenticator, Threads
+from agentsvc_core.use_cases.mcp_oauth import McpOAuth
+from agentsvc_core.use_cases.mcp_servers import McpServers
+from agentsvc_core.use_cases.org_settings import CompactionSettings, OrgSettings
+from agentsvc_core.use_cases.registry import RegistrySearch
+from agentsvc_web.settings import Settings
+
+
+class Identity(NamedTuple):
+    agents: Agents
+    api_keys: ApiKeys
+    authenticator: Authenticator
+    threads: Threads
+
+
+def identity(
+    settings: Settings,
+    storage: Storage,
+    clock: Clock,
+    verifier: TokenVerifier | None,
+    revocations: Revocations,
+) -> Identity:
+    """Who calls (API keys, cached and revoked across processes, or JWTs) and the
+    agents and threads they work with."""
+    return Identity(
+        agents=Agents(storage.agents, clock, settings.default_model),
+        api_keys=ApiKeys(storage.api_keys, storage.organizations, clock, revocations),
+        authenticator=Authenticator(
+            storage.api_keys,
+            storage.organizations,
+            clock,
+            verifier,
+            key_cache_s=settings.api_key_cache_s,
+            revocations=revocations,
+        ),
+        threads=Threads(storage.threads, storage.agents, storage.conversations, clock),
+    )
+
+
+class McpArea(NamedTuple):
+    registry_search: RegistrySearch
+    oauth: McpOAuth
+    mcps: McpServers
+
+
+def mcp_servers(
+    settings: Settings,
+    storage: Storage,
+    clock: Clock,
+    box: SecretBox,
+    urls: UrlPolicy,
+    client: McpClient,
+    registry: McpRegistry,
+    oauth_network: OAuthNetwork,
+) -> McpArea:
+    """The organization's MCP servers, the OAuth flows that authorize them and the
+    registry they may be found in."""
+    oauth = McpOAuth(storage.secrets, oauth_network, box, clock, settings.base_url)
+    mcps = McpServers(
+        storage.mcps,
+        storage.agents,
+        client,
+        box,
+        urls,
+        clock,
+        allow_stdio=settings.allow_stdio_mcp,
+    )
+    mcps.oauth = oauth
+    return McpArea(RegistrySearch(registry), oauth, mcps)
+
+
+def org_settings(
+    settings: Settings, storage: Storage, clock: Clock, box: SecretBox, urls: UrlPolicy
+) -> tuple[OrgSettings, CompactionSettings]:
+    """The organization's settings (its credential resolver) and agents' compaction."""
+    return (
+        OrgSettings(
+            storage.secrets,
+            storage.agents,
+            box,
+            urls,
+            clock,
+            allow_http=settings.allow_private_network,
+        ),
+        CompactionSettings(storage.secrets, storage.agents, box),
+    )

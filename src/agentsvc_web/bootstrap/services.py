@@ -1,0 +1,253 @@
+"""``Services``: the use cases the web layer may call, wired area by area (each
+area's module in this package says what it builds), and their life: ``running``
+opens storage, starts the background work, and closes everything on the way out."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+
+from agentsvc_adapters.auth import JwtVerifier
+from agentsvc_adapters.clock import SystemClock
+from agentsvc_adapters.postgres import PostgresStopBus, PostgresStorage
+from agentsvc_adapters.signals import LocalRevocations
+from agentsvc_adapters.telemetry import OtelExport
+from agentsvc_core.errors import InvalidInput
+from agentsvc_core.ports import (
+    FollowRequests,
+    McpClient,
+    ModelRouter,
+    Revocations,
+    SecretBox,
+    ServerTools,
+    SqlDatabases,
+    StopBus,
+    Storage,
+    TokenVerifier,
+    WebhookCaller,
+)
+from agentsvc_core.ports.documents import DocumentParser
+from agentsvc_core.ports.embeddings import Embedder
+from agentsvc_core.ports.mcp import UrlPolicy
+from agentsvc_core.ports.oauth import OAuthNetwork
+from agentsvc_core.ports.registry import McpRegistry
+from agentsvc_core.ports.resolver import CredentialResolver
+from agentsvc_core.ports.web import WebFetcher, WebSearch
+from agentsvc_core.use_cases.health import Readiness
+from agentsvc_core.use_cases.idempotency import Idempotency
+from agentsvc_core.use_cases.org_settings import AgentConfigs, KeyBroker
+from agentsvc_core.use_cases.server_tools import ToolHub
+from agentsvc_web.bootstrap import background, catalogue, telemetry
+from agentsvc_web.bootstrap import tools as tool_areas
+from agentsvc_web.bootstrap.runners import wire_runners
+from agentsvc_web.bootstrap.storage import open_database
+from agentsvc_web.bootstrap.turn import conversation
+from agentsvc_web.settings import Settings, SettingsError
+
+log = logging.getLogger("agentsvc")
+
+
+class Services:
+    """The use cases the web layer may call, built once per process."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        storage: Storage,
+        verifier: TokenVerifier | None,
+        router: ModelRouter,
+        stops: StopBus,
+        tools: ServerTools | None = None,
+        *,
+        box: SecretBox,
+        mcp_client: McpClient,
+        urls: UrlPolicy,
+        registry: McpRegistry,
+        oauth_network: OAuthNetwork,
+        resolver: CredentialResolver,
+        webhooks: WebhookCaller,
+        revocations: Revocations | None = None,
+        follows: FollowRequests | None = None,
+        exports: Sequence[OtelExport] = (),
+        sampling: tuple[float, bool] = (1.0, True),
+        databases: SqlDatabases | None = None,
+        web_fetcher: WebFetcher | None = None,
+        web_search: WebSearch | None = None,
+        embedder: Embedder | None = None,
+        parser: DocumentParser | None = None,
+    ) -> None:
+        """The adapters come from ``build_services`` (or a test); ``tools`` replaces
+        the turn's tool hub (a test's fake)."""
+        clock = SystemClock()
+        revocations = revocations or LocalRevocations()
+        self.settings, self.storage, self.verifier, self.stops = settings, storage, verifier, stops
+        self.box, self.urls, self.mcp_client, self.registry = box, urls, mcp_client, registry
+        self.oauth_network, self.resolver, self.webhook_caller = oauth_network, resolver, webhooks
+        self.web_search, self.embedder = web_search, embedder
+        # async callables run at shutdown (exports' and clients' connection pools)
+        self.closers: list[Callable[[], Awaitable[None]]] = [e.aclose for e in exports]
+        self.metrics, self.http_metrics, self.tracer = telemetry.observability(
+            storage, exports, sampling
+        )
+        self.readiness = Readiness(storage)
+        self.trace_config = telemetry.trace_config(settings)
+        self._catalogue(clock, revocations)
+        keys = KeyBroker(self.org_settings, resolver, self.tracer)
+        self._tool_areas(clock, router, keys, databases, web_fetcher, parser)
+        # the turn, and what builds on it
+        self.tools = tools or ToolHub(tool_areas.tool_sources(self))
+        self.conversation = conversation(
+            settings,
+            storage,
+            self.threads,
+            router,
+            self.tools,
+            stops,
+            clock,
+            box,
+            keys=keys,
+            follows=follows,
+            tracer=self.tracer,
+            traces=self.trace_config,
+            after_turn=[self.memory_collector.after_turn],
+        )
+        self.streams = self.conversation.streams  # re-attach
+        self._runners(clock)
+        # the agent's configurations go with it: the turn's record kinds
+        self.agents.keeps_configs(storage.secrets, (*AgentConfigs.KINDS, *self.tools.kinds))
+        self.idempotency = Idempotency(storage.idempotency, box, clock)
+        self.logs, self.analytics = telemetry.logs_and_analytics(
+            settings, storage, clock, self.trace_config
+        )
+
+    def _catalogue(self, clock: SystemClock, revocations: Revocations) -> None:
+        """What an organization keeps and configures (``catalogue``)."""
+        settings, storage, box, urls = self.settings, self.storage, self.box, self.urls
+        self.agents, self.api_keys, self.authenticator, self.threads = catalogue.identity(
+            settings, storage, clock, self.verifier, revocations
+        )
+        self.registry_search, self.oauth, self.mcps = catalogue.mcp_servers(
+            settings,
+            storage,
+            clock,
+            box,
+            urls,
+            self.mcp_client,
+            self.registry,
+            self.oauth_network,
+        )
+        self.org_settings, self.compaction = catalogue.org_settings(
+            settings, storage, clock, box, urls
+        )
+
+    def _tool_areas(
+        self,
+        clock: SystemClock,
+        router: ModelRouter,
+        keys: KeyBroker,
+        databases: SqlDatabases | None,
+        web_fetcher: WebFetcher | None,
+        parser: DocumentParser | None,
+    ) -> None:
+        """The areas behind the server-side tools (``tools``), and the job queue
+        knowledge and memories use."""
+        settings, storage, box = self.settings, self.storage, self.box
+        self.webhook_tools = tool_areas.webhook_tools(
+            storage, box, self.webhook_caller, self.urls, clock, self.org_settings
+        )
+        self.databases, self.integrations = tool_areas.integrations(
+            settings, storage, box, clock, databases
+        )
+        self.plans, self.plan_settings = tool_areas.plans(storage, self.threads, box, clock)
+        if web_fetcher is None:  # a host that passes none (a test) gets one, closed with the rest
+            own = tool_areas.own_web_fetcher(settings, self.urls)
+            self.closers.append(own.aclose)
+            web_fetcher = own
+        self.web_fetcher = web_fetcher
+        self.web = tool_areas.web_settings(storage, box, self.web_search)
+        self.jobs = background.job_queue(settings, storage)
+        self.knowledge = tool_areas.knowledge(
+            settings, storage, self.threads, self.jobs, clock, parser, self.embedder
+        )
+        self.memories, self.memory_settings, self.memory_collector = tool_areas.memory(
+            storage,
+            box,
+            clock,
+            router,
+            keys,
+            self.org_settings,
+            self.jobs,
+            self.trace_config.prices,
+        )
+
+    def _runners(self, clock: SystemClock) -> None:
+        """Runners over the conversation (``runners.wire_runners``)."""
+        (
+            self.runners,
+            self.runner_runs,
+            self.runner_engine,
+            self.runner_analytics,
+            self.suggestions,
+            self.scheduled_tasks,
+        ) = wire_runners(
+            self.settings,
+            self.storage,
+            self.box,
+            self.urls,
+            clock,
+            jobs=self.jobs,
+            conversation=self.conversation,
+            threads=self.threads,
+            mcps=self.mcps,
+            webhooks=self.webhook_caller,
+            org_settings=self.org_settings,
+            traces=self.trace_config,
+        )
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[Services]:
+        """Migrate and open storage, ensure the bootstrap key, sweep replies whose
+        process died; on the way out let running replies finish briefly, then close."""
+        try:
+            await self._start()
+            loops = background.start_loops(self)
+            async with background.working(self):
+                try:
+                    yield self
+                finally:
+                    self.readiness.drain()
+                    for loop in loops:
+                        loop.cancel()
+                    self.jobs.stop()  # no new jobs; the running ones may finish
+                    await self.conversation.shutdown(grace_s=self.settings.shutdown_grace_s)
+        finally:
+            await self._close()
+
+    async def _start(self) -> None:
+        """Storage open, the stop bus listening, the bootstrap key there, and the
+        replies of a crashed process freed before serving."""
+        if isinstance(self.storage, PostgresStorage):
+            await open_database(self.storage, self.settings, self.embedder)
+        if isinstance(self.stops, PostgresStopBus):
+            await self.stops.start()
+        if self.settings.bootstrap_api_key:
+            try:
+                await self.api_keys.ensure(
+                    self.settings.bootstrap_org, self.settings.bootstrap_api_key
+                )
+            except InvalidInput as exc:
+                raise SettingsError(exc.detail) from None
+            log.info("bootstrap API key is valid for organization %r", self.settings.bootstrap_org)
+        await background.sweep(self)  # before serving: a crashed process's threads are free
+
+    async def _close(self) -> None:
+        if isinstance(self.stops, PostgresStopBus):
+            await self.stops.close()
+        if isinstance(self.verifier, JwtVerifier):
+            await self.verifier.aclose()
+        for close in self.closers:
+            await close()
+        await self.mcp_client.aclose()
+        if isinstance(self.storage, PostgresStorage):
+            await self.storage.close()

@@ -17,6 +17,7 @@ from agentsvc_adapters.memory import MemoryStorage
 from agentsvc_core.entities import Agent, Integration, Principal
 from agentsvc_core.ports import (
     DatabaseTarget,
+    IntegrationStore,
     SqlDatabases,
     TableName,
     TableRows,
@@ -67,7 +68,7 @@ class CountingIntegrations(MemoryStorage):
 
     def __init__(self) -> None:
         super().__init__()
-        inner = self._integrations
+        inner = super().integrations
         outer = self
 
         class Counting(type(inner)):  # type: ignore[misc]
@@ -77,7 +78,11 @@ class CountingIntegrations(MemoryStorage):
 
         counting = Counting()
         counting._items = inner._items
-        self._integrations = counting
+        self._counting = counting
+
+    @property
+    def integrations(self) -> IntegrationStore:
+        return self._counting
 
 
 WHO = Principal(org_id="org-1", method="api_key")

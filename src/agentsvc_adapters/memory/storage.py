@@ -17,30 +17,18 @@ from agentsvc_adapters.memory.runners import MemoryRunners
 from agentsvc_adapters.memory.secrets import MemorySecrets
 from agentsvc_adapters.memory.traces import MemoryTraces
 from agentsvc_adapters.memory.webhook_tools import MemoryWebhookTools
+from agentsvc_adapters.storage import Repositories, StorageFacade
 from agentsvc_core.entities import Agent, ApiKey, Organization, Thread
 from agentsvc_core.errors import NotFound
 from agentsvc_core.ports import (
     AgentRepository,
-    AnalyticsStore,
     ApiKeyRepository,
-    ConversationStore,
-    IntegrationStore,
     McpRepository,
     OrganizationRepository,
     SecretStore,
-    Storage,
-    StreamStore,
-    ThreadRepository,
-    TraceStore,
     TurnInputs,
     TurnReader,
-    WebhookToolStore,
 )
-from agentsvc_core.ports.idempotency import IdempotencyStore
-from agentsvc_core.ports.knowledge import KnowledgeStore
-from agentsvc_core.ports.memories import MemoryStore
-from agentsvc_core.ports.plans import PlanStore
-from agentsvc_core.ports.runners import RunnerStore
 
 
 class MemoryOrganizations(OrganizationRepository):
@@ -158,105 +146,47 @@ class MemoryTurnReader(TurnReader):
         )
 
 
-class MemoryStorage(Storage):
+class MemoryStorage(StorageFacade):
     def __init__(self) -> None:
-        self._orgs = MemoryOrganizations()
-        self._keys = MemoryApiKeys()
-        self._agents = MemoryAgents()
-        self._idempotency = MemoryIdempotency()
-        self._conversations = MemoryConversations(self._idempotency)
-        self._traces = MemoryTraces(self._conversations.all_usage, self._all_threads)
-        self._conversations.traces = self._traces
-        self._webhook_tools = MemoryWebhookTools()
-        self._threads = MemoryThreads(self._conversations)
-        self._mcps = MemoryMcps()
-        self._secrets = MemorySecrets()
-        self._integrations = MemoryIntegrations()
-        self._plans = MemoryPlans()
-        self._memories = MemoryMemories(self._agents.has)
-        self._agents.on_delete.append(self._memories.drop_agent)
-        self._knowledge = MemoryKnowledge(self._agents.has, self._threads.has)
-        self._agents.on_delete.append(self._knowledge.drop_agent)
-        self._runners = MemoryRunners(self._agents.has)
-        self._agents.on_delete.append(self._runners.drop_agent)
-        self._turn_reader = MemoryTurnReader(
-            self._threads, self._agents, self._conversations, self._mcps, self._secrets
+        agents = MemoryAgents()
+        idempotency = MemoryIdempotency()
+        conversations = MemoryConversations(idempotency)
+        self._threads = MemoryThreads(conversations)
+        traces = MemoryTraces(conversations.all_usage, self._all_threads)
+        conversations.traces = traces
+        mcps = MemoryMcps()
+        secrets = MemorySecrets()
+        memories = MemoryMemories(agents.has)
+        agents.on_delete.append(memories.drop_agent)
+        knowledge = MemoryKnowledge(agents.has, self._threads.has)
+        agents.on_delete.append(knowledge.drop_agent)
+        runners = MemoryRunners(agents.has)
+        agents.on_delete.append(runners.drop_agent)
+        super().__init__(
+            Repositories(
+                organizations=MemoryOrganizations(),
+                api_keys=MemoryApiKeys(),
+                agents=agents,
+                threads=self._threads,
+                conversations=conversations,
+                mcps=mcps,
+                secrets=secrets,
+                integrations=MemoryIntegrations(),
+                turn_reader=MemoryTurnReader(self._threads, agents, conversations, mcps, secrets),
+                streams=conversations,
+                idempotency=idempotency,
+                traces=traces,
+                analytics=traces,
+                webhook_tools=MemoryWebhookTools(),
+                plans=MemoryPlans(),
+                memories=memories,
+                knowledge=knowledge,
+                runners=runners,
+            )
         )
 
     async def check_ready(self) -> None:
         """Memory is always ready: it lives as long as the process."""
-
-    @property
-    def organizations(self) -> OrganizationRepository:
-        return self._orgs
-
-    @property
-    def api_keys(self) -> ApiKeyRepository:
-        return self._keys
-
-    @property
-    def agents(self) -> AgentRepository:
-        return self._agents
-
-    @property
-    def threads(self) -> ThreadRepository:
-        return self._threads
-
-    @property
-    def conversations(self) -> ConversationStore:
-        return self._conversations
-
-    @property
-    def mcps(self) -> McpRepository:
-        return self._mcps
-
-    @property
-    def secrets(self) -> SecretStore:
-        return self._secrets
-
-    @property
-    def integrations(self) -> IntegrationStore:
-        return self._integrations
-
-    @property
-    def turn_reader(self) -> TurnReader:
-        return self._turn_reader
-
-    @property
-    def streams(self) -> StreamStore:
-        return self._conversations
-
-    @property
-    def idempotency(self) -> IdempotencyStore:
-        return self._idempotency
-
-    @property
-    def traces(self) -> TraceStore:
-        return self._traces
-
-    @property
-    def analytics(self) -> AnalyticsStore:
-        return self._traces
-
-    @property
-    def webhook_tools(self) -> WebhookToolStore:
-        return self._webhook_tools
-
-    @property
-    def plans(self) -> PlanStore:
-        return self._plans
-
-    @property
-    def memories(self) -> MemoryStore:
-        return self._memories
-
-    @property
-    def knowledge(self) -> KnowledgeStore:
-        return self._knowledge
-
-    @property
-    def runners(self) -> RunnerStore:
-        return self._runners
 
     def _all_threads(self) -> Iterator[Thread]:
         return self._threads.all()

@@ -45,27 +45,8 @@ from agentsvc_adapters.postgres.streams import PostgresStreams
 from agentsvc_adapters.postgres.traces import PostgresTraces
 from agentsvc_adapters.postgres.turns import PostgresTurnReader
 from agentsvc_adapters.postgres.webhook_tools import PostgresWebhookTools
+from agentsvc_adapters.storage import Repositories, StorageFacade
 from agentsvc_core.errors import Unavailable
-from agentsvc_core.ports import (
-    AgentRepository,
-    AnalyticsStore,
-    ApiKeyRepository,
-    ConversationStore,
-    IntegrationStore,
-    McpRepository,
-    OrganizationRepository,
-    SecretStore,
-    Storage,
-    StreamStore,
-    ThreadRepository,
-    TraceStore,
-    TurnReader,
-    WebhookToolStore,
-)
-from agentsvc_core.ports.idempotency import IdempotencyStore
-from agentsvc_core.ports.memories import MemoryStore
-from agentsvc_core.ports.plans import PlanStore
-from agentsvc_core.ports.runners import RunnerStore
 
 READY_TIMEOUT_S = 3.0  # the readiness probe's wait for a pooled connection
 
@@ -76,7 +57,7 @@ def _shipped() -> frozenset[int]:
     return frozenset(version for version, _, _ in migrations())
 
 
-class PostgresStorage(Storage):
+class PostgresStorage(StorageFacade):
     """All repositories over one pool. ``open()``/``close()`` belong to the lifespan."""
 
     def __init__(
@@ -105,26 +86,33 @@ class PostgresStorage(Storage):
             check=check_if_idle,
             name="agentsvc",
         )
-        self._orgs = PostgresOrganizations(self.pool)
-        self._keys = PostgresApiKeys(self.pool)
-        self._agents = PostgresAgents(self.pool)
         # this process among the runs' owners: the stop bus holds its lock (owners.py)
         self.owner = new_owner()
-        self._threads = PostgresThreads(self.pool)
-        self._conversations = PostgresConversations(self.pool, self.owner)
-        self._mcps = PostgresMcps(self.pool)
-        self._secrets = PostgresSecrets(self.pool)
-        self._integrations = PostgresIntegrations(self.pool)
-        self._turn_reader = PostgresTurnReader(self.pool)
-        self._streams = PostgresStreams(self.pool)
-        self._idempotency = PostgresIdempotency(self.pool)
-        self._traces = PostgresTraces(self.pool, timedelta(seconds=fold_settle_s))
-        self._webhook_tools = PostgresWebhookTools(self.pool)
-        self._plans = PostgresPlans(self.pool)
-        self._memories = PostgresMemories(self.pool)
         self._knowledge = PostgresKnowledge(self.pool, language=knowledge_language)
-        self._runners = PostgresRunners(self.pool)
         self._statistics = PostgresStatistics(self.pool)
+        traces = PostgresTraces(self.pool, timedelta(seconds=fold_settle_s))
+        super().__init__(
+            Repositories(
+                organizations=PostgresOrganizations(self.pool),
+                api_keys=PostgresApiKeys(self.pool),
+                agents=PostgresAgents(self.pool),
+                threads=PostgresThreads(self.pool),
+                conversations=PostgresConversations(self.pool, self.owner),
+                mcps=PostgresMcps(self.pool),
+                secrets=PostgresSecrets(self.pool),
+                integrations=PostgresIntegrations(self.pool),
+                turn_reader=PostgresTurnReader(self.pool),
+                streams=PostgresStreams(self.pool),
+                idempotency=PostgresIdempotency(self.pool),
+                traces=traces,
+                analytics=traces,
+                webhook_tools=PostgresWebhookTools(self.pool),
+                plans=PostgresPlans(self.pool),
+                memories=PostgresMemories(self.pool),
+                knowledge=self._knowledge,
+                runners=PostgresRunners(self.pool),
+            )
+        )
 
     async def open(self) -> None:
         async with translate():
@@ -158,73 +146,7 @@ class PostgresStorage(Storage):
             raise Unavailable("database migrations are pending (run agentsvc migrate)")
 
     @property
-    def organizations(self) -> OrganizationRepository:
-        return self._orgs
-
-    @property
-    def api_keys(self) -> ApiKeyRepository:
-        return self._keys
-
-    @property
-    def agents(self) -> AgentRepository:
-        return self._agents
-
-    @property
-    def threads(self) -> ThreadRepository:
-        return self._threads
-
-    @property
-    def conversations(self) -> ConversationStore:
-        return self._conversations
-
-    @property
-    def mcps(self) -> McpRepository:
-        return self._mcps
-
-    @property
-    def secrets(self) -> SecretStore:
-        return self._secrets
-
-    @property
-    def integrations(self) -> IntegrationStore:
-        return self._integrations
-
-    @property
-    def turn_reader(self) -> TurnReader:
-        return self._turn_reader
-
-    @property
-    def streams(self) -> StreamStore:
-        return self._streams
-
-    @property
-    def idempotency(self) -> IdempotencyStore:
-        return self._idempotency
-
-    @property
-    def traces(self) -> TraceStore:
-        return self._traces
-
-    @property
-    def analytics(self) -> AnalyticsStore:
-        return self._traces
-
-    @property
-    def webhook_tools(self) -> WebhookToolStore:
-        return self._webhook_tools
-
-    @property
-    def plans(self) -> PlanStore:
-        return self._plans
-
-    @property
-    def memories(self) -> MemoryStore:
-        return self._memories
-
-    @property
     def knowledge(self) -> PostgresKnowledge:
+        """Narrower than the port's: start-up checks its text search configuration
+        and sets up its vectors."""
         return self._knowledge
-
-    @property
-    def runners(self) -> RunnerStore:
-        return self._runners

@@ -1,6 +1,6 @@
-"""The turn's private parts, shared by use_cases/conversation.py (which plans a
-reply) and use_cases/reply.py (which runs it): the plan, the running reply's state,
-how one model call ended, and the small helpers both use."""
+"""The turn's private parts, shared by use_cases/conversation.py and reply_plan.py
+(which plan a reply) and use_cases/reply.py (which runs it): the plan, the running
+reply's state, how one model call ended, and the small helpers they use."""
 
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
 """The turn's HTTP-facing operations: send, stop, sweep, close/shutdown.
 
 The turn reads top to bottom: ``Conversation.send`` here checks the input
-(use_cases/send_input.py) and plans the reply, stores the run and the user's message and starts
-the reply (use_cases/reply.py: compaction, model calls, tools, the final store);
-use_cases/heartbeats.py keeps this process's running replies alive.
+(use_cases/send_input.py), plans the reply (use_cases/reply_plan.py), stores the run
+and the user's message and starts the reply (use_cases/reply.py: compaction, model
+calls, tools, the final store); use_cases/heartbeats.py keeps this process's running
+replies alive.
 
 ``send`` does everything that can fail with an HTTP error (access, validation, the
 one-reply-per-thread rule) before it returns, then the reply runs in a task of its
@@ -38,13 +39,15 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from uuid import UUID
 
 from agentsvc_core.entities import (
+    Agent,
     Message,
     Principal,
     Run,
+    ToolCall,
 )
 from agentsvc_core.errors import (
     IdempotencyKeyInUse,
@@ -58,12 +61,10 @@ from agentsvc_core.ports import (
     ConversationStore,
     FollowRequests,
     ModelRouter,
-    NativeCompaction,
     ServerTools,
     StopBus,
     StopSignal,
     StreamStore,
-    ToolSetup,
     TurnInputs,
     TurnReader,
 )
@@ -73,13 +74,6 @@ from agentsvc_core.ports.tools import Attached
 from agentsvc_core.use_cases._turn_private import BudgetGate, Plan
 from agentsvc_core.use_cases._turn_spans import reply_span
 from agentsvc_core.use_cases.compaction import Compactor
-from agentsvc_core.use_cases.context import (
-    effective_profile,
-    gate_tools,
-    merged_metadata,
-    profile_switch_tool,
-    system_prompt,
-)
 from agentsvc_core.use_cases.heartbeats import INTERRUPT_WAIT_S, Heartbeats, drain
 from agentsvc_core.use_cases.idempotency import KEEP, RequestKey
 from agentsvc_core.use_cases.org_settings import (
@@ -87,6 +81,7 @@ from agentsvc_core.use_cases.org_settings import (
     KeyBroker,
 )
 from agentsvc_core.use_cases.reply import Reply
+from agentsvc_core.use_cases.reply_plan import choose, note_answered, plan_reply
 from agentsvc_core.use_cases.send_input import (
     SendInput,
     ToolResultIn,
@@ -244,93 +239,53 @@ class Conversation:
         extra_mcp: Attached = (),
         stored_parent: str | None = None,
     ) -> Turn:
-        if self._closing is not None:
-            raise Unavailable("the service is shutting down; send again in a moment")
+        """The send, step by step: everything that can refuse it comes before the
+        run is stored and the reply starts (``_begin``)."""
+        self._refuse_when_closing()
         check_input(msg)
-        inputs = await self._reader.turn_inputs(
-            who.org_id,
-            thread_id,
-            [*(AgentConfigs.KINDS if self._configs else ()), *self._tools.kinds],
-        )
+        inputs = await self._reader.turn_inputs(who.org_id, thread_id, self._record_kinds())
         thread = await self._threads.check_visible(who, inputs.thread)
         sender_id, sender_name = await sender_of(self._threads, who, thread, msg)
-        agent = inputs.agent
-        if agent is None:
-            raise NotFound("agent not found")
+        agent = _agent_of(inputs)
         now = self._clock.now()
-        latest = inputs.latest_run
-        if latest and latest.status == "running" and latest.heartbeat_at >= now - self._stale_after:
-            raise ThreadBusy()  # before anything else (begin_turn would refuse it too)
-        pending = latest.pending_tool_calls if latest and latest.status == "requires_action" else ()
+        self._refuse_when_busy(inputs.latest_run, now)
+        pending = _pending_tool_calls(inputs.latest_run)
         check_tool_results(pending, msg)
-
-        model_id = msg.model_override or agent.default_model
-        model, model_name = self._router.route(model_id)
-        resolver, compaction = (
-            self._configs.opened(who.org_id, agent.id, inputs.records)
-            if self._configs
-            else (None, None)
-        )
-        profile = effective_profile(agent, thread, msg.tool_profile)
-        mcp: Attached = inputs.mcp
-        if extra_mcp:
-            own = {a.mcp_id for a, _ in inputs.mcp}
-            mcp = [*inputs.mcp, *(x for x in extra_mcp if x[0].mcp_id not in own)]
-        setup = ToolSetup(mcp=mcp, records=inputs.records, thread_id=thread.id)
-        offered_server = await self._tools.list_tools(who, agent, setup)
-        server = {t.name: t for t in gate_tools(agent, profile, offered_server)}
-        client = {t.name: t for t in msg.tools}
-        offered = [*server.values(), *client.values()]
-        switch = profile_switch_tool(agent, profile)
-        if switch is not None:
-            offered.append(switch)
-        plan = Plan(
-            keep_events=self.replay if claim is None else max(self.replay, KEEP),
-            who=who,
-            thread=thread,
-            agent=agent,
-            model=model,
-            model_name=model_name,
-            model_id=model_id,
-            system=system_prompt(
-                agent.stable_preamble, thread.system_prompt_overlay, msg.system_prompt_overlay
-            ),
-            server_tools=server,
-            client_tools=client,
-            tool_setup=setup,
+        chosen = choose(self._router, self._configs, who, thread, agent, msg, inputs, extra_mcp)
+        listed = await self._tools.list_tools(who, agent, chosen.setup)
+        plan = plan_reply(
+            chosen,
+            listed,
             user_id=sender_id,
-            offered=offered,
-            metadata=merged_metadata(thread.metadata, msg.metadata),
-            keys=self._keys.for_turn(resolver, user_id=sender_id or "")
-            if self._keys is not None and resolver is not None and resolver.enabled
-            else None,
+            keep_events=self._keep_events(claim),
+            keys=self._keys,
             gate=gate,
             stored_parent=stored_parent,
-            compaction=compaction if model.provider == "beta" else None,
-            native=NativeCompaction(
-                trigger_tokens=compaction.alpha_trigger_tokens,
-                instructions=compaction.alpha_instructions,
-                pause_after=compaction.alpha_pause_after,
-            )
-            if compaction is not None and compaction.enabled and model.provider == "alpha"
-            else None,
         )
-
-        run = Run(
-            id=uuid.uuid4(),
-            org_id=who.org_id,
-            thread_id=thread.id,
-            status="running",
-            started_at=now,
-            heartbeat_at=now,
-        )
+        run = _new_run(who, thread.id, now)
         new = new_messages(self._clock, run, msg, pending, sender_id, sender_name)
-        plan.inputs = tuple(m.content for m in new if m.role == "user")
-        plan.tool_results = tuple(
-            (m.tool_call_id or "", m.content) for m in new if m.role == "tool"
-        )
-        meta = Meta(started_at=now, run_id=run.id, thread_id=thread.id, model=model_id)
+        note_answered(plan, new)
+        meta = Meta(started_at=now, run_id=run.id, thread_id=thread.id, model=plan.model_id)
         return await self._begin(plan, run, new, inputs, meta, claim)
+
+    def _refuse_when_closing(self) -> None:
+        if self._closing is not None:
+            raise Unavailable("the service is shutting down; send again in a moment")
+
+    def _record_kinds(self) -> list[str]:
+        """The agent's sealed records the turn reads with the thread: its own
+        configurations' and the tool sources'."""
+        return [*(AgentConfigs.KINDS if self._configs else ()), *self._tools.kinds]
+
+    def _refuse_when_busy(self, latest: Run | None, now: datetime) -> None:
+        """A reply still running (its heartbeat fresh) holds the thread: refused
+        before anything else (begin_turn would refuse it too)."""
+        if latest and latest.status == "running" and latest.heartbeat_at >= now - self._stale_after:
+            raise ThreadBusy()
+
+    def _keep_events(self, claim: IdempotencyClaim | None) -> timedelta:
+        """How long the reply's events stay stored: a keyed send's as long as its key."""
+        return self.replay if claim is None else max(self.replay, KEEP)
 
     async def _begin(
         self,
@@ -475,3 +430,25 @@ class Conversation:
         await self.close(grace_s)
         self._beats.cancel()
         self._closing, self._interrupting = None, False
+
+
+def _agent_of(inputs: TurnInputs) -> Agent:
+    if inputs.agent is None:
+        raise NotFound("agent not found")
+    return inputs.agent
+
+
+def _pending_tool_calls(latest: Run | None) -> tuple[ToolCall, ...]:
+    """The client-side tool calls the latest run waits for (its results may answer them)."""
+    return latest.pending_tool_calls if latest and latest.status == "requires_action" else ()
+
+
+def _new_run(who: Principal, thread_id: UUID, now: datetime) -> Run:
+    return Run(
+        id=uuid.uuid4(),
+        org_id=who.org_id,
+        thread_id=thread_id,
+        status="running",
+        started_at=now,
+        heartbeat_at=now,
+    )

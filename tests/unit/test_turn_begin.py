@@ -85,6 +85,12 @@ class Tools(ServerTools):
         self.store: Store | None = None
         self.run_stored_at_call: list[bool] = []  # per call: had begin_turn returned?
 
+    def owns(self, name: str) -> bool:
+        return True  # the turn's one source: every name is its own
+
+    def is_extension(self, name: str) -> bool:
+        return True  # its tools are traced as MCP tools
+
     async def list_tools(
         self, who: Principal, agent: Agent, setup: object = None
     ) -> list[ToolSpec]:

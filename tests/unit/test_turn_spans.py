@@ -104,6 +104,12 @@ class Model(ChatModel):
 
 
 class Tools(ServerTools):
+    def owns(self, name: str) -> bool:
+        return True  # the turn's one source: every name is its own
+
+    def is_extension(self, name: str) -> bool:
+        return True  # its tools are traced as MCP tools
+
     async def list_tools(
         self, who: Principal, agent: Agent, setup: object = None
     ) -> list[ToolSpec]:

@@ -86,26 +86,31 @@ class ToolCallContext(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ServerTools(Protocol):
-    """A source of server-side tools. The defaults suit a lone source that reads
-    no records and whose tools are extensions (a test's fake)."""
+    """A source of server-side tools. Each source says which names it owns and
+    whether they are extensions: the port claims nothing for it (a source that
+    claimed every name would take the calls of the sources after it), so mypy
+    refuses a source that leaves them out. The one default, ``kinds``, reads no
+    record."""
 
     # the agent's sealed record kinds this source reads with the turn (``ToolSetup``)
     kinds: tuple[str, ...] = ()
 
     def owns(self, name: str) -> bool:
-        """Whether a tool of this name would be this source's (by its shape alone)."""
-        return True
+        """Whether a tool of this name would be this source's (by its shape alone:
+        the naming rule above keeps two sources from owning one name)."""
+        ...
 
     def is_extension(self, name: str) -> bool:
         """Whether the tool runs on somebody else's server speaking a tool protocol
         (MCP): traced as ``mcp``, else ``tool``."""
-        return True
+        ...
 
     async def list_tools(
         self, who: Principal, agent: Agent, setup: ToolSetup | None = None
     ) -> list[ToolSpec]:
         """Every tool of this source the agent may use, before profile gating.
-        ``setup``: what the turn has read already (``None``: read it)."""
+        ``setup``: what the turn has read already (``None``: read it). The turn
+        lists every source at once: a source shares no state with another."""
         ...
 
     async def call(

@@ -4,6 +4,7 @@ that owns its name (ports/tools.py says how names keep apart)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -35,20 +36,13 @@ class ToolHub(ServerTools):
     async def list_tools(
         self, who: Principal, agent: Agent, setup: ToolSetup | None = None
     ) -> list[ToolSpec]:
-        """The sources' tools in order. A source that cannot list (its storage or
-        server failing) is left out of this turn and logged: the others still serve."""
-        tools: list[ToolSpec] = []
-        for source in self._sources:
-            try:
-                tools.extend(await source.list_tools(who, agent, setup))
-            except DomainError as exc:
-                log.warning(
-                    "tools of %s left out of a turn of agent %s: %s",
-                    type(source).__name__,
-                    agent.id,
-                    exc.detail,
-                )
-        return tools
+        """The sources' tools, in the sources' order whichever answers first: they
+        are listed concurrently, so a slow one (an MCP server, a storage read) does
+        not hold up the others. A source that cannot list (its storage or server
+        failing) is left out of this turn and logged: the others still serve. Any
+        other exception propagates (``gather`` lets the other listings finish)."""
+        listed = await asyncio.gather(*(_listed(s, who, agent, setup) for s in self._sources))
+        return [tool for tools in listed for tool in tools]
 
     async def call(
         self,
@@ -69,3 +63,19 @@ class ToolHub(ServerTools):
             # a source's bug must not break the reply: the model reads a failure
             log.exception("the tool %s failed unexpectedly", name)
             return f"error: the tool {name!r} failed unexpectedly"
+
+
+async def _listed(
+    source: ServerTools, who: Principal, agent: Agent, setup: ToolSetup | None
+) -> list[ToolSpec]:
+    """One source's tools, or none when it cannot list them now."""
+    try:
+        return await source.list_tools(who, agent, setup)
+    except DomainError as exc:
+        log.warning(
+            "tools of %s left out of a turn of agent %s: %s",
+            type(source).__name__,
+            agent.id,
+            exc.detail,
+        )
+        return []

@@ -32,7 +32,7 @@ from agentsvc_core.errors import InvalidInput, NotFound
 from agentsvc_core.ports import AgentRepository, Clock, SecretBox, SecretStore
 from agentsvc_core.ports.memories import MemoryStore, Saved, ScopeFilter
 from agentsvc_core.rules import check_text
-from agentsvc_core.use_cases.agent_settings import AgentSettings
+from agentsvc_core.use_cases.agent_settings import AgentSettings, Switched
 
 __all__ = [
     "KIND",
@@ -55,10 +55,9 @@ MAX_TOP_K = 50
 MAX_MEMORIES = 10_000  # the highest max_memories an agent may be given
 
 
-class MemoryConfig(msgspec.Struct, frozen=True, kw_only=True):
-    agent_id: UUID
-    org_id: str
-    enabled: bool = False  # the model gets memory_save and memory_search
+class MemoryConfig(Switched, frozen=True, kw_only=True):
+    """``enabled``: the model gets memory_save and memory_search."""
+
     scopes: tuple[MemoryScope, ...] = MEMORY_SCOPES  # the scopes the tools may use
     max_memories: int = 1000  # active memories of the agent; a save beyond is refused
     # after each completed turn, a background job asks the agent's model for the

@@ -16,11 +16,10 @@ import msgspec
 
 from agentsvc_core.entities import Agent, Principal
 from agentsvc_core.entities.memory import MemoryScope
-from agentsvc_core.errors import DomainError
-from agentsvc_core.ports import ServerTools, ToolCallContext, ToolSetup, ToolSpec
+from agentsvc_core.ports import ToolCallContext, ToolSpec
 from agentsvc_core.ports.memories import ScopeFilter
+from agentsvc_core.use_cases.agent_settings import GatedTools, ToolRefused
 from agentsvc_core.use_cases.memories import (
-    KIND,
     MAX_CONTENT,
     MAX_KEY,
     MAX_QUERY,
@@ -43,12 +42,6 @@ class _Search(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     query: str
     top_k: int = 5
     scope: MemoryScope | None = None
-
-
-class _Refused(Exception):
-    def __init__(self, text: str) -> None:
-        super().__init__(text)
-        self.text = text
 
 
 TOOL_NAMES = ("memory_save", "memory_search")
@@ -115,64 +108,46 @@ def _place(scope: MemoryScope, ctx: ToolCallContext) -> ScopeFilter:
         return ("agent", None)
     if scope == "thread":
         if ctx.thread_id is None:
-            raise _Refused("the thread scope works inside a conversation only")
+            raise ToolRefused("the thread scope works inside a conversation only")
         return ("thread", str(ctx.thread_id))
     if ctx.user_id is None:
-        raise _Refused("the user scope needs a user: this message has none")
+        raise ToolRefused("the user scope needs a user: this message has none")
     return ("user", ctx.user_id)
 
 
-class MemoryTools(ServerTools):
+class MemoryTools(GatedTools[MemoryConfig]):
     """The memory tools of an agent whose memory configuration is enabled."""
 
-    kinds: tuple[str, ...] = (KIND,)
+    names = TOOL_NAMES
+    noun = "memory"
+    disabled = "memory is not enabled for this agent"
 
     def __init__(self, memories: Memories, settings: MemorySettings) -> None:
+        super().__init__(settings)
         self._memories = memories
-        self._settings = settings
 
-    def owns(self, name: str) -> bool:
-        return name in TOOL_NAMES
+    def specs(self, config: MemoryConfig) -> list[ToolSpec]:
+        return _specs(config)
 
-    def is_extension(self, name: str) -> bool:
-        return False
-
-    async def list_tools(
-        self, who: Principal, agent: Agent, setup: ToolSetup | None = None
-    ) -> list[ToolSpec]:
-        config = await self._settings.in_turn(who.org_id, agent.id, setup)
-        return _specs(config) if config.enabled else []
-
-    async def call(
+    async def run(
         self,
         who: Principal,
         agent: Agent,
         name: str,
         arguments: dict[str, Any],
         ctx: ToolCallContext,
+        config: MemoryConfig,
     ) -> str:
-        if name not in TOOL_NAMES:
-            return f"error: no memory tool named {name!r}"
-        try:
-            config = await self._settings.in_turn(who.org_id, agent.id, ctx.setup)
-            if not config.enabled:
-                return "error: memory is not enabled for this agent"
-            if name == "memory_save":
-                return await self._save(who, agent, msgspec.convert(arguments, _Save), ctx, config)
-            return await self._search(who, agent, msgspec.convert(arguments, _Search), ctx, config)
-        except msgspec.ValidationError as exc:
-            return f"error: invalid arguments: {exc}"
-        except _Refused as exc:
-            return f"error: {exc.text}"
-        except DomainError as exc:
-            return f"error: {exc.detail}"
+        if name == "memory_save":
+            return await self._save(who, agent, msgspec.convert(arguments, _Save), ctx, config)
+        return await self._search(who, agent, msgspec.convert(arguments, _Search), ctx, config)
 
     async def _save(
         self, who: Principal, agent: Agent, args: _Save, ctx: ToolCallContext, config: MemoryConfig
     ) -> str:
         scope = args.scope or _default(config)
         if scope not in config.scopes:
-            raise _Refused(f"the {scope} scope is not enabled for this agent")
+            raise ToolRefused(f"the {scope} scope is not enabled for this agent")
         _, scope_id = _place(scope, ctx)
         saved = await self._memories.save(
             who.org_id,
@@ -205,14 +180,14 @@ class MemoryTools(ServerTools):
     ) -> str:
         if args.scope is not None:
             if args.scope not in config.scopes:
-                raise _Refused(f"the {args.scope} scope is not enabled for this agent")
+                raise ToolRefused(f"the {args.scope} scope is not enabled for this agent")
             places = [_place(args.scope, ctx)]
         else:  # every allowed scope this call has an id for
             places = []
             for scope in config.scopes:
                 try:
                     places.append(_place(scope, ctx))
-                except _Refused:
+                except ToolRefused:
                     continue
         found = await self._memories.search(who.org_id, agent.id, args.query, places, args.top_k)
         return _enc.encode(

@@ -19,17 +19,19 @@ from msgspec import UNSET, UnsetType
 
 from agentsvc_core.entities import Agent, Principal
 from agentsvc_core.entities.plan import PLAN_STATUSES, TODO_STATUSES, Plan, PlanStatus, TodoStatus
-from agentsvc_core.errors import DomainError
 from agentsvc_core.ports import (
     AgentRepository,
     SecretBox,
     SecretStore,
-    ServerTools,
     ToolCallContext,
-    ToolSetup,
     ToolSpec,
 )
-from agentsvc_core.use_cases.agent_settings import AgentSettings
+from agentsvc_core.use_cases.agent_settings import (
+    AgentSettings,
+    GatedTools,
+    Switched,
+    ToolRefused,
+)
 from agentsvc_core.use_cases.plans import (
     MAX_ADD,
     MAX_TODO_TEXT,
@@ -44,10 +46,9 @@ __all__ = ["KIND", "TOOL_NAMES", "PlanConfig", "PlanSettings", "PlanTools"]
 KIND = "plan"
 
 
-class PlanConfig(msgspec.Struct, frozen=True, kw_only=True):
-    agent_id: UUID
-    org_id: str
-    enabled: bool = False  # the model gets the plan tools
+class PlanConfig(Switched, frozen=True, kw_only=True):
+    """``enabled``: the model gets the plan tools."""
+
     # the model may not approve its own plan, nor start or finish todos of a draft:
     # a person approves it (PATCH /api/plans/{id} {"status": "approved"})
     require_approval: bool = False
@@ -103,7 +104,7 @@ class _Add(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
 def _only_pending(todos: tuple[_NewTodo, ...]) -> None:
     """A plan awaiting approval: its new todos cannot be started or finished."""
     if any(t.status != "pending" for t in todos):
-        raise _Refused("the plan awaits approval: its todos cannot start yet")
+        raise ToolRefused("the plan awaits approval: its todos cannot start yet")
 
 
 class _TodoUpdate(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -210,58 +211,35 @@ _ARGS: dict[str, type[msgspec.Struct]] = {
 _enc = msgspec.json.Encoder()
 
 
-class _Refused(Exception):
-    def __init__(self, text: str) -> None:
-        super().__init__(text)
-        self.text = text
-
-
-class PlanTools(ServerTools):
+class PlanTools(GatedTools[PlanConfig]):
     """The plan tools of an agent whose plan configuration is enabled."""
 
-    kinds: tuple[str, ...] = (KIND,)
+    names = TOOL_NAMES
+    noun = "plan"
+    disabled = "plan tools are not enabled for this agent"
 
     def __init__(self, plans: Plans, settings: PlanSettings) -> None:
+        super().__init__(settings)
         self._plans = plans
-        self._settings = settings
 
-    def owns(self, name: str) -> bool:
-        return name in _SPECS
-
-    def is_extension(self, name: str) -> bool:
-        return False
-
-    async def list_tools(
-        self, who: Principal, agent: Agent, setup: ToolSetup | None = None
-    ) -> list[ToolSpec]:
-        if not (await self._settings.in_turn(who.org_id, agent.id, setup)).enabled:
-            return []
+    def specs(self, config: PlanConfig) -> list[ToolSpec]:
         return list(_SPECS.values())
 
-    async def call(
+    def refusal(self, ctx: ToolCallContext) -> str | None:
+        return "plan tools work inside a conversation only" if ctx.thread_id is None else None
+
+    async def run(
         self,
         who: Principal,
         agent: Agent,
         name: str,
         arguments: dict[str, Any],
         ctx: ToolCallContext,
+        config: PlanConfig,
     ) -> str:
-        if name not in _SPECS:
-            return f"error: no plan tool named {name!r}"
-        if ctx.thread_id is None:
-            return "error: plan tools work inside a conversation only"
-        try:
-            config = await self._settings.in_turn(who.org_id, agent.id, ctx.setup)
-            if not config.enabled:
-                return "error: plan tools are not enabled for this agent"
-            args = msgspec.convert(arguments, _ARGS[name])
-            plan = await self._run(who.org_id, ctx.thread_id, args, config)
-        except msgspec.ValidationError as exc:
-            return f"error: invalid arguments: {exc}"
-        except _Refused as exc:
-            return f"error: {exc.text}"
-        except DomainError as exc:
-            return f"error: {exc.detail}"
+        assert ctx.thread_id is not None  # refused without one
+        args = msgspec.convert(arguments, _ARGS[name])
+        plan = await self._run(who.org_id, ctx.thread_id, args, config)
         return _enc.encode(plan).decode()
 
     async def _plan(self, org: str, thread_id: UUID, plan_id: UUID | None) -> Plan:
@@ -269,11 +247,11 @@ class PlanTools(ServerTools):
         if plan_id is None:
             plan = await self._plans.latest_in(org, thread_id)
             if plan is None:
-                raise _Refused("this conversation has no plan yet: call plan_create first")
+                raise ToolRefused("this conversation has no plan yet: call plan_create first")
             return plan
         plan = await self._plans.get_in(org, plan_id)
         if plan.thread_id != thread_id:
-            raise _Refused("plan not found in this conversation")
+            raise ToolRefused("plan not found in this conversation")
         return plan
 
     async def _run(
@@ -293,7 +271,7 @@ class PlanTools(ServerTools):
                     args.status == "approved"
                     or (plan.status == "draft" and args.status not in (UNSET, "draft", "cancelled"))
                 ):
-                    raise _Refused("a person approves this plan, not the model")
+                    raise ToolRefused("a person approves this plan, not the model")
                 return await p.update_in(
                     org, plan.id, PlanChanges(title=args.title, status=args.status)
                 )
@@ -309,7 +287,7 @@ class PlanTools(ServerTools):
                     and plan.status == "draft"
                     and args.status not in (UNSET, "pending")
                 ):
-                    raise _Refused("the plan awaits approval: its todos cannot start yet")
+                    raise ToolRefused("the plan awaits approval: its todos cannot start yet")
                 changes = TodoChanges(
                     content=args.content,
                     active_form=args.active_form,
@@ -320,4 +298,4 @@ class PlanTools(ServerTools):
                     remove_depends_on=args.remove_depends_on,
                 )
                 return await p.update_todo_in(org, plan.id, args.todo_id, changes)
-        raise _Refused("unknown tool")  # pragma: no cover (every name has its arguments)
+        raise ToolRefused("unknown tool")  # pragma: no cover (every name has its arguments)

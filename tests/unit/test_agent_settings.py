@@ -6,7 +6,7 @@ the model reads."""
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 import pytest
@@ -78,8 +78,9 @@ class Echo(GatedTools[EchoConfig]):
                 raise RuntimeError("a bug")
 
 
-class Unreadable(SecretStore):
-    """A store that must not be read."""
+class Unreadable:
+    """A store that must not be read: it stands in for the secret store (a cast
+    where it is passed) and fails on the first attribute read."""
 
     def __getattribute__(self, name: str) -> Any:
         raise AssertionError(f"storage was read: {name}")
@@ -122,7 +123,7 @@ async def test_it_owns_its_names_only_none_an_extension_and_reads_its_kind() -> 
 async def test_switched_off_it_offers_nothing_and_a_call_says_so_without_running() -> None:
     storage = MemoryStorage()
     agent = await an_agent(storage)
-    silent = echo_over(Unreadable(), storage)  # the turn's read is enough
+    silent = echo_over(cast("SecretStore", Unreadable()), storage)  # the turn's read is enough
     assert await silent.list_tools(WHO, agent, ToolSetup()) == []
     assert await silent.call(WHO, agent, "echo_say", {"text": "x"}, in_thread(ToolSetup())) == (
         "error: echo is not enabled for this agent"
@@ -150,7 +151,7 @@ async def test_switched_on_it_offers_its_tools_and_runs_them_with_the_configurat
 async def test_a_name_not_its_own_or_a_call_outside_a_conversation_reads_nothing() -> None:
     storage = MemoryStorage()
     agent = await an_agent(storage)
-    tools = echo_over(Unreadable(), storage)
+    tools = echo_over(cast("SecretStore", Unreadable()), storage)
     assert await tools.call(WHO, agent, "echo_sing", {}, in_thread(None)) == (
         "error: no echo tool named 'echo_sing'"
     )

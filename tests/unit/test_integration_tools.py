@@ -14,6 +14,7 @@ from agentsvc_adapters.clock import SystemClock
 from agentsvc_adapters.crypto import AesGcmBox
 from agentsvc_adapters.crypto.aesgcm import new_key_spec, parse_keys
 from agentsvc_adapters.memory import MemoryStorage
+from agentsvc_adapters.memory.integrations import MemoryIntegrations
 from agentsvc_core.entities import Agent, Integration, Principal
 from agentsvc_core.ports import (
     DatabaseTarget,
@@ -69,6 +70,7 @@ class CountingIntegrations(MemoryStorage):
     def __init__(self) -> None:
         super().__init__()
         inner = super().integrations
+        assert isinstance(inner, MemoryIntegrations)
         outer = self
 
         class Counting(type(inner)):  # type: ignore[misc]

@@ -99,8 +99,9 @@ class Named(ServerTools):
 
 class Forgetful(ServerTools):
     """A source that says neither what it owns nor whether its tools are
-    extensions (mypy refuses such a source in the service; at run time it
-    still must not capture the names of the sources after it)."""
+    extensions. mypy refuses to build one (``make lint`` fails on an unused
+    ``type: ignore``, so the two below show it does); at run time it still must
+    not capture the names of the sources after it."""
 
     async def list_tools(
         self, who: Principal, agent: Agent, setup: ToolSetup | None = None
@@ -114,14 +115,14 @@ class Forgetful(ServerTools):
 
 
 async def test_a_source_that_does_not_say_what_it_owns_claims_no_name() -> None:
-    forgetful = Forgetful()
+    forgetful = Forgetful()  # type: ignore[abstract]
     assert not forgetful.owns("lookup")
     assert not forgetful.is_extension("lookup")
     hub = ToolHub([forgetful, Named("mcp", "lookup")])
     assert hub.owns("lookup")
     assert hub.is_extension("lookup")  # the owner's answer, not the forgetful one's
     assert await hub.call(WHO, AGENT, "lookup", {}, CTX) == "mcp ran lookup"
-    alone = ToolHub([Forgetful()])
+    alone = ToolHub([Forgetful()])  # type: ignore[abstract]
     assert not alone.owns("lookup")
     assert not alone.is_extension("lookup")
     assert await alone.call(WHO, AGENT, "lookup", {}, CTX) == (

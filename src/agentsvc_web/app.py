@@ -23,8 +23,8 @@ from agentsvc_web.controllers import (
     AgentController,
     AnalyticsController,
     KeyController,
-    LogsController,
     ThreadController,
+    TracesController,
 )
 from agentsvc_web.controllers.integrations import (
     AgentIntegrationController,
@@ -131,7 +131,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             OrgSettingsController,
             IntegrationController,
             AgentIntegrationController,
-            LogsController,
+            TracesController,
             AnalyticsController,
             ToolController,
             AgentDelegatedController,
@@ -164,7 +164,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "compaction": _const(services.compaction),
             "integrations": _const(services.integrations),
             "web": _const(services.web),
-            "logs": _const(services.logs),
+            "traces": _const(services.logs),
             "analytics": _const(services.analytics),
             "webhook_tools": _const(services.webhook_tools),
             "plans": _const(services.plans),

@@ -69,13 +69,13 @@ from agentsvc_core.ports.resolver import CredentialResolver
 from agentsvc_core.ports.web import WebFetcher, WebSearch
 from agentsvc_core.telemetry import SpanTracer
 from agentsvc_core.use_cases import Agents, ApiKeys, Authenticator, Conversation, Threads
+from agentsvc_core.use_cases.analytics import Analytics
 from agentsvc_core.use_cases.compaction import Compactor
 from agentsvc_core.use_cases.health import Readiness
 from agentsvc_core.use_cases.idempotency import Idempotency
 from agentsvc_core.use_cases.integrations import Integrations, IntegrationTools
 from agentsvc_core.use_cases.knowledge import INDEX_JOB, Knowledge, KnowledgeLimits
 from agentsvc_core.use_cases.knowledge_tools import KnowledgeTools
-from agentsvc_core.use_cases.logs import Analytics, Logs
 from agentsvc_core.use_cases.mcp_oauth import McpOAuth
 from agentsvc_core.use_cases.mcp_servers import McpServers, McpTools
 from agentsvc_core.use_cases.memories import Memories, MemorySettings
@@ -97,7 +97,8 @@ from agentsvc_core.use_cases.runners import Runners
 from agentsvc_core.use_cases.schedules import ScheduledTasks
 from agentsvc_core.use_cases.server_tools import ToolHub
 from agentsvc_core.use_cases.suggestions import Suggestions
-from agentsvc_core.use_cases.traces import TraceConfig
+from agentsvc_core.use_cases.traces.build import TraceConfig
+from agentsvc_core.use_cases.traces.reading import Traces
 from agentsvc_core.use_cases.web import WebSettings, WebTools
 from agentsvc_core.use_cases.webhook_tools import WebhookTools, WebhookToolSource
 from agentsvc_web.metrics import HttpMetrics, Reading, ReadingsCollector, new_registry
@@ -261,7 +262,7 @@ class Services:
         self.agents.keeps_configs(storage.secrets, (*AgentConfigs.KINDS, *self.tools.kinds))
         self.idempotency = Idempotency(storage.idempotency, box, clock)
         self.logs, self.analytics = (
-            Logs(storage.traces, clock),
+            Traces(storage.traces, clock),
             Analytics(
                 storage.analytics,
                 clock,

@@ -1,6 +1,6 @@
-"""A turn's stored trace (agentsvc_core/use_cases/traces.py), the redaction of its
-payloads (agentsvc_core/redact.py), the merge of turns sharing a trace id, and the
-read side's windows and cursors (agentsvc_core/use_cases/logs.py)."""
+"""A turn's stored trace (agentsvc_core/use_cases/traces/build.py), the redaction of
+its payloads (agentsvc_core/redact.py), the merge of turns sharing a trace id, and
+the read side's cursors (agentsvc_core/use_cases/traces/reading.py)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from agentsvc_core.errors import InvalidInput
 from agentsvc_core.ports.telemetry import AttributeValue, FinishedSpan
 from agentsvc_core.pricing import Price, PriceTable
 from agentsvc_core.redact import REDACTED, redact
-from agentsvc_core.use_cases.logs import Analytics, parse_cursor
-from agentsvc_core.use_cases.traces import TraceConfig, TurnFacts, build_trace
+from agentsvc_core.use_cases.traces.build import TraceConfig, TurnFacts, build_trace
+from agentsvc_core.use_cases.traces.reading import parse_cursor
 
 NOW = datetime(2026, 11, 24, 10, 30, tzinfo=UTC)
 TRACE = "ab" * 16
@@ -367,45 +367,6 @@ def test_turns_of_one_trace_id_merge() -> None:
 
 
 # --- the read side ------------------------------------------------------------------
-
-
-class Clock:
-    def now(self) -> datetime:
-        return NOW
-
-
-def window(*args: Any) -> tuple[datetime, datetime, str]:
-    return Analytics(None, Clock(), None).window(*args)  # type: ignore[arg-type]
-
-
-def test_periods_are_whole_buckets_ending_now() -> None:
-    since, until, bucket = window("24h", None, None, None)
-    assert (since, until, bucket) == (NOW.replace(minute=0) - timedelta(hours=23), NOW, "hour")
-    since, until, bucket = window("7d", None, None, None)
-    assert (since, bucket) == (NOW.replace(minute=0) - timedelta(hours=167), "hour")
-    since, until, bucket = window("30d", None, None, None)
-    assert (since, bucket) == (NOW.replace(hour=0, minute=0) - timedelta(days=29), "day")
-    since, until, bucket = window("30d", None, None, "hour")
-    assert (since, bucket) == (NOW.replace(minute=0) - timedelta(hours=719), "hour")
-
-
-def test_custom_ranges() -> None:
-    start = NOW - timedelta(days=3)  # 10:30: whole hours, from 10:00
-    assert window("custom", start, None, None) == (start.replace(minute=0), NOW, "hour")
-    end = NOW - timedelta(hours=5, minutes=10)  # 05:20: up to 06:00
-    assert window("custom", start, end, None)[1] == NOW.replace(hour=6, minute=0)
-    assert window("custom", start, NOW + timedelta(days=1), None)[1] == NOW + timedelta(days=1)
-    assert window("custom", NOW - timedelta(days=40), NOW - timedelta(days=1), None)[2] == "day"
-    for args in (
-        ("custom", None, None, None),
-        ("custom", NOW, NOW - timedelta(hours=1), None),
-        ("custom", NOW - timedelta(days=500), None, None),
-        ("custom", NOW - timedelta(days=300), None, "hour"),
-        ("7d", start, None, None),
-        ("1y", None, None, None),
-    ):
-        with pytest.raises(InvalidInput):
-            window(*args)
 
 
 def test_cursors() -> None:

@@ -49,14 +49,15 @@ from agentsvc_web.controllers.runner_public import (
     RunnerWebhookController,
 )
 from agentsvc_web.controllers.runners import RunnerController
-from agentsvc_web.controllers.schedules import (
-    AgentSuggestionsController,
-    ScheduledTasksController,
-)
+from agentsvc_web.controllers.scheduled_tasks import ScheduledTasksController
 from agentsvc_web.controllers.settings import (
     AgentCompactionController,
     AgentCredentialsController,
     OrgSettingsController,
+)
+from agentsvc_web.controllers.suggestions import (
+    AgentSuggestionsController,
+    RunnerSuggestionsController,
 )
 from agentsvc_web.controllers.tools import AgentDelegatedController, ToolController
 from agentsvc_web.controllers.web import AgentWebController
@@ -142,6 +143,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             AgentSuggestionsController,
             RunnerButtonController,
             RunnerController,
+            RunnerSuggestionsController,
             RunnerWebhookController,
             ScheduledTasksController,
             uploads_up_to(settings.knowledge_max_bytes),

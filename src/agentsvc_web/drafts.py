@@ -1,5 +1,6 @@
-"""Request bodies whose shape is a core draft's: the fields are written once, in the
-draft, and the body reads them in camelCase."""
+"""From request bodies to the core's drafts and changes: ``draft_of`` converts a body
+into one (msgspec checks every field on the way), ``camel_body`` makes a body whose
+shape is a draft's, written once in the core."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ from typing import Any, TypeVar, cast
 
 import msgspec
 
-__all__ = ["camel_body"]
+from agentsvc_web.schemas import given_fields
+
+__all__ = ["camel_body", "draft_of"]
 
 _Draft = TypeVar("_Draft", bound=msgspec.Struct)
 
@@ -19,7 +22,7 @@ def camel_body(draft: type[_Draft], name: str, module: str) -> type[_Draft]:
 
     It is a subclass of the draft that declares each field again: msgspec renames
     only the fields a class declares itself. A handler makes the draft from it with
-    ``msgspec.convert(body, draft, from_attributes=True)``."""
+    ``draft_of``."""
     fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
     for f in msgspec.structs.fields(draft):
         if f.default is not msgspec.NODEFAULT:
@@ -40,3 +43,10 @@ def camel_body(draft: type[_Draft], name: str, module: str) -> type[_Draft]:
         forbid_unknown_fields=config.forbid_unknown_fields,
     )
     return cast("type[_Draft]", made)  # a subclass of draft, which defstruct's type omits
+
+
+def draft_of(body: msgspec.Struct, draft: type[_Draft]) -> _Draft:
+    """``draft`` (a use case's draft or changes) from the fields ``body`` supplied, by
+    name; a field left ``UNSET`` in a PATCH body stays the draft's default, and the
+    body's fields the draft does not have are left out."""
+    return msgspec.convert(given_fields(body), draft)

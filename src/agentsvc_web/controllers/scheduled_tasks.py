@@ -26,7 +26,7 @@ from agentsvc_web.controllers.runner_schemas import (
     RunOut,
     next_cursor,
 )
-from agentsvc_web.drafts import camel_body
+from agentsvc_web.drafts import camel_body, draft_of
 from agentsvc_web.openapi import errors
 from agentsvc_web.schemas import copied, read_cursor
 
@@ -129,6 +129,6 @@ class ScheduledTasksController(Controller):
         data: JSONBody[TasksBody],
     ) -> TasksOut:
         who = principal_of(request)
-        drafts = msgspec.convert(data.tasks, list[TaskDraft], from_attributes=True)
+        drafts = [draft_of(t, TaskDraft) for t in data.tasks]
         tasks = await scheduled_tasks.set_tasks(who, agent_id, drafts)
         return TasksOut(agent_id=agent_id, org_id=who.org_id, tasks=[TaskOut.of(t) for t in tasks])

@@ -4,22 +4,32 @@ the read side's cursors (agentsvc_core/use_cases/traces/reading.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from typing import Any
 
 import msgspec
 import pytest
 
-from agentsvc_core.entities import Run, TraceSummary
+from agentsvc_adapters.memory import MemoryStorage
+from agentsvc_core.entities import (
+    Principal,
+    Run,
+    StoredSpan,
+    TraceEvaluation,
+    TraceRecord,
+    TraceSummary,
+)
 from agentsvc_core.entities.trace import merged
-from agentsvc_core.errors import InvalidInput
+from agentsvc_core.errors import InvalidInput, NotFound
+from agentsvc_core.ports import TraceFilter
 from agentsvc_core.ports.telemetry import AttributeValue, FinishedSpan
 from agentsvc_core.pricing import Price, PriceTable
 from agentsvc_core.redact import REDACTED, redact
 from agentsvc_core.use_cases.traces.build import TraceConfig, TurnFacts, build_trace
-from agentsvc_core.use_cases.traces.reading import parse_cursor
+from agentsvc_core.use_cases.traces.reading import Traces, parse_cursor
 
 NOW = datetime(2026, 11, 24, 10, 30, tzinfo=UTC)
 TRACE = "ab" * 16
@@ -375,3 +385,168 @@ def test_cursors() -> None:
     for bad in ("", "2026-11-24T10:00:00Z", f"yesterday|{TRACE}", "2026-11-24T10:00:00Z|xyz"):
         with pytest.raises(InvalidInput):
             parse_cursor(bad)
+
+
+def test_a_cursor_refusal_names_the_cursor() -> None:
+    for bad in (
+        f"2026-11-24T10:00:00Z|{TRACE}0",  # 33 characters
+        f"2026-11-24T10:00:00Z|{TRACE[:-1]}",  # 31
+        f"2026-11-24T10:00:00Z|{'g' * 32}",  # not hex
+        f"2026-11-24T10:00:00Z/{TRACE}",  # no separator
+    ):
+        with pytest.raises(InvalidInput) as caught:
+            parse_cursor(bad)
+        assert (caught.value.field, caught.value.problem) == (
+            "cursor",
+            "must be a nextCursor of this list",
+        ), bad
+
+
+def test_a_cursor_without_an_offset_is_utc_and_one_with_keeps_it() -> None:
+    at, _ = parse_cursor(f"2026-11-24T10:00:00|{TRACE}")
+    assert at == NOW.replace(minute=0)
+    assert at.utcoffset() == timedelta(0)
+    at, _ = parse_cursor(f"2026-11-24T12:00:00+02:00|{TRACE}")
+    assert at == NOW.replace(minute=0)
+    assert at.utcoffset() == timedelta(hours=2)
+    # the id after the first separator is kept whole
+    assert parse_cursor(f"2026-11-24T10:00:00Z|{TRACE.upper()}")[1] == TRACE.upper()
+
+
+class MovingClock:
+    def __init__(self, at: datetime) -> None:
+        self.at = at
+
+    def now(self) -> datetime:
+        return self.at
+
+
+READER = Principal(org_id="org-traces", method="api_key")
+
+
+def stored(
+    storage: MemoryStorage, n: int, *, org: str = READER.org_id, zone: tzinfo = UTC
+) -> list[str]:
+    """``n`` traces of ``org``, a minute apart from NOW (oldest first; their times
+    written in ``zone``), each kept a day; their ids."""
+    ids = []
+    for i in range(n):
+        trace_id = f"{uuid.uuid4().hex}"
+        started = (NOW + timedelta(minutes=i)).astimezone(zone)
+        summary = TraceSummary(
+            id=trace_id,
+            org_id=org,
+            kind="agent_turn",
+            name="agent",
+            status="ok",
+            run_status="completed",
+            started_at=started,
+            ended_at=started + timedelta(seconds=1),
+            duration_ms=1000,
+        )
+        span = StoredSpan(
+            span_id=f"{i:016x}",
+            parent_span_id=None,
+            name="invoke_agent agent",
+            kind="agent",
+            status="ok",
+            started_at=started,
+            duration_ms=1000.0,
+        )
+        evaluation = TraceEvaluation(span_id=span.span_id, name="tool_error", source="heuristic")
+        record = TraceRecord(
+            summary=summary,
+            root_span_id=span.span_id,
+            spans=[span],
+            evaluations=[evaluation],
+            keep_until=started + timedelta(days=1),
+        )
+        asyncio.run(storage.traces.add_trace(record))
+        ids.append(trace_id)
+    return ids
+
+
+def test_traces_are_listed_newest_first_by_pages_of_the_limit() -> None:
+    storage = MemoryStorage()
+    ids = stored(storage, 5)
+    stored(storage, 2, org="another-org")
+    traces = Traces(storage.traces, MovingClock(NOW))
+    seen: list[str] = []
+    cursor: str | None = None
+    pages = []
+    while True:
+        page = asyncio.run(traces.list_traces(READER, TraceFilter(), cursor=cursor, limit=2))
+        pages.append(len(page.traces))
+        seen += [t.id for t in page.traces]
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+        last = page.traces[-1]
+        assert cursor == f"{last.started_at.isoformat().replace('+00:00', 'Z')}|{last.id}"
+    assert seen == ids[::-1]
+    assert pages == [2, 2, 1]
+    # a page exactly as long as what is left has no next cursor
+    whole = asyncio.run(traces.list_traces(READER, TraceFilter(), cursor=None, limit=5))
+    assert (len(whole.traces), whole.next_cursor) == (5, None)
+
+
+def test_a_cursor_is_written_in_utc() -> None:
+    storage = MemoryStorage()
+    paris = timezone(timedelta(hours=1))
+    [only, _] = stored(storage, 2, zone=paris)
+    traces = Traces(storage.traces, MovingClock(NOW))
+    page = asyncio.run(traces.list_traces(READER, TraceFilter(), cursor=None, limit=1))
+    assert page.next_cursor is not None
+    assert page.next_cursor.startswith("2026-11-24T10:31:00Z|")
+    # a cursor written with another offset names the same place
+    at = (NOW + timedelta(minutes=1)).astimezone(paris).isoformat()
+    rest = asyncio.run(
+        traces.list_traces(READER, TraceFilter(), cursor=f"{at}|{page.next_cursor[-32:]}", limit=5)
+    )
+    assert [t.id for t in rest.traces] == [only]
+
+
+def test_a_time_filter_must_start_before_it_ends() -> None:
+    storage = MemoryStorage()
+    stored(storage, 3)
+    traces = Traces(storage.traces, MovingClock(NOW))
+
+    def listed(**where: Any) -> int:
+        page = asyncio.run(traces.list_traces(READER, TraceFilter(**where), cursor=None, limit=10))
+        return len(page.traces)
+
+    with pytest.raises(InvalidInput) as caught:
+        listed(since=NOW, until=NOW)
+    assert (caught.value.field, caught.value.problem) == ("from", "must be before to")
+    assert listed(since=NOW, until=NOW + timedelta(minutes=1)) == 1
+    assert listed(since=NOW + timedelta(minutes=1)) == 2
+    assert listed(until=NOW + timedelta(minutes=1)) == 1
+
+
+def test_a_trace_is_read_by_its_id_in_any_case_within_its_organization() -> None:
+    storage = MemoryStorage()
+    [trace_id] = stored(storage, 1)
+    traces = Traces(storage.traces, MovingClock(NOW))
+    summary, spans, evaluations = asyncio.run(traces.get(READER, trace_id.upper()))
+    assert summary.id == trace_id
+    assert [s.name for s in spans] == ["invoke_agent agent"]
+    assert [e.name for e in evaluations] == ["tool_error"]
+    other = Principal(org_id="another-org", method="api_key")
+    with pytest.raises(NotFound, match="trace not found"):
+        asyncio.run(traces.get(other, trace_id))
+
+
+def test_a_trace_is_pruned_once_the_clock_passes_its_keep_until() -> None:
+    storage = MemoryStorage()
+    first, second = stored(storage, 2)  # kept until NOW + 1 day and a minute later
+    clock = MovingClock(NOW + timedelta(days=1))
+    traces = Traces(storage.traces, clock)
+    assert asyncio.run(traces.prune()) == 0  # kept until exactly now: still kept
+    clock.at += timedelta(microseconds=1)
+    assert asyncio.run(traces.prune()) == 1
+    page = asyncio.run(traces.list_traces(READER, TraceFilter(), cursor=None, limit=10))
+    assert [t.id for t in page.traces] == [second]
+    clock.at += timedelta(minutes=1)
+    assert asyncio.run(traces.prune()) == 1
+    with pytest.raises(NotFound):
+        asyncio.run(traces.get(READER, first))

@@ -5,7 +5,10 @@ the groups a test gives, and the memory storage)."""
 from __future__ import annotations
 
 import asyncio
+import os
+import time
 import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 from uuid import UUID
@@ -131,6 +134,23 @@ def test_an_end_within_an_hour_is_taken_up_to_the_hour_but_not_past_now() -> Non
     assert window("custom", since, later, None)[1] == later
 
 
+@pytest.fixture
+def far_east() -> Iterator[None]:
+    """The machine's own time zone is Tokyo's (UTC+9) for the test."""
+    saved = os.environ.get("TZ")
+    os.environ["TZ"] = "Asia/Tokyo"
+    time.tzset()
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ["TZ"]
+        else:
+            os.environ["TZ"] = saved
+        time.tzset()
+
+
+@pytest.mark.usefixtures("far_east")
 def test_custom_times_are_answered_in_utc() -> None:
     paris = timezone(timedelta(hours=1))
     since, until, _ = window(
@@ -206,35 +226,37 @@ def test_a_usage_group_adds_to_each_total_it_names() -> None:
             key_source="byok",
         )
     )
+    t.add_usage(usage(calls=1, cost_usd=0.125, purpose="compaction", key_source="byok"))
     t.add_usage(usage(calls=3, input_tokens=5, output_tokens=4, cost_usd=0.5, purpose="memory"))
+    t.add_usage(usage(calls=2, cost_usd=0.25, purpose="memory"))
     t.add_usage(usage(calls=4, cost_usd=1.0, purpose="reply", key_source="platform"))
     assert msgspec.structs.asdict(t) == {
         "threads": 0,
         "messages": 0,
         "replies": 0,
-        "model_calls": 9,
+        "model_calls": 12,
         "input_tokens": 105,
         "output_tokens": 34,
         "cached_input_tokens": 7,
         "total_tokens": 139,
-        "cost_usd": 1.75,
+        "cost_usd": 2.125,
         "unpriced_calls": 1,
         "tool_calls": 0,
         "tool_errors": 0,
         "errors": 0,
-        "compaction_calls": 2,
-        "compaction_cost_usd": 0.25,
-        "memory_calls": 3,
-        "memory_cost_usd": 0.5,
-        "byok_calls": 2,
-        "platform_calls": 7,  # a group without a key source is the platform's
+        "compaction_calls": 3,
+        "compaction_cost_usd": 0.375,
+        "memory_calls": 5,
+        "memory_cost_usd": 0.75,
+        "byok_calls": 3,
+        "platform_calls": 9,  # a group without a key source is the platform's
     }
 
 
 def test_costs_are_rounded_to_millionths() -> None:
-    t = Totals(cost_usd=0.1234564, compaction_cost_usd=2.0000006, memory_cost_usd=0.0000004)
+    t = Totals(cost_usd=0.1234564, compaction_cost_usd=2.0000006, memory_cost_usd=1.2345674)
     assert t.rounded() is t
-    assert (t.cost_usd, t.compaction_cost_usd, t.memory_cost_usd) == (0.123456, 2.000001, 0.0)
+    assert (t.cost_usd, t.compaction_cost_usd, t.memory_cost_usd) == (0.123456, 2.000001, 1.234567)
 
 
 def run(coro: Any) -> Any:
@@ -455,3 +477,51 @@ def test_a_report_over_the_memory_storage() -> None:
     assert points == {HOUR - timedelta(hours=2): 1, HOUR: 1}
     [agent] = got.by_agent
     assert (agent.agent_id, agent.model_calls, agent.threads) == (AGENT_A, 2, 1)
+
+
+def test_a_granularity_asked_is_the_reports() -> None:
+    store = Groups(AnalyticsGroups(usage=[], traces=[], threads=[]))
+    since = HOUR - timedelta(days=2)  # two days: hours, unless days are asked for
+    got = run(
+        Analytics(store, Clock(), None).report(
+            WHO, "custom", since=since, until=HOUR, granularity="day"
+        )
+    )
+    assert (got.granularity, store.asked[0][3]) == ("day", "day")
+    assert [p.start for p in got.series] == [
+        since.replace(hour=0) + timedelta(days=d) for d in range(3)
+    ]
+
+
+def test_a_series_ends_before_a_range_that_ends_on_a_bucket() -> None:
+    store = Groups(AnalyticsGroups(usage=[], traces=[], threads=[]))
+    analytics = Analytics(store, Clock(), None)
+    got = run(analytics.report(WHO, "custom", since=HOUR - timedelta(hours=2), until=HOUR))
+    assert [p.start for p in got.series] == [HOUR - timedelta(hours=2), HOUR - timedelta(hours=1)]
+
+
+def test_a_group_is_counted_in_the_bucket_its_time_falls_in() -> None:
+    """Storage names a group's bucket by its start; any time in it counts there too."""
+    day = HOUR.replace(hour=0)
+    groups = AnalyticsGroups(
+        usage=[usage(bucket=day - timedelta(days=3) + timedelta(hours=13), calls=2)],
+        traces=[],
+        threads=[],
+    )
+    got = run(Analytics(Groups(groups), Clock(), None).report(WHO, "30d"))
+    points = {p.start: p.model_calls for p in got.series if p.model_calls}
+    assert points == {day - timedelta(days=3): 2}
+
+
+def test_turns_of_several_groups_add_up() -> None:
+    both = [
+        TraceGroup(
+            bucket=HOUR, agent_id=a, replies=1, messages=2, tool_calls=3, tool_errors=1, errors=1
+        )
+        for a in (AGENT_A, AGENT_B)
+    ]
+    store = Groups(AnalyticsGroups(usage=[], traces=both, threads=[]))
+    got = run(Analytics(store, Clock(), None).report(WHO, "24h"))
+    t = got.totals
+    assert (t.replies, t.messages, t.tool_calls, t.tool_errors, t.errors) == (2, 4, 6, 2, 2)
+    assert got.series[-1].replies == 2

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import time
 import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from typing import Any
 
@@ -490,6 +493,23 @@ def test_traces_are_listed_newest_first_by_pages_of_the_limit() -> None:
     assert (len(whole.traces), whole.next_cursor) == (5, None)
 
 
+@pytest.fixture
+def far_east() -> Iterator[None]:
+    """The machine's own time zone is Tokyo's (UTC+9) for the test."""
+    saved = os.environ.get("TZ")
+    os.environ["TZ"] = "Asia/Tokyo"
+    time.tzset()
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ["TZ"]
+        else:
+            os.environ["TZ"] = saved
+        time.tzset()
+
+
+@pytest.mark.usefixtures("far_east")
 def test_a_cursor_is_written_in_utc() -> None:
     storage = MemoryStorage()
     paris = timezone(timedelta(hours=1))
@@ -532,8 +552,9 @@ def test_a_trace_is_read_by_its_id_in_any_case_within_its_organization() -> None
     assert [s.name for s in spans] == ["invoke_agent agent"]
     assert [e.name for e in evaluations] == ["tool_error"]
     other = Principal(org_id="another-org", method="api_key")
-    with pytest.raises(NotFound, match="trace not found"):
+    with pytest.raises(NotFound) as caught:
         asyncio.run(traces.get(other, trace_id))
+    assert str(caught.value) == "trace not found"
 
 
 def test_a_trace_is_pruned_once_the_clock_passes_its_keep_until() -> None:
@@ -550,3 +571,220 @@ def test_a_trace_is_pruned_once_the_clock_passes_its_keep_until() -> None:
     assert asyncio.run(traces.prune()) == 1
     with pytest.raises(NotFound):
         asyncio.run(traces.get(READER, first))
+
+
+# --- build_trace: each part of the record ---------------------------------------------
+
+
+def test_the_summary_names_the_turn_it_was_built_for() -> None:
+    message = uuid.uuid4()
+    f = facts(message_id=message, input_messages=3, model="gpt-4o-mini")
+    spans = [
+        root(end=1_000_000),  # 1000 s
+        chat("c1" * 8, 100, (5, 1, 0), attributes={"gen_ai.response.time_to_first_chunk": 0.25}),
+        chat("c2" * 8, 200, (5, 1, 0), attributes={"gen_ai.response.time_to_first_chunk": 0.75}),
+    ]
+    s = build_trace(CONFIG, f, spans, NOW).summary
+    assert (s.org_id, s.kind, s.name, s.model) == ("org", "agent_turn", "Helper", "gpt-4o-mini")
+    assert (s.agent_id, s.thread_id, s.run_id, s.message_id) == (
+        f.agent_id,
+        f.run.thread_id,
+        f.run.id,
+        message,
+    )
+    assert (s.started_at, s.ended_at) == (NOW, NOW + timedelta(seconds=1000))
+    assert s.duration_ms == 1_000_000
+    assert s.input_messages == 3
+    # the first model call's time to its first chunk, in milliseconds
+    assert s.first_token_ms == 250
+    assert (s.key_source, s.error) == ("platform", None)
+
+
+def test_no_time_to_first_chunk_is_no_first_token_time() -> None:
+    s = build_trace(CONFIG, facts(), [root(), chat("c1" * 8, 100, (5, 1, 0))], NOW).summary
+    assert s.first_token_ms is None
+    # a value that is not a float is not a time
+    odd = chat("c1" * 8, 100, (5, 1, 0), attributes={"gen_ai.response.time_to_first_chunk": 2})
+    assert build_trace(CONFIG, facts(), [root(), odd], NOW).summary.first_token_ms is None
+
+
+def test_a_turn_without_model_calls_has_no_key_source_and_costs_nothing() -> None:
+    s = build_trace(CONFIG, facts(), [root()], NOW).summary
+    assert (s.key_source, s.cost_usd, s.model_calls) == (None, 0.0, 0)
+    assert (s.input_tokens, s.output_tokens, s.tool_calls, s.tool_errors) == (0, 0, 0, 0)
+    byok = build_trace(CONFIG, facts(), [root(), chat("c1" * 8, 1, (1, 1, 0), source="byok")], NOW)
+    assert byok.summary.key_source == "byok"
+
+
+def test_a_model_call_that_reports_no_usage_counts_no_tokens() -> None:
+    bare = span("chat gpt-4o", "c1" * 8, "r" * 16, 1, 2, {"gen_ai.operation.name": "chat"})
+    record = build_trace(CONFIG, facts(), [root(), bare], NOW)
+    s = record.summary
+    assert (s.model_calls, s.input_tokens, s.output_tokens, s.cached_input_tokens) == (1, 0, 0, 0)
+    llm = record.spans[1]
+    # no model named: no model and no cost on the span, and the turn's cost is unknown
+    assert (llm.model, llm.cost_usd, llm.input_tokens) == (None, None, 0)
+    assert s.cost_usd is None
+
+
+def test_only_whole_numbers_are_token_counts() -> None:
+    odd = chat("c1" * 8, 1, (0, 0, 0))
+    odd.attributes.update({"gen_ai.usage.input_tokens": True, "gen_ai.usage.output_tokens": "12"})
+    llm = build_trace(CONFIG, facts(), [root(), odd], NOW).spans[1]
+    assert (llm.input_tokens, llm.output_tokens) == (0, 0)
+
+
+def test_each_failed_tool_call_is_a_tool_error() -> None:
+    spans = [
+        root(),
+        tool("t1" * 8, 100, error="TOOL_TIMEOUT"),
+        tool("t2" * 8, 200),
+        tool("t3" * 8, 300, error="TOOL_FAILED", mcp=False),
+    ]
+    s = build_trace(CONFIG, facts(), spans, NOW).summary
+    assert (s.tool_calls, s.tool_errors) == (3, 2)
+
+
+def test_an_interrupted_turn_is_an_error_and_a_completed_one_keeps_no_code() -> None:
+    interrupted = build_trace(CONFIG, facts("interrupted", error="INTERRUPTED"), [root()], NOW)
+    assert (interrupted.summary.status, interrupted.summary.error) == ("error", "INTERRUPTED")
+    completed = build_trace(CONFIG, facts("completed", error="IGNORED"), [root()], NOW)
+    assert (completed.summary.status, completed.summary.error) == ("ok", None)
+
+
+def test_a_span_is_stored_with_its_attributes_error_and_duration() -> None:
+    failing = span(
+        "execute_tool search",
+        "t1" * 8,
+        "r" * 16,
+        1,
+        2,
+        {"gen_ai.operation.name": "execute_tool", "agentsvc.tool.outcome": "timeout"},
+        error="TOOL_TIMEOUT",
+    )
+    failing = msgspec.structs.replace(failing, end_ns=failing.start_ns + 1_234_567)
+    record = build_trace(CONFIG, facts(), [root(), failing], NOW)
+    stored = record.spans[1]
+    assert stored.attributes == {
+        "gen_ai.operation.name": "execute_tool",
+        "agentsvc.tool.outcome": "timeout",
+    }
+    assert (stored.status, stored.error, stored.duration_ms) == ("error", "TOOL_TIMEOUT", 1.235)
+    assert (record.spans[0].status, record.spans[0].error) == ("ok", None)
+
+
+def test_a_span_of_no_known_operation_is_a_chain() -> None:
+    other = span("plan the reply", "p1" * 8, "r" * 16, 1, 2, {})
+    assert build_trace(CONFIG, facts(), [root(), other], NOW).spans[1].kind == "chain"
+
+
+def test_a_span_keeps_whichever_payloads_it_has() -> None:
+    only_in = span("execute_tool a", "a1" * 8, "r" * 16, 1, 2, {}, input={"q": 1})
+    only_out = span("execute_tool b", "b1" * 8, "r" * 16, 3, 4, {}, output="done")
+    neither = span("execute_tool c", "c1" * 8, "r" * 16, 5, 6, {})
+    record = build_trace(CONFIG, facts(), [root(), only_in, only_out, neither], NOW)
+    by_id = {s.span_id: msgspec.json.decode(msgspec.json.encode(s)) for s in record.spans}
+    assert (by_id["a1" * 8]["input"], by_id["a1" * 8].get("output")) == ({"q": 1}, None)
+    assert (by_id["b1" * 8].get("input"), by_id["b1" * 8]["output"]) == (None, "done")
+    assert "input" not in by_id["c1" * 8]
+    assert "output" not in by_id["c1" * 8]
+
+
+def test_payloads_exactly_at_the_cap_are_kept_whole_and_past_it_cut_in_halves() -> None:
+    cap = CONFIG.payload_bytes  # 400 bytes, input and output together
+    out = "x" * (cap - len('{"n":1}') - 2)  # with its quotes: exactly the cap
+    at_cap = span("execute_tool a", "a1" * 8, "r" * 16, 1, 2, {}, input={"n": 1}, output=out)
+    over = span("execute_tool b", "b1" * 8, "r" * 16, 3, 4, {}, input={"n": 1}, output=out + "y")
+    record = build_trace(CONFIG, facts(), [root(), at_cap, over], NOW)
+    whole, cut = (msgspec.json.decode(msgspec.json.encode(s)) for s in record.spans[1:])
+    assert ("truncated" in whole, whole["output"]) == (False, out)
+    assert (cut["truncated"], cut["original_bytes"]) == (True, cap + 1)
+    # each payload keeps the start of its text, up to half the cap
+    assert cut["output"] == ('"' + out)[: cap // 2]
+    assert cut["input"] == '{"n":1}'
+
+
+def test_known_values_are_redacted_from_payloads() -> None:
+    secret = "a-known-credential-value"
+    leaky = span("execute_tool a", "a1" * 8, "r" * 16, 1, 2, {}, input={"k": secret}, output=secret)
+    record = build_trace(CONFIG, facts(known_secrets=(secret,)), [root(), leaky], NOW)
+    stored = msgspec.json.decode(msgspec.json.encode(record.spans[1]))
+    assert (stored["input"], stored["output"]) == ({"k": REDACTED}, REDACTED)
+
+
+def test_a_parent_stored_elsewhere_is_named() -> None:
+    f = facts(stored_parent="s" * 16)
+    record = build_trace(CONFIG, f, [root(parent="s" * 16)], NOW)
+    assert record.spans[0].parent_span_id == "s" * 16
+    assert (
+        build_trace(CONFIG, facts(), [root(parent="s" * 16)], NOW).spans[0].parent_span_id is None
+    )
+
+
+def test_the_root_is_the_agent_span_or_else_the_first() -> None:
+    early = chat("c1" * 8, -5, (1, 1, 0))  # begins before the agent span
+    assert build_trace(CONFIG, facts(), [root(), early], NOW).root_span_id == "r" * 16
+    spans = [tool("t2" * 8, 20), tool("t1" * 8, 10)]
+    record = build_trace(CONFIG, facts(step_limit=True), spans, NOW)
+    assert record.root_span_id == "t1" * 8
+    # with no agent span the turn's evaluations name no span
+    assert [(e.name, e.span_id) for e in record.evaluations] == [("step_limit", None)]
+
+
+def test_each_evaluation_says_what_happened() -> None:
+    spans = [
+        root(),
+        chat(
+            "c1" * 8,
+            100,
+            (10, 10, 0),
+            attributes={
+                "gen_ai.response.time_to_first_chunk": 1.25,
+                "agentsvc.provider.retries": 2,
+            },
+        ),
+        chat("c2" * 8, 300, (10, 10, 0), error="PROVIDER_UNAVAILABLE"),
+        # exactly at the bound: not slow
+        chat("c3" * 8, 500, (10, 10, 0), attributes={"gen_ai.response.time_to_first_chunk": 1.0}),
+        span(
+            "execute_tool f",
+            "t1" * 8,
+            "r" * 16,
+            1,
+            2,
+            {"gen_ai.operation.name": "execute_tool"},
+            error="TOOL_FAILED",
+        ),
+        span("resolve_credentials", "w1" * 8, "r" * 16, 3, 4, {}, error="RESOLVER_DOWN"),
+        span("resolve_credentials", "w2" * 8, "r" * 16, 5, 6, {}),  # answered: no fallback
+        span("plan", "p1" * 8, "r" * 16, 7, 8, {}, error="SOMETHING"),  # a chain's error
+    ]
+    record = build_trace(CONFIG, facts(step_limit=True, empty=True), spans, NOW)
+    found = [(e.name, e.span_id, e.label, e.detail) for e in record.evaluations]
+    assert found == [
+        ("tool_error", "t1" * 8, "error", "TOOL_FAILED"),  # no outcome named: error
+        ("resolver_fallback", "w1" * 8, "error", "the platform key was used"),
+        ("provider_retry", "c1" * 8, "retried", "2 retries"),
+        ("slow_first_token", "c1" * 8, "slow", "first token after 1.2 s (bound 1 s)"),
+        ("provider_error", "c2" * 8, "error", "PROVIDER_UNAVAILABLE"),
+        ("step_limit", "r" * 16, "cut", "the reply reached the bound of model calls"),
+        ("empty_reply", "r" * 16, "empty", "the reply has no text"),
+    ]
+
+
+def test_a_page_reads_one_trace_more_than_it_shows() -> None:
+    """Whether there is a next page is known from one more row, not from all of them."""
+    storage = MemoryStorage()
+    stored(storage, 5)
+    asked: list[int] = []
+    store = storage.traces
+    reading = store.list_traces
+
+    async def counted(*args: Any, limit: int, **kwargs: Any) -> list[TraceSummary]:
+        asked.append(limit)
+        return await reading(*args, limit=limit, **kwargs)
+
+    store.list_traces = counted  # type: ignore[method-assign]
+    traces = Traces(store, MovingClock(NOW))
+    page = asyncio.run(traces.list_traces(READER, TraceFilter(), cursor=None, limit=2))
+    assert (len(page.traces), asked) == (2, [3])

@@ -41,7 +41,7 @@ from agentsvc_adapters.postgres import PostgresStorage
 from agentsvc_adapters.postgres.migrate import migrate
 from agentsvc_adapters.postgres.traces import _THREADS, _TRACES, _USAGE, analytics_params
 from agentsvc_core.entities import Principal
-from agentsvc_core.use_cases.logs import Analytics, AnalyticsReport
+from agentsvc_core.use_cases.analytics import Analytics, AnalyticsReport
 from bench.database import Databases
 from bench.report import pct
 

@@ -42,7 +42,7 @@ from agentsvc_adapters.postgres.turns import _Histories
 from agentsvc_adapters.prices import load_prices
 from agentsvc_core.entities import Organization, Run, Thread, TraceRecord, Usage, UsageRecord
 from agentsvc_core.ports.telemetry import FinishedSpan
-from agentsvc_core.use_cases.traces import TraceConfig, TurnFacts, build_trace
+from agentsvc_core.use_cases.traces.build import TraceConfig, TurnFacts, build_trace
 from bench.database import Databases
 
 ORG = "org-bench"
@@ -127,7 +127,7 @@ def a_usage(run: Run, thread: Thread) -> UsageRecord:
 
 def a_trace(run: Run, thread: Thread) -> TraceRecord:
     """What a one-call turn stores: its span and its model call's, as the reply
-    builds them (use_cases/traces.py)."""
+    builds them (use_cases/traces/build.py)."""
     t0 = time.time_ns()
     trace_id, root = uuid.uuid4().hex, uuid.uuid4().hex[:16]
 

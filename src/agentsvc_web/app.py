@@ -23,8 +23,8 @@ from agentsvc_web.controllers import (
     AgentController,
     AnalyticsController,
     KeyController,
-    LogsController,
     ThreadController,
+    TracesController,
 )
 from agentsvc_web.controllers.integrations import (
     AgentIntegrationController,
@@ -49,14 +49,15 @@ from agentsvc_web.controllers.runner_public import (
     RunnerWebhookController,
 )
 from agentsvc_web.controllers.runners import RunnerController
-from agentsvc_web.controllers.schedules import (
-    AgentSuggestionsController,
-    ScheduledTasksController,
-)
+from agentsvc_web.controllers.scheduled_tasks import ScheduledTasksController
 from agentsvc_web.controllers.settings import (
     AgentCompactionController,
     AgentCredentialsController,
     OrgSettingsController,
+)
+from agentsvc_web.controllers.suggestions import (
+    AgentSuggestionsController,
+    RunnerSuggestionsController,
 )
 from agentsvc_web.controllers.tools import AgentDelegatedController, ToolController
 from agentsvc_web.controllers.web import AgentWebController
@@ -131,7 +132,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             OrgSettingsController,
             IntegrationController,
             AgentIntegrationController,
-            LogsController,
+            TracesController,
             AnalyticsController,
             ToolController,
             AgentDelegatedController,
@@ -142,6 +143,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             AgentSuggestionsController,
             RunnerButtonController,
             RunnerController,
+            RunnerSuggestionsController,
             RunnerWebhookController,
             ScheduledTasksController,
             uploads_up_to(settings.knowledge_max_bytes),
@@ -164,7 +166,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "compaction": _const(services.compaction),
             "integrations": _const(services.integrations),
             "web": _const(services.web),
-            "logs": _const(services.logs),
+            "traces": _const(services.traces),
             "analytics": _const(services.analytics),
             "webhook_tools": _const(services.webhook_tools),
             "plans": _const(services.plans),

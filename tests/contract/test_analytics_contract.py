@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentsvc_core.entities import Principal
-from agentsvc_core.use_cases.logs import Analytics, AnalyticsReport
+from agentsvc_core.use_cases.analytics import Analytics, AnalyticsReport
 from tests.contract.conftest import Backend
 from tests.contract.month import (
     COSTS,

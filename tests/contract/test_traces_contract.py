@@ -25,7 +25,8 @@ from agentsvc_core.entities import (
 from agentsvc_core.entities.trace import SpanKindName
 from agentsvc_core.errors import Conflict
 from agentsvc_core.ports import TraceFilter
-from agentsvc_core.use_cases.logs import Analytics, AnalyticsReport, Logs
+from agentsvc_core.use_cases.analytics import Analytics, AnalyticsReport
+from agentsvc_core.use_cases.traces.reading import Traces
 from tests.contract.conftest import Backend
 from tests.contract.month import NOW, Fixed, Month, a_turn, bucket_start, expected, generate
 from tests.contract.test_analytics_contract import check
@@ -41,12 +42,12 @@ def month(backend: Backend) -> Month:
 
 
 def _pages(backend: Backend, org: str, where: TraceFilter, limit: int) -> list[list[str]]:
-    logs = Logs(backend.storage.traces, Fixed(NOW))
+    traces = Traces(backend.storage.traces, Fixed(NOW))
     who = Principal(org_id=org, method="api_key")
     pages: list[list[str]] = []
     cursor = None
     while True:
-        page = backend.run(lambda c=cursor: logs.list_traces(who, where, cursor=c, limit=limit))
+        page = backend.run(lambda c=cursor: traces.list_traces(who, where, cursor=c, limit=limit))
         pages.append([t.id for t in page.traces])
         if page.next_cursor is None:
             return pages
@@ -128,10 +129,10 @@ def test_prune_drops_the_traces_kept_long_enough(backend: Backend) -> None:
     for day in range(6):
         a_turn(backend, m, th, start + timedelta(days=day, hours=1), rng)
     cut = m.traces[2].started_at + timedelta(days=30)  # the third's keep_until: kept
-    logs = Logs(backend.storage.traces, Fixed(cut))
+    traces = Traces(backend.storage.traces, Fixed(cut))
     if backend.name == "postgres":
         # not yet summed by analytics' fold: kept, whatever their time
-        assert backend.run(logs.prune) == 0
+        assert backend.run(traces.prune) == 0
     backend.run(backend.storage.analytics.roll_up)  # as the sweep does, before pruning
     who = Principal(org_id=m.org, method="api_key")
     counted = Analytics(backend.storage.analytics, Fixed(cut), None)
@@ -142,9 +143,9 @@ def test_prune_drops_the_traces_kept_long_enough(backend: Backend) -> None:
         return got.totals.replies
 
     assert replies() == 6
-    assert backend.run(logs.prune) == 2
+    assert backend.run(traces.prune) == 2
     assert replies() == 6  # analytics' counts outlive the pruned traces
-    left = backend.run(lambda: logs.list_traces(who, TraceFilter(), cursor=None, limit=100))
+    left = backend.run(lambda: traces.list_traces(who, TraceFilter(), cursor=None, limit=100))
     assert [t.id for t in left.traces] == [t.id for t in reversed(m.traces[2:])]
     for gone in m.traces[:2]:
         assert backend.run(backend.storage.traces.get_trace, m.org, gone.id) is None
@@ -153,10 +154,10 @@ def test_prune_drops_the_traces_kept_long_enough(backend: Backend) -> None:
         assert found is not None
         assert found[0] == kept
         assert len(found[1]) == 1
-    assert backend.run(logs.prune) == 0
+    assert backend.run(traces.prune) == 0
     # the month (kept until 2026) is untouched by a later sweep of 2025
     assert (
-        backend.run(Logs(backend.storage.traces, Fixed(datetime(2025, 12, 31, tzinfo=UTC))).prune)
+        backend.run(Traces(backend.storage.traces, Fixed(datetime(2025, 12, 31, tzinfo=UTC))).prune)
         == 4
     )
 
@@ -192,9 +193,9 @@ def test_turns_sent_with_one_trace_id_add_up(backend: Backend) -> None:
         assert summary.cost_usd == pytest.approx(sum(c or 0.0 for c in costs), abs=1e-9)
     assert summary.status == ("error" if "error" in (one.status, two.status) else "ok")
     assert len(spans) == 2
-    logs = Logs(backend.storage.traces, Fixed(NOW))
+    traces = Traces(backend.storage.traces, Fixed(NOW))
     who = Principal(org_id=m.org, method="api_key")
-    listed = backend.run(lambda: logs.list_traces(who, TraceFilter(), cursor=None, limit=10))
+    listed = backend.run(lambda: traces.list_traces(who, TraceFilter(), cursor=None, limit=10))
     assert [t.id for t in listed.traces] == [trace_id, trace_id]  # a row per turn
 
 
@@ -270,9 +271,9 @@ def _runner_month(backend: Backend) -> Month:
 
 
 def _listed_ids(backend: Backend, org: str, where: TraceFilter) -> list[tuple[str, str]]:
-    logs = Logs(backend.storage.traces, Fixed(NOW))
+    traces = Traces(backend.storage.traces, Fixed(NOW))
     who = Principal(org_id=org, method="api_key")
-    page = backend.run(lambda: logs.list_traces(who, where, cursor=None, limit=100))
+    page = backend.run(lambda: traces.list_traces(who, where, cursor=None, limit=100))
     assert page.next_cursor is None
     return [(t.id, t.kind) for t in page.traces]
 
@@ -402,9 +403,9 @@ def test_prune_drops_a_runner_runs_record_by_its_own_time(backend: Backend) -> N
     (turn,) = m.traces
     backend.run(backend.storage.analytics.roll_up)  # as the sweep does, before pruning
     # what other tests kept until before 2026 (the sweep would have taken it)
-    backend.run(Logs(backend.storage.traces, Fixed(datetime(2026, 1, 1, tzinfo=UTC))).prune)
-    logs = Logs(backend.storage.traces, Fixed(datetime(2026, 1, 4, tzinfo=UTC)))
-    assert backend.run(logs.prune) == 2
+    backend.run(Traces(backend.storage.traces, Fixed(datetime(2026, 1, 1, tzinfo=UTC))).prune)
+    traces = Traces(backend.storage.traces, Fixed(datetime(2026, 1, 4, tzinfo=UTC)))
+    assert backend.run(traces.prune) == 2
     assert backend.run(backend.storage.traces.get_trace, m.org, alone.summary.id) is None
     found = backend.run(backend.storage.traces.get_trace, m.org, shared)
     assert found is not None
@@ -416,7 +417,7 @@ def test_prune_drops_a_runner_runs_record_by_its_own_time(backend: Backend) -> N
     assert _listed_ids(backend, m.org, TraceFilter(runner_id=m.runners[0])) == (
         [(shared, "agent_turn")] if turn.runner_id == m.runners[0] else []
     )
-    assert backend.run(logs.prune) == 0
+    assert backend.run(traces.prune) == 0
 
 
 def test_analytics_counts_no_runner_run_as_a_reply(backend: Backend) -> None:

@@ -26,7 +26,7 @@ from agentsvc_core.use_cases.runners import (
     TriggerChanges,
     TriggerDraft,
 )
-from agentsvc_core.use_cases.schedules import TaskDraft
+from agentsvc_core.use_cases.scheduled_tasks import TaskDraft
 from agentsvc_core.use_cases.send_input import SendInput
 from agentsvc_core.use_cases.suggestions import parse_suggestions
 from agentsvc_core.use_cases.threads import ThreadDraft

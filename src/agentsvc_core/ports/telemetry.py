@@ -7,7 +7,7 @@ configured: the OpenTelemetry exporter (``adapters/telemetry/otel.py``, only whe
 an exporter is configured) and the turn-level Prometheus metrics
 (``adapters/telemetry/metrics.py``); and to the list in ``COLLECTED`` when the task
 that ends it has one: the reply collects its spans so, and stores them as its trace
-with its final write (``use_cases/traces.py``).
+with its final write (``use_cases/traces/build.py``).
 
 Ids follow W3C Trace Context: a trace id is 32 lowercase hex characters, a span
 id 16. Attributes follow the OpenTelemetry GenAI and HTTP semantic conventions

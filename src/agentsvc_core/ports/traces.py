@@ -5,7 +5,7 @@ A turn's trace is written with its final write (``ConversationStore.finish_turn`
 in the same statement): no extra round trip per turn. Records that no turn writes
 (a runner run's) are stored with ``add_trace``. Reading is here: trace summaries by
 pages, one trace with its spans and evaluations, and the grouped sums analytics is
-made of (turns only). Storage groups; the use case (``use_cases/traces.py``) adds
+made of (turns only). Storage groups; the use case (``use_cases/analytics.py``) adds
 up, zero-fills and names.
 """
 

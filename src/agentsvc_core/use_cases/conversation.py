@@ -92,7 +92,7 @@ from agentsvc_core.use_cases.send_input import (
 )
 from agentsvc_core.use_cases.streams import NoStoredEvents, Streams, store_as_it_comes
 from agentsvc_core.use_cases.threads import Threads
-from agentsvc_core.use_cases.traces import TraceConfig
+from agentsvc_core.use_cases.traces.build import TraceConfig
 from agentsvc_core.use_cases.turn import (
     AfterTurn,
     EventSource,

@@ -76,7 +76,7 @@ from agentsvc_core.use_cases._turn_spans import (
 from agentsvc_core.use_cases.compaction import Checkpoint, Compactor
 from agentsvc_core.use_cases.context import model_history
 from agentsvc_core.use_cases.reply_tools import TOOL_TIMEOUT_S, run_tool
-from agentsvc_core.use_cases.traces import TraceConfig, TurnFacts, build_trace
+from agentsvc_core.use_cases.traces.build import TraceConfig, TurnFacts, build_trace
 from agentsvc_core.use_cases.turn import (
     AfterTurn,
     Done,

@@ -76,7 +76,7 @@ async def sweep(s: Services) -> None:
         log.warning("the sweep of runner runs failed: %s", exc.detail)
     try:
         await s.analytics.roll_up()
-        pruned = await s.logs.prune()
+        pruned = await s.traces.prune()
         if pruned:
             log.info("pruned %d traces past their retention", pruned)
     except DomainError as exc:

@@ -16,9 +16,9 @@ from agentsvc_core.use_cases.runner_analytics import RunnerAnalytics
 from agentsvc_core.use_cases.runner_engine import RunnerEngine
 from agentsvc_core.use_cases.runner_runs import RunnerRuns
 from agentsvc_core.use_cases.runners import Runners
-from agentsvc_core.use_cases.schedules import ScheduledTasks
+from agentsvc_core.use_cases.scheduled_tasks import ScheduledTasks
 from agentsvc_core.use_cases.suggestions import Suggestions
-from agentsvc_core.use_cases.traces import TraceConfig
+from agentsvc_core.use_cases.traces.build import TraceConfig
 from agentsvc_web.settings import Settings
 
 

@@ -117,7 +117,7 @@ class Services:
         # the agent's configurations go with it: the turn's record kinds
         self.agents.keeps_configs(storage.secrets, (*AgentConfigs.KINDS, *self.tools.kinds))
         self.idempotency = Idempotency(storage.idempotency, box, clock)
-        self.logs, self.analytics = telemetry.logs_and_analytics(
+        self.traces, self.analytics = telemetry.traces_and_analytics(
             settings, storage, clock, self.trace_config
         )
 

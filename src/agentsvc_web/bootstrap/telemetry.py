@@ -17,8 +17,9 @@ from agentsvc_adapters.prices import PriceFileError, load_prices
 from agentsvc_adapters.telemetry import OtelExport, SpanMetrics
 from agentsvc_core.ports import Clock, Storage
 from agentsvc_core.telemetry import SpanTracer
-from agentsvc_core.use_cases.logs import Analytics, Logs
-from agentsvc_core.use_cases.traces import TraceConfig
+from agentsvc_core.use_cases.analytics import Analytics
+from agentsvc_core.use_cases.traces.reading import Traces
+from agentsvc_core.use_cases.traces.build import TraceConfig
 from agentsvc_web.metrics import HttpMetrics, Reading, ReadingsCollector, new_registry
 from agentsvc_web.settings import Settings, SettingsError
 
@@ -63,12 +64,12 @@ def trace_config(settings: Settings) -> TraceConfig:
     )
 
 
-def logs_and_analytics(
+def traces_and_analytics(
     settings: Settings, storage: Storage, clock: Clock, traces: TraceConfig
-) -> tuple[Logs, Analytics]:
+) -> tuple[Traces, Analytics]:
     """The stored traces read back (``/api/logs``) and summed (``/api/analytics``)."""
     return (
-        Logs(storage.traces, clock),
+        Traces(storage.traces, clock),
         Analytics(storage.analytics, clock, traces.prices.taken, settings.trace_retention_days),
     )
 

@@ -1,5 +1,5 @@
 """Request bodies and answers of the runner routes (controllers/runners.py,
-runner_public.py, schedules.py), and their cursors."""
+runner_public.py, scheduled_tasks.py, suggestions.py), and their cursors."""
 
 from __future__ import annotations
 
@@ -8,8 +8,6 @@ __all__ = [
     "BudgetBody",
     "BudgetOut",
     "Cursor",
-    "DismissBody",
-    "Dismissed",
     "Limit",
     "Req",
     "ResumeBody",
@@ -25,17 +23,10 @@ __all__ = [
     "StepOut",
     "StepRunOut",
     "StepsBody",
-    "SuggestionListOut",
-    "SuggestionOut",
-    "TaskBody",
-    "TaskOut",
-    "TasksBody",
-    "TasksOut",
     "TriggerBody",
     "TriggerOut",
     "TriggerPatchBody",
     "next_cursor",
-    "suggestion_page",
 ]
 
 
@@ -49,7 +40,6 @@ from litestar import Request
 from litestar.params import QueryParameter
 from msgspec import UNSET, Meta, UnsetType
 
-from agentsvc_core.entities import Principal
 from agentsvc_core.entities.runner import (
     Catchup,
     OnExceed,
@@ -67,9 +57,8 @@ from agentsvc_core.entities.runner import (
 from agentsvc_core.use_cases.runners import (
     StepDraft,
 )
-from agentsvc_core.use_cases.suggestions import Suggestions
 from agentsvc_web.openapi import errors
-from agentsvc_web.schemas import copied, cursor_text, read_cursor
+from agentsvc_web.schemas import copied, cursor_text
 
 Req = Request[Any, Any, Any]
 WRITE = errors(400, 404, 413, 415, 422)
@@ -162,22 +151,6 @@ class RunBody(msgspec.Struct, rename="camel"):
 class ResumeBody(msgspec.Struct, rename="camel"):
     raise_budget_usd: Annotated[float, Meta(ge=0, le=1_000_000)] = 0.0
     raise_budget_tokens: Annotated[int, Meta(ge=0, le=10**12)] = 0
-
-
-class TaskBody(msgspec.Struct, rename="camel", kw_only=True):
-    id: UUID | None = None
-    name: str = ""
-    prompt: str
-    cron: str
-    timezone: str = "UTC"
-    enabled: bool = True
-    thread_id: UUID | None = None
-    overlap: Overlap = "skip"
-    end_at: datetime | None = None
-
-
-class TasksBody(msgspec.Struct, rename="camel"):
-    tasks: Annotated[list[TaskBody], Meta(max_length=50)]
 
 
 # --- answers ----------------------------------------------------------------------
@@ -349,64 +322,6 @@ class RunStarted(msgspec.Struct, rename="camel"):
     run_id: UUID
 
 
-class SuggestionOut(msgspec.Struct):
-    id: UUID
-    runner_id: UUID | None
-    agent_id: UUID | None
-    title: str
-    detail: str
-    dismissed: bool
-    created_at: datetime
-    updated_at: datetime
-
-    @classmethod
-    def of(cls, s: Suggestion) -> SuggestionOut:
-        return copied(cls, s)
-
-
-class SuggestionListOut(msgspec.Struct, rename={"next_cursor": "nextCursor"}):
-    suggestions: list[SuggestionOut]
-    next_cursor: str | None
-
-
-class DismissBody(msgspec.Struct, rename="camel"):
-    suggestion_id: UUID
-    dismissed: bool = True
-
-
-class TaskOut(msgspec.Struct):
-    id: UUID
-    name: str
-    prompt: str
-    cron: str
-    timezone: str
-    enabled: bool
-    thread_id: UUID | None
-    overlap: Overlap
-    end_at: datetime | None
-    next_run_at: datetime | None
-    last_run_at: datetime | None
-    created_at: datetime
-    updated_at: datetime
-
-    @classmethod
-    def of(cls, t: Trigger) -> TaskOut:
-        return copied(
-            cls,
-            t,
-            prompt=t.prompt or "",
-            cron=t.cron or "",
-            next_run_at=t.next_fire_at,
-            last_run_at=t.last_fired_at,
-        )
-
-
-class TasksOut(msgspec.Struct):
-    agent_id: UUID
-    org_id: str
-    tasks: list[TaskOut]
-
-
 # --- cursors ----------------------------------------------------------------------
 
 
@@ -415,22 +330,5 @@ def next_cursor(items: Sequence[RunnerRun | Suggestion], limit: int) -> str | No
     return None if len(items) < limit else cursor_text(items[-1].created_at, items[-1].id)
 
 
-Dismissed = Annotated[bool | None, QueryParameter(name="dismissed")]
 Cursor = Annotated[str | None, QueryParameter(name="cursor", max_length=100)]
 Limit = Annotated[int, QueryParameter(name="limit", ge=1, le=100)]
-
-
-async def suggestion_page(
-    suggestions: Suggestions,
-    who: Principal,
-    owner: dict[str, UUID],
-    dismissed: bool | None,
-    cursor: str | None,
-    limit: int,
-) -> SuggestionListOut:
-    found = await suggestions.page(
-        who, dismissed=dismissed, before=read_cursor(cursor), limit=limit, **owner
-    )
-    return SuggestionListOut(
-        suggestions=[SuggestionOut.of(s) for s in found], next_cursor=next_cursor(found, limit)
-    )

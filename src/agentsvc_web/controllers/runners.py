@@ -1,5 +1,5 @@
 """Runners (``/api/runners...``): the runner, its steps, budget, skills, triggers,
-analytics, suggestions and runs; docs/runners.md. The public routes (inbound
+analytics and runs; docs/runners.md. The public routes (inbound
 webhook, button, ``embed.js``) are ``runner_public.py``'s; bodies and answers
 ``runner_schemas.py``'s.
 
@@ -30,16 +30,11 @@ from agentsvc_core.use_cases.runners import (
     TriggerChanges,
     TriggerDraft,
 )
-from agentsvc_core.use_cases.suggestions import Suggestions
 from agentsvc_web.auth import principal_of
 from agentsvc_web.controllers.runner_schemas import (
     WRITE,
     BudgetBody,
     BudgetOut,
-    Cursor,
-    DismissBody,
-    Dismissed,
-    Limit,
     Req,
     ResumeBody,
     RunBody,
@@ -52,13 +47,10 @@ from agentsvc_web.controllers.runner_schemas import (
     StepBody,
     StepOut,
     StepsBody,
-    SuggestionListOut,
-    SuggestionOut,
     TriggerBody,
     TriggerOut,
     TriggerPatchBody,
     next_cursor,
-    suggestion_page,
 )
 from agentsvc_web.openapi import errors
 from agentsvc_web.schemas import OkBody, given_fields, read_cursor
@@ -327,58 +319,6 @@ class RunnerController(Controller):
         period: Annotated[Period, QueryParameter(name="period")] = "7d",
     ) -> RunnerReport:
         return await runner_analytics.report(principal_of(request), runner_id, period)
-
-    # --- suggestions --------------------------------------------------------------
-
-    @get(
-        "/{runner_id:uuid}/suggestions",
-        operation_id="listRunnerSuggestions",
-        responses=errors(404, 422),
-        summary="Improvement suggestions for the runner, newest first, by pages",
-    )
-    async def listsuggestion_page(
-        self,
-        request: Req,
-        suggestions: NamedDependency[Suggestions],
-        runner_id: FromPath[UUID],
-        dismissed: Dismissed = None,
-        cursor: Cursor = None,
-        limit: Limit = 50,
-    ) -> SuggestionListOut:
-        who = principal_of(request)
-        return await suggestion_page(
-            suggestions, who, {"runner_id": runner_id}, dismissed, cursor, limit
-        )
-
-    @post(
-        "/{runner_id:uuid}/suggestions",
-        operation_id="generateRunnerSuggestions",
-        responses=errors(404, 422, 502),
-        summary="Ask the model of the runner's first agent step for suggestions from its runs",
-    )
-    async def generatesuggestion_page(
-        self, request: Req, suggestions: NamedDependency[Suggestions], runner_id: FromPath[UUID]
-    ) -> list[SuggestionOut]:
-        made = await suggestions.generate(principal_of(request), runner_id=runner_id)
-        return [SuggestionOut.of(s) for s in made]
-
-    @put(
-        "/{runner_id:uuid}/suggestions",
-        operation_id="dismissRunnerSuggestion",
-        responses=WRITE,
-        summary="Dismiss a suggestion (dismissed: false brings it back)",
-    )
-    async def dismiss_suggestion(
-        self,
-        request: Req,
-        suggestions: NamedDependency[Suggestions],
-        runner_id: FromPath[UUID],
-        data: JSONBody[DismissBody],
-    ) -> SuggestionOut:
-        s = await suggestions.set_dismissed(
-            principal_of(request), data.suggestion_id, data.dismissed, runner_id=runner_id
-        )
-        return SuggestionOut.of(s)
 
     # --- runs -------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from agentsvc_core.use_cases.webhook_tools import (
     WebhookTools,
 )
 from agentsvc_web.auth import principal_of
+from agentsvc_web.drafts import draft_of
 from agentsvc_web.openapi import errors
 from agentsvc_web.schemas import OkBody
 
@@ -193,16 +194,7 @@ class ToolController(Controller):
         data: JSONBody[ToolCreateBody],
     ) -> ToolOut:
         _no_approval(data.approval)
-        draft = WebhookToolDraft(
-            name=data.name,
-            description=data.description,
-            parameters=data.parameters,
-            url=data.url,
-            method=data.method,
-            headers=data.headers,
-            timeout_ms=data.timeout_ms,
-            max_result_bytes=data.max_result_bytes,
-        )
+        draft = draft_of(data, WebhookToolDraft)
         return ToolOut.of(await webhook_tools.create(principal_of(request), draft))
 
     @post(
@@ -247,16 +239,7 @@ class ToolController(Controller):
         data: JSONBody[ToolPatchBody],
     ) -> ToolOut:
         _no_approval(data.approval)
-        changes = WebhookToolChanges(
-            name=data.name,
-            description=data.description,
-            parameters=data.parameters,
-            url=data.url,
-            method=data.method,
-            headers=data.headers,
-            timeout_ms=data.timeout_ms,
-            max_result_bytes=data.max_result_bytes,
-        )
+        changes = draft_of(data, WebhookToolChanges)
         return ToolOut.of(await webhook_tools.update(principal_of(request), tool_id, changes))
 
     @delete(

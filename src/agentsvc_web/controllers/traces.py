@@ -1,6 +1,6 @@
-"""``GET /api/logs``, ``GET /api/logs/{traceId}`` and ``GET /api/analytics``
+"""Stored traces: ``GET /api/logs`` and ``GET /api/logs/{traceId}``
 (docs/observability.md). Admin reads: a trace holds the tool arguments and results
-of every user's threads, analytics the whole organization's spending."""
+of every user's threads."""
 
 from __future__ import annotations
 
@@ -16,15 +16,7 @@ from litestar.params import Parameter, QueryParameter
 from agentsvc_core.entities import StoredSpan, TraceEvaluation, TraceSummary
 from agentsvc_core.errors import InvalidInput
 from agentsvc_core.ports import TraceFilter
-from agentsvc_core.use_cases.logs import (
-    AgentTotals,
-    Analytics,
-    AnalyticsReport,
-    Logs,
-    ModelTotals,
-    SeriesPoint,
-    Totals,
-)
+from agentsvc_core.use_cases.traces.reading import Traces
 from agentsvc_web.access import ADMIN
 from agentsvc_web.auth import principal_of
 from agentsvc_web.openapi import errors
@@ -117,25 +109,7 @@ class TraceDetailOut(msgspec.Struct):
     evaluations: list[EvaluationOut]
 
 
-class AnalyticsOut(msgspec.Struct, rename={"since": "from", "until": "to"}):
-    period: str
-    since: datetime
-    until: datetime
-    granularity: str
-    agent_id: UUID | None
-    prices_taken: str | None
-    trace_retention_days: int
-    totals: Totals
-    series: list[SeriesPoint]
-    by_model: list[ModelTotals]
-    by_agent: list[AgentTotals]
-
-    @classmethod
-    def of(cls, r: AnalyticsReport) -> AnalyticsOut:
-        return copied(cls, r)
-
-
-def _time(raw: str | None, name: str) -> datetime | None:
+def query_time(raw: str | None, name: str) -> datetime | None:
     if raw is None:
         return None
     try:
@@ -148,7 +122,7 @@ def _time(raw: str | None, name: str) -> datetime | None:
     return value
 
 
-# ``from`` and ``to``: RFC 3339 times (checked by ``_time``)
+# ``from`` and ``to``: RFC 3339 times (checked by ``query_time``)
 Since = Annotated[
     str | None, QueryParameter(name="from", max_length=64, schema_extra={"format": "date-time"})
 ]
@@ -158,7 +132,7 @@ Until = Annotated[
 AgentId = Annotated[UUID | None, QueryParameter(name="agentId")]
 
 
-class LogsController(Controller):
+class TracesController(Controller):
     path = "/api/logs"
     tags = ["logs and analytics"]
 
@@ -172,7 +146,7 @@ class LogsController(Controller):
     async def list_traces(
         self,
         request: Req,
-        logs: NamedDependency[Logs],
+        traces: NamedDependency[Traces],
         agent_id: AgentId = None,
         runner_id: Annotated[UUID | None, QueryParameter(name="runnerId")] = None,
         thread_id: Annotated[UUID | None, QueryParameter(name="threadId")] = None,
@@ -187,10 +161,10 @@ class LogsController(Controller):
             runner_id=runner_id,
             thread_id=thread_id,
             status=status,
-            since=_time(since, "from"),
-            until=_time(until, "to"),
+            since=query_time(since, "from"),
+            until=query_time(until, "to"),
         )
-        page = await logs.list_traces(principal_of(request), where, cursor=cursor, limit=limit)
+        page = await traces.list_traces(principal_of(request), where, cursor=cursor, limit=limit)
         return TraceListOut(
             traces=[TraceOut.of(t) for t in page.traces], next_cursor=page.next_cursor
         )
@@ -205,48 +179,12 @@ class LogsController(Controller):
     async def get_trace(
         self,
         request: Req,
-        logs: NamedDependency[Logs],
+        traces: NamedDependency[Traces],
         trace_id: Annotated[str, Parameter(pattern=TRACE_ID, max_length=32)],
     ) -> TraceDetailOut:
-        summary, spans, evaluations = await logs.get(principal_of(request), trace_id)
+        summary, spans, evaluations = await traces.get(principal_of(request), trace_id)
         return TraceDetailOut(
             trace=TraceOut.of(summary),
             spans=[SpanOut.of(s) for s in spans],
             evaluations=[EvaluationOut.of(e) for e in evaluations],
         )
-
-
-class AnalyticsController(Controller):
-    path = "/api/analytics"
-    tags = ["logs and analytics"]
-
-    @get(
-        "/",
-        operation_id="getAnalytics",
-        opt=ADMIN,
-        responses=errors(403, 422),
-        summary="Usage analytics: totals, a zero-filled series, by model and by agent",
-    )
-    async def get_analytics(
-        self,
-        request: Req,
-        analytics: NamedDependency[Analytics],
-        period: Annotated[
-            Literal["24h", "7d", "30d", "custom"], QueryParameter(name="period")
-        ] = "7d",
-        agent_id: AgentId = None,
-        since: Since = None,
-        until: Until = None,
-        granularity: Annotated[
-            Literal["hour", "day"] | None, QueryParameter(name="granularity")
-        ] = None,
-    ) -> AnalyticsOut:
-        report = await analytics.report(
-            principal_of(request),
-            period,
-            since=_time(since, "from"),
-            until=_time(until, "to"),
-            granularity=granularity,
-            agent_id=agent_id,
-        )
-        return AnalyticsOut.of(report)

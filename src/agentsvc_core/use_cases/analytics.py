@@ -1,6 +1,4 @@
-"""Reading what turns left behind: stored traces (``GET /api/logs``,
-``GET /api/logs/{traceId}``) and usage analytics (``GET /api/analytics``), both
-under the caller's organization; and the retention sweep of traces.
+"""Usage analytics (``GET /api/analytics``) under the caller's organization.
 
 Analytics asks storage for grouped sums (``AnalyticsStore``) over one time range
 and makes the answer here: totals, a zero-filled series whose points add up to the
@@ -15,21 +13,21 @@ from uuid import UUID
 
 import msgspec
 
-from agentsvc_core.entities import Principal, StoredSpan, TraceEvaluation, TraceSummary
-from agentsvc_core.errors import InvalidInput, NotFound
-from agentsvc_core.ports import AnalyticsStore, Clock, TraceFilter, TraceStore
+from agentsvc_core.entities import Principal
+from agentsvc_core.errors import InvalidInput
+from agentsvc_core.ports import AnalyticsStore, Clock
 from agentsvc_core.ports.traces import Bucket, UsageGroup, bucket_start
 
 __all__ = [
+    "MAX_POINTS",
+    "MAX_RANGE",
     "PERIODS",
     "AgentTotals",
     "Analytics",
     "AnalyticsReport",
-    "Logs",
     "ModelTotals",
     "SeriesPoint",
     "Totals",
-    "TracePage",
 ]
 
 PERIODS: dict[str, tuple[timedelta, Bucket]] = {
@@ -40,59 +38,6 @@ PERIODS: dict[str, tuple[timedelta, Bucket]] = {
 MAX_POINTS = 2000  # a series longer than this is refused (a finer bucket is asked)
 MAX_RANGE = timedelta(days=400)
 _STEP = {"hour": timedelta(hours=1), "day": timedelta(days=1)}
-
-
-class TracePage(msgspec.Struct, frozen=True):
-    traces: list[TraceSummary]
-    next_cursor: str | None
-
-
-def _cursor_of(t: TraceSummary) -> str:
-    return f"{t.started_at.astimezone(UTC).isoformat().replace('+00:00', 'Z')}|{t.id}"
-
-
-def parse_cursor(raw: str) -> tuple[datetime, str]:
-    """A ``nextCursor``: ``<started_at>|<trace id>``."""
-    at, sep, trace_id = raw.partition("|")
-    try:
-        if not sep or len(trace_id) != 32:
-            raise ValueError
-        int(trace_id, 16)
-        when = msgspec.convert(at, datetime)
-    except (ValueError, msgspec.ValidationError):
-        raise InvalidInput("cursor", "must be a nextCursor of this list") from None
-    return (when if when.tzinfo else when.replace(tzinfo=UTC)), trace_id
-
-
-class Logs:
-    """Stored traces: listed, read, and pruned when their time is up."""
-
-    def __init__(self, store: TraceStore, clock: Clock) -> None:
-        self._store = store
-        self._clock = clock
-
-    async def list_traces(
-        self, who: Principal, where: TraceFilter, *, cursor: str | None, limit: int
-    ) -> TracePage:
-        if where.since and where.until and where.since >= where.until:
-            raise InvalidInput("from", "must be before to")
-        before = parse_cursor(cursor) if cursor else None
-        found = await self._store.list_traces(who.org_id, where, before=before, limit=limit + 1)
-        more = len(found) > limit
-        page = found[:limit]
-        return TracePage(page, _cursor_of(page[-1]) if more else None)
-
-    async def get(
-        self, who: Principal, trace_id: str
-    ) -> tuple[TraceSummary, list[StoredSpan], list[TraceEvaluation]]:
-        found = await self._store.get_trace(who.org_id, trace_id.lower())
-        if found is None:
-            raise NotFound("trace not found")
-        return found
-
-    async def prune(self) -> int:
-        """Drop the traces kept long enough (the maintenance sweep)."""
-        return await self._store.prune_traces(self._clock.now())
 
 
 class Totals(msgspec.Struct, kw_only=True):
@@ -234,7 +179,7 @@ class Analytics:
             )
         return since, until, bucket
 
-    async def report(  # noqa: C901 - analytics' filters and series in one query plan; to be split with the analytics module
+    async def report(
         self,
         who: Principal,
         period: str,
@@ -246,54 +191,19 @@ class Analytics:
     ) -> AnalyticsReport:
         start, end, bucket = self.window(period, since, until, granularity)
         groups = await self._store.analytics(who.org_id, start, end, bucket, agent_id)
-        totals = Totals()
-        points: dict[datetime, SeriesPoint] = {}
-        first = at = bucket_start(start, bucket)
-        while at < end:
-            points[at] = SeriesPoint(start=at)
-            at += _STEP[bucket]
-        agents: dict[UUID, AgentTotals] = {}
-        models: dict[str, ModelTotals] = {}
-
-        def views(when: datetime | None, agent: UUID | None) -> list[Totals]:
-            """The totals a group adds to: the window's and its bucket's (when it
-            names a bucket), its agent's (when it names an agent)."""
-            found: list[Totals] = []
-            if when is not None:
-                found += (totals, points.get(bucket_start(when, bucket)) or points[first])
-            if agent is not None:
-                if agent not in agents:
-                    agents[agent] = AgentTotals(agent_id=agent)
-                found.append(agents[agent])
-            return found
-
+        sums = _Sums(start, end, bucket)
         for g in groups.usage:
-            for t in views(g.bucket, g.agent_id):
-                t.add_usage(g)
-            if g.model is None:
-                continue
-            m = models.setdefault(g.model, ModelTotals(model=g.model))
-            m.model_calls += g.calls
-            m.input_tokens += g.input_tokens
-            m.output_tokens += g.output_tokens
-            m.cached_input_tokens += g.cached_input_tokens
-            if g.unpriced:
-                m.cost_usd = None
-            elif m.cost_usd is not None:
-                m.cost_usd += g.cost_usd
+            sums.add_usage(g)
         for tg in groups.traces:
-            for t in views(tg.bucket, tg.agent_id):
+            for t in sums.views(tg.bucket, tg.agent_id):
                 t.replies += tg.replies
                 t.messages += tg.messages
                 t.tool_calls += tg.tool_calls
                 t.tool_errors += tg.tool_errors
                 t.errors += tg.errors
         for th in groups.threads:
-            for t in views(th.bucket, th.agent_id):
+            for t in sums.views(th.bucket, th.agent_id):
                 t.threads += th.threads
-        for m in models.values():
-            if m.cost_usd is not None:
-                m.cost_usd = round(m.cost_usd, 6)
         return AnalyticsReport(
             period=period,
             since=start,
@@ -302,11 +212,63 @@ class Analytics:
             agent_id=agent_id,
             prices_taken=self._taken,
             trace_retention_days=self._retention,
-            totals=totals.rounded(),
-            series=[p.rounded() for p in points.values()],
-            by_model=sorted(models.values(), key=lambda m: (-(m.cost_usd or 0), m.model)),
+            totals=sums.totals.rounded(),
+            series=[p.rounded() for p in sums.points.values()],
+            by_model=sums.by_model(),
             by_agent=sorted(
-                (a.rounded() for a in agents.values()),
+                (a.rounded() for a in sums.agents.values()),
                 key=lambda a: (-a.cost_usd, str(a.agent_id)),
             ),
         )
+
+
+class _Sums:
+    """A report's sums as the groups come in: the window's totals, a zero-filled
+    point per bucket from ``since`` to ``until``, and one entry per agent and per
+    model."""
+
+    def __init__(self, since: datetime, until: datetime, bucket: Bucket) -> None:
+        self.totals = Totals()
+        self.points: dict[datetime, SeriesPoint] = {}
+        self.agents: dict[UUID, AgentTotals] = {}
+        self.models: dict[str, ModelTotals] = {}
+        self._bucket = bucket
+        self._first = at = bucket_start(since, bucket)
+        while at < until:
+            self.points[at] = SeriesPoint(start=at)
+            at += _STEP[bucket]
+
+    def views(self, when: datetime | None, agent: UUID | None) -> list[Totals]:
+        """The totals a group adds to: the window's and its bucket's (when it names
+        a bucket), its agent's (when it names an agent)."""
+        found: list[Totals] = []
+        if when is not None:
+            point = self.points.get(bucket_start(when, self._bucket))
+            found += (self.totals, point or self.points[self._first])
+        if agent is not None:
+            if agent not in self.agents:
+                self.agents[agent] = AgentTotals(agent_id=agent)
+            found.append(self.agents[agent])
+        return found
+
+    def add_usage(self, g: UsageGroup) -> None:
+        for t in self.views(g.bucket, g.agent_id):
+            t.add_usage(g)
+        if g.model is None:
+            return
+        m = self.models.setdefault(g.model, ModelTotals(model=g.model))
+        m.model_calls += g.calls
+        m.input_tokens += g.input_tokens
+        m.output_tokens += g.output_tokens
+        m.cached_input_tokens += g.cached_input_tokens
+        if g.unpriced:
+            m.cost_usd = None
+        elif m.cost_usd is not None:
+            m.cost_usd += g.cost_usd
+
+    def by_model(self) -> list[ModelTotals]:
+        """The models, the costliest first (an unpriced one counts as no cost)."""
+        for m in self.models.values():
+            if m.cost_usd is not None:
+                m.cost_usd = round(m.cost_usd, 6)
+        return sorted(self.models.values(), key=lambda m: (-(m.cost_usd or 0), m.model))

@@ -33,7 +33,8 @@ MAX_TASKS = 50
 
 
 class TaskDraft(msgspec.Struct, frozen=True, kw_only=True):
-    """A task as written; ``id`` names a stored task to change (None: a new one)."""
+    """A task as written; ``id`` names a stored task to change (None: a new one).
+    The request body is these fields in camelCase (controllers/scheduled_tasks.py)."""
 
     id: UUID | None = None
     name: str = ""

@@ -18,8 +18,8 @@ from agentsvc_adapters.telemetry import OtelExport, SpanMetrics
 from agentsvc_core.ports import Clock, Storage
 from agentsvc_core.telemetry import SpanTracer
 from agentsvc_core.use_cases.analytics import Analytics
-from agentsvc_core.use_cases.traces.reading import Traces
 from agentsvc_core.use_cases.traces.build import TraceConfig
+from agentsvc_core.use_cases.traces.reading import Traces
 from agentsvc_web.metrics import HttpMetrics, Reading, ReadingsCollector, new_registry
 from agentsvc_web.settings import Settings, SettingsError
 

@@ -90,10 +90,10 @@ from agentsvc_core.use_cases.org_settings import (
 from agentsvc_core.use_cases.plan_tools import PlanSettings, PlanTools
 from agentsvc_core.use_cases.plans import Plans
 from agentsvc_core.use_cases.registry import RegistrySearch
-from agentsvc_core.use_cases.runner_analytics import RunnerAnalytics
-from agentsvc_core.use_cases.runner_engine import RunnerEngine
-from agentsvc_core.use_cases.runner_runs import RUN_JOB, RunnerRuns
-from agentsvc_core.use_cases.runners import Runners
+from agentsvc_core.use_cases.runners.analytics import RunnerAnalytics
+from agentsvc_core.use_cases.runners.definitions import Runners
+from agentsvc_core.use_cases.runners.engine import RunnerEngine
+from agentsvc_core.use_cases.runners.runs import RUN_JOB, RunnerRuns
 from agentsvc_core.use_cases.schedules import ScheduledTasks
 from agentsvc_core.use_cases.server_tools import ToolHub
 from agentsvc_core.use_cases.suggestions import Suggestions

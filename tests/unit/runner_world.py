@@ -1,5 +1,5 @@
 """A runner's world for the fast unit tests of the runner engine
-(use_cases/runner_engine.py): the turn's world (tests/unit/turn_world.py: the memory
+(use_cases/runners/engine.py): the turn's world (tests/unit/turn_world.py: the memory
 storage, a scripted model whose calls report the usage a test chooses, the clock
 the test moves), the runner use cases over it, a webhook caller that records its
 calls, and the engine's job run in the test's own task (no worker, no sleeps)."""
@@ -18,9 +18,10 @@ from agentsvc_core.ports.mcp import McpCallResult, McpClient, McpEndpoint, McpTo
 from agentsvc_core.ports.webhooks import WebhookAnswer, WebhookCall, WebhookCaller
 from agentsvc_core.pricing import Price, PriceTable
 from agentsvc_core.use_cases.mcp_servers import McpServers
-from agentsvc_core.use_cases.runner_engine import RunnerEngine
-from agentsvc_core.use_cases.runner_runs import RunnerRuns, job_payload
-from agentsvc_core.use_cases.runners import BudgetChanges, RunnerDraft, Runners, StepDraft
+from agentsvc_core.use_cases.runners.definitions import BudgetChanges, RunnerDraft, Runners
+from agentsvc_core.use_cases.runners.engine import RunnerEngine
+from agentsvc_core.use_cases.runners.runs import RunnerRuns, job_payload
+from agentsvc_core.use_cases.runners.steps import StepDraft
 from agentsvc_core.use_cases.threads import Threads
 from tests.unit.turn_world import BOX, WHO, Script, Tools, World, says, world
 

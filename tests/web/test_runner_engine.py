@@ -18,14 +18,10 @@ from agentsvc_core.entities import Organization, Principal
 from agentsvc_core.entities.runner import RunnerRun
 from agentsvc_core.errors import NotFound
 from agentsvc_core.use_cases.agents import AgentDraft
-from agentsvc_core.use_cases.runner_runs import RunNotPaused, job_payload
-from agentsvc_core.use_cases.runners import (
-    BudgetChanges,
-    RunnerDraft,
-    StepDraft,
-    TriggerChanges,
-    TriggerDraft,
-)
+from agentsvc_core.use_cases.runners.definitions import BudgetChanges, RunnerDraft
+from agentsvc_core.use_cases.runners.runs import RunNotPaused, job_payload
+from agentsvc_core.use_cases.runners.steps import StepDraft
+from agentsvc_core.use_cases.runners.triggers import TriggerChanges, TriggerDraft
 from agentsvc_core.use_cases.schedules import TaskDraft
 from agentsvc_core.use_cases.send_input import SendInput
 from agentsvc_core.use_cases.suggestions import parse_suggestions

@@ -64,9 +64,7 @@ from agentsvc_core.entities.runner import (
     Trigger,
     TriggerKind,
 )
-from agentsvc_core.use_cases.runners import (
-    StepDraft,
-)
+from agentsvc_core.use_cases.runners.steps import StepDraft
 from agentsvc_core.use_cases.suggestions import Suggestions
 from agentsvc_web.openapi import errors
 from agentsvc_web.schemas import copied, cursor_text, read_cursor

@@ -20,16 +20,15 @@ from litestar.params import FromPath, JSONBody, QueryParameter
 from agentsvc_core.entities.runner import (
     RunStatus,
 )
-from agentsvc_core.use_cases.runner_analytics import Period, RunnerAnalytics, RunnerReport
-from agentsvc_core.use_cases.runner_runs import RunnerRuns
-from agentsvc_core.use_cases.runners import (
+from agentsvc_core.use_cases.runners.analytics import Period, RunnerAnalytics, RunnerReport
+from agentsvc_core.use_cases.runners.definitions import (
     BudgetChanges,
     RunnerChanges,
     RunnerDraft,
     Runners,
-    TriggerChanges,
-    TriggerDraft,
 )
+from agentsvc_core.use_cases.runners.runs import RunnerRuns
+from agentsvc_core.use_cases.runners.triggers import TriggerChanges, TriggerDraft
 from agentsvc_core.use_cases.suggestions import Suggestions
 from agentsvc_web.auth import principal_of
 from agentsvc_web.controllers.runner_schemas import (

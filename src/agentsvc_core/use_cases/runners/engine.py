@@ -50,9 +50,16 @@ from agentsvc_core.ports.telemetry import CURRENT, SpanContext
 from agentsvc_core.ports.traces import TraceStore
 from agentsvc_core.ports.webhooks import WebhookCall, WebhookCaller
 from agentsvc_core.pricing import PriceTable
-from agentsvc_core.use_cases._runner_private import (
+from agentsvc_core.use_cases.conversation import Conversation
+from agentsvc_core.use_cases.mcp_servers import McpServers
+from agentsvc_core.use_cases.reply import BUDGET_EXCEEDED
+from agentsvc_core.use_cases.runners.budgets import BudgetCheck, day_start
+from agentsvc_core.use_cases.runners.expressions import evaluate, render, truthy
+from agentsvc_core.use_cases.runners.runs import RunnerRuns, read_payload
+from agentsvc_core.use_cases.runners.steps import step_headers_context
+from agentsvc_core.use_cases.runners.trace import run_trace, step_span_id
+from agentsvc_core.use_cases.runners.transitions import (
     MAX_OUTPUT_CHARS,
-    BudgetCheck,
     Busy,
     Later,
     Outcome,
@@ -66,13 +73,6 @@ from agentsvc_core.use_cases._runner_private import (
     with_step,
     with_turn,
 )
-from agentsvc_core.use_cases.conversation import Conversation
-from agentsvc_core.use_cases.mcp_servers import McpServers
-from agentsvc_core.use_cases.reply import BUDGET_EXCEEDED
-from agentsvc_core.use_cases.runner_expr import evaluate, render, truthy
-from agentsvc_core.use_cases.runner_runs import RunnerRuns, read_payload
-from agentsvc_core.use_cases.runner_trace import run_trace, step_span_id
-from agentsvc_core.use_cases.runners import day_start, step_headers_context
 from agentsvc_core.use_cases.send_input import SendInput
 from agentsvc_core.use_cases.threads import ThreadDraft, Threads
 from agentsvc_core.use_cases.turn import Done, ErrorEvent, UsageOut, last_event

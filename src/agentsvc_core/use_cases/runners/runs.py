@@ -1,6 +1,6 @@
 """Runs of runners: starting them (the API, an inbound webhook or button, a cron
 tick), reading, cancelling and resuming them (docs/runners.md). What a run does is
-``runner_engine.py``'s; this module creates the row and queues the job.
+``engine.py``'s; this module creates the row and queues the job.
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ from agentsvc_core.errors import Conflict, InvalidInput, NotFound, PermissionDen
 from agentsvc_core.ports import Clock
 from agentsvc_core.ports.jobs import JobQueue
 from agentsvc_core.ports.runners import Firing, RunnerStore
-from agentsvc_core.use_cases._runner_private import update_run
-from agentsvc_core.use_cases.runners import MAX_INPUT_BYTES, Runners, next_tick
+from agentsvc_core.use_cases.runners.definitions import Runners
+from agentsvc_core.use_cases.runners.transitions import update_run
+from agentsvc_core.use_cases.runners.triggers import MAX_INPUT_BYTES, next_tick
 from agentsvc_core.use_cases.webhook_tools import argument_problem
 
 __all__ = [

@@ -90,10 +90,14 @@ from agentsvc_core.use_cases.org_settings import (
 from agentsvc_core.use_cases.plan_tools import PlanSettings, PlanTools
 from agentsvc_core.use_cases.plans import Plans
 from agentsvc_core.use_cases.registry import RegistrySearch
+from agentsvc_core.use_cases.runners.agent_steps import AgentSteps
 from agentsvc_core.use_cases.runners.analytics import RunnerAnalytics
+from agentsvc_core.use_cases.runners.budgets import Budgets
 from agentsvc_core.use_cases.runners.definitions import Runners
-from agentsvc_core.use_cases.runners.engine import RunnerEngine
+from agentsvc_core.use_cases.runners.engine import EngineSettings, RunnerEngine
 from agentsvc_core.use_cases.runners.runs import RUN_JOB, RunnerRuns
+from agentsvc_core.use_cases.runners.trace import RunTraces
+from agentsvc_core.use_cases.runners.work import StepWork, WebhookSteps
 from agentsvc_core.use_cases.schedules import ScheduledTasks
 from agentsvc_core.use_cases.server_tools import ToolHub
 from agentsvc_core.use_cases.suggestions import Suggestions
@@ -185,8 +189,9 @@ class Services:
             urls,
             clock,
             allow_stdio=settings.allow_stdio_mcp,
+            oauth=self.oauth,
+            runners=storage.runners,
         )
-        self.mcps.oauth = self.oauth
         self.resolver = resolver
         self.org_settings = OrgSettings(
             storage.secrets,
@@ -323,25 +328,28 @@ class Services:
             clock,
             cron_min_interval_s=settings.cron_min_interval_s,
         )
-        self.runner_runs = RunnerRuns(storage.runners, self.runners, self.jobs, clock)
-        self.runner_engine = RunnerEngine(
+        prices = self.trace_config.prices
+        run_traces = RunTraces(storage.runners, storage.traces, clock, self.trace_config.retention)
+        self.runner_runs = RunnerRuns(
+            storage.runners, self.runners, self.jobs, clock, self.conversation, run_traces
+        )
+        agent_steps = AgentSteps(
             storage.runners,
-            self.runner_runs,
             self.conversation,
             self.threads,
             storage.conversations,
             storage.agents,
             self.mcps,
-            self.webhook_caller,
-            self.org_settings,
-            box,
-            clock,
-            self.trace_config.prices,
-            storage.traces,
-            self.trace_config.retention,
-            stale_after=timedelta(seconds=settings.run_stale_after_s),
+            prices,
         )
-        self.mcps.runners = storage.runners
+        self.runner_engine = RunnerEngine(
+            storage.runners,
+            clock,
+            StepWork(agent_steps, WebhookSteps(self.webhook_caller, self.org_settings, box)),
+            Budgets(storage.runners, clock, prices),
+            run_traces,
+            EngineSettings(stale_after=timedelta(seconds=settings.run_stale_after_s)),
+        )
         self.runner_analytics = RunnerAnalytics(storage.runners, clock)
         self.suggestions = Suggestions(
             storage.runners,

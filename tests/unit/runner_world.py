@@ -18,10 +18,14 @@ from agentsvc_core.ports.mcp import McpCallResult, McpClient, McpEndpoint, McpTo
 from agentsvc_core.ports.webhooks import WebhookAnswer, WebhookCall, WebhookCaller
 from agentsvc_core.pricing import Price, PriceTable
 from agentsvc_core.use_cases.mcp_servers import McpServers
+from agentsvc_core.use_cases.runners.agent_steps import AgentSteps
+from agentsvc_core.use_cases.runners.budgets import Budgets
 from agentsvc_core.use_cases.runners.definitions import BudgetChanges, RunnerDraft, Runners
 from agentsvc_core.use_cases.runners.engine import RunnerEngine
 from agentsvc_core.use_cases.runners.runs import RunnerRuns, job_payload
 from agentsvc_core.use_cases.runners.steps import StepDraft
+from agentsvc_core.use_cases.runners.trace import RunTraces
+from agentsvc_core.use_cases.runners.work import StepWork, WebhookSteps
 from agentsvc_core.use_cases.threads import Threads
 from tests.unit.turn_world import BOX, WHO, Script, Tools, World, says, world
 
@@ -154,20 +158,23 @@ async def runner_world(*calls: list[Any], tools: Tools | None = None) -> RunnerW
     s, clock = w.storage, w.clock
     runners = Runners(s.runners, s.agents, BOX, AnyUrl(), clock)
     jobs = Jobs()
-    runs = RunnerRuns(s.runners, runners, jobs, clock)
+    traces = RunTraces(s.runners, s.traces, clock)
+    runs = RunnerRuns(s.runners, runners, jobs, clock, w.conversation, traces)
     caller = Caller()
-    engine = RunnerEngine(
+    agent_steps = AgentSteps(
         s.runners,
-        runs,
         w.conversation,
         Threads(s.threads, s.agents, s.conversations, clock),
         s.conversations,
         s.agents,
         McpServers(s.mcps, s.agents, NoMcp(), BOX, AnyUrl(), clock, allow_stdio=False),
-        caller,
-        Signing(),
-        BOX,
-        clock,
         CENT_A_TOKEN,
+    )
+    engine = RunnerEngine(
+        s.runners,
+        clock,
+        StepWork(agent_steps, WebhookSteps(caller, Signing(), BOX)),
+        Budgets(s.runners, clock, CENT_A_TOKEN),
+        traces,
     )
     return RunnerWorld(w, runners, runs, engine, caller, jobs)

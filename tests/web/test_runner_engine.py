@@ -72,6 +72,16 @@ async def _until_ended(s: Services, who: Principal, run: RunnerRun, *statuses: s
     raise AssertionError(f"run still {got.status}: {got}")
 
 
+async def _run_trace(s: Services, who: Principal, trace_id: str) -> tuple[Any, Any]:
+    """The run's trace once its own record is stored (its turns' come first)."""
+    for _ in range(1200):  # 30 s
+        summary, spans, _ = await s.logs.get(who, trace_id)
+        if summary.kind == "runner_run":
+            return summary, spans
+        await asyncio.sleep(0.025)
+    raise AssertionError(f"no runner_run record under trace {trace_id}: {summary}")
+
+
 async def _who(s: Services) -> Principal:
     org = f"runners-{uuid.uuid4().hex[:10]}"
     await s.storage.organizations.ensure(Organization(id=org, created_at=datetime.now(UTC)))
@@ -147,7 +157,8 @@ async def test_steps_run_in_order_and_a_condition_branches(database: str | None)
         # one trace: the run's span, a span per step that ran, and the agent steps'
         # turns under their step's span
         assert done.trace_id is not None
-        summary, spans, _ = await s.logs.get(who, done.trace_id)
+        # the job records the run's trace just after its last write
+        summary, spans = await _run_trace(s, who, done.trace_id)
         assert (summary.kind, summary.name, summary.runner_id, summary.run_id) == (
             "runner_run",
             "triage",

@@ -9,10 +9,12 @@ import math
 from datetime import UTC, datetime
 
 from agentsvc_core.entities import Usage
-from agentsvc_core.entities.runner import Budget, RunnerRun
+from agentsvc_core.entities.runner import Budget, Runner, RunnerRun
+from agentsvc_core.ports import Clock
+from agentsvc_core.ports.runners import RunnerStore
 from agentsvc_core.pricing import PriceTable
 
-__all__ = ["BudgetCheck", "day_start", "reached", "share_pct"]
+__all__ = ["BudgetCheck", "Budgets", "day_start", "reached", "share_pct"]
 
 
 def day_start(now: datetime) -> datetime:
@@ -105,3 +107,33 @@ class BudgetCheck:
     async def gate(self, usage: Usage, model_id: str) -> str | None:
         cost = self._prices.cost(model_id, usage) or 0.0
         return self.why(usage.input_tokens + usage.output_tokens, cost)
+
+    @property
+    def pauses(self) -> bool:
+        """Whether a limit reached pauses the run (else it fails it)."""
+        return self._b.on_exceed == "pause"
+
+
+class Budgets:
+    """Each step's budget check: the runner's limits, and what it spent today."""
+
+    def __init__(self, store: RunnerStore, clock: Clock, prices: PriceTable) -> None:
+        self._store = store
+        self._clock = clock
+        self._prices = prices
+
+    async def check(self, run: RunnerRun, runner: Runner | None) -> BudgetCheck | None:
+        """The run's budget check as a step starts (None: no limit applies, or the
+        run is an agent's scheduled task, which has no budget)."""
+        if runner is None:
+            return None
+        b = runner.budget
+        today = (0, 0.0)
+        if b.daily_cost_usd is not None or b.daily_tokens is not None:
+            today = await self._store.spent_since(
+                run.org_id, runner.id, day_start(self._clock.now())
+            )
+        limits = (b.max_cost_usd_per_run, b.max_tokens_per_run, b.daily_cost_usd, b.daily_tokens)
+        if all(v is None for v in limits):
+            return None
+        return BudgetCheck(b, run, today, self._prices)

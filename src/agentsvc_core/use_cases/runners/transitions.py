@@ -1,108 +1,241 @@
-"""What the runner engine (engine.py) is made of besides the engine itself: its
-control-flow exceptions, a step's outcome, the context expressions see, and the
-pure changes it writes to a run (each a function of the run as last read, for
-compare-and-set)."""
+"""A run's state changes, as pure functions: the run as last read and what
+happened, to the run to store.
+
+Each answers the changed run, None (nothing to write: the run is left as it is,
+say a cancel came first) or a ``Refused`` (the change does not apply, and the
+caller must say so: the run has ended, is not paused, or another job started the
+step). ``runs.save_run`` applies one with compare-and-set on the run's version,
+and applies it again to the run read again when another write came first, so a
+change is always judged against the newest run.
+
+The run's life: ``queued`` -> ``begun`` -> ``running``, one step at a time
+(``step_started`` then ``step_ended``: the cursor moves on, a condition may skip
+steps), to ``succeeded``, or ``failed`` (a step failed, a step was interrupted
+too often, a defect), or ``paused`` by a budget (``resumed``: ``queued`` again);
+``cancelled`` from any state that has not ended.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from datetime import datetime
+from typing import Any, Literal
 from uuid import UUID
 
 import msgspec
 
-from agentsvc_core.entities.runner import (
-    NEXT,
-    STOP,
-    RunnerRun,
-    StepRun,
-)
-from agentsvc_core.ports.runners import RunnerStore
+from agentsvc_core.entities.runner import NEXT, STOP, RunnerRun, Step, StepRun
 
 __all__ = [
+    "INTERNAL_ERROR",
     "MAX_OUTPUT_CHARS",
+    "NOT_ACTIVE",
+    "NOT_PAUSED",
+    "TAKEN",
     "Busy",
-    "Later",
-    "Outcome",
-    "Taken",
-    "context_of",
-    "json_or_none",
+    "Done",
+    "Failed",
+    "OverBudget",
+    "Refused",
+    "StepEnd",
+    "begun",
+    "cancelled",
+    "failed_internally",
     "next_index",
-    "reply_output",
-    "still",
-    "update_run",
-    "with_step",
-    "with_turn",
+    "over_budget",
+    "resumed",
+    "start_of",
+    "step_ended",
+    "step_failed",
+    "step_started",
+    "succeeded",
+    "touched",
+    "turn_noted",
 ]
 
-
+INTERNAL_ERROR = "the run failed (an internal error; see the logs)"
 MAX_OUTPUT_CHARS = 100_000  # a step's text output kept in the run (the thread has it all)
 
 
-class Later(Exception):
-    """Try the run again after ``delay_s`` (its thread is busy; an earlier run of
-    its trigger is still running)."""
+class Refused(msgspec.Struct, frozen=True):
+    """A change that does not apply to the run as it is."""
 
-    def __init__(self, delay_s: float) -> None:
-        super().__init__(delay_s)
-        self.delay_s = delay_s
+    why: Literal["taken", "not_active", "not_paused"]
 
 
-class Busy(Exception):
-    """The step's thread is busy with a turn that is not the step's (a user's, on a
-    scheduled task's thread; a killed process's, not yet marked interrupted)."""
+TAKEN = Refused("taken")  # another job started the step again: its writes win
+NOT_ACTIVE = Refused("not_active")  # the run has ended
+NOT_PAUSED = Refused("not_paused")
 
 
-class Taken(Exception):
-    """Another process started the step (two jobs of one run): this one stops."""
+# --- what a step's work came to ----------------------------------------------------
 
 
-class Outcome(msgspec.Struct, kw_only=True):
-    ok: bool
+class Done(msgspec.Struct, frozen=True, kw_only=True):
+    """The step succeeded; ``next``: where a condition goes."""
+
     output: Any = None
-    error: str | None = None
     tokens: int = 0
     cost_usd: float = 0.0
     model: str | None = None
-    next: str = NEXT  # a condition's choice
-    paused: str | None = None  # a budget's reason
+    next: str = NEXT
 
 
-def context_of(run: RunnerRun) -> dict[str, Any]:
-    """What expressions see: the input and the steps run so far."""
-    return {
-        "input": run.input,
-        "steps": {
-            s.step_id: {"status": s.status, "output": s.output}
-            for s in run.steps
-            if s.status != "pending"
-        },
-    }
+class Failed(msgspec.Struct, frozen=True, kw_only=True):
+    """The step failed (``output``: a webhook's answer that was not a 2xx)."""
+
+    error: str
+    output: Any = None
+    tokens: int = 0
+    cost_usd: float = 0.0
+    model: str | None = None
 
 
-def json_or_none(text: str) -> Any:
-    stripped = text.strip()
-    if not stripped or stripped[0] not in "{[":
+class OverBudget(msgspec.Struct, frozen=True, kw_only=True):
+    """A model call of the step found a limit reached (``why``): the step waits,
+    pending, for the run to be resumed."""
+
+    why: str
+    tokens: int = 0
+    cost_usd: float = 0.0
+    model: str | None = None
+
+
+StepEnd = Done | Failed | OverBudget
+
+
+class Busy(msgspec.Struct, frozen=True):
+    """No attempt was made: the step's thread is busy with a turn that is not the
+    step's (a user's, on a scheduled task's thread; a killed process's, not yet
+    marked interrupted). The step waits as it was."""
+
+
+# --- the run ----------------------------------------------------------------------
+
+
+def begun(
+    run: RunnerRun, now: datetime, trace_id: str, steps: tuple[Step, ...] | None
+) -> RunnerRun | None:
+    """A queued run starts running: its start time and trace id kept from an
+    earlier start; ``steps`` (a cron tick's runner, as it is now) fill an empty
+    pipeline."""
+    if run.status != "queued":
         return None
-    try:
-        return msgspec.json.decode(stripped)
-    except msgspec.DecodeError:
-        return None
-
-
-def still(run: RunnerRun, expected: str, **fields: Any) -> RunnerRun | None:
-    """The run changed by ``fields`` if its status is still ``expected`` (else None:
-    leave it)."""
-    if run.status != expected:
-        return None
+    fields: dict[str, Any] = {"status": "running"}
+    if run.started_at is None:
+        fields["started_at"] = now
+    if run.trace_id is None:
+        fields["trace_id"] = trace_id
+    if not run.pipeline and steps is not None:
+        fields["pipeline"] = steps
+        fields["steps"] = tuple(StepRun(step_id=s.id) for s in steps)
     return msgspec.structs.replace(run, **fields)
 
 
-def with_step(run: RunnerRun, index: int, state: StepRun, *, expect: StepRun) -> RunnerRun | None:
-    """The step's start checkpoint, unless the run stopped running or another
-    process started the step meanwhile (its attempt moved on)."""
-    if run.status != "running" or run.steps[index] != expect:
+def touched(run: RunnerRun, now: datetime, *, status: str | None = None) -> RunnerRun | None:
+    """The run's ``updated_at`` renewed (its lease: the sweep leaves a run alone
+    while it is renewed), if its status is still ``status`` (any when None)."""
+    if status is not None and run.status != status:
         return None
+    return msgspec.structs.replace(run, updated_at=now)
+
+
+def succeeded(run: RunnerRun, now: datetime) -> RunnerRun | None:
+    """A running run with no step left has succeeded."""
+    if run.status != "running":
+        return None
+    return msgspec.structs.replace(run, status="succeeded", ended_at=now, updated_at=now)
+
+
+def over_budget(
+    run: RunnerRun, why: str, warning: str | None, *, pause: bool, now: datetime
+) -> RunnerRun | None:
+    """A limit reached before a step could start: the run pauses (``pause``) or
+    fails, ``why`` its error."""
+    if run.status != "running":
+        return None
+    if pause:
+        return msgspec.structs.replace(
+            run,
+            status="paused",
+            paused_reason="budget",
+            error=why,
+            updated_at=now,
+            budget_warning=warning,
+        )
+    return msgspec.structs.replace(
+        run, status="failed", error=why, ended_at=now, updated_at=now, budget_warning=warning
+    )
+
+
+def step_failed(run: RunnerRun, index: int, error: str, now: datetime) -> RunnerRun | None:
+    """Step ``index`` failed before its work started (its agent is gone, it was
+    interrupted too often): the run fails with it."""
+    if run.status != "running":
+        return None
+    steps = list(run.steps)
+    steps[index] = msgspec.structs.replace(steps[index], status="failed", error=error, ended_at=now)
+    return msgspec.structs.replace(
+        run, steps=tuple(steps), status="failed", error=error, ended_at=now, updated_at=now
+    )
+
+
+def failed_internally(run: RunnerRun, now: datetime) -> RunnerRun | None:
+    """A defect stopped the run's job: the run fails readably rather than waiting
+    for a sweep forever."""
+    if run.ended:
+        return None
+    return msgspec.structs.replace(
+        run, status="failed", error=INTERNAL_ERROR, ended_at=now, updated_at=now
+    )
+
+
+def cancelled(run: RunnerRun, now: datetime) -> RunnerRun | Refused:
+    """Cancel a queued, running or paused run (``NOT_ACTIVE`` once it has ended)."""
+    if run.ended:
+        return NOT_ACTIVE
+    return msgspec.structs.replace(
+        run, status="cancelled", ended_at=now, updated_at=now, paused_reason=None
+    )
+
+
+def resumed(
+    run: RunnerRun, raise_usd: float, raise_tokens: int, now: datetime
+) -> RunnerRun | Refused:
+    """A paused run queued again, its per-run limits raised (``NOT_PAUSED``
+    unless it is paused)."""
+    if run.status != "paused":
+        return NOT_PAUSED
+    return msgspec.structs.replace(
+        run,
+        status="queued",
+        paused_reason=None,
+        error=None,
+        budget_extra_usd=run.budget_extra_usd + raise_usd,
+        budget_extra_tokens=run.budget_extra_tokens + raise_tokens,
+        updated_at=now,
+    )
+
+
+# --- one step -----------------------------------------------------------------------
+
+
+def start_of(state: StepRun, now: datetime) -> StepRun:
+    """A step's state as an attempt starts it (one more attempt)."""
+    return msgspec.structs.replace(
+        state, status="running", attempt=state.attempt + 1, started_at=now, error=None
+    )
+
+
+def step_started(
+    run: RunnerRun, index: int, state: StepRun, *, expect: StepRun
+) -> RunnerRun | Refused | None:
+    """Step ``index`` checkpointed as ``state`` (an attempt's start, or the state
+    it had put back), if it is still ``expect``: ``TAKEN`` when another job
+    started it meanwhile, None when the run stopped running."""
+    if run.status != "running":
+        return None
+    if run.steps[index] != expect:
+        return TAKEN
     steps = list(run.steps)
     steps[index] = state
     return msgspec.structs.replace(
@@ -110,10 +243,15 @@ def with_step(run: RunnerRun, index: int, state: StepRun, *, expect: StepRun) ->
     )
 
 
-def with_turn(run: RunnerRun, index: int, state: StepRun, turn_id: UUID) -> RunnerRun | None:
-    """The step's turn noted, if the step is still this attempt's."""
+def _same_attempt(current: StepRun, started: StepRun) -> bool:
+    return (current.attempt, current.started_at) == (started.attempt, started.started_at)
+
+
+def turn_noted(run: RunnerRun, index: int, started: StepRun, turn_id: UUID) -> RunnerRun | None:
+    """An agent step's turn noted, if the step is still this attempt's (a retry
+    then finds that turn, and only it, on the thread)."""
     current = run.steps[index]
-    if (current.attempt, current.started_at) != (state.attempt, state.started_at):
+    if not _same_attempt(current, started):
         return None
     steps = list(run.steps)
     steps[index] = msgspec.structs.replace(current, turn_id=turn_id)
@@ -129,29 +267,66 @@ def next_index(run: RunnerRun, index: int, choice: str) -> int:
     return next((i for i, s in enumerate(run.pipeline) if s.id == choice), len(run.pipeline))
 
 
-async def update_run(
-    store: RunnerStore, run: RunnerRun, change: Callable[[RunnerRun], RunnerRun | None]
-) -> RunnerRun:
-    """Apply ``change`` to the run and store it (compare-and-set on its version),
-    reading it again as long as another write comes first; ``change`` answering
-    None leaves the run as it is (and may raise, to refuse)."""
-    while True:
-        changed = change(run)
-        if changed is None:
-            return run
-        saved = await store.save_run(changed)
-        if saved is not None:
-            return saved
-        run = await store.get_run(run.org_id, run.id)
+def _ended_state(state: StepRun, end: StepEnd, now: datetime) -> StepRun:
+    match end:
+        case Done():
+            status, output, error = "succeeded", end.output, None
+        case Failed():
+            status, output, error = "failed", end.output, end.error
+        case OverBudget():
+            status, output, error = "pending", None, None
+    return msgspec.structs.replace(
+        state,
+        status=status,
+        ended_at=now,
+        output=output,
+        error=error,
+        tokens=state.tokens + end.tokens,
+        cost_usd=state.cost_usd + end.cost_usd,
+        model=end.model or state.model,
+    )
 
 
-def reply_output(text: str, thread_id: UUID, message_id: UUID | None) -> dict[str, Any]:
-    """An agent step's output: its reply (cut at ``MAX_OUTPUT_CHARS``), the reply as
-    JSON when it is JSON, and where it is."""
-    text = text[:MAX_OUTPUT_CHARS]
-    return {
-        "text": text,
-        "json": json_or_none(text),
-        "thread_id": str(thread_id),
-        "message_id": None if message_id is None else str(message_id),
+def step_ended(
+    run: RunnerRun,
+    index: int,
+    started: StepRun,
+    end: StepEnd,
+    *,
+    warning: str | None,
+    pause: bool,
+    now: datetime,
+) -> RunnerRun | Refused:
+    """Step ``index``'s attempt ``started`` ended as ``end``: its state, what it
+    spent (counted whatever the run's status), and the run moved on (a condition's
+    jump skips the steps between), failed, or paused or failed by a budget
+    (``pause``). ``TAKEN`` when another job started the step again meanwhile."""
+    state = run.steps[index]
+    if not _same_attempt(state, started):
+        return TAKEN
+    steps = list(run.steps)
+    steps[index] = _ended_state(state, end, now)
+    target = next_index(run, index, end.next) if isinstance(end, Done) else index + 1
+    for skipped in range(index + 1, target):
+        steps[skipped] = msgspec.structs.replace(steps[skipped], status="skipped")
+    fields: dict[str, Any] = {
+        "steps": tuple(steps),
+        "tokens": run.tokens + end.tokens,
+        "cost_usd": run.cost_usd + end.cost_usd,
+        "budget_warning": warning,
+        "updated_at": now,
     }
+    if run.status != "running":
+        pass  # cancelled meanwhile: what was spent is kept
+    elif isinstance(end, OverBudget):
+        if pause:
+            fields.update(status="paused", paused_reason="budget", error=end.why)
+        else:
+            fields.update(status="failed", error=end.why, ended_at=now)
+    elif isinstance(end, Failed):
+        fields.update(status="failed", error=f"step {state.step_id!r}: {end.error}", ended_at=now)
+    else:
+        if run.pipeline[index].kind != "condition":
+            fields["output"] = end.output
+        fields["cursor"] = target
+    return msgspec.structs.replace(run, **fields)

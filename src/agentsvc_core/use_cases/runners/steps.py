@@ -15,7 +15,7 @@ from agentsvc_core.ports import AgentRepository, SecretBox
 from agentsvc_core.ports.mcp import UrlPolicy
 from agentsvc_core.rules import MAX_CONTENT, MAX_NAME, check_model_id, check_text, check_url_text
 from agentsvc_core.use_cases.runners.expressions import compile_expression, template_parts
-from agentsvc_core.use_cases.webhook_tools import checked_headers
+from agentsvc_core.use_cases.webhook_signing import checked_headers
 
 __all__ = ["MAX_STEPS", "StepChecks", "StepDraft", "step_headers_context"]
 

@@ -12,7 +12,7 @@ import msgspec
 
 from agentsvc_core.entities.runner import Runner, RunnerRun, Step, StepRun
 from agentsvc_core.ports import SecretBox
-from agentsvc_core.ports.webhooks import WebhookCall, WebhookCaller
+from agentsvc_core.ports.webhooks import WebhookCaller
 from agentsvc_core.use_cases.runners.agent_steps import AgentSteps
 from agentsvc_core.use_cases.runners.budgets import BudgetCheck
 from agentsvc_core.use_cases.runners.expressions import context_of, evaluate, json_or_none, truthy
@@ -24,13 +24,17 @@ from agentsvc_core.use_cases.runners.transitions import (
     Failed,
     StepEnd,
 )
-from agentsvc_core.use_cases.webhook_tools import SigningSecrets, idempotency_key
+from agentsvc_core.use_cases.webhook_signing import (
+    SigningSecrets,
+    idempotency_key,
+    opened_headers,
+    signed_call,
+)
 
 __all__ = ["WEBHOOK_MAX_BYTES", "StepWork", "WebhookSteps", "condition"]
 
 WEBHOOK_MAX_BYTES = 1_000_000
 _enc = msgspec.json.Encoder()
-_headers = msgspec.json.Decoder(dict[str, str])
 
 
 def condition(step: Step, context: dict[str, Any]) -> StepEnd:
@@ -68,28 +72,19 @@ class WebhookSteps:
                 "input": mapped if step.input_mapping else run.input,
             }
         )
-        headers = (
-            _headers.decode(
-                self._box.open(
-                    step.headers,
-                    step_headers_context(run.org_id, run.runner_id or run.id, step.id),
-                )
-            )
-            if step.headers
-            else {}
-        )
-        answer = await self._caller.call(
-            WebhookCall(
-                url=step.url,
-                method=step.method,
-                headers=headers,
-                body=body,
-                secrets=await self._signing.signing_secrets(run.org_id),
-                timeout_ms=step.timeout_ms,
-                max_bytes=WEBHOOK_MAX_BYTES,
-                # the same on every attempt: a receiver can drop a repeated call
-                idempotency_key=idempotency_key(run.org_id, run.id, step.id),
-            )
+        where = step_headers_context(run.org_id, run.runner_id or run.id, step.id)
+        answer = await signed_call(
+            self._caller,
+            self._signing,
+            org=run.org_id,
+            url=step.url,
+            method=step.method,
+            headers=opened_headers(self._box, step.headers, where),
+            body=body,
+            timeout_ms=step.timeout_ms,
+            max_bytes=WEBHOOK_MAX_BYTES,
+            # the same on every attempt: a receiver can drop a repeated call
+            key=idempotency_key(run.org_id, run.id, step.id),
         )
         output = {
             "status_code": answer.status_code,

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # is next worked on)
 ALLOWED: dict[str, str] = {
     "src/agentsvc_web/bootstrap.py": "the composition root of every area; split by area next",
-    "src/agentsvc_core/use_cases/webhook_tools.py": "webhook tools: definitions, delegation, calls, the turn's source",
+    "src/agentsvc_core/use_cases/webhook_tools.py": "webhook tools: definitions, delegation, calls",
     "src/agentsvc_adapters/llm/sse.py": "the SSE parser and both families' event decoders",
     "src/agentsvc_adapters/mcp/client.py": "the MCP client: transports, sessions, errors",
     "src/agentsvc_core/use_cases/reply.py": "the reply's tool loop (the turn's hot path)",

@@ -57,6 +57,7 @@ from agentsvc_web.controllers.runner_schemas import (
     TriggerOut,
     TriggerPatchBody,
     next_cursor,
+    step_draft,
     suggestion_page,
 )
 from agentsvc_web.openapi import errors
@@ -83,7 +84,7 @@ class RunnerController(Controller):
             name=data.name,
             description=data.description,
             input_schema=data.input_schema,
-            steps=[s.draft() for s in data.steps],
+            steps=[step_draft(s) for s in data.steps],
             skills=data.skills,
         )
         return RunnerOut.of(await runners.create(principal_of(request), draft))
@@ -109,7 +110,7 @@ class RunnerController(Controller):
     ) -> RunnerOut:
         fields = given_fields(data)
         if "steps" in fields:
-            fields["steps"] = [s.draft() for s in data.steps]  # type: ignore[union-attr]
+            fields["steps"] = [step_draft(s) for s in data.steps]  # type: ignore[union-attr]
         changes = RunnerChanges(**fields)
         return RunnerOut.of(await runners.update(principal_of(request), runner_id, changes))
 
@@ -153,7 +154,7 @@ class RunnerController(Controller):
         runner_id: FromPath[UUID],
         data: JSONBody[StepsBody],
     ) -> list[StepOut]:
-        drafts = [s.draft() for s in data.steps]
+        drafts = [step_draft(s) for s in data.steps]
         runner = await runners.set_steps(principal_of(request), runner_id, drafts)
         return [StepOut.of(s) for s in runner.steps]
 
@@ -170,7 +171,7 @@ class RunnerController(Controller):
         runner_id: FromPath[UUID],
         data: JSONBody[StepBody],
     ) -> list[StepOut]:
-        runner = await runners.add_step(principal_of(request), runner_id, data.draft())
+        runner = await runners.add_step(principal_of(request), runner_id, step_draft(data))
         return [StepOut.of(s) for s in runner.steps]
 
     # --- budget and skills --------------------------------------------------------

@@ -9,7 +9,7 @@ from uuid import UUID
 
 import msgspec
 
-from agentsvc_core.entities.runner import NEXT, STOP, Step, StepKind
+from agentsvc_core.entities.runner import NEXT, STOP, Step, StepFields
 from agentsvc_core.errors import InvalidInput
 from agentsvc_core.ports import AgentRepository, SecretBox
 from agentsvc_core.ports.mcp import UrlPolicy
@@ -29,25 +29,12 @@ def step_headers_context(org: str, runner_id: UUID, step_id: str) -> str:
     return f"{org}:runner_step:{runner_id}:{step_id}"
 
 
-class StepDraft(msgspec.Struct, frozen=True, kw_only=True):
-    """A step as written. ``headers``: a webhook step's headers in clear, sealed
-    when stored; None keeps the headers of the stored step with the same id (if
-    any), ``{}`` removes them."""
+class StepDraft(StepFields, frozen=True, kw_only=True):
+    """A step as written: ``Step``'s fields, a webhook step's headers in clear
+    (sealed when stored). ``headers``: None keeps the headers of the stored step
+    with the same id (if any), ``{}`` removes them."""
 
-    id: str
-    kind: StepKind
-    name: str = ""
-    input_mapping: dict[str, str] = {}
-    agent_id: UUID | None = None
-    prompt: str | None = None
-    model: str | None = None
-    url: str | None = None
-    method: str = "POST"
     headers: dict[str, str] | None = None
-    timeout_ms: int = 10_000
-    expression: str | None = None
-    if_true: str = NEXT
-    if_false: str = STOP
 
 
 def _condition_step(field: str, d: StepDraft, later: set[str]) -> None:

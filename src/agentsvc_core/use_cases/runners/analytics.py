@@ -1,22 +1,22 @@
 """A runner's analytics (``GET /api/runners/{id}/analytics``): runs, success rate,
-tokens and cost over a period, a zero-filled daily series and cost by model, all
-read from the runs' rows (each step keeps its model, tokens and cost)."""
+tokens and cost over a period, a zero-filled daily series and cost by model. The
+storage sums the runs' rows where they are kept (``RunnerStore.run_sums``: by day,
+and the steps, each with its model, tokens and cost, by model); this module makes
+the report of those sums."""
 
 from __future__ import annotations
 
-from collections import defaultdict
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Literal
 from uuid import UUID
 
 import msgspec
 
 from agentsvc_core.entities import Principal
-from agentsvc_core.entities.runner import RunnerRun
 from agentsvc_core.ports import Clock
-from agentsvc_core.ports.runners import RunnerStore
+from agentsvc_core.ports.runners import RunnerStore, RunSums
 
-__all__ = ["MAX_RUNS", "PERIODS", "Period", "RunnerAnalytics", "RunnerReport"]
+__all__ = ["PERIODS", "Period", "RunnerAnalytics", "RunnerReport"]
 
 Period = Literal["24h", "7d", "30d", "90d"]
 PERIODS: dict[str, timedelta] = {
@@ -25,7 +25,6 @@ PERIODS: dict[str, timedelta] = {
     "30d": timedelta(days=30),
     "90d": timedelta(days=90),
 }
-MAX_RUNS = 10_000  # the newest runs of the period a report reads (``truncated`` beyond)
 
 
 class RunTotals(msgspec.Struct, kw_only=True):
@@ -65,53 +64,56 @@ class RunnerReport(msgspec.Struct, kw_only=True):
     totals: RunTotals
     series: list[RunDay]
     by_model: list[RunModelCost]
-    truncated: bool
+    truncated: bool  # always False: every run of the period is summed
 
 
-def _report(
-    runs: list[RunnerRun], since: datetime, until: datetime
-) -> tuple[RunTotals, list[RunDay], list[RunModelCost]]:
-    totals = RunTotals()
-    days: dict[str, RunDay] = {}
-    day = since.astimezone(UTC).date()
-    while day <= until.astimezone(UTC).date():
-        days[day.isoformat()] = RunDay(date=day.isoformat())
+def _series(sums: RunSums, since: datetime, until: datetime) -> list[RunDay]:
+    """The period's days, oldest first, each with its runs' sums (zero-filled)."""
+    days: dict[date, RunDay] = {}
+    day, last = since.astimezone(UTC).date(), until.astimezone(UTC).date()
+    while day <= last:
+        days[day] = RunDay(date=day.isoformat())
         day += timedelta(days=1)
-    models: dict[str, RunModelCost] = defaultdict(lambda: RunModelCost(model=""))
-    durations: list[float] = []
-    for r in runs:
-        totals.runs += 1
-        totals.tokens += r.tokens
-        totals.cost_usd += r.cost_usd
-        if r.status in ("succeeded", "failed", "cancelled", "paused"):
-            setattr(totals, r.status, getattr(totals, r.status) + 1)
-        else:
-            totals.active += 1
-        if r.ended and r.ended_at is not None:
-            durations.append((r.ended_at - (r.started_at or r.created_at)).total_seconds())
-        d = days.get(r.created_at.astimezone(UTC).date().isoformat())
-        if d is not None:
-            d.runs += 1
-            d.succeeded += r.status == "succeeded"
-            d.failed += r.status == "failed"
-            d.tokens += r.tokens
-            d.cost_usd += r.cost_usd
-        for s in r.steps:
-            if s.model is None:
-                continue
-            m = models[s.model]
-            m.model = s.model
-            m.steps += 1
-            m.tokens += s.tokens
-            m.cost_usd += s.cost_usd
+    for d in sums.days:
+        found = days.get(d.day)
+        if found is not None:
+            found.runs, found.succeeded, found.failed = d.runs, d.succeeded, d.failed
+            found.tokens, found.cost_usd = d.tokens, d.cost_usd
+    return list(days.values())
+
+
+def _totals(sums: RunSums) -> RunTotals:
+    totals = RunTotals()
+    timed, seconds = 0, 0.0
+    for d in sums.days:
+        totals.runs += d.runs
+        totals.succeeded += d.succeeded
+        totals.failed += d.failed
+        totals.cancelled += d.cancelled
+        totals.paused += d.paused
+        totals.tokens += d.tokens
+        totals.cost_usd += d.cost_usd
+        timed += d.timed
+        seconds += d.seconds
+    totals.active = (
+        totals.runs - totals.succeeded - totals.failed - totals.cancelled - totals.paused
+    )
     ended = totals.succeeded + totals.failed + totals.cancelled
     if ended:
         totals.success_rate = round(totals.succeeded / ended, 4)
-    if durations:
-        totals.avg_duration_ms = int(sum(durations) / len(durations) * 1000)
+    if timed:
+        totals.avg_duration_ms = int(seconds / timed * 1000)
     totals.cost_usd = round(totals.cost_usd, 10)
-    by_model = sorted(models.values(), key=lambda m: (-m.cost_usd, -m.tokens, m.model))
-    return totals, list(days.values()), by_model
+    return totals
+
+
+def _by_model(sums: RunSums) -> list[RunModelCost]:
+    """The steps' spending by model, the costliest first."""
+    models = [
+        RunModelCost(model=m.model, steps=m.steps, tokens=m.tokens, cost_usd=m.cost_usd)
+        for m in sums.models
+    ]
+    return sorted(models, key=lambda m: (-m.cost_usd, -m.tokens, m.model))
 
 
 class RunnerAnalytics:
@@ -123,18 +125,14 @@ class RunnerAnalytics:
         await self._store.get(who.org_id, runner_id)  # NotFound
         until = self._clock.now()
         since = until - PERIODS[period]
-        runs = await self._store.runs(
-            who.org_id, runner_id=runner_id, since=since, limit=MAX_RUNS + 1
-        )
-        truncated = len(runs) > MAX_RUNS
-        totals, series, by_model = _report(runs[:MAX_RUNS], since, until)
+        sums = await self._store.run_sums(who.org_id, runner_id, since)
         return RunnerReport(
             runner_id=runner_id,
             period=period,
             since=since,
             until=until,
-            totals=totals,
-            series=series,
-            by_model=by_model,
-            truncated=truncated,
+            totals=_totals(sums),
+            series=_series(sums, since, until),
+            by_model=_by_model(sums),
+            truncated=False,
         )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import msgspec
@@ -43,11 +44,13 @@ class Jobs:
 
     def __init__(self) -> None:
         self.queued: list[tuple[str, bytes, str | None]] = []
+        self.delays: list[float] = []
 
     async def enqueue(
         self, kind: str, payload: bytes, *, key: str | None = None, delay_s: float = 0.0
     ) -> bool:
         self.queued.append((kind, payload, key))
+        self.delays.append(delay_s)
         return True
 
 
@@ -151,14 +154,18 @@ class RunnerWorld:
         await self.turn.storage.runners.add_run(msgspec.structs.replace(run, **over))
 
 
-async def runner_world(*calls: list[Any], tools: Tools | None = None) -> RunnerWorld:
+async def runner_world(
+    *calls: list[Any], tools: Tools | None = None, cron_min_interval_s: float = 60.0
+) -> RunnerWorld:
     """``calls``: what the model's calls play, in order (the last one again and
     again; ``spends(n)``: an answer that uses ``n`` tokens)."""
     w = await world(Script(*calls) if calls else Script(spends(11)), tools)
     s, clock = w.storage, w.clock
-    runners = Runners(s.runners, s.agents, BOX, AnyUrl(), clock)
+    runners = Runners(
+        s.runners, s.agents, BOX, AnyUrl(), clock, cron_min_interval_s=cron_min_interval_s
+    )
     jobs = Jobs()
-    traces = RunTraces(s.runners, s.traces, clock)
+    traces = RunTraces(s.runners, s.traces, clock, timedelta(days=7))
     runs = RunnerRuns(s.runners, runners, jobs, clock, w.conversation, traces)
     caller = Caller()
     agent_steps = AgentSteps(

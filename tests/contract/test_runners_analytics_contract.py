@@ -154,8 +154,8 @@ def test_run_sums_are_the_runners_runs_summed_by_day_and_model(
             days=[], models=[]
         )
     finally:
-        for o, r in ((org, runner), (org, other), (stranger_org, stranger)):
-            backend.run(store.delete, o, r.id)
+        for o, owner in ((org, runner), (org, other), (stranger_org, stranger)):
+            backend.run(store.delete, o, owner.id)
 
 
 def test_a_day_is_the_utc_day_and_since_counts_from_its_instant(backend: Backend) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from agentsvc_core.entities.runner import RunnerRun, StepRun, Trigger
+from agentsvc_core.entities.runner import Catchup, RunnerRun, StepRun, Trigger
 from agentsvc_core.ports.jobs import Again
 from agentsvc_core.ports.webhooks import WebhookAnswer, WebhookCall
 from agentsvc_core.use_cases.runners.engine import BUSY_RETRY_S, MAX_ATTEMPTS, STEP_DEFECT
@@ -148,7 +148,7 @@ async def test_a_task_waits_for_a_users_turn_on_its_thread_with_no_attempt_count
     assert [r.status for r in await rw.turn.runs()] == ["running"]
     assert rw.turn.model.requests == []
     # the reply ends: the task's turn is the next on the thread
-    rw.turn.storage.conversations.runs_of(ORG, rw.turn.thread.id)[0] = msgspec.structs.replace(
+    rw.turn.store.runs_of(ORG, rw.turn.thread.id)[0] = msgspec.structs.replace(
         users, status="completed"
     )
     rw.turn.clock.advance(BUSY_RETRY_S)
@@ -245,9 +245,11 @@ async def test_a_step_interrupted_too_often_fails_the_run(attempts: int) -> None
     rw = await runner_world()
     run = await _started(rw, "webhook")
     state = msgspec.structs.replace(run.steps[0], attempt=attempts)
-    run = await save_run(
+    changed = await save_run(
         rw.turn.storage.runners, run, lambda r: msgspec.structs.replace(r, steps=(state,))
     )
+    assert isinstance(changed, RunnerRun)
+    run = changed
     rw.turn.clock.advance(STALE_S + 1)
     assert await _job(rw, run) is None
     done = await _get(rw, run)
@@ -336,9 +338,10 @@ async def test_cancel_of_a_queued_run_records_it_and_its_job_does_nothing() -> N
     runner = await rw.runner("condition")
     run, _ = await rw.runs.start(WHO, runner.id, {})
     begun = await _started_from(rw, run)
-    begun = await save_run(
+    traced = await save_run(
         rw.turn.storage.runners, begun, lambda r: msgspec.structs.replace(r, trace_id="c" * 32)
     )
+    assert isinstance(traced, RunnerRun)
     cancelled = await rw.runs.cancel(WHO, runner.id, run.id)
     assert cancelled.status == "cancelled"
     found = await rw.turn.storage.traces.get_trace(ORG, "c" * 32)
@@ -415,7 +418,7 @@ async def test_a_tick_while_a_run_is_active_is_skipped_with_overlap_skip() -> No
     ],
 )
 async def test_a_late_tick_runs_only_within_a_minute_unless_catchup_is_once(
-    catchup: str, late_s: int, fires: bool
+    catchup: Catchup, late_s: int, fires: bool
 ) -> None:
     rw = await runner_world()
     runner = await rw.runner("condition")

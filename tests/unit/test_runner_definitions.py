@@ -186,7 +186,7 @@ async def test_each_kind_keeps_only_its_own_fields() -> None:
         ),
     )
     a, w, c = made.steps
-    common = {"name": "named", "input_mapping": {"x": "input.x"}, "timeout_ms": 500}
+    common: dict[str, Any] = {"name": "named", "input_mapping": {"x": "input.x"}, "timeout_ms": 500}
     assert a == Step(
         id="a", kind="agent", agent_id=rw.turn.agent.id, prompt="p", model="local", **common
     )
@@ -226,7 +226,7 @@ async def test_a_step_is_checked_naming_its_field(
     step: StepDraft, field: str, problem: str
 ) -> None:
     rw = await runner_world()
-    rw.runners._checks._urls = Scheme()  # type: ignore[attr-defined]
+    rw.runners._checks._urls = Scheme()
     error = await refused(rw, step)
     assert error.field == field
     assert problem in error.problem
@@ -359,7 +359,7 @@ async def test_rotate_secrets_reseals_only_what_an_old_key_sealed() -> None:
     )
     assert await rw.runners.rotate_secrets() == 0  # all sealed with the newest key
     newer = AesGcmBox([("k2", b"\x0a" * 32), ("k1", b"\x09" * 32)])
-    rw.runners._box = newer  # type: ignore[attr-defined]
+    rw.runners._box = newer
     assert await rw.runners.rotate_secrets(ORG) == 1
     after = await rw.runners.get(WHO, made.id)
     sealed = after.steps[0].headers

@@ -27,7 +27,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import psycopg
-from pgqueuer import PgQueuer
+from pgqueuer import PgQueuer, RetryRequested
 from pgqueuer.adapters.drivers.psycopg import PsycopgDriver
 from pgqueuer.adapters.persistence.queries import Queries
 from pgqueuer.core.tm import TaskManager
@@ -37,7 +37,7 @@ from psycopg import sql
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from agentsvc_core.errors import Unavailable
-from agentsvc_core.ports.jobs import JobHandler, JobHandlers, JobQueue
+from agentsvc_core.ports.jobs import Again, JobHandler, JobHandlers, JobQueue
 
 if TYPE_CHECKING:
     from pgqueuer.models import Job
@@ -50,11 +50,18 @@ log = logging.getLogger("agentsvc.jobs")
 def _job_handler(kind: str, handler: JobHandler) -> Any:
     async def run(job: Job) -> None:
         try:
-            await handler(job.payload or b"")
+            answer = await handler(job.payload or b"")
         except Exception:
             # The handler records what the job was for (a document's ``failed``);
             # an exception here is a defect: logged, and the job ends.
             log.exception("job %s of kind %s failed", job.id, kind)
+            return
+        if isinstance(answer, Again):
+            # PgQueuer's own retry, asked for the only way it is (an exception out
+            # of the entrypoint): the job's row goes back to ``queued`` with its
+            # payload and dedupe key, to run after the delay (one statement, so
+            # the key is never free in between)
+            raise RetryRequested(delay=timedelta(seconds=max(0.0, answer.delay_s)))
 
     return run
 

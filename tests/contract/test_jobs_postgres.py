@@ -54,6 +54,10 @@ async def test_delay_s_delays_a_job(make: Callable[[], PgJobs]) -> None:
     await w.delay_s_delays(make)
 
 
+async def test_again_runs_the_job_again_under_its_own_key(make: Callable[[], PgJobs]) -> None:
+    await w.again_runs_the_job_again_under_its_own_key(make)
+
+
 async def test_a_failing_handler_is_logged_and_the_worker_goes_on(
     make: Callable[[], PgJobs], caplog: pytest.LogCaptureFixture
 ) -> None:

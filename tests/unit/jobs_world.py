@@ -14,7 +14,7 @@ from typing import Protocol
 
 import pytest
 
-from agentsvc_core.ports.jobs import JobHandlers, JobQueue
+from agentsvc_core.ports.jobs import Again, JobHandlers, JobQueue
 
 WAIT_S = 60.0  # generous: how long a test waits for something that should happen
 
@@ -153,6 +153,40 @@ async def delay_s_delays(make: Callable[[], Worker]) -> None:
         await running.stop()
     assert [p for p, _ in order] == [b"now", b"delayed"]
     assert order[1][1] - start >= 1.5  # never sooner than asked
+
+
+async def again_runs_the_job_again_under_its_own_key(make: Callable[[], Worker]) -> None:
+    """A handler that answers ``Again(delay_s)`` runs again with the same payload,
+    no sooner than the delay, and its key stays taken until the second run ends."""
+    jobs, k = make(), kind()
+    key = f"key-{uuid.uuid4().hex}"
+    starts: list[tuple[bytes, float]] = []
+    release = asyncio.Event()
+
+    async def handler(payload: bytes) -> Again | None:
+        starts.append((payload, time.monotonic()))
+        if len(starts) == 1:
+            return Again(1.0)
+        await release.wait()  # the second run holds the key until released
+        return None
+
+    assert await jobs.enqueue(k, b"one", key=key)
+    running = Running(jobs, {k: handler})
+    try:
+        await until(_async(lambda: len(starts) >= 1))
+        # waiting to run again, or running again: the key is taken either way
+        assert await jobs.enqueue(k, b"other", key=key) is False
+        await until(_async(lambda: len(starts) >= 2))
+        assert await jobs.enqueue(k, b"other", key=key) is False
+        release.set()
+        # once the second run has ended, the key is free
+        await until(lambda: jobs.enqueue(k, b"after", key=key))
+        await until(_async(lambda: len(starts) >= 3))
+    finally:
+        release.set()
+        await running.stop()
+    assert [p for p, _ in starts] == [b"one", b"one", b"after"]
+    assert starts[1][1] - starts[0][1] >= 1.0  # never sooner than asked
 
 
 async def a_failing_handler_is_logged_and_the_worker_goes_on(

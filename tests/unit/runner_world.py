@@ -1,5 +1,5 @@
 """A runner's world for the fast unit tests of the runner engine
-(use_cases/runner_engine.py): the turn's world (tests/unit/turn_world.py: the memory
+(use_cases/runners/engine.py): the turn's world (tests/unit/turn_world.py: the memory
 storage, a scripted model whose calls report the usage a test chooses, the clock
 the test moves), the runner use cases over it, a webhook caller that records its
 calls, and the engine's job run in the test's own task (no worker, no sleeps)."""
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import msgspec
@@ -18,9 +19,14 @@ from agentsvc_core.ports.mcp import McpCallResult, McpClient, McpEndpoint, McpTo
 from agentsvc_core.ports.webhooks import WebhookAnswer, WebhookCall, WebhookCaller
 from agentsvc_core.pricing import Price, PriceTable
 from agentsvc_core.use_cases.mcp_servers import McpServers
-from agentsvc_core.use_cases.runner_engine import RunnerEngine
-from agentsvc_core.use_cases.runner_runs import RunnerRuns, job_payload
-from agentsvc_core.use_cases.runners import BudgetChanges, RunnerDraft, Runners, StepDraft
+from agentsvc_core.use_cases.runners.agent_steps import AgentSteps
+from agentsvc_core.use_cases.runners.budgets import Budgets
+from agentsvc_core.use_cases.runners.definitions import BudgetChanges, RunnerDraft, Runners
+from agentsvc_core.use_cases.runners.engine import RunnerEngine
+from agentsvc_core.use_cases.runners.runs import RunnerRuns, job_payload
+from agentsvc_core.use_cases.runners.steps import StepDraft
+from agentsvc_core.use_cases.runners.trace import RunTraces
+from agentsvc_core.use_cases.runners.work import StepWork, WebhookSteps
 from agentsvc_core.use_cases.threads import Threads
 from tests.unit.turn_world import BOX, WHO, Script, Tools, World, says, world
 
@@ -38,11 +44,13 @@ class Jobs:
 
     def __init__(self) -> None:
         self.queued: list[tuple[str, bytes, str | None]] = []
+        self.delays: list[float] = []
 
     async def enqueue(
         self, kind: str, payload: bytes, *, key: str | None = None, delay_s: float = 0.0
     ) -> bool:
         self.queued.append((kind, payload, key))
+        self.delays.append(delay_s)
         return True
 
 
@@ -146,27 +154,34 @@ class RunnerWorld:
         await self.turn.storage.runners.add_run(msgspec.structs.replace(run, **over))
 
 
-async def runner_world(*calls: list[Any], tools: Tools | None = None) -> RunnerWorld:
+async def runner_world(
+    *calls: list[Any], tools: Tools | None = None, cron_min_interval_s: float = 60.0
+) -> RunnerWorld:
     """``calls``: what the model's calls play, in order (the last one again and
     again; ``spends(n)``: an answer that uses ``n`` tokens)."""
     w = await world(Script(*calls) if calls else Script(spends(11)), tools)
     s, clock = w.storage, w.clock
-    runners = Runners(s.runners, s.agents, BOX, AnyUrl(), clock)
+    runners = Runners(
+        s.runners, s.agents, BOX, AnyUrl(), clock, cron_min_interval_s=cron_min_interval_s
+    )
     jobs = Jobs()
-    runs = RunnerRuns(s.runners, runners, jobs, clock)
+    traces = RunTraces(s.runners, s.traces, clock, timedelta(days=7))
+    runs = RunnerRuns(s.runners, runners, jobs, clock, w.conversation, traces)
     caller = Caller()
-    engine = RunnerEngine(
+    agent_steps = AgentSteps(
         s.runners,
-        runs,
         w.conversation,
         Threads(s.threads, s.agents, s.conversations, clock),
         s.conversations,
         s.agents,
         McpServers(s.mcps, s.agents, NoMcp(), BOX, AnyUrl(), clock, allow_stdio=False),
-        caller,
-        Signing(),
-        BOX,
-        clock,
         CENT_A_TOKEN,
+    )
+    engine = RunnerEngine(
+        s.runners,
+        clock,
+        StepWork(agent_steps, WebhookSteps(caller, Signing(), BOX)),
+        Budgets(s.runners, clock, CENT_A_TOKEN),
+        traces,
     )
     return RunnerWorld(w, runners, runs, engine, caller, jobs)

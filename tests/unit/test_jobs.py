@@ -26,6 +26,10 @@ async def test_delay_s_delays_a_job() -> None:
     await w.delay_s_delays(_make)
 
 
+async def test_again_runs_the_job_again_under_its_own_key() -> None:
+    await w.again_runs_the_job_again_under_its_own_key(_make)
+
+
 async def test_a_failing_handler_is_logged_and_the_worker_goes_on(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

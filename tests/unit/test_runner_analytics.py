@@ -12,7 +12,7 @@ import pytest
 
 from agentsvc_core.entities.runner import StepRun
 from agentsvc_core.errors import NotFound
-from agentsvc_core.use_cases.runner_analytics import RunnerAnalytics
+from agentsvc_core.use_cases.runners.analytics import RunnerAnalytics
 from tests.unit.runner_world import RunnerWorld, runner_world
 from tests.unit.turn_world import ORG, T0, WHO
 

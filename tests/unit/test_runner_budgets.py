@@ -16,8 +16,7 @@ import pytest
 
 from agentsvc_core.entities import Usage
 from agentsvc_core.entities.runner import Budget, RunnerRun
-from agentsvc_core.use_cases._runner_private import BudgetCheck, reached, share_pct
-from agentsvc_core.use_cases.runners import day_start
+from agentsvc_core.use_cases.runners.budgets import BudgetCheck, day_start, reached, share_pct
 from tests.unit.runner_world import CENT_A_TOKEN, RunnerWorld, runner_world, spends
 from tests.unit.turn_world import ORG, T0, Tools, calls
 

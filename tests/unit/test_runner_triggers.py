@@ -14,7 +14,7 @@ import pytest
 
 from agentsvc_core.entities.runner import Runner, Trigger
 from agentsvc_core.errors import NotFound
-from agentsvc_core.use_cases.runners import TriggerChanges, TriggerDraft
+from agentsvc_core.use_cases.runners.triggers import TriggerChanges, TriggerDraft
 from tests.unit.runner_world import RunnerWorld, runner_world
 from tests.unit.turn_world import ORG, WHO
 

@@ -14,10 +14,11 @@ from uuid import UUID
 import pytest
 
 from agentsvc_core.entities import Principal, StoredSpan, TraceRecord, TraceSummary
-from agentsvc_core.entities.runner import Runner, RunnerRun, StepRun, Suggestion
+from agentsvc_core.entities.runner import Runner, RunnerRun, StepRun, StepStatus, Suggestion
 from agentsvc_core.errors import InvalidInput, NotFound, PermissionDenied, Upstream
 from agentsvc_core.ports import TextDelta
-from agentsvc_core.use_cases.runners import RunnerDraft, StepDraft
+from agentsvc_core.use_cases.runners.definitions import RunnerDraft
+from agentsvc_core.use_cases.runners.steps import StepDraft
 from agentsvc_core.use_cases.suggestions import (
     MAX_DETAIL,
     MAX_SUGGESTIONS,
@@ -135,7 +136,8 @@ class World:
         return await self.rw.runners.create(WHO, RunnerDraft(name=name, steps=list(steps)))
 
     async def asked_threads(self) -> list[Any]:
-        return [t for t in self.storage.threads.all() if t.metadata.get("purpose") == "suggestions"]
+        threads = self.storage.threads.all()  # type: ignore[attr-defined]  # the memory adapter's
+        return [t for t in threads if t.metadata.get("purpose") == "suggestions"]
 
 
 async def a_world() -> World:
@@ -163,7 +165,7 @@ def a_run(runner: Runner, **over: Any) -> RunnerRun:
     return RunnerRun(**(values | over))
 
 
-def a_step(step_id: str, status: str, **over: Any) -> StepRun:
+def a_step(step_id: str, status: StepStatus, **over: Any) -> StepRun:
     return StepRun(step_id=step_id, status=status, **over)
 
 
@@ -440,10 +442,11 @@ async def test_an_unknown_owner_has_no_suggestions() -> None:
     w = await a_world()
     unknown = uuid.uuid4()
     # the owner is looked for first: its absence is what the answer says
-    for owner, missing in (
+    owners: list[tuple[dict[str, Any], str]] = [
         ({"runner_id": unknown}, "runner not found"),
         ({"agent_id": unknown}, "agent not found"),
-    ):
+    ]
+    for owner, missing in owners:
         for call in (
             w.suggestions.page(WHO, **owner),
             w.suggestions.generate(WHO, **owner),

@@ -23,13 +23,13 @@ from agentsvc_core.ports import (
     WebhookCall,
 )
 from agentsvc_core.use_cases.server_tools import ToolHub
+from agentsvc_core.use_cases.webhook_signing import idempotency_key
 from agentsvc_core.use_cases.webhook_tools import (
     WebhookToolChanges,
     WebhookToolDraft,
     WebhookTools,
     WebhookToolSource,
     argument_problem,
-    idempotency_key,
 )
 from tests.contract.test_agents_contract import agent_in
 from tests.unit.turn_world import Clock

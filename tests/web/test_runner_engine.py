@@ -7,25 +7,22 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
+import msgspec
 import pytest
 
 from agentsvc_core.entities import Organization, Principal
-from agentsvc_core.entities.runner import RunnerRun
+from agentsvc_core.entities.runner import RunnerRun, Trigger
 from agentsvc_core.errors import NotFound
 from agentsvc_core.use_cases.agents import AgentDraft
-from agentsvc_core.use_cases.runner_runs import RunNotPaused, job_payload
-from agentsvc_core.use_cases.runners import (
-    BudgetChanges,
-    RunnerDraft,
-    StepDraft,
-    TriggerChanges,
-    TriggerDraft,
-)
+from agentsvc_core.use_cases.runners.definitions import BudgetChanges, RunnerDraft
+from agentsvc_core.use_cases.runners.runs import RunNotPaused, job_payload
+from agentsvc_core.use_cases.runners.steps import StepDraft
+from agentsvc_core.use_cases.runners.triggers import TriggerDraft, next_tick
 from agentsvc_core.use_cases.scheduled_tasks import TaskDraft
 from agentsvc_core.use_cases.send_input import SendInput
 from agentsvc_core.use_cases.suggestions import parse_suggestions
@@ -68,9 +65,26 @@ async def _services(database: str | None) -> AsyncIterator[Services]:
 
 async def _until_ended(s: Services, who: Principal, run: RunnerRun, *statuses: str) -> RunnerRun:
     wanted = statuses or ("succeeded", "failed", "cancelled")
+    return await _until(s, who, run, lambda r: r.status in wanted)
+
+
+async def _run_trace(s: Services, who: Principal, trace_id: str) -> tuple[Any, Any]:
+    """The run's trace once its own record is stored (its turns' come first)."""
     for _ in range(1200):  # 30 s
+        summary, spans, _ = await s.traces.get(who, trace_id)
+        if summary.kind == "runner_run":
+            return summary, spans
+        await asyncio.sleep(0.025)
+    raise AssertionError(f"no runner_run record under trace {trace_id}: {summary}")
+
+
+async def _until(
+    s: Services, who: Principal, run: RunnerRun, done: Callable[[RunnerRun], bool]
+) -> RunnerRun:
+    """The run once ``done`` says so of it (asked again and again, for 30 s)."""
+    for _ in range(1200):
         got = await s.runner_runs.get(who, run.runner_id or uuid.uuid4(), run.id)
-        if got.status in wanted:
+        if done(got):
             return got
         await asyncio.sleep(0.025)
     raise AssertionError(f"run still {got.status}: {got}")
@@ -151,7 +165,8 @@ async def test_steps_run_in_order_and_a_condition_branches(database: str | None)
         # one trace: the run's span, a span per step that ran, and the agent steps'
         # turns under their step's span
         assert done.trace_id is not None
-        summary, spans, _ = await s.logs.get(who, done.trace_id)
+        # the job records the run's trace just after its last write
+        summary, spans = await _run_trace(s, who, done.trace_id)
         assert (summary.kind, summary.name, summary.runner_id, summary.run_id) == (
             "runner_run",
             "triage",
@@ -273,13 +288,23 @@ async def test_cancel_stops_a_run_between_and_during_steps(database: str | None)
             await asyncio.sleep(0.02)
         cancelled = await s.runner_runs.cancel(who, runner.id, run.id)
         assert cancelled.status == "cancelled"
-        await asyncio.sleep(1.0)
-        final = await s.runner_runs.get(who, runner.id, run.id)
+        # the job writes the stopped step's end (what it spent), then stops
+        final = await _until(s, who, run, lambda r: r.steps[0].status != "running")
         assert final.status == "cancelled"
         assert final.steps[1].status == "pending"  # the next step never started
 
 
-async def test_a_cron_trigger_fires_each_tick_once(database: str | None) -> None:
+async def _due_now(s: Services, trigger: Trigger) -> datetime:
+    """Make the trigger's next tick due now (its schedule is tested with a clock
+    the test moves: tests/unit/test_runner_jobs.py): the tick."""
+    tick = datetime.now(UTC).replace(microsecond=0)
+    await s.storage.runners.replace_trigger(msgspec.structs.replace(trigger, next_fire_at=tick))
+    return tick
+
+
+async def test_a_due_cron_tick_runs_once_with_a_second_scheduler_racing(
+    database: str | None,
+) -> None:
     async with _services(database) as s:
         who = await _who(s)
         agent = await s.agents.create(who, AgentDraft(name="writer", default_model="local"))
@@ -290,24 +315,29 @@ async def test_a_cron_trigger_fires_each_tick_once(database: str | None) -> None
             who,
             runner.id,
             TriggerDraft(
-                kind="cron", cron="* * * * * *", timezone="Europe/Paris", input={"topic": "c"}
+                kind="cron", cron="0 9 * * *", timezone="Europe/Paris", input={"topic": "c"}
             ),
         )
         assert token is None
         assert trigger.next_fire_at is not None
-        # a second scheduler racing the service's own: no tick is taken twice
-        for _ in range(20):
-            await s.runner_runs.fire_due()
-            await asyncio.sleep(0.1)
-        await s.runners.update_trigger(who, runner.id, trigger.id, TriggerChanges(enabled=False))
-        runs = await s.runner_runs.runs(who, runner.id, status=None, before=None, limit=100)
-        ticks = [r.scheduled_for for r in runs]
-        assert len(ticks) >= 1
-        assert len(ticks) == len(set(ticks))
-        assert all(r.trigger_kind == "cron" and r.trigger_id == trigger.id for r in runs)
-        assert all(t is not None and t.microsecond == 0 for t in ticks)
-        last = max(t for t in ticks if t is not None)
-        assert last - min(t for t in ticks if t is not None) <= timedelta(seconds=len(ticks) + 2)
+        tick = await _due_now(s, trigger)
+        # the service's own scheduler and this one race for the tick: one run
+        mine = await s.runner_runs.fire_due()
+        runs: list[RunnerRun] = []
+        for _ in range(1200):  # 30 s
+            runs = await s.runner_runs.runs(who, runner.id, status=None, before=None, limit=10)
+            if runs and all(r.ended for r in runs):
+                break
+            await asyncio.sleep(0.025)
+        assert [(r.scheduled_for, r.trigger_id, r.trigger_kind) for r in runs] == [
+            (tick, trigger.id, "cron")
+        ]
+        assert [r.id for r in mine] in ([], [runs[0].id])
+        assert runs[0].status == "succeeded", runs[0]
+        assert runs[0].input == {"topic": "c"}
+        after = await s.storage.runners.get_trigger(who.org_id, trigger.id)
+        assert after.last_fired_at == tick
+        assert after.next_fire_at == next_tick("0 9 * * *", "Europe/Paris", tick)
 
 
 async def test_suggestions_are_generated_listed_and_dismissed(database: str | None) -> None:
@@ -433,22 +463,22 @@ async def test_a_scheduled_task_waits_for_a_users_turn_on_its_thread(
         who = await _who(s)
         agent = await s.agents.create(who, AgentDraft(name="w", default_model="local"))
         thread = await s.threads.create(who, ThreadDraft(agent_id=agent.id, title="chat"))
-        # a word each 40 ms: the user's reply runs past the first ticks
+        # a word each 40 ms: the user's reply runs for a second or two
         await s.conversation.send(who, thread.id, SendInput(content="slowly " + "word " * 60))
-        await asyncio.sleep(0.2)
         await s.scheduled_tasks.set_tasks(
             who,
             agent.id,
-            [TaskDraft(prompt="daily report", cron="* * * * * *", thread_id=thread.id)],
+            [TaskDraft(prompt="daily report", cron="0 9 * * *", thread_id=thread.id)],
         )
-        await asyncio.sleep(1.3)
-        await s.scheduled_tasks.set_tasks(who, agent.id, [])
+        [task] = await s.storage.runners.triggers(who.org_id, agent_id=agent.id)
+        await _due_now(s, task)
         runs: list[RunnerRun] = []
-        for _ in range(300):
+        for _ in range(1200):  # 30 s: the task's job tries again every 2 s meanwhile
             runs = await s.storage.runners.runs(who.org_id, agent_id=agent.id)
             if runs and all(r.ended for r in runs):
                 break
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.025)
+        await s.scheduled_tasks.set_tasks(who, agent.id, [])
         assert runs
         assert all(r.status == "succeeded" for r in runs), runs
         assert all(r.steps[0].attempt == 1 for r in runs)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import UTC, date, datetime
+from typing import Any
 from uuid import UUID
 
 import msgspec
@@ -17,7 +18,7 @@ from agentsvc_core.entities.runner import (
     Trigger,
 )
 from agentsvc_core.errors import Conflict, NotFound
-from agentsvc_core.ports.runners import Firing, RunnerStore
+from agentsvc_core.ports.runners import DaySums, Firing, ModelSums, RunnerStore, RunSums
 
 __all__ = ["MemoryRunners"]
 
@@ -27,6 +28,12 @@ def _newest(items: list[RunnerRun], before: tuple[datetime, UUID] | None) -> lis
     if before is not None:
         items = [r for r in items if (r.created_at, r.id) < before]
     return items
+
+
+def _day_sums() -> dict[str, Any]:
+    return dict.fromkeys(
+        ("runs", "succeeded", "failed", "cancelled", "paused", "tokens", "timed"), 0
+    ) | {"cost_usd": 0.0, "seconds": 0.0}
 
 
 def _collides(stored: RunnerRun, run: RunnerRun) -> bool:
@@ -204,6 +211,38 @@ class MemoryRunners(RunnerStore):
             if r.org_id == org_id and r.runner_id == runner_id and r.created_at >= since
         ]
         return sum(r.tokens for r in mine), sum(r.cost_usd for r in mine)
+
+    async def run_sums(self, org_id: str, runner_id: UUID, since: datetime) -> RunSums:
+        mine = _newest(
+            [
+                r
+                for r in self._runs.values()
+                if r.org_id == org_id and r.runner_id == runner_id and r.created_at >= since
+            ],
+            None,
+        )
+        days: dict[date, dict[str, Any]] = {}
+        models: dict[str, dict[str, Any]] = {}
+        for r in mine:
+            day = days.setdefault(r.created_at.astimezone(UTC).date(), _day_sums())
+            day["runs"] += 1
+            if r.status in ("succeeded", "failed", "cancelled", "paused"):
+                day[r.status] += 1
+            day["tokens"] += r.tokens
+            day["cost_usd"] += r.cost_usd
+            if r.ended and r.ended_at is not None:
+                day["timed"] += 1
+                day["seconds"] += (r.ended_at - (r.started_at or r.created_at)).total_seconds()
+            for st in r.steps:
+                if st.model is not None:
+                    m = models.setdefault(st.model, {"steps": 0, "tokens": 0, "cost_usd": 0.0})
+                    m["steps"] += 1
+                    m["tokens"] += st.tokens
+                    m["cost_usd"] += st.cost_usd
+        return RunSums(
+            days=[DaySums(day=d, **days[d]) for d in sorted(days)],
+            models=[ModelSums(model=name, **m) for name, m in models.items()],
+        )
 
     async def stale_runs(self, before: datetime, limit: int = 100) -> list[tuple[str, UUID]]:
         stale = [

@@ -33,6 +33,7 @@ import psycopg
 from agentsvc_adapters.postgres.pool import Connection, Repo, Row, translate
 from agentsvc_core.entities.runner import (
     RUN_ACTIVE,
+    RUN_ENDED,
     Budget,
     Runner,
     RunnerRun,
@@ -42,7 +43,7 @@ from agentsvc_core.entities.runner import (
     Trigger,
 )
 from agentsvc_core.errors import Conflict, NotFound
-from agentsvc_core.ports.runners import Firing, RunnerStore
+from agentsvc_core.ports.runners import DaySums, Firing, ModelSums, RunnerStore, RunSums
 
 __all__ = ["PostgresRunners"]
 
@@ -174,6 +175,22 @@ _BUSY = (
     "SELECT DISTINCT org_id, trigger_id FROM runner_runs"
     " WHERE (org_id, trigger_id) IN (SELECT * FROM unnest(%s::text[], %s::uuid[]))"
     f" AND status IN ({_ACTIVE})"
+)
+# a runner's runs since a time by their day (UTC), in DaySums' order; their steps by model
+_OF = "org_id = %(org)s AND runner_id = %(runner)s AND created_at >= %(since)s"
+_TIMED = f"status IN ({', '.join(map(repr, sorted(RUN_ENDED)))}) AND ended_at IS NOT NULL"
+_DAY_SUMS = (
+    "SELECT (created_at AT TIME ZONE 'UTC')::date, count(*),"
+    " count(*) FILTER (WHERE status = 'succeeded'), count(*) FILTER (WHERE status = 'failed'),"
+    " count(*) FILTER (WHERE status = 'cancelled'), count(*) FILTER (WHERE status = 'paused'),"
+    f" sum(tokens)::bigint, sum(cost_usd)::float8, count(*) FILTER (WHERE {_TIMED}),"
+    " coalesce(sum(extract(epoch FROM ended_at - coalesce(started_at, created_at)))"
+    f" FILTER (WHERE {_TIMED}), 0)::float8 FROM runner_runs WHERE {_OF} GROUP BY 1 ORDER BY 1"
+)
+_MODEL_SUMS = (
+    "SELECT s->>'model', count(*), sum((s->>'tokens')::bigint)::bigint,"
+    " sum((s->>'cost_usd')::float8) FROM runner_runs, json_array_elements(steps) AS s"
+    f" WHERE {_OF} AND s->>'model' IS NOT NULL GROUP BY 1"
 )
 # the old next_fire_at is the tick that fired (SET reads the row as it was)
 _ADVANCE = (
@@ -392,6 +409,12 @@ class PostgresRunners(Repo, RunnerStore):
         )
         assert row is not None
         return int(row[0]), float(row[1])
+
+    async def run_sums(self, org_id: str, runner_id: UUID, since: datetime) -> RunSums:
+        of = {"org": org_id, "runner": runner_id, "since": since}
+        days = await self._all(_DAY_SUMS, of)
+        models = await self._all(_MODEL_SUMS, of)
+        return RunSums(days=[DaySums(*r) for r in days], models=[ModelSums(*r) for r in models])
 
     async def stale_runs(self, before: datetime, limit: int = 100) -> list[tuple[str, UUID]]:
         rows = await self._all(

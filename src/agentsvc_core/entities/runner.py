@@ -23,6 +23,7 @@ __all__ = [
     "Runner",
     "RunnerRun",
     "Step",
+    "StepFields",
     "StepKind",
     "StepRun",
     "StepStatus",
@@ -47,8 +48,10 @@ RUN_ENDED: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
 NEXT, STOP = "next", "stop"
 
 
-class Step(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """One step. Which fields matter depends on ``kind``:
+class StepFields(msgspec.Struct, frozen=True, kw_only=True):
+    """A step's fields but its headers: written once, for the step as stored
+    (``Step``), as written (``StepDraft``) and as a request body (``StepBody``).
+    Which fields matter depends on ``kind``:
 
     - ``agent``: a turn of ``agent_id`` on the run's thread for this step; the
       message is ``prompt`` with ``{{ expression }}`` placeholders filled, followed
@@ -56,7 +59,7 @@ class Step(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
       input, or the run's input, when there is no prompt). ``model`` overrides the
       agent's default model.
     - ``webhook``: a signed call to ``url`` (``method``), its JSON body the mapped
-      input (the run's input when there is no mapping); ``headers`` is sealed.
+      input (the run's input when there is no mapping), within ``timeout_ms``.
     - ``condition``: ``expression`` over the run's context; truthy goes to
       ``if_true``, else to ``if_false`` (``next``, ``stop``, or a later step's id).
 
@@ -75,12 +78,17 @@ class Step(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     # webhook
     url: str | None = None
     method: str = "POST"
-    headers: str | None = None  # sealed JSON object of the call's own headers
     timeout_ms: int = 10_000
     # condition
     expression: str | None = None
     if_true: str = NEXT
     if_false: str = STOP
+
+
+class Step(StepFields, frozen=True, kw_only=True, omit_defaults=True):
+    """One step of a runner, as stored: a webhook step's own headers sealed."""
+
+    headers: str | None = None  # sealed JSON object of the call's own headers
 
     @property
     def has_headers(self) -> bool:

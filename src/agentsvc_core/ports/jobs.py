@@ -6,6 +6,12 @@ to be picked again once its heartbeat goes stale, so a handler must be
 idempotent (doing a finished job again changes nothing). ``key`` deduplicates:
 while a job with a key waits or runs, enqueuing the same key again is a no-op,
 so "make sure this is being done" can be said as often as convenient.
+
+A handler that must run again later (what it waits for is not there yet) answers
+``Again(delay_s)``: the queue runs the same job (its kind, payload and key) again
+no sooner than ``delay_s`` from then, and the key stays taken while it waits, so
+a job enqueued meanwhile under that key is still a no-op. No new key is needed
+for the second try, and none is left behind.
 """
 
 from __future__ import annotations
@@ -13,12 +19,22 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
-__all__ = ["JobHandler", "JobHandlers", "JobQueue"]
+import msgspec
 
-# A handler takes the payload it was enqueued with. An exception it raises is
-# logged and ends the job (no automatic retry: a handler that wants another try
-# records its state and enqueues again).
-JobHandler = Callable[[bytes], Awaitable[None]]
+__all__ = ["Again", "JobHandler", "JobHandlers", "JobQueue"]
+
+
+class Again(msgspec.Struct, frozen=True):
+    """A handler's answer: run this job again, under its own key, no sooner than
+    ``delay_s`` seconds from now."""
+
+    delay_s: float
+
+
+# A handler takes the payload it was enqueued with and answers None (done) or
+# ``Again``. An exception it raises is logged and ends the job (no automatic
+# retry: a handler that wants another try answers ``Again``).
+JobHandler = Callable[[bytes], Awaitable[Again | None]]
 JobHandlers = Mapping[str, JobHandler]
 
 

@@ -13,13 +13,50 @@ other. Adapters raise what storage raises (``NotFound``, ``StorageError``,
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import date, datetime
 from typing import Protocol
 from uuid import UUID
 
+import msgspec
+
 from agentsvc_core.entities.runner import Runner, RunnerRun, Step, Suggestion, Trigger
 
-__all__ = ["Firing", "RunnerStore"]
+__all__ = ["DaySums", "Firing", "ModelSums", "RunSums", "RunnerStore"]
+
+
+class DaySums(msgspec.Struct, frozen=True):
+    """The sums of a runner's runs created on one day (UTC): how many, by status
+    (``queued`` and ``running`` are the rest), their tokens and cost, and the
+    ended runs (succeeded, failed, cancelled) with an end time: how many, and the
+    seconds they took in all (from their start, else their creation)."""
+
+    day: date
+    runs: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    cancelled: int = 0
+    paused: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+    timed: int = 0
+    seconds: float = 0.0
+
+
+class ModelSums(msgspec.Struct, frozen=True):
+    """The sums of the steps (of a runner's runs) that name ``model``."""
+
+    model: str
+    steps: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+
+
+class RunSums(msgspec.Struct, frozen=True, kw_only=True):
+    """``RunnerStore.run_sums``: by day, oldest first (days without a run left
+    out), and by model, in no order."""
+
+    days: list[DaySums]
+    models: list[ModelSums]
 
 
 # What the scheduler decides for a due trigger (``fire_due``): the trigger's next
@@ -123,6 +160,12 @@ class RunnerStore(Protocol):
 
     async def spent_since(self, org_id: str, runner_id: UUID, since: datetime) -> tuple[int, float]:
         """Tokens and cost of the runner's runs created at or after ``since``."""
+        ...
+
+    async def run_sums(self, org_id: str, runner_id: UUID, since: datetime) -> RunSums:
+        """The sums of the runner's runs created at or after ``since``, by the day
+        (UTC) they were created, and of their steps by model (steps with no model
+        left out): the runner's analytics, summed where the runs are kept."""
         ...
 
     async def stale_runs(self, before: datetime, limit: int = 100) -> list[tuple[str, UUID]]:

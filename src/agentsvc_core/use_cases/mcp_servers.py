@@ -121,7 +121,11 @@ class McpServers:
         clock: Clock,
         *,
         allow_stdio: bool,
+        oauth: McpOAuth | None = None,
+        runners: RunnerStore | None = None,
     ) -> None:
+        """``oauth``: None when OAuth is not available; ``runners``: None where no
+        runner can own an attachment (an attachment to a runner needs the runner)."""
         self._repo = repo
         self._agents = agents
         self._client = client
@@ -129,10 +133,8 @@ class McpServers:
         self._urls = urls
         self._clock = clock
         self._allow_stdio = allow_stdio
-        # set by the composition root when OAuth is available
-        self.oauth: McpOAuth | None = None
-        # runners, once composed: an attachment to a runner needs the runner
-        self.runners: RunnerStore | None = None
+        self.oauth = oauth
+        self.runners = runners
 
     # --- validation -------------------------------------------------------------
 

@@ -20,12 +20,8 @@ from agentsvc_core.errors import InvalidInput, NotFound, PermissionDenied
 from agentsvc_core.ports import AgentRepository, Clock, ThreadRepository
 from agentsvc_core.ports.runners import RunnerStore
 from agentsvc_core.rules import MAX_CONTENT, MAX_NAME, check_text
-from agentsvc_core.use_cases.runners import (
-    Runners,
-    TriggerChanges,
-    TriggerDraft,
-    check_cron,
-)
+from agentsvc_core.use_cases.runners.definitions import Runners
+from agentsvc_core.use_cases.runners.triggers import TriggerChanges, TriggerDraft, check_cron
 
 __all__ = ["MAX_TASKS", "ScheduledTasks", "TaskDraft"]
 

@@ -5,7 +5,8 @@ agents' models may call, signed with ``X-Service-*`` like the credential resolve
   the arguments with an object root, the URL, sealed headers, time and size
   limits), which agents may use which (``/api/agents/{id}/delegated``, a sealed
   record of kind ``delegated`` the turn reads with the thread), and ``execute``
-  (one call by name outside a turn).
+  (one call by name outside a turn). The call is signed and sent by
+  ``webhook_signing.signed_call``, as a runner's webhook step is.
 - ``WebhookToolSource``: the turn's tool source. Arguments are checked against the
   schema before any call; a refused, failed, slow or oversized call is a tool
   result starting ``error:`` that the model reads.
@@ -13,12 +14,11 @@ agents' models may call, signed with ``X-Service-*`` like the credential resolve
 
 from __future__ import annotations
 
-import hashlib
 import re
 import time
 import uuid
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 from uuid import UUID
 
 import jsonschema
@@ -43,13 +43,19 @@ from agentsvc_core.ports import (
     ToolSetup,
     ToolSpec,
     WebhookAnswer,
-    WebhookCall,
     WebhookCaller,
     WebhookToolStore,
 )
 from agentsvc_core.ports.mcp import UrlPolicy
-from agentsvc_core.rules import MAX_DESCRIPTION, check_header, check_text, check_url_text
+from agentsvc_core.rules import MAX_DESCRIPTION, check_text, check_url_text
 from agentsvc_core.use_cases.sealed import SealedRecords, reseal_rows
+from agentsvc_core.use_cases.webhook_signing import (
+    SigningSecrets,
+    checked_headers,
+    idempotency_key,
+    opened_headers,
+    signed_call,
+)
 
 __all__ = [
     "DEFAULT_MAX_RESULT_BYTES",
@@ -73,37 +79,14 @@ DEFAULT_TIMEOUT_MS = 10_000
 DEFAULT_MAX_RESULT_BYTES = 64 * 1024
 MAX_MAX_RESULT_BYTES = 1024 * 1024
 MAX_SCHEMA_BYTES = 64 * 1024
-MAX_HEADERS = 32
 MAX_DELEGATED = 128
 _ATTEMPTS = 10  # compare-and-set attempts of a PATCH
-# headers the service sets itself: a tool's own headers may not replace them
-_OWN_HEADERS = frozenset(
-    {
-        "content-type",
-        "content-length",
-        "host",
-        "idempotency-key",
-        "transfer-encoding",
-        "connection",
-        "x-service-timestamp",
-        "x-service-nonce",
-        "x-service-signature",
-    }
-)
 _ERROR_EXCERPT = 500  # characters of a failed answer's body the model is shown
 _enc = msgspec.json.Encoder()
-_headers = msgspec.json.Decoder(dict[str, str])
 
 
 def _context(org: str, tool_id: UUID) -> str:
     return f"{org}:webhook_tool:{tool_id}"
-
-
-def idempotency_key(org: str, scope: UUID | None, call_id: str) -> str:
-    """``Idempotency-Key`` of a call: the same for a retried call, and unlike any
-    other call's. ``call_id`` is unique only within ``scope``: a model's tool call
-    id within its thread, a runner step's id within its run."""
-    return hashlib.sha256(f"{org}:{scope}:{call_id}".encode()).hexdigest()
 
 
 def check_tool_name(name: str) -> str:
@@ -134,21 +117,6 @@ def check_parameters(schema: dict[str, Any], *, field: str = "parameters") -> di
             field, f"not a valid JSON Schema: {why[:300]}" + f" at {where}" * bool(where)
         ) from None
     return schema
-
-
-def checked_headers(field: str, headers: dict[str, str]) -> dict[str, str]:
-    """Headers an organization's webhook call may carry (a tool's, a runner step's):
-    a bounded number of valid, ASCII headers, none of those the service sets."""
-    if len(headers) > MAX_HEADERS:
-        raise InvalidInput(field, f"at most {MAX_HEADERS} headers")
-    for name, value in headers.items():
-        check_header(field, name, value)
-        if not value.isascii():  # HTTP/1.1 header values are bytes; the value is not echoed
-            raise InvalidInput(field, f"the value of {name!r} must be ASCII")
-        check_text(field, value, max_len=8192)
-        if name.lower() in _OWN_HEADERS:
-            raise InvalidInput(field, f"{name!r} is set by the service")
-    return headers
 
 
 def argument_problem(schema: dict[str, Any], arguments: dict[str, Any]) -> str | None:
@@ -219,12 +187,6 @@ class _Outcome(msgspec.Struct, frozen=True, kw_only=True):
     ok: bool
     text: str  # the result the model reads, or the error (without "error: ")
     answer: WebhookAnswer | None = None
-
-
-class SigningSecrets(Protocol):
-    async def signing_secrets(self, org: str) -> list[str]:
-        """The organization's signing secrets, newest first (``OrgSettings``)."""
-        ...
 
 
 class WebhookTools:
@@ -405,11 +367,7 @@ class WebhookTools:
         problem = argument_problem(tool.parameters, arguments)
         if problem is not None:
             return _Outcome(ok=False, text=f"the arguments do not fit the tool's schema: {problem}")
-        headers = (
-            _headers.decode(self._box.open(tool.headers, _context(tool.org_id, tool.id)))
-            if tool.headers
-            else {}
-        )
+        headers = opened_headers(self._box, tool.headers, _context(tool.org_id, tool.id))
         body = _enc.encode(
             {
                 "tool": tool.name,
@@ -421,17 +379,17 @@ class WebhookTools:
                 "userId": user_id,
             }
         )
-        answer = await self._caller.call(
-            WebhookCall(
-                url=tool.url,
-                method=tool.method,
-                headers=headers,
-                body=body,
-                secrets=await self._signing.signing_secrets(tool.org_id),
-                timeout_ms=tool.timeout_ms,
-                max_bytes=tool.max_result_bytes,
-                idempotency_key=idempotency_key(tool.org_id, thread_id, tool_call_id),
-            )
+        answer = await signed_call(
+            self._caller,
+            self._signing,
+            org=tool.org_id,
+            url=tool.url,
+            method=tool.method,
+            headers=headers,
+            body=body,
+            timeout_ms=tool.timeout_ms,
+            max_bytes=tool.max_result_bytes,
+            key=idempotency_key(tool.org_id, thread_id, tool_call_id),
         )
         return _Outcome(ok=answer.outcome == "ok", text=_judged(tool, answer), answer=answer)
 

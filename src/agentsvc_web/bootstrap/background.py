@@ -20,7 +20,7 @@ from agentsvc_core.ports import Storage
 from agentsvc_core.ports.jobs import JobHandler
 from agentsvc_core.use_cases.knowledge import INDEX_JOB
 from agentsvc_core.use_cases.memory_collect import COLLECT_JOB
-from agentsvc_core.use_cases.runner_runs import RUN_JOB
+from agentsvc_core.use_cases.runners.runs import RUN_JOB
 from agentsvc_web.settings import Settings
 
 if TYPE_CHECKING:

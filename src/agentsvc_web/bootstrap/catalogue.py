@@ -83,8 +83,9 @@ def mcp_servers(
         urls,
         clock,
         allow_stdio=settings.allow_stdio_mcp,
+        oauth=oauth,
+        runners=storage.runners,
     )
-    mcps.oauth = oauth
     return McpArea(RegistrySearch(registry), oauth, mcps)
 
 

@@ -12,10 +12,14 @@ from agentsvc_core.ports.mcp import UrlPolicy
 from agentsvc_core.use_cases import Conversation, Threads
 from agentsvc_core.use_cases.mcp_servers import McpServers
 from agentsvc_core.use_cases.org_settings import OrgSettings
-from agentsvc_core.use_cases.runner_analytics import RunnerAnalytics
-from agentsvc_core.use_cases.runner_engine import RunnerEngine
-from agentsvc_core.use_cases.runner_runs import RunnerRuns
-from agentsvc_core.use_cases.runners import Runners
+from agentsvc_core.use_cases.runners.agent_steps import AgentSteps
+from agentsvc_core.use_cases.runners.analytics import RunnerAnalytics
+from agentsvc_core.use_cases.runners.budgets import Budgets
+from agentsvc_core.use_cases.runners.definitions import Runners
+from agentsvc_core.use_cases.runners.engine import EngineSettings, RunnerEngine
+from agentsvc_core.use_cases.runners.runs import RunnerRuns
+from agentsvc_core.use_cases.runners.trace import RunTraces
+from agentsvc_core.use_cases.runners.work import StepWork, WebhookSteps
 from agentsvc_core.use_cases.scheduled_tasks import ScheduledTasks
 from agentsvc_core.use_cases.suggestions import Suggestions
 from agentsvc_core.use_cases.traces.build import TraceConfig
@@ -47,8 +51,7 @@ def wire_runners(
     traces: TraceConfig,
 ) -> RunnerArea:
     """The runners, their runs and the engine that runs them (``RUN_JOB`` on the
-    job queue), their analytics, suggestions and scheduled tasks; and the MCP
-    servers learn of runners (an attachment to a runner needs the runner)."""
+    job queue), their analytics, suggestions and scheduled tasks."""
     runners = Runners(
         storage.runners,
         storage.agents,
@@ -57,25 +60,26 @@ def wire_runners(
         clock,
         cron_min_interval_s=settings.cron_min_interval_s,
     )
-    runs = RunnerRuns(storage.runners, runners, jobs, clock)
-    engine = RunnerEngine(
+    prices = traces.prices
+    run_traces = RunTraces(storage.runners, storage.traces, clock, traces.retention)
+    runs = RunnerRuns(storage.runners, runners, jobs, clock, conversation, run_traces)
+    agent_steps = AgentSteps(
         storage.runners,
-        runs,
         conversation,
         threads,
         storage.conversations,
         storage.agents,
         mcps,
-        webhooks,
-        org_settings,
-        box,
-        clock,
-        traces.prices,
-        storage.traces,
-        traces.retention,
-        stale_after=timedelta(seconds=settings.run_stale_after_s),
+        prices,
     )
-    mcps.runners = storage.runners
+    engine = RunnerEngine(
+        storage.runners,
+        clock,
+        StepWork(agent_steps, WebhookSteps(webhooks, org_settings, box)),
+        Budgets(storage.runners, clock, prices),
+        run_traces,
+        EngineSettings(stale_after=timedelta(seconds=settings.run_stale_after_s)),
+    )
     return RunnerArea(
         runners=runners,
         runner_runs=runs,

@@ -18,10 +18,8 @@ from agentsvc_core.entities.runner import (
 )
 from agentsvc_core.errors import PermissionDenied
 from agentsvc_core.use_cases.org_settings import OrgSettings
-from agentsvc_core.use_cases.runner_runs import RunnerRuns
-from agentsvc_core.use_cases.runners import (
-    Runners,
-)
+from agentsvc_core.use_cases.runners.definitions import Runners
+from agentsvc_core.use_cases.runners.runs import RunnerRuns
 from agentsvc_web.controllers.runner_schemas import (
     Req,
     RunStarted,

@@ -27,12 +27,13 @@ __all__ = [
     "TriggerOut",
     "TriggerPatchBody",
     "next_cursor",
+    "step_draft",
 ]
 
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 from uuid import UUID
 
 import msgspec
@@ -54,9 +55,7 @@ from agentsvc_core.entities.runner import (
     Trigger,
     TriggerKind,
 )
-from agentsvc_core.use_cases.runners import (
-    StepDraft,
-)
+from agentsvc_core.use_cases.runners.steps import StepDraft
 from agentsvc_web.openapi import errors
 from agentsvc_web.schemas import copied, cursor_text
 
@@ -66,25 +65,44 @@ WRITE = errors(400, 404, 413, 415, 422)
 
 # --- bodies -----------------------------------------------------------------------
 
+_Draft = TypeVar("_Draft", bound=msgspec.Struct)
 
-class StepBody(msgspec.Struct, rename="camel"):
-    id: str
-    kind: StepKind
-    name: str = ""
-    input_mapping: dict[str, str] = {}
-    agent_id: UUID | None = None
-    prompt: str | None = None
-    model: str | None = None
-    url: str | None = None
-    method: str = "POST"
-    headers: dict[str, str] | None = None
-    timeout_ms: int = 10_000
-    expression: str | None = None
-    if_true: str = "next"
-    if_false: str = "stop"
 
-    def draft(self) -> StepDraft:
-        return msgspec.convert(msgspec.structs.asdict(self), StepDraft)
+def _camel_body(draft: type[_Draft], name: str) -> type[_Draft]:
+    """The request body ``name`` of a core draft's fields, in camelCase: a subclass
+    of the draft, so the fields are written once, in the core. msgspec renames
+    only the fields a class declares itself, so each field is declared again
+    here, with its type and default as the draft has them."""
+    fields: list[tuple[str, Any, Any]] = []
+    for f in msgspec.structs.fields(draft):
+        if f.default_factory is not msgspec.NODEFAULT:
+            default = msgspec.field(default_factory=f.default_factory)
+        elif f.default is not msgspec.NODEFAULT:
+            default = f.default
+        else:
+            default = msgspec.field()
+        fields.append((f.name, f.type, default))
+    made = msgspec.defstruct(
+        name,
+        fields,
+        bases=(draft,),
+        module=__name__,
+        rename="camel",
+        frozen=draft.__struct_config__.frozen,
+        kw_only=True,
+    )
+    return cast("type[_Draft]", made)
+
+
+if TYPE_CHECKING:
+    StepBody = StepDraft
+else:
+    # a step as a request body: the core's StepDraft in camelCase
+    StepBody = _camel_body(StepDraft, "StepBody")
+
+
+def step_draft(body: StepBody) -> StepDraft:
+    return msgspec.convert(body, StepDraft, from_attributes=True)
 
 
 class StepsBody(msgspec.Struct, rename="camel"):

@@ -20,16 +20,15 @@ from litestar.params import FromPath, JSONBody, QueryParameter
 from agentsvc_core.entities.runner import (
     RunStatus,
 )
-from agentsvc_core.use_cases.runner_analytics import Period, RunnerAnalytics, RunnerReport
-from agentsvc_core.use_cases.runner_runs import RunnerRuns
-from agentsvc_core.use_cases.runners import (
+from agentsvc_core.use_cases.runners.analytics import Period, RunnerAnalytics, RunnerReport
+from agentsvc_core.use_cases.runners.definitions import (
     BudgetChanges,
     RunnerChanges,
     RunnerDraft,
     Runners,
-    TriggerChanges,
-    TriggerDraft,
 )
+from agentsvc_core.use_cases.runners.runs import RunnerRuns
+from agentsvc_core.use_cases.runners.triggers import TriggerChanges, TriggerDraft
 from agentsvc_web.auth import principal_of
 from agentsvc_web.controllers.runner_schemas import (
     WRITE,
@@ -51,6 +50,7 @@ from agentsvc_web.controllers.runner_schemas import (
     TriggerOut,
     TriggerPatchBody,
     next_cursor,
+    step_draft,
 )
 from agentsvc_web.openapi import errors
 from agentsvc_web.schemas import OkBody, given_fields, read_cursor
@@ -76,7 +76,7 @@ class RunnerController(Controller):
             name=data.name,
             description=data.description,
             input_schema=data.input_schema,
-            steps=[s.draft() for s in data.steps],
+            steps=[step_draft(s) for s in data.steps],
             skills=data.skills,
         )
         return RunnerOut.of(await runners.create(principal_of(request), draft))
@@ -102,7 +102,7 @@ class RunnerController(Controller):
     ) -> RunnerOut:
         fields = given_fields(data)
         if "steps" in fields:
-            fields["steps"] = [s.draft() for s in data.steps]  # type: ignore[union-attr]
+            fields["steps"] = [step_draft(s) for s in data.steps]  # type: ignore[union-attr]
         changes = RunnerChanges(**fields)
         return RunnerOut.of(await runners.update(principal_of(request), runner_id, changes))
 
@@ -146,7 +146,7 @@ class RunnerController(Controller):
         runner_id: FromPath[UUID],
         data: JSONBody[StepsBody],
     ) -> list[StepOut]:
-        drafts = [s.draft() for s in data.steps]
+        drafts = [step_draft(s) for s in data.steps]
         runner = await runners.set_steps(principal_of(request), runner_id, drafts)
         return [StepOut.of(s) for s in runner.steps]
 
@@ -163,7 +163,7 @@ class RunnerController(Controller):
         runner_id: FromPath[UUID],
         data: JSONBody[StepBody],
     ) -> list[StepOut]:
-        runner = await runners.add_step(principal_of(request), runner_id, data.draft())
+        runner = await runners.add_step(principal_of(request), runner_id, step_draft(data))
         return [StepOut.of(s) for s in runner.steps]
 
     # --- budget and skills --------------------------------------------------------

@@ -1,14 +1,15 @@
 """Runs of runners: starting them (the API, an inbound webhook or button, a cron
 tick), reading, cancelling and resuming them (docs/runners.md). What a run does is
-``runner_engine.py``'s; this module creates the row and queues the job.
+``engine.py``'s; this module creates the row and queues the job.
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 from uuid import UUID
 
 import msgspec
@@ -22,12 +23,14 @@ from agentsvc_core.entities.runner import (
     Trigger,
     TriggerKind,
 )
-from agentsvc_core.errors import Conflict, InvalidInput, NotFound, PermissionDenied
+from agentsvc_core.errors import Conflict, DomainError, InvalidInput, NotFound, PermissionDenied
 from agentsvc_core.ports import Clock
 from agentsvc_core.ports.jobs import JobQueue
 from agentsvc_core.ports.runners import Firing, RunnerStore
-from agentsvc_core.use_cases._runner_private import update_run
-from agentsvc_core.use_cases.runners import MAX_INPUT_BYTES, Runners, next_tick
+from agentsvc_core.use_cases.runners.definitions import Runners
+from agentsvc_core.use_cases.runners.trace import RunTraces
+from agentsvc_core.use_cases.runners.transitions import Refused, cancelled, resumed
+from agentsvc_core.use_cases.runners.triggers import MAX_INPUT_BYTES, next_tick
 from agentsvc_core.use_cases.webhook_tools import argument_problem
 
 __all__ = [
@@ -35,10 +38,14 @@ __all__ = [
     "RunNotActive",
     "RunNotPaused",
     "RunnerRuns",
+    "TurnStopper",
     "job_payload",
     "new_run",
     "read_payload",
+    "save_run",
 ]
+
+log = logging.getLogger("agentsvc.runners")
 
 RUN_JOB = "runner.run"
 MAX_IDEMPOTENCY_KEY = 255
@@ -56,6 +63,33 @@ class RunNotPaused(Conflict):
 class RunNotActive(Conflict):
     def __init__(self) -> None:
         super().__init__("the run has ended", code="RUN_NOT_ACTIVE")
+
+
+class TurnStopper(Protocol):
+    async def stop(self, who: Principal, thread_id: UUID) -> bool:
+        """Stop the thread's running turn (``Conversation.stop``)."""
+        ...
+
+
+async def save_run(
+    store: RunnerStore,
+    run: RunnerRun,
+    change: Callable[[RunnerRun], RunnerRun | Refused | None],
+) -> RunnerRun | Refused:
+    """Apply ``change`` (a function of ``transitions.py``) to the run and store it
+    (compare-and-set on its version), reading it again as long as another write
+    comes first. ``change`` answering None leaves the run as last read (which is
+    answered); a ``Refused`` is answered as it is, nothing written."""
+    while True:
+        changed = change(run)
+        if changed is None:
+            return run
+        if isinstance(changed, Refused):
+            return changed
+        saved = await store.save_run(changed)
+        if saved is not None:
+            return saved
+        run = await store.get_run(run.org_id, run.id)
 
 
 def _checked_key(key: str | None) -> str | None:
@@ -114,15 +148,17 @@ class RunnerRuns:
         runners: Runners,
         jobs: JobQueue,
         clock: Clock,
-        *,
-        stop_step: Callable[[RunnerRun], Awaitable[None]] | None = None,
+        turns: TurnStopper,
+        traces: RunTraces,
     ) -> None:
-        """``stop_step``: stops the turn of a cancelled run's agent step (the engine's)."""
+        """``turns``: where a cancelled run's agent step in flight is stopped;
+        ``traces``: where a run cancelled with no step in flight is recorded."""
         self._store = store
         self._runners = runners
         self._jobs = jobs
         self._clock = clock
-        self.stop_step = stop_step
+        self._turns = turns
+        self._traces = traces
 
     async def enqueue(self, run: RunnerRun, delay_s: float = 0.0, key: str | None = None) -> None:
         """Queue the run's job (``key``: the run's own by default, so queuing a run
@@ -281,18 +317,25 @@ class RunnerRuns:
         if not who.is_admin:
             raise PermissionDenied("runs are managed by the organization's admins")
         now = self._clock.now()
-
-        def cancelled(run: RunnerRun) -> RunnerRun:
-            if run.ended:
-                raise RunNotActive()
-            return msgspec.structs.replace(
-                run, status="cancelled", ended_at=now, updated_at=now, paused_reason=None
-            )
-
-        saved = await update_run(self._store, await self.get(who, runner_id, run_id), cancelled)
-        if self.stop_step is not None:
-            await self.stop_step(saved)
+        run = await self.get(who, runner_id, run_id)
+        saved = await save_run(self._store, run, lambda r: cancelled(r, now))
+        if isinstance(saved, Refused):
+            raise RunNotActive()
+        await self._stop_steps(saved)
         return saved
+
+    async def _stop_steps(self, run: RunnerRun) -> None:
+        """A cancelled run's agent step in flight: stop its turn (the job records
+        the run once the step ends); a run with none in flight has ended here: its
+        trace is recorded."""
+        if not any(s.status == "running" for s in run.steps):
+            await self._traces.record(run)
+        for state in run.steps:
+            if state.status == "running" and state.thread_id is not None:
+                try:
+                    await self._turns.stop(Principal.organization(run.org_id), state.thread_id)
+                except DomainError as exc:
+                    log.warning("could not stop the turn of run %s: %s", run.id, exc.detail)
 
     async def resume(
         self,
@@ -310,21 +353,10 @@ class RunnerRuns:
         if not (0 <= raise_usd <= 1_000_000 and 0 <= raise_tokens <= 10**12):
             raise InvalidInput("raiseBudgetUsd", "must not be negative")
         now = self._clock.now()
-
-        def resumed(run: RunnerRun) -> RunnerRun:
-            if run.status != "paused":
-                raise RunNotPaused()
-            return msgspec.structs.replace(
-                run,
-                status="queued",
-                paused_reason=None,
-                error=None,
-                budget_extra_usd=run.budget_extra_usd + raise_usd,
-                budget_extra_tokens=run.budget_extra_tokens + raise_tokens,
-                updated_at=now,
-            )
-
-        saved = await update_run(self._store, await self.get(who, runner_id, run_id), resumed)
+        run = await self.get(who, runner_id, run_id)
+        saved = await save_run(self._store, run, lambda r: resumed(r, raise_usd, raise_tokens, now))
+        if isinstance(saved, Refused):
+            raise RunNotPaused()
         # a key of its own: the job that paused may not have ended yet, and it holds
         # the run's key until it does (two jobs of a run never run one step twice)
         await self.enqueue(saved, key=f"run:{saved.id}:resume:{saved.version}")

@@ -1,107 +1,40 @@
-"""Runners' definitions: the runner, its steps, budget, skills and triggers
-(docs/runners.md). Runs are ``runner_runs.py``'s; their execution ``runner_engine.py``'s.
+"""Runners' definitions (docs/runners.md): the runner, its steps (checked in
+``steps.py``), budget, skills and triggers (``triggers.py``). Runs are
+``runs.py``'s; their execution ``engine.py``'s.
 
 Reads are open to the organization's members; every change is an admin's.
 """
 
 from __future__ import annotations
 
-import hashlib
-import itertools
-import re
-import secrets
 import uuid
-from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import msgspec
-from cronsim import CronSim, CronSimError
 from msgspec import UNSET, UnsetType
 
 from agentsvc_core.entities import Principal
-from agentsvc_core.entities.runner import (
-    NEXT,
-    STOP,
-    Budget,
-    Catchup,
-    OnExceed,
-    Overlap,
-    Runner,
-    Step,
-    StepKind,
-    Trigger,
-    TriggerKind,
-)
+from agentsvc_core.entities.runner import Budget, OnExceed, Runner, Step, Trigger
 from agentsvc_core.errors import InvalidInput, NotFound, PermissionDenied
 from agentsvc_core.ports import AgentRepository, Clock, SecretBox
 from agentsvc_core.ports.mcp import UrlPolicy
 from agentsvc_core.ports.runners import RunnerStore
-from agentsvc_core.rules import (
-    MAX_CONTENT,
-    MAX_DESCRIPTION,
-    MAX_NAME,
-    check_model_id,
-    check_text,
-    check_url_text,
+from agentsvc_core.rules import MAX_DESCRIPTION, MAX_NAME, check_text
+from agentsvc_core.use_cases.runners.steps import StepChecks, StepDraft, step_headers_context
+from agentsvc_core.use_cases.runners.triggers import (
+    MAX_TRIGGERS,
+    TriggerChanges,
+    TriggerDraft,
+    checked_trigger,
+    new_token,
+    token_hash,
 )
-from agentsvc_core.use_cases.runner_expr import compile_expression, template_parts
-from agentsvc_core.use_cases.webhook_tools import check_parameters, checked_headers
+from agentsvc_core.use_cases.webhook_tools import check_parameters
 
-__all__ = [
-    "MAX_STEPS",
-    "BudgetChanges",
-    "RunnerChanges",
-    "RunnerDraft",
-    "Runners",
-    "StepDraft",
-    "TriggerChanges",
-    "TriggerDraft",
-    "check_cron",
-    "day_start",
-    "next_tick",
-    "step_headers_context",
-    "token_hash",
-]
+__all__ = ["BudgetChanges", "RunnerChanges", "RunnerDraft", "Runners"]
 
-MAX_STEPS = 50
-MAX_TRIGGERS = 50
 MAX_SKILLS = 100
-MAX_INPUT_BYTES = 256 * 1024
-TOKEN_BYTES = 24  # 192 bits
-STEP_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
-_enc = msgspec.json.Encoder()
-_MIN_TIMEOUT_MS, _MAX_TIMEOUT_MS = 100, 120_000
-
-
-def token_hash(token: str) -> bytes:
-    return hashlib.sha256(token.encode()).digest()
-
-
-def step_headers_context(org: str, runner_id: UUID, step_id: str) -> str:
-    return f"{org}:runner_step:{runner_id}:{step_id}"
-
-
-class StepDraft(msgspec.Struct, frozen=True, kw_only=True):
-    """A step as written. ``headers``: a webhook step's headers in clear, sealed
-    when stored; None keeps the headers of the stored step with the same id (if
-    any), ``{}`` removes them."""
-
-    id: str
-    kind: StepKind
-    name: str = ""
-    input_mapping: dict[str, str] = {}
-    agent_id: UUID | None = None
-    prompt: str | None = None
-    model: str | None = None
-    url: str | None = None
-    method: str = "POST"
-    headers: dict[str, str] | None = None
-    timeout_ms: int = 10_000
-    expression: str | None = None
-    if_true: str = NEXT
-    if_false: str = STOP
 
 
 class RunnerDraft(msgspec.Struct, frozen=True, kw_only=True):
@@ -132,80 +65,6 @@ class BudgetChanges(msgspec.Struct, frozen=True, kw_only=True):
     on_exceed: OnExceed | UnsetType = UNSET
 
 
-class TriggerDraft(msgspec.Struct, frozen=True, kw_only=True):
-    kind: TriggerKind
-    name: str = ""
-    enabled: bool = True
-    input: dict[str, Any] = {}
-    cron: str | None = None
-    timezone: str = "UTC"
-    overlap: Overlap = "skip"
-    catchup: Catchup = "none"
-    end_at: datetime | None = None
-    # an agent's scheduled task
-    prompt: str | None = None
-    thread_id: UUID | None = None
-
-
-class TriggerChanges(msgspec.Struct, frozen=True, kw_only=True):
-    name: str | UnsetType = UNSET
-    enabled: bool | UnsetType = UNSET
-    input: dict[str, Any] | UnsetType = UNSET
-    cron: str | UnsetType = UNSET
-    timezone: str | UnsetType = UNSET
-    overlap: Overlap | UnsetType = UNSET
-    catchup: Catchup | UnsetType = UNSET
-    end_at: datetime | UnsetType | None = UNSET
-    prompt: str | UnsetType = UNSET
-    thread_id: UUID | UnsetType | None = UNSET
-
-
-def _zone(name: str) -> ZoneInfo:
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise InvalidInput("timezone", f"{name!r} is not an IANA time zone") from None
-
-
-def next_tick(cron: str, timezone: str, after: datetime) -> datetime:
-    """The first tick of ``cron`` in ``timezone`` strictly after ``after`` (UTC)."""
-    local = after.astimezone(_zone(timezone))
-    return next(CronSim(cron, local)).astimezone(UTC)
-
-
-def check_cron(cron: str, timezone: str, min_interval_s: float, now: datetime) -> None:
-    check_text("cron", cron, max_len=200, required=True)
-    zone = _zone(timezone)
-    try:
-        it = CronSim(cron, now.astimezone(zone))
-        ticks = [next(it) for _ in range(4)]
-    except (CronSimError, StopIteration) as exc:
-        raise InvalidInput("cron", f"not a cron expression: {exc}") from None
-    gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(ticks)]
-    if gaps and min(gaps) < min_interval_s:
-        raise InvalidInput(
-            "cron",
-            f"fires every {min(gaps):g} s; the least interval allowed is {min_interval_s:g} s"
-            " (AGENTSVC_CRON_MIN_INTERVAL_S)",
-        )
-
-
-def _condition_step(field: str, d: StepDraft, later: set[str]) -> None:
-    if d.expression is None:
-        raise InvalidInput(f"{field}.expression", "a condition step has an expression")
-    compile_expression(f"{field}.expression", d.expression)
-    for branch, target in (("if_true", d.if_true), ("if_false", d.if_false)):
-        if target not in (NEXT, STOP) and target not in later:
-            raise InvalidInput(
-                f"{field}.{branch}", f"{target!r}: 'next', 'stop' or the id of a later step"
-            )
-
-
-def _check_input(field: str, value: dict[str, Any]) -> None:
-    if len(_enc.encode(value)) > MAX_INPUT_BYTES:
-        raise InvalidInput(field, f"at most {MAX_INPUT_BYTES} bytes of JSON")
-
-
 class Runners:
     def __init__(
         self,
@@ -218,10 +77,9 @@ class Runners:
         cron_min_interval_s: float = 60.0,
     ) -> None:
         self._store = store
-        self._agents = agents
         self._box = box
-        self._urls = urls
         self._clock = clock
+        self._checks = StepChecks(agents, box, urls)
         self.cron_min_interval_s = cron_min_interval_s
 
     @staticmethod
@@ -235,7 +93,7 @@ class Runners:
         self._admin(who)
         now = self._clock.now()
         runner_id = uuid.uuid4()
-        steps = await self._steps(who.org_id, runner_id, draft.steps, ())
+        steps = await self._checks.steps(who.org_id, runner_id, draft.steps, ())
         runner = Runner(
             id=runner_id,
             org_id=who.org_id,
@@ -270,7 +128,9 @@ class Runners:
         if not isinstance(changes.input_schema, UnsetType):
             fields["input_schema"] = check_parameters(changes.input_schema, field="input_schema")
         if not isinstance(changes.steps, UnsetType):
-            fields["steps"] = await self._steps(who.org_id, runner_id, changes.steps, runner.steps)
+            fields["steps"] = await self._checks.steps(
+                who.org_id, runner_id, changes.steps, runner.steps
+            )
         return await self._save(runner, **fields)
 
     async def delete(self, who: Principal, runner_id: UUID) -> None:
@@ -294,106 +154,10 @@ class Runners:
         runner = await self._store.get(who.org_id, runner_id)
         if any(s.id == draft.id for s in runner.steps):
             raise InvalidInput("id", f"the runner has a step {draft.id!r}")
-        added = await self._steps(
+        added = await self._checks.steps(
             who.org_id, runner_id, [draft], runner.steps, earlier=runner.steps
         )
         return await self._save(runner, steps=(*runner.steps, *added))
-
-    async def _steps(
-        self,
-        org: str,
-        runner_id: UUID,
-        drafts: list[StepDraft],
-        stored: tuple[Step, ...],
-        earlier: tuple[Step, ...] = (),
-    ) -> tuple[Step, ...]:
-        if len(drafts) + len(earlier) > MAX_STEPS:
-            raise InvalidInput("steps", f"at most {MAX_STEPS} steps")
-        ids = [s.id for s in earlier] + [d.id for d in drafts]
-        if len(set(ids)) != len(ids):
-            raise InvalidInput("steps", "step ids must be unique")
-        previous = {s.id: s for s in stored}
-        steps: list[Step] = []
-        for index, draft in enumerate(drafts):
-            later = set(ids[len(earlier) + index + 1 :])
-            steps.append(await self._step(org, runner_id, draft, previous.get(draft.id), later))
-        return tuple(steps)
-
-    async def _step(
-        self, org: str, runner_id: UUID, d: StepDraft, stored: Step | None, later: set[str]
-    ) -> Step:
-        field = f"steps[{d.id}]"
-        if not STEP_ID.fullmatch(d.id):
-            raise InvalidInput("steps", "a step id is 1-63 lowercase letters, digits, '_' or '-'")
-        if d.id in (NEXT, STOP):
-            raise InvalidInput("steps", f"{d.id!r} is not a step id (kept for conditions)")
-        check_text(f"{field}.name", d.name, max_len=MAX_NAME)
-        if len(d.input_mapping) > 100:
-            raise InvalidInput(f"{field}.input_mapping", "at most 100 fields")
-        for name, expression in d.input_mapping.items():
-            check_text(f"{field}.input_mapping", name, max_len=200, required=True)
-            compile_expression(f"{field}.input_mapping.{name}", expression)
-        headers: str | None = None
-        match d.kind:
-            case "agent":
-                await self._agent_step(org, field, d)
-            case "webhook":
-                headers = self._webhook_step(org, runner_id, field, d, stored)
-            case "condition":
-                _condition_step(field, d, later)
-        return Step(
-            id=d.id,
-            kind=d.kind,
-            name=d.name,
-            input_mapping=dict(d.input_mapping),
-            agent_id=d.agent_id if d.kind == "agent" else None,
-            prompt=d.prompt if d.kind == "agent" else None,
-            model=d.model if d.kind == "agent" else None,
-            url=d.url if d.kind == "webhook" else None,
-            method=d.method if d.kind == "webhook" else "POST",
-            headers=headers,
-            timeout_ms=d.timeout_ms,
-            expression=d.expression if d.kind == "condition" else None,
-            if_true=d.if_true if d.kind == "condition" else NEXT,
-            if_false=d.if_false if d.kind == "condition" else STOP,
-        )
-
-    async def _agent_step(self, org: str, field: str, d: StepDraft) -> None:
-        if d.agent_id is None:
-            raise InvalidInput(f"{field}.agent_id", "an agent step names its agent")
-        await self._agents.get(org, d.agent_id)  # NotFound: another org's too
-        if d.prompt is not None:
-            check_text(f"{field}.prompt", d.prompt, max_len=MAX_CONTENT)
-            for part in template_parts(d.prompt):
-                compile_expression(f"{field}.prompt", part)
-        if d.model is not None:
-            check_model_id(f"{field}.model", d.model)
-
-    def _webhook_step(
-        self, org: str, runner_id: UUID, field: str, d: StepDraft, stored: Step | None
-    ) -> str | None:
-        """Checks the call; answers its sealed headers."""
-        if d.url is None:
-            raise InvalidInput(f"{field}.url", "a webhook step has a url")
-        check_text(f"{field}.url", d.url, max_len=4096, required=True)
-        check_url_text(f"{field}.url", d.url)
-        refusal = self._urls.refusal(d.url)
-        if refusal:
-            raise InvalidInput(f"{field}.url", refusal)
-        if d.method not in ("POST", "PUT", "PATCH"):
-            raise InvalidInput(f"{field}.method", "one of POST, PUT, PATCH")
-        if not _MIN_TIMEOUT_MS <= d.timeout_ms <= _MAX_TIMEOUT_MS:
-            raise InvalidInput(
-                f"{field}.timeout_ms", f"must be between {_MIN_TIMEOUT_MS} and {_MAX_TIMEOUT_MS}"
-            )
-        if d.headers is None:
-            # kept only for the same address: secrets never follow a new url
-            same = stored is not None and stored.kind == "webhook" and stored.url == d.url
-            return stored.headers if same and stored is not None else None
-        if not d.headers:
-            return None
-        checked_headers(f"{field}.headers", d.headers)
-        return self._box.seal(_enc.encode(d.headers), step_headers_context(org, runner_id, d.id))
 
     async def rotate_secrets(self, org_id: str | None = None) -> int:
         """Re-seal with the newest key the step headers another key sealed (the
@@ -484,12 +248,8 @@ class Runners:
         agent_id: UUID | None = None,
     ) -> tuple[Trigger, str | None]:
         now = self._clock.now()
-        token = (
-            f"rt_{secrets.token_urlsafe(TOKEN_BYTES)}"
-            if draft.kind in ("webhook", "button")
-            else None
-        )
-        trigger = self._checked_trigger(
+        token = new_token() if draft.kind in ("webhook", "button") else None
+        trigger = checked_trigger(
             Trigger(
                 id=uuid.uuid4(),
                 org_id=org,
@@ -512,26 +272,10 @@ class Runners:
                 updated_at=now,
             ),
             now,
+            self.cron_min_interval_s,
         )
         await self._store.add_trigger(trigger)
         return trigger, token
-
-    def _checked_trigger(self, t: Trigger, now: datetime) -> Trigger:
-        check_text("name", t.name, max_len=MAX_NAME)
-        _check_input("input", t.input)
-        if t.kind != "cron":
-            if t.cron is not None:
-                raise InvalidInput("cron", "only a cron trigger has a schedule")
-            return t
-        if t.cron is None:
-            raise InvalidInput("cron", "a cron trigger has a cron expression")
-        check_cron(t.cron, t.timezone, self.cron_min_interval_s, now)
-        if t.end_at is not None and t.end_at.tzinfo is None:
-            raise InvalidInput("end_at", "must carry a time zone (ISO 8601 with an offset or Z)")
-        nxt = next_tick(t.cron, t.timezone, now) if t.enabled else None
-        if nxt is not None and t.end_at is not None and nxt > t.end_at:
-            nxt = None
-        return msgspec.structs.replace(t, next_fire_at=nxt)
 
     async def update_trigger(
         self, who: Principal, runner_id: UUID | None, trigger_id: UUID, changes: TriggerChanges
@@ -549,7 +293,9 @@ class Runners:
         if t.runner_id is not None and ("prompt" in fields or "thread_id" in fields):
             raise InvalidInput("prompt", "only an agent's scheduled task has a prompt")
         now = self._clock.now()
-        changed = self._checked_trigger(msgspec.structs.replace(t, updated_at=now, **fields), now)
+        changed = checked_trigger(
+            msgspec.structs.replace(t, updated_at=now, **fields), now, self.cron_min_interval_s
+        )
         await self._store.replace_trigger(changed)
         return changed
 
@@ -561,7 +307,7 @@ class Runners:
         t = await self._owned(who, runner_id, trigger_id)
         if t.kind not in ("webhook", "button"):
             raise InvalidInput("kind", "only webhook and button triggers have a token")
-        token = f"rt_{secrets.token_urlsafe(TOKEN_BYTES)}"
+        token = new_token()
         t = msgspec.structs.replace(
             t, token_hash=token_hash(token), token_hint=token[-4:], updated_at=self._clock.now()
         )
@@ -596,8 +342,3 @@ class Runners:
         if t is None or t.kind not in kinds or not t.enabled or t.runner_id is None:
             raise NotFound("no such trigger")
         return t
-
-
-def day_start(now: datetime) -> datetime:
-    """Midnight UTC of ``now``'s day: the daily budget's window starts there."""
-    return now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)

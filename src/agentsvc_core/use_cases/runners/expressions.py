@@ -21,13 +21,47 @@ import msgspec
 from jmespath import exceptions as jp_errors
 from jmespath.parser import ParsedResult
 
+from agentsvc_core.entities.runner import RunnerRun
 from agentsvc_core.errors import InvalidInput
 
-__all__ = ["MAX_EXPRESSION", "compile_expression", "evaluate", "render", "template_parts", "truthy"]
+__all__ = [
+    "MAX_EXPRESSION",
+    "compile_expression",
+    "context_of",
+    "evaluate",
+    "json_or_none",
+    "render",
+    "template_parts",
+    "truthy",
+]
 
 MAX_EXPRESSION = 2000
 _PLACEHOLDER = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
 _enc = msgspec.json.Encoder()
+
+
+def context_of(run: RunnerRun) -> dict[str, Any]:
+    """What the run's expressions see: its input and the steps run so far."""
+    return {
+        "input": run.input,
+        "steps": {
+            s.step_id: {"status": s.status, "output": s.output}
+            for s in run.steps
+            if s.status != "pending"
+        },
+    }
+
+
+def json_or_none(text: str) -> Any:
+    """A step's text as JSON when it is a JSON object or array (what expressions
+    read as ``output.json``), else None."""
+    stripped = text.strip()
+    if not stripped or stripped[0] not in "{[":
+        return None
+    try:
+        return msgspec.json.decode(stripped)
+    except msgspec.DecodeError:
+        return None
 
 
 def _plain(expression: str) -> str:

@@ -3,13 +3,14 @@
 steps, ``webhook``, ``condition``), made from the run's row when it ends. The
 agent steps' turns store their own records under the same trace id, their
 ``invoke_agent`` spans children of their step's span; the trace is the union.
-Nothing here does I/O.
+``RunTraces`` stores the record.
 """
 
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime
+import logging
+from datetime import datetime, timedelta
 from typing import Any
 
 import msgspec
@@ -17,8 +18,14 @@ import msgspec
 from agentsvc_core.entities import StoredSpan, TraceRecord, TraceSummary
 from agentsvc_core.entities.runner import RunnerRun, StepRun
 from agentsvc_core.entities.trace import SpanKindName
+from agentsvc_core.errors import Conflict, DomainError, NotFound
+from agentsvc_core.ports import Clock
+from agentsvc_core.ports.runners import RunnerStore
+from agentsvc_core.ports.traces import TraceStore
 
-__all__ = ["PAYLOAD_CAP", "run_span_id", "run_trace", "step_span_id"]
+__all__ = ["PAYLOAD_CAP", "RunTraces", "run_span_id", "run_trace", "step_span_id"]
+
+log = logging.getLogger("agentsvc.runners")
 
 PAYLOAD_CAP = 16 * 1024  # a step's output kept in its span (the run's row has it whole)
 _enc = msgspec.json.Encoder()
@@ -134,3 +141,40 @@ def run_trace(run: RunnerRun, name: str, keep_until: datetime) -> TraceRecord:
     return TraceRecord(
         summary=summary, root_span_id=root, spans=spans, evaluations=[], keep_until=keep_until
     )
+
+
+class RunTraces:
+    """Where an ended run's trace record goes (kept for ``retention``; zero or no
+    store: not kept)."""
+
+    def __init__(
+        self,
+        store: RunnerStore,
+        traces: TraceStore | None,
+        clock: Clock,
+        retention: timedelta = timedelta(0),
+    ) -> None:
+        self._store = store
+        self._traces = traces if retention > timedelta(0) else None
+        self._clock = clock
+        self._retention = retention
+
+    async def record(self, run: RunnerRun) -> None:
+        """Store the trace record of an ended run (its own span and one per step;
+        its agent steps' turns stored theirs under the same trace id). Once: a
+        second record of the run (a cancel racing the job) is dropped."""
+        if self._traces is None or run.trace_id is None:
+            return
+        name = "scheduled task"
+        if run.runner_id is not None:
+            try:
+                name = (await self._store.get(run.org_id, run.runner_id)).name
+            except NotFound:
+                return
+        record = run_trace(run, name, self._clock.now() + self._retention)
+        try:
+            await self._traces.add_trace(record)
+        except Conflict:
+            pass  # recorded already
+        except DomainError as exc:
+            log.warning("the trace of run %s could not be stored: %s", run.id, exc.detail)

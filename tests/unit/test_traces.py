@@ -581,8 +581,8 @@ def test_the_summary_names_the_turn_it_was_built_for() -> None:
     f = facts(message_id=message, input_messages=3, model="gpt-4o-mini")
     spans = [
         root(end=1_000_000),  # 1000 s
-        chat("c1" * 8, 100, (5, 1, 0), attributes={"gen_ai.response.time_to_first_chunk": 0.25}),
-        chat("c2" * 8, 200, (5, 1, 0), attributes={"gen_ai.response.time_to_first_chunk": 0.75}),
+        chat("c1" * 8, 100, (5, 1, 0), attributes={"gen_ai.response.time_to_first_chunk": 0.75}),
+        chat("c2" * 8, 200, (5, 1, 0), attributes={"gen_ai.response.time_to_first_chunk": 0.25}),
     ]
     s = build_trace(CONFIG, f, spans, NOW).summary
     assert (s.org_id, s.kind, s.name, s.model) == ("org", "agent_turn", "Helper", "gpt-4o-mini")
@@ -596,7 +596,7 @@ def test_the_summary_names_the_turn_it_was_built_for() -> None:
     assert s.duration_ms == 1_000_000
     assert s.input_messages == 3
     # the first model call's time to its first chunk, in milliseconds
-    assert s.first_token_ms == 250
+    assert s.first_token_ms == 750
     assert (s.key_source, s.error) == ("platform", None)
 
 
@@ -625,6 +625,13 @@ def test_a_model_call_that_reports_no_usage_counts_no_tokens() -> None:
     # no model named: no model and no cost on the span, and the turn's cost is unknown
     assert (llm.model, llm.cost_usd, llm.input_tokens) == (None, None, 0)
     assert s.cost_usd is None
+
+
+def test_a_model_attribute_that_is_not_text_names_no_model() -> None:
+    odd = chat("c1" * 8, 1, (1, 1, 0))
+    odd.attributes["gen_ai.request.model"] = 5
+    llm = build_trace(CONFIG, facts(), [root(), odd], NOW).spans[1]
+    assert (llm.model, llm.cost_usd) == (None, None)
 
 
 def test_only_whole_numbers_are_token_counts() -> None:
@@ -666,14 +673,19 @@ def test_a_span_is_stored_with_its_attributes_error_and_duration() -> None:
         {"gen_ai.operation.name": "execute_tool", "agentsvc.tool.outcome": "timeout"},
         error="TOOL_TIMEOUT",
     )
-    failing = msgspec.structs.replace(failing, end_ns=failing.start_ns + 1_234_567)
+    # 1000.001234567 s
+    failing = msgspec.structs.replace(failing, end_ns=failing.start_ns + 1_000_001_234_567)
     record = build_trace(CONFIG, facts(), [root(), failing], NOW)
     stored = record.spans[1]
     assert stored.attributes == {
         "gen_ai.operation.name": "execute_tool",
         "agentsvc.tool.outcome": "timeout",
     }
-    assert (stored.status, stored.error, stored.duration_ms) == ("error", "TOOL_TIMEOUT", 1.235)
+    assert (stored.status, stored.error, stored.duration_ms) == (
+        "error",
+        "TOOL_TIMEOUT",
+        1_000_001.235,
+    )
     assert (record.spans[0].status, record.spans[0].error) == ("ok", None)
 
 

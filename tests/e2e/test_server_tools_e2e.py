@@ -21,9 +21,9 @@ from psycopg.conninfo import conninfo_to_dict
 
 from tests.e2e.service import Service
 from tests.e2e.test_webhook_tools_e2e import ORDER_SCHEMA, Receiver
+from tests.e2e.turns import tool_result
 from tests.fakes.web import BRAVE_KEY, FakeBrave, FakeSite
 from tests.pg import fresh_database, reader_role
-from tests.sse import names, parse
 from tests.web.live import serve
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
@@ -120,12 +120,7 @@ def test_one_conversation_uses_every_kind_of_server_side_tool(world: dict[str, A
     thread = c.post("/api/threads", json={"agentId": aid}).json()["id"]
 
     def turn(content: str) -> str:
-        r = c.post(f"/api/threads/{thread}/messages", json={"content": content})
-        assert r.status_code == 200, r.text
-        events = parse(r.text)
-        assert names(events)[:4] == ["meta", "tool_call", "tool_executing", "tool_result"]
-        assert names(events)[-1] == "done"
-        return str(events[3].data["result"])
+        return tool_result(c, thread, content)
 
     # 1. the webhook tool: signed, verified by the docs' receiver
     result = turn('call lookup_order {"orderId": "A-1"}')

@@ -109,28 +109,10 @@ def test_the_model_reads_a_database_and_cannot_write_it(
     svc: tuple[Service, dict[str, str]], shop: tuple[str, str]
 ) -> None:
     service, h = svc
-    shop_url, role = shop
-    d = conninfo_to_dict(shop_url)
-    connection = (
-        f"postgresql://{role}:{PASSWORD}@{d.get('host', '127.0.0.1')}:"
-        f"{d.get('port', '5432')}/{d['dbname']}"
-    )
     with httpx.Client(base_url=service.url, headers=h, timeout=60) as c:
-        r = c.post(
-            "/api/integrations",
-            json={"name": "Shop", "type": "postgresql", "connection": connection},
-        )
-        assert r.status_code == 201, r.text
-        integration = r.json()
-        assert integration["has_connection"] is True
-        agent = c.post("/api/agents", json={"name": "Analyst"}).json()
-        attached = c.post(
-            f"/api/agents/{agent['id']}/integrations", json={"integrationId": integration["id"]}
-        )
-        assert attached.status_code == 200, attached.text
-
+        agent, slug = connect(c, shop)
         select = '{"sql": "SELECT id, item FROM orders ORDER BY id"}'
-        answer = json.loads(tool_result(c, agent["id"], f"call db_shop__query {select}"))
+        answer = json.loads(tool_result(c, agent, f"call db_{slug}__query {select}"))
         assert answer == {
             "columns": ["id", "item"],
             "rows": [[1, "tea"], [2, "coffee"]],
@@ -138,9 +120,9 @@ def test_the_model_reads_a_database_and_cannot_write_it(
             "truncated": False,
         }
         insert = '{"sql": "INSERT INTO orders VALUES (3, \'cake\')"}'
-        refused = tool_result(c, agent["id"], f"call db_shop__query {insert}")
+        refused = tool_result(c, agent, f"call db_{slug}__query {insert}")
         assert refused == "error: cannot execute INSERT in a read-only transaction"
-        assert rows(shop_url) == 2
+        assert rows(shop[0]) == 2
 
 
 def peak_rss_mib(pid: int) -> float:

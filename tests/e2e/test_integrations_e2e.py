@@ -17,7 +17,7 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
-from tests.e2e.service import Service
+from tests.e2e.service import Service, running
 from tests.pg import fresh_database, reader_role
 from tests.sse import parse
 
@@ -47,7 +47,7 @@ def svc(
 ) -> Iterator[tuple[Service, dict[str, str]]]:
     tmp_path = tmp_path_factory.mktemp("integrations")
     key = f"ask_e2e_{uuid.uuid4().hex}"
-    service = Service(
+    with running(
         {
             "AGENTSVC_DATABASE_URL": pg_url,
             "AGENTSVC_BOOTSTRAP_API_KEY": key,
@@ -56,13 +56,9 @@ def svc(
             "AGENTSVC_DATA_DIR": str(tmp_path / "data"),
         },
         log=tmp_path / "svc.log",
-    )
-    try:
-        service.wait_ready()
+    ) as service:
         yield service, {"Authorization": f"Bearer {key}"}
         assert PASSWORD not in service.output()
-    finally:
-        service.stop()
 
 
 def rows(url: str) -> int:

@@ -109,8 +109,18 @@ def test_the_model_saves_supersedes_and_finds_and_http_recalls_and_deletes(
     recalled = r.json()["memories"]
     assert [m["id"] for m in recalled] == [second["id"]]
     assert recalled[0]["score"] > 0
-    for bad in ({"query": "tea", "topK": 0}, {"query": "tea", "topK": 51}, {"query": ""}):
-        assert c.post(f"/api/agents/{agent}/memory", json=bad, headers=h).status_code == 422
+    # a query of blanks or with NUL is a rule of the domain, not of the document:
+    # Schemathesis found it only once, past 30 examples (docs/development.md)
+    for bad in (
+        {"query": "tea", "topK": 0},
+        {"query": "tea", "topK": 51},
+        {"query": ""},
+        {"query": "   "},
+        {"query": "black\x00tea"},
+    ):
+        r = c.post(f"/api/agents/{agent}/memory", json=bad, headers=h)
+        assert r.status_code == 422, (bad, r.text)
+        assert r.json()["error"] == "VALIDATION_ERROR", r.text
 
     r = c.delete(f"/api/agents/{agent}/memories/{second['id']}", headers=h)
     assert r.status_code == 200

@@ -185,7 +185,7 @@ async def generate(url: str, records: int, start: datetime) -> None:
             "SELECT relname, pg_relation_size(oid) FROM pg_class WHERE relname = ANY(%s)",
             (list(SIZED),),
         )
-        sizes = dict(await cur.fetchall())
+        sizes: dict[str, int] = dict(await cur.fetchall())
         print("  sizes: " + ", ".join(f"{n} {sizes[n] / 2**20:,.0f} MB" for n in SIZED))
 
 

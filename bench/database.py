@@ -74,7 +74,7 @@ class Databases:
         if self.external:
             safe = conninfo_to_dict(self.admin)
             safe.pop("password", None)
-            return f"external server {make_conninfo(**safe)} ({self.version})"
+            return f"external server {make_conninfo('', **safe)} ({self.version})"
         return f"embedded PostgreSQL in a temporary data folder ({self.version})"
 
     def fresh(self) -> Database:
@@ -88,7 +88,7 @@ class Databases:
             self.created.append(name)
             params = conninfo_to_dict(self.admin)
             params["dbname"] = name
-            return Database({"AGENTSVC_DATABASE_URL": make_conninfo(**params)}, name, True)
+            return Database({"AGENTSVC_DATABASE_URL": make_conninfo("", **params)}, name, True)
         if self._tmp is None:
             self._tmp = Path(tempfile.mkdtemp(prefix="agentsvc-bench-"))
             self._tmp.chmod(0o711)

@@ -660,7 +660,7 @@ class Bench:
                 ok = [r for r in records if 200 <= r[1] < 300]
                 window = max(r.ended for r in results) - min(r.began for r in results)
                 n_ok = max(1, len(ok))
-                row = {
+                row: dict[str, Any] = {
                     "op": op,
                     "concurrency": c,
                     "requests": len(ok),

@@ -59,7 +59,7 @@ def machine(pg_version: str, clients: int) -> dict[str, Any]:
                 mem_kb = int(line.split()[1])
     except OSError:
         pass
-    versions = {}
+    versions: dict[str, str | None] = {}
     for pkg in ("litestar", "uvicorn", "uvloop", "httptools", "httpx", "psycopg", "msgspec"):
         try:
             versions[pkg] = metadata.version(pkg)
@@ -95,7 +95,9 @@ def _find(rows: list[dict[str, Any]], **match: Any) -> dict[str, Any] | None:
     return None
 
 
-def _target(name: str, limit: str, value: float | None, ok: bool | None, factor: str) -> dict:
+def _target(
+    name: str, limit: str, value: float | None, ok: bool | None, factor: str
+) -> dict[str, Any]:
     status = "n/a" if ok is None else ("PASS" if ok else "MISS")
     return {"target": name, "limit": limit, "measured": value, "status": status, "factor": factor}
 

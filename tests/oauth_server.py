@@ -106,7 +106,7 @@ class AuthServer:
             form = {k: v[0] for k, v in parse_qs(body.decode()).items()}
             self.token_requests.append(form)
             if form.get("grant_type") == "authorization_code":
-                q = self.codes.pop(form.get("code", ""), None)
+                asked = self.codes.pop(form.get("code", ""), None)
                 challenge = (
                     base64.urlsafe_b64encode(
                         hashlib.sha256(form.get("code_verifier", "").encode()).digest()
@@ -115,10 +115,10 @@ class AuthServer:
                     .rstrip("=")
                 )
                 if (
-                    q is None
-                    or challenge != q["code_challenge"]
-                    or form.get("client_id") != q["client_id"]
-                    or form.get("redirect_uri") != q["redirect_uri"]
+                    asked is None
+                    or challenge != asked["code_challenge"]
+                    or form.get("client_id") != asked["client_id"]
+                    or form.get("redirect_uri") != asked["redirect_uri"]
                     or form.get("resource") != f"{b}/mcp"
                 ):
                     return self._json({"error": "invalid_grant"}, 400)

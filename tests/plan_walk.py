@@ -91,10 +91,12 @@ async def check(plans: Plans, who: Principal, plan_id: UUID, model: Model) -> No
     assert [t.id for t in found.ready] == model.ready()
     assert found.blocked is not None
     waiting = {b.todo_id: set(b.waiting_on) for b in found.blocked}
-    for t in model.order:
-        if model.status[t] == "pending" and t not in model.ready():
-            assert waiting.pop(t) == {
-                b for a, b in model.edges if a == t and model.status[b] not in ("done", "skipped")
+    for todo_id in model.order:
+        if model.status[todo_id] == "pending" and todo_id not in model.ready():
+            assert waiting.pop(todo_id) == {
+                b
+                for a, b in model.edges
+                if a == todo_id and model.status[b] not in ("done", "skipped")
             }
     assert waiting == {}
 

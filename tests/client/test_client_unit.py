@@ -5,7 +5,8 @@ queries, retryable and final statuses while re-attaching, the SSE decoder."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import httpx
 import pytest
@@ -36,7 +37,7 @@ THREAD = "3515b0c2-0000-4000-8000-000000000001"
 RUN = "a01b0000-0000-4000-8000-000000000002"
 
 
-def _client(handler: Handler, **kwargs: float) -> Client:
+def _client(handler: Handler, **kwargs: Any) -> Client:
     return Client(
         "http://agentsvc.test", "ask_unit", transport=httpx.MockTransport(handler), **kwargs
     )
@@ -110,16 +111,16 @@ def test_bodies_go_camel_case_without_the_unset_and_queries_without_none() -> No
 
     with _client(handler) as c:
         with pytest.raises(AgentsvcError):
-            c.agents.update("a1", stable_preamble="Be brief.", default_model=None)
+            c.agents.update("a1", stable_preamble="Be brief.", default_profile=None)
         with pytest.raises(AgentsvcError):
             c.logs.list(agent_id="a1", limit=5)
-    assert json.loads(seen[0].content) == {"stablePreamble": "Be brief.", "defaultModel": None}
+    assert json.loads(seen[0].content) == {"stablePreamble": "Be brief.", "defaultProfile": None}
     assert seen[0].headers["content-type"] == "application/json"
     assert seen[0].headers["authorization"] == "Bearer ask_unit"
     assert dict(seen[1].url.params) == {"agentId": "a1", "limit": "5"}
 
 
-def _sse(*events: tuple[str, int, dict[str, object]]) -> bytes:
+def _sse(*events: tuple[str, int, Mapping[str, object]]) -> bytes:
     return b"".join(
         f"id: {i}\nevent: {name}\ndata: {json.dumps(data)}\n\n".encode() for name, i, data in events
     )
@@ -267,7 +268,7 @@ def test_a_reply_error_gives_the_connection_back() -> None:
     closed: list[bool] = []
 
     class Body(httpx.SyncByteStream):
-        def __iter__(self):  # type: ignore[no-untyped-def]
+        def __iter__(self):
             yield _sse(META, ("error", 2, {"code": "PROVIDER_ERROR", "detail": "boom"}))
 
         def close(self) -> None:

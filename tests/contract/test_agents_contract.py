@@ -15,14 +15,14 @@ from agentsvc_core.errors import InvalidInput, NotFound
 from agentsvc_core.use_cases import AgentChanges, AgentDraft, Agents
 from tests.contract.conftest import Backend, now
 
-text = st.text(st.characters(exclude_characters="\x00", exclude_categories=("Cs",)))
+text = st.text(st.characters(exclude_characters="\x00", exclude_categories=["Cs"]))
 # 20,000-30,000 characters, drawn cheaply: Hypothesis draws a text one character at a
 # time (and 25,000 of them cost more than the round trip they test), so a drawn piece
 # of any characters is repeated to a drawn length
 long_text = st.builds(
     lambda piece, size: (piece * (size // len(piece) + 1))[:size],
     st.text(
-        st.characters(exclude_characters="\x00", exclude_categories=("Cs",)),
+        st.characters(exclude_characters="\x00", exclude_categories=["Cs"]),
         min_size=1,
         max_size=300,
     ),

@@ -15,7 +15,7 @@ from agentsvc_core.use_cases import ApiKeys
 from agentsvc_core.use_cases.api_keys import hash_api_key
 from tests.contract.conftest import Backend, now
 
-names = st.text(st.characters(exclude_characters="\x00", exclude_categories=("Cs",)), max_size=256)
+names = st.text(st.characters(exclude_characters="\x00", exclude_categories=["Cs"]), max_size=256)
 
 
 def make_key(org_id: str, name: str = "k") -> ApiKey:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import Literal
 
 import msgspec
 import pytest
@@ -82,7 +83,11 @@ def test_delete_removes_attachments_and_other_orgs_see_nothing(backend: Backend)
     repo = backend.storage.mcps
     s = backend.run(repo.add, server(org))
     agent, runner = uuid.uuid4(), uuid.uuid4()
-    for kind, owner in (("agent", agent), ("runner", runner)):
+    owners: list[tuple[Literal["agent", "runner"], uuid.UUID]] = [
+        ("agent", agent),
+        ("runner", runner),
+    ]
+    for kind, owner in owners:
         backend.run(
             repo.attach,
             McpAttachment(
@@ -93,7 +98,7 @@ def test_delete_removes_attachments_and_other_orgs_see_nothing(backend: Backend)
                 allowed_tools=("a",),
                 created_at=now(),
             ),
-        )  # type: ignore[arg-type]
+        )
     again = backend.run(
         repo.attach,
         McpAttachment(

@@ -38,8 +38,8 @@ from tests.contract.test_agents_contract import agent_in
 
 # text columns refuse NUL (the core's rules refuse it before storage); JSON
 # documents keep it (escaped), so their strings may hold one
-text = st.text(st.characters(exclude_characters="\x00", exclude_categories=("Cs",)), max_size=40)
-json_text = st.text(st.characters(exclude_categories=("Cs",)), max_size=20)
+text = st.text(st.characters(exclude_characters="\x00", exclude_categories=["Cs"]), max_size=40)
+json_text = st.text(st.characters(exclude_categories=["Cs"]), max_size=20)
 maybe_text = st.none() | text
 int64 = st.integers(-(2**63), 2**63 - 1)
 floats = st.floats(allow_nan=False, allow_infinity=False)

@@ -532,7 +532,9 @@ async def test_a_role_that_can_act_on_the_server_is_refused(
     """A read-only transaction does not stop SET ROLE, COPY ... TO PROGRAM,
     pg_read_file or pg_terminate_backend: such a role is refused at the test and at
     every call, a grant made later too."""
-    role = sql.Identifier(conninfo_to_dict(db_url)["user"])
+    user = conninfo_to_dict(db_url)["user"]
+    assert isinstance(user, str)
+    role = sql.Identifier(user)
     boss = sql.Identifier(f"boss_{uuid.uuid4().hex[:8]}")
     if power == "SUPERUSER":
         grant = [sql.SQL("ALTER ROLE {} SUPERUSER").format(role)]

@@ -6,6 +6,7 @@ claimed once per organization, released, expired and purged."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import timedelta
 from functools import partial
 
@@ -15,16 +16,25 @@ import pytest
 from agentsvc_core.errors import IdempotencyKeyInUse, ThreadBusy
 from agentsvc_core.ports import EventBatch
 from agentsvc_core.ports.idempotency import IdempotencyClaim
-from agentsvc_core.use_cases.turn import Done, Meta, Token, decode_events, encode_events
+from agentsvc_core.use_cases.turn import (
+    Done,
+    EventData,
+    Meta,
+    Token,
+    decode_events,
+    encode_events,
+)
 from tests.contract.conftest import Backend, now
 from tests.contract.test_conversations_contract import a_message, a_run, stored_thread
 
 
-def _batch(first: int, events: list[object], keep: timedelta = timedelta(minutes=10)) -> EventBatch:
+def _batch(
+    first: int, events: Sequence[EventData], keep: timedelta = timedelta(minutes=10)
+) -> EventBatch:
     return EventBatch(
         first=first,
         count=len(events),
-        data=encode_events(events),  # type: ignore[arg-type]
+        data=encode_events(list(events)),
         keep_until=now() + keep,
     )
 

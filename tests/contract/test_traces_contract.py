@@ -137,8 +137,8 @@ def test_prune_drops_the_traces_kept_long_enough(backend: Backend) -> None:
     counted = Analytics(backend.storage.analytics, Fixed(cut), None)
 
     def replies() -> int:
-        window = {"since": start, "until": start + timedelta(days=7)}
-        got = backend.run(lambda: counted.report(who, "custom", **window))
+        until = start + timedelta(days=7)
+        got = backend.run(lambda: counted.report(who, "custom", since=start, until=until))
         return got.totals.replies
 
     assert replies() == 6

@@ -520,8 +520,8 @@ def test_dockerignore_keeps_local_state_out_of_the_build_context() -> None:
     # what the build copies is all there
     migrations = sorted((ROOT / "src").rglob("*.sql"))
     assert migrations
-    for path in migrations:
-        assert not _ignored(path.relative_to(ROOT).as_posix(), patterns), path
+    for migration in migrations:
+        assert not _ignored(migration.relative_to(ROOT).as_posix(), patterns), migration
 
 
 def test_the_build_stage_wheel_holds_the_whole_package(tmp_path: Path) -> None:

@@ -197,6 +197,7 @@ def _walk(page: Any, steps: Steps, api: httpx.Client, base: str, key: str, mcp: 
     page.click("#thread-new")
     page.wait_for_selector("#composer:not([hidden])")
     thread_id = page.get_attribute("#thread-list button.thread.active", "data-thread-id")
+    assert isinstance(thread_id, str), "no thread is active"
     said = ["Hello <i>playground</i> & co.", "And a second turn."]
     for n, text in enumerate(said, start=1):
         page.fill("#message", text)

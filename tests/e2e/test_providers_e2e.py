@@ -11,17 +11,17 @@ from typing import Any
 import pytest
 
 from tests.e2e.service import Service, client, new_org, running
-from tests.fakes.providers import FakeProvider, Reply, ToolCallSpec
+from tests.fakes.providers import FakeProvider, Kind, Reply, ToolCallSpec
 from tests.sse import Event, names, parse, parse_lines, tokens
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
 PROVIDER_KEY = "sk-test-provider-key-never-shown-0123456789"
-MODEL = {"alpha": "claude-e2e-1", "beta": "gpt-e2e-1"}
+MODEL: dict[Kind, str] = {"alpha": "claude-e2e-1", "beta": "gpt-e2e-1"}
 
 
 class World:
-    def __init__(self, kind: str, fake: FakeProvider, svc: Service, key: str) -> None:
+    def __init__(self, kind: Kind, fake: FakeProvider, svc: Service, key: str) -> None:
         self.kind = kind
         self.fake = fake
         self.svc = svc
@@ -69,7 +69,7 @@ JWT_SECRET = "providers-e2e-jwt-secret-0123456789abcdefghijklmn"
 @pytest.fixture(scope="module")
 def served(
     pg_url: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[Service, dict[str, FakeProvider]]]:
+) -> Iterator[tuple[Service, dict[Kind, FakeProvider]]]:
     """One service for the module, configured with both fakes: each test talks to
     the provider its model names, in an organization of its own."""
     tmp = tmp_path_factory.mktemp("providers")
@@ -94,7 +94,7 @@ def served(
 
 @pytest.fixture(params=["alpha", "beta"])
 def world(
-    request: pytest.FixtureRequest, served: tuple[Service, dict[str, FakeProvider]]
+    request: pytest.FixtureRequest, served: tuple[Service, dict[Kind, FakeProvider]]
 ) -> Iterator[World]:
     kind = request.param
     svc, fakes = served

@@ -30,7 +30,7 @@ USER_KEY = "sk-traced-user-key-8c1d"
 
 
 async def _body(receive: Any) -> bytes:
-    body = b""
+    body: bytes = b""
     while True:
         m = await receive()
         body += m.get("body", b"")

@@ -49,7 +49,7 @@ def shop(pg_admin_url: str) -> Iterator[str]:
                 sql.SQL("GRANT SELECT ON orders, customers TO {}").format(sql.Identifier(role))
             )
         d = conninfo_to_dict(url)
-        host = d.get("host", "127.0.0.1")
+        host = str(d.get("host", "127.0.0.1"))
         if host.startswith("/") or host == "localhost":
             host = "127.0.0.1"
         yield f"postgresql://{role}:s3cret@{host}:{d.get('port', '5432')}/{d['dbname']}"

@@ -130,7 +130,7 @@ def make_tool(c: httpx.Client, base: str, name: str, path: str, **extra: Any) ->
         },
     )
     assert r.status_code == 201, r.text
-    return r.json()
+    return r.json()  # type: ignore[no-any-return]
 
 
 def say(c: httpx.Client, thread_id: str, content: str) -> list[Any]:
@@ -278,7 +278,7 @@ def test_definitions_refuse_what_they_cannot_honour(world: dict[str, Any]) -> No
     c, base = world["c"], world["base"]
     made = make_tool(c, base, "lookup_order", "/orders")
     assert made["approval"] == "never"
-    cases = [
+    cases: list[tuple[dict[str, Any], str]] = [
         ({"name": "web_lookup"}, "name: must not start with 'web_'"),
         ({"name": "a__b"}, "name: must not contain '__'"),
         ({"parameters": {"type": "string"}}, "parameters: the root must be"),

@@ -11,7 +11,9 @@ def _ms(p50: float, p95: float, n: int = 10) -> dict[str, Any]:
     return {"p50": p50, "p95": p95, "p99": p95, "mean": p50, "n": n}
 
 
-def _row(target: str, mode: str, c: int, *, all95: float, first50: float, then95: float) -> dict:
+def _row(
+    target: str, mode: str, c: int, *, all95: float, first50: float, then95: float
+) -> dict[str, Any]:
     return {
         "target": target,
         "mode": mode,

@@ -339,7 +339,7 @@ def test_no_exception_but_document_error_escapes_for_any_bytes(filename: str, da
     try:
         doc = PARSER.parse(data, filename=filename, mime_type=None)
     except DocumentError as exc:  # a refusal, in words
-        refusal = exc.detail
+        refusal: str | None = exc.detail
     else:
         refusal = None
     assert refusal != ""

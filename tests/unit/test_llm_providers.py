@@ -588,8 +588,9 @@ class Tracking(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         request.extensions["trace"] = self.trace
         response = await self.inner.handle_async_request(request)
-        body = response.stream
-        assert isinstance(body, httpx.AsyncByteStream)
+        stream = response.stream
+        assert isinstance(stream, httpx.AsyncByteStream)
+        body: httpx.AsyncByteStream = stream  # narrowed for the class below
         self.open_bodies += 1
         tracker = self
 

@@ -393,7 +393,9 @@ async def test_child_output_is_bounded(caplog: pytest.LogCaptureFixture) -> None
 
 
 @pytest.mark.parametrize("transport", ["streamable_http", "sse"])
-async def test_401_asks_for_authorization(client: SdkMcpClient, transport: Transport) -> None:
+async def test_401_asks_for_authorization(
+    client: SdkMcpClient, transport: Literal["streamable_http", "sse"]
+) -> None:
     srv = HttpMcpServer(transport, token="good-token")
     srv.start()
     try:

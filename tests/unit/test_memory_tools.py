@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from typing import Any
+from typing import Any, cast
 
 from agentsvc_adapters.clock import SystemClock
 from agentsvc_adapters.crypto import AesGcmBox
@@ -27,8 +27,9 @@ ORG = "org-memories"
 KEY = Principal(org_id=ORG, method="api_key")
 
 
-class Unreadable(SecretStore, MemoryStore):
-    """A store that must not be read."""
+class Unreadable:
+    """A store that must not be read: it stands in for a store port (a cast where it
+    is passed) and fails on the first attribute read."""
 
     def __getattribute__(self, name: str) -> Any:
         raise AssertionError(f"storage was read: {name}")
@@ -69,8 +70,8 @@ def test_disabled_memory_tools_offer_nothing_and_read_nothing() -> None:
         w = World()
         agent = await w.agent()
         silent = MemoryTools(
-            Memories(Unreadable(), w.storage.agents, SystemClock()),
-            MemorySettings(Unreadable(), w.storage.agents, w.box),
+            Memories(cast("MemoryStore", Unreadable()), w.storage.agents, SystemClock()),
+            MemorySettings(cast("SecretStore", Unreadable()), w.storage.agents, w.box),
         )
         assert silent.kinds == ("memory",)
         assert await silent.list_tools(KEY, agent, ToolSetup()) == []

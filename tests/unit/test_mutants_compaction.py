@@ -11,7 +11,7 @@ import pytest
 
 from agentsvc_adapters.crypto.aesgcm import AesGcmBox
 from agentsvc_adapters.memory import MemoryStorage
-from agentsvc_core.entities import Message, ToolCall, Usage
+from agentsvc_core.entities import Message, Role, ToolCall, Usage
 from agentsvc_core.errors import Upstream
 from agentsvc_core.ports import TextDelta, UsageReport
 from agentsvc_core.use_cases.compaction import (
@@ -29,7 +29,7 @@ THREAD = a_thread("org-compact")
 BOX = AesGcmBox([("k1", b"\x04" * 32)])
 
 
-def msg(role: str = "user", content: str = "hi", **over: Any) -> Message:
+def msg(role: Role = "user", content: str = "hi", **over: Any) -> Message:
     return a_message(THREAD, role, content, **over)
 
 

@@ -428,7 +428,9 @@ async def test_stop_ends_the_running_reply() -> None:
     await asyncio.wait_for(w.model.waiting.wait(), 5)
     assert await w.conversation.stop(WHO, w.thread.id) is True
     events = await read_all(turn)
-    assert events[-1] == Done(ok=True, content="so far", usage=events[-1].usage, stopped=True)
+    done = events[-1]
+    assert isinstance(done, Done)
+    assert done == Done(ok=True, content="so far", usage=done.usage, stopped=True)
     assert [r.status for r in await w.runs()] == ["stopped"]
 
 
@@ -509,7 +511,7 @@ async def test_sweep_interrupts_runs_whose_heartbeat_is_stale() -> None:
     fresh = msgspec.structs.replace(
         a_stored_run(w, heartbeat_at=w.clock.now() - timedelta(seconds=45)), thread_id=other.id
     )
-    w.storage.conversations.runs_of(ORG, other.id).append(fresh)
+    w.store.runs_of(ORG, other.id).append(fresh)
     assert await w.conversation.sweep() == 1
     (swept,) = await w.runs()
     assert (swept.status, swept.finished_at) == ("interrupted", w.clock.now())
@@ -817,6 +819,7 @@ async def test_a_retried_send_gets_the_first_reply_and_stores_nothing_more() -> 
     msg = SendInput(content="hi")
     first = await read_all(await w.conversation.send_once(WHO, w.thread.id, msg, KEY_A))
     await asyncio.sleep(0)  # the reply's turn is over: the retry reads its stored events
+    assert isinstance(first[0], Meta)
     assert w.conversation.turn(first[0].run_id) is None
     w.clock.advance(60)
     await w.conversation.sweep()  # they are kept past a sweep
@@ -970,7 +973,7 @@ async def test_re_attach_uses_the_services_stale_span_and_replay_window() -> Non
     w.clock.advance(2)  # its heartbeat is 11 s old now: stale, nothing runs
     with pytest.raises(NotFound):
         await w.conversation.streams.follow(WHO, w.thread.id, None, 0)
-    w.storage.conversations.runs_of(ORG, w.thread.id)[0] = msgspec.structs.replace(
+    w.store.runs_of(ORG, w.thread.id)[0] = msgspec.structs.replace(
         elsewhere, status="completed", finished_at=w.clock.now()
     )
     await w.conversation.streams.follow(WHO, w.thread.id, elsewhere.id, 0)

@@ -13,7 +13,6 @@ from uuid import UUID
 import pytest
 
 from agentsvc_core.errors import Unavailable
-from agentsvc_core.use_cases import heartbeats as heartbeats_module
 from agentsvc_core.use_cases.conversation import SendInput
 from agentsvc_core.use_cases.heartbeats import Heartbeats
 from tests.unit.turn_world import HANG, ORG, WHO, Clock, Script, read_all, world
@@ -127,7 +126,7 @@ async def test_a_running_reply_beats_every_quarter_of_the_stale_span(monkeypatch
         return await real_sleep(delay, *args)
 
     w = await world(Script([HANG]), stale_after_s=20.0)
-    monkeypatch.setattr(heartbeats_module.asyncio, "sleep", sleep)
+    monkeypatch.setattr(asyncio, "sleep", sleep)  # heartbeats calls asyncio.sleep
     turn = await w.conversation.send(WHO, w.thread.id, SendInput(content="hi"))
     w.clock.advance(7)
     await asyncio.wait_for(w.model.waiting.wait(), 5)

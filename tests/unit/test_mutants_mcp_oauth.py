@@ -96,7 +96,7 @@ def a_server(**over: Any) -> McpServer:
         org_id=ORG,
         name="Tracker",
         slug="tracker",
-        transport="http",
+        transport="streamable_http",
         url="https://mcp.example/mcp",
         command=None,
         args=(),

@@ -73,6 +73,9 @@ class Client:
             raise answer
         return answer
 
+    async def aclose(self) -> None:
+        """Nothing to close: the fake opens no sessions."""
+
 
 class Urls:
     def __init__(self) -> None:
@@ -108,7 +111,7 @@ class Setup:
         self.tools = McpTools(self.servers, self.client)
 
     async def http(self, name: str = "Tracker", **over: Any) -> McpServer:
-        draft = McpDraft(name=name, transport="http", url="https://mcp.example/mcp")
+        draft = McpDraft(name=name, transport="streamable_http", url="https://mcp.example/mcp")
         return await self.servers.create(ADMIN, msgspec.structs.replace(draft, **over))
 
     async def agent(self) -> Agent:
@@ -179,7 +182,7 @@ async def test_stdio_servers_may_be_disabled() -> None:
 async def test_the_checks_of_a_server() -> None:
     s = Setup()
     stdio = McpDraft(name="L", transport="stdio", command="x")
-    http = McpDraft(name="H", transport="http", url="https://mcp.example/")
+    http = McpDraft(name="H", transport="streamable_http", url="https://mcp.example/")
     cases: list[tuple[McpDraft, str]] = [
         (msgspec.structs.replace(http, name=" "), "name"),
         (msgspec.structs.replace(stdio, command=None), "command"),
@@ -200,7 +203,7 @@ async def test_the_checks_of_a_server() -> None:
         "is required for the stdio transport"
     )
     assert (await refusal(s, msgspec.structs.replace(http, url=""))).problem == (
-        "is required for the http transport"
+        "is required for the streamable_http transport"
     )
     assert (await refusal(s, msgspec.structs.replace(http, args=("a",) * 65))).problem == (
         "at most 64 arguments"
@@ -215,7 +218,9 @@ async def test_the_checks_of_a_server() -> None:
 async def test_a_url_the_policy_refuses_is_refused_with_its_reason() -> None:
     s = Setup()
     s.urls.refuse = "a private address"
-    error = await refusal(s, McpDraft(name="H", transport="http", url="https://10.0.0.1/"))
+    error = await refusal(
+        s, McpDraft(name="H", transport="streamable_http", url="https://10.0.0.1/")
+    )
     assert (error.field, error.problem) == ("url", "a private address")
     assert s.urls.asked == ["https://10.0.0.1/"]
 
@@ -226,7 +231,8 @@ async def test_the_checks_of_credentials() -> None:
         headers={f"h{i}": "v" for i in range(MAX_CREDENTIAL_ENTRIES)}, env={"E": "v"}
     )
     error = await refusal(
-        s, McpDraft(name="H", transport="http", url="https://m.example/", credentials=many)
+        s,
+        McpDraft(name="H", transport="streamable_http", url="https://m.example/", credentials=many),
     )
     assert (error.field, error.problem) == ("credentials", "at most 64 entries")
     for creds, field in [
@@ -237,7 +243,9 @@ async def test_the_checks_of_credentials() -> None:
         (Credentials(headers={"Bad Name": "v"}), "credentials.headers"),
         (Credentials(headers={"X": "a\r\nb"}), "credentials.headers.X"),
     ]:
-        draft = McpDraft(name="H", transport="http", url="https://m.example/", credentials=creds)
+        draft = McpDraft(
+            name="H", transport="streamable_http", url="https://m.example/", credentials=creds
+        )
         assert (await refusal(s, draft)).field == field
     exactly = Credentials(headers={f"h{i}": "v" for i in range(MAX_CREDENTIAL_ENTRIES)})
     await s.http(credentials=exactly)
@@ -250,7 +258,7 @@ async def test_the_endpoint_carries_the_credentials_and_a_session_key() -> None:
     endpoint = s.servers.endpoint(server)
     assert endpoint == McpEndpoint(
         key=f"{ORG}:{server.id}:{server.updated_at.isoformat()}",
-        transport="http",
+        transport="streamable_http",
         url="https://mcp.example/mcp",
         command=None,
         args=(),
@@ -585,7 +593,7 @@ async def test_rotation_of_one_organization_leaves_the_others() -> None:
         Principal(org_id="org-other", method="api_key"),
         McpDraft(
             name="T",
-            transport="http",
+            transport="streamable_http",
             url="https://m.example/",
             credentials=Credentials(headers={"X": "2"}),
         ),

@@ -481,11 +481,12 @@ async def test_compaction_bounds_are_checked(
 async def test_compaction_bounds_are_inclusive() -> None:
     s = Setup()
     agent = await s.agent()
-    for changes in (
+    bounds: list[dict[str, object]] = [
         {"alpha_trigger_tokens": 50_000, "beta_compact_threshold": 1_000},
         {"alpha_trigger_tokens": 10_000_000, "beta_compact_threshold": 10_000_000},
         {"alpha_instructions": "x" * 20_000},
-    ):
+    ]
+    for changes in bounds:
         await s.compaction.update(ADMIN, agent, changes)
 
 

@@ -629,7 +629,7 @@ class BadClose:
 
 
 class BadCloseModel(Script):
-    def stream(self, request: Any) -> Any:  # type: ignore[override]
+    def stream(self, request: Any) -> Any:
         self.requests.append(request)
         return BadClose(self)
 

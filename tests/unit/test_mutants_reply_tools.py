@@ -3,6 +3,7 @@ result (mutation tests, docs/development.md)."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Coroutine
 from typing import Any
@@ -13,7 +14,6 @@ from agentsvc_core.entities import ToolCall
 from agentsvc_core.errors import Upstream
 from agentsvc_core.ports import ToolAuthRequired, ToolSpec
 from agentsvc_core.ports.telemetry import AttributeValue
-from agentsvc_core.use_cases import reply_tools
 from agentsvc_core.use_cases._turn_private import Plan
 from agentsvc_core.use_cases.context import PROPOSE_PROFILE_SWITCH
 from agentsvc_core.use_cases.reply_tools import TOOL_TIMEOUT_S, run_tool
@@ -216,7 +216,7 @@ async def test_a_tool_is_given_60_seconds_then_times_out(monkeypatch: pytest.Mon
         aw.close()
         raise TimeoutError
 
-    monkeypatch.setattr(reply_tools.asyncio, "wait_for", wait_for)
+    monkeypatch.setattr(asyncio, "wait_for", wait_for)  # reply_tools calls asyncio.wait_for
     tools = Tools("slow")
     result, events, span = await call("slow", tools, "slow")
     assert TOOL_TIMEOUT_S == 60.0

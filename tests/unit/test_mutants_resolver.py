@@ -163,8 +163,8 @@ async def test_only_a_200_answer_is_used(
 async def test_an_answer_of_exactly_the_limit_is_read_and_one_more_byte_is_not(
     webhook: Webhook, resolver: HttpCredentialResolver
 ) -> None:
-    answer = b'{"apiKey": "sk-big"}'
-    webhook.body = answer + b" " * (LIMIT - len(answer))
+    body = b'{"apiKey": "sk-big"}'
+    webhook.body = body + b" " * (LIMIT - len(body))
     answer = await resolver.resolve(url(webhook), REQUEST, ["s"], 2000)
     assert answer == Resolution("sk-big", "key")
     webhook.body += b" "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 from uuid import UUID
@@ -51,6 +52,11 @@ class Follows:
 
     async def publish_follow(self, run_id: UUID) -> None:
         self.asked.append(run_id)
+
+    def on_follow(self, callback: Callable[[UUID], None]) -> None:
+        """The port's other half, for the process that runs the reply: Streams
+        only publishes."""
+        raise AssertionError("Streams does not listen for follow requests")
 
 
 def streams_of(
@@ -150,7 +156,7 @@ async def test_an_unknown_reply_or_one_of_another_thread_is_not_found() -> None:
         await streams_of(w).follow(WHO, w.thread.id, uuid.uuid4(), 0)
     other = await w.storage.threads.add(a_thread(ORG, w.agent.id))
     run = a_stored_run(w, thread_id=other.id)
-    w.storage.conversations.runs_of(ORG, other.id).append(run)
+    w.store.runs_of(ORG, other.id).append(run)
     with pytest.raises(NotFound, match=r"^no such reply on this thread$"):
         await streams_of(w).follow(WHO, w.thread.id, run.id, 0)
     source = await streams_of(w).follow(WHO, other.id, run.id, 0)

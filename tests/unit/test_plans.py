@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 import pytest
@@ -210,8 +210,9 @@ def test_a_member_uses_plans_of_the_threads_it_may_use_only() -> None:
 # --- the plan tools ---------------------------------------------------------------
 
 
-class Unreadable(SecretStore):
-    """A store that must not be read."""
+class Unreadable:
+    """A store that must not be read: it stands in for a store port (a cast where it
+    is passed) and fails on the first attribute read."""
 
     def __getattribute__(self, name: str) -> Any:
         raise AssertionError(f"storage was read: {name}")
@@ -221,7 +222,9 @@ def test_disabled_plan_tools_offer_nothing_and_read_nothing() -> None:
     async def go() -> None:
         w = World()
         agent = await w.agent()
-        silent = PlanTools(w.plans, PlanSettings(Unreadable(), w.storage.agents, w.box))
+        silent = PlanTools(
+            w.plans, PlanSettings(cast("SecretStore", Unreadable()), w.storage.agents, w.box)
+        )
         assert silent.kinds == ("plan",)
         assert await silent.list_tools(KEY, agent, ToolSetup()) == []
         # without the turn's read, the configuration is read (and is off)
@@ -335,10 +338,11 @@ def test_disabled_or_awaiting_approval_tools_refuse() -> None:
         for status in ("in_progress", "completed"):
             moved = await w.tools.call(KEY, agent, "plan_update", {"status": status}, gated)
             assert moved.startswith("error: a person approves"), status
-        for tool, args in [
+        born_started: list[tuple[str, dict[str, Any]]] = [
             ("todo_add", {"todos": [{"content": "b", "status": "done"}]}),
             ("plan_create", {"title": "y", "todos": [{"content": "c", "status": "in_progress"}]}),
-        ]:
+        ]
+        for tool, args in born_started:
             born = await w.tools.call(KEY, agent, tool, args, gated)
             assert born.startswith("error: the plan awaits approval"), tool
         renamed = await w.tools.call(KEY, agent, "plan_update", {"title": "x2"}, gated)

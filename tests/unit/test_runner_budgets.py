@@ -319,7 +319,7 @@ def test_a_resume_raises_the_per_run_limits_of_the_check_and_of_the_share() -> N
 
 
 def test_the_warning_names_the_limit_most_used() -> None:
-    both = {"max_tokens_per_run": 20, "max_cost_usd_per_run": 1.0}
+    both: dict[str, Any] = {"max_tokens_per_run": 20, "max_cost_usd_per_run": 1.0}
     assert _check(33, 0.9, **both).warning() == "165% of max_tokens_per_run used"
     assert _check(17, 3.0, **both).warning() == "300% of max_cost_usd_per_run used"
     # a tie: the first in the order the limits are checked

@@ -161,7 +161,7 @@ async def world(model: Model) -> tuple[Conversation, Store, Tools, Thread, Memor
     conversation = Conversation(
         Threads(storage.threads, storage.agents, storage.conversations, clock),
         storage.turn_reader,
-        store,  # type: ignore[arg-type]
+        store,
         PrefixRouter(Families(local=model)),
         tools,
         LocalStopBus(),

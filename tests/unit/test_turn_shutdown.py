@@ -76,7 +76,7 @@ async def test_a_reply_stuck_in_a_tool_call_is_cancelled_and_stored_as_interrupt
     called = asyncio.Event()
 
     async def hang(
-        who: Principal, agent: Agent, name: str, arguments: dict[str, Any], ctx: Any
+        who: Principal, agent: Agent, name: str, arguments: dict[str, Any], ctx: Any = None
     ) -> str:
         called.set()
         await asyncio.Event().wait()  # a stop does not cut a tool call short

@@ -76,7 +76,7 @@ class World:
         self.secrets = CountingSecrets(self.storage.secrets)
         self.search = search
         self.settings = WebSettings(
-            self.secrets,  # type: ignore[arg-type]
+            self.secrets,
             self.storage.agents,
             BOX,
             search_provider=search.provider if search else None,

@@ -19,6 +19,7 @@ from agentsvc_adapters.clock import SystemClock
 from agentsvc_adapters.crypto.aesgcm import AesGcmBox
 from agentsvc_adapters.llm import Families, LocalModel, PrefixRouter
 from agentsvc_adapters.memory import MemoryStorage
+from agentsvc_adapters.memory.conversations import MemoryConversations
 from agentsvc_adapters.signals import LocalStopBus
 from agentsvc_core.entities import Agent, Message, Principal, Run, Thread, ToolCall, Usage
 from agentsvc_core.ports import (
@@ -44,7 +45,7 @@ from agentsvc_core.use_cases.org_settings import (
 )
 from agentsvc_core.use_cases.sealed import SealedRecords
 from agentsvc_core.use_cases.threads import Threads
-from agentsvc_core.use_cases.turn import EventData, Turn
+from agentsvc_core.use_cases.turn import EventData, EventSource
 from tests.contract.test_agents_contract import agent_in
 from tests.contract.test_conversations_contract import a_thread
 
@@ -157,11 +158,19 @@ class World:
     thread: Thread
     finished: list[Run] = field(default_factory=list)
 
+    @property
+    def store(self) -> MemoryConversations:
+        """The storage's conversation store, as the memory class it is (``runs_of``,
+        ``messages``: what a test reads and writes directly)."""
+        store = self.storage.conversations
+        assert isinstance(store, MemoryConversations)
+        return store
+
     async def runs(self) -> list[Run]:
-        return list(self.storage.conversations.runs_of(ORG, self.thread.id))
+        return list(self.store.runs_of(ORG, self.thread.id))
 
     async def messages(self) -> list[Message]:
-        return self.storage.conversations.messages(ORG, self.thread.id)[0]
+        return self.store.messages(ORG, self.thread.id)[0]
 
     async def usage(self) -> list[Any]:
         return await self.storage.conversations.usage(ORG, self.thread.id)
@@ -198,6 +207,17 @@ async def world(
         else Families(local=Script(), **{model.provider: model})
     )
     router = PrefixRouter(families)
+    compaction: dict[str, Any] = (
+        {
+            "configs": AgentConfigs(storage.secrets, BOX),
+            "compactor": compactor(storage.secrets, BOX),
+        }
+        if compactor
+        else {}
+    )
+    kept: dict[str, Any] = (
+        {"streams": storage.streams, "idempotency": storage.idempotency} if stored else {}
+    )
     conv = Conversation(
         Threads(storage.threads, storage.agents, storage.conversations, clock),
         storage.turn_reader,
@@ -207,21 +227,14 @@ async def world(
         stops,
         clock,
         stale_after_s=stale_after_s,
-        **(
-            {
-                "configs": AgentConfigs(storage.secrets, BOX),
-                "compactor": compactor(storage.secrets, BOX),
-            }
-            if compactor
-            else {}
-        ),
-        **({"streams": storage.streams, "idempotency": storage.idempotency} if stored else {}),
+        **compaction,
+        **kept,
         **conversation,
     )
     return World(conv, storage, model, tools, stops, clock, the_agent, the_thread)
 
 
-async def read_all(turn: Turn) -> list[EventData]:
+async def read_all(turn: EventSource) -> list[EventData]:
     """Every event of the turn, to its end."""
     events: list[EventData] = []
     while True:
@@ -246,9 +259,9 @@ def a_stored_run(w: World, **over: Any) -> Run:
 
 async def store_run(w: World, run: Run, new: list[Message] | None = None) -> None:
     """Store ``run`` as if another process had begun it."""
-    w.storage.conversations.runs_of(ORG, w.thread.id).append(run)
+    w.store.runs_of(ORG, w.thread.id).append(run)
     if new:
-        w.storage.conversations._messages.setdefault((ORG, w.thread.id), []).extend(new)
+        w.store._messages.setdefault((ORG, w.thread.id), []).extend(new)
 
 
 def run_ids(events: list[EventData]) -> list[UUID]:

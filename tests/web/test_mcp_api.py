@@ -447,7 +447,8 @@ class _Redirects(BaseHTTPRequestHandler):
         length = int(self.headers.get("content-length") or 0)
         if length:
             self.rfile.read(length)
-        port = self.server.server_address[1]
+        assert isinstance(self.server, ThreadingHTTPServer)
+        port = self.server.server_port
         self.send_response(307)
         self.send_header("Location", f"http://localhost:{port}/{REDIRECT_PATH}/mcp?k=1")
         self.send_header("Content-Length", "0")

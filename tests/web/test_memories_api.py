@@ -45,14 +45,15 @@ def test_configuration_defaults_partial_put_and_bounds(client: C, auth: H, org_i
     assert r.json()["scopes"] == ["user", "agent"]
     assert r.json()["max_memories"] == 5
     assert c.get(path, headers=h).json() == r.json()
-    for bad in (
+    bads: list[dict[str, object]] = [
         {"maxMemories": 0},
         {"maxMemories": 10_001},
         {"scopes": []},
         {"scopes": ["agent", "agent"]},
         {"scopes": ["resource"]},
         {"autoCollect": "yes"},
-    ):
+    ]
+    for bad in bads:
         r = c.put(path, json=bad, headers=h)
         assert r.status_code == 422, (bad, r.text)
         assert r.json()["error"] == "VALIDATION_ERROR"

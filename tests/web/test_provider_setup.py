@@ -15,10 +15,10 @@ from litestar.testing import TestClient
 
 from agentsvc_web.app import create_app
 from agentsvc_web.settings import Settings
-from tests.fakes.providers import FakeProvider, Reply
+from tests.fakes.providers import FakeProvider, Kind, Reply
 from tests.sse import parse
 
-MODEL = {"alpha": "claude-proxy-1", "beta": "gpt-proxy-1"}
+MODEL: dict[Kind, str] = {"alpha": "claude-proxy-1", "beta": "gpt-proxy-1"}
 
 
 def boot(env: dict[str, str]) -> tuple[TestClient[Any], dict[str, str]]:
@@ -29,7 +29,7 @@ def boot(env: dict[str, str]) -> tuple[TestClient[Any], dict[str, str]]:
     return TestClient(create_app(settings)), {"Authorization": f"Bearer {key}"}
 
 
-def send(c: TestClient[Any], auth: dict[str, str], kind: str, text: str) -> list[Any]:
+def send(c: TestClient[Any], auth: dict[str, str], kind: Kind, text: str) -> list[Any]:
     agent = c.post(
         "/api/agents", json={"name": "P", "defaultModel": MODEL[kind]}, headers=auth
     ).json()
@@ -58,7 +58,7 @@ def test_alpha_works_with_only_a_base_url(keyless_alpha: FakeProvider) -> None:
 
 @pytest.mark.parametrize("kind", ["alpha", "beta"])
 def test_a_json_answer_instead_of_a_stream_ends_with_an_error_that_says_so(
-    kind: str, caplog: pytest.LogCaptureFixture
+    kind: Kind, caplog: pytest.LogCaptureFixture
 ) -> None:
     with FakeProvider(kind, api_key="sk-test-0123456789abcdef") as fake:
         base = fake.base_url if kind == "alpha" else f"{fake.base_url}/v1"

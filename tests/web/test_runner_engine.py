@@ -416,6 +416,7 @@ async def test_a_second_job_of_a_running_step_leaves_it_alone(database: str | No
         assert done.status == "succeeded", done
         assert [st.attempt for st in done.steps] == [1, 1]
         assert done.tokens == sum(st.tokens for st in done.steps)
+        assert done.steps[1].thread_id is not None
         msgs, _ = await s.threads.history(who, done.steps[1].thread_id, offset=0, limit=10)
         assert [(m.role, m.status) for m in msgs] == [
             ("user", "complete"),

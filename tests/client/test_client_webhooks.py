@@ -12,6 +12,7 @@ import pytest
 from agentsvc_client import Client, webhooks
 from agentsvc_client.webhooks import MemoryNonceCache, WebhookVerificationError, verify
 from tests.client.conftest import KEY
+from tests.e2e.receivers import read_request
 from tests.e2e.service import Service
 from tests.web.live import serve
 
@@ -27,13 +28,8 @@ class Receiver:
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
-        self.calls.append(({k.decode(): v.decode() for k, v in scope["headers"]}, body))
+        body, headers = await read_request(scope, receive)
+        self.calls.append((headers, body))
         await send(
             {
                 "type": "http.response.start",

@@ -94,6 +94,13 @@ def running(
         svc.stop()
 
 
+def client(svc: Service, key: str, timeout: float = 60) -> httpx.Client:
+    """An HTTP client of ``svc`` that authenticates with ``key``."""
+    return httpx.Client(
+        base_url=svc.url, headers={"Authorization": f"Bearer {key}"}, timeout=timeout
+    )
+
+
 def new_org(url: str, jwt_secret: str, prefix: str = "e2e") -> tuple[str, str]:
     """A fresh organization on a running service, and an API key of it.
 

@@ -31,7 +31,7 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict
 
 from tests.e2e.conftest import E2E_JWT_SECRET
-from tests.e2e.service import Service
+from tests.e2e.service import running
 from tests.pg import reader_role
 
 pytestmark = pytest.mark.e2e
@@ -360,29 +360,27 @@ def world(
     tmp_path_factory: pytest.TempPathFactory, pg_admin_url: str, pg_url: str, registry_url: str
 ) -> Iterator[World]:
     tmp: Path = tmp_path_factory.mktemp("matrix")
-    svc = Service(
-        {
-            "AGENTSVC_STORAGE": "postgres",
-            "AGENTSVC_DATABASE_URL": pg_url,
-            "AGENTSVC_BOOTSTRAP_API_KEY": KEY_A,
-            "AGENTSVC_BOOTSTRAP_ORG": ORG_A,
-            "AGENTSVC_JWT_SECRET": E2E_JWT_SECRET,
-            "AGENTSVC_MCP_REGISTRY_URL": registry_url,
-            "AGENTSVC_ALLOW_PRIVATE_NETWORK": "true",
-            "AGENTSVC_DATA_DIR": str(tmp / "data"),
-        },
-        log=tmp / "service.log",
-    )
-    try:
-        svc.wait_ready()
-        # an integration's role may not be a superuser: one of its own, that may connect
-        with reader_role(pg_admin_url, f"db-pw-{MARK}") as role:
-            w = World(svc.url, pg_url, role)
-            w.build()
-            yield w
-            w.a.close()
-    finally:
-        svc.stop()
+    # an integration's role may not be a superuser: one of its own, that may connect
+    with (
+        reader_role(pg_admin_url, f"db-pw-{MARK}") as role,
+        running(
+            {
+                "AGENTSVC_STORAGE": "postgres",
+                "AGENTSVC_DATABASE_URL": pg_url,
+                "AGENTSVC_BOOTSTRAP_API_KEY": KEY_A,
+                "AGENTSVC_BOOTSTRAP_ORG": ORG_A,
+                "AGENTSVC_JWT_SECRET": E2E_JWT_SECRET,
+                "AGENTSVC_MCP_REGISTRY_URL": registry_url,
+                "AGENTSVC_ALLOW_PRIVATE_NETWORK": "true",
+                "AGENTSVC_DATA_DIR": str(tmp / "data"),
+            },
+            log=tmp / "service.log",
+        ) as svc,
+    ):
+        w = World(svc.url, pg_url, role)
+        w.build()
+        yield w
+        w.a.close()
 
 
 @pytest.fixture(scope="module")

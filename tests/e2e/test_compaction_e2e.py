@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from agentsvc_core.use_cases.compaction import SUMMARY_PROMPT
-from tests.e2e.service import Service, new_org
+from tests.e2e.service import Service, client, new_org, running
 from tests.fakes.providers import FakeProvider, Reply
 from tests.sse import names, parse
 
@@ -29,25 +29,23 @@ def served(
     tmp = tmp_path_factory.mktemp("compaction")
     fakes = {"alpha": FakeProvider("alpha"), "beta": FakeProvider("beta")}
     alpha, beta = fakes["alpha"].start(), fakes["beta"].start()
-    svc = Service(
-        {
-            "AGENTSVC_DATABASE_URL": pg_url,
-            "AGENTSVC_BOOTSTRAP_API_KEY": f"ask_e2e_{uuid.uuid4().hex}",
-            "AGENTSVC_BOOTSTRAP_ORG": f"cmp-{uuid.uuid4().hex[:8]}",
-            "AGENTSVC_JWT_SECRET": JWT_SECRET,
-            "AGENTSVC_ALPHA_BASE_URL": alpha,
-            "AGENTSVC_ALPHA_API_KEY": "sk-ant-platform",
-            "AGENTSVC_BETA_BASE_URL": f"{beta}/v1",
-            "AGENTSVC_BETA_API_KEY": "sk-platform",
-            "AGENTSVC_DATA_DIR": str(tmp / "data"),
-        },
-        log=tmp / "svc.log",
-    )
     try:
-        svc.wait_ready()
-        yield svc, fakes
+        with running(
+            {
+                "AGENTSVC_DATABASE_URL": pg_url,
+                "AGENTSVC_BOOTSTRAP_API_KEY": f"ask_e2e_{uuid.uuid4().hex}",
+                "AGENTSVC_BOOTSTRAP_ORG": f"cmp-{uuid.uuid4().hex[:8]}",
+                "AGENTSVC_JWT_SECRET": JWT_SECRET,
+                "AGENTSVC_ALPHA_BASE_URL": alpha,
+                "AGENTSVC_ALPHA_API_KEY": "sk-ant-platform",
+                "AGENTSVC_BETA_BASE_URL": f"{beta}/v1",
+                "AGENTSVC_BETA_API_KEY": "sk-platform",
+                "AGENTSVC_DATA_DIR": str(tmp / "data"),
+            },
+            log=tmp / "svc.log",
+        ) as svc:
+            yield svc, fakes
     finally:
-        svc.stop()
         for fake in fakes.values():
             fake.stop()
 
@@ -60,9 +58,7 @@ def _world(
     for fake in fakes.values():
         fake.reset()
     _, key = new_org(svc.url, JWT_SECRET, "cmp")
-    with httpx.Client(
-        base_url=svc.url, headers={"Authorization": f"Bearer {key}"}, timeout=30
-    ) as c:
+    with client(svc, key, timeout=30) as c:
         yield c, fakes[kind]
 
 

@@ -13,13 +13,12 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import psycopg
 import pytest
 
 from agentsvc_adapters.postgres import migrate
 from tests.e2e.secret_scan import SCAN
-from tests.e2e.service import AGENTSVC, Service
+from tests.e2e.service import AGENTSVC, Service, client
 from tests.mcp_servers.server import HttpMcpServer
 from tests.pg import fresh_database
 
@@ -62,16 +61,12 @@ def start(db: str, tmp_path: Path, name: str, **env: str) -> Service:
     return svc
 
 
-def client(svc: Service) -> httpx.Client:
-    return httpx.Client(base_url=svc.url, headers={"Authorization": f"Bearer {KEY}"}, timeout=30)
-
-
 def test_an_agent_created_without_a_model_gets_the_configured_default(
     own_db: str, tmp_path: Path
 ) -> None:
     svc = start(own_db, tmp_path, "svc", AGENTSVC_DEFAULT_MODEL="gpt-house-default")
     try:
-        with client(svc) as c:
+        with client(svc, KEY, timeout=30) as c:
             made = c.post("/api/agents", json={"name": "No model given"})
             assert made.status_code == 201, made.text
             assert made.json()["default_model"] == "gpt-house-default"
@@ -102,7 +97,7 @@ def test_secrets_rotate_reseals_with_the_newest_key(own_db: str, tmp_path: Path)
     try:
         svc = start(own_db, tmp_path, "k1", AGENTSVC_ENCRYPTION_KEYS=k1)
         try:
-            with client(svc) as c:
+            with client(svc, KEY, timeout=30) as c:
                 made = c.post(
                     "/api/mcps",
                     json={
@@ -191,7 +186,7 @@ def test_secrets_rotate_reseals_with_the_newest_key(own_db: str, tmp_path: Path)
 
         svc = start(own_db, tmp_path, "k2", AGENTSVC_ENCRYPTION_KEYS=k2)  # k1 is gone
         try:
-            with client(svc) as c:
+            with client(svc, KEY, timeout=30) as c:
                 tested = c.post(f"/api/mcps/{mcp_id}/test").json()
                 assert tested["ok"] is True, tested
                 assert c.get(f"/api/mcps/{mcp_id}").json()["hasCredentials"] is True
@@ -228,7 +223,7 @@ def test_a_forced_500_answers_internal_error_and_logs_the_trace(
     exception in the answer, the whole trace in the service's log."""
     svc = start(own_db, tmp_path, "svc")
     try:
-        with client(svc) as c:
+        with client(svc, KEY, timeout=30) as c:
             assert c.get("/api/agents").status_code == 200
             with psycopg.connect(own_db, autocommit=True) as conn:
                 conn.execute("ALTER TABLE agents RENAME TO agents_moved_away")

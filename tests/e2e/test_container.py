@@ -31,7 +31,7 @@ import pytest
 import yaml
 
 from agentsvc_web.settings import Settings
-from tests.e2e.service import AGENTSVC, Service, free_port
+from tests.e2e.service import AGENTSVC, Service, free_port, running
 from tests.sse import parse, tokens
 
 pytestmark = [pytest.mark.e2e]
@@ -335,12 +335,8 @@ def image_service(pg_url: str, tmp_path: Path) -> Iterator[tuple[Service, str]]:
     )
     args = tuple(_loopback(one("CMD").exec_form())[1:])
     assert one("CMD").exec_form()[0] == "serve"
-    svc = Service(env, args=args, log=tmp_path / "service.log")
-    try:
-        svc.wait_ready()
+    with running(env, args=args, log=tmp_path / "service.log") as svc:
         yield svc, key
-    finally:
-        svc.stop()
 
 
 @pytest.mark.postgres

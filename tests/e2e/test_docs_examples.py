@@ -5,15 +5,14 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from tests.e2e.conftest import E2E_KEY
+from tests.e2e.receivers import EXAMPLES
 from tests.e2e.service import Service
 
 pytestmark = pytest.mark.e2e
-EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
 
 
 def test_python_client_example(service: Service) -> None:

@@ -17,7 +17,7 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
-from tests.e2e.service import Service
+from tests.e2e.service import Service, running
 from tests.pg import fresh_database, reader_role
 from tests.sse import parse
 
@@ -47,7 +47,7 @@ def svc(
 ) -> Iterator[tuple[Service, dict[str, str]]]:
     tmp_path = tmp_path_factory.mktemp("integrations")
     key = f"ask_e2e_{uuid.uuid4().hex}"
-    service = Service(
+    with running(
         {
             "AGENTSVC_DATABASE_URL": pg_url,
             "AGENTSVC_BOOTSTRAP_API_KEY": key,
@@ -56,13 +56,9 @@ def svc(
             "AGENTSVC_DATA_DIR": str(tmp_path / "data"),
         },
         log=tmp_path / "svc.log",
-    )
-    try:
-        service.wait_ready()
+    ) as service:
         yield service, {"Authorization": f"Bearer {key}"}
         assert PASSWORD not in service.output()
-    finally:
-        service.stop()
 
 
 def rows(url: str) -> int:
@@ -109,28 +105,10 @@ def test_the_model_reads_a_database_and_cannot_write_it(
     svc: tuple[Service, dict[str, str]], shop: tuple[str, str]
 ) -> None:
     service, h = svc
-    shop_url, role = shop
-    d = conninfo_to_dict(shop_url)
-    connection = (
-        f"postgresql://{role}:{PASSWORD}@{d.get('host', '127.0.0.1')}:"
-        f"{d.get('port', '5432')}/{d['dbname']}"
-    )
     with httpx.Client(base_url=service.url, headers=h, timeout=60) as c:
-        r = c.post(
-            "/api/integrations",
-            json={"name": "Shop", "type": "postgresql", "connection": connection},
-        )
-        assert r.status_code == 201, r.text
-        integration = r.json()
-        assert integration["has_connection"] is True
-        agent = c.post("/api/agents", json={"name": "Analyst"}).json()
-        attached = c.post(
-            f"/api/agents/{agent['id']}/integrations", json={"integrationId": integration["id"]}
-        )
-        assert attached.status_code == 200, attached.text
-
+        agent, slug = connect(c, shop)
         select = '{"sql": "SELECT id, item FROM orders ORDER BY id"}'
-        answer = json.loads(tool_result(c, agent["id"], f"call db_shop__query {select}"))
+        answer = json.loads(tool_result(c, agent, f"call db_{slug}__query {select}"))
         assert answer == {
             "columns": ["id", "item"],
             "rows": [[1, "tea"], [2, "coffee"]],
@@ -138,9 +116,9 @@ def test_the_model_reads_a_database_and_cannot_write_it(
             "truncated": False,
         }
         insert = '{"sql": "INSERT INTO orders VALUES (3, \'cake\')"}'
-        refused = tool_result(c, agent["id"], f"call db_shop__query {insert}")
+        refused = tool_result(c, agent, f"call db_{slug}__query {insert}")
         assert refused == "error: cannot execute INSERT in a read-only transaction"
-        assert rows(shop_url) == 2
+        assert rows(shop[0]) == 2
 
 
 def peak_rss_mib(pid: int) -> float:

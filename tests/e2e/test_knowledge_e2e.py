@@ -27,7 +27,7 @@ import httpx
 import pytest
 
 from tests.e2e.secret_scan import SCAN
-from tests.e2e.service import AGENTSVC, Service
+from tests.e2e.service import AGENTSVC, Service, client, running
 from tests.fakes.embeddings import EMBEDDINGS_KEY, FakeEmbeddings
 from tests.fakes.providers import FakeProvider, Reply, ToolCallSpec
 from tests.pdfs import make_pdf
@@ -94,25 +94,23 @@ def world(pg_url: str, tmp_path: Path) -> Iterator[tuple[httpx.Client, FakeProvi
     fake = FakeProvider("beta", api_key=PROVIDER_KEY)
     base = fake.start()
     key = f"ask_e2e_{uuid.uuid4().hex}"
-    svc = Service(
-        _env(
-            pg_url,
-            key,
-            tmp_path / "data",
-            AGENTSVC_BETA_BASE_URL=f"{base}/v1",
-            AGENTSVC_BETA_API_KEY=PROVIDER_KEY,
-            AGENTSVC_KNOWLEDGE_MAX_BYTES="200000",
-        ),
-        log=tmp_path / "service.log",
-    )
     try:
-        svc.wait_ready()
-        with httpx.Client(
-            base_url=svc.url, headers={"Authorization": f"Bearer {key}"}, timeout=30
-        ) as c:
+        with (
+            running(
+                _env(
+                    pg_url,
+                    key,
+                    tmp_path / "data",
+                    AGENTSVC_BETA_BASE_URL=f"{base}/v1",
+                    AGENTSVC_BETA_API_KEY=PROVIDER_KEY,
+                    AGENTSVC_KNOWLEDGE_MAX_BYTES="200000",
+                ),
+                log=tmp_path / "service.log",
+            ) as svc,
+            client(svc, key, timeout=30) as c,
+        ):
             yield c, fake
     finally:
-        svc.stop()
         fake.stop()
 
 
@@ -257,47 +255,42 @@ def test_hybrid_search_and_an_indexing_killed_midway_finishes_after_restart(
             AGENTSVC_EMBEDDINGS_MODEL="hash-64",
             AGENTSVC_EMBEDDINGS_DIMENSIONS="64",
         )
-        h = {"Authorization": f"Bearer {key}"}
-        first = Service(env, log=tmp_path / "first.log")
-        try:
-            first.wait_ready()
-            with httpx.Client(base_url=first.url, headers=h, timeout=30) as c:
-                r = _upload(c, "travel.md", MARKDOWN, "text/markdown")
-                md = r.json()
-                done = _ready(c, md["id"])
-                assert (done["status"], done["embedding_model"]) == ("ready", "hash-64")
-                r = c.post("/api/knowledge/search", json={"query": "business class flights"})
-                found = r.json()
-                assert found["mode"] == "hybrid"
-                top = found["results"][0]
-                assert "business class" in top["text"]
-                assert top["text_rank"] is not None
-                assert top["vector_rank"] is not None
+        with (
+            running(env, log=tmp_path / "first.log") as first,
+            client(first, key, timeout=30) as c,
+        ):
+            r = _upload(c, "travel.md", MARKDOWN, "text/markdown")
+            md = r.json()
+            done = _ready(c, md["id"])
+            assert (done["status"], done["embedding_model"]) == ("ready", "hash-64")
+            r = c.post("/api/knowledge/search", json={"query": "business class flights"})
+            found = r.json()
+            assert found["mode"] == "hybrid"
+            top = found["results"][0]
+            assert "business class" in top["text"]
+            assert top["text_rank"] is not None
+            assert top["vector_rank"] is not None
 
-                # the provider stalls: the next document stays ``processing``
-                embeddings.delay_s = 120
-                r = _upload(c, "office.html", HTML, "text/html")
-                html = r.json()
-                deadline = time.monotonic() + 30
-                while c.get(f"/api/knowledge/{html['id']}").json()["status"] != "processing":
-                    assert time.monotonic() < deadline, "indexing never started"
-                    time.sleep(0.05)
-                os.kill(first.proc.pid, signal.SIGKILL)  # no goodbye: as a crash
-                first.proc.wait(timeout=10)
-        finally:
-            first.stop()
+            # the provider stalls: the next document stays ``processing``
+            embeddings.delay_s = 120
+            r = _upload(c, "office.html", HTML, "text/html")
+            html = r.json()
+            deadline = time.monotonic() + 30
+            while c.get(f"/api/knowledge/{html['id']}").json()["status"] != "processing":
+                assert time.monotonic() < deadline, "indexing never started"
+                time.sleep(0.05)
+            os.kill(first.proc.pid, signal.SIGKILL)  # no goodbye: as a crash
+            first.proc.wait(timeout=10)
         embeddings.delay_s = 0
-        second = Service(env, log=tmp_path / "second.log")
-        try:
-            second.wait_ready()
-            with httpx.Client(base_url=second.url, headers=h, timeout=30) as c:
-                done = _ready(c, html["id"], timeout=60)
-                assert done["status"] == "ready", (done, second.output())
-                assert done["attempts"] == 2  # started twice: once before the kill
-                r = c.post("/api/knowledge/search", json={"query": "reception badge visitors"})
-                assert r.json()["results"][0]["document_id"] == html["id"]
-        finally:
-            second.stop()
+        with (
+            running(env, log=tmp_path / "second.log") as second,
+            client(second, key, timeout=30) as c,
+        ):
+            done = _ready(c, html["id"], timeout=60)
+            assert done["status"] == "ready", (done, second.output())
+            assert done["attempts"] == 2  # started twice: once before the kill
+            r = c.post("/api/knowledge/search", json={"query": "reception badge visitors"})
+            assert r.json()["results"][0]["document_id"] == html["id"]
 
 
 @pytest.fixture
@@ -320,9 +313,7 @@ def test_a_separate_worker_process_indexes_what_the_service_queues(
     worker: subprocess.Popen[bytes] | None = None
     try:
         svc.wait_ready()
-        with httpx.Client(
-            base_url=svc.url, headers={"Authorization": f"Bearer {key}"}, timeout=30
-        ) as c:
+        with client(svc, key, timeout=30) as c:
             doc = _upload(c, "travel.md", MARKDOWN, "text/markdown").json()
             time.sleep(1.0)  # long enough for an in-process worker to have started it
             assert c.get(f"/api/knowledge/{doc['id']}").json()["status"] == "queued"

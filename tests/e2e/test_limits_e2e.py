@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.service import Service
+from tests.e2e.service import Service, running
 from tests.sse import names, parse
 
 pytestmark = pytest.mark.e2e
@@ -26,7 +26,7 @@ CLOSED_WITHIN_S = BOUND_S + 1.5  # the bound, and slack for a busy machine
 @pytest.fixture(scope="module")
 def svc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     tmp: Path = tmp_path_factory.mktemp("limits")
-    service = Service(
+    with running(
         {
             "AGENTSVC_STORAGE": "memory",
             "AGENTSVC_BOOTSTRAP_API_KEY": KEY,
@@ -36,12 +36,8 @@ def svc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
         },
         args=("--access-log",),
         log=tmp / "service.log",
-    )
-    try:
-        service.wait_ready()
+    ) as service:
         yield service
-    finally:
-        service.stop()
 
 
 def connect(svc: Service) -> socket.socket:

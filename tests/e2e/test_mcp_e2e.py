@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from tests.e2e.secret_scan import SCAN
-from tests.e2e.service import Service
+from tests.e2e.service import Service, running
 from tests.mcp_servers.server import HttpMcpServer
 from tests.sse import names, parse
 
@@ -22,26 +22,23 @@ pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 SECRET = "identity-from-a-sealed-header"
 
 
-@pytest.fixture
-def svc(pg_url: str, tmp_path: Path) -> Iterator[tuple[Service, dict[str, str]]]:
+@pytest.fixture(scope="module")
+def svc(
+    pg_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Service, dict[str, str]]]:
+    tmp_path = tmp_path_factory.mktemp("mcp")
     key = f"ask_e2e_{uuid.uuid4().hex}"
-    service = Service(
-        {
-            "AGENTSVC_DATABASE_URL": pg_url,
-            "AGENTSVC_BOOTSTRAP_API_KEY": key,
-            "AGENTSVC_BOOTSTRAP_ORG": f"mcp-{uuid.uuid4().hex[:8]}",
-            "AGENTSVC_ALLOW_PRIVATE_NETWORK": "true",
-            "AGENTSVC_ALLOW_STDIO_MCP": "true",
-            "AGENTSVC_DATA_DIR": str(tmp_path / "data"),
-        },
-        log=tmp_path / "svc.log",
-    )
-    try:
-        service.wait_ready()
+    env = {
+        "AGENTSVC_DATABASE_URL": pg_url,
+        "AGENTSVC_BOOTSTRAP_API_KEY": key,
+        "AGENTSVC_BOOTSTRAP_ORG": f"mcp-{uuid.uuid4().hex[:8]}",
+        "AGENTSVC_ALLOW_PRIVATE_NETWORK": "true",
+        "AGENTSVC_ALLOW_STDIO_MCP": "true",
+        "AGENTSVC_DATA_DIR": str(tmp_path / "data"),
+    }
+    with running(env, log=tmp_path / "svc.log") as service:
         yield service, {"Authorization": f"Bearer {key}"}
         assert SECRET not in service.output()
-    finally:
-        service.stop()
 
 
 def converse(c: httpx.Client, server: dict[str, Any], content: str) -> list[Any]:

@@ -4,30 +4,14 @@ its search finds the new fact only; HTTP lists, recalls and deletes."""
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 import httpx
 import pytest
 
 from tests.e2e.conftest import E2E_KEY
 from tests.e2e.service import Service
-from tests.sse import names, parse
+from tests.e2e.turns import said
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
-
-
-def _said(c: httpx.Client, thread: str, content: str) -> dict[str, Any]:
-    """Send ``content``; the tool's result from the stream."""
-    r = c.post(f"/api/threads/{thread}/messages", json={"content": content})
-    assert r.status_code == 200, r.text
-    events = parse(r.text)
-    assert names(events)[:4] == ["meta", "tool_call", "tool_executing", "tool_result"], r.text
-    assert names(events)[-1] == "done"
-    result = events[3].data["result"]
-    assert not result.startswith("error"), result
-    answer: dict[str, Any] = json.loads(result)
-    return answer
 
 
 def test_the_model_remembers_a_changed_fact_and_http_recalls_and_deletes(
@@ -40,19 +24,19 @@ def test_the_model_remembers_a_changed_fact_and_http_recalls_and_deletes(
         assert (r.status_code, r.json()["enabled"]) == (200, True)
         thread = c.post("/api/threads", json={"agentId": agent}).json()["id"]
 
-        first = _said(
+        first = said(
             c, thread, 'call memory_save {"content": "The user drinks green tea", "key": "tea"}'
         )
         assert (first["saved"], first["scope"], first["key"]) == (True, "agent", "tea")
-        same = _said(c, thread, 'call memory_save {"content": "the user drinks GREEN tea"}')
+        same = said(c, thread, 'call memory_save {"content": "the user drinks GREEN tea"}')
         assert (same["saved"], same["id"]) == (False, first["id"])
-        second = _said(
+        second = said(
             c,
             thread,
             'call memory_save {"content": "The user switched to black tea", "key": "tea"}',
         )
         assert second["superseded"] == first["id"]
-        found = _said(c, thread, 'call memory_search {"query": "what tea"}')
+        found = said(c, thread, 'call memory_search {"query": "what tea"}')
         assert [(m["id"], m["content"]) for m in found["memories"]] == [
             (second["id"], "The user switched to black tea")
         ]

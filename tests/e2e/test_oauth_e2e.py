@@ -12,7 +12,7 @@ import pytest
 
 from tests.e2e.conftest import E2E_KEY
 from tests.e2e.secret_scan import SCAN
-from tests.e2e.service import Service
+from tests.e2e.service import Service, client
 from tests.oauth_server import AuthServer
 from tests.web.live import serve
 
@@ -31,9 +31,7 @@ def auth_server() -> Iterator[AuthServer]:
 def test_oauth_flow_over_http_keeps_its_tokens_inside(
     service: Service, auth_server: AuthServer
 ) -> None:
-    with httpx.Client(
-        base_url=service.url, headers={"Authorization": f"Bearer {E2E_KEY}"}, timeout=30
-    ) as c:
+    with client(service, E2E_KEY, timeout=30) as c:
         mcp = c.post(
             "/api/mcps",
             json={

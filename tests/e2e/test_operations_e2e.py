@@ -13,7 +13,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.e2e.service import Service
+from tests.e2e.service import Service, client, running
 from tests.fakes.providers import FakeProvider, Reply
 from tests.sse import names, parse
 
@@ -28,9 +28,7 @@ class Ops:
     def __init__(self, svc: Service, fake: FakeProvider, key: str) -> None:
         self.svc = svc
         self.fake = fake
-        self.api = httpx.Client(
-            base_url=svc.url, headers={"Authorization": f"Bearer {key}"}, timeout=30
-        )
+        self.api = client(svc, key, timeout=30)
 
     def log_lines(self) -> list[str]:
         return [line for line in self.svc.log_path.read_text().splitlines() if line.strip()]
@@ -53,28 +51,26 @@ def ops(tmp_path_factory: pytest.TempPathFactory, pg_url: str) -> Iterator[Ops]:
     fake = FakeProvider("beta", api_key=PROVIDER_KEY)
     base = fake.start()
     key = f"ask_e2e_{uuid.uuid4().hex}"
-    svc = Service(
-        {
-            "AGENTSVC_DATABASE_URL": pg_url,
-            "AGENTSVC_BOOTSTRAP_API_KEY": key,
-            "AGENTSVC_BOOTSTRAP_ORG": f"ops-{uuid.uuid4().hex[:8]}",
-            "AGENTSVC_BETA_BASE_URL": f"{base}/v1",
-            "AGENTSVC_BETA_API_KEY": PROVIDER_KEY,
-            "AGENTSVC_DATA_DIR": str(tmp / "data"),
-            "AGENTSVC_LOG_FORMAT": "json",
-            "AGENTSVC_METRICS_TOKEN": METRICS_TOKEN,
-            "AGENTSVC_CORS_ORIGINS": ORIGIN,
-        },
-        args=("--access-log",),
-        log=tmp / "service.log",
-    )
     try:
-        svc.wait_ready()
-        world = Ops(svc, fake, key)
-        yield world
-        world.api.close()
+        with running(
+            {
+                "AGENTSVC_DATABASE_URL": pg_url,
+                "AGENTSVC_BOOTSTRAP_API_KEY": key,
+                "AGENTSVC_BOOTSTRAP_ORG": f"ops-{uuid.uuid4().hex[:8]}",
+                "AGENTSVC_BETA_BASE_URL": f"{base}/v1",
+                "AGENTSVC_BETA_API_KEY": PROVIDER_KEY,
+                "AGENTSVC_DATA_DIR": str(tmp / "data"),
+                "AGENTSVC_LOG_FORMAT": "json",
+                "AGENTSVC_METRICS_TOKEN": METRICS_TOKEN,
+                "AGENTSVC_CORS_ORIGINS": ORIGIN,
+            },
+            args=("--access-log",),
+            log=tmp / "service.log",
+        ) as svc:
+            world = Ops(svc, fake, key)
+            yield world
+            world.api.close()
     finally:
-        svc.stop()
         fake.stop()
 
 

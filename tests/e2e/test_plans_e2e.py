@@ -4,30 +4,14 @@ edges, ``ready`` follows them and an edge closing a cycle is a 409."""
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 import httpx
 import pytest
 
 from tests.e2e.conftest import E2E_KEY
 from tests.e2e.service import Service
-from tests.sse import names, parse
+from tests.e2e.turns import said
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
-
-
-def _said(c: httpx.Client, thread: str, content: str) -> dict[str, Any]:
-    """Send ``content``; the tool's result (the plan) from the stream."""
-    r = c.post(f"/api/threads/{thread}/messages", json={"content": content})
-    assert r.status_code == 200, r.text
-    events = parse(r.text)
-    assert names(events)[:4] == ["meta", "tool_call", "tool_executing", "tool_result"], r.text
-    assert names(events)[-1] == "done"
-    result = events[3].data["result"]
-    assert not result.startswith("error"), result
-    plan: dict[str, Any] = json.loads(result)
-    return plan
 
 
 def test_the_model_plans_and_http_orders_the_work(service: Service) -> None:
@@ -38,9 +22,9 @@ def test_the_model_plans_and_http_orders_the_work(service: Service) -> None:
         assert (r.status_code, r.json()["enabled"]) == (200, True)
         thread = c.post("/api/threads", json={"agentId": agent["id"]}).json()["id"]
 
-        made = _said(c, thread, 'call plan_create {"title": "Move house"}')
+        made = said(c, thread, 'call plan_create {"title": "Move house"}')
         assert (made["title"], made["status"], made["todos"]) == ("Move house", "draft", [])
-        plan = _said(
+        plan = said(
             c,
             thread,
             'call todo_add {"todos": [{"content": "Pack"}, {"content": "Rent a van"},'
@@ -80,7 +64,7 @@ def test_the_model_plans_and_http_orders_the_work(service: Service) -> None:
         assert pack["id"] in r.json()["detail"]
         assert drive["id"] in r.json()["detail"]
         # the model finishes packing with todo_update: the van is next
-        done = _said(c, thread, f'call todo_update {{"todoId": "{pack["id"]}", "status": "done"}}')
+        done = said(c, thread, f'call todo_update {{"todoId": "{pack["id"]}", "status": "done"}}')
         assert done["todos"][0]["status"] == "done"
         assert ready() == ["Rent a van"]
         r = c.patch(f"{base}/todos/{van['id']}", json={"status": "skipped"})

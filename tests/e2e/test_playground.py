@@ -26,7 +26,7 @@ import httpx
 import pytest
 
 from tests.e2e.secret_scan import SCAN
-from tests.e2e.service import Service
+from tests.e2e.service import Service, client, running
 
 pytestmark = pytest.mark.e2e
 
@@ -54,7 +54,7 @@ def chromium() -> str:
 @pytest.fixture
 def svc(tmp_path: Path) -> Iterator[tuple[Service, str]]:
     key = f"ask_e2e_{uuid.uuid4().hex}"
-    service = Service(
+    with running(
         {
             "AGENTSVC_STORAGE": "memory",
             "AGENTSVC_BOOTSTRAP_API_KEY": key,
@@ -62,12 +62,8 @@ def svc(tmp_path: Path) -> Iterator[tuple[Service, str]]:
             "AGENTSVC_DATA_DIR": str(tmp_path / "data"),
         },
         log=tmp_path / "svc.log",
-    )
-    try:
-        service.wait_ready()
+    ) as service:
         yield service, key
-    finally:
-        service.stop()
 
 
 class Steps:
@@ -110,7 +106,7 @@ def test_the_playground_in_a_browser(
         pytest.fail("the playground test needs Playwright: pip install -e '.[dev]'", pytrace=False)
     executable = chromium()
     service, key = svc
-    api = httpx.Client(base_url=service.url, headers={"Authorization": f"Bearer {key}"}, timeout=30)
+    api = client(service, key, timeout=30)
     # an MCP server of the organization (the suite's own, over stdio) to attach
     SCAN.not_secret(str(ROOT))
     mcp = api.post(

@@ -8,10 +8,9 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 
-from tests.e2e.service import Service, new_org
+from tests.e2e.service import Service, client, new_org, running
 from tests.fakes.providers import FakeProvider, Kind, Reply, ToolCallSpec
 from tests.sse import Event, names, parse, parse_lines, tokens
 
@@ -26,9 +25,7 @@ class World:
         self.kind = kind
         self.fake = fake
         self.svc = svc
-        self.client = httpx.Client(
-            base_url=svc.url, headers={"Authorization": f"Bearer {key}"}, timeout=30
-        )
+        self.client = client(svc, key, timeout=30)
 
     def thread(self, **agent: Any) -> str:
         a = self.client.post(
@@ -87,12 +84,10 @@ def served(
         base = fake.start()
         env[f"AGENTSVC_{kind.upper()}_BASE_URL"] = base if kind == "alpha" else f"{base}/v1"
         env[f"AGENTSVC_{kind.upper()}_API_KEY"] = PROVIDER_KEY
-    svc = Service(env, log=tmp / "svc.log")
     try:
-        svc.wait_ready()
-        yield svc, fakes
+        with running(env, log=tmp / "svc.log") as svc:
+            yield svc, fakes
     finally:
-        svc.stop()
         for fake in fakes.values():
             fake.stop()
 

@@ -11,14 +11,13 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import jwt
 import psycopg
 import pytest
 
 from tests.e2e.receivers import load_example, read_request
 from tests.e2e.secret_scan import SCAN
-from tests.e2e.service import Service, new_org
+from tests.e2e.service import Service, client, new_org
 from tests.fakes.providers import FakeProvider, Reply, ToolCallSpec
 from tests.mcp_servers.server import HttpMcpServer
 from tests.sse import names, parse
@@ -124,15 +123,13 @@ def world(
     resolver.mode, resolver.secrets, resolver.calls = "key", [], []
     fake.reset()
     org, key = new_org(svc.url, JWT_SECRET, "byok")
-    admin = httpx.Client(base_url=svc.url, headers={"Authorization": f"Bearer {key}"}, timeout=30)
+    admin = client(svc, key, timeout=30)
     alice_token = jwt.encode(
         {"sub": "alice", "org_id": org, "exp": int(time.time()) + 3600},
         JWT_SECRET,
         algorithm="HS256",
     )
-    alice = httpx.Client(
-        base_url=svc.url, headers={"Authorization": f"Bearer {alice_token}"}, timeout=30
-    )
+    alice = client(svc, alice_token, timeout=30)
     yield {
         "svc": svc,
         "admin": admin,

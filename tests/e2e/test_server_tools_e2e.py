@@ -13,17 +13,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psycopg
 import pytest
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
-from tests.e2e.service import Service
+from tests.e2e.service import client, running
 from tests.e2e.test_webhook_tools_e2e import ORDER_SCHEMA, Receiver
+from tests.e2e.turns import tool_result
 from tests.fakes.web import BRAVE_KEY, FakeBrave, FakeSite
 from tests.pg import fresh_database, reader_role
-from tests.sse import names, parse
 from tests.web.live import serve
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
@@ -49,37 +48,28 @@ def world(pg_admin_url: str, pg_url: str, tmp_path: Path) -> Iterator[dict[str, 
                 sql.SQL("GRANT SELECT, INSERT ON orders TO {}").format(sql.Identifier(role))
             )
         d = conninfo_to_dict(shop)
-        svc = Service(
-            {
-                "AGENTSVC_DATABASE_URL": pg_url,
-                "AGENTSVC_BOOTSTRAP_API_KEY": key,
-                "AGENTSVC_BOOTSTRAP_ORG": f"tools-{uuid.uuid4().hex[:8]}",
-                "AGENTSVC_ALLOW_PRIVATE_NETWORK": "true",  # everything here is on loopback
-                "AGENTSVC_WEB_SEARCH_API_KEY": BRAVE_KEY,
-                "AGENTSVC_WEB_SEARCH_URL": brave_url,
-                "AGENTSVC_DATA_DIR": str(tmp_path / "data"),
-            },
-            log=tmp_path / "svc.log",
-        )
-        try:
-            svc.wait_ready()
-            with httpx.Client(
-                base_url=svc.url, headers={"Authorization": f"Bearer {key}"}, timeout=60
-            ) as c:
-                receiver.secret = c.get("/api/orgs/settings").json()["signing_secret"]
-                yield {
-                    "c": c,
-                    "receiver": receiver,
-                    "hooks": hooks,
-                    "site": site,
-                    "site_url": site_url,
-                    "brave": brave,
-                    "shop": shop,
-                    "connection": f"postgresql://{role}:{DB_PASSWORD}@{d.get('host', '127.0.0.1')}:"
-                    f"{d.get('port', '5432')}/{d['dbname']}",
-                }
-        finally:
-            svc.stop()
+        env = {
+            "AGENTSVC_DATABASE_URL": pg_url,
+            "AGENTSVC_BOOTSTRAP_API_KEY": key,
+            "AGENTSVC_BOOTSTRAP_ORG": f"tools-{uuid.uuid4().hex[:8]}",
+            "AGENTSVC_ALLOW_PRIVATE_NETWORK": "true",  # everything here is on loopback
+            "AGENTSVC_WEB_SEARCH_API_KEY": BRAVE_KEY,
+            "AGENTSVC_WEB_SEARCH_URL": brave_url,
+            "AGENTSVC_DATA_DIR": str(tmp_path / "data"),
+        }
+        with running(env, log=tmp_path / "svc.log") as svc, client(svc, key) as c:
+            receiver.secret = c.get("/api/orgs/settings").json()["signing_secret"]
+            yield {
+                "c": c,
+                "receiver": receiver,
+                "hooks": hooks,
+                "site": site,
+                "site_url": site_url,
+                "brave": brave,
+                "shop": shop,
+                "connection": f"postgresql://{role}:{DB_PASSWORD}@{d.get('host', '127.0.0.1')}:"
+                f"{d.get('port', '5432')}/{d['dbname']}",
+            }
         assert DB_PASSWORD not in svc.output()
 
 
@@ -120,12 +110,7 @@ def test_one_conversation_uses_every_kind_of_server_side_tool(world: dict[str, A
     thread = c.post("/api/threads", json={"agentId": aid}).json()["id"]
 
     def turn(content: str) -> str:
-        r = c.post(f"/api/threads/{thread}/messages", json={"content": content})
-        assert r.status_code == 200, r.text
-        events = parse(r.text)
-        assert names(events)[:4] == ["meta", "tool_call", "tool_executing", "tool_result"]
-        assert names(events)[-1] == "done"
-        return str(events[3].data["result"])
+        return tool_result(c, thread, content)
 
     # 1. the webhook tool: signed, verified by the docs' receiver
     result = turn('call lookup_order {"orderId": "A-1"}')

@@ -23,7 +23,7 @@ import psycopg
 import pytest
 
 from tests.e2e.secret_scan import SCAN
-from tests.e2e.service import Service
+from tests.e2e.service import Service, client
 from tests.fakes.providers import FakeProvider, Reply, ToolCallSpec
 from tests.mcp_servers.server import HttpMcpServer
 from tests.sse import names, parse
@@ -105,9 +105,7 @@ def world(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dic
     with serve(resolver) as resolver_url:
         try:
             svc.wait_ready()
-            with httpx.Client(
-                base_url=svc.url, headers={"Authorization": f"Bearer {key}"}, timeout=60
-            ) as admin:
+            with client(svc, key) as admin:
                 yield {
                     "svc": svc,
                     "admin": admin,

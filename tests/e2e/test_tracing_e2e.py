@@ -12,14 +12,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
 
-from tests.e2e.service import Service
+from tests.e2e.service import client, running
 from tests.fakes.providers import FakeProvider, Reply, ToolCallSpec
 from tests.mcp_servers.server import HttpMcpServer
 from tests.sse import names, parse
@@ -124,41 +123,37 @@ def world(pg_url: str, tmp_path: Path) -> Iterator[dict[str, Any]]:
     mcp.start()
     key = f"ask_e2e_{uuid.uuid4().hex}"
     with serve(otlp) as otlp_url, serve(resolver) as resolver_url:
-        svc = Service(
-            {
-                "AGENTSVC_DATABASE_URL": pg_url,
-                "AGENTSVC_BOOTSTRAP_API_KEY": key,
-                "AGENTSVC_BOOTSTRAP_ORG": f"otel-{uuid.uuid4().hex[:8]}",
-                "AGENTSVC_BETA_BASE_URL": f"{base}/v1",
-                "AGENTSVC_BETA_API_KEY": "sk-platform-key-for-tracing",
-                "AGENTSVC_ALLOW_PRIVATE_NETWORK": "true",
-                "AGENTSVC_DATA_DIR": str(tmp_path / "data"),
-                "OTEL_TRACES_EXPORTER": "otlp",
-                "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
-                "OTEL_EXPORTER_OTLP_ENDPOINT": otlp_url,
-                "OTEL_BSP_SCHEDULE_DELAY": "100",
-                "OTEL_SERVICE_NAME": "agentsvc-e2e",
-            },
-            log=tmp_path / "svc.log",
-        )
         try:
-            svc.wait_ready()
-            client = httpx.Client(
-                base_url=svc.url, headers={"Authorization": f"Bearer {key}"}, timeout=60
-            )
-            yield {
-                "svc": svc,
-                "c": client,
-                "otlp": otlp,
-                "resolver": resolver,
-                "resolver_url": f"{resolver_url}/resolve",
-                "fake": fake,
-                "mcp": mcp,
-            }
-            client.close()
-            assert USER_KEY not in svc.output()
+            with running(
+                {
+                    "AGENTSVC_DATABASE_URL": pg_url,
+                    "AGENTSVC_BOOTSTRAP_API_KEY": key,
+                    "AGENTSVC_BOOTSTRAP_ORG": f"otel-{uuid.uuid4().hex[:8]}",
+                    "AGENTSVC_BETA_BASE_URL": f"{base}/v1",
+                    "AGENTSVC_BETA_API_KEY": "sk-platform-key-for-tracing",
+                    "AGENTSVC_ALLOW_PRIVATE_NETWORK": "true",
+                    "AGENTSVC_DATA_DIR": str(tmp_path / "data"),
+                    "OTEL_TRACES_EXPORTER": "otlp",
+                    "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+                    "OTEL_EXPORTER_OTLP_ENDPOINT": otlp_url,
+                    "OTEL_BSP_SCHEDULE_DELAY": "100",
+                    "OTEL_SERVICE_NAME": "agentsvc-e2e",
+                },
+                log=tmp_path / "svc.log",
+            ) as svc:
+                http = client(svc, key)
+                yield {
+                    "svc": svc,
+                    "c": http,
+                    "otlp": otlp,
+                    "resolver": resolver,
+                    "resolver_url": f"{resolver_url}/resolve",
+                    "fake": fake,
+                    "mcp": mcp,
+                }
+                http.close()
+                assert USER_KEY not in svc.output()
         finally:
-            svc.stop()
             mcp.stop()
             fake.stop()
 

@@ -14,7 +14,7 @@ import httpx
 import psycopg
 import pytest
 
-from tests.e2e.service import Service, new_org
+from tests.e2e.service import Service, client, new_org, running
 from tests.sse import Event, names, parse, parse_lines, tokens
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
@@ -140,30 +140,19 @@ def test_a_reply_cut_by_a_crash_is_marked_interrupted(pg_url: str, tmp_path: Pat
     limit: before the owner's lock, it was 409 until then)."""
     key = f"ask_e2e_{uuid.uuid4().hex}"
     env = env_for(pg_url, key, AGENTSVC_RUN_STALE_AFTER_S="600")
-    h = {"Authorization": f"Bearer {key}"}
-    first = Service(env, log=tmp_path / "1.log")
-    try:
-        first.wait_ready()
-        with httpx.Client(base_url=first.url, headers=h, timeout=30) as c:
-            tid = open_thread(c)
-            stream_until_first_token_then_kill(first, c, tid)
-    finally:
-        first.stop()
-    second = Service(env, log=tmp_path / "2.log")
-    try:
-        second.wait_ready()
-        with httpx.Client(base_url=second.url, headers=h, timeout=30) as c:
-            r = c.post(f"/api/threads/{tid}/messages", json={"content": "are you there?"})
-            assert r.status_code == 200, r.text
-            assert names(parse(r.text))[-1] == "done"
-            msgs = c.get(f"/api/threads/{tid}/messages").json()["messages"]
-            users = [m["content"] for m in msgs if m["role"] == "user"]
-            assert users == [
-                "slowly, then crash",
-                "are you there?",
-            ]  # nothing the user sent is lost
-    finally:
-        second.stop()
+    with running(env, log=tmp_path / "1.log") as first, client(first, key, timeout=30) as c:
+        tid = open_thread(c)
+        stream_until_first_token_then_kill(first, c, tid)
+    with running(env, log=tmp_path / "2.log") as second, client(second, key, timeout=30) as c:
+        r = c.post(f"/api/threads/{tid}/messages", json={"content": "are you there?"})
+        assert r.status_code == 200, r.text
+        assert names(parse(r.text))[-1] == "done"
+        msgs = c.get(f"/api/threads/{tid}/messages").json()["messages"]
+        users = [m["content"] for m in msgs if m["role"] == "user"]
+        assert users == [
+            "slowly, then crash",
+            "are you there?",
+        ]  # nothing the user sent is lost
     # the crashed reply's run is marked interrupted (by the restart's sweep), the
     # next one completed; the crash stored no reply, so no message claims otherwise
     with psycopg.connect(pg_url) as conn:
@@ -182,38 +171,32 @@ def test_a_long_reply_keeps_its_thread_busy_past_the_stale_limit(
     so it is not taken over; once it is done the thread is free again."""
     key = f"ask_e2e_{uuid.uuid4().hex}"
     env = env_for(pg_url, key, AGENTSVC_RUN_STALE_AFTER_S="2")  # a beat every 0.5 s
-    h = {"Authorization": f"Bearer {key}"}
-    svc = Service(env, log=tmp_path / "beat.log")
-    try:
-        svc.wait_ready()
-        with httpx.Client(base_url=svc.url, headers=h, timeout=30) as c:
-            tid = open_thread(c)
-            started = time.monotonic()
-            with c.stream("POST", f"/api/threads/{tid}/messages", json={"content": "slowly"}) as r:
-                seen = 0
-                for item in parse_lines(r.iter_lines()):
-                    if isinstance(item, Event) and item.event == "token":
-                        seen += 1
-                        if time.monotonic() - started > 3.5:  # well past the 2 s limit
-                            break
-                assert seen > 10
-                busy = c.post(f"/api/threads/{tid}/messages", json={"content": "me too"})
-                assert busy.status_code == 409, busy.text
-                assert busy.json()["error"] == "THREAD_BUSY"
-            deadline = time.monotonic() + 15
-            while (
-                r2 := c.post(f"/api/threads/{tid}/messages", json={"content": "now"})
-            ).status_code == 409:
-                assert time.monotonic() < deadline
-                time.sleep(0.2)
-            assert names(parse(r2.text))[-1] == "done"
-            msgs = c.get(f"/api/threads/{tid}/messages").json()["messages"]
-            assert [m["status"] for m in msgs if m["role"] == "assistant"] == [
-                "complete",
-                "complete",
-            ]
-    finally:
-        svc.stop()
+    with running(env, log=tmp_path / "beat.log") as svc, client(svc, key, timeout=30) as c:
+        tid = open_thread(c)
+        started = time.monotonic()
+        with c.stream("POST", f"/api/threads/{tid}/messages", json={"content": "slowly"}) as r:
+            seen = 0
+            for item in parse_lines(r.iter_lines()):
+                if isinstance(item, Event) and item.event == "token":
+                    seen += 1
+                    if time.monotonic() - started > 3.5:  # well past the 2 s limit
+                        break
+            assert seen > 10
+            busy = c.post(f"/api/threads/{tid}/messages", json={"content": "me too"})
+            assert busy.status_code == 409, busy.text
+            assert busy.json()["error"] == "THREAD_BUSY"
+        deadline = time.monotonic() + 15
+        while (
+            r2 := c.post(f"/api/threads/{tid}/messages", json={"content": "now"})
+        ).status_code == 409:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        assert names(parse(r2.text))[-1] == "done"
+        msgs = c.get(f"/api/threads/{tid}/messages").json()["messages"]
+        assert [m["status"] for m in msgs if m["role"] == "assistant"] == [
+            "complete",
+            "complete",
+        ]
 
 
 def test_sigterm_mid_reply_interrupts_it_keeps_its_text_and_exits_promptly(
@@ -264,21 +247,16 @@ def test_sigterm_mid_reply_interrupts_it_keeps_its_text_and_exits_promptly(
     partial = tokens(seen)
     assert "word1" in partial
     assert "word50" not in partial  # 50 words at 0.1 s outlast the 2 s grace
-    second = Service(env, log=tmp_path / "2.log")
-    try:
-        second.wait_ready()
-        with httpx.Client(base_url=second.url, headers=h, timeout=30) as c:
-            msgs = c.get(f"/api/threads/{tid}/messages").json()["messages"]
-            assert [(m["role"], m["status"]) for m in msgs] == [
-                ("user", "complete"),
-                ("assistant", "interrupted"),
-            ]
-            assert msgs[-1]["content"] == partial  # the history reads as the user saw it
-            r = c.post(f"/api/threads/{tid}/messages", json={"content": "still there?"})
-            assert r.status_code == 200, r.text
-            assert names(parse(r.text))[-1] == "done"
-    finally:
-        second.stop()
+    with running(env, log=tmp_path / "2.log") as second, client(second, key, timeout=30) as c:
+        msgs = c.get(f"/api/threads/{tid}/messages").json()["messages"]
+        assert [(m["role"], m["status"]) for m in msgs] == [
+            ("user", "complete"),
+            ("assistant", "interrupted"),
+        ]
+        assert msgs[-1]["content"] == partial  # the history reads as the user saw it
+        r = c.post(f"/api/threads/{tid}/messages", json={"content": "still there?"})
+        assert r.status_code == 200, r.text
+        assert names(parse(r.text))[-1] == "done"
 
 
 def test_stop_frees_a_thread_whose_reply_died_with_its_process(
@@ -287,22 +265,20 @@ def test_stop_frees_a_thread_whose_reply_died_with_its_process(
     """kill -9 of the process running a reply; another process answers the stop by
     marking that run interrupted itself, so the next send streams at once, not
     after the stale limit (600 s here)."""
-    doomed = Service(shared_env(pg_url), log=tmp_path / "doomed.log")
-    try:
-        doomed.wait_ready()
-        with clients(pair[0], doomed) as (c, cd):
-            tid = open_thread(cd)
-            stream_until_first_token_then_kill(doomed, cd, tid)
-            started = time.monotonic()
-            assert c.post(f"/api/threads/{tid}/stop").json() == {"ok": True}
-            r = c.post(f"/api/threads/{tid}/messages", json={"content": "are you there?"})
-            took = time.monotonic() - started
-            assert r.status_code == 200, r.text
-            assert names(parse(r.text))[-1] == "done"
-            assert took < 5.0, f"stop then send took {took:.1f} s"
-            assert c.post(f"/api/threads/{tid}/stop").json() == {"ok": False}  # nothing runs
-            msgs = c.get(f"/api/threads/{tid}/messages").json()["messages"]
-            assert [m["role"] for m in msgs] == ["user", "user", "assistant"]
-            assert msgs[0]["content"] == "slowly, then crash"  # nothing the user sent is lost
-    finally:
-        doomed.stop()
+    with (
+        running(shared_env(pg_url), log=tmp_path / "doomed.log") as doomed,
+        clients(pair[0], doomed) as (c, cd),
+    ):
+        tid = open_thread(cd)
+        stream_until_first_token_then_kill(doomed, cd, tid)
+        started = time.monotonic()
+        assert c.post(f"/api/threads/{tid}/stop").json() == {"ok": True}
+        r = c.post(f"/api/threads/{tid}/messages", json={"content": "are you there?"})
+        took = time.monotonic() - started
+        assert r.status_code == 200, r.text
+        assert names(parse(r.text))[-1] == "done"
+        assert took < 5.0, f"stop then send took {took:.1f} s"
+        assert c.post(f"/api/threads/{tid}/stop").json() == {"ok": False}  # nothing runs
+        msgs = c.get(f"/api/threads/{tid}/messages").json()["messages"]
+        assert [m["role"] for m in msgs] == ["user", "user", "assistant"]
+        assert msgs[0]["content"] == "slowly, then crash"  # nothing the user sent is lost

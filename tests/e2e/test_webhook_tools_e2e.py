@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from tests.e2e.receivers import load_example, read_request
-from tests.e2e.service import Service, new_org
+from tests.e2e.service import Service, client, new_org, running
 from tests.sse import names, parse
 from tests.web.live import serve
 
@@ -83,7 +83,7 @@ JWT_SECRET = "webhook-tools-e2e-jwt-secret-0123456789abcdefghij"
 def served(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     """One service for the module; each test has an organization and a receiver of its own."""
     tmp = tmp_path_factory.mktemp("hooks")
-    svc = Service(
+    with running(
         {
             "AGENTSVC_DATABASE_URL": pg_url,
             "AGENTSVC_BOOTSTRAP_API_KEY": f"ask_e2e_{uuid.uuid4().hex}",
@@ -93,12 +93,8 @@ def served(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Se
             "AGENTSVC_DATA_DIR": str(tmp / "data"),
         },
         log=tmp / "svc.log",
-    )
-    try:
-        svc.wait_ready()
+    ) as svc:
         yield svc
-    finally:
-        svc.stop()
 
 
 @pytest.fixture
@@ -107,9 +103,7 @@ def world(served: Service) -> Iterator[dict[str, Any]]:
     _, key = new_org(served.url, JWT_SECRET, "hooks")
     with (
         serve(receiver) as base,
-        httpx.Client(
-            base_url=served.url, headers={"Authorization": f"Bearer {key}"}, timeout=60
-        ) as c,
+        client(served, key) as c,
     ):
         receiver.secret = c.get("/api/orgs/settings").json()["signing_secret"]
         yield {"svc": served, "c": c, "receiver": receiver, "base": base}

@@ -41,6 +41,7 @@ from agentsvc_core.use_cases.turn import Done, Meta, Token, Turn
 from tests.contract.conftest import now
 from tests.contract.test_agents_contract import agent_in
 from tests.contract.test_conversations_contract import a_message, a_run, a_thread
+from tests.unit.turn_world import read_all
 
 ORG = "org-begin"
 WHO = Principal(org_id=ORG, method="api_key")
@@ -186,16 +187,6 @@ async def replies_ended() -> None:
     if replies:
         await asyncio.wait(replies, timeout=5)
     assert all(t.done() for t in replies)
-
-
-async def read_all(turn: Turn) -> list[Any]:
-    events: list[Any] = []
-    while True:
-        got = await turn.read(len(events), 5.0)
-        assert got is not None, "the turn went quiet"
-        if not got:
-            return events
-        events.extend(got)
 
 
 async def stored(storage: MemoryStorage, thread_id: UUID) -> list[tuple[str, str]]:

@@ -10,11 +10,6 @@ from typing import Any
 
 import msgspec
 
-from agentsvc_adapters.clock import SystemClock
-from agentsvc_adapters.crypto.aesgcm import AesGcmBox
-from agentsvc_adapters.llm import Families, LocalModel, PrefixRouter
-from agentsvc_adapters.memory import MemoryStorage
-from agentsvc_adapters.signals import LocalStopBus
 from agentsvc_core.entities import Agent, Principal, ToolCall, Usage
 from agentsvc_core.ports import (
     ChatModel,
@@ -27,21 +22,16 @@ from agentsvc_core.ports import (
     UsageReport,
 )
 from agentsvc_core.ports.resolver import CredentialResolver, Resolution, ResolverRequest
-from agentsvc_core.use_cases.compaction import SUMMARY_PROMPT, Compactor
-from agentsvc_core.use_cases.conversation import Conversation, SendInput
+from agentsvc_core.use_cases.compaction import SUMMARY_PROMPT
+from agentsvc_core.use_cases.conversation import SendInput
 from agentsvc_core.use_cases.org_settings import (
-    AgentConfigs,
     CompactionConfig,
-    KeyBroker,
-    OrgSettings,
-    ResolverConfig,
 )
 from agentsvc_core.use_cases.sealed import SealedRecords
-from agentsvc_core.use_cases.threads import Threads
-from agentsvc_core.use_cases.turn import Done, Turn
+from agentsvc_core.use_cases.turn import Done
 from tests.contract.conftest import now
-from tests.contract.test_agents_contract import agent_in
-from tests.contract.test_conversations_contract import a_message, a_run, a_thread
+from tests.contract.test_conversations_contract import a_message, a_run
+from tests.unit.turn_world import BOX, read_all, resolver_world
 
 ORG = "org-keys"
 WHO = Principal(org_id=ORG, method="api_key", user_id="alice")
@@ -103,11 +93,6 @@ class Tools(ServerTools):
         return "found"
 
 
-class Urls:
-    def refusal(self, url: str) -> str | None:
-        return None
-
-
 async def turn_with(
     resolver: Resolver,
     *,
@@ -119,23 +104,10 @@ async def turn_with(
     """One turn of an agent whose resolver is enabled; with ``compact``, over a long
     history and a low threshold, so the turn summarises first. Returns the model
     and the turn's usage records."""
-    storage = MemoryStorage()
-    box = AesGcmBox([("k1", b"\x01" * 32)])
-    clock = SystemClock()
-    agent = agent_in(ORG, default_model=model_id)
-    await storage.agents.add(agent)
-    thread = await storage.threads.add(a_thread(ORG, agent.id))
-    sealed = SealedRecords(storage.secrets, box)
-    await sealed.put(
-        ORG,
-        "resolver",
-        str(agent.id),
-        ResolverConfig(
-            agent_id=agent.id, org_id=ORG, enabled=True, resolver_url="https://r.example/"
-        ),
-    )
+    w = await resolver_world(who, model := Model(), Tools(), resolver, model_id=model_id)
+    storage, agent, thread = w.storage, w.agent, w.thread
     if compact:
-        await sealed.put(
+        await SealedRecords(storage.secrets, BOX).put(
             ORG,
             "compaction",
             str(agent.id),
@@ -148,34 +120,11 @@ async def turn_with(
         await storage.conversations.begin_turn(run, old, now() - timedelta(seconds=45))
         done = msgspec.structs.replace(run, status="completed")
         await storage.conversations.finish_turn(done, [], [])
-    settings = OrgSettings(storage.secrets, storage.agents, box, Urls(), clock, allow_http=False)
-    conversation = Conversation(
-        Threads(storage.threads, storage.agents, storage.conversations, clock),
-        storage.turn_reader,
-        storage.conversations,
-        PrefixRouter(Families(local=LocalModel(), beta=(model := Model()))),
-        Tools(),
-        LocalStopBus(),
-        clock,
-        keys=KeyBroker(settings, resolver),
-        configs=AgentConfigs(storage.secrets, box),
-        compactor=Compactor(storage.secrets, box),
-    )
-    turn = await conversation.send(who, thread.id, SendInput(content="look it up"))
+    turn = await w.conversation.send(who, thread.id, SendInput(content="look it up"))
     events = await read_all(turn)
     assert isinstance(events[-1], Done), events[-1]
     records = await storage.conversations.usage(ORG, thread.id)
     return model, records
-
-
-async def read_all(turn: Turn) -> list[Any]:
-    events: list[Any] = []
-    while True:
-        got = await turn.read(len(events), 5.0)
-        assert got is not None, "the turn went quiet"
-        if not got:
-            return events
-        events.extend(got)
 
 
 async def test_a_turn_with_tool_steps_asks_the_resolver_once() -> None:

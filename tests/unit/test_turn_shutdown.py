@@ -14,7 +14,8 @@ from agentsvc_core.errors import Unavailable
 from agentsvc_core.ports import ModelEvent, ModelRequest, TextDelta
 from agentsvc_core.use_cases.conversation import SendInput
 from agentsvc_core.use_cases.turn import Done, ErrorEvent, Token
-from tests.unit.test_turn_begin import ORG, WHO, Model, read_all, stored, world
+from tests.unit.test_turn_begin import ORG, WHO, Model, stored, world
+from tests.unit.turn_world import read_all
 
 
 class Endless(Model):

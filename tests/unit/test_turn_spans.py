@@ -19,11 +19,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 from prometheus_client import CollectorRegistry
 
-from agentsvc_adapters.clock import SystemClock
-from agentsvc_adapters.crypto.aesgcm import AesGcmBox
-from agentsvc_adapters.llm import Families, LocalModel, PrefixRouter
-from agentsvc_adapters.memory import MemoryStorage
-from agentsvc_adapters.signals import LocalStopBus
 from agentsvc_adapters.telemetry import OtelExport, SpanMetrics
 from agentsvc_core.entities import Agent, Principal, ToolCall, Usage
 from agentsvc_core.errors import Upstream
@@ -40,19 +35,9 @@ from agentsvc_core.ports import (
 from agentsvc_core.ports.resolver import CredentialResolver, Resolution, ResolverRequest
 from agentsvc_core.ports.telemetry import CURRENT, FinishedSpan, SpanSink
 from agentsvc_core.telemetry import SpanTracer
-from agentsvc_core.use_cases.compaction import Compactor
-from agentsvc_core.use_cases.conversation import Conversation, SendInput
-from agentsvc_core.use_cases.org_settings import (
-    AgentConfigs,
-    KeyBroker,
-    OrgSettings,
-    ResolverConfig,
-)
-from agentsvc_core.use_cases.sealed import SealedRecords
-from agentsvc_core.use_cases.threads import Threads
-from agentsvc_core.use_cases.turn import Done, ErrorEvent, Meta, Turn
-from tests.contract.test_agents_contract import agent_in
-from tests.contract.test_conversations_contract import a_thread
+from agentsvc_core.use_cases.conversation import SendInput
+from agentsvc_core.use_cases.turn import Done, ErrorEvent, Meta
+from tests.unit.turn_world import read_all, resolver_world
 
 ORG = "org-spans"
 WHO = Principal(org_id=ORG, method="api_key", user_id="alice")
@@ -121,63 +106,24 @@ class Tools(ServerTools):
         return f"found with {TOOL_CREDENTIAL}"
 
 
-class Urls:
-    def refusal(self, url: str) -> str | None:
-        return None
-
-
 async def a_turn(
     sinks: list[SpanSink], *, fail: bool = False, parent: bool = True
 ) -> tuple[list[Any], Agent, Any]:
     """One turn (resolver on, TOOL_STEPS tool calls) under a request's span. Returns
     the turn's events, the agent and the thread."""
-    storage = MemoryStorage()
-    box = AesGcmBox([("k1", b"\x01" * 32)])
-    clock = SystemClock()
-    agent = agent_in(ORG, default_model="beta:m1")
-    await storage.agents.add(agent)
-    thread = await storage.threads.add(a_thread(ORG, agent.id))
-    await SealedRecords(storage.secrets, box).put(
-        ORG,
-        "resolver",
-        str(agent.id),
-        ResolverConfig(agent_id=agent.id, org_id=ORG, enabled=True, resolver_url="https://r/"),
-    )
     tracer = SpanTracer(sinks)
-    settings = OrgSettings(storage.secrets, storage.agents, box, Urls(), clock, allow_http=False)
-    conversation = Conversation(
-        Threads(storage.threads, storage.agents, storage.conversations, clock),
-        storage.turn_reader,
-        storage.conversations,
-        PrefixRouter(Families(local=LocalModel(), beta=Model(fail))),
-        Tools(),
-        LocalStopBus(),
-        clock,
-        keys=KeyBroker(settings, Resolver(), tracer),
-        configs=AgentConfigs(storage.secrets, box),
-        compactor=Compactor(storage.secrets, box),
-        tracer=tracer,
-    )
+    w = await resolver_world(WHO, Model(fail), Tools(), Resolver(), tracer=tracer)
+    agent, thread = w.agent, w.thread
     request = tracer.start("POST /api/threads/{thread_id}/messages", "server")
     token = CURRENT.set(request.context) if parent else None
     try:
-        turn = await conversation.send(WHO, thread.id, SendInput(content=CONTENT))
+        turn = await w.conversation.send(WHO, thread.id, SendInput(content=CONTENT))
     finally:
         if token is not None:
             CURRENT.reset(token)
     events = await read_all(turn)
     request.end()
     return events, agent, thread
-
-
-async def read_all(turn: Turn) -> list[Any]:
-    events: list[Any] = []
-    while True:
-        got = await turn.read(len(events), 5.0)
-        assert got is not None, "the turn went quiet"
-        if not got:
-            return events
-        events.extend(got)
 
 
 async def test_the_span_tree_of_a_turn_with_tool_calls() -> None:

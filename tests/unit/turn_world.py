@@ -15,8 +15,9 @@ from uuid import UUID
 
 import msgspec
 
+from agentsvc_adapters.clock import SystemClock
 from agentsvc_adapters.crypto.aesgcm import AesGcmBox
-from agentsvc_adapters.llm import Families, PrefixRouter
+from agentsvc_adapters.llm import Families, LocalModel, PrefixRouter
 from agentsvc_adapters.memory import MemoryStorage
 from agentsvc_adapters.memory.conversations import MemoryConversations
 from agentsvc_adapters.signals import LocalStopBus
@@ -32,8 +33,17 @@ from agentsvc_core.ports import (
     ToolSpec,
     UsageReport,
 )
+from agentsvc_core.ports.resolver import CredentialResolver
+from agentsvc_core.ports.telemetry import Tracer
+from agentsvc_core.use_cases.compaction import Compactor
 from agentsvc_core.use_cases.conversation import Conversation
-from agentsvc_core.use_cases.org_settings import AgentConfigs
+from agentsvc_core.use_cases.org_settings import (
+    AgentConfigs,
+    KeyBroker,
+    OrgSettings,
+    ResolverConfig,
+)
+from agentsvc_core.use_cases.sealed import SealedRecords
 from agentsvc_core.use_cases.threads import Threads
 from agentsvc_core.use_cases.turn import EventData, EventSource
 from tests.contract.test_agents_contract import agent_in
@@ -262,3 +272,61 @@ async def store_run(w: World, run: Run, new: list[Message] | None = None) -> Non
 
 def run_ids(events: list[EventData]) -> list[UUID]:
     return [e.run_id for e in events if hasattr(e, "run_id")]
+
+
+class NoRefusals:
+    """The settings' URL check, refusing no URL (the resolver is a fake)."""
+
+    def refusal(self, url: str) -> str | None:
+        return None
+
+
+@dataclass
+class ResolverWorld:
+    conversation: Conversation
+    storage: MemoryStorage
+    agent: Agent
+    thread: Thread
+
+
+async def resolver_world(
+    who: Principal,
+    model: ChatModel,
+    tools: ServerTools,
+    resolver: CredentialResolver,
+    *,
+    tracer: Tracer | None = None,
+    model_id: str = "beta:m1",
+) -> ResolverWorld:
+    """A conversation over the memory storage with one thread of one agent (its
+    default model ``model_id``) whose credential resolver is on: the ``beta``
+    family is ``model``, and each key comes from ``resolver``. The real clock,
+    agent configurations and compactor (sealed with ``BOX``); ``tracer`` for the
+    keys' and the turn's spans."""
+    org = who.org_id
+    storage = MemoryStorage()
+    clock = SystemClock()
+    agent = agent_in(org, default_model=model_id)
+    await storage.agents.add(agent)
+    thread = await storage.threads.add(a_thread(org, agent.id))
+    config = ResolverConfig(
+        agent_id=agent.id, org_id=org, enabled=True, resolver_url="https://r.example/"
+    )
+    await SealedRecords(storage.secrets, BOX).put(org, "resolver", str(agent.id), config)
+    settings = OrgSettings(
+        storage.secrets, storage.agents, BOX, NoRefusals(), clock, allow_http=False
+    )
+    conversation = Conversation(
+        Threads(storage.threads, storage.agents, storage.conversations, clock),
+        storage.turn_reader,
+        storage.conversations,
+        PrefixRouter(Families(local=LocalModel(), beta=model)),
+        tools,
+        LocalStopBus(),
+        clock,
+        keys=KeyBroker(settings, resolver, tracer),
+        configs=AgentConfigs(storage.secrets, BOX),
+        compactor=Compactor(storage.secrets, BOX),
+        tracer=tracer,
+    )
+    return ResolverWorld(conversation, storage, agent, thread)

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from litestar.testing import TestClient
 
-from tests.web.conftest import bearer, make_jwt
+from tests.web.conftest import bearer, make_jwt, memory_only
 
 Client = TestClient[Any]
 
@@ -186,6 +186,7 @@ def test_invalid_patch_is_422_and_changes_nothing(
     assert client.get(f"/api/agents/{a['id']}", headers=auth).json() == a
 
 
+@memory_only
 @pytest.mark.parametrize("raw", [b"{not json", b"", b"[1, 2]", b'"text"', b"42", b"null"])
 def test_body_that_is_not_a_json_object_is_400(
     client: Client, auth: dict[str, str], raw: bytes
@@ -196,11 +197,13 @@ def test_body_that_is_not_a_json_object_is_400(
     assert_error(r, 400, "BAD_REQUEST")
 
 
+@memory_only
 def test_body_over_the_limit_is_413(client: Client, auth: dict[str, str]) -> None:
     r = client.post("/api/agents", json={"name": "n", "description": "x" * 70_000}, headers=auth)
     assert_error(r, 413, "PAYLOAD_TOO_LARGE")
 
 
+@memory_only
 def test_unknown_route_is_404_and_wrong_method_405(client: Client, auth: dict[str, str]) -> None:
     assert_error(client.get("/api/nothing-here", headers=auth), 404, "NOT_FOUND")
     assert_error(client.put("/api/agents", json={}, headers=auth), 405, "METHOD_NOT_ALLOWED")
@@ -234,6 +237,7 @@ def test_delete_agent_answers_ok_body(client: Client, auth: dict[str, str]) -> N
     assert (r.status_code, r.json()) == (200, {"ok": True})
 
 
+@memory_only
 def test_deeply_nested_body_is_400_not_500(client: Client, auth: dict[str, str]) -> None:
     body = b'{"name": "n", "x": ' + b"[" * 5000 + b"]" * 5000 + b"}"
     r = client.post(

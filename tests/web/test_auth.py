@@ -207,6 +207,7 @@ def _in_an_hour() -> int:
 
 # Tokens are made when each test runs (not at collection): a token made at collection
 # with a short lifetime would have expired by the time a long suite reaches it.
+@memory_only
 @pytest.mark.parametrize(
     ("token", "why"),
     [

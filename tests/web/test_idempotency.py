@@ -12,7 +12,7 @@ from typing import Any
 from litestar.testing import TestClient
 
 from tests.sse import parse
-from tests.web.conftest import bearer, make_jwt
+from tests.web.conftest import bearer, make_jwt, memory_only
 from tests.web.harness import SharedHarness
 from tests.web.test_turn import history, setup
 
@@ -112,6 +112,7 @@ def test_keys_belong_to_the_organization(client: TestClient[Any], auth: H) -> No
     assert theirs.json()["id"] != mine.json()["id"]
 
 
+@memory_only
 def test_malformed_keys_are_refused(client: TestClient[Any], auth: H) -> None:
     for bad in (b"", b"x" * 256, b"has space", "é".encode()):
         sent = {b"authorization": auth["Authorization"].encode(), b"idempotency-key": bad}

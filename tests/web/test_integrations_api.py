@@ -17,9 +17,9 @@ from psycopg.conninfo import conninfo_to_dict
 
 from agentsvc_web.settings import Settings
 from tests.pg import fresh_database, reader_role
-from tests.sse import parse
 from tests.web.conftest import bearer, make_jwt
 from tests.web.shared import shared_client
+from tests.web.turns import result_of, say, thread_of
 
 H = dict[str, str]
 Client = TestClient[Any]
@@ -213,14 +213,8 @@ def test_attach_detach_and_delete(c: Client, auth: H, db_url: str) -> None:
 
 
 def turn(c: Client, auth: H, agent_id: str, content: str) -> list[Any]:
-    thread = c.post("/api/threads", json={"agentId": agent_id}, headers=auth).json()
-    r = c.post(f"/api/threads/{thread['id']}/messages", json={"content": content}, headers=auth)
-    assert r.status_code == 200, r.text
-    return parse(r.text)
-
-
-def result_of(events: list[Any]) -> str:
-    return str(next(e for e in events if e.event == "tool_result").data["result"])
+    """``content`` said in a new thread of ``agent_id``: the answer's events."""
+    return say(c, auth, thread_of(c, auth, agent_id), content)
 
 
 def test_the_model_queries_an_attached_database(c: Client, auth: H, db_url: str) -> None:

@@ -1,7 +1,9 @@
-"""Bad knowledge uploads get a client error with the one error body, on both storages:
-a text field that is not UTF-8 is 400 (not a 500 from the multipart parser), and a
-body or a ``Content-Length`` over the upload's cap is 413 (not the 422 of a form
-that cannot be read), as docs/api.md says."""
+"""Bad knowledge uploads get a client error with the one error body: a text field
+that is not UTF-8 is 400 (not a 500 from the multipart parser), and a body or a
+``Content-Length`` over the upload's cap is 413 (not the 422 of a form that cannot
+be read), as docs/api.md says. The web layer refuses each before any storage is
+reached, so they run on the memory storage only (uploads that are stored run on
+both: tests/client/test_client_tour.py, tests/e2e/test_knowledge_e2e.py)."""
 
 from __future__ import annotations
 
@@ -15,12 +17,15 @@ from litestar.testing import TestClient
 
 from agentsvc_web.controllers.knowledge import FORM_OVERHEAD
 from agentsvc_web.settings import Settings
+from tests.web.conftest import memory_only
 from tests.web.shared import shared_client
 
 Client = TestClient[Any]
 MAX_FILE = 4096  # AGENTSVC_KNOWLEDGE_MAX_BYTES of this module's app
 BOUNDARY = "b0undary"
 MULTIPART = f"multipart/form-data; boundary={BOUNDARY}"
+
+pytestmark = memory_only
 
 
 @pytest.fixture

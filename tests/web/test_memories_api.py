@@ -16,31 +16,19 @@ from agentsvc_web.app import create_app
 from agentsvc_web.settings import Settings
 from tests.sse import parse
 from tests.web.conftest import bearer, make_jwt
+from tests.web.turns import agent_and_thread, result_of, say
 
 H = dict[str, str]
 C = TestClient[Any]
 
 
-def _agent_and_thread(c: C, h: H) -> tuple[str, str]:
-    agent = c.post("/api/agents", json={"name": "Rememberer"}, headers=h).json()
-    thread = c.post("/api/threads", json={"agentId": agent["id"]}, headers=h)
-    assert thread.status_code == 200, thread.text
-    return agent["id"], thread.json()["id"]
-
-
-def _say(c: C, h: H, thread: str, text: str) -> list[Any]:
-    r = c.post(f"/api/threads/{thread}/messages", json={"content": text}, headers=h)
-    assert r.status_code == 200, r.text
-    return parse(r.text)
-
-
-def _tool_result(events: list[Any]) -> Any:
-    return json.loads(next(e for e in events if e.event == "tool_result").data["result"])
+def _json(events: list[Any]) -> Any:
+    return json.loads(result_of(events))
 
 
 def test_configuration_defaults_partial_put_and_bounds(client: C, auth: H, org_id: str) -> None:
     c, h = client, auth
-    agent, _ = _agent_and_thread(c, h)
+    agent, _ = agent_and_thread(c, h, "Rememberer")
     path = f"/api/agents/{agent}/memory"
     assert c.get(path, headers=h).json() == {
         "agent_id": agent,
@@ -78,21 +66,21 @@ def test_the_model_saves_supersedes_and_finds_and_http_recalls_and_deletes(
     client: C, auth: H
 ) -> None:
     c, h = client, auth
-    agent, thread = _agent_and_thread(c, h)
-    off = _say(c, h, thread, 'call memory_save {"content": "Likes green tea", "key": "tea"}')
+    agent, thread = agent_and_thread(c, h, "Rememberer")
+    off = say(c, h, thread, 'call memory_save {"content": "Likes green tea", "key": "tea"}')
     assert "tool_call" not in [e.event for e in off]  # not offered while disabled
     assert (
         c.put(f"/api/agents/{agent}/memory", json={"enabled": True}, headers=h).status_code == 200
     )
-    first = _tool_result(
-        _say(c, h, thread, 'call memory_save {"content": "Likes green tea", "key": "tea"}')
+    first = _json(
+        say(c, h, thread, 'call memory_save {"content": "Likes green tea", "key": "tea"}')
     )
     assert first["saved"] is True
-    second = _tool_result(
-        _say(c, h, thread, 'call memory_save {"content": "Now prefers black tea", "key": "tea"}')
+    second = _json(
+        say(c, h, thread, 'call memory_save {"content": "Now prefers black tea", "key": "tea"}')
     )
     assert second["superseded"] == first["id"]
-    found = _tool_result(_say(c, h, thread, 'call memory_search {"query": "tea"}'))
+    found = _json(say(c, h, thread, 'call memory_search {"query": "tea"}'))
     assert [m["content"] for m in found["memories"]] == ["Now prefers black tea"]
 
     listed = c.get(f"/api/agents/{agent}/memories", headers=h).json()
@@ -122,8 +110,18 @@ def test_the_model_saves_supersedes_and_finds_and_http_recalls_and_deletes(
     recalled = r.json()["memories"]
     assert [m["id"] for m in recalled] == [second["id"]]
     assert recalled[0]["score"] > 0
-    for bad in ({"query": "tea", "topK": 0}, {"query": "tea", "topK": 51}, {"query": ""}):
-        assert c.post(f"/api/agents/{agent}/memory", json=bad, headers=h).status_code == 422
+    # a query of blanks or with NUL is a rule of the domain, not of the document:
+    # Schemathesis found it only once, past 30 examples (docs/development.md)
+    for bad in (
+        {"query": "tea", "topK": 0},
+        {"query": "tea", "topK": 51},
+        {"query": ""},
+        {"query": "   "},
+        {"query": "black\x00tea"},
+    ):
+        r = c.post(f"/api/agents/{agent}/memory", json=bad, headers=h)
+        assert r.status_code == 422, (bad, r.text)
+        assert r.json()["error"] == "VALIDATION_ERROR", r.text
 
     r = c.delete(f"/api/agents/{agent}/memories/{second['id']}", headers=h)
     assert r.status_code == 200
@@ -160,7 +158,7 @@ def test_auto_collect_keeps_a_turns_facts_with_the_local_model(
         own["database_url"] = request.getfixturevalue("own_pg_url")
     with TestClient(create_app(msgspec.structs.replace(settings, **own))) as c:
         h = auth
-        agent, thread = _agent_and_thread(c, h)
+        agent, thread = agent_and_thread(c, h, "Rememberer")
         path = f"/api/agents/{agent}/memory"
         r = c.put(path, json={"autoCollect": True}, headers=h)
         assert (r.status_code, r.json()["auto_collect"], r.json()["enabled"]) == (200, True, False)
@@ -230,10 +228,10 @@ def test_auto_collect_keeps_a_turns_facts_with_the_local_model(
 
 def test_pages_and_cursor(client: C, auth: H) -> None:
     c, h = client, auth
-    agent, thread = _agent_and_thread(c, h)
+    agent, thread = agent_and_thread(c, h, "Rememberer")
     c.put(f"/api/agents/{agent}/memory", json={"enabled": True}, headers=h)
     for i in range(3):
-        _say(c, h, thread, f'call memory_save {{"content": "fact number {i}"}}')
+        say(c, h, thread, f'call memory_save {{"content": "fact number {i}"}}')
     seen: list[str] = []
     url = f"/api/agents/{agent}/memories?limit=2"
     page = c.get(url, headers=h).json()
@@ -250,9 +248,9 @@ def test_pages_and_cursor(client: C, auth: H) -> None:
 
 def test_who_may_do_what(client: C, auth: H, org_id: str) -> None:
     c, h = client, auth
-    agent, thread = _agent_and_thread(c, h)
+    agent, thread = agent_and_thread(c, h, "Rememberer")
     c.put(f"/api/agents/{agent}/memory", json={"enabled": True}, headers=h)
-    saved = _tool_result(_say(c, h, thread, 'call memory_save {"content": "Office in Lyon"}'))
+    saved = _json(say(c, h, thread, 'call memory_save {"content": "Office in Lyon"}'))
     member = bearer(make_jwt(sub="m", org=org_id))
     assert c.get(f"/api/agents/{agent}/memory", headers=member).status_code == 200
     assert c.put(f"/api/agents/{agent}/memory", json={}, headers=member).status_code == 403
@@ -274,7 +272,7 @@ def test_who_may_do_what(client: C, auth: H, org_id: str) -> None:
     r = c.post(f"/api/agents/{agent}/memory", json={"query": "lyon"}, headers=stranger)
     assert r.status_code == 404
     # another agent's memory id is not found under this agent
-    other, _ = _agent_and_thread(c, h)
+    other, _ = agent_and_thread(c, h, "Rememberer")
     assert c.delete(f"/api/agents/{other}/memories/{saved['id']}", headers=h).status_code == 404
     assert c.get(f"/api/agents/{uuid.uuid4()}/memories", headers=h).status_code == 404
     # the memories go with the agent

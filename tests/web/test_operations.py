@@ -75,6 +75,7 @@ def test_readyz_is_503_when_the_database_is_not_migrated(pg_admin_url: str) -> N
             assert url not in r.text
 
 
+@memory_only
 def test_probes_need_no_credentials_and_cost_no_rate_limit_budget(settings: Settings) -> None:
     tight = with_settings(settings, rate_limit_per_address_per_min=2)
     with TestClient(create_app(tight)) as c:
@@ -106,6 +107,7 @@ def request_counts(families: dict[str, Any]) -> Counter[tuple[str, str, str]]:
     )
 
 
+@memory_only
 def test_requests_are_counted_by_route_template_method_and_status(
     client: TestClient[Any], auth: H
 ) -> None:
@@ -150,6 +152,7 @@ def test_an_unknown_method_is_one_label(client: TestClient[Any]) -> None:
     assert others(families) == before + 2
 
 
+@memory_only
 def test_each_app_has_its_own_registry(settings: Settings) -> None:
     with TestClient(create_app(settings)) as first, TestClient(create_app(settings)) as second:
         first.get("/healthz")
@@ -162,6 +165,7 @@ def test_each_app_has_its_own_registry(settings: Settings) -> None:
         assert counted == []
 
 
+@memory_only
 def test_metrics_token_is_required_when_set(settings: Settings) -> None:
     with TestClient(create_app(with_settings(settings, metrics_token=TOKEN))) as c:
         for headers in (
@@ -179,6 +183,7 @@ def test_metrics_token_is_required_when_set(settings: Settings) -> None:
         assert r.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
 
 
+@memory_only
 def test_an_api_key_does_not_open_a_protected_metrics(settings: Settings, auth: H) -> None:
     with TestClient(create_app(with_settings(settings, metrics_token=TOKEN))) as c:
         assert c.get("/metrics", headers=auth).status_code == 401

@@ -10,16 +10,10 @@ from litestar.testing import TestClient
 
 from tests.sse import parse
 from tests.web.conftest import bearer, make_jwt
+from tests.web.turns import agent_and_thread
 
 H = dict[str, str]
 C = TestClient[Any]
-
-
-def _thread(c: C, h: H) -> tuple[str, str]:
-    agent = c.post("/api/agents", json={"name": "Planner"}, headers=h).json()
-    thread = c.post("/api/threads", json={"agentId": agent["id"]}, headers=h)
-    assert thread.status_code == 200, thread.text
-    return agent["id"], thread.json()["id"]
 
 
 def _plan(c: C, h: H, thread: str, *contents: str) -> dict[str, Any]:
@@ -39,7 +33,7 @@ def _plan(c: C, h: H, thread: str, *contents: str) -> dict[str, Any]:
 
 def test_plan_and_todos_lifecycle(client: C, auth: H, org_id: str) -> None:
     c, h = client, auth
-    _, thread = _thread(c, h)
+    _, thread = agent_and_thread(c, h, "Planner")
     plan = _plan(c, h, thread)
     assert plan["org_id"] == org_id
     assert plan["thread_id"] == thread
@@ -108,7 +102,7 @@ def test_plan_and_todos_lifecycle(client: C, auth: H, org_id: str) -> None:
 
 def test_dependencies_cycles_and_ready(client: C, auth: H) -> None:
     c, h = client, auth
-    _, thread = _thread(c, h)
+    _, thread = agent_and_thread(c, h, "Planner")
     plan = _plan(c, h, thread, "a", "b", "c")
     a, b, cc = (t["id"] for t in plan["todos"])
     deps = f"/api/plans/{plan['id']}/todos"
@@ -156,7 +150,7 @@ def test_dependencies_cycles_and_ready(client: C, auth: H) -> None:
 
 def test_other_organizations_and_other_users_get_404(client: C, auth: H, org_id: str) -> None:
     c = client
-    agent, _ = _thread(c, auth)
+    agent, _ = agent_and_thread(c, auth, "Planner")
     alice = bearer(make_jwt(sub="alice", org=org_id))
     mine = c.post("/api/threads", json={"agentId": agent}, headers=alice).json()["id"]
     plan = _plan(c, alice, mine, "a", "b")  # a member writes plans of its own thread
@@ -195,7 +189,7 @@ def test_other_organizations_and_other_users_get_404(client: C, auth: H, org_id:
 
 def test_agent_plan_configuration(client: C, auth: H, org_id: str) -> None:
     c = client
-    agent, _ = _thread(c, auth)
+    agent, _ = agent_and_thread(c, auth, "Planner")
     path = f"/api/agents/{agent}/plan"
     assert c.get(path, headers=auth).json() == {
         "agent_id": agent,
@@ -220,7 +214,7 @@ def test_agent_plan_configuration(client: C, auth: H, org_id: str) -> None:
 
 def test_the_model_uses_plan_tools_and_the_tool_result_is_the_plan(client: C, auth: H) -> None:
     c, h = client, auth
-    agent, thread = _thread(c, h)
+    agent, thread = agent_and_thread(c, h, "Planner")
 
     def say(text: str) -> list[Any]:
         r = c.post(f"/api/threads/{thread}/messages", json={"content": text}, headers=h)

@@ -11,6 +11,7 @@ from litestar.testing import TestClient
 from agentsvc_web.app import create_app
 from agentsvc_web.settings import Settings
 from tests.fakes.registry import FakeRegistry
+from tests.web.conftest import memory_only
 from tests.web.live import serve
 
 
@@ -21,6 +22,7 @@ def registry() -> Iterator[tuple[FakeRegistry, str]]:
         yield fake, url
 
 
+@memory_only
 def test_search_normalises_the_registry_answer(
     settings: Settings, auth: dict[str, str], registry: tuple[FakeRegistry, str]
 ) -> None:
@@ -58,6 +60,7 @@ def test_search_normalises_the_registry_answer(
         )
 
 
+@memory_only
 def test_an_unreachable_registry_is_502(settings: Settings, auth: dict[str, str]) -> None:
     broken = msgspec.structs.replace(
         settings, mcp_registry_url="http://127.0.0.1:1", allow_private_network=True

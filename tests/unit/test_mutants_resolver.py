@@ -28,18 +28,22 @@ LIMIT = 64 * 1024
 
 
 class Webhook:
-    """A loopback HTTP/1.1 server: records each request's head and body, answers
-    ``status`` with ``body``, optionally after ``delay`` seconds or a byte at a
-    time every ``drip`` seconds; with ``hang_up``, closes the connection unanswered."""
+    """A loopback HTTP/1.1 server: records each request's head and body (header
+    names lowercased; ``names`` keeps them as sent), answers ``status`` with
+    ``body`` and ``content_type`` (None: no such header), optionally after
+    ``delay`` seconds or a byte at a time every ``drip`` seconds; with ``hang_up``,
+    closes the connection unanswered."""
 
     def __init__(self) -> None:
         self.status = 200
         self.body = b'{"apiKey": "sk-user"}'
+        self.content_type: bytes | None = b"application/json"
         self.extra_head = b""
         self.delay = 0.0
         self.drip = 0.0
         self.hang_up = False
         self.requests: list[tuple[str, dict[str, str], bytes]] = []
+        self.names: list[list[str]] = []
         self.port = 0
         self._server: asyncio.Server | None = None
 
@@ -57,18 +61,24 @@ class Webhook:
             head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
             request_line, *lines = head.strip().split("\r\n")
             headers = {}
+            names = []
             for line in lines:
                 name, _, value = line.partition(":")
+                names.append(name.strip())
                 headers[name.strip().lower()] = value.strip()
             body = await reader.readexactly(int(headers.get("content-length", "0")))
             self.requests.append((request_line, headers, body))
+            self.names.append(names)
             await asyncio.sleep(self.delay)
             if self.hang_up:
                 return
+            typed = (
+                b"" if self.content_type is None else b"content-type: %s\r\n" % self.content_type
+            )
             writer.write(
-                b"HTTP/1.1 %d X\r\ncontent-type: application/json\r\n%s"
+                b"HTTP/1.1 %d X\r\n%s%s"
                 b"content-length: %d\r\nconnection: close\r\n\r\n"
-                % (self.status, self.extra_head, len(self.body))
+                % (self.status, typed, self.extra_head, len(self.body))
             )
             if self.drip:
                 for i in range(len(self.body)):
@@ -123,6 +133,10 @@ async def test_the_request_a_receiver_sees_and_can_verify(
     assert answer == Resolution("sk-user", "key")
     [(request_line, headers, body)] = webhook.requests
     assert request_line == "POST /resolve HTTP/1.1"
+    # spelled as docs/byok.md shows them: some receivers read names as they arrive
+    assert {"Content-Type", "X-Service-Timestamp", "X-Service-Nonce", "X-Service-Signature"} <= set(
+        webhook.names[0]
+    )
     assert headers["content-type"] == "application/json"
     assert json.loads(body) == {
         "userId": "u-1",
@@ -262,3 +276,40 @@ async def test_a_refused_url_is_logged_with_its_reason(
     reason = guard.refusal(f"http://127.0.0.1:{webhook.port}/resolve")
     assert reason
     assert f"refused by the outbound guard: credential resolver: {reason}" in caplog.text
+
+
+async def _logged(
+    resolver: HttpCredentialResolver, target: str, caplog: pytest.LogCaptureFixture
+) -> list[str]:
+    caplog.clear()
+    await resolver.resolve(target, REQUEST, ["s"], 300)
+    return [r.getMessage() for r in caplog.records if r.name == "agentsvc.resolver"]
+
+
+async def test_each_fall_back_to_the_platform_key_is_logged_with_why(
+    webhook: Webhook, resolver: HttpCredentialResolver, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What an operator reads to learn why a call did not use the user's key."""
+    caplog.set_level(logging.INFO, "agentsvc.resolver")
+    webhook.status = 503
+    assert await _logged(resolver, url(webhook), caplog) == [
+        "credential resolver answered 503: platform key"
+    ]
+    webhook.status = 200
+    webhook.body = b" " * (LIMIT + 1)
+    assert await _logged(resolver, url(webhook), caplog) == [
+        "credential resolver answer too large: platform key"
+    ]
+    webhook.body = b"not json"
+    assert await _logged(resolver, url(webhook), caplog) == [
+        "credential resolver answer is malformed: platform key"
+    ]
+    webhook.delay = 5
+    assert await _logged(resolver, url(webhook), caplog) == [
+        "credential resolver timed out: platform key"
+    ]
+    with closed_port() as port:
+        target = f"http://hook.example.test:{port}/resolve"
+        assert await _logged(resolver, target, caplog) == [
+            "credential resolver: could not reach hook.example.test: platform key"
+        ]

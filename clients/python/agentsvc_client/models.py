@@ -949,11 +949,11 @@ class StepBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     model: str | UnsetType | None = UNSET
     url: str | UnsetType | None = UNSET
     method: str | UnsetType = UNSET
-    headers: dict[str, str] | UnsetType | None = UNSET
     timeout_ms: int | UnsetType = msgspec.field(name="timeoutMs", default=UNSET)
     expression: str | UnsetType | None = UNSET
     if_true: str | UnsetType = msgspec.field(name="ifTrue", default=UNSET)
     if_false: str | UnsetType = msgspec.field(name="ifFalse", default=UNSET)
+    headers: dict[str, str] | UnsetType | None = UNSET
 
 
 class Step(msgspec.Struct, frozen=True, kw_only=True):

@@ -102,9 +102,11 @@ def a_turn(
     at: datetime,
     rng: random.Random,
     trace_id: str | None = None,
+    keep_until: datetime | None = None,
 ) -> None:
     """One turn at ``at``: its messages, usage records and trace, as the reply writes
-    (``trace_id``: the trace's id, as a client's ``traceparent`` gives it)."""
+    (``trace_id``: the trace's id, as a client's ``traceparent`` gives it; kept 30
+    days from ``at`` unless ``keep_until`` says otherwise)."""
     store = backend.storage.conversations
     run = a_run(th, started_at=at, heartbeat_at=at)
     asked = rng.choice([1, 1, 1, 2])
@@ -185,7 +187,7 @@ def a_turn(
         root_span_id=span.span_id,
         spans=[span],
         evaluations=evaluations if summary.tool_errors else [],
-        keep_until=at + timedelta(days=30),
+        keep_until=keep_until or at + timedelta(days=30),
     )
     backend.run(store.finish_turn, done, [reply], usage, None, trace)
     m.usage.extend(usage)

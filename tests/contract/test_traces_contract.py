@@ -102,15 +102,29 @@ def test_the_trace_list_pages_newest_first_without_gaps(
     ]
 
 
-def test_a_listed_trace_reads_back(backend: Backend, month: Month) -> None:
-    t = next(t for t in month.traces if t.org_id == month.org and t.tool_errors)
-    found = backend.run(backend.storage.traces.get_trace, month.org, t.id)
+def test_a_listed_trace_reads_back(backend: Backend) -> None:
+    # turns of their own, kept for years: the month's were kept until April 2026, and
+    # the sweep of any app the test process runs on this database (tests/web's shared
+    # apps) prunes, by the real clock, the evaluations of traces kept that long
+    m = Month(
+        org=backend.fresh_org(),
+        other=backend.fresh_org(),
+        agents=[uuid.uuid4()],
+        runners=[uuid.uuid4()],
+    )
+    th = backend.run(backend.storage.threads.add, a_thread(m.org, m.agents[0]))
+    rng = random.Random(5)
+    for i in range(12):
+        at = NOW - timedelta(hours=12 - i)
+        a_turn(backend, m, th, at, rng, keep_until=datetime(2100, 1, 1, tzinfo=UTC))
+    t = next(t for t in m.traces if t.tool_errors)
+    found = backend.run(backend.storage.traces.get_trace, m.org, t.id)
     assert found is not None
     summary, spans, evaluations = found
     assert summary == t
     assert [s.name for s in spans] == ["invoke_agent agent"]
     assert [e.name for e in evaluations] == ["tool_error"]
-    assert backend.run(backend.storage.traces.get_trace, month.other, t.id) is None
+    assert backend.run(backend.storage.traces.get_trace, m.other, t.id) is None
 
 
 # --- retention ---------------------------------------------------------------------

@@ -157,16 +157,16 @@ checks.positive_data_acceptance.expected-statuses = {[*ACCEPTED, "400"]!r}
 # recall query holding NUL, which needed an agent another operation had made, and
 # which tests/web/test_memories_api.py now asserts). Fuzzing costs about 1.5 s of
 # CPU per example over all operations (some 45 s at 30, 150 s at 100). The stateful
-# phase costs little (about 9 s at 100) and is the one that follows links between
+# phase costs less (about 21 s at 100) and is the one that follows links between
 # operations: it keeps 100.
 FUZZ_EXAMPLES = 30
 STATEFUL_EXAMPLES = 100
 
 # The per-operation phases, and the groups of tags they run over: every tag of the
 # document is in exactly one group (tests/e2e/test_schemathesis.py checks it). At
-# 30 examples, CPU seconds of Schemathesis and the service: runners 19, plans 12,
-# mcp-threads 28, the rest 18; the first file also runs the stateful phase (9), so
-# the two files take about 40 and 46.
+# 30 examples, CPU seconds of each test (Schemathesis and the service): runners 20,
+# plans 11, mcp-threads 23, the rest 22; the first file also runs the stateful phase
+# (22), so the two files take about 53 and 45 (at 100 examples: 94 and 100).
 PER_OPERATION = "examples,coverage,fuzzing"
 GROUPS = {
     "runners": ("runners",),

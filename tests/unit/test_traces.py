@@ -628,15 +628,18 @@ def test_a_model_call_that_reports_no_usage_counts_no_tokens() -> None:
 
 
 def test_a_model_attribute_that_is_not_text_names_no_model() -> None:
-    odd = chat("c1" * 8, 1, (1, 1, 0))
-    odd.attributes["gen_ai.request.model"] = 5
+    odd = chat("c1" * 8, 1, (1, 1, 0), attributes={"gen_ai.request.model": 5})
     llm = build_trace(CONFIG, facts(), [root(), odd], NOW).spans[1]
     assert (llm.model, llm.cost_usd) == (None, None)
 
 
 def test_only_whole_numbers_are_token_counts() -> None:
-    odd = chat("c1" * 8, 1, (0, 0, 0))
-    odd.attributes.update({"gen_ai.usage.input_tokens": True, "gen_ai.usage.output_tokens": "12"})
+    odd = chat(
+        "c1" * 8,
+        1,
+        (0, 0, 0),
+        attributes={"gen_ai.usage.input_tokens": True, "gen_ai.usage.output_tokens": "12"},
+    )
     llm = build_trace(CONFIG, facts(), [root(), odd], NOW).spans[1]
     assert (llm.input_tokens, llm.output_tokens) == (0, 0)
 

@@ -13,6 +13,7 @@ from uuid import UUID
 
 import pytest
 
+from agentsvc_adapters.memory.conversations import MemoryThreads
 from agentsvc_core.entities import Principal, StoredSpan, TraceRecord, TraceSummary
 from agentsvc_core.entities.runner import Runner, RunnerRun, StepRun, StepStatus, Suggestion
 from agentsvc_core.errors import InvalidInput, NotFound, PermissionDenied, Upstream
@@ -136,8 +137,9 @@ class World:
         return await self.rw.runners.create(WHO, RunnerDraft(name=name, steps=list(steps)))
 
     async def asked_threads(self) -> list[Any]:
-        threads = self.storage.threads.all()  # type: ignore[attr-defined]  # the memory adapter's
-        return [t for t in threads if t.metadata.get("purpose") == "suggestions"]
+        threads = self.storage.threads
+        assert isinstance(threads, MemoryThreads)
+        return [t for t in threads.all() if t.metadata.get("purpose") == "suggestions"]
 
 
 async def a_world() -> World:
@@ -442,19 +444,18 @@ async def test_an_unknown_owner_has_no_suggestions() -> None:
     w = await a_world()
     unknown = uuid.uuid4()
     # the owner is looked for first: its absence is what the answer says
-    owners: list[tuple[dict[str, Any], str]] = [
-        ({"runner_id": unknown}, "runner not found"),
-        ({"agent_id": unknown}, "agent not found"),
-    ]
-    for owner, missing in owners:
-        for call in (
-            w.suggestions.page(WHO, **owner),
-            w.suggestions.generate(WHO, **owner),
-            w.suggestions.set_dismissed(WHO, uuid.uuid4(), True, **owner),
-        ):
-            with pytest.raises(NotFound) as caught:
-                await call
-            assert str(caught.value) == missing
+    s = w.suggestions
+    for call, missing in (
+        (s.page(WHO, runner_id=unknown), "runner not found"),
+        (s.generate(WHO, runner_id=unknown), "runner not found"),
+        (s.set_dismissed(WHO, uuid.uuid4(), True, runner_id=unknown), "runner not found"),
+        (s.page(WHO, agent_id=unknown), "agent not found"),
+        (s.generate(WHO, agent_id=unknown), "agent not found"),
+        (s.set_dismissed(WHO, uuid.uuid4(), True, agent_id=unknown), "agent not found"),
+    ):
+        with pytest.raises(NotFound) as caught:
+            await call
+        assert str(caught.value) == missing
     elsewhere = Principal(org_id="another-org", method="api_key")
     with pytest.raises(NotFound):
         await w.suggestions.page(elsewhere, agent_id=w.agent.id)

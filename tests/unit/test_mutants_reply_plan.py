@@ -22,7 +22,7 @@ from agentsvc_core.use_cases._turn_private import new_message
 from agentsvc_core.use_cases.conversation import SendInput
 from agentsvc_core.use_cases.idempotency import KEEP, RequestKey
 from agentsvc_core.use_cases.reply_plan import Chosen, choose, note_answered, plan_reply
-from agentsvc_core.use_cases.traces import TraceConfig
+from agentsvc_core.use_cases.traces.build import TraceConfig
 from agentsvc_core.use_cases.turn import Turn
 from tests.contract.test_agents_contract import agent_in
 from tests.contract.test_conversations_contract import a_thread

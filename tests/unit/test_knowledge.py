@@ -2,93 +2,16 @@
 reads the organization's and agents' documents and only admins change them; a
 thread's documents belong to the thread, and are listed only when that thread is
 asked for, by whoever may see it. Over the memory storage and the test's clock,
-with every document present while each question is asked."""
+with every document present while each question is asked (tests/unit/knowledge_world.py)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from uuid import UUID
-
 import pytest
 
-from agentsvc_adapters.documents import FileParser
-from agentsvc_adapters.memory import MemoryStorage
 from agentsvc_core.entities import Principal
-from agentsvc_core.entities.knowledge import KnowledgeDocument
 from agentsvc_core.errors import NotFound, PermissionDenied
-from agentsvc_core.use_cases import AgentDraft, Agents
-from agentsvc_core.use_cases.knowledge import Knowledge
-from agentsvc_core.use_cases.threads import ThreadDraft, Threads
-from tests.unit.runner_world import Jobs
-from tests.unit.turn_world import Clock
-
-KEY = Principal(org_id="acme", method="api_key")
-ADMIN_CAROL = Principal(org_id="acme", method="jwt", role="admin", user_id="carol")
-ALICE = Principal(org_id="acme", method="jwt", user_id="alice")
-BOB = Principal(org_id="acme", method="jwt", user_id="bob")
-
-
-@dataclass
-class Library:
-    knowledge: Knowledge
-    jobs: Jobs
-    agent: UUID
-    # one document each: the organization's, the agent's, and one per thread
-    org: KnowledgeDocument
-    of_agent: KnowledgeDocument
-    alices: KnowledgeDocument  # in Alice's own thread
-    bobs: KnowledgeDocument  # in Bob's own thread
-    keys: KnowledgeDocument  # in a thread an API key opened (no user's)
-    alice_thread: UUID
-    bob_thread: UUID
-
-
-async def _upload(
-    k: Knowledge,
-    who: Principal,
-    name: str,
-    *,
-    agent_id: UUID | None = None,
-    thread_id: UUID | None = None,
-) -> KnowledgeDocument:
-    doc, created = await k.upload(
-        who,
-        filename=name,
-        data=f"{name} zebra".encode(),
-        mime_type="text/plain",
-        agent_id=agent_id,
-        thread_id=thread_id,
-    )
-    assert created
-    return doc
-
-
-async def library() -> Library:
-    storage, clock, jobs = MemoryStorage(), Clock(), Jobs()
-    threads = Threads(storage.threads, storage.agents, storage.conversations, clock)
-    k = Knowledge(storage.knowledge, storage.agents, threads, jobs, FileParser(), clock)
-    agent = (
-        await Agents(storage.agents, clock, default_model="local").create(KEY, AgentDraft(name="a"))
-    ).id
-    alice_thread = (await threads.create(ALICE, ThreadDraft(agent_id=agent))).id
-    bob_thread = (await threads.create(BOB, ThreadDraft(agent_id=agent))).id
-    key_thread = (await threads.create(KEY, ThreadDraft(agent_id=agent))).id
-    return Library(
-        knowledge=k,
-        jobs=jobs,
-        agent=agent,
-        org=await _upload(k, KEY, "org.txt"),
-        of_agent=await _upload(k, ADMIN_CAROL, "agent.txt", agent_id=agent),
-        alices=await _upload(k, ALICE, "alice.txt", thread_id=alice_thread),
-        bobs=await _upload(k, BOB, "bob.txt", thread_id=bob_thread),
-        keys=await _upload(k, KEY, "key.txt", thread_id=key_thread),
-        alice_thread=alice_thread,
-        bob_thread=bob_thread,
-    )
-
-
-def ids(docs: list[KnowledgeDocument]) -> set[UUID]:
-    return {d.id for d in docs}
+from tests.unit.knowledge_world import ADMIN_CAROL, ALICE, BOB, KEY, ids, library
+from tests.unit.knowledge_world import upload as _upload
 
 
 async def test_scopes_follow_where_a_document_was_added() -> None:

@@ -71,9 +71,13 @@ def search_text(chunk: Chunk) -> str:
 def _best(pattern: re.Pattern[str], text: str, lo: int, hi: int, aim: int, *, after: bool) -> int:
     """The boundary of ``pattern`` in ``[lo, hi]`` nearest ``aim``, or -1. A boundary
     is where a chunk would end: the match's end for a sentence (``after``), the
-    match's start (the whitespace) for a paragraph break or a space."""
+    match's start (the whitespace) for a paragraph break or a space. A match that
+    starts within ``[lo, hi]`` counts whole, wherever it ends (a paragraph break
+    starting at ``hi`` is one)."""
     best = -1
-    for m in pattern.finditer(text, lo, min(hi + 1, len(text))):
+    for m in pattern.finditer(text, lo):
+        if m.start() > hi:
+            break
         at = m.end() if after else m.start()
         if lo <= at <= hi and (best < 0 or abs(at - aim) < abs(best - aim)):
             best = at
@@ -100,11 +104,13 @@ def _split(text: str, target: int, most: int, overlap: int) -> list[tuple[int, i
             end = hi  # one word longer than a chunk: cut inside it
         end = len(text[pos:end].rstrip()) + pos
         pieces.append((pos, end))
-        # the next piece starts ``overlap`` back, at a word, and after this one's middle
+        # the next piece starts ``overlap`` back, at a word, and after this one's middle;
+        # when no word starts there, it starts after this one (a fragment of a word
+        # is no overlap worth having)
         back = max(end - overlap, pos + (end - pos) // 2 + 1)
         if back < end:
             space = _SPACE.search(text, back - 1, end)
-            back = space.end() if space is not None and space.start() >= back - 1 else back
+            back = end if space is None else space.end()
         nxt = min(back, end)
         while nxt < len(text) and text[nxt].isspace():
             nxt += 1

@@ -21,7 +21,7 @@ def pieces(text: str, target: int, most: int, overlap: float = 0.0) -> list[str]
 
 def sections(*parts: tuple[tuple[str, ...], str], lead: str = "") -> ParsedDocument:
     """Sections laid end to end after ``lead``, one blank line between them."""
-    text, found = lead, []
+    text, found = lead, list[Section]()
     for headings, body in parts:
         if found:
             text += "\n\n"

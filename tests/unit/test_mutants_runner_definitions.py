@@ -290,6 +290,7 @@ async def test_what_a_token_does_not_open_is_not_found_saying_nothing_more() -> 
     assert token is not None
     for call in (
         rw.runners.button(other.id, token),
+        rw.runners.by_token("xx_unknown", ("button",)),
         rw.runners.by_token("rt_unknown", ("button",)),
         rw.runners.by_token(token, ("webhook",)),
     ):
@@ -398,3 +399,13 @@ async def test_the_rotation_reads_a_runner_changed_meanwhile_again_five_times_at
     store.reseal_steps = never  # type: ignore[method-assign]
     assert await rw.runners.rotate_secrets(ORG) == 0
     assert len(tries) == 5
+
+
+async def test_the_cap_on_triggers_says_itself() -> None:
+    rw = await runner_world()
+    made = await rw.runners.create(WHO, RunnerDraft(name="r"))
+    for _ in range(50):
+        await rw.runners.add_trigger(WHO, made.id, TriggerDraft(kind="manual"))
+    with pytest.raises(InvalidInput) as caught:
+        await rw.runners.add_trigger(WHO, made.id, TriggerDraft(kind="manual"))
+    assert caught.value.problem == "a runner has at most 50 triggers"

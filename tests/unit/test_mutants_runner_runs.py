@@ -524,13 +524,14 @@ async def test_the_reports_totals_count_cancelled_runs_and_round_as_said() -> No
     rw = await runner_world()
     runner = await rw.runner("condition")
     now = rw.turn.clock.now()
-    for status, tokens, cost in (
-        ("succeeded", 1, 1e-11),
-        ("cancelled", 2, 0.0),
-        ("cancelled", 3, 0.0),
-        ("running", 4, 0.0),
+    for status, tokens, cost, hours_ago in (
+        ("succeeded", 1, 1e-11, 0),
+        ("cancelled", 2, 0.0, 0),
+        ("cancelled", 3, 0.0, 13),  # yesterday's
+        ("running", 4, 0.0, 0),
     ):
-        await rw.earlier_run(runner, tokens, cost, status=status, created_at=now, started_at=now)
+        at = now - timedelta(hours=hours_ago)
+        await rw.earlier_run(runner, tokens, cost, status=status, created_at=at, started_at=at)
     report = await RunnerAnalytics(rw.turn.storage.runners, rw.turn.clock).report(
         WHO, runner.id, "24h"
     )

@@ -6,6 +6,7 @@ its earlier attempt finished. Over the memory storage and the test's clock."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -25,8 +26,9 @@ from agentsvc_core.use_cases.runners.trace import step_span_id
 from agentsvc_core.use_cases.runners.transitions import Done, Failed, OverBudget, start_of
 from agentsvc_core.use_cases.turn import Done as TurnDone
 from agentsvc_core.use_cases.turn import ErrorEvent, UsageOut
+from tests.contract.test_conversations_contract import a_thread
 from tests.unit.runner_world import CENT_A_TOKEN, RunnerWorld, runner_world, spends
-from tests.unit.turn_world import ORG, WHO, says
+from tests.unit.turn_world import HANG, ORG, WHO, says
 
 CONTEXT: dict[str, Any] = {"input": {"topic": "otters", "n": 2}, "steps": {}}
 
@@ -343,3 +345,62 @@ async def test_a_retry_asks_again_when_the_threads_last_message_is_not_its_reply
     messages[-1] = msgspec.structs.replace(last, **changed)
     after = await _retried(rw, run)
     assert after.steps[0].output["text"] == "second"
+
+
+# --- from the survivors of the retry and of a cancel during the turn's start -----------------
+
+
+async def test_a_retrys_step_takes_the_model_of_its_agent_when_its_state_has_none() -> None:
+    rw = await runner_world(says("first"), spends(3))
+    run, _ = await _interrupted(rw, model=None)
+    after = await _retried(rw, run)
+    assert (after.steps[0].model, after.steps[0].output["text"]) == ("local", "first")
+
+
+async def test_a_retry_on_a_thread_with_no_turn_asks_again() -> None:
+    rw = await runner_world(says("first"), says("second"))
+    empty = await rw.turn.storage.threads.add(a_thread(ORG, rw.turn.agent.id))
+    run, _ = await _interrupted(rw, thread_id=empty.id)
+    after = await _retried(rw, run)
+    assert after.status == "succeeded", after
+    assert after.steps[0].output["text"] == "second"
+    assert after.steps[0].output["thread_id"] == str(empty.id)
+
+
+async def test_a_retry_sends_a_stop_to_its_earlier_turn_still_running_elsewhere() -> None:
+    rw = await runner_world(says("first"), says("second"))
+    run, done = await _interrupted(rw)
+    assert done.thread_id is not None
+    runs = rw.turn.store.runs_of(ORG, done.thread_id)
+    rw.turn.clock.advance(46)
+    # alive in another process: its heartbeat is fresh
+    runs[-1] = msgspec.structs.replace(runs[-1], status="running", heartbeat_at=rw.turn.clock.now())
+    stop = rw.turn.stops.watch(runs[-1].id)
+    await rw.execute(run)
+    assert stop.is_set()
+    # the thread is still busy with it: the step waits, no attempt made
+    after = await rw.turn.storage.runners.get_run(ORG, run.id)
+    assert after.steps[0].attempt == done.attempt
+
+
+async def test_a_turn_started_as_the_run_was_cancelled_is_stopped_by_the_step() -> None:
+    rw = await runner_world([HANG])
+    runner = await rw.runner("agent")
+    run, _ = await rw.runs.start(WHO, runner.id, {})
+    store = rw.turn.storage.runners
+    conversation = agent_steps(rw)._conversation
+    send = conversation.send
+
+    async def cancelled_meanwhile(*args: Any, **kwargs: Any) -> Any:
+        turn = await send(*args, **kwargs)
+        # cancelled by a write the turn's start raced (its stop found no turn yet)
+        now = await store.get_run(ORG, run.id)
+        assert await store.save_run(msgspec.structs.replace(now, status="cancelled")) is not None
+        return turn
+
+    conversation.send = cancelled_meanwhile  # type: ignore[method-assign]
+    async with asyncio.timeout(10):
+        await rw.execute(run)
+    after = await store.get_run(ORG, run.id)
+    assert after.status == "cancelled"
+    assert after.steps[0].error == "the agent's turn was stopped"

@@ -160,11 +160,11 @@ class RunnerRuns:
         self._turns = turns
         self._traces = traces
 
-    async def enqueue(self, run: RunnerRun, delay_s: float = 0.0, key: str | None = None) -> None:
+    async def enqueue(self, run: RunnerRun, key: str | None = None) -> None:
         """Queue the run's job (``key``: the run's own by default, so queuing a run
         whose job waits or runs does nothing)."""
         await self._jobs.enqueue(
-            RUN_JOB, job_payload(run.org_id, run.id), key=key or f"run:{run.id}", delay_s=delay_s
+            RUN_JOB, job_payload(run.org_id, run.id), key=key or f"run:{run.id}"
         )
 
     # --- starting -----------------------------------------------------------------

@@ -652,3 +652,42 @@ async def test_rows_fill_the_answer_exactly_and_no_further(db_url: str) -> None:
 async def test_an_array_of_oids_is_a_list_of_numbers(db_url: str) -> None:
     rows = await OPEN.query(target(db_url), "SELECT ARRAY[26, 1043]::oid[], 26::oid")
     assert rows.rows == [[[26, 1043], 26]]
+
+
+async def test_a_connection_without_a_password_fails_as_any_other(db_url: str) -> None:
+    """No password in the URL: none is cut from messages, and a failure reads as
+    the database's refusal (a server that trusts the role) or as unreachable (one
+    that asks for a password, which the service does not take from its own
+    environment)."""
+    d = conninfo_to_dict(db_url)
+    url = f"postgresql://{d['user']}@{d['host']}:{d['port']}/no_such_database"
+    with pytest.raises(DatabaseError) as err:
+        await OPEN.test(url)
+    assert err.value.detail.startswith(
+        ("the database refused the connection:", f"could not reach {d['host']}:{d['port']}")
+    )
+
+
+async def test_a_database_in_another_encoding_reads_its_messages_right(
+    db_url: str, pg_admin_url: str
+) -> None:
+    name = f"latin1_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(pg_admin_url, autocommit=True) as admin:
+        admin.execute(
+            sql.SQL(
+                "CREATE DATABASE {} ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C'"
+                " TEMPLATE template0"
+            ).format(sql.Identifier(name))
+        )
+    try:
+        latin1 = db_url.rsplit("/", 1)[0] + f"/{name}"
+        with pytest.raises(DatabaseError) as err:
+            await OPEN.query(target(latin1), "SELECT 'café'::int")
+        assert err.value.detail.splitlines()[0] == ('invalid input syntax for type integer: "café"')
+        rows = await OPEN.query(target(latin1), "SELECT 'thé' AS \"boisson préférée\"")
+        assert (rows.columns, rows.rows) == (("boisson préférée",), [["thé"]])
+    finally:
+        with psycopg.connect(pg_admin_url, autocommit=True) as admin:
+            admin.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )

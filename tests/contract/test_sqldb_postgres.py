@@ -18,7 +18,7 @@ from agentsvc_adapters.sqldb import PostgresDatabases
 from agentsvc_adapters.sqldb.query import NOT_A_QUERY
 from agentsvc_core.ports import DatabaseError, DatabaseTarget
 from agentsvc_core.use_cases.integrations import result_json
-from tests.pg import fresh_database
+from tests.pg import fresh_database, reader_role
 
 pytestmark = pytest.mark.postgres
 
@@ -318,7 +318,8 @@ async def test_statements_answering_rows_outside_a_query_are_refused_not_run(
 
 
 async def test_statements_answering_no_rows_run_as_they_are(db_url: str) -> None:
-    assert (await OPEN.query(target(db_url), "SET work_mem = '8MB';")).rows == []
+    done = await OPEN.query(target(db_url), "SET work_mem = '8MB';")
+    assert (done.columns, done.rows, done.truncated) == ((), [], False)
     # a SELECT of no column answers rows without values, counted to max_rows
     rows = await OPEN.query(target(db_url, max_rows=3), "SELECT FROM orders")
     assert (rows.columns, rows.rows, rows.truncated) == ((), [[], [], []], True)
@@ -326,8 +327,9 @@ async def test_statements_answering_no_rows_run_as_they_are(db_url: str) -> None
 
 @pytest.mark.parametrize("statement", ["", " ;; ", "-- nothing", "/* nothing */ ;"])
 async def test_an_empty_statement_is_refused(db_url: str, statement: str) -> None:
-    with pytest.raises(DatabaseError, match="the statement is empty"):
+    with pytest.raises(DatabaseError) as err:
         await OPEN.query(target(db_url), statement)
+    assert err.value.detail == "the statement is empty (nothing but comments or ';')"
 
 
 @pytest.mark.parametrize(
@@ -562,3 +564,132 @@ async def test_a_role_that_can_act_on_the_server_is_refused(
             for statement in revoke:
                 admin.execute(statement)
     assert (await OPEN.query(target(db_url), "SELECT 1 AS one")).rows == [[1]]
+
+
+# --- the session's bounds, what a message may show, the caps at their edges ----------
+
+
+SESSION = (
+    "SELECT current_setting('statement_timeout'), current_setting('lock_timeout'),"
+    " current_setting('idle_in_transaction_session_timeout'),"
+    " current_setting('default_transaction_read_only'), current_setting('application_name')"
+)
+
+
+@pytest.mark.parametrize(
+    ("timeout_ms", "bounds"),
+    [(2000, ["2s", "1s", "12s"]), (500, ["500ms", "500ms", "10500ms"])],
+)
+async def test_each_session_runs_within_the_integrations_bounds(
+    db_url: str, timeout_ms: int, bounds: list[str]
+) -> None:
+    """The statement timeout is the integration's; a lock is waited for a second at
+    most (never longer than a statement); a transaction left idle ends ten seconds
+    after a statement would have."""
+    rows = await OPEN.query(target(db_url, statement_timeout_ms=timeout_ms), SESSION)
+    assert rows.rows == [[*bounds, "on", "agentsvc"]]
+
+
+async def test_the_connections_application_name_is_kept(db_url: str) -> None:
+    rows = await OPEN.query(target(db_url + "?application_name=reports"), SESSION)
+    assert rows.rows[0][-1] == "reports"
+
+
+async def test_a_short_connect_timeout_still_connects(db_url: str) -> None:
+    await PostgresDatabases(allow_private_network=True, connect_timeout_s=0.5).test(db_url)
+
+
+async def test_the_password_and_the_connection_are_cut_out_of_a_message(db_url: str) -> None:
+    for shown in (PASSWORD, db_url):
+        with pytest.raises(DatabaseError) as err:
+            await OPEN.query(target(db_url), f"SELECT '{shown}'::int")
+        # the message's first line; the statement follows it, cut the same way
+        assert err.value.detail.splitlines()[0] == 'invalid input syntax for type integer: "***"'
+        assert PASSWORD not in err.value.detail
+
+
+@pytest.mark.parametrize(("password", "shown"), [("Zq7", "***"), ("Zq", "Zq")])
+async def test_a_password_of_three_characters_is_cut_out_and_a_shorter_one_is_not(
+    db_url: str, pg_admin_url: str, password: str, shown: str
+) -> None:
+    """Two characters are too common to cut from every message (and too short to
+    be worth keeping secret)."""
+    d = conninfo_to_dict(db_url)
+    with reader_role(pg_admin_url, password) as role:
+        url = f"postgresql://{role}:{password}@{d['host']}:{d['port']}/{d['dbname']}"
+        with pytest.raises(DatabaseError) as err:
+            await OPEN.query(target(url), f"SELECT '{password}'::int")
+    assert err.value.detail.splitlines()[0] == (f'invalid input syntax for type integer: "{shown}"')
+
+
+async def test_a_connection_that_fails_over_ssl_says_so(db_url: str) -> None:
+    d = conninfo_to_dict(db_url)
+    with pytest.raises(DatabaseError) as err:
+        await OPEN.test(db_url + "?sslmode=verify-full&sslrootcert=system")
+    assert err.value.detail == (
+        f"could not connect to {d['host']}:{d['port']} over SSL (see sslmode)"
+    )
+
+
+async def test_each_value_is_cut_to_a_quarter_of_the_answer(db_url: str) -> None:
+    capped = target(db_url, max_bytes=4096)  # values of at most 1024 characters
+    rows = await OPEN.query(capped, "SELECT repeat('y', 1024), repeat('z', 1025)")
+    assert rows.rows == [["y" * 1024, "z" * 1024 + "…"]]
+
+
+async def test_rows_fill_the_answer_exactly_and_no_further(db_url: str) -> None:
+    """The answer's size, as counted while reading: 64 bytes of envelope, the column
+    names' JSON, and each row's JSON with its comma. Rows that reach max_bytes
+    exactly are kept; one byte less and the last of them is not."""
+    envelope = 64 + len('["g"]')
+    each = len("[1]") + 1
+    exactly = envelope + 5 * each
+    statement = "SELECT g FROM generate_series(1, 9) g"
+    rows = await OPEN.query(target(db_url, max_bytes=exactly), statement)
+    assert (rows.rows, rows.truncated) == ([[1], [2], [3], [4], [5]], True)
+    rows = await OPEN.query(target(db_url, max_bytes=exactly - 1), statement)
+    assert rows.rows == [[1], [2], [3], [4]]
+
+
+async def test_an_array_of_oids_is_a_list_of_numbers(db_url: str) -> None:
+    rows = await OPEN.query(target(db_url), "SELECT ARRAY[26, 1043]::oid[], 26::oid")
+    assert rows.rows == [[[26, 1043], 26]]
+
+
+async def test_a_connection_without_a_password_fails_as_any_other(db_url: str) -> None:
+    """No password in the URL: none is cut from messages, and a failure reads as
+    the database's refusal (a server that trusts the role) or as unreachable (one
+    that asks for a password, which the service does not take from its own
+    environment)."""
+    d = conninfo_to_dict(db_url)
+    url = f"postgresql://{d['user']}@{d['host']}:{d['port']}/no_such_database"
+    with pytest.raises(DatabaseError) as err:
+        await OPEN.test(url)
+    assert err.value.detail.startswith(
+        ("the database refused the connection:", f"could not reach {d['host']}:{d['port']}")
+    )
+
+
+async def test_a_database_in_another_encoding_reads_its_messages_right(
+    db_url: str, pg_admin_url: str
+) -> None:
+    name = f"latin1_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(pg_admin_url, autocommit=True) as admin:
+        admin.execute(
+            sql.SQL(
+                "CREATE DATABASE {} ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C'"
+                " TEMPLATE template0"
+            ).format(sql.Identifier(name))
+        )
+    try:
+        latin1 = db_url.rsplit("/", 1)[0] + f"/{name}"
+        with pytest.raises(DatabaseError) as err:
+            await OPEN.query(target(latin1), "SELECT 'café'::int")
+        assert err.value.detail.splitlines()[0] == ('invalid input syntax for type integer: "café"')
+        rows = await OPEN.query(target(latin1), "SELECT 'thé' AS \"boisson préférée\"")
+        assert (rows.columns, rows.rows) == (("boisson préférée",), [["thé"]])
+    finally:
+        with psycopg.connect(pg_admin_url, autocommit=True) as admin:
+            admin.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )

@@ -177,6 +177,30 @@ EVALUATED: list[tuple[dict[str, Any], list[Any], list[Any]]] = [
         [{"child": {"a": 1, "extra": 2}}],
         [{"child": {"a": 1, "other": 2}}],
     ),
+    # ... resolved in the dynamic scope: here the tree extended, not the tree
+    (
+        {
+            "$schema": "https://json-schema.org/draft/2019-09/schema",
+            "$id": "https://schemas.example.test/strict-tree",
+            "$recursiveAnchor": True,
+            "$ref": "tree",
+            "properties": {"extra": {}},
+            "$defs": {
+                "tree": {
+                    "$id": "https://schemas.example.test/tree",
+                    "$recursiveAnchor": True,
+                    "properties": {
+                        "data": {},
+                        "children": {
+                            "items": {"$recursiveRef": "#", "unevaluatedProperties": False}
+                        },
+                    },
+                }
+            },
+        },
+        [{"children": [{"extra": 1, "data": 2}]}],
+        [{"children": [{"other": 1}]}],
+    ),
     # every dependent schema that applies
     (
         {
@@ -211,6 +235,11 @@ EVALUATED: list[tuple[dict[str, Any], list[Any], list[Any]]] = [
         {"properties": {"k": {}}, "unevaluatedProperties": {"type": "integer"}},
         [{"k": "s", "a": 1}],
         [{"a": "s", "b": 1}],
+    ),
+    (
+        {"unevaluatedProperties": {"type": ["integer", "null"]}},
+        [{"a": None, "b": 1}],
+        [{"a": "s"}],
     ),
 ]
 

@@ -313,3 +313,14 @@ async def test_each_fall_back_to_the_platform_key_is_logged_with_why(
         assert await _logged(resolver, target, caplog) == [
             "credential resolver: could not reach hook.example.test: platform key"
         ]
+    guard = OutboundGuard(
+        allow_private_network=False, resolver=fake_dns({"hook.example.test": ["127.0.0.1"]})
+    )
+    strict = HttpCredentialResolver(guard)
+    try:
+        assert await _logged(strict, "https://hook.example.test/resolve", caplog) == [
+            "credential resolver: refused by the outbound guard: hook.example.test resolves"
+            " to a loopback address: platform key"
+        ]
+    finally:
+        await strict.aclose()

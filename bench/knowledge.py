@@ -73,8 +73,8 @@ from agentsvc_adapters.postgres import PostgresStorage
 from agentsvc_adapters.postgres.migrate import migrate
 from agentsvc_core.entities import Organization, Principal
 from agentsvc_core.entities.knowledge import SearchScope
-from agentsvc_core.use_cases.chunking import chunk, search_text
-from agentsvc_core.use_cases.knowledge import INDEX_JOB, Knowledge, KnowledgeLimits
+from agentsvc_core.use_cases.knowledge.chunking import chunk, search_text
+from agentsvc_core.use_cases.knowledge.documents import INDEX_JOB, Knowledge, KnowledgeLimits
 from agentsvc_core.use_cases.threads import Threads
 from bench.clients import one_turn
 from bench.database import Databases

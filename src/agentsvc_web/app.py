@@ -44,11 +44,11 @@ from agentsvc_web.controllers.mcps import (
 )
 from agentsvc_web.controllers.memories import AgentMemoryController
 from agentsvc_web.controllers.plans import AgentPlanController, PlanController
-from agentsvc_web.controllers.runner_public import (
+from agentsvc_web.controllers.runners.public import (
     RunnerButtonController,
     RunnerWebhookController,
 )
-from agentsvc_web.controllers.runners import RunnerController
+from agentsvc_web.controllers.runners.routes import RunnerController
 from agentsvc_web.controllers.scheduled_tasks import ScheduledTasksController
 from agentsvc_web.controllers.settings import (
     AgentCompactionController,

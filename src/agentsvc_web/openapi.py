@@ -20,7 +20,7 @@ from litestar.openapi.spec import (
     Schema,
 )
 
-from agentsvc_core.use_cases.turn import EVENT_NAMES
+from agentsvc_core.use_cases.turn.events import EVENT_NAMES
 from agentsvc_web.schemas import ErrorBody
 
 _DESCRIPTIONS = {

@@ -24,8 +24,8 @@ from types import FrameType
 from typing import Any
 
 from agentsvc_core.use_cases import Conversation
-from agentsvc_core.use_cases.conversation import INTERRUPT_WAIT_S
 from agentsvc_core.use_cases.health import Readiness
+from agentsvc_core.use_cases.turn.conversation import INTERRUPT_WAIT_S
 
 # after the grace: interrupting (then cancelling what ignores it), storing, and
 # the streams' last writes

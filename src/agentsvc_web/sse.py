@@ -33,7 +33,7 @@ from litestar.response.base import ASGIResponse
 from litestar.response.streaming import ASGIStreamingResponse
 from litestar.types import HTTPResponseBodyEvent, Receive, Send
 
-from agentsvc_core.use_cases.turn import EVENT_NAMES, EventSource
+from agentsvc_core.use_cases.turn.events import EVENT_NAMES, EventSource
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping

@@ -32,7 +32,7 @@ from agentsvc_core.entities.knowledge import (
 )
 from agentsvc_core.errors import NotFound
 from agentsvc_core.ports.knowledge import DocumentFilter
-from agentsvc_core.use_cases.chunking import Chunk, search_text
+from agentsvc_core.use_cases.knowledge.chunking import Chunk, search_text
 from tests.contract.conftest import Backend, now
 from tests.contract.test_agents_contract import agent_in
 from tests.contract.test_conversations_contract import a_thread

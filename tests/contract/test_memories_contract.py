@@ -16,7 +16,7 @@ from agentsvc_core.entities import Principal
 from agentsvc_core.entities.memory import Memory, MemoryScope, MemoryStatus
 from agentsvc_core.errors import InvalidInput, NotFound
 from agentsvc_core.ports.memories import Saved
-from agentsvc_core.use_cases.memories import Memories
+from agentsvc_core.use_cases.memories.memories import Memories
 from tests.contract.conftest import Backend
 from tests.contract.test_agents_contract import agent_in
 

@@ -16,7 +16,7 @@ import pytest
 from agentsvc_core.errors import IdempotencyKeyInUse, ThreadBusy
 from agentsvc_core.ports import EventBatch
 from agentsvc_core.ports.idempotency import IdempotencyClaim
-from agentsvc_core.use_cases.turn import (
+from agentsvc_core.use_cases.turn.events import (
     Done,
     EventData,
     Meta,

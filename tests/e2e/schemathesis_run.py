@@ -130,7 +130,7 @@ checks.positive_data_acceptance.expected-statuses = {[*ACCEPTED, "422"]!r}
 
 # A knowledge upload's file is bytes to the document: a type the service does not
 # read (text, Markdown, HTML and PDF are) is 415, and a title of blanks or NUL, or
-# both agentId and threadId, is 422 (rules of use_cases/knowledge.py).
+# both agentId and threadId, is 422 (rules of use_cases/knowledge/documents.py).
 # Its negative check accepts 2xx too: in the stateful phase Schemathesis 4.32 marks
 # a valid upload (a file and an agentId, "Invalid component: positive test case")
 # as negative when it follows a negative createAgent, and the same walk fails on

@@ -500,7 +500,7 @@ def _upload(c: httpx.Client, name: str, **fields: str) -> httpx.Response:
 
 
 def test_knowledge_members_read_admins_write_threads_are_their_viewers(world: World) -> None:
-    """What the access rules of use_cases/knowledge.py give a member (a JWT without
+    """What the access rules of use_cases/knowledge/documents.py give a member (a JWT without
     the admin role): the routes are member routes, the use case refuses the rest."""
     doc_id, agent, thread = world.ids["document"], world.ids["agent"], world.ids["thread"]
     member = httpx.Client(base_url=world.url, headers=_h(_jwt("mallory", ORG_A)), timeout=30)

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agentsvc_core.use_cases.compaction import SUMMARY_PROMPT
+from agentsvc_core.use_cases.turn.compaction import SUMMARY_PROMPT
 from tests.e2e.service import Service, client, new_org, running
 from tests.fakes.providers import FakeProvider, Reply
 from tests.sse import names, parse

@@ -1,4 +1,4 @@
-"""A knowledge library for the fast unit tests of knowledge (use_cases/knowledge.py,
+"""A knowledge library for the fast unit tests of knowledge (use_cases/knowledge/documents.py,
 knowledge_tools.py): the memory storage, the real file parser, a job queue that
 records what was queued (the test runs the indexing job itself, in its own task),
 an optional in-process embedder and the clock the test moves. No network, no
@@ -23,7 +23,7 @@ from agentsvc_core.ports.documents import DocumentParser, ParsedDocument
 from agentsvc_core.ports.embeddings import Embedder
 from agentsvc_core.ports.knowledge import KnowledgeStore
 from agentsvc_core.use_cases import AgentDraft, Agents
-from agentsvc_core.use_cases.knowledge import INDEX_JOB, Knowledge, KnowledgeLimits
+from agentsvc_core.use_cases.knowledge.documents import INDEX_JOB, Knowledge, KnowledgeLimits
 from agentsvc_core.use_cases.threads import ThreadDraft, Threads
 from tests.fakes.embeddings import HashingEmbedder
 from tests.unit.runner_world import Jobs

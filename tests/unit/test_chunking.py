@@ -1,4 +1,4 @@
-"""Chunking a parsed document for search (agentsvc_core/use_cases/chunking.py)."""
+"""Chunking a parsed document for search (agentsvc_core/use_cases/knowledge/chunking.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentsvc_core.ports.documents import ParsedDocument, Section
-from agentsvc_core.use_cases.chunking import Chunk, chunk, estimate_tokens, search_text
+from agentsvc_core.use_cases.knowledge.chunking import Chunk, chunk, estimate_tokens, search_text
 
 _WORD = st.text(alphabet="abcdefghij", min_size=1, max_size=12)
 _SEP = st.sampled_from([" ", " ", " ", "\n", "\n\n", ". ", "! ", "\n \n", "\t"])

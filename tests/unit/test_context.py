@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from agentsvc_core.entities import Message, ToolCall
 from agentsvc_core.rules import join_overlay
-from agentsvc_core.use_cases.context import merged_metadata, model_history, system_prompt
+from agentsvc_core.use_cases.turn.context import merged_metadata, model_history, system_prompt
 
 text = st.text(max_size=50)
 

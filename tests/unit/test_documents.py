@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from agentsvc_adapters.documents import FileParser
 from agentsvc_core.ports.documents import DocumentError, ParsedDocument
-from agentsvc_core.use_cases.chunking import chunk
+from agentsvc_core.use_cases.knowledge.chunking import chunk
 from tests.fakes.web import PAGE
 from tests.pdfs import make_pdf
 

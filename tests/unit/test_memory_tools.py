@@ -16,8 +16,8 @@ from agentsvc_core.entities import Agent, Principal
 from agentsvc_core.ports import SealedRecord, SecretStore, ToolCallContext, ToolSetup
 from agentsvc_core.ports.memories import MemoryStore
 from agentsvc_core.use_cases import AgentDraft, Agents
-from agentsvc_core.use_cases.memories import Memories, MemoryConfig, MemorySettings
-from agentsvc_core.use_cases.memory_tools import MemoryTools
+from agentsvc_core.use_cases.memories.memories import Memories, MemoryConfig, MemorySettings
+from agentsvc_core.use_cases.memories.tools import MemoryTools
 from agentsvc_core.use_cases.plan_tools import PlanSettings, PlanTools
 from agentsvc_core.use_cases.plans import Plans
 from agentsvc_core.use_cases.server_tools import ToolHub

@@ -1,7 +1,7 @@
-"""Where chunking cuts, exactly (use_cases/chunking.py): the window a long section
+"""Where chunking cuts, exactly (use_cases/knowledge/chunking.py): the window a long section
 is cut in and its ends, which boundary wins, where the overlap starts, which small
 sections merge and the heading path they keep, and the default sizes. Written for
-``agentsvc_core.use_cases.chunking``, whose survivors were boundaries the
+``agentsvc_core.use_cases.knowledge.chunking``, whose survivors were boundaries the
 property tests of test_chunking.py cannot tell apart. Sizes are in tokens of four
 characters: ``target_tokens=10`` aims at 40 characters."""
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from agentsvc_core.ports.documents import ParsedDocument, Section
-from agentsvc_core.use_cases.chunking import chunk
+from agentsvc_core.use_cases.knowledge.chunking import chunk
 
 
 def pieces(text: str, target: int, most: int, overlap: float = 0.0) -> list[str]:

@@ -1,4 +1,4 @@
-"""Summary compaction (spec 4.4, docs/compaction.md; use_cases/compaction.py): the
+"""Summary compaction (spec 4.4, docs/compaction.md; use_cases/turn/compaction.py): the
 estimate, what the summary covers, where the kept part starts, the summary request,
 and that a failed or empty summary changes nothing."""
 
@@ -14,7 +14,7 @@ from agentsvc_adapters.memory import MemoryStorage
 from agentsvc_core.entities import Message, Role, ToolCall, Usage
 from agentsvc_core.errors import Upstream
 from agentsvc_core.ports import TextDelta, UsageReport
-from agentsvc_core.use_cases.compaction import (
+from agentsvc_core.use_cases.turn.compaction import (
     KEEP_RECENT,
     SUMMARY_PROMPT,
     Checkpoint,

@@ -1,6 +1,6 @@
 """Which tools the model sees under a profile, which profile applies, and the
 switch-proposal tool, pinned. Written to kill the mutants `make mutation` found
-alive in ``agentsvc_core.use_cases.context`` (docs/development.md)."""
+alive in ``agentsvc_core.use_cases.turn.context`` (docs/development.md)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from agentsvc_core.entities import Message, Thread, ToolCall, ToolProfile
 from agentsvc_core.ports import ToolSpec
-from agentsvc_core.use_cases.context import (
+from agentsvc_core.use_cases.turn.context import (
     PROPOSE_PROFILE_SWITCH,
     effective_profile,
     gate_tools,

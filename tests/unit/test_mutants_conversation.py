@@ -1,4 +1,4 @@
-"""The turn's HTTP-facing operations (use_cases/conversation.py): what ``send`` checks
+"""The turn's HTTP-facing operations (use_cases/turn/conversation.py): what ``send`` checks
 and plans, ``stop``, ``sweep`` and the drain at shutdown, against the memory storage
 and a scripted model (tests/unit/turn_world.py)."""
 
@@ -22,13 +22,19 @@ from agentsvc_core.errors import (
     Unavailable,
 )
 from agentsvc_core.ports import NativeCompaction, TextDelta, ToolSetup, ToolSpec, UsageReport
-from agentsvc_core.use_cases import heartbeats as heartbeats_module
-from agentsvc_core.use_cases.compaction import SUMMARY_PROMPT, Compactor
-from agentsvc_core.use_cases.conversation import INTERRUPT_WAIT_S, SendInput, ToolResultIn
 from agentsvc_core.use_cases.idempotency import RequestKey
 from agentsvc_core.use_cases.org_settings import CompactionConfig, ResolverConfig
 from agentsvc_core.use_cases.sealed import SealedRecords
-from agentsvc_core.use_cases.turn import Done, ErrorEvent, Meta, RequiresAction, decode_events
+from agentsvc_core.use_cases.turn import heartbeats as heartbeats_module
+from agentsvc_core.use_cases.turn.compaction import SUMMARY_PROMPT, Compactor
+from agentsvc_core.use_cases.turn.conversation import INTERRUPT_WAIT_S, SendInput, ToolResultIn
+from agentsvc_core.use_cases.turn.events import (
+    Done,
+    ErrorEvent,
+    Meta,
+    RequiresAction,
+    decode_events,
+)
 from tests.unit.turn_world import (
     BOX,
     HANG,

@@ -1,4 +1,4 @@
-"""Heartbeats of a process's running replies (use_cases/heartbeats.py): one write per
+"""Heartbeats of a process's running replies (use_cases/turn/heartbeats.py): one write per
 beat for all of them, a beat every quarter of the stale span, none once no reply
 is left."""
 
@@ -13,8 +13,8 @@ from uuid import UUID
 import pytest
 
 from agentsvc_core.errors import Unavailable
-from agentsvc_core.use_cases.conversation import SendInput
-from agentsvc_core.use_cases.heartbeats import Heartbeats
+from agentsvc_core.use_cases.turn.conversation import SendInput
+from agentsvc_core.use_cases.turn.heartbeats import Heartbeats
 from tests.unit.turn_world import HANG, ORG, WHO, Clock, Script, read_all, world
 
 

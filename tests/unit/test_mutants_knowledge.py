@@ -1,7 +1,7 @@
-"""Knowledge documents as their users see them (use_cases/knowledge.py): what an
+"""Knowledge documents as their users see them (use_cases/knowledge/documents.py): what an
 upload keeps and refuses, the indexing job and its limits, the sweep, and the
 search's rankings, over the memory storage and the test's clock
-(tests/unit/knowledge_world.py). Written for ``agentsvc_core.use_cases.knowledge``,
+(tests/unit/knowledge_world.py). Written for ``agentsvc_core.use_cases.knowledge.documents``,
 whose mutants only the web suite reached (docs/development.md)."""
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from agentsvc_core.errors import (
     UnsupportedMedia,
 )
 from agentsvc_core.ports.documents import ParsedDocument, Section
-from agentsvc_core.use_cases.chunking import chunk, search_text
-from agentsvc_core.use_cases.knowledge import INDEX_JOB, KnowledgeLimits, Search, fuse
+from agentsvc_core.use_cases.knowledge.chunking import chunk, search_text
+from agentsvc_core.use_cases.knowledge.documents import INDEX_JOB, KnowledgeLimits, Search, fuse
 from tests.fakes.embeddings import HashingEmbedder
 from tests.unit.knowledge_world import (
     ADMIN_CAROL,

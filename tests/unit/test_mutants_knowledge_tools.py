@@ -1,4 +1,4 @@
-"""``knowledge_search`` as the model sees it (use_cases/knowledge_tools.py): offered
+"""``knowledge_search`` as the model sees it (use_cases/knowledge/tools.py): offered
 only where there are ready documents, with its cache of who has them, and its
 answer, over the memory storage (tests/unit/knowledge_world.py). The cache's
 clock is the module's ``time.monotonic``, which these tests replace for the tool
@@ -16,9 +16,9 @@ import pytest
 from agentsvc_adapters.documents import FileParser
 from agentsvc_core.entities import Agent
 from agentsvc_core.ports import ToolCallContext, ToolSetup
-from agentsvc_core.use_cases import knowledge_tools
-from agentsvc_core.use_cases.knowledge import Knowledge
-from agentsvc_core.use_cases.knowledge_tools import TOOL_NAME, KnowledgeTools
+from agentsvc_core.use_cases.knowledge import tools as knowledge_tools
+from agentsvc_core.use_cases.knowledge.documents import Knowledge
+from agentsvc_core.use_cases.knowledge.tools import TOOL_NAME, KnowledgeTools
 from tests.unit.knowledge_world import KEY, OUTSIDER, Library, library
 
 

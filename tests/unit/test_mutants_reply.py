@@ -1,4 +1,4 @@
-"""The reply loop (use_cases/reply.py, spec 6.1): the events a turn streams, the
+"""The reply loop (use_cases/turn/reply.py, spec 6.1): the events a turn streams, the
 messages, run and usage records it stores, for text, server and client tools,
 stops, provider failures, crashes and the step limit."""
 
@@ -23,14 +23,13 @@ from agentsvc_core.ports import (
     ToolSpec,
     UsageReport,
 )
-from agentsvc_core.use_cases import heartbeats as heartbeats_module
-from agentsvc_core.use_cases import reply_tools as reply_tools_module
-from agentsvc_core.use_cases.compaction import SUMMARY_PROMPT, Checkpoint, Compactor
-from agentsvc_core.use_cases.conversation import SendInput
 from agentsvc_core.use_cases.org_settings import CompactionConfig
-from agentsvc_core.use_cases.reply import MAX_STEPS
 from agentsvc_core.use_cases.sealed import SealedRecords
-from agentsvc_core.use_cases.turn import (
+from agentsvc_core.use_cases.turn import heartbeats as heartbeats_module
+from agentsvc_core.use_cases.turn import reply_tools as reply_tools_module
+from agentsvc_core.use_cases.turn.compaction import SUMMARY_PROMPT, Checkpoint, Compactor
+from agentsvc_core.use_cases.turn.conversation import SendInput
+from agentsvc_core.use_cases.turn.events import (
     AuthChallenge,
     Challenge,
     Done,
@@ -45,6 +44,7 @@ from agentsvc_core.use_cases.turn import (
     ToolResult,
     UsageOut,
 )
+from agentsvc_core.use_cases.turn.reply import MAX_STEPS
 from tests.contract.test_conversations_contract import a_message
 from tests.unit.test_turn_keys import Resolver, turn_with
 from tests.unit.turn_world import (

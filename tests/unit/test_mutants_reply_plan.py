@@ -1,4 +1,4 @@
-"""Planning a reply (use_cases/reply_plan.py): what ``choose`` hands the tool
+"""Planning a reply (use_cases/turn/reply_plan.py): what ``choose`` hands the tool
 sources (the agent's MCP servers, then a runner's it has not; the turn's records
 and thread), what ``plan_reply`` passes on to the running reply, what
 ``note_answered`` says the reply answers, and how long a send's events are kept.
@@ -18,12 +18,12 @@ from agentsvc_core.ports import SealedRecord, ToolSetup, ToolSpec, TurnInputs
 from agentsvc_core.ports.telemetry import CURRENT
 from agentsvc_core.pricing import PriceTable
 from agentsvc_core.telemetry import SpanTracer
-from agentsvc_core.use_cases._turn_private import new_message
-from agentsvc_core.use_cases.conversation import SendInput
 from agentsvc_core.use_cases.idempotency import KEEP, RequestKey
-from agentsvc_core.use_cases.reply_plan import Chosen, choose, note_answered, plan_reply
 from agentsvc_core.use_cases.traces.build import TraceConfig
-from agentsvc_core.use_cases.turn import Turn
+from agentsvc_core.use_cases.turn._private import new_message
+from agentsvc_core.use_cases.turn.conversation import SendInput
+from agentsvc_core.use_cases.turn.events import Turn
+from agentsvc_core.use_cases.turn.reply_plan import Chosen, choose, note_answered, plan_reply
 from tests.contract.test_agents_contract import agent_in
 from tests.contract.test_conversations_contract import a_thread
 from tests.unit.turn_world import ORG, T0, WHO, Clock, Script, read_all, world

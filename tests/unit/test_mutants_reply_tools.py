@@ -1,4 +1,4 @@
-"""use_cases/reply_tools.py: a server-side tool call's events, outcome, span and
+"""use_cases/turn/reply_tools.py: a server-side tool call's events, outcome, span and
 result (mutation tests, docs/development.md)."""
 
 from __future__ import annotations
@@ -14,10 +14,9 @@ from agentsvc_core.entities import ToolCall
 from agentsvc_core.errors import Upstream
 from agentsvc_core.ports import ToolAuthRequired, ToolSpec
 from agentsvc_core.ports.telemetry import AttributeValue
-from agentsvc_core.use_cases._turn_private import Plan
-from agentsvc_core.use_cases.context import PROPOSE_PROFILE_SWITCH
-from agentsvc_core.use_cases.reply_tools import TOOL_TIMEOUT_S, run_tool
-from agentsvc_core.use_cases.turn import (
+from agentsvc_core.use_cases.turn._private import Plan
+from agentsvc_core.use_cases.turn.context import PROPOSE_PROFILE_SWITCH
+from agentsvc_core.use_cases.turn.events import (
     AuthChallenge,
     Challenge,
     ProfileSwitchProposal,
@@ -27,6 +26,7 @@ from agentsvc_core.use_cases.turn import (
     ToolResult,
     Turn,
 )
+from agentsvc_core.use_cases.turn.reply_tools import TOOL_TIMEOUT_S, run_tool
 from tests.contract.test_agents_contract import agent_in
 from tests.contract.test_conversations_contract import a_thread
 from tests.unit.turn_world import WHO, Script, Tools

@@ -1,5 +1,5 @@
 """The checks of a send (spec 4.7), made before anything is read or stored
-(use_cases/send_input.py): each names the field at fault."""
+(use_cases/turn/send_input.py): each names the field at fault."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from agentsvc_core.entities import ToolCall
 from agentsvc_core.errors import InvalidInput
 from agentsvc_core.ports import ToolSpec
 from agentsvc_core.rules import MAX_CLIENT_TOOLS, MAX_CONTENT, MAX_PREAMBLE
-from agentsvc_core.use_cases.send_input import (
+from agentsvc_core.use_cases.turn.send_input import (
     SendInput,
     ToolResultIn,
     check_input,

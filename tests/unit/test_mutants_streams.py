@@ -1,4 +1,4 @@
-"""use_cases/streams.py: what ``Streams.follow`` answers, a reply read from storage
+"""use_cases/turn/streams.py: what ``Streams.follow`` answers, a reply read from storage
 (``StoredReply``) and a followed reply's batches (``store_as_it_comes``), over the
 memory storage (mutation tests, docs/development.md)."""
 
@@ -17,17 +17,10 @@ import pytest
 from agentsvc_core.entities import Run
 from agentsvc_core.errors import NotFound, Upstream
 from agentsvc_core.ports import EventBatch
-from agentsvc_core.use_cases import streams as streams_module
-from agentsvc_core.use_cases._turn_private import INTERRUPTED
-from agentsvc_core.use_cases.streams import (
-    MAX_BATCH,
-    NoStoredEvents,
-    StoredReply,
-    Streams,
-    store_as_it_comes,
-)
 from agentsvc_core.use_cases.threads import Threads
-from agentsvc_core.use_cases.turn import (
+from agentsvc_core.use_cases.turn import streams as streams_module
+from agentsvc_core.use_cases.turn._private import INTERRUPTED
+from agentsvc_core.use_cases.turn.events import (
     Done,
     ErrorEvent,
     EventData,
@@ -35,6 +28,13 @@ from agentsvc_core.use_cases.turn import (
     Turn,
     decode_events,
     encode_events,
+)
+from agentsvc_core.use_cases.turn.streams import (
+    MAX_BATCH,
+    NoStoredEvents,
+    StoredReply,
+    Streams,
+    store_as_it_comes,
 )
 from tests.contract.test_conversations_contract import a_thread
 from tests.unit.turn_world import ORG, T0, WHO, World, a_stored_run, store_run, world

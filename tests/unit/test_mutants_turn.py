@@ -1,5 +1,5 @@
-"""The events of a streamed reply (spec 6.1; use_cases/turn.py) and the turn's small
-shared parts (use_cases/_turn_private.py): event names and JSON field names as the
+"""The events of a streamed reply (spec 6.1; use_cases/turn/events.py) and the turn's small
+shared parts (use_cases/turn/_private.py): event names and JSON field names as the
 spec gives them, and how a reply interrupted at shutdown is kept."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import msgspec
 
 from agentsvc_core.entities import ToolCall, Usage, key_source
 from agentsvc_core.errors import Upstream
-from agentsvc_core.use_cases._turn_private import (
+from agentsvc_core.use_cases.turn._private import (
     INTERRUPTED,
     ReplyState,
     interrupted,
@@ -20,7 +20,7 @@ from agentsvc_core.use_cases._turn_private import (
     tool_out,
     usage_out,
 )
-from agentsvc_core.use_cases.turn import (
+from agentsvc_core.use_cases.turn.events import (
     EVENT_NAMES,
     AuthChallenge,
     Challenge,

@@ -17,15 +17,15 @@ from agentsvc_core.entities import Principal
 from agentsvc_core.entities.runner import RunnerRun, Step, StepRun
 from agentsvc_core.ports.telemetry import CURRENT, SpanContext
 from agentsvc_core.pricing import Price, PriceTable
-from agentsvc_core.use_cases.reply import BUDGET_EXCEEDED
 from agentsvc_core.use_cases.runners.agent_steps import AgentSteps, message_of, reply_output
 from agentsvc_core.use_cases.runners.definitions import RunnerDraft
 from agentsvc_core.use_cases.runners.runs import save_run
 from agentsvc_core.use_cases.runners.steps import StepDraft
 from agentsvc_core.use_cases.runners.trace import step_span_id
 from agentsvc_core.use_cases.runners.transitions import Done, Failed, OverBudget, start_of
-from agentsvc_core.use_cases.turn import Done as TurnDone
-from agentsvc_core.use_cases.turn import ErrorEvent, UsageOut
+from agentsvc_core.use_cases.turn.events import Done as TurnDone
+from agentsvc_core.use_cases.turn.events import ErrorEvent, UsageOut
+from agentsvc_core.use_cases.turn.reply import BUDGET_EXCEEDED
 from tests.contract.test_conversations_contract import a_thread
 from tests.unit.runner_world import CENT_A_TOKEN, RunnerWorld, runner_world, spends
 from tests.unit.turn_world import HANG, ORG, WHO, says

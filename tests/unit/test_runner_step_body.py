@@ -1,4 +1,4 @@
-"""A step's request body (``StepBody``, controllers/runner_schemas.py) is the
+"""A step's request body (``StepBody``, controllers/runners/schemas.py) is the
 core's ``StepDraft`` in camelCase: the same fields, types and defaults, written
 once, and the draft derived from it whole."""
 
@@ -9,7 +9,7 @@ import uuid
 import msgspec
 
 from agentsvc_core.use_cases.runners.steps import StepDraft
-from agentsvc_web.controllers.runner_schemas import StepBody, StepsBody, step_draft
+from agentsvc_web.controllers.runners.schemas import StepBody, StepsBody, step_draft
 
 
 def test_the_body_has_the_drafts_fields_in_camel_case() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 from litestar import Request
 
-from agentsvc_core.use_cases.turn import Done, Meta, Token, Turn
+from agentsvc_core.use_cases.turn.events import Done, Meta, Token, Turn
 from agentsvc_web.settings import Settings
 from agentsvc_web.sse import KEEPALIVE, KEEPALIVE_S, SseResponse, SseStream, sse_frames
 from tests.sse import parse

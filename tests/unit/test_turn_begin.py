@@ -1,6 +1,6 @@
 """The turn's start: the model call is made while ``begin_turn`` stores the run.
 
-What must hold (module docstring of ``agentsvc_core.use_cases.conversation``): the
+What must hold (module docstring of ``agentsvc_core.use_cases.turn.conversation``): the
 first token does not wait for the write; nothing the reply produces is shown, stored
 or acted on (tools) before the run is stored; a refused run leaves nothing behind;
 a message that came between the turn's read and its write is in the model's context.
@@ -35,9 +35,9 @@ from agentsvc_core.ports import (
     UsageReport,
 )
 from agentsvc_core.ports.idempotency import IdempotencyClaim
-from agentsvc_core.use_cases.conversation import Conversation, SendInput
 from agentsvc_core.use_cases.threads import Threads
-from agentsvc_core.use_cases.turn import Done, Meta, Token, Turn
+from agentsvc_core.use_cases.turn.conversation import Conversation, SendInput
+from agentsvc_core.use_cases.turn.events import Done, Meta, Token, Turn
 from tests.contract.conftest import now
 from tests.contract.test_agents_contract import agent_in
 from tests.contract.test_conversations_contract import a_message, a_run, a_thread

@@ -7,7 +7,7 @@ import contextlib
 import uuid
 
 from agentsvc_core.ports import StopSignal
-from agentsvc_core.use_cases.turn import Token, Turn
+from agentsvc_core.use_cases.turn.events import Token, Turn
 
 
 def a_turn() -> Turn:

@@ -3,7 +3,7 @@ only when its context is above the agent's threshold."""
 
 from __future__ import annotations
 
-from agentsvc_core.use_cases.compaction import SUMMARY_PROMPT
+from agentsvc_core.use_cases.turn.compaction import SUMMARY_PROMPT
 from tests.unit.test_turn_keys import Resolver, turn_with
 
 # the history of ``turn_with(compact=True)``: 8 messages of ~1,010 characters and the

@@ -22,13 +22,13 @@ from agentsvc_core.ports import (
     UsageReport,
 )
 from agentsvc_core.ports.resolver import CredentialResolver, Resolution, ResolverRequest
-from agentsvc_core.use_cases.compaction import SUMMARY_PROMPT
-from agentsvc_core.use_cases.conversation import SendInput
 from agentsvc_core.use_cases.org_settings import (
     CompactionConfig,
 )
 from agentsvc_core.use_cases.sealed import SealedRecords
-from agentsvc_core.use_cases.turn import Done
+from agentsvc_core.use_cases.turn.compaction import SUMMARY_PROMPT
+from agentsvc_core.use_cases.turn.conversation import SendInput
+from agentsvc_core.use_cases.turn.events import Done
 from tests.contract.conftest import now
 from tests.contract.test_conversations_contract import a_message, a_run
 from tests.unit.turn_world import BOX, read_all, resolver_world

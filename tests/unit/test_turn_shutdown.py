@@ -12,8 +12,8 @@ import pytest
 from agentsvc_core.entities import Agent, Principal
 from agentsvc_core.errors import Unavailable
 from agentsvc_core.ports import ModelEvent, ModelRequest, TextDelta
-from agentsvc_core.use_cases.conversation import SendInput
-from agentsvc_core.use_cases.turn import Done, ErrorEvent, Token
+from agentsvc_core.use_cases.turn.conversation import SendInput
+from agentsvc_core.use_cases.turn.events import Done, ErrorEvent, Token
 from tests.unit.test_turn_begin import ORG, WHO, Model, stored, world
 from tests.unit.turn_world import read_all
 

@@ -35,8 +35,8 @@ from agentsvc_core.ports import (
 from agentsvc_core.ports.resolver import CredentialResolver, Resolution, ResolverRequest
 from agentsvc_core.ports.telemetry import CURRENT, FinishedSpan, SpanSink
 from agentsvc_core.telemetry import SpanTracer
-from agentsvc_core.use_cases.conversation import SendInput
-from agentsvc_core.use_cases.turn import Done, ErrorEvent, Meta
+from agentsvc_core.use_cases.turn.conversation import SendInput
+from agentsvc_core.use_cases.turn.events import Done, ErrorEvent, Meta
 from tests.unit.turn_world import read_all, resolver_world
 
 ORG = "org-spans"

@@ -1,4 +1,4 @@
-"""A turn's world for the unit tests of the turn (use_cases/conversation.py, reply.py,
+"""A turn's world for the unit tests of the turn (use_cases/turn/conversation.py, reply.py,
 heartbeats.py): the memory storage, a scripted in-process model, scripted server
 tools and a clock the test moves. No network, no sleeps: fast enough to run per
 mutant (``make mutation``)."""
@@ -35,8 +35,6 @@ from agentsvc_core.ports import (
 )
 from agentsvc_core.ports.resolver import CredentialResolver
 from agentsvc_core.ports.telemetry import Tracer
-from agentsvc_core.use_cases.compaction import Compactor
-from agentsvc_core.use_cases.conversation import Conversation
 from agentsvc_core.use_cases.org_settings import (
     AgentConfigs,
     KeyBroker,
@@ -45,7 +43,9 @@ from agentsvc_core.use_cases.org_settings import (
 )
 from agentsvc_core.use_cases.sealed import SealedRecords
 from agentsvc_core.use_cases.threads import Threads
-from agentsvc_core.use_cases.turn import EventData, EventSource
+from agentsvc_core.use_cases.turn.compaction import Compactor
+from agentsvc_core.use_cases.turn.conversation import Conversation
+from agentsvc_core.use_cases.turn.events import EventData, EventSource
 from tests.contract.test_agents_contract import agent_in
 from tests.contract.test_conversations_contract import a_thread
 

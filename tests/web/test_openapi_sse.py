@@ -19,7 +19,7 @@ import schemathesis
 from jsonschema import Draft202012Validator
 from litestar.testing import TestClient
 
-from agentsvc_core.use_cases.turn import EVENT_NAMES
+from agentsvc_core.use_cases.turn.events import EVENT_NAMES
 from agentsvc_web.app import create_app
 from agentsvc_web.settings import Settings
 from tests.sse import Event, parse

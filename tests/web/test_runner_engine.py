@@ -24,9 +24,9 @@ from agentsvc_core.use_cases.runners.runs import RunNotPaused, job_payload
 from agentsvc_core.use_cases.runners.steps import StepDraft
 from agentsvc_core.use_cases.runners.triggers import TriggerDraft, next_tick
 from agentsvc_core.use_cases.scheduled_tasks import TaskDraft
-from agentsvc_core.use_cases.send_input import SendInput
 from agentsvc_core.use_cases.suggestions import parse_suggestions
 from agentsvc_core.use_cases.threads import ThreadDraft
+from agentsvc_core.use_cases.turn.send_input import SendInput
 from agentsvc_web.bootstrap import Services, build_services
 from agentsvc_web.settings import Settings
 

@@ -1,6 +1,6 @@
 """Knowledge documents as text: an uploaded file (plain text, Markdown, HTML, PDF)
 turned into its extracted text cut into sections that follow the document's own
-structure (headings, PDF pages), for ``use_cases/chunking.py`` to cut into chunks.
+structure (headings, PDF pages), for ``use_cases/knowledge/chunking.py`` to cut into chunks.
 Adapter: ``agentsvc_adapters/documents.py``.
 
 Offsets matter: a chunk is stored with where it sits in the document's text, so

@@ -3,9 +3,9 @@
 from agentsvc_core.use_cases.agents import AgentChanges, AgentDraft, Agents
 from agentsvc_core.use_cases.api_keys import ApiKeys, IssuedKey
 from agentsvc_core.use_cases.auth import Authenticator
-from agentsvc_core.use_cases.conversation import Conversation, SendInput, ToolResultIn
 from agentsvc_core.use_cases.threads import ThreadChanges, ThreadDraft, ThreadPage, Threads
-from agentsvc_core.use_cases.turn import Turn
+from agentsvc_core.use_cases.turn.conversation import Conversation, SendInput, ToolResultIn
+from agentsvc_core.use_cases.turn.events import Turn
 
 __all__ = [
     "AgentChanges",

@@ -3,7 +3,7 @@ same request is answered as the first was and changes nothing; the same key with
 another request is refused (``IdempotencyKeyReused``, 422). Keys are scoped to the
 organization (ports/idempotency.py).
 
-A send (use_cases/conversation.py) claims its key with its run, in the write that
+A send (use_cases/turn/conversation.py) claims its key with its run, in the write that
 stores the run: a retry re-attaches to that reply, live or replayed. Any other POST
 goes through ``Idempotency`` (the web layer's middleware): ``claim`` before the
 handler runs, then ``complete`` with its response (kept sealed) or ``release`` when

@@ -26,10 +26,10 @@ from agentsvc_core.errors import InvalidInput, NotFound, PermissionDenied, Upstr
 from agentsvc_core.ports import AgentRepository, Clock
 from agentsvc_core.ports.runners import RunnerStore
 from agentsvc_core.ports.traces import TraceFilter, TraceStore
-from agentsvc_core.use_cases.conversation import Conversation
-from agentsvc_core.use_cases.send_input import SendInput
 from agentsvc_core.use_cases.threads import ThreadDraft, Threads
-from agentsvc_core.use_cases.turn import Done, ErrorEvent, last_event
+from agentsvc_core.use_cases.turn.conversation import Conversation
+from agentsvc_core.use_cases.turn.events import Done, ErrorEvent, last_event
+from agentsvc_core.use_cases.turn.send_input import SendInput
 
 __all__ = ["MAX_SUGGESTIONS", "Suggestions", "parse_suggestions"]
 

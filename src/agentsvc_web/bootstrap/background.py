@@ -18,8 +18,8 @@ from agentsvc_adapters.postgres import PostgresStorage
 from agentsvc_core.errors import DomainError
 from agentsvc_core.ports import Storage
 from agentsvc_core.ports.jobs import JobHandler
-from agentsvc_core.use_cases.knowledge import INDEX_JOB
-from agentsvc_core.use_cases.memory_collect import COLLECT_JOB
+from agentsvc_core.use_cases.knowledge.documents import INDEX_JOB
+from agentsvc_core.use_cases.memories.collect import COLLECT_JOB
 from agentsvc_core.use_cases.runners.runs import RUN_JOB
 from agentsvc_web.settings import Settings
 

@@ -28,12 +28,12 @@ from agentsvc_core.ports.web import WebSearch
 from agentsvc_core.pricing import PriceTable
 from agentsvc_core.use_cases import Threads
 from agentsvc_core.use_cases.integrations import Integrations, IntegrationTools
-from agentsvc_core.use_cases.knowledge import Knowledge, KnowledgeLimits
-from agentsvc_core.use_cases.knowledge_tools import KnowledgeTools
+from agentsvc_core.use_cases.knowledge.documents import Knowledge, KnowledgeLimits
+from agentsvc_core.use_cases.knowledge.tools import KnowledgeTools
 from agentsvc_core.use_cases.mcp_servers import McpTools
-from agentsvc_core.use_cases.memories import Memories, MemorySettings
-from agentsvc_core.use_cases.memory_collect import MemoryCollector
-from agentsvc_core.use_cases.memory_tools import MemoryTools
+from agentsvc_core.use_cases.memories.collect import MemoryCollector
+from agentsvc_core.use_cases.memories.memories import Memories, MemorySettings
+from agentsvc_core.use_cases.memories.tools import MemoryTools
 from agentsvc_core.use_cases.org_settings import KeyBroker, OrgSettings
 from agentsvc_core.use_cases.plan_tools import PlanSettings, PlanTools
 from agentsvc_core.use_cases.plans import Plans

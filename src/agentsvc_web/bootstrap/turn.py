@@ -17,10 +17,10 @@ from agentsvc_core.ports import (
 )
 from agentsvc_core.ports.telemetry import Tracer
 from agentsvc_core.use_cases import Conversation, Threads
-from agentsvc_core.use_cases.compaction import Compactor
 from agentsvc_core.use_cases.org_settings import AgentConfigs, KeyBroker
 from agentsvc_core.use_cases.traces.build import TraceConfig
-from agentsvc_core.use_cases.turn import AfterTurn
+from agentsvc_core.use_cases.turn.compaction import Compactor
+from agentsvc_core.use_cases.turn.events import AfterTurn
 from agentsvc_web.settings import Settings
 
 

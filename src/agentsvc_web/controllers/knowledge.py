@@ -4,7 +4,7 @@ The upload is ``multipart/form-data``: a ``file`` part, and optional ``title``,
 ``agentId`` or ``threadId`` fields. It answers 202 with the document (``queued``)
 while indexing runs in the background, or 200 with the document already stored
 when the same file was uploaded to the same scope before. Who may add, read and
-remove which documents is the use case's (``use_cases/knowledge.py``): the routes
+remove which documents is the use case's (``use_cases/knowledge/documents.py``): the routes
 are ``MEMBER`` routes and the use case refuses a member what is an admin's.
 """
 
@@ -32,7 +32,7 @@ from msgspec import Meta
 
 from agentsvc_core.entities.knowledge import DocumentScope, DocumentStatus, KnowledgeDocument
 from agentsvc_core.errors import InvalidInput, UnsupportedMedia
-from agentsvc_core.use_cases.knowledge import MAX_QUERY, MAX_TITLE, MAX_TOP_K, Knowledge
+from agentsvc_core.use_cases.knowledge.documents import MAX_QUERY, MAX_TITLE, MAX_TOP_K, Knowledge
 from agentsvc_web.access import MEMBER
 from agentsvc_web.auth import principal_of
 from agentsvc_web.openapi import errors

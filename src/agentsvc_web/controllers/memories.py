@@ -4,7 +4,7 @@ docs/api.md#memories.
 The configuration is read by members and written by admins (the default). The
 list is a read; the recall (``POST .../memory``) is a read made with a body, so a
 ``MEMBER`` route; the delete needs an admin. What a caller sees is the use case's
-(``use_cases/memories.py``): an API key every memory, a JWT user the agent scope
+(``use_cases/memories/memories.py``): an API key every memory, a JWT user the agent scope
 and its own user scope.
 """
 
@@ -21,7 +21,7 @@ from litestar.params import FromPath, JSONBody, QueryParameter
 from msgspec import UNSET, Meta, UnsetType
 
 from agentsvc_core.entities.memory import Memory, MemoryScope, MemoryStatus
-from agentsvc_core.use_cases.memories import (
+from agentsvc_core.use_cases.memories.memories import (
     MAX_MEMORIES,
     MAX_QUERY,
     MAX_TOP_K,

@@ -17,7 +17,7 @@ from msgspec import Meta
 from agentsvc_core.entities.runner import Overlap, Trigger
 from agentsvc_core.use_cases.scheduled_tasks import MAX_TASKS, ScheduledTasks, TaskDraft
 from agentsvc_web.auth import principal_of
-from agentsvc_web.controllers.runner_schemas import (
+from agentsvc_web.controllers.runners.schemas import (
     WRITE,
     Cursor,
     Limit,

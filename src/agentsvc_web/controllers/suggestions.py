@@ -19,7 +19,7 @@ from agentsvc_core.entities import Principal
 from agentsvc_core.entities.runner import Suggestion
 from agentsvc_core.use_cases.suggestions import Suggestions
 from agentsvc_web.auth import principal_of
-from agentsvc_web.controllers.runner_schemas import WRITE, Cursor, Limit, Req, next_cursor
+from agentsvc_web.controllers.runners.schemas import WRITE, Cursor, Limit, Req, next_cursor
 from agentsvc_web.openapi import errors
 from agentsvc_web.schemas import copied, read_cursor
 

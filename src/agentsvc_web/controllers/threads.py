@@ -21,8 +21,8 @@ from agentsvc_core.use_cases import (
     Threads,
     ToolResultIn,
 )
-from agentsvc_core.use_cases.streams import Streams
-from agentsvc_core.use_cases.turn import EventSource
+from agentsvc_core.use_cases.turn.events import EventSource
+from agentsvc_core.use_cases.turn.streams import Streams
 from agentsvc_web.access import MEMBER
 from agentsvc_web.auth import principal_of
 from agentsvc_web.idempotency import request_key

@@ -22,9 +22,7 @@ from agentsvc_core.ports import AgentRepository, ConversationStore
 from agentsvc_core.ports.runners import RunnerStore
 from agentsvc_core.ports.telemetry import CURRENT, SpanContext
 from agentsvc_core.pricing import PriceTable
-from agentsvc_core.use_cases.conversation import Conversation
 from agentsvc_core.use_cases.mcp_servers import McpServers
-from agentsvc_core.use_cases.reply import BUDGET_EXCEEDED
 from agentsvc_core.use_cases.runners.budgets import BudgetCheck
 from agentsvc_core.use_cases.runners.expressions import evaluate, json_or_none, render
 from agentsvc_core.use_cases.runners.runs import save_run
@@ -38,10 +36,12 @@ from agentsvc_core.use_cases.runners.transitions import (
     StepEnd,
     turn_noted,
 )
-from agentsvc_core.use_cases.send_input import SendInput
 from agentsvc_core.use_cases.threads import ThreadDraft, Threads
-from agentsvc_core.use_cases.turn import Done as TurnDone
-from agentsvc_core.use_cases.turn import ErrorEvent, UsageOut, last_event
+from agentsvc_core.use_cases.turn.conversation import Conversation
+from agentsvc_core.use_cases.turn.events import Done as TurnDone
+from agentsvc_core.use_cases.turn.events import ErrorEvent, UsageOut, last_event
+from agentsvc_core.use_cases.turn.reply import BUDGET_EXCEEDED
+from agentsvc_core.use_cases.turn.send_input import SendInput
 
 __all__ = ["AgentSteps", "reply_output"]
 

@@ -2,7 +2,7 @@
 ``GET /api/logs/{traceId}`` shows (kinds, costs, redacted and capped payloads),
 rolled up into the trace's totals, with the heuristic evaluations of the turn.
 
-The reply (use_cases/reply.py) collects its spans (``COLLECTED``), ends its own
+The reply (use_cases/turn/reply.py) collects its spans (``COLLECTED``), ends its own
 ``invoke_agent`` span, and hands them here just before its final write, which
 stores the result in the same statement as the run and its messages. The spans are
 the same objects the OpenTelemetry export receives: one model of a span, two
@@ -29,8 +29,8 @@ from agentsvc_core.entities.trace import SpanKindName
 from agentsvc_core.ports.telemetry import FinishedSpan
 from agentsvc_core.pricing import PriceTable
 from agentsvc_core.redact import redact
-from agentsvc_core.use_cases._turn_spans import COMPACTION_SPAN
 from agentsvc_core.use_cases.org_settings import RESOLVER_SPAN
+from agentsvc_core.use_cases.turn.spans import COMPACTION_SPAN
 
 __all__ = ["TraceConfig", "TurnFacts", "build_trace"]
 

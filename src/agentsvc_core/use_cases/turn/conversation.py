@@ -1,9 +1,9 @@
 """The turn's HTTP-facing operations: send, stop, sweep, close/shutdown.
 
 The turn reads top to bottom: ``Conversation.send`` here checks the input
-(use_cases/send_input.py), plans the reply (use_cases/reply_plan.py), stores the run
-and the user's message and starts the reply (use_cases/reply.py: compaction, model
-calls, tools, the final store); use_cases/heartbeats.py keeps this process's running
+(use_cases/turn/send_input.py), plans the reply (use_cases/turn/reply_plan.py), stores the run
+and the user's message and starts the reply (use_cases/turn/reply.py: compaction, model
+calls, tools, the final store); use_cases/turn/heartbeats.py keeps this process's running
 replies alive.
 
 ``send`` does everything that can fail with an HTTP error (access, validation, the
@@ -15,11 +15,11 @@ Round trips to storage per turn, always: ``turn_inputs`` (the thread, its agent,
 the latest run, the agent's MCP servers and sealed settings, the history, read
 together), ``begin_turn`` (the run and the user's message, checking that the
 history read is still whole) and ``finish_turn`` (the run, the assistant messages,
-the usage records and the reply's events, kept for re-attach: use_cases/streams.py).
+the usage records and the reply's events, kept for re-attach: use_cases/turn/streams.py).
 Nothing is written per token. A send with an idempotency key (``send_once``) reads
 the key first and claims it in ``begin_turn``'s transaction; a reply followed from
 another process writes its events in batches while it runs. Beyond these, by the
-agent's settings (use_cases/reply.py): with its credential resolver on, one read
+agent's settings (use_cases/turn/reply.py): with its credential resolver on, one read
 of the organization's signing secret per turn, before the signed webhook call;
 with summary compaction on (beta family), a read of the thread's checkpoint and a
 write of it after the reply (two when it summarises); per server tool call, what
@@ -71,18 +71,25 @@ from agentsvc_core.ports import (
 from agentsvc_core.ports.idempotency import IdempotencyClaim, IdempotencyStore
 from agentsvc_core.ports.telemetry import Tracer
 from agentsvc_core.ports.tools import Attached
-from agentsvc_core.use_cases._turn_private import BudgetGate, Plan
-from agentsvc_core.use_cases._turn_spans import reply_span
-from agentsvc_core.use_cases.compaction import Compactor
-from agentsvc_core.use_cases.heartbeats import INTERRUPT_WAIT_S, Heartbeats, drain
 from agentsvc_core.use_cases.idempotency import KEEP, RequestKey
 from agentsvc_core.use_cases.org_settings import (
     AgentConfigs,
     KeyBroker,
 )
-from agentsvc_core.use_cases.reply import Reply
-from agentsvc_core.use_cases.reply_plan import choose, note_answered, plan_reply
-from agentsvc_core.use_cases.send_input import (
+from agentsvc_core.use_cases.threads import Threads
+from agentsvc_core.use_cases.traces.build import TraceConfig
+from agentsvc_core.use_cases.turn._private import BudgetGate, Plan
+from agentsvc_core.use_cases.turn.compaction import Compactor
+from agentsvc_core.use_cases.turn.events import (
+    AfterTurn,
+    EventSource,
+    Meta,
+    Turn,
+)
+from agentsvc_core.use_cases.turn.heartbeats import INTERRUPT_WAIT_S, Heartbeats, drain
+from agentsvc_core.use_cases.turn.reply import Reply
+from agentsvc_core.use_cases.turn.reply_plan import choose, note_answered, plan_reply
+from agentsvc_core.use_cases.turn.send_input import (
     SendInput,
     ToolResultIn,
     check_input,
@@ -90,15 +97,8 @@ from agentsvc_core.use_cases.send_input import (
     new_messages,
     sender_of,
 )
-from agentsvc_core.use_cases.streams import NoStoredEvents, Streams, store_as_it_comes
-from agentsvc_core.use_cases.threads import Threads
-from agentsvc_core.use_cases.traces.build import TraceConfig
-from agentsvc_core.use_cases.turn import (
-    AfterTurn,
-    EventSource,
-    Meta,
-    Turn,
-)
+from agentsvc_core.use_cases.turn.spans import reply_span
+from agentsvc_core.use_cases.turn.streams import NoStoredEvents, Streams, store_as_it_comes
 
 __all__ = ["INTERRUPT_WAIT_S", "Conversation", "SendInput", "ToolResultIn"]
 

@@ -18,9 +18,9 @@ from agentsvc_core.rules import (
     check_model_id,
     check_text,
 )
-from agentsvc_core.use_cases._turn_private import new_message
-from agentsvc_core.use_cases.context import PROPOSE_PROFILE_SWITCH
 from agentsvc_core.use_cases.threads import Threads
+from agentsvc_core.use_cases.turn._private import new_message
+from agentsvc_core.use_cases.turn.context import PROPOSE_PROFILE_SWITCH
 
 __all__ = ["SendInput", "ToolResultIn", "check_input", "check_tool_results"]
 

@@ -1,6 +1,6 @@
 """The reply loop: compaction, then model call, tools, model call... then the store.
 
-``Reply.run`` is the task ``Conversation.send`` starts (use_cases/conversation.py).
+``Reply.run`` is the task ``Conversation.send`` starts (use_cases/turn/conversation.py).
 It streams into the ``Turn`` buffer from the first token, but stores nothing and
 runs nothing (tools, compaction) before ``begun`` says the run is stored. Its
 storage round trips: none per token or per step; one ``finish_turn`` at the end;
@@ -54,7 +54,8 @@ from agentsvc_core.ports import (
 )
 from agentsvc_core.ports.telemetry import COLLECTED, CURRENT, FinishedSpan, Span, Tracer
 from agentsvc_core.telemetry import SpanTracer
-from agentsvc_core.use_cases._turn_private import (
+from agentsvc_core.use_cases.traces.build import TraceConfig, TurnFacts, build_trace
+from agentsvc_core.use_cases.turn._private import (
     INTERRUPTED,
     Called,
     Plan,
@@ -65,19 +66,9 @@ from agentsvc_core.use_cases._turn_private import (
     tool_out,
     usage_out,
 )
-from agentsvc_core.use_cases._turn_spans import (
-    chat_ended,
-    chat_span,
-    compaction_span,
-    reply_ended,
-    reply_span,
-    usage_attributes,
-)
-from agentsvc_core.use_cases.compaction import Checkpoint, Compactor
-from agentsvc_core.use_cases.context import model_history
-from agentsvc_core.use_cases.reply_tools import TOOL_TIMEOUT_S, run_tool
-from agentsvc_core.use_cases.traces.build import TraceConfig, TurnFacts, build_trace
-from agentsvc_core.use_cases.turn import (
+from agentsvc_core.use_cases.turn.compaction import Checkpoint, Compactor
+from agentsvc_core.use_cases.turn.context import model_history
+from agentsvc_core.use_cases.turn.events import (
     AfterTurn,
     Done,
     ErrorEvent,
@@ -86,6 +77,15 @@ from agentsvc_core.use_cases.turn import (
     Token,
     Turn,
     TurnEnded,
+)
+from agentsvc_core.use_cases.turn.reply_tools import TOOL_TIMEOUT_S, run_tool
+from agentsvc_core.use_cases.turn.spans import (
+    chat_ended,
+    chat_span,
+    compaction_span,
+    reply_ended,
+    reply_span,
+    usage_attributes,
 )
 
 __all__ = ["MAX_STEPS", "TOOL_TIMEOUT_S", "Reply"]

@@ -19,7 +19,7 @@ from agentsvc_core.entities.memory import MemoryScope
 from agentsvc_core.ports import ToolCallContext, ToolSpec
 from agentsvc_core.ports.memories import ScopeFilter
 from agentsvc_core.use_cases.agent_settings import GatedTools, ToolRefused
-from agentsvc_core.use_cases.memories import (
+from agentsvc_core.use_cases.memories.memories import (
     MAX_CONTENT,
     MAX_KEY,
     MAX_QUERY,

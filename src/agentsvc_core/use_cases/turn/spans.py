@@ -1,6 +1,6 @@
 """The spans of a turn, named and attributed by the OpenTelemetry GenAI semantic
-conventions (docs/architecture.md, "Spans"): what use_cases/conversation.py and
-use_cases/reply.py call around the reply, each model call, each tool call and a
+conventions (docs/architecture.md, "Spans"): what use_cases/turn/conversation.py and
+use_cases/turn/reply.py call around the reply, each model call, each tool call and a
 compaction. No attribute carries a key, a token or a secret, nor message or tool
 content; the ids are the agent's, the thread's and the run's.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from agentsvc_core.entities import Run, Usage
 from agentsvc_core.ports.telemetry import AttributeValue, Span, Tracer
-from agentsvc_core.use_cases._turn_private import Called, Plan, ReplyState
+from agentsvc_core.use_cases.turn._private import Called, Plan, ReplyState
 
 __all__ = [
     "COMPACTION_SPAN",

@@ -20,7 +20,7 @@ from agentsvc_core.errors import PermissionDenied
 from agentsvc_core.use_cases.org_settings import OrgSettings
 from agentsvc_core.use_cases.runners.definitions import Runners
 from agentsvc_core.use_cases.runners.runs import RunnerRuns
-from agentsvc_web.controllers.runner_schemas import (
+from agentsvc_web.controllers.runners.schemas import (
     Req,
     RunStarted,
 )

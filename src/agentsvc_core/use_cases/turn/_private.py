@@ -1,5 +1,5 @@
-"""The turn's private parts, shared by use_cases/conversation.py and reply_plan.py
-(which plan a reply) and use_cases/reply.py (which runs it): the plan, the running
+"""The turn's private parts, shared by use_cases/turn/conversation.py and reply_plan.py
+(which plan a reply) and use_cases/turn/reply.py (which runs it): the plan, the running
 reply's state, how one model call ended, and the small helpers they use."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from agentsvc_core.entities import (
 from agentsvc_core.errors import Upstream
 from agentsvc_core.ports import ChatModel, Clock, NativeCompaction, ToolSetup, ToolSpec
 from agentsvc_core.use_cases.org_settings import CompactionConfig, TurnKeys
-from agentsvc_core.use_cases.turn import ErrorEvent, ToolCallOut, UsageOut
+from agentsvc_core.use_cases.turn.events import ErrorEvent, ToolCallOut, UsageOut
 
 __all__ = [
     "INTERRUPTED",

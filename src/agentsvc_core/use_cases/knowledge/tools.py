@@ -24,7 +24,7 @@ from agentsvc_core.entities import Agent, Principal
 from agentsvc_core.entities.knowledge import SearchScope
 from agentsvc_core.errors import DomainError
 from agentsvc_core.ports import ServerTools, ToolCallContext, ToolSetup, ToolSpec
-from agentsvc_core.use_cases.knowledge import MAX_QUERY, MAX_TOP_K, Knowledge
+from agentsvc_core.use_cases.knowledge.documents import MAX_QUERY, MAX_TOP_K, Knowledge
 
 __all__ = ["CACHE_S", "TOOL_NAME", "KnowledgeTools"]
 

@@ -31,9 +31,9 @@ from agentsvc_core.ports import (
     StoredStream,
     StreamStore,
 )
-from agentsvc_core.use_cases._turn_private import INTERRUPTED
 from agentsvc_core.use_cases.threads import Threads
-from agentsvc_core.use_cases.turn import (
+from agentsvc_core.use_cases.turn._private import INTERRUPTED
+from agentsvc_core.use_cases.turn.events import (
     TERMINAL,
     EventData,
     EventSource,

@@ -144,7 +144,7 @@ def decode_events(data: bytes) -> list[EventData]:
 
 class EventSource(Protocol):
     """What an SSE response reads: a ``Turn`` of this process, or a reply another
-    process runs or ran, read from storage (use_cases/streams.py)."""
+    process runs or ran, read from storage (use_cases/turn/streams.py)."""
 
     async def read(self, start: int, wait_s: float) -> list[EventData] | None:
         """Events from index ``start`` on, waiting up to ``wait_s`` seconds for the

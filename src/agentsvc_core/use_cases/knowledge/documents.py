@@ -1,11 +1,11 @@
 """Knowledge documents (docs/knowledge.md): upload, list, delete and reindex over
 ``/api/knowledge``, the background indexing job, and the hybrid search that
-``knowledge_search`` (``use_cases/knowledge_tools.py``) and the operators' debug
+``knowledge_search`` (``use_cases/knowledge/tools.py``) and the operators' debug
 search use.
 
 An upload is stored with its file and answered at once (``queued``); a job
 (``knowledge.index``, on the job queue) parses the file, cuts it into chunks that
-follow its headings (``use_cases/chunking.py``), asks the embedding provider for
+follow its headings (``use_cases/knowledge/chunking.py``), asks the embedding provider for
 their vectors when one is configured and the storage keeps vectors, and stores
 them in one transaction (``ready``), or records why it could not (``failed``).
 The job is idempotent: it names the document's generation, and finds nothing to
@@ -60,7 +60,7 @@ from agentsvc_core.ports.embeddings import Embedder
 from agentsvc_core.ports.jobs import JobQueue
 from agentsvc_core.ports.knowledge import DocumentFilter, KnowledgeStore
 from agentsvc_core.rules import check_text
-from agentsvc_core.use_cases.chunking import chunk, search_text
+from agentsvc_core.use_cases.knowledge.chunking import chunk, search_text
 from agentsvc_core.use_cases.threads import Threads
 
 __all__ = [

@@ -50,10 +50,10 @@ from agentsvc_core.ports import (
 from agentsvc_core.ports.jobs import JobQueue
 from agentsvc_core.ports.memories import MemoryStore
 from agentsvc_core.pricing import PriceTable
-from agentsvc_core.use_cases.memories import Memories, MemoryConfig, MemorySettings
-from agentsvc_core.use_cases.memory_tools import memory_save_spec
+from agentsvc_core.use_cases.memories.memories import Memories, MemoryConfig, MemorySettings
+from agentsvc_core.use_cases.memories.tools import memory_save_spec
 from agentsvc_core.use_cases.org_settings import KeyBroker, OrgSettings
-from agentsvc_core.use_cases.turn import TurnEnded
+from agentsvc_core.use_cases.turn.events import TurnEnded
 
 __all__ = ["COLLECT_JOB", "COLLECT_PROMPT", "MAX_COLLECTED", "MemoryCollector"]
 

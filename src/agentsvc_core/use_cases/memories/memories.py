@@ -1,7 +1,7 @@
 """Memories of an agent (docs/memory.md): its configuration
 (``GET/PUT /api/agents/{id}/memory``, a sealed record of kind ``memory``), the
 list, the recall and the delete of ``/api/agents/{id}/memories``, and the save and
-search the memory tools use (``use_cases/memory_tools.py``).
+search the memory tools use (``use_cases/memories/tools.py``).
 
 Who sees what over HTTP: a caller that acts for the organization (an API key) sees
 every memory of the agent; any other (a JWT user, admin or not) sees the agent's
@@ -61,7 +61,7 @@ class MemoryConfig(Switched, frozen=True, kw_only=True):
     scopes: tuple[MemoryScope, ...] = MEMORY_SCOPES  # the scopes the tools may use
     max_memories: int = 1000  # active memories of the agent; a save beyond is refused
     # after each completed turn, a background job asks the agent's model for the
-    # facts worth keeping and saves them (use_cases/memory_collect.py)
+    # facts worth keeping and saves them (use_cases/memories/collect.py)
     auto_collect: bool = False
 
 

@@ -30,7 +30,7 @@ from agentsvc_core.use_cases.runners.definitions import (
 from agentsvc_core.use_cases.runners.runs import RunnerRuns
 from agentsvc_core.use_cases.runners.triggers import TriggerChanges, TriggerDraft
 from agentsvc_web.auth import principal_of
-from agentsvc_web.controllers.runner_schemas import (
+from agentsvc_web.controllers.runners.schemas import (
     WRITE,
     BudgetBody,
     BudgetOut,

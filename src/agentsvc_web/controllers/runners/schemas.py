@@ -1,4 +1,4 @@
-"""Request bodies and answers of the runner routes (controllers/runners.py,
+"""Request bodies and answers of the runner routes (controllers/runners/routes.py,
 runner_public.py, scheduled_tasks.py, suggestions.py), and their cursors."""
 
 from __future__ import annotations

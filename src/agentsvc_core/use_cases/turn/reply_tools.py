@@ -1,4 +1,4 @@
-"""A server-side tool call of the reply loop (use_cases/reply.py): its events, its
+"""A server-side tool call of the reply loop (use_cases/turn/reply.py): its events, its
 span, its time limit, and its failures as results the model can read."""
 
 from __future__ import annotations
@@ -9,10 +9,9 @@ from agentsvc_core.entities import ToolCall
 from agentsvc_core.errors import DomainError
 from agentsvc_core.ports import ServerTools, ToolAuthRequired, ToolCallContext
 from agentsvc_core.ports.telemetry import Span, Tracer
-from agentsvc_core.use_cases._turn_private import Plan, tool_out
-from agentsvc_core.use_cases._turn_spans import tool_span
-from agentsvc_core.use_cases.context import PROPOSE_PROFILE_SWITCH
-from agentsvc_core.use_cases.turn import (
+from agentsvc_core.use_cases.turn._private import Plan, tool_out
+from agentsvc_core.use_cases.turn.context import PROPOSE_PROFILE_SWITCH
+from agentsvc_core.use_cases.turn.events import (
     AuthChallenge,
     Challenge,
     ProfileSwitchProposal,
@@ -21,6 +20,7 @@ from agentsvc_core.use_cases.turn import (
     ToolResult,
     Turn,
 )
+from agentsvc_core.use_cases.turn.spans import tool_span
 
 __all__ = ["TOOL_TIMEOUT_S", "run_tool"]
 

@@ -1,4 +1,4 @@
-"""Planning a reply, the middle of a send (use_cases/conversation.py): what the send
+"""Planning a reply, the middle of a send (use_cases/turn/conversation.py): what the send
 decides before its run is stored, in the order it may refuse: the model, the agent's
 configurations (resolver, compaction) and the tool profile (``choose``); then, with
 the server-side tools listed, the plan the reply follows (``plan_reply``). Nothing
@@ -14,21 +14,21 @@ from agentsvc_core.entities import Agent, Message, Principal, Thread
 from agentsvc_core.ports import ChatModel, ModelRouter, NativeCompaction, ToolSetup, ToolSpec
 from agentsvc_core.ports.storage import TurnInputs
 from agentsvc_core.ports.tools import Attached
-from agentsvc_core.use_cases._turn_private import BudgetGate, Plan
-from agentsvc_core.use_cases.context import (
-    effective_profile,
-    gate_tools,
-    merged_metadata,
-    profile_switch_tool,
-    system_prompt,
-)
 from agentsvc_core.use_cases.org_settings import (
     AgentConfigs,
     CompactionConfig,
     KeyBroker,
     ResolverConfig,
 )
-from agentsvc_core.use_cases.send_input import SendInput
+from agentsvc_core.use_cases.turn._private import BudgetGate, Plan
+from agentsvc_core.use_cases.turn.context import (
+    effective_profile,
+    gate_tools,
+    merged_metadata,
+    profile_switch_tool,
+    system_prompt,
+)
+from agentsvc_core.use_cases.turn.send_input import SendInput
 
 __all__ = ["Chosen", "choose", "note_answered", "plan_reply"]
 

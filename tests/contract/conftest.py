@@ -51,10 +51,18 @@ def portal() -> Iterator[BlockingPortal]:
 
 @pytest.fixture(scope="session", params=["memory", "postgres"])
 def backend(request: pytest.FixtureRequest, portal: BlockingPortal) -> Iterator[Backend]:
+    yield from backend_on(request, portal, "pg_url")
+
+
+def backend_on(
+    request: pytest.FixtureRequest, portal: BlockingPortal, url_fixture: str
+) -> Iterator[Backend]:
+    """The storage ``request.param`` names; PostgreSQL's on the database of the
+    fixture ``url_fixture``."""
     if request.param == "memory":
         yield Backend("memory", MemoryStorage(), portal)
         return
-    url: str = request.getfixturevalue("pg_url")
+    url: str = request.getfixturevalue(url_fixture)
     # the fold sums rows at once (not two minutes later, as in the service): the
     # tests' rows have committed before anything folds them
     storage = PostgresStorage(url, min_size=2, max_size=20, fold_settle_s=0)

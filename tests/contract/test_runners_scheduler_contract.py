@@ -4,24 +4,27 @@ PostgreSQL: a due trigger fires once and moves on, ``busy`` says whether it has 
 run going, a tick is stored once, and four schedulers racing for the same ticks
 (on PostgreSQL, on four connections) fire each of them once.
 
-These tests work in 2001, before anything the other tests leave (their triggers
-are not due before 2050, their runs neither queued nor running), delete what they
-make, and their ``decide`` leaves other organizations' triggers as they were.
+These tests work in 2001, delete what they make, and their ``decide`` leaves
+other organizations' triggers as they were. They have a database of their own: a
+service the other tests run on the session's database has a scheduler of its own,
+which would fire (or hold locked) any trigger due by its clock, 2001's too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import msgspec
+import pytest
+from anyio.from_thread import BlockingPortal
 
 from agentsvc_core.entities.runner import RunnerRun, Trigger
 from agentsvc_core.ports.runners import Firing
-from tests.contract.conftest import Backend
+from tests.contract.conftest import Backend, backend_on
 from tests.contract.test_runners_contract import (
     cron_in,
     run_in,
@@ -31,6 +34,11 @@ from tests.contract.test_runners_contract import (
 )
 
 T0 = datetime(2001, 1, 1, tzinfo=UTC)  # the scheduler's present
+
+
+@pytest.fixture(scope="module", params=["memory", "postgres"])
+def backend(request: pytest.FixtureRequest, portal: BlockingPortal) -> Iterator[Backend]:
+    yield from backend_on(request, portal, "own_pg_url")
 
 
 def test_stale_runs_are_the_queued_and_running_not_written_since(backend: Backend) -> None:

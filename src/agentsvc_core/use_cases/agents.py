@@ -43,16 +43,21 @@ class AgentChanges(msgspec.Struct, frozen=True, kw_only=True):
 class Agents:
     """Create, read, change and delete an organization's agents."""
 
-    def __init__(self, repo: AgentRepository, clock: Clock, default_model: str) -> None:
+    def __init__(
+        self,
+        repo: AgentRepository,
+        clock: Clock,
+        default_model: str,
+        *,
+        configs: tuple[SecretStore, tuple[str, ...]] | None = None,
+    ) -> None:
+        """``configs``: the store of the agent's configurations and their kinds, sealed
+        records keyed by its id (resolver, compaction, the tool sources'): they go when
+        the agent goes."""
         self._repo = repo
         self._clock = clock
         self._default_model = default_model
-        self._configs: tuple[SecretStore, tuple[str, ...]] | None = None
-
-    def keeps_configs(self, store: SecretStore, kinds: tuple[str, ...]) -> None:
-        """The agent's configurations are sealed records of these kinds, keyed by its
-        id (resolver, compaction, the tool sources'): they go when the agent goes."""
-        self._configs = (store, kinds)
+        self._configs = configs
 
     async def create(self, who: Principal, draft: AgentDraft) -> Agent:
         now = self._clock.now()

@@ -26,7 +26,6 @@ from agentsvc_web.settings import Settings
 
 
 class Identity(NamedTuple):
-    agents: Agents
     api_keys: ApiKeys
     authenticator: Authenticator
     threads: Threads
@@ -40,9 +39,8 @@ def identity(
     revocations: Revocations,
 ) -> Identity:
     """Who calls (API keys, cached and revoked across processes, or JWTs) and the
-    agents and threads they work with."""
+    threads they work with."""
     return Identity(
-        agents=Agents(storage.agents, clock, settings.default_model),
         api_keys=ApiKeys(storage.api_keys, storage.organizations, clock, revocations),
         authenticator=Authenticator(
             storage.api_keys,
@@ -54,6 +52,13 @@ def identity(
         ),
         threads=Threads(storage.threads, storage.agents, storage.conversations, clock),
     )
+
+
+def agents(settings: Settings, storage: Storage, clock: Clock, kinds: tuple[str, ...]) -> Agents:
+    """The agents; deleting one deletes its configurations, the sealed records of
+    ``kinds`` (the turn's and each tool source's), which is why they are built after
+    the tool sources."""
+    return Agents(storage.agents, clock, settings.default_model, configs=(storage.secrets, kinds))
 
 
 class McpArea(NamedTuple):

@@ -114,8 +114,11 @@ class Services:
         )
         self.streams = self.conversation.streams  # re-attach
         self._runners(clock)
-        # the agent's configurations go with it: the turn's record kinds
-        self.agents.keeps_configs(storage.secrets, (*AgentConfigs.KINDS, *self.tools.kinds))
+        # the agents, whose configurations (the turn's and the tool sources' kinds)
+        # go with them
+        self.agents = catalogue.agents(
+            settings, storage, clock, (*AgentConfigs.KINDS, *self.tools.kinds)
+        )
         self.idempotency = Idempotency(storage.idempotency, box, clock)
         self.traces, self.analytics = telemetry.traces_and_analytics(
             settings, storage, clock, self.trace_config
@@ -124,7 +127,7 @@ class Services:
     def _catalogue(self, clock: SystemClock, revocations: Revocations) -> None:
         """What an organization keeps and configures (``catalogue``)."""
         settings, storage, box, urls = self.settings, self.storage, self.box, self.urls
-        self.agents, self.api_keys, self.authenticator, self.threads = catalogue.identity(
+        self.api_keys, self.authenticator, self.threads = catalogue.identity(
             settings, storage, clock, self.verifier, revocations
         )
         self.registry_search, self.oauth, self.mcps = catalogue.mcp_servers(

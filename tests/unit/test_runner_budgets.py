@@ -12,11 +12,13 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
+import msgspec
 import pytest
 
 from agentsvc_core.entities import Usage
 from agentsvc_core.entities.runner import Budget, RunnerRun
 from agentsvc_core.use_cases.runners.budgets import BudgetCheck, day_start, reached, share_pct
+from agentsvc_core.use_cases.runners.runs import save_run
 from tests.unit.runner_world import CENT_A_TOKEN, RunnerWorld, runner_world, spends
 from tests.unit.turn_world import ORG, T0, Tools, calls
 
@@ -58,6 +60,34 @@ async def test_a_run_over_its_limit_pauses_before_its_next_step_whatever_its_kin
     assert statuses(done) == ["succeeded", "succeeded"]
     assert done.budget_warning is None  # 33 (or 66) of 120: under 80%
     assert len(rw.caller.calls) == (kind == "webhook")
+
+
+async def test_a_retried_step_over_the_limit_waits_for_the_resume_as_pending() -> None:
+    """A step whose job died mid-step is started again by the next job; when the run
+    has reached its limit by then, the run pauses and the step goes back to waiting
+    (its attempt kept), so the resume runs it at once rather than taking it for the
+    step of a job still alive."""
+    rw = await runner_world(spends(33))
+    runner = await rw.runner("agent", "webhook", max_tokens_per_run=20)
+    paused = await rw.run(runner)
+    died = msgspec.structs.replace(paused.steps[1], status="running", attempt=1)
+    run = await save_run(
+        rw.turn.storage.runners,
+        paused,
+        lambda r: msgspec.structs.replace(
+            r, status="running", paused_reason=None, steps=(r.steps[0], died)
+        ),
+    )
+    assert isinstance(run, RunnerRun)
+    rw.turn.clock.advance(46)  # its job is gone: the run's lease is stale
+    again = await rw.execute(run)
+    assert (again.status, again.paused_reason) == ("paused", "budget"), again
+    assert (again.steps[1].status, again.steps[1].attempt) == ("pending", 1)
+    assert rw.caller.calls == []
+    done = await rw.resume(again, raise_tokens=100)
+    assert done.status == "succeeded", done
+    assert (done.steps[1].status, done.steps[1].attempt) == ("succeeded", 2)
+    assert len(rw.caller.calls) == 1
 
 
 async def test_a_run_whose_last_step_crosses_the_limit_succeeds_with_the_real_share() -> None:

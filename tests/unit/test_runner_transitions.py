@@ -131,7 +131,7 @@ def test_a_running_run_succeeds(status: str) -> None:
 @pytest.mark.parametrize("pause", [True, False])
 def test_a_limit_reached_before_a_step_pauses_or_fails_the_run(pause: bool) -> None:
     run = over_budget(
-        a_run(), "the run has used 12 tokens of its 10", "120% of x", pause=pause, now=NOW
+        a_run(), 1, "the run has used 12 tokens of its 10", "120% of x", pause=pause, now=NOW
     )
     assert run is not None
     assert run.error == "the run has used 12 tokens of its 10"
@@ -141,7 +141,22 @@ def test_a_limit_reached_before_a_step_pauses_or_fails_the_run(pause: bool) -> N
         assert (run.status, run.paused_reason, run.ended_at) == ("paused", "budget", None)
     else:
         assert (run.status, run.paused_reason, run.ended_at) == ("failed", None, NOW)
-    assert over_budget(a_run("paused"), "why", None, pause=pause, now=NOW) is None
+    assert over_budget(a_run("paused"), 1, "why", None, pause=pause, now=NOW) is None
+
+
+@pytest.mark.parametrize("pause", [True, False])
+def test_a_limit_reached_before_a_retry_puts_its_step_back_to_wait(pause: bool) -> None:
+    died, state = started_at(a_run(), 1)  # an attempt whose job died in the step
+    first_done = with_state(died, 0, status="succeeded")
+    run = over_budget(first_done, 1, "over", None, pause=pause, now=NOW)
+    assert run is not None
+    assert run.steps[1] == msgspec.structs.replace(state, status="pending")
+    assert run.steps[0] == first_done.steps[0]
+    assert run.steps[2:] == first_done.steps[2:]
+    # a step that never started is left as it is
+    fresh = over_budget(a_run(), 1, "over", None, pause=pause, now=NOW)
+    assert fresh is not None
+    assert fresh.steps == a_run().steps
 
 
 def test_a_step_that_fails_before_its_work_fails_the_run() -> None:

@@ -225,7 +225,7 @@ class RunnerEngine:
             if budget is not None and why is not None:
                 warning, pause = budget.warning(), budget.pauses
                 return await self._save(
-                    run, lambda r, now: over_budget(r, why, warning, pause=pause, now=now)
+                    run, lambda r, now: over_budget(r, index, why, warning, pause=pause, now=now)
                 )
             started = start_of(state, self._clock.now())
             if step.kind == "agent" and started.thread_id is None:

@@ -147,23 +147,35 @@ def succeeded(run: RunnerRun, now: datetime) -> RunnerRun | None:
 
 
 def over_budget(
-    run: RunnerRun, why: str, warning: str | None, *, pause: bool, now: datetime
+    run: RunnerRun, index: int, why: str, warning: str | None, *, pause: bool, now: datetime
 ) -> RunnerRun | None:
-    """A limit reached before a step could start: the run pauses (``pause``) or
-    fails, ``why`` its error."""
+    """A limit reached before step ``index`` could start: the run pauses (``pause``)
+    or fails, ``why`` its error. The step waits again (``pending``) if an earlier
+    attempt's job died in it, its attempt kept, so a resume starts it at once."""
     if run.status != "running":
         return None
+    steps = run.steps
+    if steps[index].status == "running":
+        waiting = msgspec.structs.replace(steps[index], status="pending")
+        steps = (*steps[:index], waiting, *steps[index + 1 :])
     if pause:
         return msgspec.structs.replace(
             run,
             status="paused",
             paused_reason="budget",
             error=why,
+            steps=steps,
             updated_at=now,
             budget_warning=warning,
         )
     return msgspec.structs.replace(
-        run, status="failed", error=why, ended_at=now, updated_at=now, budget_warning=warning
+        run,
+        status="failed",
+        error=why,
+        steps=steps,
+        ended_at=now,
+        updated_at=now,
+        budget_warning=warning,
     )
 
 

@@ -177,7 +177,10 @@ class Refused(Exception):
 def normalise_host(host: str) -> str:
     """``host`` as the guard checks it (see the module docstring); ``ValueError``
     if it cannot be normalised. IPv6 literals come back compressed, unbracketed."""
-    raw = host.strip("[]") if host.startswith("[") else host
+    bracketed = host.startswith("[")
+    if bracketed != host.endswith("]") or (bracketed and ":" not in host):
+        raise ValueError(f"{host!r} is not a valid host")  # brackets hold an IPv6 address
+    raw = host[1:-1] if bracketed else host
     if ":" in raw:
         try:
             return ipaddress.IPv6Address(raw).compressed

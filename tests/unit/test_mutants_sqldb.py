@@ -116,6 +116,22 @@ NOWHERE = PostgresDatabases(allow_private_network=True, resolver=fake_dns({}))
             "postgresql://a.example/orders?port=5432,5433",
             "the connection must name one host and one port",
         ),
+        (
+            "postgresql://a.example/orders?sslmode=strict",
+            "sslmode must be one of disable, allow, prefer, require, verify-ca, verify-full",
+        ),
+        (
+            "postgresql://a.example/orders?sslnegotiation=fast",
+            "sslnegotiation must be one of postgres, direct",
+        ),
+        (
+            "postgresql://a.example/orders?channel_binding=maybe",
+            "channel_binding must be one of disable, prefer, require",
+        ),
+        (
+            "postgresql://a.example/orders?connect_timeout=soon",
+            "connect_timeout must be a whole number of seconds",
+        ),
         ("postgresql://a.example/orders?port=abc", "the port must be a number"),
         ("postgresql://a.example:0/orders", "the port must be between 1 and 65535"),
         ("postgresql://a.example:65536/orders", "the port must be between 1 and 65535"),

@@ -61,7 +61,21 @@ def test_hosts_are_normalised(host: str, normal: str) -> None:
 
 @pytest.mark.parametrize(
     "host",
-    ["", ".", "a..b", "exa mple.com", "%31%32%37.0.0.1", "a/b", "[::1::2]", "\ufffd.example"],
+    [
+        "",
+        ".",
+        "a..b",
+        "exa mple.com",
+        "%31%32%37.0.0.1",
+        "a/b",
+        "[::1::2]",
+        "\ufffd.example",
+        # brackets hold an IPv6 address, both of them or neither
+        "[db.example.com",
+        "[db.example.com]",
+        "[::1",
+        "[127.0.0.1]",
+    ],
 )
 def test_hosts_that_cannot_be_normalised_are_refused(host: str) -> None:
     with pytest.raises(ValueError, match="not a valid host"):

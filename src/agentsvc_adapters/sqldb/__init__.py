@@ -90,6 +90,13 @@ _ALLOWED = frozenset(
         "connect_timeout",
     }
 )
+# the values libpq takes for these parameters, checked here so that a typo is said
+# as such (libpq's own refusal would read as a database that cannot be reached)
+_CHOICES = {
+    "sslmode": ("disable", "allow", "prefer", "require", "verify-ca", "verify-full"),
+    "sslnegotiation": ("postgres", "direct"),
+    "channel_binding": ("disable", "prefer", "require"),
+}
 _KINDS = {
     "r": "table",
     "v": "view",
@@ -192,6 +199,11 @@ class PostgresDatabases(SqlDatabases):
             )
         if params.get("sslrootcert", "system") != "system":
             raise DatabaseError("sslrootcert may only be 'system' (the system's trusted CAs)")
+        for name, choices in _CHOICES.items():
+            if name in params and params[name] not in choices:
+                raise DatabaseError(f"{name} must be one of {', '.join(choices)}")
+        if not params.get("connect_timeout", "0").isdigit():
+            raise DatabaseError("connect_timeout must be a whole number of seconds")
         raw_host = params.get("host", "")
         if not raw_host or raw_host.startswith(("/", "@")):
             note_refusal("unix sockets are not allowed")

@@ -1,4 +1,5 @@
-"""``Storage.check_ready``: the readiness probe's question to storage (issue 16)."""
+"""``Storage.check_ready``: the readiness probe's question to storage (docs/operations.md,
+"Probes: `/healthz` and `/readyz`")."""
 
 from __future__ import annotations
 

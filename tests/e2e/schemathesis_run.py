@@ -52,7 +52,7 @@ REFUSED = [
 ]
 
 # A request the document calls valid may still break a rule of the domain that
-# JSON Schema cannot state, and the spec answers 422 for it: a profile the agent
+# JSON Schema cannot state, and the service answers 422 for it: a profile the agent
 # does not have (createAgent/updateAgent defaultProfile, createThread/updateThread
 # activeProfile, sendMessage toolProfile), content required when there are no
 # tool results (sendMessage), participants on a thread that is not multiplayer,

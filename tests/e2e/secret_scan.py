@@ -1,4 +1,5 @@
-"""The standing secret scan of the end-to-end suite (issue 14; docs/security.md).
+"""The standing secret scan of the end-to-end suite (docs/security.md, "Secrets at rest
+and in answers").
 
 Every response body and SSE stream an end-to-end test reads (httpx, sync or
 async: the bytes are copied where httpx reads them off the wire) and every line

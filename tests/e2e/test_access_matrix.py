@@ -1,4 +1,5 @@
-"""The standing cross-organization and role matrix (issue 14; docs/security.md).
+"""The standing cross-organization and role matrix (docs/security.md, "Organizations are
+walls" and "Roles").
 
 Generated from the served OpenAPI document, so a route added later is covered
 without anyone remembering to add it. Organization A owns one of everything;

@@ -1,7 +1,7 @@
 """``agentsvc backup`` and ``agentsvc restore`` against the embedded default, as
-docs/deploy.md gives them (issue 16, item 11): a dump taken while the service runs,
-restored into the running service, brings back exactly what was dumped; and a
-backup works with the service stopped too (the command starts the server itself)."""
+docs/deploy.md ("Backups") gives them: a dump taken while the service runs, restored
+into the running service, brings back exactly what was dumped; and a backup works with
+the service stopped too (the command starts the server itself)."""
 
 from __future__ import annotations
 

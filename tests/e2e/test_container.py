@@ -1,4 +1,4 @@
-"""The container image and compose file (issue 20, part 3; docs/deploy.md, "Containers").
+"""The container image and compose file (docs/deploy.md, "Containers").
 
 Where a Docker daemon answers, the image is built and started against this
 machine's PostgreSQL and holds a conversation. Where none answers, that test is

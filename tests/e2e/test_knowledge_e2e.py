@@ -1,4 +1,4 @@
-"""Knowledge end to end (issue #19), with the real service process on PostgreSQL:
+"""Knowledge end to end (docs/knowledge.md), with the real service process on PostgreSQL:
 
 - a Markdown, an HTML and a PDF file made here are uploaded (202 ``queued``), are
   indexed in the background to ``ready``; a question whose answer is in the PDF is

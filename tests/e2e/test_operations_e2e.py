@@ -1,5 +1,6 @@
-"""The operator's view of the real process (issue 16, items 6, 7, 9, 10): readiness,
-Prometheus metrics after a turn, request ids in JSON log lines, CORS preflight."""
+"""The operator's view of the real process (docs/operations.md): readiness, Prometheus
+metrics after a turn, request ids in JSON log lines; and a CORS preflight (docs/api.md,
+"Errors")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Bring-your-own-key end to end: the real service, the fake 'beta' provider, and a
-resolver on loopback that checks every signature with the docs' receiver (an
-implementation written from decisions.md, not from the service's code)."""
+resolver on loopback that checks every signature with the docs' receiver
+(docs/examples/resolver_receiver.py, written from docs/byok.md, "Verifying the
+signature", not from the service's code)."""
 
 from __future__ import annotations
 
@@ -189,7 +190,8 @@ def test_the_users_key_serves_the_call_and_every_signature_verifies(world: dict[
 
 
 def test_every_attempt_has_a_fresh_nonce_and_timestamp(world: dict[str, Any]) -> None:
-    """decisions.md: nonce and timestamp fresh per attempt. The receiver keeps the
+    """Every attempt carries a fresh nonce and timestamp (the receiver of docs/byok.md
+    refuses a replayed nonce and a stale timestamp). The receiver keeps the
     nonces it has seen, so a repeated nonce is refused as a replay; the timestamp is
     compared across two attempts made in different seconds."""
     _, tid = setup_agent(world)
@@ -280,7 +282,7 @@ def test_invalid_configurations_are_422(world: dict[str, Any]) -> None:
 def test_one_resolver_call_serves_a_turn_with_tool_steps_and_its_summary(
     world: dict[str, Any],
 ) -> None:
-    """Spec 6.2: the resolver is called once per message, not per model call: a turn
+    """The resolver is called once per message, not per model call (docs/byok.md): a turn
     with a compaction summary and three server tool steps (five model calls) makes one
     signed call; every call is paid with the user's key and recorded as byok."""
     admin, alice, fake = world["admin"], world["alice"], world["fake"]

@@ -1,4 +1,4 @@
-"""Runners end to end (issue 21): the real service process on a database of this
+"""Runners end to end (docs/runners.md): the real service process on a database of this
 module's own, the built-in ``local`` model, and the customer's receiver on
 loopback checking every webhook step's signature with the docs' receiver.
 

@@ -1,4 +1,4 @@
-"""Every kind of server-side tool in one conversation (issue #18): the real service
+"""Every kind of server-side tool in one conversation (docs/tools.md): the real service
 process and the built-in `local` model call a webhook tool (a signed receiver on
 loopback checks every signature with the docs' receiver), a PostgreSQL
 integration (which refuses a write), web fetch and web search (a site and the

@@ -1,7 +1,8 @@
-"""Issue 16, done-when: a client that loses its connection mid-reply re-attaches
-with ``Last-Event-ID`` to another service process and receives every event exactly
-once; a retried send with the same ``Idempotency-Key`` never stores a second
-message, even when the retries race. Two real processes on one PostgreSQL."""
+"""A client that loses its connection mid-reply re-attaches with ``Last-Event-ID`` to
+another service process and receives every event exactly once; a retried send with the
+same ``Idempotency-Key`` never stores a second message, even when the retries race
+(docs/client-guide.md, "Picking a stream up again (re-attach)" and "Sending safely twice
+(Idempotency-Key)"). Two real processes on one PostgreSQL."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Stored traces, logs and analytics end to end (issue 17; docs/observability.md).
+"""Stored traces, logs and analytics end to end (docs/observability.md).
 
 The real service on PostgreSQL, the fake 'beta' provider, an MCP server and a
 credential resolver, all on loopback, and a price file of the test's own. A

@@ -1,8 +1,9 @@
-"""Tracing end to end (issue #16 item 8, done-when): the real service process with
-``OTEL_TRACES_EXPORTER=otlp`` sends the spans of a turn with tool calls to an OTLP
-receiver on loopback (OTLP/HTTP, protobuf, decoded here with opentelemetry-proto);
-the MCP server and the credential resolver receive a ``traceparent`` naming the
-span that called them; the ``meta`` event names the trace."""
+"""Tracing end to end (docs/operations.md, "Traces: OpenTelemetry"): the real service
+process with ``OTEL_TRACES_EXPORTER=otlp`` sends the spans of a turn with tool calls to
+an OTLP receiver on loopback (OTLP/HTTP, protobuf, decoded here with
+opentelemetry-proto); the MCP server and the credential resolver receive a
+``traceparent`` naming the span that called them; the ``meta`` event names the
+trace."""
 
 from __future__ import annotations
 

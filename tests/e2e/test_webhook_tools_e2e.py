@@ -1,6 +1,7 @@
 """Webhook tools end to end: the real service process, the built-in `local` model,
 and a receiver on loopback that checks every call's signature with the docs'
-receiver (docs/examples/webhook_tool_receiver.py, written from decisions.md)."""
+receiver (docs/examples/webhook_tool_receiver.py, written from the signing rules of
+docs/byok.md, "Verifying the signature", not from the service's code)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """``agentsvc --version`` prints the version that pyproject.toml gives, the same one
-the OpenAPI document states (issue 16, item 11)."""
+the OpenAPI document states (docs/operations.md, "Version")."""
 
 from __future__ import annotations
 

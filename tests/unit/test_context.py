@@ -16,8 +16,8 @@ text = st.text(max_size=50)
 
 
 def _blank_line_joined(parts: list[str]) -> str:
-    """The spec's words, spelled out: each part after the first is preceded by one
-    blank line, i.e. two newline characters."""
+    """The rule spelled out: each part after the first is preceded by one blank line,
+    i.e. two newline characters."""
     out = ""
     for i, part in enumerate(parts):
         out += part if i == 0 else "\n" + "\n" + part
@@ -26,8 +26,8 @@ def _blank_line_joined(parts: list[str]) -> str:
 
 @given(parts=st.lists(text, max_size=5))
 def test_overlay_arrays_are_joined_with_a_blank_line(parts: list[str]) -> None:
-    # api-spec: "arrays are joined with a blank line, i.e. two newline characters";
-    # every element counts, an empty one too
+    # overlay arrays are joined with a blank line, i.e. two newline characters
+    # (docs/api.md, "Threads"); every element counts, an empty one too
     assert join_overlay(parts) == _blank_line_joined(parts)
     assert join_overlay(["a", "b", "c"]) == "a\n\nb\n\nc"
     assert join_overlay(["a", "", "b"]) == "a\n\n\n\nb"
@@ -40,10 +40,10 @@ def test_overlay_arrays_are_joined_with_a_blank_line(parts: list[str]) -> None:
 def test_system_prompt_is_preamble_then_thread_then_message(
     preamble: str, thread: str | None, message: str | None
 ) -> None:
-    # decisions.md: "agent stablePreamble, then the thread overlay, then the message
-    # overlay, joined by a blank line". A part that is absent or empty is not a part:
-    # it adds no blank line (no prompt starts, ends or doubles a blank line because
-    # an overlay was empty).
+    # the system prompt is the agent's stablePreamble, then the thread overlay, then the
+    # message overlay, joined by a blank line (docs/client-guide.md, "Per-message
+    # options"). A part that is absent or empty is not a part: it adds no blank line
+    # (no prompt starts, ends or doubles a blank line because an overlay was empty).
     present = [p for p in (preamble, thread, message) if p is not None and len(p) > 0]
     assert system_prompt(preamble, thread, message) == _blank_line_joined(present)
 

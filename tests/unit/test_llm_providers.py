@@ -509,7 +509,8 @@ def provider_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
 async def test_a_providers_400_is_logged_once_with_its_code(
     case: Case, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Issue 16: a provider's 400 used to leave no log line."""
+    """A provider's 400 leaves one log line, with its code and never the provider's
+    message (docs/security.md, "Headers and logs")."""
     caplog.set_level(logging.INFO, "agentsvc.llm")
     case.fake.enqueue(Reply(status=400, error_message=f"bad request, your key is {KEY}"))
     await failure(case.model, ask())

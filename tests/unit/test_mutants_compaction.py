@@ -1,6 +1,6 @@
-"""Summary compaction (spec 4.4, docs/compaction.md; use_cases/turn/compaction.py): the
-estimate, what the summary covers, where the kept part starts, the summary request,
-and that a failed or empty summary changes nothing."""
+"""Summary compaction (docs/compaction.md; use_cases/turn/compaction.py): the estimate,
+what the summary covers, where the kept part starts, the summary request, and that a
+failed or empty summary changes nothing."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""MCP servers of an organization (spec 3.x, docs/security.md; use_cases/mcp_servers.py)
+"""MCP servers of an organization (docs/mcp.md, docs/security.md; use_cases/mcp_servers.py)
 over the memory storage and a fake MCP client: validation, sealed credentials and
 what moving a server drops, the endpoint a call uses, the tools cache, attachments,
 and the tools an agent's turn sees and calls."""

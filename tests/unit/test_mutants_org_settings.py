@@ -1,6 +1,7 @@
-"""Organization settings, resolver and compaction configurations (spec 2.6, 2.7, 4.4,
-6.2; use_cases/org_settings.py) over the memory storage: who may read and change
-them, their bounds, the signing secret's rotation and grace, and the turn's keys."""
+"""Organization settings, resolver and compaction configurations (docs/byok.md,
+docs/compaction.md; use_cases/org_settings.py) over the memory storage: who may read
+and change them, their bounds, the signing secret's rotation and grace, and the turn's
+keys."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""The reply loop (use_cases/turn/reply.py, spec 6.1): the events a turn streams, the
-messages, run and usage records it stores, for text, server and client tools,
-stops, provider failures, crashes and the step limit."""
+"""The reply loop (use_cases/turn/reply.py; docs/client-guide.md, "Events", and
+docs/api.md, "The turn, server side"): the events a turn streams, the messages, run
+and usage records it stores, for text, server and client tools, stops, provider
+failures, crashes and the step limit."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The checks of a send (spec 4.7), made before anything is read or stored
-(use_cases/turn/send_input.py): each names the field at fault."""
+"""The checks of a send (docs/client-guide.md, "Your own tools (client-side tools)" and
+"Per-message options"), made before anything is read or stored
+(use_cases/turn/send_input.py): each names the field at fault (docs/api.md, "Errors")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""The events of a streamed reply (spec 6.1; use_cases/turn/events.py) and the turn's small
-shared parts (use_cases/turn/_private.py): event names and JSON field names as the
-spec gives them, and how a reply interrupted at shutdown is kept."""
+"""The events of a streamed reply (docs/client-guide.md, "Events"; use_cases/turn/events.py)
+and the turn's small shared parts (use_cases/turn/_private.py): event names and JSON
+field names as docs/client-guide.md gives them, and how a reply interrupted at shutdown
+is kept."""
 
 from __future__ import annotations
 
@@ -62,7 +63,7 @@ def test_event_data_has_the_spec_field_names() -> None:
     meta = msgspec.json.decode(
         enc(Meta(started_at=at, run_id=run, thread_id=thread, model="m", trace_id="ab" * 16))
     )
-    # the spec's four, and the trace id (issue 16)
+    # the five fields of meta (docs/client-guide.md, "Events"), the trace id among them
     assert set(meta) == {"startedAt", "runId", "threadId", "model", "traceId"}
     challenge = AuthChallenge(
         tool_name="t", challenge=Challenge(provider="p", redirect_url="https://a.example")

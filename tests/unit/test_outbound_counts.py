@@ -1,5 +1,6 @@
 """The outbound guard counts its failures by a bounded reason (read by /metrics)
-and logs each refusal once (issue 16)."""
+and logs each refusal once (docs/operations.md, "Metrics: `/metrics`" and "Logs and
+request ids")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The model price table (issue #17, item 4): glob matching in order, the cost of a
+"""The model price table (docs/models.md, "Prices"): glob matching in order, the cost of a
 call with and without cached input, unknown models costing None, the shipped file,
 an operator's override, and AGENTSVC_PRICES_FILE."""
 

@@ -110,7 +110,7 @@ async def test_a_server_that_raises_for_a_gone_client_ends_the_response_quietly(
 
 
 def test_the_keep_alive_interval_is_15_s_by_default() -> None:
-    # decisions.md "The conversation turn": a comment line every 15 s while silent
+    # a comment line every 15 s while the model is silent (docs/client-guide.md, "Events")
     assert KEEPALIVE_S == 15.0
     assert sse_frames.__defaults__ == (KEEPALIVE_S, 0)  # (keep-alive, first event index)
     assert Settings().sse_keepalive_s == KEEPALIVE_S  # what the web layer wires

@@ -1,5 +1,5 @@
-"""Summary compaction in the turn (spec 4.4, docs/compaction.md): the turn summarises
-only when its context is above the agent's threshold."""
+"""Summary compaction in the turn (docs/compaction.md): the turn summarises only when
+its context is above the agent's threshold."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Whose key pays for a turn (spec 6.2, docs/byok.md): the resolver is asked once per
-turn and provider family, however many model calls the turn makes (tool steps, the
-compaction summary); every usage record names the key that paid."""
+"""Whose key pays for a turn (docs/byok.md): the resolver is asked once per turn and
+provider family, however many model calls the turn makes (tool steps, the compaction
+summary); every usage record names the key that paid."""
 
 from __future__ import annotations
 
@@ -146,7 +146,7 @@ async def test_a_compaction_summary_reuses_the_turns_key_and_is_recorded_byok() 
     assert summaries[0].api_key == USER_KEY
     summary_records = [r for r in records if r.message_id is None]
     assert len(summary_records) == 1
-    # the summary was paid with the user's key: its record says so (issue item 1)
+    # the summary was paid with the user's key: its usage record says so
     assert [r.key_source for r in records] == ["byok"] * len(model.requests)
     assert len(resolver.calls) == 1
     assert {r.api_key for r in model.requests} == {USER_KEY}

@@ -1,9 +1,10 @@
-"""The spans of a turn (issue #16 item 8): one ``invoke_agent`` span per reply, child
-of the request's span, with a ``chat {model}`` span per model call, an
-``execute_tool {tool}`` span per tool call and a ``resolve_credentials`` span for
-the resolver call; named and attributed by the OpenTelemetry GenAI conventions,
-with no key, credential or content in any attribute. The same finished spans feed
-every sink: a recording sink, the SDK's in-memory exporter and the metrics."""
+"""The spans of a turn (docs/architecture.md, "Spans: one model, several outputs"): one
+``invoke_agent`` span per reply, child of the request's span, with a ``chat {model}``
+span per model call, an ``execute_tool {tool}`` span per tool call and a
+``resolve_credentials`` span for the resolver call; named and attributed by the
+OpenTelemetry GenAI conventions, with no key, credential or content in any attribute.
+The same finished spans feed every sink: a recording sink, the SDK's in-memory
+exporter and the metrics."""
 
 from __future__ import annotations
 

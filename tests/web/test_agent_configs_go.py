@@ -1,5 +1,5 @@
-"""An agent's configurations (catalogue.md: "An agent's configurations go when the
-agent goes"): every sealed record keyed by its id, of every kind the turn reads."""
+"""An agent's configurations go when the agent goes (docs/api.md, "Agents" and "Memories"):
+every sealed record keyed by its id, of every kind the turn reads."""
 
 from __future__ import annotations
 

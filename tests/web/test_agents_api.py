@@ -1,4 +1,4 @@
-"""Section 4.1 of the spec, through the real Litestar app."""
+"""The agents endpoints (docs/api.md, "Agents" and "Errors"), through the real Litestar app."""
 
 from __future__ import annotations
 

@@ -1,10 +1,11 @@
 """What docs/api.md states about a parameter error's 422 detail and about
-``/healthz``, checked against the app (issue 16, item 11).
+``/healthz``, checked against the app.
 
-docs/api.md: 422 ``VALIDATION_ERROR`` when "a field is missing, of the wrong type or
-out of bounds; ``detail`` names the field as the client sent it"; ``GET /healthz``
-is "a liveness probe answering ``{"ok": true}``" that needs no credentials, which
-the API document says (``security: []``), and it carries no ``Cache-Control``."""
+docs/api.md: 422 ``VALIDATION_ERROR`` when "a field or query parameter is missing, of
+the wrong type or out of bounds; ``detail`` names it as the client sent it";
+``GET /healthz`` is "a liveness probe answering ``{"ok": true}``" that needs no
+credentials, which the API document says (``security: []``), and it carries no
+``Cache-Control``."""
 
 from __future__ import annotations
 

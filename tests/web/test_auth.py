@@ -1,4 +1,4 @@
-"""Section 5 and decisions.md "Identity": API keys and JWTs, every 401 and 403."""
+"""API keys and JWTs, every 401 and 403 (docs/api.md, "Authentication" and "Errors")."""
 
 from __future__ import annotations
 
@@ -128,7 +128,7 @@ def test_an_admin_jwt_manages_keys_and_settings(client: Client, org_id: str) -> 
 def test_members_read_and_use_their_threads_but_change_no_configuration(
     client: Client, auth: dict[str, str], org_id: str
 ) -> None:
-    """Issue 14, item 6: a JWT without the admin role is a member of its organization."""
+    """A JWT without the admin role is a member of its organization (docs/api.md, "Roles")."""
     agent = client.post(
         "/api/agents", json={"name": "a", "stablePreamble": "be kind"}, headers=auth
     ).json()

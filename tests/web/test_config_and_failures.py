@@ -1,6 +1,7 @@
-"""Spec and decisions points checked through the app: a bug's 500, the JWT organization
-claim and leeway as configured from the environment, the platform default model from
-the environment, and an agent's threads outliving the agent."""
+"""What docs/api.md and the README promise, checked through the app: a bug's 500
+(docs/api.md, "Errors"), the JWT organization claim and leeway as configured from the
+environment ("Authentication"), the platform default model from the environment (the
+README's configuration table), and an agent's threads outliving the agent ("Agents")."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
-"""Issue 16, item 3: ``Idempotency-Key`` on the send and on every other POST that
-creates something. A retry with the same key and body within 24 hours stores nothing
-new and gets the same answer (a send: the same reply); the same key with another
-body is 422 ``IDEMPOTENCY_KEY_REUSED``; keys are scoped to the organization.
-(Concurrent retries through two processes: tests/e2e/test_stream_e2e.py.)"""
+"""``Idempotency-Key`` on the send and on every other POST that creates something
+(docs/client-guide.md, "Sending safely twice (Idempotency-Key)"). A retry with the
+same key and body within 24 hours stores nothing new and gets the same answer (a
+send: the same reply); the same key with another body is 422
+``IDEMPOTENCY_KEY_REUSED``; keys are scoped to the organization. (Concurrent retries
+through two processes: tests/e2e/test_stream_e2e.py.)"""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Spec 2.5, 4.2 (mcps) and 4.5 through the web app, on both storages; the MCP
-servers are a test double (the real client is tested in tests/unit/test_mcp_client.py)."""
+"""MCP servers, their attachment to agents and their tools in a turn (docs/mcp.md),
+through the web app, on both storages; the MCP servers are a test double (the real
+client is tested in tests/unit/test_mcp_client.py)."""
 
 from __future__ import annotations
 
@@ -392,7 +393,7 @@ def test_stored_credentials_are_sealed_and_bound_to_their_row(
 def test_moving_a_server_drops_its_stored_credentials(
     mh: SharedHarness, auth: H, change: dict[str, Any], kept: bool
 ) -> None:
-    """Secrets given for one address are never sent to another (issue 14, item 1)."""
+    """Secrets given for one address are never sent to another (docs/mcp.md, "Security model")."""
     mh.mcp.servers["http://127.0.0.1:10/mcp"] = [McpTool(name="search", description="s")]
     with mh.mcp_client() as c:
         s = create(c, auth, credentials={"headers": {"Authorization": SECRET}})

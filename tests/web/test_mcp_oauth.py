@@ -230,7 +230,7 @@ def test_servers_without_s256_are_refused(oh: Harness, auth: H, auth_server: Aut
 def test_moving_a_server_drops_every_users_oauth_tokens(
     oh: Harness, auth: H, auth_server: AuthServer, org_id: str
 ) -> None:
-    """A token granted for one address is never sent to another (issue 14, item 1):
+    """A token granted for one address is never sent to another (docs/mcp.md, "Security model"):
     the PATCH drops it, and a grant bound to the old address is refused even if it
     were still stored (a callback racing the PATCH)."""
     with oh.mcp_client() as c:

@@ -1,5 +1,6 @@
 """The OpenAPI document names every Server-Sent Event a reply can send, with the
-schema of its data (issue 16, item 5), and what the service streams conforms to it.
+schema of its data, and what the service streams conforms to it (docs/client-guide.md,
+"Events").
 
 The expected events come from the code's own table (``EVENT_NAMES``), so an event
 added without being documented fails here."""

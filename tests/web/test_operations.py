@@ -1,4 +1,5 @@
-"""Operations (issue 16): /readyz, /metrics, X-Request-Id and log lines, CORS."""
+"""Operations (docs/operations.md): /readyz, /metrics, X-Request-Id and log lines; and CORS
+(docs/api.md, "Errors")."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Provider set-ups a new user tripped on (issue 16, item 11), configured through the
-environment as docs/models.md says, against fake providers on loopback: the alpha
-family with only a base URL (a proxy that needs no key), and a provider that answers
-JSON where a stream was asked for."""
+"""Provider set-ups a new user tripped on, configured through the environment as
+docs/models.md says, against fake providers on loopback: the alpha family with only a
+base URL (a proxy that needs no key), and a provider that answers JSON where a stream
+was asked for."""
 
 from __future__ import annotations
 

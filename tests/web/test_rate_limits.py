@@ -1,5 +1,5 @@
-"""Rate limits (decisions.md "Errors": 429 RATE_LIMITED with Retry-After): per
-credential, per client address, and on failed authentication."""
+"""Rate limits (docs/deploy.md, "Request budgets": 429 RATE_LIMITED with Retry-After):
+per credential, per client address, and on failed authentication."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The API document viewers at /schema work offline (issue 16, item 11): every URL a
-viewer page loads is on this service, and answers 200 with the asset."""
+"""The API document viewers at /schema work offline (docs/api.md: their scripts are served
+from /schema/assets/, no CDN): every URL a viewer page loads is on this service, and
+answers 200 with the asset."""
 
 from __future__ import annotations
 

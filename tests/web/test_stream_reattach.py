@@ -1,8 +1,9 @@
-"""Issue 16, streams: ``GET /api/threads/{threadId}/stream`` re-attaches to a reply
-(running, or finished within the replay window) and answers every event after the
-one named by ``Last-Event-ID`` (or ``?after=N``), then the live rest until ``done``
-or ``error``; thread responses carry ``active_run_id``. Over real HTTP/SSE, memory
-and PostgreSQL (the second process is tests/e2e/test_stream_e2e.py)."""
+"""Re-attach (docs/client-guide.md, "Picking a stream up again (re-attach)"):
+``GET /api/threads/{threadId}/stream`` re-attaches to a reply (running, or finished
+within the replay window) and answers every event after the one named by
+``Last-Event-ID`` (or ``?after=N``), then the live rest until ``done`` or ``error``;
+thread responses carry ``active_run_id``. Over real HTTP/SSE, memory and PostgreSQL
+(the second process is tests/e2e/test_stream_e2e.py)."""
 
 from __future__ import annotations
 

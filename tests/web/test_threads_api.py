@@ -1,4 +1,5 @@
-"""Spec 4.6: threads, paging, JWT scoping, history, participants."""
+"""Threads (docs/api.md, "Threads" and "Multiplayer threads"): paging, JWT scoping,
+history, participants."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""A server span per request (issue #16 item 8): named by the route template, with the
-HTTP attributes, parent of the reply a send starts, child of an incoming
-``traceparent``; and the export's configuration by the standard OTEL_* variables."""
+"""A server span per request (docs/architecture.md, "Spans: one model, several outputs"):
+named by the route template, with the HTTP attributes, parent of the reply a send
+starts, child of an incoming ``traceparent``; and the export's configuration by the
+standard OTEL_* variables (docs/operations.md, "Traces: OpenTelemetry")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Spec 4.7 and 6.1 with decisions.md "The conversation turn" and "Tool profiles",
+"""The turn (docs/client-guide.md; docs/api.md, "The turn, server side" and "Tool profiles"),
 over real HTTP/SSE (the app on a real server in a thread; test doubles for the model)."""
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from agentsvc_core.ports.idempotency import IdempotencyStore
 from agentsvc_core.ports.knowledge import KnowledgeStore
 from agentsvc_core.ports.memories import MemoryStore
 from agentsvc_core.ports.plans import PlanStore
+from agentsvc_core.ports.projects import ProjectStore
 from agentsvc_core.ports.runners import RunnerStore
 
 __all__ = ["Repositories", "StorageFacade"]
@@ -56,6 +57,7 @@ class Repositories:
     memories: MemoryStore
     knowledge: KnowledgeStore
     runners: RunnerStore
+    projects: ProjectStore
 
 
 class StorageFacade(Storage):
@@ -136,3 +138,7 @@ class StorageFacade(Storage):
     @property
     def runners(self) -> RunnerStore:
         return self._repositories.runners
+
+    @property
+    def projects(self) -> ProjectStore:
+        return self._repositories.projects

@@ -44,6 +44,7 @@ from agentsvc_web.controllers.mcps import (
 )
 from agentsvc_web.controllers.memories import AgentMemoryController
 from agentsvc_web.controllers.plans import AgentPlanController, PlanController
+from agentsvc_web.controllers.projects import ProjectController
 from agentsvc_web.controllers.runners.public import (
     RunnerButtonController,
     RunnerWebhookController,
@@ -146,6 +147,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             RunnerSuggestionsController,
             RunnerWebhookController,
             ScheduledTasksController,
+            ProjectController,
             uploads_up_to(settings.knowledge_max_bytes),
             healthz,
             readyz,
@@ -179,6 +181,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "runner_analytics": _const(services.runner_analytics),
             "scheduled_tasks": _const(services.scheduled_tasks),
             "suggestions": _const(services.suggestions),
+            "projects": _const(services.projects),
         },
         middleware=[
             DefineMiddleware(RequestSpans, tracer=services.tracer),

@@ -122,6 +122,7 @@ class AgentCreateBody(msgspec.Struct, rename="camel"):
     tool_profiles: ToolProfiles | None = None
     default_profile: ProfileName | None = None
     runtime_provider: RuntimeProvider | None = None
+    project_id: UUID | None = None
 
 
 class AgentPatchBody(msgspec.Struct, rename="camel"):
@@ -132,6 +133,7 @@ class AgentPatchBody(msgspec.Struct, rename="camel"):
     tool_profiles: ToolProfiles | UnsetType | None = UNSET
     default_profile: ProfileName | UnsetType | None = UNSET
     runtime_provider: RuntimeProvider | UnsetType | None = UNSET
+    project_id: UUID | UnsetType | None = UNSET
 
 
 class ToolProfileOut(msgspec.Struct):
@@ -151,6 +153,7 @@ class AgentOut(msgspec.Struct):
     tool_profiles: dict[str, ToolProfileOut] | None
     default_profile: str | None
     runtime_provider: str | None
+    project_id: UUID | None
     updated_at: datetime
 
     @classmethod

@@ -56,16 +56,28 @@ def _collides(stored: RunnerRun, run: RunnerRun) -> bool:
 
 
 class MemoryRunners(RunnerStore):
-    def __init__(self, agent_exists: Callable[[str, UUID], bool]) -> None:
+    def __init__(
+        self,
+        agent_exists: Callable[[str, UUID], bool],
+        project_exists: Callable[[str, UUID], bool],
+    ) -> None:
         self._agent_exists = agent_exists  # PostgreSQL's foreign keys, with _owned
+        self._project_exists = project_exists  # and a runner's project
         self._runners: dict[tuple[str, UUID], Runner] = {}
         self._triggers: dict[UUID, Trigger] = {}
         self._runs: dict[UUID, RunnerRun] = {}
         self._suggestions: dict[UUID, Suggestion] = {}
 
     # --- runners ----------------------------------------------------------------
+    def _check(self, runner: Runner) -> Runner:
+        if runner.project_id is not None and not self._project_exists(
+            runner.org_id, runner.project_id
+        ):
+            raise NotFound("project not found")
+        return runner
+
     async def add(self, runner: Runner) -> None:
-        self._runners[(runner.org_id, runner.id)] = runner
+        self._runners[(runner.org_id, runner.id)] = self._check(runner)
 
     async def get(self, org_id: str, runner_id: UUID) -> Runner:
         try:
@@ -73,13 +85,26 @@ class MemoryRunners(RunnerStore):
         except KeyError:
             raise NotFound("runner not found") from None
 
-    async def list_all(self, org_id: str) -> list[Runner]:
-        mine = [r for (o, _), r in self._runners.items() if o == org_id]
+    async def list_all(self, org_id: str, *, project_id: UUID | None = None) -> list[Runner]:
+        mine = [
+            r
+            for (o, _), r in self._runners.items()
+            if o == org_id and (project_id is None or r.project_id == project_id)
+        ]
         return sorted(mine, key=lambda r: (r.created_at, r.id), reverse=True)
+
+    def detach(self, org_id: str, project_id: UUID) -> int:
+        """The runners of the project let go of it (``MemoryProjects.delete``)."""
+        members = [
+            k for k, r in self._runners.items() if k[0] == org_id and r.project_id == project_id
+        ]
+        for key in members:
+            self._runners[key] = msgspec.structs.replace(self._runners[key], project_id=None)
+        return len(members)
 
     async def replace(self, runner: Runner) -> None:
         await self.get(runner.org_id, runner.id)
-        self._runners[(runner.org_id, runner.id)] = runner
+        self._runners[(runner.org_id, runner.id)] = self._check(runner)
 
     async def delete(self, org_id: str, runner_id: UUID) -> None:
         await self.get(org_id, runner_id)

@@ -13,6 +13,7 @@ from agentsvc_adapters.memory.knowledge import MemoryKnowledge
 from agentsvc_adapters.memory.mcps import MemoryMcps
 from agentsvc_adapters.memory.memories import MemoryMemories
 from agentsvc_adapters.memory.plans import MemoryPlans
+from agentsvc_adapters.memory.projects import MemoryProjects
 from agentsvc_adapters.memory.runners import MemoryRunners
 from agentsvc_adapters.memory.secrets import MemorySecrets
 from agentsvc_adapters.memory.traces import MemoryTraces
@@ -71,14 +72,22 @@ class MemoryApiKeys(ApiKeyRepository):
 
 
 class MemoryAgents(AgentRepository):
-    def __init__(self) -> None:
+    def __init__(self, project_exists: Callable[[str, UUID], bool]) -> None:
         # Keyed by (org, id): a lookup with the wrong org finds nothing.
         self._agents: dict[tuple[str, UUID], Agent] = {}
+        self._project_exists = project_exists  # PostgreSQL's foreign key
         # what goes with an agent (PostgreSQL: ON DELETE CASCADE)
         self.on_delete: list[Callable[[str, UUID], None]] = []
 
+    def _check(self, agent: Agent) -> Agent:
+        if agent.project_id is not None and not self._project_exists(
+            agent.org_id, agent.project_id
+        ):
+            raise NotFound("project not found")
+        return agent
+
     async def add(self, agent: Agent) -> None:
-        self._agents[(agent.org_id, agent.id)] = agent
+        self._agents[(agent.org_id, agent.id)] = self._check(agent)
 
     def _get(self, org_id: str, agent_id: UUID) -> Agent:
         try:
@@ -92,12 +101,25 @@ class MemoryAgents(AgentRepository):
     def has(self, org_id: str, agent_id: UUID) -> bool:
         return (org_id, agent_id) in self._agents
 
-    async def list(self, org_id: str) -> list[Agent]:
-        agents = [a for (org, _), a in self._agents.items() if org == org_id]
+    async def list(self, org_id: str, *, project_id: UUID | None = None) -> list[Agent]:
+        agents = [
+            a
+            for (org, _), a in self._agents.items()
+            if org == org_id and (project_id is None or a.project_id == project_id)
+        ]
         return sorted(agents, key=lambda a: (a.created_at, a.id))
 
+    def detach(self, org_id: str, project_id: UUID) -> int:
+        """The agents of the project let go of it (``MemoryProjects.delete``)."""
+        members = [
+            k for k, a in self._agents.items() if k[0] == org_id and a.project_id == project_id
+        ]
+        for key in members:
+            self._agents[key] = msgspec.structs.replace(self._agents[key], project_id=None)
+        return len(members)
+
     async def modify(self, org_id: str, agent_id: UUID, change: Callable[[Agent], Agent]) -> Agent:
-        updated = change(self._get(org_id, agent_id))
+        updated = self._check(change(self._get(org_id, agent_id)))
         self._agents[(org_id, agent_id)] = updated
         return updated
 
@@ -148,7 +170,8 @@ class MemoryTurnReader(TurnReader):
 
 class MemoryStorage(StorageFacade):
     def __init__(self) -> None:
-        agents = MemoryAgents()
+        projects = MemoryProjects()
+        agents = MemoryAgents(projects.has)
         idempotency = MemoryIdempotency()
         conversations = MemoryConversations(idempotency)
         self._threads = MemoryThreads(conversations)
@@ -160,8 +183,9 @@ class MemoryStorage(StorageFacade):
         agents.on_delete.append(memories.drop_agent)
         knowledge = MemoryKnowledge(agents.has, self._threads.has)
         agents.on_delete.append(knowledge.drop_agent)
-        runners = MemoryRunners(agents.has)
+        runners = MemoryRunners(agents.has, projects.has)
         agents.on_delete.append(runners.drop_agent)
+        projects.detach.update(agents=agents.detach, runners=runners.detach)
         super().__init__(
             Repositories(
                 organizations=MemoryOrganizations(),
@@ -182,6 +206,7 @@ class MemoryStorage(StorageFacade):
                 memories=memories,
                 knowledge=knowledge,
                 runners=runners,
+                projects=projects,
             )
         )
 

@@ -90,7 +90,8 @@ def to_key(row: tuple[Any, ...]) -> ApiKey:
 
 AGENT_COLS = (
     "id, org_id, name, description, stable_preamble, default_model,"
-    " tool_profiles::text, default_profile, runtime_provider, created_at, updated_at"
+    " tool_profiles::text, default_profile, runtime_provider, created_at, updated_at,"
+    " project_id"
 )
 
 
@@ -107,6 +108,7 @@ def to_agent(row: tuple[Any, ...]) -> Agent:
         runtime_provider=row[8],
         created_at=row[9],
         updated_at=row[10],
+        project_id=row[11],
     )
 
 

@@ -29,6 +29,7 @@ def _agent_values(a: Agent) -> tuple[Any, ...]:
         a.runtime_provider,
         a.created_at,
         a.updated_at,
+        a.project_id,
     )
 
 
@@ -38,8 +39,8 @@ class PostgresAgents(Repo, AgentRepository):
             await conn.execute(
                 "INSERT INTO agents (org_id, id, name, description, stable_preamble,"
                 " default_model, tool_profiles, default_profile, runtime_provider,"
-                " created_at, updated_at)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s::json, %s, %s, %s, %s)",
+                " created_at, updated_at, project_id)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s::json, %s, %s, %s, %s, %s)",
                 (agent.org_id, agent.id, *_agent_values(agent)),
             )
 
@@ -51,10 +52,11 @@ class PostgresAgents(Repo, AgentRepository):
             raise NotFound("agent not found")
         return to_agent(row)
 
-    async def list(self, org_id: str) -> list[Agent]:
+    async def list(self, org_id: str, *, project_id: UUID | None = None) -> list[Agent]:
         rows = await self._all(
-            f"SELECT {AGENT_COLS} FROM agents WHERE org_id = %s ORDER BY created_at, id",
-            (org_id,),
+            f"SELECT {AGENT_COLS} FROM agents WHERE org_id = %s"
+            " AND (%s::uuid IS NULL OR project_id = %s) ORDER BY created_at, id",
+            (org_id, project_id, project_id),
         )
         return [to_agent(r) for r in rows]
 
@@ -73,7 +75,7 @@ class PostgresAgents(Repo, AgentRepository):
             await conn.execute(
                 "UPDATE agents SET name = %s, description = %s, stable_preamble = %s,"
                 " default_model = %s, tool_profiles = %s::json, default_profile = %s,"
-                " runtime_provider = %s, created_at = %s, updated_at = %s"
+                " runtime_provider = %s, created_at = %s, updated_at = %s, project_id = %s"
                 " WHERE org_id = %s AND id = %s",
                 (*_agent_values(updated), org_id, agent_id),
             )

@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from agentsvc_core.errors import Conflict, DomainError, StorageError, Unavailable
+from agentsvc_core.errors import Conflict, DomainError, NotFound, StorageError, Unavailable
 
 __all__ = [
     "IDLE_CHECK_S",
@@ -156,6 +156,11 @@ async def translate() -> AsyncIterator[None]:
         raise Unavailable("storage is busy or unreachable; try again") from exc
     except psycopg.errors.UniqueViolation as exc:
         raise Conflict("the resource already exists") from exc
+    except psycopg.errors.ForeignKeyViolation as exc:
+        # a member naming a project deleted meanwhile (migration 0016)
+        if (exc.diag.constraint_name or "").endswith("_project"):
+            raise NotFound("project not found") from exc
+        raise StorageError("storage failed") from exc
     except psycopg.OperationalError as exc:
         raise Unavailable("storage is unreachable; try again") from exc
     except psycopg.Error as exc:

@@ -135,9 +135,11 @@ def _suggestion(row: Row) -> Suggestion:
 
 
 def _missing(exc: psycopg.errors.ForeignKeyViolation) -> NotFound:
-    """What a foreign key violation means: the runner, agent or organization named
-    is not there (the constraint's name says which)."""
+    """What a foreign key violation means: the runner, agent, project or
+    organization named is not there (the constraint's name says which)."""
     constraint = exc.diag.constraint_name or ""
+    if constraint.endswith("_project"):
+        return NotFound("project not found")
     if "agent_id" in constraint:
         return NotFound("agent not found")
     if "runner_id" in constraint:
@@ -230,11 +232,11 @@ class PostgresRunners(Repo, RunnerStore):
             raise NotFound("runner not found")
         return _runner(row)
 
-    async def list_all(self, org_id: str) -> list[Runner]:
+    async def list_all(self, org_id: str, *, project_id: UUID | None = None) -> list[Runner]:
         rows = await self._all(
             f"SELECT {_RUNNERS.select} FROM runners WHERE org_id = %s"
-            " ORDER BY created_at DESC, id DESC",
-            (org_id,),
+            " AND (%s::uuid IS NULL OR project_id = %s) ORDER BY created_at DESC, id DESC",
+            (org_id, project_id, project_id),
         )
         return [_runner(r) for r in rows]
 

@@ -38,6 +38,7 @@ from agentsvc_adapters.postgres.pool import (
     pool_use,
     translate,
 )
+from agentsvc_adapters.postgres.projects import PostgresProjects
 from agentsvc_adapters.postgres.runners import PostgresRunners
 from agentsvc_adapters.postgres.secrets import PostgresSecrets
 from agentsvc_adapters.postgres.statistics import PostgresStatistics
@@ -111,6 +112,7 @@ class PostgresStorage(StorageFacade):
                 memories=PostgresMemories(self.pool),
                 knowledge=self._knowledge,
                 runners=PostgresRunners(self.pool),
+                projects=PostgresProjects(self.pool),
             )
         )
 

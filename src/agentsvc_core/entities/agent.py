@@ -29,3 +29,4 @@ class Agent(msgspec.Struct, frozen=True, kw_only=True):
     tool_profiles: dict[str, ToolProfile] | None = None
     default_profile: str | None = None
     runtime_provider: str | None = None
+    project_id: UUID | None = None  # the project it is grouped in (entities/project.py)

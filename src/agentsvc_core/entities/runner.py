@@ -121,6 +121,7 @@ class Runner(msgspec.Struct, frozen=True, kw_only=True):
     budget: Budget
     created_at: datetime
     updated_at: datetime
+    project_id: UUID | None = None  # the project it is grouped in (entities/project.py)
 
 
 class Trigger(msgspec.Struct, frozen=True, kw_only=True):

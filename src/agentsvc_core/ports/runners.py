@@ -72,8 +72,8 @@ class RunnerStore(Protocol):
         """Raises ``NotFound``."""
         ...
 
-    async def list_all(self, org_id: str) -> list[Runner]:
-        """Newest first."""
+    async def list_all(self, org_id: str, *, project_id: UUID | None = None) -> list[Runner]:
+        """Newest first; with ``project_id``, only that project's."""
         ...
 
     async def replace(self, runner: Runner) -> None:

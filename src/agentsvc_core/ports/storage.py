@@ -30,6 +30,7 @@ from agentsvc_core.ports.integrations import IntegrationStore
 from agentsvc_core.ports.knowledge import KnowledgeStore
 from agentsvc_core.ports.memories import MemoryStore
 from agentsvc_core.ports.plans import PlanStore
+from agentsvc_core.ports.projects import ProjectStore
 from agentsvc_core.ports.runners import RunnerStore
 from agentsvc_core.ports.sealed import SealedRecord, SecretStore
 from agentsvc_core.ports.streams import EventBatch, StreamStore
@@ -75,8 +76,8 @@ class AgentRepository(Protocol):
         """Raises ``NotFound`` (also for another organization's agent)."""
         ...
 
-    async def list(self, org_id: str) -> list[Agent]:
-        """Oldest first."""
+    async def list(self, org_id: str, *, project_id: UUID | None = None) -> list[Agent]:
+        """Oldest first; with ``project_id``, only that project's."""
         ...
 
     async def modify(self, org_id: str, agent_id: UUID, change: Callable[[Agent], Agent]) -> Agent:
@@ -357,6 +358,9 @@ class Storage(Protocol):
 
     @property
     def runners(self) -> RunnerStore: ...
+
+    @property
+    def projects(self) -> ProjectStore: ...
 
     async def check_ready(self) -> None:
         """Whether storage can serve now (the ``/readyz`` probe): returns when it

@@ -8,7 +8,9 @@ from msgspec import UNSET, UnsetType
 
 from agentsvc_core.entities import Agent, Principal, ToolProfile
 from agentsvc_core.ports import AgentRepository, Clock, SecretStore
+from agentsvc_core.ports.projects import ProjectStore
 from agentsvc_core.rules import check_agent
+from agentsvc_core.use_cases.projects import check_project
 
 
 class AgentDraft(msgspec.Struct, frozen=True, kw_only=True):
@@ -21,6 +23,7 @@ class AgentDraft(msgspec.Struct, frozen=True, kw_only=True):
     tool_profiles: dict[str, ToolProfile] | None = None
     default_profile: str | None = None
     runtime_provider: str | None = None
+    project_id: UUID | None = None
 
 
 class AgentChanges(msgspec.Struct, frozen=True, kw_only=True):
@@ -33,6 +36,7 @@ class AgentChanges(msgspec.Struct, frozen=True, kw_only=True):
     tool_profiles: dict[str, ToolProfile] | UnsetType | None = UNSET
     default_profile: str | UnsetType | None = UNSET
     runtime_provider: str | UnsetType | None = UNSET
+    project_id: UUID | UnsetType | None = UNSET
 
     def supplied(self) -> dict[str, object]:
         return {
@@ -50,14 +54,17 @@ class Agents:
         default_model: str,
         *,
         configs: tuple[SecretStore, tuple[str, ...]] | None = None,
+        projects: ProjectStore | None = None,
     ) -> None:
         """``configs``: the store of the agent's configurations and their kinds, sealed
         records keyed by its id (resolver, compaction, the tool sources'): they go when
-        the agent goes."""
+        the agent goes. ``projects``: where a ``project_id`` is checked (without it,
+        no agent can name one)."""
         self._repo = repo
         self._clock = clock
         self._default_model = default_model
         self._configs = configs
+        self._projects = projects
 
     async def create(self, who: Principal, draft: AgentDraft) -> Agent:
         now = self._clock.now()
@@ -72,23 +79,28 @@ class Agents:
                 tool_profiles=draft.tool_profiles,
                 default_profile=draft.default_profile,
                 runtime_provider=draft.runtime_provider,
+                project_id=draft.project_id,
                 created_at=now,
                 updated_at=now,
             )
         )
+        await check_project(self._projects, who.org_id, draft.project_id)
         await self._repo.add(agent)
         return agent
 
     async def get(self, who: Principal, agent_id: UUID) -> Agent:
         return await self._repo.get(who.org_id, agent_id)
 
-    async def list(self, who: Principal) -> list[Agent]:
-        return await self._repo.list(who.org_id)
+    async def list(self, who: Principal, *, project_id: UUID | None = None) -> list[Agent]:
+        """Oldest first; with ``project_id``, that project's agents only."""
+        return await self._repo.list(who.org_id, project_id=project_id)
 
     async def update(self, who: Principal, agent_id: UUID, changes: AgentChanges) -> Agent:
         fields = changes.supplied()
         if not fields:
             return await self._repo.get(who.org_id, agent_id)
+        if not isinstance(changes.project_id, UnsetType):
+            await check_project(self._projects, who.org_id, changes.project_id)
         now = self._clock.now()
 
         def apply(current: Agent) -> Agent:

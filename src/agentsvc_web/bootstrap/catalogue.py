@@ -21,6 +21,7 @@ from agentsvc_core.use_cases import Agents, ApiKeys, Authenticator, Threads
 from agentsvc_core.use_cases.mcp_oauth import McpOAuth
 from agentsvc_core.use_cases.mcp_servers import McpServers
 from agentsvc_core.use_cases.org_settings import CompactionSettings, OrgSettings
+from agentsvc_core.use_cases.projects import Projects
 from agentsvc_core.use_cases.registry import RegistrySearch
 from agentsvc_web.settings import Settings
 
@@ -58,7 +59,18 @@ def agents(settings: Settings, storage: Storage, clock: Clock, kinds: tuple[str,
     """The agents; deleting one deletes its configurations, the sealed records of
     ``kinds`` (the turn's and each tool source's), which is why they are built after
     the tool sources."""
-    return Agents(storage.agents, clock, settings.default_model, configs=(storage.secrets, kinds))
+    return Agents(
+        storage.agents,
+        clock,
+        settings.default_model,
+        configs=(storage.secrets, kinds),
+        projects=storage.projects,
+    )
+
+
+def projects(storage: Storage, clock: Clock) -> Projects:
+    """Projects, over the agents and runners that name them."""
+    return Projects(storage.projects, storage.agents, storage.runners, clock)
 
 
 class McpArea(NamedTuple):

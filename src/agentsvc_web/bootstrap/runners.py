@@ -59,6 +59,7 @@ def wire_runners(
         urls,
         clock,
         cron_min_interval_s=settings.cron_min_interval_s,
+        projects=storage.projects,
     )
     prices = traces.prices
     run_traces = RunTraces(storage.runners, storage.traces, clock, traces.retention)

@@ -143,6 +143,7 @@ class Services:
         self.org_settings, self.compaction = catalogue.org_settings(
             settings, storage, clock, box, urls
         )
+        self.projects = catalogue.projects(storage, clock)
 
     def _tool_areas(
         self,

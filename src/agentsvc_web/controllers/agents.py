@@ -1,11 +1,11 @@
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 from uuid import UUID
 
 from litestar import Controller, Request, delete, get, patch, post
 from litestar.di import NamedDependency
-from litestar.params import FromPath, JSONBody
+from litestar.params import FromPath, JSONBody, QueryParameter
 from msgspec import UNSET
 
 from agentsvc_core.use_cases import AgentChanges, AgentDraft, Agents
@@ -20,6 +20,8 @@ from agentsvc_web.schemas import (
 )
 
 Req = Request[Any, Any, Any]
+# ``?projectId=``: that project's agents only
+ProjectId = Annotated[UUID | None, QueryParameter(name="projectId")]
 
 
 class AgentController(Controller):
@@ -29,8 +31,11 @@ class AgentController(Controller):
     @get(
         "/", operation_id="listAgents", responses=errors(), summary="List the organization's agents"
     )
-    async def list_agents(self, request: Req, agents: NamedDependency[Agents]) -> list[AgentOut]:
-        return [AgentOut.of(a) for a in await agents.list(principal_of(request))]
+    async def list_agents(
+        self, request: Req, agents: NamedDependency[Agents], project_id: ProjectId = None
+    ) -> list[AgentOut]:
+        listed = await agents.list(principal_of(request), project_id=project_id)
+        return [AgentOut.of(a) for a in listed]
 
     @post(
         "/",
@@ -50,6 +55,7 @@ class AgentController(Controller):
             tool_profiles=profiles_to_entity(data.tool_profiles),
             default_profile=data.default_profile,
             runtime_provider=data.runtime_provider,
+            project_id=data.project_id,
         )
         return AgentOut.of(await agents.create(principal_of(request), draft))
 
@@ -82,6 +88,7 @@ class AgentController(Controller):
             else profiles_to_entity(data.tool_profiles),
             default_profile=data.default_profile,
             runtime_provider=data.runtime_provider,
+            project_id=data.project_id,
         )
         return AgentOut.of(await agents.update(principal_of(request), agent_id, changes))
 

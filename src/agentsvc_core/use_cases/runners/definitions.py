@@ -19,8 +19,10 @@ from agentsvc_core.entities.runner import Budget, OnExceed, Runner, Step, Trigge
 from agentsvc_core.errors import InvalidInput, NotFound, PermissionDenied
 from agentsvc_core.ports import AgentRepository, Clock, SecretBox
 from agentsvc_core.ports.mcp import UrlPolicy
+from agentsvc_core.ports.projects import ProjectStore
 from agentsvc_core.ports.runners import RunnerStore
 from agentsvc_core.rules import MAX_DESCRIPTION, MAX_NAME, check_text
+from agentsvc_core.use_cases.projects import check_project
 from agentsvc_core.use_cases.runners.steps import StepChecks, StepDraft, step_headers_context
 from agentsvc_core.use_cases.runners.triggers import (
     MAX_TRIGGERS,
@@ -45,6 +47,7 @@ class RunnerDraft(msgspec.Struct, frozen=True, kw_only=True):
     )
     steps: list[StepDraft] = []
     skills: list[UUID] = []
+    project_id: UUID | None = None
 
 
 class RunnerChanges(msgspec.Struct, frozen=True, kw_only=True):
@@ -52,6 +55,7 @@ class RunnerChanges(msgspec.Struct, frozen=True, kw_only=True):
     description: str | UnsetType = UNSET
     input_schema: dict[str, Any] | UnsetType = UNSET
     steps: list[StepDraft] | UnsetType = UNSET
+    project_id: UUID | UnsetType | None = UNSET
 
 
 class BudgetChanges(msgspec.Struct, frozen=True, kw_only=True):
@@ -75,8 +79,12 @@ class Runners:
         clock: Clock,
         *,
         cron_min_interval_s: float = 60.0,
+        projects: ProjectStore | None = None,
     ) -> None:
+        """``projects``: where a ``project_id`` is checked (without it, no runner
+        can name one)."""
         self._store = store
+        self._projects = projects
         self._box = box
         self._clock = clock
         self._checks = StepChecks(agents, box, urls)
@@ -105,12 +113,15 @@ class Runners:
             budget=Budget(),
             created_at=now,
             updated_at=now,
+            project_id=draft.project_id,
         )
+        await check_project(self._projects, who.org_id, draft.project_id)
         await self._store.add(runner)
         return runner
 
-    async def list_all(self, who: Principal) -> list[Runner]:
-        return await self._store.list_all(who.org_id)
+    async def list_all(self, who: Principal, *, project_id: UUID | None = None) -> list[Runner]:
+        """Newest first; with ``project_id``, that project's runners only."""
+        return await self._store.list_all(who.org_id, project_id=project_id)
 
     async def get(self, who: Principal, runner_id: UUID) -> Runner:
         return await self._store.get(who.org_id, runner_id)
@@ -131,6 +142,9 @@ class Runners:
             fields["steps"] = await self._checks.steps(
                 who.org_id, runner_id, changes.steps, runner.steps
             )
+        if not isinstance(changes.project_id, UnsetType):
+            await check_project(self._projects, who.org_id, changes.project_id)
+            fields["project_id"] = changes.project_id
         return await self._save(runner, **fields)
 
     async def delete(self, who: Principal, runner_id: UUID) -> None:

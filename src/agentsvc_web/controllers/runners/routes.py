@@ -64,9 +64,13 @@ class RunnerController(Controller):
 
     @get("/", operation_id="listRunners", responses=errors(), summary="The organization's runners")
     async def list_runners(
-        self, request: Req, runners: NamedDependency[Runners]
+        self,
+        request: Req,
+        runners: NamedDependency[Runners],
+        project_id: Annotated[UUID | None, QueryParameter(name="projectId")] = None,
     ) -> list[RunnerOut]:
-        return [RunnerOut.of(r) for r in await runners.list_all(principal_of(request))]
+        listed = await runners.list_all(principal_of(request), project_id=project_id)
+        return [RunnerOut.of(r) for r in listed]
 
     @post("/", operation_id="createRunner", responses=WRITE, summary="Create a runner")
     async def create_runner(
@@ -78,6 +82,7 @@ class RunnerController(Controller):
             input_schema=data.input_schema,
             steps=[step_draft(s) for s in data.steps],
             skills=data.skills,
+            project_id=data.project_id,
         )
         return RunnerOut.of(await runners.create(principal_of(request), draft))
 

@@ -117,6 +117,7 @@ class RunnerBody(msgspec.Struct, rename="camel"):
     )
     steps: list[StepBody] = []
     skills: list[UUID] = []
+    project_id: UUID | None = None
 
 
 class RunnerPatchBody(msgspec.Struct, rename="camel"):
@@ -124,6 +125,7 @@ class RunnerPatchBody(msgspec.Struct, rename="camel"):
     description: str | UnsetType = UNSET
     input_schema: dict[str, Any] | UnsetType = UNSET
     steps: list[StepBody] | UnsetType = UNSET
+    project_id: UUID | UnsetType | None = UNSET
 
 
 class BudgetBody(msgspec.Struct, rename="camel"):
@@ -226,6 +228,7 @@ class RunnerOut(msgspec.Struct):
     steps: list[StepOut]
     skills: list[UUID]
     budget: BudgetOut
+    project_id: UUID | None
     created_at: datetime
     updated_at: datetime
 

@@ -64,6 +64,8 @@ ID_FIELDS = {
     "run_id": "run",
     "token": "webhook_token",
     "suggestionId": "suggestion",
+    "project_id": "project",
+    "projectId": "project",
 }
 
 # Operations whose answer to another organization is not 404, and why. Each must
@@ -98,7 +100,11 @@ class World:
 
     def build(self) -> None:
         a = self.a
-        agent = _ok(a.post("/api/agents", json={"name": f"agent {MARK}"}))
+        project = _ok(a.post("/api/projects", json={"name": f"project {MARK}"}))
+        self.ids["project"] = project["id"]
+        agent = _ok(
+            a.post("/api/agents", json={"name": f"agent {MARK}", "projectId": project["id"]})
+        )
         self.ids["agent"] = agent["id"]
         mcp = _ok(
             a.post(
@@ -207,6 +213,7 @@ class World:
                 "/api/runners",
                 json={
                     "name": f"runner {MARK}",
+                    "projectId": self.ids["project"],
                     "steps": [
                         {"id": "ask", "kind": "agent", "agentId": agent_id, "prompt": f"hi {MARK}"},
                         {
@@ -450,6 +457,31 @@ def test_nothing_of_a_reaches_another_organization(
             for value in world.secrets_of_a():
                 assert value not in r.text, (op, value, r.text)
     assert seen >= 30
+
+
+def test_an_optional_reference_to_a_project_of_a_is_404_or_finds_nothing(
+    world: World, strangers: dict[str, httpx.Client]
+) -> None:
+    """``projectId`` is optional where it appears (the matrix above fills required
+    fields only): naming A's project in a body is 404, filtering by it finds none."""
+    pid = world.ids["project"]
+    for client in strangers.values():
+        mine = _ok(client.post("/api/agents", json={"name": "b's"}))
+        runner = _ok(client.post("/api/runners", json={"name": "b's"}))
+        for method, path, body in (
+            ("POST", "/api/agents", {"name": "x", "projectId": pid}),
+            ("PATCH", f"/api/agents/{mine['id']}", {"projectId": pid}),
+            ("POST", "/api/runners", {"name": "x", "projectId": pid}),
+            ("PATCH", f"/api/runners/{runner['id']}", {"projectId": pid}),
+        ):
+            r = client.request(method, path, json=body)
+            assert (r.status_code, r.json()) == (
+                404,
+                {"error": "NOT_FOUND", "detail": "project not found"},
+            ), (method, path, r.text)
+        for path in ("/api/agents", "/api/runners"):
+            assert _ok(client.get(path, params={"projectId": pid})) == []  # type: ignore[comparison-overlap]
+        assert _ok(client.get(f"/api/agents/{mine['id']}"))["project_id"] is None
 
 
 def test_a_member_gets_403_on_every_admin_operation(world: World, doc: dict[str, Any]) -> None:

@@ -1,7 +1,8 @@
 """The walk-throughs stay true: the shell blocks of README.md, docs/client-guide.md,
-docs/tools.md and docs/runners.md run in order against the real service, and every
-answer fits what the page says under its command (tests/e2e/walkthrough.py has the
-conventions). Public hosts the pages name are loopback stand-ins, through HOSTS."""
+docs/tools.md, docs/runners.md and docs/projects.md run in order against the real
+service, and every answer fits what the page says under its command
+(tests/e2e/walkthrough.py has the conventions). Public hosts the pages name are
+loopback stand-ins, through HOSTS."""
 
 from __future__ import annotations
 
@@ -26,7 +27,13 @@ from tests.web.live import serve
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = ["README.md", "docs/client-guide.md", "docs/tools.md", "docs/runners.md"]
+PAGES = [
+    "README.md",
+    "docs/client-guide.md",
+    "docs/tools.md",
+    "docs/runners.md",
+    "docs/projects.md",
+]
 KEY = "ask_walkthrough_key_0123456789abcdefghij"
 # the database integration of docs/tools.md, as the page writes it
 SHOP = "postgresql://reader:s3cret@db.example.com:5432/shop?sslmode=verify-full&sslrootcert=system"

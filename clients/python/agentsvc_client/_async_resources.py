@@ -44,6 +44,7 @@ from agentsvc_client.models import (
     McpCreateBody,
     McpPatchBody,
     McpTest,
+    Members,
     MemoryConfig,
     MemoryConfigBody,
     MemoryList,
@@ -62,6 +63,10 @@ from agentsvc_client.models import (
     PlanConfigBody,
     PlanCreateBody,
     PlanPatchBody,
+    Project,
+    ProjectBody,
+    ProjectDeleted,
+    ProjectPatchBody,
     Ready,
     Recall,
     RecallBody,
@@ -1127,6 +1132,7 @@ class AsyncAgentsResource(AsyncResource):
         tool_profiles: dict[str, ToolProfileBody] | UnsetType | None = UNSET,
         default_profile: str | UnsetType | None = UNSET,
         runtime_provider: Literal["native", "alternative"] | UnsetType | None = UNSET,
+        project_id: str | UnsetType | None = UNSET,
         idempotency_key: str | None = None,
     ) -> Agent:
         """Create an agent (POST /api/agents, createAgent)."""
@@ -1141,6 +1147,7 @@ class AsyncAgentsResource(AsyncResource):
                 tool_profiles=tool_profiles,
                 default_profile=default_profile,
                 runtime_provider=runtime_provider,
+                project_id=project_id,
             ),
             idempotency_key=idempotency_key,
             type=Agent,
@@ -1154,9 +1161,11 @@ class AsyncAgentsResource(AsyncResource):
         """Get an agent (GET /api/agents/{agent_id}, getAgent)."""
         return await self._client._request("GET", f"/api/agents/{_seg(agent_id)}", type=Agent)
 
-    async def list(self) -> builtins.list[Agent]:
+    async def list(self, *, project_id: str | None = None) -> builtins.list[Agent]:
         """List the organization's agents (GET /api/agents, listAgents)."""
-        return await self._client._request("GET", "/api/agents", type=builtins.list[Agent])
+        return await self._client._request(
+            "GET", "/api/agents", params={"projectId": project_id}, type=builtins.list[Agent]
+        )
 
     async def update(
         self,
@@ -1169,6 +1178,7 @@ class AsyncAgentsResource(AsyncResource):
         tool_profiles: dict[str, ToolProfileBody] | UnsetType | None = UNSET,
         default_profile: str | UnsetType | None = UNSET,
         runtime_provider: Literal["native", "alternative"] | UnsetType | None = UNSET,
+        project_id: str | UnsetType | None = UNSET,
     ) -> Agent:
         """Change the supplied fields of an agent (PATCH /api/agents/{agent_id}, updateAgent)."""
         return await self._client._request(
@@ -1182,6 +1192,7 @@ class AsyncAgentsResource(AsyncResource):
                 tool_profiles=tool_profiles,
                 default_profile=default_profile,
                 runtime_provider=runtime_provider,
+                project_id=project_id,
             ),
             type=Agent,
         )
@@ -1607,6 +1618,63 @@ class AsyncPlansResource(AsyncResource):
         )
 
 
+class AsyncProjectsResource(AsyncResource):
+    """``client.projects``"""
+
+    async def create(
+        self, *, name: str, description: str | UnsetType = UNSET, idempotency_key: str | None = None
+    ) -> Project:
+        """Create a project (POST /api/projects, createProject)."""
+        return await self._client._request(
+            "POST",
+            "/api/projects",
+            json=ProjectBody(name=name, description=description),
+            idempotency_key=idempotency_key,
+            type=Project,
+        )
+
+    async def delete(self, project_id: str) -> ProjectDeleted:
+        """Delete a project: its agents and runners are detached, not deleted (DELETE
+        /api/projects/{project_id}, deleteProject).
+        """
+        return await self._client._request(
+            "DELETE", f"/api/projects/{_seg(project_id)}", type=ProjectDeleted
+        )
+
+    async def get(self, project_id: str) -> Project:
+        """A project (GET /api/projects/{project_id}, getProject)."""
+        return await self._client._request("GET", f"/api/projects/{_seg(project_id)}", type=Project)
+
+    async def list(self) -> builtins.list[Project]:
+        """The organization's projects, oldest first (GET /api/projects, listProjects)."""
+        return await self._client._request("GET", "/api/projects", type=builtins.list[Project])
+
+    async def members(self, project_id: str) -> Members:
+        """The project's agents (oldest first) and runners (newest first) (GET
+        /api/projects/{project_id}/members, listProjectMembers).
+        """
+        return await self._client._request(
+            "GET", f"/api/projects/{_seg(project_id)}/members", type=Members
+        )
+
+    async def update(
+        self,
+        project_id: str,
+        *,
+        name: str | UnsetType = UNSET,
+        description: str | UnsetType = UNSET,
+    ) -> Project:
+        """Change the supplied fields of a project (PATCH /api/projects/{project_id},
+        updateProject).
+        """
+        return await self._client._request(
+            "PATCH",
+            f"/api/projects/{_seg(project_id)}",
+            json=ProjectPatchBody(name=name, description=description),
+            type=Project,
+        )
+
+
 class AsyncRunnersResource(AsyncResource):
     """``client.runners``"""
 
@@ -1649,6 +1717,7 @@ class AsyncRunnersResource(AsyncResource):
         input_schema: dict[str, Any] | UnsetType = UNSET,
         steps: builtins.list[StepBody] | UnsetType = UNSET,
         skills: builtins.list[str] | UnsetType = UNSET,
+        project_id: str | UnsetType | None = UNSET,
         idempotency_key: str | None = None,
     ) -> Runner:
         """Create a runner (POST /api/runners, createRunner)."""
@@ -1661,6 +1730,7 @@ class AsyncRunnersResource(AsyncResource):
                 input_schema=input_schema,
                 steps=steps,
                 skills=skills,
+                project_id=project_id,
             ),
             idempotency_key=idempotency_key,
             type=Runner,
@@ -1684,9 +1754,11 @@ class AsyncRunnersResource(AsyncResource):
         """A runner (GET /api/runners/{runner_id}, getRunner)."""
         return await self._client._request("GET", f"/api/runners/{_seg(runner_id)}", type=Runner)
 
-    async def list(self) -> builtins.list[Runner]:
+    async def list(self, *, project_id: str | None = None) -> builtins.list[Runner]:
         """The organization's runners (GET /api/runners, listRunners)."""
-        return await self._client._request("GET", "/api/runners", type=builtins.list[Runner])
+        return await self._client._request(
+            "GET", "/api/runners", params={"projectId": project_id}, type=builtins.list[Runner]
+        )
 
     async def update(
         self,
@@ -1696,6 +1768,7 @@ class AsyncRunnersResource(AsyncResource):
         description: str | UnsetType = UNSET,
         input_schema: dict[str, Any] | UnsetType = UNSET,
         steps: builtins.list[StepBody] | UnsetType = UNSET,
+        project_id: str | UnsetType | None = UNSET,
     ) -> Runner:
         """Change the supplied fields of a runner (steps: the whole ordered list) (PATCH
         /api/runners/{runner_id}, updateRunner).
@@ -1704,7 +1777,11 @@ class AsyncRunnersResource(AsyncResource):
             "PATCH",
             f"/api/runners/{_seg(runner_id)}",
             json=RunnerPatchBody(
-                name=name, description=description, input_schema=input_schema, steps=steps
+                name=name,
+                description=description,
+                input_schema=input_schema,
+                steps=steps,
+                project_id=project_id,
             ),
             type=Runner,
         )
@@ -1991,6 +2068,7 @@ class AsyncResources:
     mcp_registry: AsyncMcpRegistryResource
     mcp_servers: AsyncMcpServersResource
     plans: AsyncPlansResource
+    projects: AsyncProjectsResource
     runners: AsyncRunnersResource
     service: AsyncServiceResource
     settings: AsyncSettingsResource
@@ -2042,6 +2120,7 @@ class AsyncResources:
         self.mcp_registry = AsyncMcpRegistryResource(client)
         self.mcp_servers = AsyncMcpServersResource(client)
         self.plans = AsyncPlansResource(client)
+        self.projects = AsyncProjectsResource(client)
         self.runners = AsyncRunnersResource(client)
         self.service = AsyncServiceResource(client)
         self.settings = AsyncSettingsResource(client)

@@ -44,6 +44,7 @@ from agentsvc_client.models import (
     McpCreateBody,
     McpPatchBody,
     McpTest,
+    Members,
     MemoryConfig,
     MemoryConfigBody,
     MemoryList,
@@ -62,6 +63,10 @@ from agentsvc_client.models import (
     PlanConfigBody,
     PlanCreateBody,
     PlanPatchBody,
+    Project,
+    ProjectBody,
+    ProjectDeleted,
+    ProjectPatchBody,
     Ready,
     Recall,
     RecallBody,
@@ -1119,6 +1124,7 @@ class AgentsResource(Resource):
         tool_profiles: dict[str, ToolProfileBody] | UnsetType | None = UNSET,
         default_profile: str | UnsetType | None = UNSET,
         runtime_provider: Literal["native", "alternative"] | UnsetType | None = UNSET,
+        project_id: str | UnsetType | None = UNSET,
         idempotency_key: str | None = None,
     ) -> Agent:
         """Create an agent (POST /api/agents, createAgent)."""
@@ -1133,6 +1139,7 @@ class AgentsResource(Resource):
                 tool_profiles=tool_profiles,
                 default_profile=default_profile,
                 runtime_provider=runtime_provider,
+                project_id=project_id,
             ),
             idempotency_key=idempotency_key,
             type=Agent,
@@ -1146,9 +1153,11 @@ class AgentsResource(Resource):
         """Get an agent (GET /api/agents/{agent_id}, getAgent)."""
         return self._client._request("GET", f"/api/agents/{_seg(agent_id)}", type=Agent)
 
-    def list(self) -> builtins.list[Agent]:
+    def list(self, *, project_id: str | None = None) -> builtins.list[Agent]:
         """List the organization's agents (GET /api/agents, listAgents)."""
-        return self._client._request("GET", "/api/agents", type=builtins.list[Agent])
+        return self._client._request(
+            "GET", "/api/agents", params={"projectId": project_id}, type=builtins.list[Agent]
+        )
 
     def update(
         self,
@@ -1161,6 +1170,7 @@ class AgentsResource(Resource):
         tool_profiles: dict[str, ToolProfileBody] | UnsetType | None = UNSET,
         default_profile: str | UnsetType | None = UNSET,
         runtime_provider: Literal["native", "alternative"] | UnsetType | None = UNSET,
+        project_id: str | UnsetType | None = UNSET,
     ) -> Agent:
         """Change the supplied fields of an agent (PATCH /api/agents/{agent_id}, updateAgent)."""
         return self._client._request(
@@ -1174,6 +1184,7 @@ class AgentsResource(Resource):
                 tool_profiles=tool_profiles,
                 default_profile=default_profile,
                 runtime_provider=runtime_provider,
+                project_id=project_id,
             ),
             type=Agent,
         )
@@ -1591,6 +1602,63 @@ class PlansResource(Resource):
         )
 
 
+class ProjectsResource(Resource):
+    """``client.projects``"""
+
+    def create(
+        self, *, name: str, description: str | UnsetType = UNSET, idempotency_key: str | None = None
+    ) -> Project:
+        """Create a project (POST /api/projects, createProject)."""
+        return self._client._request(
+            "POST",
+            "/api/projects",
+            json=ProjectBody(name=name, description=description),
+            idempotency_key=idempotency_key,
+            type=Project,
+        )
+
+    def delete(self, project_id: str) -> ProjectDeleted:
+        """Delete a project: its agents and runners are detached, not deleted (DELETE
+        /api/projects/{project_id}, deleteProject).
+        """
+        return self._client._request(
+            "DELETE", f"/api/projects/{_seg(project_id)}", type=ProjectDeleted
+        )
+
+    def get(self, project_id: str) -> Project:
+        """A project (GET /api/projects/{project_id}, getProject)."""
+        return self._client._request("GET", f"/api/projects/{_seg(project_id)}", type=Project)
+
+    def list(self) -> builtins.list[Project]:
+        """The organization's projects, oldest first (GET /api/projects, listProjects)."""
+        return self._client._request("GET", "/api/projects", type=builtins.list[Project])
+
+    def members(self, project_id: str) -> Members:
+        """The project's agents (oldest first) and runners (newest first) (GET
+        /api/projects/{project_id}/members, listProjectMembers).
+        """
+        return self._client._request(
+            "GET", f"/api/projects/{_seg(project_id)}/members", type=Members
+        )
+
+    def update(
+        self,
+        project_id: str,
+        *,
+        name: str | UnsetType = UNSET,
+        description: str | UnsetType = UNSET,
+    ) -> Project:
+        """Change the supplied fields of a project (PATCH /api/projects/{project_id},
+        updateProject).
+        """
+        return self._client._request(
+            "PATCH",
+            f"/api/projects/{_seg(project_id)}",
+            json=ProjectPatchBody(name=name, description=description),
+            type=Project,
+        )
+
+
 class RunnersResource(Resource):
     """``client.runners``"""
 
@@ -1633,6 +1701,7 @@ class RunnersResource(Resource):
         input_schema: dict[str, Any] | UnsetType = UNSET,
         steps: builtins.list[StepBody] | UnsetType = UNSET,
         skills: builtins.list[str] | UnsetType = UNSET,
+        project_id: str | UnsetType | None = UNSET,
         idempotency_key: str | None = None,
     ) -> Runner:
         """Create a runner (POST /api/runners, createRunner)."""
@@ -1645,6 +1714,7 @@ class RunnersResource(Resource):
                 input_schema=input_schema,
                 steps=steps,
                 skills=skills,
+                project_id=project_id,
             ),
             idempotency_key=idempotency_key,
             type=Runner,
@@ -1668,9 +1738,11 @@ class RunnersResource(Resource):
         """A runner (GET /api/runners/{runner_id}, getRunner)."""
         return self._client._request("GET", f"/api/runners/{_seg(runner_id)}", type=Runner)
 
-    def list(self) -> builtins.list[Runner]:
+    def list(self, *, project_id: str | None = None) -> builtins.list[Runner]:
         """The organization's runners (GET /api/runners, listRunners)."""
-        return self._client._request("GET", "/api/runners", type=builtins.list[Runner])
+        return self._client._request(
+            "GET", "/api/runners", params={"projectId": project_id}, type=builtins.list[Runner]
+        )
 
     def update(
         self,
@@ -1680,6 +1752,7 @@ class RunnersResource(Resource):
         description: str | UnsetType = UNSET,
         input_schema: dict[str, Any] | UnsetType = UNSET,
         steps: builtins.list[StepBody] | UnsetType = UNSET,
+        project_id: str | UnsetType | None = UNSET,
     ) -> Runner:
         """Change the supplied fields of a runner (steps: the whole ordered list) (PATCH
         /api/runners/{runner_id}, updateRunner).
@@ -1688,7 +1761,11 @@ class RunnersResource(Resource):
             "PATCH",
             f"/api/runners/{_seg(runner_id)}",
             json=RunnerPatchBody(
-                name=name, description=description, input_schema=input_schema, steps=steps
+                name=name,
+                description=description,
+                input_schema=input_schema,
+                steps=steps,
+                project_id=project_id,
             ),
             type=Runner,
         )
@@ -1975,6 +2052,7 @@ class Resources:
     mcp_registry: McpRegistryResource
     mcp_servers: McpServersResource
     plans: PlansResource
+    projects: ProjectsResource
     runners: RunnersResource
     service: ServiceResource
     settings: SettingsResource
@@ -2026,6 +2104,7 @@ class Resources:
         self.mcp_registry = McpRegistryResource(client)
         self.mcp_servers = McpServersResource(client)
         self.plans = PlansResource(client)
+        self.projects = ProjectsResource(client)
         self.runners = RunnersResource(client)
         self.service = ServiceResource(client)
         self.settings = SettingsResource(client)

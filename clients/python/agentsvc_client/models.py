@@ -28,6 +28,7 @@ class AgentCreateBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     runtime_provider: Literal["native", "alternative"] | UnsetType | None = msgspec.field(
         name="runtimeProvider", default=UNSET
     )
+    project_id: str | UnsetType | None = msgspec.field(name="projectId", default=UNSET)
 
 
 class Agent(msgspec.Struct, frozen=True, kw_only=True):
@@ -44,6 +45,7 @@ class Agent(msgspec.Struct, frozen=True, kw_only=True):
     tool_profiles: dict[str, ToolProfile] | None
     default_profile: str | None
     runtime_provider: str | None
+    project_id: str | None
     updated_at: datetime
 
 
@@ -61,6 +63,7 @@ class AgentPatchBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     runtime_provider: Literal["native", "alternative"] | UnsetType | None = msgspec.field(
         name="runtimeProvider", default=UNSET
     )
+    project_id: str | UnsetType | None = msgspec.field(name="projectId", default=UNSET)
 
 
 class AgentTotals(msgspec.Struct, frozen=True, kw_only=True):
@@ -261,6 +264,13 @@ class DetachBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     mcp_server_id: str = msgspec.field(name="mcpServerId")
 
 
+class Detached(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``DetachedOut`` of the OpenAPI document."""
+
+    agents: int
+    runners: int
+
+
 class DismissBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     """A request body: ``DismissBody`` of the OpenAPI document."""
 
@@ -437,6 +447,13 @@ class McpTest(msgspec.Struct, frozen=True, kw_only=True):
     ok: bool
     tools: list[TestedTool]
     error: str | None = None
+
+
+class Members(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``MembersOut`` of the OpenAPI document."""
+
+    agents: list[Agent]
+    runners: list[Runner]
 
 
 class MemoryConfigBody(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -626,6 +643,38 @@ class PlanPatchBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     )
 
 
+class ProjectBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``ProjectBody`` of the OpenAPI document."""
+
+    name: str
+    description: str | UnsetType = UNSET
+
+
+class ProjectDeleted(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``ProjectDeleted`` of the OpenAPI document."""
+
+    ok: bool
+    detached: Detached
+
+
+class Project(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``ProjectOut`` of the OpenAPI document."""
+
+    id: str
+    org_id: str
+    name: str
+    description: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class ProjectPatchBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``ProjectPatchBody`` of the OpenAPI document."""
+
+    name: str | UnsetType = UNSET
+    description: str | UnsetType = UNSET
+
+
 class Ready(msgspec.Struct, frozen=True, kw_only=True):
     """An answer: ``ReadyOut`` of the OpenAPI document."""
 
@@ -778,6 +827,7 @@ class RunnerBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     input_schema: dict[str, Any] | UnsetType = msgspec.field(name="inputSchema", default=UNSET)
     steps: list[StepBody] | UnsetType = UNSET
     skills: list[str] | UnsetType = UNSET
+    project_id: str | UnsetType | None = msgspec.field(name="projectId", default=UNSET)
 
 
 class Runner(msgspec.Struct, frozen=True, kw_only=True):
@@ -791,6 +841,7 @@ class Runner(msgspec.Struct, frozen=True, kw_only=True):
     steps: list[Step]
     skills: list[str]
     budget: Budget
+    project_id: str | None
     created_at: datetime
     updated_at: datetime
 
@@ -802,6 +853,7 @@ class RunnerPatchBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     description: str | UnsetType = UNSET
     input_schema: dict[str, Any] | UnsetType = msgspec.field(name="inputSchema", default=UNSET)
     steps: list[StepBody] | UnsetType = UNSET
+    project_id: str | UnsetType | None = msgspec.field(name="projectId", default=UNSET)
 
 
 class RunnerReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -1406,6 +1458,7 @@ __all__ = [
     "DelegatedTool",
     "DependencyBody",
     "DetachBody",
+    "Detached",
     "DismissBody",
     "Document",
     "Edge",
@@ -1421,6 +1474,7 @@ __all__ = [
     "McpCreateBody",
     "McpPatchBody",
     "McpTest",
+    "Members",
     "Memory",
     "MemoryConfig",
     "MemoryConfigBody",
@@ -1442,6 +1496,10 @@ __all__ = [
     "PlanConfigBody",
     "PlanCreateBody",
     "PlanPatchBody",
+    "Project",
+    "ProjectBody",
+    "ProjectDeleted",
+    "ProjectPatchBody",
     "Ready",
     "Recall",
     "RecallBody",

@@ -6,10 +6,13 @@ mappers as the repositories that own those tables, so they live here, not in one
 sibling that the others import. Every name here is a column list (a string to put
 in a SELECT, its order the mapper's), a mapper (``to_<entity>``: one row in that
 order -> the entity) or a shared statement; none of them touches the pool.
+``EntityTable`` writes those for a table whose columns are its entity's fields
+(the runners' tables).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
@@ -47,6 +50,7 @@ __all__ = [
     "SERVER_COLS",
     "THREAD_COLS",
     "TRACE_COLS",
+    "EntityTable",
     "count_sql",
     "event_params",
     "key_claim_params",
@@ -340,3 +344,48 @@ def trace_ctes(t: TraceRecord) -> tuple[str, list[Any]]:
 def to_trace(row: tuple[Any, ...]) -> TraceSummary:
     """A row of ``TRACE_COLS``."""
     return TraceSummary(**dict(zip(_TRACE_FIELDS, row, strict=True)))
+
+
+class EntityTable:
+    """A table's columns, named and ordered as its entity's fields, and the SQL
+    built from them: the SELECT list (json columns as text), the INSERT, an
+    UPDATE's SET list. ``json``: the json columns and the decoder of each;
+    ``casts``: the SQL type of a parameter that needs one (``uuid[]``)."""
+
+    def __init__(
+        self,
+        name: str,
+        entity: type[msgspec.Struct],
+        json: dict[str, msgspec.json.Decoder[Any]],
+        *,
+        casts: dict[str, str] | None = None,
+    ) -> None:
+        self.fields = entity.__struct_fields__
+        self.json = json
+        self._casts = {**(casts or {}), **dict.fromkeys(json, "json")}
+        self.select = ", ".join(f"{f}::text" if f in json else f for f in self.fields)
+        values = ", ".join(self._param(f) for f in self.fields)
+        self.insert = f"INSERT INTO {name} ({', '.join(self.fields)}) VALUES ({values})"
+
+    def _param(self, field: str) -> str:
+        cast = self._casts.get(field)
+        return f"%({field})s::{cast}" if cast else f"%({field})s"
+
+    def set_list(self, *, leave: Sequence[str] = ()) -> str:
+        """``col = %(col)s, ...`` for every column but the key and ``leave``."""
+        skip = {"org_id", "id", *leave}
+        return ", ".join(f"{f} = {self._param(f)}" for f in self.fields if f not in skip)
+
+    def params(self, entity: msgspec.Struct) -> dict[str, Any]:
+        """The statements' parameters: the entity's fields, documents encoded."""
+        params = msgspec.structs.asdict(entity)
+        for f in self.json:
+            params[f] = _json_encode(params[f]).decode()
+        return params
+
+    def values(self, row: Row) -> dict[str, Any]:
+        """A row of ``select`` as the entity's fields, documents decoded."""
+        values = dict(zip(self.fields, row, strict=True))
+        for f, decoder in self.json.items():
+            values[f] = decoder.decode(values[f])
+        return values

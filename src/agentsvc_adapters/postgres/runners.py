@@ -30,6 +30,7 @@ from uuid import UUID
 import msgspec
 import psycopg
 
+from agentsvc_adapters.postgres._rows import EntityTable
 from agentsvc_adapters.postgres.pool import Connection, Repo, Row, translate
 from agentsvc_core.entities.runner import (
     RUN_ACTIVE,
@@ -52,52 +53,14 @@ _steps = msgspec.json.Decoder(tuple[Step, ...])
 _object = msgspec.json.Decoder(dict[str, Any])
 
 
-class _Table:
-    """A table's columns, named and ordered as its entity's fields, and the SQL
-    built from them: the SELECT list (json columns as text), the INSERT, an
-    UPDATE's SET list. ``json``: the json columns and the decoder of each."""
-
-    def __init__(
-        self, name: str, entity: type[msgspec.Struct], json: dict[str, msgspec.json.Decoder[Any]]
-    ) -> None:
-        self.fields = entity.__struct_fields__
-        self.json = json
-        self.select = ", ".join(f"{f}::text" if f in json else f for f in self.fields)
-        values = ", ".join(self._param(f) for f in self.fields)
-        self.insert = f"INSERT INTO {name} ({', '.join(self.fields)}) VALUES ({values})"
-
-    def _param(self, field: str) -> str:
-        if field == "skills":  # uuid[]: an empty list needs the type
-            return "%(skills)s::uuid[]"
-        return f"%({field})s::json" if field in self.json else f"%({field})s"
-
-    def set_list(self, *, leave: Sequence[str] = ()) -> str:
-        """``col = %(col)s, ...`` for every column but the key and ``leave``."""
-        skip = {"org_id", "id", *leave}
-        return ", ".join(f"{f} = {self._param(f)}" for f in self.fields if f not in skip)
-
-    def params(self, entity: msgspec.Struct) -> dict[str, Any]:
-        """The statements' parameters: the entity's fields, documents encoded."""
-        params = msgspec.structs.asdict(entity)
-        for f in self.json:
-            params[f] = _encode(params[f]).decode()
-        return params
-
-    def values(self, row: Row) -> dict[str, Any]:
-        """A row of ``select`` as the entity's fields, documents decoded."""
-        values = dict(zip(self.fields, row, strict=True))
-        for f, decoder in self.json.items():
-            values[f] = decoder.decode(values[f])
-        return values
-
-
-_RUNNERS = _Table(
+_RUNNERS = EntityTable(
     "runners",
     Runner,
     {"input_schema": _object, "steps": _steps, "budget": msgspec.json.Decoder(Budget)},
+    casts={"skills": "uuid[]"},  # an empty list needs the type
 )
-_TRIGGERS = _Table("runner_triggers", Trigger, {"input": _object})
-_RUNS = _Table(
+_TRIGGERS = EntityTable("runner_triggers", Trigger, {"input": _object})
+_RUNS = EntityTable(
     "runner_runs",
     RunnerRun,
     {
@@ -107,7 +70,7 @@ _RUNS = _Table(
         "steps": msgspec.json.Decoder(tuple[StepRun, ...]),
     },
 )
-_SUGGESTIONS = _Table("runner_suggestions", Suggestion, {})
+_SUGGESTIONS = EntityTable("runner_suggestions", Suggestion, {})
 
 
 def _runner(row: Row) -> Runner:

@@ -184,6 +184,7 @@ GROUPS = {
         "web",
         "organization",
         "operations",
+        "projects",
     ),
 }
 FIRST = ("runners", "plans")  # tests/e2e/test_schemathesis.py

@@ -1162,7 +1162,9 @@ class AsyncAgentsResource(AsyncResource):
         return await self._client._request("GET", f"/api/agents/{_seg(agent_id)}", type=Agent)
 
     async def list(self, *, project_id: str | None = None) -> builtins.list[Agent]:
-        """List the organization's agents (GET /api/agents, listAgents)."""
+        """List the organization's agents (?projectId=: one project's) (GET /api/agents,
+        listAgents).
+        """
         return await self._client._request(
             "GET", "/api/agents", params={"projectId": project_id}, type=builtins.list[Agent]
         )
@@ -1755,7 +1757,9 @@ class AsyncRunnersResource(AsyncResource):
         return await self._client._request("GET", f"/api/runners/{_seg(runner_id)}", type=Runner)
 
     async def list(self, *, project_id: str | None = None) -> builtins.list[Runner]:
-        """The organization's runners (GET /api/runners, listRunners)."""
+        """The organization's runners (?projectId=: one project's) (GET /api/runners,
+        listRunners).
+        """
         return await self._client._request(
             "GET", "/api/runners", params={"projectId": project_id}, type=builtins.list[Runner]
         )

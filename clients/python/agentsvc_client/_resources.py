@@ -1154,7 +1154,9 @@ class AgentsResource(Resource):
         return self._client._request("GET", f"/api/agents/{_seg(agent_id)}", type=Agent)
 
     def list(self, *, project_id: str | None = None) -> builtins.list[Agent]:
-        """List the organization's agents (GET /api/agents, listAgents)."""
+        """List the organization's agents (?projectId=: one project's) (GET /api/agents,
+        listAgents).
+        """
         return self._client._request(
             "GET", "/api/agents", params={"projectId": project_id}, type=builtins.list[Agent]
         )
@@ -1739,7 +1741,9 @@ class RunnersResource(Resource):
         return self._client._request("GET", f"/api/runners/{_seg(runner_id)}", type=Runner)
 
     def list(self, *, project_id: str | None = None) -> builtins.list[Runner]:
-        """The organization's runners (GET /api/runners, listRunners)."""
+        """The organization's runners (?projectId=: one project's) (GET /api/runners,
+        listRunners).
+        """
         return self._client._request(
             "GET", "/api/runners", params={"projectId": project_id}, type=builtins.list[Runner]
         )

@@ -29,7 +29,10 @@ class AgentController(Controller):
     tags = ["agents"]
 
     @get(
-        "/", operation_id="listAgents", responses=errors(), summary="List the organization's agents"
+        "/",
+        operation_id="listAgents",
+        responses=errors(422),
+        summary="List the organization's agents (?projectId=: one project's)",
     )
     async def list_agents(
         self, request: Req, agents: NamedDependency[Agents], project_id: ProjectId = None

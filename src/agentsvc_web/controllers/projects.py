@@ -18,7 +18,7 @@ from agentsvc_core.entities.project import Project
 from agentsvc_core.use_cases.projects import ProjectChanges, ProjectDraft, Projects
 from agentsvc_web.auth import principal_of
 from agentsvc_web.controllers.runners.schemas import RunnerOut
-from agentsvc_web.openapi import CREATE, READ, WRITE
+from agentsvc_web.openapi import CREATE, READ, WRITE, errors
 from agentsvc_web.schemas import AgentOut, Description, Name, copied, given_fields
 
 Req = Request[Any, Any, Any]
@@ -66,7 +66,12 @@ class ProjectController(Controller):
     path = "/api/projects"
     tags = ["projects"]
 
-    @get("/", operation_id="listProjects", summary="The organization's projects, oldest first")
+    @get(
+        "/",
+        operation_id="listProjects",
+        responses=errors(),
+        summary="The organization's projects, oldest first",
+    )
     async def list_projects(
         self, request: Req, projects: NamedDependency[Projects]
     ) -> list[ProjectOut]:

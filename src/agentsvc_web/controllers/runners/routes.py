@@ -62,7 +62,12 @@ class RunnerController(Controller):
     path = "/api/runners"
     tags = ["runners"]
 
-    @get("/", operation_id="listRunners", responses=errors(), summary="The organization's runners")
+    @get(
+        "/",
+        operation_id="listRunners",
+        responses=errors(422),
+        summary="The organization's runners (?projectId=: one project's)",
+    )
     async def list_runners(
         self,
         request: Req,

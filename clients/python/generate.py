@@ -88,6 +88,8 @@ OPERATIONS: dict[str, str] = {
     "searchMcpRegistry": "mcp_registry.search",
     "listRunnerMcpServers": "runners.mcp_servers.list",
     "attachRunnerMcpServer": "runners.mcp_servers.attach",
+    "listOfficialTemplates": "templates.list",
+    "useOfficialTemplate": "templates.use",
     "listProjects": "projects.list",
     "createProject": "projects.create",
     "getProject": "projects.get",

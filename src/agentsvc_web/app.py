@@ -35,6 +35,7 @@ from agentsvc_web.controllers.knowledge import (
     KnowledgeController,
     uploads_up_to,
 )
+from agentsvc_web.controllers.marketplace import MarketplaceController
 from agentsvc_web.controllers.mcps import (
     AgentMcpController,
     McpController,
@@ -148,6 +149,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             RunnerWebhookController,
             ScheduledTasksController,
             ProjectController,
+            MarketplaceController,
             uploads_up_to(settings.knowledge_max_bytes),
             healthz,
             readyz,
@@ -182,6 +184,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "scheduled_tasks": _const(services.scheduled_tasks),
             "suggestions": _const(services.suggestions),
             "projects": _const(services.projects),
+            "templates": _const(services.templates),
         },
         middleware=[
             DefineMiddleware(RequestSpans, tracer=services.tracer),

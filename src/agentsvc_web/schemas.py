@@ -141,6 +141,11 @@ class ToolProfileOut(msgspec.Struct):
     description: str
 
 
+class TemplateRefOut(msgspec.Struct):
+    id: str
+    version: int
+
+
 class AgentOut(msgspec.Struct):
     id: UUID
     org_id: str
@@ -154,6 +159,7 @@ class AgentOut(msgspec.Struct):
     default_profile: str | None
     runtime_provider: str | None
     project_id: UUID | None
+    template: TemplateRefOut | None  # the official template it was made from
     updated_at: datetime
 
     @classmethod
@@ -162,6 +168,9 @@ class AgentOut(msgspec.Struct):
             cls,
             a,
             published_chats=[],
+            template=None
+            if a.template is None
+            else TemplateRefOut(id=a.template.id, version=a.template.version),
             tool_profiles=None
             if a.tool_profiles is None
             else {

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from agentsvc_adapters.clock import SystemClock
 from agentsvc_core.entities import Agent, Principal, ToolProfile
+from agentsvc_core.entities.agent import TemplateRef
 from agentsvc_core.errors import InvalidInput, NotFound
 from agentsvc_core.use_cases import AgentChanges, AgentDraft, Agents
 from tests.contract.conftest import Backend, now
@@ -202,3 +203,21 @@ def test_use_case_patch_over_both_adapters(backend: Backend) -> None:
     b = backend.run(uc.update, who, a.id, AgentChanges(name="y"))
     assert (b.name, b.description, b.created_at) == ("y", "keep", a.created_at)
     assert backend.run(uc.get, who, a.id) == b
+
+
+def test_the_template_an_agent_was_made_from_round_trips(backend: Backend) -> None:
+    org = backend.fresh_org()
+    made = agent_in(org, template=TemplateRef(id="sql-analyst", version=2))
+    backend.run(backend.storage.agents.add, made)
+    assert backend.run(backend.storage.agents.get, org, made.id) == made
+    changed = backend.run(
+        backend.storage.agents.modify,
+        org,
+        made.id,
+        lambda a: msgspec.structs.replace(a, name="renamed"),
+    )
+    assert changed.template == TemplateRef(id="sql-analyst", version=2)
+    assert backend.run(backend.storage.agents.get, org, made.id) == changed
+    plain = agent_in(org)
+    backend.run(backend.storage.agents.add, plain)
+    assert backend.run(backend.storage.agents.get, org, plain.id).template is None

@@ -185,6 +185,7 @@ GROUPS = {
         "organization",
         "operations",
         "projects",
+        "marketplace",
     ),
 }
 FIRST = ("runners", "plans")  # tests/e2e/test_schemathesis.py

@@ -54,6 +54,7 @@ from agentsvc_client.models import (
     OkBody,
     OrgSettings,
     OrgSettingsBody,
+    OverridesBody,
     Participant,
     ParticipantBody,
     ParticipantList,
@@ -92,6 +93,7 @@ from agentsvc_client.models import (
     TaskBody,
     Tasks,
     TasksBody,
+    Template,
     Thread,
     ThreadCreateBody,
     ThreadList,
@@ -109,6 +111,7 @@ from agentsvc_client.models import (
     Trigger,
     TriggerBody,
     TriggerPatchBody,
+    UseTemplateBody,
     Web,
     WebPutBody,
 )
@@ -1847,6 +1850,42 @@ class AsyncSettingsResource(AsyncResource):
         )
 
 
+class AsyncTemplatesResource(AsyncResource):
+    """``client.templates``"""
+
+    async def list(
+        self, *, category: str | None = None, q: str | None = None
+    ) -> builtins.list[Template]:
+        """The official agent templates (?category=, ?q= words to find) (GET
+        /api/marketplace/official, listOfficialTemplates).
+        """
+        return await self._client._request(
+            "GET",
+            "/api/marketplace/official",
+            params={"category": category, "q": q},
+            type=builtins.list[Template],
+        )
+
+    async def use(
+        self,
+        *,
+        template_id: str,
+        name: str | UnsetType | None = UNSET,
+        overrides: OverridesBody | UnsetType | None = UNSET,
+        idempotency_key: str | None = None,
+    ) -> Agent:
+        """Make an agent from an official template (its configurations included) (POST
+        /api/marketplace/official/use, useOfficialTemplate).
+        """
+        return await self._client._request(
+            "POST",
+            "/api/marketplace/official/use",
+            json=UseTemplateBody(template_id=template_id, name=name, overrides=overrides),
+            idempotency_key=idempotency_key,
+            type=Agent,
+        )
+
+
 class AsyncThreadsResource(AsyncResource):
     """``client.threads``"""
 
@@ -2076,6 +2115,7 @@ class AsyncResources:
     runners: AsyncRunnersResource
     service: AsyncServiceResource
     settings: AsyncSettingsResource
+    templates: AsyncTemplatesResource
     threads: AsyncThreadsResource
     tools: AsyncToolsResource
 
@@ -2128,5 +2168,6 @@ class AsyncResources:
         self.runners = AsyncRunnersResource(client)
         self.service = AsyncServiceResource(client)
         self.settings = AsyncSettingsResource(client)
+        self.templates = AsyncTemplatesResource(client)
         self.threads = AsyncThreadsResource(client)
         self.tools = AsyncToolsResource(client)

@@ -74,6 +74,7 @@ OPERATIONS: dict[str, str] = {
     "listMcpServers": "mcp_servers.list",
     "listMemories": "agents.memory.list",
     "listMessages": "threads.messages.list",
+    "listOfficialTemplates": "templates.list",
     "listParticipants": "threads.participants.list",
     "listPlans": "plans.list",
     "listProjectMembers": "projects.members",
@@ -129,4 +130,5 @@ OPERATIONS: dict[str, str] = {
     "updateTodo": "plans.todos.update",
     "updateTool": "tools.update",
     "uploadKnowledge": "knowledge.upload",
+    "useOfficialTemplate": "templates.use",
 }

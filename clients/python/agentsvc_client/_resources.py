@@ -54,6 +54,7 @@ from agentsvc_client.models import (
     OkBody,
     OrgSettings,
     OrgSettingsBody,
+    OverridesBody,
     Participant,
     ParticipantBody,
     ParticipantList,
@@ -92,6 +93,7 @@ from agentsvc_client.models import (
     TaskBody,
     Tasks,
     TasksBody,
+    Template,
     Thread,
     ThreadCreateBody,
     ThreadList,
@@ -109,6 +111,7 @@ from agentsvc_client.models import (
     Trigger,
     TriggerBody,
     TriggerPatchBody,
+    UseTemplateBody,
     Web,
     WebPutBody,
 )
@@ -1831,6 +1834,40 @@ class SettingsResource(Resource):
         )
 
 
+class TemplatesResource(Resource):
+    """``client.templates``"""
+
+    def list(self, *, category: str | None = None, q: str | None = None) -> builtins.list[Template]:
+        """The official agent templates (?category=, ?q= words to find) (GET
+        /api/marketplace/official, listOfficialTemplates).
+        """
+        return self._client._request(
+            "GET",
+            "/api/marketplace/official",
+            params={"category": category, "q": q},
+            type=builtins.list[Template],
+        )
+
+    def use(
+        self,
+        *,
+        template_id: str,
+        name: str | UnsetType | None = UNSET,
+        overrides: OverridesBody | UnsetType | None = UNSET,
+        idempotency_key: str | None = None,
+    ) -> Agent:
+        """Make an agent from an official template (its configurations included) (POST
+        /api/marketplace/official/use, useOfficialTemplate).
+        """
+        return self._client._request(
+            "POST",
+            "/api/marketplace/official/use",
+            json=UseTemplateBody(template_id=template_id, name=name, overrides=overrides),
+            idempotency_key=idempotency_key,
+            type=Agent,
+        )
+
+
 class ThreadsResource(Resource):
     """``client.threads``"""
 
@@ -2060,6 +2097,7 @@ class Resources:
     runners: RunnersResource
     service: ServiceResource
     settings: SettingsResource
+    templates: TemplatesResource
     threads: ThreadsResource
     tools: ToolsResource
 
@@ -2112,5 +2150,6 @@ class Resources:
         self.runners = RunnersResource(client)
         self.service = ServiceResource(client)
         self.settings = SettingsResource(client)
+        self.templates = TemplatesResource(client)
         self.threads = ThreadsResource(client)
         self.tools = ToolsResource(client)

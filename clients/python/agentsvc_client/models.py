@@ -46,6 +46,7 @@ class Agent(msgspec.Struct, frozen=True, kw_only=True):
     default_profile: str | None
     runtime_provider: str | None
     project_id: str | None
+    template: TemplateRef | None
     updated_at: datetime
 
 
@@ -567,6 +568,23 @@ class OrgSettings(msgspec.Struct, frozen=True, kw_only=True):
     org_id: str
     allowed_embed_domains: list[str]
     signing_secret: str
+
+
+class OverridesBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``OverridesBody`` of the OpenAPI document."""
+
+    description: str | UnsetType = UNSET
+    stable_preamble: str | UnsetType = msgspec.field(name="stablePreamble", default=UNSET)
+    default_model: str | UnsetType = msgspec.field(name="defaultModel", default=UNSET)
+    tool_profiles: dict[str, ToolProfileBody] | UnsetType | None = msgspec.field(
+        name="toolProfiles", default=UNSET
+    )
+    default_profile: str | UnsetType | None = msgspec.field(name="defaultProfile", default=UNSET)
+    project_id: str | UnsetType | None = msgspec.field(name="projectId", default=UNSET)
+    web: WebPutBody | UnsetType | None = UNSET
+    plan: PlanConfigBody | UnsetType | None = UNSET
+    memory: MemoryConfigBody | UnsetType | None = UNSET
+    compaction: CompactionPutBody | UnsetType | None = UNSET
 
 
 class ParticipantBody(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -1116,6 +1134,38 @@ class Tasks(msgspec.Struct, frozen=True, kw_only=True):
     tasks: list[Task]
 
 
+class TemplateAgent(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``TemplateAgentOut`` of the OpenAPI document."""
+
+    name: str
+    description: str
+    stable_preamble: str
+    default_model: str | None
+    tool_profiles: dict[str, ToolProfile] | None
+    default_profile: str | None
+
+
+class Template(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``TemplateOut`` of the OpenAPI document."""
+
+    id: str
+    version: int
+    name: str
+    description: str
+    category: str
+    tags: list[str]
+    uses: list[str]
+    agent: TemplateAgent
+    configs: dict[str, dict[str, Any]]
+
+
+class TemplateRef(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``TemplateRefOut`` of the OpenAPI document."""
+
+    id: str
+    version: int
+
+
 class TestedTool(msgspec.Struct, frozen=True, kw_only=True):
     """An answer: ``TestedToolOut`` of the OpenAPI document."""
 
@@ -1405,6 +1455,14 @@ class TriggerPatchBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     end_at: datetime | str | UnsetType | None = msgspec.field(name="endAt", default=UNSET)
 
 
+class UseTemplateBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``UseTemplateBody`` of the OpenAPI document."""
+
+    template_id: str = msgspec.field(name="templateId")
+    name: str | UnsetType | None = UNSET
+    overrides: OverridesBody | UnsetType | None = UNSET
+
+
 class Web(msgspec.Struct, frozen=True, kw_only=True):
     """An answer: ``WebOut`` of the OpenAPI document."""
 
@@ -1487,6 +1545,7 @@ __all__ = [
     "OkBody",
     "OrgSettings",
     "OrgSettingsBody",
+    "OverridesBody",
     "Participant",
     "ParticipantBody",
     "ParticipantList",
@@ -1537,6 +1596,9 @@ __all__ = [
     "TaskBody",
     "Tasks",
     "TasksBody",
+    "Template",
+    "TemplateAgent",
+    "TemplateRef",
     "TestedTool",
     "Thread",
     "ThreadCreateBody",
@@ -1559,6 +1621,7 @@ __all__ = [
     "Trigger",
     "TriggerBody",
     "TriggerPatchBody",
+    "UseTemplateBody",
     "Web",
     "WebPutBody",
 ]

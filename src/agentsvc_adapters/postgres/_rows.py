@@ -34,6 +34,7 @@ from agentsvc_core.entities import (
     TraceRecord,
     TraceSummary,
 )
+from agentsvc_core.entities.agent import TemplateRef
 from agentsvc_core.ports import EventBatch
 from agentsvc_core.ports.idempotency import IdempotencyClaim
 
@@ -95,7 +96,7 @@ def to_key(row: tuple[Any, ...]) -> ApiKey:
 AGENT_COLS = (
     "id, org_id, name, description, stable_preamble, default_model,"
     " tool_profiles::text, default_profile, runtime_provider, created_at, updated_at,"
-    " project_id"
+    " project_id, template_id, template_version"
 )
 
 
@@ -113,6 +114,7 @@ def to_agent(row: tuple[Any, ...]) -> Agent:
         created_at=row[9],
         updated_at=row[10],
         project_id=row[11],
+        template=None if row[12] is None else TemplateRef(id=row[12], version=row[13]),
     )
 
 

@@ -30,6 +30,8 @@ def _agent_values(a: Agent) -> tuple[Any, ...]:
         a.created_at,
         a.updated_at,
         a.project_id,
+        None if a.template is None else a.template.id,
+        None if a.template is None else a.template.version,
     )
 
 
@@ -39,8 +41,8 @@ class PostgresAgents(Repo, AgentRepository):
             await conn.execute(
                 "INSERT INTO agents (org_id, id, name, description, stable_preamble,"
                 " default_model, tool_profiles, default_profile, runtime_provider,"
-                " created_at, updated_at, project_id)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s::json, %s, %s, %s, %s, %s)",
+                " created_at, updated_at, project_id, template_id, template_version)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s::json, %s, %s, %s, %s, %s, %s, %s)",
                 (agent.org_id, agent.id, *_agent_values(agent)),
             )
 
@@ -75,7 +77,8 @@ class PostgresAgents(Repo, AgentRepository):
             await conn.execute(
                 "UPDATE agents SET name = %s, description = %s, stable_preamble = %s,"
                 " default_model = %s, tool_profiles = %s::json, default_profile = %s,"
-                " runtime_provider = %s, created_at = %s, updated_at = %s, project_id = %s"
+                " runtime_provider = %s, created_at = %s, updated_at = %s, project_id = %s,"
+                " template_id = %s, template_version = %s"
                 " WHERE org_id = %s AND id = %s",
                 (*_agent_values(updated), org_id, agent_id),
             )

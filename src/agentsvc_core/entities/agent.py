@@ -17,6 +17,14 @@ class ToolProfile(msgspec.Struct, frozen=True, kw_only=True):
     description: str = ""
 
 
+class TemplateRef(msgspec.Struct, frozen=True, kw_only=True):
+    """Which official template, at which version, an agent was made from
+    (entities/template.py)."""
+
+    id: str
+    version: int
+
+
 class Agent(msgspec.Struct, frozen=True, kw_only=True):
     id: UUID
     org_id: str
@@ -30,3 +38,4 @@ class Agent(msgspec.Struct, frozen=True, kw_only=True):
     default_profile: str | None = None
     runtime_provider: str | None = None
     project_id: UUID | None = None  # the project it is grouped in (entities/project.py)
+    template: TemplateRef | None = None  # the official template it was made from

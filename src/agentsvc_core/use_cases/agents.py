@@ -7,6 +7,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from agentsvc_core.entities import Agent, Principal, ToolProfile
+from agentsvc_core.entities.agent import TemplateRef
 from agentsvc_core.ports import AgentRepository, Clock, SecretStore
 from agentsvc_core.ports.projects import ProjectStore
 from agentsvc_core.rules import check_agent
@@ -24,6 +25,7 @@ class AgentDraft(msgspec.Struct, frozen=True, kw_only=True):
     default_profile: str | None = None
     runtime_provider: str | None = None
     project_id: UUID | None = None
+    template: TemplateRef | None = None  # set by Templates.use, never by a request
 
 
 class AgentChanges(msgspec.Struct, frozen=True, kw_only=True):
@@ -80,6 +82,7 @@ class Agents:
                 default_profile=draft.default_profile,
                 runtime_provider=draft.runtime_provider,
                 project_id=draft.project_id,
+                template=draft.template,
                 created_at=now,
                 updated_at=now,
             )

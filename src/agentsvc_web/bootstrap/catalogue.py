@@ -4,8 +4,9 @@ the registry's search), and its settings (the resolver, compaction)."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
+from agentsvc_adapters.templates import PackagedTemplates
 from agentsvc_core.ports import (
     Clock,
     McpClient,
@@ -20,9 +21,13 @@ from agentsvc_core.ports.registry import McpRegistry
 from agentsvc_core.use_cases import Agents, ApiKeys, Authenticator, Threads
 from agentsvc_core.use_cases.mcp_oauth import McpOAuth
 from agentsvc_core.use_cases.mcp_servers import McpServers
+from agentsvc_core.use_cases.memories.memories import MemorySettings
 from agentsvc_core.use_cases.org_settings import CompactionSettings, OrgSettings
+from agentsvc_core.use_cases.plan_tools import PlanSettings
 from agentsvc_core.use_cases.projects import Projects
 from agentsvc_core.use_cases.registry import RegistrySearch
+from agentsvc_core.use_cases.templates import Templates
+from agentsvc_core.use_cases.web import WebSettings
 from agentsvc_web.settings import Settings
 
 
@@ -120,4 +125,30 @@ def org_settings(
             allow_http=settings.allow_private_network,
         ),
         CompactionSettings(storage.secrets, storage.agents, box),
+    )
+
+
+class _Configured(Protocol):
+    """What the templates need of ``Services``: the agents and the updates of the
+    configurations a template sets."""
+
+    agents: Agents
+    web: WebSettings
+    plan_settings: PlanSettings
+    memory_settings: MemorySettings
+    compaction: CompactionSettings
+
+
+def templates(s: _Configured) -> Templates:
+    """The official templates shipped with the package, made into agents with
+    their configurations."""
+    return Templates(
+        PackagedTemplates(),
+        s.agents,
+        {
+            "web": s.web.update,
+            "plan": s.plan_settings.update,
+            "memory": s.memory_settings.update,
+            "compaction": s.compaction.update,
+        },
     )

@@ -119,6 +119,7 @@ class Services:
         self.agents = catalogue.agents(
             settings, storage, clock, (*AgentConfigs.KINDS, *self.tools.kinds)
         )
+        self.templates = catalogue.templates(self)
         self.idempotency = Idempotency(storage.idempotency, box, clock)
         self.traces, self.analytics = telemetry.traces_and_analytics(
             settings, storage, clock, self.trace_config

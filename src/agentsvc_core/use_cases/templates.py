@@ -1,0 +1,119 @@
+"""Official templates (docs/templates.md): the complete agent configurations the
+service ships (``TemplateCatalogue``), listed and searched, and turned into an
+agent of the organization in one call (``use``): the agent, with the template's
+preamble, model and tool profiles, then each configuration the template sets (web,
+plan, memory, compaction), the caller's overrides applied over the template's. The
+agent records the template and its version. Nothing is left half made: when a
+configuration is refused, the agent made for it is deleted again (with whatever
+configurations it had got) and the refusal is the answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+from uuid import UUID
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from agentsvc_core.entities import Agent, Principal, ToolProfile
+from agentsvc_core.entities.template import TEMPLATE_CONFIGS, Template, TemplateAgent
+from agentsvc_core.errors import InvalidInput, NotFound, PermissionDenied
+from agentsvc_core.ports.templates import TemplateCatalogue
+from agentsvc_core.use_cases.agents import AgentDraft, Agents
+
+__all__ = ["ConfigUpdate", "TemplateOverrides", "Templates"]
+
+# a configuration kind's update: (who, agent id, the fields given) -> the stored configuration
+ConfigUpdate = Callable[[Principal, UUID, dict[str, Any]], Awaitable[object]]
+
+
+class TemplateOverrides(msgspec.Struct, frozen=True, kw_only=True):
+    """What the caller changes of the template's agent (``UNSET``: the template's),
+    the project it joins, and configuration fields by kind, given over the
+    template's own."""
+
+    name: str | UnsetType = UNSET
+    description: str | UnsetType = UNSET
+    stable_preamble: str | UnsetType = UNSET
+    default_model: str | UnsetType = UNSET
+    tool_profiles: dict[str, ToolProfile] | UnsetType | None = UNSET
+    default_profile: str | UnsetType | None = UNSET
+    project_id: UUID | None = None
+    configs: dict[str, dict[str, Any]] = {}
+
+
+def _words(text: str) -> list[str]:
+    return text.casefold().split()
+
+
+def _matches(template: Template, words: list[str]) -> bool:
+    """Every word of the query is in the name, description, category or a tag."""
+    haystack = " ".join(
+        (template.name, template.description, template.category, *template.tags)
+    ).casefold()
+    return all(word in haystack for word in words)
+
+
+class Templates:
+    def __init__(
+        self,
+        catalogue: TemplateCatalogue,
+        agents: Agents,
+        configs: Mapping[str, ConfigUpdate],
+    ) -> None:
+        """``configs``: the update of each kind of ``TEMPLATE_CONFIGS``."""
+        missing = set(TEMPLATE_CONFIGS) - set(configs)
+        if missing:
+            raise ValueError(f"no update for the configurations {sorted(missing)}")
+        self._catalogue = catalogue
+        self._agents = agents
+        self._configs = configs
+
+    def list(self, *, category: str | None = None, query: str | None = None) -> list[Template]:
+        """The templates, by category then name; ``category`` the one of that name
+        (any case), ``query`` those holding every one of its words."""
+        words = _words(query or "")
+        return [
+            t
+            for t in self._catalogue.templates()
+            if (category is None or t.category.casefold() == category.casefold())
+            and _matches(t, words)
+        ]
+
+    def get(self, template_id: str) -> Template:
+        for template in self._catalogue.templates():
+            if template.id == template_id:
+                return template
+        raise NotFound("template not found")
+
+    async def use(self, who: Principal, template_id: str, overrides: TemplateOverrides) -> Agent:
+        """A new agent of the organization from the template, with its
+        configurations; the template's id and version recorded on it."""
+        if not who.is_admin:
+            raise PermissionDenied("agents are made by the organization's admins")
+        template = self.get(template_id)
+        unknown = sorted(set(overrides.configs) - set(TEMPLATE_CONFIGS))
+        if unknown:
+            raise InvalidInput("overrides", f"no configuration named {unknown[0]!r}")
+        given = {
+            f: getattr(overrides, f)
+            for f in TemplateAgent.__struct_fields__
+            if getattr(overrides, f) is not UNSET
+        }
+        draft = AgentDraft(
+            **{**msgspec.structs.asdict(template.agent), **given},
+            project_id=overrides.project_id,
+            template=template.ref,
+        )
+        agent = await self._agents.create(who, draft)
+        try:
+            for kind in TEMPLATE_CONFIGS:
+                fields = {**template.configs.get(kind, {}), **overrides.configs.get(kind, {})}
+                if fields:
+                    await self._configs[kind](who, agent.id, fields)
+        except Exception:
+            await self._agents.delete(who, agent.id)  # its configurations go with it
+            raise
+        return agent

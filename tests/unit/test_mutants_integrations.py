@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 from typing import Any
+from uuid import UUID
 
 import msgspec
 import pytest
@@ -140,6 +141,8 @@ def test_slugs_are_lowercase_dashes_at_most_40_characters() -> None:
     assert slugify("a" * 50) == "a" * 40
     # the cut falls on a dash: no slug ends with one
     assert slugify("a" * 39 + " b" + "c" * 9) == "a" * 39
+    # what the name starts with that is no letter or digit is left out before the cut
+    assert slugify("(" + "b" * 45) == "b" * 40
     assert slugify("---") == "db"
     assert slugify("ÄÖ") == "db"
 
@@ -147,6 +150,8 @@ def test_slugs_are_lowercase_dashes_at_most_40_characters() -> None:
 def test_a_table_is_split_at_its_schema() -> None:
     assert split_table("public.orders") == ("public", "orders")
     assert split_table("orders") == (None, "orders")
+    # the schema is what comes before the first dot (schema names hold none)
+    assert split_table("public.orders.2026") == ("public", "orders.2026")
 
 
 def test_allowed_tables_compare_without_regard_to_case() -> None:
@@ -234,6 +239,8 @@ async def test_the_name_type_and_connection_are_checked_before_any_connection() 
         e = await refused(w, **over)
         assert e.field == field, over
     assert (await refused(w, type="mysql")).problem == "must be postgresql"
+    assert (await refused(w, connection="")).problem == "must not be empty"
+    assert (await refused(w, connection=" ")).problem == "must not be empty"
     assert (await refused(w, connection="mysql://h")).problem == "must be a postgresql:// URL"
     assert w.db.calls == []
     # at the limits
@@ -495,9 +502,10 @@ async def test_calls_use_the_integrations_connection_and_bounds() -> None:
     agent, _ = await attached(w, max_rows=9, max_bytes=4096, statement_timeout_ms=700)
     answer = await w.tools.call(ADMIN, agent, "db_shop__query", {"sql": "SELECT n, n FROM t"}, CTX)
     assert answer == '{"columns":["n","n"],"rows":[[1,2],[3,4]],"row_count":2,"truncated":true}'
-    assert w.db.targets == [
-        DatabaseTarget(connection=URL, max_rows=9, max_bytes=4096, statement_timeout_ms=700)
-    ]
+    await w.tools.call(ADMIN, agent, "db_shop__list_tables", {}, CTX)
+    await w.tools.call(ADMIN, agent, "db_shop__describe_table", {"table": "t"}, CTX)
+    target = DatabaseTarget(connection=URL, max_rows=9, max_bytes=4096, statement_timeout_ms=700)
+    assert w.db.targets == [target, target, target]
 
 
 async def test_list_tables_shows_only_allowed_tables() -> None:
@@ -600,3 +608,39 @@ async def test_a_call_finds_its_integration_by_slug_among_the_agents() -> None:
     assert await w.tools.call(ADMIN, agent, "db_three__query", {"sql": "x"}, CTX) == (
         "error: no database integration 'three' is attached to this agent"
     )
+
+
+def test_an_mcp_tool_whose_name_holds_the_separator_is_not_an_integrations() -> None:
+    """An MCP server slugged ``db`` offers ``db__<tool>``; its tool ``get__data`` is
+    ``db__get__data``, which no integration's tool name can be (slugs come after
+    ``db_`` and hold no underscore)."""
+    tools = World().tools
+    assert not tools.owns("db__get__data")
+    assert not tools.owns("db____x")
+    assert tools.owns("db_shop__get__data")
+
+
+async def test_the_slug_is_what_comes_before_the_first_separator() -> None:
+    w = World()
+    agent, _ = await attached(w)
+    assert await w.tools.call(ADMIN, agent, "db_shop__list__tables", {}, CTX) == (
+        "error: no tool 'list__tables' (list_tables, describe_table, query)"
+    )
+
+
+async def test_an_agent_with_no_integration_costs_no_read_outside_a_turn_either() -> None:
+    w = World()
+    agent = await w.agent()
+    await w.make()
+    reads: list[list[UUID]] = []
+    store = w.storage.integrations
+    get_many = store.get_many
+
+    async def counted(org_id: str, ids: list[UUID]) -> list[Integration]:
+        reads.append(ids)
+        return await get_many(org_id, ids)
+
+    store.get_many = counted  # type: ignore[method-assign]
+    assert await w.tools.list_tools(ADMIN, agent) == []
+    assert await w.uc.attached(ADMIN, agent.id) == []
+    assert reads == []

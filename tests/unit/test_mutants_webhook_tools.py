@@ -686,6 +686,15 @@ async def test_execute_passes_the_agent_thread_and_user_on() -> None:
     assert len(w.caller.calls) == 1
 
 
+async def test_execute_without_an_agent_or_thread_sends_nulls() -> None:
+    w = World()
+    await w.tool()
+    await w.tools.execute(ADMIN, "lookup_order", {"orderId": "A"})
+    [sent] = w.caller.calls
+    body = json.loads(sent.body)
+    assert (body["agentId"], body["threadId"], body["userId"]) == (None, None, None)
+
+
 async def test_execute_needs_a_tool_of_that_name_in_the_organization() -> None:
     w = World()
     await w.tool()
@@ -734,7 +743,7 @@ async def test_execute_answers_a_failure_without_a_result() -> None:
 async def test_execute_times_a_call_refused_before_it_was_sent(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    ticks = iter([10.0, 10.25])
+    ticks = iter([10.0, 12.5])
     monkeypatch.setattr(webhook_tools, "time", SimpleNamespace(monotonic=lambda: next(ticks)))
     w = World()
     await w.tool()
@@ -743,7 +752,7 @@ async def test_execute_times_a_call_refused_before_it_was_sent(
         ok=False,
         status_code=None,
         result=None,
-        duration_ms=250,
+        duration_ms=2500,
         error="the arguments do not fit the tool's schema: orderId: 7 is not of type 'string'",
     )
     assert w.caller.calls == []

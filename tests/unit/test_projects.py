@@ -93,8 +93,9 @@ async def test_bad_fields_are_refused_naming_them(
 
 async def test_only_admins_change_projects(w: World) -> None:
     made = await w.projects.create(ADMIN, ProjectDraft(name="p"))
-    with pytest.raises(PermissionDenied):
+    with pytest.raises(PermissionDenied) as denied:
         await w.projects.create(MEMBER, ProjectDraft(name="q"))
+    assert denied.value.detail == "projects are managed by the organization's admins"
     with pytest.raises(PermissionDenied):
         await w.projects.update(MEMBER, made.id, ProjectChanges(name="q"))
     with pytest.raises(PermissionDenied):
@@ -116,6 +117,7 @@ async def test_members_are_the_agents_and_runners_that_name_the_project(w: World
     assert joined.project_id == p.id
     old = await w.runners.create(ADMIN, RunnerDraft(name="old", project_id=p.id))
     w.clock.advance(1)
+    await w.runners.create(ADMIN, RunnerDraft(name="outside"))
     new = await w.runners.create(ADMIN, RunnerDraft(name="new"))
     new = await w.runners.update(ADMIN, new.id, RunnerChanges(project_id=p.id))
     assert new.project_id == p.id
@@ -179,8 +181,9 @@ async def test_a_project_not_of_the_organization_is_not_found_wherever_it_is_nam
 async def test_without_a_project_store_no_project_can_be_named() -> None:
     s = MemoryStorage()
     agents = Agents(s.agents, SystemClock(), "local")
-    with pytest.raises(NotFound, match="project not found"):
+    with pytest.raises(NotFound) as err:
         await agents.create(ADMIN, AgentDraft(name="x", project_id=uuid.uuid4()))
+    assert err.value.detail == "project not found"
     await check_project(None, "org-a", None)  # naming none is always fine
     made = await agents.create(ADMIN, AgentDraft(name="x"))
     assert made.project_id is None

@@ -26,6 +26,7 @@ from agentsvc_core.ports import (
 )
 from agentsvc_core.ports.idempotency import IdempotencyStore
 from agentsvc_core.ports.knowledge import KnowledgeStore
+from agentsvc_core.ports.marketplace import MarketplaceStore
 from agentsvc_core.ports.memories import MemoryStore
 from agentsvc_core.ports.plans import PlanStore
 from agentsvc_core.ports.projects import ProjectStore
@@ -58,6 +59,7 @@ class Repositories:
     knowledge: KnowledgeStore
     runners: RunnerStore
     projects: ProjectStore
+    marketplace: MarketplaceStore
 
 
 class StorageFacade(Storage):
@@ -142,3 +144,7 @@ class StorageFacade(Storage):
     @property
     def projects(self) -> ProjectStore:
         return self._repositories.projects
+
+    @property
+    def marketplace(self) -> MarketplaceStore:
+        return self._repositories.marketplace

@@ -10,6 +10,7 @@ from agentsvc_adapters.memory.conversations import MemoryConversations, MemoryTh
 from agentsvc_adapters.memory.idempotency import MemoryIdempotency
 from agentsvc_adapters.memory.integrations import MemoryIntegrations
 from agentsvc_adapters.memory.knowledge import MemoryKnowledge
+from agentsvc_adapters.memory.marketplace import MemoryMarketplace
 from agentsvc_adapters.memory.mcps import MemoryMcps
 from agentsvc_adapters.memory.memories import MemoryMemories
 from agentsvc_adapters.memory.plans import MemoryPlans
@@ -186,6 +187,8 @@ class MemoryStorage(StorageFacade):
         runners = MemoryRunners(agents.has, projects.has)
         agents.on_delete.append(runners.drop_agent)
         projects.detach.update(agents=agents.detach, runners=runners.detach)
+        marketplace = MemoryMarketplace(agents.has)
+        agents.on_delete.append(marketplace.drop_agent)
         super().__init__(
             Repositories(
                 organizations=MemoryOrganizations(),
@@ -207,6 +210,7 @@ class MemoryStorage(StorageFacade):
                 knowledge=knowledge,
                 runners=runners,
                 projects=projects,
+                marketplace=marketplace,
             )
         )
 

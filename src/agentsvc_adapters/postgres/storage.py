@@ -23,6 +23,7 @@ from agentsvc_adapters.postgres.conversations import PostgresConversations, Post
 from agentsvc_adapters.postgres.idempotency import PostgresIdempotency
 from agentsvc_adapters.postgres.integrations import PostgresIntegrations
 from agentsvc_adapters.postgres.knowledge import PostgresKnowledge
+from agentsvc_adapters.postgres.marketplace import PostgresMarketplace
 from agentsvc_adapters.postgres.mcps import PostgresMcps
 from agentsvc_adapters.postgres.memories import PostgresMemories
 from agentsvc_adapters.postgres.migrate import migrations
@@ -113,6 +114,7 @@ class PostgresStorage(StorageFacade):
                 knowledge=self._knowledge,
                 runners=PostgresRunners(self.pool),
                 projects=PostgresProjects(self.pool),
+                marketplace=PostgresMarketplace(self.pool),
             )
         )
 

@@ -28,6 +28,7 @@ from agentsvc_core.entities import (
 from agentsvc_core.ports.idempotency import IdempotencyClaim, IdempotencyStore
 from agentsvc_core.ports.integrations import IntegrationStore
 from agentsvc_core.ports.knowledge import KnowledgeStore
+from agentsvc_core.ports.marketplace import MarketplaceStore
 from agentsvc_core.ports.memories import MemoryStore
 from agentsvc_core.ports.plans import PlanStore
 from agentsvc_core.ports.projects import ProjectStore
@@ -361,6 +362,9 @@ class Storage(Protocol):
 
     @property
     def projects(self) -> ProjectStore: ...
+
+    @property
+    def marketplace(self) -> MarketplaceStore: ...
 
     async def check_ready(self) -> None:
         """Whether storage can serve now (the ``/readyz`` probe): returns when it

@@ -22,14 +22,13 @@ import msgspec
 
 from agentsvc_core.entities import Principal
 from agentsvc_core.entities.runner import Suggestion
-from agentsvc_core.errors import InvalidInput, NotFound, PermissionDenied, Upstream
+from agentsvc_core.errors import InvalidInput, NotFound, PermissionDenied
 from agentsvc_core.ports import AgentRepository, Clock
 from agentsvc_core.ports.runners import RunnerStore
 from agentsvc_core.ports.traces import TraceFilter, TraceStore
-from agentsvc_core.use_cases.threads import ThreadDraft, Threads
+from agentsvc_core.use_cases.agent_asks import ask_agent
+from agentsvc_core.use_cases.threads import Threads
 from agentsvc_core.use_cases.turn.conversation import Conversation
-from agentsvc_core.use_cases.turn.events import Done, ErrorEvent, last_event
-from agentsvc_core.use_cases.turn.send_input import SendInput
 
 __all__ = ["MAX_SUGGESTIONS", "Suggestions", "parse_suggestions"]
 
@@ -220,17 +219,16 @@ class Suggestions:
     async def _ask(
         self, who: Principal, agent_id: UUID, prompt: str, runner_id: UUID | None
     ) -> str:
-        system = Principal.organization(who.org_id)
         metadata = {"purpose": "suggestions"}
         if runner_id is not None:
             metadata["runner_id"] = str(runner_id)
         day = self._clock.now().date().isoformat()
-        thread = await self._threads.create(
-            system,
-            ThreadDraft(agent_id=agent_id, title=f"suggestions {day}", metadata=metadata),
+        return await ask_agent(
+            self._threads,
+            self._conversation,
+            who.org_id,
+            agent_id,
+            prompt,
+            title=f"suggestions {day}",
+            metadata=metadata,
         )
-        turn = await self._conversation.send(system, thread.id, SendInput(content=prompt))
-        final = await last_event(turn)
-        if isinstance(final, ErrorEvent):
-            raise Upstream(f"the model could not answer: {final.detail or final.code}")
-        return final.content if isinstance(final, Done) else ""

@@ -364,6 +364,8 @@ async def test_the_list_is_newest_first_by_pages_with_a_cursor() -> None:
     assert last == MemoryPage(memories=[newest[4]], next_cursor=None)
     whole = await m.memories.page(KEY, m.agent.id, scope=None, status=None, cursor=None, limit=5)
     assert (len(whole.memories), whole.next_cursor) == (5, None)
+    three = await m.memories.page(KEY, m.agent.id, scope=None, status=None, cursor=None, limit=3)
+    assert three.next_cursor == (newest[2].created_at, newest[2].id)
 
 
 async def test_the_list_shows_what_the_caller_may_see_in_the_scope_and_status_asked() -> None:
@@ -398,7 +400,7 @@ async def test_a_user_deletes_only_what_it_sees_an_api_key_anything() -> None:
     m = await mind()
     p = await places(m)
     for hidden in ("carol", "thread"):
-        with pytest.raises(NotFound):
+        with pytest.raises(NotFound, match=r"^memory not found$"):
             await m.memories.delete(ALICE, m.agent.id, p[hidden].id)
         assert await m.storage.memories.get(ORG, m.agent.id, p[hidden].id) == p[hidden]
     await m.memories.delete(ALICE, m.agent.id, p["alice"].id)

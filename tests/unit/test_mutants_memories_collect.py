@@ -318,6 +318,7 @@ async def test_the_model_gets_the_turns_text_and_only_an_unscoped_memory_save() 
     assert message.content == "user: I drink green tea\nassistant: Noted: green tea"
     assert (message.role, message.org_id, message.thread_id) == ("user", ORG, c.thread.id)
     assert message.created_at == c.m.clock.now()
+    assert isinstance(message.id, UUID)
     [tool] = request.tools
     assert tool.name == "memory_save"
     assert set(tool.parameters["properties"]) == {"content", "key"}
@@ -443,7 +444,13 @@ async def test_each_memory_save_call_is_a_fact_in_order_and_the_usage_is_recorde
         cost_usd=0.004,
         purpose="memory",
     )
+    assert isinstance(record.id, UUID)
     messages = [r.getMessage() for r in caplog.records if r.name == "agentsvc.memory"]
+    malformed, refused = messages[0], messages[1]
+    assert malformed.startswith(f"a collected fact of run {c.run} was malformed: Expected `str`")
+    assert refused == (
+        f"a collected fact of run {c.run} was not saved: content: must be at most 2000 characters"
+    )
     assert messages[-1] == f"memory collection after run {c.run}: 2 of 5 facts new"
 
 
@@ -466,13 +473,15 @@ async def test_without_a_price_table_the_cost_is_unknown() -> None:
 
 async def test_a_failed_model_call_saves_nothing_but_records_its_usage() -> None:
     c = await collection(
-        [save("Drinks green tea"), UsageReport(USAGE), Upstream("the provider failed")]
+        [save("Drinks green tea"), UsageReport(USAGE), Upstream("the provider failed")],
+        resolver=True,
     )
     c.said(("user", "I drink green tea"))
     await c.after()  # logged, not raised
     assert await c.facts() == []
     [record] = await c.usage()
-    assert (record.usage, record.purpose) == (USAGE, "memory")
+    assert (record.usage, record.purpose, record.run_id) == (USAGE, "memory", c.run)
+    assert (record.provider, record.model, record.key_source) == ("beta", MODEL_ID, "byok")
 
 
 async def test_a_failure_that_is_not_the_services_is_raised_after_the_usage() -> None:

@@ -43,19 +43,18 @@ class Mind:
     agent: Agent
 
     async def keep(
-        self, content: str, scope: MemoryScope = "agent", scope_id: str | None = None, **kw: object
+        self,
+        content: str,
+        scope: MemoryScope = "agent",
+        scope_id: str | None = None,
+        *,
+        key: str | None = None,
+        max_active: int = 1000,
     ) -> Memory:
         """Save a fact (one second after the last), as the tools do."""
         self.clock.advance(1)
-        key = kw.get("key")
         saved = await self.memories.save(
-            ORG,
-            self.agent.id,
-            scope,
-            scope_id,
-            content,
-            key if isinstance(key, str) else None,
-            max_active=int(str(kw.get("max_active", 1000))),
+            ORG, self.agent.id, scope, scope_id, content, key, max_active=max_active
         )
         assert saved.memory is not None
         return saved.memory

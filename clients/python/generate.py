@@ -88,6 +88,15 @@ OPERATIONS: dict[str, str] = {
     "searchMcpRegistry": "mcp_registry.search",
     "listRunnerMcpServers": "runners.mcp_servers.list",
     "attachRunnerMcpServer": "runners.mcp_servers.attach",
+    "getAgentMarketplace": "agents.marketplace.get",
+    "putAgentMarketplace": "agents.marketplace.put",
+    "deleteAgentMarketplace": "agents.marketplace.delete",
+    "uploadAgentAvatar": "agents.marketplace.upload_avatar",
+    "deleteAgentAvatar": "agents.marketplace.delete_avatar",
+    "generateAgentDescription": "agents.marketplace.generate_description",
+    "detectAgentCapabilities": "agents.marketplace.detect_capabilities",
+    "putAgentCapabilities": "agents.marketplace.put_capabilities",
+    "getPublicAvatar": "public.avatar",
     "listOfficialTemplates": "templates.list",
     "useOfficialTemplate": "templates.use",
     "listProjects": "projects.list",
@@ -170,7 +179,12 @@ OPERATIONS: dict[str, str] = {
 
 # Written by hand in the client (a stream, or a multipart upload): the generated
 # resource method delegates to it.
-SPECIAL = {"sendMessage": "_send_message", "streamReply": "_attach", "uploadKnowledge": "_upload"}
+SPECIAL = {
+    "sendMessage": "_send_message",
+    "streamReply": "_attach",
+    "uploadKnowledge": "_upload",
+    "uploadAgentAvatar": "_upload_avatar",
+}
 
 METHODS = ("get", "post", "put", "patch", "delete")
 HEADER = (
@@ -360,6 +374,9 @@ class Op:
             ):
                 self.answer = "str"  # a page or a script, answered as its text
                 break
+            if status.startswith("2") and "application/octet-stream" in answer.get("content", {}):
+                self.answer = "bytes"  # a picture, answered as its bytes
+                break
             if status.startswith("2") and "application/json" in answer.get("content", {}):
                 self.answer = Types(for_body=False, list_name="builtins.list").of(
                     answer["content"]["application/json"]["schema"]
@@ -519,7 +536,7 @@ def render_resources(doc: dict[str, Any], is_async: bool) -> str:
         for method, op_id in sorted(tree[path].items()):
             op = ops[op_id]
             out.append("\n")
-            if op_id == "uploadKnowledge":
+            if op_id in ("uploadKnowledge", "uploadAgentAvatar"):
                 out.append(_special(op, method, is_async))
             else:
                 out.append(_method(op, method, is_async))
@@ -581,6 +598,14 @@ def _special(op: Op, name: str, is_async: bool) -> str:
             " agent_id: str | None = None, thread_id: str | None = None, idempotency_key: str | None = None) -> Document:\n"
             + doc
             + f"        return {wait}self._client._upload(file, filename=filename, title=title, agent_id=agent_id, thread_id=thread_id, idempotency_key=idempotency_key)\n"
+        )
+    if op.id == "uploadAgentAvatar":
+        prefix, wait = ("async ", "await ") if is_async else ("", "")
+        return (
+            f"    {prefix}def {name}(self, agent_id: str, file: Any, *, filename: str | None = None,"
+            " idempotency_key: str | None = None) -> Profile:\n"
+            + doc
+            + f"        return {wait}self._client._upload_avatar(agent_id, file, filename=filename, idempotency_key=idempotency_key)\n"
         )
     raise AssertionError(target)
 

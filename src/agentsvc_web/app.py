@@ -35,7 +35,11 @@ from agentsvc_web.controllers.knowledge import (
     KnowledgeController,
     uploads_up_to,
 )
-from agentsvc_web.controllers.marketplace import MarketplaceController
+from agentsvc_web.controllers.marketplace import (
+    AgentMarketplaceController,
+    MarketplaceController,
+    PublicAvatarController,
+)
 from agentsvc_web.controllers.mcps import (
     AgentMcpController,
     McpController,
@@ -150,6 +154,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             ScheduledTasksController,
             ProjectController,
             MarketplaceController,
+            AgentMarketplaceController,
+            PublicAvatarController,
             uploads_up_to(settings.knowledge_max_bytes),
             healthz,
             readyz,
@@ -185,6 +191,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "suggestions": _const(services.suggestions),
             "projects": _const(services.projects),
             "templates": _const(services.templates),
+            "marketplace": _const(services.marketplace),
         },
         middleware=[
             DefineMiddleware(RequestSpans, tracer=services.tracer),

@@ -60,6 +60,8 @@ def bearer_auth(authenticator: Authenticator) -> DefineMiddleware:
             "^/api/runners/webhooks/[^/]+$",
             # a runner's button page and its script: the button trigger's token
             "^/api/runners/[0-9a-fA-F-]+/(button|embed\\.js)$",
+            # an agent's marketplace avatar: a public picture, named by its digest
+            "^/api/public/avatars/[0-9a-fA-F-]+/[^/]+$",
         ],
     )
 

@@ -118,6 +118,11 @@ DOMAIN_RULES = [
     "listRunnerSuggestions",  # a cursor that is no nextCursor
     "listAgentSuggestions",  # a cursor that is no nextCursor
     "generateAgentSuggestions",  # an agent whose model is not one the service has
+    "useOfficialTemplate",  # the agent's fields and configurations, as createAgent's and theirs
+    "generateAgentDescription",  # an agent whose model is not one the service has
+    "uploadAgentAvatar",  # a file that is not a PNG, JPEG or WebP picture of the bounds
+    "putAgentMarketplace",  # text holding NUL, a blank category or capability
+    "putAgentCapabilities",  # a capability holding NUL, or blank
 ]
 CONFIG = f"""
 [checks]

@@ -20,6 +20,7 @@ server A registers is on loopback too and is never contacted.
 
 from __future__ import annotations
 
+import io
 import time
 import uuid
 from collections.abc import Iterator
@@ -29,6 +30,7 @@ from typing import Any
 import httpx
 import jwt
 import pytest
+from PIL import Image
 from psycopg.conninfo import conninfo_to_dict
 
 from tests.e2e.conftest import E2E_JWT_SECRET
@@ -66,6 +68,7 @@ ID_FIELDS = {
     "suggestionId": "suggestion",
     "project_id": "project",
     "projectId": "project",
+    "sha256": "avatar",
 }
 
 # Operations whose answer to another organization is not 404, and why. Each must
@@ -77,6 +80,9 @@ NOT_404 = {
     # Public: the single-use state authenticates it, not a bearer token
     # (tests/web/test_mcp_oauth.py); any state B could send is 400.
     "mcpOAuthCallback": "authenticated by its state",
+    # Public: a marketplace avatar, reached by its URL (the agent's id and the
+    # picture's digest); a picture holds none of A's text
+    "getPublicAvatar": "a public picture",
 }
 
 
@@ -106,6 +112,17 @@ class World:
             a.post("/api/agents", json={"name": f"agent {MARK}", "projectId": project["id"]})
         )
         self.ids["agent"] = agent["id"]
+        # a marketplace profile with a handle and an avatar
+        _ok(a.put(f"/api/agents/{agent['id']}/marketplace", json={"tagline": f"tag {MARK}"}))
+        png = io.BytesIO()
+        Image.new("RGB", (8, 8)).save(png, format="PNG")
+        profile = _ok(
+            a.post(
+                f"/api/agents/{agent['id']}/marketplace/avatar",
+                files={"file": ("a.png", png.getvalue(), "image/png")},
+            )
+        )
+        self.ids["avatar"] = profile["avatar_url"].rsplit("/", 1)[1]
         mcp = _ok(
             a.post(
                 "/api/mcps",

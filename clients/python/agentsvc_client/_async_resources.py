@@ -20,6 +20,8 @@ from agentsvc_client.models import (
     Attachment,
     Budget,
     BudgetBody,
+    Capabilities,
+    CapabilitiesBody,
     ClientToolBody,
     Compaction,
     CompactionPutBody,
@@ -29,6 +31,7 @@ from agentsvc_client.models import (
     Delegated,
     DelegatedBody,
     DependencyBody,
+    Description,
     DetachBody,
     DismissBody,
     Document,
@@ -64,6 +67,8 @@ from agentsvc_client.models import (
     PlanConfigBody,
     PlanCreateBody,
     PlanPatchBody,
+    Profile,
+    ProfileBody,
     Project,
     ProjectBody,
     ProjectDeleted,
@@ -287,6 +292,117 @@ class AsyncAgentsIntegrationsResource(AsyncResource):
         """
         return await self._client._request(
             "GET", f"/api/agents/{_seg(agent_id)}/integrations", type=builtins.list[Integration]
+        )
+
+
+class AsyncAgentsMarketplaceResource(AsyncResource):
+    """``client.agents.marketplace``"""
+
+    async def delete(self, agent_id: str) -> OkBody:
+        """Delete the profile and its avatar (DELETE /api/agents/{agent_id}/marketplace,
+        deleteAgentMarketplace).
+        """
+        return await self._client._request(
+            "DELETE", f"/api/agents/{_seg(agent_id)}/marketplace", type=OkBody
+        )
+
+    async def delete_avatar(self, agent_id: str) -> Profile:
+        """Delete the avatar (DELETE /api/agents/{agent_id}/marketplace/avatar,
+        deleteAgentAvatar).
+        """
+        return await self._client._request(
+            "DELETE", f"/api/agents/{_seg(agent_id)}/marketplace/avatar", type=Profile
+        )
+
+    async def detect_capabilities(
+        self, agent_id: str, *, idempotency_key: str | None = None
+    ) -> Capabilities:
+        """The capabilities found in what the agent is given (nothing is saved) (POST
+        /api/agents/{agent_id}/marketplace/detect-capabilities, detectAgentCapabilities).
+        """
+        return await self._client._request(
+            "POST",
+            f"/api/agents/{_seg(agent_id)}/marketplace/detect-capabilities",
+            idempotency_key=idempotency_key,
+            type=Capabilities,
+        )
+
+    async def generate_description(
+        self, agent_id: str, *, idempotency_key: str | None = None
+    ) -> Description:
+        """A description written by the agent's model (a suggestion: nothing is saved) (POST
+        /api/agents/{agent_id}/marketplace/generate-description, generateAgentDescription).
+        """
+        return await self._client._request(
+            "POST",
+            f"/api/agents/{_seg(agent_id)}/marketplace/generate-description",
+            idempotency_key=idempotency_key,
+            type=Description,
+        )
+
+    async def get(self, agent_id: str) -> Profile:
+        """The agent's marketplace profile (the defaults until one is saved) (GET
+        /api/agents/{agent_id}/marketplace, getAgentMarketplace).
+        """
+        return await self._client._request(
+            "GET", f"/api/agents/{_seg(agent_id)}/marketplace", type=Profile
+        )
+
+    async def put(
+        self,
+        agent_id: str,
+        *,
+        handle: str | UnsetType | None = UNSET,
+        display_name: str | UnsetType = UNSET,
+        tagline: str | UnsetType = UNSET,
+        description: str | UnsetType = UNSET,
+        categories: builtins.list[str] | UnsetType = UNSET,
+        capabilities: builtins.list[str] | UnsetType = UNSET,
+        listed: bool | UnsetType = UNSET,
+    ) -> Profile:
+        """Change the supplied fields of the profile (409 HANDLE_TAKEN) (PUT
+        /api/agents/{agent_id}/marketplace, putAgentMarketplace).
+        """
+        return await self._client._request(
+            "PUT",
+            f"/api/agents/{_seg(agent_id)}/marketplace",
+            json=ProfileBody(
+                handle=handle,
+                display_name=display_name,
+                tagline=tagline,
+                description=description,
+                categories=categories,
+                capabilities=capabilities,
+                listed=listed,
+            ),
+            type=Profile,
+        )
+
+    async def put_capabilities(self, agent_id: str, *, capabilities: builtins.list[str]) -> Profile:
+        """Replace the profile's capabilities (PUT
+        /api/agents/{agent_id}/marketplace/capabilities, putAgentCapabilities).
+        """
+        return await self._client._request(
+            "PUT",
+            f"/api/agents/{_seg(agent_id)}/marketplace/capabilities",
+            json=CapabilitiesBody(capabilities=capabilities),
+            type=Profile,
+        )
+
+    async def upload_avatar(
+        self,
+        agent_id: str,
+        file: Any,
+        *,
+        filename: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Profile:
+        """Upload the avatar (multipart file: PNG, JPEG or WebP, 1 MB, 1024x1024) (POST
+        /api/agents/{agent_id}/marketplace/avatar, uploadAgentAvatar); see the client's
+        ``upload_avatar``.
+        """
+        return await self._client._upload_avatar(
+            agent_id, file, filename=filename, idempotency_key=idempotency_key
         )
 
 
@@ -1118,6 +1234,7 @@ class AsyncAgentsResource(AsyncResource):
         self.credentials = AsyncAgentsCredentialsResource(client)
         self.delegated = AsyncAgentsDelegatedResource(client)
         self.integrations = AsyncAgentsIntegrationsResource(client)
+        self.marketplace = AsyncAgentsMarketplaceResource(client)
         self.mcp_servers = AsyncAgentsMcpServersResource(client)
         self.memory = AsyncAgentsMemoryResource(client)
         self.plan = AsyncAgentsPlanResource(client)
@@ -1680,6 +1797,18 @@ class AsyncProjectsResource(AsyncResource):
         )
 
 
+class AsyncPublicResource(AsyncResource):
+    """``client.public``"""
+
+    async def avatar(self, agent_id: str, sha256: str) -> bytes:
+        """An agent's avatar at one version (public) (GET
+        /api/public/avatars/{agent_id}/{sha256}, getPublicAvatar).
+        """
+        return await self._client._request(
+            "GET", f"/api/public/avatars/{_seg(agent_id)}/{_seg(sha256)}", type=bytes
+        )
+
+
 class AsyncRunnersResource(AsyncResource):
     """``client.runners``"""
 
@@ -2112,6 +2241,7 @@ class AsyncResources:
     mcp_servers: AsyncMcpServersResource
     plans: AsyncPlansResource
     projects: AsyncProjectsResource
+    public: AsyncPublicResource
     runners: AsyncRunnersResource
     service: AsyncServiceResource
     settings: AsyncSettingsResource
@@ -2165,6 +2295,7 @@ class AsyncResources:
         self.mcp_servers = AsyncMcpServersResource(client)
         self.plans = AsyncPlansResource(client)
         self.projects = AsyncProjectsResource(client)
+        self.public = AsyncPublicResource(client)
         self.runners = AsyncRunnersResource(client)
         self.service = AsyncServiceResource(client)
         self.settings = AsyncSettingsResource(client)

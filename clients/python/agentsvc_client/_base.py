@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 if TYPE_CHECKING:
     from agentsvc_client._stream import AsyncReplyStream, ReplyStream
-    from agentsvc_client.models import Document, SendMessageBody
+    from agentsvc_client.models import Document, Profile, SendMessageBody
 
 T = TypeVar("T")
 
@@ -42,6 +42,10 @@ class _Requester(Protocol):
         idempotency_key: str | None,
     ) -> Document: ...
 
+    def _upload_avatar(
+        self, agent_id: str, file: Any, *, filename: str | None, idempotency_key: str | None
+    ) -> Profile: ...
+
 
 class _AsyncRequester(Protocol):
     async def _request(
@@ -73,6 +77,10 @@ class _AsyncRequester(Protocol):
         thread_id: str | None,
         idempotency_key: str | None,
     ) -> Document: ...
+
+    async def _upload_avatar(
+        self, agent_id: str, file: Any, *, filename: str | None, idempotency_key: str | None
+    ) -> Profile: ...
 
 
 def _seg(value: object) -> str:

@@ -20,6 +20,8 @@ from agentsvc_client.models import (
     Attachment,
     Budget,
     BudgetBody,
+    Capabilities,
+    CapabilitiesBody,
     ClientToolBody,
     Compaction,
     CompactionPutBody,
@@ -29,6 +31,7 @@ from agentsvc_client.models import (
     Delegated,
     DelegatedBody,
     DependencyBody,
+    Description,
     DetachBody,
     DismissBody,
     Document,
@@ -64,6 +67,8 @@ from agentsvc_client.models import (
     PlanConfigBody,
     PlanCreateBody,
     PlanPatchBody,
+    Profile,
+    ProfileBody,
     Project,
     ProjectBody,
     ProjectDeleted,
@@ -287,6 +292,117 @@ class AgentsIntegrationsResource(Resource):
         """
         return self._client._request(
             "GET", f"/api/agents/{_seg(agent_id)}/integrations", type=builtins.list[Integration]
+        )
+
+
+class AgentsMarketplaceResource(Resource):
+    """``client.agents.marketplace``"""
+
+    def delete(self, agent_id: str) -> OkBody:
+        """Delete the profile and its avatar (DELETE /api/agents/{agent_id}/marketplace,
+        deleteAgentMarketplace).
+        """
+        return self._client._request(
+            "DELETE", f"/api/agents/{_seg(agent_id)}/marketplace", type=OkBody
+        )
+
+    def delete_avatar(self, agent_id: str) -> Profile:
+        """Delete the avatar (DELETE /api/agents/{agent_id}/marketplace/avatar,
+        deleteAgentAvatar).
+        """
+        return self._client._request(
+            "DELETE", f"/api/agents/{_seg(agent_id)}/marketplace/avatar", type=Profile
+        )
+
+    def detect_capabilities(
+        self, agent_id: str, *, idempotency_key: str | None = None
+    ) -> Capabilities:
+        """The capabilities found in what the agent is given (nothing is saved) (POST
+        /api/agents/{agent_id}/marketplace/detect-capabilities, detectAgentCapabilities).
+        """
+        return self._client._request(
+            "POST",
+            f"/api/agents/{_seg(agent_id)}/marketplace/detect-capabilities",
+            idempotency_key=idempotency_key,
+            type=Capabilities,
+        )
+
+    def generate_description(
+        self, agent_id: str, *, idempotency_key: str | None = None
+    ) -> Description:
+        """A description written by the agent's model (a suggestion: nothing is saved) (POST
+        /api/agents/{agent_id}/marketplace/generate-description, generateAgentDescription).
+        """
+        return self._client._request(
+            "POST",
+            f"/api/agents/{_seg(agent_id)}/marketplace/generate-description",
+            idempotency_key=idempotency_key,
+            type=Description,
+        )
+
+    def get(self, agent_id: str) -> Profile:
+        """The agent's marketplace profile (the defaults until one is saved) (GET
+        /api/agents/{agent_id}/marketplace, getAgentMarketplace).
+        """
+        return self._client._request(
+            "GET", f"/api/agents/{_seg(agent_id)}/marketplace", type=Profile
+        )
+
+    def put(
+        self,
+        agent_id: str,
+        *,
+        handle: str | UnsetType | None = UNSET,
+        display_name: str | UnsetType = UNSET,
+        tagline: str | UnsetType = UNSET,
+        description: str | UnsetType = UNSET,
+        categories: builtins.list[str] | UnsetType = UNSET,
+        capabilities: builtins.list[str] | UnsetType = UNSET,
+        listed: bool | UnsetType = UNSET,
+    ) -> Profile:
+        """Change the supplied fields of the profile (409 HANDLE_TAKEN) (PUT
+        /api/agents/{agent_id}/marketplace, putAgentMarketplace).
+        """
+        return self._client._request(
+            "PUT",
+            f"/api/agents/{_seg(agent_id)}/marketplace",
+            json=ProfileBody(
+                handle=handle,
+                display_name=display_name,
+                tagline=tagline,
+                description=description,
+                categories=categories,
+                capabilities=capabilities,
+                listed=listed,
+            ),
+            type=Profile,
+        )
+
+    def put_capabilities(self, agent_id: str, *, capabilities: builtins.list[str]) -> Profile:
+        """Replace the profile's capabilities (PUT
+        /api/agents/{agent_id}/marketplace/capabilities, putAgentCapabilities).
+        """
+        return self._client._request(
+            "PUT",
+            f"/api/agents/{_seg(agent_id)}/marketplace/capabilities",
+            json=CapabilitiesBody(capabilities=capabilities),
+            type=Profile,
+        )
+
+    def upload_avatar(
+        self,
+        agent_id: str,
+        file: Any,
+        *,
+        filename: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Profile:
+        """Upload the avatar (multipart file: PNG, JPEG or WebP, 1 MB, 1024x1024) (POST
+        /api/agents/{agent_id}/marketplace/avatar, uploadAgentAvatar); see the client's
+        ``upload_avatar``.
+        """
+        return self._client._upload_avatar(
+            agent_id, file, filename=filename, idempotency_key=idempotency_key
         )
 
 
@@ -1110,6 +1226,7 @@ class AgentsResource(Resource):
         self.credentials = AgentsCredentialsResource(client)
         self.delegated = AgentsDelegatedResource(client)
         self.integrations = AgentsIntegrationsResource(client)
+        self.marketplace = AgentsMarketplaceResource(client)
         self.mcp_servers = AgentsMcpServersResource(client)
         self.memory = AgentsMemoryResource(client)
         self.plan = AgentsPlanResource(client)
@@ -1664,6 +1781,18 @@ class ProjectsResource(Resource):
         )
 
 
+class PublicResource(Resource):
+    """``client.public``"""
+
+    def avatar(self, agent_id: str, sha256: str) -> bytes:
+        """An agent's avatar at one version (public) (GET
+        /api/public/avatars/{agent_id}/{sha256}, getPublicAvatar).
+        """
+        return self._client._request(
+            "GET", f"/api/public/avatars/{_seg(agent_id)}/{_seg(sha256)}", type=bytes
+        )
+
+
 class RunnersResource(Resource):
     """``client.runners``"""
 
@@ -2094,6 +2223,7 @@ class Resources:
     mcp_servers: McpServersResource
     plans: PlansResource
     projects: ProjectsResource
+    public: PublicResource
     runners: RunnersResource
     service: ServiceResource
     settings: SettingsResource
@@ -2147,6 +2277,7 @@ class Resources:
         self.mcp_servers = McpServersResource(client)
         self.plans = PlansResource(client)
         self.projects = ProjectsResource(client)
+        self.public = PublicResource(client)
         self.runners = RunnersResource(client)
         self.service = ServiceResource(client)
         self.settings = SettingsResource(client)

@@ -18,9 +18,10 @@ import msgspec
 
 from agentsvc_client import errors
 from agentsvc_client._async_resources import AsyncResources
+from agentsvc_client._base import _seg
 from agentsvc_client._resources import Resources
 from agentsvc_client._stream import RETRY_STATUSES, AsyncReplyStream, ReplyStream
-from agentsvc_client.models import Document, SendMessageBody
+from agentsvc_client.models import Document, Profile, SendMessageBody
 
 T = TypeVar("T")
 
@@ -52,6 +53,8 @@ def _params(params: Mapping[str, Any] | None) -> dict[str, str] | None:
 def _decode(response: httpx.Response, type: type[T]) -> T:
     if type is str:  # a page or a script (a runner's button, its embed.js)
         return response.text  # type: ignore[return-value]
+    if type is bytes:  # a picture (an agent's avatar)
+        return response.content  # type: ignore[return-value]
     try:
         return msgspec.json.decode(response.content, type=type)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
@@ -254,6 +257,22 @@ class Client(_Config, Resources):
             idempotency_key=idempotency_key,
         )
 
+    def _upload_avatar(
+        self,
+        agent_id: str,
+        file: FileInput,
+        *,
+        filename: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Profile:
+        return self._request(
+            "POST",
+            f"/api/agents/{_seg(agent_id)}/marketplace/avatar",
+            type=Profile,
+            files={"file": _file_parts(file, filename)},
+            idempotency_key=idempotency_key,
+        )
+
 
 def _check_attach(run_id: str | None, after: int | None) -> None:
     """Events after an id belong to one reply: without its run id the stream would
@@ -387,5 +406,21 @@ class AsyncClient(_Config, AsyncResources):
             type=Document,
             files={"file": _file_parts(file, filename)},
             data=_upload_form(title, agent_id, thread_id),
+            idempotency_key=idempotency_key,
+        )
+
+    async def _upload_avatar(
+        self,
+        agent_id: str,
+        file: FileInput,
+        *,
+        filename: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Profile:
+        return await self._request(
+            "POST",
+            f"/api/agents/{_seg(agent_id)}/marketplace/avatar",
+            type=Profile,
+            files={"file": _file_parts(file, filename)},
             idempotency_key=idempotency_key,
         )

@@ -172,6 +172,18 @@ class CachedTool(msgspec.Struct, frozen=True, kw_only=True):
     description: str
 
 
+class CapabilitiesBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``CapabilitiesBody`` of the OpenAPI document."""
+
+    capabilities: list[str]
+
+
+class Capabilities(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``CapabilitiesOut`` of the OpenAPI document."""
+
+    capabilities: list[str]
+
+
 class ClientToolBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     """A request body: ``ClientToolBody`` of the OpenAPI document."""
 
@@ -257,6 +269,12 @@ class DependencyBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     """A request body: ``DependencyBody`` of the OpenAPI document."""
 
     depends_on: str = msgspec.field(name="dependsOn")
+
+
+class Description(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``DescriptionOut`` of the OpenAPI document."""
+
+    description: str
 
 
 class DetachBody(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -659,6 +677,34 @@ class PlanPatchBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     status: Literal["draft", "approved", "in_progress", "completed", "cancelled"] | UnsetType = (
         UNSET
     )
+
+
+class ProfileBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``ProfileBody`` of the OpenAPI document."""
+
+    handle: str | UnsetType | None = UNSET
+    display_name: str | UnsetType = msgspec.field(name="displayName", default=UNSET)
+    tagline: str | UnsetType = UNSET
+    description: str | UnsetType = UNSET
+    categories: list[str] | UnsetType = UNSET
+    capabilities: list[str] | UnsetType = UNSET
+    listed: bool | UnsetType = UNSET
+
+
+class Profile(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``ProfileOut`` of the OpenAPI document."""
+
+    agent_id: str
+    org_id: str
+    handle: str | None
+    display_name: str
+    tagline: str
+    description: str
+    categories: list[str]
+    capabilities: list[str]
+    avatar_url: str | None
+    listed: bool
+    updated_at: datetime | None
 
 
 class ProjectBody(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -1505,6 +1551,8 @@ __all__ = [
     "Budget",
     "BudgetBody",
     "CachedTool",
+    "Capabilities",
+    "CapabilitiesBody",
     "ClientToolBody",
     "Compaction",
     "CompactionPutBody",
@@ -1515,6 +1563,7 @@ __all__ = [
     "DelegatedBody",
     "DelegatedTool",
     "DependencyBody",
+    "Description",
     "DetachBody",
     "Detached",
     "DismissBody",
@@ -1555,6 +1604,8 @@ __all__ = [
     "PlanConfigBody",
     "PlanCreateBody",
     "PlanPatchBody",
+    "Profile",
+    "ProfileBody",
     "Project",
     "ProjectBody",
     "ProjectDeleted",

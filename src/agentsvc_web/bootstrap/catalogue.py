@@ -5,7 +5,9 @@ the registry's search), and its settings (the resolver, compaction)."""
 from __future__ import annotations
 
 from typing import NamedTuple, Protocol
+from uuid import UUID
 
+from agentsvc_adapters.images import PillowImages
 from agentsvc_adapters.templates import PackagedTemplates
 from agentsvc_core.ports import (
     Clock,
@@ -19,6 +21,11 @@ from agentsvc_core.ports.mcp import UrlPolicy
 from agentsvc_core.ports.oauth import OAuthNetwork
 from agentsvc_core.ports.registry import McpRegistry
 from agentsvc_core.use_cases import Agents, ApiKeys, Authenticator, Threads
+from agentsvc_core.use_cases.agent_asks import ask_agent
+from agentsvc_core.use_cases.capabilities import AgentCapabilities
+from agentsvc_core.use_cases.integrations import Integrations
+from agentsvc_core.use_cases.knowledge.documents import Knowledge
+from agentsvc_core.use_cases.marketplace import Marketplace
 from agentsvc_core.use_cases.mcp_oauth import McpOAuth
 from agentsvc_core.use_cases.mcp_servers import McpServers
 from agentsvc_core.use_cases.memories.memories import MemorySettings
@@ -27,7 +34,9 @@ from agentsvc_core.use_cases.plan_tools import PlanSettings
 from agentsvc_core.use_cases.projects import Projects
 from agentsvc_core.use_cases.registry import RegistrySearch
 from agentsvc_core.use_cases.templates import Templates
+from agentsvc_core.use_cases.turn.conversation import Conversation
 from agentsvc_core.use_cases.web import WebSettings
+from agentsvc_core.use_cases.webhook_tools import WebhookTools
 from agentsvc_web.settings import Settings
 
 
@@ -151,4 +160,45 @@ def templates(s: _Configured) -> Templates:
             "memory": s.memory_settings.update,
             "compaction": s.compaction.update,
         },
+    )
+
+
+class _Listed(_Configured, Protocol):
+    """What the marketplace needs of ``Services`` besides the configurations."""
+
+    threads: Threads
+    conversation: Conversation
+    knowledge: Knowledge
+    integrations: Integrations
+    mcps: McpServers
+    webhook_tools: WebhookTools
+
+
+def marketplace(s: _Listed, storage: Storage, clock: Clock) -> Marketplace:
+    """Agents' marketplace profiles: pictures checked and re-encoded by Pillow,
+    descriptions written by the agent's own model (a turn of its own), and the
+    capabilities found in what the agent is given."""
+
+    async def ask(org_id: str, agent_id: UUID, prompt: str) -> str:
+        return await ask_agent(
+            s.threads,
+            s.conversation,
+            org_id,
+            agent_id,
+            prompt,
+            title="marketplace description",
+            metadata={"purpose": "marketplace"},
+        )
+
+    capabilities = AgentCapabilities(
+        web=s.web,
+        knowledge=s.knowledge,
+        memory=s.memory_settings,
+        plan=s.plan_settings,
+        integrations=s.integrations,
+        mcps=s.mcps,
+        webhook_tools=s.webhook_tools,
+    )
+    return Marketplace(
+        storage.marketplace, storage.agents, PillowImages(), clock, ask=ask, sources=[capabilities]
     )

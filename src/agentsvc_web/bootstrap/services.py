@@ -120,6 +120,7 @@ class Services:
             settings, storage, clock, (*AgentConfigs.KINDS, *self.tools.kinds)
         )
         self.templates = catalogue.templates(self)
+        self.marketplace = catalogue.marketplace(self, storage, clock)
         self.idempotency = Idempotency(storage.idempotency, box, clock)
         self.traces, self.analytics = telemetry.traces_and_analytics(
             settings, storage, clock, self.trace_config

@@ -10,7 +10,7 @@ from msgspec import UNSET
 
 from agentsvc_core.use_cases import AgentChanges, AgentDraft, Agents
 from agentsvc_web.auth import principal_of
-from agentsvc_web.openapi import CREATE, READ, WRITE, errors
+from agentsvc_web.openapi import READ, WRITE, errors
 from agentsvc_web.schemas import (
     AgentCreateBody,
     AgentOut,
@@ -44,7 +44,7 @@ class AgentController(Controller):
         "/",
         operation_id="createAgent",
         status_code=201,
-        responses=CREATE,
+        responses=errors(400, 404, 413, 415, 422),
         summary="Create an agent",
     )
     async def create_agent(

@@ -17,7 +17,7 @@ from agentsvc_adapters.crypto.aesgcm import new_key_spec, parse_keys
 from agentsvc_adapters.memory import MemoryStorage
 from agentsvc_core.entities import Agent, Principal
 from agentsvc_core.errors import InvalidInput, NotFound
-from agentsvc_core.ports import SealedRecord, SecretStore, ToolCallContext, ToolSetup
+from agentsvc_core.ports import Clock, SealedRecord, SecretStore, ToolCallContext, ToolSetup
 from agentsvc_core.use_cases import AgentDraft, Agents, ThreadDraft, Threads
 from agentsvc_core.use_cases.plan_tools import PlanConfig, PlanSettings, PlanTools
 from agentsvc_core.use_cases.plans import (
@@ -36,9 +36,12 @@ BOB = Principal(org_id=ORG, method="jwt", user_id="bob")
 
 
 class World:
-    def __init__(self) -> None:
+    """The plans use case and the plan tools over the memory storage; ``clock`` is
+    the system's unless a test passes one it moves itself."""
+
+    def __init__(self, clock: Clock | None = None) -> None:
         self.storage = MemoryStorage()
-        clock = SystemClock()
+        clock = clock or SystemClock()
         self.threads = Threads(
             self.storage.threads, self.storage.agents, self.storage.conversations, clock
         )

@@ -49,7 +49,10 @@ class AgentCapabilities:
         if web.search_enabled:
             found.append("Searches the web")
         documents = await self._knowledge.list_documents(who, status="ready")
-        if any(d.scope == "org" or d.agent_id == agent_id for d in documents):
+        # the organization's and the agent's own (a thread's are that thread's alone)
+        if any(
+            d.scope == "org" or (d.scope == "agent" and d.agent_id == agent_id) for d in documents
+        ):
             found.append("Answers from documents")
         if (await self._memory.get(who, agent_id)).enabled:
             found.append("Remembers across conversations")

@@ -49,7 +49,10 @@ class World:
             self.asked.append((org, agent, prompt))
             return self.answer
 
+        self.sourced: list[tuple[Principal, UUID]] = []
+
         async def source(who: Principal, agent_id: UUID, names: list[str]) -> list[str]:
+            self.sourced.append((who, agent_id))
             return names
 
         sources = [lambda who, a, n=names: source(who, a, n) for names in found]
@@ -123,6 +126,10 @@ async def test_each_bound_on_both_sides(field: str, good: Any, bad: Any) -> None
     with pytest.raises(InvalidInput) as err:
         await w.market.update(ADMIN, agent, {field: bad})
     assert err.value.field == field
+    if field == "handle":
+        assert err.value.problem == "3 to 48 of a-z, 0-9 and -"
+    if isinstance(bad, list) and len(bad) > len(good):
+        assert err.value.problem == f"at most {len(good)}"
     assert await w.market.get(ADMIN, agent) == saved
 
 
@@ -206,6 +213,7 @@ async def test_capabilities_found_are_once_each_in_order_and_at_most_thirty() ->
     w = World(["a", "b"], ["b", "c"], [f"n{i}" for i in range(40)])
     agent = await w.agent()
     found = await w.market.detect_capabilities(MEMBER, agent)
+    assert w.sourced == [(MEMBER, agent)] * 3  # each source asked of this agent, as its caller
     assert found[:4] == ["a", "b", "c", "n0"]
     assert len(found) == 30
     assert (await w.market.get(ADMIN, agent)).capabilities == ()
@@ -214,7 +222,7 @@ async def test_capabilities_found_are_once_each_in_order_and_at_most_thirty() ->
 
 
 async def test_a_description_is_asked_of_the_agents_model_and_not_stored() -> None:
-    w = World(["Plans and tracks tasks"])
+    w = World(["Plans and tracks tasks", "Reads web pages"])
     agent = await w.agent(description="Finds books", stable_preamble="P" * 5000)
     text = await w.market.generate_description(ADMIN, agent)
     assert text == "A helpful agent."
@@ -222,7 +230,7 @@ async def test_a_description_is_asked_of_the_agents_model_and_not_stored() -> No
     assert (org, asked_agent) == ("org-a", agent)
     assert "Name: Scout" in prompt
     assert "What its owner says of it: Finds books" in prompt
-    assert "Its capabilities: Plans and tracks tasks" in prompt
+    assert "Its capabilities: Plans and tracks tasks, Reads web pages\n" in prompt
     assert "P" * 4000 in prompt
     assert "P" * 4001 not in prompt
     assert (await w.market.get(ADMIN, agent)).description == ""
@@ -266,8 +274,12 @@ def _capabilities(**over: Any) -> tuple[AgentCapabilities, dict[str, Any]]:
         **over,
     }
 
+    def seen(who: Any, agent_id: Any) -> None:
+        state.setdefault("asked", []).append((who, agent_id))
+
     class Reads:
         async def get(self, who: Principal, agent_id: UUID) -> Any:
+            seen(who, agent_id)
             return state[self.key]
 
         def __init__(self, key: str) -> None:
@@ -276,19 +288,23 @@ def _capabilities(**over: Any) -> tuple[AgentCapabilities, dict[str, Any]]:
     class Docs:
         async def list_documents(self, who: Principal, *, status: str) -> Any:
             assert status == "ready"
+            seen(who, None)
             return state["docs"]
 
     class Databases:
         async def attached(self, who: Principal, agent_id: UUID) -> Any:
+            seen(who, agent_id)
             return state["databases"]
 
     class Servers:
         async def attached(self, who: Principal, kind: str, agent_id: UUID) -> Any:
             assert kind == "agent"
+            seen(who, agent_id)
             return state["servers"]
 
     class Tools:
         async def delegated(self, who: Principal, agent_id: UUID) -> Any:
+            seen(who, agent_id)
             return None, state["tools"]
 
     source = AgentCapabilities(
@@ -306,7 +322,9 @@ def _capabilities(**over: Any) -> tuple[AgentCapabilities, dict[str, Any]]:
 async def test_capabilities_name_what_the_agent_is_given() -> None:
     agent = uuid.uuid4()
     source, state = _capabilities()
-    assert await source(ADMIN, agent) == []
+    assert await source(MEMBER, agent) == []
+    # each read made as the caller, of this agent (the documents: the organization's list)
+    assert state["asked"] == [(MEMBER, agent), (MEMBER, None)] + [(MEMBER, agent)] * 5
     state.update(
         web=_Config(fetch_enabled=True, search_enabled=True),
         memory=_Config(enabled=True),

@@ -32,7 +32,7 @@ def test_a_bug_is_500_internal_error_without_internals_and_its_trace_is_logged(
 ) -> None:
     key = f"ask_web_{uuid.uuid4().hex}"
 
-    async def broken(self: MemoryAgents, org_id: str) -> list[Any]:
+    async def broken(self: MemoryAgents, org_id: str, **filters: Any) -> list[Any]:
         raise RuntimeError("bug in the list: secret sk-live-0123456789 at /srv/x.py")
 
     monkeypatch.setattr(MemoryAgents, "list", broken)

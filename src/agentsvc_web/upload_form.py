@@ -1,5 +1,6 @@
-"""The knowledge upload's ``multipart/form-data`` body, read with the parser Litestar
-uses (``multipart``), but here, so that every bad body is the client's error:
+"""An upload's ``multipart/form-data`` body (a knowledge document, an avatar), read
+with the parser Litestar uses (``multipart``), but here, so that every bad body is
+the client's error:
 
 - a text field that is not UTF-8 (nor in the charset its part names) is 400 naming
   the field; ``request.form()`` raises ``UnicodeDecodeError`` there (a 500), and
@@ -16,11 +17,13 @@ bounds it), the text fields asked for as strings, other parts are skipped.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from litestar import Request
 from litestar.exceptions.http_exceptions import RequestEntityTooLarge
+from litestar.openapi.spec import OpenAPIMediaType, OpenAPIType, Operation, RequestBody, Schema
 from multipart import MultipartSegment, ParserError, ParserLimitReached, PushMultipartParser
 
 from agentsvc_core.errors import InvalidInput, TooLarge
@@ -106,3 +109,18 @@ async def read_upload_form(
         # UnicodeDecodeError: part headers that are not UTF-8
         raise InvalidInput("file", "the multipart body could not be read") from None
     return reader.form
+
+
+def form_operation(properties: Mapping[str, Schema], required: list[str]) -> type[Operation]:
+    """The OpenAPI operation of a route that reads its form itself (so Litestar
+    sees no body to document): the form is stated here."""
+
+    @dataclass
+    class FormOperation(Operation):
+        def __post_init__(self) -> None:
+            form = Schema(type=OpenAPIType.OBJECT, required=required, properties=dict(properties))
+            self.request_body = RequestBody(
+                required=True, content={"multipart/form-data": OpenAPIMediaType(schema=form)}
+            )
+
+    return FormOperation

@@ -10,7 +10,6 @@ are ``MEMBER`` routes and the use case refuses a member what is an admin's.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID
@@ -21,10 +20,7 @@ from litestar.di import NamedDependency
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.openapi.spec import (
     OpenAPIFormat,
-    OpenAPIMediaType,
     OpenAPIType,
-    Operation,
-    RequestBody,
     Schema,
 )
 from litestar.params import FromPath, JSONBody, QueryParameter
@@ -37,7 +33,7 @@ from agentsvc_web.access import MEMBER
 from agentsvc_web.auth import principal_of
 from agentsvc_web.openapi import errors
 from agentsvc_web.schemas import OkBody, copied
-from agentsvc_web.upload_form import read_upload_form
+from agentsvc_web.upload_form import form_operation, read_upload_form
 
 Req = Request[Any, Any, Any]
 
@@ -113,26 +109,16 @@ def _text_field(**kw: Any) -> Schema:
     return Schema(type=OpenAPIType.STRING, **kw)
 
 
-@dataclass
-class _UploadOperation(Operation):
-    """The upload reads its form itself (to answer its own errors), so Litestar
-    sees no body to document: the document states the form here."""
-
-    def __post_init__(self) -> None:
-        uuid_field = _text_field(format=OpenAPIFormat.UUID)
-        form = Schema(
-            type=OpenAPIType.OBJECT,
-            required=["file"],
-            properties={
-                "file": _text_field(format=OpenAPIFormat.BINARY),
-                "title": _text_field(min_length=1, max_length=MAX_TITLE),
-                "agentId": uuid_field,
-                "threadId": uuid_field,
-            },
-        )
-        self.request_body = RequestBody(
-            required=True, content={"multipart/form-data": OpenAPIMediaType(schema=form)}
-        )
+_UUID_FIELD = _text_field(format=OpenAPIFormat.UUID)
+_UploadOperation = form_operation(
+    {
+        "file": _text_field(format=OpenAPIFormat.BINARY),
+        "title": _text_field(min_length=1, max_length=MAX_TITLE),
+        "agentId": _UUID_FIELD,
+        "threadId": _UUID_FIELD,
+    },
+    ["file"],
+)
 
 
 class KnowledgeUploadController(Controller):

@@ -6,7 +6,6 @@ use_cases/marketplace.py)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID
@@ -16,10 +15,7 @@ from litestar import Controller, Request, Response, delete, get, post, put
 from litestar.di import NamedDependency
 from litestar.openapi.spec import (
     OpenAPIFormat,
-    OpenAPIMediaType,
     OpenAPIType,
-    Operation,
-    RequestBody,
     Schema,
 )
 from litestar.params import FromPath, JSONBody, QueryParameter
@@ -62,7 +58,7 @@ from agentsvc_web.schemas import (
     items_schema,
     profiles_to_entity,
 )
-from agentsvc_web.upload_form import read_upload_form
+from agentsvc_web.upload_form import form_operation, read_upload_form
 
 Req = Request[Any, Any, Any]
 
@@ -249,20 +245,10 @@ class CapabilitiesOut(msgspec.Struct):
     capabilities: list[str]
 
 
-@dataclass
-class _AvatarOperation(Operation):
-    """The avatar is read from a multipart form by the route itself: the document
-    states the form here."""
-
-    def __post_init__(self) -> None:
-        form = Schema(
-            type=OpenAPIType.OBJECT,
-            required=["file"],
-            properties={"file": Schema(type=OpenAPIType.STRING, format=OpenAPIFormat.BINARY)},
-        )
-        self.request_body = RequestBody(
-            required=True, content={"multipart/form-data": OpenAPIMediaType(schema=form)}
-        )
+# the avatar is read from its form by the route itself: the document states the form
+_AvatarOperation = form_operation(
+    {"file": Schema(type=OpenAPIType.STRING, format=OpenAPIFormat.BINARY)}, ["file"]
+)
 
 
 class AgentMarketplaceController(Controller):

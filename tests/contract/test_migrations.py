@@ -88,6 +88,10 @@ def test_every_table_and_index_leads_with_org_id(pg_url: str) -> None:
             "runner_triggers_token",
             "runner_triggers_due",
             "runner_runs_stale",
+            # marketplace profiles: a handle is one agent's across the service, and
+            # the public avatar's URL names the agent alone (its id is unique)
+            "marketplace_profiles_handle",
+            "marketplace_profiles_agent",
         }
         for name, definition in indexes:
             if name in global_lookups:

@@ -75,7 +75,7 @@ def _inflate(reader: _Reader, size: int) -> bytes:
             out += inflater.decompress(chunk, size + 1 - len(out))
         except zlib.error:
             raise _broken("an object is not valid zlib data") from None
-        if len(out) > size or inflater.unconsumed_tail:
+        if len(out) > size:
             raise _broken("an object is larger than its header says")
     reader.at -= len(inflater.unused_data)
     if len(out) != size:
@@ -132,7 +132,7 @@ def check_pack(pack: bytes, *, max_unpacked: int) -> None:
     ``MAX_OBJECTS`` objects or would unpack to more than ``max_unpacked`` bytes
     (module docstring)."""
     view = memoryview(pack)
-    if len(pack) < 32 or bytes(view[:4]) != b"PACK":
+    if bytes(view[:4]) != b"PACK":
         raise _broken("it does not start like a pack")
     if int.from_bytes(view[4:8], "big") not in (2, 3):
         raise _broken("its version is not 2 or 3")

@@ -35,7 +35,12 @@ import anyio.to_thread
 import httpx
 
 from agentsvc_adapters.git.objects import check_pack, commit_of, skill_files, unpack
-from agentsvc_adapters.git.wire import PackReceiver, parse_advertisement, upload_request
+from agentsvc_adapters.git.wire import (
+    PackReceiver,
+    ServerRefused,
+    parse_advertisement,
+    upload_request,
+)
 from agentsvc_adapters.outbound import OutboundGuard, failure, note_refusal
 from agentsvc_core.ports.skill_sources import FetchedSkill, SkillSource, SkillSourceError
 
@@ -59,7 +64,7 @@ def _host(url: str) -> str:
 def _path_parts(path: str) -> tuple[str, ...]:
     """``path`` as its parts; an absolute path or one with a ``.``/``..`` part is
     refused (a trailing ``/`` is fine)."""
-    if path.startswith("/") or "\\" in path or "\x00" in path:
+    if path.startswith("/"):
         raise SkillSourceError(f"path {path!r} must be relative to the repository's top")
     parts = tuple(part for part in path.split("/") if part)
     if any(part in (".", "..") for part in parts):
@@ -147,7 +152,7 @@ class GitSkillSource(SkillSource):
                 receiver.feed,
             )
             pack = receiver.finish(host)
-        except SkillSourceError:
+        except ServerRefused:
             if adv.advertises(want):
                 raise
             raise SkillSourceError(
@@ -227,7 +232,7 @@ class GitSkillSource(SkillSource):
         try:
             async with self._http.stream("POST", url, content=body, headers=headers) as resp:
                 if resp.status_code != 200 or _media_type(resp) != _RESULT:
-                    raise SkillSourceError(
+                    raise ServerRefused(
                         f"{_host(url)} answered HTTP {resp.status_code} to the fetch"
                     )
                 await _read(resp, budget, sink)

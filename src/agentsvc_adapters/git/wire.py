@@ -24,14 +24,25 @@ from dulwich.protocol import PktLineParser, Protocol, extract_capabilities, pkt_
 
 from agentsvc_core.ports.skill_sources import SkillSourceError
 
-__all__ = ["Advertisement", "PackReceiver", "parse_advertisement", "upload_request"]
+__all__ = [
+    "Advertisement",
+    "PackReceiver",
+    "ServerRefused",
+    "parse_advertisement",
+    "upload_request",
+]
 
-_SHA = re.compile(r"[0-9a-f]{40}")
+_SHA = re.compile(r"[0-9a-fA-F]{40}")
 _PEELED = b"^{}"
 
 
 def _not_git(host: str) -> SkillSourceError:
     return SkillSourceError(f"{host} answered something that is not git's smart HTTP protocol")
+
+
+class ServerRefused(SkillSourceError):
+    """The server answered the fetch with an error (its HTTP status or its own
+    reason): for a commit it did not advertise, most often one it will not serve."""
 
 
 @dataclass
@@ -50,7 +61,7 @@ class Advertisement:
                 raise SkillSourceError("the repository has no HEAD (is it empty?)")
             return self.refs[b"HEAD"]
         if _SHA.fullmatch(ref):
-            return ref.encode()
+            return ref.lower().encode()
         names = [ref] if ref.startswith("refs/") else [f"refs/heads/{ref}", f"refs/tags/{ref}"]
         for name in names:
             if (sha := self.refs.get(name.encode())) is not None:
@@ -142,7 +153,7 @@ class PackReceiver:
     def finish(self, host: str) -> bytes:
         """The pack, or ``SkillSourceError`` with the server's own reason."""
         if self.error is not None:
-            raise SkillSourceError(f"{host} refused the fetch: {self.error}")
+            raise ServerRefused(f"{host} refused the fetch: {self.error}")
         if self._parser.get_tail() or not self.pack:
             raise SkillSourceError(f"{host} sent no complete pack")
         return bytes(self.pack)

@@ -2,15 +2,18 @@
 git's smart HTTP by dulwich's own WSGI application (``dulwich.web``), the server
 side of the protocol nobody here wrote, plus a few plain pages.
 
-Routes (``GitServer.url``): ``/repo.git`` (the repository), ``/moved.git`` (its
-discovery redirects to ``/repo.git``'s, as a renamed repository's does),
-``/page`` (a plain 404 page), ``/skill.md`` (a SKILL.md), ``/big.md?n=`` (``n``
-bytes), ``/index.html`` (an HTML page), ``/to?url=`` (a 302 to ``url``), ``/loop``
-(a 302 to itself).
+Repositories are under ``/<name>.git/`` (``GitServer._git_route`` says which
+misbehave how). Pages: ``/skill.md`` (a SKILL.md; ``/gzipped.md`` the same, always
+gzipped; ``/untyped.md`` without a content type), ``/big.md?n=`` (``n`` bytes),
+``/index.html`` and ``/page.xhtml`` (HTML pages), ``/to?url=`` (a 302 to ``url``),
+``/hops?n=`` (``n`` redirects, then the SKILL.md), ``/loop`` (a 302 to itself),
+``/nowhere`` (a 302 without a Location); anything else is a 404 page. Every answer
+is gzipped when the client accepts gzip, as web servers and git hosts do.
 ``paths``: every request's path, in order."""
 
 from __future__ import annotations
 
+import gzip
 import stat
 import threading
 from collections.abc import Iterator
@@ -21,6 +24,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from dulwich.index import commit_tree
 from dulwich.objects import Blob, Commit, Tag
+from dulwich.protocol import pkt_line
 from dulwich.repo import MemoryRepo
 from dulwich.server import DictBackend
 from dulwich.web import make_wsgi_chain
@@ -105,42 +109,94 @@ class GitServer:
         self.repo.refs[f"refs/tags/{name}".encode()] = target
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
-        path = environ["PATH_INFO"]
+        path: str = environ["PATH_INFO"]
         self.paths.append(path)
         query = {k: v[0] for k, v in parse_qs(environ.get("QUERY_STRING", "")).items()}
-        if path.startswith("/repo.git/"):
-            return self._git(environ, start_response)
-        if path == "/moved.git/info/refs":
-            return _answer(
-                start_response,
-                "301 Moved Permanently",
-                [("Location", "/repo.git/info/refs?service=git-upload-pack")],
-                b"",
-            )
-        if path == "/skill.md":
-            return _answer(start_response, "200 OK", [("Content-Type", "text/markdown")], SKILL)
-        if path == "/big.md":
-            return _answer(
-                start_response, "200 OK", [("Content-Type", "text/plain")], b"x" * int(query["n"])
-            )
-        if path == "/index.html":
-            return _answer(
-                start_response, "200 OK", [("Content-Type", "text/html")], b"<html></html>"
-            )
-        if path == "/loop":
-            return _answer(start_response, "302 Found", [("Location", "/loop")], b"")
-        if path == "/to":
-            return _answer(start_response, "302 Found", [("Location", query["url"])], b"")
-        return _answer(
-            start_response, "404 Not Found", [("Content-Type", "text/html")], b"<h1>Not Found</h1>"
-        )
+        gzip_ok = "gzip" in environ.get("HTTP_ACCEPT_ENCODING", "")
+        repo, _, rest = path[1:].partition(".git/")
+        if repo == "cut" and environ["REQUEST_METHOD"] == "POST":
+            start_response("200 OK", [("Content-Type", RESULT), ("Content-Length", "1000")])
+            return _cut_off()
+        if rest:
+            status, headers, body = self._git_route(environ, repo, rest)
+        else:
+            status, headers, body = _page(path, query)
+        if gzip_ok or path == "/gzipped.md":  # as hosts do when the client accepts it
+            body = gzip.compress(body)
+            headers = [*headers, ("Content-Encoding", "gzip")]
+        start_response(status, [*headers, ("Content-Length", str(len(body)))])
+        return [body]
+
+    def _git_route(self, environ: dict[str, Any], repo: str, rest: str) -> Answer:
+        """``/repo.git``: dulwich's server (a POST must say what it carries, as
+        git's own server requires); ``moved``: a redirect to it; ``static``: a web
+        server's plain file; ``garbage``: not pkt-lines; ``err``, ``text`` and
+        ``cut``: the repository's refs, then a fetch answered with git's ``ERR``,
+        with plain text, or cut off in the middle."""
+        post = environ["REQUEST_METHOD"] == "POST"
+        if repo == "moved":
+            return "301 Moved", [("Location", f"/repo.git/{rest}?service=git-upload-pack")], b""
+        if repo == "static":
+            return "200 OK", [("Content-Type", "text/plain")], b"ref: refs/heads/main\n"
+        if repo == "garbage":
+            return "200 OK", [("Content-Type", ADVERTISEMENT)], b"hello, this is not git\n"
+        if post and repo == "err":
+            return "200 OK", [("Content-Type", RESULT)], pkt_line(b"ERR out of disk space\n")
+        if post and repo == "text":
+            return "200 OK", [("Content-Type", "text/plain")], b"PACK"
+        if post and environ.get("CONTENT_TYPE") != "application/x-git-upload-pack-request":
+            return "415 Unsupported Media Type", [], b""
+        return self._dulwich({**environ, "PATH_INFO": f"/repo.git/{rest}"})
+
+    def _dulwich(self, environ: dict[str, Any]) -> Answer:
+        answer: list[Any] = []
+        written: list[bytes] = []  # what the app writes through start_response's writer
+
+        def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            answer[:] = [status, headers]
+            return written.append
+
+        returned = b"".join(self._git(environ, start))
+        status, headers = answer
+        kept = [(k, v) for k, v in headers if k.lower() != "content-length"]
+        return status, kept, b"".join(written) + returned
 
 
-def _answer(
-    start_response: Any, status: str, headers: list[tuple[str, str]], body: bytes
-) -> list[bytes]:
-    start_response(status, [*headers, ("Content-Length", str(len(body)))])
-    return [body]
+Answer = tuple[str, list[tuple[str, str]], bytes]
+ADVERTISEMENT = "application/x-git-upload-pack-advertisement"
+RESULT = "application/x-git-upload-pack-result"
+
+
+def _cut_off() -> Iterator[bytes]:
+    """A body that ends after 12 of its 1000 bytes: wsgiref drops the connection."""
+    yield pkt_line(b"NAK\n")
+    raise ConnectionAbortedError("the answer is cut off")
+
+
+def _page(path: str, query: dict[str, str]) -> Answer:
+    match path:
+        case "/skill.md" | "/gzipped.md":
+            return "200 OK", [("Content-Type", "text/markdown; charset=utf-8")], SKILL
+        case "/untyped.md":
+            return "200 OK", [], SKILL
+        case "/big.md":
+            return "200 OK", [("Content-Type", "text/plain")], b"x" * int(query["n"])
+        case "/index.html":
+            return "200 OK", [("Content-Type", "text/html; charset=utf-8")], b"<html></html>"
+        case "/page.xhtml":
+            xhtml = "application/xhtml+xml; charset=utf-8; version=1.1"
+            return "200 OK", [("Content-Type", xhtml)], b"<html></html>"
+        case "/loop":
+            return "302 Found", [("Location", "/loop")], b""
+        case "/nowhere":
+            return "302 Found", [], b""
+        case "/to":
+            return "302 Found", [("Location", query["url"])], b""
+        case "/hops":
+            n = int(query["n"])
+            to = f"/hops?n={n - 1}" if n else "/skill.md"
+            return "302 Found", [("Location", to)], b""
+    return "404 Not Found", [("Content-Type", "text/html")], b"<h1>Not Found</h1>"
 
 
 @contextmanager

@@ -40,9 +40,9 @@ _T = TypeVar("_T", Blob, Commit, Tree)
 class _Reader:
     """A position in the pack; every read past its end is a truncated pack."""
 
-    def __init__(self, data: memoryview) -> None:
+    def __init__(self, data: memoryview, at: int) -> None:
         self.data = data
-        self.at = 0
+        self.at = at
 
     def byte(self) -> int:
         if self.at >= len(self.data):
@@ -134,13 +134,12 @@ def check_pack(pack: bytes, *, max_unpacked: int) -> None:
     view = memoryview(pack)
     if bytes(view[:4]) != b"PACK":
         raise _broken("it does not start like a pack")
-    if int.from_bytes(view[4:8], "big") not in (2, 3):
+    if int.from_bytes(view[4:8]) not in (2, 3):
         raise _broken("its version is not 2 or 3")
-    count = int.from_bytes(view[8:12], "big")
+    count = int.from_bytes(view[8:12])
     if count > MAX_OBJECTS:
         raise SkillSourceError(f"the repository has too many objects: more than {MAX_OBJECTS}")
-    reader = _Reader(view)
-    reader.at = 12
+    reader = _Reader(view, 12)
     unpacked = 0
     for _ in range(count):
         byte = reader.byte()
@@ -170,7 +169,7 @@ def unpack(pack: bytes) -> MemoryObjectStore:
     """The objects of a pack ``check_pack`` accepted, rebuilt by dulwich."""
     store = MemoryObjectStore()
     try:
-        data = PackData.from_file(BytesIO(pack), len(pack))
+        data = PackData.from_file(BytesIO(pack))
         for obj in PackInflater.for_pack_data(data):
             store.add_object(obj)
     except Exception as exc:  # dulwich raises many kinds on a bad pack
@@ -205,10 +204,10 @@ def commit_of(store: MemoryObjectStore, sha: bytes) -> bytes:
 
 def _name(raw: bytes) -> str:
     try:
-        name = raw.decode("utf-8")
+        name = raw.decode()
     except UnicodeDecodeError:
         raise SkillSourceError("the repository holds a file name that is not UTF-8") from None
-    if name in _UNSAFE_NAMES or "/" in name or "\x00" in name:
+    if name in _UNSAFE_NAMES or "/" in name:  # (a tree cannot hold a NUL in a name)
         raise SkillSourceError(f"the repository holds an unsafe file name: {name!r}")
     return name
 

@@ -55,10 +55,8 @@ _MB = 1024 * 1024
 
 
 def _host(url: str) -> str:
-    try:
-        return urlsplit(url).hostname or "the server"
-    except ValueError:
-        return "the server"
+    """The host of a URL the guard accepted (so it has one)."""
+    return str(urlsplit(url).hostname)
 
 
 def _path_parts(path: str) -> tuple[str, ...]:
@@ -114,12 +112,14 @@ class GitSkillSource(SkillSource):
 
     async def fetch_git(self, url: str, path: str, ref: str | None) -> FetchedSkill:
         parts = _path_parts(path)
+        self._check(url)
         split = urlsplit(url)
         if split.query or split.fragment:
             raise SkillSourceError("a git repository's URL has no query or fragment")
-        return await self._within(url, self._fetch_git(url.rstrip("/"), parts, ref))
+        return await self._within(url, self._fetch_git(url.removesuffix("/"), parts, ref))
 
     async def fetch_url(self, url: str) -> FetchedSkill:
+        self._check(url)
         return await self._within(url, self._fetch_url(url))
 
     async def _within(self, url: str, work: Awaitable[FetchedSkill]) -> FetchedSkill:
@@ -169,6 +169,8 @@ class GitSkillSource(SkillSource):
             )
             return FetchedSkill(files=files, resolved_ref=commit.decode())
 
+        # abandoned on a timeout: the fetch fails on time, and the work, bounded by
+        # the sizes above, ends in its thread
         return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
 
     async def _fetch_url(self, url: str) -> FetchedSkill:
@@ -227,7 +229,6 @@ class GitSkillSource(SkillSource):
         headers = {
             "Accept-Encoding": "identity",
             "Content-Type": "application/x-git-upload-pack-request",
-            "Accept": _RESULT,
         }
         try:
             async with self._http.stream("POST", url, content=body, headers=headers) as resp:
@@ -242,13 +243,13 @@ class GitSkillSource(SkillSource):
 
 def _media_type(resp: httpx.Response) -> str:
     header: str = resp.headers.get("content-type", "")
-    return header.split(";", 1)[0].strip().lower()
+    return header.partition(";")[0].strip().lower()
 
 
 async def _read(resp: httpx.Response, budget: _Budget, sink: Callable[[bytes], object]) -> None:
     """The raw body into ``sink``, counted against ``budget`` as it arrives."""
-    encoding = resp.headers.get("content-encoding", "identity").strip().lower()
-    if encoding not in ("", "identity"):
+    encoding = resp.headers.get("content-encoding", "identity")
+    if encoding != "identity":
         raise SkillSourceError(f"{_host(str(resp.url))} answered in {encoding!r}, not as asked")
     async for chunk in resp.aiter_raw():
         budget.take(len(chunk))

@@ -74,28 +74,29 @@ class Advertisement:
 
 def parse_advertisement(body: bytes, host: str) -> Advertisement:
     """Read a discovery answer (module docstring)."""
-    proto = Protocol(BytesIO(body).read, lambda _data: None)
+    proto = Protocol(BytesIO(body).read, BytesIO().write)
     adv = Advertisement()
     peeled: dict[bytes, bytes] = {}
     try:
         service = proto.read_pkt_line()
-        if service is None or service.rstrip(b"\n") != b"# service=git-upload-pack":
+        if service is None or service.strip() != b"# service=git-upload-pack":
             raise _not_git(host)
         if proto.read_pkt_line() is not None:
             raise _not_git(host)
-        first = True
-        while (line := proto.read_pkt_line()) is not None:
-            if first:
-                line, caps = extract_capabilities(line)
-                adv.capabilities = frozenset(c.split(b"=", 1)[0] for c in caps)
-                first = False
+        line = proto.read_pkt_line()
+        if line is not None:  # the first line carries the capabilities
+            line, caps = extract_capabilities(line)
+            adv.capabilities = frozenset(c.partition(b"=")[0] for c in caps)
+        while line is not None:
             sha, _, name = line.rstrip(b"\n").partition(b" ")
             if len(sha) != 40 or not name:
                 raise _not_git(host)
             if name.endswith(_PEELED):
+                # also an empty repository's ``capabilities^{}``, which names no ref
                 peeled[name[: -len(_PEELED)]] = sha
-            elif sha != b"0" * 40:  # an empty repository's capabilities line
+            else:
                 adv.refs[name] = sha
+            line = proto.read_pkt_line()
     except (GitProtocolError, ValueError):
         raise _not_git(host) from None
     adv.refs.update((name, sha) for name, sha in peeled.items() if name in adv.refs)
@@ -148,7 +149,7 @@ class PackReceiver:
             self.pack += pkt[1:]
         elif pkt[:1] == b"\x03" or pkt.startswith(b"ERR "):
             text = pkt[1:] if pkt[:1] == b"\x03" else pkt[4:]
-            self.error = text.decode("utf-8", "replace").strip()[:200]
+            self.error = text.decode(errors="replace").strip()[:200]
 
     def finish(self, host: str) -> bytes:
         """The pack, or ``SkillSourceError`` with the server's own reason."""

@@ -114,6 +114,8 @@ class GitServer:
         query = {k: v[0] for k, v in parse_qs(environ.get("QUERY_STRING", "")).items()}
         gzip_ok = "gzip" in environ.get("HTTP_ACCEPT_ENCODING", "")
         repo, _, rest = path[1:].partition(".git/")
+        if "//" in path:  # an empty path segment names nothing here
+            rest, repo = "", ""
         if repo == "cut" and environ["REQUEST_METHOD"] == "POST":
             start_response("200 OK", [("Content-Type", RESULT), ("Content-Length", "1000")])
             return _cut_off()

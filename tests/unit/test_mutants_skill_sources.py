@@ -15,7 +15,7 @@ from agentsvc_adapters.git import source as source_module
 from agentsvc_adapters.outbound import OutboundGuard
 from agentsvc_core.ports.skill_sources import SkillSourceError
 from tests.fakes.git import SKILL, GitServer, serve_git
-from tests.outbound import Listener, closed_port
+from tests.outbound import Listener, closed_port, fake_dns
 
 
 @pytest.fixture(scope="module")
@@ -141,6 +141,19 @@ async def test_a_host_that_cannot_be_reached_is_named(source: GitSkillSource) ->
         assert await failure(source.fetch_git(f"http://127.0.0.1:{port}/r.git", "", None)) == (
             "could not reach 127.0.0.1"
         )
+
+
+async def test_a_name_that_resolves_to_loopback_is_refused_when_connecting() -> None:
+    """The URL passes the early check (a name, not an address); the guard refuses
+    when it resolves the name, before any connection, and the error says so."""
+    guard = OutboundGuard(
+        allow_private_network=False, resolver=fake_dns({"internal.test": ["127.0.0.1"]})
+    )
+    source = GitSkillSource(guard)
+    refused = "refused by the outbound guard: internal.test resolves to a loopback address"
+    assert await failure(source.fetch_url("https://internal.test/SKILL.md")) == refused
+    assert await failure(source.fetch_git("https://internal.test/r.git", "", None)) == refused
+    await source.aclose()
 
 
 async def test_a_skill_md_url_that_never_answers_runs_into_the_time_bound() -> None:

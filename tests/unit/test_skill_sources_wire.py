@@ -33,6 +33,7 @@ REFS = advertisement(
     f"{TAG} refs/tags/v1\n".encode(),
     f"{COMMIT} refs/tags/v1^{{}}\n".encode(),
     f"{DEV} refs/tags/main\n".encode(),
+    f"{TAG} refs/heads/fiX\n".encode(),  # a name may end in any letter
 )
 
 
@@ -42,7 +43,8 @@ def test_the_refs_name_commits_and_tags_name_what_they_point_at() -> None:
         b"multi_ack", b"side-band-64k", b"ofs-delta", b"shallow", b"no-progress", b"agent",
         b"symref",
     }  # fmt: skip
-    wants = {ref: adv.want(ref) for ref in (None, "HEAD", "dev", "main", "v1", "refs/tags/main")}
+    names = (None, "HEAD", "dev", "main", "v1", "refs/tags/main", "fiX")
+    wants = {ref: adv.want(ref) for ref in names}
     assert {ref: sha.decode() for ref, sha in wants.items()} == {
         None: MAIN,
         "HEAD": MAIN,
@@ -50,6 +52,7 @@ def test_the_refs_name_commits_and_tags_name_what_they_point_at() -> None:
         "main": MAIN,  # the branch, not the tag called main
         "v1": COMMIT,  # the commit the annotated tag points at
         "refs/tags/main": DEV,
+        "fiX": TAG,
     }
     assert adv.want("E" * 40) == b"e" * 40  # a sha is asked for as it is, in lower case
     assert adv.advertises(COMMIT.encode())

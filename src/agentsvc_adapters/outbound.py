@@ -3,8 +3,9 @@ configuration supplies connects through it.
 
 Guarded: the credential resolver, OAuth discovery, client registration and token
 calls, the MCP transports (streamable HTTP and SSE), the MCP registry, the
-webhook tools and the web tools (``web/``: ``web_fetch``, which follows redirects
-itself and checks each hop, and the search API).
+webhook tools, the web tools (``web/``: ``web_fetch``, which follows redirects
+itself and checks each hop, and the search API) and the skill sources (``git/``:
+git repositories and ``SKILL.md`` URLs, which follow redirects the same way).
 
 Rule, so that no user can point the service at its own network (SSRF): a URL whose
 host resolves to a loopback, private, link-local, multicast, reserved, unspecified,

@@ -21,8 +21,10 @@ run: $(STAMP)
 
 ## test: run the whole suite (lint, types, layers, unit, contract, web, e2e, schemathesis)
 ## in TEST_WORKERS parallel processes (pytest-xdist; whole files per process, so a
-## module's service is started once), and print how long lint and tests took
-TEST_WORKERS ?= 2
+## module's service is started once), and print how long lint and tests took. Three
+## on this 2-core machine: a quarter of the suite's time is spent waiting (services
+## starting, streams, polls), which a third process fills (docs/development.md)
+TEST_WORKERS ?= 3
 test: $(STAMP) node chromium
 	@start=$$(date +%s); \
 	$(MAKE) --no-print-directory lint && \

@@ -4,7 +4,10 @@ existence are checked as PostgreSQL's unique index and foreign key do."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from uuid import UUID
+
+import msgspec
 
 from agentsvc_core.entities.marketplace import MarketplaceProfile
 from agentsvc_core.errors import Conflict, NotFound
@@ -34,17 +37,28 @@ class MemoryMarketplace(MarketplaceStore):
             raise Conflict("the handle is taken", code="HANDLE_TAKEN")
         return key
 
-    async def put(self, profile: MarketplaceProfile) -> None:
+    async def put(self, profile: MarketplaceProfile) -> MarketplaceProfile:
         key = self._check(profile)
-        self._profiles[key] = profile
-        if profile.avatar is None:
-            self._avatars.pop(key, None)
+        stored = self._profiles.get(key)
+        kept = msgspec.structs.replace(profile, avatar=stored.avatar if stored else None)
+        self._profiles[key] = kept
+        return kept
 
     async def put_avatar(self, profile: MarketplaceProfile, data: bytes) -> None:
         assert profile.avatar is not None
         key = self._check(profile)
         self._profiles[key] = profile
         self._avatars[key] = (profile.avatar.content_type, bytes(data))
+
+    async def clear_avatar(self, org_id: str, agent_id: UUID, at: datetime) -> bool:
+        stored = self._profiles.get((org_id, agent_id))
+        if stored is None or stored.avatar is None:
+            return False
+        self._profiles[(org_id, agent_id)] = msgspec.structs.replace(
+            stored, avatar=None, updated_at=at
+        )
+        self._avatars.pop((org_id, agent_id), None)
+        return True
 
     async def avatar(self, org_id: str, agent_id: UUID) -> tuple[str, bytes] | None:
         return self._avatars.get((org_id, agent_id))

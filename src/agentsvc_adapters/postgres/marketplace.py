@@ -4,8 +4,10 @@ that takes it fails on the index (``HANDLE_TAKEN``), whichever commits second.""
 
 from __future__ import annotations
 
+from datetime import datetime
 from uuid import UUID
 
+import msgspec
 import psycopg
 
 from agentsvc_adapters.postgres.pool import Repo, Row, translate
@@ -17,8 +19,7 @@ _COLS = (
     "agent_id, org_id, handle, display_name, tagline, description, categories,"
     " capabilities, listed, avatar_type, avatar_sha256, updated_at"
 )
-# an upsert of every column but the avatar's bytes, which the caller's SET says
-_UPSERT = (
+_INSERT = (
     "INSERT INTO marketplace_profiles (agent_id, org_id, handle, display_name, tagline,"
     " description, categories, capabilities, listed, avatar_type, avatar_sha256,"
     " updated_at, avatar)"
@@ -29,13 +30,15 @@ _UPSERT = (
     " display_name = EXCLUDED.display_name, tagline = EXCLUDED.tagline,"
     " description = EXCLUDED.description, categories = EXCLUDED.categories,"
     " capabilities = EXCLUDED.capabilities, listed = EXCLUDED.listed,"
-    " avatar_type = EXCLUDED.avatar_type, avatar_sha256 = EXCLUDED.avatar_sha256,"
-    " updated_at = EXCLUDED.updated_at, avatar = {avatar}"
+    " updated_at = EXCLUDED.updated_at"
 )
-_KEEP_BYTES = _UPSERT.format(
-    avatar="CASE WHEN EXCLUDED.avatar_sha256 IS NULL THEN NULL ELSE marketplace_profiles.avatar END"
+# the profile's fields: a stored avatar is left as it is
+_PUT = _INSERT + f" RETURNING {_COLS}"
+# the fields and a new picture
+_PUT_AVATAR = (
+    _INSERT + ", avatar_type = EXCLUDED.avatar_type, avatar_sha256 = EXCLUDED.avatar_sha256,"
+    " avatar = EXCLUDED.avatar"
 )
-_NEW_BYTES = _UPSERT.format(avatar="EXCLUDED.avatar")
 
 
 def _profile(row: Row) -> MarketplaceProfile:
@@ -80,20 +83,33 @@ class PostgresMarketplace(Repo, MarketplaceStore):
         )
         return None if row is None else _profile(row)
 
-    async def _write(self, sql: str, params: dict[str, object]) -> None:
+    async def _write(self, sql: str, params: dict[str, object]) -> Row | None:
         async with translate(), self._pool.connection() as conn:
             try:
-                await conn.execute(sql, params)
+                cur = await conn.execute(sql, params)
             except psycopg.errors.UniqueViolation:  # the handle's index
                 raise Conflict("the handle is taken", code="HANDLE_TAKEN") from None
             except psycopg.errors.ForeignKeyViolation:  # the agent went
                 raise NotFound("agent not found") from None
+            return await cur.fetchone() if cur.description else None
 
-    async def put(self, profile: MarketplaceProfile) -> None:
-        await self._write(_KEEP_BYTES, _params(profile, None))
+    async def put(self, profile: MarketplaceProfile) -> MarketplaceProfile:
+        # a new row has no avatar, whatever ``profile`` read
+        row = await self._write(_PUT, _params(msgspec.structs.replace(profile, avatar=None), None))
+        assert row is not None
+        return _profile(row)
 
     async def put_avatar(self, profile: MarketplaceProfile, data: bytes) -> None:
-        await self._write(_NEW_BYTES, _params(profile, data))
+        await self._write(_PUT_AVATAR, _params(profile, data))
+
+    async def clear_avatar(self, org_id: str, agent_id: UUID, at: datetime) -> bool:
+        row = await self._one(
+            "UPDATE marketplace_profiles SET avatar = NULL, avatar_type = NULL,"
+            " avatar_sha256 = NULL, updated_at = %s"
+            " WHERE org_id = %s AND agent_id = %s AND avatar_sha256 IS NOT NULL RETURNING 1",
+            (at, org_id, agent_id),
+        )
+        return row is not None
 
     async def avatar(self, org_id: str, agent_id: UUID) -> tuple[str, bytes] | None:
         row = await self._one(

@@ -8,6 +8,7 @@ Adapters raise what storage raises (``NotFound``, ``StorageError``,
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Protocol
 from uuid import UUID
 
@@ -21,15 +22,21 @@ class MarketplaceStore(Protocol):
         """The stored profile, or None."""
         ...
 
-    async def put(self, profile: MarketplaceProfile) -> None:
-        """Store the whole profile (insert or replace; the avatar's bytes are kept
-        while ``avatar`` names the same picture, dropped when it is None). Raises
-        ``NotFound`` when the agent is gone, ``Conflict`` (``HANDLE_TAKEN``) when
-        another agent has the handle."""
+    async def put(self, profile: MarketplaceProfile) -> MarketplaceProfile:
+        """Store the profile's fields (insert or replace), never its avatar, which
+        only ``put_avatar`` and ``clear_avatar`` change (so a change of the text
+        made from an older read cannot undo a new picture); answers the profile as
+        stored, with its avatar. Raises ``NotFound`` when the agent is gone,
+        ``Conflict`` (``HANDLE_TAKEN``) when another agent has the handle."""
         ...
 
     async def put_avatar(self, profile: MarketplaceProfile, data: bytes) -> None:
         """Store the profile with ``avatar`` set and the picture's bytes."""
+        ...
+
+    async def clear_avatar(self, org_id: str, agent_id: UUID, at: datetime) -> bool:
+        """Remove the avatar (its bytes too), ``updated_at`` set to ``at``; False
+        when there was none."""
         ...
 
     async def avatar(self, org_id: str, agent_id: UUID) -> tuple[str, bytes] | None:

@@ -142,8 +142,7 @@ class Marketplace:
         given = checked(fields)
         current = await self._current(who, agent_id)
         profile = msgspec.structs.replace(current, updated_at=self._clock.now(), **given)
-        await self._store.put(profile)
-        return profile
+        return await self._store.put(profile)
 
     async def set_capabilities(
         self, who: Principal, agent_id: UUID, capabilities: Sequence[str]
@@ -171,12 +170,9 @@ class Marketplace:
 
     async def delete_avatar(self, who: Principal, agent_id: UUID) -> MarketplaceProfile:
         self._admin(who)
-        current = await self._current(who, agent_id)
-        if current.avatar is None:
-            return current
-        profile = msgspec.structs.replace(current, avatar=None, updated_at=self._clock.now())
-        await self._store.put(profile)
-        return profile
+        await self._current(who, agent_id)  # NotFound
+        await self._store.clear_avatar(who.org_id, agent_id, self._clock.now())
+        return await self._current(who, agent_id)
 
     async def public_avatar(self, agent_id: UUID, sha256: str) -> tuple[str, bytes] | None:
         """For anyone: the avatar at that version, or None."""

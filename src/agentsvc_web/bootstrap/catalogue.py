@@ -1,6 +1,7 @@
 """What an organization keeps and configures through the API: its keys and who
 may call (API keys, JWTs), agents and threads, MCP servers (with their OAuth and
-the registry's search), and its settings (the resolver, compaction)."""
+the registry's search), its settings (the resolver, compaction), projects, the
+official templates and agents' marketplace profiles."""
 
 from __future__ import annotations
 

@@ -7,13 +7,37 @@ know, as PostgreSQL's foreign keys do."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypeVar
 from uuid import UUID
 
+import msgspec
+
+from agentsvc_core.entities import Agent
 from agentsvc_core.entities.project import Detached, Project
+from agentsvc_core.entities.runner import Runner
 from agentsvc_core.errors import NotFound
 from agentsvc_core.ports.projects import ProjectStore
 
 Detach = Callable[[str, UUID], int]  # (org, project) -> how many members it let go
+Exists = Callable[[str, UUID], bool]  # (org, project) -> whether it is there
+Member = TypeVar("Member", Agent, Runner)
+
+
+def naming_a_project(exists: Exists, member: Member) -> Member:
+    """``member`` as it is, if the project it names is its organization's (or it
+    names none): a member store's foreign key."""
+    if member.project_id is not None and not exists(member.org_id, member.project_id):
+        raise NotFound("project not found")
+    return member
+
+
+def detach_members(members: dict[tuple[str, UUID], Member], org_id: str, project_id: UUID) -> int:
+    """The members of the project (in a store keyed by organization and id) let go
+    of it; how many there were."""
+    keys = [k for k, m in members.items() if k[0] == org_id and m.project_id == project_id]
+    for key in keys:
+        members[key] = msgspec.structs.replace(members[key], project_id=None)
+    return len(keys)
 
 
 class MemoryProjects(ProjectStore):

@@ -9,6 +9,7 @@ from uuid import UUID
 
 import msgspec
 
+from agentsvc_adapters.memory.projects import detach_members, naming_a_project
 from agentsvc_core.entities.runner import (
     RUN_ACTIVE,
     Runner,
@@ -69,15 +70,8 @@ class MemoryRunners(RunnerStore):
         self._suggestions: dict[UUID, Suggestion] = {}
 
     # --- runners ----------------------------------------------------------------
-    def _check(self, runner: Runner) -> Runner:
-        if runner.project_id is not None and not self._project_exists(
-            runner.org_id, runner.project_id
-        ):
-            raise NotFound("project not found")
-        return runner
-
     async def add(self, runner: Runner) -> None:
-        self._runners[(runner.org_id, runner.id)] = self._check(runner)
+        self._runners[(runner.org_id, runner.id)] = naming_a_project(self._project_exists, runner)
 
     async def get(self, org_id: str, runner_id: UUID) -> Runner:
         try:
@@ -95,16 +89,11 @@ class MemoryRunners(RunnerStore):
 
     def detach(self, org_id: str, project_id: UUID) -> int:
         """The runners of the project let go of it (``MemoryProjects.delete``)."""
-        members = [
-            k for k, r in self._runners.items() if k[0] == org_id and r.project_id == project_id
-        ]
-        for key in members:
-            self._runners[key] = msgspec.structs.replace(self._runners[key], project_id=None)
-        return len(members)
+        return detach_members(self._runners, org_id, project_id)
 
     async def replace(self, runner: Runner) -> None:
         await self.get(runner.org_id, runner.id)
-        self._runners[(runner.org_id, runner.id)] = self._check(runner)
+        self._runners[(runner.org_id, runner.id)] = naming_a_project(self._project_exists, runner)
 
     async def delete(self, org_id: str, runner_id: UUID) -> None:
         await self.get(org_id, runner_id)

@@ -14,7 +14,7 @@ from agentsvc_adapters.memory.marketplace import MemoryMarketplace
 from agentsvc_adapters.memory.mcps import MemoryMcps
 from agentsvc_adapters.memory.memories import MemoryMemories
 from agentsvc_adapters.memory.plans import MemoryPlans
-from agentsvc_adapters.memory.projects import MemoryProjects
+from agentsvc_adapters.memory.projects import MemoryProjects, detach_members, naming_a_project
 from agentsvc_adapters.memory.runners import MemoryRunners
 from agentsvc_adapters.memory.secrets import MemorySecrets
 from agentsvc_adapters.memory.traces import MemoryTraces
@@ -80,15 +80,8 @@ class MemoryAgents(AgentRepository):
         # what goes with an agent (PostgreSQL: ON DELETE CASCADE)
         self.on_delete: list[Callable[[str, UUID], None]] = []
 
-    def _check(self, agent: Agent) -> Agent:
-        if agent.project_id is not None and not self._project_exists(
-            agent.org_id, agent.project_id
-        ):
-            raise NotFound("project not found")
-        return agent
-
     async def add(self, agent: Agent) -> None:
-        self._agents[(agent.org_id, agent.id)] = self._check(agent)
+        self._agents[(agent.org_id, agent.id)] = naming_a_project(self._project_exists, agent)
 
     def _get(self, org_id: str, agent_id: UUID) -> Agent:
         try:
@@ -112,15 +105,10 @@ class MemoryAgents(AgentRepository):
 
     def detach(self, org_id: str, project_id: UUID) -> int:
         """The agents of the project let go of it (``MemoryProjects.delete``)."""
-        members = [
-            k for k, a in self._agents.items() if k[0] == org_id and a.project_id == project_id
-        ]
-        for key in members:
-            self._agents[key] = msgspec.structs.replace(self._agents[key], project_id=None)
-        return len(members)
+        return detach_members(self._agents, org_id, project_id)
 
     async def modify(self, org_id: str, agent_id: UUID, change: Callable[[Agent], Agent]) -> Agent:
-        updated = self._check(change(self._get(org_id, agent_id)))
+        updated = naming_a_project(self._project_exists, change(self._get(org_id, agent_id)))
         self._agents[(org_id, agent_id)] = updated
         return updated
 

@@ -18,7 +18,7 @@ from agentsvc_core.entities import Principal, ToolProfile
 from agentsvc_core.entities.agent import TemplateRef
 from agentsvc_core.entities.template import TEMPLATE_CONFIGS, Template, TemplateAgent
 from agentsvc_core.errors import InvalidInput, NotFound, PermissionDenied
-from agentsvc_core.use_cases import AgentDraft, Agents
+from agentsvc_core.use_cases import AgentChanges, AgentDraft, Agents
 from agentsvc_core.use_cases.memories.memories import MemorySettings
 from agentsvc_core.use_cases.org_settings import CompactionSettings
 from agentsvc_core.use_cases.plan_tools import PlanSettings
@@ -166,10 +166,9 @@ async def test_overrides_go_over_the_template() -> None:
         ADMIN,
         "t1",
         TemplateOverrides(
-            name="Mine",
-            default_model="local",
-            default_profile=None,
-            project_id=project.id,
+            agent=AgentChanges(
+                name="Mine", default_model="local", default_profile=None, project_id=project.id
+            ),
             configs={"memory": {"max_memories": 7}, "compaction": {"enabled": True}},
         ),
     )
@@ -214,7 +213,9 @@ async def test_unknown_templates_and_configurations_and_members_are_refused() ->
         await w.templates.use(MEMBER, "t1", TemplateOverrides())
     assert denied.value.detail == "agents are made by the organization's admins"
     with pytest.raises(NotFound, match="project not found"):
-        await w.templates.use(ADMIN, "t1", TemplateOverrides(project_id=UUID(int=1)))
+        await w.templates.use(
+            ADMIN, "t1", TemplateOverrides(agent=AgentChanges(project_id=UUID(int=1)))
+        )
     assert await w.agents.list(ADMIN) == []
 
 

@@ -15,13 +15,12 @@ from typing import Any
 from uuid import UUID
 
 import msgspec
-from msgspec import UNSET, UnsetType
 
-from agentsvc_core.entities import Agent, Principal, ToolProfile
-from agentsvc_core.entities.template import TEMPLATE_CONFIGS, Template, TemplateAgent
+from agentsvc_core.entities import Agent, Principal
+from agentsvc_core.entities.template import TEMPLATE_CONFIGS, Template
 from agentsvc_core.errors import InvalidInput, NotFound, PermissionDenied
 from agentsvc_core.ports.templates import TemplateCatalogue
-from agentsvc_core.use_cases.agents import AgentDraft, Agents
+from agentsvc_core.use_cases.agents import AgentChanges, AgentDraft, Agents
 
 __all__ = ["ConfigUpdate", "TemplateOverrides", "Templates"]
 
@@ -30,17 +29,11 @@ ConfigUpdate = Callable[[Principal, UUID, dict[str, Any]], Awaitable[object]]
 
 
 class TemplateOverrides(msgspec.Struct, frozen=True, kw_only=True):
-    """What the caller changes of the template's agent (``UNSET``: the template's),
-    the project it joins, and configuration fields by kind, given over the
-    template's own."""
+    """What the caller changes of the template's agent (a PATCH's fields over the
+    template's, the project it joins among them), and configuration fields by
+    kind, given over the template's own."""
 
-    name: str | UnsetType = UNSET
-    description: str | UnsetType = UNSET
-    stable_preamble: str | UnsetType = UNSET
-    default_model: str | UnsetType = UNSET
-    tool_profiles: dict[str, ToolProfile] | UnsetType | None = UNSET
-    default_profile: str | UnsetType | None = UNSET
-    project_id: UUID | None = None
+    agent: AgentChanges = AgentChanges()
     configs: dict[str, dict[str, Any]] = {}
 
 
@@ -97,14 +90,8 @@ class Templates:
         unknown = sorted(set(overrides.configs) - set(TEMPLATE_CONFIGS))
         if unknown:
             raise InvalidInput("overrides", f"no configuration named {unknown[0]!r}")
-        given = {
-            f: getattr(overrides, f)
-            for f in TemplateAgent.__struct_fields__
-            if getattr(overrides, f) is not UNSET
-        }
         draft = AgentDraft(
-            **{**msgspec.structs.asdict(template.agent), **given},
-            project_id=overrides.project_id,
+            **{**msgspec.structs.asdict(template.agent), **overrides.agent.supplied()},
             template=template.ref,
         )
         agent = await self._agents.create(who, draft)

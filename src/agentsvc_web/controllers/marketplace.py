@@ -24,6 +24,7 @@ from msgspec import UNSET, Meta, UnsetType
 from agentsvc_core.entities.marketplace import MarketplaceProfile
 from agentsvc_core.entities.template import Template
 from agentsvc_core.errors import InvalidInput, NotFound, UnsupportedMedia
+from agentsvc_core.use_cases.agents import AgentChanges
 from agentsvc_core.use_cases.marketplace import (
     MAX_AVATAR_BYTES,
     MAX_CAPABILITIES,
@@ -137,16 +138,18 @@ def _overrides(body: UseTemplateBody) -> TemplateOverrides:
         )
         if section is not None
     }
-    agent = {
-        f: getattr(given, f)
-        for f in ("description", "stable_preamble", "default_model", "default_profile")
-        if getattr(given, f) is not UNSET
-    }
-    if given.tool_profiles is not UNSET:
-        agent["tool_profiles"] = profiles_to_entity(given.tool_profiles)
-    if body.name is not None:
-        agent["name"] = body.name
-    return TemplateOverrides(**agent, project_id=given.project_id, configs=configs)
+    agent = AgentChanges(
+        name=UNSET if body.name is None else body.name,
+        description=given.description,
+        stable_preamble=given.stable_preamble,
+        default_model=given.default_model,
+        tool_profiles=UNSET
+        if given.tool_profiles is UNSET
+        else profiles_to_entity(given.tool_profiles),
+        default_profile=given.default_profile,
+        project_id=UNSET if given.project_id is None else given.project_id,
+    )
+    return TemplateOverrides(agent=agent, configs=configs)
 
 
 class MarketplaceController(Controller):

@@ -145,6 +145,15 @@ async def check_if_idle(conn: Connection) -> None:
         await AsyncConnectionPool.check_connection(conn)
 
 
+def gone_project(exc: psycopg.errors.ForeignKeyViolation) -> NotFound | None:
+    """``NotFound`` when the key broken is a member's project (migration 0016 names
+    those keys ``<table>_project``): an agent or a runner naming a project that is
+    not its organization's, or was deleted meanwhile."""
+    if (exc.diag.constraint_name or "").endswith("_project"):
+        return NotFound("project not found")
+    return None
+
+
 @asynccontextmanager
 async def translate() -> AsyncIterator[None]:
     """Map driver and pool failures to domain errors (the adapter's edge)."""
@@ -157,10 +166,7 @@ async def translate() -> AsyncIterator[None]:
     except psycopg.errors.UniqueViolation as exc:
         raise Conflict("the resource already exists") from exc
     except psycopg.errors.ForeignKeyViolation as exc:
-        # a member naming a project deleted meanwhile (migration 0016)
-        if (exc.diag.constraint_name or "").endswith("_project"):
-            raise NotFound("project not found") from exc
-        raise StorageError("storage failed") from exc
+        raise (gone_project(exc) or StorageError("storage failed")) from exc
     except psycopg.OperationalError as exc:
         raise Unavailable("storage is unreachable; try again") from exc
     except psycopg.Error as exc:

@@ -31,7 +31,7 @@ import msgspec
 import psycopg
 
 from agentsvc_adapters.postgres._rows import EntityTable
-from agentsvc_adapters.postgres.pool import Connection, Repo, Row, translate
+from agentsvc_adapters.postgres.pool import Connection, Repo, Row, gone_project, translate
 from agentsvc_core.entities.runner import (
     RUN_ACTIVE,
     RUN_ENDED,
@@ -100,9 +100,9 @@ def _suggestion(row: Row) -> Suggestion:
 def _missing(exc: psycopg.errors.ForeignKeyViolation) -> NotFound:
     """What a foreign key violation means: the runner, agent, project or
     organization named is not there (the constraint's name says which)."""
+    if (project := gone_project(exc)) is not None:
+        return project
     constraint = exc.diag.constraint_name or ""
-    if constraint.endswith("_project"):
-        return NotFound("project not found")
     if "agent_id" in constraint:
         return NotFound("agent not found")
     if "runner_id" in constraint:

@@ -13,6 +13,7 @@ from uuid import UUID
 import pytest
 
 from agentsvc_core.errors import Unavailable
+from agentsvc_core.use_cases.turn import heartbeats as heartbeats_module
 from agentsvc_core.use_cases.turn.conversation import SendInput
 from agentsvc_core.use_cases.turn.heartbeats import Heartbeats
 from tests.unit.turn_world import HANG, ORG, WHO, Clock, Script, read_all, world
@@ -125,8 +126,15 @@ async def test_a_running_reply_beats_every_quarter_of_the_stale_span(monkeypatch
             delay = 0
         return await real_sleep(delay, *args)
 
+    class OnlyHeartbeatsSleep:
+        """The heartbeats module's ``asyncio``: its sleeps are recorded, nobody else's
+        (the reply's flush timer sleeps too)."""
+
+        def __getattr__(self, name: str) -> Any:
+            return sleep if name == "sleep" else getattr(asyncio, name)
+
     w = await world(Script([HANG]), stale_after_s=20.0)
-    monkeypatch.setattr(asyncio, "sleep", sleep)  # heartbeats calls asyncio.sleep
+    monkeypatch.setattr(heartbeats_module, "asyncio", OnlyHeartbeatsSleep())
     turn = await w.conversation.send(WHO, w.thread.id, SendInput(content="hi"))
     w.clock.advance(7)
     await asyncio.wait_for(w.model.waiting.wait(), 5)

@@ -61,6 +61,7 @@ from agentsvc_web.controllers.settings import (
     AgentCredentialsController,
     OrgSettingsController,
 )
+from agentsvc_web.controllers.skills import AgentSkillsController, SkillController
 from agentsvc_web.controllers.suggestions import (
     AgentSuggestionsController,
     RunnerSuggestionsController,
@@ -153,6 +154,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             RunnerWebhookController,
             ScheduledTasksController,
             ProjectController,
+            SkillController,
+            AgentSkillsController,
             MarketplaceController,
             AgentMarketplaceController,
             PublicAvatarController,
@@ -192,6 +195,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "projects": _const(services.projects),
             "templates": _const(services.templates),
             "marketplace": _const(services.marketplace),
+            "skills": _const(services.skills),
+            "skill_bindings": _const(services.skill_bindings),
         },
         middleware=[
             DefineMiddleware(RequestSpans, tracer=services.tracer),

@@ -132,9 +132,15 @@ class PostgresSkills(Repo, SkillStore):
 
     async def modify(self, org_id: str, skill_id: UUID, change: Callable[[Skill], Skill]) -> Skill:
         async with translate(), self._pool.connection() as conn, conn.transaction():
+            # the lock first, then the read: a SELECT of the join FOR UPDATE that waited
+            # for another change would recheck the join against the version it read
+            # before that change, and find nothing
+            await conn.execute(
+                "SELECT 1 FROM skills WHERE org_id = %s AND id = %s FOR UPDATE",
+                (org_id, skill_id),
+            )
             cur = await conn.execute(
-                f"SELECT {_SKILL}, {_CONTENT}{_FROM}"
-                " WHERE s.org_id = %s AND s.id = %s FOR UPDATE OF s",
+                f"SELECT {_SKILL}, {_CONTENT}{_FROM} WHERE s.org_id = %s AND s.id = %s",
                 (org_id, skill_id),
             )
             row = await cur.fetchone()

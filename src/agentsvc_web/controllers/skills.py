@@ -16,7 +16,6 @@ from litestar.params import FromPath, JSONBody, QueryParameter
 from msgspec import UNSET, Meta, UnsetType
 
 from agentsvc_core.entities.skill import Skill, SkillBinding, SkillContent, SkillOrigin
-from agentsvc_core.errors import InvalidInput
 from agentsvc_core.ports.skills import RegistrySkill
 from agentsvc_core.use_cases.skills.bindings import MAX_BINDINGS, SkillBindings
 from agentsvc_core.use_cases.skills.skills import SkillChanges, SkillDraft, Skills, SourceDraft
@@ -164,9 +163,11 @@ class BindingsBody(msgspec.Struct, rename="camel"):
     skills: Annotated[list[BindingBody], Meta(max_length=MAX_BINDINGS)] | UnsetType = UNSET
     skill_ids: Annotated[list[UUID], Meta(max_length=MAX_BINDINGS)] | UnsetType = UNSET
 
-    def bindings(self) -> list[SkillBinding]:
+    def bindings(self) -> list[SkillBinding] | None:
+        """None when the body gives both or neither (refused once the agent or the
+        runner is found: another organization's is 404 whatever the body)."""
         if isinstance(self.skills, list) == isinstance(self.skill_ids, list):
-            raise InvalidInput("skills", "give either skills or skillIds")
+            return None
         if isinstance(self.skills, list):
             return [
                 SkillBinding(

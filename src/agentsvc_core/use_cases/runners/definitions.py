@@ -227,15 +227,17 @@ class Runners:
             raise InvalidInput("soft_limit_pct", "between 1 and 100")
         return await self._save(runner, budget=budget)
 
-    async def _skills(self, org_id: str, skills: list[SkillBinding]) -> tuple[SkillBinding, ...]:
+    async def _skills(
+        self, org_id: str, skills: list[SkillBinding] | None
+    ) -> tuple[SkillBinding, ...]:
         if self._skill_store is None:
-            if skills:
+            if skills is None or skills:
                 raise InvalidInput("skills", "this service keeps no skills")
             return ()
         return await check_bindings(self._skill_store, org_id, skills)
 
     async def set_skills(
-        self, who: Principal, runner_id: UUID, skills: list[SkillBinding]
+        self, who: Principal, runner_id: UUID, skills: list[SkillBinding] | None
     ) -> Runner:
         """Replace the runner's skill bindings (use_cases/skills/bindings.py)."""
         self._admin(who)

@@ -54,10 +54,13 @@ class AgentSkillSet(msgspec.Struct, frozen=True, kw_only=True):
 
 
 async def check_bindings(
-    store: SkillStore, org_id: str, bindings: list[SkillBinding]
+    store: SkillStore, org_id: str, bindings: list[SkillBinding] | None
 ) -> tuple[SkillBinding, ...]:
     """``bindings`` if each names a skill of the organization once and the version it
-    pins exists; else ``NotFound`` (the skill) or ``InvalidInput``."""
+    pins exists; else ``NotFound`` (the skill) or ``InvalidInput`` (None: a body
+    that gave both forms of bindings, or neither)."""
+    if bindings is None:
+        raise InvalidInput("skills", "give either skills or skillIds")
     if len(bindings) > MAX_BINDINGS:
         raise InvalidInput("skills", f"at most {MAX_BINDINGS}")
     seen: set[UUID] = set()
@@ -86,10 +89,12 @@ class SkillBindings(AgentSettings[AgentSkillSet]):
         self._skills = skills
 
     async def set(
-        self, who: Principal, agent_id: UUID, bindings: list[SkillBinding]
+        self, who: Principal, agent_id: UUID, bindings: list[SkillBinding] | None
     ) -> AgentSkillSet:
+        """Replace the agent's bindings (None: the body gave no bindings, refused)."""
         if not who.is_admin:
             raise PermissionDenied("an agent's skills are set by the organization's admins")
+        await self._agents.get(who.org_id, agent_id)  # another organization's: 404 first
         checked = await check_bindings(self._skills, who.org_id, bindings)
         return await self._change(
             who, agent_id, lambda current: msgspec.structs.replace(current, skills=checked)

@@ -203,6 +203,14 @@ def test_an_agents_and_a_runners_skills_in_both_forms(client: Client, auth: H) -
             assert r.status_code == status, (path, body, r.text)
             assert r.json()["detail"].startswith(said), (path, body, r.json())
     assert _ok(client.get(f"/api/agents/{agent}/skills", headers=auth)) == full  # unchanged
+    # a marketplace listing names the skills the agent uses (mint is switched off)
+    detect = f"/api/agents/{agent}/marketplace/detect-capabilities"
+    assert _ok(client.post(detect, headers=auth))["capabilities"] == []
+    _ok(client.post(f"/api/agents/{agent}/skills", json={"skillIds": [mint, tea]}, headers=auth))
+    assert _ok(client.post(detect, headers=auth))["capabilities"] == [
+        "Has the mint skill",
+        "Has the tea skill",
+    ]
     for path in (f"/api/agents/{nowhere}/skills", f"/api/runners/{nowhere}/skills"):
         assert client.get(path, headers=auth).status_code == 404
         assert client.post(path, json={"skillIds": []}, headers=auth).status_code == 404

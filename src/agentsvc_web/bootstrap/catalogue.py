@@ -34,6 +34,7 @@ from agentsvc_core.use_cases.org_settings import CompactionSettings, OrgSettings
 from agentsvc_core.use_cases.plan_tools import PlanSettings
 from agentsvc_core.use_cases.projects import Projects
 from agentsvc_core.use_cases.registry import RegistrySearch
+from agentsvc_core.use_cases.skills.bindings import SkillBindings
 from agentsvc_core.use_cases.templates import Templates
 from agentsvc_core.use_cases.turn.conversation import Conversation
 from agentsvc_core.use_cases.web import WebSettings
@@ -173,6 +174,7 @@ class _Listed(_Configured, Protocol):
     integrations: Integrations
     mcps: McpServers
     webhook_tools: WebhookTools
+    skill_bindings: SkillBindings
 
 
 def marketplace(s: _Listed, storage: Storage, clock: Clock) -> Marketplace:
@@ -199,6 +201,7 @@ def marketplace(s: _Listed, storage: Storage, clock: Clock) -> Marketplace:
         integrations=s.integrations,
         mcps=s.mcps,
         webhook_tools=s.webhook_tools,
+        skills=s.skill_bindings,
     )
     return Marketplace(
         storage.marketplace, storage.agents, PillowImages(), clock, ask=ask, sources=[capabilities]

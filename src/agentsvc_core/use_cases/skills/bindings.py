@@ -100,6 +100,10 @@ class SkillBindings(AgentSettings[AgentSkillSet]):
             who, agent_id, lambda current: msgspec.structs.replace(current, skills=checked)
         )
 
+    async def attached(self, who: Principal, agent_id: UUID) -> list[SkillEntry]:
+        """The agent's skills as its turns offer them (enabled, not disabled)."""
+        return await self._skills.entries(who.org_id, (await self.get(who, agent_id)).skills)
+
 
 def catalogue(entries: list[SkillEntry]) -> str:
     """What the system prompt says of the attached skills, sorted by name."""

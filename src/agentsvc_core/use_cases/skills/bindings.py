@@ -18,6 +18,7 @@ answers a skill's body and lists its files, or one file's text.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 from uuid import UUID
 
@@ -37,8 +38,16 @@ from agentsvc_core.ports import (
 )
 from agentsvc_core.ports.skills import SkillStore
 from agentsvc_core.use_cases.agent_settings import AgentSettings
+from agentsvc_core.use_cases.skills.skills import Skills
 
-__all__ = ["LOAD_SKILL", "AgentSkillSet", "SkillBindings", "SkillTools", "check_bindings"]
+__all__ = [
+    "LOAD_SKILL",
+    "AgentSkillSet",
+    "SkillBindings",
+    "SkillTools",
+    "check_bindings",
+    "registry_giver",
+]
 
 LOAD_SKILL = "load_skill"
 MAX_BINDINGS = 100
@@ -103,6 +112,20 @@ class SkillBindings(AgentSettings[AgentSkillSet]):
     async def attached(self, who: Principal, agent_id: UUID) -> list[SkillEntry]:
         """The agent's skills as its turns offer them (enabled, not disabled)."""
         return await self._skills.entries(who.org_id, (await self.get(who, agent_id)).skills)
+
+
+def registry_giver(
+    skills: Skills, bindings: SkillBindings
+) -> Callable[[Principal, UUID, tuple[str, ...]], Awaitable[None]]:
+    """What gives an agent the shipped registry's skills of some ids (a template's):
+    the organization's skill installed from each (installed now when it has none),
+    bound at its current version."""
+
+    async def give(who: Principal, agent_id: UUID, ids: tuple[str, ...]) -> None:
+        installed = [await skills.installed(who, i) for i in ids]
+        await bindings.set(who, agent_id, [SkillBinding(skill_id=k.id) for k in installed])
+
+    return give
 
 
 def catalogue(entries: list[SkillEntry]) -> str:

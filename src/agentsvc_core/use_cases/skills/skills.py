@@ -151,6 +151,18 @@ class Skills:
                 found.append((entry, content))
         return found
 
+    def in_registry(self, registry_id: str) -> bool:
+        return registry_id in self._registry
+
+    async def installed(self, who: Principal, registry_id: str) -> Skill:
+        """The organization's skill installed from the registry's ``registry_id``,
+        installed now when it has none (``NotFound`` for an id the registry has
+        not; ``Conflict`` when another skill has its name)."""
+        for skill in await self._store.list(who.org_id):
+            if skill.source.type == "registry" and skill.source.path == registry_id:
+                return skill
+        return await self.create(who, SkillDraft(registry_id=registry_id))
+
     # --- changes ----------------------------------------------------------------
 
     async def create(self, who: Principal, draft: SkillDraft) -> Skill:

@@ -184,6 +184,8 @@ class SkillTools(ServerTools):
     async def _entries(
         self, who: Principal, agent: Agent, setup: ToolSetup | None
     ) -> list[SkillEntry]:
+        if setup is not None and not setup.skills and self._bindings.kind not in setup.records:
+            return []  # the turn of an agent without skills: nothing to open or read
         own = (await self._bindings.in_turn(who.org_id, agent.id, setup)).skills
         extra = setup.skills if setup is not None else ()
         if not own and not extra:

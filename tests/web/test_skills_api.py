@@ -183,6 +183,16 @@ def test_an_agents_and_a_runners_skills_in_both_forms(client: Client, auth: H) -
     set_runner = _ok(client.post(f"/api/runners/{rid}/skills", json=both, headers=auth))
     assert [b["skill_id"] for b in set_runner] == [mint, tea]
     assert _ok(client.get(f"/api/runners/{rid}", headers=auth))["skills"] == [mint, tea]
+    # skillIds, today's form, names each skill once: a repeat is dropped, as it always was
+    once = {"skillIds": [tea, mint, tea]}
+    assert [
+        b["skill_id"]
+        for b in _ok(client.post(f"/api/runners/{rid}/skills", json=once, headers=auth))
+    ] == [tea, mint]
+    twice = _ok(
+        client.post("/api/runners", json={"name": "r2", "skills": [mint, mint]}, headers=auth), 201
+    )
+    assert twice["skills"] == [mint]
     assert _ok(client.post(f"/api/runners/{rid}/skills", json={"skillIds": []}, headers=auth)) == []
 
     nowhere = str(uuid.uuid4())
@@ -191,7 +201,11 @@ def test_an_agents_and_a_runners_skills_in_both_forms(client: Client, auth: H) -
             ({}, 422, "skills: give either skills or skillIds"),
             ({"skills": [], "skillIds": []}, 422, "skills: give either skills or skillIds"),
             ({"skillIds": [nowhere]}, 404, "skill not found"),
-            ({"skillIds": [tea, tea]}, 422, f"skills: skill {tea} is given twice"),
+            (
+                {"skills": [{"skillId": tea}, {"skillId": tea}]},
+                422,
+                f"skills: skill {tea} is given twice",
+            ),
             (
                 {"skills": [{"skillId": tea, "pinnedVersion": 5}]},
                 422,

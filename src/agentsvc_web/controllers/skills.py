@@ -175,7 +175,8 @@ class BindingsBody(msgspec.Struct, rename="camel"):
                 )
                 for b in self.skills
             ]
-        return [SkillBinding(skill_id=i) for i in self.skill_ids or []]
+        # skillIds name each skill once, as this form always has: a repeat is dropped
+        return [SkillBinding(skill_id=i) for i in dict.fromkeys(self.skill_ids or [])]
 
 
 class BindingOut(msgspec.Struct):

@@ -87,7 +87,7 @@ class RunnerController(Controller):
             description=data.description,
             input_schema=data.input_schema,
             steps=[step_draft(s) for s in data.steps],
-            skills=[SkillBinding(skill_id=i) for i in data.skills],
+            skills=[SkillBinding(skill_id=i) for i in dict.fromkeys(data.skills)],
             project_id=data.project_id,
         )
         return RunnerOut.of(await runners.create(principal_of(request), draft))

@@ -177,6 +177,12 @@ async def test_load_skill_takes_a_name_of_the_attached_skills_and_an_optional_pa
     assert params["properties"]["name"]["type"] == "string"
     assert params["properties"]["name"]["enum"] == ["mint", "tea"]
     assert params["properties"]["path"]["type"] == "string"
+    # each argument is described to the model (JSON Schema's `description`)
+    for argument in ("name", "path"):
+        assert set(params["properties"][argument]) >= {"type", "description"}
+        assert params["properties"][argument]["description"].strip()
+    assert set(params["properties"]["path"]) == {"type", "description"}
+    assert set(params["properties"]["name"]) == {"type", "enum", "description"}
     assert params["required"] == ["name"]
     assert params["additionalProperties"] is False
     assert spec.instructions == catalogue([entry("tea", "does tea"), entry("mint", "does mint")])
@@ -255,5 +261,11 @@ async def test_a_runners_skill_is_loaded_in_an_agent_step() -> None:
     ctx = ToolCallContext(tool_call_id="t", setup=setup)
     said = await tools.call(WHO, w.agent, LOAD_SKILL, {"name": "mint"}, ctx)
     assert said.startswith("# Skill mint (version 1)")
-    # the turn's own read holds the agent's bindings: none here (no record in it)
-    assert [t.name for t in await tools.list_tools(WHO, w.agent, setup)] == [LOAD_SKILL]
+    # in a turn the agent's bindings are the turn's own read (none in this one: it
+    # holds no record), not read again: only the runner's mint is offered
+    [spec] = await tools.list_tools(WHO, w.agent, setup)
+    assert spec.parameters["properties"]["name"]["enum"] == ["mint"]
+    said = await tools.call(WHO, w.agent, LOAD_SKILL, {"name": "tea"}, ctx)
+    assert said == "error: you have no skill named 'tea'"
+    # outside a turn (no setup) they are read: tea is the agent's
+    assert (await load(w, tools, name="tea")).startswith("# Skill tea (version 1)")

@@ -355,3 +355,16 @@ async def test_an_inline_skill_has_no_source_to_sync() -> None:
         "an inline skill has no source to sync; PATCH its content",
     )
     assert await s.get(ADMIN, made.id) == made
+
+
+async def test_a_fetched_skills_content_is_synced_not_edited() -> None:
+    source = Source()
+    s, _ = skills(source)
+    made = await s.create(ADMIN, SkillDraft(source=SourceDraft(type="git", url=REPO)))
+    with pytest.raises(InvalidInput) as caught:
+        await s.update(ADMIN, made.id, SkillChanges(content=skill_md("tea", body="x").decode()))
+    assert (caught.value.field, caught.value.problem) == (
+        "content",
+        "only an inline skill's content is edited; sync",
+    )
+    assert await s.get(ADMIN, made.id) == made

@@ -30,6 +30,7 @@ from agentsvc_core.ports.marketplace import MarketplaceStore
 from agentsvc_core.ports.memories import MemoryStore
 from agentsvc_core.ports.plans import PlanStore
 from agentsvc_core.ports.projects import ProjectStore
+from agentsvc_core.ports.publishing import PublishingStore
 from agentsvc_core.ports.runners import RunnerStore
 
 __all__ = ["Repositories", "StorageFacade"]
@@ -60,6 +61,7 @@ class Repositories:
     runners: RunnerStore
     projects: ProjectStore
     marketplace: MarketplaceStore
+    publishing: PublishingStore
 
 
 class StorageFacade(Storage):
@@ -148,3 +150,7 @@ class StorageFacade(Storage):
     @property
     def marketplace(self) -> MarketplaceStore:
         return self._repositories.marketplace
+
+    @property
+    def publishing(self) -> PublishingStore:
+        return self._repositories.publishing

@@ -24,7 +24,7 @@
   bubble.id = "agentsvc-chat-bubble";
   bubble.setAttribute("aria-label", TITLE);
   bubble.setAttribute("aria-expanded", "false");
-  bubble.textContent = "\uD83D\uDCAC";
+  bubble.textContent = "Chat";
   var b = bubble.style;
   b.position = "fixed";
   b.right = "20px";
@@ -35,7 +35,9 @@
   b.border = "none";
   b.background = "#2557d6";
   b.color = "#fff";
-  b.fontSize = "24px";
+  b.fontSize = "14px";
+  b.fontWeight = "600";
+  b.fontFamily = "system-ui, sans-serif";
   b.cursor = "pointer";
   b.boxShadow = "0 4px 16px rgba(0,0,0,.25)";
   b.zIndex = "2147483647";
@@ -46,7 +48,7 @@
     f.title = TITLE;
     f.src = url.href;
     f.referrerPolicy = "strict-origin";
-    f.setAttribute("sandbox", "allow-scripts allow-same-origin allow-popups allow-popups-to-escape-sandbox");
+    f.setAttribute("sandbox", "allow-scripts allow-same-origin allow-forms allow-popups allow-popups-to-escape-sandbox");
     var s = f.style;
     s.position = "fixed";
     s.right = "20px";

@@ -52,7 +52,7 @@ Rate = Annotated[int, Meta(ge=1, le=MAX_RATE)]
 Cap = Annotated[float, Meta(ge=0, le=MAX_CAP)]
 
 
-class ChatDraft(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class ChatDraft(msgspec.Struct, frozen=True, kw_only=True):
     """A chat as POST publishes it; ``title`` empty: the agent's name.
     ``allowed_domains`` null: the organization's allowed embed domains.
     ``daily_cost_cap_usd`` null: no cap."""
@@ -70,7 +70,7 @@ class ChatDraft(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     allow_user_grants: bool = False
 
 
-class ChatChanges(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class ChatChanges(msgspec.Struct, frozen=True, kw_only=True):
     """PATCH: the fields given change; ``rotate_identity_secret`` makes a new
     identity secret (the old one is accepted for another hour)."""
 

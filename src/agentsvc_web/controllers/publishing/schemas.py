@@ -127,7 +127,7 @@ class PublicFaceOut(msgspec.Struct):
         return copied(cls, face, starter_prompts=list(face.starter_prompts))
 
 
-class SessionBody(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
+class SessionBody(msgspec.Struct, rename="camel"):
     """Empty for an anonymous visitor; the three fields together for a visitor the
     customer's server signed (docs/publishing.md)."""
 
@@ -147,7 +147,7 @@ class SessionOut(msgspec.Struct):
         return copied(cls, s)
 
 
-class VisitorThreadBody(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
+class VisitorThreadBody(msgspec.Struct, rename="camel"):
     title: Annotated[str, Meta(max_length=200)] | None = None
 
 
@@ -157,7 +157,7 @@ class VisitorThreadCreatedOut(msgspec.Struct):
     created_at: datetime
 
 
-class VisitorMessageBody(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
+class VisitorMessageBody(msgspec.Struct, rename="camel"):
     content: Annotated[str, Meta(min_length=1, max_length=MAX_VISITOR_CONTENT)]
 
 

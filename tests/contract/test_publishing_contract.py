@@ -242,3 +242,21 @@ def test_the_public_listing(backend: Backend) -> None:
     # q is a substring, in any letter case; LIKE's wildcards are literal
     assert [r.agent_id for r in _listed(backend, "BETA_%", None, None, 50)] == [b]
     assert _listed(backend, "beta%x", None, None, 50) == []
+
+
+def test_sealed_identities_are_resealed_by_compare_and_set(backend: Backend) -> None:
+    store = backend.storage.publishing
+    org, agent = _agent(backend)
+    backend.run(store.add, a_chat(org, agent, identity_sealed="cur", previous_sealed="prev"))
+    other_org, other = _agent(backend)
+    backend.run(store.add, a_chat(other_org, other, identity_sealed="only"))
+    assert backend.run(store.sealed_identities, org) == [(org, agent, "cur"), (org, agent, "prev")]
+    everyone = backend.run(store.sealed_identities, None)
+    assert {(org, agent, "cur"), (org, agent, "prev"), (other_org, other, "only")} <= set(everyone)
+    assert backend.run(store.reseal, org, agent, "cur", "cur2") is True
+    assert backend.run(store.reseal, org, agent, "prev", "prev2") is True
+    assert backend.run(store.reseal, org, agent, "cur", "x") is False  # moved on
+    assert backend.run(store.reseal, other_org, agent, "cur2", "x") is False
+    chat = backend.run(store.get, org, agent)
+    assert chat is not None
+    assert (chat.identity_sealed, chat.previous_sealed) == ("cur2", "prev2")

@@ -352,3 +352,24 @@ async def test_the_listing_pages(c: Chats) -> None:
             await listing.page(q=None, category=None, before=None, limit=limit)
     with pytest.raises(InvalidInput):
         await listing.page(q="\x00", category=None, before=None, limit=5)
+
+
+async def test_a_key_rotation_reseals_the_identity_secrets() -> None:
+    from agentsvc_adapters.crypto import AesGcmBox  # noqa: PLC0415
+
+    w = await world()
+    old_box = AesGcmBox([("k1", b"\x01" * 32)])
+    owner = Publishing(w.storage.publishing, w.storage.agents, old_box, w.clock)
+    draft = msgspec.convert({"slug": "rotating"}, ChatDraft)
+    secret = (await owner.publish(ADMIN, w.agent.id, draft)).identity_secret
+    await owner.update(ADMIN, w.agent.id, ChatChanges(rotate_identity_secret=True))
+    both = AesGcmBox([("k2", b"\x02" * 32), ("k1", b"\x01" * 32)])
+    rotated = Publishing(w.storage.publishing, w.storage.agents, both, w.clock)
+    assert await rotated.rotate_secrets() == 2
+    assert await rotated.rotate_secrets(ORG) == 0  # all current now
+    chat = (await rotated.get(ADMIN, w.agent.id)).chat
+    assert both.is_current(chat.identity_sealed)
+    assert chat.previous_sealed is not None
+    assert both.is_current(chat.previous_sealed)
+    where = f"{ORG}:published_chat:{w.agent.id}"
+    assert both.open(chat.previous_sealed, where).decode() == secret

@@ -9,6 +9,8 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from uuid import UUID
 
+import msgspec
+
 from agentsvc_core.entities.marketplace import MarketplaceProfile
 from agentsvc_core.entities.published_chat import ListedChat, PublishedChat, VisitorThread
 from agentsvc_core.entities.usage import UsageRecord
@@ -119,6 +121,27 @@ class MemoryPublishing(PublishingStore):
                 if record.created_at >= since and record.cost_usd is not None:
                     total += record.cost_usd
         return total
+
+    async def sealed_identities(self, org_id: str | None) -> list[tuple[str, UUID, str]]:
+        rows = [
+            (c.org_id, c.agent_id, sealed)
+            for c in self._chats.values()
+            if org_id is None or c.org_id == org_id
+            for sealed in (c.identity_sealed, c.previous_sealed)
+            if sealed is not None
+        ]
+        return sorted(rows)
+
+    async def reseal(self, org_id: str, agent_id: UUID, old: str, new: str) -> bool:
+        chat = self._chats.get((org_id, agent_id))
+        if chat is None or old not in (chat.identity_sealed, chat.previous_sealed):
+            return False
+        self._chats[(org_id, agent_id)] = msgspec.structs.replace(
+            chat,
+            identity_sealed=new if chat.identity_sealed == old else chat.identity_sealed,
+            previous_sealed=new if chat.previous_sealed == old else chat.previous_sealed,
+        )
+        return True
 
     async def listed(
         self, *, q: str | None, category: str | None, before: datetime | None, limit: int

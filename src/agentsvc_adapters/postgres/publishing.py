@@ -198,6 +198,30 @@ class PostgresPublishing(Repo, PublishingStore):
         )
         return float(row[0]) if row is not None else 0.0
 
+    async def sealed_identities(self, org_id: str | None) -> list[tuple[str, UUID, str]]:
+        rows = await self._all(
+            "SELECT org_id, agent_id, identity_sealed FROM published_chats"
+            " WHERE (%(org)s::text IS NULL OR org_id = %(org)s)"
+            " UNION ALL SELECT org_id, agent_id, previous_sealed FROM published_chats"
+            " WHERE previous_sealed IS NOT NULL AND (%(org)s::text IS NULL OR org_id = %(org)s)"
+            " ORDER BY 1, 2, 3",
+            {"org": org_id},
+        )
+        return [(r[0], r[1], r[2]) for r in rows]
+
+    async def reseal(self, org_id: str, agent_id: UUID, old: str, new: str) -> bool:
+        row = await self._one(
+            "UPDATE published_chats SET"
+            " identity_sealed = CASE WHEN identity_sealed = %(old)s THEN %(new)s"
+            " ELSE identity_sealed END,"
+            " previous_sealed = CASE WHEN previous_sealed = %(old)s THEN %(new)s"
+            " ELSE previous_sealed END"
+            " WHERE org_id = %(org)s AND agent_id = %(agent)s"
+            " AND (identity_sealed = %(old)s OR previous_sealed = %(old)s) RETURNING agent_id",
+            {"old": old, "new": new, "org": org_id, "agent": agent_id},
+        )
+        return row is not None
+
     async def listed(
         self, *, q: str | None, category: str | None, before: datetime | None, limit: int
     ) -> list[ListedChat]:

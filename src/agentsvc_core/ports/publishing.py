@@ -66,6 +66,17 @@ class PublishingStore(Protocol):
         agent's visitor threads (usage records without a price count 0)."""
         ...
 
+    async def sealed_identities(self, org_id: str | None) -> list[tuple[str, UUID, str]]:
+        """(organization, agent, sealed value) of every sealed identity secret, the
+        current and the previous ones (of one organization, or of all): the
+        key-rotation command re-seals them."""
+        ...
+
+    async def reseal(self, org_id: str, agent_id: UUID, old: str, new: str) -> bool:
+        """Put ``new`` where the chat's current or previous sealed secret is ``old``
+        (compare and set); False when neither is ``old`` any more."""
+        ...
+
     async def listed(
         self, *, q: str | None, category: str | None, before: datetime | None, limit: int
     ) -> list[ListedChat]:

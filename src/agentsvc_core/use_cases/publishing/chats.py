@@ -31,6 +31,7 @@ from agentsvc_core.ports import AgentRepository, Clock, SecretBox
 from agentsvc_core.ports.publishing import PublishingStore
 from agentsvc_core.rules import check_embed_domain, check_text
 from agentsvc_core.use_cases.publishing.identity import new_identity_secret
+from agentsvc_core.use_cases.sealed import reseal_rows
 
 __all__ = ["ChatChanges", "ChatDraft", "ChatView", "Publishing", "day_start", "identity_context"]
 
@@ -229,6 +230,11 @@ class Publishing:
         if not await self._store.delete(who.org_id, agent_id):
             await self._agents.get(who.org_id, agent_id)
             raise NotFound("the agent is not published")
+
+    async def rotate_secrets(self, org_id: str | None = None) -> int:
+        """Re-seal every identity secret with the newest key. Returns how many."""
+        rows = await self._store.sealed_identities(org_id)
+        return await reseal_rows(self._box, rows, identity_context, self._store.reseal)
 
     async def summaries(self, who: Principal, agent_ids: list[UUID]) -> dict[UUID, PublishedChat]:
         """The agents' chats (an agent's ``published_chats``)."""

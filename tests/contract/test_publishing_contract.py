@@ -65,6 +65,8 @@ def test_a_chat_round_trips_and_changes(backend: Backend) -> None:
     assert backend.run(store.get, "another-org", agent) is None
     assert backend.run(store.of_agents, org, [agent, uuid.uuid4()]) == {agent: chat}
     assert backend.run(store.of_agents, org, []) == {}
+    assert backend.run(store.of_org, org) == [chat]
+    assert backend.run(store.of_org, "another-org") == []
     with pytest.raises(Conflict) as again:
         backend.run(store.add, a_chat(org, agent))
     assert again.value.code == "ALREADY_PUBLISHED"

@@ -140,6 +140,10 @@ def test_the_daily_cost_cap_stops_a_chat(priced: Service) -> None:
             shown = api.get(f"/api/agents/{agent}/publish").json()
             assert shown["cost_today_usd"] > 0.001
             assert shown["cap_reached"] is True
+            report = api.get("/api/analytics", params={"agentId": agent}).json()
+            (today,) = report["published_chats"]
+            assert (today["slug"], today["cap_reached"]) == (slug, True)
+            assert today["cost_today_usd"] == shown["cost_today_usd"]
             refused = _send(visitor, thread, "and again")
             assert refused.status_code == 429, refused.text
             assert refused.json()["error"] == "DAILY_COST_CAP_REACHED"

@@ -237,6 +237,7 @@ async def test_visitors_use_their_own_threads_only(c: Chats) -> None:
     bob = c.public.visitor(chat, c.public.start(chat, None).token)
     thread = await c.public.create_thread(alice, "hello")
     assert (thread.agent_id, thread.created_by, thread.kind) == (c.w.agent.id, None, "single")
+    assert thread.metadata == {"visitor_id": alice.visitor_id, "published_chat": chat.slug}
     for theirs in (bob, msgspec.structs.replace(alice, identified=True)):
         with pytest.raises(NotFound):
             await c.public.history(theirs, thread.id, offset=0, limit=10)

@@ -166,6 +166,11 @@ def test_a_visitor_talks_to_the_chat_and_reads_only_its_own_threads(
     ]
     assert seen["threads"][0]["visitor_id"].startswith("anon-")
     assert _ok(client.get(f"/api/threads/{thread}/messages", headers=auth))["total"] == 2
+    owned = _ok(client.get(f"/api/threads/{thread}", headers=auth))
+    assert owned["metadata"] == {
+        "visitor_id": seen["threads"][0]["visitor_id"],
+        "published_chat": slug,
+    }
 
 
 def test_a_visitor_token_is_one_chats(client: Client, auth: dict[str, str]) -> None:
@@ -279,6 +284,20 @@ def test_the_daily_cost_cap_refuses_sends(client: Client, auth: dict[str, str]) 
     assert int(r.headers["retry-after"]) >= 1
     shown = _ok(client.get(f"/api/agents/{agent}/publish", headers=auth))
     assert shown["cap_reached"] is True
+    # analytics says why: the chat's spending today against its cap
+    report = _ok(client.get("/api/analytics", params={"agentId": agent}, headers=auth))
+    assert report["published_chats"] == [
+        {
+            "agent_id": agent,
+            "slug": slug,
+            "is_active": True,
+            "daily_cost_cap_usd": 0.0,
+            "cost_today_usd": 0.0,
+            "cap_reached": True,
+        }
+    ]
+    other = _ok(client.get("/api/analytics", params={"agentId": str(uuid.uuid4())}, headers=auth))
+    assert other["published_chats"] == []
     # no cap: sends go
     _ok(client.patch(f"/api/agents/{agent}/publish", json={"dailyCostCapUsd": None}, headers=auth))
     ok = client.post(

@@ -106,6 +106,7 @@ class Analytics(msgspec.Struct, frozen=True, kw_only=True):
     series: list[SeriesPoint]
     by_model: list[ModelTotals]
     by_agent: list[AgentTotals]
+    published_chats: list[ChatToday]
 
 
 class AttachBody(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -229,6 +230,17 @@ class ChatPatchBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     rotate_identity_secret: bool | UnsetType = msgspec.field(
         name="rotateIdentitySecret", default=UNSET
     )
+
+
+class ChatToday(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``ChatTodayOut`` of the OpenAPI document."""
+
+    agent_id: str
+    slug: str
+    is_active: bool
+    daily_cost_cap_usd: float | None
+    cost_today_usd: float
+    cap_reached: bool
 
 
 class ClientToolBody(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -1726,6 +1738,7 @@ __all__ = [
     "CapabilitiesBody",
     "Chat",
     "ChatPatchBody",
+    "ChatToday",
     "ClientToolBody",
     "Compaction",
     "CompactionPutBody",

@@ -70,6 +70,10 @@ class MemoryPublishing(PublishingStore):
         found = ((a, self._chats.get((org_id, a))) for a in agent_ids)
         return {a: c for a, c in found if c is not None}
 
+    async def of_org(self, org_id: str) -> list[PublishedChat]:
+        mine = [c for (org, _), c in self._chats.items() if org == org_id]
+        return sorted(mine, key=lambda c: (c.created_at, c.agent_id))
+
     async def by_slug(self, slug: str) -> PublishedChat | None:
         return next((c for c in self._chats.values() if c.slug == slug), None)
 

@@ -121,6 +121,13 @@ class PostgresPublishing(Repo, PublishingStore):
         )
         return {r[1]: _chat(r) for r in rows}
 
+    async def of_org(self, org_id: str) -> list[PublishedChat]:
+        rows = await self._all(
+            f"SELECT {_COLS} FROM published_chats WHERE org_id = %s ORDER BY created_at, agent_id",
+            (org_id,),
+        )
+        return [_chat(r) for r in rows]
+
     async def by_slug(self, slug: str) -> PublishedChat | None:
         row = await self._one(f"SELECT {_COLS} FROM published_chats WHERE slug = %s", (slug,))
         return None if row is None else _chat(row)

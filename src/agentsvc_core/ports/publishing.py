@@ -33,6 +33,10 @@ class PublishingStore(Protocol):
         """The chats of those agents that have one."""
         ...
 
+    async def of_org(self, org_id: str) -> list[PublishedChat]:
+        """The organization's chats, oldest first."""
+        ...
+
     async def by_slug(self, slug: str) -> PublishedChat | None:
         """The chat of that slug, whatever its organization, or None."""
         ...

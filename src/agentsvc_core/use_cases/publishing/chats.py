@@ -231,6 +231,12 @@ class Publishing:
             await self._agents.get(who.org_id, agent_id)
             raise NotFound("the agent is not published")
 
+    async def today(self, who: Principal, agent_id: UUID | None = None) -> list[ChatView]:
+        """The organization's chats (or the agent's) with today's cost and whether
+        it reached the cap: what analytics shows of them."""
+        chats = await self._store.of_org(who.org_id)
+        return [await self._view(c) for c in chats if agent_id is None or c.agent_id == agent_id]
+
     async def rotate_secrets(self, org_id: str | None = None) -> int:
         """Re-seal every identity secret with the newest key. Returns how many."""
         rows = await self._store.sealed_identities(org_id)

@@ -208,8 +208,13 @@ class PublicChats:
 
     async def create_thread(self, who: Visitor, title: str | None) -> Thread:
         chat = who.chat
+        # the thread's metadata names its visitor and chat wherever the owner reads
+        # it (the thread's answers, its usage records); what the visitor owns is
+        # the visitor thread's row, which only this use case writes
+        marks = {"visitor_id": who.visitor_id, "published_chat": chat.slug}
         thread = await self._threads.create(
-            Principal.organization(chat.org_id), ThreadDraft(agent_id=chat.agent_id, title=title)
+            Principal.organization(chat.org_id),
+            ThreadDraft(agent_id=chat.agent_id, title=title, metadata=marks),
         )
         await self._store.add_visitor_thread(
             VisitorThread(

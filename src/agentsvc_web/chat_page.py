@@ -151,6 +151,11 @@ async def widget(
     )
 
 
+async def _with_policy(response: Response[Any]) -> Response[Any]:
+    response.headers["Content-Security-Policy"] = ASSETS_CSP
+    return response
+
+
 def chat_page_routes() -> list[Any]:
     """The page, the widget's script and the page's static files."""
     assets: Router = create_static_files_router(
@@ -160,4 +165,8 @@ def chat_page_routes() -> list[Any]:
         include_in_schema=False,
         cache_control=CacheControlHeader(no_cache=True),
     )
-    return [hosted_page, widget, assets]
+    # the files' policy: they load nothing (the page that uses them sets its own)
+    assets_with_policy = Router(
+        path="/", route_handlers=[assets], after_request=_with_policy, include_in_schema=False
+    )
+    return [hosted_page, widget, assets_with_policy]

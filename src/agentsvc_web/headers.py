@@ -18,8 +18,6 @@ buffered.
 - ``Content-Security-Policy`` (and no ``Referer``) on the playground's files
   (``agentsvc_web.playground_ui``): its page runs no inline script or style and
   talks to this origin only. Not on ``/schema``, whose viewers use inline script.
-- The published chats' page files (``/c/_/``, ``agentsvc_web.chat_page``): a
-  policy that loads nothing; the hosted page ``/c/{slug}`` sets its own.
 """
 
 from __future__ import annotations
@@ -27,7 +25,6 @@ from __future__ import annotations
 from litestar.datastructures import MutableScopeHeaders
 from litestar.types import Message, Scope
 
-from agentsvc_web.chat_page import ASSETS_CSP, ASSETS_PATH
 from agentsvc_web.playground_ui import PLAYGROUND_CSP, PLAYGROUND_PATH
 
 __all__ = ["hardening_headers"]
@@ -46,6 +43,3 @@ async def hardening_headers(message: Message, scope: Scope) -> None:
     if path == PLAYGROUND_PATH or path.startswith(PLAYGROUND_PATH + "/"):
         headers["Content-Security-Policy"] = PLAYGROUND_CSP
         headers["Referrer-Policy"] = "no-referrer"
-    elif path.startswith(ASSETS_PATH + "/"):
-        # the hosted chat page's script and style sheet (its page sets its own policy)
-        headers["Content-Security-Policy"] = ASSETS_CSP

@@ -1,5 +1,5 @@
 // A small Markdown renderer that cannot inject HTML: it builds elements and text
-// nodes only (no innerHTML, no HTML parsing), so "<script>" in a reply shows as
+// nodes only (no HTML string is ever parsed), so "<script>" in a reply shows as
 // those characters. What it knows: paragraphs, headings (#, ##, ###), fenced code
 // blocks, "-"/"*" and "1." lists, block quotes, and inline `code`, **bold**,
 // *italic*/_italic_ and [links](https://...) (http, https and mailto only).

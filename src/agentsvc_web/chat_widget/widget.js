@@ -1,7 +1,7 @@
 // A published chat's widget: a chat bubble on the customer's page that opens the
 // chat's hosted page in a frame. Served only to the chat's own sites; the frame's
 // page may be framed by those sites only (its CSP frame-ancestors). No eval, no
-// innerHTML: the two values below are JSON string literals.
+// markup from strings: the two values below are JSON string literals.
 (function () {
   "use strict";
   var PAGE_URL = __PAGE_URL__;

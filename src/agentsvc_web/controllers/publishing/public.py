@@ -97,7 +97,6 @@ async def preflight(request: Req) -> dict[str, str]:
 class PublicChatController(Controller):
     path = "/api/public/chat/{slug:str}"
     tags = ["public chat"]
-    security = [{}]
 
     @get(
         "/",

@@ -10,10 +10,11 @@ thread another visitor opened, or any other thread, is ``NotFound``, as an
 unknown one is. A private chat admits only visitors whose id the customer's
 server signed (``identity.signed_by``).
 
-A visitor's turn runs as the organization with no user (``Principal.organization``)
-after the checks here, so it uses no user's grant: no user's OAuth token for an
-MCP server, and the credential resolver is asked for the organization (an empty
-user id), unless the owner turned ``allow_user_grants`` on, when a signed
+A visitor's turn runs as the organization acting for the visitor, with no user
+(``Principal.for_visitor``), after the checks here, so it uses no grant: no OAuth
+token for an MCP server (neither a user's nor the organization's) and no
+authorization started, and the credential resolver is asked for the organization
+(an empty user id), unless the owner turned ``allow_user_grants`` on, when a signed
 visitor's id is the user the resolver is asked for. A visitor sends text only:
 no client tools, model, profile or prompt of its own. Nothing here is on the
 private API's path: an ordinary turn costs what it did."""
@@ -101,6 +102,11 @@ class Visitor(msgspec.Struct, frozen=True, kw_only=True):
     def key(self) -> tuple[str, str, bool]:
         """The visitor, as rate limits count it."""
         return (self.chat.slug, self.visitor_id, self.identified)
+
+
+def _acting(who: Visitor) -> Principal:
+    """Who the turn and the reads act as: the organization, for the visitor."""
+    return Principal.for_visitor(who.chat.org_id, who.visitor_id)
 
 
 class PublicChats:
@@ -265,18 +271,21 @@ class PublicChats:
             sender_id=who.visitor_id if grants else None,
             sender_name=VISITOR_NAME,
         )
-        return await self._conversation.send(
-            Principal.organization(who.chat.org_id), thread_id, msg
-        )
+        return await self._conversation.send(_acting(who), thread_id, msg)
 
     async def stop(self, who: Visitor, thread_id: UUID) -> bool:
         await self._own(who, thread_id)
-        return await self._conversation.stop(Principal.organization(who.chat.org_id), thread_id)
+        return await self._conversation.stop(
+            Principal.for_visitor(who.chat.org_id, who.visitor_id), thread_id
+        )
 
     async def history(
         self, who: Visitor, thread_id: UUID, *, offset: int, limit: int
     ) -> tuple[list[Message], int]:
         await self._own(who, thread_id)
         return await self._threads.history(
-            Principal.organization(who.chat.org_id), thread_id, offset=offset, limit=limit
+            Principal.for_visitor(who.chat.org_id, who.visitor_id),
+            thread_id,
+            offset=offset,
+            limit=limit,
         )

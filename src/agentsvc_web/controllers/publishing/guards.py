@@ -98,5 +98,5 @@ class ChatLimits:
         )
 
     def visitor(self, chat: PublishedChat, visitor: Hashable) -> None:
-        self._take(chat.rate_limit_per_min, ("visitor", visitor), "from this visitor")
+        self._take(chat.rate_limit_per_min, ("visitor", chat.slug, visitor), "from this visitor")
         self._take(chat.rate_limit_per_min * SLUG_TIMES, ("chat", chat.slug), "to this chat")

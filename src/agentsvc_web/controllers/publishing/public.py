@@ -17,7 +17,7 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody, QueryParameter
 
 from agentsvc_core.entities.published_chat import PublishedChat
-from agentsvc_core.errors import InvalidInput
+from agentsvc_core.errors import DomainError, InvalidInput
 from agentsvc_core.rules import MAX_OFFSET
 from agentsvc_core.use_cases.publishing import Identity, PublicChats, Visitor
 from agentsvc_core.use_cases.publishing.listing import PublicListing
@@ -89,7 +89,7 @@ async def preflight(request: Req) -> dict[str, str]:
         chat = await chats.chat(slug)
         if allowed_origin(request, await chats.domains(chat)) is None:
             return {}
-    except Exception:  # noqa: BLE001 (an unknown chat or a refused site: no CORS at all)
+    except DomainError:  # an unknown chat, a refused site: no CORS at all
         return {}
     return preflight_headers(origin)
 

@@ -32,6 +32,7 @@ from agentsvc_core.ports.plans import PlanStore
 from agentsvc_core.ports.projects import ProjectStore
 from agentsvc_core.ports.publishing import PublishingStore
 from agentsvc_core.ports.runners import RunnerStore
+from agentsvc_core.ports.skills import SkillStore
 
 __all__ = ["Repositories", "StorageFacade"]
 
@@ -62,6 +63,7 @@ class Repositories:
     projects: ProjectStore
     marketplace: MarketplaceStore
     publishing: PublishingStore
+    skills: SkillStore
 
 
 class StorageFacade(Storage):
@@ -154,3 +156,7 @@ class StorageFacade(Storage):
     @property
     def publishing(self) -> PublishingStore:
         return self._repositories.publishing
+
+    @property
+    def skills(self) -> SkillStore:
+        return self._repositories.skills

@@ -68,6 +68,7 @@ from agentsvc_web.controllers.settings import (
     AgentCredentialsController,
     OrgSettingsController,
 )
+from agentsvc_web.controllers.skills import AgentSkillsController, SkillController
 from agentsvc_web.controllers.suggestions import (
     AgentSuggestionsController,
     RunnerSuggestionsController,
@@ -160,6 +161,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             RunnerWebhookController,
             ScheduledTasksController,
             ProjectController,
+            SkillController,
+            AgentSkillsController,
             MarketplaceController,
             AgentMarketplaceController,
             PublicAvatarController,
@@ -206,6 +209,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "publishing": _const(services.publishing),
             "public_chats": _const(services.public_chats),
             "public_listing": _const(services.public_listing),
+            "skills": _const(services.skills),
+            "skill_bindings": _const(services.skill_bindings),
         },
         middleware=[
             DefineMiddleware(RequestSpans, tracer=services.tracer),

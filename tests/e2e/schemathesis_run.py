@@ -128,6 +128,11 @@ DOMAIN_RULES = [
     "listVisitorThreads",  # a cursor that is no nextCursor
     "startVisitorSession",  # an identity's fields given without the others
     "listPublicMarketplace",  # a cursor that is no nextCursor, a query holding NUL
+    "createSkill",  # a SKILL.md the format refuses, files outside the folder, not one of three
+    "updateSkill",  # the same of a new content, a name that is not kebab-case, a fetched skill
+    "syncSkill",  # an inline skill has no source to sync
+    "setAgentSkills",  # both forms of bindings or neither, a skill twice, a pinned version
+    "setRunnerSkills",  # as setAgentSkills
 ]
 CONFIG = f"""
 [checks]
@@ -196,6 +201,7 @@ GROUPS = {
         "operations",
         "projects",
         "marketplace",
+        "skills",
     ),
     "publishing": ("publishing", "public chat"),
 }

@@ -18,6 +18,7 @@ from agentsvc_adapters.memory.projects import MemoryProjects, detach_members, na
 from agentsvc_adapters.memory.publishing import MemoryPublishing
 from agentsvc_adapters.memory.runners import MemoryRunners
 from agentsvc_adapters.memory.secrets import MemorySecrets
+from agentsvc_adapters.memory.skills import MemorySkills
 from agentsvc_adapters.memory.traces import MemoryTraces
 from agentsvc_adapters.memory.webhook_tools import MemoryWebhookTools
 from agentsvc_adapters.storage import Repositories, StorageFacade
@@ -205,6 +206,7 @@ class MemoryStorage(StorageFacade):
                 projects=projects,
                 marketplace=marketplace,
                 publishing=publishing,
+                skills=MemorySkills(),
             )
         )
 

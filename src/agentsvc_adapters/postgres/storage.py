@@ -43,6 +43,7 @@ from agentsvc_adapters.postgres.projects import PostgresProjects
 from agentsvc_adapters.postgres.publishing import PostgresPublishing
 from agentsvc_adapters.postgres.runners import PostgresRunners
 from agentsvc_adapters.postgres.secrets import PostgresSecrets
+from agentsvc_adapters.postgres.skills import PostgresSkills
 from agentsvc_adapters.postgres.statistics import PostgresStatistics
 from agentsvc_adapters.postgres.streams import PostgresStreams
 from agentsvc_adapters.postgres.traces import PostgresTraces
@@ -117,6 +118,7 @@ class PostgresStorage(StorageFacade):
                 projects=PostgresProjects(self.pool),
                 marketplace=PostgresMarketplace(self.pool),
                 publishing=PostgresPublishing(self.pool),
+                skills=PostgresSkills(self.pool),
             )
         )
 

@@ -446,6 +446,7 @@ async def test_a_published_chats_visitor_uses_no_grant_and_starts_none() -> None
     assert await s.oauth.bearer(KEY, server) == "org-at"
     visitor = Principal.for_visitor(ORG, "anon-1")
     assert (visitor.method, visitor.acts_for_org, visitor.user_id) == ("api_key", True, None)
+    assert (visitor.org_id, visitor.visitor_id, visitor.role) == (ORG, "anon-1", "admin")
     assert await s.oauth.bearer(visitor, server) is None
     with pytest.raises(PermissionDenied):
         await s.oauth.start(visitor, server)

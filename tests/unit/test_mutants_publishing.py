@@ -321,3 +321,48 @@ async def test_the_listing_asks_storage_for_one_more_than_a_page() -> None:
     with pytest.raises(InvalidInput) as long_c:
         await listing.page(q=None, category="c" * 41, before=None, limit=5)
     assert refused(long_c) == ("category", "must be at most 40 characters")
+
+
+async def test_today_lists_the_organizations_chats_or_one_agents(c: Chats) -> None:
+    chat, _ = await c.publish(daily_cost_cap_usd=0)
+    (view,) = await c.owner.today(ADMIN)
+    assert (view.chat, view.cost_today_usd, view.cap_reached) == (chat, 0.0, True)
+    assert [v.chat for v in await c.owner.today(ADMIN, c.w.agent.id)] == [chat]
+    assert await c.owner.today(ADMIN, uuid.uuid4()) == []
+    assert await c.owner.today(Principal(org_id="org-else", method="api_key")) == []
+
+
+async def test_a_page_ends_at_its_last_thread(c: Chats) -> None:
+    chat, _ = await c.publish()
+    who = c.public.visitor(chat, c.public.start(chat, None).token)
+    for _ in range(4):
+        await c.public.create_thread(who, None)
+        c.w.clock.advance(1)
+    page, more = await c.owner.visitor_threads(ADMIN, c.w.agent.id, before=None, limit=3)
+    assert len(page) == 3
+    assert more == page[2].created_at
+
+
+async def test_the_visitors_calls_act_for_the_visitor_in_its_organization(
+    c: Chats, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chat, _ = await c.publish(daily_cost_cap_usd=None)
+    who = c.public.visitor(chat, c.public.start(chat, None).token)
+    thread = await c.public.create_thread(who, None)
+    seen: list[Principal] = []
+    conversation, threads = c.w.conversation, c.w.conversation._threads
+    real_stop, real_history = conversation.stop, threads.history
+
+    async def stop(p: Principal, thread_id: uuid.UUID) -> bool:
+        seen.append(p)
+        return await real_stop(p, thread_id)
+
+    async def history(p: Principal, thread_id: uuid.UUID, **kw: Any) -> Any:
+        seen.append(p)
+        return await real_history(p, thread_id, **kw)
+
+    monkeypatch.setattr(conversation, "stop", stop)
+    monkeypatch.setattr(threads, "history", history)
+    await c.public.stop(who, thread.id)
+    await c.public.history(who, thread.id, offset=0, limit=5)
+    assert seen == [Principal.for_visitor(ORG, who.visitor_id)] * 2

@@ -30,6 +30,7 @@ from agentsvc_core.ports.marketplace import MarketplaceStore
 from agentsvc_core.ports.memories import MemoryStore
 from agentsvc_core.ports.plans import PlanStore
 from agentsvc_core.ports.projects import ProjectStore
+from agentsvc_core.ports.publishing import PublishingStore
 from agentsvc_core.ports.runners import RunnerStore
 from agentsvc_core.ports.skills import SkillStore
 
@@ -61,6 +62,7 @@ class Repositories:
     runners: RunnerStore
     projects: ProjectStore
     marketplace: MarketplaceStore
+    publishing: PublishingStore
     skills: SkillStore
 
 
@@ -150,6 +152,10 @@ class StorageFacade(Storage):
     @property
     def marketplace(self) -> MarketplaceStore:
         return self._repositories.marketplace
+
+    @property
+    def publishing(self) -> PublishingStore:
+        return self._repositories.publishing
 
     @property
     def skills(self) -> SkillStore:

@@ -16,6 +16,7 @@ __all__ = [
     "McpAuthRequired",
     "NotFound",
     "PermissionDenied",
+    "RateLimited",
     "StorageError",
     "ThreadBusy",
     "TooLarge",
@@ -89,6 +90,16 @@ class IdempotencyKeyReused(DomainError):
 
 class PermissionDenied(DomainError):
     """Authenticated, but this principal may not use this resource."""
+
+
+class RateLimited(DomainError):
+    """Too much, for now: ``retry_after_s`` says when to try again; ``code`` names
+    the limit (``RATE_LIMITED``, or a published chat's ``DAILY_COST_CAP_REACHED``)."""
+
+    def __init__(self, detail: str, retry_after_s: int, code: str = "RATE_LIMITED") -> None:
+        super().__init__(detail)
+        self.retry_after_s = retry_after_s
+        self.code = code
 
 
 class Unauthenticated(DomainError):

@@ -19,6 +19,7 @@ from agentsvc_web.access import access_guard, document_roles
 from agentsvc_web.auth import bearer_auth
 from agentsvc_web.body import JsonRequest
 from agentsvc_web.bootstrap import Services, build_services
+from agentsvc_web.chat_page import chat_page_routes
 from agentsvc_web.controllers import (
     AgentController,
     AnalyticsController,
@@ -50,6 +51,12 @@ from agentsvc_web.controllers.mcps import (
 from agentsvc_web.controllers.memories import AgentMemoryController
 from agentsvc_web.controllers.plans import AgentPlanController, PlanController
 from agentsvc_web.controllers.projects import ProjectController
+from agentsvc_web.controllers.publishing.guards import ChatLimits
+from agentsvc_web.controllers.publishing.owner import AgentPublishController
+from agentsvc_web.controllers.publishing.public import (
+    PublicChatController,
+    PublicMarketplaceController,
+)
 from agentsvc_web.controllers.runners.public import (
     RunnerButtonController,
     RunnerWebhookController,
@@ -159,6 +166,10 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             MarketplaceController,
             AgentMarketplaceController,
             PublicAvatarController,
+            AgentPublishController,
+            PublicChatController,
+            PublicMarketplaceController,
+            *chat_page_routes(),
             uploads_up_to(settings.knowledge_max_bytes),
             healthz,
             readyz,
@@ -195,6 +206,9 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "projects": _const(services.projects),
             "templates": _const(services.templates),
             "marketplace": _const(services.marketplace),
+            "publishing": _const(services.publishing),
+            "public_chats": _const(services.public_chats),
+            "public_listing": _const(services.public_listing),
             "skills": _const(services.skills),
             "skill_bindings": _const(services.skill_bindings),
         },
@@ -221,6 +235,9 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
                 "metrics": services.metrics,
                 "metrics_token": settings.metrics_token,
                 "http_metrics": services.http_metrics,
+                # the public chats' request budgets and their preflights' chats
+                "chat_limits": ChatLimits(settings.rate_limit_max_keys),
+                "public_chats": services.public_chats,
             }
         ),
         lifespan=[lifespan],

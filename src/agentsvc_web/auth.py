@@ -62,6 +62,13 @@ def bearer_auth(authenticator: Authenticator) -> DefineMiddleware:
             "^/api/runners/[0-9a-fA-F-]+/(button|embed\\.js)$",
             # an agent's marketplace avatar: a public picture, named by its digest
             "^/api/public/avatars/[0-9a-fA-F-]+/[^/]+$",
+            # a published chat's public routes: a visitor token (which can use the
+            # visitor's own threads of that chat and nothing else) authenticates
+            # them; the public marketplace listing and the hosted chat page are
+            # public by purpose
+            "^/api/public/chat/",
+            "^/api/public/marketplace/?$",
+            "^/c/",
         ],
     )
 

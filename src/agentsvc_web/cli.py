@@ -253,6 +253,7 @@ async def _rotate_secrets() -> int:
             count += await SealedRecords(services.storage.secrets, services.box).rotate()
             count += await services.integrations.rotate_secrets()
             count += await services.runners.rotate_secrets()
+            count += await services.publishing.rotate_secrets()
     except SecretUnreadable as exc:
         print(_unreadable(exc), file=sys.stderr)
         return 1

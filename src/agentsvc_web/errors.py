@@ -24,6 +24,7 @@ from agentsvc_core.errors import (
     InvalidState,
     NotFound,
     PermissionDenied,
+    RateLimited,
     StorageError,
     TooLarge,
     Unauthenticated,
@@ -191,6 +192,12 @@ def _http(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Error
     return error_response(status, detail, headers=headers)
 
 
+def _rate_limited(_: Request[Any, Any, Any], exc: RateLimited) -> Response[ErrorBody]:
+    # a limit of the domain's (a published chat's daily cost cap): 429 with its code
+    wait = {"Retry-After": str(max(1, exc.retry_after_s))}
+    return error_response(429, exc.detail, exc.code, headers=wait)
+
+
 def _too_deep(_: Request[Any, Any, Any], exc: RecursionError) -> Response[ErrorBody]:
     # A body nested thousands of levels deep exhausts the JSON decoder's stack.
     return error_response(400, "request body is nested too deeply")
@@ -203,6 +210,7 @@ def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[Err
 
 EXCEPTION_HANDLERS: dict[int | type[Exception], Any] = {
     DomainError: _domain,
+    RateLimited: _rate_limited,
     HTTPException: _http,
     RecursionError: _too_deep,
     Exception: _unexpected,

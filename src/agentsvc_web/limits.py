@@ -152,7 +152,7 @@ def _refuse(wait: float, detail: str) -> TooManyRequestsException:
     )
 
 
-def _address(scope: Scope) -> str | bytes:
+def client_address(scope: Scope) -> str | bytes:
     """The client's address; an IPv6 one by its /64 network, the block one
     subscriber (one attacker) is usually given whole."""
     client = scope.get("client")
@@ -180,7 +180,7 @@ class AddressLimits:
         if scope["type"] != ScopeType.HTTP or scope["path"] in EXEMPT_PATHS:
             await self.app(scope, receive, send)
             return
-        address = _address(scope)
+        address = client_address(scope)
         failures = self._failures
         if failures is not None and (wait := failures.wait(address)):
             raise _refuse(wait, "too many failed authentications from this address")
@@ -244,5 +244,6 @@ __all__ = [
     "CredentialLimits",
     "RateLimits",
     "TokenBuckets",
+    "client_address",
     "rate_limits",
 ]

@@ -15,6 +15,8 @@ from litestar import Request, Response
 from litestar.routes import HTTPRoute
 from litestar.status_codes import HTTP_204_NO_CONTENT
 
+from agentsvc_web.controllers.publishing.public import CHAT_PATH, preflight
+
 __all__ = ["answer_options"]
 
 
@@ -25,6 +27,8 @@ async def answer_options(request: Request[Any, Any, Any]) -> Response[None] | No
     methods = next(
         r.methods for r in request.app.routes if isinstance(r, HTTPRoute) and r.path == path
     )
-    return Response(
-        None, status_code=HTTP_204_NO_CONTENT, headers={"Allow": ", ".join(sorted(methods))}
-    )
+    headers = {"Allow": ", ".join(sorted(methods))}
+    if request.url.path.startswith(CHAT_PATH):
+        # a published chat's preflight: CORS for the chat's own sites only
+        headers.update(await preflight(request))
+    return Response(None, status_code=HTTP_204_NO_CONTENT, headers=headers)

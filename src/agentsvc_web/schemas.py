@@ -163,11 +163,11 @@ class AgentOut(msgspec.Struct):
     updated_at: datetime
 
     @classmethod
-    def of(cls, a: Agent) -> AgentOut:
+    def of(cls, a: Agent, published: list[dict[str, Any]] | None = None) -> AgentOut:
         return copied(
             cls,
             a,
-            published_chats=[],
+            published_chats=published or [],  # controllers/publishing/schemas.py: chat_refs
             template=None
             if a.template is None
             else TemplateRefOut(id=a.template.id, version=a.template.version),

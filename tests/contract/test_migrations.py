@@ -92,6 +92,11 @@ def test_every_table_and_index_leads_with_org_id(pg_url: str) -> None:
             # the public avatar's URL names the agent alone (its id is unique)
             "marketplace_profiles_handle",
             "marketplace_profiles_agent",
+            # published chats: a slug is one chat's across the service (the public
+            # routes name the chat alone), and the public marketplace listing's
+            # active public chats of every organization (a partial index)
+            "published_chats_slug",
+            "published_chats_listed",
         }
         for name, definition in indexes:
             if name in global_lookups:

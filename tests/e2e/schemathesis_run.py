@@ -123,6 +123,11 @@ DOMAIN_RULES = [
     "uploadAgentAvatar",  # a file that is not a PNG, JPEG or WebP picture of the bounds
     "putAgentMarketplace",  # text holding NUL, a blank category or capability
     "putAgentCapabilities",  # a capability holding NUL, or blank
+    "publishAgent",  # allowed domains that are no host names, text holding NUL
+    "updateAgentPublish",  # the same
+    "listVisitorThreads",  # a cursor that is no nextCursor
+    "startVisitorSession",  # an identity's fields given without the others
+    "listPublicMarketplace",  # a cursor that is no nextCursor, a query holding NUL
     "createSkill",  # a SKILL.md the format refuses, files outside the folder, not one of three
     "updateSkill",  # the same of a new content, a name that is not kebab-case, a fetched skill
     "syncSkill",  # an inline skill has no source to sync
@@ -198,9 +203,10 @@ GROUPS = {
         "marketplace",
         "skills",
     ),
+    "publishing": ("publishing", "public chat"),
 }
 FIRST = ("runners", "plans")  # tests/e2e/test_schemathesis.py
-SECOND = ("mcp-threads", "the-rest")  # tests/e2e/test_schemathesis_operations.py
+SECOND = ("mcp-threads", "the-rest", "publishing")  # tests/e2e/test_schemathesis_operations.py
 
 
 def operations(doc: dict[str, Any]) -> dict[str, tuple[str, ...]]:

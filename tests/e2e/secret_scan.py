@@ -12,8 +12,10 @@ hold a secret the suite configured, except where that secret belongs:
   service's environment (API keys, the JWT secret, provider keys, encryption keys)
   and from its data folder (the generated encryption key);
 - learned from answers: a new API key (``POST /api/keys``) may appear only in
-  the answer that created it; the signing secret only in ``/api/orgs/settings``
-  answers;
+  the answer that created it, and so may a published chat's identity secret
+  (``/api/agents/{id}/publish``: publishing, a rotation) and a visitor token
+  (``POST /api/public/chat/{slug}/sessions``); the signing secret only in
+  ``/api/orgs/settings`` answers;
 - registered by a test with ``SCAN.secret(value, label)`` (the resolver's BYOK
   keys, OAuth tokens a fake authorization server issues).
 
@@ -180,6 +182,14 @@ class SecretScan:
             # a trigger's token: in the answer that made it (create, rotate) only
             with self._lock:
                 self._owned[token] = id(exchange)
+        # a published chat's identity secret, a visitor's token: in the answer that
+        # made it only
+        made = body.get("identity_secret") if path.rstrip("/").endswith("/publish") else None
+        if path.startswith("/api/public/chat/") and path.rstrip("/").endswith("/sessions"):
+            made = token
+        if isinstance(made, str) and len(made) >= MIN_LEN:
+            with self._lock:
+                self._owned[made] = id(exchange)
         if path.rstrip("/") == "/api/orgs/settings":
             secret = body.get("signing_secret")
             if isinstance(secret, str):
@@ -214,7 +224,7 @@ class SecretScan:
                     found.append(f"{label} in the answer to {exchange.method} {path}")
             for key, creator in owned.items():
                 if key in text and id(exchange) != creator:
-                    found.append(f"an API key in the answer to {exchange.method} {path}")
+                    found.append(f"a key or token in the answer to {exchange.method} {path}")
         for log in logs:
             if not log.exists():
                 continue
@@ -223,7 +233,7 @@ class SecretScan:
                 if value in text:
                     found.append(f"{label} in the service log {log.name}")
             if any(key in text for key in owned):
-                found.append(f"an API key in the service log {log.name}")
+                found.append(f"a key or token in the service log {log.name}")
         return sorted(set(found))
 
     # --- the tap ----------------------------------------------------------------

@@ -69,6 +69,7 @@ ID_FIELDS = {
     "project_id": "project",
     "projectId": "project",
     "sha256": "avatar",
+    "slug": "chat_slug",
     "skill_id": "skill",
     "skillId": "skill",
 }
@@ -85,6 +86,16 @@ NOT_404 = {
     # Public: a marketplace avatar, reached by its URL (the agent's id and the
     # picture's digest); a picture holds none of A's text
     "getPublicAvatar": "a public picture",
+    # Public: a published chat's face and its visitor sessions are for anyone (the
+    # chat shows no text of A's but what its owner published); the visitor routes
+    # take a visitor token, and B's credentials are refused (401) before any id is
+    # looked up (tests/e2e/test_publishing_e2e.py: a visitor reaches its own threads)
+    "getPublicChat": "public by purpose",
+    "startVisitorSession": "public by purpose",
+    "createVisitorThread": "authenticated by a visitor token",
+    "sendVisitorMessage": "authenticated by a visitor token",
+    "stopVisitorThread": "authenticated by a visitor token",
+    "listVisitorMessages": "authenticated by a visitor token",
 }
 
 
@@ -125,6 +136,14 @@ class World:
             )
         )
         self.ids["avatar"] = profile["avatar_url"].rsplit("/", 1)[1]
+        # a published chat (its public face carries none of A's marked text)
+        chat = _ok(
+            a.post(
+                f"/api/agents/{agent['id']}/publish",
+                json={"slug": "zz-matrix-chat-a", "title": "Matrix chat"},
+            )
+        )
+        self.ids["chat_slug"] = chat["slug"]
         mcp = _ok(
             a.post(
                 "/api/mcps",

@@ -18,7 +18,7 @@ import pytest
 from agentsvc_adapters.crypto.aesgcm import AesGcmBox
 from agentsvc_adapters.memory import MemoryStorage
 from agentsvc_core.entities import McpServer, Principal
-from agentsvc_core.errors import InvalidInput, InvalidState
+from agentsvc_core.errors import InvalidInput, InvalidState, PermissionDenied
 from agentsvc_core.ports.oauth import AuthServer, ClientRegistration, TokenSet
 from agentsvc_core.use_cases import mcp_oauth
 from agentsvc_core.use_cases.mcp_oauth import McpOAuth, user_key
@@ -435,3 +435,18 @@ async def test_the_callback_base_loses_only_its_trailing_slash() -> None:
     assert oauth.redirect_uri(server) == (
         f"https://svc.example/X/api/mcps/{server.id}/oauth/callback"
     )
+
+
+async def test_a_published_chats_visitor_uses_no_grant_and_starts_none() -> None:
+    """The organization acting for a visitor (docs/publishing.md): the
+    organization's grant is not the visitor's, and no authorization starts."""
+    s = Setup()
+    server = a_server()
+    await s.authorized(KEY, server, TokenSet(access_token="org-at"))
+    assert await s.oauth.bearer(KEY, server) == "org-at"
+    visitor = Principal.for_visitor(ORG, "anon-1")
+    assert (visitor.method, visitor.acts_for_org, visitor.user_id) == ("api_key", True, None)
+    assert (visitor.org_id, visitor.visitor_id, visitor.role) == (ORG, "anon-1", "admin")
+    assert await s.oauth.bearer(visitor, server) is None
+    with pytest.raises(PermissionDenied):
+        await s.oauth.start(visitor, server)

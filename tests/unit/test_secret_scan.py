@@ -82,7 +82,30 @@ def test_a_new_api_key_may_only_be_in_the_answer_that_made_it() -> None:
         {"/api/keys": b'{"key": "' + key + b'"}', "/api/agents": key},
         [("POST", "/api/keys", {}), ("GET", "/api/agents", None)],
     )
-    assert leaked.findings() == ["an API key in the answer to GET /api/agents"]
+    assert leaked.findings() == ["a key or token in the answer to GET /api/agents"]
+
+
+def test_an_identity_secret_and_a_visitor_token_only_in_the_answer_that_made_them() -> None:
+    made = b'{"slug": "s", "identity_secret": "pcs_0123456789abcdef"}'
+    session = b'{"token": "vt_v1.k.0123456789abcdef"}'
+    scan = _run(
+        {
+            "/api/agents/a/publish": made,
+            "/api/public/chat/s/sessions": session,
+            "/api/agents/a": b"pcs_0123456789abcdef",
+            "/api/public/chat/s": b"vt_v1.k.0123456789abcdef",
+        },
+        [
+            ("POST", "/api/agents/a/publish", {}),
+            ("POST", "/api/public/chat/s/sessions", {}),
+            ("GET", "/api/agents/a", None),
+            ("GET", "/api/public/chat/s", None),
+        ],
+    )
+    assert scan.findings() == [
+        "a key or token in the answer to GET /api/agents/a",
+        "a key or token in the answer to GET /api/public/chat/s",
+    ]
 
 
 def test_the_signing_secret_belongs_to_the_settings_answers_only() -> None:

@@ -25,6 +25,8 @@ from agentsvc_client.models import (
     BudgetBody,
     Capabilities,
     CapabilitiesBody,
+    Chat,
+    ChatPatchBody,
     ClientToolBody,
     Compaction,
     CompactionPutBody,
@@ -46,6 +48,7 @@ from agentsvc_client.models import (
     IssuedKey,
     Key,
     KeyCreateBody,
+    MarketplacePage,
     Mcp,
     McpCreateBody,
     McpPatchBody,
@@ -76,6 +79,8 @@ from agentsvc_client.models import (
     ProjectBody,
     ProjectDeleted,
     ProjectPatchBody,
+    PublicFace,
+    PublishBody,
     Ready,
     Recall,
     RecallBody,
@@ -93,6 +98,8 @@ from agentsvc_client.models import (
     Search,
     SearchBody,
     SendMessageBody,
+    Session,
+    SessionBody,
     Skill,
     SkillBody,
     SkillPatchBody,
@@ -125,6 +132,11 @@ from agentsvc_client.models import (
     TriggerBody,
     TriggerPatchBody,
     UseTemplateBody,
+    VisitorMessageBody,
+    VisitorMessageList,
+    VisitorThreadBody,
+    VisitorThreadCreated,
+    VisitorThreadList,
     Web,
     WebPutBody,
 )
@@ -560,6 +572,115 @@ class AgentsPlanResource(Resource):
         )
 
 
+class AgentsPublishResource(Resource):
+    """``client.agents.publish``"""
+
+    def create(
+        self,
+        agent_id: str,
+        *,
+        slug: str,
+        visibility: Literal["public", "unlisted", "private"] | UnsetType = UNSET,
+        title: str | UnsetType = UNSET,
+        description: str | UnsetType = UNSET,
+        welcome_message: str | UnsetType = UNSET,
+        starter_prompts: builtins.list[str] | UnsetType = UNSET,
+        is_active: bool | UnsetType = UNSET,
+        allowed_domains: builtins.list[str] | UnsetType | None = UNSET,
+        rate_limit_per_min: int | UnsetType = UNSET,
+        daily_cost_cap_usd: float | UnsetType | None = UNSET,
+        allow_user_grants: bool | UnsetType = UNSET,
+        idempotency_key: str | None = None,
+    ) -> Chat:
+        """Publish the agent as a chat (409 SLUG_TAKEN, ALREADY_PUBLISHED); the identity secret
+        is shown in this answer only (POST /api/agents/{agent_id}/publish, publishAgent).
+        """
+        return self._client._request(
+            "POST",
+            f"/api/agents/{_seg(agent_id)}/publish",
+            json=PublishBody(
+                slug=slug,
+                visibility=visibility,
+                title=title,
+                description=description,
+                welcome_message=welcome_message,
+                starter_prompts=starter_prompts,
+                is_active=is_active,
+                allowed_domains=allowed_domains,
+                rate_limit_per_min=rate_limit_per_min,
+                daily_cost_cap_usd=daily_cost_cap_usd,
+                allow_user_grants=allow_user_grants,
+            ),
+            idempotency_key=idempotency_key,
+            type=Chat,
+        )
+
+    def delete(self, agent_id: str) -> OkBody:
+        """Unpublish the agent (its visitors' threads stay) (DELETE
+        /api/agents/{agent_id}/publish, unpublishAgent).
+        """
+        return self._client._request("DELETE", f"/api/agents/{_seg(agent_id)}/publish", type=OkBody)
+
+    def get(self, agent_id: str) -> Chat:
+        """The agent's published chat, with today's cost (404 when not published) (GET
+        /api/agents/{agent_id}/publish, getAgentPublish).
+        """
+        return self._client._request("GET", f"/api/agents/{_seg(agent_id)}/publish", type=Chat)
+
+    def threads(
+        self, agent_id: str, *, cursor: str | None = None, limit: int | None = None
+    ) -> VisitorThreadList:
+        """The threads visitors opened through the chat, newest first, by pages (GET
+        /api/agents/{agent_id}/publish/threads, listVisitorThreads).
+        """
+        return self._client._request(
+            "GET",
+            f"/api/agents/{_seg(agent_id)}/publish/threads",
+            params={"cursor": cursor, "limit": limit},
+            type=VisitorThreadList,
+        )
+
+    def update(
+        self,
+        agent_id: str,
+        *,
+        slug: str | UnsetType = UNSET,
+        visibility: Literal["public", "unlisted", "private"] | UnsetType = UNSET,
+        title: str | UnsetType = UNSET,
+        description: str | UnsetType = UNSET,
+        welcome_message: str | UnsetType = UNSET,
+        starter_prompts: builtins.list[str] | UnsetType = UNSET,
+        is_active: bool | UnsetType = UNSET,
+        allowed_domains: builtins.list[str] | UnsetType | None = UNSET,
+        rate_limit_per_min: int | UnsetType = UNSET,
+        daily_cost_cap_usd: float | UnsetType | None = UNSET,
+        allow_user_grants: bool | UnsetType = UNSET,
+        rotate_identity_secret: bool | UnsetType = UNSET,
+    ) -> Chat:
+        """Change the supplied fields; rotateIdentitySecret shows a new secret once (PATCH
+        /api/agents/{agent_id}/publish, updateAgentPublish).
+        """
+        return self._client._request(
+            "PATCH",
+            f"/api/agents/{_seg(agent_id)}/publish",
+            json=ChatPatchBody(
+                slug=slug,
+                visibility=visibility,
+                title=title,
+                description=description,
+                welcome_message=welcome_message,
+                starter_prompts=starter_prompts,
+                is_active=is_active,
+                allowed_domains=allowed_domains,
+                rate_limit_per_min=rate_limit_per_min,
+                daily_cost_cap_usd=daily_cost_cap_usd,
+                allow_user_grants=allow_user_grants,
+                rotate_identity_secret=rotate_identity_secret,
+            ),
+            type=Chat,
+        )
+
+
 class AgentsScheduledTasksResource(Resource):
     """``client.agents.scheduled_tasks``"""
 
@@ -767,6 +888,93 @@ class PlansTodosResource(Resource):
                 position=position,
             ),
             type=Plan,
+        )
+
+
+class PublicChatResource(Resource):
+    """``client.public.chat``"""
+
+    def create_thread(
+        self,
+        slug: str,
+        *,
+        title: str | UnsetType | None = UNSET,
+        idempotency_key: str | None = None,
+    ) -> VisitorThreadCreated:
+        """Open a thread with the chat's agent (the visitor's own) (POST
+        /api/public/chat/{slug}/threads, createVisitorThread).
+        """
+        return self._client._request(
+            "POST",
+            f"/api/public/chat/{_seg(slug)}/threads",
+            json=VisitorThreadBody(title=title),
+            idempotency_key=idempotency_key,
+            type=VisitorThreadCreated,
+        )
+
+    def get(self, slug: str) -> PublicFace:
+        """The chat's public face: title, welcome message, starter prompts (GET
+        /api/public/chat/{slug}, getPublicChat).
+        """
+        return self._client._request("GET", f"/api/public/chat/{_seg(slug)}", type=PublicFace)
+
+    def messages(
+        self, slug: str, thread_id: str, *, limit: int | None = None, offset: int | None = None
+    ) -> VisitorMessageList:
+        """The visitor's thread: its user and assistant messages, oldest first (GET
+        /api/public/chat/{slug}/threads/{thread_id}/messages, listVisitorMessages).
+        """
+        return self._client._request(
+            "GET",
+            f"/api/public/chat/{_seg(slug)}/threads/{_seg(thread_id)}/messages",
+            params={"limit": limit, "offset": offset},
+            type=VisitorMessageList,
+        )
+
+    def send(
+        self, slug: str, thread_id: str, *, content: str, idempotency_key: str | None = None
+    ) -> str:
+        """Send a message to the visitor's thread; the reply streams back (429
+        DAILY_COST_CAP_REACHED once the chat's daily cap is reached) (POST
+        /api/public/chat/{slug}/threads/{thread_id}/messages, sendVisitorMessage).
+        """
+        return self._client._request(
+            "POST",
+            f"/api/public/chat/{_seg(slug)}/threads/{_seg(thread_id)}/messages",
+            json=VisitorMessageBody(content=content),
+            idempotency_key=idempotency_key,
+            type=str,
+        )
+
+    def start_session(
+        self,
+        slug: str,
+        *,
+        visitor_id: str | UnsetType | None = UNSET,
+        expires_at: int | UnsetType | None = UNSET,
+        signature: str | UnsetType | None = UNSET,
+        idempotency_key: str | None = None,
+    ) -> Session:
+        """Start a visitor session: a visitor token (a private chat needs the site's signed
+        identity) (POST /api/public/chat/{slug}/sessions, startVisitorSession).
+        """
+        return self._client._request(
+            "POST",
+            f"/api/public/chat/{_seg(slug)}/sessions",
+            json=SessionBody(visitor_id=visitor_id, expires_at=expires_at, signature=signature),
+            idempotency_key=idempotency_key,
+            type=Session,
+        )
+
+    def stop(self, slug: str, thread_id: str, *, idempotency_key: str | None = None) -> OkBody:
+        """Stop the running reply of the visitor's thread (POST
+        /api/public/chat/{slug}/threads/{thread_id}/stop, stopVisitorThread).
+        """
+        return self._client._request(
+            "POST",
+            f"/api/public/chat/{_seg(slug)}/threads/{_seg(thread_id)}/stop",
+            idempotency_key=idempotency_key,
+            type=OkBody,
         )
 
 
@@ -1270,6 +1478,7 @@ class AgentsResource(Resource):
         self.mcp_servers = AgentsMcpServersResource(client)
         self.memory = AgentsMemoryResource(client)
         self.plan = AgentsPlanResource(client)
+        self.publish = AgentsPublishResource(client)
         self.scheduled_tasks = AgentsScheduledTasksResource(client)
         self.skills = AgentsSkillsResource(client)
         self.suggestions = AgentsSuggestionsResource(client)
@@ -1825,12 +2034,34 @@ class ProjectsResource(Resource):
 class PublicResource(Resource):
     """``client.public``"""
 
+    def __init__(self, client: _Requester) -> None:
+        super().__init__(client)
+        self.chat = PublicChatResource(client)
+
     def avatar(self, agent_id: str, sha256: str) -> bytes:
         """An agent's avatar at one version (public) (GET
         /api/public/avatars/{agent_id}/{sha256}, getPublicAvatar).
         """
         return self._client._request(
             "GET", f"/api/public/avatars/{_seg(agent_id)}/{_seg(sha256)}", type=bytes
+        )
+
+    def marketplace(
+        self,
+        *,
+        q: str | None = None,
+        category: str | None = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+    ) -> MarketplacePage:
+        """Listed agents with an active public chat, newest first, by pages (?q= words,
+        ?category=) (GET /api/public/marketplace, listPublicMarketplace).
+        """
+        return self._client._request(
+            "GET",
+            "/api/public/marketplace",
+            params={"q": q, "category": category, "cursor": cursor, "limit": limit},
+            type=MarketplacePage,
         )
 
 

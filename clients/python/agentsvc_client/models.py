@@ -106,6 +106,7 @@ class Analytics(msgspec.Struct, frozen=True, kw_only=True):
     series: list[SeriesPoint]
     by_model: list[ModelTotals]
     by_agent: list[AgentTotals]
+    published_chats: list[ChatToday]
 
 
 class AttachBody(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -205,6 +206,64 @@ class Capabilities(msgspec.Struct, frozen=True, kw_only=True):
     """An answer: ``CapabilitiesOut`` of the OpenAPI document."""
 
     capabilities: list[str]
+
+
+class Chat(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``ChatOut`` of the OpenAPI document."""
+
+    agent_id: str
+    slug: str
+    url: str
+    visibility: str
+    title: str
+    description: str
+    welcome_message: str
+    starter_prompts: list[str]
+    is_active: bool
+    allowed_domains: list[str] | None
+    rate_limit_per_min: int
+    daily_cost_cap_usd: float | None
+    allow_user_grants: bool
+    cost_today_usd: float
+    cap_reached: bool
+    identity_secret_rotated_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    identity_secret: str | None = None
+
+
+class ChatPatchBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``ChatPatchBody`` of the OpenAPI document."""
+
+    slug: str | UnsetType = UNSET
+    visibility: Literal["public", "unlisted", "private"] | UnsetType = UNSET
+    title: str | UnsetType = UNSET
+    description: str | UnsetType = UNSET
+    welcome_message: str | UnsetType = msgspec.field(name="welcomeMessage", default=UNSET)
+    starter_prompts: list[str] | UnsetType = msgspec.field(name="starterPrompts", default=UNSET)
+    is_active: bool | UnsetType = msgspec.field(name="isActive", default=UNSET)
+    allowed_domains: list[str] | UnsetType | None = msgspec.field(
+        name="allowedDomains", default=UNSET
+    )
+    rate_limit_per_min: int | UnsetType = msgspec.field(name="rateLimitPerMin", default=UNSET)
+    daily_cost_cap_usd: float | UnsetType | None = msgspec.field(
+        name="dailyCostCapUsd", default=UNSET
+    )
+    allow_user_grants: bool | UnsetType = msgspec.field(name="allowUserGrants", default=UNSET)
+    rotate_identity_secret: bool | UnsetType = msgspec.field(
+        name="rotateIdentitySecret", default=UNSET
+    )
+
+
+class ChatToday(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``ChatTodayOut`` of the OpenAPI document."""
+
+    agent_id: str
+    slug: str
+    is_active: bool
+    daily_cost_cap_usd: float | None
+    cost_today_usd: float
+    cap_reached: bool
 
 
 class ClientToolBody(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -447,6 +506,29 @@ class Key(msgspec.Struct, frozen=True, kw_only=True):
     prefix: str
     created_at: datetime
     revoked_at: datetime | None
+
+
+class Listed(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``ListedOut`` of the OpenAPI document."""
+
+    agent_id: str
+    slug: str
+    chat_url: str
+    handle: str | None
+    display_name: str
+    tagline: str
+    description: str
+    categories: list[str]
+    capabilities: list[str]
+    avatar_url: str | None
+    published_at: datetime
+
+
+class MarketplacePage(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``MarketplacePageOut`` of the OpenAPI document."""
+
+    agents: list[Listed]
+    next_cursor: str | None = msgspec.field(name="nextCursor")
 
 
 class McpCreateBody(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -769,6 +851,37 @@ class ProjectPatchBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     description: str | UnsetType = UNSET
 
 
+class PublicFace(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``PublicFaceOut`` of the OpenAPI document."""
+
+    slug: str
+    title: str
+    description: str
+    welcome_message: str
+    starter_prompts: list[str]
+    identity_required: bool
+
+
+class PublishBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``PublishBody`` of the OpenAPI document."""
+
+    slug: str
+    visibility: Literal["public", "unlisted", "private"] | UnsetType = UNSET
+    title: str | UnsetType = UNSET
+    description: str | UnsetType = UNSET
+    welcome_message: str | UnsetType = msgspec.field(name="welcomeMessage", default=UNSET)
+    starter_prompts: list[str] | UnsetType = msgspec.field(name="starterPrompts", default=UNSET)
+    is_active: bool | UnsetType = msgspec.field(name="isActive", default=UNSET)
+    allowed_domains: list[str] | UnsetType | None = msgspec.field(
+        name="allowedDomains", default=UNSET
+    )
+    rate_limit_per_min: int | UnsetType = msgspec.field(name="rateLimitPerMin", default=UNSET)
+    daily_cost_cap_usd: float | UnsetType | None = msgspec.field(
+        name="dailyCostCapUsd", default=UNSET
+    )
+    allow_user_grants: bool | UnsetType = msgspec.field(name="allowUserGrants", default=UNSET)
+
+
 class Ready(msgspec.Struct, frozen=True, kw_only=True):
     """An answer: ``ReadyOut`` of the OpenAPI document."""
 
@@ -1064,6 +1177,23 @@ class SeriesPoint(msgspec.Struct, frozen=True, kw_only=True):
     byok_calls: int = 0
     platform_calls: int = 0
     start: datetime
+
+
+class SessionBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``SessionBody`` of the OpenAPI document."""
+
+    visitor_id: str | UnsetType | None = msgspec.field(name="visitorId", default=UNSET)
+    expires_at: int | UnsetType | None = msgspec.field(name="expiresAt", default=UNSET)
+    signature: str | UnsetType | None = UNSET
+
+
+class Session(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``SessionOut`` of the OpenAPI document."""
+
+    token: str
+    visitor_id: str
+    identified: bool
+    expires_at: datetime
 
 
 class SkillBody(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -1613,6 +1743,59 @@ class UseTemplateBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     overrides: OverridesBody | UnsetType | None = UNSET
 
 
+class VisitorMessageBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``VisitorMessageBody`` of the OpenAPI document."""
+
+    content: str
+
+
+class VisitorMessageList(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``VisitorMessageListOut`` of the OpenAPI document."""
+
+    messages: list[VisitorMessage]
+    total: int
+
+
+class VisitorMessage(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``VisitorMessageOut`` of the OpenAPI document."""
+
+    id: str
+    role: str
+    content: str
+    created_at: datetime
+
+
+class VisitorThreadBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``VisitorThreadBody`` of the OpenAPI document."""
+
+    title: str | UnsetType | None = UNSET
+
+
+class VisitorThreadCreated(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``VisitorThreadCreatedOut`` of the OpenAPI document."""
+
+    id: str
+    title: str | None
+    created_at: datetime
+
+
+class VisitorThreadList(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``VisitorThreadListOut`` of the OpenAPI document."""
+
+    threads: list[VisitorThread]
+    next_cursor: str | None = msgspec.field(name="nextCursor")
+
+
+class VisitorThread(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``VisitorThreadOut`` of the OpenAPI document."""
+
+    thread_id: str
+    kind: str
+    visitor_id: str
+    identified: bool
+    created_at: datetime
+
+
 class Web(msgspec.Struct, frozen=True, kw_only=True):
     """An answer: ``WebOut`` of the OpenAPI document."""
 
@@ -1660,6 +1843,9 @@ __all__ = [
     "CachedTool",
     "Capabilities",
     "CapabilitiesBody",
+    "Chat",
+    "ChatPatchBody",
+    "ChatToday",
     "ClientToolBody",
     "Compaction",
     "CompactionPutBody",
@@ -1685,6 +1871,8 @@ __all__ = [
     "IssuedKey",
     "Key",
     "KeyCreateBody",
+    "Listed",
+    "MarketplacePage",
     "Mcp",
     "McpCreateBody",
     "McpPatchBody",
@@ -1718,6 +1906,8 @@ __all__ = [
     "ProjectBody",
     "ProjectDeleted",
     "ProjectPatchBody",
+    "PublicFace",
+    "PublishBody",
     "Ready",
     "Recall",
     "RecallBody",
@@ -1744,6 +1934,8 @@ __all__ = [
     "SearchHit",
     "SendMessageBody",
     "SeriesPoint",
+    "Session",
+    "SessionBody",
     "Skill",
     "SkillBody",
     "SkillPatchBody",
@@ -1787,6 +1979,13 @@ __all__ = [
     "TriggerBody",
     "TriggerPatchBody",
     "UseTemplateBody",
+    "VisitorMessage",
+    "VisitorMessageBody",
+    "VisitorMessageList",
+    "VisitorThread",
+    "VisitorThreadBody",
+    "VisitorThreadCreated",
+    "VisitorThreadList",
     "Web",
     "WebPutBody",
 ]

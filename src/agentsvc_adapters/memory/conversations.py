@@ -210,6 +210,10 @@ class MemoryConversations(ConversationStore, StreamStore):
         if trace is not None and self.traces is not None:
             self.traces.add(trace)
 
+    def usage_of(self, org_id: str, thread_id: UUID) -> list[UsageRecord]:
+        """The thread's usage records (a published chat's daily cost reads them)."""
+        return self._usage.get((org_id, thread_id), [])
+
     def all_usage(self) -> Iterator[UsageRecord]:
         for records in self._usage.values():
             yield from records

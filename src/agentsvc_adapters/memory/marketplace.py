@@ -3,7 +3,7 @@ existence are checked as PostgreSQL's unique index and foreign key do."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from uuid import UUID
 
@@ -19,6 +19,10 @@ class MemoryMarketplace(MarketplaceStore):
         self._agent_exists = agent_exists
         self._profiles: dict[tuple[str, UUID], MarketplaceProfile] = {}
         self._avatars: dict[tuple[str, UUID], tuple[str, bytes]] = {}
+
+    def all(self) -> Iterator[MarketplaceProfile]:
+        """Every stored profile (the public listing reads them)."""
+        return iter(list(self._profiles.values()))
 
     def drop_agent(self, org_id: str, agent_id: UUID) -> None:
         self._profiles.pop((org_id, agent_id), None)

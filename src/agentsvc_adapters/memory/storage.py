@@ -15,6 +15,7 @@ from agentsvc_adapters.memory.mcps import MemoryMcps
 from agentsvc_adapters.memory.memories import MemoryMemories
 from agentsvc_adapters.memory.plans import MemoryPlans
 from agentsvc_adapters.memory.projects import MemoryProjects, detach_members, naming_a_project
+from agentsvc_adapters.memory.publishing import MemoryPublishing
 from agentsvc_adapters.memory.runners import MemoryRunners
 from agentsvc_adapters.memory.secrets import MemorySecrets
 from agentsvc_adapters.memory.skills import MemorySkills
@@ -178,6 +179,10 @@ class MemoryStorage(StorageFacade):
         projects.detach.update(agents=agents.detach, runners=runners.detach)
         marketplace = MemoryMarketplace(agents.has)
         agents.on_delete.append(marketplace.drop_agent)
+        publishing = MemoryPublishing(
+            agents.has, self._threads.has, conversations.usage_of, marketplace.all
+        )
+        agents.on_delete.append(publishing.drop_agent)
         super().__init__(
             Repositories(
                 organizations=MemoryOrganizations(),
@@ -200,6 +205,7 @@ class MemoryStorage(StorageFacade):
                 runners=runners,
                 projects=projects,
                 marketplace=marketplace,
+                publishing=publishing,
                 skills=MemorySkills(),
             )
         )

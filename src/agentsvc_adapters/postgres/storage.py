@@ -40,6 +40,7 @@ from agentsvc_adapters.postgres.pool import (
     translate,
 )
 from agentsvc_adapters.postgres.projects import PostgresProjects
+from agentsvc_adapters.postgres.publishing import PostgresPublishing
 from agentsvc_adapters.postgres.runners import PostgresRunners
 from agentsvc_adapters.postgres.secrets import PostgresSecrets
 from agentsvc_adapters.postgres.skills import PostgresSkills
@@ -116,6 +117,7 @@ class PostgresStorage(StorageFacade):
                 runners=PostgresRunners(self.pool),
                 projects=PostgresProjects(self.pool),
                 marketplace=PostgresMarketplace(self.pool),
+                publishing=PostgresPublishing(self.pool),
                 skills=PostgresSkills(self.pool),
             )
         )

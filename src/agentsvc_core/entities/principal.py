@@ -27,12 +27,22 @@ class Principal(msgspec.Struct, frozen=True, kw_only=True):
     role: OrgRole = "member"  # a JWT's; an API key is an admin whatever this says
     user_id: str | None = None
     key_id: UUID | None = None
+    # a published chat's visitor, on whose behalf the organization acts (below)
+    visitor_id: str | None = None
 
     @classmethod
     def organization(cls, org_id: str) -> Principal:
         """The organization itself, as an API key acts, with no user: who the
         service's own work (a runner's run, a suggestion) acts as."""
         return cls(org_id=org_id, method="api_key", role="admin")
+
+    @classmethod
+    def for_visitor(cls, org_id: str, visitor_id: str) -> Principal:
+        """The organization acting for a published chat's visitor, once the public
+        routes checked that the visitor owns what it names (docs/publishing.md):
+        no user, and no OAuth grant of the organization's either (an MCP server
+        that needs one is not offered, and no authorization is started for it)."""
+        return cls(org_id=org_id, method="api_key", role="admin", visitor_id=visitor_id)
 
     @property
     def is_admin(self) -> bool:

@@ -32,6 +32,7 @@ from agentsvc_core.ports.marketplace import MarketplaceStore
 from agentsvc_core.ports.memories import MemoryStore
 from agentsvc_core.ports.plans import PlanStore
 from agentsvc_core.ports.projects import ProjectStore
+from agentsvc_core.ports.publishing import PublishingStore
 from agentsvc_core.ports.runners import RunnerStore
 from agentsvc_core.ports.sealed import SealedRecord, SecretStore
 from agentsvc_core.ports.skills import SkillStore
@@ -366,6 +367,9 @@ class Storage(Protocol):
 
     @property
     def marketplace(self) -> MarketplaceStore: ...
+
+    @property
+    def publishing(self) -> PublishingStore: ...
 
     @property
     def skills(self) -> SkillStore: ...

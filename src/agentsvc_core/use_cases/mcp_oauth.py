@@ -22,7 +22,7 @@ from uuid import UUID
 import msgspec
 
 from agentsvc_core.entities import McpServer, Principal
-from agentsvc_core.errors import InvalidInput, InvalidState
+from agentsvc_core.errors import InvalidInput, InvalidState, PermissionDenied
 from agentsvc_core.ports import Clock, SealedRecord, SecretBox, SecretStore
 from agentsvc_core.ports.oauth import (
     AuthServer,
@@ -91,6 +91,9 @@ class McpOAuth:
         return f"{self._callback_base}/api/mcps/{server.id}/oauth/callback"
 
     async def start(self, who: Principal, server: McpServer) -> StartResult:
+        if who.visitor_id is not None:
+            # a published chat's visitor grants nothing, for itself or the organization
+            raise PermissionDenied("a visitor of a published chat cannot authorize MCP servers")
         if server.transport == "stdio" or not server.url:
             raise InvalidInput("transport", "OAuth applies to HTTP MCP servers only")
         auth = await self._net.discover(server.url)
@@ -174,7 +177,10 @@ class McpOAuth:
         return org, data.user_key
 
     async def bearer(self, who: Principal, server: McpServer) -> str | None:
-        """The caller's access token for ``server`` (refreshed if about to expire)."""
+        """The caller's access token for ``server`` (refreshed if about to expire);
+        a published chat's visitor has none."""
+        if who.visitor_id is not None:
+            return None
         key = f"{server.id}:{user_key(who)}"
         record = await self._store.get(who.org_id, "oauth_token", key)
         if record is None:

@@ -39,7 +39,7 @@ from agentsvc_core.use_cases.health import Readiness
 from agentsvc_core.use_cases.idempotency import Idempotency
 from agentsvc_core.use_cases.org_settings import AgentConfigs, KeyBroker
 from agentsvc_core.use_cases.server_tools import ToolHub
-from agentsvc_web.bootstrap import background, catalogue, telemetry
+from agentsvc_web.bootstrap import background, catalogue, publishing, telemetry
 from agentsvc_web.bootstrap import tools as tool_areas
 from agentsvc_web.bootstrap.runners import wire_runners
 from agentsvc_web.bootstrap.storage import open_database
@@ -123,6 +123,9 @@ class Services:
         )
         self.templates = catalogue.templates(self)
         self.marketplace = catalogue.marketplace(self, storage, clock)
+        self.publishing, self.public_chats, self.public_listing = publishing.publishing(
+            storage, self.threads, self.conversation, self.org_settings, box, clock
+        )
         self.idempotency = Idempotency(storage.idempotency, box, clock)
         self.traces, self.analytics = telemetry.traces_and_analytics(
             settings, storage, clock, self.trace_config

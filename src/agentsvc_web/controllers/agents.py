@@ -9,7 +9,9 @@ from litestar.params import FromPath, JSONBody, QueryParameter
 from msgspec import UNSET
 
 from agentsvc_core.use_cases import AgentChanges, AgentDraft, Agents
+from agentsvc_core.use_cases.publishing import Publishing
 from agentsvc_web.auth import principal_of
+from agentsvc_web.controllers.publishing.schemas import chat_refs
 from agentsvc_web.openapi import READ, WRITE, errors
 from agentsvc_web.schemas import (
     AgentCreateBody,
@@ -35,10 +37,16 @@ class AgentController(Controller):
         summary="List the organization's agents (?projectId=: one project's)",
     )
     async def list_agents(
-        self, request: Req, agents: NamedDependency[Agents], project_id: ProjectId = None
+        self,
+        request: Req,
+        agents: NamedDependency[Agents],
+        publishing: NamedDependency[Publishing],
+        project_id: ProjectId = None,
     ) -> list[AgentOut]:
-        listed = await agents.list(principal_of(request), project_id=project_id)
-        return [AgentOut.of(a) for a in listed]
+        who = principal_of(request)
+        listed = await agents.list(who, project_id=project_id)
+        chats = await publishing.summaries(who, [a.id for a in listed])
+        return [AgentOut.of(a, chat_refs(chats, a.id)) for a in listed]
 
     @post(
         "/",
@@ -64,9 +72,15 @@ class AgentController(Controller):
 
     @get("/{agent_id:uuid}", operation_id="getAgent", responses=READ, summary="Get an agent")
     async def get_agent(
-        self, request: Req, agents: NamedDependency[Agents], agent_id: FromPath[UUID]
+        self,
+        request: Req,
+        agents: NamedDependency[Agents],
+        publishing: NamedDependency[Publishing],
+        agent_id: FromPath[UUID],
     ) -> AgentOut:
-        return AgentOut.of(await agents.get(principal_of(request), agent_id))
+        who = principal_of(request)
+        agent = await agents.get(who, agent_id)
+        return AgentOut.of(agent, chat_refs(await publishing.summaries(who, [agent.id]), agent.id))
 
     @patch(
         "/{agent_id:uuid}",
@@ -78,6 +92,7 @@ class AgentController(Controller):
         self,
         request: Req,
         agents: NamedDependency[Agents],
+        publishing: NamedDependency[Publishing],
         agent_id: FromPath[UUID],
         data: JSONBody[AgentPatchBody],
     ) -> AgentOut:
@@ -93,7 +108,9 @@ class AgentController(Controller):
             runtime_provider=data.runtime_provider,
             project_id=data.project_id,
         )
-        return AgentOut.of(await agents.update(principal_of(request), agent_id, changes))
+        who = principal_of(request)
+        agent = await agents.update(who, agent_id, changes)
+        return AgentOut.of(agent, chat_refs(await publishing.summaries(who, [agent.id]), agent.id))
 
     @delete(
         "/{agent_id:uuid}",

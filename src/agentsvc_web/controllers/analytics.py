@@ -20,11 +20,33 @@ from agentsvc_core.use_cases.analytics import (
     SeriesPoint,
     Totals,
 )
+from agentsvc_core.use_cases.publishing import ChatView, Publishing
 from agentsvc_web.access import ADMIN
 from agentsvc_web.auth import principal_of
 from agentsvc_web.controllers.traces import AgentId, Req, Since, Until, query_time
 from agentsvc_web.openapi import errors
 from agentsvc_web.schemas import copied
+
+
+class ChatTodayOut(msgspec.Struct):
+    """A published chat's spending today (UTC): why its sends are refused when
+    ``cap_reached`` (docs/publishing.md)."""
+
+    agent_id: UUID
+    slug: str
+    is_active: bool
+    daily_cost_cap_usd: float | None
+    cost_today_usd: float
+    cap_reached: bool
+
+    @classmethod
+    def of(cls, view: ChatView) -> ChatTodayOut:
+        return copied(
+            cls,
+            view.chat,
+            cost_today_usd=round(view.cost_today_usd, 6),
+            cap_reached=view.cap_reached,
+        )
 
 
 class AnalyticsOut(msgspec.Struct, rename={"since": "from", "until": "to"}):
@@ -39,10 +61,11 @@ class AnalyticsOut(msgspec.Struct, rename={"since": "from", "until": "to"}):
     series: list[SeriesPoint]
     by_model: list[ModelTotals]
     by_agent: list[AgentTotals]
+    published_chats: list[ChatTodayOut]  # the published chats' spending today
 
     @classmethod
-    def of(cls, r: AnalyticsReport) -> AnalyticsOut:
-        return copied(cls, r)
+    def of(cls, r: AnalyticsReport, chats: list[ChatView]) -> AnalyticsOut:
+        return copied(cls, r, published_chats=[ChatTodayOut.of(c) for c in chats])
 
 
 class AnalyticsController(Controller):
@@ -60,6 +83,7 @@ class AnalyticsController(Controller):
         self,
         request: Req,
         analytics: NamedDependency[Analytics],
+        publishing: NamedDependency[Publishing],
         period: Annotated[
             Literal["24h", "7d", "30d", "custom"], QueryParameter(name="period")
         ] = "7d",
@@ -70,12 +94,13 @@ class AnalyticsController(Controller):
             Literal["hour", "day"] | None, QueryParameter(name="granularity")
         ] = None,
     ) -> AnalyticsOut:
+        who = principal_of(request)
         report = await analytics.report(
-            principal_of(request),
+            who,
             period,
             since=query_time(since, "from"),
             until=query_time(until, "to"),
             granularity=granularity,
             agent_id=agent_id,
         )
-        return AnalyticsOut.of(report)
+        return AnalyticsOut.of(report, await publishing.today(who, agent_id))

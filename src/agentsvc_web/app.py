@@ -48,6 +48,10 @@ from agentsvc_web.controllers.mcps import (
     RunnerMcpController,
 )
 from agentsvc_web.controllers.memories import AgentMemoryController
+from agentsvc_web.controllers.multiplayer import (
+    AgentMultiplayerController,
+    ThreadEventsController,
+)
 from agentsvc_web.controllers.plans import AgentPlanController, PlanController
 from agentsvc_web.controllers.projects import ProjectController
 from agentsvc_web.controllers.runners.public import (
@@ -135,6 +139,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             AgentCredentialsController,
             AgentCompactionController,
             AgentWebController,
+            AgentMultiplayerController,
+            ThreadEventsController,
             OrgSettingsController,
             IntegrationController,
             AgentIntegrationController,
@@ -176,6 +182,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "compaction": _const(services.compaction),
             "integrations": _const(services.integrations),
             "web": _const(services.web),
+            "multiplayer": _const(services.multiplayer),
+            "thread_events": _const(services.thread_events),
             "traces": _const(services.traces),
             "analytics": _const(services.analytics),
             "webhook_tools": _const(services.webhook_tools),

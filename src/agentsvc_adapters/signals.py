@@ -4,8 +4,8 @@ within one process.
 ``LocalStopBus``, ``LocalRevocations``, ``LocalThreadNews`` and ``LocalFollows``
 implement ``StopBus``, ``Revocations``, ``ThreadNews`` (``agentsvc_core.ports.signals``)
 and ``FollowRequests`` (``agentsvc_core.ports.streams``) for one process: the memory
-storage's wiring and the tests use them as they are; ``PostgresStopBus`` extends them with LISTEN/NOTIFY
-across processes. A shared adapters module (as ``outbound`` is), not part of
+storage's wiring and the tests use them as they are; ``PostgresStopBus`` extends them
+with LISTEN/NOTIFY across processes. A shared adapters module (as ``outbound`` is), not part of
 ``memory``: the PostgreSQL adapter builds on them and no adapter imports another.
 """
 

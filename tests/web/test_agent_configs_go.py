@@ -11,7 +11,6 @@ from agentsvc_web.app import create_app
 from agentsvc_web.bootstrap import build_services
 from agentsvc_web.settings import Settings
 
-
 KINDS = {"resolver", "compaction", "delegated", "web", "plan", "memory", "multiplayer"}
 
 

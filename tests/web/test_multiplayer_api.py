@@ -56,9 +56,7 @@ def _post(c: C, h: H, thread: str, sender: str, content: str) -> list[Any]:
     return parse(r.text)
 
 
-def test_the_defaults_until_a_put_then_what_was_stored(
-    client: C, auth: H, org_id: str
-) -> None:
+def test_the_defaults_until_a_put_then_what_was_stored(client: C, auth: H, org_id: str) -> None:
     agent = _agent(client, auth)
     got = client.get(f"/api/agents/{agent}/multiplayer", headers=auth)
     assert got.status_code == 200
@@ -123,9 +121,7 @@ def test_no_participant_beyond_max_participants(client: C, auth: H) -> None:
     agent = _agent(client, auth)
     _configure(client, auth, agent, maxParticipants=2)
     thread = _room(client, auth, agent, ("ada", "owner"), ("bob", "member"))
-    r = client.post(
-        f"/api/threads/{thread}/participants", json={"userId": "cy"}, headers=auth
-    )
+    r = client.post(f"/api/threads/{thread}/participants", json={"userId": "cy"}, headers=auth)
     assert r.status_code == 409
     assert r.json()["error"] == "TOO_MANY_PARTICIPANTS"
     # one already there may still change; one who left makes room
@@ -139,9 +135,7 @@ def test_no_participant_beyond_max_participants(client: C, auth: H) -> None:
         "DELETE", f"/api/threads/{thread}/participants", json={"userId": "bob"}, headers=auth
     )
     assert r.status_code == 200
-    r = client.post(
-        f"/api/threads/{thread}/participants", json={"userId": "cy"}, headers=auth
-    )
+    r = client.post(f"/api/threads/{thread}/participants", json={"userId": "cy"}, headers=auth)
     assert r.status_code == 200
 
 
@@ -182,7 +176,7 @@ def test_respond_to_owners_answers_only_the_owners(client: C, auth: H) -> None:
     assert done.event == "done"
     assert "message_id" in done.data or "messageId" in done.data
     # the agent heard the member's message too: it is in the history it reads
-    assert "Before that you said: \"@Helper hi\"" in done.data["content"]
+    assert 'Before that you said: "@Helper hi"' in done.data["content"]
 
 
 def test_the_default_answers_every_message_and_single_threads_ignore_the_rules(

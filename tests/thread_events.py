@@ -20,23 +20,30 @@ class Follower:
         self._stop = threading.Event()
         self._open = threading.Event()
         self.status: int | None = None
+        self._client = httpx.Client(timeout=httpx.Timeout(30, read=60))
         self._worker = threading.Thread(target=self._run, daemon=True)
         self._worker.start()
         assert self._open.wait(20), "the events stream did not open"
         assert self.status == 200, self.status
 
     def _run(self) -> None:
-        with (
-            httpx.Client(timeout=httpx.Timeout(30, read=60)) as c,
-            c.stream("GET", self._url, headers=self._headers) as r,
-        ):
-            self.status = r.status_code
+        try:
+            with (
+                self._client,
+                self._client.stream("GET", self._url, headers=self._headers) as r,
+            ):
+                self.status = r.status_code
+                self._open.set()
+                for item in parse_lines(r.iter_lines()):
+                    if isinstance(item, Event):
+                        self.events.append(item)
+                    if self._stop.is_set():
+                        return
+        except httpx.HTTPError:
+            if not self._stop.is_set():  # a follower that left ignores the service stopping
+                raise
+        finally:
             self._open.set()
-            for item in parse_lines(r.iter_lines()):
-                if isinstance(item, Event):
-                    self.events.append(item)
-                if self._stop.is_set():
-                    return
 
     def wait_for(self, check: Callable[[list[Event]], bool], timeout: float = 20) -> list[Event]:
         """The events once ``check`` holds for them (AssertionError after ``timeout``)."""
@@ -47,7 +54,8 @@ class Follower:
         return list(self.events)
 
     def close(self) -> None:
-        """Stop after the next event or keep-alive (the stream is left to the server)."""
+        """Leave: the reading thread stops at the next event or keep-alive comment,
+        and closes the connection (the server's stream ends with it)."""
         self._stop.set()
 
 

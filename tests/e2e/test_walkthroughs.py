@@ -1,8 +1,8 @@
 """The walk-throughs stay true: the shell blocks of README.md, docs/client-guide.md,
 docs/tools.md, docs/runners.md, docs/projects.md, docs/templates.md,
-docs/marketplace.md and docs/multiplayer.md run in order against the real service, and every answer fits
-what the page says under its command (tests/e2e/walkthrough.py has the
-conventions). Public hosts the pages name are loopback stand-ins, through HOSTS."""
+docs/marketplace.md and docs/multiplayer.md run in order against the real service,
+and every answer fits what the page says under its command (tests/e2e/walkthrough.py
+has the conventions). Public hosts the pages name are loopback stand-ins, through HOSTS."""
 
 from __future__ import annotations
 

@@ -264,7 +264,12 @@ def serve_app() -> Litestar:
     services = build_services(settings)
     app = create_app(settings, services)
     app.on_startup.append(
-        drain_on_signals(services.conversation, settings.shutdown_grace_s, services.readiness)
+        drain_on_signals(
+            services.conversation,
+            settings.shutdown_grace_s,
+            services.readiness,
+            leaving=services.thread_events.close,
+        )
     )
     app.on_startup.append(freeze_heap)
     return app

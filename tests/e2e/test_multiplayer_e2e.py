@@ -11,6 +11,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -182,3 +183,36 @@ def test_multiplayer_switched_off_refuses_new_multiplayer_threads(
         r = c.post(f"{b.url}/api/threads", json={"agentId": agent, "kind": "multiplayer"})
         assert (r.status_code, r.json()["error"]) == (409, "MULTIPLAYER_DISABLED")
         assert c.post(f"{b.url}/api/threads", json={"agentId": agent}).status_code == 200
+
+
+def test_followers_are_let_go_at_once_when_the_service_stops(tmp_path: Path) -> None:
+    """SIGTERM ends a thread's live events at once (its followers reconnect, with
+    their last id, to another process), not after the replies' grace period."""
+    key = f"ask_e2e_{uuid.uuid4().hex}"
+    svc = Service(
+        {
+            "AGENTSVC_STORAGE": "memory",
+            "AGENTSVC_BOOTSTRAP_API_KEY": key,
+            "AGENTSVC_SHUTDOWN_GRACE_S": "20",
+        },
+        log=tmp_path / "service.log",
+    )
+    try:
+        svc.wait_ready()
+        h = {"Authorization": f"Bearer {key}"}
+        agent = httpx.post(f"{svc.url}/api/agents", json={"name": "A"}, headers=h).json()["id"]
+        thread = httpx.post(
+            f"{svc.url}/api/threads", json={"agentId": agent, "kind": "multiplayer"}, headers=h
+        ).json()["id"]
+        with httpx.stream(
+            "GET", f"{svc.url}/api/threads/{thread}/events", headers=h, timeout=30
+        ) as r:
+            assert r.status_code == 200
+            started = time.monotonic()
+            svc.proc.terminate()
+            for _ in r.iter_lines():
+                pass  # the stream ends (cleanly) when the service lets it go
+            assert time.monotonic() - started < 10
+        assert svc.proc.wait(timeout=15) == 0
+    finally:
+        svc.stop()

@@ -18,7 +18,14 @@ from agentsvc_adapters.llm import Families, PrefixRouter
 from agentsvc_adapters.memory import MemoryStorage
 from agentsvc_adapters.signals import LocalStopBus, LocalThreadNews
 from agentsvc_core.entities import Participant, Principal, Thread
-from agentsvc_core.errors import Conflict, InvalidInput, NotFound, PermissionDenied, ThreadBusy
+from agentsvc_core.errors import (
+    Conflict,
+    InvalidInput,
+    NotFound,
+    PermissionDenied,
+    ThreadBusy,
+    Unavailable,
+)
 from agentsvc_core.use_cases.multiplayer.config import (
     MultiplayerConfig,
     MultiplayerSettings,
@@ -525,3 +532,17 @@ def _message(r: Room, content: str) -> Any:
 
 def test_participant_type_is_the_entitys() -> None:
     assert Participant.__struct_fields__[:3] == ("org_id", "thread_id", "user_id")
+
+
+async def test_shutting_down_ends_the_feeds_and_refuses_new_ones() -> None:
+    r = await room()
+    feed = await r.events.follow(WHO, r.thread.id, None)
+    r.events.poll_s = 60.0
+    reading = asyncio.create_task(feed.read(30.0))
+    await asyncio.sleep(0.01)
+    r.events.close()
+    assert await asyncio.wait_for(reading, 2.0) == []
+    assert await feed.read(1.0) == []
+    with pytest.raises(Unavailable):
+        await r.events.follow(WHO, r.thread.id, None)
+    feed.close()

@@ -241,6 +241,7 @@ class Services:
                     yield self
                 finally:
                     self.readiness.drain()
+                    self.thread_events.close()  # followers reconnect to another process
                     for loop in loops:
                         loop.cancel()
                     self.jobs.stop()  # no new jobs; the running ones may finish

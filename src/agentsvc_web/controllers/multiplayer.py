@@ -96,14 +96,16 @@ class AgentMultiplayerController(Controller):
 
 async def _frames(feed: ThreadFeed, keepalive_s: float) -> AsyncIterator[bytes]:
     """The feed's events as SSE frames (``id:`` only on the replayable ones), a
-    keep-alive comment while nothing happens; the feed is closed when the client
-    leaves (Litestar cancels the stream)."""
+    keep-alive comment while nothing happens, until the service shuts down; the feed
+    is closed when the client leaves (Litestar cancels the stream)."""
     try:
         while True:
             events = await feed.read(keepalive_s)
             if events is None:
                 yield KEEPALIVE
                 continue
+            if not events:
+                return  # the service is shutting down: the client reconnects elsewhere
             chunk = bytearray()
             for e in events:
                 if e.id is not None:

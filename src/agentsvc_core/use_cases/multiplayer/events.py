@@ -23,7 +23,7 @@ from uuid import UUID
 import msgspec
 
 from agentsvc_core.entities import Message, Principal
-from agentsvc_core.errors import InvalidInput
+from agentsvc_core.errors import InvalidInput, Unavailable
 from agentsvc_core.ports import Clock, ConversationStore, ThreadNews
 from agentsvc_core.use_cases.threads import Threads
 
@@ -114,7 +114,16 @@ class ThreadEvents:
         self.poll_s = poll_s
         # thread id -> the wake-up events of this process's followers of it
         self._followers: dict[UUID, set[asyncio.Event]] = {}
+        self.closed = False  # the process is shutting down: the feeds end
         news.on_news(self._woken)
+
+    def close(self) -> None:
+        """End every feed (the process is shutting down: its followers reconnect,
+        with their last id, to another one) and refuse new ones."""
+        self.closed = True
+        for wakes in self._followers.values():
+            for wake in wakes:
+                wake.set()
 
     def _woken(self, thread_id: UUID) -> None:
         for wake in self._followers.get(thread_id, ()):
@@ -128,6 +137,8 @@ class ThreadEvents:
         thread = await self._threads.visible(who, thread_id)
         if thread.kind != "multiplayer":
             raise InvalidInput("kind", "live events belong to multiplayer threads")
+        if self.closed:
+            raise Unavailable("the service is shutting down; follow again in a moment")
         if after is None:
             _, after = await self._store.history(who.org_id, thread.id, offset=0, limit=0)
         wake = asyncio.Event()
@@ -170,10 +181,13 @@ class ThreadFeed:
         self._wake = wake
 
     async def read(self, wait_s: float) -> list[ThreadEvent] | None:
-        """The next events, waiting up to ``wait_s`` seconds for them (None: none came)."""
+        """The next events, waiting up to ``wait_s`` seconds for them (None: none came;
+        ``[]``: the feed is over, the process is shutting down)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_s
         while True:
+            if self._owner.closed:
+                return []
             self._wake.clear()  # before the read: news during it wakes the wait below
             events, self._announced = await self._owner.read_since(
                 self._org_id, self.thread_id, self.seen, self._announced

@@ -23,7 +23,10 @@ agent's settings (use_cases/turn/reply.py): with its credential resolver on, one
 of the organization's signing secret per turn, before the signed webhook call;
 with summary compaction on (beta family), a read of the thread's checkpoint and a
 write of it after the reply (two when it summarises); per server tool call, what
-the tool reads (an MCP tool: the agent's attached servers). Heartbeats are one
+the tool reads (an MCP tool: the agent's attached servers). A multiplayer thread's
+send (only there) reads the sender's participation, and the agent's multiplayer
+configuration when a person posts, and tells the thread's followers (a NOTIFY) when
+the message is stored and when the reply is (use_cases/multiplayer/posts.py). Heartbeats are one
 write per beat for all of a process's running replies. The model call starts
 while ``begin_turn`` is on its way, so the first token does not wait for it;
 nothing the reply produces is shown, stored or acted on before the run is stored.

@@ -546,3 +546,120 @@ async def test_shutting_down_ends_the_feeds_and_refuses_new_ones() -> None:
     with pytest.raises(Unavailable):
         await r.events.follow(WHO, r.thread.id, None)
     feed.close()
+
+
+# --- what the mutants showed ---------------------------------------------------------
+
+
+async def test_the_configuration_is_its_own_kind_and_says_what_is_wrong() -> None:
+    r = await room()
+    assert r.settings.kind == "multiplayer"
+    with pytest.raises(InvalidInput) as refused:
+        await r.settings.update(WHO, r.agent_id, {"respond_to": "x"})
+    assert refused.value.problem == "must be all, mentions or owners"
+    with pytest.raises(InvalidInput) as refused:
+        await r.settings.update(WHO, r.agent_id, {"max_participants": 0})
+    assert refused.value.problem == "must be between 2 and 100"
+
+
+async def test_an_owners_plain_message_calls_the_agent_under_owners() -> None:
+    r = await room(respond_to="owners")
+    turn = await r.conversation.post(WHO, r.thread.id, post("ada", "no mention at all"))
+    assert isinstance(turn, Turn)
+    await read_all(turn)
+
+
+async def test_the_stored_message_and_its_event_carry_its_id() -> None:
+    r = await room(respond_to="owners")
+    await r.conversation.post(WHO, r.thread.id, post("bob", "x"))
+    stored, _ = await r.storage.conversations.history(ORG, r.thread.id, offset=0, limit=5)
+    assert isinstance(stored[0].id, UUID)
+    feed = await r.events.follow(WHO, r.thread.id, 0)
+    got = await feed.read(1.0)
+    assert got is not None
+    assert isinstance(got[0].data, MessageEvent)
+    assert got[0].data.id == stored[0].id
+    feed.close()
+
+
+async def test_a_reply_event_carries_its_run_and_time() -> None:
+    r = await room()
+    feed = await r.events.follow(WHO, r.thread.id, 0)
+    turn = await r.conversation.post(WHO, r.thread.id, post("ada", "hi"))
+    assert isinstance(turn, Turn)
+    await read_all(turn)
+    got: list[ThreadEvent] = []
+    while not any(e.name == "reply" for e in got):
+        more = await feed.read(1.0)
+        assert more is not None
+        got += more
+    reply = next(e.data for e in got if e.name == "reply")
+    assert isinstance(reply, ReplyEvent)
+    assert reply.run_id == turn.run_id
+    assert reply.created_at == r.clock.now()
+    feed.close()
+
+
+async def test_news_that_fails_is_logged_with_the_thread_and_why(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    r = await room()
+
+    class Broken(LocalThreadNews):
+        async def publish_news(self, thread_id: UUID) -> None:
+            raise NotFound("the bus is down")
+
+    posts = MultiplayerPosts(r.settings, r.storage.conversations, Broken(), r.clock)
+    with caplog.at_level("WARNING", logger="agentsvc.multiplayer"):
+        await posts.tell(r.thread.id)
+    assert caplog.messages == [f"thread {r.thread.id} news not sent: the bus is down"]
+
+
+async def test_the_news_of_a_reply_done_leaves_nothing_behind() -> None:
+    r = await room()
+    posts = MultiplayerPosts(r.settings, r.storage.conversations, r.news, r.clock)
+    assert posts._telling == set()
+
+    async def reply() -> None:
+        await asyncio.sleep(0)
+
+    task = asyncio.create_task(reply())
+    posts.tell_when_done(r.thread.id, task)
+    await task
+    await asyncio.sleep(0)  # the done callback: the news task
+    assert len(posts._telling) == 1
+    await asyncio.gather(*posts._telling)
+    await asyncio.sleep(0)
+    assert posts._telling == set()
+    assert r.heard[-1] == r.thread.id
+
+
+async def test_a_follow_refusal_says_why() -> None:
+    r = await room()
+    assert r.events.closed is False
+    assert ThreadEvents(r.threads, r.storage.conversations, r.news, r.clock).poll_s == 5.0
+    single = await r.threads.create(WHO, ThreadDraft(agent_id=r.agent_id))
+    with pytest.raises(InvalidInput) as refused:
+        await r.events.follow(WHO, single.id, None)
+    assert refused.value.problem == "live events belong to multiplayer threads"
+    r.events.close()
+    assert r.events.closed is True
+    with pytest.raises(Unavailable) as closed:
+        await r.events.follow(WHO, r.thread.id, None)
+    assert closed.value.detail == "the service is shutting down; follow again in a moment"
+
+
+async def test_a_wake_without_news_goes_on_waiting_to_the_end() -> None:
+    r = await room(respond_to="owners")
+    r.events.poll_s = 60.0
+    feed = await r.events.follow(WHO, r.thread.id, None)
+    reading = asyncio.create_task(feed.read(0.9))
+    await asyncio.sleep(0.02)
+    await r.news.publish_news(r.thread.id)  # nothing new: it waits on
+    await asyncio.sleep(0.02)
+    assert not reading.done()
+    await r.conversation.post(WHO, r.thread.id, post("bob", "now"))
+    got = await reading
+    assert got is not None
+    assert summary(got) == [(1, "message", "now")]
+    feed.close()

@@ -26,6 +26,7 @@ from agentsvc_core.errors import (
     ThreadBusy,
     Unavailable,
 )
+from agentsvc_core.use_cases.idempotency import RequestKey
 from agentsvc_core.use_cases.multiplayer.config import (
     MultiplayerConfig,
     MultiplayerSettings,
@@ -124,7 +125,11 @@ class Room:
 
 
 async def room(
-    model: Script | None = None, *, people: dict[str, str] | None = None, **cfg: Any
+    model: Script | None = None,
+    *,
+    people: dict[str, str] | None = None,
+    keys: bool = False,
+    **cfg: Any,
 ) -> Room:
     """A multiplayer thread of an agent named Helper configured with ``cfg``, with
     ``people`` (user id -> role) in it."""
@@ -149,6 +154,7 @@ async def room(
         LocalStopBus(),
         clock,
         multiplayer=MultiplayerPosts(settings, storage.conversations, news, clock),
+        idempotency=storage.idempotency if keys else None,
     )
     thread = await threads.create(WHO, ThreadDraft(agent_id=agent.id, kind="multiplayer"))
     for user, role in (people or {"ada": "owner", "bob": "member"}).items():
@@ -663,3 +669,15 @@ async def test_a_wake_without_news_goes_on_waiting_to_the_end() -> None:
     assert got is not None
     assert summary(got) == [(1, "message", "now")]
     feed.close()
+
+
+@pytest.mark.parametrize("keys", [False, True])
+async def test_a_send_with_an_idempotency_key_obeys_the_rules_too(keys: bool) -> None:
+    r = await room(keys=keys, respond_to="owners")
+    key = RequestKey(f"key-{uuid.uuid4()}", b"fingerprint")
+    quiet = await r.conversation.send_once(WHO, r.thread.id, post("bob", "hi"), key)
+    assert await read_all(quiet) == [NOT_CALLED]
+    other = RequestKey(f"key-{uuid.uuid4()}", b"fingerprint")
+    turn = await r.conversation.send_once(WHO, r.thread.id, post("ada", "hi"), other)
+    assert isinstance(turn, Turn)
+    await read_all(turn)

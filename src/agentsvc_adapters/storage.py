@@ -31,6 +31,7 @@ from agentsvc_core.ports.memories import MemoryStore
 from agentsvc_core.ports.plans import PlanStore
 from agentsvc_core.ports.projects import ProjectStore
 from agentsvc_core.ports.runners import RunnerStore
+from agentsvc_core.ports.skills import SkillStore
 
 __all__ = ["Repositories", "StorageFacade"]
 
@@ -60,6 +61,7 @@ class Repositories:
     runners: RunnerStore
     projects: ProjectStore
     marketplace: MarketplaceStore
+    skills: SkillStore
 
 
 class StorageFacade(Storage):
@@ -148,3 +150,7 @@ class StorageFacade(Storage):
     @property
     def marketplace(self) -> MarketplaceStore:
         return self._repositories.marketplace
+
+    @property
+    def skills(self) -> SkillStore:
+        return self._repositories.skills

@@ -65,6 +65,7 @@ from agentsvc_web.controllers.settings import (
     AgentCredentialsController,
     OrgSettingsController,
 )
+from agentsvc_web.controllers.skills import AgentSkillsController, SkillController
 from agentsvc_web.controllers.suggestions import (
     AgentSuggestionsController,
     RunnerSuggestionsController,
@@ -159,6 +160,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             RunnerWebhookController,
             ScheduledTasksController,
             ProjectController,
+            SkillController,
+            AgentSkillsController,
             MarketplaceController,
             AgentMarketplaceController,
             PublicAvatarController,
@@ -200,6 +203,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "projects": _const(services.projects),
             "templates": _const(services.templates),
             "marketplace": _const(services.marketplace),
+            "skills": _const(services.skills),
+            "skill_bindings": _const(services.skill_bindings),
         },
         middleware=[
             DefineMiddleware(RequestSpans, tracer=services.tracer),

@@ -32,6 +32,7 @@ from agentsvc_core.entities.runner import (
     Suggestion,
     Trigger,
 )
+from agentsvc_core.entities.skill import SkillBinding
 from agentsvc_core.errors import Conflict, NotFound
 from tests.contract.conftest import Backend, now
 from tests.contract.test_agents_contract import agent_in
@@ -209,7 +210,7 @@ runners = st.builds(
     description=text,
     input_schema=json_objects,
     steps=st.lists(steps, max_size=3).map(tuple),
-    skills=st.lists(ids, max_size=3).map(tuple),
+    skills=st.lists(ids, max_size=3).map(lambda got: tuple(SkillBinding(skill_id=i) for i in got)),
     budget=budgets,
     created_at=when,
     updated_at=when,
@@ -404,7 +405,7 @@ def test_the_unicode_of_every_text_and_document_is_kept(backend: Backend) -> Non
                 if_false="stop",
             ),
         ),
-        skills=(uuid.uuid4(), uuid.uuid4()),
+        skills=(SkillBinding(skill_id=uuid.uuid4(), pinned_version=3, enabled=False),),
         budget=Budget(
             max_cost_usd_per_run=0.1 + 0.2,
             max_tokens_per_run=10_000,

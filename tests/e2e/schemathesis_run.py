@@ -123,6 +123,11 @@ DOMAIN_RULES = [
     "uploadAgentAvatar",  # a file that is not a PNG, JPEG or WebP picture of the bounds
     "putAgentMarketplace",  # text holding NUL, a blank category or capability
     "putAgentCapabilities",  # a capability holding NUL, or blank
+    "createSkill",  # a SKILL.md the format refuses, files outside the folder, not one of three
+    "updateSkill",  # the same of a new content, a name that is not kebab-case, a fetched skill
+    "syncSkill",  # an inline skill has no source to sync
+    "setAgentSkills",  # both forms of bindings or neither, a skill twice, a pinned version
+    "setRunnerSkills",  # as setAgentSkills
     "putAgentMultiplayer",  # a display name of blanks or holding NUL
 ]
 CONFIG = f"""
@@ -192,6 +197,7 @@ GROUPS = {
         "operations",
         "projects",
         "marketplace",
+        "skills",
         "multiplayer",
     ),
 }

@@ -69,6 +69,8 @@ ID_FIELDS = {
     "project_id": "project",
     "projectId": "project",
     "sha256": "avatar",
+    "skill_id": "skill",
+    "skillId": "skill",
 }
 
 # Operations whose answer to another organization is not 404, and why. Each must
@@ -246,6 +248,20 @@ class World:
             )
         )
         self.ids["runner"] = runner["id"]
+        # a skill, given to the agent and to the runner
+        skill = _ok(
+            a.post(
+                "/api/skills",
+                json={
+                    "content": f"---\nname: matrix-skill\ndescription: skill {MARK}\n---\n"
+                    f"body {MARK}",
+                    "files": {"notes.md": f"notes {MARK}"},
+                },
+            )
+        )
+        self.ids["skill"] = skill["id"]
+        _ok(a.post(f"/api/agents/{agent_id}/skills", json={"skillIds": [skill["id"]]}))
+        _ok(a.post(f"/api/runners/{runner['id']}/skills", json={"skillIds": [skill["id"]]}))
         _ok(a.post(f"/api/runners/{runner['id']}/mcps", json={"mcpServerId": mcp_id}))
         trigger = _ok(a.post(f"/api/runners/{runner['id']}/triggers", json={"kind": "webhook"}))
         self.ids["trigger"], self.ids["webhook_token"] = trigger["id"], trigger["token"]

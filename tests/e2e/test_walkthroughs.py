@@ -1,8 +1,9 @@
 """The walk-throughs stay true: the shell blocks of README.md, docs/client-guide.md,
 docs/tools.md, docs/runners.md, docs/projects.md, docs/templates.md,
-docs/marketplace.md and docs/multiplayer.md run in order against the real service,
-and every answer fits what the page says under its command (tests/e2e/walkthrough.py
-has the conventions). Public hosts the pages name are loopback stand-ins, through HOSTS."""
+docs/marketplace.md, docs/skills.md and docs/multiplayer.md run in order against the real
+service, and every answer fits what the page says under its command
+(tests/e2e/walkthrough.py has the conventions). Public hosts the pages name are
+loopback stand-ins, through HOSTS."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from psycopg.conninfo import conninfo_to_dict
 from tests.e2e.receivers import SignedReceiver
 from tests.e2e.service import free_port, running
 from tests.e2e.walkthrough import check, commands, run
+from tests.fakes.git import GitServer, serve_git
 from tests.fakes.web import FakeSite
 from tests.pg import fresh_database, reader_role
 from tests.web.live import serve
@@ -35,11 +37,25 @@ PAGES = [
     "docs/projects.md",
     "docs/templates.md",
     "docs/marketplace.md",
+    "docs/skills.md",
     "docs/multiplayer.md",
 ]
 KEY = "ask_walkthrough_key_0123456789abcdefghij"
 # the database integration of docs/tools.md, as the page writes it
 SHOP = "postgresql://reader:s3cret@db.example.com:5432/shop?sslmode=verify-full&sslrootcert=system"
+
+
+def _house_repository() -> GitServer:
+    """The repository docs/skills.md makes a skill of: ``skills/house-rules``."""
+    git = GitServer()
+    git.commit(
+        {
+            "skills/house-rules/SKILL.md": b"---\nname: house-rules\ndescription: The rules"
+            b" of the house. Use before answering any customer.\n---\n# House rules\n"
+            b"Greet by name. Never promise a delivery date.\n",
+        }
+    )
+    return git
 
 
 class Hosts(NamedTuple):
@@ -86,6 +102,7 @@ def hosts(tmp_path_factory: pytest.TempPathFactory, shop: str) -> Iterator[Hosts
     with (
         serve(receiver) as example,
         serve(FakeSite()) as tea,
+        serve_git(_house_repository()) as git,
         running(env, log=tmp / "service.log") as svc,
     ):
         settings = httpx.get(
@@ -98,6 +115,7 @@ def hosts(tmp_path_factory: pytest.TempPathFactory, shop: str) -> Iterator[Hosts
                 ("http://127.0.0.1:8000", svc.url),  # `make run`'s service
                 ("https://example.com", example),  # a runner's webhook step
                 ("https://tea.example", tea),  # the page web_fetch reads
+                ("https://git.example", git),  # docs/skills.md's git repository
                 (SHOP, shop),
                 ("webhook_tool_receiver.py 9001", f"webhook_tool_receiver.py {receiver_port}"),
                 ("127.0.0.1:9001", f"127.0.0.1:{receiver_port}"),

@@ -162,7 +162,13 @@ async def runner_world(
     w = await world(Script(*calls) if calls else Script(spends(11)), tools)
     s, clock = w.storage, w.clock
     runners = Runners(
-        s.runners, s.agents, BOX, AnyUrl(), clock, cron_min_interval_s=cron_min_interval_s
+        s.runners,
+        s.agents,
+        BOX,
+        AnyUrl(),
+        clock,
+        cron_min_interval_s=cron_min_interval_s,
+        skills=s.skills,
     )
     jobs = Jobs()
     traces = RunTraces(s.runners, s.traces, clock, timedelta(days=7))

@@ -271,6 +271,7 @@ def _capabilities(**over: Any) -> tuple[AgentCapabilities, dict[str, Any]]:
         "databases": [],
         "servers": [],
         "tools": [],
+        "skills": [],
         **over,
     }
 
@@ -307,6 +308,11 @@ def _capabilities(**over: Any) -> tuple[AgentCapabilities, dict[str, Any]]:
             seen(who, agent_id)
             return None, state["tools"]
 
+    class Skills:
+        async def attached(self, who: Principal, agent_id: UUID) -> Any:
+            seen(who, agent_id)
+            return state["skills"]
+
     source = AgentCapabilities(
         web=cast("Any", Reads("web")),
         knowledge=cast("Any", Docs()),
@@ -315,6 +321,7 @@ def _capabilities(**over: Any) -> tuple[AgentCapabilities, dict[str, Any]]:
         integrations=cast("Any", Databases()),
         mcps=cast("Any", Servers()),
         webhook_tools=cast("Any", Tools()),
+        skills=cast("Any", Skills()),
     )
     return source, state
 
@@ -324,7 +331,7 @@ async def test_capabilities_name_what_the_agent_is_given() -> None:
     source, state = _capabilities()
     assert await source(MEMBER, agent) == []
     # each read made as the caller, of this agent (the documents: the organization's list)
-    assert state["asked"] == [(MEMBER, agent), (MEMBER, None)] + [(MEMBER, agent)] * 5
+    assert state["asked"] == [(MEMBER, agent), (MEMBER, None)] + [(MEMBER, agent)] * 6
     state.update(
         web=_Config(fetch_enabled=True, search_enabled=True),
         memory=_Config(enabled=True),
@@ -333,6 +340,7 @@ async def test_capabilities_name_what_the_agent_is_given() -> None:
         servers=[_Named("GitHub"), _Named("GitHub")],
         tools=[_Named("lookup_order")],
         docs=[_Doc("agent", agent)],
+        skills=[_Named("tea"), _Named("code-review")],
     )
     assert await source(ADMIN, agent) == [
         "Reads web pages",
@@ -344,6 +352,8 @@ async def test_capabilities_name_what_the_agent_is_given() -> None:
         "Queries the crm database",
         "Uses GitHub",
         "Uses the lookup_order tool",
+        "Has the code-review skill",
+        "Has the tea skill",
     ]
 
 

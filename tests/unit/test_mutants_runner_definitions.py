@@ -32,6 +32,7 @@ from agentsvc_core.use_cases.runners.triggers import (
     token_hash,
 )
 from tests.unit.runner_world import AnyUrl, RunnerWorld, runner_world
+from tests.unit.skill_helpers import bound
 from tests.unit.turn_world import BOX, ORG, WHO
 
 MEMBER = Principal(org_id=ORG, method="jwt", user_id="u", role="member")
@@ -153,7 +154,7 @@ async def test_a_budgets_refusals_say_their_bounds() -> None:
             await rw.runners.set_budget(WHO, made.id, changes)
         assert caught.value.problem == problem
     with pytest.raises(InvalidInput) as caught:
-        await rw.runners.set_skills(WHO, made.id, [uuid.uuid4() for _ in range(101)])
+        await rw.runners.set_skills(WHO, made.id, bound(*(uuid.uuid4() for _ in range(101))))
     assert caught.value.problem == "at most 100"
 
 

@@ -15,6 +15,7 @@ import pytest
 from agentsvc_adapters.crypto.aesgcm import AesGcmBox
 from agentsvc_core.entities import Principal
 from agentsvc_core.entities.runner import Budget, Step
+from agentsvc_core.entities.skill import SkillBinding
 from agentsvc_core.errors import InvalidInput, NotFound, PermissionDenied
 from agentsvc_core.rules import MAX_CONTENT, MAX_DESCRIPTION, MAX_NAME
 from agentsvc_core.use_cases.runners.definitions import (
@@ -31,6 +32,7 @@ from agentsvc_core.use_cases.runners.triggers import (
     token_hash,
 )
 from tests.unit.runner_world import RunnerWorld, runner_world
+from tests.unit.skill_helpers import bound, stored_skills
 from tests.unit.turn_world import BOX, ORG, WHO
 
 MEMBER = Principal(org_id=ORG, method="jwt", user_id="u-1", role="member")
@@ -63,12 +65,13 @@ async def refused(rw: RunnerWorld, *steps: StepDraft) -> InvalidInput:
 
 async def test_a_runner_is_created_read_changed_and_deleted_by_an_admin() -> None:
     rw = await runner_world()
+    first, second = await stored_skills(rw.turn.storage.skills, ORG, 2)
     draft = RunnerDraft(
         name="triage",
         description="sorts tickets",
         input_schema={"type": "object", "properties": {"t": {"type": "string"}}},
         steps=[agent(rw, prompt="about {{ input.t }}", model="local"), condition()],
-        skills=[uuid.UUID(int=2), uuid.UUID(int=1), uuid.UUID(int=2)],
+        skills=bound(second, first),
     )
     made = await rw.runners.create(WHO, draft)
     now = rw.turn.clock.now()
@@ -78,7 +81,7 @@ async def test_a_runner_is_created_read_changed_and_deleted_by_an_admin() -> Non
         "sorts tickets",
         Budget(),
     )
-    assert made.skills == (uuid.UUID(int=2), uuid.UUID(int=1))  # once each, in order
+    assert made.skills == tuple(bound(second, first))  # in order
     assert (made.created_at, made.updated_at) == (now, now)
     assert [s.id for s in made.steps] == ["a", "c"]
     assert await rw.runners.get(MEMBER, made.id) == made
@@ -130,7 +133,7 @@ async def test_a_members_changes_are_refused() -> None:
         (RunnerDraft(name="n" * (MAX_NAME + 1)), "name"),
         (RunnerDraft(name="r", description="d" * (MAX_DESCRIPTION + 1)), "description"),
         (RunnerDraft(name="r", input_schema={"type": "array"}), "input_schema"),
-        (RunnerDraft(name="r", skills=[uuid.uuid4() for _ in range(101)]), "skills"),
+        (RunnerDraft(name="r", skills=bound(*(uuid.uuid4() for _ in range(101)))), "skills"),
     ],
 )
 async def test_a_runner_draft_is_checked(draft: RunnerDraft, field: str) -> None:
@@ -429,16 +432,24 @@ async def test_a_budget_at_its_bounds_is_kept() -> None:
     )
 
 
-async def test_skills_are_replaced_once_each_and_bounded() -> None:
+async def test_skills_are_replaced_checked_and_bounded() -> None:
     rw = await runner_world()
     made = await rw.runners.create(WHO, RunnerDraft(name="r"))
-    ids = [uuid.uuid4() for _ in range(100)]
-    got = await rw.runners.set_skills(WHO, made.id, ids)
-    assert got.skills == tuple(ids)
-    once = await rw.runners.set_skills(WHO, made.id, [ids[1], ids[0], ids[1]])
-    assert once.skills == (ids[1], ids[0])
-    with pytest.raises(InvalidInput):
-        await rw.runners.set_skills(WHO, made.id, [*ids, uuid.uuid4()])
+    ids = await stored_skills(rw.turn.storage.skills, ORG, 100)
+    got = await rw.runners.set_skills(WHO, made.id, bound(*ids))
+    assert got.skills == tuple(bound(*ids))
+    assert (await rw.runners.get(WHO, made.id)).skills == tuple(bound(*ids))
+    pinned = [SkillBinding(skill_id=ids[1], pinned_version=1, enabled=False)]
+    assert (await rw.runners.set_skills(WHO, made.id, pinned)).skills == tuple(pinned)
+    with pytest.raises(InvalidInput, match="given twice"):
+        await rw.runners.set_skills(WHO, made.id, bound(ids[1], ids[0], ids[1]))
+    with pytest.raises(InvalidInput, match="at most 100"):
+        await rw.runners.set_skills(WHO, made.id, bound(*ids, ids[0]))
+    with pytest.raises(NotFound):
+        await rw.runners.set_skills(WHO, made.id, bound(uuid.uuid4()))
+    with pytest.raises(InvalidInput, match="has no version 2"):
+        await rw.runners.set_skills(WHO, made.id, [SkillBinding(skill_id=ids[0], pinned_version=2)])
+    assert (await rw.runners.get(WHO, made.id)).skills == tuple(pinned)  # refusals change nothing
 
 
 # --- triggers ----------------------------------------------------------------------------------

@@ -166,3 +166,13 @@ def test_the_bounds_are_inclusive() -> None:
 def test_the_body_keeps_its_own_spaces_and_letters() -> None:
     doc = parse_skill_md(md("name: a\ndescription: d", "\n  X marks the spot  \nX\n\n"))
     assert doc.body == "  X marks the spot  \nX"
+
+
+def test_names_and_words_yaml_1_1_took_for_booleans_stay_text() -> None:
+    doc = parse_skill_md(
+        "---\nname: off\ndescription: yes\nlicense: no\nflag: true\nother: False\n---\nbody"
+    )
+    assert (doc.name, doc.description) == ("off", "yes")
+    assert doc.extra == {"license": "no", "flag": True, "other": False}
+    for word in ("on", "y", "n", "no", "yes"):
+        assert parse_skill_md(f"---\nname: {word}\ndescription: d\n---\n").name == word

@@ -13,16 +13,19 @@ import msgspec
 import pytest
 
 from agentsvc_adapters.memory import MemoryStorage
+from agentsvc_adapters.skill_registry import PackagedSkills
 from agentsvc_adapters.templates import PackagedTemplates
 from agentsvc_core.entities import Principal, ToolProfile
 from agentsvc_core.entities.agent import TemplateRef
 from agentsvc_core.entities.template import TEMPLATE_CONFIGS, Template, TemplateAgent
-from agentsvc_core.errors import InvalidInput, NotFound, PermissionDenied
+from agentsvc_core.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from agentsvc_core.use_cases import AgentChanges, AgentDraft, Agents
 from agentsvc_core.use_cases.memories.memories import MemorySettings
 from agentsvc_core.use_cases.org_settings import CompactionSettings
 from agentsvc_core.use_cases.plan_tools import PlanSettings
 from agentsvc_core.use_cases.projects import ProjectDraft, Projects
+from agentsvc_core.use_cases.skills.bindings import SkillBindings, registry_giver
+from agentsvc_core.use_cases.skills.skills import SkillDraft, Skills
 from agentsvc_core.use_cases.templates import TemplateOverrides, Templates
 from agentsvc_core.use_cases.web import WebSettings
 from tests.unit.turn_world import BOX, Clock
@@ -40,6 +43,16 @@ class Catalogue:
         return self._templates
 
 
+class NoSource:
+    """Templates install the registry's skills: nothing is ever fetched."""
+
+    async def fetch_git(self, url: str, path: str, ref: str | None) -> Any:
+        raise AssertionError("a template fetched a skill")
+
+    async def fetch_url(self, url: str) -> Any:
+        raise AssertionError("a template fetched a skill")
+
+
 class World:
     def __init__(self, catalogue: Any = None) -> None:
         s = self.storage = MemoryStorage()
@@ -50,6 +63,8 @@ class World:
         self.plan = PlanSettings(s.secrets, s.agents, BOX)
         self.memory = MemorySettings(s.secrets, s.agents, BOX)
         self.compaction = CompactionSettings(s.secrets, s.agents, BOX)
+        self.skills = Skills(s.skills, NoSource(), PackagedSkills(), clock)
+        self.skill_bindings = SkillBindings(s.secrets, s.agents, BOX, s.skills)
         self.templates = Templates(
             catalogue or PackagedTemplates(),
             self.agents,
@@ -59,6 +74,7 @@ class World:
                 "memory": self.memory.update,
                 "compaction": self.compaction.update,
             },
+            registry_giver(self.skills, self.skill_bindings),
         )
 
     async def configs(self, agent_id: UUID) -> dict[str, dict[str, Any]]:
@@ -121,6 +137,47 @@ async def test_each_shipped_template_makes_its_agent_and_configurations(
     for kind in TEMPLATE_CONFIGS:
         expected = {**defaults[kind], **template.configs.get(kind, {})}
         assert stored[kind] == expected, (template.id, kind)
+    # its skills: the registry's, installed in the organization and given to the agent
+    given = [e.name for e in await w.skill_bindings.attached(ADMIN, agent.id)]
+    assert given == list(template.skills), template.id
+    assert all(w.skills.in_registry(i) for i in template.skills)
+
+
+def test_most_shipped_templates_bring_skills() -> None:
+    assert sum(1 for t in SHIPPED if t.skills) >= 6
+
+
+async def test_a_templates_skills_are_installed_once_and_shared() -> None:
+    w = World()
+    first = await w.templates.use(ADMIN, "code-reviewer", TemplateOverrides())
+    second = await w.templates.use(
+        ADMIN, "code-reviewer", TemplateOverrides(agent=AgentChanges(name="Two"))
+    )
+    installed = await w.skills.list(ADMIN)
+    assert sorted(s.name for s in installed) == ["code-review", "commit-messages"]
+    assert all(s.source.type == "registry" for s in installed)
+    ids = {s.name: s.id for s in installed}
+    for agent in (first, second):
+        bound = (await w.skill_bindings.get(ADMIN, agent.id)).skills
+        assert [b.skill_id for b in bound] == [ids["code-review"], ids["commit-messages"]]
+
+
+async def test_a_skill_name_taken_by_another_skill_leaves_no_agent() -> None:
+    w = World()
+    mine = "---\nname: code-review\ndescription: our own\n---\nours"
+    await w.skills.create(ADMIN, SkillDraft(content=mine))
+    with pytest.raises(Conflict) as taken:
+        await w.templates.use(ADMIN, "code-reviewer", TemplateOverrides())
+    assert taken.value.code == "SKILL_NAME_TAKEN"
+    assert await w.agents.list(ADMIN) == []
+
+
+async def test_a_service_without_skills_refuses_a_template_with_skills() -> None:
+    w = World(Catalogue(a_template(skills=("tea",))))
+    w.templates._skills = None
+    with pytest.raises(InvalidInput, match="templateId: this service has no skills to give"):
+        await w.templates.use(ADMIN, "t1", TemplateOverrides())
+    assert await w.agents.list(ADMIN) == []
 
 
 def test_the_list_narrows_by_category_and_every_word() -> None:

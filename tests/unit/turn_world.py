@@ -192,16 +192,18 @@ async def world(
     store: Callable[[Any], Any] | None = None,
     compactor: Callable[[Any, Any], Any] | None = None,
     stored: bool = False,
+    tools_of: Callable[[MemoryStorage], Any] | None = None,
     **conversation: Any,
 ) -> World:
     """A conversation over the memory storage, with one agent and one thread;
     ``store`` wraps the conversation store the use case writes to; ``compactor``
     (a ``Compactor`` class) gives it the agents' configurations and summary
     compaction over the storage's secrets; ``stored``: the storage's stored events
-    (re-attach) and idempotency keys."""
+    (re-attach) and idempotency keys; ``tools_of``: the turn's tools, built over the
+    world's storage (``tools`` is then None)."""
     storage = MemoryStorage()
     model = model or Script()
-    tools = tools or Tools()
+    tools = tools_of(storage) if tools_of else (tools or Tools())
     clock = Clock()
     the_agent = agent_in(ORG, **(agent or {"default_model": "local"}))
     await storage.agents.add(the_agent)

@@ -178,3 +178,22 @@ def test_members_browse_templates_and_only_admins_use_them(
     )
     assert r.status_code == 403, r.text
     assert _ok(client.get("/api/agents", headers=auth)) == []
+
+
+def test_a_template_with_skills_makes_an_agent_that_loads_them(
+    client: Client, auth: dict[str, str]
+) -> None:
+    agent = _use(client, auth, {"templateId": "code-reviewer"})
+    bound = _ok(client.get(f"/api/agents/{agent['id']}/skills", headers=auth))
+    skills = {s["id"]: s for s in _ok(client.get("/api/skills", headers=auth))}
+    assert [skills[b["skill_id"]]["name"] for b in bound] == ["code-review", "commit-messages"]
+    assert {s["source"]["type"] for s in skills.values()} == {"registry"}
+    thread = thread_of(client, auth, agent["id"])
+    events = say(client, auth, thread, 'use load_skill {"name": "code-review"}')
+    result = result_of(events)
+    assert result.startswith("# Skill code-review (version 1)")
+    assert "references/checklist.md" in result
+    # a second agent from it shares the skills the first installed
+    again = _use(client, auth, {"templateId": "code-reviewer", "name": "Second reviewer"})
+    assert len(_ok(client.get("/api/skills", headers=auth))) == 2
+    assert _ok(client.get(f"/api/agents/{again['id']}/skills", headers=auth)) == bound

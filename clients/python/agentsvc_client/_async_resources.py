@@ -18,6 +18,9 @@ from agentsvc_client.models import (
     AttachBody,
     AttachIntegrationBody,
     Attachment,
+    Binding,
+    BindingBody,
+    BindingsBody,
     Budget,
     BudgetBody,
     Capabilities,
@@ -78,6 +81,7 @@ from agentsvc_client.models import (
     Ready,
     Recall,
     RecallBody,
+    Registry,
     RegistrySearch,
     ResumeBody,
     Run,
@@ -91,12 +95,16 @@ from agentsvc_client.models import (
     Search,
     SearchBody,
     SendMessageBody,
-    SkillsBody,
+    Skill,
+    SkillBody,
+    SkillPatchBody,
+    SourceBody,
     Step,
     StepBody,
     StepsBody,
     Suggestion,
     SuggestionList,
+    Sync,
     TaskBody,
     Tasks,
     TasksBody,
@@ -629,6 +637,33 @@ class AsyncAgentsScheduledTasksResource(AsyncResource):
         )
 
 
+class AsyncAgentsSkillsResource(AsyncResource):
+    """``client.agents.skills``"""
+
+    async def list(self, agent_id: str) -> builtins.list[Binding]:
+        """The agent's skills (GET /api/agents/{agent_id}/skills, listAgentSkills)."""
+        return await self._client._request(
+            "GET", f"/api/agents/{_seg(agent_id)}/skills", type=builtins.list[Binding]
+        )
+
+    async def set(
+        self,
+        agent_id: str,
+        *,
+        skills: builtins.list[BindingBody] | UnsetType = UNSET,
+        skill_ids: builtins.list[str] | UnsetType = UNSET,
+        idempotency_key: str | None = None,
+    ) -> builtins.list[Binding]:
+        """Replace the agent's skills (POST /api/agents/{agent_id}/skills, setAgentSkills)."""
+        return await self._client._request(
+            "POST",
+            f"/api/agents/{_seg(agent_id)}/skills",
+            json=BindingsBody(skills=skills, skill_ids=skill_ids),
+            idempotency_key=idempotency_key,
+            type=builtins.list[Binding],
+        )
+
+
 class AsyncAgentsSuggestionsResource(AsyncResource):
     """``client.agents.suggestions``"""
 
@@ -932,24 +967,29 @@ class AsyncRunnersRunsResource(AsyncResource):
 class AsyncRunnersSkillsResource(AsyncResource):
     """``client.runners.skills``"""
 
-    async def list(self, runner_id: str) -> builtins.list[str]:
+    async def list(self, runner_id: str) -> builtins.list[Binding]:
         """The runner's skill bindings (GET /api/runners/{runner_id}/skills, listRunnerSkills)."""
         return await self._client._request(
-            "GET", f"/api/runners/{_seg(runner_id)}/skills", type=builtins.list[str]
+            "GET", f"/api/runners/{_seg(runner_id)}/skills", type=builtins.list[Binding]
         )
 
     async def set(
-        self, runner_id: str, *, skill_ids: builtins.list[str], idempotency_key: str | None = None
-    ) -> builtins.list[str]:
+        self,
+        runner_id: str,
+        *,
+        skills: builtins.list[BindingBody] | UnsetType = UNSET,
+        skill_ids: builtins.list[str] | UnsetType = UNSET,
+        idempotency_key: str | None = None,
+    ) -> builtins.list[Binding]:
         """Replace the runner's skill bindings (POST /api/runners/{runner_id}/skills,
         setRunnerSkills).
         """
         return await self._client._request(
             "POST",
             f"/api/runners/{_seg(runner_id)}/skills",
-            json=SkillsBody(skill_ids=skill_ids),
+            json=BindingsBody(skills=skills, skill_ids=skill_ids),
             idempotency_key=idempotency_key,
-            type=builtins.list[str],
+            type=builtins.list[Binding],
         )
 
 
@@ -1279,6 +1319,7 @@ class AsyncAgentsResource(AsyncResource):
         self.multiplayer = AsyncAgentsMultiplayerResource(client)
         self.plan = AsyncAgentsPlanResource(client)
         self.scheduled_tasks = AsyncAgentsScheduledTasksResource(client)
+        self.skills = AsyncAgentsSkillsResource(client)
         self.suggestions = AsyncAgentsSuggestionsResource(client)
         self.web = AsyncAgentsWebResource(client)
 
@@ -2019,6 +2060,89 @@ class AsyncSettingsResource(AsyncResource):
         )
 
 
+class AsyncSkillsResource(AsyncResource):
+    """``client.skills``"""
+
+    async def browse(
+        self, *, category: str | None = None, q: str | None = None
+    ) -> builtins.list[Registry]:
+        """The registry of skills shipped with the service (?category=, ?q= words to find) (GET
+        /api/skills/browse, browseSkills).
+        """
+        return await self._client._request(
+            "GET",
+            "/api/skills/browse",
+            params={"category": category, "q": q},
+            type=builtins.list[Registry],
+        )
+
+    async def create(
+        self,
+        *,
+        content: str | UnsetType | None = UNSET,
+        files: dict[str, str] | UnsetType = UNSET,
+        source: SourceBody | UnsetType | None = UNSET,
+        registry_id: str | UnsetType | None = UNSET,
+        name: str | UnsetType | None = UNSET,
+        idempotency_key: str | None = None,
+    ) -> Skill:
+        """Create a skill from a SKILL.md, a git repository, a URL or the registry (POST
+        /api/skills, createSkill).
+        """
+        return await self._client._request(
+            "POST",
+            "/api/skills",
+            json=SkillBody(
+                content=content, files=files, source=source, registry_id=registry_id, name=name
+            ),
+            idempotency_key=idempotency_key,
+            type=Skill,
+        )
+
+    async def delete(self, skill_id: str) -> dict[str, bool]:
+        """Delete a skill (agents and runners no longer get it) (DELETE /api/skills/{skill_id},
+        deleteSkill).
+        """
+        return await self._client._request(
+            "DELETE", f"/api/skills/{_seg(skill_id)}", type=dict[str, bool]
+        )
+
+    async def get(self, skill_id: str) -> Skill:
+        """A skill (GET /api/skills/{skill_id}, getSkill)."""
+        return await self._client._request("GET", f"/api/skills/{_seg(skill_id)}", type=Skill)
+
+    async def list(self) -> builtins.list[Skill]:
+        """The organization's skills, oldest first (GET /api/skills, listSkills)."""
+        return await self._client._request("GET", "/api/skills", type=builtins.list[Skill])
+
+    async def sync(self, skill_id: str, *, idempotency_key: str | None = None) -> Sync:
+        """Fetch the skill's source again: a new version when it changed (POST
+        /api/skills/{skill_id}/sync, syncSkill).
+        """
+        return await self._client._request(
+            "POST", f"/api/skills/{_seg(skill_id)}/sync", idempotency_key=idempotency_key, type=Sync
+        )
+
+    async def update(
+        self,
+        skill_id: str,
+        *,
+        name: str | UnsetType = UNSET,
+        enabled: bool | UnsetType = UNSET,
+        content: str | UnsetType = UNSET,
+        files: dict[str, str] | UnsetType = UNSET,
+    ) -> Skill:
+        """Rename, enable or disable a skill, or edit an inline skill's content (PATCH
+        /api/skills/{skill_id}, updateSkill).
+        """
+        return await self._client._request(
+            "PATCH",
+            f"/api/skills/{_seg(skill_id)}",
+            json=SkillPatchBody(name=name, enabled=enabled, content=content, files=files),
+            type=Skill,
+        )
+
+
 class AsyncTemplatesResource(AsyncResource):
     """``client.templates``"""
 
@@ -2296,6 +2420,7 @@ class AsyncResources:
     runners: AsyncRunnersResource
     service: AsyncServiceResource
     settings: AsyncSettingsResource
+    skills: AsyncSkillsResource
     templates: AsyncTemplatesResource
     threads: AsyncThreadsResource
     tools: AsyncToolsResource
@@ -2350,6 +2475,7 @@ class AsyncResources:
         self.runners = AsyncRunnersResource(client)
         self.service = AsyncServiceResource(client)
         self.settings = AsyncSettingsResource(client)
+        self.skills = AsyncSkillsResource(client)
         self.templates = AsyncTemplatesResource(client)
         self.threads = AsyncThreadsResource(client)
         self.tools = AsyncToolsResource(client)

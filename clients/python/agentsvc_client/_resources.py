@@ -18,6 +18,9 @@ from agentsvc_client.models import (
     AttachBody,
     AttachIntegrationBody,
     Attachment,
+    Binding,
+    BindingBody,
+    BindingsBody,
     Budget,
     BudgetBody,
     Capabilities,
@@ -78,6 +81,7 @@ from agentsvc_client.models import (
     Ready,
     Recall,
     RecallBody,
+    Registry,
     RegistrySearch,
     ResumeBody,
     Run,
@@ -91,12 +95,16 @@ from agentsvc_client.models import (
     Search,
     SearchBody,
     SendMessageBody,
-    SkillsBody,
+    Skill,
+    SkillBody,
+    SkillPatchBody,
+    SourceBody,
     Step,
     StepBody,
     StepsBody,
     Suggestion,
     SuggestionList,
+    Sync,
     TaskBody,
     Tasks,
     TasksBody,
@@ -627,6 +635,33 @@ class AgentsScheduledTasksResource(Resource):
         )
 
 
+class AgentsSkillsResource(Resource):
+    """``client.agents.skills``"""
+
+    def list(self, agent_id: str) -> builtins.list[Binding]:
+        """The agent's skills (GET /api/agents/{agent_id}/skills, listAgentSkills)."""
+        return self._client._request(
+            "GET", f"/api/agents/{_seg(agent_id)}/skills", type=builtins.list[Binding]
+        )
+
+    def set(
+        self,
+        agent_id: str,
+        *,
+        skills: builtins.list[BindingBody] | UnsetType = UNSET,
+        skill_ids: builtins.list[str] | UnsetType = UNSET,
+        idempotency_key: str | None = None,
+    ) -> builtins.list[Binding]:
+        """Replace the agent's skills (POST /api/agents/{agent_id}/skills, setAgentSkills)."""
+        return self._client._request(
+            "POST",
+            f"/api/agents/{_seg(agent_id)}/skills",
+            json=BindingsBody(skills=skills, skill_ids=skill_ids),
+            idempotency_key=idempotency_key,
+            type=builtins.list[Binding],
+        )
+
+
 class AgentsSuggestionsResource(Resource):
     """``client.agents.suggestions``"""
 
@@ -926,24 +961,29 @@ class RunnersRunsResource(Resource):
 class RunnersSkillsResource(Resource):
     """``client.runners.skills``"""
 
-    def list(self, runner_id: str) -> builtins.list[str]:
+    def list(self, runner_id: str) -> builtins.list[Binding]:
         """The runner's skill bindings (GET /api/runners/{runner_id}/skills, listRunnerSkills)."""
         return self._client._request(
-            "GET", f"/api/runners/{_seg(runner_id)}/skills", type=builtins.list[str]
+            "GET", f"/api/runners/{_seg(runner_id)}/skills", type=builtins.list[Binding]
         )
 
     def set(
-        self, runner_id: str, *, skill_ids: builtins.list[str], idempotency_key: str | None = None
-    ) -> builtins.list[str]:
+        self,
+        runner_id: str,
+        *,
+        skills: builtins.list[BindingBody] | UnsetType = UNSET,
+        skill_ids: builtins.list[str] | UnsetType = UNSET,
+        idempotency_key: str | None = None,
+    ) -> builtins.list[Binding]:
         """Replace the runner's skill bindings (POST /api/runners/{runner_id}/skills,
         setRunnerSkills).
         """
         return self._client._request(
             "POST",
             f"/api/runners/{_seg(runner_id)}/skills",
-            json=SkillsBody(skill_ids=skill_ids),
+            json=BindingsBody(skills=skills, skill_ids=skill_ids),
             idempotency_key=idempotency_key,
-            type=builtins.list[str],
+            type=builtins.list[Binding],
         )
 
 
@@ -1271,6 +1311,7 @@ class AgentsResource(Resource):
         self.multiplayer = AgentsMultiplayerResource(client)
         self.plan = AgentsPlanResource(client)
         self.scheduled_tasks = AgentsScheduledTasksResource(client)
+        self.skills = AgentsSkillsResource(client)
         self.suggestions = AgentsSuggestionsResource(client)
         self.web = AgentsWebResource(client)
 
@@ -2003,6 +2044,89 @@ class SettingsResource(Resource):
         )
 
 
+class SkillsResource(Resource):
+    """``client.skills``"""
+
+    def browse(
+        self, *, category: str | None = None, q: str | None = None
+    ) -> builtins.list[Registry]:
+        """The registry of skills shipped with the service (?category=, ?q= words to find) (GET
+        /api/skills/browse, browseSkills).
+        """
+        return self._client._request(
+            "GET",
+            "/api/skills/browse",
+            params={"category": category, "q": q},
+            type=builtins.list[Registry],
+        )
+
+    def create(
+        self,
+        *,
+        content: str | UnsetType | None = UNSET,
+        files: dict[str, str] | UnsetType = UNSET,
+        source: SourceBody | UnsetType | None = UNSET,
+        registry_id: str | UnsetType | None = UNSET,
+        name: str | UnsetType | None = UNSET,
+        idempotency_key: str | None = None,
+    ) -> Skill:
+        """Create a skill from a SKILL.md, a git repository, a URL or the registry (POST
+        /api/skills, createSkill).
+        """
+        return self._client._request(
+            "POST",
+            "/api/skills",
+            json=SkillBody(
+                content=content, files=files, source=source, registry_id=registry_id, name=name
+            ),
+            idempotency_key=idempotency_key,
+            type=Skill,
+        )
+
+    def delete(self, skill_id: str) -> dict[str, bool]:
+        """Delete a skill (agents and runners no longer get it) (DELETE /api/skills/{skill_id},
+        deleteSkill).
+        """
+        return self._client._request(
+            "DELETE", f"/api/skills/{_seg(skill_id)}", type=dict[str, bool]
+        )
+
+    def get(self, skill_id: str) -> Skill:
+        """A skill (GET /api/skills/{skill_id}, getSkill)."""
+        return self._client._request("GET", f"/api/skills/{_seg(skill_id)}", type=Skill)
+
+    def list(self) -> builtins.list[Skill]:
+        """The organization's skills, oldest first (GET /api/skills, listSkills)."""
+        return self._client._request("GET", "/api/skills", type=builtins.list[Skill])
+
+    def sync(self, skill_id: str, *, idempotency_key: str | None = None) -> Sync:
+        """Fetch the skill's source again: a new version when it changed (POST
+        /api/skills/{skill_id}/sync, syncSkill).
+        """
+        return self._client._request(
+            "POST", f"/api/skills/{_seg(skill_id)}/sync", idempotency_key=idempotency_key, type=Sync
+        )
+
+    def update(
+        self,
+        skill_id: str,
+        *,
+        name: str | UnsetType = UNSET,
+        enabled: bool | UnsetType = UNSET,
+        content: str | UnsetType = UNSET,
+        files: dict[str, str] | UnsetType = UNSET,
+    ) -> Skill:
+        """Rename, enable or disable a skill, or edit an inline skill's content (PATCH
+        /api/skills/{skill_id}, updateSkill).
+        """
+        return self._client._request(
+            "PATCH",
+            f"/api/skills/{_seg(skill_id)}",
+            json=SkillPatchBody(name=name, enabled=enabled, content=content, files=files),
+            type=Skill,
+        )
+
+
 class TemplatesResource(Resource):
     """``client.templates``"""
 
@@ -2278,6 +2402,7 @@ class Resources:
     runners: RunnersResource
     service: ServiceResource
     settings: SettingsResource
+    skills: SkillsResource
     templates: TemplatesResource
     threads: ThreadsResource
     tools: ToolsResource
@@ -2332,6 +2457,7 @@ class Resources:
         self.runners = RunnersResource(client)
         self.service = ServiceResource(client)
         self.settings = SettingsResource(client)
+        self.skills = SkillsResource(client)
         self.templates = TemplatesResource(client)
         self.threads = ThreadsResource(client)
         self.tools = ToolsResource(client)

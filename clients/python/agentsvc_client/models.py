@@ -131,6 +131,29 @@ class Attachment(msgspec.Struct, frozen=True, kw_only=True):
     server: Mcp
 
 
+class BindingBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``BindingBody`` of the OpenAPI document."""
+
+    skill_id: str = msgspec.field(name="skillId")
+    pinned_version: int | UnsetType | None = msgspec.field(name="pinnedVersion", default=UNSET)
+    enabled: bool | UnsetType = UNSET
+
+
+class Binding(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``BindingOut`` of the OpenAPI document."""
+
+    skill_id: str
+    pinned_version: int | None
+    enabled: bool
+
+
+class BindingsBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``BindingsBody`` of the OpenAPI document."""
+
+    skills: list[BindingBody] | UnsetType = UNSET
+    skill_ids: list[str] | UnsetType = msgspec.field(name="skillIds", default=UNSET)
+
+
 class Blocked(msgspec.Struct, frozen=True, kw_only=True):
     """An answer: ``BlockedOut`` of the OpenAPI document."""
 
@@ -356,6 +379,13 @@ class Execution(msgspec.Struct, frozen=True, kw_only=True):
     result: Any
     duration_ms: int
     error: str | None
+
+
+class File(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``FileOut`` of the OpenAPI document."""
+
+    path: str
+    size: int
 
 
 class IntegrationCreateBody(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -796,6 +826,18 @@ class RegistryEntry(msgspec.Struct, frozen=True, kw_only=True):
     packages: list[RegistryPackage]
 
 
+class Registry(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``RegistryOut`` of the OpenAPI document."""
+
+    id: str
+    name: str
+    description: str
+    category: str
+    version: str
+    body: str
+    files: list[File]
+
+
 class RegistryPackage(msgspec.Struct, frozen=True, kw_only=True):
     """An answer: ``RegistryPackageOut`` of the OpenAPI document."""
 
@@ -1046,10 +1088,63 @@ class SeriesPoint(msgspec.Struct, frozen=True, kw_only=True):
     start: datetime
 
 
-class SkillsBody(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """A request body: ``SkillsBody`` of the OpenAPI document."""
+class SkillBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``SkillBody`` of the OpenAPI document."""
 
-    skill_ids: list[str] = msgspec.field(name="skillIds")
+    content: str | UnsetType | None = UNSET
+    files: dict[str, str] | UnsetType = UNSET
+    source: SourceBody | UnsetType | None = UNSET
+    registry_id: str | UnsetType | None = msgspec.field(name="registryId", default=UNSET)
+    name: str | UnsetType | None = UNSET
+
+
+class Skill(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``SkillOut`` of the OpenAPI document."""
+
+    id: str
+    org_id: str
+    name: str
+    description: str
+    body: str
+    allowed_tools: list[str]
+    front_matter: dict[str, Any]
+    files: list[File]
+    source: Source
+    version: int
+    content_hash: str
+    status: str
+    sync_error: str | None
+    last_synced_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class SkillPatchBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``SkillPatchBody`` of the OpenAPI document."""
+
+    name: str | UnsetType = UNSET
+    enabled: bool | UnsetType = UNSET
+    content: str | UnsetType = UNSET
+    files: dict[str, str] | UnsetType = UNSET
+
+
+class SourceBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``SourceBody`` of the OpenAPI document."""
+
+    type: str
+    url: str
+    path: str | UnsetType | None = UNSET
+    ref: str | UnsetType | None = UNSET
+
+
+class Source(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``SourceOut`` of the OpenAPI document."""
+
+    type: str
+    url: str | None
+    path: str | None
+    ref: str | None
+    resolved_ref: str | None
 
 
 class Span(msgspec.Struct, frozen=True, kw_only=True):
@@ -1154,6 +1249,15 @@ class Suggestion(msgspec.Struct, frozen=True, kw_only=True):
     dismissed: bool
     created_at: datetime
     updated_at: datetime
+
+
+class Sync(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``SyncOut`` of the OpenAPI document."""
+
+    changed: bool
+    from_version: int
+    to_version: int
+    skill: Skill
 
 
 class TaskBody(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -1569,6 +1673,9 @@ __all__ = [
     "AttachBody",
     "AttachIntegrationBody",
     "Attachment",
+    "Binding",
+    "BindingBody",
+    "BindingsBody",
     "Blocked",
     "Budget",
     "BudgetBody",
@@ -1594,6 +1701,7 @@ __all__ = [
     "Evaluation",
     "ExecuteBody",
     "Execution",
+    "File",
     "Integration",
     "IntegrationCreateBody",
     "IssuedKey",
@@ -1637,6 +1745,7 @@ __all__ = [
     "Ready",
     "Recall",
     "RecallBody",
+    "Registry",
     "RegistryEntry",
     "RegistryPackage",
     "RegistryRemote",
@@ -1659,7 +1768,11 @@ __all__ = [
     "SearchHit",
     "SendMessageBody",
     "SeriesPoint",
-    "SkillsBody",
+    "Skill",
+    "SkillBody",
+    "SkillPatchBody",
+    "Source",
+    "SourceBody",
     "Span",
     "Step",
     "StepBody",
@@ -1667,6 +1780,7 @@ __all__ = [
     "StepsBody",
     "Suggestion",
     "SuggestionList",
+    "Sync",
     "Task",
     "TaskBody",
     "Tasks",

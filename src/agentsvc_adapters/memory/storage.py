@@ -17,6 +17,7 @@ from agentsvc_adapters.memory.plans import MemoryPlans
 from agentsvc_adapters.memory.projects import MemoryProjects, detach_members, naming_a_project
 from agentsvc_adapters.memory.runners import MemoryRunners
 from agentsvc_adapters.memory.secrets import MemorySecrets
+from agentsvc_adapters.memory.skills import MemorySkills
 from agentsvc_adapters.memory.traces import MemoryTraces
 from agentsvc_adapters.memory.webhook_tools import MemoryWebhookTools
 from agentsvc_adapters.storage import Repositories, StorageFacade
@@ -199,6 +200,7 @@ class MemoryStorage(StorageFacade):
                 runners=runners,
                 projects=projects,
                 marketplace=marketplace,
+                skills=MemorySkills(),
             )
         )
 

@@ -1,5 +1,5 @@
 """Runners on PostgreSQL (``runners``, ``runner_triggers``, ``runner_runs``,
-``runner_suggestions``; migration 0014).
+``runner_suggestions``; migration 0014; the skill bindings a document since 0021).
 
 An entity's documents (steps, budget, inputs, step states) are msgspec JSON in
 ``json`` columns, read back as text and decoded by type. A run is written by
@@ -43,6 +43,7 @@ from agentsvc_core.entities.runner import (
     Suggestion,
     Trigger,
 )
+from agentsvc_core.entities.skill import SkillBinding
 from agentsvc_core.errors import Conflict, NotFound
 from agentsvc_core.ports.runners import DaySums, Firing, ModelSums, RunnerStore, RunSums
 
@@ -56,8 +57,12 @@ _object = msgspec.json.Decoder(dict[str, Any])
 _RUNNERS = EntityTable(
     "runners",
     Runner,
-    {"input_schema": _object, "steps": _steps, "budget": msgspec.json.Decoder(Budget)},
-    casts={"skills": "uuid[]"},  # an empty list needs the type
+    {
+        "input_schema": _object,
+        "steps": _steps,
+        "budget": msgspec.json.Decoder(Budget),
+        "skills": msgspec.json.Decoder(tuple[SkillBinding, ...]),
+    },
 )
 _TRIGGERS = EntityTable("runner_triggers", Trigger, {"input": _object})
 _RUNS = EntityTable(
@@ -74,15 +79,11 @@ _SUGGESTIONS = EntityTable("runner_suggestions", Suggestion, {})
 
 
 def _runner(row: Row) -> Runner:
-    values = _RUNNERS.values(row)
-    values["skills"] = tuple(values["skills"])
-    return Runner(**values)
+    return Runner(**_RUNNERS.values(row))
 
 
 def _runner_params(runner: Runner) -> dict[str, Any]:
-    params = _RUNNERS.params(runner)
-    params["skills"] = list(runner.skills)
-    return params
+    return _RUNNERS.params(runner)
 
 
 def _trigger(row: Row) -> Trigger:

@@ -42,6 +42,7 @@ from agentsvc_adapters.postgres.pool import (
 from agentsvc_adapters.postgres.projects import PostgresProjects
 from agentsvc_adapters.postgres.runners import PostgresRunners
 from agentsvc_adapters.postgres.secrets import PostgresSecrets
+from agentsvc_adapters.postgres.skills import PostgresSkills
 from agentsvc_adapters.postgres.statistics import PostgresStatistics
 from agentsvc_adapters.postgres.streams import PostgresStreams
 from agentsvc_adapters.postgres.traces import PostgresTraces
@@ -115,6 +116,7 @@ class PostgresStorage(StorageFacade):
                 runners=PostgresRunners(self.pool),
                 projects=PostgresProjects(self.pool),
                 marketplace=PostgresMarketplace(self.pool),
+                skills=PostgresSkills(self.pool),
             )
         )
 

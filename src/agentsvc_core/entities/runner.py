@@ -15,6 +15,8 @@ from uuid import UUID
 
 import msgspec
 
+from agentsvc_core.entities.skill import SkillBinding
+
 __all__ = [
     "RUN_ACTIVE",
     "RUN_ENDED",
@@ -117,7 +119,7 @@ class Runner(msgspec.Struct, frozen=True, kw_only=True):
     description: str
     input_schema: dict[str, Any]  # JSON Schema (object root) of a run's input
     steps: tuple[Step, ...]
-    skills: tuple[UUID, ...]  # skill bindings, kept for the skills area
+    skills: tuple[SkillBinding, ...]  # the skills its agent steps get (entities/skill.py)
     budget: Budget
     created_at: datetime
     updated_at: datetime

@@ -39,6 +39,7 @@ class Template(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     tags: tuple[str, ...] = ()
     agent: TemplateAgent
     configs: dict[str, dict[str, Any]] = {}
+    skills: tuple[str, ...] = ()  # ids of the shipped registry's skills (docs/skills.md)
     uses: tuple[str, ...] = ()
 
     @property

@@ -11,13 +11,17 @@ from agentsvc_core.entities import Message, ToolCall, Usage
 
 
 class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
-    """A tool offered to the model: name, description, JSON Schema of its arguments."""
+    """A tool offered to the model: name, description, JSON Schema of its arguments.
+    ``instructions``: text the tool adds to the system prompt, after the agent's
+    stable preamble, while it is offered (the skills' catalogue: ``load_skill``);
+    providers are sent the other three fields only."""
 
     name: str
     description: str = ""
     parameters: dict[str, Any] = msgspec.field(
         default_factory=lambda: {"type": "object", "properties": {}}
     )
+    instructions: str | None = None
 
 
 class NativeCompaction(msgspec.Struct, frozen=True, kw_only=True):

@@ -34,6 +34,7 @@ from agentsvc_core.ports.plans import PlanStore
 from agentsvc_core.ports.projects import ProjectStore
 from agentsvc_core.ports.runners import RunnerStore
 from agentsvc_core.ports.sealed import SealedRecord, SecretStore
+from agentsvc_core.ports.skills import SkillStore
 from agentsvc_core.ports.streams import EventBatch, StreamStore
 from agentsvc_core.ports.traces import AnalyticsStore, TraceStore
 from agentsvc_core.ports.webhooks import WebhookToolStore
@@ -371,6 +372,9 @@ class Storage(Protocol):
 
     @property
     def marketplace(self) -> MarketplaceStore: ...
+
+    @property
+    def skills(self) -> SkillStore: ...
 
     async def check_ready(self) -> None:
         """Whether storage can serve now (the ``/readyz`` probe): returns when it

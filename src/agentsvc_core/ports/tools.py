@@ -22,6 +22,7 @@ from uuid import UUID
 import msgspec
 
 from agentsvc_core.entities import Agent, McpAttachment, McpServer, Principal
+from agentsvc_core.entities.skill import SkillBinding
 from agentsvc_core.errors import DomainError
 from agentsvc_core.ports.llm import ToolSpec
 from agentsvc_core.ports.sealed import SealedRecord
@@ -49,6 +50,7 @@ RESERVED_TOOL_PREFIXES = (
     "computer_",
     "propose_",
     "db_",
+    "load_skill",
 )
 
 
@@ -73,6 +75,7 @@ class ToolSetup(msgspec.Struct, frozen=True, kw_only=True):
     mcp: Attached = ()
     records: dict[str, SealedRecord] = {}
     thread_id: UUID | None = None  # the turn's thread
+    skills: tuple[SkillBinding, ...] = ()  # a runner's skills, besides the agent's
 
 
 class ToolCallContext(msgspec.Struct, frozen=True, kw_only=True):

@@ -1,6 +1,7 @@
 """What an agent can do, in the words a marketplace listing shows, found in what it
 is given (docs/marketplace.md, "Capabilities"): its web tools, its documents,
-memory, plans, database integrations, MCP servers and delegated webhook tools.
+memory, plans, database integrations, MCP servers, delegated webhook tools and
+skills.
 Reads only; the order is the one above, each capability once."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from agentsvc_core.use_cases.knowledge.documents import Knowledge
 from agentsvc_core.use_cases.mcp_servers import McpServers
 from agentsvc_core.use_cases.memories.memories import MemorySettings
 from agentsvc_core.use_cases.plan_tools import PlanSettings
+from agentsvc_core.use_cases.skills.bindings import SkillBindings
 from agentsvc_core.use_cases.web import WebSettings
 from agentsvc_core.use_cases.webhook_tools import WebhookTools
 
@@ -32,6 +34,7 @@ class AgentCapabilities:
         integrations: Integrations,
         mcps: McpServers,
         webhook_tools: WebhookTools,
+        skills: SkillBindings,
     ) -> None:
         self._web = web
         self._knowledge = knowledge
@@ -40,6 +43,7 @@ class AgentCapabilities:
         self._integrations = integrations
         self._mcps = mcps
         self._webhook_tools = webhook_tools
+        self._skills = skills
 
     async def __call__(self, who: Principal, agent_id: UUID) -> list[str]:
         found: list[str] = []
@@ -64,4 +68,6 @@ class AgentCapabilities:
         found.extend(f"Uses {s.server.name}" for s in servers)
         _, tools = await self._webhook_tools.delegated(who, agent_id)
         found.extend(f"Uses the {tool.name} tool" for tool in tools)
+        skills = await self._skills.attached(who, agent_id)
+        found.extend(f"Has the {s.name} skill" for s in sorted(skills, key=lambda s: s.name))
         return list(dict.fromkeys(found))

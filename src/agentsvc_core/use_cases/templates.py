@@ -2,10 +2,13 @@
 service ships (``TemplateCatalogue``), listed and searched, and turned into an
 agent of the organization in one call (``use``): the agent, with the template's
 preamble, model and tool profiles, then each configuration the template sets (web,
-plan, memory, compaction), the caller's overrides applied over the template's. The
-agent records the template and its version. Nothing is left half made: when a
-configuration is refused, the agent made for it is deleted again (with whatever
-configurations it had got) and the refusal is the answer.
+plan, memory, compaction), the caller's overrides applied over the template's, and
+the template's skills (the registry's, installed in the organization when it has
+not got them yet). The agent records the template and its version. Nothing is left
+half made: when a configuration or a skill is refused, the agent made for it is
+deleted again (with whatever configurations it had got) and the refusal is the
+answer (a skill installed on the way stays: it is the organization's, and the next
+use finds it).
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ __all__ = ["ConfigUpdate", "TemplateOverrides", "Templates"]
 
 # a configuration kind's update: (who, agent id, the fields given) -> the stored configuration
 ConfigUpdate = Callable[[Principal, UUID, dict[str, Any]], Awaitable[object]]
+# gives an agent the registry's skills of these ids: (who, agent id, ids) -> None
+GiveSkills = Callable[[Principal, UUID, tuple[str, ...]], Awaitable[None]]
 
 
 class TemplateOverrides(msgspec.Struct, frozen=True, kw_only=True):
@@ -55,14 +60,18 @@ class Templates:
         catalogue: TemplateCatalogue,
         agents: Agents,
         configs: Mapping[str, ConfigUpdate],
+        skills: GiveSkills | None = None,
     ) -> None:
-        """``configs``: the update of each kind of ``TEMPLATE_CONFIGS``."""
+        """``configs``: the update of each kind of ``TEMPLATE_CONFIGS``;
+        ``skills``: what gives the agent the template's skills (without it, a
+        template with skills is refused)."""
         missing = set(TEMPLATE_CONFIGS) - set(configs)
         if missing:
             raise ValueError(f"no update for the configurations {sorted(missing)}")
         self._catalogue = catalogue
         self._agents = agents
         self._configs = configs
+        self._skills = skills
 
     def list(self, *, category: str | None = None, query: str | None = None) -> list[Template]:
         """The templates, by category then name; ``category`` the one of that name
@@ -100,6 +109,10 @@ class Templates:
                 fields = {**template.configs.get(kind, {}), **overrides.configs.get(kind, {})}
                 if fields:
                     await self._configs[kind](who, agent.id, fields)
+            if template.skills:
+                if self._skills is None:
+                    raise InvalidInput("templateId", "this service has no skills to give")
+                await self._skills(who, agent.id, template.skills)
         except Exception:
             await self._agents.delete(who, agent.id)  # its configurations go with it
             raise

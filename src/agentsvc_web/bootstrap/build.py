@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from agentsvc_adapters.auth import JwtConfigError, JwtVerifier
 from agentsvc_adapters.embeddings import OpenAIEmbedder
+from agentsvc_adapters.git import GitSkillSource
 from agentsvc_adapters.llm import AlphaModel, BetaModel, Families, LocalModel, PrefixRouter
 from agentsvc_adapters.mcp import SdkMcpClient
 from agentsvc_adapters.oauth import HttpOAuth
@@ -58,6 +59,7 @@ def build_services(settings: Settings) -> Services:
     resolver = HttpCredentialResolver(guard)
     webhooks = HttpWebhookCaller(guard)
     web_fetcher = HttpWebFetcher(guard)
+    skill_source = GitSkillSource(guard)
     web_search = _web_search(settings, guard)
     embedder = _embedder(settings, guard)
     services = Services(
@@ -83,6 +85,7 @@ def build_services(settings: Settings) -> Services:
         exports=exports,
         sampling=sampling,
         web_fetcher=web_fetcher,
+        skill_source=skill_source,
         web_search=web_search,
         embedder=embedder,
     )
@@ -90,6 +93,7 @@ def build_services(settings: Settings) -> Services:
         [registry.aclose, oauth_network.aclose, resolver.aclose, webhooks.aclose]
     )
     services.closers.append(web_fetcher.aclose)
+    services.closers.append(skill_source.aclose)
     if web_search is not None:
         services.closers.append(web_search.aclose)
     if embedder is not None:

@@ -35,6 +35,8 @@ from agentsvc_core.use_cases.org_settings import CompactionSettings, OrgSettings
 from agentsvc_core.use_cases.plan_tools import PlanSettings
 from agentsvc_core.use_cases.projects import Projects
 from agentsvc_core.use_cases.registry import RegistrySearch
+from agentsvc_core.use_cases.skills.bindings import SkillBindings, registry_giver
+from agentsvc_core.use_cases.skills.skills import Skills
 from agentsvc_core.use_cases.templates import Templates
 from agentsvc_core.use_cases.turn.conversation import Conversation
 from agentsvc_core.use_cases.web import WebSettings
@@ -142,21 +144,30 @@ def org_settings(
 
 
 class _Configured(Protocol):
-    """What the templates need of ``Services``: the agents and the updates of the
-    configurations a template sets."""
+    """What the templates need of ``Services``: the agents, the updates of the
+    configurations a template sets, and the skills it gives."""
 
     agents: Agents
     web: WebSettings
     plan_settings: PlanSettings
     memory_settings: MemorySettings
     compaction: CompactionSettings
+    skills: Skills
+    skill_bindings: SkillBindings
 
 
 def templates(s: _Configured) -> Templates:
     """The official templates shipped with the package, made into agents with
-    their configurations."""
+    their configurations and skills (each a skill of the shipped registry, which
+    the service checks at start-up)."""
+    shipped = PackagedTemplates()
+    for template in shipped.templates():
+        for registry_id in template.skills:
+            if not s.skills.in_registry(registry_id):
+                raise ValueError(f"template {template.id}: no skill {registry_id!r} is shipped")
+
     return Templates(
-        PackagedTemplates(),
+        shipped,
         s.agents,
         {
             "web": s.web.update,
@@ -164,6 +175,7 @@ def templates(s: _Configured) -> Templates:
             "memory": s.memory_settings.update,
             "compaction": s.compaction.update,
         },
+        registry_giver(s.skills, s.skill_bindings),
     )
 
 
@@ -176,6 +188,7 @@ class _Listed(_Configured, Protocol):
     integrations: Integrations
     mcps: McpServers
     webhook_tools: WebhookTools
+    skill_bindings: SkillBindings
 
 
 def marketplace(s: _Listed, storage: Storage, clock: Clock) -> Marketplace:
@@ -202,6 +215,7 @@ def marketplace(s: _Listed, storage: Storage, clock: Clock) -> Marketplace:
         integrations=s.integrations,
         mcps=s.mcps,
         webhook_tools=s.webhook_tools,
+        skills=s.skill_bindings,
     )
     return Marketplace(
         storage.marketplace, storage.agents, PillowImages(), clock, ask=ask, sources=[capabilities]

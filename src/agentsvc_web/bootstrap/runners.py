@@ -60,6 +60,7 @@ def wire_runners(
         clock,
         cron_min_interval_s=settings.cron_min_interval_s,
         projects=storage.projects,
+        skills=storage.skills,
     )
     prices = traces.prices
     run_traces = RunTraces(storage.runners, storage.traces, clock, traces.retention)

@@ -34,6 +34,7 @@ from agentsvc_core.ports.mcp import UrlPolicy
 from agentsvc_core.ports.oauth import OAuthNetwork
 from agentsvc_core.ports.registry import McpRegistry
 from agentsvc_core.ports.resolver import CredentialResolver
+from agentsvc_core.ports.skill_sources import SkillSource
 from agentsvc_core.ports.web import WebFetcher, WebSearch
 from agentsvc_core.use_cases.health import Readiness
 from agentsvc_core.use_cases.idempotency import Idempotency
@@ -81,6 +82,7 @@ class Services:
         web_search: WebSearch | None = None,
         embedder: Embedder | None = None,
         parser: DocumentParser | None = None,
+        skill_source: SkillSource | None = None,
     ) -> None:
         """The adapters come from ``build_services`` (or a test); ``tools`` replaces
         the turn's tool hub (a test's fake)."""
@@ -100,7 +102,7 @@ class Services:
         self.trace_config = telemetry.trace_config(settings)
         self._catalogue(clock, revocations)
         keys = KeyBroker(self.org_settings, resolver, self.tracer)
-        self._tool_areas(clock, router, keys, databases, web_fetcher, parser)
+        self._tool_areas(clock, router, keys, databases, web_fetcher, parser, skill_source)
         # the turn, and what builds on it
         self.tools = tools or ToolHub(tool_areas.tool_sources(self))
         self.conversation = conversation(
@@ -173,6 +175,7 @@ class Services:
         databases: SqlDatabases | None,
         web_fetcher: WebFetcher | None,
         parser: DocumentParser | None,
+        skill_source: SkillSource | None,
     ) -> None:
         """The areas behind the server-side tools (``tools``), and the job queue
         knowledge and memories use."""
@@ -204,6 +207,11 @@ class Services:
             self.jobs,
             self.trace_config.prices,
         )
+        if skill_source is None:  # as the web fetcher
+            own_source = tool_areas.own_skill_source(settings, self.urls)
+            self.closers.append(own_source.aclose)
+            skill_source = own_source
+        self.skills, self.skill_bindings = tool_areas.skills(storage, box, clock, skill_source)
 
     def _runners(self, clock: SystemClock) -> None:
         """Runners over the conversation (``runners.wire_runners``)."""

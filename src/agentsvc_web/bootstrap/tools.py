@@ -1,5 +1,6 @@
 """The turn's server-side tools and the areas behind them: MCP servers' tools,
-webhook tools, database integrations, plans, memories, knowledge and the web tools,
+webhook tools, database integrations, plans, memories, knowledge, the web tools
+and skills,
 each a tool source (``ServerTools``) that ``tool_sources`` lists in the order the
 model sees them."""
 
@@ -8,7 +9,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NamedTuple
 
 from agentsvc_adapters.documents import FileParser
+from agentsvc_adapters.git import GitSkillSource
 from agentsvc_adapters.outbound import OutboundGuard
+from agentsvc_adapters.skill_registry import PackagedSkills
 from agentsvc_adapters.sqldb import PostgresDatabases
 from agentsvc_adapters.web import HttpWebFetcher
 from agentsvc_core.ports import (
@@ -24,6 +27,7 @@ from agentsvc_core.ports.documents import DocumentParser
 from agentsvc_core.ports.embeddings import Embedder
 from agentsvc_core.ports.jobs import JobQueue
 from agentsvc_core.ports.mcp import UrlPolicy
+from agentsvc_core.ports.skill_sources import SkillSource
 from agentsvc_core.ports.web import WebSearch
 from agentsvc_core.pricing import PriceTable
 from agentsvc_core.use_cases import Threads
@@ -37,6 +41,8 @@ from agentsvc_core.use_cases.memories.tools import MemoryTools
 from agentsvc_core.use_cases.org_settings import KeyBroker, OrgSettings
 from agentsvc_core.use_cases.plan_tools import PlanSettings, PlanTools
 from agentsvc_core.use_cases.plans import Plans
+from agentsvc_core.use_cases.skills.bindings import SkillBindings, SkillTools
+from agentsvc_core.use_cases.skills.skills import Skills
 from agentsvc_core.use_cases.web import WebSettings, WebTools
 from agentsvc_core.use_cases.webhook_tools import WebhookTools, WebhookToolSource
 from agentsvc_web.settings import Settings
@@ -56,7 +62,32 @@ def tool_sources(services: Services) -> list[ServerTools]:
         MemoryTools(s.memories, s.memory_settings),
         KnowledgeTools(s.knowledge),
         WebTools(s.web, s.web_fetcher, s.web_search),
+        SkillTools(s.skill_bindings, s.storage.skills),
     ]
+
+
+class SkillArea(NamedTuple):
+    skills: Skills
+    skill_bindings: SkillBindings
+
+
+def skills(storage: Storage, box: SecretBox, clock: Clock, source: SkillSource) -> SkillArea:
+    """The organization's skills (fetched through the guard by ``source``), the
+    shipped registry, and the agents' bindings."""
+    return SkillArea(
+        Skills(storage.skills, source, PackagedSkills(), clock),
+        SkillBindings(storage.secrets, storage.agents, box, storage.skills),
+    )
+
+
+def own_skill_source(settings: Settings, urls: UrlPolicy) -> GitSkillSource:
+    """The skills' fetcher for a host that passes none (a test): over the outbound
+    guard it was given, or a guard of its own."""
+    return GitSkillSource(
+        urls
+        if isinstance(urls, OutboundGuard)
+        else OutboundGuard(allow_private_network=settings.allow_private_network)
+    )
 
 
 def webhook_tools(

@@ -160,6 +160,7 @@ class AgentSteps:
                 SendInput(content=message, model_override=step.model),
                 gate=budget.gate if budget is not None else None,
                 extra_mcp=extra,
+                extra_skills=runner.skills if runner is not None else (),
                 stored_parent=step_span_id(run, state) if parent is not None else None,
             )
         except Conflict as exc:

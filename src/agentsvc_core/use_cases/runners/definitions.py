@@ -16,11 +16,13 @@ from msgspec import UNSET, UnsetType
 
 from agentsvc_core.entities import Principal
 from agentsvc_core.entities.runner import Budget, OnExceed, Runner, Step, Trigger
+from agentsvc_core.entities.skill import SkillBinding
 from agentsvc_core.errors import InvalidInput, NotFound, PermissionDenied
 from agentsvc_core.ports import AgentRepository, Clock, SecretBox
 from agentsvc_core.ports.mcp import UrlPolicy
 from agentsvc_core.ports.projects import ProjectStore
 from agentsvc_core.ports.runners import RunnerStore
+from agentsvc_core.ports.skills import SkillStore
 from agentsvc_core.rules import MAX_DESCRIPTION, MAX_NAME, check_text
 from agentsvc_core.use_cases.projects import check_project
 from agentsvc_core.use_cases.runners.steps import StepChecks, StepDraft, step_headers_context
@@ -32,11 +34,10 @@ from agentsvc_core.use_cases.runners.triggers import (
     new_token,
     token_hash,
 )
+from agentsvc_core.use_cases.skills.bindings import check_bindings
 from agentsvc_core.use_cases.webhook_tools import check_parameters
 
 __all__ = ["BudgetChanges", "RunnerChanges", "RunnerDraft", "Runners"]
-
-MAX_SKILLS = 100
 
 
 class RunnerDraft(msgspec.Struct, frozen=True, kw_only=True):
@@ -46,7 +47,7 @@ class RunnerDraft(msgspec.Struct, frozen=True, kw_only=True):
         default_factory=lambda: {"type": "object", "properties": {}}
     )
     steps: list[StepDraft] = []
-    skills: list[UUID] = []
+    skills: list[SkillBinding] = []
     project_id: UUID | None = None
 
 
@@ -80,11 +81,14 @@ class Runners:
         *,
         cron_min_interval_s: float = 60.0,
         projects: ProjectStore | None = None,
+        skills: SkillStore | None = None,
     ) -> None:
         """``projects``: where a ``project_id`` is checked (without it, no runner
-        can name one)."""
+        can name one); ``skills``: where skill bindings are (without it, no runner
+        can bind one)."""
         self._store = store
         self._projects = projects
+        self._skill_store = skills
         self._box = box
         self._clock = clock
         self._checks = StepChecks(agents, box, urls)
@@ -109,7 +113,7 @@ class Runners:
             description=check_text("description", draft.description, max_len=MAX_DESCRIPTION),
             input_schema=check_parameters(draft.input_schema, field="input_schema"),
             steps=steps,
-            skills=self._skills(draft.skills),
+            skills=await self._skills(who.org_id, draft.skills),
             budget=Budget(),
             created_at=now,
             updated_at=now,
@@ -223,17 +227,22 @@ class Runners:
             raise InvalidInput("soft_limit_pct", "between 1 and 100")
         return await self._save(runner, budget=budget)
 
-    @staticmethod
-    def _skills(skills: list[UUID]) -> tuple[UUID, ...]:
-        if len(skills) > MAX_SKILLS:
-            raise InvalidInput("skills", f"at most {MAX_SKILLS}")
-        return tuple(dict.fromkeys(skills))
+    async def _skills(
+        self, org_id: str, skills: list[SkillBinding] | None
+    ) -> tuple[SkillBinding, ...]:
+        if self._skill_store is None:
+            if skills is None or skills:
+                raise InvalidInput("skills", "this service keeps no skills")
+            return ()
+        return await check_bindings(self._skill_store, org_id, skills)
 
-    async def set_skills(self, who: Principal, runner_id: UUID, skills: list[UUID]) -> Runner:
-        """Replace the runner's skill bindings (the skills area reads them)."""
+    async def set_skills(
+        self, who: Principal, runner_id: UUID, skills: list[SkillBinding] | None
+    ) -> Runner:
+        """Replace the runner's skill bindings (use_cases/skills/bindings.py)."""
         self._admin(who)
         runner = await self._store.get(who.org_id, runner_id)
-        return await self._save(runner, skills=self._skills(skills))
+        return await self._save(runner, skills=await self._skills(who.org_id, skills))
 
     # --- triggers ---------------------------------------------------------------
 

@@ -41,13 +41,29 @@ class SkillDocument(msgspec.Struct, frozen=True, kw_only=True):
     extra: dict[str, Any] = {}  # the front matter's other keys
 
 
+_BOOL = "tag:yaml.org,2002:bool"
+
+
 class _NoAliases(yaml.SafeLoader):
-    """The safe loader without aliases: ``*a`` repeated cannot multiply the data."""
+    """The safe loader without aliases: ``*a`` repeated cannot multiply the data.
+    Booleans are YAML 1.2's, ``true`` and ``false`` only: a skill named ``off`` or
+    ``yes`` keeps its name (YAML 1.1 reads those, and ``on``, ``no``, ``y``..., as
+    booleans)."""
+
+    yaml_implicit_resolvers = {
+        first: [(tag, regexp) for tag, regexp in resolvers if tag != _BOOL]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
             raise yaml.YAMLError("aliases are not allowed")
         return super().compose_node(parent, index)
+
+
+_NoAliases.add_implicit_resolver(
+    _BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
 
 
 def _tools(value: object) -> tuple[str, ...]:

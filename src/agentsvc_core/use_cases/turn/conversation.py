@@ -52,6 +52,7 @@ from agentsvc_core.entities import (
     Run,
     ToolCall,
 )
+from agentsvc_core.entities.skill import SkillBinding
 from agentsvc_core.errors import (
     IdempotencyKeyInUse,
     IdempotencyKeyReused,
@@ -193,16 +194,20 @@ class Conversation:
         *,
         gate: BudgetGate | None = None,
         extra_mcp: Attached = (),
+        extra_skills: tuple[SkillBinding, ...] = (),
         stored_parent: str | None = None,
     ) -> Turn:
         """Validate, store the user's message and start the reply. Raises
         ``NotFound``, ``PermissionDenied``, ``InvalidInput`` or ``Conflict``
         (THREAD_BUSY) before anything streams; ``Unavailable`` once shutdown began.
         A runner's step passes ``gate`` (asked before each model call) and
-        ``extra_mcp``, its runner's MCP servers (the agent's own win), and
-        ``stored_parent``, its step's span (the current span, stored in the run's
-        trace record: the reply's span keeps it as parent)."""
-        turn = await self._send(who, thread_id, msg, None, gate, extra_mcp, stored_parent)
+        ``extra_mcp``, its runner's MCP servers (the agent's own win),
+        ``extra_skills``, its runner's skills, and ``stored_parent``, its step's span
+        (the current span, stored in the run's trace record: the reply's span keeps
+        it as parent)."""
+        turn = await self._send(
+            who, thread_id, msg, None, gate, extra_mcp, stored_parent, extra_skills
+        )
         assert isinstance(turn, Turn)  # only a post may leave the agent out
         return turn
 
@@ -255,6 +260,7 @@ class Conversation:
         gate: BudgetGate | None = None,
         extra_mcp: Attached = (),
         stored_parent: str | None = None,
+        extra_skills: tuple[SkillBinding, ...] = (),
         *,
         posted: bool = False,
     ) -> EventSource:
@@ -278,7 +284,9 @@ class Conversation:
         self._refuse_when_busy(inputs.latest_run, now)
         pending = _pending_tool_calls(inputs.latest_run)
         check_tool_results(pending, msg)
-        chosen = choose(self._router, self._configs, who, thread, agent, msg, inputs, extra_mcp)
+        chosen = choose(
+            self._router, self._configs, who, thread, agent, msg, inputs, extra_mcp, extra_skills
+        )
         listed = await self._tools.list_tools(who, agent, chosen.setup)
         plan = plan_reply(
             chosen,

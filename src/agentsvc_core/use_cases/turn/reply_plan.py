@@ -11,6 +11,7 @@ from datetime import timedelta
 import msgspec
 
 from agentsvc_core.entities import Agent, Message, Principal, Thread
+from agentsvc_core.entities.skill import SkillBinding
 from agentsvc_core.ports import ChatModel, ModelRouter, NativeCompaction, ToolSetup, ToolSpec
 from agentsvc_core.ports.storage import TurnInputs
 from agentsvc_core.ports.tools import Attached
@@ -58,10 +59,13 @@ def choose(
     msg: SendInput,
     inputs: TurnInputs,
     extra_mcp: Attached,
+    extra_skills: tuple[SkillBinding, ...] = (),
 ) -> Chosen:
     """The model (``InvalidInput`` for one no family serves), the agent's
     configurations from the records the turn read, the tool profile, and the MCP
-    servers the tools come from: the agent's, then a runner's it has not."""
+    servers the tools come from: the agent's, then a runner's it has not (and the
+    runner's skills, ``extra_skills``, which the skills' tool source adds to the
+    agent's)."""
     model_id = msg.model_override or agent.default_model
     model, model_name = router.route(model_id)
     resolver, compaction = (
@@ -82,6 +86,7 @@ def choose(
             mcp=_with_extra_mcp(inputs.mcp, extra_mcp),
             records=inputs.records,
             thread_id=thread.id,
+            skills=extra_skills,
         ),
     )
 
@@ -118,7 +123,10 @@ def plan_reply(
         model_name=chosen.model_name,
         model_id=chosen.model_id,
         system=system_prompt(
-            agent.stable_preamble, thread.system_prompt_overlay, msg.system_prompt_overlay
+            agent.stable_preamble,
+            *(t.instructions for t in server.values() if t.instructions),
+            thread.system_prompt_overlay,
+            msg.system_prompt_overlay,
         ),
         server_tools=server,
         client_tools=client,

@@ -20,6 +20,7 @@ from litestar.params import FromPath, JSONBody, QueryParameter
 from agentsvc_core.entities.runner import (
     RunStatus,
 )
+from agentsvc_core.entities.skill import SkillBinding
 from agentsvc_core.use_cases.runners.analytics import Period, RunnerAnalytics, RunnerReport
 from agentsvc_core.use_cases.runners.definitions import (
     BudgetChanges,
@@ -42,7 +43,6 @@ from agentsvc_web.controllers.runners.schemas import (
     RunnerOut,
     RunnerPatchBody,
     RunOut,
-    SkillsBody,
     StepBody,
     StepOut,
     StepsBody,
@@ -52,6 +52,7 @@ from agentsvc_web.controllers.runners.schemas import (
     next_cursor,
     step_draft,
 )
+from agentsvc_web.controllers.skills import BindingOut, BindingsBody
 from agentsvc_web.openapi import errors
 from agentsvc_web.schemas import OkBody, given_fields, read_cursor
 
@@ -86,7 +87,7 @@ class RunnerController(Controller):
             description=data.description,
             input_schema=data.input_schema,
             steps=[step_draft(s) for s in data.steps],
-            skills=data.skills,
+            skills=[SkillBinding(skill_id=i) for i in dict.fromkeys(data.skills)],
             project_id=data.project_id,
         )
         return RunnerOut.of(await runners.create(principal_of(request), draft))
@@ -213,8 +214,8 @@ class RunnerController(Controller):
     )
     async def get_skills(
         self, request: Req, runners: NamedDependency[Runners], runner_id: FromPath[UUID]
-    ) -> list[UUID]:
-        return list((await runners.get(principal_of(request), runner_id)).skills)
+    ) -> list[BindingOut]:
+        return BindingOut.all((await runners.get(principal_of(request), runner_id)).skills)
 
     @post(
         "/{runner_id:uuid}/skills",
@@ -228,10 +229,10 @@ class RunnerController(Controller):
         request: Req,
         runners: NamedDependency[Runners],
         runner_id: FromPath[UUID],
-        data: JSONBody[SkillsBody],
-    ) -> list[UUID]:
-        runner = await runners.set_skills(principal_of(request), runner_id, data.skill_ids)
-        return list(runner.skills)
+        data: JSONBody[BindingsBody],
+    ) -> list[BindingOut]:
+        runner = await runners.set_skills(principal_of(request), runner_id, data.bindings())
+        return BindingOut.all(runner.skills)
 
     # --- triggers ---------------------------------------------------------------
 

@@ -18,7 +18,6 @@ __all__ = [
     "RunnerBody",
     "RunnerOut",
     "RunnerPatchBody",
-    "SkillsBody",
     "StepBody",
     "StepOut",
     "StepRunOut",
@@ -137,10 +136,6 @@ class BudgetBody(msgspec.Struct, rename="camel"):
     on_exceed: OnExceed | UnsetType = UNSET
 
 
-class SkillsBody(msgspec.Struct, rename="camel"):
-    skill_ids: Annotated[list[UUID], Meta(max_length=100)]
-
-
 class TriggerBody(msgspec.Struct, rename="camel"):
     kind: TriggerKind
     name: str = ""
@@ -238,7 +233,7 @@ class RunnerOut(msgspec.Struct):
             cls,
             r,
             steps=[StepOut.of(s) for s in r.steps],
-            skills=list(r.skills),
+            skills=[b.skill_id for b in r.skills],
             budget=BudgetOut.of(r),
         )
 

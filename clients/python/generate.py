@@ -49,6 +49,8 @@ OPERATIONS: dict[str, str] = {
     "putAgentCredentials": "agents.credentials.put",
     "getAgentCompaction": "agents.compaction.get",
     "putAgentCompaction": "agents.compaction.put",
+    "getAgentMultiplayer": "agents.multiplayer.get",
+    "putAgentMultiplayer": "agents.multiplayer.put",
     "getAgentWeb": "agents.web.get",
     "putAgentWeb": "agents.web.put",
     "listAgentIntegrations": "agents.integrations.list",
@@ -72,6 +74,7 @@ OPERATIONS: dict[str, str] = {
     "updateThread": "threads.update",
     "stopThread": "threads.stop",
     "streamReply": "threads.attach",
+    "threadEvents": "threads.events",
     "listMessages": "threads.messages.list",
     "sendMessage": "threads.messages.send",
     "listParticipants": "threads.participants.list",
@@ -203,6 +206,7 @@ OPERATIONS: dict[str, str] = {
 SPECIAL = {
     "sendMessage": "_send_message",
     "streamReply": "_attach",
+    "threadEvents": "_thread_events",
     "uploadKnowledge": "_upload",
     "uploadAgentAvatar": "_upload_avatar",
 }
@@ -460,16 +464,41 @@ def _method(op: Op, name: str, is_async: bool) -> str:
             else f"{arg}: {_union([annotation, 'None'])} = None"
         )
         query_args.append(f'"{q["name"]}": {arg}')
-    stream = "AsyncReplyStream" if is_async else "ReplyStream"
     if op.id == "sendMessage":
         kw.append("idempotency_key: str | None = None")
-    if op.id == "streamReply":
+    if op.id in ("streamReply", "threadEvents"):
         kw.append("last_event_id: int | None = None")
     if op.method == "POST" and op.id != "sendMessage":
         kw.append("idempotency_key: str | None = None")
     signature = ", ".join(["self", *params, *(["*", *kw] if kw else [])])
     prefix = "async " if is_async else ""
     wait = "await " if is_async else ""
+    streamed = _streamed(op, name, signature, body_args, is_async)
+    if streamed is not None:
+        return streamed
+    path = _path_expr(op)
+    lines = [
+        f"    {prefix}def {name}({signature}) -> {op.answer}:\n",
+        _doc(f"{op.summary} ({op.method} {op.path}, {op.id}).", "        "),
+    ]
+    call = [f'"{op.method}"', path]
+    if body_args:
+        call.append(f"json={op.body_cls}({', '.join(body_args)})")
+    if query_args:
+        call.append("params={" + ", ".join(query_args) + "}")
+    if op.method == "POST":
+        call.append("idempotency_key=idempotency_key")
+    call.append(f"type={op.answer}")
+    lines.append(f"        return {wait}self._client._request({', '.join(call)})\n")
+    return "".join(lines)
+
+
+def _streamed(
+    op: Op, name: str, signature: str, body_args: list[str], is_async: bool
+) -> str | None:
+    """The methods of the streamed operations (written by hand in the client: they
+    delegate to it), or None for any other operation."""
+    stream = "AsyncReplyStream" if is_async else "ReplyStream"
     if op.id == "sendMessage":
         doc = _doc(
             f"{op.summary} ({op.method} {op.path}, {op.id}): the reply's events, as they come.",
@@ -489,21 +518,18 @@ def _method(op: Op, name: str, is_async: bool) -> str:
             f"    def {name}({signature}) -> {stream}:\n{doc}"
             f"        return self._client._attach({op.path_params[0]}, run_id=run_id, after=after if last_event_id is None else last_event_id)\n"
         )
-    path = _path_expr(op)
-    lines = [
-        f"    {prefix}def {name}({signature}) -> {op.answer}:\n",
-        _doc(f"{op.summary} ({op.method} {op.path}, {op.id}).", "        "),
-    ]
-    call = [f'"{op.method}"', path]
-    if body_args:
-        call.append(f"json={op.body_cls}({', '.join(body_args)})")
-    if query_args:
-        call.append("params={" + ", ".join(query_args) + "}")
-    if op.method == "POST":
-        call.append("idempotency_key=idempotency_key")
-    call.append(f"type={op.answer}")
-    lines.append(f"        return {wait}self._client._request({', '.join(call)})\n")
-    return "".join(lines)
+    if op.id == "threadEvents":
+        events = "AsyncThreadEventStream" if is_async else "ThreadEventStream"
+        doc = _doc(
+            f"{op.summary} ({op.method} {op.path}, {op.id}): the events after"
+            " ``last_event_id`` (or ``after``; neither: from now on), endless.",
+            "        ",
+        )
+        return (
+            f"    def {name}({signature}) -> {events}:\n{doc}"
+            f"        return self._client._thread_events({op.path_params[0]}, after=after if last_event_id is None else last_event_id)\n"
+        )
+    return None
 
 
 def render_resources(doc: dict[str, Any], is_async: bool) -> str:
@@ -532,6 +558,7 @@ def render_resources(doc: dict[str, Any], is_async: bool) -> str:
         ")\n",
         "\nif TYPE_CHECKING:\n",
         f"    from agentsvc_client._stream import {'AsyncReplyStream' if is_async else 'ReplyStream'}\n",
+        f"    from agentsvc_client.thread_events import {'AsyncThreadEventStream' if is_async else 'ThreadEventStream'}\n",
     ]
     for path in sorted(tree, key=lambda p: (-p.count("."), p)):
         cls = (

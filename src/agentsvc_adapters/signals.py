@@ -1,11 +1,11 @@
-"""The in-process signal buses: stops, revocations and follow requests within one
-process.
+"""The in-process signal buses: stops, revocations, follow requests and thread news
+within one process.
 
-``LocalStopBus``, ``LocalRevocations`` and ``LocalFollows`` implement ``StopBus``,
-``Revocations`` (``agentsvc_core.ports.signals``) and ``FollowRequests``
-(``agentsvc_core.ports.streams``) for one process: the memory storage's wiring and
-the tests use them as they are; ``PostgresStopBus`` extends them with LISTEN/NOTIFY
-across processes. A shared adapters module (as ``outbound`` is), not part of
+``LocalStopBus``, ``LocalRevocations``, ``LocalThreadNews`` and ``LocalFollows``
+implement ``StopBus``, ``Revocations``, ``ThreadNews`` (``agentsvc_core.ports.signals``)
+and ``FollowRequests`` (``agentsvc_core.ports.streams``) for one process: the memory
+storage's wiring and the tests use them as they are; ``PostgresStopBus`` extends them
+with LISTEN/NOTIFY across processes. A shared adapters module (as ``outbound`` is), not part of
 ``memory``: the PostgreSQL adapter builds on them and no adapter imports another.
 """
 
@@ -19,10 +19,11 @@ from agentsvc_core.ports.signals import (
     RevokedCallback,
     StopBus,
     StopSignal,
+    ThreadNews,
 )
 from agentsvc_core.ports.streams import FollowRequests
 
-__all__ = ["LocalFollows", "LocalRevocations", "LocalStopBus"]
+__all__ = ["LocalFollows", "LocalRevocations", "LocalStopBus", "LocalThreadNews"]
 
 
 class LocalStopBus(StopBus):
@@ -82,3 +83,20 @@ class LocalFollows(FollowRequests):
 
     def on_follow(self, callback: Callable[[UUID], None]) -> None:
         self._follow_callbacks.append(callback)
+
+
+class LocalThreadNews(ThreadNews):
+    """Thread news within one process (memory storage, tests)."""
+
+    def __init__(self) -> None:
+        self._news_callbacks: list[Callable[[UUID], None]] = []
+
+    async def publish_news(self, thread_id: UUID) -> None:
+        self.deliver_news(thread_id)
+
+    def deliver_news(self, thread_id: UUID) -> None:
+        for callback in self._news_callbacks:
+            callback(thread_id)
+
+    def on_news(self, callback: Callable[[UUID], None]) -> None:
+        self._news_callbacks.append(callback)

@@ -49,6 +49,10 @@ from agentsvc_web.controllers.mcps import (
     RunnerMcpController,
 )
 from agentsvc_web.controllers.memories import AgentMemoryController
+from agentsvc_web.controllers.multiplayer import (
+    AgentMultiplayerController,
+    ThreadEventsController,
+)
 from agentsvc_web.controllers.plans import AgentPlanController, PlanController
 from agentsvc_web.controllers.projects import ProjectController
 from agentsvc_web.controllers.publishing.guards import ChatLimits
@@ -143,6 +147,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             AgentCredentialsController,
             AgentCompactionController,
             AgentWebController,
+            AgentMultiplayerController,
+            ThreadEventsController,
             OrgSettingsController,
             IntegrationController,
             AgentIntegrationController,
@@ -190,6 +196,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "compaction": _const(services.compaction),
             "integrations": _const(services.integrations),
             "web": _const(services.web),
+            "multiplayer": _const(services.multiplayer),
+            "thread_events": _const(services.thread_events),
             "traces": _const(services.traces),
             "analytics": _const(services.analytics),
             "webhook_tools": _const(services.webhook_tools),
@@ -278,7 +286,12 @@ def serve_app() -> Litestar:
     services = build_services(settings)
     app = create_app(settings, services)
     app.on_startup.append(
-        drain_on_signals(services.conversation, settings.shutdown_grace_s, services.readiness)
+        drain_on_signals(
+            services.conversation,
+            settings.shutdown_grace_s,
+            services.readiness,
+            leaving=services.thread_events.close,
+        )
     )
     app.on_startup.append(freeze_heap)
     return app

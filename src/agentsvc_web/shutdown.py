@@ -34,14 +34,19 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def drain_on_signals(
-    conversation: Conversation, grace_s: float, readiness: Readiness | None = None
+    conversation: Conversation,
+    grace_s: float,
+    readiness: Readiness | None = None,
+    leaving: Callable[[], None] | None = None,
 ) -> Callable[[], None]:
     """An ``on_startup`` hook: from then on, SIGTERM and SIGINT begin the drain,
     then reach the handler that was there (uvicorn's, which it installs before
     the app starts and puts back when it is done). Only in the main thread (a
     server run in a thread, as tests do, gets no signals) and only in front of a
     handler that shuts something down. ``readiness`` answers not ready from the
-    signal on (``/readyz``: a load balancer stops sending new requests)."""
+    signal on (``/readyz``: a load balancer stops sending new requests). ``leaving``
+    runs on the signal too: it ends the streams that never end by themselves (a
+    thread's live events), whose clients reconnect elsewhere."""
 
     def install() -> None:
         if threading.current_thread() is not threading.main_thread():
@@ -51,7 +56,10 @@ def drain_on_signals(
             previous = signal.getsignal(sig)
             if callable(previous):
                 signal.signal(
-                    sig, partial(_drain, loop, conversation, grace_s, readiness, previous)
+                    sig,
+                    partial(
+                        _drain, loop, conversation, grace_s, readiness, previous, leaving=leaving
+                    ),
                 )
 
     return install
@@ -65,8 +73,11 @@ def _drain(
     previous: Callable[[int, FrameType | None], Any],
     signum: int,
     frame: FrameType | None,
+    leaving: Callable[[], None] | None = None,
 ) -> None:
     if readiness is not None:
         readiness.drain()
     loop.call_soon_threadsafe(conversation.close, grace_s)
+    if leaving is not None:
+        loop.call_soon_threadsafe(leaving)
     previous(signum, frame)

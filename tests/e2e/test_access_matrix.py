@@ -171,6 +171,8 @@ class World:
             assert "event: done" in text
         # the turn's stored trace (GET /api/logs/{traceId})
         self.ids["trace"] = text.split('"traceId":"', 1)[1][:32]
+        # a stored multiplayer configuration (its thread's events: GET .../events)
+        _ok(a.put(f"/api/agents/{agent['id']}/multiplayer", json={"displayName": f"mp {MARK}"}))
         # a memory the model saved (before the MCP server is attached, as the reply above)
         _ok(a.put(f"/api/agents/{agent['id']}/memory", json={"enabled": True}))
         save = {

@@ -38,3 +38,20 @@ async def test_the_signal_marks_the_process_not_ready_and_chains_on() -> None:
     assert chained == [signal.SIGTERM]
     await asyncio.sleep(0)
     assert conversation.closed_with == [3.0]
+
+
+async def test_the_signal_ends_the_streams_that_never_end_by_themselves() -> None:
+    left: list[str] = []
+    loop = asyncio.get_running_loop()
+    _drain(
+        loop,
+        Closing(),  # type: ignore[arg-type]
+        3.0,
+        None,
+        lambda signum, frame: None,
+        signal.SIGTERM,
+        None,
+        leaving=lambda: left.append("events"),
+    )
+    await asyncio.sleep(0)
+    assert left == ["events"]

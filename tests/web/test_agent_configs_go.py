@@ -11,6 +11,8 @@ from agentsvc_web.app import create_app
 from agentsvc_web.bootstrap import build_services
 from agentsvc_web.settings import Settings
 
+KINDS = {"resolver", "compaction", "delegated", "web", "plan", "memory", "multiplayer"}
+
 
 def test_deleting_an_agent_deletes_its_configurations() -> None:
     key = f"ask_web_{uuid.uuid4().hex}"
@@ -33,6 +35,7 @@ def test_deleting_an_agent_deletes_its_configurations() -> None:
                 ("PUT", "web", {"fetchEnabled": True}),
                 ("PUT", "plan", {"enabled": True}),
                 ("PUT", "memory", {"enabled": True}),
+                ("PUT", "multiplayer", {"respondTo": "mentions"}),
             ]:
                 r = c.request(method, f"/api/agents/{agent}/{path}", json=body)
                 assert r.status_code == 200, (path, r.text)
@@ -42,7 +45,7 @@ def test_deleting_an_agent_deletes_its_configurations() -> None:
                 records = portal.call(services.storage.secrets.every, org)
             return {kind for _, kind, k, _ in records if k == agent}
 
-        assert kinds_of(gone) == {"resolver", "compaction", "delegated", "web", "plan", "memory"}
+        assert kinds_of(gone) == KINDS
         assert c.delete(f"/api/agents/{gone}").json() == {"ok": True}
         assert kinds_of(gone) == set()
-        assert kinds_of(kept) == {"resolver", "compaction", "delegated", "web", "plan", "memory"}
+        assert kinds_of(kept) == KINDS

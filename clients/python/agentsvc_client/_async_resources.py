@@ -58,6 +58,8 @@ from agentsvc_client.models import (
     MemoryConfigBody,
     MemoryList,
     MessageList,
+    Multiplayer,
+    MultiplayerPutBody,
     OAuthDone,
     OAuthStart,
     OkBody,
@@ -143,6 +145,7 @@ from agentsvc_client.models import (
 
 if TYPE_CHECKING:
     from agentsvc_client._stream import AsyncReplyStream
+    from agentsvc_client.thread_events import AsyncThreadEventStream
 
 
 class AsyncPlansTodosDepsResource(AsyncResource):
@@ -544,6 +547,42 @@ class AsyncAgentsMemoryResource(AsyncResource):
             json=RecallBody(query=query, top_k=top_k, scope=scope, scope_id=scope_id),
             idempotency_key=idempotency_key,
             type=Recall,
+        )
+
+
+class AsyncAgentsMultiplayerResource(AsyncResource):
+    """``client.agents.multiplayer``"""
+
+    async def get(self, agent_id: str) -> Multiplayer:
+        """The agent's multiplayer configuration (GET /api/agents/{agent_id}/multiplayer,
+        getAgentMultiplayer).
+        """
+        return await self._client._request(
+            "GET", f"/api/agents/{_seg(agent_id)}/multiplayer", type=Multiplayer
+        )
+
+    async def put(
+        self,
+        agent_id: str,
+        *,
+        enabled: bool | UnsetType = UNSET,
+        respond_to: Literal["all", "mentions", "owners"] | UnsetType = UNSET,
+        display_name: str | UnsetType | None = UNSET,
+        max_participants: int | UnsetType = UNSET,
+    ) -> Multiplayer:
+        """Change the supplied multiplayer settings (PUT /api/agents/{agent_id}/multiplayer,
+        putAgentMultiplayer).
+        """
+        return await self._client._request(
+            "PUT",
+            f"/api/agents/{_seg(agent_id)}/multiplayer",
+            json=MultiplayerPutBody(
+                enabled=enabled,
+                respond_to=respond_to,
+                display_name=display_name,
+                max_participants=max_participants,
+            ),
+            type=Multiplayer,
         )
 
 
@@ -1491,6 +1530,7 @@ class AsyncAgentsResource(AsyncResource):
         self.marketplace = AsyncAgentsMarketplaceResource(client)
         self.mcp_servers = AsyncAgentsMcpServersResource(client)
         self.memory = AsyncAgentsMemoryResource(client)
+        self.multiplayer = AsyncAgentsMultiplayerResource(client)
         self.plan = AsyncAgentsPlanResource(client)
         self.publish = AsyncAgentsPublishResource(client)
         self.scheduled_tasks = AsyncAgentsScheduledTasksResource(client)
@@ -2426,6 +2466,17 @@ class AsyncThreadsResource(AsyncResource):
             ),
             idempotency_key=idempotency_key,
             type=Thread,
+        )
+
+    def events(
+        self, thread_id: str, *, after: int | None = None, last_event_id: int | None = None
+    ) -> AsyncThreadEventStream:
+        """Follow a multiplayer thread live (re-attach with Last-Event-ID) (GET
+        /api/threads/{thread_id}/events, threadEvents): the events after ``last_event_id``
+        (or ``after``; neither: from now on), endless.
+        """
+        return self._client._thread_events(
+            thread_id, after=after if last_event_id is None else last_event_id
         )
 
     async def get(self, thread_id: str) -> Thread:

@@ -9,6 +9,7 @@ from urllib.parse import quote
 if TYPE_CHECKING:
     from agentsvc_client._stream import AsyncReplyStream, ReplyStream
     from agentsvc_client.models import Document, Profile, SendMessageBody
+    from agentsvc_client.thread_events import AsyncThreadEventStream, ThreadEventStream
 
 T = TypeVar("T")
 
@@ -30,6 +31,8 @@ class _Requester(Protocol):
     ) -> ReplyStream: ...
 
     def _attach(self, thread_id: str, *, run_id: str | None, after: int | None) -> ReplyStream: ...
+
+    def _thread_events(self, thread_id: str, *, after: int | None) -> ThreadEventStream: ...
 
     def _upload(
         self,
@@ -66,6 +69,8 @@ class _AsyncRequester(Protocol):
     def _attach(
         self, thread_id: str, *, run_id: str | None, after: int | None
     ) -> AsyncReplyStream: ...
+
+    def _thread_events(self, thread_id: str, *, after: int | None) -> AsyncThreadEventStream: ...
 
     async def _upload(
         self,

@@ -58,6 +58,8 @@ from agentsvc_client.models import (
     MemoryConfigBody,
     MemoryList,
     MessageList,
+    Multiplayer,
+    MultiplayerPutBody,
     OAuthDone,
     OAuthStart,
     OkBody,
@@ -143,6 +145,7 @@ from agentsvc_client.models import (
 
 if TYPE_CHECKING:
     from agentsvc_client._stream import ReplyStream
+    from agentsvc_client.thread_events import ThreadEventStream
 
 
 class PlansTodosDepsResource(Resource):
@@ -544,6 +547,42 @@ class AgentsMemoryResource(Resource):
             json=RecallBody(query=query, top_k=top_k, scope=scope, scope_id=scope_id),
             idempotency_key=idempotency_key,
             type=Recall,
+        )
+
+
+class AgentsMultiplayerResource(Resource):
+    """``client.agents.multiplayer``"""
+
+    def get(self, agent_id: str) -> Multiplayer:
+        """The agent's multiplayer configuration (GET /api/agents/{agent_id}/multiplayer,
+        getAgentMultiplayer).
+        """
+        return self._client._request(
+            "GET", f"/api/agents/{_seg(agent_id)}/multiplayer", type=Multiplayer
+        )
+
+    def put(
+        self,
+        agent_id: str,
+        *,
+        enabled: bool | UnsetType = UNSET,
+        respond_to: Literal["all", "mentions", "owners"] | UnsetType = UNSET,
+        display_name: str | UnsetType | None = UNSET,
+        max_participants: int | UnsetType = UNSET,
+    ) -> Multiplayer:
+        """Change the supplied multiplayer settings (PUT /api/agents/{agent_id}/multiplayer,
+        putAgentMultiplayer).
+        """
+        return self._client._request(
+            "PUT",
+            f"/api/agents/{_seg(agent_id)}/multiplayer",
+            json=MultiplayerPutBody(
+                enabled=enabled,
+                respond_to=respond_to,
+                display_name=display_name,
+                max_participants=max_participants,
+            ),
+            type=Multiplayer,
         )
 
 
@@ -1477,6 +1516,7 @@ class AgentsResource(Resource):
         self.marketplace = AgentsMarketplaceResource(client)
         self.mcp_servers = AgentsMcpServersResource(client)
         self.memory = AgentsMemoryResource(client)
+        self.multiplayer = AgentsMultiplayerResource(client)
         self.plan = AgentsPlanResource(client)
         self.publish = AgentsPublishResource(client)
         self.scheduled_tasks = AgentsScheduledTasksResource(client)
@@ -2402,6 +2442,17 @@ class ThreadsResource(Resource):
             ),
             idempotency_key=idempotency_key,
             type=Thread,
+        )
+
+    def events(
+        self, thread_id: str, *, after: int | None = None, last_event_id: int | None = None
+    ) -> ThreadEventStream:
+        """Follow a multiplayer thread live (re-attach with Last-Event-ID) (GET
+        /api/threads/{thread_id}/events, threadEvents): the events after ``last_event_id``
+        (or ``after``; neither: from now on), endless.
+        """
+        return self._client._thread_events(
+            thread_id, after=after if last_event_id is None else last_event_id
         )
 
     def get(self, thread_id: str) -> Thread:

@@ -22,6 +22,7 @@ from agentsvc_client._base import _seg
 from agentsvc_client._resources import Resources
 from agentsvc_client._stream import RETRY_STATUSES, AsyncReplyStream, ReplyStream
 from agentsvc_client.models import Document, Profile, SendMessageBody
+from agentsvc_client.thread_events import AsyncThreadEventStream, ThreadEventStream
 
 T = TypeVar("T")
 
@@ -232,6 +233,9 @@ class Client(_Config, Resources):
             idempotency_key=idempotency_key or str(uuid.uuid4()),
         )
 
+    def _thread_events(self, thread_id: str, *, after: int | None) -> ThreadEventStream:
+        return ThreadEventStream(self, thread_id, after)
+
     def _attach(self, thread_id: str, *, run_id: str | None, after: int | None) -> ReplyStream:
         _check_attach(run_id, after)
         return ReplyStream(
@@ -383,6 +387,9 @@ class AsyncClient(_Config, AsyncResources):
             _ENCODER.encode(body),
             idempotency_key=idempotency_key or str(uuid.uuid4()),
         )
+
+    def _thread_events(self, thread_id: str, *, after: int | None) -> AsyncThreadEventStream:
+        return AsyncThreadEventStream(self, thread_id, after)
 
     def _attach(self, thread_id: str, *, run_id: str | None, after: int | None) -> AsyncReplyStream:
         _check_attach(run_id, after)

@@ -104,7 +104,8 @@ class ProfileSwitchProposal(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Done(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """Last, on success: the whole reply (``stopped`` when it was stopped)."""
+    """Last, on success: the whole reply (``stopped`` when it was stopped; ``replied``
+    false when the message did not call the agent, on a multiplayer thread)."""
 
     id: int = 0
     ok: bool
@@ -112,6 +113,8 @@ class Done(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     message_id: str | None = None
     usage: Usage | None = None
     stopped: bool | None = None
+    # false: a message to a multiplayer thread that did not call the agent (content "")
+    replied: bool | None = None
 
 
 class Error(msgspec.Struct, frozen=True, kw_only=True):

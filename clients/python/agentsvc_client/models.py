@@ -660,6 +660,28 @@ class ModelTotals(msgspec.Struct, frozen=True, kw_only=True):
     cost_usd: float | None = 0.0
 
 
+class Multiplayer(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``MultiplayerOut`` of the OpenAPI document."""
+
+    agent_id: str
+    org_id: str
+    enabled: bool
+    respond_to: str
+    display_name: str | None
+    max_participants: int
+
+
+class MultiplayerPutBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``MultiplayerPutBody`` of the OpenAPI document."""
+
+    enabled: bool | UnsetType = UNSET
+    respond_to: Literal["all", "mentions", "owners"] | UnsetType = msgspec.field(
+        name="respondTo", default=UNSET
+    )
+    display_name: str | UnsetType | None = msgspec.field(name="displayName", default=UNSET)
+    max_participants: int | UnsetType = msgspec.field(name="maxParticipants", default=UNSET)
+
+
 class OAuthDone(msgspec.Struct, frozen=True, kw_only=True):
     """An answer: ``OAuthDoneOut`` of the OpenAPI document."""
 
@@ -1885,6 +1907,8 @@ __all__ = [
     "Message",
     "MessageList",
     "ModelTotals",
+    "Multiplayer",
+    "MultiplayerPutBody",
     "OAuthDone",
     "OAuthStart",
     "OkBody",

@@ -184,6 +184,9 @@ class MemoryConversations(ConversationStore, StreamStore):
         history.extend(new)
         return None if unchanged else list(history)
 
+    async def add_message(self, message: Message) -> None:
+        self._messages.setdefault((message.org_id, message.thread_id), []).append(message)
+
     async def heartbeat(self, runs: list[tuple[str, UUID]], at: datetime) -> None:
         wanted = set(runs)
         for stored in self._runs.values():

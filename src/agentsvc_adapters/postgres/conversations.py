@@ -363,6 +363,10 @@ class PostgresConversations(Repo, ConversationStore):
             )
             return cur.rowcount > 0
 
+    async def add_message(self, message: Message) -> None:
+        async with translate(), self._pool.connection() as conn:
+            await conn.execute(f"{_MSG_INSERT_HEAD}{_MSG_ROW}", _message_params(message))
+
     async def heartbeat(self, runs: list[tuple[str, UUID]], at: datetime) -> None:
         if not runs:
             return

@@ -1,12 +1,13 @@
-"""Signals across processes with PostgreSQL LISTEN/NOTIFY: stops, revocations and
-follow requests.
+"""Signals across processes with PostgreSQL LISTEN/NOTIFY: stops, revocations,
+follow requests and thread news.
 
 Each process keeps one dedicated connection that LISTENs on ``agentsvc_stop``,
-``agentsvc_revoked`` and ``agentsvc_follow``; ``publish`` NOTIFYs the run id
-(``publish_revoked`` the API key id, ``publish_follow`` the run id) through the
-pool. A process that runs the named reply sets its local event (or, for a follow
-request, starts writing the reply's events in batches); every process drops a
-revoked key from its lookup cache. The
+``agentsvc_revoked``, ``agentsvc_follow`` and ``agentsvc_thread``; ``publish``
+NOTIFYs the run id (``publish_revoked`` the API key id, ``publish_follow`` the run
+id, ``publish_news`` the thread id) through the pool. A process that runs the named
+reply sets its local event (or, for a follow request, starts writing the reply's
+events in batches); every process drops a revoked key from its lookup cache, and
+wakes its followers of a thread that has news. The
 listener reconnects with backoff if the connection drops: stops sent meanwhile
 are lost (the client can stop again), and since revocations may have been
 missed too, each (re)connection tells the caches to drop everything.
@@ -27,21 +28,28 @@ import psycopg
 
 from agentsvc_adapters.postgres.owners import LOCK
 from agentsvc_adapters.postgres.pool import Pool, translate
-from agentsvc_adapters.signals import LocalFollows, LocalRevocations, LocalStopBus
+from agentsvc_adapters.signals import (
+    LocalFollows,
+    LocalRevocations,
+    LocalStopBus,
+    LocalThreadNews,
+)
 
 log = logging.getLogger("agentsvc.stop")
 CHANNEL = "agentsvc_stop"
 REVOKED = "agentsvc_revoked"
 FOLLOW = "agentsvc_follow"
+NEWS = "agentsvc_thread"
 
 
-class PostgresStopBus(LocalStopBus, LocalRevocations, LocalFollows):
+class PostgresStopBus(LocalStopBus, LocalRevocations, LocalFollows, LocalThreadNews):
     def __init__(self, conninfo: str, pool: Pool, owner: int) -> None:
         """``owner``: this process's id (``PostgresStorage.owner``), whose lock the
         listening connection holds."""
         LocalStopBus.__init__(self)
         LocalRevocations.__init__(self)
         LocalFollows.__init__(self)
+        LocalThreadNews.__init__(self)
         self._conninfo = conninfo
         self._pool = pool
         self._owner = owner
@@ -89,6 +97,11 @@ class PostgresStopBus(LocalStopBus, LocalRevocations, LocalFollows):
         async with translate(), self._pool.connection() as conn:
             await conn.execute("SELECT pg_notify(%s, %s)", (FOLLOW, str(run_id)))
 
+    async def publish_news(self, thread_id: UUID) -> None:
+        self.deliver_news(thread_id)
+        async with translate(), self._pool.connection() as conn:
+            await conn.execute("SELECT pg_notify(%s, %s)", (NEWS, str(thread_id)))
+
     async def _listen(self) -> None:
         delay = 0.5
         while not self._closing:
@@ -100,7 +113,9 @@ class PostgresStopBus(LocalStopBus, LocalRevocations, LocalFollows):
                     held = await (await conn.execute(LOCK, (self._owner,))).fetchone()
                     if not held or not held[0]:  # another process drew the same 63 bits
                         log.warning("this process's liveness lock is held by another")
-                    await conn.execute(f"LISTEN {CHANNEL}; LISTEN {REVOKED}; LISTEN {FOLLOW}")
+                    await conn.execute(
+                        f"LISTEN {CHANNEL}; LISTEN {REVOKED}; LISTEN {FOLLOW}; LISTEN {NEWS}"
+                    )
                     self.deliver_revoked(None)  # notices may have been missed until now
                     self._ready.set()
                     delay = 0.5
@@ -110,6 +125,8 @@ class PostgresStopBus(LocalStopBus, LocalRevocations, LocalFollows):
                                 self.deliver_revoked(UUID(note.payload))
                             elif note.channel == FOLLOW:
                                 self.deliver_follow(UUID(note.payload))
+                            elif note.channel == NEWS:
+                                self.deliver_news(UUID(note.payload))
                             else:
                                 self.deliver(UUID(note.payload))
             except asyncio.CancelledError:

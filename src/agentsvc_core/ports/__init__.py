@@ -35,6 +35,7 @@ from agentsvc_core.ports.signals import (
     Revocations,
     StopBus,
     StopSignal,
+    ThreadNews,
 )
 from agentsvc_core.ports.storage import (
     AgentRepository,
@@ -123,6 +124,7 @@ __all__ = [
     "TableRows",
     "TextDelta",
     "ThreadGroup",
+    "ThreadNews",
     "ThreadRepository",
     "TokenVerifier",
     "ToolAuthRequired",

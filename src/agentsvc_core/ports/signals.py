@@ -69,3 +69,14 @@ class Revocations(Protocol):
     async def publish_revoked(self, key_id: UUID) -> None: ...
 
     def on_revoked(self, callback: RevokedCallback) -> None: ...
+
+
+class ThreadNews(Protocol):
+    """Carries "this thread has something new" (a message stored, a reply begun or
+    stored) to every process, so the followers of its live events there read it
+    again (``GET /api/threads/{id}/events``). Only multiplayer threads send it. A
+    notice may be lost (a listener reconnecting): followers also read now and then."""
+
+    async def publish_news(self, thread_id: UUID) -> None: ...
+
+    def on_news(self, callback: Callable[[UUID], None]) -> None: ...

@@ -170,6 +170,12 @@ class ConversationStore(Protocol):
         (``IdempotencyStore``)."""
         ...
 
+    async def add_message(self, message: Message) -> None:
+        """Store a message outside a turn, after the thread's others (a message
+        posted to a multiplayer thread that does not call the agent), even while a
+        reply runs (its thread exists)."""
+        ...
+
     async def heartbeat(self, runs: list[tuple[str, UUID]], at: datetime) -> None:
         """Refresh the heartbeat of these (organization, run id) runs that are still
         running: one write for every reply a process runs."""

@@ -17,7 +17,7 @@ from agentsvc_core.entities import (
     Thread,
     ThreadKind,
 )
-from agentsvc_core.errors import InvalidInput, NotFound, PermissionDenied
+from agentsvc_core.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from agentsvc_core.ports import AgentRepository, Clock, ConversationStore, ThreadRepository
 from agentsvc_core.rules import (
     MAX_OFFSET,
@@ -29,6 +29,7 @@ from agentsvc_core.rules import (
     check_metadata,
     check_text,
 )
+from agentsvc_core.use_cases.multiplayer.config import MultiplayerSettings
 
 
 class ThreadDraft(msgspec.Struct, frozen=True, kw_only=True):
@@ -88,7 +89,11 @@ class Threads:
         agents: AgentRepository,
         conversations: ConversationStore,
         clock: Clock,
+        multiplayer: MultiplayerSettings | None = None,
     ) -> None:
+        """``multiplayer``: the agents' multiplayer configurations (who may open a
+        multiplayer thread, how many people it may have); None: no limits."""
+        self._multiplayer = multiplayer
         self._threads = threads
         self._agents = agents
         self._conversations = conversations
@@ -117,6 +122,14 @@ class Threads:
     async def create(self, who: Principal, draft: ThreadDraft) -> Thread:
         agent = await self._agents.get(who.org_id, draft.agent_id)
         _check_profile(agent, draft.active_profile, "active_profile")
+        if draft.kind == "multiplayer" and self._multiplayer is not None:
+            config = await self._multiplayer.of(who.org_id, agent.id)
+            if not config.enabled:
+                raise Conflict(
+                    "multiplayer threads are disabled for this agent"
+                    " (PUT /api/agents/{id}/multiplayer with enabled: true)",
+                    code="MULTIPLAYER_DISABLED",
+                )
         now = self._clock.now()
         thread = _check_thread(
             Thread(
@@ -194,7 +207,7 @@ class Threads:
 
     # --- participants ---------------------------------------------------------
 
-    async def _multiplayer(self, who: Principal, thread_id: UUID, *, manage: bool) -> Thread:
+    async def _multiplayer_thread(self, who: Principal, thread_id: UUID, *, manage: bool) -> Thread:
         thread = await self.visible(who, thread_id)
         if thread.kind != "multiplayer":
             raise InvalidInput("kind", "participants belong to multiplayer threads")
@@ -209,7 +222,7 @@ class Threads:
         return await self._threads.participant(org_id, thread_id, user_id)
 
     async def participants(self, who: Principal, thread_id: UUID) -> list[Participant]:
-        await self._multiplayer(who, thread_id, manage=False)
+        await self._multiplayer_thread(who, thread_id, manage=False)
         return await self._threads.participants(who.org_id, thread_id)
 
     async def add_participant(
@@ -220,10 +233,11 @@ class Threads:
         display_name: str | None,
         role: ParticipantRole,
     ) -> Participant:
-        await self._multiplayer(who, thread_id, manage=True)
+        thread = await self._multiplayer_thread(who, thread_id, manage=True)
         check_text("user_id", user_id, max_len=MAX_USER_ID, required=True)
         if display_name is not None:
             check_text("display_name", display_name, max_len=MAX_TITLE)
+        await self._check_room(who, thread, user_id)
         return await self._threads.put_participant(
             Participant(
                 org_id=who.org_id,
@@ -235,7 +249,24 @@ class Threads:
             )
         )
 
+    async def _check_room(self, who: Principal, thread: Thread, user_id: str) -> None:
+        """A new participant fits within the agent's ``max_participants`` (a change
+        of one already there always does). Two adds at the same moment may both
+        pass this check and leave the thread one over."""
+        if self._multiplayer is None:
+            return
+        config = await self._multiplayer.of(who.org_id, thread.agent_id)
+        present = await self._threads.participants(who.org_id, thread.id)
+        if user_id in {p.user_id for p in present}:
+            return
+        if len(present) >= config.max_participants:
+            raise Conflict(
+                f"the thread has its {config.max_participants} participants, the most the"
+                " agent's multiplayer configuration allows (max_participants)",
+                code="TOO_MANY_PARTICIPANTS",
+            )
+
     async def remove_participant(self, who: Principal, thread_id: UUID, user_id: str) -> None:
-        await self._multiplayer(who, thread_id, manage=True)
+        await self._multiplayer_thread(who, thread_id, manage=True)
         if not await self._threads.remove_participant(who.org_id, thread_id, user_id):
             raise NotFound("no such participant")

@@ -81,6 +81,7 @@ def build_services(settings: Settings) -> Services:
         webhooks=webhooks,
         revocations=revocations,
         follows=signals,
+        news=signals,
         exports=exports,
         sampling=sampling,
         web_fetcher=web_fetcher,

@@ -30,6 +30,7 @@ from agentsvc_core.use_cases.marketplace import Marketplace
 from agentsvc_core.use_cases.mcp_oauth import McpOAuth
 from agentsvc_core.use_cases.mcp_servers import McpServers
 from agentsvc_core.use_cases.memories.memories import MemorySettings
+from agentsvc_core.use_cases.multiplayer.config import MultiplayerSettings
 from agentsvc_core.use_cases.org_settings import CompactionSettings, OrgSettings
 from agentsvc_core.use_cases.plan_tools import PlanSettings
 from agentsvc_core.use_cases.projects import Projects
@@ -55,9 +56,11 @@ def identity(
     clock: Clock,
     verifier: TokenVerifier | None,
     revocations: Revocations,
+    multiplayer: MultiplayerSettings,
 ) -> Identity:
     """Who calls (API keys, cached and revoked across processes, or JWTs) and the
-    threads they work with."""
+    threads they work with (``multiplayer``: the agents' multiplayer configurations,
+    who may open a multiplayer thread and how many people it may have)."""
     return Identity(
         api_keys=ApiKeys(storage.api_keys, storage.organizations, clock, revocations),
         authenticator=Authenticator(
@@ -68,7 +71,7 @@ def identity(
             key_cache_s=settings.api_key_cache_s,
             revocations=revocations,
         ),
-        threads=Threads(storage.threads, storage.agents, storage.conversations, clock),
+        threads=Threads(storage.threads, storage.agents, storage.conversations, clock, multiplayer),
     )
 
 

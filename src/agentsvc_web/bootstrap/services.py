@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 from agentsvc_adapters.auth import JwtVerifier
 from agentsvc_adapters.clock import SystemClock
 from agentsvc_adapters.postgres import PostgresStopBus, PostgresStorage
-from agentsvc_adapters.signals import LocalRevocations
+from agentsvc_adapters.signals import LocalRevocations, LocalThreadNews
 from agentsvc_adapters.telemetry import OtelExport
 from agentsvc_core.errors import InvalidInput
 from agentsvc_core.ports import (
@@ -24,6 +24,7 @@ from agentsvc_core.ports import (
     SqlDatabases,
     StopBus,
     Storage,
+    ThreadNews,
     TokenVerifier,
     WebhookCaller,
 )
@@ -37,6 +38,9 @@ from agentsvc_core.ports.skill_sources import SkillSource
 from agentsvc_core.ports.web import WebFetcher, WebSearch
 from agentsvc_core.use_cases.health import Readiness
 from agentsvc_core.use_cases.idempotency import Idempotency
+from agentsvc_core.use_cases.multiplayer.config import MultiplayerSettings
+from agentsvc_core.use_cases.multiplayer.events import ThreadEvents
+from agentsvc_core.use_cases.multiplayer.posts import MultiplayerPosts
 from agentsvc_core.use_cases.org_settings import AgentConfigs, KeyBroker
 from agentsvc_core.use_cases.server_tools import ToolHub
 from agentsvc_web.bootstrap import background, catalogue, publishing, telemetry
@@ -70,6 +74,7 @@ class Services:
         webhooks: WebhookCaller,
         revocations: Revocations | None = None,
         follows: FollowRequests | None = None,
+        news: ThreadNews | None = None,
         exports: Sequence[OtelExport] = (),
         sampling: tuple[float, bool] = (1.0, True),
         databases: SqlDatabases | None = None,
@@ -83,6 +88,7 @@ class Services:
         the turn's tool hub (a test's fake)."""
         clock = SystemClock()
         revocations = revocations or LocalRevocations()
+        news = news or LocalThreadNews()
         self.settings, self.storage, self.verifier, self.stops = settings, storage, verifier, stops
         self.box, self.urls, self.mcp_client, self.registry = box, urls, mcp_client, registry
         self.oauth_network, self.resolver, self.webhook_caller = oauth_network, resolver, webhooks
@@ -113,13 +119,24 @@ class Services:
             tracer=self.tracer,
             traces=self.trace_config,
             after_turn=[self.memory_collector.after_turn],
+            multiplayer=MultiplayerPosts(self.multiplayer, storage.conversations, news, clock),
         )
         self.streams = self.conversation.streams  # re-attach
+        self.thread_events = ThreadEvents(
+            self.threads,
+            storage.conversations,
+            news,
+            clock,
+            stale_after_s=settings.run_stale_after_s,
+        )
         self._runners(clock)
         # the agents, whose configurations (the turn's and the tool sources' kinds)
         # go with them
         self.agents = catalogue.agents(
-            settings, storage, clock, (*AgentConfigs.KINDS, *self.tools.kinds)
+            settings,
+            storage,
+            clock,
+            (*AgentConfigs.KINDS, *self.tools.kinds, self.multiplayer.kind),
         )
         self.templates = catalogue.templates(self)
         self.marketplace = catalogue.marketplace(self, storage, clock)
@@ -134,8 +151,9 @@ class Services:
     def _catalogue(self, clock: SystemClock, revocations: Revocations) -> None:
         """What an organization keeps and configures (``catalogue``)."""
         settings, storage, box, urls = self.settings, self.storage, self.box, self.urls
+        self.multiplayer = MultiplayerSettings(storage.secrets, storage.agents, box)
         self.api_keys, self.authenticator, self.threads = catalogue.identity(
-            settings, storage, clock, self.verifier, revocations
+            settings, storage, clock, self.verifier, revocations, self.multiplayer
         )
         self.registry_search, self.oauth, self.mcps = catalogue.mcp_servers(
             settings,
@@ -234,6 +252,7 @@ class Services:
                     yield self
                 finally:
                     self.readiness.drain()
+                    self.thread_events.close()  # followers reconnect to another process
                     for loop in loops:
                         loop.cancel()
                     self.jobs.stop()  # no new jobs; the running ones may finish

@@ -17,6 +17,7 @@ from agentsvc_core.ports import (
 )
 from agentsvc_core.ports.telemetry import Tracer
 from agentsvc_core.use_cases import Conversation, Threads
+from agentsvc_core.use_cases.multiplayer.posts import MultiplayerPosts
 from agentsvc_core.use_cases.org_settings import AgentConfigs, KeyBroker
 from agentsvc_core.use_cases.traces.build import TraceConfig
 from agentsvc_core.use_cases.turn.compaction import Compactor
@@ -39,6 +40,7 @@ def conversation(
     tracer: Tracer,
     traces: TraceConfig,
     after_turn: Sequence[AfterTurn],
+    multiplayer: MultiplayerPosts,
 ) -> Conversation:
     """The turn: its reads and writes in storage, its agent configurations
     (resolver, compaction) sealed with ``box``, its events kept for re-attach
@@ -63,4 +65,5 @@ def conversation(
         tracer=tracer,
         traces=traces,
         after_turn=after_turn,
+        multiplayer=multiplayer,
     )

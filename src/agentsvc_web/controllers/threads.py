@@ -98,7 +98,7 @@ class ThreadController(Controller):
         operation_id="createThread",
         opt=MEMBER,
         status_code=200,
-        responses=errors(400, 403, 404, 413, 415, 422),
+        responses=errors(400, 403, 404, 409, 413, 415, 422),
         summary="Open a thread with an agent",
     )
     async def create_thread(
@@ -214,7 +214,7 @@ class ThreadController(Controller):
         who = principal_of(request)
         key = request_key(request.scope, await request.body()) if _has_key(request) else None
         turn = (
-            await conversation.send(who, thread_id, msg)
+            await conversation.post(who, thread_id, msg)
             if key is None
             else await conversation.send_once(who, thread_id, msg, key)
         )
@@ -295,7 +295,7 @@ class ThreadController(Controller):
         operation_id="addParticipant",
         opt=MEMBER,
         status_code=200,
-        responses=errors(400, 403, 404, 413, 415, 422),
+        responses=errors(400, 403, 404, 409, 413, 415, 422),
         summary="Add a participant, or change its role and display name",
     )
     async def add_participant(

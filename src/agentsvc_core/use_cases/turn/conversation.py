@@ -23,7 +23,10 @@ agent's settings (use_cases/turn/reply.py): with its credential resolver on, one
 of the organization's signing secret per turn, before the signed webhook call;
 with summary compaction on (beta family), a read of the thread's checkpoint and a
 write of it after the reply (two when it summarises); per server tool call, what
-the tool reads (an MCP tool: the agent's attached servers). Heartbeats are one
+the tool reads (an MCP tool: the agent's attached servers). A multiplayer thread's
+send (only there) reads the sender's participation, and the agent's multiplayer
+configuration when a person posts, and tells the thread's followers (a NOTIFY) when
+the message is stored and when the reply is (use_cases/multiplayer/posts.py). Heartbeats are one
 write per beat for all of a process's running replies. The model call starts
 while ``begin_turn`` is on its way, so the first token does not wait for it;
 nothing the reply produces is shown, stored or acted on before the run is stored.
@@ -73,6 +76,7 @@ from agentsvc_core.ports.idempotency import IdempotencyClaim, IdempotencyStore
 from agentsvc_core.ports.telemetry import Tracer
 from agentsvc_core.ports.tools import Attached
 from agentsvc_core.use_cases.idempotency import KEEP, RequestKey
+from agentsvc_core.use_cases.multiplayer.posts import MultiplayerPosts
 from agentsvc_core.use_cases.org_settings import (
     AgentConfigs,
     KeyBroker,
@@ -127,6 +131,7 @@ class Conversation:
         tracer: Tracer | None = None,
         traces: TraceConfig | None = None,
         after_turn: Sequence[AfterTurn] = (),
+        multiplayer: MultiplayerPosts | None = None,
     ) -> None:
         """``stale_after_s``: a running reply whose heartbeat is older than this is
         taken for dead (its process crashed) and marked interrupted; the running
@@ -136,7 +141,10 @@ class Conversation:
         this long after they happen (``streams``, on ``follows`` requests). ``traces``:
         the prices of model calls and how turns' traces are stored (None: no cost,
         no stored trace). ``after_turn``: what runs after each stored reply (memory
-        collection), in the reply's task once its last event is out."""
+        collection), in the reply's task once its last event is out. ``multiplayer``:
+        what a post to a multiplayer thread does besides the turn (who it calls,
+        news for the thread's followers)."""
+        self._multiplayer = multiplayer
         self._keys = keys
         self._configs = configs
         self._stale_after = timedelta(seconds=stale_after_s)
@@ -197,9 +205,18 @@ class Conversation:
         ``extra_skills``, its runner's skills, and ``stored_parent``, its step's span
         (the current span, stored in the run's trace record: the reply's span keeps
         it as parent)."""
-        return await self._send(
+        turn = await self._send(
             who, thread_id, msg, None, gate, extra_mcp, stored_parent, extra_skills
         )
+        assert isinstance(turn, Turn)  # only a post may leave the agent out
+        return turn
+
+    async def post(self, who: Principal, thread_id: UUID, msg: SendInput) -> EventSource:
+        """``send`` as a person posts a message (``POST /api/threads/{id}/messages``):
+        on a multiplayer thread, the agent's configuration decides whether the
+        message calls the agent; one that does not is stored and its stream is only
+        ``done`` with ``replied: false``."""
+        return await self._send(who, thread_id, msg, None, posted=True)
 
     async def send_once(
         self, who: Principal, thread_id: UUID, msg: SendInput, key: RequestKey
@@ -209,13 +226,13 @@ class Conversation:
         stream from its first event (live or stored) and stores nothing; one whose
         key was used for another request is refused (``IdempotencyKeyReused``)."""
         if self._keys_store is None:
-            return await self._send(who, thread_id, msg, None)
+            return await self._send(who, thread_id, msg, None, posted=True)
         claim = key.claim(self._clock)
         again = await self._sent_before(who, thread_id, claim)
         if again is not None:
             return again
         try:
-            return await self._send(who, thread_id, msg, claim)
+            return await self._send(who, thread_id, msg, claim, posted=True)
         except (ThreadBusy, IdempotencyKeyInUse):
             # a retry racing the first: its reply is the one in the way
             again = await self._sent_before(who, thread_id, claim)
@@ -244,15 +261,25 @@ class Conversation:
         extra_mcp: Attached = (),
         stored_parent: str | None = None,
         extra_skills: tuple[SkillBinding, ...] = (),
-    ) -> Turn:
+        *,
+        posted: bool = False,
+    ) -> EventSource:
         """The send, step by step: everything that can refuse it comes before the
-        run is stored and the reply starts (``_begin``)."""
+        run is stored and the reply starts (``_begin``). ``posted``: a person's post
+        (``post``), which a multiplayer thread's agent may leave unanswered."""
         self._refuse_when_closing()
         check_input(msg)
         inputs = await self._reader.turn_inputs(who.org_id, thread_id, self._record_kinds())
         thread = await self._threads.check_visible(who, inputs.thread)
-        sender_id, sender_name = await sender_of(self._threads, who, thread, msg)
+        sender_id, sender_name, role = await sender_of(self._threads, who, thread, msg)
         agent = _agent_of(inputs)
+        multiplayer = self._multiplayer if thread.kind == "multiplayer" else None
+        if multiplayer is not None and posted and not msg.tool_results:
+            heard = await multiplayer.unanswered(
+                who, thread, agent, (sender_id, sender_name, role), msg.content
+            )
+            if heard is not None:
+                return heard  # stored; the agent is not called (even while it replies)
         now = self._clock.now()
         self._refuse_when_busy(inputs.latest_run, now)
         pending = _pending_tool_calls(inputs.latest_run)
@@ -274,7 +301,11 @@ class Conversation:
         new = new_messages(self._clock, run, msg, pending, sender_id, sender_name)
         note_answered(plan, new)
         meta = Meta(started_at=now, run_id=run.id, thread_id=thread.id, model=plan.model_id)
-        return await self._begin(plan, run, new, inputs, meta, claim)
+        turn = await self._begin(plan, run, new, inputs, meta, claim)
+        if multiplayer is not None:  # the message and the reply, news for the followers
+            multiplayer.tell_when_done(thread.id, self._running[run.id][1])
+            await multiplayer.tell(thread.id)
+        return turn
 
     def _refuse_when_closing(self) -> None:
         if self._closing is not None:

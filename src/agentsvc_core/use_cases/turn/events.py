@@ -89,6 +89,8 @@ class Done(msgspec.Struct, rename="camel", omit_defaults=True):
     message_id: UUID | None = None
     usage: UsageOut | None = None
     stopped: bool | None = None
+    # false: a message posted to a multiplayer thread that did not call the agent
+    replied: bool | None = None
 
 
 class ErrorEvent(msgspec.Struct, omit_defaults=True):

@@ -77,9 +77,10 @@ def check_tool_results(pending: tuple[ToolCall, ...], msg: SendInput) -> None:
 
 async def sender_of(
     threads: Threads, who: Principal, thread: Thread, msg: SendInput
-) -> tuple[str | None, str | None]:
-    """Who posts the message (id and name): the JWT's user, or the API key caller's
-    ``sender_id``; a multiplayer thread takes only its participants."""
+) -> tuple[str | None, str | None, str | None]:
+    """Who posts the message (id, name and role in the thread): the JWT's user, or
+    the API key caller's ``sender_id``; a multiplayer thread takes only its
+    participants (the others have no role)."""
     sender_id = msg.sender_id
     if msg.sender_name is not None:
         check_text("sender_name", msg.sender_name, max_len=MAX_TITLE)
@@ -97,8 +98,8 @@ async def sender_of(
         member = await threads.participant(who.org_id, thread.id, sender_id)
         if member is None:
             raise PermissionDenied("only participants may post to this thread")
-        return sender_id, msg.sender_name or member.display_name
-    return sender_id, msg.sender_name
+        return sender_id, msg.sender_name or member.display_name, member.role
+    return sender_id, msg.sender_name, None
 
 
 def new_messages(

@@ -216,6 +216,10 @@ async def test_a_disabled_agent_refuses_new_multiplayer_threads() -> None:
     with pytest.raises(Conflict) as refused:
         await r.threads.create(WHO, ThreadDraft(agent_id=r.agent_id, kind="multiplayer"))
     assert refused.value.code == "MULTIPLAYER_DISABLED"
+    assert refused.value.detail == (
+        "multiplayer threads are disabled for this agent"
+        " (PUT /api/agents/{id}/multiplayer with enabled: true)"
+    )
     single = await r.threads.create(WHO, ThreadDraft(agent_id=r.agent_id))
     assert single.kind == "single"
     # the thread opened before still takes messages

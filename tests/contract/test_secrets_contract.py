@@ -60,6 +60,20 @@ def test_delete_prefix_takes_the_prefix_literally_and_stays_in_its_org(backend: 
     assert backend.run(store.get, org, "oauth_token", "m2:org") is not None
 
 
+def test_prefixed_says_which_prefixes_start_a_key_of_the_kind(backend: Backend) -> None:
+    store = backend.storage.secrets
+    org, other = backend.fresh_org(), backend.fresh_org()
+    for key in ("m1:issuer", "m10:issuer", "m%x"):
+        backend.run(store.put, org, "oauth_client", key, SealedRecord(value=key))
+    backend.run(store.put, org, "oauth_token", "m2:user", SealedRecord(value="t"))
+    backend.run(store.put, other, "oauth_client", "m3:issuer", SealedRecord(value="theirs"))
+    asked = ["m1:", "m2:", "m3:", "m4:", "m%", "m_"]
+    assert backend.run(store.prefixed, org, "oauth_client", asked) == {"m1:", "m%"}
+    assert backend.run(store.prefixed, org, "oauth_token", asked) == {"m2:"}
+    assert backend.run(store.prefixed, other, "oauth_client", asked) == {"m3:"}
+    assert backend.run(store.prefixed, org, "oauth_client", []) == set()
+
+
 def test_every_lists_one_organization_or_all_and_rotation_reseals_them(backend: Backend) -> None:
     from agentsvc_adapters.crypto import AesGcmBox  # noqa: PLC0415
     from agentsvc_core.use_cases.sealed import SealedRecords  # noqa: PLC0415

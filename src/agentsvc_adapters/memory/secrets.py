@@ -45,6 +45,10 @@ class MemorySecrets(SecretStore):
             if org_id is None or o == org_id
         ]
 
+    async def prefixed(self, org_id: str, kind: str, prefixes: list[str]) -> set[str]:
+        keys = [k[2] for k in self._records if k[0] == org_id and k[1] == kind]
+        return {p for p in prefixes if any(key.startswith(p) for key in keys)}
+
     async def delete_prefix(self, org_id: str, kind: str, prefix: str) -> int:
         gone = [
             k for k in self._records if k[0] == org_id and k[1] == kind and k[2].startswith(prefix)

@@ -68,6 +68,16 @@ class PostgresSecrets(Repo, SecretStore):
         )
         return [(r[0], r[1], r[2], SealedRecord(value=r[3], expires_at=r[4])) for r in rows]
 
+    async def prefixed(self, org_id: str, kind: str, prefixes: list[str]) -> set[str]:
+        if not prefixes:
+            return set()
+        rows = await self._all(
+            "SELECT p FROM unnest(%s::text[]) AS p WHERE EXISTS (SELECT 1 FROM org_secrets"
+            " WHERE org_id = %s AND kind = %s AND starts_with(key, p))",
+            (prefixes, org_id, kind),
+        )
+        return {r[0] for r in rows}
+
     async def delete_prefix(self, org_id: str, kind: str, prefix: str) -> int:
         # starts_with takes the prefix literally (LIKE would read % and _ in it)
         rows = await self._all(

@@ -56,6 +56,11 @@ class SecretStore(Protocol):
         ``org_id`` is None (the key-rotation command)."""
         ...
 
+    async def prefixed(self, org_id: str, kind: str, prefixes: list[str]) -> set[str]:
+        """Which of ``prefixes`` (taken literally) start the key of at least one
+        record of ``kind``, in one read."""
+        ...
+
     async def delete_prefix(self, org_id: str, kind: str, prefix: str) -> int:
         """Delete the records of ``kind`` whose key starts with ``prefix`` (taken
         literally: no pattern characters); returns how many."""

@@ -211,6 +211,12 @@ class McpOAuth:
             latest = await self._records.get(who.org_id, "oauth_token", key, _Grant)
             return None if latest is None else latest.tokens.access_token
 
+    async def need_grants(self, org_id: str, mcp_ids: list[UUID]) -> set[UUID]:
+        """Which of the servers authorize with OAuth: those a client was registered
+        for (someone of the organization started to authorize them)."""
+        found = await self._store.prefixed(org_id, "oauth_client", [f"{i}:" for i in mcp_ids])
+        return {i for i in mcp_ids if f"{i}:" in found}
+
     async def forget(self, org_id: str, mcp_id: UUID) -> None:
         """Drop every user's tokens for the server and its client registrations
         (the server moved or was deleted: what it was authorized for is gone)."""

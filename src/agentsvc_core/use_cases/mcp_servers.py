@@ -403,13 +403,19 @@ class McpTools(ServerTools):
     async def list_tools(
         self, who: Principal, agent: Agent, setup: ToolSetup | None = None
     ) -> list[ToolSpec]:
+        attached = await self._attached(who, agent, None if setup is None else setup.mcp)
+        if who.visitor_id is not None and attached and self._servers.oauth is not None:
+            # a published chat's visitor has no grant: a server that needs one is not offered
+            ids = [item.server.id for item in attached]
+            oauth = await self._servers.oauth.need_grants(who.org_id, ids)
+            attached = [item for item in attached if item.server.id not in oauth]
         return [
             ToolSpec(
                 name=f"{item.server.slug}{TOOL_SEPARATOR}{tool.name}",
                 description=tool.description,
                 parameters=tool.input_schema,
             )
-            for item in await self._attached(who, agent, None if setup is None else setup.mcp)
+            for item in attached
             for tool in effective_tools(item.server, item.attachment)
         ]
 

@@ -685,7 +685,5 @@ async def test_a_visitor_is_not_offered_the_servers_that_authorize_with_oauth() 
         "plain__write",
     ]
     assert [t.name for t in await s.tools.list_tools(ADMIN, agent)] == both
-    assert await s.servers.oauth.need_grants(ORG, [plain.id, oauth_server.id]) == {
-        oauth_server.id
-    }
+    assert await s.servers.oauth.need_grants(ORG, [plain.id, oauth_server.id]) == {oauth_server.id}
     assert await s.servers.oauth.need_grants(ORG, []) == set()

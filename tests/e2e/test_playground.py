@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -312,7 +313,13 @@ def _walk(page: Any, steps: Steps, api: httpx.Client, base: str, key: str, mcp: 
     page.wait_for_function(
         f'() => document.querySelector("{box}") && !document.querySelector("{box}").checked'
     )
-    assert api.get(f"/api/agents/{agent_id}/mcps").json() == []
+    # the box is unchecked at the click; the page's DELETE may still be on its way
+    deadline = time.monotonic() + WAIT_MS / 1000
+    while (attached := api.get(f"/api/agents/{agent_id}/mcps").json()) and (
+        time.monotonic() < deadline
+    ):
+        time.sleep(0.05)
+    assert attached == []
 
     # 8. the thread's traces: the newest opened, its spans with durations and tokens
     page.click("#tab-traces")

@@ -225,7 +225,7 @@ class SkillController(Controller):
     @get(
         "/browse",
         operation_id="browseSkills",
-        responses=errors(),
+        responses=errors(422),
         summary="The registry of skills shipped with the service (?category=, ?q= words to find)",
     )
     async def browse(

@@ -112,9 +112,9 @@ def test_a_message_stored_outside_a_turn_takes_its_place_in_the_history(
     assert [m.content for m in inputs.history] == ["asks", "aside", "answer"]
 
 
+# one process for memory: its news is in-process (the unit tests have it)
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
 def test_thread_news_reaches_another_process(backend: Backend) -> None:
-    if backend.name != "postgres":
-        pytest.skip("one process: the memory storage's news is in-process (unit tests)")
     assert isinstance(backend.storage, PostgresStorage)
     other = PostgresStorage(backend.storage.conninfo, min_size=1, max_size=2)
     mine = PostgresStopBus(backend.storage.conninfo, backend.storage.pool, backend.storage.owner)

@@ -102,7 +102,7 @@ class PublicChatController(Controller):
         "/",
         operation_id="getPublicChat",
         security=[],
-        responses=errors(403, 404),
+        responses=errors(403, 404, 429),
         summary="The chat's public face: title, welcome message, starter prompts",
     )
     async def face(

@@ -199,7 +199,9 @@ def test_an_otlp_receiver_gets_the_spans_of_a_turn_with_tool_calls(w: dict[str, 
     # the caller's trace goes on: the meta event names it
     assert trace_id == "4bf92f3577b34da6a3ce929d0e0e4736"
 
+    # the request's span ends after the reply's stream, so it may come in a later batch
     wait_for(lambda: len(otlp.named("invoke_agent")) == 1)
+    wait_for(lambda: len(otlp.named("POST /api/threads/{thread_id}/messages")) == 1)
     (request,) = otlp.named("POST /api/threads/{thread_id}/messages")
     (reply,) = otlp.named("invoke_agent")
     chats = otlp.named("chat ")

@@ -18,8 +18,6 @@ script ``/c/{slug}/widget.js``, and the page's static files under ``/c/_/``
 from __future__ import annotations
 
 import html
-import json
-import re
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -31,14 +29,13 @@ from litestar.static_files import create_static_files_router
 
 from agentsvc_core.errors import PermissionDenied
 from agentsvc_core.use_cases.publishing import PublicChats
-from agentsvc_web.embed_domains import embedder_allowed, frame_ancestors
+from agentsvc_web.embed_domains import embedder_allowed, filled_script, frame_ancestors
 
 __all__ = ["ASSETS_CSP", "ASSETS_PATH", "chat_page_routes", "page_csp", "widget_script"]
 
 FILES = Path(__file__).parent / "chat_page_files"
 ASSETS_PATH = "/c/_"
 _WIDGET_JS = (Path(__file__).parent / "chat_widget" / "widget.js").read_text(encoding="utf-8")
-_PLACEHOLDER = re.compile(r"__PAGE_URL__|__TITLE__")
 Req = Request[Any, Any, Any]
 
 ASSETS_CSP = "default-src 'none'; frame-ancestors 'none'"
@@ -90,17 +87,7 @@ def chat_page(*, slug: str, title: str, embed: bool) -> str:
 def widget_script(*, page_url: str, title: str) -> str:
     """``widget.js`` with the page's URL and the chat's title in it, each a
     JavaScript string literal that cannot end the script or the string."""
-    values = {"__PAGE_URL__": _js_string(page_url), "__TITLE__": _js_string(title)}
-    return _PLACEHOLDER.sub(lambda m: values[m.group(0)], _WIDGET_JS)
-
-
-def _js_string(value: str) -> str:
-    return (
-        json.dumps(value, ensure_ascii=True)
-        .replace("<", "\\u003c")
-        .replace(">", "\\u003e")
-        .replace("&", "\\u0026")
-    )
+    return filled_script(_WIDGET_JS, {"__PAGE_URL__": page_url, "__TITLE__": title})
 
 
 @get(

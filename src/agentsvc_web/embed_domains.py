@@ -1,7 +1,7 @@
 """Which sites may embed a page: the organization's ``allowed_embed_domains``.
 
 Two guards from one list, for any page meant to be framed by customers' sites (a
-runner's button today; a published chat's widget would take the same):
+runner's button, a published chat's widget):
 
 - ``frame_ancestors``: the CSP ``frame-ancestors`` sources. The browser enforces
   them whatever the request carried; they are what stops another site framing
@@ -24,15 +24,37 @@ the ``frame-ancestors`` sources match, and the other way round.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Sequence
+import json
+import re
+from collections.abc import Mapping, Sequence
 from urllib.parse import urlsplit
 
 from agentsvc_core.errors import InvalidInput
 from agentsvc_core.rules import check_embed_domain
 
-__all__ = ["embedder_allowed", "frame_ancestors"]
+__all__ = ["embedder_allowed", "filled_script", "frame_ancestors"]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def filled_script(template: str, values: Mapping[str, str]) -> str:
+    """An embed script (``embed.js``, ``widget.js``) with each placeholder (a key of
+    ``values``) replaced by its value as a JavaScript string literal that cannot end
+    a script element or a string, in one pass: a placeholder's name inside a value
+    is not replaced again."""
+    placeholders = re.compile("|".join(re.escape(k) for k in values))
+    return placeholders.sub(lambda m: _js_string(values[m.group(0)]), template)
+
+
+def _js_string(value: str) -> str:
+    """A JavaScript string literal that cannot end a script element or a string."""
+    # ensure_ascii escapes U+2028/U+2029 (line ends in older JavaScript) as well
+    return (
+        json.dumps(value, ensure_ascii=True)
+        .replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026")
+    )
 
 
 def frame_ancestors(domains: Sequence[str]) -> str:

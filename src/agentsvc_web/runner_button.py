@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agentsvc_web.embed_domains import embedder_allowed, frame_ancestors
+from agentsvc_web.embed_domains import embedder_allowed, filled_script, frame_ancestors
 
 __all__ = ["HEIGHT_MESSAGE", "button_headers", "button_page", "embed_script", "embedder_allowed"]
 
@@ -50,7 +50,6 @@ _EMBED_JS = (FILES / "embed.js").read_text(encoding="utf-8")
 HEIGHT_MESSAGE = "agentsvc-runner-height"
 TEXTAREA_OVER = 200  # a string whose maxLength is above this gets a textarea
 _NONCE = re.compile(r"[A-Za-z0-9+/_-]{16,128}={0,2}")
-_PLACEHOLDER = re.compile(r"__BUTTON_URL__|__TITLE__")  # in embed.js
 _INPUT_TYPES = {"email": "email", "uri": "url", "date": "date"}
 _Attr = str | int | float | bool | None  # an attribute value: None and False leave it out
 
@@ -366,20 +365,7 @@ def embed_script(*, button_url: str, title: str = "Start a run") -> str:
     ``<``, ``>`` and ``&`` escaped; the script uses neither ``eval`` nor
     ``innerHTML``.
     """
-    values = {"__BUTTON_URL__": _js_string(button_url), "__TITLE__": _js_string(title)}
-    # one pass: a placeholder's name inside a value is not replaced again
-    return _PLACEHOLDER.sub(lambda m: values[m.group(0)], _EMBED_JS)
-
-
-def _js_string(value: str) -> str:
-    """A JavaScript string literal that cannot end a script element or a string."""
-    # ensure_ascii escapes U+2028/U+2029 (line ends in older JavaScript) as well
-    return (
-        json.dumps(value, ensure_ascii=True)
-        .replace("<", "\\u003c")
-        .replace(">", "\\u003e")
-        .replace("&", "\\u0026")
-    )
+    return filled_script(_EMBED_JS, {"__BUTTON_URL__": button_url, "__TITLE__": title})
 
 
 # -- headers ----------------------------------------------------------------------------

@@ -3,7 +3,12 @@
 Serves, under one base URL: RFC 9728 metadata for ``{base}/mcp``, RFC 8414 metadata
 for the issuer ``{base}/as``, RFC 7591 registration, an authorization endpoint that
 approves at once (redirects with a code), and a token endpoint that checks PKCE
-S256, the client, the redirect URI and the RFC 8707 resource, and counts refreshes.
+S256, the client, the redirect URI and the RFC 8707 resource, and counts refreshes;
+an RFC 7009 revocation endpoint (``/as/revoke``) that records what it was asked.
+
+For a managed provider (an OAuth app registered beforehand, not dynamically):
+``clients`` maps a client id to its secret, which the token and revocation
+endpoints then require; ``resource`` is the MCP server's URL the token requests name.
 """
 
 from __future__ import annotations
@@ -28,6 +33,10 @@ class AuthServer:
         self.token_requests: list[dict[str, str]] = []
         # tokens are f"{prefix}at-{n}": a long prefix makes them worth a secret scan
         self.token_prefix = ""
+        self.clients: dict[str, str] = {}
+        self.resource: str | None = None
+        self.revocations: list[dict[str, str]] = []
+        self.revoked: set[str] = set()
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -102,9 +111,13 @@ class AuthServer:
                 ],
                 b"",
             )
+        if path == "/as/revoke" and method == "POST":
+            return self._revoke({k: v[0] for k, v in parse_qs(body.decode()).items()})
         if path == "/as/token" and method == "POST":
             form = {k: v[0] for k, v in parse_qs(body.decode()).items()}
             self.token_requests.append(form)
+            if not self._client_ok(form):
+                return self._json({"error": "invalid_client"}, 401)
             if form.get("grant_type") == "authorization_code":
                 asked = self.codes.pop(form.get("code", ""), None)
                 challenge = (
@@ -119,17 +132,35 @@ class AuthServer:
                     or challenge != asked["code_challenge"]
                     or form.get("client_id") != asked["client_id"]
                     or form.get("redirect_uri") != asked["redirect_uri"]
-                    or form.get("resource") != f"{b}/mcp"
+                    or form.get("resource") != (self.resource or f"{b}/mcp")
                 ):
                     return self._json({"error": "invalid_grant"}, 400)
                 return self._json(self._tokens())
-            if form.get("grant_type") == "refresh_token" and form.get(
-                "refresh_token", ""
-            ).startswith(f"{self.token_prefix}rt-"):
+            if (
+                form.get("grant_type") == "refresh_token"
+                and form.get("refresh_token", "").startswith(f"{self.token_prefix}rt-")
+                and form["refresh_token"] not in self.revoked
+            ):
                 self.refreshes += 1
                 return self._json(self._tokens())
             return self._json({"error": "unsupported_grant_type"}, 400)
         return self._json({"error": "not_found"}, 404)
+
+    def _client_ok(self, form: dict[str, str]) -> bool:
+        """A registered (managed) client must authenticate with its secret."""
+        client = form.get("client_id", "")
+        return client not in self.clients or form.get("client_secret") == self.clients[client]
+
+    def _revoke(self, form: dict[str, str]) -> tuple[int, list[tuple[str, str]], bytes]:
+        """RFC 7009: the client authenticates, ``token`` is required, the answer is
+        200 whether or not the token was known (2.2)."""
+        self.revocations.append(form)
+        if not self._client_ok(form) or "client_id" not in form:
+            return self._json({"error": "invalid_client"}, 401)
+        if not form.get("token"):
+            return self._json({"error": "invalid_request"}, 400)
+        self.revoked.add(form["token"])
+        return 200, [], b""
 
     def _tokens(self) -> dict[str, object]:
         n = len(self.issued) + 1

@@ -177,3 +177,17 @@ class HttpOAuth(OAuthNetwork):
         return await self._token(
             server, client, {"grant_type": "refresh_token", "refresh_token": refresh_token}
         )
+
+    async def revoke(
+        self, server: AuthServer, client: ClientRegistration, token: str, hint: str
+    ) -> bool:
+        if server.revocation_endpoint is None:
+            return False
+        form = {"token": token, "token_type_hint": hint, "client_id": client.client_id}
+        if client.client_secret:
+            form["client_secret"] = client.client_secret
+        try:
+            status, _ = await self._call("POST", server.revocation_endpoint, data=form)
+        except Upstream:
+            return False
+        return status == 200

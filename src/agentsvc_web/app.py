@@ -36,6 +36,11 @@ from agentsvc_web.controllers.knowledge import (
     KnowledgeController,
     uploads_up_to,
 )
+from agentsvc_web.controllers.managed_oauth import (
+    AgentMcpServicesController,
+    ManagedOAuthController,
+    ManagedRegistryController,
+)
 from agentsvc_web.controllers.marketplace import (
     AgentMarketplaceController,
     MarketplaceController,
@@ -144,6 +149,9 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             RunnerMcpController,
             RegistryController,
             McpOAuthController,
+            ManagedRegistryController,
+            ManagedOAuthController,
+            AgentMcpServicesController,
             AgentCredentialsController,
             AgentCompactionController,
             AgentWebController,
@@ -192,6 +200,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "mcps": _const(services.mcps),
             "registry": _const(services.registry_search),
             "oauth": _const(services.oauth),
+            "managed_oauth": _const(services.managed_oauth),
             "org_settings": _const(services.org_settings),
             "compaction": _const(services.compaction),
             "integrations": _const(services.integrations),

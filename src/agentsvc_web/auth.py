@@ -55,6 +55,7 @@ def bearer_auth(authenticator: Authenticator) -> DefineMiddleware:
             "^/readyz$",
             "^/metrics$",
             "^/api/mcps/[0-9a-fA-F-]+/oauth/callback$",
+            "^/api/mcps/managed-oauth/callback$",
             # a runner's inbound webhook: its token (which can start runs of one
             # runner and nothing else) is what authenticates it
             "^/api/runners/webhooks/[^/]+$",

@@ -144,6 +144,18 @@ def build_server(counter: Stats) -> MCPServer:
         """How many initialize requests this process answered, and its pid."""
         return {"initializations": counter.initializations, "pid": os.getpid()}
 
+    # two tools named like GitHub's remote MCP server's, for the managed provider's
+    # tests (a "github" provider pointed here: its services own them)
+    @server.tool()
+    def get_me() -> str:
+        """The user (a GitHub-named tool)."""
+        return "octocat"
+
+    @server.tool()
+    def list_issues(repo: str = "") -> str:
+        """Issues of a repository (a GitHub-named tool)."""
+        return f"no open issues in {repo or 'any repository'}"
+
     @server.tool()
     def picture() -> Image:
         """A tiny PNG."""

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TIME_SERVER = Path(sys.executable).parent / "mcp-server-time"
 TOOLS = {
     *("echo", "add", "slow", "fail", "protocol_error", "whoami", "env_dump", "stats", "picture"),
-    *("shaped", "lookahead"),
+    *("shaped", "lookahead", "get_me", "list_issues"),
 }
 
 

@@ -51,6 +51,8 @@ class Network:
         self.refreshed_with: list[tuple[AuthServer, ClientRegistration]] = []
         self.tokens: list[TokenSet] = []
         self.before_refresh: Any = None
+        self.revoked: list[tuple[AuthServer, ClientRegistration, str, str]] = []
+        self.revoke_answers = True
 
     async def discover(self, resource_url: str) -> AuthServer:
         self.discovered.append(resource_url)
@@ -88,6 +90,12 @@ class Network:
         if self.before_refresh is not None:
             await self.before_refresh()
         return self.tokens.pop(0)
+
+    async def revoke(
+        self, server: AuthServer, client: ClientRegistration, token: str, hint: str
+    ) -> bool:
+        self.revoked.append((server, client, token, hint))
+        return self.revoke_answers
 
 
 def a_server(**over: Any) -> McpServer:

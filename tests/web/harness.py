@@ -144,6 +144,7 @@ class Harness:
             oauth_network=base.oauth_network,
             resolver=base.resolver,
             webhooks=base.webhook_caller,
+            managed_catalogue=base.managed_catalogue,
         )
         # the base's HTTP clients (OAuth, registry, providers) close with whichever runs
         self.services.closers = base.closers
@@ -162,6 +163,7 @@ class Harness:
             oauth_network=base.oauth_network,
             resolver=base.resolver,
             webhooks=base.webhook_caller,
+            managed_catalogue=base.managed_catalogue,
         )
         self.mcp_services.closers = base.closers
 

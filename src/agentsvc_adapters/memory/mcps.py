@@ -6,7 +6,7 @@ from uuid import UUID
 import msgspec
 
 from agentsvc_core.entities import McpAttachment, McpServer
-from agentsvc_core.errors import NotFound
+from agentsvc_core.errors import Conflict, NotFound
 from agentsvc_core.ports import McpRepository
 
 
@@ -27,6 +27,11 @@ class MemoryMcps(McpRepository):
         return {s.slug for (o, i), s in self._servers.items() if o == org_id and i != but}
 
     async def add(self, server: McpServer) -> McpServer:
+        if server.managed_provider is not None and any(
+            o == server.org_id and s.managed_provider == server.managed_provider
+            for (o, _), s in self._servers.items()
+        ):
+            raise Conflict("the resource already exists")  # one per organization and provider
         stored = msgspec.structs.replace(
             server, slug=unique_slug(server.slug, self._slugs(server.org_id))
         )
@@ -69,7 +74,9 @@ class MemoryMcps(McpRepository):
         key = (a.org_id, a.owner_kind, a.owner_id, a.mcp_id)
         existing = self._attachments.get(key)
         if existing is not None:
-            a = msgspec.structs.replace(a, created_at=existing.created_at)
+            # no services given: those chosen before stay
+            services = existing.services if a.services is None else a.services
+            a = msgspec.structs.replace(a, created_at=existing.created_at, services=services)
         self._attachments[key] = a
         return a
 

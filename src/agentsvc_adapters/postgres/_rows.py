@@ -217,7 +217,7 @@ def to_message(r: Row) -> Message:
 
 SERVER_COLS = (
     "id, org_id, name, slug, transport, url, command, args::text, credentials,"
-    " allowed_tools::text, status, tools_cache::text, created_at, updated_at"
+    " allowed_tools::text, status, tools_cache::text, created_at, updated_at, managed_provider"
 )
 
 
@@ -237,6 +237,7 @@ def to_server(r: Row) -> McpServer:
         tools_cache=_tools.decode(r[11]),
         created_at=r[12],
         updated_at=r[13],
+        managed_provider=r[14],
     )
 
 
@@ -248,10 +249,11 @@ def to_attachment(r: Row) -> McpAttachment:
         mcp_id=r[3],
         allowed_tools=None if r[4] is None else _names.decode(r[4]),
         created_at=r[5],
+        services=None if r[6] is None else _names.decode(r[6]),
     )
 
 
-ATT_COLS = "org_id, owner_kind, owner_id, mcp_id, allowed_tools::text, created_at"
+ATT_COLS = "org_id, owner_kind, owner_id, mcp_id, allowed_tools::text, created_at, services::text"
 
 
 # A batch of a reply's events (agentsvc_core/ports/streams.py): written by

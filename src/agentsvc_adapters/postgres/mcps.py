@@ -49,9 +49,10 @@ class PostgresMcps(Repo, McpRepository):
                 cur = await conn.execute(
                     "INSERT INTO mcp_servers (org_id, id, name, slug, transport, url, command,"
                     " args, credentials, allowed_tools, status, tools_cache, created_at,"
-                    " updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s::json, %s, %s::json,"
-                    " %s, %s::json, %s, %s) ON CONFLICT (org_id, slug) DO NOTHING RETURNING id",
-                    (server.org_id, server.id, *_values(server, slug)),
+                    " updated_at, managed_provider) VALUES (%s, %s, %s, %s, %s, %s, %s,"
+                    " %s::json, %s, %s::json, %s, %s::json, %s, %s, %s)"
+                    " ON CONFLICT (org_id, slug) DO NOTHING RETURNING id",
+                    (server.org_id, server.id, *_values(server, slug), server.managed_provider),
                 )
                 if await cur.fetchone() is not None:
                     return msgspec.structs.replace(server, slug=slug)
@@ -118,11 +119,21 @@ class PostgresMcps(Repo, McpRepository):
         await self.get(a.org_id, a.mcp_id)
         row = await self._one(
             f"INSERT INTO mcp_attachments ({ATT_COLS.replace('::text', '')})"
-            " VALUES (%s, %s, %s, %s, %s::json, %s)"
+            " VALUES (%s, %s, %s, %s, %s::json, %s, %s::json)"
             " ON CONFLICT (org_id, owner_kind, owner_id, mcp_id)"
-            " DO UPDATE SET allowed_tools = EXCLUDED.allowed_tools"
+            " DO UPDATE SET allowed_tools = EXCLUDED.allowed_tools,"
+            # no services given: those chosen before stay
+            " services = COALESCE(EXCLUDED.services, mcp_attachments.services)"
             f" RETURNING {ATT_COLS}",
-            (a.org_id, a.owner_kind, a.owner_id, a.mcp_id, _j(a.allowed_tools), a.created_at),
+            (
+                a.org_id,
+                a.owner_kind,
+                a.owner_id,
+                a.mcp_id,
+                _j(a.allowed_tools),
+                a.created_at,
+                _j(a.services),
+            ),
         )
         assert row is not None
         return to_attachment(row)

@@ -35,6 +35,10 @@ class McpServer(msgspec.Struct, frozen=True, kw_only=True):
     tools_cache: tuple[CachedTool, ...]
     created_at: datetime
     updated_at: datetime
+    # the managed OAuth provider (``ports.managed_oauth``) this server is the
+    # organization's connection to (one per organization and provider); None: a
+    # server registered by hand
+    managed_provider: str | None = None
 
     @property
     def has_credentials(self) -> bool:
@@ -50,3 +54,5 @@ class McpAttachment(msgspec.Struct, frozen=True, kw_only=True):
     mcp_id: UUID
     allowed_tools: tuple[str, ...] | None
     created_at: datetime
+    # a managed provider's services turned on for this owner; None: all of them
+    services: tuple[str, ...] | None = None

@@ -18,6 +18,7 @@ class AuthServer(msgspec.Struct, frozen=True, kw_only=True):
     token_endpoint: str
     registration_endpoint: str | None = None
     scopes: tuple[str, ...] = ()
+    revocation_endpoint: str | None = None  # RFC 7009 (managed providers')
 
 
 class ClientRegistration(msgspec.Struct, frozen=True, kw_only=True):
@@ -61,3 +62,11 @@ class OAuthNetwork(Protocol):
     async def refresh(
         self, server: AuthServer, client: ClientRegistration, refresh_token: str
     ) -> TokenSet: ...
+
+    async def revoke(
+        self, server: AuthServer, client: ClientRegistration, token: str, hint: str
+    ) -> bool:
+        """Token revocation (RFC 7009) at ``server.revocation_endpoint``; ``hint``:
+        ``access_token`` or ``refresh_token``. True when the server answered 200;
+        False when it refused or could not be reached (never raises)."""
+        ...

@@ -67,6 +67,19 @@ def user_key(who: Principal) -> str:
     return f"user:{who.user_id}" if who.user_id else "org"
 
 
+def grant_key(server: McpServer, who_key: str) -> str:
+    """Where a user's grant for ``server`` is kept: per (server, user), or for a
+    managed provider's server per (provider, user), so that the grant outlives the
+    server (``managed_oauth``)."""
+    if server.managed_provider is not None:
+        return managed_key(server.managed_provider, who_key)
+    return f"{server.id}:{who_key}"
+
+
+def managed_key(provider: str, who_key: str) -> str:
+    return f"managed:{provider}:{who_key}"
+
+
 def _b64(raw: bytes) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
@@ -181,7 +194,7 @@ class McpOAuth:
         a published chat's visitor has none."""
         if who.visitor_id is not None:
             return None
-        key = f"{server.id}:{user_key(who)}"
+        key = grant_key(server, user_key(who))
         record = await self._store.get(who.org_id, "oauth_token", key)
         if record is None:
             return None
@@ -210,6 +223,30 @@ class McpOAuth:
             # another process refreshed first: use what it stored
             latest = await self._records.get(who.org_id, "oauth_token", key, _Grant)
             return None if latest is None else latest.tokens.access_token
+
+    async def keep_grant(
+        self,
+        org_id: str,
+        key: str,
+        server: AuthServer,
+        client: ClientRegistration,
+        tokens: TokenSet,
+        mcp_url: str | None,
+    ) -> None:
+        """Keep (sealed) the tokens of a flow made elsewhere (``managed_oauth``),
+        so ``bearer`` uses and refreshes them like its own."""
+        grant = _Grant(server=server, client=client, tokens=tokens, mcp_url=mcp_url)
+        await self._records.put(org_id, "oauth_token", key, grant)
+
+    async def drop_grant(
+        self, org_id: str, key: str
+    ) -> tuple[AuthServer, ClientRegistration, TokenSet] | None:
+        """Forget the grant kept under ``key``; what it was, or None."""
+        record = await self._store.take(org_id, "oauth_token", key)
+        if record is None:
+            return None
+        grant = self._records.open(org_id, "oauth_token", key, record.value, _Grant)
+        return grant.server, grant.client, grant.tokens
 
     async def need_grants(self, org_id: str, mcp_ids: list[UUID]) -> set[UUID]:
         """Which of the servers authorize with OAuth: those a client was registered

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import re
 import uuid
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 from uuid import UUID
 
 import msgspec
@@ -105,6 +105,24 @@ def effective_tools(server: McpServer, attachment: McpAttachment) -> list[Cached
     return tools
 
 
+class ManagedTools(Protocol):
+    """What the turn needs of the managed OAuth providers (``managed_oauth``) for a
+    server that is a provider's: which tools its services let through, the tools
+    to offer before it could be listed, and where to authorize."""
+
+    def tools_on(self, server: McpServer, attachment: McpAttachment) -> frozenset[str] | None:
+        """The tool names of the services on for ``attachment``; None: no filter."""
+        ...
+
+    def listed_tools(self, server: McpServer) -> tuple[CachedTool, ...]:
+        """The catalogue's tools of the server's provider."""
+        ...
+
+    async def challenge(self, who: Principal, server: McpServer) -> str:
+        """The URL that starts the managed flow for ``who`` (``auth_challenge``)."""
+        ...
+
+
 def _context(org_id: str, server_id: UUID) -> str:
     """The associated data of a server's sealed credentials: its organization and row."""
     return f"{org_id}:mcp_servers:{server_id}"
@@ -135,6 +153,21 @@ class McpServers:
         self._allow_stdio = allow_stdio
         self.oauth = oauth
         self.runners = runners
+        # the managed OAuth providers, set once they are built (they need this)
+        self.managed: ManagedTools | None = None
+
+    def tools_of(self, item: AttachedServer) -> list[CachedTool]:
+        """The tools ``item`` offers the model: ``effective_tools``, and for a managed
+        provider's server only those of the services on (before the server could be
+        listed, the catalogue's). A server registered by hand costs nothing more."""
+        server, managed = item.server, self.managed
+        if server.managed_provider is None or managed is None:
+            return effective_tools(server, item.attachment)
+        if not server.tools_cache:
+            server = msgspec.structs.replace(server, tools_cache=managed.listed_tools(server))
+        tools = effective_tools(server, item.attachment)
+        on = managed.tools_on(server, item.attachment)
+        return tools if on is None else [t for t in tools if t.name in on]
 
     # --- validation -------------------------------------------------------------
 
@@ -416,8 +449,26 @@ class McpTools(ServerTools):
                 parameters=tool.input_schema,
             )
             for item in attached
-            for tool in effective_tools(item.server, item.attachment)
+            for tool in self._servers.tools_of(item)
         ]
+
+    async def _authorize(self, who: Principal, server: McpServer) -> str:
+        """The server asked for authorization: raise ``ToolAuthRequired`` with where
+        to give it (a managed provider's flow, or the server's own OAuth), or answer
+        the model why none can be given."""
+        managed, oauth = self._servers.managed, self._servers.oauth
+        try:
+            if server.managed_provider is not None and managed is not None:
+                url = await managed.challenge(who, server)
+            elif oauth is not None:
+                url = (await oauth.start(who, server)).redirect_url
+            else:
+                return f"error: the MCP server {server.name!r} requires authorization"
+        except DomainError as exc:
+            return f"error: authorization with {server.name!r} failed: {exc.detail}"
+        raise ToolAuthRequired(
+            server.name, url, f"Connect {server.name} so the agent can use its tools"
+        )
 
     async def call(
         self,
@@ -433,24 +484,13 @@ class McpTools(ServerTools):
         for item in await self._servers.attached(who, "agent", agent.id, known_owner=True):
             if item.server.slug != slug:
                 continue
-            if tool not in {t.name for t in effective_tools(item.server, item.attachment)}:
+            if tool not in {t.name for t in self._servers.tools_of(item)}:
                 return f"error: the tool {name!r} is not allowed for this agent"
             try:
                 endpoint = await self._servers.endpoint_for(who, item.server)
                 result = await self._client.call_tool(endpoint, tool, arguments)
             except McpAuthRequired:
-                oauth = self._servers.oauth
-                if oauth is None:
-                    return f"error: the MCP server {item.server.name!r} requires authorization"
-                try:
-                    started = await oauth.start(who, item.server)
-                except DomainError as exc:
-                    return f"error: authorization with {item.server.name!r} failed: {exc.detail}"
-                raise ToolAuthRequired(
-                    item.server.name,
-                    started.redirect_url,
-                    f"Connect {item.server.name} so the agent can use its tools",
-                ) from None
+                return await self._authorize(who, item.server)
             except (Upstream, SecretUnreadable) as exc:
                 return f"error: {exc.detail}"
             return f"error: {result.text}" if result.is_error else result.text

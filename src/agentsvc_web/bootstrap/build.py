@@ -4,10 +4,13 @@ clients over it), handed to ``Services``, which wires the use cases."""
 
 from __future__ import annotations
 
+import os
+
 from agentsvc_adapters.auth import JwtConfigError, JwtVerifier
 from agentsvc_adapters.embeddings import OpenAIEmbedder
 from agentsvc_adapters.git import GitSkillSource
 from agentsvc_adapters.llm import AlphaModel, BetaModel, Families, LocalModel, PrefixRouter
+from agentsvc_adapters.managed_oauth import ShippedManagedCatalogue
 from agentsvc_adapters.mcp import SdkMcpClient
 from agentsvc_adapters.oauth import HttpOAuth
 from agentsvc_adapters.outbound import OutboundGuard
@@ -53,6 +56,10 @@ def build_services(settings: Settings) -> Services:
     hooks = (add_traceparent,) if exports else ()
     # the one outbound guard: the URL policy and the HTTP clients of every adapter
     # that contacts a URL a user or the configuration supplies
+    try:  # the managed OAuth providers' catalogue, checked now: a bad one stops the start
+        managed_catalogue = ShippedManagedCatalogue(os.environ)
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
     guard = OutboundGuard(allow_private_network=settings.allow_private_network, request_hooks=hooks)
     registry = HttpMcpRegistry(settings.mcp_registry_url, guard)
     oauth_network = HttpOAuth(guard)
@@ -88,6 +95,7 @@ def build_services(settings: Settings) -> Services:
         skill_source=skill_source,
         web_search=web_search,
         embedder=embedder,
+        managed_catalogue=managed_catalogue,
     )
     services.closers.extend(
         [registry.aclose, oauth_network.aclose, resolver.aclose, webhooks.aclose]

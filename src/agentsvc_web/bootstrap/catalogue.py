@@ -18,6 +18,7 @@ from agentsvc_core.ports import (
     Storage,
     TokenVerifier,
 )
+from agentsvc_core.ports.managed_oauth import ManagedCatalogue
 from agentsvc_core.ports.mcp import UrlPolicy
 from agentsvc_core.ports.oauth import OAuthNetwork
 from agentsvc_core.ports.registry import McpRegistry
@@ -26,6 +27,7 @@ from agentsvc_core.use_cases.agent_asks import ask_agent
 from agentsvc_core.use_cases.capabilities import AgentCapabilities
 from agentsvc_core.use_cases.integrations import Integrations
 from agentsvc_core.use_cases.knowledge.documents import Knowledge
+from agentsvc_core.use_cases.managed_oauth import ManagedOAuth
 from agentsvc_core.use_cases.marketplace import Marketplace
 from agentsvc_core.use_cases.mcp_oauth import McpOAuth
 from agentsvc_core.use_cases.mcp_servers import McpServers
@@ -97,6 +99,7 @@ class McpArea(NamedTuple):
     registry_search: RegistrySearch
     oauth: McpOAuth
     mcps: McpServers
+    managed: ManagedOAuth
 
 
 def mcp_servers(
@@ -108,9 +111,10 @@ def mcp_servers(
     client: McpClient,
     registry: McpRegistry,
     oauth_network: OAuthNetwork,
+    managed_catalogue: ManagedCatalogue,
 ) -> McpArea:
-    """The organization's MCP servers, the OAuth flows that authorize them and the
-    registry they may be found in."""
+    """The organization's MCP servers, the OAuth flows that authorize them, the
+    managed providers connected in one click and the registry they may be found in."""
     oauth = McpOAuth(storage.secrets, oauth_network, box, clock, settings.base_url)
     mcps = McpServers(
         storage.mcps,
@@ -123,7 +127,20 @@ def mcp_servers(
         oauth=oauth,
         runners=storage.runners,
     )
-    return McpArea(RegistrySearch(registry), oauth, mcps)
+    managed = ManagedOAuth(
+        managed_catalogue,
+        oauth,
+        mcps,
+        storage.mcps,
+        storage.agents,
+        storage.secrets,
+        oauth_network,
+        box,
+        clock,
+        settings.base_url,
+    )
+    mcps.managed = managed  # the turn filters a provider's tools by its services
+    return McpArea(RegistrySearch(registry), oauth, mcps, managed)
 
 
 def org_settings(

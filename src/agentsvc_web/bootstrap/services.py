@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 
 from agentsvc_adapters.auth import JwtVerifier
 from agentsvc_adapters.clock import SystemClock
+from agentsvc_adapters.managed_oauth import ShippedManagedCatalogue
 from agentsvc_adapters.postgres import PostgresStopBus, PostgresStorage
 from agentsvc_adapters.signals import LocalRevocations, LocalThreadNews
 from agentsvc_adapters.telemetry import OtelExport
@@ -30,6 +31,7 @@ from agentsvc_core.ports import (
 )
 from agentsvc_core.ports.documents import DocumentParser
 from agentsvc_core.ports.embeddings import Embedder
+from agentsvc_core.ports.managed_oauth import ManagedCatalogue
 from agentsvc_core.ports.mcp import UrlPolicy
 from agentsvc_core.ports.oauth import OAuthNetwork
 from agentsvc_core.ports.registry import McpRegistry
@@ -83,6 +85,7 @@ class Services:
         embedder: Embedder | None = None,
         parser: DocumentParser | None = None,
         skill_source: SkillSource | None = None,
+        managed_catalogue: ManagedCatalogue | None = None,
     ) -> None:
         """The adapters come from ``build_services`` (or a test); ``tools`` replaces
         the turn's tool hub (a test's fake)."""
@@ -100,6 +103,8 @@ class Services:
         )
         self.readiness = Readiness(storage)
         self.trace_config = telemetry.trace_config(settings)
+        # the managed OAuth providers; none configured (a test) leaves them unavailable
+        self.managed_catalogue = managed_catalogue or ShippedManagedCatalogue({})
         self._catalogue(clock, revocations)
         keys = KeyBroker(self.org_settings, resolver, self.tracer)
         self._tool_areas(clock, router, keys, databases, web_fetcher, parser, skill_source)
@@ -155,7 +160,7 @@ class Services:
         self.api_keys, self.authenticator, self.threads = catalogue.identity(
             settings, storage, clock, self.verifier, revocations, self.multiplayer
         )
-        self.registry_search, self.oauth, self.mcps = catalogue.mcp_servers(
+        self.registry_search, self.oauth, self.mcps, self.managed_oauth = catalogue.mcp_servers(
             settings,
             storage,
             clock,
@@ -164,6 +169,7 @@ class Services:
             self.mcp_client,
             self.registry,
             self.oauth_network,
+            self.managed_catalogue,
         )
         self.org_settings, self.compaction = catalogue.org_settings(
             settings, storage, clock, box, urls

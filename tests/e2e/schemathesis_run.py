@@ -134,6 +134,8 @@ DOMAIN_RULES = [
     "setAgentSkills",  # both forms of bindings or neither, a skill twice, a pinned version
     "setRunnerSkills",  # as setAgentSkills
     "putAgentMultiplayer",  # a display name of blanks or holding NUL
+    "startManagedMcpOAuth",  # a provider this deployment has no credentials for, a service it lacks
+    "updateAgentMcpServices",  # a service the provider does not have
 ]
 CONFIG = f"""
 [checks]
@@ -162,6 +164,11 @@ checks.negative_data_rejection.expected-statuses = {[*REFUSED, "2xx"]!r}
 # below): any state a fuzzer sends is unknown, which is a 400 by design.
 [[operations]]
 include-operation-id = "mcpOAuthCallback"
+checks.positive_data_acceptance.expected-statuses = {[*ACCEPTED, "400"]!r}
+
+# The same for the managed providers' callback (its state made by startManagedMcpOAuth).
+[[operations]]
+include-operation-id = "managedMcpOAuthCallback"
 checks.positive_data_acceptance.expected-statuses = {[*ACCEPTED, "400"]!r}
 """
 

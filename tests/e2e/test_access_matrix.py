@@ -83,6 +83,7 @@ NOT_404 = {
     # Public: the single-use state authenticates it, not a bearer token
     # (tests/web/test_mcp_oauth.py); any state B could send is 400.
     "mcpOAuthCallback": "authenticated by its state",
+    "managedMcpOAuthCallback": "authenticated by its state",
     # Public: a marketplace avatar, reached by its URL (the agent's id and the
     # picture's digest); a picture holds none of A's text
     "getPublicAvatar": "a public picture",

@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
 PREFIX = "e2e-managed-github-token-secret-"
 CLIENT_ID = "e2e-managed-github-client"
-CLIENT_SECRET = "e2e-managed-github-client-secret-value"  # noqa: S105 (a test's)
+CLIENT_SECRET = "e2e-managed-github-client-secret-value"
 PROVIDER_KEY = "e2e-managed-provider-key-0123456789"
 MODEL = "claude-e2e-managed"
 

@@ -14,6 +14,8 @@ from agentsvc_client.models import (
     Agent,
     AgentCreateBody,
     AgentPatchBody,
+    AgentServices,
+    AgentServicesBody,
     Analytics,
     AttachBody,
     AttachIntegrationBody,
@@ -48,6 +50,12 @@ from agentsvc_client.models import (
     IssuedKey,
     Key,
     KeyCreateBody,
+    ManagedConnected,
+    ManagedDisconnect,
+    ManagedDisconnectBody,
+    ManagedProvider,
+    ManagedStart,
+    ManagedStartBody,
     MarketplacePage,
     Mcp,
     McpCreateBody,
@@ -470,6 +478,28 @@ class AsyncAgentsMcpServersResource(AsyncResource):
             "GET", f"/api/agents/{_seg(agent_id)}/mcps", type=builtins.list[Attachment]
         )
 
+    async def services(self, agent_id: str, mcp_id: str) -> AgentServices:
+        """A managed provider's services for this agent: their tools, and which are on (GET
+        /api/agents/{agent_id}/mcps/{mcp_id}/services, listAgentMcpServices).
+        """
+        return await self._client._request(
+            "GET", f"/api/agents/{_seg(agent_id)}/mcps/{_seg(mcp_id)}/services", type=AgentServices
+        )
+
+    async def set_services(
+        self, agent_id: str, mcp_id: str, *, services: dict[str, bool]
+    ) -> AgentServices:
+        """Turn a managed provider's services on or off for this agent ({"services": {"gmail":
+        true, "drive": false}}) (PATCH /api/agents/{agent_id}/mcps/{mcp_id}/services,
+        updateAgentMcpServices).
+        """
+        return await self._client._request(
+            "PATCH",
+            f"/api/agents/{_seg(agent_id)}/mcps/{_seg(mcp_id)}/services",
+            json=AgentServicesBody(services=services),
+            type=AgentServices,
+        )
+
 
 class AsyncAgentsMemoryResource(AsyncResource):
     """``client.agents.memory``"""
@@ -876,6 +906,57 @@ class AsyncAgentsWebResource(AsyncResource):
                 blocked_domains=blocked_domains,
             ),
             type=Web,
+        )
+
+
+class AsyncMcpServersManagedOauthResource(AsyncResource):
+    """``client.mcp_servers.managed_oauth``"""
+
+    async def callback(
+        self, *, state: str | None = None, code: str | None = None, error: str | None = None
+    ) -> ManagedConnected:
+        """Where the provider sends the browser back (no bearer token: the single-use state
+        authenticates it) (GET /api/mcps/managed-oauth/callback, managedMcpOAuthCallback).
+        """
+        return await self._client._request(
+            "GET",
+            "/api/mcps/managed-oauth/callback",
+            params={"state": state, "code": code, "error": error},
+            type=ManagedConnected,
+        )
+
+    async def disconnect(
+        self, *, provider: str, idempotency_key: str | None = None
+    ) -> ManagedDisconnect:
+        """Revoke the caller's grant at the provider (where it can) and forget its tokens (POST
+        /api/mcps/managed-oauth/disconnect, disconnectManagedMcpOAuth).
+        """
+        return await self._client._request(
+            "POST",
+            "/api/mcps/managed-oauth/disconnect",
+            json=ManagedDisconnectBody(provider=provider),
+            idempotency_key=idempotency_key,
+            type=ManagedDisconnect,
+        )
+
+    async def start(
+        self,
+        *,
+        provider: str,
+        agent_id: str | UnsetType | None = UNSET,
+        services: builtins.list[str] | UnsetType | None = UNSET,
+        idempotency_key: str | None = None,
+    ) -> ManagedStart:
+        """Start connecting a managed provider for the caller; open authorization_url in a
+        browser (attaching to an agent needs an admin) (POST /api/mcps/managed-oauth/start,
+        startManagedMcpOAuth).
+        """
+        return await self._client._request(
+            "POST",
+            "/api/mcps/managed-oauth/start",
+            json=ManagedStartBody(provider=provider, agent_id=agent_id, services=services),
+            idempotency_key=idempotency_key,
+            type=ManagedStart,
         )
 
 
@@ -1858,6 +1939,14 @@ class AsyncLogsResource(AsyncResource):
 class AsyncMcpRegistryResource(AsyncResource):
     """``client.mcp_registry``"""
 
+    async def managed(self) -> builtins.list[ManagedProvider]:
+        """Managed OAuth MCP providers: the catalogue, and which this deployment can connect
+        (GET /api/mcp-registry/managed, listManagedMcpProviders).
+        """
+        return await self._client._request(
+            "GET", "/api/mcp-registry/managed", type=builtins.list[ManagedProvider]
+        )
+
     async def search(self, *, q: str | None = None, limit: int | None = None) -> RegistrySearch:
         """Search the MCP registry (AGENTSVC_MCP_REGISTRY_URL) for servers to register (GET
         /api/mcp-registry/search, searchMcpRegistry).
@@ -1869,6 +1958,10 @@ class AsyncMcpRegistryResource(AsyncResource):
 
 class AsyncMcpServersResource(AsyncResource):
     """``client.mcp_servers``"""
+
+    def __init__(self, client: _AsyncRequester) -> None:
+        super().__init__(client)
+        self.managed_oauth = AsyncMcpServersManagedOauthResource(client)
 
     async def create(
         self,

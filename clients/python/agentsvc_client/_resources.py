@@ -14,6 +14,8 @@ from agentsvc_client.models import (
     Agent,
     AgentCreateBody,
     AgentPatchBody,
+    AgentServices,
+    AgentServicesBody,
     Analytics,
     AttachBody,
     AttachIntegrationBody,
@@ -48,6 +50,12 @@ from agentsvc_client.models import (
     IssuedKey,
     Key,
     KeyCreateBody,
+    ManagedConnected,
+    ManagedDisconnect,
+    ManagedDisconnectBody,
+    ManagedProvider,
+    ManagedStart,
+    ManagedStartBody,
     MarketplacePage,
     Mcp,
     McpCreateBody,
@@ -470,6 +478,28 @@ class AgentsMcpServersResource(Resource):
             "GET", f"/api/agents/{_seg(agent_id)}/mcps", type=builtins.list[Attachment]
         )
 
+    def services(self, agent_id: str, mcp_id: str) -> AgentServices:
+        """A managed provider's services for this agent: their tools, and which are on (GET
+        /api/agents/{agent_id}/mcps/{mcp_id}/services, listAgentMcpServices).
+        """
+        return self._client._request(
+            "GET", f"/api/agents/{_seg(agent_id)}/mcps/{_seg(mcp_id)}/services", type=AgentServices
+        )
+
+    def set_services(
+        self, agent_id: str, mcp_id: str, *, services: dict[str, bool]
+    ) -> AgentServices:
+        """Turn a managed provider's services on or off for this agent ({"services": {"gmail":
+        true, "drive": false}}) (PATCH /api/agents/{agent_id}/mcps/{mcp_id}/services,
+        updateAgentMcpServices).
+        """
+        return self._client._request(
+            "PATCH",
+            f"/api/agents/{_seg(agent_id)}/mcps/{_seg(mcp_id)}/services",
+            json=AgentServicesBody(services=services),
+            type=AgentServices,
+        )
+
 
 class AgentsMemoryResource(Resource):
     """``client.agents.memory``"""
@@ -870,6 +900,55 @@ class AgentsWebResource(Resource):
                 blocked_domains=blocked_domains,
             ),
             type=Web,
+        )
+
+
+class McpServersManagedOauthResource(Resource):
+    """``client.mcp_servers.managed_oauth``"""
+
+    def callback(
+        self, *, state: str | None = None, code: str | None = None, error: str | None = None
+    ) -> ManagedConnected:
+        """Where the provider sends the browser back (no bearer token: the single-use state
+        authenticates it) (GET /api/mcps/managed-oauth/callback, managedMcpOAuthCallback).
+        """
+        return self._client._request(
+            "GET",
+            "/api/mcps/managed-oauth/callback",
+            params={"state": state, "code": code, "error": error},
+            type=ManagedConnected,
+        )
+
+    def disconnect(self, *, provider: str, idempotency_key: str | None = None) -> ManagedDisconnect:
+        """Revoke the caller's grant at the provider (where it can) and forget its tokens (POST
+        /api/mcps/managed-oauth/disconnect, disconnectManagedMcpOAuth).
+        """
+        return self._client._request(
+            "POST",
+            "/api/mcps/managed-oauth/disconnect",
+            json=ManagedDisconnectBody(provider=provider),
+            idempotency_key=idempotency_key,
+            type=ManagedDisconnect,
+        )
+
+    def start(
+        self,
+        *,
+        provider: str,
+        agent_id: str | UnsetType | None = UNSET,
+        services: builtins.list[str] | UnsetType | None = UNSET,
+        idempotency_key: str | None = None,
+    ) -> ManagedStart:
+        """Start connecting a managed provider for the caller; open authorization_url in a
+        browser (attaching to an agent needs an admin) (POST /api/mcps/managed-oauth/start,
+        startManagedMcpOAuth).
+        """
+        return self._client._request(
+            "POST",
+            "/api/mcps/managed-oauth/start",
+            json=ManagedStartBody(provider=provider, agent_id=agent_id, services=services),
+            idempotency_key=idempotency_key,
+            type=ManagedStart,
         )
 
 
@@ -1838,6 +1917,14 @@ class LogsResource(Resource):
 class McpRegistryResource(Resource):
     """``client.mcp_registry``"""
 
+    def managed(self) -> builtins.list[ManagedProvider]:
+        """Managed OAuth MCP providers: the catalogue, and which this deployment can connect
+        (GET /api/mcp-registry/managed, listManagedMcpProviders).
+        """
+        return self._client._request(
+            "GET", "/api/mcp-registry/managed", type=builtins.list[ManagedProvider]
+        )
+
     def search(self, *, q: str | None = None, limit: int | None = None) -> RegistrySearch:
         """Search the MCP registry (AGENTSVC_MCP_REGISTRY_URL) for servers to register (GET
         /api/mcp-registry/search, searchMcpRegistry).
@@ -1849,6 +1936,10 @@ class McpRegistryResource(Resource):
 
 class McpServersResource(Resource):
     """``client.mcp_servers``"""
+
+    def __init__(self, client: _Requester) -> None:
+        super().__init__(client)
+        self.managed_oauth = McpServersManagedOauthResource(client)
 
     def create(
         self,

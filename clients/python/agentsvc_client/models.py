@@ -67,6 +67,19 @@ class AgentPatchBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     project_id: str | UnsetType | None = msgspec.field(name="projectId", default=UNSET)
 
 
+class AgentServicesBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``AgentServicesBody`` of the OpenAPI document."""
+
+    services: dict[str, bool]
+
+
+class AgentServices(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``AgentServicesOut`` of the OpenAPI document."""
+
+    mcp_server_id: str
+    services: list[ServiceState]
+
+
 class AgentTotals(msgspec.Struct, frozen=True, kw_only=True):
     """An answer: ``AgentTotals`` of the OpenAPI document."""
 
@@ -522,6 +535,79 @@ class Listed(msgspec.Struct, frozen=True, kw_only=True):
     capabilities: list[str]
     avatar_url: str | None
     published_at: datetime
+
+
+class ManagedAuthorization(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``ManagedAuthorizationOut`` of the OpenAPI document."""
+
+    authorization_endpoint: str
+    token_endpoint: str
+    revocation_endpoint: str | None
+    scopes_separator: str
+    pkce: bool
+    scopes: list[str]
+
+
+class ManagedConnected(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``ManagedConnectedOut`` of the OpenAPI document."""
+
+    ok: bool
+    provider: str
+    mcp_server_id: str
+    agent_id: str | None
+
+
+class ManagedDisconnectBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``ManagedDisconnectBody`` of the OpenAPI document."""
+
+    provider: str
+
+
+class ManagedDisconnect(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``ManagedDisconnectOut`` of the OpenAPI document."""
+
+    ok: bool
+    revoked: bool
+
+
+class ManagedProvider(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``ManagedProviderOut`` of the OpenAPI document."""
+
+    id: str
+    name: str
+    description: str
+    docs_url: str | None
+    mcp_url: str | None
+    transport: str
+    available: bool
+    reason: str | None
+    authorization: ManagedAuthorization
+    services: list[ManagedService]
+
+
+class ManagedService(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``ManagedServiceOut`` of the OpenAPI document."""
+
+    id: str
+    name: str
+    scopes: list[str]
+    tools: list[str]
+
+
+class ManagedStartBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``ManagedStartBody`` of the OpenAPI document."""
+
+    provider: str
+    agent_id: str | UnsetType | None = msgspec.field(name="agentId", default=UNSET)
+    services: list[str] | UnsetType | None = UNSET
+
+
+class ManagedStart(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``ManagedStartOut`` of the OpenAPI document."""
+
+    authorization_url: str
+    state: str
+    expires_at: datetime
 
 
 class MarketplacePage(msgspec.Struct, frozen=True, kw_only=True):
@@ -1201,6 +1287,16 @@ class SeriesPoint(msgspec.Struct, frozen=True, kw_only=True):
     start: datetime
 
 
+class ServiceState(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``ServiceStateOut`` of the OpenAPI document."""
+
+    id: str
+    name: str
+    scopes: list[str]
+    tools: list[str]
+    enabled: bool
+
+
 class SessionBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     """A request body: ``SessionBody`` of the OpenAPI document."""
 
@@ -1851,6 +1947,8 @@ __all__ = [
     "Agent",
     "AgentCreateBody",
     "AgentPatchBody",
+    "AgentServices",
+    "AgentServicesBody",
     "AgentTotals",
     "Analytics",
     "AttachBody",
@@ -1894,6 +1992,14 @@ __all__ = [
     "Key",
     "KeyCreateBody",
     "Listed",
+    "ManagedAuthorization",
+    "ManagedConnected",
+    "ManagedDisconnect",
+    "ManagedDisconnectBody",
+    "ManagedProvider",
+    "ManagedService",
+    "ManagedStart",
+    "ManagedStartBody",
     "MarketplacePage",
     "Mcp",
     "McpCreateBody",
@@ -1958,6 +2064,7 @@ __all__ = [
     "SearchHit",
     "SendMessageBody",
     "SeriesPoint",
+    "ServiceState",
     "Session",
     "SessionBody",
     "Skill",

@@ -165,12 +165,12 @@ class ManagedOAuth:
     ) -> ManagedStart:
         if who.visitor_id is not None:
             raise PermissionDenied("a visitor of a published chat cannot connect providers")
-        p = self._usable(provider_id)
-        chosen = self._services(p, services)
         if agent_id is not None:
             if not who.is_admin:
                 raise PermissionDenied("attaching to an agent needs the organization's admin role")
             await self._agents.get(who.org_id, agent_id)  # NotFound
+        p = self._usable(provider_id)
+        chosen = self._services(p, services)
         verifier = _b64(secrets.token_bytes(48))
         # the organization travels in the state so the callback, which carries no
         # credential, finds the record; the random part makes it unguessable

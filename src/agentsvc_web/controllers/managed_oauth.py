@@ -121,7 +121,8 @@ class AgentServicesOut(msgspec.Struct):
 
 
 class AgentServicesBody(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
-    services: Annotated[dict[ServiceId, bool], Meta(min_length=1, max_length=32)]
+    # the services named are turned on (true) or off (false); the others stay as they are
+    services: Annotated[dict[ServiceId, bool], Meta(max_length=32)]
 
 
 def _services(mcp_id: UUID, states: list[ServiceState]) -> AgentServicesOut:

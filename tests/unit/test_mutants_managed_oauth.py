@@ -130,7 +130,7 @@ class Setup:
         self.mcps = McpServers(
             self.storage.mcps,
             self.storage.agents,
-            self.client,  # type: ignore[arg-type]
+            self.client,
             BOX,
             Urls(),
             self.clock,
@@ -150,7 +150,7 @@ class Setup:
             "https://svc/",
         )
         self.mcps.managed = self.managed
-        self.tools = McpTools(self.mcps, self.client)  # type: ignore[arg-type]
+        self.tools = McpTools(self.mcps, self.client)
 
     async def agent(self) -> UUID:
         agent = agent_in(ORG)
@@ -358,7 +358,7 @@ def test_a_racing_callback_reuses_the_server_it_made() -> None:
             return found.pop(0)
 
         s.storage.mcps.add = clash  # type: ignore[method-assign]
-        s.managed.server_of = server_of  # type: ignore[method-assign]
+        s.managed.server_of = server_of  # type: ignore[method-assign,assignment]
         assert (await s.connect()).mcp_server_id == other.mcp_server_id
         found.extend([None, None])
         with pytest.raises(Conflict):
@@ -535,8 +535,9 @@ def test_tools_on_and_the_catalogues_tools() -> None:
     server = msgspec.structs.replace(
         run(s.storage.mcps.add(plain_server())), managed_provider="github"
     )
-    assert s.managed.tools_on(server, attachment(None)) == {"get_me", "list_issues", "search_code"}
-    assert s.managed.tools_on(server, attachment(("issues",))) == {"list_issues"}
+    everything = frozenset({"get_me", "list_issues", "search_code"})
+    assert s.managed.tools_on(server, attachment(None)) == everything
+    assert s.managed.tools_on(server, attachment(("issues",))) == frozenset({"list_issues"})
     assert s.managed.tools_on(server, attachment(())) == frozenset()
     unknown = msgspec.structs.replace(server, managed_provider="gone")
     assert s.managed.tools_on(unknown, attachment(())) is None

@@ -13,7 +13,7 @@ from agentsvc_adapters.clock import SystemClock
 from agentsvc_adapters.crypto import AesGcmBox
 from agentsvc_adapters.crypto.aesgcm import new_key_spec, parse_keys
 from agentsvc_core.entities import CachedTool, McpAttachment, McpServer, Principal
-from agentsvc_core.errors import NotFound
+from agentsvc_core.errors import Conflict, NotFound
 from agentsvc_core.ports import McpCallResult, McpClient, McpEndpoint, McpTool
 from agentsvc_core.use_cases.mcp_servers import Credentials, McpDraft, McpServers
 from tests.contract.conftest import Backend, now
@@ -178,3 +178,55 @@ def test_rotation_reseals_everything_with_the_newest_key(backend: Backend) -> No
         assert stored.credentials is not None
         assert stored.credentials.startswith("v1.k2.")
         assert servers(k2).credentials_of(stored).headers == {"Authorization": f"t{i}"}
+
+
+def test_a_managed_providers_server_is_one_per_organization(backend: Backend) -> None:
+    org, other = backend.fresh_org(), backend.fresh_org()
+    repo = backend.storage.mcps
+    first = backend.run(repo.add, server(org, "github", managed_provider="github"))
+    assert backend.run(repo.get, org, first.id).managed_provider == "github"
+    with pytest.raises(Conflict):
+        backend.run(repo.add, server(org, "github-2", managed_provider="github"))
+    # another provider, a plain server, another organization: all fine
+    backend.run(repo.add, server(org, "linear", managed_provider="linear"))
+    backend.run(repo.add, server(org, "plain"))
+    backend.run(repo.add, server(other, "github", managed_provider="github"))
+    assert [s.managed_provider for s in backend.run(repo.list_all, org)] == [
+        "github",
+        "linear",
+        None,
+    ]
+
+
+def test_an_attachments_services_stay_unless_given(backend: Backend) -> None:
+    org = backend.fresh_org()
+    repo = backend.storage.mcps
+    s = backend.run(repo.add, server(org, managed_provider="github"))
+    owner = uuid.uuid4()
+
+    def attach(services: tuple[str, ...] | None, allowed: tuple[str, ...] | None = None) -> None:
+        backend.run(
+            repo.attach,
+            McpAttachment(
+                org_id=org,
+                owner_kind="agent",
+                owner_id=owner,
+                mcp_id=s.id,
+                allowed_tools=allowed,
+                created_at=now(),
+                services=services,
+            ),
+        )
+
+    def services() -> tuple[str, ...] | None:
+        return backend.run(repo.attachments, org, "agent", owner)[0].services
+
+    attach(None)
+    assert services() is None
+    attach(("gmail", "drive"))
+    assert services() == ("gmail", "drive")
+    attach(None, ("x",))  # an attach without services keeps those chosen
+    assert services() == ("gmail", "drive")
+    assert backend.run(repo.attachments, org, "agent", owner)[0].allowed_tools == ("x",)
+    attach(())
+    assert services() == ()

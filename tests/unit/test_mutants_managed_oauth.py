@@ -24,6 +24,7 @@ from agentsvc_core.errors import (
     McpAuthRequired,
     NotFound,
     PermissionDenied,
+    Upstream,
 )
 from agentsvc_core.ports import McpCallResult, McpEndpoint, McpTool, ToolAuthRequired
 from agentsvc_core.ports.managed_oauth import ManagedProvider, ManagedService
@@ -594,5 +595,33 @@ def test_a_turn_offers_the_services_tools_and_challenges_without_a_grant() -> No
         )
         names = [t.name for t in await s.tools.list_tools(MEMBER, agent)]
         assert names == ["github__list_issues", "github__search_code"]
+
+    run(go())
+
+
+def test_a_grant_the_provider_no_longer_refreshes_is_a_challenge() -> None:
+    async def go() -> None:
+        s = Setup()
+        agent_id = await s.agent()
+        agent = await s.storage.agents.get(ORG, agent_id)
+        started = await s.managed.start(ALICE, "github", agent_id=agent_id)
+        s.net.tokens.append(
+            TokenSet(access_token="at-1", refresh_token="rt-1", expires_at=T0, issued_at=T0)
+        )
+        await s.managed.callback(started.state, "c")
+
+        async def refused() -> None:
+            raise Upstream("the token endpoint answered 400 (invalid_grant)", code="OAUTH_ERROR")
+
+        s.net.before_refresh = refused
+        with pytest.raises(ToolAuthRequired):
+            await s.tools.call(ALICE, agent, "github__get_me", {}, None)  # type: ignore[arg-type]
+
+        async def down() -> None:
+            raise Upstream("cannot connect", code="MCP_UNAVAILABLE")
+
+        s.net.before_refresh = down
+        said = await s.tools.call(ALICE, agent, "github__get_me", {}, None)  # type: ignore[arg-type]
+        assert said == "error: cannot connect"
 
     run(go())

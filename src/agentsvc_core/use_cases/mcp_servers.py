@@ -491,7 +491,12 @@ class McpTools(ServerTools):
                 result = await self._client.call_tool(endpoint, tool, arguments)
             except McpAuthRequired:
                 return await self._authorize(who, item.server)
-            except (Upstream, SecretUnreadable) as exc:
+            except Upstream as exc:
+                if exc.code == "OAUTH_ERROR" and item.server.managed_provider is not None:
+                    # the provider refused to refresh the grant (revoked there): connect again
+                    return await self._authorize(who, item.server)
+                return f"error: {exc.detail}"
+            except SecretUnreadable as exc:
                 return f"error: {exc.detail}"
             return f"error: {result.text}" if result.is_error else result.text
         return f"error: no MCP server {slug!r} is attached to this agent"

@@ -8,6 +8,8 @@ from typing import Protocol
 
 import msgspec
 
+from agentsvc_core.entities import CachedTool, McpAttachment, McpServer, Principal
+
 
 class ManagedService(msgspec.Struct, frozen=True, kw_only=True):
     """A part of a provider a user turns on or off for an agent: the scopes it asks
@@ -56,3 +58,21 @@ class ManagedCatalogue(Protocol):
         ...
 
     def get(self, provider_id: str) -> ManagedProvider | None: ...
+
+
+class ManagedTools(Protocol):
+    """What the turn needs of the managed OAuth providers (``managed_oauth``) for a
+    server that is a provider's: which tools its services let through, the tools
+    to offer before it could be listed, and where to authorize."""
+
+    def tools_on(self, server: McpServer, attachment: McpAttachment) -> frozenset[str] | None:
+        """The tool names of the services on for ``attachment``; None: no filter."""
+        ...
+
+    def listed_tools(self, server: McpServer) -> tuple[CachedTool, ...]:
+        """The catalogue's tools of the server's provider."""
+        ...
+
+    async def challenge(self, who: Principal, server: McpServer) -> str:
+        """The URL that starts the managed flow for ``who`` (``auth_challenge``)."""
+        ...

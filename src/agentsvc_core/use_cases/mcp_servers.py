@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import re
 import uuid
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 from uuid import UUID
 
 import msgspec
@@ -36,6 +36,7 @@ from agentsvc_core.ports import (
     ToolSetup,
     ToolSpec,
 )
+from agentsvc_core.ports.managed_oauth import ManagedTools
 from agentsvc_core.ports.mcp import UrlPolicy
 from agentsvc_core.ports.runners import RunnerStore
 from agentsvc_core.ports.tools import Attached
@@ -103,24 +104,6 @@ def effective_tools(server: McpServer, attachment: McpAttachment) -> list[Cached
         if allowed is not None:
             tools = [t for t in tools if t.name in allowed]
     return tools
-
-
-class ManagedTools(Protocol):
-    """What the turn needs of the managed OAuth providers (``managed_oauth``) for a
-    server that is a provider's: which tools its services let through, the tools
-    to offer before it could be listed, and where to authorize."""
-
-    def tools_on(self, server: McpServer, attachment: McpAttachment) -> frozenset[str] | None:
-        """The tool names of the services on for ``attachment``; None: no filter."""
-        ...
-
-    def listed_tools(self, server: McpServer) -> tuple[CachedTool, ...]:
-        """The catalogue's tools of the server's provider."""
-        ...
-
-    async def challenge(self, who: Principal, server: McpServer) -> str:
-        """The URL that starts the managed flow for ``who`` (``auth_challenge``)."""
-        ...
 
 
 def _context(org_id: str, server_id: UUID) -> str:

@@ -79,7 +79,7 @@ class ManagedProviderOut(msgspec.Struct):
         )
 
 
-class ManagedStartBody(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
+class ManagedStartBody(msgspec.Struct, rename="camel"):
     provider: ProviderId
     agent_id: UUID | None = None
     services: Annotated[list[ServiceId], Meta(max_length=32)] | None = None
@@ -98,7 +98,7 @@ class ManagedConnectedOut(msgspec.Struct):
     agent_id: UUID | None
 
 
-class ManagedDisconnectBody(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
+class ManagedDisconnectBody(msgspec.Struct, rename="camel"):
     provider: ProviderId
 
 
@@ -120,7 +120,7 @@ class AgentServicesOut(msgspec.Struct):
     services: list[ServiceStateOut]
 
 
-class AgentServicesBody(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
+class AgentServicesBody(msgspec.Struct, rename="camel"):
     # the services named are turned on (true) or off (false); the others stay as they are
     services: Annotated[dict[ServiceId, bool], Meta(max_length=32)]
 

@@ -194,6 +194,8 @@ def test_connect_use_turn_services_off_and_disconnect(
         )
         assert patched.status_code == 200, patched.text
         assert {s["id"] for s in patched.json()["services"] if s["enabled"]} == {"issues"}
+        attached = c.get(f"/api/agents/{agent['id']}/mcps").json()
+        assert attached[0]["effectiveTools"] == ["list_issues"]
         c.post(f"/api/threads/{thread['id']}/messages", json={"content": "hello"})
         assert offered(mo) == {"github__list_issues"}
         # connecting again reuses the organization's server

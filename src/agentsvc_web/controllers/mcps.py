@@ -21,7 +21,6 @@ from agentsvc_core.use_cases.mcp_servers import (
     McpChanges,
     McpDraft,
     McpServers,
-    effective_tools,
 )
 from agentsvc_core.use_cases.registry import RegistrySearch
 from agentsvc_web.access import MEMBER
@@ -58,13 +57,15 @@ def _names(value: list[str] | UnsetType | None) -> tuple[str, ...] | UnsetType |
     return tuple(value)
 
 
-def _attachment(item: AttachedServer) -> AttachmentOut:
+def _attachment(item: AttachedServer, mcps: McpServers) -> AttachmentOut:
+    """``effective_tools``: what the model is offered (a managed provider's server:
+    only the tools of the services on)."""
     return AttachmentOut(
         mcp_server_id=item.server.id,
         allowed_tools=None
         if item.attachment.allowed_tools is None
         else list(item.attachment.allowed_tools),
-        effective_tools=[t.name for t in effective_tools(item.server, item.attachment)],
+        effective_tools=[t.name for t in mcps.tools_of(item)],
         created_at=item.attachment.created_at,
         server=McpOut.of(item.server),
     )
@@ -192,7 +193,8 @@ async def _list_attached(
     self: _OwnerMcps, request: Req, mcps: NamedDependency[McpServers], owner_id: FromPath[UUID]
 ) -> list[AttachmentOut]:
     kind = self.owner_kind
-    return [_attachment(i) for i in await mcps.attached(principal_of(request), kind, owner_id)]
+    who = principal_of(request)
+    return [_attachment(i, mcps) for i in await mcps.attached(who, kind, owner_id)]
 
 
 async def _attach(
@@ -204,7 +206,7 @@ async def _attach(
 ) -> AttachmentOut:
     allowed = None if data.allowed_tools is None else tuple(data.allowed_tools)
     who, kind = principal_of(request), self.owner_kind
-    return _attachment(await mcps.attach(who, kind, owner_id, data.mcp_server_id, allowed))
+    return _attachment(await mcps.attach(who, kind, owner_id, data.mcp_server_id, allowed), mcps)
 
 
 async def _detach(

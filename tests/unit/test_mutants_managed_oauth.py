@@ -625,3 +625,142 @@ def test_a_grant_the_provider_no_longer_refreshes_is_a_challenge() -> None:
         assert said == "error: cannot connect"
 
     run(go())
+
+
+# --- the details the mutants asked about ------------------------------------------------------
+
+
+def test_base64_without_padding_keeps_every_character() -> None:
+    assert managed_oauth._b64(b"\x00\x00\x17") == "AAAX"
+    assert managed_oauth._b64(b"\x00") == "AA"
+
+
+def test_the_callback_address_drops_one_trailing_slash_only() -> None:
+    s = Setup()
+    managed = ManagedOAuth(
+        s.catalogue,
+        s.oauth,
+        s.mcps,
+        s.storage.mcps,
+        s.storage.agents,
+        s.storage.secrets,
+        s.net,
+        BOX,
+        s.clock,
+        "https://svc.X/",
+    )
+    started = run(managed.start(ADMIN, "github"))
+    assert query(started.authorization_url)["redirect_uri"] == (
+        "https://svc.X/api/mcps/managed-oauth/callback"
+    )
+
+
+def test_refusals_name_their_field_and_reason() -> None:
+    async def go() -> None:
+        s = Setup()
+        with pytest.raises(InvalidInput) as bad:
+            await s.managed.start(ADMIN, "google")
+        assert bad.value.field == "provider"
+        with pytest.raises(InvalidInput) as bad:
+            await s.managed.start(ADMIN, "github", services=["gmail"])
+        assert bad.value.field == "services"
+        with pytest.raises(
+            PermissionDenied, match="^attaching to an agent needs the organization's admin role$"
+        ):
+            await s.managed.start(MEMBER, "github", agent_id=uuid4())
+        with pytest.raises(
+            NotFound,
+            match="^no managed provider's MCP server is attached to this agent with that id$",
+        ):
+            await s.managed.services(ADMIN, await s.agent(), uuid4())
+        with pytest.raises(InvalidState, match="^unknown OAuth state$"):
+            await s.managed.callback(b64(b"\xff\xfe") + ".x", "c")
+        # the organization is what comes before the first dot
+        with pytest.raises(InvalidState, match="^unknown or already used OAuth state$"):
+            await s.managed.callback(f"{b64(ORG.encode())}.a.b", "c")
+        started = await s.managed.start(ADMIN, "github")
+        s.clock.advance(10 * 60 + 1)
+        with pytest.raises(InvalidState, match="^the OAuth state has expired; start again$"):
+            await s.managed.callback(started.state, "c")
+        started = await s.managed.start(ADMIN, "github")
+        del s.catalogue.items["github"]
+        with pytest.raises(InvalidState, match="^the provider is no longer configured here$"):
+            await s.managed.callback(started.state, "c")
+
+    run(go())
+
+
+def test_the_server_made_for_an_sse_provider_and_its_fields() -> None:
+    async def go() -> None:
+        s = Setup(msgspec.structs.replace(GITHUB, transport="sse"))
+        done = await s.connect()
+        server = await s.storage.mcps.get(ORG, done.mcp_server_id)
+        assert (server.transport, server.status, server.args, server.command) == (
+            "sse",
+            "active",
+            (),
+            None,
+        )
+        assert (server.allowed_tools, server.updated_at) == (None, T0)
+
+    run(go())
+
+
+def test_the_racing_callback_looks_in_its_organization_for_its_provider() -> None:
+    async def go() -> None:
+        s = Setup()
+        other = await s.connect()
+        asked: list[tuple[str, str]] = []
+        real = s.managed.server_of
+
+        async def server_of(org: str, provider: str) -> Any:
+            asked.append((org, provider))
+            return None if len(asked) == 1 else await real(org, provider)
+
+        async def clash(server: McpServer) -> McpServer:
+            raise Conflict("the resource already exists")
+
+        s.storage.mcps.add = clash  # type: ignore[method-assign]
+        s.managed.server_of = server_of  # type: ignore[method-assign]
+        assert (await s.connect()).mcp_server_id == other.mcp_server_id
+        assert asked == [(ORG, "github"), (ORG, "github")]
+
+    run(go())
+
+
+def test_the_grant_is_for_the_providers_server_url_and_attached_when_asked() -> None:
+    async def go() -> None:
+        s = Setup()
+        agent = await s.agent()
+        s.clock.advance(5)
+        done = await s.connect(agent_id=agent)
+        [attached] = await s.storage.mcps.attachments(ORG, "agent", agent)
+        assert attached.created_at == s.clock.now()
+        server = await s.storage.mcps.get(ORG, done.mcp_server_id)
+        assert await s.oauth.bearer(ADMIN, server) == "at-1"
+        elsewhere = msgspec.structs.replace(server, url="https://other.example/mcp")
+        assert await s.oauth.bearer(ADMIN, elsewhere) is None  # never sent to another URL
+
+    run(go())
+
+
+def test_disconnect_revokes_where_the_catalogue_says_now() -> None:
+    async def go() -> None:
+        s = Setup()
+        await s.connect()
+        moved = msgspec.structs.replace(GITHUB, revocation_endpoint="https://auth.example/v2")
+        s.catalogue.items["github"] = moved
+        assert await s.managed.disconnect(ADMIN, "github") is True
+        for meta, client, _, _ in s.net.revoked:
+            assert meta.revocation_endpoint == "https://auth.example/v2"
+            assert meta.token_endpoint == "https://auth.example/token"
+            assert client.client_id == "cid"
+        # no refresh token, and the provider refuses: not revoked
+        started = await s.managed.start(ADMIN, "github")
+        s.net.tokens.append(TokenSet(access_token="at-9"))
+        await s.managed.callback(started.state, "c")
+        s.net.revoke_answers = False
+        assert await s.managed.disconnect(ADMIN, "github") is False
+        assert s.net.revoked[-1][2:] == ("at-9", "access_token")
+
+    run(go())

@@ -665,26 +665,26 @@ def test_refusals_name_their_field_and_reason() -> None:
             await s.managed.start(ADMIN, "github", services=["gmail"])
         assert bad.value.field == "services"
         with pytest.raises(
-            PermissionDenied, match="^attaching to an agent needs the organization's admin role$"
+            PermissionDenied, match=r"^attaching to an agent needs the organization's admin role$"
         ):
             await s.managed.start(MEMBER, "github", agent_id=uuid4())
         with pytest.raises(
             NotFound,
-            match="^no managed provider's MCP server is attached to this agent with that id$",
+            match=r"^no managed provider's MCP server is attached to this agent with that id$",
         ):
             await s.managed.services(ADMIN, await s.agent(), uuid4())
-        with pytest.raises(InvalidState, match="^unknown OAuth state$"):
+        with pytest.raises(InvalidState, match=r"^unknown OAuth state$"):
             await s.managed.callback(b64(b"\xff\xfe") + ".x", "c")
         # the organization is what comes before the first dot
-        with pytest.raises(InvalidState, match="^unknown or already used OAuth state$"):
+        with pytest.raises(InvalidState, match=r"^unknown or already used OAuth state$"):
             await s.managed.callback(f"{b64(ORG.encode())}.a.b", "c")
         started = await s.managed.start(ADMIN, "github")
         s.clock.advance(10 * 60 + 1)
-        with pytest.raises(InvalidState, match="^the OAuth state has expired; start again$"):
+        with pytest.raises(InvalidState, match=r"^the OAuth state has expired; start again$"):
             await s.managed.callback(started.state, "c")
         started = await s.managed.start(ADMIN, "github")
         del s.catalogue.items["github"]
-        with pytest.raises(InvalidState, match="^the provider is no longer configured here$"):
+        with pytest.raises(InvalidState, match=r"^the provider is no longer configured here$"):
             await s.managed.callback(started.state, "c")
 
     run(go())

@@ -721,7 +721,7 @@ def test_the_racing_callback_looks_in_its_organization_for_its_provider() -> Non
             raise Conflict("the resource already exists")
 
         s.storage.mcps.add = clash  # type: ignore[method-assign]
-        s.managed.server_of = server_of  # type: ignore[method-assign]
+        s.managed.server_of = server_of  # type: ignore[method-assign,assignment]
         assert (await s.connect()).mcp_server_id == other.mcp_server_id
         assert asked == [(ORG, "github"), (ORG, "github")]
 

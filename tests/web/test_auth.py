@@ -193,6 +193,7 @@ def test_the_openapi_document_names_the_admin_role_of_each_operation(client: Cli
     assert {"createAgent", "updateAgent", "deleteAgent", "listKeys", "getOrgSettings"} <= admin
     assert {"createThread", "sendMessage", "stopThread", "listAgents", "getAgent"}.isdisjoint(admin)
     assert ops["mcpOAuthCallback"]["security"] == []
+    assert ops["managedMcpOAuthCallback"]["security"] == []
     for name in admin:
         assert "403" in ops[name]["responses"], name
 

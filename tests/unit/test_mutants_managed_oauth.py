@@ -497,6 +497,7 @@ def test_services_are_404_for_other_servers_and_agents() -> None:
             managed_oauth_draft(),
         )
         await s.mcps.attach(ADMIN, "agent", agent, plain.id, None)
+        s.clock.advance(1)  # listed after the plain server: the search goes past it
         await s.mcps.attach(ADMIN, "agent", agent, done.mcp_server_id, None)
         with pytest.raises(NotFound):  # not a provider's
             await s.managed.services(ADMIN, agent, plain.id)

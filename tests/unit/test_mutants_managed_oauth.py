@@ -587,7 +587,8 @@ def test_a_turn_offers_the_services_tools_and_challenges_without_a_grant() -> No
         assert caught.value.provider == "GitHub"
         assert caught.value.redirect_url.startswith("https://auth.example/authorize?")
         assert query(caught.value.redirect_url)["client_id"] == "cid"
-        # a visitor cannot connect: an error for the model
+        # a visitor cannot connect: not offered, and an error for the model if called
+        assert await s.tools.list_tools(VISITOR, agent) == []
         said = await s.tools.call(VISITOR, agent, "github__list_issues", {}, None)  # type: ignore[arg-type]
         assert said.startswith("error: authorization with 'GitHub' failed: a visitor")
         # before the server could be listed, the catalogue's tools are offered

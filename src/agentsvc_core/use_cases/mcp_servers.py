@@ -420,6 +420,8 @@ class McpTools(ServerTools):
         self, who: Principal, agent: Agent, setup: ToolSetup | None = None
     ) -> list[ToolSpec]:
         attached = await self._attached(who, agent, None if setup is None else setup.mcp)
+        if who.visitor_id is not None:  # nor a managed provider's, which needs a user's
+            attached = [item for item in attached if item.server.managed_provider is None]
         if who.visitor_id is not None and attached and self._servers.oauth is not None:
             # a published chat's visitor has no grant: a server that needs one is not offered
             ids = [item.server.id for item in attached]

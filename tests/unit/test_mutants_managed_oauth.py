@@ -766,3 +766,26 @@ def test_disconnect_revokes_where_the_catalogue_says_now() -> None:
         assert s.net.revoked[-1][2:] == ("at-9", "access_token")
 
     run(go())
+
+
+def test_a_managed_grant_is_refreshed_before_it_expires_with_the_apps_secret() -> None:
+    async def go() -> None:
+        s = Setup()
+        started = await s.managed.start(ALICE, "github")
+        soon = T0 + managed_oauth.timedelta(seconds=30)
+        s.net.tokens.append(
+            TokenSet(access_token="at-1", refresh_token="rt-1", expires_at=soon, issued_at=T0)
+        )
+        done = await s.managed.callback(started.state, "c")
+        server = await s.storage.mcps.get(ORG, done.mcp_server_id)
+        assert await s.oauth.bearer(ALICE, server) == "at-1"
+        assert s.net.refreshed == []
+        s.clock.advance(20)  # within the margin (half its 30 s)
+        s.net.tokens.append(TokenSet(access_token="at-2"))
+        assert await s.oauth.bearer(ALICE, server) == "at-2"
+        assert s.net.refreshed == ["rt-1"]
+        meta, client = s.net.refreshed_with[0]
+        assert meta.token_endpoint == "https://auth.example/token"
+        assert (client.client_id, client.client_secret) == ("cid", "csecret")
+
+    run(go())

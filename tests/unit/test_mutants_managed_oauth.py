@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+from datetime import timedelta
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 from uuid import UUID, uuid4
@@ -772,7 +773,7 @@ def test_a_managed_grant_is_refreshed_before_it_expires_with_the_apps_secret() -
     async def go() -> None:
         s = Setup()
         started = await s.managed.start(ALICE, "github")
-        soon = T0 + managed_oauth.timedelta(seconds=30)
+        soon = T0 + timedelta(seconds=30)
         s.net.tokens.append(
             TokenSet(access_token="at-1", refresh_token="rt-1", expires_at=soon, issued_at=T0)
         )

@@ -790,3 +790,42 @@ def test_a_managed_grant_is_refreshed_before_it_expires_with_the_apps_secret() -
         assert (client.client_id, client.client_secret) == ("cid", "csecret")
 
     run(go())
+
+
+def test_tools_of_without_the_providers_or_their_catalogue_entry() -> None:
+    async def go() -> None:
+        s = Setup()
+        agent_id = await s.agent()
+        done = await s.connect(agent_id=agent_id, services=["issues"])
+        [item] = await s.mcps.attached(ADMIN, "agent", agent_id)
+        cached = (CachedTool(name="get_me"), CachedTool(name="list_issues"))
+        item = msgspec.structs.replace(
+            item, server=msgspec.structs.replace(item.server, tools_cache=cached)
+        )
+        assert [t.name for t in s.mcps.tools_of(item)] == ["list_issues"]
+        del s.catalogue.items["github"]  # a provider gone from the catalogue: no filter
+        assert [t.name for t in s.mcps.tools_of(item)] == ["get_me", "list_issues"]
+        s.mcps.managed = None  # no managed providers wired: the server's own tools
+        assert [t.name for t in s.mcps.tools_of(item)] == ["get_me", "list_issues"]
+        assert done.agent_id == agent_id
+
+    run(go())
+
+
+def test_a_plain_server_that_wants_oauth_challenges_with_its_own_flow() -> None:
+    async def go() -> None:
+        s = Setup()
+        agent_id = await s.agent()
+        agent = await s.storage.agents.get(ORG, agent_id)
+        plain = await s.mcps.create(ADMIN, managed_oauth_draft())
+        cached = (CachedTool(name="search"),)
+        await s.storage.mcps.modify(
+            ORG, plain.id, lambda x: msgspec.structs.replace(x, tools_cache=cached)
+        )
+        await s.mcps.attach(ADMIN, "agent", agent_id, plain.id, None)
+        with pytest.raises(ToolAuthRequired) as caught:
+            await s.tools.call(ALICE, agent, "plain__search", {}, None)  # type: ignore[arg-type]
+        assert caught.value.provider == "Plain"
+        assert caught.value.redirect_url.startswith(s.net.auth.authorization_endpoint + "?")
+
+    run(go())

@@ -74,6 +74,7 @@ class Recorder(ChannelPlatform):
         self.outcomes: list[Exception | None] = []
         self.connects: list[tuple[dict[str, str], str]] = []
         self.disconnects = 0
+        self.disconnect_error: Exception | None = None
         self.connected = Connected(status="connected", config={"bot": "@agent_bot"})
         self.pair_state = PairingState(status="connecting")
 
@@ -108,6 +109,8 @@ class Recorder(ChannelPlatform):
         self, credentials: Mapping[str, str], config: Mapping[str, str | int | bool]
     ) -> None:
         self.disconnects += 1
+        if self.disconnect_error is not None:
+            raise self.disconnect_error
 
     def render(self, markdown: str) -> tuple[str, ...]:
         n = self.part_len

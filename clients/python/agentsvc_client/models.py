@@ -368,6 +368,7 @@ class Contact(msgspec.Struct, frozen=True, kw_only=True):
     username: str | None
     thread_id: str | None
     status: str
+    pairing_code: str | None
     first_seen_at: datetime
     last_message_at: datetime | None
 

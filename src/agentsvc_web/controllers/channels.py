@@ -97,6 +97,10 @@ class ChannelOut(msgspec.Struct, omit_defaults=True):
 
 
 class ContactOut(msgspec.Struct):
+    """A contact; ``pairing_code`` is the one-time code a ``pending`` contact was
+    sent, for the owner to match with the one the contact shows them before
+    approving (null once approved)."""
+
     id: UUID
     channel_id: UUID
     external_id: str
@@ -104,6 +108,7 @@ class ContactOut(msgspec.Struct):
     username: str | None
     thread_id: UUID | None
     status: str
+    pairing_code: str | None
     first_seen_at: datetime
     last_message_at: datetime | None
 

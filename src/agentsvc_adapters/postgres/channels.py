@@ -122,7 +122,7 @@ _CHANNEL_MARKS = ", ".join(["%s"] * 7 + ["%s::jsonb"] + ["%s"] * 6)
 _SET = ", ".join(f"{c.strip()} = %s" for c in _COLS.split(",")[3:])
 _UPSERT_CONTACT = f"""
 INSERT INTO channel_contacts ({_KCOLS}) VALUES ({", ".join(["%s"] * 11)})
-ON CONFLICT (channel_id, external_id) DO UPDATE SET
+ON CONFLICT (org_id, channel_id, external_id) DO UPDATE SET
     display_name = COALESCE(EXCLUDED.display_name, channel_contacts.display_name),
     username = COALESCE(EXCLUDED.username, channel_contacts.username),
     thread_id = COALESCE(EXCLUDED.thread_id, channel_contacts.thread_id),
@@ -253,7 +253,8 @@ class PostgresChannels(Repo, ChannelStore):
             changed = change(_contact(row))
             await conn.execute(
                 "UPDATE channel_contacts SET display_name = %s, username = %s, thread_id = %s,"
-                " status = %s, pairing_code = %s, last_message_at = %s WHERE id = %s",
+                " status = %s, pairing_code = %s, last_message_at = %s"
+                " WHERE org_id = %s AND id = %s",
                 (
                     changed.display_name,
                     changed.username,
@@ -261,6 +262,7 @@ class PostgresChannels(Repo, ChannelStore):
                     changed.status,
                     changed.pairing_code,
                     changed.last_message_at,
+                    org_id,
                     contact_id,
                 ),
             )
@@ -282,9 +284,9 @@ class PostgresChannels(Repo, ChannelStore):
             with _keys("thread not found"):
                 # the first claim wins; a later one reads the winner's thread
                 await conn.execute(
-                    "INSERT INTO channel_chats (channel_id, chat_id, org_id, thread_id)"
+                    "INSERT INTO channel_chats (org_id, channel_id, chat_id, thread_id)"
                     " VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                    (channel_id, chat_id, org_id, thread_id),
+                    (org_id, channel_id, chat_id, thread_id),
                 )
         held = await self.chat_thread(org_id, channel_id, chat_id)
         if held is None:
@@ -297,7 +299,7 @@ class PostgresChannels(Repo, ChannelStore):
             with _keys("channel not found"):
                 cur = await conn.execute(
                     f"INSERT INTO channel_events ({_ECOLS}) VALUES ({marks})"
-                    " ON CONFLICT (channel_id, event_id) DO NOTHING",
+                    " ON CONFLICT (org_id, channel_id, event_id) DO NOTHING",
                     _event_values(event),
                 )
             return cur.rowcount > 0

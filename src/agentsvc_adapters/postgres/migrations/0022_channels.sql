@@ -2,8 +2,8 @@
 -- platforms, the contacts who write through them, which thread each external chat
 -- is, and the inbound events they received.
 CREATE TABLE channels (
-    id                  uuid         PRIMARY KEY,
     org_id              text         NOT NULL,
+    id                  uuid         NOT NULL,
     agent_id            uuid         NOT NULL,
     type                text         NOT NULL,
     name                text         NOT NULL,
@@ -16,8 +16,11 @@ CREATE TABLE channels (
     group_policy        text         NOT NULL,
     created_at          timestamptz  NOT NULL,
     updated_at          timestamptz  NOT NULL,
+    PRIMARY KEY (org_id, id),
     FOREIGN KEY (org_id, agent_id) REFERENCES agents (org_id, id) ON DELETE CASCADE
 );
+-- the public inbound endpoint names the channel alone (its id is unique)
+CREATE UNIQUE INDEX channels_id ON channels (id);
 CREATE INDEX channels_agent ON channels (org_id, agent_id, created_at);
 -- one whatsapp_web channel per agent: its QR route is keyed by type
 CREATE UNIQUE INDEX channels_one_whatsapp_web ON channels (org_id, agent_id)
@@ -25,9 +28,9 @@ CREATE UNIQUE INDEX channels_one_whatsapp_web ON channels (org_id, agent_id)
 
 -- Someone who wrote to a channel, by the platform's id for them.
 CREATE TABLE channel_contacts (
-    id               uuid         PRIMARY KEY,
     org_id           text         NOT NULL,
-    channel_id       uuid         NOT NULL REFERENCES channels (id) ON DELETE CASCADE,
+    id               uuid         NOT NULL,
+    channel_id       uuid         NOT NULL,
     external_id      text         NOT NULL,
     display_name     text,
     username         text,
@@ -36,26 +39,30 @@ CREATE TABLE channel_contacts (
     pairing_code     text,
     first_seen_at    timestamptz  NOT NULL,
     last_message_at  timestamptz,
-    UNIQUE (channel_id, external_id)
+    PRIMARY KEY (org_id, id),
+    UNIQUE (org_id, channel_id, external_id),
+    FOREIGN KEY (org_id, channel_id) REFERENCES channels (org_id, id) ON DELETE CASCADE
 );
-CREATE INDEX channel_contacts_page ON channel_contacts (channel_id, first_seen_at DESC, id DESC);
+CREATE INDEX channel_contacts_page
+    ON channel_contacts (org_id, channel_id, first_seen_at DESC, id DESC);
 
 -- One thread per (channel, external chat); the mapping goes with its thread.
 CREATE TABLE channel_chats (
-    channel_id  uuid  NOT NULL REFERENCES channels (id) ON DELETE CASCADE,
-    chat_id     text  NOT NULL,
     org_id      text  NOT NULL,
+    channel_id  uuid  NOT NULL,
+    chat_id     text  NOT NULL,
     thread_id   uuid  NOT NULL,
-    PRIMARY KEY (channel_id, chat_id),
+    PRIMARY KEY (org_id, channel_id, chat_id),
+    FOREIGN KEY (org_id, channel_id) REFERENCES channels (org_id, id) ON DELETE CASCADE,
     FOREIGN KEY (org_id, thread_id) REFERENCES threads (org_id, id) ON DELETE CASCADE
 );
 
 -- Inbound events: the primary key is the de-duplication (a redelivered event
 -- inserts nothing); the row keeps the message and the progress of its answer.
 CREATE TABLE channel_events (
-    channel_id        uuid         NOT NULL REFERENCES channels (id) ON DELETE CASCADE,
-    event_id          text         NOT NULL,
     org_id            text         NOT NULL,
+    channel_id        uuid         NOT NULL,
+    event_id          text         NOT NULL,
     chat_id           text         NOT NULL,
     sender_id         text         NOT NULL,
     sender_name       text,
@@ -75,5 +82,6 @@ CREATE TABLE channel_events (
     error             text,
     created_at        timestamptz  NOT NULL,
     updated_at        timestamptz  NOT NULL,
-    PRIMARY KEY (channel_id, event_id)
+    PRIMARY KEY (org_id, channel_id, event_id),
+    FOREIGN KEY (org_id, channel_id) REFERENCES channels (org_id, id) ON DELETE CASCADE
 );

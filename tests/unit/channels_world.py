@@ -74,7 +74,10 @@ class Recorder(ChannelPlatform):
         self.outcomes: list[Exception | None] = []
         self.connects: list[tuple[dict[str, str], str]] = []
         self.disconnects = 0
+        # what the use cases handed over: (credentials, config) of each call
+        self.seen: list[tuple[str, dict[str, str], dict[str, str | int | bool]]] = []
         self.disconnect_error: Exception | None = None
+        self.read_at: list[datetime] = []
         self.connected = Connected(status="connected", config={"bot": "@agent_bot"})
         self.pair_state = PairingState(status="connecting")
 
@@ -85,6 +88,8 @@ class Recorder(ChannelPlatform):
         config: Mapping[str, str | int | bool],
         now: datetime,
     ) -> Inbound | InboundAnswer | InboundRefused:
+        self.seen.append(("read", dict(credentials), dict(config)))
+        self.read_at.append(now)
         if request.headers.get("x-token") != credentials.get("token"):
             return InboundRefused(status=401, detail="wrong token")
         raw = msgspec.json.decode(request.body)
@@ -109,6 +114,7 @@ class Recorder(ChannelPlatform):
         self, credentials: Mapping[str, str], config: Mapping[str, str | int | bool]
     ) -> None:
         self.disconnects += 1
+        self.seen.append(("disconnect", dict(credentials), dict(config)))
         if self.disconnect_error is not None:
             raise self.disconnect_error
 
@@ -124,6 +130,7 @@ class Recorder(ChannelPlatform):
     ) -> Sent:
         if credentials.get("token") is None:
             raise DeliveryFailed("no token", permanent=True)
+        self.seen.append(("send", dict(credentials), dict(config)))
         outcome = self.outcomes.pop(0) if self.outcomes else None
         if outcome is not None:
             raise outcome
@@ -133,6 +140,7 @@ class Recorder(ChannelPlatform):
     async def pairing(
         self, credentials: Mapping[str, str], config: Mapping[str, str | int | bool]
     ) -> PairingState:
+        self.seen.append(("pairing", dict(credentials), dict(config)))
         return self.pair_state
 
 

@@ -108,6 +108,7 @@ def test_after_failure_counts_and_caps() -> None:
     spent = msgspec.structs.replace(event, attempts=MAX_ATTEMPTS - 1)
     failed, wait = after_failure(spent, "down", 3.0, T0)
     assert wait is None
+    assert failed.updated_at == T0
     assert (failed.state, failed.error, failed.attempts) == (
         "failed",
         f"down (after {MAX_ATTEMPTS} attempts)",

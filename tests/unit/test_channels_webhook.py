@@ -324,3 +324,101 @@ async def test_an_unreachable_or_refused_target() -> None:
     assert refused.value.permanent
     await loose.aclose()
     await strict.aclose()
+
+
+# --- at the edges ---------------------------------------------------------------------
+
+
+def test_split_text_at_its_edges() -> None:
+    # exactly the limit, spaces and all: one part
+    assert split_text("aaaa bbbb", 9) == ("aaaa bbbb",)
+    # the last break wins, whichever kind
+    assert split_text("aa\nbb\ncc dd", 9) == ("aa\nbb\ncc", "dd")
+    assert split_text("aa bb\ncc dd", 9) == ("aa bb\ncc", "dd")
+    # a break at exactly half the limit still counts; just before it does not
+    assert split_text("aaaaa bbbbbbbbbb", 10) == ("aaaaa", "bbbbbbbbbb")
+    assert split_text("aaaaa bbbbbbbbbb", 11) == ("aaaaa", "bbbbbbbbbb")
+    assert split_text("aaaa bbbbbbbbbb", 10) == ("aaaa bbbbb", "bbbbb")
+
+
+def test_retry_after_in_the_past_is_now() -> None:
+    assert _retry_after("Sun, 01 Nov 2026 11:00:00 GMT", NOW) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("raw", "detail"),
+    [
+        (b"not json", "the body is not JSON"),
+        (body(eventId=""), "eventId, chatId and senderId must be set"),
+    ],
+)
+def test_the_refusals_say_why(platform: WebhookPlatform, raw: bytes, detail: str) -> None:
+    assert platform.read_inbound(request(raw), CREDS, {}, NOW) == InboundRefused(
+        status=400, detail=detail
+    )
+
+
+def test_the_shape_refusal_says_what_is_wrong(platform: WebhookPlatform) -> None:
+    read = platform.read_inbound(request(b'{"eventId": "e1"}'), CREDS, {}, NOW)
+    assert isinstance(read, InboundRefused)
+    assert read.detail.startswith("the body is not a message: ")
+    get = platform.read_inbound(request(b"", method="GET"), CREDS, {}, NOW)
+    assert get == InboundRefused(status=405, detail="the generic channel takes POST only")
+
+
+def test_render_is_the_split(platform: WebhookPlatform) -> None:
+    assert platform.render("a" * (PART_LIMIT + 2)) == ("a" * PART_LIMIT, "aa")
+
+
+async def test_a_channel_without_a_secret_sends_nothing(platform: WebhookPlatform) -> None:
+    with pytest.raises(DeliveryFailed) as caught:
+        await platform.send(
+            {}, {"target_url": "http://127.0.0.1:9/x"}, Outgoing(chat_id="c", text="x")
+        )
+    assert (caught.value.detail, caught.value.permanent) == (
+        "the channel has no signing secret",
+        True,
+    )
+    await platform.aclose()
+
+
+async def test_300_is_a_refusal(platform: WebhookPlatform, target: tuple[Target, str]) -> None:
+    t, url = target
+    t.answers = [(300, {})]
+    with pytest.raises(DeliveryFailed) as caught:
+        await platform.send(CREDS, {"target_url": url}, Outgoing(chat_id="c", text="x"))
+    assert caught.value.permanent
+    await platform.aclose()
+
+
+async def test_429_with_a_date_and_its_wording(
+    platform: WebhookPlatform, target: tuple[Target, str]
+) -> None:
+    t, url = target
+    later = datetime.now(UTC) + timedelta(hours=2)
+    t.answers = [(429, {"retry-after": later.strftime("%a, %d %b %Y %H:%M:%S GMT")})]
+    with pytest.raises(PlatformBusy) as caught:
+        await platform.send(CREDS, {"target_url": url}, Outgoing(chat_id="c", text="x"))
+    assert 7000 < caught.value.retry_after_s <= 7200
+    assert caught.value.detail == "the receiver asked to slow down (429)"
+    await platform.aclose()
+
+
+async def test_the_failures_say_why() -> None:
+    loose = WebhookPlatform(OutboundGuard(allow_private_network=True))
+    with pytest.raises(DeliveryFailed) as caught:
+        await loose.send(
+            CREDS, {"target_url": "http://127.0.0.1:9/x"}, Outgoing(chat_id="c", text="x")
+        )
+    assert isinstance(caught.value.detail, str)
+    assert caught.value.detail
+    assert caught.value.permanent is False
+    strict = WebhookPlatform(OutboundGuard(allow_private_network=False))
+    with pytest.raises(DeliveryFailed) as refused:
+        await strict.send(
+            CREDS, {"target_url": "http://127.0.0.1:9/x"}, Outgoing(chat_id="c", text="x")
+        )
+    assert refused.value.detail.startswith("target_url is refused: ")
+    assert refused.value.permanent is True
+    await loose.aclose()
+    await strict.aclose()

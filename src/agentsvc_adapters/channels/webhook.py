@@ -17,8 +17,8 @@ Outbound: each part of a reply is a signed POST (same headers, same secret) of
 ``PlatformBusy`` with its ``Retry-After``; 408 and 5xx, and a connection that
 fails, may pass later (``DeliveryFailed``, not permanent); any other status, and a
 refusal of the outbound guard, is permanent. Markdown passes through as it is;
-a reply longer than ``PART_LIMIT`` characters is split, at a paragraph, a line
-or a space where one is near the limit.
+a reply longer than ``PART_LIMIT`` characters is split, at a line break or a
+space where one is in the part's second half.
 """
 
 from __future__ import annotations
@@ -76,13 +76,13 @@ _body = msgspec.json.Decoder(_Body)
 
 
 def split_text(text: str, limit: int = PART_LIMIT) -> tuple[str, ...]:
-    """``text`` in parts of at most ``limit`` characters, cut at the last blank
-    line, line break or space in the part's second half when there is one."""
+    """``text`` in parts of at most ``limit`` characters, cut at the last line
+    break or space when it is in the part's second half (else at the limit)."""
     parts: list[str] = []
     rest = text
     while len(rest) > limit:
         window = rest[:limit]
-        cut = max(window.rfind("\n\n"), window.rfind("\n"), window.rfind(" "))
+        cut = max(window.rfind("\n"), window.rfind(" "))
         if cut < limit // 2:
             cut = limit
         parts.append(rest[:cut].rstrip())
@@ -94,9 +94,9 @@ def split_text(text: str, limit: int = PART_LIMIT) -> tuple[str, ...]:
 
 def _verified(request: InboundRequest, secret: str, now: datetime) -> str | None:
     """Why the request is not signed with ``secret`` (None: it is)."""
-    timestamp = request.headers.get("x-service-timestamp", "")
-    nonce = request.headers.get("x-service-nonce", "")
-    given = request.headers.get("x-service-signature", "")
+    timestamp = request.headers.get("x-service-timestamp")
+    nonce = request.headers.get("x-service-nonce")
+    given = request.headers.get("x-service-signature")
     if not (timestamp and nonce and given):
         return "missing X-Service-Timestamp, X-Service-Nonce or X-Service-Signature"
     try:
@@ -146,8 +146,9 @@ class WebhookPlatform(ChannelPlatform):
         if request.method != "POST":
             return InboundRefused(status=405, detail="the generic channel takes POST only")
         secret = credentials.get(SECRET)
-        why = "the channel has no signing secret" if not secret else None
-        why = why or _verified(request, secret or "", now)
+        if not secret:
+            return InboundRefused(status=401, detail="the channel has no signing secret")
+        why = _verified(request, secret, now)
         if why is not None:
             return InboundRefused(status=401, detail=why)
         try:
@@ -179,8 +180,8 @@ class WebhookPlatform(ChannelPlatform):
     ) -> Connected:
         """Checks ``target_url`` with the outbound guard (nothing is called); keeps
         the channel's id (from its inbound URL) for the outbound body."""
-        target = str(config.get("target_url", ""))
-        channel_id = urlsplit(inbound_url).path.rstrip("/").split("/")[-2]
+        target = str(config.get("target_url"))
+        channel_id = inbound_url.rsplit("/", 2)[-2]  # .../api/channels/{id}/webhook
         if urlsplit(target).scheme not in ("http", "https"):
             return Connected(status="error", reason="target_url must be an http(s) URL")
         why = self._guard.refusal(target)
@@ -202,7 +203,11 @@ class WebhookPlatform(ChannelPlatform):
         config: Mapping[str, str | int | bool],
         message: Outgoing,
     ) -> Sent:
-        target = str(config.get("target_url", ""))
+        target = str(config.get("target_url"))
+        secret = credentials.get(SECRET)
+        if not secret:
+            raise DeliveryFailed("the channel has no signing secret", permanent=True)
+        # the guard's early word; it checks the address it connects to as well
         why = self._guard.refusal(target)
         if why:
             raise DeliveryFailed(f"target_url is refused: {why}", permanent=True)
@@ -216,7 +221,7 @@ class WebhookPlatform(ChannelPlatform):
         )
         headers = {
             "Content-Type": "application/json",
-            **signed_headers([credentials.get(SECRET, "")], body),
+            **signed_headers([secret], body),
         }
         try:
             resp = await self._http.post(target, content=body, headers=headers)

@@ -142,7 +142,7 @@ class ChannelAnswers:
         ids = {"contact_id": contact.id, "thread_id": thread_id}
         if decision == "answer":
             return await self._save(event, state="admitted", **ids)
-        await self._store_message(channel, event, contact, thread_id)
+        await self._store_message(channel, event, thread_id)
         if decision == "pair" and contact.pairing_code is not None:
             text = pairing_text(contact.pairing_code)
             return await self._save(event, state="replied", reply_text=text, **ids)
@@ -163,7 +163,7 @@ class ChannelAnswers:
                 metadata={
                     "channel_id": str(channel.id),
                     "channel_type": channel.type,
-                    "channel_chat_id": event.chat_id[:256],
+                    "channel_chat_id": event.chat_id,  # bounded when stored
                 },
             ),
         )
@@ -174,9 +174,7 @@ class ChannelAnswers:
         name = event.sender_name or event.sender_username
         return sender_id, None if name is None else name[:MAX_TITLE]
 
-    async def _store_message(
-        self, channel: Channel, event: ChannelEvent, contact: Contact, thread_id: UUID
-    ) -> None:
+    async def _store_message(self, channel: Channel, event: ChannelEvent, thread_id: UUID) -> None:
         """Keep a message that is not answered in its chat's thread."""
         sender_id, name = self._sender(channel, event)
         await self._turns.add_message(
@@ -207,11 +205,9 @@ class ChannelAnswers:
         who = Principal.organization(channel.org_id)
         try:
             turn = await self._conversation.send(who, event.thread_id, message)
-        except Conflict as exc:
-            if exc.code == "THREAD_BUSY":
-                return Again(BUSY_WAIT_S)  # the chat's earlier message is being answered
-            return await self._save(event, state="failed", error=exc.detail)
         except DomainError as exc:
+            if isinstance(exc, Conflict) and exc.code == "THREAD_BUSY":
+                return Again(BUSY_WAIT_S)  # the chat's earlier message is being answered
             return await self._save(event, state="failed", error=exc.detail)
         event = await self._save(event, state="answering", run_id=turn.run_id)
         final = await last_event(turn)
@@ -249,7 +245,8 @@ class ChannelAnswers:
     async def _deliver(
         self, channel: Channel, platform: ChannelPlatform, event: ChannelEvent
     ) -> Again | None:
-        parts = platform.render(event.reply_text or "")
+        assert event.reply_text is not None  # stored with the ``replied`` state
+        parts = platform.render(event.reply_text)
         credentials = open_credentials(self._box, channel)
         for index in range(event.parts_sent, len(parts)):
             outgoing = Outgoing(chat_id=event.chat_id, text=parts[index], reply_to=event.reply_to)
@@ -278,8 +275,7 @@ class ChannelAnswers:
 
     async def _fail(self, channel: Channel, event: ChannelEvent, why: str) -> None:
         now = self._clock.now()
-        failed = event if event.state == "failed" else delivery_failed(event, why, now)
-        await self._store.save_event(failed)
+        await self._store.save_event(delivery_failed(event, why, now))
         reason = f"a reply could not be delivered: {why}"[:1000]
         await self._store.modify(
             channel.org_id,

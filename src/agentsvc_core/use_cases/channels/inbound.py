@@ -50,9 +50,13 @@ def job_key(channel_id: UUID, event_id: str) -> str:
     return f"channel:{channel_id}:{event_id}"
 
 
-def _clean(text: str | None, limit: int) -> str | None:
+def _clean(text: str, limit: int) -> str:
     """What storage can keep: no NUL character, at most ``limit`` characters."""
-    return None if text is None else text.replace("\x00", "")[:limit]
+    return text.replace("\x00", "")[:limit]
+
+
+def _clean_or_none(text: str | None, limit: int) -> str | None:
+    return None if text is None else _clean(text, limit)
 
 
 class ChannelInbound:
@@ -104,15 +108,15 @@ class ChannelInbound:
         event = ChannelEvent(
             org_id=channel.org_id,
             channel_id=channel.id,
-            event_id=_clean(message.event_id, MAX_ID) or "",
-            chat_id=_clean(message.chat_id, MAX_ID) or "",
-            sender_id=_clean(message.sender_id, MAX_ID) or "",
-            sender_name=_clean(message.sender_name, MAX_ID),
-            sender_username=_clean(message.sender_username, MAX_ID),
-            text=_clean(message.text, MAX_TEXT) or "",
+            event_id=_clean(message.event_id, MAX_ID),
+            chat_id=_clean(message.chat_id, MAX_ID),
+            sender_id=_clean(message.sender_id, MAX_ID),
+            sender_name=_clean_or_none(message.sender_name, MAX_ID),
+            sender_username=_clean_or_none(message.sender_username, MAX_ID),
+            text=_clean(message.text, MAX_TEXT),
             is_group=message.is_group,
             mentioned=message.mentioned,
-            reply_to=_clean(message.reply_to, MAX_ID),
+            reply_to=_clean_or_none(message.reply_to, MAX_ID),
             created_at=now,
             updated_at=now,
         )

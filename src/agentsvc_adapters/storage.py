@@ -24,6 +24,7 @@ from agentsvc_core.ports import (
     TurnReader,
     WebhookToolStore,
 )
+from agentsvc_core.ports.channels import ChannelStore
 from agentsvc_core.ports.idempotency import IdempotencyStore
 from agentsvc_core.ports.knowledge import KnowledgeStore
 from agentsvc_core.ports.marketplace import MarketplaceStore
@@ -64,6 +65,7 @@ class Repositories:
     marketplace: MarketplaceStore
     publishing: PublishingStore
     skills: SkillStore
+    channels: ChannelStore
 
 
 class StorageFacade(Storage):
@@ -160,3 +162,7 @@ class StorageFacade(Storage):
     @property
     def skills(self) -> SkillStore:
         return self._repositories.skills
+
+    @property
+    def channels(self) -> ChannelStore:
+        return self._repositories.channels

@@ -27,6 +27,11 @@ from agentsvc_web.controllers import (
     ThreadController,
     TracesController,
 )
+from agentsvc_web.controllers.channels import (
+    AgentChannelsController,
+    ChannelLimits,
+    ChannelWebhookController,
+)
 from agentsvc_web.controllers.integrations import (
     AgentIntegrationController,
     IntegrationController,
@@ -181,6 +186,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             AgentMarketplaceController,
             PublicAvatarController,
             AgentPublishController,
+            AgentChannelsController,
+            ChannelWebhookController,
             PublicChatController,
             PublicMarketplaceController,
             *chat_page_routes(),
@@ -228,6 +235,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "public_listing": _const(services.public_listing),
             "skills": _const(services.skills),
             "skill_bindings": _const(services.skill_bindings),
+            "channels": _const(services.channels),
+            "channel_inbound": _const(services.channel_inbound),
         },
         middleware=[
             DefineMiddleware(RequestSpans, tracer=services.tracer),
@@ -255,6 +264,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
                 # the public chats' request budgets and their preflights' chats
                 "chat_limits": ChatLimits(settings.rate_limit_max_keys),
                 "public_chats": services.public_chats,
+                # the channels' inbound endpoints' request budgets
+                "channel_limits": ChannelLimits(settings.rate_limit_max_keys),
             }
         ),
         lifespan=[lifespan],

@@ -136,6 +136,11 @@ DOMAIN_RULES = [
     "putAgentMultiplayer",  # a display name of blanks or holding NUL
     "startManagedMcpOAuth",  # a provider this deployment has no credentials for, a service it lacks
     "updateAgentMcpServices",  # a service the provider does not have
+    "createAgentChannel",  # credentials and config the type does not take or needs, a type
+    # this deployment has no adapter for, a one-time whatsapp_web; a name holding NUL
+    "updateAgentChannel",  # the same of new credentials or config
+    "listChannelContacts",  # a cursor that is no nextCursor
+    "getChannelQr",  # a channel type that is not paired by QR code
 ]
 CONFIG = f"""
 [checks]
@@ -162,6 +167,13 @@ checks.negative_data_rejection.expected-statuses = {[*REFUSED, "2xx"]!r}
 
 # The OAuth callback's state is single use and made by startMcpOAuth (excluded
 # below): any state a fuzzer sends is unknown, which is a 400 by design.
+# A channel's inbound endpoint is read by the channel's type, not by the document:
+# a body or a request that is not the platform's is 400 or 401, and a method the
+# type does not take is 405 (the generic channel takes POST only).
+[[operations]]
+include-operation-id = {["channelWebhook", "channelWebhookCheck"]!r}
+checks.positive_data_acceptance.expected-statuses = {[*ACCEPTED, "400", "405"]!r}
+
 [[operations]]
 include-operation-id = "mcpOAuthCallback"
 checks.positive_data_acceptance.expected-statuses = {[*ACCEPTED, "400"]!r}
@@ -210,11 +222,13 @@ GROUPS = {
     ),
     "catalogue": ("projects", "marketplace", "skills", "multiplayer"),
     "publishing": ("publishing", "public chat"),
+    "channels": ("channels",),
 }
 # the two files' shares, about even: at 30 examples, in a CI run (3 processes on 2
 # cores), runners 36 s, plans 17 s, the stateful phase 34 s, mcp-threads 48 s, the
-# rest with the catalogue 69 s, publishing 12 s
-FIRST = ("runners", "plans", "catalogue", "publishing")  # tests/e2e/test_schemathesis.py
+# rest with the catalogue 69 s, publishing 12 s, channels about 20 s (on a loaded machine)
+# tests/e2e/test_schemathesis.py
+FIRST = ("runners", "plans", "catalogue", "publishing", "channels")
 SECOND = ("mcp-threads", "the-rest")  # tests/e2e/test_schemathesis_operations.py
 
 

@@ -7,14 +7,16 @@ the service processes log is kept; at the end of the session none of them may
 hold a secret the suite configured, except where that secret belongs:
 
 - learned from what the tests send: MCP credential header and environment values
-  (POST/PATCH /api/mcps), webhook tools' headers (/api/tools), database
+  (POST/PATCH /api/mcps), webhook tools' headers (/api/tools), channel
+  credentials (POST/PATCH /api/agents/{id}/channels...), database
   connection strings and their passwords (POST /api/integrations), from the
   service's environment (API keys, the JWT secret, provider keys, encryption keys)
   and from its data folder (the generated encryption key);
 - learned from answers: a new API key (``POST /api/keys``) may appear only in
   the answer that created it, and so may a published chat's identity secret
   (``/api/agents/{id}/publish``: publishing, a rotation) and a visitor token
-  (``POST /api/public/chat/{slug}/sessions``); the signing secret only in
+  (``POST /api/public/chat/{slug}/sessions``) and a generic channel's signing
+  secret (``POST /api/agents/{id}/channels``); the organization's signing secret only in
   ``/api/orgs/settings`` answers;
 - registered by a test with ``SCAN.secret(value, label)`` (the resolver's BYOK
   keys, OAuth tokens a fake authorization server issues).
@@ -126,6 +128,7 @@ class SecretScan:
             or path.startswith("/api/tools")
             or path.rstrip("/") == "/api/integrations"
             or (path.startswith("/api/runners") and "/webhooks/" not in path)
+            or (path.startswith("/api/agents/") and "/channels" in path)
         ):
             return
         try:
@@ -137,12 +140,19 @@ class SecretScan:
         if path.startswith("/api/tools"):
             self._values(body.get("headers"), "webhook tool header")
             return
+        if path.startswith("/api/agents/"):
+            self._values(body.get("credentials"), "channel credential")
+            return
         if path.startswith("/api/runners"):
             steps = body.get("steps") if "steps" in body else [body]
             for step in steps if isinstance(steps, list) else []:
                 if isinstance(step, dict):
                     self._values(step.get("headers"), "runner step header")
             return
+        self._connection_and_credentials(body)
+
+    def _connection_and_credentials(self, body: dict[str, Any]) -> None:
+        """A database connection string (and its password), MCP credentials."""
         connection = body.get("connection")
         if isinstance(connection, str):
             self.secret(connection, "database connection string")
@@ -185,6 +195,8 @@ class SecretScan:
         # a published chat's identity secret, a visitor's token: in the answer that
         # made it only
         made = body.get("identity_secret") if path.rstrip("/").endswith("/publish") else None
+        if path.startswith("/api/agents/") and path.rstrip("/").endswith("/channels"):
+            made = body.get("signing_secret")  # a generic channel's: shown once
         if path.startswith("/api/public/chat/") and path.rstrip("/").endswith("/sessions"):
             made = token
         if isinstance(made, str) and len(made) >= MIN_LEN:

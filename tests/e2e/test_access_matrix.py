@@ -33,6 +33,7 @@ import pytest
 from PIL import Image
 from psycopg.conninfo import conninfo_to_dict
 
+from agentsvc_adapters.signing import sign
 from tests.e2e.conftest import E2E_JWT_SECRET
 from tests.e2e.service import running
 from tests.pg import reader_role
@@ -72,6 +73,9 @@ ID_FIELDS = {
     "slug": "chat_slug",
     "skill_id": "skill",
     "skillId": "skill",
+    "channel_id": "channel",
+    "contact_id": "contact",
+    "channel_type": "channel_type",
 }
 
 # Operations whose answer to another organization is not 404, and why. Each must
@@ -97,6 +101,11 @@ NOT_404 = {
     "sendVisitorMessage": "authenticated by a visitor token",
     "stopVisitorThread": "authenticated by a visitor token",
     "listVisitorMessages": "authenticated by a visitor token",
+    # Public: a channel's inbound endpoint; the platform's proof (here the generic
+    # channel's signature, which B cannot make) authenticates it: B's call is 401
+    # (POST) or 405 (GET, which the generic channel does not take), never A's data
+    "channelWebhook": "authenticated by the platform's signature",
+    "channelWebhookCheck": "authenticated by the platform's proof",
 }
 
 
@@ -244,6 +253,45 @@ class World:
         self.ids["document"] = upload.json()["id"]
         _indexed(a, self.ids["document"])
         self._runner(agent["id"], mcp["id"])
+        self._channel(agent["id"])
+
+    def _channel(self, agent_id: str) -> None:
+        """A generic webhook channel and a contact of it (a signed message, answered
+        by the worker; its reply goes to the loopback discard port and fails)."""
+        a = self.a
+        channel = _ok(
+            a.post(
+                f"/api/agents/{agent_id}/channels",
+                json={
+                    "type": "webhook",
+                    "name": f"channel {MARK}",
+                    "config": {"target_url": "http://127.0.0.1:9/replies"},
+                },
+            )
+        )
+        self.ids["channel"], self.ids["channel_type"] = channel["id"], "whatsapp_web"
+        body = (
+            f'{{"eventId": "e1", "chatId": "chat {MARK}", "senderId": "s-{MARK}",'
+            f' "text": "hi {MARK}"}}'
+        ).encode()
+        stamp, nonce = str(int(time.time())), str(uuid.uuid4())
+        signature = sign(channel["signing_secret"], stamp, nonce, body)
+        headers = {
+            "X-Service-Timestamp": stamp,
+            "X-Service-Nonce": nonce,
+            "X-Service-Signature": signature,
+        }
+        _ok(
+            httpx.post(
+                f"{self.url}/api/channels/{channel['id']}/webhook", content=body, headers=headers
+            )
+        )
+        contacts_url = f"/api/agents/{agent_id}/channels/{channel['id']}/contacts"
+        deadline = time.monotonic() + 60
+        while not (contacts := _ok(a.get(contacts_url))["contacts"]):
+            assert time.monotonic() < deadline, "the channel's message was not taken"
+            time.sleep(0.1)
+        self.ids["contact"] = contacts[0]["id"]
 
     def _runner(self, agent_id: str, mcp_id: str) -> None:
         """A runner (an agent step and a webhook step with a secret header), its
@@ -299,7 +347,8 @@ class World:
         )
 
     def secrets_of_a(self) -> list[str]:
-        return [*self.ids.values(), MARK]
+        # a channel type names no resource of A's: it is in the document itself
+        return [v for k, v in self.ids.items() if k != "channel_type"] + [MARK]
 
 
 def _h(token: str) -> dict[str, str]:

@@ -1,8 +1,8 @@
 """The walk-throughs stay true: the shell blocks of README.md,
 docs/client-guide.md, docs/tools.md, docs/runners.md, docs/projects.md,
-docs/templates.md, docs/marketplace.md, docs/skills.md, docs/publishing.md and
-docs/multiplayer.md run in order against the real service, and every answer fits
-what the page says under its command (tests/e2e/walkthrough.py has the
+docs/templates.md, docs/marketplace.md, docs/skills.md, docs/publishing.md,
+docs/multiplayer.md and docs/channels.md run in order against the real service,
+and every answer fits what the page says under its command (tests/e2e/walkthrough.py has the
 conventions). Public hosts the pages name are loopback stand-ins, through HOSTS."""
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ PAGES = [
     "docs/skills.md",
     "docs/publishing.md",
     "docs/multiplayer.md",
+    "docs/channels.md",
 ]
 KEY = "ask_walkthrough_key_0123456789abcdefghij"
 # the database integration of docs/tools.md, as the page writes it

@@ -27,11 +27,17 @@ from agentsvc_client.models import (
     BudgetBody,
     Capabilities,
     CapabilitiesBody,
+    Channel,
+    ChannelBody,
+    ChannelPatchBody,
     Chat,
     ChatPatchBody,
     ClientToolBody,
     Compaction,
     CompactionPutBody,
+    Contact,
+    ContactList,
+    ContactPatchBody,
     Credentials,
     CredentialsBody,
     CredentialsPutBody,
@@ -74,6 +80,7 @@ from agentsvc_client.models import (
     OrgSettings,
     OrgSettingsBody,
     OverridesBody,
+    Pairing,
     Participant,
     ParticipantBody,
     ParticipantList,
@@ -192,6 +199,129 @@ class AsyncPlansTodosDepsResource(AsyncResource):
             f"/api/plans/{_seg(plan_id)}/todos/{_seg(todo_id)}/deps",
             params={"dependsOn": depends_on},
             type=OkBody,
+        )
+
+
+class AsyncAgentsChannelsResource(AsyncResource):
+    """``client.agents.channels``"""
+
+    async def contacts(
+        self, agent_id: str, channel_id: str, *, cursor: str | None = None, limit: int | None = None
+    ) -> ContactList:
+        """The people who wrote to the channel, newest first, by pages (GET
+        /api/agents/{agent_id}/channels/{channel_id}/contacts, listChannelContacts).
+        """
+        return await self._client._request(
+            "GET",
+            f"/api/agents/{_seg(agent_id)}/channels/{_seg(channel_id)}/contacts",
+            params={"cursor": cursor, "limit": limit},
+            type=ContactList,
+        )
+
+    async def create(
+        self,
+        agent_id: str,
+        *,
+        type: Literal["webhook", "telegram", "slack", "whatsapp_cloud", "whatsapp_web"],
+        name: str | UnsetType = UNSET,
+        credentials: dict[str, str] | UnsetType = UNSET,
+        config: dict[str, str | int | bool] | UnsetType = UNSET,
+        dm_policy: Literal["open", "allowlist", "pairing", "disabled"] | UnsetType = UNSET,
+        allow_from: builtins.list[str] | UnsetType = UNSET,
+        group_policy: Literal["mention", "all", "disabled"] | UnsetType = UNSET,
+        idempotency_key: str | None = None,
+    ) -> Channel:
+        """Connect the agent to a messaging platform (409 CHANNEL_TYPE_TAKEN for a second
+        whatsapp_web); a generic channel's signing secret is in this answer only (POST
+        /api/agents/{agent_id}/channels, createAgentChannel).
+        """
+        return await self._client._request(
+            "POST",
+            f"/api/agents/{_seg(agent_id)}/channels",
+            json=ChannelBody(
+                type=type,
+                name=name,
+                credentials=credentials,
+                config=config,
+                dm_policy=dm_policy,
+                allow_from=allow_from,
+                group_policy=group_policy,
+            ),
+            idempotency_key=idempotency_key,
+            type=Channel,
+        )
+
+    async def delete(self, agent_id: str, channel_id: str) -> OkBody:
+        """Disconnect and delete the channel (its threads stay) (DELETE
+        /api/agents/{agent_id}/channels/{channel_id}, deleteAgentChannel).
+        """
+        return await self._client._request(
+            "DELETE", f"/api/agents/{_seg(agent_id)}/channels/{_seg(channel_id)}", type=OkBody
+        )
+
+    async def list(self, agent_id: str) -> builtins.list[Channel]:
+        """The agent's channels, oldest first (GET /api/agents/{agent_id}/channels,
+        listAgentChannels).
+        """
+        return await self._client._request(
+            "GET", f"/api/agents/{_seg(agent_id)}/channels", type=builtins.list[Channel]
+        )
+
+    async def qr(self, agent_id: str, channel_type: str) -> Pairing:
+        """The QR code that pairs the agent's whatsapp_web channel (409 ALREADY_CONNECTED; qr
+        is null once expired: ask again) (GET
+        /api/agents/{agent_id}/channels/{channel_type}/qr, getChannelQr).
+        """
+        return await self._client._request(
+            "GET", f"/api/agents/{_seg(agent_id)}/channels/{_seg(channel_type)}/qr", type=Pairing
+        )
+
+    async def update(
+        self,
+        agent_id: str,
+        channel_id: str,
+        *,
+        name: str | UnsetType = UNSET,
+        credentials: dict[str, str] | UnsetType = UNSET,
+        config: dict[str, str | int | bool] | UnsetType = UNSET,
+        dm_policy: Literal["open", "allowlist", "pairing", "disabled"] | UnsetType = UNSET,
+        allow_from: builtins.list[str] | UnsetType = UNSET,
+        group_policy: Literal["mention", "all", "disabled"] | UnsetType = UNSET,
+    ) -> Channel:
+        """Change the supplied fields; new credentials or config connect it again (PATCH
+        /api/agents/{agent_id}/channels/{channel_id}, updateAgentChannel).
+        """
+        return await self._client._request(
+            "PATCH",
+            f"/api/agents/{_seg(agent_id)}/channels/{_seg(channel_id)}",
+            json=ChannelPatchBody(
+                name=name,
+                credentials=credentials,
+                config=config,
+                dm_policy=dm_policy,
+                allow_from=allow_from,
+                group_policy=group_policy,
+            ),
+            type=Channel,
+        )
+
+    async def update_contact(
+        self,
+        agent_id: str,
+        channel_id: str,
+        contact_id: str,
+        *,
+        status: Literal["pending", "approved", "blocked"],
+    ) -> Contact:
+        """Approve a contact's pairing, block a contact, or make it wait again (PATCH
+        /api/agents/{agent_id}/channels/{channel_id}/contacts/{contact_id},
+        updateChannelContact).
+        """
+        return await self._client._request(
+            "PATCH",
+            f"/api/agents/{_seg(agent_id)}/channels/{_seg(channel_id)}/contacts/{_seg(contact_id)}",
+            json=ContactPatchBody(status=status),
+            type=Contact,
         )
 
 
@@ -1604,6 +1734,7 @@ class AsyncAgentsResource(AsyncResource):
 
     def __init__(self, client: _AsyncRequester) -> None:
         super().__init__(client)
+        self.channels = AsyncAgentsChannelsResource(client)
         self.compaction = AsyncAgentsCompactionResource(client)
         self.credentials = AsyncAgentsCredentialsResource(client)
         self.delegated = AsyncAgentsDelegatedResource(client)
@@ -1723,6 +1854,29 @@ class AsyncAnalyticsResource(AsyncResource):
                 "granularity": granularity,
             },
             type=Analytics,
+        )
+
+
+class AsyncChannelsResource(AsyncResource):
+    """``client.channels``"""
+
+    async def webhook(self, channel_id: str, *, idempotency_key: str | None = None) -> Any:
+        """A platform's delivery to the channel (acknowledged at once; the answer goes back
+        through the platform) (POST /api/channels/{channel_id}/webhook, channelWebhook).
+        """
+        return await self._client._request(
+            "POST",
+            f"/api/channels/{_seg(channel_id)}/webhook",
+            idempotency_key=idempotency_key,
+            type=Any,
+        )
+
+    async def webhook_check(self, channel_id: str) -> Any:
+        """A platform's verification of the channel's URL (WhatsApp's hub.challenge) (GET
+        /api/channels/{channel_id}/webhook, channelWebhookCheck).
+        """
+        return await self._client._request(
+            "GET", f"/api/channels/{_seg(channel_id)}/webhook", type=Any
         )
 
 
@@ -2738,6 +2892,7 @@ class AsyncResources:
 
     agents: AsyncAgentsResource
     analytics: AsyncAnalyticsResource
+    channels: AsyncChannelsResource
     integrations: AsyncIntegrationsResource
     keys: AsyncKeysResource
     knowledge: AsyncKnowledgeResource
@@ -2793,6 +2948,7 @@ class AsyncResources:
         client = cast("_AsyncRequester", self)
         self.agents = AsyncAgentsResource(client)
         self.analytics = AsyncAnalyticsResource(client)
+        self.channels = AsyncChannelsResource(client)
         self.integrations = AsyncIntegrationsResource(client)
         self.keys = AsyncKeysResource(client)
         self.knowledge = AsyncKnowledgeResource(client)

@@ -221,6 +221,57 @@ class Capabilities(msgspec.Struct, frozen=True, kw_only=True):
     capabilities: list[str]
 
 
+class ChannelBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``ChannelBody`` of the OpenAPI document."""
+
+    type: Literal["webhook", "telegram", "slack", "whatsapp_cloud", "whatsapp_web"]
+    name: str | UnsetType = UNSET
+    credentials: dict[str, str] | UnsetType = UNSET
+    config: dict[str, str | int | bool] | UnsetType = UNSET
+    dm_policy: Literal["open", "allowlist", "pairing", "disabled"] | UnsetType = msgspec.field(
+        name="dmPolicy", default=UNSET
+    )
+    allow_from: list[str] | UnsetType = msgspec.field(name="allowFrom", default=UNSET)
+    group_policy: Literal["mention", "all", "disabled"] | UnsetType = msgspec.field(
+        name="groupPolicy", default=UNSET
+    )
+
+
+class Channel(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``ChannelOut`` of the OpenAPI document."""
+
+    id: str
+    agent_id: str
+    type: str
+    name: str
+    status: str
+    status_reason: str | None
+    has_credentials: bool
+    config: dict[str, str | int | bool]
+    dm_policy: str
+    allow_from: list[str]
+    group_policy: str
+    inbound_url: str
+    created_at: datetime
+    updated_at: datetime
+    signing_secret: str | None = None
+
+
+class ChannelPatchBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``ChannelPatchBody`` of the OpenAPI document."""
+
+    name: str | UnsetType = UNSET
+    credentials: dict[str, str] | UnsetType = UNSET
+    config: dict[str, str | int | bool] | UnsetType = UNSET
+    dm_policy: Literal["open", "allowlist", "pairing", "disabled"] | UnsetType = msgspec.field(
+        name="dmPolicy", default=UNSET
+    )
+    allow_from: list[str] | UnsetType = msgspec.field(name="allowFrom", default=UNSET)
+    group_policy: Literal["mention", "all", "disabled"] | UnsetType = msgspec.field(
+        name="groupPolicy", default=UNSET
+    )
+
+
 class Chat(msgspec.Struct, frozen=True, kw_only=True):
     """An answer: ``ChatOut`` of the OpenAPI document."""
 
@@ -311,6 +362,34 @@ class CompactionPutBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     beta_compact_threshold: int | UnsetType = msgspec.field(
         name="betaCompactThreshold", default=UNSET
     )
+
+
+class ContactList(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``ContactListOut`` of the OpenAPI document."""
+
+    contacts: list[Contact]
+    next_cursor: str | None = msgspec.field(name="nextCursor")
+
+
+class Contact(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``ContactOut`` of the OpenAPI document."""
+
+    id: str
+    channel_id: str
+    external_id: str
+    display_name: str | None
+    username: str | None
+    thread_id: str | None
+    status: str
+    pairing_code: str | None
+    first_seen_at: datetime
+    last_message_at: datetime | None
+
+
+class ContactPatchBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``ContactPatchBody`` of the OpenAPI document."""
+
+    status: Literal["pending", "approved", "blocked"]
 
 
 class CredentialsBody(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -825,6 +904,14 @@ class OverridesBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     compaction: CompactionPutBody | UnsetType | None = UNSET
 
 
+class Pairing(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``PairingOut`` of the OpenAPI document."""
+
+    status: str
+    qr: Qr | None
+    pairing_code: str | None = None
+
+
 class ParticipantBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     """A request body: ``ParticipantBody`` of the OpenAPI document."""
 
@@ -988,6 +1075,13 @@ class PublishBody(msgspec.Struct, kw_only=True, omit_defaults=True):
         name="dailyCostCapUsd", default=UNSET
     )
     allow_user_grants: bool | UnsetType = msgspec.field(name="allowUserGrants", default=UNSET)
+
+
+class Qr(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``QrOut`` of the OpenAPI document."""
+
+    data_url: str
+    expires_at: datetime | None
 
 
 class Ready(msgspec.Struct, frozen=True, kw_only=True):
@@ -1963,12 +2057,18 @@ __all__ = [
     "CachedTool",
     "Capabilities",
     "CapabilitiesBody",
+    "Channel",
+    "ChannelBody",
+    "ChannelPatchBody",
     "Chat",
     "ChatPatchBody",
     "ChatToday",
     "ClientToolBody",
     "Compaction",
     "CompactionPutBody",
+    "Contact",
+    "ContactList",
+    "ContactPatchBody",
     "Credentials",
     "CredentialsBody",
     "CredentialsPutBody",
@@ -2021,6 +2121,7 @@ __all__ = [
     "OrgSettings",
     "OrgSettingsBody",
     "OverridesBody",
+    "Pairing",
     "Participant",
     "ParticipantBody",
     "ParticipantList",
@@ -2038,6 +2139,7 @@ __all__ = [
     "ProjectPatchBody",
     "PublicFace",
     "PublishBody",
+    "Qr",
     "Ready",
     "Recall",
     "RecallBody",

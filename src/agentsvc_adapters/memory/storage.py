@@ -6,6 +6,7 @@ from uuid import UUID
 
 import msgspec
 
+from agentsvc_adapters.memory.channels import MemoryChannels
 from agentsvc_adapters.memory.conversations import MemoryConversations, MemoryThreads
 from agentsvc_adapters.memory.idempotency import MemoryIdempotency
 from agentsvc_adapters.memory.integrations import MemoryIntegrations
@@ -183,6 +184,8 @@ class MemoryStorage(StorageFacade):
             agents.has, self._threads.has, conversations.usage_of, marketplace.all
         )
         agents.on_delete.append(publishing.drop_agent)
+        channels = MemoryChannels(agents.has, self._threads.has)
+        agents.on_delete.append(channels.drop_agent)
         super().__init__(
             Repositories(
                 organizations=MemoryOrganizations(),
@@ -207,6 +210,7 @@ class MemoryStorage(StorageFacade):
                 marketplace=marketplace,
                 publishing=publishing,
                 skills=MemorySkills(),
+                channels=channels,
             )
         )
 

@@ -19,6 +19,7 @@ from psycopg.rows import tuple_row
 
 from agentsvc_adapters.postgres.agents import PostgresAgents
 from agentsvc_adapters.postgres.api_keys import PostgresApiKeys
+from agentsvc_adapters.postgres.channels import PostgresChannels
 from agentsvc_adapters.postgres.conversations import PostgresConversations, PostgresThreads
 from agentsvc_adapters.postgres.idempotency import PostgresIdempotency
 from agentsvc_adapters.postgres.integrations import PostgresIntegrations
@@ -119,6 +120,7 @@ class PostgresStorage(StorageFacade):
                 marketplace=PostgresMarketplace(self.pool),
                 publishing=PostgresPublishing(self.pool),
                 skills=PostgresSkills(self.pool),
+                channels=PostgresChannels(self.pool),
             )
         )
 

@@ -24,11 +24,13 @@ __all__ = [
     "DM_POLICIES",
     "GROUP_POLICIES",
     "Channel",
+    "ChannelEvent",
     "ChannelStatus",
     "ChannelType",
     "Contact",
     "ContactStatus",
     "DmPolicy",
+    "EventState",
     "GroupPolicy",
 ]
 
@@ -91,3 +93,40 @@ class Contact(msgspec.Struct, frozen=True, kw_only=True):
     pairing_code: str | None  # the one-time code of a ``pairing`` contact, until approved
     first_seen_at: datetime
     last_message_at: datetime | None
+
+
+# What became of one inbound message (``ChannelEvent.state``): just stored;
+# to be answered (its contact and thread known, the policies passed);
+# its turn started (``run_id``); its reply (or a pairing code) waits to be
+# delivered, part by part; delivered; not to be answered (a policy, a blocked
+# contact); the delivery failed for good.
+EventState = Literal["received", "admitted", "answering", "replied", "done", "skipped", "failed"]
+
+
+class ChannelEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """One inbound message, stored once per (channel, platform event id): the
+    unique key that makes a redelivered event a no-op. The job that answers it
+    reads and writes it; what it carries is the platform's message."""
+
+    org_id: str
+    channel_id: UUID
+    event_id: str
+    chat_id: str
+    sender_id: str
+    sender_name: str | None = None
+    sender_username: str | None = None
+    text: str
+    is_group: bool = False
+    mentioned: bool = False
+    reply_to: str | None = None
+    state: EventState = "received"
+    contact_id: UUID | None = None
+    thread_id: UUID | None = None
+    run_id: UUID | None = None  # the turn that answers it, once started
+    reply_message_id: UUID | None = None
+    reply_text: str | None = None  # the stored reply (or pairing message) to deliver
+    parts_sent: int = 0  # how many rendered parts the platform took: never sent again
+    attempts: int = 0  # delivery attempts that failed (busy or transient)
+    error: str | None = None  # why the delivery failed for good
+    created_at: datetime
+    updated_at: datetime

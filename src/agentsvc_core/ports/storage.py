@@ -25,6 +25,7 @@ from agentsvc_core.entities import (
     TraceRecord,
     UsageRecord,
 )
+from agentsvc_core.ports.channels import ChannelStore
 from agentsvc_core.ports.idempotency import IdempotencyClaim, IdempotencyStore
 from agentsvc_core.ports.integrations import IntegrationStore
 from agentsvc_core.ports.knowledge import KnowledgeStore
@@ -379,6 +380,9 @@ class Storage(Protocol):
 
     @property
     def skills(self) -> SkillStore: ...
+
+    @property
+    def channels(self) -> ChannelStore: ...
 
     async def check_ready(self) -> None:
         """Whether storage can serve now (the ``/readyz`` probe): returns when it

@@ -1,5 +1,5 @@
 """What runs beside the requests: the job queue and its worker (knowledge
-indexing, memory collection, runner runs), the sweep (replies and runs whose
+indexing, memory collection, runner runs, channels' answers), the sweep (replies and runs whose
 process died, analytics' sums, old traces), the scheduler of cron ticks and, on
 PostgreSQL, the statistics of grown tables."""
 
@@ -18,6 +18,7 @@ from agentsvc_adapters.postgres import PostgresStorage
 from agentsvc_core.errors import DomainError
 from agentsvc_core.ports import Storage
 from agentsvc_core.ports.jobs import JobHandler
+from agentsvc_core.use_cases.channels import ANSWER_JOB
 from agentsvc_core.use_cases.knowledge.documents import INDEX_JOB
 from agentsvc_core.use_cases.memories.collect import COLLECT_JOB
 from agentsvc_core.use_cases.runners.runs import RUN_JOB
@@ -49,6 +50,7 @@ def job_handlers(s: Services) -> dict[str, JobHandler]:
         INDEX_JOB: s.knowledge.index,
         COLLECT_JOB: s.memory_collector.collect,
         RUN_JOB: s.runner_engine.execute,
+        ANSWER_JOB: s.channel_answers.answer,
     }
 
 

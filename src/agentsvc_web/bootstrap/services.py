@@ -29,6 +29,7 @@ from agentsvc_core.ports import (
     TokenVerifier,
     WebhookCaller,
 )
+from agentsvc_core.ports.channel_platforms import ChannelPlatforms
 from agentsvc_core.ports.documents import DocumentParser
 from agentsvc_core.ports.embeddings import Embedder
 from agentsvc_core.ports.managed_oauth import ManagedCatalogue
@@ -47,6 +48,7 @@ from agentsvc_core.use_cases.org_settings import AgentConfigs, KeyBroker
 from agentsvc_core.use_cases.server_tools import ToolHub
 from agentsvc_web.bootstrap import background, catalogue, publishing, telemetry
 from agentsvc_web.bootstrap import tools as tool_areas
+from agentsvc_web.bootstrap.channels import own_platforms, wire_channels
 from agentsvc_web.bootstrap.runners import wire_runners
 from agentsvc_web.bootstrap.storage import open_database
 from agentsvc_web.bootstrap.turn import conversation
@@ -86,9 +88,11 @@ class Services:
         parser: DocumentParser | None = None,
         skill_source: SkillSource | None = None,
         managed_catalogue: ManagedCatalogue | None = None,
+        channel_platforms: ChannelPlatforms | None = None,
     ) -> None:
         """The adapters come from ``build_services`` (or a test); ``tools`` replaces
-        the turn's tool hub (a test's fake)."""
+        the turn's tool hub (a test's fake); ``channel_platforms`` the channels'
+        platform adapters (None: ``agentsvc_adapters.channels.registry``'s)."""
         clock = SystemClock()
         revocations = revocations or LocalRevocations()
         news = news or LocalThreadNews()
@@ -135,6 +139,7 @@ class Services:
             stale_after_s=settings.run_stale_after_s,
         )
         self._runners(clock)
+        self._channels(clock, channel_platforms)
         # the agents, whose configurations (the turn's and the tool sources' kinds)
         # go with them
         self.agents = catalogue.agents(
@@ -244,6 +249,23 @@ class Services:
             webhooks=self.webhook_caller,
             org_settings=self.org_settings,
             traces=self.trace_config,
+        )
+
+    def _channels(self, clock: SystemClock, platforms: ChannelPlatforms | None) -> None:
+        """Channels over the conversation and the job queue (``channels``)."""
+        if platforms is None:
+            own = own_platforms(self.settings, self.urls)
+            self.closers.append(own.aclose)
+            platforms = own.by_type
+        self.channels, self.channel_inbound, self.channel_answers = wire_channels(
+            self.settings,
+            self.storage,
+            self.box,
+            clock,
+            platforms,
+            jobs=self.jobs,
+            threads=self.threads,
+            conversation=self.conversation,
         )
 
     @asynccontextmanager

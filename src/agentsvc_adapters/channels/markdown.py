@@ -182,16 +182,16 @@ def _closer(text: str, i: int, delim: str) -> int | None:
     the opener is followed by a non-space, the closer preceded by one; ``_`` only
     at word boundaries (``snake_case_name`` stays text)."""
     start = i + len(delim)
-    if start >= len(text) or text[start].isspace():
+    if start >= len(text) or text[start].isspace() or text[start] == delim[0]:
         return None
     if delim[0] == "_" and i > 0 and text[i - 1].isalnum():
         return None
     j = start + 1
     while (j := text.find(delim, j)) >= 0:
+        while text.startswith(delim[0], j + len(delim)):  # ***: the inner * closes first
+            j += 1
         after = text[j + len(delim) : j + len(delim) + 1]
-        ok = not text[j - 1].isspace()
-        if delim == "*" and after == "*":  # the first half of a **: not this closer
-            ok = False
+        ok = not text[j - 1].isspace() and (len(delim) > 1 or text[j - 1] != delim)
         if delim[0] == "_" and after.isalnum():
             ok = False
         if ok:
@@ -203,44 +203,65 @@ def _closer(text: str, i: int, delim: str) -> int | None:
 # --- packing ----------------------------------------------------------------------
 
 
+def _moves(dialect: Dialect, stack: tuple[Mark, ...], marks: tuple[Mark, ...]) -> str:
+    """What going from the marks ``stack`` to ``marks`` writes: the closing of the
+    marks left, the opening of the new ones."""
+    keep = 0
+    while keep < min(len(stack), len(marks)) and stack[keep] == marks[keep]:
+        keep += 1
+    moves = "".join(dialect.close(m) for m in reversed(stack[keep:]))
+    return moves + "".join(dialect.open(m) for m in marks[keep:])
+
+
+def _pre(marks: tuple[Mark, ...]) -> bool:
+    return any(m[0] == "pre" for m in marks)
+
+
 @dataclass
 class _Part:
     dialect: Dialect
-    pieces: list[str] = field(default_factory=list)
+    runs: list[Run] = field(default_factory=list)
     stack: tuple[Mark, ...] = ()
-    size: int = 0  # of the pieces, without the closing of ``stack``
+    size: int = 0  # as written so far, without the closing of ``stack``
     text: bool = False  # holds some non-blank text
 
     def cost_to(self, marks: tuple[Mark, ...]) -> tuple[str, str]:
         """What moving from ``stack`` to ``marks`` writes, and what then closes all."""
-        keep = 0
-        while keep < min(len(self.stack), len(marks)) and self.stack[keep] == marks[keep]:
-            keep += 1
-        d = self.dialect
-        moves = "".join(d.close(m) for m in reversed(self.stack[keep:]))
-        moves += "".join(d.open(m) for m in marks[keep:])
-        closing = "".join(d.close(m) for m in reversed(marks))
-        return moves, closing
+        return _moves(self.dialect, self.stack, marks), _moves(self.dialect, marks, ())
 
-    def add(self, moves: str, written: str, marks: tuple[Mark, ...], blank: bool) -> None:
-        self.pieces += [moves, written]
+    def add(self, moves: str, written: str, run: Run) -> None:
+        self.runs.append(run)
         self.size += self.dialect.measure(moves) + self.dialect.measure(written)
-        self.stack = marks
-        self.text = self.text or not blank
+        self.stack = run.marks
+        self.text = self.text or bool(run.text.strip())
 
     def finish(self) -> str:
-        moves, _ = self.cost_to(())
-        return "".join([*self.pieces, moves])
+        """The part written, without the blanks it ends with (outside code blocks):
+        no longer than measured, since only trailing runs go."""
+        runs = list(self.runs)
+        while runs and not runs[-1].text.strip():
+            runs.pop()
+        if runs and not _pre(runs[-1].marks):
+            runs[-1] = Run(runs[-1].text.rstrip(), runs[-1].marks)
+        out: list[str] = []
+        stack: tuple[Mark, ...] = ()
+        for run in runs:
+            out.append(_moves(self.dialect, stack, run.marks))
+            out.extend(self.dialect.escape(c, run.marks) for c in run.text)
+            stack = run.marks
+        out.append(_moves(self.dialect, stack, ()))
+        return "".join(out)
 
 
-def _cut(text: str, fits: int, whole_part: bool) -> tuple[int, int]:
+def _cut(text: str, fits: int, whole_part: bool, code: bool) -> tuple[int, int]:
     """Where to cut ``text`` of which ``fits`` characters fit: (end of the taken
     text, start of the rest). At the last paragraph break, else line break, else
-    space within the fitting text (one in its second half preferred), mid-word
-    only in a part that has nothing else."""
+    space within the fitting text (one in its second half preferred; in a code
+    block only a line break), mid-word only in a part that has nothing else."""
     if fits >= len(text):
         return len(text), len(text)
-    found = [(text.rfind(sep, 0, fits + len(sep)), len(sep)) for sep in ("\n\n", "\n", " ")]
+    seps = ("\n",) if code else ("\n\n", "\n", " ")
+    found = [(text.rfind(sep, 0, fits + len(sep)), len(sep)) for sep in seps]
     good = [(at, n) for at, n in found if at > 0]
     late = [(at, n) for at, n in good if at >= fits // 2]
     if late or good:
@@ -254,7 +275,7 @@ def _cut(text: str, fits: int, whole_part: bool) -> tuple[int, int]:
 def _lead(text: str, marks: tuple[Mark, ...]) -> str:
     """A part's first text without the blank lines or spaces a cut left before it
     (in a code block only the line breaks: indentation is content)."""
-    if any(m[0] == "pre" for m in marks):
+    if _pre(marks):
         return text.lstrip("\n")
     return text.lstrip()
 
@@ -284,11 +305,11 @@ def pack(runs: Iterable[Run], dialect: Dialect) -> tuple[str, ...]:
             if marks and not part.text and sizes[0] > room:
                 marks = ()  # the marks alone fill a part: this text goes unmarked
                 continue
-            end, rest = _cut(text, bisect_right(sizes, room), not part.text)
+            end, rest = _cut(text, bisect_right(sizes, room), not part.text, _pre(marks))
             if end == 0:
                 close()
                 continue
-            part.add(moves, "".join(written[:end]), marks, not text[:end].strip())
+            part.add(moves, "".join(written[:end]), Run(text[:end], marks))
             text = text[rest:]
             if text:
                 close()

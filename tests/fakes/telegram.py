@@ -144,6 +144,7 @@ class FakeTelegram:
         self._throttle: list[int] = []
         self._failures: list[int] = []
         self._next_message_id = 1000
+        self._next_update_id = 700000000
 
     def add_chat(self, chat_id: int, kind: str = "private", title: str | None = None) -> Chat:
         return self.chats.setdefault(chat_id, Chat(chat_id, kind, title))
@@ -338,11 +339,14 @@ class FakeTelegram:
         username: str | None = "ada_l",
         entities: list[dict[str, Any]] | None = None,
         reply_to_bot: bool = False,
-        update_id: int = 700000001,
+        update_id: int | None = None,
         kind: str = "message",
     ) -> dict[str, Any]:
         """A real-shaped Update with a text message (the chat becomes known to the
-        fake, so a reply can be sent to it)."""
+        fake, so a reply can be sent to it); ``update_id`` the next one unless given
+        (give the same one to deliver an update twice)."""
+        self._next_update_id += 1
+        update_id = self._next_update_id if update_id is None else update_id
         chat_obj: dict[str, Any] = {"id": chat_id, "type": chat_type}
         if chat_type == "private":
             chat_obj |= {"first_name": first_name, **({"username": username} if username else {})}

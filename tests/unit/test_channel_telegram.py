@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
+import httpx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -618,3 +619,40 @@ def test_the_fake_refuses_html_as_telegram_does() -> None:
             visible_text(bad)
     assert visible_text('<pre><code class="language-py">x &lt; 1</code></pre>') == "x < 1"
     assert visible_text("<b>a &#38; &#x26; &quot;</b>") == 'a & & "'
+
+
+async def test_the_fake_bot_api_is_as_strict_as_telegram(served: tuple[FakeTelegram, str]) -> None:
+    fake, url = served
+    base = f"{url}/bot{TOKEN}"
+    fake.add_chat(5550001)
+    async with httpx.AsyncClient(trust_env=False) as client:
+
+        async def call(method: str, **body: Any) -> dict[str, Any]:
+            answer: dict[str, Any] = (await client.post(f"{base}/{method}", json=body)).json()
+            return answer
+
+        assert (await call("setWebhook"))[
+            "description"
+        ] == 'Bad Request: parameter "url" is required'
+        port = await call("setWebhook", url="https://tea.example:8080/hook")
+        assert port["description"].endswith("only on ports 80, 88, 443 or 8443")
+        secret = await call("setWebhook", url="https://tea.example/hook", secret_token="no spaces")
+        assert secret["description"] == "Bad Request: secret token contains unallowed characters"
+        kinds = await call("setWebhook", url="https://tea.example/hook", allowed_updates=["nope"])
+        assert kinds["description"] == "Bad Request: can't parse allowed updates"
+        assert (await call("setWebhook", url="https://tea.example:8443/hook"))["ok"]
+        info = await call("getWebhookInfo")
+        assert info["result"]["url"] == "https://tea.example:8443/hook"
+        assert (await call("setWebhook", url=""))["description"] == "Webhook was deleted"
+        reply = await call(
+            "sendMessage", chat_id=5550001, text="hi", reply_parameters={"message_id": 9}
+        )
+        assert reply["description"] == "Bad Request: message to be replied not found"
+        empty = await call("sendMessage", chat_id=5550001, text="<b> </b>", parse_mode="HTML")
+        assert empty["description"] == "Bad Request: message text is empty"
+        form = await client.post(f"{base}/sendMessage", data={"chat_id": "5550001", "text": "hi"})
+        assert form.json()["ok"]
+        unknown = await client.post(f"{base}/sendPhoto", json={})
+        assert unknown.json() == {"ok": False, "error_code": 404, "description": "Not Found"}
+        wrong = await client.post(f"{url}/bot1:x/getMe")
+        assert (wrong.status_code, wrong.json()["description"]) == (401, "Unauthorized")

@@ -398,12 +398,15 @@ async def test_a_429_is_platform_busy_after_retry_after(
     with pytest.raises(PlatformBusy) as caught:
         await platform.send(CREDS, CONFIG, Outgoing(chat_id="C0GENERAL1", text="hi"))
     assert caught.value.retry_after_s == 1.0
+    assert str(caught.value) == "Slack answered ratelimited"
 
 
 @pytest.mark.parametrize("raw", ["", "soon", "0", "-3"])
 def test_a_retry_after_that_is_no_delay_is_a_second(raw: str) -> None:
     assert _retry_after(httpx.Response(429, headers={"retry-after": raw})) == 1.0
     assert _retry_after(httpx.Response(429, headers={"retry-after": "2.5"})) == 2.5
+    assert _retry_after(httpx.Response(429, headers={"retry-after": "0.5"})) == 0.5
+    assert _retry_after(httpx.Response(429)) == 1.0
 
 
 @pytest.mark.parametrize(
@@ -438,16 +441,17 @@ async def test_slack_s_own_troubles_may_pass_later(
     served[0].fail_next(error)
     with pytest.raises(DeliveryFailed) as caught:
         await platform.send(CREDS, CONFIG, Outgoing(chat_id="C0GENERAL1", text="hi"))
-    assert not caught.value.permanent
+    assert caught.value.permanent is False
 
 
 async def test_an_empty_error_code_is_permanent(
     served: tuple[FakeSlack, str], platform: SlackPlatform
 ) -> None:
     served[0].fail_next("")
-    with pytest.raises(DeliveryFailed, match="no error code") as caught:
+    with pytest.raises(DeliveryFailed) as caught:
         await platform.send(CREDS, CONFIG, Outgoing(chat_id="C0GENERAL1", text="hi"))
     assert caught.value.permanent
+    assert str(caught.value) == "Slack refused the message: no error code"
 
 
 async def test_no_network_or_a_non_json_answer() -> None:
@@ -457,7 +461,7 @@ async def test_no_network_or_a_non_json_answer() -> None:
             await down.send(CREDS, CONFIG, Outgoing(chat_id="C0GENERAL1", text="hi"))
     finally:
         await down.aclose()
-    assert not caught.value.permanent
+    assert caught.value.permanent is False
     assert str(caught.value) == "could not reach 127.0.0.1"
     with serve(FakeSite()) as url:  # 404 in plain text
         odd = SlackPlatform(OPEN, url)
@@ -470,8 +474,17 @@ async def test_no_network_or_a_non_json_answer() -> None:
     assert str(caught.value) == "Slack answered 404"
 
 
-@pytest.mark.parametrize(("status", "body"), [(200, b"<html>maintenance</html>"), (503, b"{}")])
-async def test_an_answer_that_is_not_slack_s_may_pass_later(status: int, body: bytes) -> None:
+@pytest.mark.parametrize(
+    ("status", "body", "permanent"),
+    [
+        (200, b"<html>maintenance</html>", False),
+        (503, b"{}", False),
+        (500, b"{}", False),
+        (400, b"{}", True),
+        (499, b"{}", True),
+    ],
+)
+async def test_an_answer_that_is_not_slack_s(status: int, body: bytes, permanent: bool) -> None:
     async def odd(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
@@ -485,14 +498,15 @@ async def test_an_answer_that_is_not_slack_s_may_pass_later(status: int, body: b
                 await platform.send(CREDS, CONFIG, Outgoing(chat_id="C0GENERAL1", text="hi"))
         finally:
             await platform.aclose()
-    assert not caught.value.permanent
+    assert caught.value.permanent is permanent
     assert str(caught.value) == f"Slack answered {status}"
 
 
 async def test_no_token_is_a_permanent_failure(platform: SlackPlatform) -> None:
-    with pytest.raises(DeliveryFailed, match="no bot token") as caught:
+    with pytest.raises(DeliveryFailed) as caught:
         await platform.send({}, CONFIG, Outgoing(chat_id="C0GENERAL1", text="hi"))
     assert caught.value.permanent
+    assert str(caught.value) == "the channel has no bot token"
 
 
 async def test_every_call_goes_through_the_outbound_guard(served: tuple[FakeSlack, str]) -> None:

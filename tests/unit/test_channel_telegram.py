@@ -4,6 +4,7 @@ loopback fake of the Bot API (tests/fakes/telegram.py), and its HTML renderer.""
 from __future__ import annotations
 
 import json
+import logging
 import re
 import socket
 from collections.abc import Iterator
@@ -83,7 +84,10 @@ def test_the_secret_token_is_derived_from_the_bot_token_in_telegram_s_charset() 
     secret = webhook_secret(TOKEN)
     assert secret == webhook_secret(TOKEN)
     assert re.fullmatch(r"[A-Za-z0-9_-]{43}", secret)
+    assert secret == "J6QW6l54aCY7_ZmcismvPo9Aq7IuMecbJR46K64mt7A"  # HMAC-SHA256, base64url
     assert secret != webhook_secret(TOKEN + "x")
+    assert utf16_len("🍵a") == 3
+    assert type(utf16_len("a")) is int
     assert TOKEN not in secret
 
 
@@ -121,6 +125,32 @@ def test_a_wrong_or_missing_secret_token_is_refused(secret: str, why: str) -> No
     platform = TelegramPlatform.__new__(TelegramPlatform)
     found = platform.read_inbound(_request(FakeTelegram().update("hi"), secret), CREDS, CONFIG, NOW)
     assert found == InboundRefused(status=401, detail="wrong or missing secret token")
+
+
+def test_a_request_without_the_header_is_refused() -> None:
+    platform = TelegramPlatform.__new__(TelegramPlatform)
+    body = json.dumps(FakeTelegram().update("hi")).encode()
+    request = InboundRequest(method="POST", headers={}, query={}, body=body)
+    assert platform.read_inbound(request, CREDS, CONFIG, NOW) == InboundRefused(
+        status=401, detail="wrong or missing secret token"
+    )
+
+
+def test_a_caption_s_entities_and_odd_entities() -> None:
+    update = FakeTelegram().update("x", chat_type="group", chat_id=-9)
+    message = update["message"]
+    del message["text"]
+    message["caption"] = "🍵 @tea_helper_bot look"
+    message["caption_entities"] = [{"type": "mention", "offset": 3, "length": 15}]
+    assert _read(update).messages[0].mentioned
+    # an entity cutting an emoji in two, or without offsets, names nobody
+    message["caption"] = "🍵@tea_helper_bot"
+    message["caption_entities"] = [
+        {"type": "mention", "offset": 1, "length": 16},
+        {"type": "mention", "length": 16},
+        {"type": "mention", "offset": "x", "length": 16},
+    ]
+    assert not _read(update).messages[0].mentioned
 
 
 def test_a_channel_without_a_token_refuses_everything() -> None:
@@ -310,15 +340,20 @@ def _closed_port() -> str:
     return f"http://127.0.0.1:{port}"
 
 
-async def test_an_unreachable_api_is_an_error_status_without_the_token() -> None:
+async def test_an_unreachable_api_is_an_error_status_without_the_token(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     platform = TelegramPlatform(OPEN, _closed_port())
     try:
         connected = await platform.connect(CREDS, {}, "http://127.0.0.1:9/x")
         assert connected.status == "error"
         assert connected.reason == "could not reach 127.0.0.1"
-        await platform.disconnect(CREDS, {})  # best effort: no exception
+        with caplog.at_level(logging.INFO, logger="agentsvc.channels"):
+            await platform.disconnect(CREDS, {})  # best effort: no exception
     finally:
         await platform.aclose()
+    assert caplog.messages == ["telegram: deleteWebhook failed: could not reach 127.0.0.1"]
+    assert TOKEN not in caplog.text
 
 
 async def test_every_call_goes_through_the_outbound_guard(served: tuple[FakeTelegram, str]) -> None:
@@ -406,6 +441,9 @@ async def test_a_429_without_a_delay_waits_a_second(platform: TelegramPlatform) 
     with pytest.raises(PlatformBusy) as caught:
         _sent(429, _Answer(ok=False, parameters={"retry_after": 2.5}))
     assert caught.value.retry_after_s == 2.5
+    with pytest.raises(PlatformBusy) as caught:
+        _sent(429, _Answer(ok=False, parameters={"retry_after": 0.5}))
+    assert caught.value.retry_after_s == 0.5
     assert _sent(200, _Answer(ok=True, result=True)).message_id is None
     with pytest.raises(DeliveryFailed, match="Telegram answered 400: no description"):
         _sent(400, _Answer(ok=False))
@@ -453,7 +491,7 @@ async def test_a_server_error_or_no_network_may_pass_later(
     fake.fail_next(502)
     with pytest.raises(DeliveryFailed) as caught:
         await platform.send(CREDS, CONFIG, Outgoing(chat_id="5550001", text="hi"))
-    assert not caught.value.permanent
+    assert caught.value.permanent is False
     assert str(caught.value) == "Telegram answered 502: Internal Server Error"
     down = TelegramPlatform(OPEN, _closed_port())
     try:
@@ -461,7 +499,7 @@ async def test_a_server_error_or_no_network_may_pass_later(
             await down.send(CREDS, CONFIG, Outgoing(chat_id="5550001", text="hi"))
     finally:
         await down.aclose()
-    assert not caught.value.permanent
+    assert caught.value.permanent is False
     assert str(caught.value) == "could not reach 127.0.0.1"
 
 
@@ -473,24 +511,30 @@ async def test_an_answer_that_is_not_json_may_pass_later() -> None:
                 await platform.send(CREDS, CONFIG, Outgoing(chat_id="1", text="hi"))
         finally:
             await platform.aclose()
-    assert not caught.value.permanent
+    assert caught.value.permanent is False
     assert str(caught.value) == "Telegram answered 404 without a JSON body"
 
 
 async def test_no_token_is_a_permanent_failure(platform: TelegramPlatform) -> None:
-    with pytest.raises(DeliveryFailed, match="the channel has no bot token") as caught:
+    with pytest.raises(DeliveryFailed) as caught:
         await platform.send({}, CONFIG, Outgoing(chat_id="1", text="hi"))
     assert caught.value.permanent
+    assert str(caught.value) == "the channel has no bot token"
 
 
 async def test_html_telegram_cannot_parse_is_sent_again_as_plain_text(
-    served: tuple[FakeTelegram, str], platform: TelegramPlatform
+    served: tuple[FakeTelegram, str], platform: TelegramPlatform, caplog: pytest.LogCaptureFixture
 ) -> None:
     fake, _ = served
     fake.add_chat(5550001)
-    sent = await platform.send(
-        CREDS, CONFIG, Outgoing(chat_id="5550001", text="<b>strong &amp; <span>tea</b>")
-    )
+    with caplog.at_level(logging.INFO, logger="agentsvc.channels"):
+        sent = await platform.send(
+            CREDS, CONFIG, Outgoing(chat_id="5550001", text="<b>strong &amp; <span>tea</b>")
+        )
+    assert caplog.messages == [
+        "telegram: HTML refused (Bad Request: can't parse entities: Can't parse entities: "
+        'unsupported start tag "span" at byte offset 16); sent as plain text'
+    ]
     assert fake.sent[-1]["text"] == "strong & tea"
     assert fake.sent[-1]["parse_mode"] is None
     assert sent.message_id == str(fake.sent[-1]["message_id"])
@@ -502,15 +546,15 @@ async def test_html_telegram_cannot_parse_is_sent_again_as_plain_text(
 def test_render_writes_telegram_html() -> None:
     platform = TelegramPlatform.__new__(TelegramPlatform)
     markdown = (
-        "# Green tea\n\nUse **70-80 °C** water, *not* boiling: ~~100~~ is too hot & "
+        '# Green tea\n\nUse **70-80 °C** "soft" water, *not* boiling: ~~100~~ is too hot & '
         'bitter <really>.\n\n- Sencha: see [the guide](https://tea.example/a?b=1&c="2")\n'
         "1. Warm the pot\n\n> Patience is a tea.\n> Truly.\n\n"
         "```python\nif t < 80:\n    brew()\n```"
     )
     (part,) = platform.render(markdown)
     assert part == (
-        "<b>Green tea</b>\n\nUse <b>70-80 °C</b> water, <i>not</i> boiling: <s>100</s> is too "
-        "hot &amp; bitter &lt;really&gt;.\n\n• Sencha: see "
+        '<b>Green tea</b>\n\nUse <b>70-80 °C</b> "soft" water, <i>not</i> boiling: '
+        "<s>100</s> is too hot &amp; bitter &lt;really&gt;.\n\n• Sencha: see "
         '<a href="https://tea.example/a?b=1&amp;c=&quot;2&quot;">the guide</a>\n'
         "1. Warm the pot\n\n<blockquote>Patience is a tea.\nTruly.</blockquote>\n\n"
         '<pre><code class="language-python">if t &lt; 80:\n    brew()</code></pre>'

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import accumulate
 
@@ -67,12 +67,11 @@ def parse(markdown: str) -> list[Run]:
     """The runs of ``markdown``: blocks joined by ``\\n`` (a blank line between
     paragraphs), inline marks read within each line."""
     runs: list[Run] = []
-    lines = markdown.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    i, blank = 0, False
-    while i < len(lines):
-        line = lines[i]
+    lines = iter(markdown.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
+    blank = False
+    for line in lines:  # every loop here takes lines from this one iterator: bounded
         if not line.strip():
-            blank, i = bool(runs), i + 1
+            blank = bool(runs)
             continue
         if runs:
             joint = "\n\n" if blank else "\n"
@@ -81,25 +80,23 @@ def parse(markdown: str) -> list[Run]:
         blank = False
         fence = _FENCE.match(line)
         if fence:
-            i = _code_block(lines, i, fence, runs)
+            _code_block(lines, fence, runs)
             continue
         runs.extend(_line(line))
-        i += 1
     return runs
 
 
-def _code_block(lines: list[str], i: int, fence: re.Match[str], runs: list[Run]) -> int:
-    """Read the fenced block opened on ``lines[i]``; the index after its end."""
+def _code_block(lines: Iterator[str], fence: re.Match[str], runs: list[Run]) -> None:
+    """Read the fenced block ``fence`` opened, up to its closing line."""
     marker = fence.group(1)
     body: list[str] = []
-    i += 1
-    while i < len(lines) and not lines[i].strip().startswith(marker):
-        body.append(lines[i])
-        i += 1
+    for line in lines:
+        if line.strip().startswith(marker):
+            break
+        body.append(line)
     text = "\n".join(body)
     if text.strip():
         runs.append(Run(text, (("pre", fence.group(2)),)))
-    return i + 1
 
 
 def _line(line: str) -> list[Run]:
@@ -126,15 +123,17 @@ def inline(text: str, marks: tuple[Mark, ...]) -> list[Run]:
             out.append(Run("".join(buf), marks))
             buf.clear()
 
-    i = 0
-    while i < len(text):
+    after = 0  # the index after the last span read (a for loop: bounded)
+    for i in range(len(text)):
+        if i < after:
+            continue
         found = _span(text, i, marks)
         if found is None:
-            step = 2 if text[i] == "\\" and text[i + 1 : i + 2] in _ESCAPABLE else 1
-            buf.append(text[i + step - 1])
-            i += step
+            escaped = text[i] == "\\" and text[i + 1 : i + 2] in _ESCAPABLE
+            buf.append(text[i + 1] if escaped else text[i])
+            after = i + 2 if escaped else i + 1
             continue
-        runs, i = found
+        runs, after = found
         flush()
         out.extend(runs)
     flush()
@@ -186,17 +185,17 @@ def _closer(text: str, i: int, delim: str) -> int | None:
         return None
     if delim[0] == "_" and i > 0 and text[i - 1].isalnum():
         return None
-    j = start + 1
-    while (j := text.find(delim, j)) >= 0:
-        while text.startswith(delim[0], j + len(delim)):  # ***: the inner * closes first
-            j += 1
+    for at in range(start + 1, len(text)):
+        if not text.startswith(delim, at):
+            continue
+        rest = text[at + len(delim) :]
+        j = at + len(rest) - len(rest.lstrip(delim[0]))  # ***: the inner * closes first
         after = text[j + len(delim) : j + len(delim) + 1]
         ok = not text[j - 1].isspace() and (len(delim) > 1 or text[j - 1] != delim)
         if delim[0] == "_" and after.isalnum():
             ok = False
         if ok:
             return j
-        j += 1
     return None
 
 
@@ -207,7 +206,9 @@ def _moves(dialect: Dialect, stack: tuple[Mark, ...], marks: tuple[Mark, ...]) -
     """What going from the marks ``stack`` to ``marks`` writes: the closing of the
     marks left, the opening of the new ones."""
     keep = 0
-    while keep < min(len(stack), len(marks)) and stack[keep] == marks[keep]:
+    for old, new in zip(stack, marks, strict=False):
+        if old != new:
+            break
         keep += 1
     moves = "".join(dialect.close(m) for m in reversed(stack[keep:]))
     return moves + "".join(dialect.open(m) for m in marks[keep:])
@@ -293,7 +294,10 @@ def pack(runs: Iterable[Run], dialect: Dialect) -> tuple[str, ...]:
 
     for run in runs:
         text, marks = run.text, run.marks
-        while text:
+        # each step takes a character, or closes a part, or drops the marks: bounded
+        for _ in range(2 * len(text) + 2):
+            if not text:
+                break
             if not part.text:
                 text = _lead(text, marks)
                 if not text:

@@ -122,8 +122,8 @@ class _FixedClock(Clock):
         return self._now
 
 
-def _verified(request: InboundRequest, secret: str, now: datetime) -> bool:
-    if not secret.strip():
+def _verified(request: InboundRequest, secret: str | None, now: datetime) -> bool:
+    if secret is None or not secret.strip():
         return False
     verifier = SignatureVerifier(secret, clock=_FixedClock(now))
     try:
@@ -147,7 +147,7 @@ def _message(
     event: Mapping[str, Any], config: Mapping[str, str | int | bool]
 ) -> InboundMessage | None:
     kind = event.get("type")
-    bot_user = str(config.get("bot_user_id", ""))
+    bot_user = config.get("bot_user_id")
     user, channel, ts = event.get("user"), event.get("channel"), event.get("ts")
     text = event.get("text")
     if kind not in ("message", "app_mention") or event.get("bot_id"):
@@ -156,7 +156,7 @@ def _message(
         return None
     if not (isinstance(user, str) and isinstance(channel, str) and isinstance(ts, str)):
         return None
-    if not isinstance(text, str) or not text.strip() or (bot_user and user == bot_user):
+    if not isinstance(text, str) or not text.strip() or user == bot_user:
         return None
     direct = event.get("channel_type") == "im" and kind == "message"
     thread = event.get("thread_ts")
@@ -170,7 +170,7 @@ def _message(
         text=html.unescape(text),
         is_group=not direct,
         mentioned=not direct
-        and (kind == "app_mention" or bool(bot_user and f"<@{bot_user}>" in text)),
+        and (kind == "app_mention" or (bot_user is not None and f"<@{bot_user}>" in text)),
         reply_to=thread if isinstance(thread, str) else (None if direct else ts),
         sent_at=_time(ts),
     )
@@ -208,7 +208,7 @@ class SlackPlatform(ChannelPlatform):
         config: Mapping[str, str | int | bool],
         now: datetime,
     ) -> Inbound | InboundAnswer | InboundRefused:
-        if not _verified(request, credentials.get("signing_secret", ""), now):
+        if not _verified(request, credentials.get("signing_secret"), now):
             return InboundRefused(status=401, detail="wrong, missing or stale Slack signature")
         try:
             payload = msgspec.json.decode(request.body)
@@ -228,7 +228,7 @@ class SlackPlatform(ChannelPlatform):
         found = _message(event, config)
         return Inbound(messages=(found,) if found else ())
 
-    async def _call(self, token: str, method: str, body: Mapping[str, Any]) -> _Answer:
+    async def _call(self, token: str, method: str, **body: Any) -> _Answer:
         """One Web API call. Raises ``PlatformBusy`` on 429 and ``DeliveryFailed`` when
         Slack could not be reached or answered something else than its JSON."""
         url = f"{self._base}/{method}"
@@ -256,13 +256,13 @@ class SlackPlatform(ChannelPlatform):
         config: Mapping[str, str | int | bool],
         inbound_url: str,
     ) -> Connected:
-        token = credentials.get("bot_token", "")
+        token = credentials.get("bot_token")
         if not token:
             return Connected(status="error", reason="the bot token is missing")
-        if not credentials.get("signing_secret", "").strip():
+        if not (credentials.get("signing_secret") or "").strip():
             return Connected(status="error", reason="the signing secret is missing")
         try:
-            me = await self._call(token, "auth.test", {})
+            me = await self._call(token, "auth.test")
         except (DeliveryFailed, PlatformBusy) as exc:
             return Connected(status="error", reason=str(exc))
         if not me.ok:
@@ -293,13 +293,13 @@ class SlackPlatform(ChannelPlatform):
         config: Mapping[str, str | int | bool],
         message: Outgoing,
     ) -> Sent:
-        token = credentials.get("bot_token", "")
+        token = credentials.get("bot_token")
         if not token:
             raise DeliveryFailed("the channel has no bot token", permanent=True)
         body: dict[str, Any] = {"channel": message.chat_id, "text": message.text, "mrkdwn": True}
         if message.reply_to is not None:
             body["thread_ts"] = message.reply_to
-        answer = await self._call(token, "chat.postMessage", body)
+        answer = await self._call(token, "chat.postMessage", **body)
         if not answer.ok:
             raise DeliveryFailed(
                 f"Slack refused the message: {answer.error or 'no error code'}",
@@ -309,9 +309,8 @@ class SlackPlatform(ChannelPlatform):
 
 
 def _retry_after(resp: httpx.Response) -> float:
-    raw = resp.headers.get("retry-after", "")
     try:
-        value = float(raw)
-    except ValueError:
+        value = float(resp.headers["retry-after"])
+    except (KeyError, ValueError):
         return 1.0
     return value if value > 0 else 1.0

@@ -77,6 +77,7 @@ _SECRET_LABEL = b"agentsvc telegram webhook secret v1"
 _GROUPS = frozenset({"group", "supergroup"})
 _TAGS = re.compile(r"<[^>]*>")
 _PERMANENT = frozenset({400, 401, 403, 404})
+_UTF16 = "utf-16-le"
 
 
 def webhook_secret(bot_token: str) -> str:
@@ -86,7 +87,7 @@ def webhook_secret(bot_token: str) -> str:
 
 
 def utf16_len(text: str) -> int:
-    return len(text.encode("utf-16-le")) // 2
+    return len(text.encode(_UTF16)) >> 1
 
 
 _OPEN = {"b": "<b>", "i": "<i>", "s": "<s>", "code": "<code>", "q": "<blockquote>"}
@@ -96,9 +97,9 @@ _CLOSE = {"b": "</b>", "i": "</i>", "s": "</s>", "code": "</code>", "q": "</bloc
 def _open(mark: Mark) -> str:
     kind, arg = mark
     if kind == "a":
-        return f'<a href="{html.escape(arg, quote=True)}">'
+        return f'<a href="{html.escape(arg)}">'
     if kind == "pre":
-        lang = f' class="language-{html.escape(arg, quote=True)}"' if arg else ""
+        lang = f' class="language-{html.escape(arg)}"' if arg else ""
         return f"<pre><code{lang}>"
     return _OPEN[kind]
 
@@ -113,7 +114,7 @@ def _close(mark: Mark) -> str:
 
 
 def _escape(char: str, marks: tuple[Mark, ...]) -> str:
-    return html.escape(char, quote=False)
+    return html.escape(char, False)  # quotes stay as they are in text
 
 
 def telegram_html(limit: int = LIMIT) -> Dialect:
@@ -151,10 +152,13 @@ def _text_of(message: Mapping[str, Any]) -> tuple[str, list[Any]]:
 
 def _entity_text(text: str, entity: Mapping[str, Any]) -> str:
     """The part of ``text`` an entity covers (its offsets are UTF-16 code units)."""
-    units = text.encode("utf-16-le")
-    start = int(entity.get("offset", 0)) * 2
-    end = start + int(entity.get("length", 0)) * 2
-    return units[start:end].decode("utf-16-le", errors="replace")
+    units = text.encode(_UTF16)
+    try:
+        start = int(entity["offset"]) * 2
+        end = start + int(entity["length"]) * 2
+    except (KeyError, TypeError, ValueError):
+        return ""
+    return units[start:end].decode(_UTF16, errors="replace")
 
 
 def _mentions(message: Mapping[str, Any], config: Mapping[str, str | int | bool]) -> bool:
@@ -223,9 +227,13 @@ class TelegramPlatform(ChannelPlatform):
         config: Mapping[str, str | int | bool],
         now: datetime,
     ) -> Inbound | InboundAnswer | InboundRefused:
-        token = credentials.get("bot_token", "")
-        given = request.headers.get("x-telegram-bot-api-secret-token", "")
-        if not token or not hmac.compare_digest(given.encode(), webhook_secret(token).encode()):
+        token = credentials.get("bot_token")
+        given = request.headers.get("x-telegram-bot-api-secret-token")
+        if (
+            not token
+            or given is None
+            or not hmac.compare_digest(given.encode(), webhook_secret(token).encode())
+        ):
             return InboundRefused(status=401, detail="wrong or missing secret token")
         if request.method != "POST":
             return InboundRefused(status=400, detail="Telegram sends updates by POST")
@@ -241,7 +249,7 @@ class TelegramPlatform(ChannelPlatform):
         found = _message(update["update_id"], message, config)
         return Inbound(messages=(found,) if found else ())
 
-    async def _call(self, token: str, method: str, body: Mapping[str, Any]) -> tuple[int, _Answer]:
+    async def _call(self, token: str, method: str, **body: Any) -> tuple[int, _Answer]:
         """One Bot API call: its HTTP status and answer. Raises ``DeliveryFailed``
         (not permanent) when the API could not be reached or did not answer JSON."""
         url = f"{self._base}/bot{token}/{method}"
@@ -261,26 +269,27 @@ class TelegramPlatform(ChannelPlatform):
         config: Mapping[str, str | int | bool],
         inbound_url: str,
     ) -> Connected:
-        token = credentials.get("bot_token", "")
+        token = credentials.get("bot_token")
         if not token:
             return Connected(status="error", reason="the bot token is missing")
         try:
-            _, me = await self._call(token, "getMe", {})
-            if not me.ok or not isinstance(me.result, dict):
+            _, me = await self._call(token, "getMe")
+            if not me.ok or not isinstance(me.result, dict) or "id" not in me.result:
                 why = me.description or "no answer"
                 return Connected(status="error", reason=f"Telegram refused the bot token: {why}")
-            body = {
-                "url": inbound_url,
-                "secret_token": webhook_secret(token),
-                "allowed_updates": ["message"],
-            }
-            _, hook = await self._call(token, "setWebhook", body)
+            _, hook = await self._call(
+                token,
+                "setWebhook",
+                url=inbound_url,
+                secret_token=webhook_secret(token),
+                allowed_updates=["message"],
+            )
         except DeliveryFailed as exc:
             return Connected(status="error", reason=str(exc))
         if not hook.ok:
             why = hook.description or "no answer"
             return Connected(status="error", reason=f"Telegram refused the webhook: {why}")
-        kept: dict[str, str | int | bool] = {"bot_id": int(me.result.get("id", 0))}
+        kept: dict[str, str | int | bool] = {"bot_id": int(me.result["id"])}
         if me.result.get("username"):
             kept["bot_username"] = str(me.result["username"])
         return Connected(status="connected", config=kept)
@@ -288,11 +297,11 @@ class TelegramPlatform(ChannelPlatform):
     async def disconnect(
         self, credentials: Mapping[str, str], config: Mapping[str, str | int | bool]
     ) -> None:
-        token = credentials.get("bot_token", "")
+        token = credentials.get("bot_token")
         if not token:
             return
         try:
-            await self._call(token, "deleteWebhook", {})
+            await self._call(token, "deleteWebhook")
         except DeliveryFailed as exc:
             log.info("telegram: deleteWebhook failed: %s", exc)
 
@@ -305,7 +314,7 @@ class TelegramPlatform(ChannelPlatform):
         config: Mapping[str, str | int | bool],
         message: Outgoing,
     ) -> Sent:
-        token = credentials.get("bot_token", "")
+        token = credentials.get("bot_token")
         if not token:
             raise DeliveryFailed("the channel has no bot token", permanent=True)
         body: dict[str, Any] = {"chat_id": message.chat_id, "text": message.text}
@@ -314,12 +323,11 @@ class TelegramPlatform(ChannelPlatform):
                 "message_id": int(message.reply_to),
                 "allow_sending_without_reply": True,
             }
-        status, answer = await self._call(token, "sendMessage", {**body, "parse_mode": "HTML"})
-        if status == 400 and "can't parse entities" in answer.description:
+        status, answer = await self._call(token, "sendMessage", **body, parse_mode="HTML")
+        if "can't parse entities" in answer.description:
             log.warning("telegram: HTML refused (%s); sent as plain text", answer.description)
-            status, answer = await self._call(
-                token, "sendMessage", {**body, "text": plain(body["text"])}
-            )
+            body["text"] = plain(message.text)
+            status, answer = await self._call(token, "sendMessage", **body)
         return _sent(status, answer)
 
 

@@ -207,3 +207,29 @@ def test_parts_never_start_with_blanks_and_blank_parts_are_dropped() -> None:
 def test_a_part_keeps_a_mark_open_across_runs() -> None:
     runs = [Run("a", (Q,)), Run("\n", (Q,)), Run("b", (Q, B))]
     assert pack(runs, brackets()) == ("[q]a\n[b]b[/b][/q]",)
+
+
+def test_edges_of_emphasis_and_of_the_mark_stack() -> None:
+    assert parse("_it_ works") == [Run("it", (IT,)), Run(" works")]
+    assert parse("_a_b c_") == [Run("a_b c", (IT,))]
+    runs = [Run("a", (B, IT)), Run("b", (B, IT, S)), Run("c", (B, IT))]
+    assert pack(runs, brackets()) == ("[b][i]a[s]b[/s]c[/i][/b]",)
+
+
+def test_a_cut_at_half_the_room_is_late_enough() -> None:
+    assert pack([Run("aaaa\nbb cc")], brackets(8)) == ("aaaa", "bb cc")
+    assert pack([Run("aaaa\nbb ccc")], brackets(9)) == ("aaaa", "bb ccc")
+
+
+def test_a_code_block_s_part_keeps_its_first_characters() -> None:
+    code = (("pre", ""),)
+    assert pack([Run("ab\n\nXcd", code)], brackets(13)) == (
+        "[pre]ab[/pre]",
+        "[pre]Xc[/pre]",
+        "[pre]d[/pre]",
+    )
+
+
+def test_runs_that_fit_exactly_share_a_part() -> None:
+    assert pack([Run("abc"), Run("d", (B,))], brackets(11)) == ("abc[b]d[/b]",)
+    assert pack([Run("abc"), Run("d", (B,))], brackets(10)) == ("abc", "[b]d[/b]")

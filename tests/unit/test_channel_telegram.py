@@ -700,3 +700,21 @@ async def test_the_fake_bot_api_is_as_strict_as_telegram(served: tuple[FakeTeleg
         assert unknown.json() == {"ok": False, "error_code": 404, "description": "Not Found"}
         wrong = await client.post(f"{url}/bot1:x/getMe")
         assert (wrong.status_code, wrong.json()["description"]) == (401, "Unauthorized")
+
+
+def test_lengths_are_telegram_s_utf16_code_units() -> None:
+    assert utf16_len("🍵a") == 3
+    assert type(utf16_len("a")) is int
+    parts = TelegramPlatform.__new__(TelegramPlatform).render("🍵" * 3000)
+    assert [utf16_len(p) for p in parts] == [4096, 1904]
+
+
+def test_without_a_username_no_mention_names_the_bot() -> None:
+    for named in ("@none", "@xxxx"):
+        update = FakeTelegram().update(
+            f"{named} hi",
+            chat_type="group",
+            chat_id=-6,
+            entities=[{"type": "mention", "offset": 0, "length": 5}],
+        )
+        assert not _read(update, {"bot_id": BOT["id"]}).messages[0].mentioned

@@ -718,3 +718,8 @@ def test_without_a_username_no_mention_names_the_bot() -> None:
             entities=[{"type": "mention", "offset": 0, "length": 5}],
         )
         assert not _read(update, {"bot_id": BOT["id"]}).messages[0].mentioned
+
+
+def test_the_dialect_measures_utf16() -> None:
+    parts = pack(parse("🍵" * 3000), telegram_html())
+    assert [utf16_len(p) for p in parts] == [4096, 1904]

@@ -176,6 +176,14 @@ def _embeddings(env: Mapping[str, str]) -> dict[str, Any]:
 _BASE_URL = re.compile(r"https?://[^\s/?#]+(?:/[^\s?#]*)?")
 
 
+def _base_url(env: Mapping[str, str], name: str, default: str) -> str:
+    """An http(s) base URL (a platform's API; tests point it at a loopback fake)."""
+    url = _opt(env, name) or default
+    if not _BASE_URL.fullmatch(url):
+        raise SettingsError(f"{name} must be an http(s) base URL such as {default}, not {url!r}")
+    return url.rstrip("/")
+
+
 def _require_external(env: Mapping[str, str]) -> None:
     """With the local defaults off (the container image sets
     ``AGENTSVC_LOCAL_DEFAULTS=false``), PostgreSQL storage needs its server and its
@@ -289,6 +297,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     embeddings_model: str = "text-embedding-3-small"
     embeddings_dimensions: int = 1536  # the vector length (the database column's)
     embeddings_send_dimensions: bool = False  # set explicitly: sent as ``dimensions``
+    # the messaging platforms' API base URLs (channels; tests point them at loopback fakes)
+    telegram_api_url: str = "https://api.telegram.org"
+    slack_api_url: str = "https://slack.com/api"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -390,6 +401,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             ),
             knowledge_language=_language(e),
             **_embeddings(e),
+            telegram_api_url=_base_url(e, "AGENTSVC_TELEGRAM_API_URL", "https://api.telegram.org"),
+            slack_api_url=_base_url(e, "AGENTSVC_SLACK_API_URL", "https://slack.com/api"),
         )
 
     @property

@@ -198,6 +198,33 @@ def _require_external(env: Mapping[str, str]) -> None:
         )
 
 
+def _whatsapp(env: Mapping[str, str]) -> dict[str, Any]:
+    """The WhatsApp channels' far ends: Meta's Graph API (its real URL and a pinned
+    version unless set) and the WhatsApp Web sidecar (unset: that type is not
+    offered; 422 naming the variable when a channel asks for it)."""
+    found: dict[str, Any] = {}
+    for field, name in (
+        ("whatsapp_cloud_api_url", "AGENTSVC_WHATSAPP_CLOUD_API_URL"),
+        ("whatsapp_web_url", "AGENTSVC_WHATSAPP_WEB_URL"),
+    ):
+        url = _opt(env, name)
+        if url is not None and not _BASE_URL.fullmatch(url):
+            raise SettingsError(f"{name} must be an http(s) base URL, not {url!r}")
+        found[field] = url
+    version = _opt(env, "AGENTSVC_WHATSAPP_CLOUD_API_VERSION") or "v21.0"
+    if not re.fullmatch(r"v[0-9]{1,3}\.[0-9]{1,2}", version):
+        raise SettingsError(
+            f"AGENTSVC_WHATSAPP_CLOUD_API_VERSION must be a Graph API version such as "
+            f"v21.0, not {version!r}"
+        )
+    found["whatsapp_cloud_api_url"] = (
+        found["whatsapp_cloud_api_url"] or "https://graph.facebook.com"
+    )
+    found["whatsapp_cloud_api_version"] = version
+    found["whatsapp_web_api_key"] = _opt(env, "AGENTSVC_WHATSAPP_WEB_API_KEY")
+    return found
+
+
 def _language(env: Mapping[str, str]) -> str:
     """A PostgreSQL text search configuration's name (checked against the server
     at start-up): ``english``, ``simple`` (no stemming), ``german``..."""
@@ -289,6 +316,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     embeddings_model: str = "text-embedding-3-small"
     embeddings_dimensions: int = 1536  # the vector length (the database column's)
     embeddings_send_dimensions: bool = False  # set explicitly: sent as ``dimensions``
+    whatsapp_cloud_api_url: str = "https://graph.facebook.com"  # Meta's Graph API
+    whatsapp_cloud_api_version: str = "v21.0"
+    whatsapp_web_url: str | None = None  # the WhatsApp Web sidecar; None: not offered
+    whatsapp_web_api_key: str | None = None  # the sidecar's ``apikey``
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -390,6 +421,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             ),
             knowledge_language=_language(e),
             **_embeddings(e),
+            **_whatsapp(e),
         )
 
     @property
@@ -421,5 +453,6 @@ _SECRET_FIELDS = frozenset(
         "metrics_token",
         "web_search_api_key",
         "embeddings_api_key",
+        "whatsapp_web_api_key",
     }
 )

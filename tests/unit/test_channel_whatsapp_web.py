@@ -30,6 +30,7 @@ from agentsvc_core.ports.channel_platforms import (
     PlatformBusy,
     PlatformNotConfigured,
 )
+from agentsvc_web.settings import Settings, SettingsError
 from tests.fakes.evolution import (
     EVOLUTION_KEY,
     OWN_JID,
@@ -653,3 +654,42 @@ def test_the_qr_png_grows_with_the_code() -> None:
     small, large = png_size(qr_png("2@a")), png_size(qr_png("2@" + "x" * 200))
     assert small[0] < large[0]
     assert small[0] == (21 + 8) * 6  # version 1: 21 modules, a 4-module border, 6 px each
+
+
+# the settings of both WhatsApp types
+
+
+def test_the_whatsapp_settings_and_their_defaults() -> None:
+    plain = Settings.from_env({"AGENTSVC_STORAGE": "memory"})
+    assert plain.whatsapp_cloud_api_url == "https://graph.facebook.com"
+    assert plain.whatsapp_cloud_api_version == "v21.0"
+    assert plain.whatsapp_web_url is None
+    assert plain.whatsapp_web_api_key is None
+    set_ = Settings.from_env(
+        {
+            "AGENTSVC_STORAGE": "memory",
+            "AGENTSVC_WHATSAPP_CLOUD_API_URL": "http://127.0.0.1:9001",
+            "AGENTSVC_WHATSAPP_CLOUD_API_VERSION": "v22.0",
+            "AGENTSVC_WHATSAPP_WEB_URL": "http://127.0.0.1:8080",
+            "AGENTSVC_WHATSAPP_WEB_API_KEY": EVOLUTION_KEY,
+        }
+    )
+    assert set_.whatsapp_cloud_api_url == "http://127.0.0.1:9001"
+    assert set_.whatsapp_cloud_api_version == "v22.0"
+    assert set_.whatsapp_web_url == "http://127.0.0.1:8080"
+    assert set_.whatsapp_web_api_key == EVOLUTION_KEY
+    assert EVOLUTION_KEY not in repr(set_)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("AGENTSVC_WHATSAPP_CLOUD_API_URL", "graph.facebook.com"),
+        ("AGENTSVC_WHATSAPP_WEB_URL", "ftp://sidecar"),
+        ("AGENTSVC_WHATSAPP_CLOUD_API_VERSION", "21.0"),
+        ("AGENTSVC_WHATSAPP_CLOUD_API_VERSION", "v21"),
+    ],
+)
+def test_malformed_whatsapp_settings_stop_start_up(name: str, value: str) -> None:
+    with pytest.raises(SettingsError, match=name):
+        Settings.from_env({"AGENTSVC_STORAGE": "memory", name: value})

@@ -92,6 +92,8 @@ class FakeEvolution:
         self.requests.append((scope["method"], scope["path"]))
         if headers.get("apikey") != self.api_key:
             status, answer = _refusal(401, "Unauthorized")
+        elif scope["path"].startswith("/_test/"):
+            status, answer = await self._test_hook(scope["path"], raw)
         else:
             try:
                 body = json.loads(raw) if raw else None
@@ -204,6 +206,23 @@ class FakeEvolution:
 
     # test hooks: what the phone and WhatsApp do
 
+    async def _test_hook(self, path: str, raw: bytes) -> tuple[int, Any]:
+        """For a local try over HTTP (not Evolution API's): ``POST /_test/scan/{name}``
+        and ``POST /_test/deliver/{name}`` ``{"text", "from"?}``."""
+        _, _, action, name = path.split("/", 3)
+        if name not in self.instances or self.instances[name]["webhook"] is None:
+            return _refusal(404, [f'The "{name}" instance does not exist'])
+        if action == "scan" and self.instances[name]["state"] == "connecting":
+            resp = await self.scan(name)
+        elif action == "deliver":
+            body = json.loads(raw or b"{}")
+            chat = str(body.get("from", "5511912345678")).split("@")[0] + "@s.whatsapp.net"
+            data = text_message(str(body.get("text", "hi")), chat=chat, key_id=f"3EB0L{next(_ids)}")
+            resp = await self.deliver(name, data)
+        else:
+            return _refusal(400, ["scan needs a QR code shown first (GET /instance/connect)"])
+        return 200, {"webhook_status": resp.status_code}
+
     async def _post(self, name: str, event: str, data: Any) -> httpx.Response:
         webhook = self.instances[name]["webhook"]
         url = webhook["url"]
@@ -309,3 +328,15 @@ class WebhookInbox:
         )
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b""})
+
+
+if __name__ == "__main__":
+    import argparse
+
+    import uvicorn
+
+    parser = argparse.ArgumentParser(prog="python -m tests.fakes.evolution")
+    parser.add_argument("--port", type=int, default=8081)
+    parser.add_argument("--api-key", default=EVOLUTION_KEY)
+    args = parser.parse_args()
+    uvicorn.run(FakeEvolution(args.api_key), host="127.0.0.1", port=args.port, log_level="info")

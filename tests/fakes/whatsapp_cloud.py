@@ -18,6 +18,8 @@ verification handshake and signed POSTs). Serve the API with
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import hashlib
 import hmac
 import itertools
@@ -27,6 +29,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 import httpx
+import uvicorn
 
 from agentsvc_core.ports.channel_platforms import InboundRequest
 
@@ -317,3 +320,32 @@ class MetaWebhooks:
         request = self.request(payload)
         async with httpx.AsyncClient() as http:
             return await http.post(url, content=request.body, headers=dict(request.headers))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """A local try: ``serve`` the fake Graph API on a loopback port, or be Meta
+    posting to a channel: ``verify URL`` (the handshake) and ``send URL TEXT`` (a
+    signed text message). The token, app secret and verify token are this module's
+    unless given."""
+    parser = argparse.ArgumentParser(prog="python -m tests.fakes.whatsapp_cloud")
+    parser.add_argument("command", choices=("serve", "verify", "send"))
+    parser.add_argument("url", nargs="?", default="")
+    parser.add_argument("text", nargs="?", default="Hello from the fake WhatsApp")
+    parser.add_argument("--port", type=int, default=9001)
+    parser.add_argument("--app-secret", default=APP_SECRET)
+    parser.add_argument("--verify-token", default=VERIFY_TOKEN)
+    parser.add_argument("--from", dest="sender", default="16315551181")
+    args = parser.parse_args(argv)
+    meta = MetaWebhooks(args.app_secret, args.verify_token)
+    if args.command == "serve":
+        uvicorn.run(FakeGraph(), host="127.0.0.1", port=args.port, log_level="info")
+    elif args.command == "verify":
+        print("verified" if asyncio.run(meta.verify(args.url)) else "refused")
+    else:
+        wamid = f"wamid.local{next(_ids):08d}"
+        payload = text_notification(args.text, sender=args.sender, wamid=wamid)
+        print(asyncio.run(meta.deliver(args.url, payload)).status_code)
+
+
+if __name__ == "__main__":
+    main()

@@ -396,8 +396,10 @@ async def test_connect_with_a_wrong_key_is_an_error(
 async def test_connect_with_an_odd_answer_is_an_error(
     web: WhatsAppWeb, sidecar: tuple[FakeEvolution, str]
 ) -> None:
-    result = await web.connect({}, {}, "not a url at all")  # the fake wants a webhook URL
-    assert result.status == "connecting"  # the fake takes any string...
+    # an inbound URL of another shape: the instance is named after its hash
+    result = await web.connect({}, {}, "https://a.example/hooks/7")
+    assert result.status == "connecting"
+    assert result.config["instance"] == instance_name("https://a.example/hooks/7")
     sidecar[0].instances.clear()
     original = sidecar[0]._create
     sidecar[0]._create = lambda body: (400, {"status": 400})  # type: ignore[method-assign]

@@ -76,6 +76,8 @@ class FakeEvolution:
         self.instances: dict[str, dict[str, Any]] = {}
         self.sent: list[dict[str, Any]] = []
         self.fail_next: list[int] = []
+        # raw answers to give next, whatever was asked: (status, JSON body)
+        self.answer_next: list[tuple[int, Any]] = []
         self.qr_ready = True  # False: the session is starting, no QR code yet
         self.requests: list[tuple[str, str]] = []
 
@@ -90,7 +92,9 @@ class FakeEvolution:
                 break
         headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
         self.requests.append((scope["method"], scope["path"]))
-        if headers.get("apikey") != self.api_key:
+        if self.answer_next:
+            status, answer = self.answer_next.pop(0)
+        elif headers.get("apikey") != self.api_key:
             status, answer = _refusal(401, "Unauthorized")
         elif scope["path"].startswith("/_test/"):
             status, answer = await self._test_hook(scope["path"], raw)

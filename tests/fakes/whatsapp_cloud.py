@@ -79,6 +79,8 @@ class FakeGraph:
         self.numbers = {phone_number_id: (DISPLAY, "Tea Garden")}
         self.sent: list[dict[str, Any]] = []
         self.fail_next: list[tuple[int, int]] = []
+        # raw answers to give next, whatever was asked: (status, JSON body, headers)
+        self.answer_next: list[tuple[int, Any, dict[str, str]]] = []
         self.outside_window: set[str] = set()
         self.requests: list[tuple[str, str]] = []  # (method, path)
 
@@ -94,12 +96,19 @@ class FakeGraph:
         headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
         query = {k: v[0] for k, v in parse_qs(scope["query_string"].decode()).items()}
         self.requests.append((scope["method"], scope["path"]))
-        status, answer = self._answer(scope["method"], scope["path"], headers, query, body)
+        extra: dict[str, str] = {}
+        if self.answer_next:
+            status, answer, extra = self.answer_next.pop(0)
+        else:
+            status, answer = self._answer(scope["method"], scope["path"], headers, query, body)
         await send(
             {
                 "type": "http.response.start",
                 "status": status,
-                "headers": [(b"content-type", b"application/json")],
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    *((k.encode(), v.encode()) for k, v in extra.items()),
+                ],
             }
         )
         await send({"type": "http.response.body", "body": json.dumps(answer).encode()})

@@ -161,13 +161,13 @@ class WhatsAppWeb(PairingPlatform):
     async def connect(
         self, credentials: Mapping[str, str], config: Config, inbound_url: str
     ) -> Connected:
-        self._configured()
+        base, _ = self._configured()
         secret = credentials.get("webhook_secret") or secrets.token_urlsafe(32)
         instance = instance_name(inbound_url)
         try:
             reason = await self._create(instance, inbound_url, secret)
         except (TimeoutError, httpx.HTTPError, httpx.InvalidURL) as exc:
-            reason = f"the sidecar: {failure(exc, self._base or '')}"
+            reason = f"the sidecar: {failure(exc, base)}"
         if reason is not None:
             return Connected(status="error", reason=reason)
         return Connected(
@@ -215,16 +215,14 @@ class WhatsAppWeb(PairingPlatform):
                 log.info("whatsapp web disconnect: %s", failure(exc, self._base))
 
     async def pairing(self, credentials: Mapping[str, str], config: Config) -> PairingState:
-        self._configured()
+        base, _ = self._configured()
         instance = config.get("instance")
         if not isinstance(instance, str):
             return PairingState(status="error", reason="the channel has no sidecar instance")
         try:
             return await self._pairing(instance, credentials, config)
         except (TimeoutError, httpx.HTTPError, httpx.InvalidURL) as exc:
-            return PairingState(
-                status="error", reason=f"the sidecar: {failure(exc, self._base or '')}"
-            )
+            return PairingState(status="error", reason=f"the sidecar: {failure(exc, base)}")
 
     async def _pairing(
         self, instance: str, credentials: Mapping[str, str], config: Config
@@ -269,7 +267,7 @@ class WhatsAppWeb(PairingPlatform):
         return render_parts(markdown)
 
     async def send(self, credentials: Mapping[str, str], config: Config, message: Outgoing) -> Sent:
-        self._configured()
+        base, _ = self._configured()
         instance = config.get("instance")
         path = f"/message/sendText/{instance}"
         try:
@@ -277,7 +275,7 @@ class WhatsAppWeb(PairingPlatform):
                 "POST", path, {"number": message.chat_id, "text": message.text}
             )
         except (TimeoutError, httpx.HTTPError, httpx.InvalidURL) as exc:
-            why = failure(exc, self._base or "")
+            why = failure(exc, base)
             raise DeliveryFailed(
                 f"the sidecar: {why}", permanent=why.startswith("refused")
             ) from None

@@ -19,6 +19,7 @@ __all__ = ["read_event"]
 
 Config = Mapping[str, str | int | bool]
 _GROUP = "@g.us"
+_LATEST = 10**11  # seconds: the year 5138, well within what datetime holds
 _BROADCAST = "status@broadcast"
 # Baileys' DisconnectReason codes a person can act on
 _CLOSED = {401: "logged out on the phone", 440: "replaced by another WhatsApp Web session"}
@@ -29,8 +30,8 @@ def _user(jid: str) -> str:
     return jid.split("@", 1)[0].split(":", 1)[0]
 
 
-def _dict(value: Any, key: str) -> dict[str, Any]:
-    inner = value.get(key) if isinstance(value, dict) else None
+def _dict(value: dict[str, Any], key: str) -> dict[str, Any]:
+    inner = value.get(key)
     return inner if isinstance(inner, dict) else {}
 
 
@@ -57,7 +58,7 @@ def _mentions(data: dict[str, Any], message: dict[str, Any]) -> list[str]:
 def _sent_at(raw: Any) -> datetime | None:
     if isinstance(raw, str) and raw.isdigit():
         raw = int(raw)
-    if isinstance(raw, int) and not isinstance(raw, bool) and 0 < raw < 2**40:
+    if isinstance(raw, int) and not isinstance(raw, bool) and 0 < raw < _LATEST:
         return datetime.fromtimestamp(raw, UTC)
     return None
 

@@ -7,14 +7,23 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from agentsvc_adapters.channels.whatsapp_cloud import WhatsAppCloud, _error, whatsapp_cloud
+from agentsvc_adapters.channels.whatsapp_cloud import (
+    WhatsAppCloud,
+    _error,
+    whatsapp_cloud,
+    whatsapp_cloud_from_env,
+)
 from agentsvc_adapters.channels.whatsapp_format import render_whatsapp, split_text
-from agentsvc_adapters.channels.whatsapp_web import SECRET_HEADER, WhatsAppWeb
+from agentsvc_adapters.channels.whatsapp_web import (
+    SECRET_HEADER,
+    WhatsAppWeb,
+    whatsapp_web_from_env,
+)
 from agentsvc_adapters.channels.whatsapp_web_events import _sent_at, _user, read_event
 from agentsvc_adapters.outbound import OutboundGuard
 from agentsvc_core.ports.channel_platforms import (
@@ -24,6 +33,7 @@ from agentsvc_core.ports.channel_platforms import (
     InboundRequest,
     Outgoing,
     PlatformBusy,
+    PlatformNotConfigured,
     Sent,
 )
 from tests.fakes.evolution import EVOLUTION_KEY, FakeEvolution
@@ -134,9 +144,10 @@ def test_cloud_missing_credentials_match_no_guess() -> None:
 
 def test_cloud_a_channel_without_a_number_reads_no_message() -> None:
     adapter = WhatsAppCloud(OPEN)
-    request = MetaWebhooks().request(text_notification("hi", phone_number_id="XXXX"))
-    inbound = adapter.read_inbound(request, CREDS, {"webhook_verified": True}, NOW)
-    assert inbound == Inbound()
+    for guess in ("XXXX", "None"):
+        request = MetaWebhooks().request(text_notification("hi", phone_number_id=guess))
+        inbound = adapter.read_inbound(request, CREDS, {"webhook_verified": True}, NOW)
+        assert inbound == Inbound()
 
 
 def test_cloud_messages_after_another_number_s_change_are_read() -> None:
@@ -377,3 +388,92 @@ async def test_web_an_unreachable_sidecar_is_said_and_logged(
         await adapter.aclose()
     assert str(caught.value) == "the sidecar: could not reach 127.0.0.1"
     assert caplog.messages == ["whatsapp web disconnect: could not reach 127.0.0.1"] * 2
+
+
+def test_a_close_with_an_odd_status_reason() -> None:
+    data = {"state": "close", "statusReason": [401]}
+    inbound = read_event({"event": "connection.update", "data": data}, {})
+    assert inbound.status is not None
+    assert inbound.status.reason == "the WhatsApp session closed"
+
+
+async def test_cloud_connect_refused_by_the_outbound_guard_says_so() -> None:
+    adapter = WhatsAppCloud(OutboundGuard(allow_private_network=False), "https://127.0.0.1")
+    try:
+        connected = await adapter.connect(CREDS, CONFIG, URL)
+    finally:
+        await adapter.aclose()
+    assert (connected.reason or "").startswith("the Graph API: refused by the outbound guard")
+
+
+async def test_web_disconnect_refused_by_the_outbound_guard_is_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    adapter = WhatsAppWeb(OutboundGuard(allow_private_network=False), "https://127.0.0.1", "k")
+    try:
+        with caplog.at_level(logging.INFO, logger="agentsvc.channels"):
+            await adapter.disconnect({}, {"instance": "i"})
+    finally:
+        await adapter.aclose()
+    ours = [m for m in caplog.messages if m.startswith("whatsapp web disconnect: ")]
+    assert (
+        ours
+        == [
+            "whatsapp web disconnect: refused by the outbound guard: 127.0.0.1 resolves to a "
+            "loopback address"
+        ]
+        * 2
+    )
+
+
+async def test_the_adapters_from_the_environment(
+    graph: tuple[FakeGraph, str], sidecar: tuple[FakeEvolution, str]
+) -> None:
+    cloud = whatsapp_cloud_from_env(
+        OPEN,
+        {
+            "AGENTSVC_WHATSAPP_CLOUD_API_URL": f" {graph[1]} ",
+            "AGENTSVC_WHATSAPP_CLOUD_API_VERSION": "v20.0",
+        },
+    )
+    web = whatsapp_web_from_env(
+        OPEN,
+        {"AGENTSVC_WHATSAPP_WEB_URL": sidecar[1], "AGENTSVC_WHATSAPP_WEB_API_KEY": EVOLUTION_KEY},
+    )
+    try:
+        await cloud.connect(CREDS, CONFIG, URL)
+        state = await web.pairing({}, {"instance": "nowhere"})
+    finally:
+        await cloud.aclose()
+        await web.aclose()
+    assert graph[0].requests[-1] == ("GET", f"/v20.0/{PHONE_NUMBER_ID}")
+    assert state.reason == "the sidecar answered HTTP 404 to connectionState"  # the key was good
+    defaults = whatsapp_cloud_from_env(OPEN, {})
+    unset = whatsapp_web_from_env(OPEN, {"AGENTSVC_WHATSAPP_WEB_URL": " "})
+    try:
+        assert defaults._base == "https://graph.facebook.com/v21.0"
+        with pytest.raises(PlatformNotConfigured, match="AGENTSVC_WHATSAPP_WEB_URL"):
+            await unset.pairing({}, {})
+        keyless = whatsapp_web_from_env(OPEN, {"AGENTSVC_WHATSAPP_WEB_URL": "http://127.0.0.1:9"})
+        with pytest.raises(PlatformNotConfigured, match="AGENTSVC_WHATSAPP_WEB_API_KEY"):
+            await keyless.pairing({}, {})
+        await keyless.aclose()
+    finally:
+        await defaults.aclose()
+        await unset.aclose()
+
+
+async def test_the_qr_expiry_reads_the_system_clock_by_default(
+    sidecar: tuple[FakeEvolution, str],
+) -> None:
+    fake, url = sidecar
+    fake.instances["clocked"] = {"state": "close", "webhook": None, "count": 0, "code": None}
+    adapter = WhatsAppWeb(OPEN, url, EVOLUTION_KEY)
+    try:
+        before = datetime.now(UTC)
+        state = await adapter.pairing({}, {"instance": "clocked"})
+    finally:
+        await adapter.aclose()
+    assert state.qr_expires_at is not None
+    assert before + timedelta(seconds=60) <= state.qr_expires_at
+    assert state.qr_expires_at - before < timedelta(seconds=120)

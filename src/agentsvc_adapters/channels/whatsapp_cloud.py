@@ -60,7 +60,13 @@ from agentsvc_core.ports.channel_platforms import (
     Sent,
 )
 
-__all__ = ["GRAPH_URL", "GRAPH_VERSION", "WhatsAppCloud", "whatsapp_cloud"]
+__all__ = [
+    "GRAPH_URL",
+    "GRAPH_VERSION",
+    "WhatsAppCloud",
+    "whatsapp_cloud",
+    "whatsapp_cloud_from_env",
+]
 
 log = logging.getLogger("agentsvc.channels")
 GRAPH_URL = "https://graph.facebook.com"
@@ -358,3 +364,13 @@ def whatsapp_cloud(
     """The adapter for ``whatsapp_cloud`` (``AGENTSVC_WHATSAPP_CLOUD_API_URL`` and
     ``AGENTSVC_WHATSAPP_CLOUD_API_VERSION``)."""
     return WhatsAppCloud(guard, base_url, version)
+
+
+def whatsapp_cloud_from_env(guard: OutboundGuard, env: Mapping[str, str]) -> WhatsAppCloud:
+    """The adapter as the environment configures it (``agentsvc_web.settings``
+    checks these variables at start-up)."""
+    return WhatsAppCloud(
+        guard,
+        env.get("AGENTSVC_WHATSAPP_CLOUD_API_URL", "").strip() or GRAPH_URL,
+        env.get("AGENTSVC_WHATSAPP_CLOUD_API_VERSION", "").strip() or GRAPH_VERSION,
+    )

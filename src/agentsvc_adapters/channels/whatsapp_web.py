@@ -56,6 +56,7 @@ import segno
 
 from agentsvc_adapters.channels.whatsapp_format import render as render_parts
 from agentsvc_adapters.channels.whatsapp_web_events import read_event
+from agentsvc_adapters.clock import SystemClock
 from agentsvc_adapters.outbound import OutboundGuard, failure
 from agentsvc_core.ports.channel_platforms import (
     Connected,
@@ -73,7 +74,14 @@ from agentsvc_core.ports.channel_platforms import (
 )
 from agentsvc_core.ports.clock import Clock
 
-__all__ = ["SECRET_HEADER", "WhatsAppWeb", "instance_name", "qr_png", "whatsapp_web"]
+__all__ = [
+    "SECRET_HEADER",
+    "WhatsAppWeb",
+    "instance_name",
+    "qr_png",
+    "whatsapp_web",
+    "whatsapp_web_from_env",
+]
 
 log = logging.getLogger("agentsvc.channels")
 SECRET_HEADER = "x-agentsvc-secret"  # noqa: S105 (a header name, not a secret)
@@ -112,11 +120,11 @@ class WhatsAppWeb(PairingPlatform):
         guard: OutboundGuard,
         base_url: str | None,
         api_key: str | None,
-        clock: Clock,
+        clock: Clock | None = None,
     ) -> None:
         self._base = base_url.rstrip("/") if base_url else None
         self._key = api_key
-        self._clock = clock
+        self._clock = clock or SystemClock()
         self._http = guard.http_client(timeout=_TIMEOUT_S)
 
     async def aclose(self) -> None:
@@ -309,9 +317,22 @@ def _state(answer: Any) -> str | None:
 
 
 def whatsapp_web(
-    guard: OutboundGuard, base_url: str | None, api_key: str | None, clock: Clock
+    guard: OutboundGuard, base_url: str | None, api_key: str | None, clock: Clock | None = None
 ) -> WhatsAppWeb:
     """The adapter for ``whatsapp_web`` (``AGENTSVC_WHATSAPP_WEB_URL`` and
     ``AGENTSVC_WHATSAPP_WEB_API_KEY``; unset, it raises ``PlatformNotConfigured``
     when used)."""
     return WhatsAppWeb(guard, base_url, api_key, clock)
+
+
+def whatsapp_web_from_env(
+    guard: OutboundGuard, env: Mapping[str, str], clock: Clock | None = None
+) -> WhatsAppWeb:
+    """The adapter as the environment configures it (unset variables: the type
+    answers ``PlatformNotConfigured`` naming them when a channel uses it)."""
+    return WhatsAppWeb(
+        guard,
+        env.get("AGENTSVC_WHATSAPP_WEB_URL", "").strip() or None,
+        env.get("AGENTSVC_WHATSAPP_WEB_API_KEY", "").strip() or None,
+        clock,
+    )

@@ -477,3 +477,51 @@ async def test_the_qr_expiry_reads_the_system_clock_by_default(
     assert state.qr_expires_at is not None
     assert before + timedelta(seconds=60) <= state.qr_expires_at
     assert state.qr_expires_at - before < timedelta(seconds=120)
+
+
+@pytest.mark.parametrize("answer", [[], {"instance": "open"}, {"instance": {"state": 1}}])
+async def test_an_odd_connection_state_is_not_open(
+    web: WhatsAppWeb, sidecar: tuple[FakeEvolution, str], answer: Any
+) -> None:
+    fake, _ = sidecar
+    fake.instances["odd"] = {"state": "close", "webhook": None, "count": 0, "code": None}
+    fake.answer_next.append((200, answer))
+    state = await web.pairing({}, {"instance": "odd"})
+    assert state.status == "connecting"
+    assert state.qr_png is not None
+
+
+async def test_the_environment_s_adapter_keeps_the_clock_given(
+    sidecar: tuple[FakeEvolution, str],
+) -> None:
+    fake, url = sidecar
+    fake.instances["timed"] = {"state": "close", "webhook": None, "count": 0, "code": None}
+    env = {"AGENTSVC_WHATSAPP_WEB_URL": url, "AGENTSVC_WHATSAPP_WEB_API_KEY": EVOLUTION_KEY}
+    adapter = whatsapp_web_from_env(OPEN, env, Clock())
+    empty = whatsapp_web_from_env(OPEN, {})
+    try:
+        state = await adapter.pairing({}, {"instance": "timed"})
+        with pytest.raises(PlatformNotConfigured, match="AGENTSVC_WHATSAPP_WEB_URL"):
+            await empty.pairing({}, {})
+    finally:
+        await adapter.aclose()
+        await empty.aclose()
+    assert state.qr_expires_at == NOW + timedelta(seconds=60)
+
+
+async def test_making_a_lost_instance_again(
+    web: WhatsAppWeb, sidecar: tuple[FakeEvolution, str]
+) -> None:
+    fake, _ = sidecar
+    fake.instances.pop("lost", None)
+    config = {"instance": "lost", "webhook_url": "http://127.0.0.1:1/api/channels/c/webhook"}
+    state = await web.pairing({}, config)
+    assert state.status == "connecting"
+    webhook = fake.instances["lost"]["webhook"]
+    assert webhook["url"] == config["webhook_url"]
+    assert webhook["headers"] == {SECRET_HEADER: ""}  # no secret: every event is refused
+    fake.instances.pop("lost")
+    fake.answer_next.extend([(404, {}), (500, {})])
+    failed = await web.pairing({"webhook_secret": "s"}, config)
+    assert failed.status == "error"
+    assert failed.reason == "the sidecar answered HTTP 500 to creating the instance"

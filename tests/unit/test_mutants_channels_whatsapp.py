@@ -525,3 +525,46 @@ async def test_making_a_lost_instance_again(
     failed = await web.pairing({"webhook_secret": "s"}, config)
     assert failed.status == "error"
     assert failed.reason == "the sidecar answered HTTP 500 to creating the instance"
+
+
+async def test_not_configured_says_exactly_what_to_set() -> None:
+    no_url = WhatsAppWeb(OPEN, None, "k")
+    no_key = WhatsAppWeb(OPEN, "http://127.0.0.1:9", None)
+    try:
+        with pytest.raises(PlatformNotConfigured) as url:
+            await no_url.pairing({}, {})
+        with pytest.raises(PlatformNotConfigured) as key:
+            await no_key.pairing({}, {})
+    finally:
+        await no_url.aclose()
+        await no_key.aclose()
+    assert str(url.value) == "whatsapp_web needs a sidecar: set AGENTSVC_WHATSAPP_WEB_URL"
+    assert str(key.value) == (
+        "whatsapp_web needs the sidecar's key: set AGENTSVC_WHATSAPP_WEB_API_KEY"
+    )
+
+
+async def test_web_connect_edges(web: WhatsAppWeb, sidecar: tuple[FakeEvolution, str]) -> None:
+    fake, _ = sidecar
+    fake.instances.pop("agentsvc-c9", None)
+    url = "https://a.example/api/channels/c9/webhook"
+    made = await web.connect({}, {}, url)
+    assert len(made.credentials["webhook_secret"]) == 43  # 32 random bytes
+    fake.answer_next.append((409, {}))  # a name in use, said with 409
+    again = await web.connect({"webhook_secret": "s2"}, {}, url)
+    assert again.status == "connecting"
+    assert fake.instances["agentsvc-c9"]["webhook"]["headers"] == {SECRET_HEADER: "s2"}
+    fake.answer_next.append((200, {}))  # a sidecar answering 200 to create
+    assert (await web.connect({}, {}, url)).status == "connecting"
+    assert (await web.pairing({}, {})).status == "error"
+
+
+async def test_web_refusals_of_the_outbound_guard_are_said() -> None:
+    adapter = WhatsAppWeb(OutboundGuard(allow_private_network=False), "https://127.0.0.1", "k")
+    try:
+        connected = await adapter.connect({}, {}, URL)
+        pairing = await adapter.pairing({}, {"instance": "i"})
+    finally:
+        await adapter.aclose()
+    assert (connected.reason or "").startswith("the sidecar: refused by the outbound guard")
+    assert (pairing.reason or "").startswith("the sidecar: refused by the outbound guard")

@@ -10,7 +10,8 @@ Every route needs the ``apikey`` header (401 otherwise). Instances are made by
 False); ``GET /instance/connectionState/{name}``; ``POST /webhook/set/{name}``;
 ``POST /message/sendText/{name}`` (``sent`` records it; 500 ``Connection Closed``,
 as Baileys says, when the instance is not open;
-``fail_next`` queues HTTP statuses to answer instead); ``DELETE
+``fail_next`` queues HTTP statuses to answer instead); ``answer_next`` queues raw
+answers ``(status, body)`` given whatever is asked; ``DELETE
 /instance/logout/{name}`` and ``DELETE /instance/delete/{name}``.
 
 Test hooks, which post to the instance's webhook with the headers it was given:

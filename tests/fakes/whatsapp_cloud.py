@@ -13,7 +13,8 @@ verification handshake and signed POSTs). Serve the API with
   messages: [{id: "wamid...."}]}``; ``sent`` records each accepted message;
 - every call needs ``Authorization: Bearer <token>`` (401 with an ``OAuthException``,
   code 190, otherwise); ``fail_next`` queues answers ``(http status, code)`` to give
-  instead (``(429, 130429)``: throughput, ``(500, 131000)``...).
+  instead (``(429, 130429)``: throughput, ``(500, 131000)``...), and ``answer_next``
+  raw answers ``(status, body, headers)`` given whatever is asked.
 """
 
 from __future__ import annotations

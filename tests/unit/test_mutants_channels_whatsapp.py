@@ -568,3 +568,9 @@ async def test_web_refusals_of_the_outbound_guard_are_said() -> None:
         await adapter.aclose()
     assert (connected.reason or "").startswith("the sidecar: refused by the outbound guard")
     assert (pairing.reason or "").startswith("the sidecar: refused by the outbound guard")
+
+
+def test_web_renders_whatsapp_formatting_in_parts() -> None:
+    adapter = WhatsAppWeb(OPEN, None, None)
+    assert adapter.render("**Sencha** at _80 °C_") == ("*Sencha* at _80 °C_",)
+    assert [len(p) for p in adapter.render("word " * 1000)] == [4095, 904]

@@ -206,6 +206,33 @@ def _require_external(env: Mapping[str, str]) -> None:
         )
 
 
+def _whatsapp(env: Mapping[str, str]) -> dict[str, Any]:
+    """The WhatsApp channels' far ends: Meta's Graph API (its real URL and a pinned
+    version unless set) and the WhatsApp Web sidecar (unset: that type is not
+    offered; 422 naming the variable when a channel asks for it)."""
+    found: dict[str, Any] = {}
+    for field, name in (
+        ("whatsapp_cloud_api_url", "AGENTSVC_WHATSAPP_CLOUD_API_URL"),
+        ("whatsapp_web_url", "AGENTSVC_WHATSAPP_WEB_URL"),
+    ):
+        url = _opt(env, name)
+        if url is not None and not _BASE_URL.fullmatch(url):
+            raise SettingsError(f"{name} must be an http(s) base URL, not {url!r}")
+        found[field] = url
+    version = _opt(env, "AGENTSVC_WHATSAPP_CLOUD_API_VERSION") or "v21.0"
+    if not re.fullmatch(r"v[0-9]{1,3}\.[0-9]{1,2}", version):
+        raise SettingsError(
+            f"AGENTSVC_WHATSAPP_CLOUD_API_VERSION must be a Graph API version such as "
+            f"v21.0, not {version!r}"
+        )
+    found["whatsapp_cloud_api_url"] = (
+        found["whatsapp_cloud_api_url"] or "https://graph.facebook.com"
+    )
+    found["whatsapp_cloud_api_version"] = version
+    found["whatsapp_web_api_key"] = _opt(env, "AGENTSVC_WHATSAPP_WEB_API_KEY")
+    return found
+
+
 def _language(env: Mapping[str, str]) -> str:
     """A PostgreSQL text search configuration's name (checked against the server
     at start-up): ``english``, ``simple`` (no stemming), ``german``..."""
@@ -300,6 +327,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # the messaging platforms' API base URLs (channels; tests point them at loopback fakes)
     telegram_api_url: str = "https://api.telegram.org"
     slack_api_url: str = "https://slack.com/api"
+    whatsapp_cloud_api_url: str = "https://graph.facebook.com"  # Meta's Graph API
+    whatsapp_cloud_api_version: str = "v21.0"
+    whatsapp_web_url: str | None = None  # the WhatsApp Web sidecar; None: not offered
+    whatsapp_web_api_key: str | None = None  # the sidecar's ``apikey``
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -403,6 +434,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             **_embeddings(e),
             telegram_api_url=_base_url(e, "AGENTSVC_TELEGRAM_API_URL", "https://api.telegram.org"),
             slack_api_url=_base_url(e, "AGENTSVC_SLACK_API_URL", "https://slack.com/api"),
+            **_whatsapp(e),
         )
 
     @property
@@ -434,5 +466,6 @@ _SECRET_FIELDS = frozenset(
         "metrics_token",
         "web_search_api_key",
         "embeddings_api_key",
+        "whatsapp_web_api_key",
     }
 )

@@ -116,11 +116,15 @@ class Inbound(msgspec.Struct, frozen=True, kw_only=True):
 
 class Connected(msgspec.Struct, frozen=True, kw_only=True):
     """What connecting a channel came to: its status and what the platform told us
-    to keep in ``config`` (the bot's username, the Slack team)."""
+    to keep in ``config`` (the bot's username, the Slack team). ``credentials``
+    are secrets the adapter made for the channel (the WhatsApp Web sidecar's
+    webhook secret), to be sealed with the channel's other credentials and handed
+    back on every later call."""
 
     status: ChannelStatus
     reason: str | None = None
     config: Mapping[str, str | int | bool] = {}
+    credentials: Mapping[str, str] = {}
 
 
 class Outgoing(msgspec.Struct, frozen=True, kw_only=True):

@@ -24,6 +24,7 @@ from agentsvc_adapters.channels.webhook import (
 )
 from agentsvc_adapters.outbound import OutboundGuard
 from agentsvc_adapters.signing import sign
+from agentsvc_core.entities.channel import CHANNEL_TYPES
 from agentsvc_core.ports.channel_platforms import (
     DeliveryFailed,
     Inbound,
@@ -230,9 +231,9 @@ async def test_connect_checks_the_target(platform: WebhookPlatform) -> None:
     await strict.aclose()
 
 
-def test_the_registry_has_the_generic_channel() -> None:
+def test_the_registry_has_every_channel_type() -> None:
     made = channel_platforms(OutboundGuard(allow_private_network=False), env={})
-    assert set(made.by_type) == {"webhook"}
+    assert set(made.by_type) == set(CHANNEL_TYPES)
     assert made.by_type["webhook"].config_fields == ("target_url",)
 
 

@@ -9,7 +9,11 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from agentsvc_adapters.channels.slack import SLACK_API_URL, SlackPlatform
+from agentsvc_adapters.channels.telegram import TELEGRAM_API_URL, TelegramPlatform
 from agentsvc_adapters.channels.webhook import WebhookPlatform
+from agentsvc_adapters.channels.whatsapp_cloud import whatsapp_cloud_from_env
+from agentsvc_adapters.channels.whatsapp_web import whatsapp_web_from_env
 from agentsvc_adapters.outbound import OutboundGuard
 from agentsvc_core.entities.channel import ChannelType
 from agentsvc_core.ports.channel_platforms import ChannelPlatform
@@ -39,5 +43,13 @@ def channel_platforms(guard: OutboundGuard, env: Mapping[str, str] | None = None
     env = os.environ if env is None else env
     made = Platforms()
     made.add(WebhookPlatform(guard))
-    # one line per platform adapter, e.g. made.add(TelegramPlatform(guard, env))
+    made.add(TelegramPlatform(guard, _url(env, "AGENTSVC_TELEGRAM_API_URL", TELEGRAM_API_URL)))
+    made.add(SlackPlatform(guard, _url(env, "AGENTSVC_SLACK_API_URL", SLACK_API_URL)))
+    made.add(whatsapp_cloud_from_env(guard, env))
+    made.add(whatsapp_web_from_env(guard, env))
     return made
+
+
+def _url(env: Mapping[str, str], name: str, default: str) -> str:
+    """A platform's base URL (``agentsvc_web.settings`` checked it at start-up)."""
+    return env.get(name, "").strip() or default

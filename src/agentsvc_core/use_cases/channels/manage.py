@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import re
 import secrets
 import uuid
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, TypeVar
 from uuid import UUID
 
 import msgspec
@@ -59,6 +60,17 @@ MAX_ALLOW = 500
 MAX_FIELD = 4096
 # the channel types whose credentials include a secret the service makes (shown once)
 GENERATED_SECRET: Mapping[ChannelType, str] = {"webhook": "signing_secret"}
+
+
+V = TypeVar("V")
+
+
+def snake_keys(fields: Mapping[str, V]) -> dict[str, V]:
+    """``fields`` with camelCase keys in snake_case, as request bodies are camelCase
+    and the platforms' fields are named in snake_case (``botToken`` is ``bot_token``;
+    ``bot_token`` stays as it is)."""
+    return {re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", k).lower(): v for k, v in fields.items()}
+
 
 Name = Annotated[str, Meta(max_length=MAX_NAME)]
 AllowFrom = Annotated[
@@ -179,15 +191,16 @@ class Channels:
         await self._agents.get(who.org_id, agent_id)
         platform = self._platform(draft.type)
         name = check_text("name", draft.name, max_len=MAX_NAME) or draft.type
-        _check_fields("credentials", draft.credentials, platform.credential_fields)
-        _check_complete("credentials", draft.credentials, platform.credential_fields)
-        _check_fields("config", draft.config, platform.config_fields)
-        _check_complete("config", draft.config, platform.config_fields)
+        given, settings = snake_keys(draft.credentials), snake_keys(draft.config)
+        _check_fields("credentials", given, platform.credential_fields)
+        _check_complete("credentials", given, platform.credential_fields)
+        _check_fields("config", settings, platform.config_fields)
+        _check_complete("config", settings, platform.config_fields)
         if draft.type == "whatsapp_web" and any(
             c.type == "whatsapp_web" for c in await self._store.of_agent(who.org_id, agent_id)
         ):
             raise Conflict("the agent has a whatsapp_web channel", code="CHANNEL_TYPE_TAKEN")
-        credentials = dict(draft.credentials)
+        credentials = dict(given)
         made = GENERATED_SECRET.get(draft.type)
         secret = None
         if made is not None:
@@ -201,7 +214,7 @@ class Channels:
             name=name,
             status="pending",
             status_reason=None,
-            config=dict(draft.config),
+            config=dict(settings),
             credentials_sealed=None,
             dm_policy=draft.dm_policy,
             allow_from=tuple(draft.allow_from),
@@ -223,13 +236,17 @@ class Channels:
     async def _connect(
         self, platform: ChannelPlatform, channel: Channel, credentials: Mapping[str, str]
     ) -> Channel:
-        """The channel as its platform's ``connect`` left it (status, what it told us)."""
+        """The channel as its platform's ``connect`` left it (status, what it told us,
+        and the credentials it made with the platform, such as the WhatsApp Web
+        sidecar's webhook secret, sealed with the others)."""
         try:
             done = await platform.connect(
                 credentials, channel.config, inbound_url(self._base_url, channel.id)
             )
         except PlatformNotConfigured as exc:  # the deployment lacks a setting: 422
             raise InvalidInput("type", exc.detail) from None
+        if done.credentials:
+            channel = self._sealed(channel, {**credentials, **done.credentials})
         return msgspec.structs.replace(
             channel,
             status=done.status,
@@ -269,12 +286,14 @@ class Channels:
     ) -> Channel:
         credentials = open_credentials(self._box, channel)
         if not isinstance(changes.credentials, UnsetType):
-            _check_fields("credentials", changes.credentials, platform.credential_fields)
-            credentials.update(changes.credentials)
+            given = snake_keys(changes.credentials)
+            _check_fields("credentials", given, platform.credential_fields)
+            credentials.update(given)
         config = dict(channel.config)
         if not isinstance(changes.config, UnsetType):
-            _check_fields("config", changes.config, platform.config_fields)
-            config.update(changes.config)
+            settings = snake_keys(changes.config)
+            _check_fields("config", settings, platform.config_fields)
+            config.update(settings)
         changed = msgspec.structs.replace(channel, config=config)
         return await self._connect(platform, self._sealed(changed, credentials), credentials)
 

@@ -114,4 +114,8 @@ def configure_logging(level: str, fmt: str = "text", stream: TextIO | None = Non
         if fmt == "json":
             logging.captureWarnings(True)  # "py.warnings" lines, as JSON
     logging.getLogger("agentsvc").setLevel(level)
+    # httpx logs each request's URL at INFO, and some URLs carry a secret (the
+    # Telegram Bot API's token is in its path): never below WARNING, whatever
+    # level the root logger is given
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     redact_access_log()

@@ -105,3 +105,15 @@ def test_text_format_puts_the_id_on_the_first_line() -> None:
     record.request_id = None
     assert TextFormatter().format(record).startswith("ERROR agentsvc: bad\n")
     assert json.loads(JsonFormatter().format(record))["exception"] == "Traceback...\nValueError"
+
+
+def test_httpx_request_lines_stay_out_even_with_the_root_logger_at_info() -> None:
+    """httpx logs each request's URL at INFO; a Telegram URL holds the bot token."""
+    out = io.StringIO()
+    with bare_root() as root:
+        configure_logging("DEBUG", "text", stream=out)
+        root.setLevel(logging.INFO)
+        logging.getLogger("httpx").info("HTTP Request: POST https://api.telegram.org/bot123:ABC/x")
+        logging.getLogger("httpx").warning("a warning still shows")
+    assert "bot123:ABC" not in out.getvalue()
+    assert "a warning still shows" in out.getvalue()

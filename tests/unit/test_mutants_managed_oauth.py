@@ -129,6 +129,17 @@ class Setup:
         self.client = Client()
         self.catalogue = Catalogue(*(providers or (GITHUB, SLACK, GOOGLE)))
         self.oauth = McpOAuth(self.storage.secrets, self.net, BOX, self.clock, "https://svc/")
+        self.managed = ManagedOAuth(
+            self.catalogue,
+            self.oauth,
+            self.storage.mcps,
+            self.storage.agents,
+            self.storage.secrets,
+            self.net,
+            BOX,
+            self.clock,
+            "https://svc/",
+        )
         self.mcps = McpServers(
             self.storage.mcps,
             self.storage.agents,
@@ -138,20 +149,8 @@ class Setup:
             self.clock,
             allow_stdio=False,
             oauth=self.oauth,
+            managed=self.managed,
         )
-        self.managed = ManagedOAuth(
-            self.catalogue,
-            self.oauth,
-            self.mcps,
-            self.storage.mcps,
-            self.storage.agents,
-            self.storage.secrets,
-            self.net,
-            BOX,
-            self.clock,
-            "https://svc/",
-        )
-        self.mcps.managed = self.managed
         self.tools = McpTools(self.mcps, self.client)
 
     async def agent(self) -> UUID:
@@ -643,7 +642,6 @@ def test_the_callback_address_drops_one_trailing_slash_only() -> None:
     managed = ManagedOAuth(
         s.catalogue,
         s.oauth,
-        s.mcps,
         s.storage.mcps,
         s.storage.agents,
         s.storage.secrets,

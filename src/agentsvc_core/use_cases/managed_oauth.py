@@ -105,7 +105,6 @@ class ManagedOAuth:
         self,
         catalogue: ManagedCatalogue,
         oauth: McpOAuth,
-        mcps: McpServers,
         repo: McpRepository,
         agents: AgentRepository,
         store: SecretStore,
@@ -116,7 +115,6 @@ class ManagedOAuth:
     ) -> None:
         self._catalogue = catalogue
         self._oauth = oauth
-        self._mcps = mcps
         self._repo = repo
         self._agents = agents
         self._records = SealedRecords(store, box)
@@ -311,14 +309,15 @@ class ManagedOAuth:
     async def _attached(
         self, who: Principal, agent_id: UUID, mcp_id: UUID
     ) -> tuple[ManagedProvider, McpAttachment]:
-        for item in await self._mcps.attached(who, "agent", agent_id):
-            if item.server.id != mcp_id:
+        await self._agents.get(who.org_id, agent_id)  # NotFound: not the organization's
+        for attachment in await self._repo.attachments(who.org_id, "agent", agent_id):
+            if attachment.mcp_id != mcp_id:
                 continue
-            provider = item.server.managed_provider
+            provider = (await self._repo.get(who.org_id, mcp_id)).managed_provider
             p = None if provider is None else self._catalogue.get(provider)
             if p is None:
                 break
-            return p, item.attachment
+            return p, attachment
         raise NotFound("no managed provider's MCP server is attached to this agent with that id")
 
     async def services(self, who: Principal, agent_id: UUID, mcp_id: UUID) -> list[ServiceState]:

@@ -124,6 +124,7 @@ class McpServers:
         allow_stdio: bool,
         oauth: McpOAuth | None = None,
         runners: RunnerStore | None = None,
+        managed: ManagedTools | None = None,
     ) -> None:
         """``oauth``: None when OAuth is not available; ``runners``: None where no
         runner can own an attachment (an attachment to a runner needs the runner)."""
@@ -136,8 +137,8 @@ class McpServers:
         self._allow_stdio = allow_stdio
         self.oauth = oauth
         self.runners = runners
-        # the managed OAuth providers, set once they are built (they need this)
-        self.managed: ManagedTools | None = None
+        # the managed OAuth providers: which of a provider's tools an agent has on
+        self.managed = managed
 
     def tools_of(self, item: AttachedServer) -> list[CachedTool]:
         """The tools ``item`` offers the model: ``effective_tools``, and for a managed

@@ -116,6 +116,17 @@ def mcp_servers(
     """The organization's MCP servers, the OAuth flows that authorize them, the
     managed providers connected in one click and the registry they may be found in."""
     oauth = McpOAuth(storage.secrets, oauth_network, box, clock, settings.base_url)
+    managed = ManagedOAuth(
+        managed_catalogue,
+        oauth,
+        storage.mcps,
+        storage.agents,
+        storage.secrets,
+        oauth_network,
+        box,
+        clock,
+        settings.base_url,
+    )
     mcps = McpServers(
         storage.mcps,
         storage.agents,
@@ -126,20 +137,8 @@ def mcp_servers(
         allow_stdio=settings.allow_stdio_mcp,
         oauth=oauth,
         runners=storage.runners,
+        managed=managed,  # the turn filters a provider's tools by its services
     )
-    managed = ManagedOAuth(
-        managed_catalogue,
-        oauth,
-        mcps,
-        storage.mcps,
-        storage.agents,
-        storage.secrets,
-        oauth_network,
-        box,
-        clock,
-        settings.base_url,
-    )
-    mcps.managed = managed  # the turn filters a provider's tools by its services
     return McpArea(RegistrySearch(registry), oauth, mcps, managed)
 
 

@@ -39,7 +39,7 @@ from agentsvc_core.ports import AgentRepository, Clock, McpRepository, SecretBox
 from agentsvc_core.ports.managed_oauth import ManagedCatalogue, ManagedProvider, ManagedService
 from agentsvc_core.ports.oauth import AuthServer, ClientRegistration, OAuthNetwork
 from agentsvc_core.use_cases.mcp_oauth import McpOAuth, managed_key, user_key
-from agentsvc_core.use_cases.mcp_servers import McpServers, slugify
+from agentsvc_core.use_cases.mcp_servers import slugify
 from agentsvc_core.use_cases.sealed import SealedRecords
 
 STATE_TTL = timedelta(minutes=10)

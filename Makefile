@@ -23,13 +23,19 @@ run: $(STAMP)
 ## in TEST_WORKERS parallel processes (pytest-xdist; whole files per process, so a
 ## module's service is started once), and print how long lint and tests took. Three
 ## on this 2-core machine: a quarter of the suite's time is spent waiting (services
-## starting, streams, polls), which a third process fills (docs/development.md)
+## starting, streams, polls), which a third process fills (docs/development.md).
+## Bytecode is written whatever PYTHONDONTWRITEBYTECODE says, and made while lint
+## runs (src compiled, the test modules collected once): otherwise every service
+## process the e2e tests start compiles src again, and every worker rewrites the
+## assertions of every test module again (about 12 s of CPU each)
 TEST_WORKERS ?= 3
 test: $(STAMP) node chromium
-	@start=$$(date +%s); \
-	$(MAKE) --no-print-directory lint && \
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile; \
-	rc=$$?; echo "make test: lint and tests took $$(( $$(date +%s) - start )) s (exit $$rc)"; exit $$rc
+	@start=$$(date +%s); unset PYTHONDONTWRITEBYTECODE; \
+	{ $(BIN)/python -m compileall -q src >/dev/null; \
+	  $(BIN)/python -m pytest --collect-only -q -p no:randomly >/dev/null 2>&1; } & warm=$$!; \
+	$(MAKE) --no-print-directory lint; rc=$$?; wait $$warm; \
+	if [ $$rc = 0 ]; then $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile; rc=$$?; fi; \
+	echo "make test: lint and tests took $$(( $$(date +%s) - start )) s (exit $$rc)"; exit $$rc
 
 ## node: the suite runs the docs' JavaScript client (Node.js 18+, for fetch); as root
 ## with apt-get it is installed when missing, elsewhere its absence stops the run

@@ -116,6 +116,7 @@ OPERATIONS: dict[str, str] = {
     "updateAgentChannel": "agents.channels.update",
     "deleteAgentChannel": "agents.channels.delete",
     "listChannelContacts": "agents.channels.contacts",
+    "listChannelMessages": "agents.channels.messages",
     "updateChannelContact": "agents.channels.update_contact",
     "getChannelQr": "agents.channels.qr",
     "channelWebhook": "channels.webhook",

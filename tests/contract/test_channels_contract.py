@@ -274,3 +274,29 @@ def test_an_event_is_stored_once(backend: Backend) -> None:
     assert backend.run(store.event, channel.org_id, channel.id, "e1") == progressed
     with pytest.raises(NotFound):
         backend.run(store.record_event, an_event(a_channel(channel.org_id, channel.agent_id)))
+
+
+def test_events_page_newest_first_by_state(backend: Backend) -> None:
+    store = backend.storage.channels
+    channel = _stored_channel(backend)
+    other = _stored_channel(backend)
+    t = now()
+    states = ["done", "failed", "done", "skipped"]
+    for i, state in enumerate(states):
+        event = an_event(channel, f"Ev{i}", created_at=t + timedelta(seconds=i), state=state)
+        backend.run(store.record_event, event)
+    # a tie on the time is ordered by the event id
+    backend.run(store.record_event, an_event(channel, "Ev3b", created_at=t + timedelta(seconds=3)))
+    backend.run(store.record_event, an_event(other, "Ev9", created_at=t + timedelta(seconds=9)))
+
+    def page(**kw: object) -> list[str]:
+        found = backend.run(lambda: store.events(channel.org_id, channel.id, **kw))  # type: ignore[arg-type]
+        return [e.event_id for e in found]
+
+    assert page(before=None, limit=3) == ["Ev3b", "Ev3", "Ev2"]
+    assert page(before=(t + timedelta(seconds=3), "Ev3"), limit=5) == ["Ev2", "Ev1", "Ev0"]
+    assert page(before=None, limit=5, state="done") == ["Ev2", "Ev0"]
+    assert page(before=(t + timedelta(seconds=2), "Ev2"), limit=5, state="done") == ["Ev0"]
+    assert page(before=None, limit=5, state="received") == ["Ev3b"]
+    stranger = backend.fresh_org()
+    assert backend.run(lambda: store.events(stranger, channel.id, before=None, limit=5)) == []

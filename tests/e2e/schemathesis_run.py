@@ -140,6 +140,7 @@ DOMAIN_RULES = [
     # this deployment has no adapter for, a one-time whatsapp_web; a name holding NUL
     "updateAgentChannel",  # the same of new credentials or config
     "listChannelContacts",  # a cursor that is no nextCursor
+    "listChannelMessages",  # a cursor that is no nextCursor
     "getChannelQr",  # a channel type that is not paired by QR code
 ]
 CONFIG = f"""

@@ -164,6 +164,35 @@ def test_a_telegram_update_delivered_twice_is_answered_once_in_its_chat(
     time.sleep(0.5)  # give a wrongly queued job the time to show itself
     assert len(fake.sent) == 2
 
+    # a reply the platform refuses for good is recorded on its message, with the
+    # reason, and the channel says so
+    blocked = fake.update("Are you there?", chat_id=5550004, user_id=5550004)
+    fake.chats[5550004].blocked = True  # the user blocked the bot
+    headers3, body3 = fake.webhook_request(blocked)
+    assert httpx.post(channel["inbound_url"], content=body3, headers=headers3).status_code == 200
+    base = f"/api/agents/{platforms.agent}/channels/{channel['id']}"
+
+    def failed() -> list[dict[str, Any]]:
+        page = platforms.c.get(f"{base}/messages", params={"state": "failed"})
+        assert page.status_code == 200, page.text
+        return list(page.json()["messages"])
+
+    (lost,) = wait_for(failed, 1)
+    assert lost["chat_id"] == "5550004"
+    assert lost["text"] == "Are you there?"
+    assert "blocked" in lost["error"]
+    listed = platforms.c.get(f"/api/agents/{platforms.agent}/channels").json()
+    (now,) = [c for c in listed if c["id"] == channel["id"]]
+    assert now["status"] == "error"
+    assert "blocked" in now["status_reason"]
+    every = platforms.c.get(f"{base}/messages", params={"limit": 2}).json()
+    assert [m["chat_id"] for m in every["messages"]] == ["5550004", "5550002"]
+    rest = platforms.c.get(
+        f"{base}/messages", params={"limit": 2, "cursor": every["nextCursor"]}
+    ).json()
+    assert [(m["chat_id"], m["state"]) for m in rest["messages"]] == [("5550001", "done")]
+    assert rest["nextCursor"] is None
+
     # deleting the channel removes the webhook it registered
     gone = platforms.c.delete(f"/api/agents/{platforms.agent}/channels/{channel['id']}")
     assert gone.status_code == 200, gone.text

@@ -134,6 +134,7 @@ def test_another_organizations_agent_and_channel_are_not_found(
     assert client.patch(path, json={"name": "x"}, headers=other).status_code == 404
     assert client.delete(path, headers=other).status_code == 404
     assert client.get(f"{path}/contacts", headers=other).status_code == 404
+    assert client.get(f"{path}/messages", headers=other).status_code == 404
     stranger = _agent(client, auth)  # the same organization, another agent
     assert (
         client.delete(f"/api/agents/{stranger}/channels/{made['id']}", headers=auth).status_code
@@ -151,6 +152,30 @@ def test_contacts_page_and_unknown_contact(client: Client, auth: dict[str, str])
     assert missing.status_code == 404
     bad = client.patch(f"{path}/{uuid.uuid4()}", json={"status": "friend"}, headers=auth)
     assert bad.status_code == 422
+
+
+def test_the_messages_a_channel_received(client: Client, auth: dict[str, str]) -> None:
+    agent = _agent(client, auth)
+    made = _webhook_channel(client, auth, agent)
+    path = f"/api/agents/{agent}/channels/{made['id']}/messages"
+    assert _ok(client.get(path, headers=auth)) == {"messages": [], "nextCursor": None}
+    url = f"/api/channels/{made['id']}/webhook"
+    for event_id in ("e~1", "e_2"):  # event ids may hold the cursor's separators
+        body = _message(event_id)
+        assert client.post(
+            url, content=body, headers=signed(made["signing_secret"], body)
+        ).is_success
+    first = _ok(client.get(f"{path}?limit=1", headers=auth))
+    (newest,) = first["messages"]
+    assert newest["event_id"] == "e_2"
+    assert newest["state"] in ("received", "admitted", "answering", "replied", "done")
+    assert newest["text"] == "hi"
+    rest = _ok(client.get(path, params={"limit": 1, "cursor": first["nextCursor"]}, headers=auth))
+    assert [m["event_id"] for m in rest["messages"]] == ["e~1"]
+    for bad in ("nope", "2026-11-27T00:00:00Z", "x~e1"):
+        assert client.get(path, params={"cursor": bad}, headers=auth).status_code == 422
+    assert client.get(f"{path}?state=lost", headers=auth).status_code == 422
+    assert _ok(client.get(f"{path}?state=failed", headers=auth))["messages"] == []
 
 
 def test_the_qr_route(client: Client, auth: dict[str, str]) -> None:

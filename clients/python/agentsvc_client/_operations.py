@@ -92,6 +92,7 @@ OPERATIONS: dict[str, str] = {
     "listAgentSuggestions": "agents.suggestions.list",
     "listAgents": "agents.list",
     "listChannelContacts": "agents.channels.contacts",
+    "listChannelMessages": "agents.channels.messages",
     "listIntegrations": "integrations.list",
     "listKeys": "keys.list",
     "listKnowledge": "knowledge.list",

@@ -29,6 +29,7 @@ from agentsvc_client.models import (
     CapabilitiesBody,
     Channel,
     ChannelBody,
+    ChannelMessageList,
     ChannelPatchBody,
     Chat,
     ChatPatchBody,
@@ -265,6 +266,27 @@ class AgentsChannelsResource(Resource):
         """
         return self._client._request(
             "GET", f"/api/agents/{_seg(agent_id)}/channels", type=builtins.list[Channel]
+        )
+
+    def messages(
+        self,
+        agent_id: str,
+        channel_id: str,
+        *,
+        state: Literal["received", "admitted", "answering", "replied", "done", "skipped", "failed"]
+        | None = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+    ) -> ChannelMessageList:
+        """The messages that reached the channel, newest first, by pages, each with what came
+        of it (delivered, skipped by a policy, or failed and why) (GET
+        /api/agents/{agent_id}/channels/{channel_id}/messages, listChannelMessages).
+        """
+        return self._client._request(
+            "GET",
+            f"/api/agents/{_seg(agent_id)}/channels/{_seg(channel_id)}/messages",
+            params={"state": state, "cursor": cursor, "limit": limit},
+            type=ChannelMessageList,
         )
 
     def qr(self, agent_id: str, channel_type: str) -> Pairing:

@@ -237,6 +237,32 @@ class ChannelBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     )
 
 
+class ChannelMessageList(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``ChannelMessageListOut`` of the OpenAPI document."""
+
+    messages: list[ChannelMessage]
+    next_cursor: str | None = msgspec.field(name="nextCursor")
+
+
+class ChannelMessage(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``ChannelMessageOut`` of the OpenAPI document."""
+
+    event_id: str
+    chat_id: str
+    sender_id: str
+    sender_name: str | None
+    contact_id: str | None
+    thread_id: str | None
+    text: str
+    state: str
+    reply_message_id: str | None
+    parts_sent: int
+    attempts: int
+    error: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
 class Channel(msgspec.Struct, frozen=True, kw_only=True):
     """An answer: ``ChannelOut`` of the OpenAPI document."""
 
@@ -2059,6 +2085,8 @@ __all__ = [
     "CapabilitiesBody",
     "Channel",
     "ChannelBody",
+    "ChannelMessage",
+    "ChannelMessageList",
     "ChannelPatchBody",
     "Chat",
     "ChatPatchBody",

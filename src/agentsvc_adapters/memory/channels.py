@@ -11,7 +11,7 @@ from uuid import UUID
 
 import msgspec
 
-from agentsvc_core.entities.channel import Channel, ChannelEvent, Contact
+from agentsvc_core.entities.channel import Channel, ChannelEvent, Contact, EventState
 from agentsvc_core.errors import Conflict, NotFound
 from agentsvc_core.ports.channels import ChannelStore
 
@@ -172,6 +172,26 @@ class MemoryChannels(ChannelStore):
     async def event(self, org_id: str, channel_id: UUID, event_id: str) -> ChannelEvent | None:
         found = self._events.get((channel_id, event_id))
         return found if found is not None and found.org_id == org_id else None
+
+    async def events(
+        self,
+        org_id: str,
+        channel_id: UUID,
+        *,
+        before: tuple[datetime, str] | None,
+        limit: int,
+        state: EventState | None = None,
+    ) -> list[ChannelEvent]:
+        mine = [
+            e
+            for (cid, _), e in self._events.items()
+            if cid == channel_id
+            and e.org_id == org_id
+            and (state is None or e.state == state)
+            and (before is None or (e.created_at, e.event_id) < before)
+        ]
+        mine.sort(key=lambda e: (e.created_at, e.event_id), reverse=True)
+        return mine[:limit]
 
     async def save_event(self, event: ChannelEvent) -> None:
         key = (event.channel_id, event.event_id)

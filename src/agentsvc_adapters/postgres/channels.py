@@ -19,7 +19,7 @@ import msgspec
 import psycopg
 
 from agentsvc_adapters.postgres.pool import Repo, Row, translate
-from agentsvc_core.entities.channel import Channel, ChannelEvent, Contact
+from agentsvc_core.entities.channel import Channel, ChannelEvent, Contact, EventState
 from agentsvc_core.errors import Conflict, NotFound
 from agentsvc_core.ports.channels import ChannelStore
 
@@ -311,6 +311,30 @@ class PostgresChannels(Repo, ChannelStore):
             (org_id, channel_id, event_id),
         )
         return None if row is None else _event(row)
+
+    async def events(
+        self,
+        org_id: str,
+        channel_id: UUID,
+        *,
+        before: tuple[datetime, str] | None,
+        limit: int,
+        state: EventState | None = None,
+    ) -> list[ChannelEvent]:
+        where = "org_id = %s AND channel_id = %s"
+        params: list[object] = [org_id, channel_id]
+        if state is not None:
+            where += " AND state = %s"
+            params.append(state)
+        if before is not None:
+            where += " AND (created_at, event_id) < (%s, %s)"
+            params.extend(before)
+        rows = await self._all(
+            f"SELECT {_ECOLS} FROM channel_events WHERE {where}"
+            " ORDER BY created_at DESC, event_id DESC LIMIT %s",
+            (*params, limit),
+        )
+        return [_event(r) for r in rows]
 
     async def save_event(self, event: ChannelEvent) -> None:
         fields = [f for f in _EFIELDS if f not in ("org_id", "channel_id", "event_id")]

@@ -25,7 +25,7 @@ from datetime import datetime
 from typing import Protocol
 from uuid import UUID
 
-from agentsvc_core.entities.channel import Channel, ChannelEvent, Contact
+from agentsvc_core.entities.channel import Channel, ChannelEvent, Contact, EventState
 
 __all__ = ["ChannelStore"]
 
@@ -119,6 +119,19 @@ class ChannelStore(Protocol):
         ...
 
     async def event(self, org_id: str, channel_id: UUID, event_id: str) -> ChannelEvent | None: ...
+
+    async def events(
+        self,
+        org_id: str,
+        channel_id: UUID,
+        *,
+        before: tuple[datetime, str] | None,
+        limit: int,
+        state: EventState | None = None,
+    ) -> list[ChannelEvent]:
+        """The channel's inbound messages, newest first (by ``created_at``, then
+        ``event_id``), those before ``before``; only those in ``state`` if given."""
+        ...
 
     async def save_event(self, event: ChannelEvent) -> None:
         """Overwrite the stored event's progress (state, contact, thread, run,

@@ -10,7 +10,7 @@ channel and per client address (``ChannelLimits``)."""
 from __future__ import annotations
 
 from collections.abc import Hashable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 from uuid import UUID
 
@@ -19,8 +19,15 @@ from litestar import Controller, Request, Response, delete, get, patch, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody, QueryParameter
 
-from agentsvc_core.entities.channel import Channel, ChannelType, Contact, ContactStatus
-from agentsvc_core.errors import RateLimited
+from agentsvc_core.entities.channel import (
+    Channel,
+    ChannelEvent,
+    ChannelType,
+    Contact,
+    ContactStatus,
+    EventState,
+)
+from agentsvc_core.errors import InvalidInput, RateLimited
 from agentsvc_core.ports.channel_platforms import Inbound, InboundRefused, InboundRequest
 from agentsvc_core.use_cases.channels import (
     ChannelChanges,
@@ -45,6 +52,8 @@ __all__ = [
 Req = Request[Any, Any, Any]
 Cursor = Annotated[str | None, QueryParameter(name="cursor", max_length=100)]
 Limit = Annotated[int, QueryParameter(name="limit", ge=1, le=100)]
+# a message's cursor holds the platform's event id (at most 256 characters)
+EventCursor = Annotated[str | None, QueryParameter(name="cursor", max_length=300)]
 
 if TYPE_CHECKING:  # the drafts' own shape, in camelCase on the wire
     ChannelBody = ChannelDraft
@@ -120,6 +129,56 @@ class ContactOut(msgspec.Struct):
 class ContactListOut(msgspec.Struct, rename="camel"):
     contacts: list[ContactOut]
     next_cursor: str | None
+
+
+class ChannelMessageOut(msgspec.Struct):
+    """A message that reached the channel and what came of it: ``state`` is
+    ``done`` (answered and delivered), ``skipped`` (stored, not answered: a policy,
+    a blocked or waiting contact), ``failed`` (``error`` says why: the turn gave no
+    reply, or the platform refused the reply for good or after every retry), or a
+    step on the way (``received``, ``admitted``, ``answering``, ``replied``)."""
+
+    event_id: str
+    chat_id: str
+    sender_id: str
+    sender_name: str | None
+    contact_id: UUID | None
+    thread_id: UUID | None
+    text: str
+    state: str
+    reply_message_id: UUID | None
+    parts_sent: int
+    attempts: int
+    error: str | None
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, e: ChannelEvent) -> ChannelMessageOut:
+        return cls(**{f: getattr(e, f) for f in cls.__struct_fields__})
+
+
+class ChannelMessageListOut(msgspec.Struct, rename="camel"):
+    messages: list[ChannelMessageOut]
+    next_cursor: str | None
+
+
+def _event_cursor(e: ChannelEvent) -> str:
+    """``<created_at>~<event_id>`` (an ISO time holds no ``~``)."""
+    return f"{e.created_at.astimezone(UTC).isoformat().replace('+00:00', 'Z')}~{e.event_id}"
+
+
+def _read_event_cursor(raw: str | None) -> tuple[datetime, str] | None:
+    if raw is None:
+        return None
+    at, sep, event_id = raw.partition("~")
+    try:
+        if not sep or not event_id:
+            raise ValueError(raw)
+        value = msgspec.convert(at, datetime)
+    except (msgspec.ValidationError, ValueError):
+        raise InvalidInput("cursor", "must be a nextCursor of this list") from None
+    return (value if value.tzinfo else value.replace(tzinfo=UTC), event_id)
 
 
 class ContactPatchBody(msgspec.Struct, frozen=True):
@@ -226,6 +285,37 @@ class AgentChannelsController(Controller):
         return ContactListOut(
             contacts=[ContactOut.of(c) for c in rows],
             next_cursor=cursor_text(rows[-1].first_seen_at, rows[-1].id) if more else None,
+        )
+
+    @get(
+        "/{channel_id:uuid}/messages",
+        operation_id="listChannelMessages",
+        responses=errors(404, 422),
+        summary="The messages that reached the channel, newest first, by pages, each"
+        " with what came of it (delivered, skipped by a policy, or failed and why)",
+    )
+    async def messages(
+        self,
+        request: Req,
+        channels: NamedDependency[Channels],
+        agent_id: FromPath[UUID],
+        channel_id: FromPath[UUID],
+        # ``state`` is Litestar's own keyword: the query's name, not the parameter's
+        only: Annotated[EventState | None, QueryParameter(name="state")] = None,
+        cursor: EventCursor = None,
+        limit: Limit = 50,
+    ) -> ChannelMessageListOut:
+        rows, more = await channels.messages(
+            principal_of(request),
+            agent_id,
+            channel_id,
+            before=_read_event_cursor(cursor),
+            limit=limit,
+            state=only,
+        )
+        return ChannelMessageListOut(
+            messages=[ChannelMessageOut.of(e) for e in rows],
+            next_cursor=_event_cursor(rows[-1]) if more else None,
         )
 
     @patch(

@@ -85,3 +85,6 @@ CREATE TABLE channel_events (
     PRIMARY KEY (org_id, channel_id, event_id),
     FOREIGN KEY (org_id, channel_id) REFERENCES channels (org_id, id) ON DELETE CASCADE
 );
+-- the channel's inbound messages, newest first (GET .../channels/{id}/messages)
+CREATE INDEX channel_events_newest
+    ON channel_events (org_id, channel_id, created_at DESC, event_id DESC);

@@ -26,11 +26,13 @@ from msgspec import UNSET, Meta, UnsetType
 from agentsvc_core.entities import Principal
 from agentsvc_core.entities.channel import (
     Channel,
+    ChannelEvent,
     ChannelStatus,
     ChannelType,
     Contact,
     ContactStatus,
     DmPolicy,
+    EventState,
     GroupPolicy,
 )
 from agentsvc_core.errors import Conflict, DomainError, InvalidInput, NotFound
@@ -320,6 +322,27 @@ class Channels:
         """A page of the channel's contacts, newest first, and whether more follow."""
         await self._own(who, agent_id, channel_id)
         rows = await self._store.contacts(who.org_id, channel_id, before=before, limit=limit + 1)
+        return rows[:limit], len(rows) > limit
+
+    # --- inbound messages and what came of them ---------------------------------
+
+    async def messages(
+        self,
+        who: Principal,
+        agent_id: UUID,
+        channel_id: UUID,
+        *,
+        before: tuple[datetime, str] | None,
+        limit: int,
+        state: EventState | None = None,
+    ) -> tuple[list[ChannelEvent], bool]:
+        """A page of the messages that reached the channel, newest first, each with
+        what came of it (answered, skipped by a policy, or a delivery that failed
+        for good and why), and whether more follow."""
+        await self._own(who, agent_id, channel_id)
+        rows = await self._store.events(
+            who.org_id, channel_id, before=before, limit=limit + 1, state=state
+        )
         return rows[:limit], len(rows) > limit
 
     async def set_contact(

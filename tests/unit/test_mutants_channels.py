@@ -24,7 +24,7 @@ from agentsvc_core.use_cases.channels.inbound import (
     AnswerJob,
     job_key,
 )
-from agentsvc_core.use_cases.channels.manage import MAX_FIELD, inbound_url
+from agentsvc_core.use_cases.channels.manage import MAX_FIELD, inbound_url, snake_keys
 from agentsvc_core.use_cases.channels.transitions import MAX_ATTEMPTS
 from tests.unit.channels_world import busy, channel_world
 from tests.unit.turn_world import WHO, Script, says
@@ -90,6 +90,17 @@ async def test_names_default_to_the_type_and_are_checked() -> None:
     view = await w.channels.update(WHO, w.turn.agent.id, c.id, ChannelChanges(group_policy="all"))
     assert (view.channel.group_policy, view.channel.name) == ("all", "telegram")
     assert view.channel.updated_at == w.turn.clock.now()
+
+
+def test_camel_case_field_names_are_the_platforms_snake_case() -> None:
+    given = {"botToken": "a", "phone_number_id": "b", "appSecret2": "c", "x": "d", "aB": "e"}
+    assert snake_keys(given) == {
+        "bot_token": "a",
+        "phone_number_id": "b",
+        "app_secret2": "c",
+        "x": "d",
+        "a_b": "e",
+    }
 
 
 def test_the_inbound_url() -> None:
@@ -267,6 +278,31 @@ async def test_a_contacts_page_exactly_full_has_no_more() -> None:
     assert (len(page), more) == (2, False)
     page, more = await w.channels.contacts(WHO, w.turn.agent.id, c.id, before=None, limit=1)
     assert (len(page), more) == (1, True)
+
+
+async def test_the_messages_page_newest_first_by_state_and_owner() -> None:
+    w = await channel_world()
+    c = await w.channel()
+    for i in range(3):
+        await w.message(c, f"e{i}", sender_id=f"u{i}", chat_id=f"c{i}")
+        w.turn.clock.advance(1)
+    await w.run_jobs()
+    agent = w.turn.agent.id
+    page, more = await w.channels.messages(WHO, agent, c.id, before=None, limit=2)
+    assert ([e.event_id for e in page], more) == (["e2", "e1"], True)
+    page, more = await w.channels.messages(WHO, agent, c.id, before=None, limit=3)
+    assert ([e.event_id for e in page], more) == (["e2", "e1", "e0"], False)
+    rest, more = await w.channels.messages(
+        WHO, agent, c.id, before=(page[0].created_at, "e2"), limit=5
+    )
+    assert ([e.event_id for e in rest], more) == (["e1", "e0"], False)
+    assert {e.state for e in page} == {"done"}
+    none, _ = await w.channels.messages(WHO, agent, c.id, before=None, limit=5, state="failed")
+    assert none == []
+    done, _ = await w.channels.messages(WHO, agent, c.id, before=None, limit=5, state="done")
+    assert len(done) == 3
+    with pytest.raises(NotFound):
+        await w.channels.messages(WHO, uuid.uuid4(), c.id, before=None, limit=5)
 
 
 async def test_an_empty_reply_is_done_without_sending() -> None:

@@ -375,6 +375,20 @@ async def test_a_permanent_failure_is_recorded_at_once() -> None:
     assert w.platform.sent == []
 
 
+async def test_a_reply_delivered_after_a_failure_connects_the_channel_again() -> None:
+    w = await channel_world()
+    c = await w.channel()
+    w.platform.outcomes = [DeliveryFailed("chat not found", permanent=True)]
+    await w.message(c, "e1", chat_id="gone")
+    await w.run_jobs()
+    assert (await w.fresh(c)).status == "error"
+    await w.message(c, "e2", chat_id="here")
+    await w.run_jobs()
+    again = await w.fresh(c)
+    assert (again.status, again.status_reason) == ("connected", None)
+    assert (await w.event(c, "e1")).state == "failed"  # the failure stays on its message
+
+
 async def test_a_job_rerun_after_its_turn_started_reads_the_stored_reply() -> None:
     w = await channel_world()
     c = await w.channel()

@@ -261,6 +261,18 @@ class ChannelAnswers:
                 return await self._retry(channel, event, exc.detail, None)
             event = await self._save(event, parts_sent=index + 1)
         await self._save(event, state="done")
+        if channel.status == "error":  # a reply got through again: so does the channel
+            await self._store.modify(
+                channel.org_id,
+                channel.id,
+                lambda c: (
+                    msgspec.structs.replace(
+                        c, status="connected", status_reason=None, updated_at=self._clock.now()
+                    )
+                    if c.status == "error"
+                    else c
+                ),
+            )
         return None
 
     async def _retry(

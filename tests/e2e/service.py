@@ -62,6 +62,10 @@ class Service:
             except httpx.TransportError:
                 pass
             time.sleep(0.1)
+        # stopped here, since a caller that sees the error has no service to stop:
+        # a process left running outlives the suite (one did, after a run on a
+        # machine so loaded that starts took over 30 s)
+        self.stop()
         raise RuntimeError(f"service not ready after {timeout}s: {self.output()}")
 
     def output(self) -> str:

@@ -14,7 +14,13 @@ import pytest
 
 from agentsvc_core.entities import Message
 from agentsvc_core.errors import Conflict, DomainError, InvalidInput, NotFound, Upstream
-from agentsvc_core.ports.channel_platforms import DeliveryFailed, Inbound, PairingState
+from agentsvc_core.ports.channel_platforms import (
+    Connected,
+    DeliveryFailed,
+    Inbound,
+    PairingState,
+    PlatformNotConfigured,
+)
 from agentsvc_core.use_cases.channels import ChannelChanges, ChannelDraft
 from agentsvc_core.use_cases.channels.answer import pairing_text
 from agentsvc_core.use_cases.channels.inbound import (
@@ -24,10 +30,15 @@ from agentsvc_core.use_cases.channels.inbound import (
     AnswerJob,
     job_key,
 )
-from agentsvc_core.use_cases.channels.manage import MAX_FIELD, inbound_url, snake_keys
+from agentsvc_core.use_cases.channels.manage import (
+    MAX_FIELD,
+    inbound_url,
+    open_credentials,
+    snake_keys,
+)
 from agentsvc_core.use_cases.channels.transitions import MAX_ATTEMPTS
 from tests.unit.channels_world import busy, channel_world
-from tests.unit.turn_world import WHO, Script, says
+from tests.unit.turn_world import BOX, WHO, Script, says
 
 pytestmark = pytest.mark.anyio
 
@@ -107,6 +118,40 @@ def test_the_inbound_url() -> None:
     cid = uuid.uuid4()
     assert inbound_url("https://a.example/", cid) == f"https://a.example/api/channels/{cid}/webhook"
     assert inbound_url("https://a.example", cid) == f"https://a.example/api/channels/{cid}/webhook"
+
+
+async def test_credentials_a_platform_makes_on_connect_are_sealed_with_the_given() -> None:
+    w = await channel_world()
+    w.platform.connected = Connected(status="connecting", credentials={"hook_secret": "made"})
+    made = await w.channels.create(
+        WHO, w.turn.agent.id, ChannelDraft(type="telegram", credentials={"token": "t"})
+    )
+    c = made.channel
+    assert c.status == "connecting"
+    assert open_credentials(BOX, c) == {"token": "t", "hook_secret": "made"}
+    assert "made" not in (c.credentials_sealed or "")
+    stored = await w.store.get(c.org_id, c.id)
+    assert open_credentials(BOX, stored) == {"token": "t", "hook_secret": "made"}
+    # a reconnect that makes nothing keeps what was made before
+    w.platform.connected = Connected(status="connected")
+    view = await w.channels.update(
+        WHO, w.turn.agent.id, c.id, ChannelChanges(credentials={"token": "t2"})
+    )
+    assert open_credentials(BOX, view.channel) == {"token": "t2", "hook_secret": "made"}
+
+
+async def test_a_deployment_setting_a_platform_lacks_is_a_422_naming_it() -> None:
+    w = await channel_world()
+
+    async def unset(*_: Any) -> Connected:
+        raise PlatformNotConfigured("AGENTSVC_X_URL is not set")
+
+    w.platform.connect = unset  # type: ignore[method-assign]
+    with pytest.raises(InvalidInput) as refused:
+        await w.channels.create(
+            WHO, w.turn.agent.id, ChannelDraft(type="telegram", credentials={"token": "t"})
+        )
+    assert (refused.value.field, refused.value.problem) == ("type", "AGENTSVC_X_URL is not set")
 
 
 async def test_update_of_config_only_reconnects_with_the_stored_credentials() -> None:

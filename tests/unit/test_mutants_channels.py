@@ -146,7 +146,7 @@ async def test_a_deployment_setting_a_platform_lacks_is_a_422_naming_it() -> Non
     async def unset(*_: Any) -> Connected:
         raise PlatformNotConfigured("AGENTSVC_X_URL is not set")
 
-    w.platform.connect = unset  # type: ignore[method-assign]
+    w.platform.connect = unset  # type: ignore[method-assign,assignment]
     with pytest.raises(InvalidInput) as refused:
         await w.channels.create(
             WHO, w.turn.agent.id, ChannelDraft(type="telegram", credentials={"token": "t"})

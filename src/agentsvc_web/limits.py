@@ -35,7 +35,7 @@ from litestar.middleware import DefineMiddleware
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentsvc_core.entities import Principal
-from agentsvc_core.errors import Unauthenticated
+from agentsvc_core.errors import RateLimited, Unauthenticated
 from agentsvc_web.settings import Settings
 
 EXEMPT_PATHS = frozenset({"/healthz", "/readyz"})  # probes: load balancers call them often
@@ -105,6 +105,13 @@ class TokenBuckets:
         tokens = self._level(key, now)
         self._buckets[key] = (tokens - 1.0 if tokens >= 1.0 else tokens, now)
         return 0.0 if tokens >= 1.0 else (1.0 - tokens) / self._rate
+
+    def spend(self, key: Hashable, what: str) -> None:
+        """Take a token for ``key``, or refuse: ``RateLimited`` (429 with
+        ``Retry-After``), its detail naming ``what`` ("from this address")."""
+        wait = self.take(key)
+        if wait:
+            raise RateLimited(f"too many requests {what}; try again later", int(wait) + 1)
 
     def wait(self, key: Hashable) -> float:
         """Like ``take``, but takes nothing: 0.0 when a token is there."""

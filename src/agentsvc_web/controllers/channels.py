@@ -9,7 +9,6 @@ channel and per client address (``ChannelLimits``)."""
 
 from __future__ import annotations
 
-from collections.abc import Hashable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 from uuid import UUID
@@ -27,7 +26,7 @@ from agentsvc_core.entities.channel import (
     ContactStatus,
     EventState,
 )
-from agentsvc_core.errors import InvalidInput, RateLimited
+from agentsvc_core.errors import InvalidInput
 from agentsvc_core.ports.channel_platforms import Inbound, InboundRefused, InboundRequest
 from agentsvc_core.use_cases.channels import (
     ChannelChanges,
@@ -376,15 +375,9 @@ class ChannelLimits:
         self._address = TokenBuckets(PER_ADDRESS_PER_MIN, max_keys=max_keys)
         self._channel = TokenBuckets(PER_CHANNEL_PER_MIN, max_keys=max_keys)
 
-    @staticmethod
-    def _take(buckets: TokenBuckets, key: Hashable, what: str) -> None:
-        wait = buckets.take(key)
-        if wait:
-            raise RateLimited(f"too many requests {what}; try again later", int(wait) + 1)
-
     def check(self, request: Req, channel_id: UUID) -> None:
-        self._take(self._address, (channel_id, client_address(request.scope)), "from this address")
-        self._take(self._channel, channel_id, "to this channel")
+        self._address.spend((channel_id, client_address(request.scope)), "from this address")
+        self._channel.spend(channel_id, "to this channel")
 
 
 async def _inbound(request: Req, inbound: ChannelInbound, channel_id: UUID) -> Response[Any]:

@@ -22,7 +22,7 @@ from typing import Any
 from litestar import Request
 
 from agentsvc_core.entities.published_chat import PublishedChat
-from agentsvc_core.errors import PermissionDenied, RateLimited
+from agentsvc_core.errors import PermissionDenied
 from agentsvc_web.embed_domains import embedder_allowed
 from agentsvc_web.limits import TokenBuckets, client_address
 
@@ -86,9 +86,7 @@ class ChatLimits:
         return found
 
     def _take(self, per_min: int, key: Hashable, what: str) -> None:
-        wait = self._of(per_min).take(key)
-        if wait:
-            raise RateLimited(f"too many requests {what}; try again later", int(wait) + 1)
+        self._of(per_min).spend(key, what)
 
     def address(self, request: Req, chat: PublishedChat) -> None:
         self._take(

@@ -31,6 +31,7 @@ import pytest
 from tests.e2e.conftest import E2E_JWT_SECRET
 from tests.e2e.service import Service, client, new_org, running
 from tests.fakes import evolution, slack, telegram, whatsapp_cloud
+from tests.pg import fresh_database
 from tests.web.live import serve
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
@@ -55,7 +56,7 @@ class World(NamedTuple):
 
 
 @pytest.fixture(scope="module")
-def platforms(tmp_path_factory: pytest.TempPathFactory, pg_url: str) -> Iterator[World]:
+def platforms(tmp_path_factory: pytest.TempPathFactory, pg_admin_url: str) -> Iterator[World]:
     tmp: Path = tmp_path_factory.mktemp("channel-platforms")
     fakes_apps = (
         telegram.FakeTelegram(),
@@ -63,7 +64,10 @@ def platforms(tmp_path_factory: pytest.TempPathFactory, pg_url: str) -> Iterator
         whatsapp_cloud.FakeGraph(),
         evolution.FakeEvolution(),
     )
+    # a database of its own: another test's service on the shared one could take
+    # this service's jobs, and answer them with platforms pointed elsewhere
     with (
+        fresh_database(pg_admin_url) as pg_url,
         serve(fakes_apps[0]) as telegram_url,
         serve(fakes_apps[1]) as slack_url,
         serve(fakes_apps[2]) as graph_url,

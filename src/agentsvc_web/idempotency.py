@@ -112,6 +112,7 @@ class IdempotencyKeys:
         content_type = "application/json"
         chunks: list[bytes] = []
         sent_body = False
+        settled = False
 
         async def replayed() -> ReceiveMessage:
             nonlocal sent_body
@@ -123,7 +124,7 @@ class IdempotencyKeys:
             return whole
 
         async def capture(message: Message) -> None:
-            nonlocal status, content_type
+            nonlocal status, content_type, settled
             if message["type"] == "http.response.start":
                 status = message["status"]
                 for name, value in message.get("headers", []):
@@ -131,21 +132,33 @@ class IdempotencyKeys:
                         content_type = value.decode("latin-1")
             elif message["type"] == "http.response.body":
                 chunks.append(message.get("body", b""))
+                if not message.get("more_body", False) and not settled:
+                    # the key is settled before the last byte leaves: a client that
+                    # retries the moment it has the answer finds it kept (or free)
+                    settled = True
+                    await self._settle(org_id, key, status, content_type, b"".join(chunks))
             await send(message)
 
         try:
             await self.app(scope, replayed, capture)
         except BaseException:
-            await self._idempotency.release(org_id, key)
+            if not settled:
+                await self._idempotency.release(org_id, key)
             raise
+        if not settled:  # no body was sent
+            await self._settle(org_id, key, status, content_type, b"".join(chunks))
+
+    async def _settle(
+        self, org_id: str, key: RequestKey, status: int, content_type: str, body: bytes
+    ) -> None:
+        """Keeps a 2xx answer for the retries; frees the key after any other."""
         try:
             if 200 <= status < 300:
-                body_out = b"".join(chunks)
-                await self._idempotency.complete(org_id, key, status, content_type, body_out)
+                await self._idempotency.complete(org_id, key, status, content_type, body)
             else:
                 await self._idempotency.release(org_id, key)
         except DomainError as exc:
-            # the answer is sent already: free the key (a retry then runs again)
+            # the key could not be kept: free it (a retry then runs again)
             log.warning("idempotency key not recorded: %s", exc.detail)
             with contextlib.suppress(DomainError):
                 await self._idempotency.release(org_id, key)

@@ -12,7 +12,13 @@ from typing import Any
 
 from litestar.testing import TestClient
 
+from agentsvc_adapters.memory import MemoryStorage
+from agentsvc_core.entities import Principal
+from agentsvc_core.errors import IdempotencyKeyInUse, IdempotencyKeyReused
+from agentsvc_core.use_cases.idempotency import Idempotency, Replay
+from agentsvc_web.idempotency import IdempotencyKeys, request_key
 from tests.sse import parse
+from tests.unit.turn_world import BOX, Clock
 from tests.web.conftest import bearer, make_jwt, memory_only
 from tests.web.harness import SharedHarness
 from tests.web.test_turn import history, setup
@@ -121,3 +127,62 @@ def test_malformed_keys_are_refused(client: TestClient[Any], auth: H) -> None:
         assert r.status_code == 422, (bad, r.text)
         assert "Idempotency-Key" in r.json()["detail"]
     assert client.get("/api/agents", headers=auth).json() == []
+
+
+# The middleware on its own (ASGI messages in, ASGI messages out): the key is settled
+# before the answer's last byte reaches the client, so a client that retries the
+# moment it has the answer gets it replayed (or, after a failure, runs again), never
+# 409 IDEMPOTENCY_KEY_IN_USE. Seen once in CI as a flaky client tour.
+
+
+def _middleware(status: int, chunks: list[bytes]) -> tuple[Any, Any]:
+    idem = Idempotency(MemoryStorage().idempotency, BOX, Clock())
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await receive()
+        await send({"type": "http.response.start", "status": status, "headers": []})
+        for i, chunk in enumerate(chunks):
+            last = i == len(chunks) - 1
+            await send({"type": "http.response.body", "body": chunk, "more_body": not last})
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/api/agents",
+        "headers": [(b"idempotency-key", b"k-race")],
+        "user": Principal.organization("org-race"),
+    }
+    return IdempotencyKeys(app, idem, max_body=1024), (idem, scope)
+
+
+async def _answer(status: int, chunks: list[bytes]) -> tuple[list[Any], Any, Any]:
+    mw, (idem, scope) = _middleware(status, chunks)
+    seen: list[Any] = []
+    key = request_key(scope, b"{}")
+    assert key is not None
+
+    async def receive() -> Any:
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    async def send(message: Any) -> None:
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            # the client has the whole answer now and retries at once
+            try:
+                seen.append(await idem.claim("org-race", key))
+            except (IdempotencyKeyInUse, IdempotencyKeyReused) as exc:
+                seen.append(exc)
+
+    await mw(scope, receive, send)
+    return seen, idem, key
+
+
+async def test_a_2xx_answer_is_kept_before_its_last_byte_is_sent() -> None:
+    seen, _, _ = await _answer(201, [b'{"id":', b'"a1"}'])
+    assert len(seen) == 1
+    assert isinstance(seen[0], Replay)  # not IDEMPOTENCY_KEY_IN_USE
+    assert (seen[0].status, seen[0].body) == (201, b'{"id":"a1"}')
+
+
+async def test_a_failed_answer_frees_its_key_before_its_last_byte_is_sent() -> None:
+    seen, _, _ = await _answer(500, [b'{"error":"INTERNAL"}'])
+    assert seen == [None]  # the retry claimed the key afresh: it runs again

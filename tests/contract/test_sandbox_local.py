@@ -147,6 +147,51 @@ async def test_python_prints_and_the_exit_code_comes_back(
     assert exit_.signal is None
 
 
+def host_view(uid: int) -> list[tuple[bytes, bytes]]:
+    """(command line, environment) of the host-side ``bwrap`` processes of ``uid``."""
+    seen = []
+    for pid in uid_processes(uid):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            if cmdline.split(b"\0")[0].endswith(b"bwrap"):
+                seen.append((cmdline, Path(f"/proc/{pid}/environ").read_bytes()))
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return seen
+
+
+async def test_the_environment_is_the_command_s_alone(
+    provider: LocalSandboxes, root: Path, ref: str
+) -> None:
+    os.environ["AGENTSVC_TEST_SERVICE_ONLY"] = "service"
+    seen: list[tuple[bytes, bytes]] = []
+    try:
+        stream = provider.exec(
+            ref,
+            make_spec(),
+            "echo $GREETING $PATH $HOME; /usr/bin/env | /usr/bin/grep -c AGENTSVC_TEST_; sleep 1",
+            timeout_s=15,
+            env={"GREETING": "hello world", "PATH": "/nowhere", "LD_PRELOAD": "/nowhere.so"},
+        )
+        out = ""
+        async for item in stream:
+            if isinstance(item, ExecOutput) and item.stream == "stdout":
+                out += item.data
+                seen = seen or await asyncio.to_thread(host_view, instance_uid(root, ref))
+    finally:
+        del os.environ["AGENTSVC_TEST_SERVICE_ONLY"]
+    assert out.splitlines() == ["hello world /nowhere /workspace", "0"]
+    # what the command is given reaches neither the programs that start the sandbox
+    # on the host (LD_PRELOAD, PATH) nor their command lines (ps)
+    assert seen
+    for cmdline, environ in seen:
+        assert b"hello world" not in cmdline
+        assert b"GREETING" not in environ
+        assert b"LD_PRELOAD" not in environ
+    with pytest.raises(InvalidInput):
+        await anext(provider.exec(ref, make_spec(), "true", timeout_s=5, env={"A=B": "x"}))
+
+
 async def test_the_command_runs_in_the_workspace_as_an_unprivileged_user(
     provider: LocalSandboxes, root: Path, ref: str
 ) -> None:
@@ -532,6 +577,32 @@ async def test_the_allowlist_proxy_reaches_allowed_hosts_only(
         spec=allow,
     )
     assert out == "refused\n"
+
+
+async def test_connect_tunnels_to_an_allowed_host(provider: LocalSandboxes, ref: str) -> None:
+    async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"echo:" + await reader.readline())
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(echo, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    code = (
+        "import socket\n"
+        "s = socket.create_connection(('127.0.0.1', 3128))\n"
+        f"s.sendall(b'CONNECT 127.0.0.1:{port} HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n')\n"
+        "head = b''\n"
+        "while not head.endswith(b'\\r\\n\\r\\n'):\n"
+        "    head += s.recv(1)\n"
+        "print(head.split(b'\\r\\n')[0].decode())\n"
+        "s.sendall(b'ping\\n')\n"
+        "print(s.recv(100).decode().strip())\n"
+    )
+    await provider.write_file(ref, "tunnel.py", code.encode())
+    allow = make_spec(network="allowlist", allowed_hosts=("127.0.0.1",))
+    async with server:
+        out, err, _ = await run(provider, ref, "python3 tunnel.py", spec=allow)
+    assert out.splitlines() == ["HTTP/1.1 200 Connection established", "echo:ping"], err
 
 
 async def test_the_proxy_refuses_what_the_outbound_guard_refuses(

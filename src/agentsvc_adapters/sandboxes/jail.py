@@ -24,15 +24,19 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import NamedTuple
 
+from agentsvc_adapters.sandboxes.egress import FORWARDER_PORT
 from agentsvc_core.ports.sandboxes import WORKSPACE, SandboxSpec
 
 __all__ = [
     "EXTRA_PROCESSES",
+    "HOST_ENV",
     "INNER_UID",
     "RUN",
-    "command_argv",
+    "Tools",
     "command_env",
+    "command_line",
     "etc_files",
     "system_binds",
 ]
@@ -84,21 +88,26 @@ def system_binds() -> list[str]:
     return args
 
 
-def command_argv(
+def command_line(
     *,
-    bwrap: str,
+    tools: Tools,
     uid: int,
     instance: Path,
     spec: SandboxSpec,
     command: str,
     tmp_mb: int,
     egress_socket: str | None,
-    python: str,
-) -> list[str]:
+    env: dict[str, str],
+    options_fd: int,
+) -> tuple[list[str], bytes]:
     """The command line of ``command`` in the sandbox of ``instance`` (its folder:
-    ``workspace``, ``etc``, ``run``), run as host user ``uid``."""
+    ``workspace``, ``etc``, ``run``), run as host user ``uid``, and ``bwrap``'s
+    options, to be read from ``options_fd`` (``--args``): the command's
+    environment is among them, so that it is neither in the environment of the
+    programs that run as root on the host (``LD_PRELOAD``, ``PATH``...) nor on a
+    command line other users of the host can read."""
     limits = [
-        "prlimit",
+        tools.prlimit,
         f"--as={spec.memory_mb * _MB}",
         f"--nproc={spec.max_processes + EXTRA_PROCESSES}",
         f"--fsize={spec.max_file_mb * _MB}",
@@ -106,9 +115,8 @@ def command_argv(
         "--core=0",
         "--",
     ]
-    user = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
-    jail = [
-        bwrap,
+    user = [tools.setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
+    options = [
         "--unshare-user",
         "--unshare-all",  # and so ipc, pid, net, uts, cgroup: no --share-net, ever
         "--disable-userns",
@@ -122,11 +130,14 @@ def command_argv(
         "--new-session",
         "--cap-drop",
         "ALL",
+        "--clearenv",
         *system_binds(),
     ]
+    for name, value in env.items():
+        options += ["--setenv", name, value]
     for name in etc_files():
-        jail += ["--ro-bind", str(instance / "etc" / name), f"/etc/{name}"]
-    jail += [
+        options += ["--ro-bind", str(instance / "etc" / name), f"/etc/{name}"]
+    options += [
         "--proc",
         "/proc",
         "--dev",
@@ -141,19 +152,34 @@ def command_argv(
         "--chdir",
         WORKSPACE,
     ]
-    inner = ["sh", "-c", command]
+    inner = ["/bin/sh", "-c", command]
     if egress_socket is not None:
-        jail += ["--ro-bind", str(instance / "run"), RUN]
-        inner = [python, f"{RUN}/forward.py", "3128", f"{RUN}/{egress_socket}", "--", *inner]
+        options += ["--ro-bind", str(instance / "run"), RUN]
+        forward = [tools.python, f"{RUN}/forward.py", str(FORWARDER_PORT), f"{RUN}/{egress_socket}"]
+        inner = [*forward, "--", *inner]
     # last: the root bwrap built (a tmpfs holding the mount points) read-only, so
     # that nothing but the workspace and /tmp can be written
-    jail += ["--remount-ro", "/"]
-    return [*limits, *user, *jail, "--", *inner]
+    options += ["--remount-ro", "/"]
+    argv = [*limits, *user, tools.bwrap, "--args", str(options_fd), "--", *inner]
+    return argv, b"".join(o.encode() + b"\0" for o in options)
+
+
+# what runs a command on the host: the programs ``prlimit``, ``setpriv``, ``bwrap``
+# (absolute paths), and the interpreter of the forwarder inside the sandbox
+class Tools(NamedTuple):
+    prlimit: str
+    setpriv: str
+    bwrap: str
+    python: str
+
+
+# the environment of the host-side programs (prlimit, setpriv, bwrap): nothing of
+# the service's, nothing of the command's
+HOST_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 
 
 def command_env(extra: dict[str, str] | None, *, proxied: bool) -> dict[str, str]:
-    """The command's whole environment (nothing of the service's own): passed
-    through the process, never on a command line other users can read."""
+    """The command's whole environment (nothing of the service's own)."""
     env = {
         "PATH": _PATH,
         "HOME": WORKSPACE,
@@ -164,7 +190,7 @@ def command_env(extra: dict[str, str] | None, *, proxied: bool) -> dict[str, str
         "PYTHONDONTWRITEBYTECODE": "1",
     }
     if proxied:
-        proxy = "http://127.0.0.1:3128"
+        proxy = f"http://127.0.0.1:{FORWARDER_PORT}"
         for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
             env[name] = proxy
     env.update(extra or {})

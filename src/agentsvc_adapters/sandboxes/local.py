@@ -125,22 +125,28 @@ class LocalSandboxes(SandboxProvider):
 
     # -- what every call needs ---------------------------------------------
 
-    def _bwrap(self) -> str:
-        found = shutil.which(self.settings.bwrap or "bwrap")
-        if found is None:
+    def _tools(self) -> jail.Tools:
+        """The programs a command needs, or ``SandboxUnavailable`` saying what to
+        install."""
+        bwrap = shutil.which(self.settings.bwrap or "bwrap")
+        if bwrap is None:
             raise SandboxUnavailable(INSTALL)
-        for tool in ("setpriv", "prlimit"):
-            if shutil.which(tool) is None:
-                raise SandboxUnavailable(f"the local sandbox needs {tool}: install util-linux")
+        setpriv, prlimit = shutil.which("setpriv"), shutil.which("prlimit")
+        if setpriv is None or prlimit is None:
+            raise SandboxUnavailable(
+                "the local sandbox needs setpriv and prlimit: install util-linux"
+            )
         if os.geteuid() != 0:
             raise SandboxUnavailable(
                 "the local sandbox needs the service to run as root: it runs each sandbox"
                 " as an unprivileged user of its own"
             )
-        return found
+        return jail.Tools(
+            prlimit=prlimit, setpriv=setpriv, bwrap=bwrap, python=self.settings.python
+        )
 
     def _instance(self, ref: str) -> Path:
-        self._bwrap()
+        self._tools()
         if not _REF.fullmatch(ref):
             raise SandboxGone(f"no local sandbox {ref[:80]!r}")
         folder = self.settings.root / "instances" / ref
@@ -154,16 +160,17 @@ class LocalSandboxes(SandboxProvider):
         except (OSError, ValueError):
             raise SandboxGone(f"the local sandbox {folder.name} no longer exists") from None
 
-    async def _probe(self, bwrap: str) -> None:
+    async def _probe(self, tools: jail.Tools) -> None:
         """Once: can this machine make the namespaces at all (a container may forbid
         it)? ``bwrap`` says why not on its first line."""
         if self._probed:
             return
-        argv = ["setpriv", f"--reuid={self.settings.uid_base}", f"--regid={self.settings.uid_base}"]
-        argv += ["--clear-groups", "--", bwrap, "--unshare-user", "--unshare-all"]
+        base = self.settings.uid_base
+        argv = [tools.setpriv, f"--reuid={base}", f"--regid={base}", "--clear-groups", "--"]
+        argv += [tools.bwrap, "--unshare-user", "--unshare-all"]
         argv += [*jail.system_binds(), "--", "/usr/bin/true"]
         proc = await asyncio.create_subprocess_exec(
-            *argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd="/"
+            *argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd="/", env=jail.HOST_ENV
         )
         _, err = await proc.communicate()
         if proc.returncode != 0:
@@ -177,8 +184,7 @@ class LocalSandboxes(SandboxProvider):
     # -- lifecycle ----------------------------------------------------------
 
     async def start(self, spec: SandboxSpec, *, resume: str | None = None) -> SandboxStarted:
-        bwrap = self._bwrap()
-        await self._probe(bwrap)
+        await self._probe(self._tools())
         if resume is not None:
             try:
                 self._uid(self._instance(resume))
@@ -229,24 +235,24 @@ class LocalSandboxes(SandboxProvider):
             " raise AGENTSVC_SANDBOX_LOCAL_UID_COUNT"
         )
 
-    async def _kill_all(self, uid: int) -> None:
+    async def _kill_all(self, tools: jail.Tools, uid: int) -> None:
         """Every process of the instance's user, whatever sandbox it is in:
         ``kill -KILL -1`` as that user reaches exactly its own processes."""
         proc = await asyncio.create_subprocess_exec(
-            "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--",
+            tools.setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--",
             "kill", "-9", "-1",  # procps' kill reads "-1" after "--" as an option
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/",
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/", env=jail.HOST_ENV,
         )  # fmt: skip
         await proc.wait()
 
     async def stop(self, ref: str, spec: SandboxSpec) -> None:
         folder = self._instance(ref)
-        await self._kill_all(self._uid(folder))
+        await self._kill_all(self._tools(), self._uid(folder))
         if not spec.persistent:
             await self.destroy(ref)
 
     async def destroy(self, ref: str) -> None:
-        self._bwrap()
+        tools = self._tools()
         if not _REF.fullmatch(ref):
             return
         folder = self.settings.root / "instances" / ref
@@ -255,7 +261,7 @@ class LocalSandboxes(SandboxProvider):
         except (OSError, ValueError):
             uid = None
         if uid is not None:
-            await self._kill_all(uid)
+            await self._kill_all(tools, uid)
         await asyncio.to_thread(shutil.rmtree, folder, True)
         if uid is not None:
             await asyncio.to_thread(shutil.rmtree, self.settings.root / "uids" / str(uid), True)
@@ -285,38 +291,54 @@ class LocalSandboxes(SandboxProvider):
             socket_name = f"egress-{secrets.token_hex(6)}.sock"
             proxy = EgressProxy(self._guard, spec.allowed_hosts)
             await proxy.open(folder / "run" / socket_name, owner=uid)
-        argv = jail.command_argv(
-            bwrap=self._bwrap(),
-            uid=uid,
-            instance=folder,
-            spec=spec,
-            command=command,
-            tmp_mb=self.settings.tmp_mb,
-            egress_socket=socket_name,
-            python=self.settings.python,
-        )
+        options_fd = os.memfd_create("bwrap-options", os.MFD_CLOEXEC)
         try:
+            argv, options = jail.command_line(
+                tools=self._tools(),
+                uid=uid,
+                instance=folder,
+                spec=spec,
+                command=command,
+                tmp_mb=self.settings.tmp_mb,
+                egress_socket=socket_name,
+                env=jail.command_env(env, proxied=proxy is not None),
+                options_fd=options_fd,
+            )
+            left = memoryview(options)
+            while left:
+                left = left[os.write(options_fd, left) :]
+            os.lseek(options_fd, 0, os.SEEK_SET)
             proc = await asyncio.create_subprocess_exec(
                 *argv,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                env=jail.command_env(env, proxied=proxy is not None),
+                env=jail.HOST_ENV,
                 cwd="/",
                 start_new_session=True,
+                pass_fds=(options_fd,),
             )
-            try:
-                async for item in streams.stream(proc, timeout_s=timeout_s, max_output=max_output):
-                    yield item
-            finally:
-                streams.kill(proc)
-                with contextlib.suppress(BaseException):
-                    await asyncio.shield(proc.wait())
-        finally:
+        except BaseException:
+            os.close(options_fd)
             if proxy is not None:
-                await proxy.close()
-                with contextlib.suppress(OSError):
-                    (folder / "run" / str(socket_name)).unlink()
+                await self._close_proxy(proxy, folder, socket_name)
+            raise
+        os.close(options_fd)
+        try:
+            async for item in streams.stream(proc, timeout_s=timeout_s, max_output=max_output):
+                yield item
+        finally:
+            streams.kill(proc)
+            with contextlib.suppress(BaseException):
+                await asyncio.shield(proc.wait())
+            if proxy is not None:
+                await self._close_proxy(proxy, folder, socket_name)
+
+    @staticmethod
+    async def _close_proxy(proxy: EgressProxy, folder: Path, socket_name: str | None) -> None:
+        await proxy.close()
+        with contextlib.suppress(OSError):
+            (folder / "run" / str(socket_name)).unlink()
 
     # -- files --------------------------------------------------------------
 

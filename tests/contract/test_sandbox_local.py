@@ -302,6 +302,23 @@ async def test_a_file_past_max_file_mb_fails(provider: LocalSandboxes, ref: str)
     assert (await provider.list_files(ref))[0].size == 8 * 1024 * 1024
 
 
+async def test_cpu_time_past_cpu_seconds_ends_the_command(
+    provider: LocalSandboxes, ref: str
+) -> None:
+    started = time.monotonic()
+    _, _, exit_ = await run(
+        provider,
+        ref,
+        "python3 -c 'while True: pass'",
+        spec=make_spec(cpu_seconds=1),
+        timeout_s=20,
+    )
+    assert time.monotonic() - started < 10
+    assert not exit_.timed_out
+    assert exit_.exit_code is None
+    assert exit_.signal in ("SIGKILL", "SIGXCPU")
+
+
 async def test_a_timed_out_command_is_killed_with_its_partial_output(
     provider: LocalSandboxes, root: Path, ref: str
 ) -> None:

@@ -127,6 +127,10 @@ def command_line(
         "--hostname",
         "sandbox",
         "--die-with-parent",
+        # the command is the namespace's pid 1, a child of bwrap: bwrap's own init
+        # would be orphaned on every exit, a zombie for the host's init to reap
+        # (and counted against the instance's process limit meanwhile)
+        "--as-pid-1",
         "--new-session",
         "--cap-drop",
         "ALL",

@@ -461,6 +461,23 @@ async def test_without_bwrap_every_call_says_what_to_install(root: Path) -> None
         assert "apt-get install bubblewrap" in caught.value.detail
 
 
+async def test_a_folder_bwrap_cannot_walk_to_or_no_uid_left_is_unavailable(
+    root: Path, tmp_path: Path
+) -> None:
+    guard = OutboundGuard(allow_private_network=True)
+    hidden = LocalSandboxes(LocalSandboxSettings(root=tmp_path / "sandboxes"), guard)
+    # pytest's own folders are 0700
+    with pytest.raises(SandboxUnavailable, match="chmod o\\+x"):
+        await hidden.start(make_spec())
+    one = LocalSandboxes(LocalSandboxSettings(root=root, uid_base=next(UIDS), uid_count=1), guard)
+    first = await one.start(make_spec())
+    with pytest.raises(SandboxUnavailable, match="UID_COUNT"):
+        await one.start(make_spec())
+    await one.destroy(first.ref)
+    again = await one.start(make_spec())  # the uid is free again
+    await one.destroy(again.ref)
+
+
 def test_from_env_reads_its_settings(tmp_path: Path) -> None:
     guard = OutboundGuard(allow_private_network=False)
     made = LocalSandboxes.from_env({}, guard, tmp_path)

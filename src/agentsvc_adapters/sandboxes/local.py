@@ -89,6 +89,25 @@ def _check_searchable(root: Path) -> None:
             )
 
 
+def _lay_out(folder: Path, uid: int) -> None:
+    """An instance's folder (see the module docstring), its workspace given to
+    ``uid``."""
+    folder.mkdir(mode=0o711)
+    os.chmod(folder, 0o711)  # noqa: S103 - searchable, as above
+    (folder / "uid").write_text(f"{uid}\n")
+    etc = folder / "etc"
+    etc.mkdir(mode=0o755)
+    for name, text in jail.etc_files().items():
+        (etc / name).write_text(text)
+    run = folder / "run"
+    run.mkdir(mode=0o711)
+    os.chmod(run, 0o711)  # noqa: S103 - searchable: the egress sockets are in it
+    (run / "forward.py").write_text(FORWARDER)
+    space = folder / "workspace"
+    space.mkdir(mode=0o700)
+    os.chown(space, uid, uid)
+
+
 class LocalSandboxes(SandboxProvider):
     name = "local"
 
@@ -198,27 +217,27 @@ class LocalSandboxes(SandboxProvider):
     def _make(self) -> str:
         root = self.settings.root
         _check_searchable(root)
-        for folder in (root, root / "instances", root / "uids"):
-            folder.mkdir(parents=True, exist_ok=True)
+        try:
             # searchable, not readable: bwrap walks to the workspace as the instance's user
-            os.chmod(folder, 0o700 if folder.name == "uids" else 0o711)
-        ref = f"local-{secrets.token_hex(12)}"
-        uid = self._claim(ref)
-        folder = root / "instances" / ref
-        folder.mkdir(mode=0o711)
-        os.chmod(folder, 0o711)  # noqa: S103 - as above
-        (folder / "uid").write_text(f"{uid}\n")
-        etc = folder / "etc"
-        etc.mkdir(mode=0o755)
-        for name, text in jail.etc_files().items():
-            (etc / name).write_text(text)
-        run = folder / "run"
-        run.mkdir(mode=0o711)
-        os.chmod(run, 0o711)  # noqa: S103 - as above
-        (run / "forward.py").write_text(FORWARDER)
-        space = folder / "workspace"
-        space.mkdir(mode=0o700)
-        os.chown(space, uid, uid)
+            for folder, mode in (
+                (root, 0o711),
+                (root / "instances", 0o711),
+                (root / "uids", 0o700),
+            ):
+                folder.mkdir(parents=True, exist_ok=True)
+                os.chmod(folder, mode)
+            ref = f"local-{secrets.token_hex(12)}"
+            uid = self._claim(ref)
+            try:
+                _lay_out(root / "instances" / ref, uid)
+            except BaseException:
+                shutil.rmtree(root / "instances" / ref, ignore_errors=True)
+                shutil.rmtree(root / "uids" / str(uid), ignore_errors=True)
+                raise
+        except OSError as exc:
+            raise SandboxUnavailable(
+                f"could not make a local sandbox's folder: {exc.strerror or 'unknown error'}"
+            ) from None
         return ref
 
     def _claim(self, ref: str) -> int:

@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml clients/python/pyproject.toml
 	@touch $(STAMP)
 
 ## run: start the service on 127.0.0.1:8000 with embedded defaults and print an API key
-run: $(STAMP)
+run: $(STAMP) bubblewrap
 	$(BIN)/agentsvc serve --print-dev-key
 
 ## test: run the whole suite (lint, types, layers, unit, contract, web, e2e, schemathesis)
@@ -29,7 +29,7 @@ run: $(STAMP)
 ## process the e2e tests start compiles src again, and every worker rewrites the
 ## assertions of every test module again (about 12 s of CPU each)
 TEST_WORKERS ?= 3
-test: $(STAMP) node chromium
+test: $(STAMP) node chromium bubblewrap
 	@start=$$(date +%s); unset PYTHONDONTWRITEBYTECODE; \
 	{ $(BIN)/python -m compileall -q src >/dev/null; \
 	  $(BIN)/python -m pytest --collect-only -q -p no:randomly >/dev/null 2>&1; } & warm=$$!; \
@@ -65,6 +65,25 @@ chromium:
 	    echo "make test needs Chromium for the playground's browser test: install it" \
 	      "(e.g. sudo apt-get install chromium) or set AGENTSVC_TEST_CHROMIUM, and run" \
 	      "make test again" >&2; \
+	    exit 1; \
+	  fi; }
+
+## bubblewrap: the local sandbox (agents' computers, code sessions) runs commands
+## in bubblewrap (bwrap); as root with apt-get it is installed when missing,
+## elsewhere `make run` says what to install and goes on (the computer then answers
+## that it is unavailable), and `make test` stops
+.PHONY: bubblewrap
+bubblewrap:
+	@command -v bwrap >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "bwrap is missing: apt-get install -y bubblewrap"; \
+	    apt-get update -qq && apt-get install -y -qq bubblewrap; \
+	  elif [ "$(MAKECMDGOALS)" = run ]; then \
+	    echo "the local sandbox needs bubblewrap: install it (e.g. sudo apt-get install" \
+	      "bubblewrap); the service starts without it" >&2; \
+	  else \
+	    echo "make test needs bubblewrap for the local sandbox's tests: install it" \
+	      "(e.g. sudo apt-get install bubblewrap) and run make test again" >&2; \
 	    exit 1; \
 	  fi; }
 

@@ -1,0 +1,151 @@
+"""The local sandbox's egress proxy (agentsvc_adapters/sandboxes/egress.py) against
+loopback servers, and its path checks (workspace.py): which hosts are served, how
+a request is sent on, what a refusal answers."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from agentsvc_adapters.outbound import OutboundGuard
+from agentsvc_adapters.sandboxes.egress import EgressProxy, host_allowed
+from agentsvc_adapters.sandboxes.workspace import parts_of
+from agentsvc_core.errors import InvalidInput
+
+
+def test_the_allowlist_names_hosts_exactly_or_under_a_wildcard() -> None:
+    allowed = frozenset({"pypi.org", "*.github.com"})
+    assert host_allowed("pypi.org", allowed)
+    assert host_allowed("api.github.com", allowed)
+    assert host_allowed("a.b.github.com", allowed)
+    assert not host_allowed("github.com", allowed), "*.x does not name x itself"
+    assert not host_allowed("evilgithub.com", allowed)
+    assert not host_allowed("pypi.org.evil.com", allowed)
+    assert not host_allowed("files.pypi.org", allowed)
+
+
+@pytest.mark.parametrize(
+    ("path", "parts"),
+    [
+        ("a/b.txt", ["a", "b.txt"]),
+        ("./a/./b", ["a", "b"]),
+        (".", []),
+        ("", []),
+        ("/workspace", []),
+        ("/workspace/src/x.py", ["src", "x.py"]),
+    ],
+)
+def test_paths_inside_the_workspace(path: str, parts: list[str]) -> None:
+    assert parts_of(path) == parts
+
+
+@pytest.mark.parametrize(
+    "path", ["..", "a/../b", "/etc/passwd", "/workspace/../etc", "/workspacex/a", "a\x00b"]
+)
+def test_paths_leaving_the_workspace(path: str) -> None:
+    with pytest.raises(InvalidInput):
+        parts_of(path)
+
+
+class Upstream:
+    """A loopback server that records the request it got and answers 200."""
+
+    def __init__(self) -> None:
+        self.got = b""
+        self.server: asyncio.Server | None = None
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.got = await reader.readuntil(b"\r\n\r\n")
+        if b"Content-Length: 4" in self.got:
+            self.got += await reader.readexactly(4)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+        await writer.drain()
+        writer.close()
+
+
+@pytest.fixture
+async def upstream() -> AsyncIterator[tuple[Upstream, int]]:
+    up = Upstream()
+    server = await asyncio.start_server(up.handle, "127.0.0.1", 0)
+    async with server:
+        yield up, server.sockets[0].getsockname()[1]
+
+
+async def ask(proxy: EgressProxy, request: bytes) -> bytes:
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "egress.sock"
+        await proxy.open(path, owner=os.getuid())
+        try:
+            reader, writer = await asyncio.open_unix_connection(str(path))
+            writer.write(request)
+            await writer.drain()
+            answer = await asyncio.wait_for(reader.read(), 10)
+            writer.close()
+        finally:
+            await proxy.close()
+    return answer
+
+
+async def test_an_absolute_uri_is_sent_on_in_origin_form_without_proxy_headers(
+    upstream: tuple[Upstream, int],
+) -> None:
+    up, port = upstream
+    proxy = EgressProxy(OutboundGuard(allow_private_network=True), ("127.0.0.1",))
+    answer = await ask(
+        proxy,
+        f"POST http://127.0.0.1:{port}/a/b?c=d HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+        "Proxy-Authorization: Basic eDp5\r\nProxy-Connection: keep-alive\r\n"
+        "Content-Length: 4\r\n\r\nbody".encode(),
+    )
+    assert answer.endswith(b"\r\n\r\nok")
+    head, body = up.got.split(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    assert lines[0] == "POST /a/b?c=d HTTP/1.1"
+    assert f"Host: 127.0.0.1:{port}" in lines
+    assert "Connection: close" in lines
+    assert not [line for line in lines if line.lower().startswith("proxy-")]
+    assert body == b"body"
+
+
+@pytest.mark.parametrize(
+    ("request_line", "status"),
+    [
+        ("GET http://localhost:{port}/ HTTP/1.1", b"403"),  # not in the allowlist
+        ("CONNECT 10.0.0.1:443 HTTP/1.1", b"403"),
+        ("GET https://127.0.0.1:{port}/ HTTP/1.1", b"400"),  # https goes by CONNECT
+        ("GET /relative HTTP/1.1", b"400"),
+        ("GET http://user@127.0.0.1:{port}/ HTTP/1.1", b"400"),
+        ("NONSENSE", b"400"),
+    ],
+)
+async def test_refusals(upstream: tuple[Upstream, int], request_line: str, status: bytes) -> None:
+    up, port = upstream
+    proxy = EgressProxy(OutboundGuard(allow_private_network=True), ("127.0.0.1", "*.example"))
+    answer = await ask(proxy, request_line.format(port=port).encode() + b"\r\nHost: x\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 " + status)
+    assert up.got == b"", "nothing reached the server"
+
+
+async def test_the_outbound_guard_has_the_last_word(upstream: tuple[Upstream, int]) -> None:
+    up, port = upstream
+    strict = EgressProxy(OutboundGuard(allow_private_network=False), ("127.0.0.1",))
+    answer = await ask(strict, f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n".encode())
+    assert answer.startswith(b"HTTP/1.1 403")
+    assert b"outbound guard" in answer
+    assert up.got == b""
+
+
+async def test_an_unreachable_host_is_a_bad_gateway() -> None:
+    server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    server.close()
+    await server.wait_closed()
+    proxy = EgressProxy(OutboundGuard(allow_private_network=True), ("127.0.0.1",))
+    answer = await ask(proxy, f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n".encode())
+    assert answer.startswith(b"HTTP/1.1 502")
+    assert b"could not reach 127.0.0.1" in answer

@@ -17,6 +17,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from agentsvc_adapters.outbound import OutboundGuard
@@ -59,9 +60,7 @@ async def e2b(fake: tuple[FakeE2B, str]) -> AsyncIterator[E2BSandboxes]:
     await sandboxes.aclose()
 
 
-async def run(
-    e2b: E2BSandboxes, ref: str, command: str, **kw: float
-) -> tuple[str, str, ExecExit]:
+async def run(e2b: E2BSandboxes, ref: str, command: str, **kw: float) -> tuple[str, str, ExecExit]:
     out, err, exit_ = "", "", None
     async for item in e2b.exec(ref, SPEC, command, **kw):  # type: ignore[arg-type]
         if isinstance(item, ExecOutput):
@@ -113,13 +112,18 @@ async def test_exec_streams_stdout_stderr_and_the_exit_code(e2b: E2BSandboxes) -
         )
     ]
     streams = [(i.stream, i.data) for i in items if isinstance(i, ExecOutput)]
-    assert ("stdout", "out\n") in streams and ("stderr", "err\n") in streams
+    assert ("stdout", "out\n") in streams
+    assert ("stderr", "err\n") in streams
     assert streams[-1] == ("stdout", "more\n")  # as it came, not batched at the end
     exit_ = items[-1]
-    assert isinstance(exit_, ExecExit) and exit_.exit_code == 3
-    assert not exit_.timed_out and not exit_.truncated and exit_.signal is None
+    assert isinstance(exit_, ExecExit)
+    assert exit_.exit_code == 3
+    assert not exit_.timed_out
+    assert not exit_.truncated
+    assert exit_.signal is None
     out, _, ok = await run(e2b, ref, "pwd; echo $G", timeout_s=20)
-    assert ok.exit_code == 0 and out.endswith("workspace\n\n")
+    assert ok.exit_code == 0
+    assert out.endswith("workspace\n\n")
     items = [i async for i in e2b.exec(ref, SPEC, "echo $G", timeout_s=20, env={"G": "hi"})]
     assert items[0] == ExecOutput(stream="stdout", data="hi\n")
 
@@ -132,7 +136,9 @@ async def test_a_command_past_its_time_is_killed_with_its_partial_output(
     out, _, exit_ = await run(e2b, ref, "echo started; sleep 30; echo never", timeout_s=1)
     assert time.monotonic() - began < 10
     assert out == "started\n"
-    assert exit_.timed_out and exit_.exit_code is None and exit_.signal == "SIGKILL"
+    assert exit_.timed_out
+    assert exit_.exit_code is None
+    assert exit_.signal == "SIGKILL"
     assert exit_.duration_ms >= 1000
     assert not fake[0].sandboxes[ref].procs  # killed, not left running
 
@@ -142,10 +148,13 @@ async def test_output_past_max_output_is_dropped_and_said(e2b: E2BSandboxes) -> 
     out, err, exit_ = await run(
         e2b, ref, "head -c 5000 /dev/zero | tr '\\0' a; echo e >&2", timeout_s=20, max_output=100
     )
-    assert out == "a" * 100 and err == "e\n"
-    assert exit_.truncated and exit_.exit_code == 0
+    assert out == "a" * 100
+    assert err == "e\n"
+    assert exit_.truncated
+    assert exit_.exit_code == 0
     out, _, exit_ = await run(e2b, ref, "printf 12345", timeout_s=20, max_output=5)
-    assert out == "12345" and not exit_.truncated  # exactly at the limit is whole
+    assert out == "12345"
+    assert not exit_.truncated
 
 
 async def test_leaving_a_command_early_kills_it(
@@ -153,7 +162,7 @@ async def test_leaving_a_command_early_kills_it(
 ) -> None:
     ref = (await e2b.start(SPEC)).ref
     stream = e2b.exec(ref, SPEC, "echo go; sleep 30", timeout_s=60)
-    first = await anext(stream)  # type: ignore[call-overload]
+    first = await anext(stream)
     assert first == ExecOutput(stream="stdout", data="go\n")
     assert fake[0].sandboxes[ref].procs
     await stream.aclose()  # type: ignore[attr-defined]
@@ -222,7 +231,8 @@ async def test_a_persistent_sandbox_keeps_its_files_across_stop_and_resume(
     assert fake[0].sandboxes[ref].state == "paused"
     await e2b.stop(ref, SPEC)  # already paused: fine
     resumed = await e2b.start(SPEC, resume=ref)
-    assert resumed.ref == ref and not resumed.state_lost
+    assert resumed.ref == ref
+    assert not resumed.state_lost
     assert fake[0].sandboxes[ref].state == "running"
     assert await e2b.read_file(ref, "keep.txt") == b"kept"
     # a fresh provider (a restarted service) finds the sandbox by its ref alone
@@ -249,7 +259,8 @@ async def test_a_lost_sandbox_comes_back_new_with_state_lost(
     await e2b.stop(ref, SPEC)
     fake[0].lose(ref)
     started = await e2b.start(SPEC, resume=ref)
-    assert started.state_lost and started.ref != ref
+    assert started.state_lost
+    assert started.ref != ref
     with pytest.raises(NotFound):
         await e2b.read_file(started.ref, "keep.txt")
     with pytest.raises(SandboxGone):
@@ -327,7 +338,8 @@ async def test_a_wrong_api_key_is_a_clear_refusal_without_the_key(
         await e2b.aclose()
     assert "refused the API key" in caught.value.detail
     assert "AGENTSVC_E2B_API_KEY" in caught.value.detail
-    assert wrong not in caught.value.detail and wrong not in repr(e2b)
+    assert wrong not in caught.value.detail
+    assert wrong not in repr(e2b)
 
 
 async def test_other_refusals_read_clearly(fake: tuple[FakeE2B, str]) -> None:
@@ -377,13 +389,12 @@ async def test_each_secret_goes_only_where_it_belongs(
             assert API_KEY not in values
         else:
             assert token not in values
-    assert token not in repr(e2b) and API_KEY not in repr(e2b)
+    assert token not in repr(e2b)
+    assert API_KEY not in repr(e2b)
 
 
 def test_the_fake_refuses_what_e2b_refuses(fake: tuple[FakeE2B, str], tmp_path: Path) -> None:
     """The fake is as strict as E2B where the adapter could get it wrong."""
-    import httpx
-
     url = fake[1]
     with httpx.Client(base_url=url) as http:
         assert http.post("/sandboxes", json={"templateID": "base"}).status_code == 401
@@ -392,13 +403,19 @@ def test_the_fake_refuses_what_e2b_refuses(fake: tuple[FakeE2B, str], tmp_path: 
         assert http.post("/sandboxes", json={"timeout": 5}, headers=key).status_code == 400
         bad = {"templateID": "base", "network": {"denyOut": ["example.com"]}}
         assert http.post("/sandboxes", json=bad, headers=key).status_code == 400
-        assert http.post("/sandboxes/nope/connect", json={"timeout": 5}, headers=key).status_code == 404
+        assert (
+            http.post("/sandboxes/nope/connect", json={"timeout": 5}, headers=key).status_code
+            == 404
+        )
         made = http.post("/sandboxes", json={"templateID": "base", "secure": True}, headers=key)
         assert made.status_code == 201
         sandbox = made.json()
-        assert http.post(
-            f"/sandboxes/{sandbox['sandboxID']}/connect", json={}, headers=key
-        ).status_code == 400
+        assert (
+            http.post(
+                f"/sandboxes/{sandbox['sandboxID']}/connect", json={}, headers=key
+            ).status_code
+            == 400
+        )
         envd = {"E2b-Sandbox-Id": sandbox["sandboxID"], "E2b-Sandbox-Port": "49983"}
         listing = {"path": "/root", "depth": 1}
         rpc = "/filesystem.Filesystem/ListDir"
@@ -406,7 +423,8 @@ def test_the_fake_refuses_what_e2b_refuses(fake: tuple[FakeE2B, str], tmp_path: 
         token = {"X-Access-Token": sandbox["envdAccessToken"]}
         assert http.post(rpc, json=listing, headers=envd | token).status_code == 200
         wrong_field = http.post(rpc, json={"path": "/", "deep": 1}, headers=envd | token)
-        assert wrong_field.status_code == 400 and wrong_field.json()["code"] == "invalid_argument"
+        assert wrong_field.status_code == 400
+        assert wrong_field.json()["code"] == "invalid_argument"
         other = {"E2b-Sandbox-Id": "nope", "E2b-Sandbox-Port": "49983"}
         assert http.post(rpc, json=listing, headers=other | token).status_code == 502
         files = http.get("/files", params={"path": "/root/x"}, headers=envd)

@@ -502,7 +502,7 @@ async def _watch(
     if code >= 0:
         end = {"exitCode": code, "exited": True, "status": f"exit status {code}"}
     else:
-        name = _SIGNAL_NAMES.get(-code, f"signal {-code}")
+        name = _SIGNAL_NAMES.get(signal.Signals(-code), f"signal {-code}")
         end = {"exitCode": -1, "status": f"signal: {name}"}
     events.put_nowait({"end": {k: v for k, v in end.items() if v}})  # protojson omits 0/false
     events.put_nowait(None)

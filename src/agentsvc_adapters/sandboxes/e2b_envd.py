@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import codecs
+import contextlib
 import json
 import struct
 import time
@@ -230,10 +231,8 @@ class Envd:
         finally:
             await response.aclose()
         parsed: Any = None
-        try:
+        with contextlib.suppress(ValueError):
             parsed = json.loads(body)
-        except ValueError:
-            pass
         if response.status_code == 200 and isinstance(parsed, dict):
             return parsed
         if isinstance(parsed, dict) and isinstance(parsed.get("code"), str):
@@ -243,10 +242,8 @@ class Envd:
     async def kill(self, conn: EnvdConnection, pid: int) -> None:
         """SIGKILL to a process (``Process/SendSignal``); one that ended is fine."""
         message = {"process": {"pid": pid}, "signal": "SIGNAL_SIGKILL"}
-        try:
+        with contextlib.suppress(NotFound):
             await self.unary(conn, "process.Process/SendSignal", message, "stop the command")
-        except NotFound:
-            pass
 
     async def make_dir(self, conn: EnvdConnection, path: str) -> None:
         try:
@@ -358,52 +355,77 @@ class Envd:
     ) -> AsyncGenerator[ExecOutput | ExecExit, None]:
         """What the started process prints, as it comes, then its ``ExecExit``;
         kills it at ``timeout_s`` (keeping what it printed) and when left early."""
-        began = time.monotonic()
         queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         reader = asyncio.create_task(_read(response, queue))
-        limiter = _Limiter(max_output)
-        pid: int | None = None
-        end: dict[str, Any] | None = None
-        timed_out = False
-        deadline = began + timeout_s
+        state = _Run(self, conn, queue, timeout_s=timeout_s, max_output=max_output)
         try:
-            while True:
-                try:
-                    kind, payload = await asyncio.wait_for(
-                        queue.get(), max(deadline - time.monotonic(), 0)
-                    )
-                except TimeoutError:
-                    if timed_out:
-                        break  # killed, and no end event within the grace
-                    timed_out = True
-                    if pid is not None:
-                        await self.kill(conn, pid)
-                    deadline = time.monotonic() + _KILL_GRACE_S
-                    continue
-                if kind == "start":
-                    pid = payload
-                elif kind in ("stdout", "stderr"):
-                    if text := limiter.take(kind, payload):
-                        yield ExecOutput(stream=kind, data=text)
-                elif kind == "end":
-                    end = payload
-                    break
-                elif kind == "error":
-                    raise payload
-                else:  # "closed" without an end event
-                    break
+            while (item := await state.next()) is not None:
+                yield item
             for stream in ("stdout", "stderr"):
-                if text := limiter.flush(stream):
-                    yield ExecOutput(stream=stream, data=text)  # type: ignore[arg-type]
+                if text := state.limiter.flush(stream):
+                    yield ExecOutput(stream=stream, data=text)
         finally:
             reader.cancel()
             with anyio.CancelScope(shield=True), anyio.move_on_after(_KILL_GRACE_S):
-                if end is None and pid is not None and not timed_out:
-                    await self.kill(conn, pid)  # left early, or the stream broke
+                if state.end is None and state.pid is not None and not state.timed_out:
+                    await self.kill(conn, state.pid)  # left early, or the stream broke
                 await response.aclose()
-        if end is None and not timed_out:
+        if state.end is None and not state.timed_out:
             raise SandboxUnavailable("the command's stream ended before the command did")
-        yield _exit(end, timed_out=timed_out, truncated=limiter.truncated, began=began)
+        yield state.exit()
+
+
+class _Run:
+    """One command's progress: its pid, its deadline, its end event."""
+
+    def __init__(
+        self,
+        envd: Envd,
+        conn: EnvdConnection,
+        queue: asyncio.Queue[tuple[str, Any]],
+        *,
+        timeout_s: float,
+        max_output: int,
+    ) -> None:
+        self.envd, self.conn, self.queue = envd, conn, queue
+        self.began = time.monotonic()
+        self.deadline = self.began + timeout_s
+        self.limiter = _Limiter(max_output)
+        self.pid: int | None = None
+        self.end: dict[str, Any] | None = None
+        self.timed_out = False
+
+    async def next(self) -> ExecOutput | None:
+        """The next output, or ``None`` when the command is over (its end event,
+        the stream closed, or no end within the grace after the kill)."""
+        while True:
+            try:
+                kind, payload = await asyncio.wait_for(
+                    self.queue.get(), max(self.deadline - time.monotonic(), 0)
+                )
+            except TimeoutError:
+                if self.timed_out:
+                    return None
+                self.timed_out = True
+                if self.pid is not None:
+                    await self.envd.kill(self.conn, self.pid)
+                self.deadline = time.monotonic() + _KILL_GRACE_S
+                continue
+            if kind == "error":
+                raise payload
+            if kind == "start":
+                self.pid = payload
+            elif kind in ("stdout", "stderr"):
+                if text := self.limiter.take(kind, payload):
+                    return ExecOutput(stream=kind, data=text)  # type: ignore[arg-type]
+            else:  # "end", or "closed" without one
+                self.end = payload if kind == "end" else None
+                return None
+
+    def exit(self) -> ExecExit:
+        return _exit(
+            self.end, timed_out=self.timed_out, truncated=self.limiter.truncated, began=self.began
+        )
 
 
 def _exit(

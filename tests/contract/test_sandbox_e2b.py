@@ -180,6 +180,8 @@ async def test_files_write_read_and_list(e2b: E2BSandboxes, fake: tuple[FakeE2B,
     await e2b.write_file(ref, "notes.txt", b"two!")  # replaces
     assert await e2b.read_file(ref, "src/app/main.py") == b"print('hi')\n"
     assert await e2b.read_file(ref, "/workspace/notes.txt") == b"two!"
+    uploads = [h["content-type"] for _, m, p, h in fake[0].log if (m, p) == ("POST", "/files")]
+    assert uploads[-1] == "application/octet-stream"  # envd 0.5.7 takes raw bytes
     host = fake[0].sandboxes[ref].root / "workspace"
     assert (host / "src" / "app" / "main.py").read_bytes() == b"print('hi')\n"
     (host / "a_dir").mkdir()
@@ -429,3 +431,17 @@ def test_the_fake_refuses_what_e2b_refuses(fake: tuple[FakeE2B, str], tmp_path: 
         assert http.post(rpc, json=listing, headers=other | token).status_code == 502
         files = http.get("/files", params={"path": "/root/x"}, headers=envd)
         assert files.status_code == 401
+
+
+async def test_an_older_envd_gets_its_files_as_a_multipart_form(tmp_path: Path) -> None:
+    old = FakeE2B(tmp_path, envd_version="0.4.2")
+    with serve(old) as url:
+        e2b = provider(url)
+        try:
+            ref = (await e2b.start(SPEC)).ref
+            await e2b.write_file(ref, "dir/old.txt", b"\x00bytes\xff")
+            assert await e2b.read_file(ref, "dir/old.txt") == b"\x00bytes\xff"
+            kinds = [h.get("content-type", "") for _, m, p, h in old.log if p == "/files"]
+            assert any(k.startswith("multipart/form-data") for k in kinds)
+        finally:
+            await e2b.aclose()

@@ -21,7 +21,8 @@ end-of-stream envelope; ``Connect-Timeout-Ms`` kills the process when it passes,
 as envd does), ``process.Process/SendSignal``, ``filesystem.Filesystem/ListDir``
 and ``MakeDir`` (``application/json`` unary; unknown fields are
 ``invalid_argument``, as protojson refuses them), and ``GET``/``POST /files``
-(``path``, ``username``; octet-stream uploads).
+(``path``, ``username``; octet-stream uploads from envd 0.5.7, multipart
+forms always; ``envd_version`` picks which envd it plays).
 
 Commands run for real (``subprocess``, a process group each) with the sandbox's
 folder mapped under a temporary directory: ``/workspace`` in the sandbox is
@@ -37,6 +38,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import email
+import email.policy
 import ipaddress
 import json
 import os
@@ -141,9 +144,13 @@ def _entry(path: str, host: Path) -> dict[str, Any]:
 
 
 class FakeE2B:
-    def __init__(self, base_dir: Path, api_key: str = API_KEY) -> None:
+    def __init__(
+        self, base_dir: Path, api_key: str = API_KEY, envd_version: str = ENVD_VERSION
+    ) -> None:
         self.base_dir = base_dir
         self.api_key = api_key
+        self.envd_version_text = envd_version
+        self.envd_version = tuple(int(p) for p in envd_version.split("."))
         self.sandboxes: dict[str, Sandbox] = {}
         self.log: list[tuple[str, str, str, dict[str, str]]] = []
 
@@ -268,7 +275,7 @@ class FakeE2B:
             "alias": box.body["templateID"],
             "sandboxID": box.id,
             "clientID": "6532622b",
-            "envdVersion": ENVD_VERSION,
+            "envdVersion": self.envd_version_text,
             "domain": None,
             "trafficAccessToken": None,
         }
@@ -407,14 +414,33 @@ class FakeE2B:
             return
         if method != "POST":
             raise HttpError(405, "method not allowed")
-        if headers.get("content-type", "").split(";")[0] != "application/octet-stream":
-            raise HttpError(400, "the fake takes application/octet-stream uploads only")
+        data = self._upload(headers.get("content-type", ""), body)
         if host.is_dir():
             raise HttpError(400, f"path '{full}' is a directory")
         host.parent.mkdir(parents=True, exist_ok=True)
-        host.write_bytes(body)
+        host.write_bytes(data)
         answer = [{"path": full, "name": posixpath.basename(full), "type": "file"}]
         await _json(send, 200, answer)
+
+    def _upload(self, content_type: str, body: bytes) -> bytes:
+        """The one file of an upload: raw bytes (envd 0.5.7 on) or the ``file``
+        part of a multipart form (every envd: what older ones take for anything)."""
+        media = content_type.split(";", maxsplit=1)[0].strip()
+        if media == "application/octet-stream" and self.envd_version >= (0, 5, 7):
+            return body
+        if media not in ("application/octet-stream", "multipart/form-data") and (
+            self.envd_version >= (0, 5, 7)
+        ):
+            raise HttpError(400, f"unsupported content type: {content_type}")
+        head = f"Content-Type: {content_type}\r\n\r\n".encode()
+        form = email.message_from_bytes(head + body, policy=email.policy.HTTP)
+        if not form.is_multipart():
+            raise HttpError(500, "error parsing multipart form: no multipart boundary param")
+        parts = [p for p in form.iter_parts() if p.get_param("name", header="content-disposition")]
+        if len(parts) != 1 or parts[0].get_param("name", header="content-disposition") != "file":
+            raise HttpError(400, "expected exactly one part named 'file'")
+        payload = parts[0].get_payload(decode=True)
+        return payload if isinstance(payload, bytes) else b""
 
     async def _start(self, box: Sandbox, headers: dict[str, str], body: bytes, send: Send) -> None:
         if headers.get("content-type") != "application/connect+json":

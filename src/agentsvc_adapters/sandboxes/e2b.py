@@ -208,7 +208,13 @@ class E2BSandboxes(SandboxProvider):
         url = self._sandbox_url.format(
             port=ENVD_PORT, sandbox_id=sandbox_id, domain=domain or DEFAULT_DOMAIN
         )
-        conn = EnvdConnection(sandbox_id, url, token if isinstance(token, str) else None)
+        version = answer.get("envdVersion")
+        conn = EnvdConnection(
+            sandbox_id,
+            url,
+            token if isinstance(token, str) else None,
+            version if isinstance(version, str) else "",
+        )
         self._conns[sandbox_id] = conn
         return conn
 

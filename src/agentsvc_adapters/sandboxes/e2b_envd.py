@@ -31,6 +31,7 @@ import base64
 import codecs
 import contextlib
 import json
+import posixpath
 import struct
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
@@ -93,10 +94,14 @@ class EnvdConnection:
     """How to reach one sandbox's envd: its base URL and the headers the SDK sends
     (``E2b-Sandbox-Id``, ``E2b-Sandbox-Port``, ``X-Access-Token``)."""
 
-    def __init__(self, sandbox_id: str, base_url: str, access_token: str | None) -> None:
+    def __init__(
+        self, sandbox_id: str, base_url: str, access_token: str | None, envd_version: str = ""
+    ) -> None:
         self.sandbox_id = sandbox_id
         self.base_url = base_url.rstrip("/")
         self._token = access_token
+        # raw uploads (``application/octet-stream``) came with envd 0.5.7
+        self.octet_stream = _version(envd_version) >= (0, 5, 7)
 
     def __repr__(self) -> str:  # no token in reprs
         return f"EnvdConnection({self.sandbox_id!r}, {self.base_url!r})"
@@ -111,6 +116,13 @@ class EnvdConnection:
         if self._token:
             headers["X-Access-Token"] = self._token
         return headers
+
+
+def _version(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in text.split("-", maxsplit=1)[0].split(".")[:3])
+    except ValueError:
+        return (0,)
 
 
 def envelope(message: dict[str, Any], flags: int = 0) -> bytes:
@@ -289,14 +301,21 @@ class Envd:
             await response.aclose()
 
     async def write_file(self, conn: EnvdConnection, path: str, data: bytes) -> None:
-        """``POST /files`` with the raw bytes (envd 0.5.7 and later); envd makes the
-        folders on the way and replaces a file that is there."""
+        """``POST /files``: the raw bytes from envd 0.5.7 on, a multipart form with
+        one ``file`` part before (as the SDK does); envd makes the folders on the
+        way and replaces a file that is there."""
+        upload: dict[str, Any] = (
+            {"content": data, "headers": {"Content-Type": "application/octet-stream"}}
+            if conn.octet_stream
+            else {"files": {"file": (posixpath.basename(path), data)}, "headers": {}}
+        )
         request = self._http.build_request(
             "POST",
             f"{conn.base_url}/files",
             params={"path": path, "username": self._user},
-            content=data,
-            headers=conn.headers(self._user) | {"Content-Type": "application/octet-stream"},
+            content=upload.get("content"),
+            files=upload.get("files"),
+            headers=conn.headers(self._user) | upload["headers"],
             timeout=_CALL_TIMEOUT,
         )
         response = await self._send(request)

@@ -47,6 +47,7 @@ from urllib.parse import quote
 import httpx
 
 from agentsvc_adapters.outbound import OutboundGuard, failure
+from agentsvc_adapters.sandboxes import e2b_process
 from agentsvc_adapters.sandboxes.e2b_envd import ENVD_PORT, Envd, EnvdConnection, EnvdStale
 from agentsvc_core.errors import InvalidInput
 from agentsvc_core.ports.sandboxes import (
@@ -323,7 +324,9 @@ class E2BSandboxes(SandboxProvider):
             return c, response
 
         conn, response = await self._with_envd(ref, open_)
-        run = self._envd.run(conn, response, timeout_s=timeout_s, max_output=max_output)
+        run = e2b_process.run(
+            self._envd, conn, response, timeout_s=timeout_s, max_output=max_output
+        )
         try:
             async for item in run:
                 yield item

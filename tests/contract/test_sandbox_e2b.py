@@ -445,3 +445,12 @@ async def test_an_older_envd_gets_its_files_as_a_multipart_form(tmp_path: Path) 
             assert any(k.startswith("multipart/form-data") for k in kinds)
         finally:
             await e2b.aclose()
+
+
+async def test_a_command_envd_refuses_is_a_clear_error(
+    e2b: E2BSandboxes, fake: tuple[FakeE2B, str]
+) -> None:
+    ref = (await e2b.start(SPEC)).ref
+    (fake[0].sandboxes[ref].root / "workspace").rmdir()  # envd cannot start in it
+    with pytest.raises(SandboxUnavailable, match=r"could not run the command \(invalid_argument\)"):
+        await run(e2b, ref, "true", timeout_s=5)

@@ -25,7 +25,6 @@ from agentsvc_adapters.sandboxes.e2b_envd import (
     END_STREAM,
     Envd,
     EnvdConnection,
-    connect_error,
     envelopes,
 )
 from agentsvc_core.errors import DomainError
@@ -186,6 +185,14 @@ def _exit(
     )
 
 
+def _refusal(error: dict[str, Any]) -> DomainError:
+    """envd's refusal of the command (an error in the end-of-stream message)."""
+    code, message = str(error.get("code", "unknown")), str(error.get("message", ""))[:300]
+    if code == "deadline_exceeded":
+        return SandboxUnavailable("the command's call to the sandbox ran out of time")
+    return SandboxUnavailable(f"the sandbox could not run the command ({code}): {message}")
+
+
 async def _read(response: httpx.Response, queue: asyncio.Queue[tuple[str, Any]]) -> None:
     """Feeds ``queue`` with the stream's events: ``("start", pid)``, ``("stdout" |
     "stderr", bytes)``, ``("end", EndEvent)``, ``("error", exception)`` and
@@ -197,7 +204,7 @@ async def _read(response: httpx.Response, queue: asyncio.Queue[tuple[str, Any]])
             message = json.loads(data)
             if flags & END_STREAM:
                 if isinstance(message, dict) and isinstance(message.get("error"), dict):
-                    raise connect_error(message["error"], "run the command")
+                    raise _refusal(message["error"])
                 break
             for item in _events(message):
                 queue.put_nowait(item)

@@ -454,3 +454,17 @@ async def test_a_command_envd_refuses_is_a_clear_error(
     (fake[0].sandboxes[ref].root / "workspace").rmdir()  # envd cannot start in it
     with pytest.raises(SandboxUnavailable, match=r"could not run the command \(invalid_argument\)"):
         await run(e2b, ref, "true", timeout_s=5)
+
+
+@pytest.mark.parametrize("ref", ["", "evil.example.com/x", "../sandboxes", "a b", "x?y=1"])
+async def test_a_ref_that_is_no_sandbox_id_is_gone_without_a_call(
+    e2b: E2BSandboxes, fake: tuple[FakeE2B, str], ref: str
+) -> None:
+    before = len(fake[0].log)
+    for call in (e2b.read_file(ref, "a"), e2b.destroy(ref), e2b.stop(ref, SPEC)):
+        with pytest.raises(SandboxGone):
+            await call
+    with pytest.raises(SandboxGone):
+        await run(e2b, ref, "true", timeout_s=1)
+    assert (await e2b.start(SPEC, resume=ref)).state_lost
+    assert len(fake[0].log) == before + 2  # only the new sandbox: create, make the workspace

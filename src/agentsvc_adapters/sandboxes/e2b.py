@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -73,6 +74,8 @@ DEFAULT_TIMEOUT_S = 3600  # E2B's own time to live, renewed on every start
 USER = "root"
 _TIMEOUT = httpx.Timeout(60.0)  # creating a sandbox can take a while
 T = TypeVar("T")
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,99}")
+_DOMAIN = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)+")
 
 
 def _clean(text: str, *secrets: str | None) -> str:
@@ -147,9 +150,12 @@ class E2BSandboxes(SandboxProvider):
         except ValueError:
             problem = "AGENTSVC_E2B_TIMEOUT_S must be a number of seconds, 60 or more"
         try:
-            sandbox_url.format(port=ENVD_PORT, sandbox_id="id", domain=DEFAULT_DOMAIN)
+            example = sandbox_url.format(port=ENVD_PORT, sandbox_id="id", domain=DEFAULT_DOMAIN)
         except (KeyError, IndexError, ValueError):
             problem = "AGENTSVC_E2B_SANDBOX_URL may hold only {port}, {sandbox_id} and {domain}"
+        else:
+            if refused := guard.refusal(example):
+                problem = f"AGENTSVC_E2B_SANDBOX_URL is refused: {refused}"
         if refused := guard.refusal(api_url):
             problem = f"AGENTSVC_E2B_API_URL is refused: {refused}"
         return cls(
@@ -205,6 +211,9 @@ class E2BSandboxes(SandboxProvider):
             raise SandboxUnavailable("E2B answered without a sandbox id")
         sandbox_id = answer["sandboxID"]
         domain = answer.get("domain") if isinstance(answer.get("domain"), str) else None
+        # both become part of the host the envd token is sent to
+        if not _ID.fullmatch(sandbox_id) or (domain and not _DOMAIN.fullmatch(domain)):
+            raise SandboxUnavailable("E2B answered with a sandbox address that is not valid")
         token = answer.get("envdAccessToken")
         url = self._sandbox_url.format(
             port=ENVD_PORT, sandbox_id=sandbox_id, domain=domain or DEFAULT_DOMAIN
@@ -246,6 +255,8 @@ class E2BSandboxes(SandboxProvider):
 
     async def _connect(self, ref: str) -> EnvdConnection | None:
         """Connects to (and resumes) a sandbox; ``None`` when E2B has none."""
+        if not _ID.fullmatch(ref):
+            return None  # not an E2B sandbox id: nothing to ask
         status, answer = await self._api(
             "POST", f"/sandboxes/{_quote(ref)}/connect", {"timeout": self._timeout_s}
         )
@@ -267,6 +278,7 @@ class E2BSandboxes(SandboxProvider):
         return SandboxStarted(ref=conn.sandbox_id, state_lost=lost)
 
     async def stop(self, ref: str, spec: SandboxSpec) -> None:
+        _check_ref(ref)
         self._conns.pop(ref, None)
         if not spec.persistent:
             await self.destroy(ref)
@@ -278,6 +290,7 @@ class E2BSandboxes(SandboxProvider):
             raise SandboxUnavailable(f"E2B answered {status} to pausing the sandbox")
 
     async def destroy(self, ref: str) -> None:
+        _check_ref(ref)
         self._conns.pop(ref, None)
         status, _ = await self._api("DELETE", f"/sandboxes/{_quote(ref)}")
         if status not in (204, 404):  # 404: already gone
@@ -362,6 +375,13 @@ class E2BSandboxes(SandboxProvider):
 
 
 _SPEC = SandboxSpec(instance_id="", org_id="", persistent=True, memory_mb=0)
+
+
+def _check_ref(ref: str) -> None:
+    """A ref is an E2B sandbox id: letters, digits, ``-`` and ``_``, nothing that
+    could change the URL it is put in."""
+    if not _ID.fullmatch(ref):
+        raise SandboxGone("E2B has no sandbox of that id")
 
 
 def _quote(ref: str) -> str:

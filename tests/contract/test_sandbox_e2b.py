@@ -13,6 +13,7 @@ sandbox."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -58,6 +59,13 @@ async def e2b(fake: tuple[FakeE2B, str]) -> AsyncIterator[E2BSandboxes]:
     sandboxes = provider(fake[1])
     yield sandboxes
     await sandboxes.aclose()
+
+
+def running(command: str) -> bool:
+    """Whether a process of this exact command line runs on this machine (the
+    fake runs commands for real)."""
+    found = subprocess.run(["pgrep", "-f", f"^{command}$"], capture_output=True, check=False)
+    return found.returncode == 0
 
 
 async def run(e2b: E2BSandboxes, ref: str, command: str, **kw: float) -> tuple[str, str, ExecExit]:
@@ -133,7 +141,8 @@ async def test_a_command_past_its_time_is_killed_with_its_partial_output(
 ) -> None:
     ref = (await e2b.start(SPEC)).ref
     began = time.monotonic()
-    out, _, exit_ = await run(e2b, ref, "echo started; sleep 30; echo never", timeout_s=1)
+    command = "echo started; sleep 31.25 & sleep 31.5; echo never"
+    out, _, exit_ = await run(e2b, ref, command, timeout_s=1)
     assert time.monotonic() - began < 10
     assert out == "started\n"
     assert exit_.timed_out
@@ -141,6 +150,8 @@ async def test_a_command_past_its_time_is_killed_with_its_partial_output(
     assert exit_.signal == "SIGKILL"
     assert exit_.duration_ms >= 1000
     assert not fake[0].sandboxes[ref].procs  # killed, not left running
+    assert not running("sleep 31.25")  # nor what it started
+    assert not running("sleep 31.5")
 
 
 async def test_output_past_max_output_is_dropped_and_said(e2b: E2BSandboxes) -> None:
@@ -161,7 +172,7 @@ async def test_leaving_a_command_early_kills_it(
     e2b: E2BSandboxes, fake: tuple[FakeE2B, str]
 ) -> None:
     ref = (await e2b.start(SPEC)).ref
-    stream = e2b.exec(ref, SPEC, "echo go; sleep 30", timeout_s=60)
+    stream = e2b.exec(ref, SPEC, "echo go; sleep 32.5 & sleep 32.25", timeout_s=60)
     first = await anext(stream)
     assert first == ExecOutput(stream="stdout", data="go\n")
     assert fake[0].sandboxes[ref].procs
@@ -171,6 +182,8 @@ async def test_leaving_a_command_early_kills_it(
             break
         await asyncio.sleep(0.05)
     assert not fake[0].sandboxes[ref].procs
+    assert not running("sleep 32.5")
+    assert not running("sleep 32.25")
 
 
 async def test_files_write_read_and_list(e2b: E2BSandboxes, fake: tuple[FakeE2B, str]) -> None:

@@ -85,13 +85,22 @@ class HttpError(Exception):
 
 
 @dataclass
+class Proc:
+    """A process envd started; ``out_cancel`` ends its output at once, as envd's
+    ``SendSignal`` does for SIGKILL and SIGTERM."""
+
+    process: asyncio.subprocess.Process
+    out_cancel: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+@dataclass
 class Sandbox:
     id: str
     root: Path
     token: str | None
     body: dict[str, Any]
     state: str = "running"
-    procs: dict[int, asyncio.subprocess.Process] = field(default_factory=dict)
+    procs: dict[int, Proc] = field(default_factory=dict)
     watchers: set[asyncio.Task[None]] = field(default_factory=set)
 
     def host_path(self, user: str, path: str) -> Path:
@@ -99,9 +108,13 @@ class Sandbox:
         return self.root / full.lstrip("/")
 
     def signal_all(self, sig: int) -> None:
+        """Signals every process the sandbox runs: the group each command leads
+        (its ``setsid``) and the command itself."""
         for pid in list(self.procs):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, sig)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
 
 
 def _envelope(message: dict[str, Any], flags: int = 0) -> bytes:
@@ -358,8 +371,10 @@ class FakeE2B:
         pid = selector.get("pid")
         if not isinstance(pid, int) or pid not in box.procs:
             raise ConnectError("not_found", f"process with pid {pid} not found")
+        proc = box.procs[pid]
+        proc.out_cancel.set()  # envd signals the one process it started, no group
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, sig)
+            proc.process.send_signal(sig)
         return {}
 
     def _list_dir(self, box: Sandbox, user: str, request: Any) -> dict[str, Any]:
@@ -490,9 +505,8 @@ class FakeE2B:
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
         )
-        box.procs[proc.pid] = proc
+        box.procs[proc.pid] = Proc(proc)
         events: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
         task = asyncio.get_running_loop().create_task(
             _watch(box, proc, events, int(timeout_ms) / 1000 if timeout_ms else None)
@@ -512,16 +526,19 @@ async def _watch(
         while stream is not None and (chunk := await stream.read(4096)):
             events.put_nowait({"data": {name: base64.b64encode(chunk).decode()}})
 
-    async def run() -> None:
-        await asyncio.gather(pump(proc.stdout, "stdout"), pump(proc.stderr, "stderr"))
-        await proc.wait()
-
-    try:
-        await asyncio.wait_for(run(), deadline_s)
-    except TimeoutError:  # envd's process context expired: the process is killed
+    cancel = box.procs[proc.pid].out_cancel
+    pumps: asyncio.Future[Any] = asyncio.gather(
+        pump(proc.stdout, "stdout"), pump(proc.stderr, "stderr")
+    )
+    cancelled: asyncio.Future[Any] = asyncio.ensure_future(cancel.wait())
+    await asyncio.wait([pumps, cancelled], timeout=deadline_s, return_when="FIRST_COMPLETED")
+    if not pumps.done() and not cancel.is_set():  # envd's process context expired
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        await proc.wait()
+            proc.kill()  # the one process, as exec.CommandContext does
+    pumps.cancel()
+    cancelled.cancel()
+    await asyncio.gather(pumps, cancelled, return_exceptions=True)
+    await proc.wait()
     box.procs.pop(proc.pid, None)
     code = proc.returncode or 0
     end: dict[str, Any]

@@ -34,6 +34,7 @@ import struct
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 import httpx
 
 from agentsvc_adapters.outbound import failure
@@ -51,6 +52,14 @@ END_STREAM = 0x02
 COMPRESSED = 0x01
 # the process deadline sent to envd: later than ours, a backstop when we vanish
 _BACKSTOP_S = 30.0
+_GROUP_KILL_S = 5.0
+# A command runs as the leader of a process group of its own (``setsid``, where the
+# template has it: without a fork, as envd's child leads no group), so that a kill
+# reaches what it started; ``sh -c SCRIPT COMMAND`` hands the command over as $0.
+_GROUP = (
+    'if command -v setsid >/dev/null 2>&1; then exec setsid -w /bin/sh -c "$0"; fi; '
+    'exec /bin/sh -c "$0"'
+)
 _CALL_TIMEOUT = httpx.Timeout(30.0)
 _STREAM_TIMEOUT = httpx.Timeout(30.0, read=None)  # silence is bounded by our deadline
 
@@ -200,10 +209,21 @@ class Envd:
         raise _plain_error(response.status_code, body)
 
     async def kill(self, conn: EnvdConnection, pid: int) -> None:
-        """SIGKILL to a process (``Process/SendSignal``); one that ended is fine."""
+        """SIGKILL to a command: to the process envd started (``SendSignal``, which
+        also ends its output at once; one that ended is fine), then to its process
+        group, what it started (envd signals its one process only)."""
         message = {"process": {"pid": pid}, "signal": "SIGNAL_SIGKILL"}
         with contextlib.suppress(NotFound):
             await self.unary(conn, "process.Process/SendSignal", message, "stop the command")
+        with contextlib.suppress(DomainError, EnvdStale):
+            group = f"kill -9 -{int(pid)} 2>/dev/null; true"  # -PGID: the group
+            response = await self.start(conn, group, cwd="/", env={}, timeout_s=_GROUP_KILL_S)
+            try:
+                with anyio.move_on_after(_GROUP_KILL_S):
+                    async for _ in response.aiter_raw():
+                        pass
+            finally:
+                await response.aclose()
 
     async def make_dir(self, conn: EnvdConnection, path: str) -> None:
         try:
@@ -285,10 +305,11 @@ class Envd:
         env: dict[str, str],
         timeout_s: float,
     ) -> httpx.Response:
-        """Opens ``Process/Start`` (``sh -c command``); the caller reads and closes
+        """Opens ``Process/Start`` (``sh -c command``, in a process group of its
+        own); the caller reads and closes
         the response. Raises before anything runs when envd refuses."""
         message = {
-            "process": {"cmd": "/bin/sh", "args": ["-c", command], "envs": env, "cwd": cwd},
+            "process": {"cmd": "/bin/sh", "args": ["-c", _GROUP, command], "envs": env, "cwd": cwd},
             "stdin": False,
         }
         headers = conn.headers(self._user) | {

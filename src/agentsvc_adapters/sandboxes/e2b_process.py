@@ -101,7 +101,7 @@ async def run(
                 yield ExecOutput(stream=stream, data=text)
     finally:
         reader.cancel()
-        with anyio.CancelScope(shield=True), anyio.move_on_after(_KILL_GRACE_S):
+        with anyio.CancelScope(shield=True), anyio.move_on_after(2 * _KILL_GRACE_S):
             if state.end is None and state.pid is not None and not state.timed_out:
                 await envd.kill(conn, state.pid)  # left early, or the stream broke
             await response.aclose()
@@ -135,18 +135,24 @@ class _Run:
         the stream closed, or no end within the grace after the kill)."""
         while True:
             try:
-                kind, payload = await asyncio.wait_for(
-                    self.queue.get(), max(self.deadline - time.monotonic(), 0)
-                )
-            except TimeoutError:
-                if self.timed_out:
-                    return None
-                self.timed_out = True
-                if self.pid is not None:
-                    await self.envd.kill(self.conn, self.pid)
-                self.deadline = time.monotonic() + _KILL_GRACE_S
-                continue
+                # what already came is taken first: a slow reader is no timeout
+                kind, payload = self.queue.get_nowait()
+            except asyncio.QueueEmpty:
+                try:
+                    kind, payload = await asyncio.wait_for(
+                        self.queue.get(), max(self.deadline - time.monotonic(), 0)
+                    )
+                except TimeoutError:
+                    if self.timed_out:
+                        return None
+                    self.timed_out = True
+                    if self.pid is not None:
+                        await self.envd.kill(self.conn, self.pid)
+                    self.deadline = time.monotonic() + _KILL_GRACE_S
+                    continue
             if kind == "error":
+                if self.timed_out:
+                    return None  # the stream broke after the kill: the kill is the news
                 raise payload
             if kind == "start":
                 self.pid = payload
@@ -167,7 +173,8 @@ def _exit(
     end: dict[str, Any] | None, *, timed_out: bool, truncated: bool, began: float
 ) -> ExecExit:
     duration_ms = int((time.monotonic() - began) * 1000)
-    if timed_out or end is None:
+    exited = end is not None and bool(end.get("exited", False))  # protobuf-JSON omits false
+    if end is None or (timed_out and not exited):  # one that ended by itself is no timeout
         return ExecExit(
             exit_code=None,
             timed_out=True,
@@ -175,8 +182,7 @@ def _exit(
             signal="SIGKILL",
             duration_ms=duration_ms,
         )
-    exited = bool(end.get("exited", False))  # protobuf-JSON leaves out false and 0
-    code = end.get("exitCode", 0)
+    code = end.get("exitCode", 0)  # and 0
     return ExecExit(
         exit_code=int(code) if exited else None,
         truncated=truncated,

@@ -221,7 +221,15 @@ async def test_files_write_read_and_list(e2b: E2BSandboxes, fake: tuple[FakeE2B,
 
 
 @pytest.mark.parametrize(
-    "path", ["../etc/passwd", "/etc/passwd", "src/../../root", "/workspace/../root", "//x"]
+    "path",
+    [
+        "../etc/passwd",
+        "/etc/passwd",
+        "src/../../root",
+        "/workspace/../root",
+        "//x",
+        "/workspacex/a",
+    ],
 )
 async def test_a_path_out_of_the_workspace_is_refused(
     e2b: E2BSandboxes, fake: tuple[FakeE2B, str], path: str
@@ -481,3 +489,69 @@ async def test_a_ref_that_is_no_sandbox_id_is_gone_without_a_call(
         await run(e2b, ref, "true", timeout_s=1)
     assert (await e2b.start(SPEC, resume=ref)).state_lost
     assert len(fake[0].log) == before + 2  # only the new sandbox: create, make the workspace
+
+
+@pytest.mark.parametrize(
+    ("status", "words"),
+    [(429, "rate limiting"), (500, "E2B answered 500: Internal error"), (503, "answered 503")],
+)
+async def test_e2b_failures_read_clearly(
+    e2b: E2BSandboxes, fake: tuple[FakeE2B, str], status: int, words: str
+) -> None:
+    fake[0].fail_next("api", status)
+    with pytest.raises(SandboxUnavailable, match=words) as caught:
+        await e2b.start(SPEC)
+    assert API_KEY not in caught.value.detail
+    assert (await e2b.start(SPEC)).ref  # the next call is served
+
+
+async def test_a_sandbox_that_keeps_refusing_its_token_is_unavailable(
+    e2b: E2BSandboxes, fake: tuple[FakeE2B, str]
+) -> None:
+    ref = (await e2b.start(SPEC)).ref
+    token = fake[0].sandboxes[ref].token
+    assert token
+    fake[0].fail_next("envd", 401, 401)  # again after a fresh connection
+    with pytest.raises(SandboxUnavailable, match="refused the sandbox's access token") as caught:
+        await e2b.read_file(ref, "a.txt")
+    assert token not in caught.value.detail
+    fake[0].fail_next("envd", 401)  # once: the fresh connection is served
+    await e2b.write_file(ref, "a.txt", b"a")
+    fake[0].fail_next("envd", 507)
+    with pytest.raises(SandboxUnavailable, match="disk is full"):
+        await e2b.write_file(ref, "b.txt", b"b")
+
+
+@pytest.mark.parametrize(
+    ("path", "full"), [(".", ""), ("", ""), ("/workspace", ""), ("a/./b/../c", "a/c")]
+)
+async def test_paths_inside_the_workspace_are_taken(
+    e2b: E2BSandboxes, path: str, full: str
+) -> None:
+    ref = (await e2b.start(SPEC)).ref
+    if full:
+        await e2b.write_file(ref, path, b"x")
+        assert await e2b.read_file(ref, full) == b"x"
+    else:
+        assert await e2b.list_files(ref, path) == []
+        with pytest.raises(InvalidInput):
+            await e2b.write_file(ref, path, b"x")  # the workspace itself is no file
+
+
+async def test_the_time_to_live_is_sent_and_bounded(fake: tuple[FakeE2B, str]) -> None:
+    e2b = provider(fake[1], AGENTSVC_E2B_TIMEOUT_S="60")
+    try:
+        ref = (await e2b.start(SPEC)).ref
+        assert fake[0].sandboxes[ref].body["timeout"] == 60
+        await e2b.stop(ref, SPEC)
+        await e2b.start(SPEC, resume=ref)
+        connect = [h for _, m, p, h in fake[0].log if p == f"/sandboxes/{ref}/connect"]
+        assert connect  # the resume went through /connect
+    finally:
+        await e2b.aclose()
+    e2b = provider(fake[1], AGENTSVC_E2B_TIMEOUT_S="59")
+    try:
+        with pytest.raises(SandboxUnavailable, match="60 or more"):
+            await e2b.start(SPEC)
+    finally:
+        await e2b.aclose()

@@ -30,7 +30,8 @@ folder mapped under a temporary directory: ``/workspace`` in the sandbox is
 command's own absolute paths are the host's. Pause stops the processes
 (SIGSTOP) and keeps the files; resume continues them. ``lose(id)`` deletes a
 sandbox behind the adapter's back. ``log`` records ``(kind, method, path,
-headers)`` of every request, ``kind`` being ``api`` or ``envd``.
+headers)`` of every request, ``kind`` being ``api`` or ``envd``;
+``fail_next(kind, *statuses)`` makes the next requests of a kind fail.
 """
 
 from __future__ import annotations
@@ -166,6 +167,7 @@ class FakeE2B:
         self.envd_version = tuple(int(p) for p in envd_version.split("."))
         self.sandboxes: dict[str, Sandbox] = {}
         self.log: list[tuple[str, str, str, dict[str, str]]] = []
+        self.failures: dict[str, list[int]] = {"api": [], "envd": []}
 
     # --- test switches --------------------------------------------------------
 
@@ -174,6 +176,11 @@ class FakeE2B:
         box = self.sandboxes.pop(sandbox_id)
         box.signal_all(signal.SIGKILL)
         shutil.rmtree(box.root, ignore_errors=True)
+
+    def fail_next(self, kind: str, *statuses: int) -> None:
+        """The next requests of ``kind`` (``api``, ``envd``) answer these statuses,
+        each with E2B's error body."""
+        self.failures[kind].extend(statuses)
 
     def rotate_token(self, sandbox_id: str) -> None:
         box = self.sandboxes[sandbox_id]
@@ -201,6 +208,9 @@ class FakeE2B:
         kind = "api" if path.startswith("/sandboxes") else "envd"
         self.log.append((kind, method, path, headers))
         try:
+            if self.failures[kind]:
+                status = self.failures[kind].pop(0)
+                raise HttpError(status, "Internal error" if status >= 500 else "Refused")
             if kind == "api":
                 status, answer = self._api(method, path, headers, body)
                 await _json(send, status, answer)

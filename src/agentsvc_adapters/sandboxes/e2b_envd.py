@@ -315,7 +315,8 @@ class Envd:
         headers = conn.headers(self._user) | {
             "Content-Type": _STREAM_TYPE,
             "Connect-Protocol-Version": "1",
-            "Connect-Timeout-Ms": str(int((timeout_s + _BACKSTOP_S) * 1000)),
+            # at most 10 digits, as Connect allows
+            "Connect-Timeout-Ms": str(min(int((timeout_s + _BACKSTOP_S) * 1000), 9_999_999_999)),
             "Keepalive-Ping-Interval": "50",
             "Accept-Encoding": "identity",
         }

@@ -24,9 +24,10 @@ and ``MakeDir`` (``application/json`` unary; unknown fields are
 (``path``, ``username``; octet-stream uploads from envd 0.5.7, multipart
 forms always; ``envd_version`` picks which envd it plays).
 
-Commands run for real (``subprocess``, a process group each) with the sandbox's
-folder mapped under a temporary directory: ``/workspace`` in the sandbox is
-``<root>/workspace``. It is a test double for the provider, not a boundary: a
+Commands run for real (``subprocess``) with the sandbox's folder mapped under a
+temporary directory: ``/workspace`` in the sandbox is ``<root>/workspace``. As in
+envd, ``SendSignal`` signals the one process started (no group) and ends its
+output at once. It is a test double for the provider, not a boundary: a
 command's own absolute paths are the host's. Pause stops the processes
 (SIGSTOP) and keeps the files; resume continues them. ``lose(id)`` deletes a
 sandbox behind the adapter's back. ``log`` records ``(kind, method, path,

@@ -23,9 +23,8 @@ import msgspec
 import pytest
 from mcp.client.stdio import get_default_environment
 
-from agentsvc_adapters.mcp import SdkMcpClient
 from agentsvc_adapters.mcp.child_output import MAX_LINE_BYTES, MAX_LINES
-from agentsvc_adapters.mcp.client import result_text
+from agentsvc_adapters.mcp.client import SdkMcpClient, result_text
 from agentsvc_core.errors import McpAuthRequired, Upstream
 from agentsvc_core.ports.mcp import McpEndpoint, Transport
 from tests.mcp_servers.server import HttpMcpServer
@@ -329,7 +328,7 @@ PRINTS_ITS_SECRET = (
 SERVICE = """
 import asyncio, logging, sys
 import msgspec
-from agentsvc_adapters.mcp import SdkMcpClient
+from agentsvc_adapters.mcp.client import SdkMcpClient
 from agentsvc_core.ports.mcp import McpEndpoint
 
 logging.basicConfig(level=sys.argv[1], stream=sys.stderr)
@@ -535,3 +534,27 @@ def test_result_text_renders_every_block() -> None:
     assert result_text(result) == "one\n[image/png]\n[resource file:///f.txt]\ninline"
     structured = types.CallToolResult(content=[], structured_content={"a": 1, "b": [1, 2]})
     assert result_text(structured) == '{"a":1,"b":[1,2]}'
+
+
+def test_the_sdk_is_imported_at_the_first_call_not_at_start() -> None:
+    """The service's app and the CLI import no MCP SDK until a server is used."""
+    probe = (
+        "import sys, asyncio\n"
+        "import agentsvc_web.app, agentsvc_web.cli\n"
+        "from agentsvc_adapters.mcp import SdkMcpClient\n"
+        "print(any(m == 'mcp' or m.startswith('mcp.') for m in sys.modules))\n"
+        "client = SdkMcpClient(allow_stdio=False)\n"
+        "asyncio.run(client.aclose())\n"
+        "print(any(m == 'mcp' or m.startswith('mcp.') for m in sys.modules))\n"
+        "async def use():\n"
+        "    try:\n"
+        "        await client.list_tools(None)\n"
+        "    except Exception:\n"
+        "        pass\n"
+        "asyncio.run(use())\n"
+        "print(any(m == 'mcp' or m.startswith('mcp.') for m in sys.modules))\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert run.stdout.split() == ["False", "False", "True"]

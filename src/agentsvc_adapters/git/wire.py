@@ -56,6 +56,19 @@ class Advertisement:
 
     refs: dict[bytes, bytes] = field(default_factory=dict)
     capabilities: frozenset[bytes] = frozenset()
+    head: bytes | None = None  # the ref HEAD names (``symref=HEAD:<ref>``), when said
+
+    def default_branch(self) -> str:
+        """The branch HEAD names: from the server's word, else the one branch at
+        HEAD's commit (``main`` or ``master`` first); ``HEAD`` when none is."""
+        if self.head is not None and self.head.startswith(b"refs/heads/"):
+            return self.head.removeprefix(b"refs/heads/").decode(errors="replace")
+        at = self.refs.get(b"HEAD")
+        names = [b"refs/heads/main", b"refs/heads/master", *sorted(self.refs)]
+        for name in names:
+            if name.startswith(b"refs/heads/") and at is not None and self.refs.get(name) == at:
+                return name.removeprefix(b"refs/heads/").decode(errors="replace")
+        return "HEAD"
 
     def want(self, ref: str | None) -> bytes:
         """The sha to ask for: ``ref`` read as the port says (HEAD, a branch
@@ -93,6 +106,8 @@ def parse_advertisement(
         if line is not None:  # the first line carries the capabilities
             line, caps = extract_capabilities(line)
             adv.capabilities = frozenset(c.partition(b"=")[0] for c in caps)
+            head = b"symref=HEAD:"
+            adv.head = next((c[len(head) :] for c in caps if c.startswith(head)), None)
         while line is not None:
             sha, _, name = line.rstrip(b"\n").partition(b" ")
             if len(sha) != 40 or not name:

@@ -1,0 +1,203 @@
+"""The GitHub host (agentsvc_core/ports/git_remotes.py, ``GitHost``) against a
+loopback fake of GitHub's pull requests API (tests/fakes/github.py) whose
+branches are the fake git server's: which repository URLs it serves, a pull
+request opened from a pushed branch, a retried open answering the same pull
+request, GitHub's refusals as errors that never show the token, the outbound
+guard's refusals."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import httpx
+import pytest
+
+from agentsvc_adapters.git_hosts import GitHubHost, github_from_env
+from agentsvc_adapters.outbound import OutboundGuard
+from agentsvc_core.ports.git_remotes import GitHostError, PullRequest
+from tests.fakes.git import GitServer, serve_git
+from tests.fakes.github import TOKEN, FakeGitHub
+from tests.outbound import fake_dns
+from tests.web.live import serve
+
+OPEN = OutboundGuard(allow_private_network=True)  # the fakes are on loopback
+
+
+class Site:
+    def __init__(self, git: GitServer, git_url: str, fake: FakeGitHub, api_url: str) -> None:
+        self.git, self.fake, self.api_url = git, fake, api_url
+        self.web_host = git_url.removeprefix("http://")
+        self.repo = f"{git_url}/acme/widgets.git"
+
+
+@pytest.fixture
+def site() -> Iterator[Site]:
+    git = GitServer()
+    git.commit({"README.md": b"# widgets\n"})
+    git.commit({"README.md": b"# widgets, fixed\n"}, branch="agent/fix")
+    with serve_git(git) as git_url:
+        fake = FakeGitHub(git, web_url=git_url)
+        with serve(fake) as api_url:
+            yield Site(git, git_url, fake, api_url)
+
+
+@pytest.fixture
+async def host(site: Site) -> AsyncIterator[GitHubHost]:
+    made = github_from_env(
+        OPEN, {"AGENTSVC_GITHUB_API_URL": site.api_url, "AGENTSVC_GITHUB_HOST": site.web_host}
+    )
+    yield made
+    await made.aclose()
+
+
+async def _refused(work: object) -> GitHostError:
+    with pytest.raises(GitHostError) as caught:
+        await work  # type: ignore[misc]
+    return caught.value
+
+
+def test_it_serves_repositories_on_its_own_host_only() -> None:
+    host = GitHubHost(OPEN)
+    for url in (
+        "https://github.com/acme/widgets.git",
+        "https://github.com/acme/widgets",
+        "https://GitHub.com/acme/widgets/",
+        "http://github.com/acme/widgets.git",
+    ):
+        assert host.serves(url), url
+    for url in (
+        "https://gitlab.com/acme/widgets.git",
+        "https://github.com/acme",
+        "https://github.com/acme/widgets/tree/main",
+        "https://github.com:8443/acme/widgets",
+        "https://user:pw@github.com/acme/widgets",
+        "https://github.com/acme/widgets?x=1",
+        "ssh://github.com/acme/widgets",
+        "https://github.com/acme/..",
+        "not a url",
+    ):
+        assert not host.serves(url), url
+    enterprise = github_from_env(OPEN, {"AGENTSVC_GITHUB_HOST": "git.corp.example"})
+    assert enterprise.serves("https://git.corp.example/acme/widgets.git")
+    assert not enterprise.serves("https://github.com/acme/widgets.git")
+
+
+async def test_a_pull_request_is_opened_and_a_retry_answers_the_same(
+    site: Site, host: GitHubHost
+) -> None:
+    args = {"head": "agent/fix", "base": "main", "title": "Fix the readme", "body": "Done."}
+    opened = await host.open_pull_request(site.repo, TOKEN, **args)
+    assert opened == PullRequest(url=f"http://{site.web_host}/acme/widgets/pull/1", number=1)
+    [pull] = site.fake.pulls
+    assert (pull["title"], pull["body"], pull["head"]["ref"], pull["base"]["ref"]) == (
+        "Fix the readme",
+        "Done.",
+        "agent/fix",
+        "main",
+    )
+    again = await host.open_pull_request(site.repo, TOKEN, **args)
+    assert again == opened
+    assert len(site.fake.pulls) == 1
+    assert site.fake.calls[-2:] == [
+        ("POST", "/repos/acme/widgets/pulls"),
+        ("GET", "/repos/acme/widgets/pulls"),
+    ]
+
+
+async def test_github_s_refusals_are_errors_without_the_token(site: Site, host: GitHubHost) -> None:
+    args = {"base": "main", "title": "t", "body": "b"}
+    wrong = "ghp_notTheRightToken000000000000000000"
+    cases = [
+        (wrong, "agent/fix", "GitHub refused the token (HTTP 401): Bad credentials"),
+        (
+            TOKEN,
+            "no-such-branch",
+            "GitHub refused the pull request (HTTP 422): Validation Failed: head invalid",
+        ),
+        (
+            TOKEN,
+            "main",
+            "GitHub refused the pull request (HTTP 422): Validation Failed: "
+            "No commits between main and acme:main",
+        ),
+    ]
+    for token, head, detail in cases:
+        error = await _refused(host.open_pull_request(site.repo, token, head=head, **args))
+        assert (error.detail, error.permanent) == (detail, True)
+        assert wrong not in str(error)
+        assert TOKEN not in str(error)
+    missing = await _refused(host.open_pull_request(site.repo, None, head="agent/fix", **args))
+    assert missing.detail == "GitHub needs a token to open a pull request"
+    elsewhere = await _refused(
+        host.open_pull_request(
+            f"http://{site.web_host}/acme/other.git", TOKEN, head="agent/fix", **args
+        )
+    )
+    assert elsewhere.detail == "GitHub refused the pull request (HTTP 404): Not Found"
+    assert not site.fake.pulls
+
+
+async def test_github_s_own_trouble_is_worth_a_retry(site: Site, host: GitHubHost) -> None:
+    site.fake.fail_next(502)
+    args = {"head": "agent/fix", "base": "main", "title": "t", "body": "b"}
+    error = await _refused(host.open_pull_request(site.repo, TOKEN, **args))
+    assert (error.detail, error.permanent) == (
+        "GitHub refused the pull request (HTTP 502): Server Error",
+        False,
+    )
+    assert (await host.open_pull_request(site.repo, TOKEN, **args)).number == 1
+
+
+async def test_the_request_is_as_github_documents_it(site: Site) -> None:
+    seen: list[httpx.Request] = []
+
+    async def record(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(201, json={"html_url": "https://github.com/a/b/pull/7", "number": 7})
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(record))
+    host = GitHubHost(OPEN, client=client)
+    pull = await host.open_pull_request(
+        "https://github.com/acme/widgets.git", TOKEN, head="h", base="main", title="t", body="b"
+    )
+    assert pull == PullRequest(url="https://github.com/a/b/pull/7", number=7)
+    [request] = seen
+    assert (request.method, str(request.url)) == (
+        "POST",
+        "https://api.github.com/repos/acme/widgets/pulls",
+    )
+    assert request.headers["authorization"] == f"Bearer {TOKEN}"
+    assert request.headers["accept"] == "application/vnd.github+json"
+    assert request.headers["x-github-api-version"] == "2022-11-28"
+    assert request.read() == b'{"title":"t","head":"h","base":"main","body":"b"}'
+    await host.aclose()
+
+
+async def test_the_outbound_guard_refuses_a_private_api() -> None:
+    guard = OutboundGuard(
+        allow_private_network=False, resolver=fake_dns({"gh.internal": ["10.1.2.3"]})
+    )
+    host = GitHubHost(guard, api_url="https://gh.internal/api/v3", web_host="gh.internal")
+    error = await _refused(
+        host.open_pull_request(
+            "https://gh.internal/acme/widgets.git",
+            TOKEN,
+            head="h",
+            base="main",
+            title="t",
+            body="b",
+        )
+    )
+    assert (error.detail, error.permanent) == (
+        "refused by the outbound guard: gh.internal resolves to a private address",
+        True,
+    )
+    plain = GitHubHost(guard, api_url="http://127.0.0.1:9")
+    error = await _refused(
+        plain.open_pull_request(
+            "https://github.com/acme/widgets", TOKEN, head="h", base="main", title="t", body="b"
+        )
+    )
+    assert error.detail.startswith("refused by the outbound guard: plain http:// is refused")
+    await host.aclose()
+    await plain.aclose()

@@ -18,7 +18,7 @@ from agentsvc_adapters.git import remote as module
 from agentsvc_adapters.outbound import OutboundGuard
 from agentsvc_core.ports.git_remotes import GitRemoteError, Snapshot
 from tests.fakes.git import LINK, SUBMODULE, GitServer, serve_git
-from tests.outbound import fake_dns
+from tests.outbound import Listener, fake_dns
 
 TOKEN = "ghs_fakePushToken0123456789abcdefABCDEF"
 AUTHOR = "Code Agent <agent@example.com>"
@@ -303,4 +303,35 @@ async def test_the_outbound_guard_refuses_private_addresses_and_plain_http() -> 
     )
     assert error.detail.startswith("refused by the outbound guard: plain http:// is refused")
     assert TOKEN not in error.detail
+    await remote.aclose()
+
+
+async def test_the_credential_goes_to_the_repository_s_own_origin_only(
+    remote: GitHttpRemote,
+) -> None:
+    """A repository that moved to another server (another port) is followed, as
+    git follows it, but the token stays behind: the other server sees none."""
+    here, there = GitServer(token=TOKEN), GitServer(token=TOKEN, private=True)
+    there.commit({"a.txt": b"a"})
+    with serve_git(here) as here_url, serve_git(there) as there_url:
+        here.away = there_url
+        error = await _refused(remote.fetch(f"{here_url}/away.git", None, TOKEN))
+        assert error.detail.startswith("not a git repository, or one that needs credentials")
+        assert here.authorizations[0] is not None
+        assert there.authorizations == [None]
+
+
+async def test_a_server_that_never_answers_runs_into_the_time_bound() -> None:
+    remote = GitHttpRemote(OutboundGuard(allow_private_network=True), timeout=0.3)
+    async with Listener(silent=True) as listener:
+        repo = f"http://127.0.0.1:{listener.port}/acme/w.git"
+        error = await _refused(
+            remote.push(
+                repo, TOKEN, base="a" * 40, branch="b", changes={}, message="m", author=AUTHOR
+            )
+        )
+    assert (error.detail, error.permanent) == (
+        "pushing to 127.0.0.1 did not finish within 0.3 s",
+        False,
+    )
     await remote.aclose()

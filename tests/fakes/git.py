@@ -123,6 +123,7 @@ class GitServer:
         self.authorizations: list[str | None] = []
         self.token = token
         self.private = private
+        self.away: str | None = None  # where ``/away.git/`` redirects (another server)
         # (dulwich's BackendRepo protocol is stricter than its own MemoryRepo's types)
         backend = DictBackend({"/repo.git": self.repo})  # type: ignore[arg-type]
         handlers: dict[bytes, Any] = {
@@ -199,13 +200,17 @@ class GitServer:
 
     def _git_route(self, environ: dict[str, Any], repo: str, rest: str) -> Answer:
         """``/repo.git``: dulwich's server (a POST must say what it carries, as
-        git's own server requires); ``moved``: a redirect to it; ``static``: a web
+        git's own server requires); ``moved``: a redirect to it; ``away``: a
+        redirect to the server ``away`` names; ``static``: a web
         server's plain file; ``garbage``: not pkt-lines; ``err``, ``text`` and
         ``cut``: the repository's refs, then a fetch answered with git's ``ERR``,
         with plain text, or cut off in the middle."""
         post = environ["REQUEST_METHOD"] == "POST"
         if repo == "moved":
             return "301 Moved", [("Location", f"/repo.git/{rest}?service=git-upload-pack")], b""
+        if repo == "away" and self.away is not None:
+            query = environ.get("QUERY_STRING", "")
+            return "301 Moved", [("Location", f"{self.away}/repo.git/{rest}?{query}")], b""
         if repo == "static":
             return "200 OK", [("Content-Type", "text/plain")], b"ref: refs/heads/main\n"
         if repo == "garbage":

@@ -111,10 +111,10 @@ def _network(exc: httpx.HTTPError, url: str) -> GitFailure:
     return GitFailure(failure(exc, url), permanent=refusal_of(exc) is not None)
 
 
-def _status(host: str, status: int, auth: Auth | None, *, git: bool, to: str = "") -> GitFailure:
-    """An answer that is not the one asked for."""
+def _status(host: str, status: int, sent: bool, *, git: bool, to: str = "") -> GitFailure:
+    """An answer that is not the one asked for (``sent``: with a credential)."""
     answered = f"{host} answered HTTP {status}{to}"
-    if status in (401, 403) and auth is not None:
+    if status in (401, 403) and sent:
         return GitFailure(f"{host} refused the credential (HTTP {status}{to})")
     if git and not to:
         answered = f"not a git repository, or one that needs credentials: {answered}"
@@ -149,7 +149,8 @@ class GitHttp:
         ``sink``; the URL it was found at and its media type."""
         for _ in range(MAX_REDIRECTS + 1):
             self.check(url)
-            headers = {"Accept-Encoding": "identity", **(auth.headers(url) if auth else {})}
+            credential = auth.headers(url) if auth else {}
+            headers = {"Accept-Encoding": "identity", **credential}
             try:
                 async with self._http.stream("GET", url, headers=headers) as resp:
                     if resp.status_code in _REDIRECTS:
@@ -161,7 +162,7 @@ class GitHttp:
                         url = urljoin(url, location)
                         continue
                     if resp.status_code != 200:
-                        raise _status(host_of(url), resp.status_code, auth, git=git)
+                        raise _status(host_of(url), resp.status_code, bool(credential), git=git)
                     await _read(resp, budget, sink)
                     return url, _media_type(resp)
             except httpx.HTTPError as exc:
@@ -181,11 +182,12 @@ class GitHttp:
         """POST ``body`` to ``<url>/<service>``, the answer into ``sink``."""
         url = f"{url}/{service}"
         self.check(url)
+        credential = auth.headers(url) if auth else {}
         headers = {
             "Accept-Encoding": "identity",
             "Accept": f"application/x-{service}-result",
             "Content-Type": f"application/x-{service}-request",
-            **(auth.headers(url) if auth else {}),
+            **credential,
         }
         to = " to the fetch" if service == "git-upload-pack" else " to the push"
         try:
@@ -194,7 +196,8 @@ class GitHttp:
                     resp.status_code != 200
                     or _media_type(resp) != f"application/x-{service}-result"
                 ):
-                    refused = _status(host_of(url), resp.status_code, auth, git=True, to=to)
+                    status, sent = resp.status_code, bool(credential)
+                    refused = _status(host_of(url), status, sent, git=True, to=to)
                     if service == "git-upload-pack":
                         raise ServerRefused(str(refused), permanent=refused.permanent)
                     raise refused

@@ -9,7 +9,8 @@ is unpacked (``objects.py``) and the commit's whole tree comes back as a
 submodules named in ``skipped``.
 
 ``push``: the base commit is fetched again the same way (with the branch's tip,
-when the branch exists), the new commit is made on its tree (``commits.py``),
+when the branch exists; nothing is kept between calls, so a push after a
+restart works as well), the new commit is made on its tree (``commits.py``),
 and the pack of the new objects goes to ``git-receive-pack`` with the command
 that creates ``refs/heads/<branch>`` (the old sha all zeros: the server refuses
 it if the branch exists). The server's report is read; an ``ng`` is the
@@ -23,8 +24,10 @@ repository's own origin only, never into an error or a log line.
 Bounds, each a constructor argument: ``max_bytes`` of answers for one fetch (and
 of changes for one push), ``max_unpacked_bytes`` of objects once inflated,
 ``max_files`` files and ``max_file_bytes`` for one, ``timeout`` seconds for a
-whole fetch or push. Errors are ``GitRemoteError``, ``permanent`` unless the
-network, a time bound or the server's own trouble (5xx) was the cause.
+whole fetch or push. Everything is held in memory while a call runs: about
+``max_bytes`` plus twice ``max_unpacked_bytes`` at most. Errors are
+``GitRemoteError``, ``permanent`` unless the network, a time bound or the
+server's own trouble (5xx) was the cause.
 """
 
 from __future__ import annotations
@@ -76,8 +79,8 @@ class GitHttpRemote(GitRemote):
         self,
         guard: OutboundGuard,
         *,
-        max_bytes: int = 100 * _MB,
-        max_unpacked_bytes: int = 500 * _MB,
+        max_bytes: int = 50 * _MB,
+        max_unpacked_bytes: int = 200 * _MB,
         max_files: int = 20_000,
         max_file_bytes: int = 10 * _MB,
         timeout: float = 120.0,

@@ -17,7 +17,7 @@ from agentsvc_adapters.outbound import OutboundGuard
 from agentsvc_core.ports.git_remotes import GitHostError, PullRequest
 from tests.fakes.git import GitServer, serve_git
 from tests.fakes.github import TOKEN, FakeGitHub
-from tests.outbound import fake_dns
+from tests.outbound import Listener, fake_dns
 from tests.web.live import serve
 
 OPEN = OutboundGuard(allow_private_network=True)  # the fakes are on loopback
@@ -201,3 +201,88 @@ async def test_the_outbound_guard_refuses_a_private_api() -> None:
     assert error.detail.startswith("refused by the outbound guard: plain http:// is refused")
     await host.aclose()
     await plain.aclose()
+
+
+EXISTS = {
+    "message": "Validation Failed",
+    "errors": [
+        {
+            "resource": "PullRequest",
+            "code": "custom",
+            "message": "A pull request already exists for acme:h.",
+        }
+    ],
+}
+REFUSED = "GitHub refused the pull request (HTTP "
+NONE_OPEN = "GitHub says a pull request from that branch exists, but lists none open"
+NO_ACCESS = "Resource not accessible by personal access token"
+ODD = {"message": "Validation Failed", "errors": ["head is odd", {"code": "missing"}]}
+
+
+@pytest.mark.parametrize(
+    ("answers", "detail", "permanent"),
+    [
+        (
+            [(403, {"message": "API rate limit exceeded for user."})],
+            REFUSED + "403): API rate limit exceeded for user.",
+            False,
+        ),
+        ([(403, {"message": NO_ACCESS})], REFUSED + f"403): {NO_ACCESS}", True),
+        ([(429, {"message": "slow down"})], REFUSED + "429): slow down", False),
+        ([(500, {})], REFUSED + "500): no reason given", False),
+        ([(422, ODD)], REFUSED + "422): Validation Failed: head is odd: missing", True),
+        ([(422, [])], REFUSED + "422): no reason given", True),
+        (
+            [(502, b"<html>Bad gateway</html>")],
+            "GitHub answered HTTP 502 without a JSON body",
+            False,
+        ),
+        ([(201, {"number": 3})], "GitHub answered a pull request without its address", False),
+        ([(422, EXISTS), (200, [])], NONE_OPEN, False),
+        ([(422, EXISTS), (200, {})], NONE_OPEN, False),
+        (
+            [(422, EXISTS), (401, {"message": "Bad credentials"})],
+            "GitHub refused the token (HTTP 401): Bad credentials",
+            True,
+        ),
+    ],
+)
+async def test_every_answer_github_may_give_is_named(
+    answers: list[tuple[int, object]], detail: str, permanent: bool
+) -> None:
+    seen: list[httpx.Request] = []
+
+    async def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        status, body = answers[len(seen) - 1]
+        if isinstance(body, bytes):
+            return httpx.Response(status, content=body)
+        return httpx.Response(status, json=body)
+
+    host = GitHubHost(OPEN, client=httpx.AsyncClient(transport=httpx.MockTransport(answer)))
+    error = await _refused(
+        host.open_pull_request(
+            "https://github.com/acme/widgets", TOKEN, head="h", base="main", title="t", body="b"
+        )
+    )
+    assert (error.detail, error.permanent) == (detail, permanent)
+    assert len(seen) == len(answers)
+    if len(seen) == 2:
+        listed = seen[1]
+        assert (listed.method, listed.url.path) == ("GET", "/repos/acme/widgets/pulls")
+        assert dict(listed.url.params) == {"head": "acme:h", "base": "main", "state": "open"}
+        assert listed.headers["authorization"] == f"Bearer {TOKEN}"
+    await host.aclose()
+
+
+async def test_a_github_that_cannot_be_reached_is_worth_a_retry() -> None:
+    async with Listener() as listener:
+        port = listener.port
+    host = GitHubHost(OPEN, api_url=f"http://127.0.0.1:{port}")  # closed now
+    error = await _refused(
+        host.open_pull_request(
+            "https://github.com/acme/widgets", TOKEN, head="h", base="main", title="t", body="b"
+        )
+    )
+    assert (error.detail, error.permanent) == ("could not reach 127.0.0.1", False)
+    await host.aclose()

@@ -7,6 +7,7 @@ guard's refusals."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Iterator
 
 import httpx
@@ -286,3 +287,40 @@ async def test_a_github_that_cannot_be_reached_is_worth_a_retry() -> None:
     )
     assert (error.detail, error.permanent) == ("could not reach 127.0.0.1", False)
     await host.aclose()
+
+
+def test_the_fake_is_as_strict_as_github() -> None:
+    """What the adapter never sends wrong is still refused as GitHub refuses it."""
+    git = GitServer()
+    git.commit({"a": b"a"})
+    git.commit({"a": b"b"}, branch="topic")
+    fake = FakeGitHub(git)
+    good = {"user-agent": "t", "authorization": f"Bearer {TOKEN}"}
+    pulls = "/repos/acme/widgets/pulls"
+
+    def post(fields: object, headers: dict[str, str] = good) -> tuple[int, str]:
+        status, answer = fake.answer("POST", pulls, headers, {}, json.dumps(fields).encode())
+        return status, answer.get("message", "") if isinstance(answer, dict) else ""
+
+    fields = {"title": "t", "head": "topic", "base": "main"}
+    assert post(fields, {"authorization": f"Bearer {TOKEN}"})[0] == 403  # no User-Agent
+    assert post(fields, {**good, "x-github-api-version": "2020-01-01"})[0] == 400
+    assert post(fields, {"user-agent": "t"}) == (401, "Requires authentication")
+    assert post(fields, {**good, "authorization": "Bearer nope"}) == (401, "Bad credentials")
+    assert post({"head": "topic", "base": "main"}) == (
+        422,
+        'Invalid request.\n\n"title" wasn\'t supplied.',
+    )
+    assert post({**fields, "head": "other:topic"}) == (422, "Validation Failed")
+    assert post({**fields, "base": "nope"}) == (422, "Validation Failed")
+    assert fake.answer("POST", pulls, good, {}, b"{")[0] == 400
+    assert fake.answer("GET", "/repos/acme/other/pulls", good, {}, b"")[0] == 404
+    assert post(fields)[0] == 201
+    status, answer = fake.answer("POST", pulls, good, {}, json.dumps(fields).encode())
+    assert (status, answer["errors"][0]["message"]) == (
+        422,
+        "A pull request already exists for acme:topic.",
+    )
+    listed = fake.answer("GET", pulls, good, {"head": "acme:topic", "state": "open"}, b"")
+    assert [p["number"] for p in listed[1]] == [1]
+    assert fake.answer("GET", pulls, good, {"head": "topic"}, b"")[1] == []

@@ -16,7 +16,7 @@ from dulwich.objects import Commit
 from agentsvc_adapters.git import GitHttpRemote, wire
 from agentsvc_adapters.git import remote as module
 from agentsvc_adapters.outbound import OutboundGuard
-from agentsvc_core.ports.git_remotes import GitRemoteError, Snapshot
+from agentsvc_core.ports.git_remotes import GitRemoteError, PushResult, Snapshot
 from tests.fakes.git import LINK, SUBMODULE, GitServer, serve_git
 from tests.outbound import Listener, fake_dns
 
@@ -335,3 +335,39 @@ async def test_a_server_that_never_answers_runs_into_the_time_bound() -> None:
         False,
     )
     await remote.aclose()
+
+
+async def test_a_url_with_a_query_and_changes_past_the_bounds_are_refused(site: Site) -> None:
+    remote = GitHttpRemote(OutboundGuard(allow_private_network=True), max_file_bytes=4, max_bytes=6)
+    error = await _refused(remote.fetch(site.repo + "?x=1", None, None))
+    assert (error.detail, error.permanent) == (
+        "a git repository's URL has no query or fragment",
+        True,
+    )
+    cases: list[tuple[dict[str, bytes | None], str]] = [
+        ({"a": b"12345"}, "a is larger than 4 bytes, the limit for one file"),
+        ({"a": b"1234", "b": b"123"}, "the changes are larger than 6 bytes"),
+    ]
+    for changes, detail in cases:
+        error = await _refused(_push(remote, site, changes))
+        assert (error.detail, error.permanent) == (detail, True)
+    await remote.aclose()
+    # a file at the bound is taken, and a deletion counts nothing
+    remote = GitHttpRemote(OutboundGuard(allow_private_network=True), max_file_bytes=4)
+    done = await _push(remote, site, {"a": b"1234", "README.md": None}, site.repo + "/")
+    assert site.server.repo.refs[b"refs/heads/b"] == done.commit.encode()
+    await remote.aclose()
+
+
+async def _push(
+    remote: GitHttpRemote, site: Site, changes: dict[str, bytes | None], url: str = ""
+) -> PushResult:
+    return await remote.push(
+        url or site.repo,
+        TOKEN,
+        base=site.tip,
+        branch="b",
+        changes=changes,
+        message="m",
+        author=AUTHOR,
+    )

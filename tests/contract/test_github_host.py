@@ -45,7 +45,8 @@ def site() -> Iterator[Site]:
 @pytest.fixture
 async def host(site: Site) -> AsyncIterator[GitHubHost]:
     made = github_from_env(
-        OPEN, {"AGENTSVC_GITHUB_API_URL": site.api_url, "AGENTSVC_GITHUB_HOST": site.web_host}
+        OPEN,
+        {"AGENTSVC_GITHUB_API_URL": f" {site.api_url}/ ", "AGENTSVC_GITHUB_HOST": site.web_host},
     )
     yield made
     await made.aclose()
@@ -75,12 +76,47 @@ def test_it_serves_repositories_on_its_own_host_only() -> None:
         "https://github.com/acme/widgets?x=1",
         "ssh://github.com/acme/widgets",
         "https://github.com/acme/..",
+        "https://github.com/acme/.",
+        "https://github.com/ac%20me/widgets",
+        "https://github.com/acme/wid%20gets",
+        "https://github.com/acme/widgets#readme",
+        "https://[::1/acme/widgets",
         "not a url",
     ):
         assert not host.serves(url), url
     enterprise = github_from_env(OPEN, {"AGENTSVC_GITHUB_HOST": "git.corp.example"})
     assert enterprise.serves("https://git.corp.example/acme/widgets.git")
     assert not enterprise.serves("https://github.com/acme/widgets.git")
+
+
+def test_the_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    unset = github_from_env(OPEN, {"AGENTSVC_GITHUB_API_URL": " ", "AGENTSVC_GITHUB_HOST": ""})
+    assert (unset.api_url, unset.web_host) == ("https://api.github.com", "github.com")
+    assert (github_from_env(OPEN, {}).api_url, github_from_env(OPEN, {}).web_host) == (
+        "https://api.github.com",
+        "github.com",
+    )
+    monkeypatch.setenv("AGENTSVC_GITHUB_API_URL", "https://ghe.example/api/v3/")
+    monkeypatch.setenv("AGENTSVC_GITHUB_HOST", "GHE.example")
+    process = github_from_env(OPEN)
+    assert (process.api_url, process.web_host) == ("https://ghe.example/api/v3", "ghe.example")
+
+
+async def test_a_repository_elsewhere_or_no_token_is_refused_before_any_call() -> None:
+    seen: list[httpx.Request] = []
+
+    async def record(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(500)
+
+    host = GitHubHost(OPEN, client=httpx.AsyncClient(transport=httpx.MockTransport(record)))
+    args = {"head": "h", "base": "main", "title": "t", "body": "b"}
+    error = await _refused(host.open_pull_request("https://gitlab.com/a/b.git", TOKEN, **args))
+    assert (error.detail, error.permanent) == ("not a repository on github.com", True)
+    error = await _refused(host.open_pull_request("https://github.com/a/b.git", "", **args))
+    assert (error.detail, error.permanent) == ("GitHub needs a token to open a pull request", True)
+    assert seen == []
+    await host.aclose()
 
 
 async def test_a_pull_request_is_opened_and_a_retry_answers_the_same(
@@ -170,6 +206,7 @@ async def test_the_request_is_as_github_documents_it(site: Site) -> None:
     assert request.headers["authorization"] == f"Bearer {TOKEN}"
     assert request.headers["accept"] == "application/vnd.github+json"
     assert request.headers["x-github-api-version"] == "2022-11-28"
+    assert request.headers["user-agent"] == "agentsvc"
     assert request.read() == b'{"title":"t","head":"h","base":"main","body":"b"}'
     await host.aclose()
 
@@ -200,6 +237,7 @@ async def test_the_outbound_guard_refuses_a_private_api() -> None:
         )
     )
     assert error.detail.startswith("refused by the outbound guard: plain http:// is refused")
+    assert error.permanent
     await host.aclose()
     await plain.aclose()
 
@@ -233,6 +271,12 @@ ODD = {"message": "Validation Failed", "errors": ["head is odd", {"code": "missi
         ([(500, {})], REFUSED + "500): no reason given", False),
         ([(422, ODD)], REFUSED + "422): Validation Failed: head is odd: missing", True),
         ([(422, [])], REFUSED + "422): no reason given", True),
+        ([(422, {"message": "x" * 600})], REFUSED + "422): " + "x" * 500, True),
+        (
+            [(422, {"errors": [{"field": "base", "code": "invalid"}]})],
+            REFUSED + "422): no reason given: base invalid",
+            True,
+        ),
         (
             [(502, b"<html>Bad gateway</html>")],
             "GitHub answered HTTP 502 without a JSON body",

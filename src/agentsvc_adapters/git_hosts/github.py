@@ -98,8 +98,8 @@ class GitHubHost(GitHost):
         client: httpx.AsyncClient | None = None,
     ) -> None:
         self._guard = guard
-        self._api = api_url.rstrip("/")
-        self._web_host = web_host.lower()
+        self.api_url = api_url.rstrip("/")
+        self.web_host = web_host.lower()
         self._http = client or guard.http_client(timeout=_TIMEOUT_S)
 
     async def aclose(self) -> None:
@@ -113,7 +113,7 @@ class GitHubHost(GitHost):
         except ValueError:
             return None
         where = host if port is None else f"{host}:{port}"
-        if parts.scheme not in ("http", "https") or "@" in parts.netloc or where != self._web_host:
+        if parts.scheme not in ("http", "https") or "@" in parts.netloc or where != self.web_host:
             return None
         names = parts.path.strip("/").split("/")
         if len(names) != 2 or parts.query or parts.fragment:
@@ -131,11 +131,11 @@ class GitHubHost(GitHost):
     ) -> PullRequest:
         found = self._repo_of(repo_url)
         if found is None:
-            raise GitHostError(f"not a repository on {self._web_host}", permanent=True)
+            raise GitHostError(f"not a repository on {self.web_host}", permanent=True)
         if not token:
             raise GitHostError("GitHub needs a token to open a pull request", permanent=True)
         owner, repo = found
-        pulls = f"{self._api}/repos/{owner}/{repo}/pulls"
+        pulls = f"{self.api_url}/repos/{owner}/{repo}/pulls"
         fields = {"title": title, "head": head, "base": base, "body": body}
         status, answer = await self._call("POST", pulls, token, json=fields)
         if status == 201:

@@ -9,10 +9,21 @@ gzipped; ``/untyped.md`` without a content type), ``/big.md?n=`` (``n`` bytes),
 ``/hops?n=`` (``n`` redirects, then the SKILL.md), ``/loop`` (a 302 to itself),
 ``/nowhere`` (a 302 without a Location); anything else is a 404 page. Every answer
 is gzipped when the client accepts gzip, as web servers and git hosts do.
-``paths``: every request's path, in order."""
+``paths``: every request's path, in order.
+
+Pushes (``git-receive-pack``) are taken, as GitHub takes them, only with the
+credential ``GitServer(token=...)`` names, sent as HTTP Basic
+``x-access-token:<token>`` (anything else, or none: 401 with a Basic
+challenge); ``private=True`` asks for it to fetch too. The receive-pack is
+dulwich's, made as strict as git's own (``_StrictReceivePack``): a command whose
+old sha is not the ref's is refused (``ng <ref> failed to update ref``), and so
+is a commit whose objects the repository does not all hold after the pack
+(``ng <ref> missing necessary objects``). ``authorizations``: the
+``Authorization`` header of every request (None when absent)."""
 
 from __future__ import annotations
 
+import base64
 import gzip
 import stat
 import threading
@@ -23,10 +34,10 @@ from urllib.parse import parse_qs
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from dulwich.index import commit_tree
-from dulwich.objects import Blob, Commit, Tag
-from dulwich.protocol import pkt_line
+from dulwich.objects import Blob, Commit, Tag, Tree
+from dulwich.protocol import ZERO_SHA, pkt_line
 from dulwich.repo import MemoryRepo
-from dulwich.server import DictBackend
+from dulwich.server import DictBackend, ReceivePackHandler, UploadPackHandler
 from dulwich.web import make_wsgi_chain
 
 SKILL = b"---\nname: brewing\ndescription: Brews tea.\n---\n\n# Brewing\n\nSteep briefly.\n"
@@ -54,15 +65,72 @@ class _Threaded(WSGIServer):
             self.shutdown_request(request)
 
 
-class GitServer:
-    """One repository (``repo``) and its helpers to add commits and tags."""
+class _StrictReceivePack(ReceivePackHandler):
+    """dulwich's receive-pack, refusing what git's own refuses (module docstring)."""
 
-    def __init__(self) -> None:
+    def _apply_pack(self, refs: Any) -> Any:
+        if any(new != ZERO_SHA for _, new, _ in refs):
+            try:
+                recv = getattr(self.proto, "recv", None)
+                self.repo.object_store.add_thin_pack(self.proto.read, recv)  # type: ignore[attr-defined]
+            except Exception as exc:  # noqa: BLE001 - reported as dulwich reports it
+                yield (b"unpack", str(exc).replace("\n", "").encode())
+                return
+        yield (b"unpack", b"ok")
+        for old, new, ref in refs:
+            current = self.repo.refs[ref] if ref in self.repo.refs else ZERO_SHA  # noqa: SIM401
+            if current != old:
+                yield (ref, b"failed to update ref")
+            elif new != ZERO_SHA and not self._connected(new):
+                yield (ref, b"missing necessary objects")
+            elif new == ZERO_SHA:
+                self.repo.refs.remove_if_equals(ref, old)
+                yield (ref, b"ok")
+            else:
+                self.repo.refs.set_if_equals(ref, old, new)
+                yield (ref, b"ok")
+
+    def _connected(self, sha: bytes) -> bool:
+        """The commit, its parents and every object of its tree are here."""
+        store = self.repo.object_store
+        if sha not in store:
+            return False
+        commit = store[sha]
+        if not isinstance(commit, Commit) or any(p not in store for p in commit.parents):
+            return False
+        trees = [commit.tree]
+        while trees:
+            tree_sha = trees.pop()
+            if tree_sha not in store:
+                return False
+            tree = store[tree_sha]
+            assert isinstance(tree, Tree)
+            for entry in tree.iteritems():
+                if stat.S_ISDIR(entry.mode):
+                    trees.append(entry.sha)
+                elif entry.mode != SUBMODULE and entry.sha not in store:
+                    return False
+        return True
+
+
+class GitServer:
+    """One repository (``repo``) and its helpers to add commits and tags;
+    ``token``: the credential pushes need (none: no push is taken)."""
+
+    def __init__(self, *, token: str | None = None, private: bool = False) -> None:
         self.repo = MemoryRepo.init_bare([], {})
         self.paths: list[str] = []
+        self.authorizations: list[str | None] = []
+        self.token = token
+        self.private = private
+        self.away: str | None = None  # where ``/away.git/`` redirects (another server)
         # (dulwich's BackendRepo protocol is stricter than its own MemoryRepo's types)
         backend = DictBackend({"/repo.git": self.repo})  # type: ignore[arg-type]
-        self._git = make_wsgi_chain(backend)
+        handlers: dict[bytes, Any] = {
+            b"git-upload-pack": UploadPackHandler,
+            b"git-receive-pack": _StrictReceivePack,
+        }
+        self._git = make_wsgi_chain(backend, handlers=handlers)
         self.url = ""
         self._when = 1_700_000_000
 
@@ -111,6 +179,7 @@ class GitServer:
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
         path: str = environ["PATH_INFO"]
         self.paths.append(path)
+        self.authorizations.append(environ.get("HTTP_AUTHORIZATION"))
         query = {k: v[0] for k, v in parse_qs(environ.get("QUERY_STRING", "")).items()}
         gzip_ok = "gzip" in environ.get("HTTP_ACCEPT_ENCODING", "")
         repo, _, rest = path[1:].partition(".git/")
@@ -131,13 +200,17 @@ class GitServer:
 
     def _git_route(self, environ: dict[str, Any], repo: str, rest: str) -> Answer:
         """``/repo.git``: dulwich's server (a POST must say what it carries, as
-        git's own server requires); ``moved``: a redirect to it; ``static``: a web
+        git's own server requires); ``moved``: a redirect to it; ``away``: a
+        redirect to the server ``away`` names; ``static``: a web
         server's plain file; ``garbage``: not pkt-lines; ``err``, ``text`` and
         ``cut``: the repository's refs, then a fetch answered with git's ``ERR``,
         with plain text, or cut off in the middle."""
         post = environ["REQUEST_METHOD"] == "POST"
         if repo == "moved":
             return "301 Moved", [("Location", f"/repo.git/{rest}?service=git-upload-pack")], b""
+        if repo == "away" and self.away is not None:
+            query = environ.get("QUERY_STRING", "")
+            return "301 Moved", [("Location", f"{self.away}/repo.git/{rest}?{query}")], b""
         if repo == "static":
             return "200 OK", [("Content-Type", "text/plain")], b"ref: refs/heads/main\n"
         if repo == "garbage":
@@ -146,9 +219,48 @@ class GitServer:
             return "200 OK", [("Content-Type", RESULT)], pkt_line(b"ERR out of disk space\n")
         if post and repo == "text":
             return "200 OK", [("Content-Type", "text/plain")], b"PACK"
-        if post and environ.get("CONTENT_TYPE") != "application/x-git-upload-pack-request":
+        pushing = rest == "git-receive-pack" or "service=git-receive-pack" in environ.get(
+            "QUERY_STRING", ""
+        )
+        if (pushing or self.private) and not self._authorized(environ):
+            challenge = [
+                ("WWW-Authenticate", 'Basic realm="GitHub"'),
+                ("Content-Type", "text/plain"),
+            ]
+            return "401 Unauthorized", challenge, b"Invalid username or token.\n"
+        service = "git-receive-pack" if pushing else "git-upload-pack"
+        if post and environ.get("CONTENT_TYPE") != f"application/x-{service}-request":
             return "415 Unsupported Media Type", [], b""
         return self._dulwich({**environ, "PATH_INFO": f"/repo.git/{rest}"})
+
+    def _authorized(self, environ: dict[str, Any]) -> bool:
+        if self.token is None:
+            return False
+        expected = base64.b64encode(f"x-access-token:{self.token}".encode()).decode()
+        return environ.get("HTTP_AUTHORIZATION") == f"Basic {expected}"
+
+    def files(self, ref: str) -> dict[str, tuple[int, bytes]]:
+        """The tree at ``ref`` (a branch name), as path -> (mode, content)."""
+        store = self.repo.object_store
+        commit = store[self.repo.refs[f"refs/heads/{ref}".encode()]]
+        assert isinstance(commit, Commit)
+        found: dict[str, tuple[int, bytes]] = {}
+        trees = [("", commit.tree)]
+        while trees:
+            prefix, sha = trees.pop()
+            tree = store[sha]
+            assert isinstance(tree, Tree)
+            for entry in tree.iteritems():
+                path = prefix + entry.path.decode()
+                if stat.S_ISDIR(entry.mode):
+                    trees.append((path + "/", entry.sha))
+                elif entry.mode == SUBMODULE:
+                    found[path] = (entry.mode, entry.sha)
+                else:
+                    blob = store[entry.sha]
+                    assert isinstance(blob, Blob)
+                    found[path] = (entry.mode, blob.data)
+        return found
 
     def _dulwich(self, environ: dict[str, Any]) -> Answer:
         answer: list[Any] = []

@@ -13,8 +13,8 @@ import pytest
 from dulwich.object_store import MemoryObjectStore
 from dulwich.objects import Blob, Commit, ShaFile, Tag, Tree
 
+from agentsvc_adapters.git.errors import GitFailure
 from agentsvc_adapters.git.objects import MAX_OBJECTS, check_pack, commit_of, skill_files, unpack
-from agentsvc_core.ports.skill_sources import SkillSourceError
 from tests.fakes.git import GitServer
 
 MB = 1024 * 1024
@@ -56,7 +56,7 @@ def copy(size: int) -> bytes:
 
 
 def refused(data: bytes, *, max_unpacked: int = MB) -> str:
-    with pytest.raises(SkillSourceError) as caught:
+    with pytest.raises(GitFailure) as caught:
         check_pack(data, max_unpacked=max_unpacked)
     return caught.value.detail
 
@@ -145,7 +145,7 @@ def test_a_tree_entry_that_would_leave_the_skill_is_refused() -> None:
     server = GitServer()
     sha = server.commit({"SKILL.md": b"# x\n", "../evil.md": b"x"})
     store = server.repo.object_store
-    with pytest.raises(SkillSourceError, match=r"the repository holds an unsafe file name: '\.\.'"):
+    with pytest.raises(GitFailure, match=r"the repository holds an unsafe file name: '\.\.'"):
         skill_files(store, sha.encode(), (), max_files=10, max_file_bytes=MB)  # type: ignore[arg-type]
     assert commit_of(store, sha.encode()) == sha.encode()  # type: ignore[arg-type]
 
@@ -221,7 +221,7 @@ def test_a_delta_against_an_object_the_pack_lacks_cannot_be_unpacked() -> None:
     delta = varint(5) + varint(3) + b"\x03abc"
     data = pack(entry(REF_DELTA, len(delta), delta, b"\x01" * 20))
     check_pack(data, max_unpacked=MB)
-    with pytest.raises(SkillSourceError) as caught:
+    with pytest.raises(GitFailure) as caught:
         unpack(data)
     assert caught.value.detail == "the server sent a broken pack: its objects could not be unpacked"
 
@@ -267,7 +267,7 @@ def test_missing_objects_and_objects_of_the_wrong_kind_are_named() -> None:
         (lost.id, "the server's answer is missing objects"),
         (wrong.id, f"the server sent a broken pack: object {blob.id.decode()} is not a tree"),
     ):
-        with pytest.raises(SkillSourceError) as caught:
+        with pytest.raises(GitFailure) as caught:
             _files(store, commit)
         assert caught.value.detail == detail
 
@@ -287,7 +287,7 @@ def test_tags_are_followed_to_their_commit_up_to_nine_deep() -> None:
         (blob.id, "the ref does not name a commit"),
         (b"3" * 40, "the server's answer is missing objects"),
     ):
-        with pytest.raises(SkillSourceError) as caught:
+        with pytest.raises(GitFailure) as caught:
             commit_of(store, sha)
         assert caught.value.detail == detail
 
@@ -306,7 +306,7 @@ def test_a_file_name_that_is_not_a_plain_name_is_refused(name: bytes, detail: st
     tree.add(b"SKILL.md", 0o100644, blob.id)
     tree.add(name, 0o100644, blob.id)
     commit = _commit(tree.id)
-    with pytest.raises(SkillSourceError) as caught:
+    with pytest.raises(GitFailure) as caught:
         _files(_store(blob, tree, commit), commit.id)
     assert caught.value.detail == detail
 
@@ -318,6 +318,6 @@ def test_a_folder_deep_in_the_tree_is_named_when_it_lacks_a_skill_md() -> None:
     outer.add(b"b", 0o040000, inner.id)
     top.add(b"a", 0o040000, outer.id)
     commit = _commit(top.id)
-    with pytest.raises(SkillSourceError) as caught:
+    with pytest.raises(GitFailure) as caught:
         _files(_store(blob, inner, outer, top, commit), commit.id, "a", "b")
     assert caught.value.detail == "no SKILL.md in a/b"

@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 from dulwich.protocol import pkt_line
 
+from agentsvc_adapters.git.errors import GitFailure
 from agentsvc_adapters.git.wire import (
     PackReceiver,
     ServerRefused,
     parse_advertisement,
     upload_request,
 )
-from agentsvc_core.ports.skill_sources import SkillSourceError
 
 MAIN, DEV, TAG, COMMIT = (c * 40 for c in "abcd")
 CAPS = (
@@ -58,7 +58,7 @@ def test_the_refs_name_commits_and_tags_name_what_they_point_at() -> None:
     assert adv.advertises(COMMIT.encode())
     assert not adv.advertises(b"e" * 40)
     for missing in ("nope", "refs/heads/nope", "heads/main", "e" * 39):
-        with pytest.raises(SkillSourceError, match=f"ref '{missing}' not found in the repository"):
+        with pytest.raises(GitFailure, match=f"ref '{missing}' not found in the repository"):
             adv.want(missing)
 
 
@@ -67,7 +67,7 @@ def test_an_empty_repository_has_no_head() -> None:
     adv = parse_advertisement(empty, "git.test")
     assert adv.refs == {}
     assert b"shallow" in adv.capabilities
-    with pytest.raises(SkillSourceError) as caught:
+    with pytest.raises(GitFailure) as caught:
         adv.want(None)
     assert caught.value.detail == "the repository has no HEAD (is it empty?)"
 
@@ -85,7 +85,7 @@ def test_an_empty_repository_has_no_head() -> None:
     ],
 )
 def test_an_answer_that_is_not_an_advertisement_is_not_git(body: bytes) -> None:
-    with pytest.raises(SkillSourceError) as caught:
+    with pytest.raises(GitFailure) as caught:
         parse_advertisement(body, "git.test")
     assert (
         caught.value.detail == "git.test answered something that is not git's smart HTTP protocol"
@@ -102,7 +102,7 @@ def test_the_request_asks_for_one_commit_shallow_with_what_the_server_offers() -
     assert upload_request(MAIN.encode(), frozenset({b"side-band"})) == (
         pkt_line(f"want {MAIN} side-band\n".encode()) + pkt_line(None) + pkt_line(b"done\n")
     )
-    with pytest.raises(SkillSourceError) as caught:
+    with pytest.raises(GitFailure) as caught:
         upload_request(MAIN.encode(), frozenset({b"ofs-delta", b"shallow"}))
     assert caught.value.detail == "the git server does not support side-band, which is required"
 
@@ -149,5 +149,5 @@ def test_an_answer_without_a_whole_pack_is_refused() -> None:
     for answer in (pkt_line(b"NAK\n") + pkt_line(None), ANSWER[:-6]):
         receiver = PackReceiver()
         receiver.feed(answer)
-        with pytest.raises(SkillSourceError, match=r"git\.test sent no complete pack"):
+        with pytest.raises(GitFailure, match=r"git\.test sent no complete pack"):
             receiver.finish("git.test")

@@ -1,6 +1,8 @@
-"""Skills fetched from git repositories (smart HTTP) and plain URLs, through the
-outbound guard (``source.py`` says how)."""
+"""Git over smart HTTP, through the outbound guard: skills fetched from git
+repositories and plain URLs (``source.py``), and the git remote code sessions
+fetch from and push to (``remote.py``)."""
 
+from agentsvc_adapters.git.remote import GitHttpRemote
 from agentsvc_adapters.git.source import GitSkillSource
 
-__all__ = ["GitSkillSource"]
+__all__ = ["GitHttpRemote", "GitSkillSource"]

@@ -11,7 +11,8 @@ a thousandfold; a delta of a few bytes can copy 16 MB). Only then does dulwich
 
 ``skill_files`` walks the commit's tree down ``path`` and returns the regular
 files under it; a symbolic link (mode 120000) or a submodule (160000) is left
-out. Objects are found by their sha, which dulwich computes from their content:
+out. ``tree_files`` returns the whole tree's, with the executable bit, and names
+what it left out. Objects are found by their sha, which dulwich computes from their content:
 a server cannot pass one object off as another.
 """
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import stat
 import zlib
+from collections.abc import Iterator
 from io import BytesIO
 from typing import TypeVar
 
@@ -26,9 +28,18 @@ from dulwich.object_store import MemoryObjectStore
 from dulwich.objects import Blob, Commit, Tag, Tree
 from dulwich.pack import PackData, PackInflater
 
-from agentsvc_core.ports.skill_sources import SkillSourceError
+from agentsvc_adapters.git.errors import GitFailure
 
-__all__ = ["MAX_OBJECTS", "check_pack", "commit_of", "skill_files", "unpack"]
+__all__ = [
+    "MAX_OBJECTS",
+    "check_pack",
+    "commit_of",
+    "entries",
+    "lookup",
+    "skill_files",
+    "tree_files",
+    "unpack",
+]
 
 MAX_OBJECTS = 100_000
 _OFS_DELTA, _REF_DELTA = 6, 7
@@ -51,12 +62,12 @@ class _Reader:
         return self.data[self.at - 1]
 
 
-def _broken(why: str) -> SkillSourceError:
-    return SkillSourceError(f"the server sent a broken pack: {why}")
+def _broken(why: str) -> GitFailure:
+    return GitFailure(f"the server sent a broken pack: {why}")
 
 
-def _too_large(limit: int) -> SkillSourceError:
-    return SkillSourceError(
+def _too_large(limit: int) -> GitFailure:
+    return GitFailure(
         f"the repository at that commit is too large: more than {limit} bytes unpacked"
     )
 
@@ -128,7 +139,7 @@ def _delta_result_size(delta: bytes) -> int:
 
 
 def check_pack(pack: bytes, *, max_unpacked: int) -> None:
-    """Refuse (``SkillSourceError``) a pack that is malformed, holds more than
+    """Refuse (``GitFailure``) a pack that is malformed, holds more than
     ``MAX_OBJECTS`` objects or would unpack to more than ``max_unpacked`` bytes
     (module docstring)."""
     view = memoryview(pack)
@@ -138,7 +149,7 @@ def check_pack(pack: bytes, *, max_unpacked: int) -> None:
         raise _broken("its version is not 2 or 3")
     count = int.from_bytes(view[8:12])
     if count > MAX_OBJECTS:
-        raise SkillSourceError(f"the repository has too many objects: more than {MAX_OBJECTS}")
+        raise GitFailure(f"the repository has too many objects: more than {MAX_OBJECTS}")
     reader = _Reader(view, 12)
     unpacked = 0
     for _ in range(count):
@@ -177,11 +188,11 @@ def unpack(pack: bytes) -> MemoryObjectStore:
     return store
 
 
-def _lookup(store: MemoryObjectStore, sha: bytes, kind: type[_T]) -> _T:
+def lookup(store: MemoryObjectStore, sha: bytes, kind: type[_T]) -> _T:
     try:
         obj = store[sha]
     except KeyError:
-        raise SkillSourceError("the server's answer is missing objects") from None
+        raise GitFailure("the server's answer is missing objects") from None
     if not isinstance(obj, kind):
         raise _broken(f"object {sha.decode()} is not a {kind.__name__.lower()}")
     return obj
@@ -193,23 +204,72 @@ def commit_of(store: MemoryObjectStore, sha: bytes) -> bytes:
         try:
             obj = store[sha]
         except KeyError:
-            raise SkillSourceError("the server's answer is missing objects") from None
+            raise GitFailure("the server's answer is missing objects") from None
         if isinstance(obj, Commit):
             return sha
         if not isinstance(obj, Tag):
-            raise SkillSourceError("the ref does not name a commit")
+            raise GitFailure("the ref does not name a commit")
         sha = obj.object[1]
-    raise SkillSourceError("the ref does not name a commit (a chain of tags)")
+    raise GitFailure("the ref does not name a commit (a chain of tags)")
 
 
 def _name(raw: bytes) -> str:
     try:
         name = raw.decode()
     except UnicodeDecodeError:
-        raise SkillSourceError("the repository holds a file name that is not UTF-8") from None
+        raise GitFailure("the repository holds a file name that is not UTF-8") from None
     if name in _UNSAFE_NAMES or "/" in name:  # (a tree cannot hold a NUL in a name)
-        raise SkillSourceError(f"the repository holds an unsafe file name: {name!r}")
+        raise GitFailure(f"the repository holds an unsafe file name: {name!r}")
     return name
+
+
+def entries(store: MemoryObjectStore, tree: bytes) -> Iterator[tuple[str, int, bytes]]:
+    """Every entry under ``tree`` that is not a tree, as (path, mode, sha), the
+    trees walked down; names checked (``_name``)."""
+    stack: list[tuple[str, Tree]] = [("", lookup(store, tree, Tree))]
+    while stack:
+        prefix, node = stack.pop()
+        for entry in node.iteritems():
+            path = prefix + _name(entry.path)
+            if stat.S_ISDIR(entry.mode):
+                stack.append((path + "/", lookup(store, entry.sha, Tree)))
+            else:
+                yield path, entry.mode, entry.sha
+
+
+def _regular_files(
+    store: MemoryObjectStore, tree: bytes, shown: str, *, max_files: int, max_file_bytes: int
+) -> tuple[list[tuple[str, bytes, int]], list[str]]:
+    """The regular files under ``tree`` as (path, content, mode), and the paths
+    of what is not one (links, submodules); a bound broken is ``GitFailure``."""
+    files: list[tuple[str, bytes, int]] = []
+    skipped: list[str] = []
+    for path, mode, sha in entries(store, tree):
+        if not stat.S_ISREG(mode):
+            skipped.append(path)
+            continue
+        if len(files) >= max_files:
+            raise GitFailure(f"{shown} holds more than {max_files} files")
+        blob = lookup(store, sha, Blob)
+        if blob.raw_length() > max_file_bytes:
+            raise GitFailure(
+                f"{path} is larger than {max_file_bytes} bytes, the limit for one file"
+            )
+        files.append((path, blob.as_raw_string(), mode))
+    return files, skipped
+
+
+def tree_files(
+    store: MemoryObjectStore, commit: bytes, *, max_files: int, max_file_bytes: int
+) -> tuple[list[tuple[str, bytes, bool]], list[str]]:
+    """The whole tree of ``commit``: its regular files as (path, content,
+    executable) and the paths of its links and submodules, sorted by path."""
+    tree = lookup(store, commit, Commit).tree
+    found, skipped = _regular_files(
+        store, tree, "the repository", max_files=max_files, max_file_bytes=max_file_bytes
+    )
+    files = [(path, data, bool(mode & 0o111)) for path, data, mode in found]
+    return sorted(files), sorted(skipped)
 
 
 def skill_files(
@@ -221,35 +281,22 @@ def skill_files(
     max_file_bytes: int,
 ) -> dict[str, bytes]:
     """The regular files under the directory ``parts`` of ``commit``'s tree, by
-    path relative to it (module docstring). Raises ``SkillSourceError`` when the
+    path relative to it (module docstring). Raises ``GitFailure`` when the
     path is not a directory there, has no ``SKILL.md`` or breaks a bound."""
-    tree = _lookup(store, _lookup(store, commit, Commit).tree, Tree)
+    tree = lookup(store, lookup(store, commit, Commit).tree, Tree)
     shown = "/".join(parts) or "the top of the repository"
     for part in parts:
         try:
             mode, sha = tree[part.encode()]
         except KeyError:
-            raise SkillSourceError(f"path {'/'.join(parts)!r} not found at that commit") from None
+            raise GitFailure(f"path {'/'.join(parts)!r} not found at that commit") from None
         if not stat.S_ISDIR(mode):
-            raise SkillSourceError(f"path {'/'.join(parts)!r} is not a directory")
-        tree = _lookup(store, sha, Tree)
-    files: dict[str, bytes] = {}
-    stack: list[tuple[str, Tree]] = [("", tree)]
-    while stack:
-        prefix, node = stack.pop()
-        for entry in node.iteritems():
-            path = prefix + _name(entry.path)
-            if stat.S_ISDIR(entry.mode):
-                stack.append((path + "/", _lookup(store, entry.sha, Tree)))
-            elif stat.S_ISREG(entry.mode):
-                if len(files) >= max_files:
-                    raise SkillSourceError(f"{shown} holds more than {max_files} files")
-                blob = _lookup(store, entry.sha, Blob)
-                if blob.raw_length() > max_file_bytes:
-                    raise SkillSourceError(
-                        f"{path} is larger than {max_file_bytes} bytes, the limit for one file"
-                    )
-                files[path] = blob.as_raw_string()
+            raise GitFailure(f"path {'/'.join(parts)!r} is not a directory")
+        tree = lookup(store, sha, Tree)
+    found, _ = _regular_files(
+        store, tree.id, shown, max_files=max_files, max_file_bytes=max_file_bytes
+    )
+    files = {path: data for path, data, _ in found}
     if "SKILL.md" not in files:
-        raise SkillSourceError(f"no SKILL.md in {shown}")
+        raise GitFailure(f"no SKILL.md in {shown}")
     return files

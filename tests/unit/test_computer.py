@@ -1,0 +1,606 @@
+"""The computer's use cases (use_cases/computer) over memory storage and fake
+sandboxes: the configuration and its bounds, where the sandboxes run, the model's
+tools, instances made, shared, stopped, resumed and lost, the limits per agent,
+the idle sweep by the test's clock, and the operator's commands."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentsvc_core.errors import InvalidInput, NotFound, RateLimited
+from agentsvc_core.ports.sandboxes import ExecExit, ExecOutput, SandboxUnavailable
+from agentsvc_core.use_cases.computer import ComputerConfig, resolve_provider
+from agentsvc_core.use_cases.computer.settings import normalise_host
+from agentsvc_core.use_cases.computer.tools import MAX_OUTPUT, STATE_LOST
+from tests.unit.computer_world import ADMIN, ORG, World
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+# --- configuration ------------------------------------------------------------------
+
+
+def test_the_defaults_are_off_thread_scoped_persistent_and_without_network() -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent()
+        config = await w.settings.get(ADMIN, agent.id)
+        assert config == ComputerConfig(agent_id=agent.id, org_id=ORG)
+        assert config.enabled is False
+        assert config.provider is None
+        assert (config.scope, config.persistent, config.network) == ("thread", True, "none")
+        assert (config.idle_timeout_s, config.exec_timeout_s, config.memory_mb) == (7200, 60, 512)
+        assert config.allowed_hosts == ()
+
+    run(go())
+
+
+@pytest.mark.parametrize(
+    ("field", "least", "most"),
+    [("idle_timeout_s", 60, 604_800), ("exec_timeout_s", 1, 3600), ("memory_mb", 64, 16_384)],
+)
+def test_bounds_are_inclusive_and_refused_one_past(field: str, least: int, most: int) -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent()
+        for ok in (least, most):
+            assert getattr(await w.settings.update(ADMIN, agent.id, {field: ok}), field) == ok
+        for bad in (least - 1, most + 1):
+            with pytest.raises(InvalidInput) as refused:
+                await w.settings.update(ADMIN, agent.id, {field: bad})
+            assert refused.value.field == field
+            assert f"between {least} and {most}" in refused.value.detail
+        assert getattr(await w.config(agent), field) == most  # the refusals changed nothing
+
+    run(go())
+
+
+def test_a_put_changes_only_the_given_fields_and_checks_choices() -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent()
+        await w.settings.update(ADMIN, agent.id, {"enabled": True, "scope": "agent"})
+        config = await w.settings.update(ADMIN, agent.id, {"provider": "e2b"})
+        assert (config.enabled, config.scope, config.provider) == (True, "agent", "e2b")
+        for field, value in (("provider", "docker"), ("scope", "org"), ("network", "open")):
+            with pytest.raises(InvalidInput) as refused:
+                await w.settings.update(ADMIN, agent.id, {field: value})
+            assert refused.value.field == field
+        assert (await w.settings.update(ADMIN, agent.id, {"provider": None})).provider is None
+        with pytest.raises(NotFound):
+            await w.settings.update(ADMIN, uuid.uuid4(), {"enabled": True})
+
+    run(go())
+
+
+def test_allowed_hosts_are_host_names_normalised_and_deduplicated() -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent()
+        config = await w.settings.update(
+            ADMIN,
+            agent.id,
+            {"network": "allowlist", "allowed_hosts": ["PyPI.org.", "pypi.org", "bücher.example"]},
+        )
+        assert config.allowed_hosts == ("pypi.org", "xn--bcher-kva.example")
+        for bad in (
+            "https://pypi.org",
+            "pypi.org:443",
+            "*.pypi.org",
+            "10.0.0.1",
+            "a/b",
+            "",
+            "-x.org",
+        ):
+            with pytest.raises(InvalidInput) as refused:
+                await w.settings.update(ADMIN, agent.id, {"allowed_hosts": [bad]})
+            assert refused.value.field == "allowed_hosts"
+        with pytest.raises(InvalidInput, match="at most 100"):
+            await w.settings.update(
+                ADMIN, agent.id, {"allowed_hosts": [f"h{i}.example" for i in range(101)]}
+            )
+        assert (
+            len(
+                (
+                    await w.settings.update(
+                        ADMIN, agent.id, {"allowed_hosts": [f"h{i}.example" for i in range(100)]}
+                    )
+                ).allowed_hosts
+            )
+            == 100
+        )
+
+    run(go())
+
+
+def test_a_host_name_is_at_most_253_characters() -> None:
+    name = ".".join(["a" * 63] * 3) + "." + "b" * 61  # 253
+    assert normalise_host(name) == name
+    with pytest.raises(InvalidInput):
+        normalise_host(name + "b")
+
+
+def test_the_provider_named_wins_else_the_agents_runtime_picks() -> None:
+    aid = uuid.uuid4()
+    unnamed = ComputerConfig(agent_id=aid, org_id=ORG)
+    assert resolve_provider(unnamed, None) == "local"
+    assert resolve_provider(unnamed, "native") == "local"
+    assert resolve_provider(unnamed, "alternative") == "e2b"
+    named = ComputerConfig(agent_id=aid, org_id=ORG, provider="local")
+    assert resolve_provider(named, "alternative") == "local"
+    hosted = ComputerConfig(agent_id=aid, org_id=ORG, provider="e2b")
+    assert resolve_provider(hosted, "native") == "e2b"
+
+
+# --- the tools ------------------------------------------------------------------------
+
+
+def test_the_tools_are_offered_only_while_enabled_and_own_only_their_names() -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent()
+        assert w.tools.kinds == ("computer",)
+        assert await w.tools.list_tools(ADMIN, agent) == []
+        thread = await w.thread(agent)
+        off = await w.call(agent, thread, "computer_exec", command="true")
+        assert off == "error: the computer is not enabled for this agent"
+        assert w.sandboxes["local"].calls == []
+        await w.settings.update(ADMIN, agent.id, {"enabled": True})
+        names = [t.name for t in await w.tools.list_tools(ADMIN, agent)]
+        assert names == [
+            "computer_exec",
+            "computer_read_file",
+            "computer_write_file",
+            "computer_list_files",
+        ]
+        assert not w.tools.owns("computer_other")
+        assert not w.tools.owns("web_fetch")
+        assert not w.tools.is_extension("computer_exec")
+        other = await w.call(agent, thread, "computer_other")
+        assert other == "error: no computer tool named 'computer_other'"
+
+    run(go())
+
+
+def test_exec_runs_python_and_answers_its_output_on_an_instance_made_at_first_use() -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent(enabled=True)
+        thread = await w.thread(agent)
+        assert await w.storage.computers.of_agent(ORG, agent.id) == []
+        answer = await w.call(
+            agent, thread, "computer_exec", command="python3 -c 'print(6 * 7)'; echo oops >&2"
+        )
+        assert answer == "exit code 0\nstdout:\n42\n\nstderr:\noops\n"
+        [instance] = await w.storage.computers.of_agent(ORG, agent.id)
+        assert (instance.thread_id, instance.provider, instance.status) == (
+            thread.id,
+            "local",
+            "idle",
+        )
+        assert instance.persistent is True
+        assert instance.ref is not None
+        assert instance.last_used_at == w.clock.now()
+        failed = await w.call(agent, thread, "computer_exec", command="exit 3")
+        assert failed == "exit code 3\nstdout: (empty)\nstderr: (empty)"
+        # the same instance again
+        assert len(await w.storage.computers.of_agent(ORG, agent.id)) == 1
+
+    run(go())
+
+
+def test_a_command_past_its_time_is_killed_with_its_output_so_far() -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent(enabled=True, exec_timeout_s=1)
+        thread = await w.thread(agent)
+        answer = await w.call(
+            agent, thread, "computer_exec", command="echo started; sleep 20; echo never"
+        )
+        assert answer.startswith("killed after 1 s (its time limit): the output so far follows")
+        assert "started" in answer
+        assert "never" not in answer
+        # the model may ask for less, never more
+        short = await w.call(agent, thread, "computer_exec", command="sleep 20", timeout_s=0.2)
+        assert short.startswith("killed after 0.2 s")
+        long = await w.call(agent, thread, "computer_exec", command="echo hi", timeout_s=99)
+        assert long.startswith("exit code 0")
+
+    run(go())
+
+
+def test_output_is_capped() -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent(enabled=True)
+        thread = await w.thread(agent)
+        answer = await w.call(
+            agent,
+            thread,
+            "computer_exec",
+            command=f"head -c {MAX_OUTPUT + 5000} /dev/zero | tr '\\0' x",
+        )
+        assert f"(output beyond {MAX_OUTPUT} bytes per stream was dropped)" in answer
+        assert answer.split("stdout:\n", 1)[1].split("\nstderr")[0] == "x" * MAX_OUTPUT
+
+    run(go())
+
+
+def test_files_are_written_read_and_listed_inside_the_workspace_only() -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent(enabled=True)
+        thread = await w.thread(agent)
+        wrote = await w.call(
+            agent, thread, "computer_write_file", path="src/a.py", content="print(1)\n"
+        )
+        assert wrote == "wrote 9 bytes to src/a.py"
+        assert await w.call(agent, thread, "computer_read_file", path="src/a.py") == "print(1)\n"
+        await w.call(agent, thread, "computer_write_file", path="b.txt", content="bb")
+        assert await w.call(agent, thread, "computer_list_files") == "src/\nb.txt  2 bytes"
+        assert await w.call(agent, thread, "computer_list_files", path="src") == "src/a.py  9 bytes"
+        ran = await w.call(agent, thread, "computer_exec", command="python3 src/a.py")
+        assert ran.startswith("exit code 0\nstdout:\n1\n")
+        escape = await w.call(agent, thread, "computer_read_file", path="../../etc/passwd")
+        assert escape.startswith("error: ")
+        missing = await w.call(agent, thread, "computer_read_file", path="nope.txt")
+        assert missing == "error: no file nope.txt"
+        invalid = await w.call(agent, thread, "computer_read_file")
+        assert invalid.startswith("error: invalid arguments")
+
+    run(go())
+
+
+def test_a_long_file_is_cut_for_the_model() -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent(enabled=True)
+        thread = await w.thread(agent)
+        await w.call(agent, thread, "computer_write_file", path="big", content="y" * 50_010)
+        read = await w.call(agent, thread, "computer_read_file", path="big")
+        assert read == "y" * 50_000 + "\n[cut: 10 more characters]"
+
+    run(go())
+
+
+def test_scope_thread_gives_each_thread_its_own_and_scope_agent_one_shared() -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent(enabled=True)
+        one, two = await w.thread(agent), await w.thread(agent)
+        await w.call(agent, one, "computer_write_file", path="f", content="one")
+        missing = await w.call(agent, two, "computer_read_file", path="f")
+        assert missing == "error: no file f"
+        assert len(await w.storage.computers.of_agent(ORG, agent.id)) == 2
+        no_thread = await w.call(agent, None, "computer_exec", command="true")
+        assert no_thread == "error: this computer works inside a conversation only (scope: thread)"
+
+        shared = await w.agent(enabled=True, scope="agent")
+        a, b = await w.thread(shared), await w.thread(shared)
+        await w.call(shared, a, "computer_write_file", path="f", content="shared")
+        assert await w.call(shared, b, "computer_read_file", path="f") == "shared"
+        assert await w.call(shared, None, "computer_read_file", path="f") == "shared"
+        [instance] = await w.storage.computers.of_agent(ORG, shared.id)
+        assert instance.thread_id is None
+        assert (await w.computers.of_thread(ADMIN, a.id)).id == instance.id
+
+    run(go())
+
+
+def test_the_runtime_provider_picks_the_sandbox_unless_the_configuration_names_one() -> None:
+    async def go() -> None:
+        w = World()
+        hosted = await w.agent(runtime_provider="alternative", enabled=True)
+        thread = await w.thread(hosted)
+        await w.call(hosted, thread, "computer_exec", command="true")
+        assert [i.provider for i in await w.storage.computers.of_agent(ORG, hosted.id)] == ["e2b"]
+        assert w.sandboxes["e2b"].calls[0][0] == "start"
+        assert w.sandboxes["local"].calls == []
+        named = await w.agent(runtime_provider="alternative", enabled=True, provider="local")
+        await w.call(named, await w.thread(named), "computer_exec", command="true")
+        assert [i.provider for i in await w.storage.computers.of_agent(ORG, named.id)] == ["local"]
+
+    run(go())
+
+
+def test_without_its_provider_the_computer_says_what_to_install_and_makes_nothing() -> None:
+    async def go() -> None:
+        w = World(providers=())
+        agent = await w.agent(enabled=True)
+        thread = await w.thread(agent)
+        answer = await w.call(agent, thread, "computer_exec", command="true")
+        assert answer.startswith("error: the computer's sandbox provider 'local' is not available")
+        assert "apt-get install bubblewrap" in answer
+        hosted = await w.agent(runtime_provider="alternative", enabled=True)
+        hosted_answer = await w.call(
+            hosted, await w.thread(hosted), "computer_exec", command="true"
+        )
+        assert "AGENTSVC_E2B_API_KEY" in hosted_answer
+        assert await w.storage.computers.of_agent(ORG, agent.id) == []
+        with pytest.raises(SandboxUnavailable):
+            w.computers.provider("local")
+
+    run(go())
+
+
+def test_a_provider_that_fails_to_start_leaves_the_instance_in_error() -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent(enabled=True)
+        thread = await w.thread(agent)
+        w.sandboxes["local"].unavailable = "the provider is out of capacity"
+        answer = await w.call(agent, thread, "computer_exec", command="true")
+        assert answer == "error: the provider is out of capacity"
+        [instance] = await w.storage.computers.of_agent(ORG, agent.id)
+        assert (instance.status, instance.error) == ("error", "the provider is out of capacity")
+        w.sandboxes["local"].unavailable = None
+        assert (await w.call(agent, thread, "computer_exec", command="echo ok")).startswith(
+            "exit code 0"
+        )
+        [again] = await w.storage.computers.of_agent(ORG, agent.id)
+        assert (again.id, again.status, again.error) == (instance.id, "idle", None)
+
+    run(go())
+
+
+# --- stop, resume, lost state, destroy --------------------------------------------------
+
+
+def test_a_persistent_instance_keeps_its_files_across_a_stop() -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent(enabled=True)
+        thread = await w.thread(agent)
+        await w.call(agent, thread, "computer_write_file", path="keep.txt", content="kept")
+        [instance] = await w.storage.computers.of_agent(ORG, agent.id)
+        stopped = await w.computers.stop(ADMIN, agent.id, instance.id)
+        assert stopped.status == "stopped"
+        assert w.sandboxes["local"].calls[-1] == ("stop", instance.ref)
+        assert await w.call(agent, thread, "computer_read_file", path="keep.txt") == "kept"
+        resumed = await w.storage.computers.get(ORG, instance.id)
+        assert (resumed.status, resumed.ref, resumed.state_lost) == ("idle", instance.ref, False)
+        assert w.sandboxes["local"].calls[-1] == ("start", instance.ref)
+        # a second stop answers it as it is
+        await w.computers.stop(ADMIN, agent.id, instance.id)
+        assert (await w.computers.stop(ADMIN, agent.id, instance.id)).status == "stopped"
+
+    run(go())
+
+
+def test_a_non_persistent_instance_starts_empty_after_a_stop_without_calling_it_lost() -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent(enabled=True, persistent=False)
+        thread = await w.thread(agent)
+        await w.call(agent, thread, "computer_write_file", path="tmp.txt", content="gone")
+        [instance] = await w.storage.computers.of_agent(ORG, agent.id)
+        assert instance.persistent is False
+        await w.computers.stop(ADMIN, agent.id, instance.id)
+        assert await w.call(agent, thread, "computer_read_file", path="tmp.txt") == (
+            "error: no file tmp.txt"
+        )
+        assert (await w.storage.computers.get(ORG, instance.id)).state_lost is False
+
+    run(go())
+
+
+def test_files_the_provider_lost_are_announced_never_hidden() -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent(enabled=True)
+        thread = await w.thread(agent)
+        await w.call(agent, thread, "computer_write_file", path="a", content="a")
+        [instance] = await w.storage.computers.of_agent(ORG, agent.id)
+        await w.computers.stop(ADMIN, agent.id, instance.id)
+        assert instance.ref is not None
+        w.sandboxes["local"].lose(instance.ref)
+        answer = await w.call(agent, thread, "computer_exec", command="ls")
+        assert answer == STATE_LOST + "exit code 0\nstdout: (empty)\nstderr: (empty)"
+        lost = await w.storage.computers.get(ORG, instance.id)
+        assert lost.state_lost is True
+        assert lost.ref != instance.ref
+        # while running, a sandbox gone at the provider is made again, and said so
+        assert lost.ref is not None
+        w.sandboxes["local"].lose(lost.ref)
+        listed = await w.call(agent, thread, "computer_list_files")
+        assert listed == STATE_LOST + "(empty folder)"
+        gone_in_exec = await w.storage.computers.get(ORG, instance.id)
+        assert gone_in_exec.ref is not None
+        w.sandboxes["local"].lose(gone_in_exec.ref)
+        ran = await w.call(agent, thread, "computer_exec", command="echo back")
+        assert ran.startswith(STATE_LOST + "exit code 0\nstdout:\nback")
+        # a stop clears the announcement
+        await w.computers.stop(ADMIN, agent.id, instance.id)
+        assert (await w.storage.computers.get(ORG, instance.id)).state_lost is False
+
+    run(go())
+
+
+def test_destroy_removes_the_sandbox_and_a_later_use_makes_a_new_instance() -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent(enabled=True)
+        thread = await w.thread(agent)
+        await w.call(agent, thread, "computer_write_file", path="a", content="a")
+        [instance] = await w.storage.computers.of_agent(ORG, agent.id)
+        await w.computers.destroy(ADMIN, agent.id, instance.id)
+        assert w.sandboxes["local"].calls[-1] == ("destroy", instance.ref)
+        gone = await w.storage.computers.get(ORG, instance.id)
+        assert (gone.status, gone.ref) == ("destroyed", None)
+        await w.computers.destroy(ADMIN, agent.id, instance.id)  # idempotent
+        with pytest.raises(NotFound):
+            await w.computers.of_thread(ADMIN, thread.id)
+        w.clock.advance(1)
+        assert await w.call(agent, thread, "computer_read_file", path="a") == "error: no file a"
+        newest, old = await w.storage.computers.of_agent(ORG, agent.id)
+        assert (newest.status, old.id) == ("idle", instance.id)
+        assert (await w.computers.of_thread(ADMIN, thread.id)).id == newest.id
+
+    run(go())
+
+
+def test_an_instance_is_another_agents_or_organizations_404() -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent(enabled=True)
+        other = await w.agent()
+        thread = await w.thread(agent)
+        await w.call(agent, thread, "computer_exec", command="true")
+        [instance] = await w.storage.computers.of_agent(ORG, agent.id)
+        with pytest.raises(NotFound):
+            await w.computers.stop(ADMIN, other.id, instance.id)
+        stranger = ADMIN.__class__(org_id="org-other", method="api_key")
+        with pytest.raises(NotFound):
+            await w.computers.destroy(stranger, agent.id, instance.id)
+        with pytest.raises(NotFound):
+            await w.computers.instances(stranger, agent.id)
+        with pytest.raises(NotFound):
+            await w.computers.of_thread(stranger, thread.id)
+        with pytest.raises(NotFound):
+            await w.computers.of_thread(ADMIN, (await w.thread(other)).id)
+
+    run(go())
+
+
+# --- the idle sweep -----------------------------------------------------------------------
+
+
+def test_the_sweep_stops_instances_idle_for_their_timeout_by_the_clock() -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent(enabled=True, idle_timeout_s=600)
+        thread = await w.thread(agent)
+        await w.call(agent, thread, "computer_exec", command="true")
+        [instance] = await w.storage.computers.of_agent(ORG, agent.id)
+        w.clock.advance(599)
+        assert await w.computers.sweep_idle() == 0
+        assert (await w.storage.computers.get(ORG, instance.id)).status == "idle"
+        w.clock.advance(1)
+        assert await w.computers.sweep_idle() == 1
+        assert (await w.storage.computers.get(ORG, instance.id)).status == "stopped"
+        assert w.sandboxes["local"].calls[-1] == ("stop", instance.ref)
+        assert await w.computers.sweep_idle() == 0  # stopped ones are not running
+
+    run(go())
+
+
+def test_the_sweep_leaves_an_instance_with_a_command_in_flight() -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent(enabled=True, idle_timeout_s=60)
+        config = await w.config(agent)
+        execution = await w.computers.begin(
+            ORG, agent, config, None, "sleep 1", timeout_s=5, max_output=100
+        )
+        events = execution.events()
+        first = asyncio.ensure_future(anext(events))
+        await asyncio.sleep(0.1)
+        w.clock.advance(3600)
+        assert await w.computers.sweep_idle() == 0
+        assert isinstance(await first, ExecExit)
+        await events.aclose()
+
+    run(go())
+
+
+# --- limits -------------------------------------------------------------------------------
+
+
+def test_at_most_three_commands_at_once_per_agent() -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent(enabled=True, scope="agent")
+        other = await w.agent(enabled=True, scope="agent")
+        config = await w.config(agent)
+        held = [
+            await w.computers.begin(ORG, agent, config, None, "true", timeout_s=5, max_output=10)
+            for _ in range(3)
+        ]
+        with pytest.raises(RateLimited) as refused:
+            await w.computers.begin(ORG, agent, config, None, "true", timeout_s=5, max_output=10)
+        assert refused.value.detail == "at most 3 commands run at once on an agent's computer"
+        answer = await w.call(agent, None, "computer_exec", command="true")
+        assert answer == "error: at most 3 commands run at once on an agent's computer"
+        # another agent's computer is not held up
+        assert (await w.call(other, None, "computer_exec", command="true")).startswith(
+            "exit code 0"
+        )
+        [e async for e in held[0].events()]
+        held[1].close()
+        held[1].close()  # once only
+        assert (await w.call(agent, None, "computer_exec", command="true")).startswith(
+            "exit code 0"
+        )
+        assert (await w.call(agent, None, "computer_exec", command="true")).startswith(
+            "exit code 0"
+        )
+        held[2].close()
+
+    run(go())
+
+
+def test_sixty_commands_a_minute_per_agent() -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent(enabled=True, scope="agent")
+        for _ in range(60):
+            assert (await w.call(agent, None, "computer_exec", command="true")).startswith("exit")
+        refused = await w.call(agent, None, "computer_exec", command="true")
+        assert refused == "error: too many requests on this agent's computer; try again later"
+        w.mono[0] += 1.0  # one more a second
+        assert (await w.call(agent, None, "computer_exec", command="true")).startswith("exit")
+        assert (await w.call(agent, None, "computer_exec", command="true")).startswith("error")
+
+    run(go())
+
+
+# --- operators ----------------------------------------------------------------------------
+
+
+def test_an_operator_runs_a_command_on_a_stopped_instance_which_resumes() -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent(enabled=True)
+        thread = await w.thread(agent)
+        await w.call(agent, thread, "computer_write_file", path="n", content="7")
+        [instance] = await w.storage.computers.of_agent(ORG, agent.id)
+        await w.computers.stop(ADMIN, agent.id, instance.id)
+        execution = await w.computers.operator_exec(
+            ADMIN, agent.id, instance.id, "cat n; echo x >&2; exit 2", max_output=1000
+        )
+        events = [e async for e in execution.events()]
+        assert [e for e in events if isinstance(e, ExecOutput)] in (
+            [ExecOutput(stream="stdout", data="7"), ExecOutput(stream="stderr", data="x\n")],
+            [ExecOutput(stream="stderr", data="x\n"), ExecOutput(stream="stdout", data="7")],
+        )
+        assert isinstance(events[-1], ExecExit)
+        assert events[-1].exit_code == 2
+        after = await w.storage.computers.get(ORG, instance.id)
+        assert after.status == "idle"
+        assert after.disk_bytes == 1
+        await w.computers.destroy(ADMIN, agent.id, instance.id)
+        with pytest.raises(NotFound):
+            await w.computers.operator_exec(ADMIN, agent.id, instance.id, "true", max_output=10)
+
+    run(go())
+
+
+def test_the_instance_list_is_newest_first(tmp_path: Path) -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent(enabled=True)
+        first, second = await w.thread(agent), await w.thread(agent)
+        await w.call(agent, first, "computer_exec", command="true")
+        w.clock.advance(1)
+        await w.call(agent, second, "computer_exec", command="true")
+        listed = await w.computers.instances(ADMIN, agent.id)
+        assert [i.thread_id for i in listed] == [second.id, first.id]
+
+    run(go())

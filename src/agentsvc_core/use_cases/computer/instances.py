@@ -25,7 +25,7 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Hashable, Mapping
-from typing import TypeVar
+from typing import Any, TypeVar
 from uuid import UUID
 
 import msgspec
@@ -119,6 +119,25 @@ class Computers:
     @property
     def settings(self) -> ComputerSettings:
         return self._settings
+
+    @property
+    def available(self) -> list[str]:
+        """The providers this service has, by name."""
+        return sorted(self._providers)
+
+    async def configuration(self, who: Principal, agent_id: UUID) -> tuple[ComputerConfig, str]:
+        """The agent's configuration, and the provider its sandboxes run on."""
+        agent = await self._agents.get(who.org_id, agent_id)
+        config = await self._settings.of(who.org_id, agent_id)
+        return config, resolve_provider(config, agent.runtime_provider)
+
+    async def configure(
+        self, who: Principal, agent_id: UUID, changes: dict[str, Any]
+    ) -> tuple[ComputerConfig, str]:
+        """Change the supplied fields (``ComputerSettings.update``)."""
+        config = await self._settings.update(who, agent_id, changes)
+        agent = await self._agents.get(who.org_id, agent_id)
+        return config, resolve_provider(config, agent.runtime_provider)
 
     def provider(self, name: str) -> SandboxProvider:
         """The named provider, or ``SandboxUnavailable`` saying what to install or set."""

@@ -1,0 +1,1 @@
+"""Sandbox providers: the adapters of ``agentsvc_core.ports.sandboxes``."""

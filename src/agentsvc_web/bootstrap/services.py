@@ -262,6 +262,7 @@ class Services:
             webhooks=self.webhook_caller,
             org_settings=self.org_settings,
             traces=self.trace_config,
+            computers=self.computers,
         )
 
     def _channels(self, clock: SystemClock, platforms: ChannelPlatforms | None) -> None:

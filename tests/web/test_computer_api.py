@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from jsonschema import Draft202012Validator
 from litestar.testing import TestClient
 
 from tests.sse import names, parse
@@ -54,6 +55,24 @@ def _turn(c: TestClient[Any], auth: H, thread: str, content: str) -> str:
     r = c.post(f"/api/threads/{thread}/messages", json={"content": content}, headers=auth)
     assert r.status_code == 200, r.text
     return "".join(e.data.get("delta", "") for e in parse(r.text) if e.event == "token")
+
+
+def _conforms(doc: dict[str, Any], events: list[Any]) -> None:
+    """Each event of an operator's command as the document describes it: its SSE
+    fields, and its data against the component its ``contentSchema`` names."""
+    path = "/api/agents/{agent_id}/computer-instances/{instance_id}/exec"
+    media = doc["paths"][path]["post"]["responses"]["200"]["content"]["text/event-stream"]
+    documented = {b["properties"]["event"]["const"]: b for b in media["schema"]["oneOf"]}
+    assert set(documented) == {"exec_started", "stdout", "stderr", "exit"}
+    for event in events:
+        branch = documented[event.event]
+        envelope = {"event": event.event, "id": str(event.id), "data": json.dumps(event.data)}
+        Draft202012Validator(branch).validate(envelope)
+        ref = branch["properties"]["data"]["contentSchema"]["$ref"]
+        Draft202012Validator(
+            {"components": doc["components"], "$ref": ref},
+            format_checker=Draft202012Validator.FORMAT_CHECKER,
+        ).validate(event.data)
 
 
 def _exec_call(command: str) -> str:
@@ -157,6 +176,7 @@ def test_a_turn_runs_python_on_the_computer_and_an_operator_uses_the_instance(
         assert "".join(e.data["data"] for e in events if e.event == "stderr") == "err\n"
         assert events[-1].data["exit_code"] == 4
         assert events[-1].data["timed_out"] is False
+        _conforms(c.get("/schema/openapi.json").json(), events)
 
         # a file written, the instance stopped, and the file there after the resume
         c.post(f"{base}/exec", json={"command": "echo kept > keep.txt"}, headers=auth)

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import json
 import shutil
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.e2e.conftest import E2E_JWT_SECRET
-from tests.e2e.service import Service, client, new_org
+from tests.e2e.conftest import E2E_JWT_SECRET, E2E_KEY
+from tests.e2e.service import Service, client, new_org, running
 from tests.sse import parse
 
 pytestmark = [
@@ -31,10 +33,38 @@ pytestmark = [
 ]
 
 
+@pytest.fixture(scope="module")
+def computer_service(
+    tmp_path_factory: pytest.TempPathFactory, pg_url: str, registry_url: str
+) -> Iterator[Service]:
+    """The service on PostgreSQL, its local sandboxes' workspaces in a folder that
+    their unprivileged users can reach (pytest's own is its owner's alone)."""
+    tmp = tmp_path_factory.mktemp("computer")
+    sandboxes = Path(tempfile.mkdtemp(prefix="agentsvc-e2e-sandboxes-", dir="/var/tmp"))
+    sandboxes.chmod(0o711)
+    try:
+        with running(
+            {
+                "AGENTSVC_STORAGE": "postgres",
+                "AGENTSVC_DATABASE_URL": pg_url,
+                "AGENTSVC_BOOTSTRAP_API_KEY": E2E_KEY,
+                "AGENTSVC_JWT_SECRET": E2E_JWT_SECRET,
+                "AGENTSVC_MCP_REGISTRY_URL": registry_url,
+                "AGENTSVC_ALLOW_PRIVATE_NETWORK": "true",
+                "AGENTSVC_DATA_DIR": str(tmp / "data"),
+                "AGENTSVC_SANDBOX_LOCAL_DIR": str(sandboxes),
+            },
+            log=tmp / "service.log",
+        ) as svc:
+            yield svc
+    finally:
+        shutil.rmtree(sandboxes, ignore_errors=True)
+
+
 @pytest.fixture
-def c(service: Service) -> Iterator[httpx.Client]:
-    _, key = new_org(service.url, E2E_JWT_SECRET, "computer")
-    with client(service, key) as http:
+def c(computer_service: Service) -> Iterator[httpx.Client]:
+    _, key = new_org(computer_service.url, E2E_JWT_SECRET, "computer")
+    with client(computer_service, key) as http:
         yield http
 
 

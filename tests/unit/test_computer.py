@@ -604,3 +604,30 @@ def test_the_instance_list_is_newest_first(tmp_path: Path) -> None:
         assert [i.thread_id for i in listed] == [second.id, first.id]
 
     run(go())
+
+
+def test_leaving_a_command_early_kills_it_and_frees_its_place() -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent(enabled=True, scope="agent")
+        config = await w.config(agent)
+        execution = await w.computers.begin(
+            ORG, agent, config, None, "echo a; sleep 30; echo b", timeout_s=60, max_output=100
+        )
+        events = execution.events()
+        assert await anext(events) == ExecOutput(stream="stdout", data="a\n")
+        [instance] = await w.storage.computers.of_agent(ORG, agent.id)
+        assert instance.status == "ready"  # a command runs
+        began = asyncio.get_running_loop().time()
+        await events.aclose()
+        assert asyncio.get_running_loop().time() - began < 5
+        after = await w.storage.computers.get(ORG, instance.id)
+        assert after.status == "idle"
+        held = [
+            await w.computers.begin(ORG, agent, config, None, "true", timeout_s=5, max_output=10)
+            for _ in range(3)
+        ]
+        for h in held:
+            h.close()
+
+    run(go())

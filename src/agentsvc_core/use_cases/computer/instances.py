@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Hashable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Hashable, Mapping
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -73,7 +73,7 @@ class Execution:
     def __init__(
         self,
         instance: ComputerInstance,
-        events: AsyncIterator[ExecOutput | ExecExit],
+        events: AsyncGenerator[ExecOutput | ExecExit],
         release: Callable[[], None],
     ) -> None:
         self.instance = instance
@@ -85,7 +85,12 @@ class Execution:
             async for event in self._events:
                 yield event
         finally:
-            self.close()
+            try:
+                # closed early (a reader that left): the command is killed now, not
+                # when the generator is collected
+                await self._events.aclose()
+            finally:
+                self.close()
 
     def close(self) -> None:
         self._release()
@@ -388,7 +393,7 @@ class Computers:
         command: str,
         timeout_s: float,
         max_output: int,
-    ) -> AsyncIterator[ExecOutput | ExecExit]:
+    ) -> AsyncGenerator[ExecOutput | ExecExit]:
         provider = self.provider(instance.provider)
         assert instance.ref is not None
         await self._used(instance, "ready")
@@ -407,9 +412,14 @@ class Computers:
                     instance.ref, spec, command, timeout_s=timeout_s, max_output=max_output
                 )
                 first = await anext(stream)
-            yield first
-            async for event in stream:
-                yield event
+            try:
+                yield first
+                async for event in stream:
+                    yield event
+            finally:
+                close = getattr(stream, "aclose", None)
+                if close is not None:  # the port: leaving the iterator kills the command
+                    await close()
         finally:
             left = self._busy.get(instance.id, 1) - 1
             if left:

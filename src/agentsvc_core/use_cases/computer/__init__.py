@@ -1,7 +1,8 @@
 """An agent's computer: its configuration (``settings``), its instances and
 commands (``instances``) and the model's tools (``tools``); docs/computer.md."""
 
-from agentsvc_core.use_cases.computer.instances import Computers, Execution
+from agentsvc_core.use_cases.computer.commands import Execution
+from agentsvc_core.use_cases.computer.instances import Computers
 from agentsvc_core.use_cases.computer.settings import (
     ComputerConfig,
     ComputerSettings,

@@ -11,7 +11,7 @@ from uuid import UUID
 import msgspec
 
 from agentsvc_core.ports.sandboxes import ExecExit, ExecOutput
-from agentsvc_core.use_cases.computer.instances import Execution
+from agentsvc_core.use_cases.computer.commands import Execution
 
 __all__ = ["EXEC_EVENTS", "ExecEnded", "ExecStarted", "ExecStderr", "ExecStdout", "exec_events"]
 

@@ -11,9 +11,8 @@ provider failed to start it. A start that could not resume the files (the
 provider lost them) sets ``state_lost``: the instance says so until it stops, and
 the model reads it in the tool's answer.
 
-Limits per agent, in this process: at most ``concurrent`` commands at once and
-the budget ``spend`` keeps (60 a minute by default): past either a command is
-refused with ``RateLimited`` before it runs. Starts of one instance are
+Limits per agent (``commands.CommandLimits``) refuse a command before it runs.
+Starts of one instance are
 serialised by a lock per instance key (this process); two processes racing to
 make a thread's first instance are decided by the store (one active instance
 per agent and thread): the loser uses the winner's.
@@ -24,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncGenerator, Awaitable, Callable, Hashable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -32,7 +31,7 @@ import msgspec
 
 from agentsvc_core.entities import Agent, Principal
 from agentsvc_core.entities.computer import RUNNING, ComputerInstance
-from agentsvc_core.errors import Conflict, NotFound, RateLimited
+from agentsvc_core.errors import Conflict, NotFound
 from agentsvc_core.ports import AgentRepository, Clock
 from agentsvc_core.ports.computer import ComputerStore
 from agentsvc_core.ports.sandboxes import (
@@ -43,6 +42,12 @@ from agentsvc_core.ports.sandboxes import (
     SandboxProvider,
     SandboxUnavailable,
 )
+from agentsvc_core.use_cases.computer.commands import (
+    CONCURRENT,
+    CommandLimits,
+    Execution,
+    Spend,
+)
 from agentsvc_core.use_cases.computer.settings import (
     ComputerConfig,
     ComputerSettings,
@@ -51,49 +56,15 @@ from agentsvc_core.use_cases.computer.settings import (
 )
 from agentsvc_core.use_cases.threads import Threads
 
-__all__ = ["CONCURRENT", "INSTALL_HINTS", "Computers", "Execution", "Spend"]
+__all__ = ["INSTALL_HINTS", "Computers"]
 
-CONCURRENT = 3  # commands at once per agent
 # what each provider needs, for the error when it is not there
 INSTALL_HINTS = {
     "local": "install bubblewrap (Debian and Ubuntu: apt-get install bubblewrap)",
     "e2b": "set AGENTSVC_E2B_API_KEY to an E2B API key",
 }
-# takes a token from the key's budget or raises RateLimited naming ``what``
-Spend = Callable[[Hashable, str], None]
 T = TypeVar("T")
 Key = tuple[str, UUID, UUID | None]  # org, agent, thread (None: the shared instance)
-
-
-class Execution:
-    """One command on an instance, its slot taken (``Computers.begin``): iterate
-    ``events`` once; leaving it early kills the command. The slot is given back
-    when the events end (or ``close`` is called for one never iterated)."""
-
-    def __init__(
-        self,
-        instance: ComputerInstance,
-        events: AsyncGenerator[ExecOutput | ExecExit],
-        release: Callable[[], None],
-    ) -> None:
-        self.instance = instance
-        self._events = events
-        self._release = release
-
-    async def events(self) -> AsyncGenerator[ExecOutput | ExecExit]:
-        try:
-            async for event in self._events:
-                yield event
-        finally:
-            try:
-                # closed early (a reader that left): the command is killed now, not
-                # when the generator is collected
-                await self._events.aclose()
-            finally:
-                self.close()
-
-    def close(self) -> None:
-        self._release()
 
 
 class Computers:
@@ -109,15 +80,15 @@ class Computers:
         *,
         concurrent: int = CONCURRENT,
     ) -> None:
+        """``spend``: takes a token of the agent's command budget, or raises
+        ``RateLimited``; ``concurrent``: the most commands at once per agent."""
         self._store = store
         self._agents = agents
         self._threads = threads
         self._settings = settings
         self._providers = providers
         self._clock = clock
-        self._spend = spend
-        self._concurrent = concurrent
-        self._running: dict[tuple[str, UUID], int] = {}  # (org, agent) -> commands now
+        self._limits = CommandLimits(spend, concurrent)
         self._busy: dict[UUID, int] = {}  # instance -> commands now (the sweep skips)
         self._locks: dict[Key, asyncio.Lock] = {}
 
@@ -318,31 +289,6 @@ class Computers:
 
     # --- commands -----------------------------------------------------------------
 
-    def _take_slot(self, org: str, agent_id: UUID) -> Callable[[], None]:
-        """A command's place within the agent's limits, or ``RateLimited``; answers
-        the function that gives it back (once)."""
-        key = (org, agent_id)
-        if self._running.get(key, 0) >= self._concurrent:
-            raise RateLimited(
-                f"at most {self._concurrent} commands run at once on an agent's computer", 1
-            )
-        self._spend(key, "on this agent's computer")
-        self._running[key] = self._running.get(key, 0) + 1
-        given = False
-
-        def release() -> None:
-            nonlocal given
-            if given:
-                return
-            given = True
-            left = self._running.get(key, 1) - 1
-            if left:
-                self._running[key] = left
-            else:
-                self._running.pop(key, None)
-
-        return release
-
     async def operator_exec(
         self, who: Principal, agent_id: UUID, instance_id: UUID, command: str, *, max_output: int
     ) -> Execution:
@@ -352,7 +298,7 @@ class Computers:
             raise NotFound("computer instance not found")
         agent = await self._agents.get(who.org_id, agent_id)
         config = await self._settings.of(who.org_id, agent_id)
-        release = self._take_slot(who.org_id, agent_id)
+        release = self._limits.take(who.org_id, agent_id)
         try:
             if instance.status not in RUNNING or instance.ref is None:
                 async with self._locks.setdefault(
@@ -377,7 +323,7 @@ class Computers:
         max_output: int,
     ) -> Execution:
         """The model's (or a runner step's) command on the computer of ``thread_id``."""
-        release = self._take_slot(org, agent.id)
+        release = self._limits.take(org, agent.id)
         try:
             instance = await self.running(org, agent, config, thread_id)
         except BaseException:

@@ -13,10 +13,24 @@ from typing import Any
 import pytest
 
 from agentsvc_core.errors import InvalidInput, NotFound, RateLimited
-from agentsvc_core.ports.sandboxes import ExecExit, ExecOutput, SandboxUnavailable
+from agentsvc_core.ports.sandboxes import (
+    ExecExit,
+    ExecOutput,
+    SandboxSpec,
+    SandboxStarted,
+    SandboxUnavailable,
+)
 from agentsvc_core.use_cases.computer import ComputerConfig, resolve_provider
+from agentsvc_core.use_cases.computer.events import (
+    ExecEnded,
+    ExecStarted,
+    ExecStderr,
+    ExecStdout,
+    exec_events,
+)
 from agentsvc_core.use_cases.computer.settings import normalise_host
-from agentsvc_core.use_cases.computer.tools import MAX_OUTPUT, STATE_LOST
+from agentsvc_core.use_cases.computer.tools import MAX_OUTPUT, MAX_READ, STATE_LOST, exec_answer
+from tests.fakes.sandbox import FakeSandbox
 from tests.unit.computer_world import ADMIN, ORG, World
 
 
@@ -629,5 +643,191 @@ def test_leaving_a_command_early_kills_it_and_frees_its_place() -> None:
         ]
         for h in held:
             h.close()
+
+    run(go())
+
+
+# --- details the mutants look at -------------------------------------------------------
+
+
+class Recording(FakeSandbox):
+    """The fake sandbox, keeping the specs it was started and run with."""
+
+    def __init__(self) -> None:
+        super().__init__("local")
+        self.specs: list[SandboxSpec] = []
+
+    async def start(self, spec: SandboxSpec, *, resume: str | None = None) -> SandboxStarted:
+        self.specs.append(spec)
+        return await super().start(spec, resume=resume)
+
+
+def test_a_sandbox_is_made_with_the_configuration() -> None:
+    async def go() -> None:
+        w = World()
+        recording = Recording()
+        w.sandboxes["local"] = recording
+        agent = await w.agent(
+            enabled=True,
+            memory_mb=2048,
+            network="allowlist",
+            allowed_hosts=["pypi.org"],
+            idle_timeout_s=900,
+            persistent=False,
+        )
+        thread = await w.thread(agent)
+        await w.call(agent, thread, "computer_exec", command="true")
+        [instance] = await w.storage.computers.of_agent(ORG, agent.id)
+        assert recording.specs == [
+            SandboxSpec(
+                instance_id=str(instance.id),
+                org_id=ORG,
+                persistent=False,
+                memory_mb=2048,
+                network="allowlist",
+                allowed_hosts=("pypi.org",),
+            )
+        ]
+        assert instance.idle_timeout_s == 900
+        assert instance.persistent is False
+
+    run(go())
+
+
+def test_a_non_persistent_sandbox_is_destroyed_before_a_new_one_starts() -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent(enabled=True, persistent=False)
+        thread = await w.thread(agent)
+        await w.call(agent, thread, "computer_exec", command="true")
+        [instance] = await w.storage.computers.of_agent(ORG, agent.id)
+        await w.computers.stop(ADMIN, agent.id, instance.id)
+        await w.call(agent, thread, "computer_exec", command="true")
+        calls = w.sandboxes["local"].calls
+        assert calls[-3:-1] == [("destroy", instance.ref), ("start", "")]
+        assert (await w.storage.computers.get(ORG, instance.id)).ref != instance.ref
+
+    run(go())
+
+
+def test_the_configuration_answers_the_effective_provider_and_what_is_available() -> None:
+    async def go() -> None:
+        w = World(providers=("local",))
+        assert w.computers.available == ["local"]
+        assert World().computers.available == ["e2b", "local"]
+        agent = await w.agent(runtime_provider="alternative")
+        config, effective = await w.computers.configuration(ADMIN, agent.id)
+        assert (config.enabled, effective) == (False, "e2b")
+        config, effective = await w.computers.configure(ADMIN, agent.id, {"provider": "local"})
+        assert (config.provider, effective) == ("local", "local")
+        with pytest.raises(NotFound):
+            await w.computers.configuration(ADMIN, uuid.uuid4())
+
+    run(go())
+
+
+def test_a_shared_computer_not_used_yet_is_no_threads_instance() -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent(enabled=True, scope="agent")
+        thread = await w.thread(agent)
+        with pytest.raises(NotFound, match="the thread has no computer instance"):
+            await w.computers.of_thread(ADMIN, thread.id)
+
+    run(go())
+
+
+def test_the_sweep_goes_on_when_a_provider_cannot_stop_one() -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent(enabled=True, idle_timeout_s=60)
+        thread = await w.thread(agent)
+        await w.call(agent, thread, "computer_exec", command="true")
+        [instance] = await w.storage.computers.of_agent(ORG, agent.id)
+        w.clock.advance(60)
+        w.sandboxes["local"].unavailable = "the provider is down"
+        assert await w.computers.sweep_idle() == 0
+        assert (await w.storage.computers.get(ORG, instance.id)).status == "idle"
+        w.sandboxes["local"].unavailable = None
+        assert await w.computers.sweep_idle() == 1
+
+    run(go())
+
+
+def test_an_instance_without_a_sandbox_is_destroyed_without_its_provider() -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent(enabled=True)
+        thread = await w.thread(agent)
+        w.sandboxes["local"].unavailable = "down"
+        await w.call(agent, thread, "computer_exec", command="true")
+        [instance] = await w.storage.computers.of_agent(ORG, agent.id)
+        assert (instance.status, instance.ref) == ("error", None)
+        await w.computers.destroy(ADMIN, agent.id, instance.id)  # no call to the provider
+        assert (await w.storage.computers.get(ORG, instance.id)).status == "destroyed"
+        assert (await w.computers.stop(ADMIN, agent.id, instance.id)).status == "destroyed"
+
+    run(go())
+
+
+def test_what_the_model_reads_of_a_command() -> None:
+    out = ExecOutput(stream="stdout", data="o")
+    err = ExecOutput(stream="stderr", data="e")
+    assert exec_answer([out], 5) == (
+        "the command ended without an exit status\nstdout:\no\nstderr: (empty)"
+    )
+    killed = ExecExit(exit_code=None, signal="SIGKILL")
+    assert exec_answer([err, killed], 5) == "killed by SIGKILL\nstdout: (empty)\nstderr:\ne"
+    assert exec_answer([ExecExit(exit_code=None)], 5).startswith("killed by a signal\n")
+    timed = ExecExit(exit_code=None, timed_out=True, truncated=True)
+    assert exec_answer([out, timed], 2.5) == (
+        "killed after 2.5 s (its time limit): the output so far follows\n"
+        f"(output beyond {MAX_OUTPUT} bytes per stream was dropped)\nstdout:\no\nstderr: (empty)"
+    )
+
+
+def test_a_file_of_exactly_the_cap_is_read_whole() -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent(enabled=True)
+        thread = await w.thread(agent)
+        await w.call(agent, thread, "computer_write_file", path="f", content="z" * MAX_READ)
+        assert await w.call(agent, thread, "computer_read_file", path="f") == "z" * MAX_READ
+
+    run(go())
+
+
+def test_an_operators_command_streams_its_events() -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent(enabled=True, scope="agent")
+        await w.call(agent, None, "computer_exec", command="true")
+        [instance] = await w.storage.computers.of_agent(ORG, agent.id)
+        execution = await w.computers.operator_exec(
+            ADMIN, agent.id, instance.id, "echo o; sleep 0.1; echo e >&2; exit 1", max_output=100
+        )
+        events = [e async for e in exec_events(execution, "the command")]
+        assert events[0] == ExecStarted(instance_id=instance.id, command="the command")
+        assert events[1:3] == [ExecStdout(data="o\n"), ExecStderr(data="e\n")]
+        end = events[3]
+        assert isinstance(end, ExecEnded)
+        assert (end.exit_code, end.timed_out, end.truncated, end.signal) == (1, False, False, None)
+        assert end.duration_ms >= 100
+        assert len(events) == 4
+
+    run(go())
+
+
+def test_hosts_that_idna_refuses_or_that_are_not_a_list() -> None:
+    with pytest.raises(InvalidInput):
+        normalise_host("a\u200db.example")  # a joiner IDNA refuses here
+    with pytest.raises(InvalidInput):
+        normalise_host("example.123")
+
+    async def go() -> None:
+        w = World()
+        agent = await w.agent()
+        with pytest.raises(InvalidInput, match="must be a list of host names"):
+            await w.settings.update(ADMIN, agent.id, {"allowed_hosts": "pypi.org"})
 
     run(go())

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -606,7 +605,7 @@ def test_an_operator_runs_a_command_on_a_stopped_instance_which_resumes() -> Non
     run(go())
 
 
-def test_the_instance_list_is_newest_first(tmp_path: Path) -> None:
+def test_the_instance_list_is_newest_first() -> None:
     async def go() -> None:
         w = World()
         agent = await w.agent(enabled=True)

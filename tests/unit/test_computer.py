@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from agentsvc_core.errors import InvalidInput, NotFound, RateLimited
+from agentsvc_core.ports import ToolSpec
 from agentsvc_core.ports.sandboxes import (
     ExecExit,
     ExecOutput,
@@ -828,5 +829,116 @@ def test_hosts_that_idna_refuses_or_that_are_not_a_list() -> None:
         agent = await w.agent()
         with pytest.raises(InvalidInput, match="must be a list of host names"):
             await w.settings.update(ADMIN, agent.id, {"allowed_hosts": "pypi.org"})
+
+    run(go())
+
+
+def test_the_tools_as_the_model_sees_them() -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent(enabled=True)
+        specs = {t.name: t for t in await w.tools.list_tools(ADMIN, agent)}
+        path = {"type": "string", "description": "A path relative to the workspace (/workspace)"}
+        assert specs["computer_exec"] == ToolSpec(
+            name="computer_exec",
+            description="Run a shell command (sh -c) on your computer, in its workspace "
+            "(/workspace). Answers the exit code and what it printed (each stream cut past "
+            "16000 bytes). A command past its time limit is killed; what it printed so far "
+            "is answered.",
+            parameters={
+                "type": "object",
+                "properties": {
+                    "command": {"type": "string", "description": "The shell command"},
+                    "timeout_s": {
+                        "type": "number",
+                        "description": "Seconds it may run (at most the computer's limit)",
+                    },
+                },
+                "required": ["command"],
+            },
+        )
+        assert specs["computer_read_file"] == ToolSpec(
+            name="computer_read_file",
+            description="Read a text file of your computer's workspace.",
+            parameters={"type": "object", "properties": {"path": path}, "required": ["path"]},
+        )
+        assert specs["computer_write_file"] == ToolSpec(
+            name="computer_write_file",
+            description="Write a text file in your computer's workspace (folders are made; "
+            "a file there is replaced).",
+            parameters={
+                "type": "object",
+                "properties": {"path": path, "content": {"type": "string"}},
+                "required": ["path", "content"],
+            },
+        )
+        assert specs["computer_list_files"] == ToolSpec(
+            name="computer_list_files",
+            description="List a folder of your computer's workspace (folders first, with sizes).",
+            parameters={
+                "type": "object",
+                "properties": {
+                    "path": {**path, "description": "The folder (the workspace when absent)"}
+                },
+                "required": [],
+            },
+        )
+
+    run(go())
+
+
+def test_streams_in_several_chunks_and_bytes_that_are_not_utf8() -> None:
+    out = [ExecOutput(stream="stderr", data="a"), ExecOutput(stream="stderr", data="b")]
+    assert exec_answer([*out, ExecExit(exit_code=0)], 1).endswith("stderr:\nab")
+
+    async def go() -> None:
+        w = World()
+        agent = await w.agent(enabled=True)
+        thread = await w.thread(agent)
+        await w.call(agent, thread, "computer_exec", command="printf 'a\\377b' > bin")
+        assert await w.call(agent, thread, "computer_read_file", path="bin") == "a\ufffdb"
+
+    run(go())
+
+
+def test_a_command_killed_by_a_signal() -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent(enabled=True, scope="agent")
+        answer = await w.call(agent, None, "computer_exec", command="kill -9 $$")
+        assert answer.startswith("killed by SIGKILL\n")
+        [instance] = await w.storage.computers.of_agent(ORG, agent.id)
+        execution = await w.computers.operator_exec(
+            ADMIN, agent.id, instance.id, "kill -9 $$", max_output=100
+        )
+        events = [e async for e in exec_events(execution, "k")]
+        end = events[-1]
+        assert isinstance(end, ExecEnded)
+        assert (end.exit_code, end.signal) == (None, "SIGKILL")
+
+    run(go())
+
+
+def test_host_refusals_name_the_field_and_say_why() -> None:
+    with pytest.raises(InvalidInput) as refused:
+        normalise_host("10.0.0.1")
+    assert (refused.value.field, refused.value.problem) == (
+        "allowed_hosts",
+        "'10.0.0.1' is not a host name (such as pypi.org: no scheme, port, path, "
+        "address or wildcard)",
+    )
+    # full-width letters are mapped (UTS 46) before the name is encoded
+    assert normalise_host("\uff42\u00fccher.example") == "xn--bcher-kva.example"
+
+    async def go() -> None:
+        w = World()
+        agent = await w.agent()
+        for value, problem in (
+            ("pypi.org", "must be a list of host names"),
+            ([f"h{i}.example" for i in range(101)], "at most 100 hosts"),
+        ):
+            with pytest.raises(InvalidInput) as refused:
+                await w.settings.update(ADMIN, agent.id, {"allowed_hosts": value})
+            assert (refused.value.field, refused.value.problem) == ("allowed_hosts", problem)
 
     run(go())

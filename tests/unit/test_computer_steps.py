@@ -139,3 +139,23 @@ def test_a_computer_step_of_an_agent_whose_computer_is_off_fails() -> None:
         assert unknown == Failed(error="unknown step kind 'computer'")
 
     run(go())
+
+
+def test_a_computer_step_killed_by_a_signal_and_its_streams_whole() -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent(enabled=True)
+        steps = ComputerSteps(w.computers, w.storage.agents)
+        context: dict[str, Any] = {"input": {}, "steps": {}}
+        killed = await steps.run(_run(), _step(agent.id, "kill -9 $$"), context)
+        assert killed == Failed(
+            error="the command was killed",
+            output={"exit_code": None, "stdout": "", "stderr": "", "timed_out": False},
+        )
+        both = await steps.run(
+            _run(), _step(agent.id, "echo a >&2; sleep 0.1; echo b >&2; exit 0"), context
+        )
+        assert isinstance(both, Done)
+        assert both.output["stderr"] == "a\nb\n"
+
+    run(go())

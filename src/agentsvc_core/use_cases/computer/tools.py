@@ -80,37 +80,45 @@ def _spec(name: str, description: str, properties: dict[str, Any], required: lis
 
 
 _PATH = {"type": "string", "description": "A path relative to the workspace (/workspace)"}
-_SPECS = (
-    _spec(
-        EXEC_TOOL,
-        "Run a shell command (sh -c) on your computer, in its workspace (/workspace). "
-        "Answers the exit code and what it printed (each stream cut past "
-        f"{MAX_OUTPUT} bytes). A command past its time limit is killed; what it printed "
-        "so far is answered.",
-        {
-            "command": {"type": "string", "description": "The shell command"},
-            "timeout_s": {
-                "type": "number",
-                "description": "Seconds it may run (at most the computer's limit)",
+
+
+def _specs() -> list[ToolSpec]:
+    """The tools as the model sees them (made per call: a few small objects)."""
+    return [
+        _spec(
+            EXEC_TOOL,
+            "Run a shell command (sh -c) on your computer, in its workspace (/workspace). "
+            "Answers the exit code and what it printed (each stream cut past "
+            f"{MAX_OUTPUT} bytes). A command past its time limit is killed; what it printed "
+            "so far is answered.",
+            {
+                "command": {"type": "string", "description": "The shell command"},
+                "timeout_s": {
+                    "type": "number",
+                    "description": "Seconds it may run (at most the computer's limit)",
+                },
             },
-        },
-        ["command"],
-    ),
-    _spec(READ_TOOL, "Read a text file of your computer's workspace.", {"path": _PATH}, ["path"]),
-    _spec(
-        WRITE_TOOL,
-        "Write a text file in your computer's workspace (folders are made; a file "
-        "there is replaced).",
-        {"path": _PATH, "content": {"type": "string"}},
-        ["path", "content"],
-    ),
-    _spec(
-        LIST_TOOL,
-        "List a folder of your computer's workspace (folders first, with sizes).",
-        {"path": {**_PATH, "description": "The folder (the workspace when absent)"}},
-        [],
-    ),
-)
+            ["command"],
+        ),
+        _spec(
+            READ_TOOL, "Read a text file of your computer's workspace.", {"path": _PATH}, ["path"]
+        ),
+        _spec(
+            WRITE_TOOL,
+            "Write a text file in your computer's workspace (folders are made; a file "
+            "there is replaced).",
+            {"path": _PATH, "content": {"type": "string"}},
+            ["path", "content"],
+        ),
+        _spec(
+            LIST_TOOL,
+            "List a folder of your computer's workspace (folders first, with sizes).",
+            {"path": {**_PATH, "description": "The folder (the workspace when absent)"}},
+            [],
+        ),
+    ]
+
+
 _ARGS: dict[str, type[msgspec.Struct]] = {
     EXEC_TOOL: _Exec,
     READ_TOOL: _Read,
@@ -152,7 +160,7 @@ class ComputerTools(GatedTools[ComputerConfig]):
         self._computers = computers
 
     def specs(self, config: ComputerConfig) -> list[ToolSpec]:
-        return list(_SPECS)
+        return _specs()
 
     async def run(
         self,

@@ -6,9 +6,12 @@ the idle sweep by the test's clock, and the operator's commands."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import uuid
 from typing import Any
 
+import msgspec
 import pytest
 
 from agentsvc_core.errors import InvalidInput, NotFound, RateLimited
@@ -940,5 +943,222 @@ def test_host_refusals_name_the_field_and_say_why() -> None:
             with pytest.raises(InvalidInput) as refused:
                 await w.settings.update(ADMIN, agent.id, {"allowed_hosts": value})
             assert (refused.value.field, refused.value.problem) == ("allowed_hosts", problem)
+
+    run(go())
+
+
+class Specs(FakeSandbox):
+    """The fake sandbox, keeping the spec of every stop and command."""
+
+    def __init__(self) -> None:
+        super().__init__("local")
+        self.seen: list[tuple[str, SandboxSpec]] = []
+
+    async def stop(self, ref: str, spec: SandboxSpec) -> None:
+        self.seen.append(("stop", spec))
+        await super().stop(ref, spec)
+
+    def exec(self, ref: str, spec: SandboxSpec, command: str, **kw: Any) -> Any:
+        self.seen.append(("exec", spec))
+        return super().exec(ref, spec, command, **kw)
+
+
+def test_stops_and_commands_are_given_the_configurations_spec() -> None:
+    async def go() -> None:
+        w = World()
+        specs = Specs()
+        w.sandboxes["local"] = specs
+        agent = await w.agent(enabled=True, memory_mb=777, scope="agent", idle_timeout_s=60)
+        await w.call(agent, None, "computer_exec", command="true")
+        [instance] = await w.storage.computers.of_agent(ORG, agent.id)
+        execution = await w.computers.operator_exec(
+            ADMIN, agent.id, instance.id, "true", max_output=10
+        )
+        [e async for e in execution.events()]
+        await w.computers.stop(ADMIN, agent.id, instance.id)
+        await w.call(agent, None, "computer_exec", command="true")
+        w.clock.advance(60)
+        assert await w.computers.sweep_idle() == 1
+        expected = SandboxSpec(
+            instance_id=str(instance.id), org_id=ORG, persistent=True, memory_mb=777
+        )
+        assert specs.seen == [
+            ("exec", expected),
+            ("exec", expected),
+            ("stop", expected),
+            ("exec", expected),
+            ("stop", expected),
+        ]
+
+    run(go())
+
+
+def test_an_operators_command_keeps_to_the_configurations_time_limit() -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent(enabled=True, scope="agent", exec_timeout_s=1)
+        await w.call(agent, None, "computer_exec", command="true")
+        [instance] = await w.storage.computers.of_agent(ORG, agent.id)
+        starts = len([c for c in w.sandboxes["local"].calls if c[0] == "start"])
+        execution = await w.computers.operator_exec(
+            ADMIN, agent.id, instance.id, "sleep 5", max_output=10
+        )
+        [*_, end] = [e async for e in execution.events()]
+        assert isinstance(end, ExecExit)
+        assert end.timed_out is True
+        # a running instance is used as it is, not started again
+        assert len([c for c in w.sandboxes["local"].calls if c[0] == "start"]) == starts
+
+    run(go())
+
+
+def test_the_limits_of_operators_commands_are_per_agent() -> None:
+    async def go() -> None:
+        w = World()
+        a = await w.agent(enabled=True, scope="agent")
+        b = await w.agent(enabled=True, scope="agent")
+        for agent in (a, b):
+            await w.call(agent, None, "computer_exec", command="true")
+        [ia] = await w.storage.computers.of_agent(ORG, a.id)
+        [ib] = await w.storage.computers.of_agent(ORG, b.id)
+        held = [
+            await w.computers.operator_exec(ADMIN, a.id, ia.id, "true", max_output=10)
+            for _ in range(3)
+        ]
+        with pytest.raises(RateLimited):
+            await w.computers.operator_exec(ADMIN, a.id, ia.id, "true", max_output=10)
+        other = await w.computers.operator_exec(ADMIN, b.id, ib.id, "true", max_output=10)
+        other.close()
+        for h in held:
+            h.close()
+
+    run(go())
+
+
+def test_an_instance_stays_ready_while_another_command_runs_on_it() -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent(enabled=True, scope="agent")
+        config = await w.config(agent)
+        slow = await w.computers.begin(
+            ORG, agent, config, None, "echo s; sleep 30", timeout_s=60, max_output=100
+        )
+        slow_events = slow.events()
+        assert await anext(slow_events) == ExecOutput(stream="stdout", data="s\n")
+        quick = await w.computers.begin(
+            ORG, agent, config, None, "true", timeout_s=5, max_output=100
+        )
+        [e async for e in quick.events()]
+        [instance] = await w.storage.computers.of_agent(ORG, agent.id)
+        assert instance.status == "ready"  # the slow one still runs
+        await slow_events.aclose()
+        assert (await w.storage.computers.get(ORG, instance.id)).status == "idle"
+
+    run(go())
+
+
+def test_leaving_a_command_early_kills_its_process() -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent(enabled=True, scope="agent")
+        config = await w.config(agent)
+        execution = await w.computers.begin(
+            ORG, agent, config, None, "echo $$; sleep 30", timeout_s=60, max_output=100
+        )
+        events = execution.events()
+        first = await anext(events)
+        assert isinstance(first, ExecOutput)
+        pid = int(first.data)
+        os.kill(pid, 0)  # it runs
+        await events.aclose()
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+    run(go())
+
+
+def test_the_sweep_stops_every_due_instance_past_a_busy_one() -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent(enabled=True, idle_timeout_s=60)
+        threads = [await w.thread(agent) for _ in range(3)]
+        for t in threads:
+            await w.call(agent, t, "computer_exec", command="true")
+            w.clock.advance(1)
+        config = await w.config(agent)
+        busy = await w.computers.begin(
+            ORG, agent, config, threads[0].id, "sleep 30", timeout_s=60, max_output=10
+        )
+        events = busy.events()
+        waiting = asyncio.ensure_future(anext(events))
+        await asyncio.sleep(0.1)
+        w.clock.advance(3600)
+        assert await w.computers.sweep_idle() == 2  # the oldest is busy: the others stop
+        waiting.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await waiting
+        await events.aclose()
+
+    run(go())
+
+
+def test_destroy_clears_what_the_instance_said_of_its_files() -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent(enabled=True)
+        thread = await w.thread(agent)
+        await w.call(agent, thread, "computer_write_file", path="f", content="12345")
+        await w.call(agent, thread, "computer_exec", command="true")
+        [instance] = await w.storage.computers.of_agent(ORG, agent.id)
+        await w.storage.computers.modify(
+            ORG, instance.id, lambda i: msgspec.structs.replace(i, state_lost=True)
+        )
+        assert instance.disk_bytes == 5
+        await w.computers.destroy(ADMIN, agent.id, instance.id)
+        gone = await w.storage.computers.get(ORG, instance.id)
+        assert (gone.state_lost, gone.disk_bytes, gone.ref) == (False, 0, None)
+        # a stopped instance is not stopped at its provider again
+        other = await w.thread(agent)
+        await w.call(agent, other, "computer_exec", command="true")
+        second = await w.storage.computers.active(ORG, agent.id, other.id)
+        assert second is not None
+        await w.computers.stop(ADMIN, agent.id, second.id)
+        calls = len(w.sandboxes["local"].calls)
+        await w.computers.stop(ADMIN, agent.id, second.id)
+        assert len(w.sandboxes["local"].calls) == calls
+
+    run(go())
+
+
+def test_not_found_says_what() -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent(enabled=True, scope="agent")
+        other = await w.agent()
+        await w.call(agent, None, "computer_exec", command="true")
+        [instance] = await w.storage.computers.of_agent(ORG, agent.id)
+        with pytest.raises(NotFound) as wrong_agent:
+            await w.computers.stop(ADMIN, other.id, instance.id)
+        assert wrong_agent.value.detail == "computer instance not found"
+        await w.computers.destroy(ADMIN, agent.id, instance.id)
+        with pytest.raises(NotFound) as destroyed:
+            await w.computers.operator_exec(ADMIN, agent.id, instance.id, "true", max_output=1)
+        assert destroyed.value.detail == "computer instance not found"
+        thread = await w.thread(other)
+        with pytest.raises(NotFound) as none:
+            await w.computers.of_thread(ADMIN, thread.id)
+        assert none.value.detail == "the thread has no computer instance"
+
+    run(go())
+
+
+def test_the_configuration_read_and_changed_is_the_agents() -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent(runtime_provider="alternative")
+        config, effective = await w.computers.configure(ADMIN, agent.id, {"enabled": True})
+        assert (config.enabled, effective) == (True, "e2b")
+        config, effective = await w.computers.configuration(ADMIN, agent.id)
+        assert (config.enabled, config.agent_id, effective) == (True, agent.id, "e2b")
 
     run(go())

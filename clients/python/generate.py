@@ -121,6 +121,13 @@ OPERATIONS: dict[str, str] = {
     "getChannelQr": "agents.channels.qr",
     "channelWebhook": "channels.webhook",
     "channelWebhookCheck": "channels.webhook_check",
+    "getAgentComputer": "agents.computer.get",
+    "putAgentComputer": "agents.computer.put",
+    "listComputerInstances": "agents.computer.instances",
+    "execComputerCommand": "agents.computer.exec",
+    "stopComputerInstance": "agents.computer.stop",
+    "deleteComputerInstance": "agents.computer.delete",
+    "getThreadComputer": "threads.computer",
     "getPublicChat": "public.chat.get",
     "startVisitorSession": "public.chat.start_session",
     "createVisitorThread": "public.chat.create_thread",
@@ -225,6 +232,7 @@ SPECIAL = {
     "threadEvents": "_thread_events",
     "uploadKnowledge": "_upload",
     "uploadAgentAvatar": "_upload_avatar",
+    "execComputerCommand": "_exec_command",
 }
 
 METHODS = ("get", "post", "put", "patch", "delete")
@@ -575,6 +583,7 @@ def render_resources(doc: dict[str, Any], is_async: bool) -> str:
         "\nif TYPE_CHECKING:\n",
         f"    from agentsvc_client._stream import {'AsyncReplyStream' if is_async else 'ReplyStream'}\n",
         f"    from agentsvc_client.thread_events import {'AsyncThreadEventStream' if is_async else 'ThreadEventStream'}\n",
+        "    from agentsvc_client.computer import ExecEvent\n",
     ]
     for path in sorted(tree, key=lambda p: (-p.count("."), p)):
         cls = (
@@ -600,7 +609,7 @@ def render_resources(doc: dict[str, Any], is_async: bool) -> str:
         for method, op_id in sorted(tree[path].items()):
             op = ops[op_id]
             out.append("\n")
-            if op_id in ("uploadKnowledge", "uploadAgentAvatar"):
+            if op_id in ("uploadKnowledge", "uploadAgentAvatar", "execComputerCommand"):
                 out.append(_special(op, method, is_async))
             else:
                 out.append(_method(op, method, is_async))
@@ -670,6 +679,14 @@ def _special(op: Op, name: str, is_async: bool) -> str:
             " idempotency_key: str | None = None) -> Profile:\n"
             + doc
             + f"        return {wait}self._client._upload_avatar(agent_id, file, filename=filename, idempotency_key=idempotency_key)\n"
+        )
+    if op.id == "execComputerCommand":
+        prefix, wait = ("async ", "await ") if is_async else ("", "")
+        return (
+            f"    {prefix}def {name}(self, agent_id: str, instance_id: str, command: str, *,"
+            " idempotency_key: str | None = None) -> list[ExecEvent]:\n"
+            + doc
+            + f"        return {wait}self._client._exec_command(agent_id, instance_id, command, idempotency_key=idempotency_key)\n"
         )
     raise AssertionError(target)
 

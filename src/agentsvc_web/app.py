@@ -32,6 +32,7 @@ from agentsvc_web.controllers.channels import (
     ChannelLimits,
     ChannelWebhookController,
 )
+from agentsvc_web.controllers.computer import AgentComputerController, ThreadComputerController
 from agentsvc_web.controllers.integrations import (
     AgentIntegrationController,
     IntegrationController,
@@ -188,6 +189,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             AgentPublishController,
             AgentChannelsController,
             ChannelWebhookController,
+            AgentComputerController,
+            ThreadComputerController,
             PublicChatController,
             PublicMarketplaceController,
             *chat_page_routes(),
@@ -237,6 +240,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "skill_bindings": _const(services.skill_bindings),
             "channels": _const(services.channels),
             "channel_inbound": _const(services.channel_inbound),
+            "computers": _const(services.computers),
         },
         middleware=[
             DefineMiddleware(RequestSpans, tracer=services.tracer),

@@ -32,6 +32,7 @@ from agentsvc_core.errors import (
     UnsupportedMedia,
     Upstream,
 )
+from agentsvc_core.ports.sandboxes import SandboxGone, SandboxUnavailable
 from agentsvc_web.access_log import redact
 from agentsvc_web.body import BodyCutShort, BodyInvalid, MalformedBody, UnsupportedMediaType
 from agentsvc_web.schemas import ErrorBody
@@ -84,6 +85,15 @@ def error_response(
         headers=dict(headers) if headers else None,
         media_type="application/json",
     )
+
+
+def _sandbox(_: Request[Any, Any, Any], exc: DomainError) -> Response[ErrorBody]:
+    """A computer's provider is not installed or not configured (its detail says
+    what to install or set; no Retry-After: it will not pass by itself), or its
+    sandbox is gone."""
+    if isinstance(exc, SandboxGone):
+        return error_response(409, exc.detail, "SANDBOX_GONE")
+    return error_response(503, exc.detail)
 
 
 def _domain(_: Request[Any, Any, Any], exc: DomainError) -> Response[ErrorBody]:
@@ -211,6 +221,8 @@ def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[Err
 EXCEPTION_HANDLERS: dict[int | type[Exception], Any] = {
     DomainError: _domain,
     RateLimited: _rate_limited,
+    SandboxUnavailable: _sandbox,
+    SandboxGone: _sandbox,
     HTTPException: _http,
     RecursionError: _too_deep,
     Exception: _unexpected,

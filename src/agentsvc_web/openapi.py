@@ -20,6 +20,7 @@ from litestar.openapi.spec import (
     Schema,
 )
 
+from agentsvc_core.use_cases.computer.events import EXEC_EVENTS
 from agentsvc_core.use_cases.multiplayer.events import MessageEvent, ReplyEvent, ReplyStarted
 from agentsvc_core.use_cases.turn.events import EVENT_NAMES
 from agentsvc_web.schemas import ErrorBody
@@ -208,6 +209,8 @@ OTHER_STREAMS: dict[str, tuple[Mapping[type[Any], str], frozenset[str]]] = {
         {MessageEvent: "message", ReplyEvent: "reply", ReplyStarted: "reply_started"},
         frozenset({"reply_started"}),
     ),
+    # an operator's command on a computer (controllers/computer.py)
+    "execComputerCommand": (EXEC_EVENTS, frozenset()),
 }
 
 

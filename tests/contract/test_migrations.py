@@ -100,6 +100,9 @@ def test_every_table_and_index_leads_with_org_id(pg_url: str) -> None:
             # channels: the public inbound endpoint names the channel alone (its id
             # is unique across the service)
             "channels_id",
+            # computers: the idle sweep's running instances of every organization
+            # (a partial index)
+            "computer_instances_running",
         }
         for name, definition in indexes:
             if name in global_lookups:

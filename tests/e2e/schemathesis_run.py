@@ -142,6 +142,7 @@ DOMAIN_RULES = [
     "listChannelContacts",  # a cursor that is no nextCursor
     "listChannelMessages",  # a cursor that is no nextCursor
     "getChannelQr",  # a channel type that is not paired by QR code
+    "putAgentComputer",  # allowed hosts that are no host names (an address, a wildcard)
 ]
 CONFIG = f"""
 [checks]
@@ -218,6 +219,7 @@ GROUPS = {
         "credential resolver",
         "compaction",
         "web",
+        "computer",
         "organization",
         "operations",
     ),

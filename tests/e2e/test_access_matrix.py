@@ -76,6 +76,7 @@ ID_FIELDS = {
     "channel_id": "channel",
     "contact_id": "contact",
     "channel_type": "channel_type",
+    "instance_id": "computer_instance",
 }
 
 # Operations whose answer to another organization is not 404, and why. Each must
@@ -193,6 +194,7 @@ class World:
             assert r.status_code == 200, r.read()
             assert "event: tool_result" in r.read().decode()
         self.ids["memory"] = _ok(a.get(f"/api/agents/{agent['id']}/memories"))["memories"][0]["id"]
+        self._computer(agent["id"], thread["id"])
         # attached after the reply, so the turn never lists the (unreachable) server's tools
         _ok(a.post(f"/api/agents/{agent['id']}/mcps", json={"mcpServerId": mcp["id"]}))
         plan = _ok(a.post("/api/plans", json={"threadId": thread["id"], "title": f"plan {MARK}"}))
@@ -345,6 +347,18 @@ class World:
                 json={"tasks": [{"prompt": f"task {MARK}", "cron": "0 9 * * 1"}]},
             )
         )
+
+    def _computer(self, agent_id: str, thread_id: str) -> None:
+        """A's computer, switched on, and the instance a turn's command made when the
+        service has a sandbox provider (bubblewrap); without one no instance can
+        exist, and an unknown id stands in (B's calls are 404 either way)."""
+        _ok(self.a.put(f"/api/agents/{agent_id}/computer", json={"enabled": True}))
+        call = {"content": 'call computer_exec {"command": "true"}', "senderId": "carol"}
+        with self.a.stream("POST", f"/api/threads/{thread_id}/messages", json=call) as r:
+            assert r.status_code == 200, r.read()
+            assert "event: tool_result" in r.read().decode()
+        made = self.a.get(f"/api/agents/{agent_id}/computer-instances").json()
+        self.ids["computer_instance"] = made[0]["id"] if made else str(uuid.uuid4())
 
     def secrets_of_a(self) -> list[str]:
         # a channel type names no resource of A's: it is in the document itself

@@ -1,13 +1,14 @@
 """The walk-throughs stay true: the shell blocks of README.md,
 docs/client-guide.md, docs/tools.md, docs/runners.md, docs/projects.md,
 docs/templates.md, docs/marketplace.md, docs/skills.md, docs/publishing.md,
-docs/multiplayer.md and docs/channels.md run in order against the real service,
+docs/multiplayer.md, docs/channels.md and docs/computer.md run in order against the real service,
 and every answer fits what the page says under its command (tests/e2e/walkthrough.py has the
 conventions). Public hosts the pages name are loopback stand-ins, through HOSTS."""
 
 from __future__ import annotations
 
 import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
@@ -41,6 +42,7 @@ PAGES = [
     "docs/publishing.md",
     "docs/multiplayer.md",
     "docs/channels.md",
+    "docs/computer.md",
 ]
 KEY = "ask_walkthrough_key_0123456789abcdefghij"
 # the database integration of docs/tools.md, as the page writes it
@@ -89,6 +91,9 @@ def hosts(tmp_path_factory: pytest.TempPathFactory, shop: str) -> Iterator[Hosts
     that the pages' background commands listen on."""
     closed = f"http://127.0.0.1:{free_port()}"  # providers and registry: nobody listens
     tmp = tmp_path_factory.mktemp("walkthroughs")
+    # docs/computer.md's local sandboxes: a folder their unprivileged users can reach
+    sandboxes = Path(tempfile.mkdtemp(prefix="agentsvc-walk-sandboxes-", dir="/var/tmp"))
+    sandboxes.chmod(0o711)
     receiver_port = free_port()  # docs/tools.md starts its receiver on it
     receiver = SignedReceiver()  # runners.md's webhook step: it checks the signature
     env = {
@@ -100,6 +105,7 @@ def hosts(tmp_path_factory: pytest.TempPathFactory, shop: str) -> Iterator[Hosts
         "AGENTSVC_ALPHA_BASE_URL": closed,
         "AGENTSVC_BETA_BASE_URL": f"{closed}/v1",
         "AGENTSVC_MCP_REGISTRY_URL": closed,
+        "AGENTSVC_SANDBOX_LOCAL_DIR": str(sandboxes),
     }
     with (
         serve(receiver) as example,
@@ -124,6 +130,7 @@ def hosts(tmp_path_factory: pytest.TempPathFactory, shop: str) -> Iterator[Hosts
             ],
             [receiver_port],
         )
+    shutil.rmtree(sandboxes, ignore_errors=True)
 
 
 @pytest.mark.parametrize("page", PAGES)

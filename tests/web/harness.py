@@ -30,6 +30,7 @@ from agentsvc_core.ports import (
 from agentsvc_web.app import create_app
 from agentsvc_web.bootstrap import Services, build_services
 from agentsvc_web.settings import Settings
+from tests.fakes.sandbox import FakeSandbox
 from tests.web.live import serve
 from tests.web.shared import APPS, Started, configuration
 
@@ -126,6 +127,8 @@ class Harness:
         self.settings = settings
         self.model = RecordingModel()
         self.tools = KnowledgeBaseTools()
+        # the computers' sandboxes: a folder and a real sh per sandbox (no boundary)
+        self.sandboxes = {"local": FakeSandbox("local"), "e2b": FakeSandbox("e2b")}
         base = build_services(settings)
         router = PrefixRouter(
             Families(local=self.model, beta=FailingModel()), prefixes=(("fail", "beta"),)
@@ -145,6 +148,7 @@ class Harness:
             resolver=base.resolver,
             webhooks=base.webhook_caller,
             managed_catalogue=base.managed_catalogue,
+            sandboxes=self.sandboxes,
         )
         # the base's HTTP clients (OAuth, registry, providers) close with whichever runs
         self.services.closers = base.closers
@@ -164,6 +168,7 @@ class Harness:
             resolver=base.resolver,
             webhooks=base.webhook_caller,
             managed_catalogue=base.managed_catalogue,
+            sandboxes=self.sandboxes,
         )
         self.mcp_services.closers = base.closers
 

@@ -36,6 +36,8 @@ from agentsvc_client.models import (
     ClientToolBody,
     Compaction,
     CompactionPutBody,
+    Computer,
+    ComputerPutBody,
     Contact,
     ContactList,
     ContactPatchBody,
@@ -52,6 +54,7 @@ from agentsvc_client.models import (
     Edge,
     ExecuteBody,
     Execution,
+    Instance,
     Integration,
     IntegrationCreateBody,
     IssuedKey,
@@ -161,6 +164,7 @@ from agentsvc_client.models import (
 
 if TYPE_CHECKING:
     from agentsvc_client._stream import AsyncReplyStream
+    from agentsvc_client.computer import ExecEvent
     from agentsvc_client.thread_events import AsyncThreadEventStream
 
 
@@ -382,6 +386,94 @@ class AsyncAgentsCompactionResource(AsyncResource):
                 beta_compact_threshold=beta_compact_threshold,
             ),
             type=Compaction,
+        )
+
+
+class AsyncAgentsComputerResource(AsyncResource):
+    """``client.agents.computer``"""
+
+    async def delete(self, agent_id: str, instance_id: str) -> OkBody:
+        """Destroy a computer instance and its files (DELETE /api/agents/{agent_id}/computer-
+        instances/{instance_id}, deleteComputerInstance).
+        """
+        return await self._client._request(
+            "DELETE",
+            f"/api/agents/{_seg(agent_id)}/computer-instances/{_seg(instance_id)}",
+            type=OkBody,
+        )
+
+    async def exec(
+        self, agent_id: str, instance_id: str, command: str, *, idempotency_key: str | None = None
+    ) -> list[ExecEvent]:
+        """Run a shell command on a computer instance (resumed when stopped) (POST
+        /api/agents/{agent_id}/computer-instances/{instance_id}/exec, execComputerCommand);
+        see the client's ``exec_command``.
+        """
+        return await self._client._exec_command(
+            agent_id, instance_id, command, idempotency_key=idempotency_key
+        )
+
+    async def get(self, agent_id: str) -> Computer:
+        """The agent's computer configuration (GET /api/agents/{agent_id}/computer,
+        getAgentComputer).
+        """
+        return await self._client._request(
+            "GET", f"/api/agents/{_seg(agent_id)}/computer", type=Computer
+        )
+
+    async def instances(self, agent_id: str) -> builtins.list[Instance]:
+        """The agent's computer instances, newest first (destroyed ones included) (GET
+        /api/agents/{agent_id}/computer-instances, listComputerInstances).
+        """
+        return await self._client._request(
+            "GET", f"/api/agents/{_seg(agent_id)}/computer-instances", type=builtins.list[Instance]
+        )
+
+    async def put(
+        self,
+        agent_id: str,
+        *,
+        enabled: bool | UnsetType = UNSET,
+        provider: Literal["local", "e2b"] | UnsetType | None = UNSET,
+        persistent: bool | UnsetType = UNSET,
+        scope: Literal["thread", "agent"] | UnsetType = UNSET,
+        idle_timeout_s: int | UnsetType = UNSET,
+        exec_timeout_s: int | UnsetType = UNSET,
+        memory_mb: int | UnsetType = UNSET,
+        network: Literal["none", "allowlist"] | UnsetType = UNSET,
+        allowed_hosts: builtins.list[str] | UnsetType = UNSET,
+    ) -> Computer:
+        """Change the supplied computer settings (PUT /api/agents/{agent_id}/computer,
+        putAgentComputer).
+        """
+        return await self._client._request(
+            "PUT",
+            f"/api/agents/{_seg(agent_id)}/computer",
+            json=ComputerPutBody(
+                enabled=enabled,
+                provider=provider,
+                persistent=persistent,
+                scope=scope,
+                idle_timeout_s=idle_timeout_s,
+                exec_timeout_s=exec_timeout_s,
+                memory_mb=memory_mb,
+                network=network,
+                allowed_hosts=allowed_hosts,
+            ),
+            type=Computer,
+        )
+
+    async def stop(
+        self, agent_id: str, instance_id: str, *, idempotency_key: str | None = None
+    ) -> Instance:
+        """Stop a computer instance (a persistent one keeps its files) (POST
+        /api/agents/{agent_id}/computer-instances/{instance_id}/stop, stopComputerInstance).
+        """
+        return await self._client._request(
+            "POST",
+            f"/api/agents/{_seg(agent_id)}/computer-instances/{_seg(instance_id)}/stop",
+            idempotency_key=idempotency_key,
+            type=Instance,
         )
 
 
@@ -1448,7 +1540,7 @@ class AsyncRunnersStepsResource(AsyncResource):
         runner_id: str,
         *,
         id: str,
-        kind: Literal["agent", "webhook", "condition"],
+        kind: Literal["agent", "webhook", "condition", "computer"],
         name: str | UnsetType = UNSET,
         input_mapping: dict[str, str] | UnsetType = UNSET,
         agent_id: str | UnsetType | None = UNSET,
@@ -1457,6 +1549,7 @@ class AsyncRunnersStepsResource(AsyncResource):
         url: str | UnsetType | None = UNSET,
         method: str | UnsetType = UNSET,
         timeout_ms: int | UnsetType = UNSET,
+        command: str | UnsetType | None = UNSET,
         expression: str | UnsetType | None = UNSET,
         if_true: str | UnsetType = UNSET,
         if_false: str | UnsetType = UNSET,
@@ -1478,6 +1571,7 @@ class AsyncRunnersStepsResource(AsyncResource):
                 url=url,
                 method=method,
                 timeout_ms=timeout_ms,
+                command=command,
                 expression=expression,
                 if_true=if_true,
                 if_false=if_false,
@@ -1758,6 +1852,7 @@ class AsyncAgentsResource(AsyncResource):
         super().__init__(client)
         self.channels = AsyncAgentsChannelsResource(client)
         self.compaction = AsyncAgentsCompactionResource(client)
+        self.computer = AsyncAgentsComputerResource(client)
         self.credentials = AsyncAgentsCredentialsResource(client)
         self.delegated = AsyncAgentsDelegatedResource(client)
         self.integrations = AsyncAgentsIntegrationsResource(client)
@@ -2706,6 +2801,14 @@ class AsyncThreadsResource(AsyncResource):
         """
         return self._client._attach(
             thread_id, run_id=run_id, after=after if last_event_id is None else last_event_id
+        )
+
+    async def computer(self, thread_id: str) -> Instance:
+        """The thread's active computer instance (404 when it has none) (GET
+        /api/threads/{thread_id}/computer, getThreadComputer).
+        """
+        return await self._client._request(
+            "GET", f"/api/threads/{_seg(thread_id)}/computer", type=Instance
         )
 
     async def create(

@@ -8,6 +8,7 @@ from urllib.parse import quote
 
 if TYPE_CHECKING:
     from agentsvc_client._stream import AsyncReplyStream, ReplyStream
+    from agentsvc_client.computer import ExecEvent
     from agentsvc_client.models import Document, Profile, SendMessageBody
     from agentsvc_client.thread_events import AsyncThreadEventStream, ThreadEventStream
 
@@ -31,6 +32,10 @@ class _Requester(Protocol):
     ) -> ReplyStream: ...
 
     def _attach(self, thread_id: str, *, run_id: str | None, after: int | None) -> ReplyStream: ...
+
+    def _exec_command(
+        self, agent_id: str, instance_id: str, command: str, *, idempotency_key: str | None
+    ) -> list[ExecEvent]: ...
 
     def _thread_events(self, thread_id: str, *, after: int | None) -> ThreadEventStream: ...
 
@@ -71,6 +76,10 @@ class _AsyncRequester(Protocol):
     ) -> AsyncReplyStream: ...
 
     def _thread_events(self, thread_id: str, *, after: int | None) -> AsyncThreadEventStream: ...
+
+    async def _exec_command(
+        self, agent_id: str, instance_id: str, command: str, *, idempotency_key: str | None
+    ) -> list[ExecEvent]: ...
 
     async def _upload(
         self,

@@ -36,6 +36,8 @@ from agentsvc_client.models import (
     ClientToolBody,
     Compaction,
     CompactionPutBody,
+    Computer,
+    ComputerPutBody,
     Contact,
     ContactList,
     ContactPatchBody,
@@ -52,6 +54,7 @@ from agentsvc_client.models import (
     Edge,
     ExecuteBody,
     Execution,
+    Instance,
     Integration,
     IntegrationCreateBody,
     IssuedKey,
@@ -161,6 +164,7 @@ from agentsvc_client.models import (
 
 if TYPE_CHECKING:
     from agentsvc_client._stream import ReplyStream
+    from agentsvc_client.computer import ExecEvent
     from agentsvc_client.thread_events import ThreadEventStream
 
 
@@ -382,6 +386,92 @@ class AgentsCompactionResource(Resource):
                 beta_compact_threshold=beta_compact_threshold,
             ),
             type=Compaction,
+        )
+
+
+class AgentsComputerResource(Resource):
+    """``client.agents.computer``"""
+
+    def delete(self, agent_id: str, instance_id: str) -> OkBody:
+        """Destroy a computer instance and its files (DELETE /api/agents/{agent_id}/computer-
+        instances/{instance_id}, deleteComputerInstance).
+        """
+        return self._client._request(
+            "DELETE",
+            f"/api/agents/{_seg(agent_id)}/computer-instances/{_seg(instance_id)}",
+            type=OkBody,
+        )
+
+    def exec(
+        self, agent_id: str, instance_id: str, command: str, *, idempotency_key: str | None = None
+    ) -> list[ExecEvent]:
+        """Run a shell command on a computer instance (resumed when stopped) (POST
+        /api/agents/{agent_id}/computer-instances/{instance_id}/exec, execComputerCommand);
+        see the client's ``exec_command``.
+        """
+        return self._client._exec_command(
+            agent_id, instance_id, command, idempotency_key=idempotency_key
+        )
+
+    def get(self, agent_id: str) -> Computer:
+        """The agent's computer configuration (GET /api/agents/{agent_id}/computer,
+        getAgentComputer).
+        """
+        return self._client._request("GET", f"/api/agents/{_seg(agent_id)}/computer", type=Computer)
+
+    def instances(self, agent_id: str) -> builtins.list[Instance]:
+        """The agent's computer instances, newest first (destroyed ones included) (GET
+        /api/agents/{agent_id}/computer-instances, listComputerInstances).
+        """
+        return self._client._request(
+            "GET", f"/api/agents/{_seg(agent_id)}/computer-instances", type=builtins.list[Instance]
+        )
+
+    def put(
+        self,
+        agent_id: str,
+        *,
+        enabled: bool | UnsetType = UNSET,
+        provider: Literal["local", "e2b"] | UnsetType | None = UNSET,
+        persistent: bool | UnsetType = UNSET,
+        scope: Literal["thread", "agent"] | UnsetType = UNSET,
+        idle_timeout_s: int | UnsetType = UNSET,
+        exec_timeout_s: int | UnsetType = UNSET,
+        memory_mb: int | UnsetType = UNSET,
+        network: Literal["none", "allowlist"] | UnsetType = UNSET,
+        allowed_hosts: builtins.list[str] | UnsetType = UNSET,
+    ) -> Computer:
+        """Change the supplied computer settings (PUT /api/agents/{agent_id}/computer,
+        putAgentComputer).
+        """
+        return self._client._request(
+            "PUT",
+            f"/api/agents/{_seg(agent_id)}/computer",
+            json=ComputerPutBody(
+                enabled=enabled,
+                provider=provider,
+                persistent=persistent,
+                scope=scope,
+                idle_timeout_s=idle_timeout_s,
+                exec_timeout_s=exec_timeout_s,
+                memory_mb=memory_mb,
+                network=network,
+                allowed_hosts=allowed_hosts,
+            ),
+            type=Computer,
+        )
+
+    def stop(
+        self, agent_id: str, instance_id: str, *, idempotency_key: str | None = None
+    ) -> Instance:
+        """Stop a computer instance (a persistent one keeps its files) (POST
+        /api/agents/{agent_id}/computer-instances/{instance_id}/stop, stopComputerInstance).
+        """
+        return self._client._request(
+            "POST",
+            f"/api/agents/{_seg(agent_id)}/computer-instances/{_seg(instance_id)}/stop",
+            idempotency_key=idempotency_key,
+            type=Instance,
         )
 
 
@@ -1434,7 +1524,7 @@ class RunnersStepsResource(Resource):
         runner_id: str,
         *,
         id: str,
-        kind: Literal["agent", "webhook", "condition"],
+        kind: Literal["agent", "webhook", "condition", "computer"],
         name: str | UnsetType = UNSET,
         input_mapping: dict[str, str] | UnsetType = UNSET,
         agent_id: str | UnsetType | None = UNSET,
@@ -1443,6 +1533,7 @@ class RunnersStepsResource(Resource):
         url: str | UnsetType | None = UNSET,
         method: str | UnsetType = UNSET,
         timeout_ms: int | UnsetType = UNSET,
+        command: str | UnsetType | None = UNSET,
         expression: str | UnsetType | None = UNSET,
         if_true: str | UnsetType = UNSET,
         if_false: str | UnsetType = UNSET,
@@ -1464,6 +1555,7 @@ class RunnersStepsResource(Resource):
                 url=url,
                 method=method,
                 timeout_ms=timeout_ms,
+                command=command,
                 expression=expression,
                 if_true=if_true,
                 if_false=if_false,
@@ -1742,6 +1834,7 @@ class AgentsResource(Resource):
         super().__init__(client)
         self.channels = AgentsChannelsResource(client)
         self.compaction = AgentsCompactionResource(client)
+        self.computer = AgentsComputerResource(client)
         self.credentials = AgentsCredentialsResource(client)
         self.delegated = AgentsDelegatedResource(client)
         self.integrations = AgentsIntegrationsResource(client)
@@ -2678,6 +2771,14 @@ class ThreadsResource(Resource):
         """
         return self._client._attach(
             thread_id, run_id=run_id, after=after if last_event_id is None else last_event_id
+        )
+
+    def computer(self, thread_id: str) -> Instance:
+        """The thread's active computer instance (404 when it has none) (GET
+        /api/threads/{thread_id}/computer, getThreadComputer).
+        """
+        return self._client._request(
+            "GET", f"/api/threads/{_seg(thread_id)}/computer", type=Instance
         )
 
     def create(

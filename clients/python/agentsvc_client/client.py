@@ -21,6 +21,7 @@ from agentsvc_client._async_resources import AsyncResources
 from agentsvc_client._base import _seg
 from agentsvc_client._resources import Resources
 from agentsvc_client._stream import RETRY_STATUSES, AsyncReplyStream, ReplyStream
+from agentsvc_client.computer import ExecEvent, exec_events
 from agentsvc_client.models import Document, Profile, SendMessageBody
 from agentsvc_client.thread_events import AsyncThreadEventStream, ThreadEventStream
 
@@ -223,6 +224,21 @@ class Client(_Config, Resources):
                 raise errors.from_response(response)
             yield response
 
+    def _exec_command(
+        self, agent_id: str, instance_id: str, command: str, *, idempotency_key: str | None
+    ) -> list[ExecEvent]:
+        path = f"/api/agents/{_seg(agent_id)}/computer-instances/{_seg(instance_id)}/exec"
+        body = _ENCODER.encode({"command": command})
+        headers = _headers(True, idempotency_key)
+        try:
+            with self._http.stream("POST", path, headers=headers, content=body) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    raise errors.from_response(response)
+                return exec_events(response.iter_lines())
+        except httpx.TransportError as exc:
+            raise errors.APIConnectionError(f"POST {path}: {exc!r}") from exc
+
     def _send_message(
         self, thread_id: str, body: SendMessageBody, *, idempotency_key: str | None
     ) -> ReplyStream:
@@ -377,6 +393,21 @@ class AsyncClient(_Config, AsyncResources):
                 await response.aread()
                 raise errors.from_response(response)
             yield response
+
+    async def _exec_command(
+        self, agent_id: str, instance_id: str, command: str, *, idempotency_key: str | None
+    ) -> list[ExecEvent]:
+        path = f"/api/agents/{_seg(agent_id)}/computer-instances/{_seg(instance_id)}/exec"
+        body = _ENCODER.encode({"command": command})
+        headers = _headers(True, idempotency_key)
+        try:
+            async with self._http.stream("POST", path, headers=headers, content=body) as response:
+                if response.status_code >= 400:
+                    await response.aread()
+                    raise errors.from_response(response)
+                return exec_events([line async for line in response.aiter_lines()])
+        except httpx.TransportError as exc:
+            raise errors.APIConnectionError(f"POST {path}: {exc!r}") from exc
 
     def _send_message(
         self, thread_id: str, body: SendMessageBody, *, idempotency_key: str | None

@@ -390,6 +390,38 @@ class CompactionPutBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     )
 
 
+class Computer(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``ComputerOut`` of the OpenAPI document."""
+
+    agent_id: str
+    org_id: str
+    enabled: bool
+    provider: str | None
+    persistent: bool
+    scope: str
+    idle_timeout_s: int
+    exec_timeout_s: int
+    memory_mb: int
+    network: str
+    allowed_hosts: list[str]
+    effective_provider: str
+    available_providers: list[str]
+
+
+class ComputerPutBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``ComputerPutBody`` of the OpenAPI document."""
+
+    enabled: bool | UnsetType = UNSET
+    provider: Literal["local", "e2b"] | UnsetType | None = UNSET
+    persistent: bool | UnsetType = UNSET
+    scope: Literal["thread", "agent"] | UnsetType = UNSET
+    idle_timeout_s: int | UnsetType = msgspec.field(name="idleTimeoutS", default=UNSET)
+    exec_timeout_s: int | UnsetType = msgspec.field(name="execTimeoutS", default=UNSET)
+    memory_mb: int | UnsetType = msgspec.field(name="memoryMb", default=UNSET)
+    network: Literal["none", "allowlist"] | UnsetType = UNSET
+    allowed_hosts: list[str] | UnsetType = msgspec.field(name="allowedHosts", default=UNSET)
+
+
 class ContactList(msgspec.Struct, frozen=True, kw_only=True):
     """An answer: ``ContactListOut`` of the OpenAPI document."""
 
@@ -539,6 +571,12 @@ class Evaluation(msgspec.Struct, frozen=True, kw_only=True):
     detail: str | None
 
 
+class ExecBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``ExecBody`` of the OpenAPI document."""
+
+    command: str
+
+
 class ExecuteBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     """A request body: ``ExecuteBody`` of the OpenAPI document."""
 
@@ -563,6 +601,22 @@ class File(msgspec.Struct, frozen=True, kw_only=True):
 
     path: str
     size: int
+
+
+class Instance(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``InstanceOut`` of the OpenAPI document."""
+
+    id: str
+    agent_id: str
+    thread_id: str | None
+    provider: str
+    status: str
+    persistent: bool
+    created_at: datetime
+    last_used_at: datetime
+    disk_bytes: int
+    state_lost: bool
+    error: str | None
 
 
 class IntegrationCreateBody(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -1520,7 +1574,7 @@ class StepBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     """A request body: ``StepBody`` of the OpenAPI document."""
 
     id: str
-    kind: Literal["agent", "webhook", "condition"]
+    kind: Literal["agent", "webhook", "condition", "computer"]
     name: str | UnsetType = UNSET
     input_mapping: dict[str, str] | UnsetType = msgspec.field(name="inputMapping", default=UNSET)
     agent_id: str | UnsetType | None = msgspec.field(name="agentId", default=UNSET)
@@ -1529,6 +1583,7 @@ class StepBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     url: str | UnsetType | None = UNSET
     method: str | UnsetType = UNSET
     timeout_ms: int | UnsetType = msgspec.field(name="timeoutMs", default=UNSET)
+    command: str | UnsetType | None = UNSET
     expression: str | UnsetType | None = UNSET
     if_true: str | UnsetType = msgspec.field(name="ifTrue", default=UNSET)
     if_false: str | UnsetType = msgspec.field(name="ifFalse", default=UNSET)
@@ -1539,7 +1594,7 @@ class Step(msgspec.Struct, frozen=True, kw_only=True):
     """An answer: ``StepOut`` of the OpenAPI document."""
 
     id: str
-    kind: Literal["agent", "webhook", "condition"]
+    kind: Literal["agent", "webhook", "condition", "computer"]
     name: str
     input_mapping: dict[str, str]
     agent_id: str | None
@@ -1549,6 +1604,7 @@ class Step(msgspec.Struct, frozen=True, kw_only=True):
     method: str | None
     has_headers: bool
     timeout_ms: int | None
+    command: str | None
     expression: str | None
     if_true: str | None
     if_false: str | None
@@ -1558,7 +1614,7 @@ class StepRun(msgspec.Struct, frozen=True, kw_only=True):
     """An answer: ``StepRunOut`` of the OpenAPI document."""
 
     step_id: str
-    kind: Literal["agent", "webhook", "condition"]
+    kind: Literal["agent", "webhook", "condition", "computer"]
     status: str
     attempt: int
     started_at: datetime | None
@@ -2094,6 +2150,8 @@ __all__ = [
     "ClientToolBody",
     "Compaction",
     "CompactionPutBody",
+    "Computer",
+    "ComputerPutBody",
     "Contact",
     "ContactList",
     "ContactPatchBody",
@@ -2111,9 +2169,11 @@ __all__ = [
     "Document",
     "Edge",
     "Evaluation",
+    "ExecBody",
     "ExecuteBody",
     "Execution",
     "File",
+    "Instance",
     "Integration",
     "IntegrationCreateBody",
     "IssuedKey",

@@ -7,6 +7,7 @@ from uuid import UUID
 import msgspec
 
 from agentsvc_adapters.memory.channels import MemoryChannels
+from agentsvc_adapters.memory.computer import MemoryComputers
 from agentsvc_adapters.memory.conversations import MemoryConversations, MemoryThreads
 from agentsvc_adapters.memory.idempotency import MemoryIdempotency
 from agentsvc_adapters.memory.integrations import MemoryIntegrations
@@ -186,6 +187,8 @@ class MemoryStorage(StorageFacade):
         agents.on_delete.append(publishing.drop_agent)
         channels = MemoryChannels(agents.has, self._threads.has)
         agents.on_delete.append(channels.drop_agent)
+        computers = MemoryComputers(agents.has)
+        agents.on_delete.append(computers.drop_agent)
         super().__init__(
             Repositories(
                 organizations=MemoryOrganizations(),
@@ -211,6 +214,7 @@ class MemoryStorage(StorageFacade):
                 publishing=publishing,
                 skills=MemorySkills(),
                 channels=channels,
+                computers=computers,
             )
         )
 

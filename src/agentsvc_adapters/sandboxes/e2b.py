@@ -66,7 +66,7 @@ from agentsvc_core.ports.sandboxes import (
 __all__ = ["E2BSandboxes"]
 
 API_KEY_VAR = "AGENTSVC_E2B_API_KEY"
-DEFAULT_API_URL = "https://api.e2b.dev"
+DEFAULT_API_URL = "https://api.e2b.app"  # the official SDK's default
 DEFAULT_SANDBOX_URL = "https://{port}-{sandbox_id}.{domain}"
 DEFAULT_DOMAIN = "e2b.app"
 DEFAULT_TEMPLATE = "base"

@@ -34,7 +34,7 @@ __all__ = [
     "TriggerKind",
 ]
 
-StepKind = Literal["agent", "webhook", "condition"]
+StepKind = Literal["agent", "webhook", "condition", "computer"]
 TriggerKind = Literal["manual", "api", "cron", "webhook", "button"]
 RunStatus = Literal["queued", "running", "paused", "succeeded", "failed", "cancelled"]
 StepStatus = Literal["pending", "running", "succeeded", "failed", "skipped"]
@@ -64,6 +64,10 @@ class StepFields(msgspec.Struct, frozen=True, kw_only=True):
       input (the run's input when there is no mapping), within ``timeout_ms``.
     - ``condition``: ``expression`` over the run's context; truthy goes to
       ``if_true``, else to ``if_false`` (``next``, ``stop``, or a later step's id).
+    - ``computer``: ``command`` (``{{ expression }}`` placeholders filled) run on
+      the computer of ``agent_id`` (its shared instance), within its time limit;
+      the output is ``{exit_code, stdout, stderr, timed_out}``, failed unless it
+      exits 0.
 
     Expressions are JMESPath over ``{"input": ..., "steps": {id: {"status",
     "output"}}}``; a leading ``$.`` (JSONPath's root) is accepted and dropped.
@@ -81,6 +85,8 @@ class StepFields(msgspec.Struct, frozen=True, kw_only=True):
     url: str | None = None
     method: str = "POST"
     timeout_ms: int = 10_000
+    # computer
+    command: str | None = None
     # condition
     expression: str | None = None
     if_true: str = NEXT

@@ -57,7 +57,8 @@ def job_handlers(s: Services) -> dict[str, JobHandler]:
 async def sweep(s: Services) -> None:
     """Replies whose process died stop counting as running; indexings and runner
     runs whose job was lost are queued again; rows stored since the last sweep are
-    folded into analytics' hourly and daily sums; traces kept long enough go."""
+    folded into analytics' hourly and daily sums; traces kept long enough go;
+    computers idle past their timeout stop."""
     try:
         count = await s.conversation.sweep()
         if count:
@@ -76,6 +77,12 @@ async def sweep(s: Services) -> None:
             log.warning("queued again %d runner runs whose job was lost", again)
     except DomainError as exc:
         log.warning("the sweep of runner runs failed: %s", exc.detail)
+    try:
+        stopped = await s.computers.sweep_idle()
+        if stopped:
+            log.info("stopped %d idle computer instances", stopped)
+    except DomainError as exc:
+        log.warning("the sweep of idle computers failed: %s", exc.detail)
     try:
         await s.analytics.roll_up()
         pruned = await s.traces.prune()

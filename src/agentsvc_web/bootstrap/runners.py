@@ -10,6 +10,8 @@ from agentsvc_core.ports import Clock, SecretBox, Storage, WebhookCaller
 from agentsvc_core.ports.jobs import JobQueue
 from agentsvc_core.ports.mcp import UrlPolicy
 from agentsvc_core.use_cases import Conversation, Threads
+from agentsvc_core.use_cases.computer import Computers
+from agentsvc_core.use_cases.computer.steps import ComputerSteps
 from agentsvc_core.use_cases.mcp_servers import McpServers
 from agentsvc_core.use_cases.org_settings import OrgSettings
 from agentsvc_core.use_cases.runners.agent_steps import AgentSteps
@@ -49,6 +51,7 @@ def wire_runners(
     webhooks: WebhookCaller,
     org_settings: OrgSettings,
     traces: TraceConfig,
+    computers: Computers,
 ) -> RunnerArea:
     """The runners, their runs and the engine that runs them (``RUN_JOB`` on the
     job queue), their analytics, suggestions and scheduled tasks."""
@@ -77,7 +80,11 @@ def wire_runners(
     engine = RunnerEngine(
         storage.runners,
         clock,
-        StepWork(agent_steps, WebhookSteps(webhooks, org_settings, box)),
+        StepWork(
+            agent_steps,
+            WebhookSteps(webhooks, org_settings, box),
+            ComputerSteps(computers, storage.agents),
+        ),
         Budgets(storage.runners, clock, prices),
         run_traces,
         EngineSettings(stale_after=timedelta(seconds=settings.run_stale_after_s)),

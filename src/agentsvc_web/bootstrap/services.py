@@ -5,7 +5,7 @@ opens storage, starts the background work, and closes everything on the way out.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 
 from agentsvc_adapters.auth import JwtVerifier
@@ -37,6 +37,7 @@ from agentsvc_core.ports.mcp import UrlPolicy
 from agentsvc_core.ports.oauth import OAuthNetwork
 from agentsvc_core.ports.registry import McpRegistry
 from agentsvc_core.ports.resolver import CredentialResolver
+from agentsvc_core.ports.sandboxes import SandboxProvider
 from agentsvc_core.ports.skill_sources import SkillSource
 from agentsvc_core.ports.web import WebFetcher, WebSearch
 from agentsvc_core.use_cases.health import Readiness
@@ -49,6 +50,7 @@ from agentsvc_core.use_cases.server_tools import ToolHub
 from agentsvc_web.bootstrap import background, catalogue, publishing, telemetry
 from agentsvc_web.bootstrap import tools as tool_areas
 from agentsvc_web.bootstrap.channels import own_platforms, wire_channels
+from agentsvc_web.bootstrap.computer import sandbox_providers, wire_computer
 from agentsvc_web.bootstrap.runners import wire_runners
 from agentsvc_web.bootstrap.storage import open_database
 from agentsvc_web.bootstrap.turn import conversation
@@ -89,10 +91,13 @@ class Services:
         skill_source: SkillSource | None = None,
         managed_catalogue: ManagedCatalogue | None = None,
         channel_platforms: ChannelPlatforms | None = None,
+        sandboxes: Mapping[str, SandboxProvider] | None = None,
     ) -> None:
         """The adapters come from ``build_services`` (or a test); ``tools`` replaces
         the turn's tool hub (a test's fake); ``channel_platforms`` the channels'
-        platform adapters (None: ``agentsvc_adapters.channels.registry``'s)."""
+        platform adapters (None: ``agentsvc_adapters.channels.registry``'s);
+        ``sandboxes`` the computers' providers by name (None:
+        ``agentsvc_adapters.sandboxes.registry``'s)."""
         clock = SystemClock()
         revocations = revocations or LocalRevocations()
         news = news or LocalThreadNews()
@@ -112,6 +117,15 @@ class Services:
         self._catalogue(clock, revocations)
         keys = KeyBroker(self.org_settings, resolver, self.tracer)
         self._tool_areas(clock, router, keys, databases, web_fetcher, parser, skill_source)
+        if sandboxes is None:  # built here: closed here (E2B's HTTP client)
+            sandboxes = sandbox_providers(settings, urls)
+            self.closers.extend(
+                close for p in sandboxes.values() if (close := getattr(p, "aclose", None))
+            )
+        self.sandboxes = sandboxes
+        self.computer_settings, self.computers = wire_computer(
+            settings, storage, box, clock, self.threads, sandboxes
+        )
         # the turn, and what builds on it
         self.tools = tools or ToolHub(tool_areas.tool_sources(self))
         self.conversation = conversation(
@@ -249,6 +263,7 @@ class Services:
             webhooks=self.webhook_caller,
             org_settings=self.org_settings,
             traces=self.trace_config,
+            computers=self.computers,
         )
 
     def _channels(self, clock: SystemClock, platforms: ChannelPlatforms | None) -> None:

@@ -1,6 +1,6 @@
 """The turn's server-side tools and the areas behind them: MCP servers' tools,
-webhook tools, database integrations, plans, memories, knowledge, the web tools
-and skills,
+webhook tools, database integrations, plans, memories, knowledge, the web tools,
+skills and the computer,
 each a tool source (``ServerTools``) that ``tool_sources`` lists in the order the
 model sees them."""
 
@@ -31,6 +31,7 @@ from agentsvc_core.ports.skill_sources import SkillSource
 from agentsvc_core.ports.web import WebSearch
 from agentsvc_core.pricing import PriceTable
 from agentsvc_core.use_cases import Threads
+from agentsvc_core.use_cases.computer import ComputerTools
 from agentsvc_core.use_cases.integrations import Integrations, IntegrationTools
 from agentsvc_core.use_cases.knowledge.documents import Knowledge, KnowledgeLimits
 from agentsvc_core.use_cases.knowledge.tools import KnowledgeTools
@@ -63,6 +64,7 @@ def tool_sources(services: Services) -> list[ServerTools]:
         KnowledgeTools(s.knowledge),
         WebTools(s.web, s.web_fetcher, s.web_search),
         SkillTools(s.skill_bindings, s.storage.skills),
+        ComputerTools(s.computers),
     ]
 
 

@@ -1,6 +1,7 @@
 """A runner's steps as written (``StepDraft``) and the checks that make them
 ``Step``s: ids, expressions, an agent step's agent and model, a webhook step's
-address, method, time limit and sealed headers, a condition's branches."""
+address, method, time limit and sealed headers, a condition's branches, a
+computer step's agent and command."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ __all__ = ["MAX_STEPS", "StepChecks", "StepDraft", "step_headers_context"]
 MAX_STEPS = 50
 STEP_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 _MIN_TIMEOUT_MS, _MAX_TIMEOUT_MS = 100, 120_000
+MAX_COMMAND = 100_000
 _enc = msgspec.json.Encoder()
 
 
@@ -100,18 +102,21 @@ class StepChecks:
                 headers = self._webhook_step(org, runner_id, field, d, stored)
             case "condition":
                 _condition_step(field, d, later)
+            case "computer":
+                await self._computer_step(org, field, d)
         return Step(
             id=d.id,
             kind=d.kind,
             name=d.name,
             input_mapping=dict(d.input_mapping),
-            agent_id=d.agent_id if d.kind == "agent" else None,
+            agent_id=d.agent_id if d.kind in ("agent", "computer") else None,
             prompt=d.prompt if d.kind == "agent" else None,
             model=d.model if d.kind == "agent" else None,
             url=d.url if d.kind == "webhook" else None,
             method=d.method if d.kind == "webhook" else "POST",
             headers=headers,
             timeout_ms=d.timeout_ms,
+            command=d.command if d.kind == "computer" else None,
             expression=d.expression if d.kind == "condition" else None,
             if_true=d.if_true if d.kind == "condition" else NEXT,
             if_false=d.if_false if d.kind == "condition" else STOP,
@@ -127,6 +132,16 @@ class StepChecks:
                 compile_expression(f"{field}.prompt", part)
         if d.model is not None:
             check_model_id(f"{field}.model", d.model)
+
+    async def _computer_step(self, org: str, field: str, d: StepDraft) -> None:
+        if d.agent_id is None:
+            raise InvalidInput(f"{field}.agent_id", "a computer step names the agent")
+        await self._agents.get(org, d.agent_id)  # NotFound: another org's too
+        if d.command is None or not d.command.strip():
+            raise InvalidInput(f"{field}.command", "a computer step has a command")
+        check_text(f"{field}.command", d.command, max_len=MAX_COMMAND)
+        for part in template_parts(d.command):
+            compile_expression(f"{field}.command", part)
 
     def _webhook_step(
         self, org: str, runner_id: UUID, field: str, d: StepDraft, stored: Step | None

@@ -34,6 +34,7 @@ _KINDS: dict[str, SpanKindName] = {
     "agent": "runner_step",
     "webhook": "webhook",
     "condition": "condition",
+    "computer": "tool",
 }
 
 

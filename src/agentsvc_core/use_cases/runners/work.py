@@ -1,11 +1,12 @@
 """What a step does, by its kind: an agent step's turn (``agent_steps.py``), a
-webhook step's signed call, a condition's choice. Each answers what its attempt
-came to (``transitions.StepEnd``), or ``Busy`` when an agent step's thread is
-busy with a turn that is not the step's (no attempt was made)."""
+webhook step's signed call, a condition's choice, a computer step's command. Each
+answers what its attempt came to (``transitions.StepEnd``), or ``Busy`` when an
+agent step's thread is busy with a turn that is not the step's (no attempt was
+made)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 from uuid import UUID
 
 import msgspec
@@ -98,12 +99,21 @@ class WebhookSteps:
         return Failed(error=f"the webhook call failed: {answer.reason}")
 
 
-class StepWork:
-    """A step's work, by its kind."""
+class ComputerStep(Protocol):
+    """A ``computer`` step (``use_cases/computer/steps.py``)."""
 
-    def __init__(self, agent: AgentSteps, webhook: WebhookSteps) -> None:
+    async def run(self, run: RunnerRun, step: Step, context: dict[str, Any]) -> StepEnd: ...
+
+
+class StepWork:
+    """A step's work, by its kind (``computer``: None, the service has no computers)."""
+
+    def __init__(
+        self, agent: AgentSteps, webhook: WebhookSteps, computer: ComputerStep | None = None
+    ) -> None:
         self._agent = agent
         self._webhook = webhook
+        self._computer = computer
 
     async def thread(self, run: RunnerRun, step: Step) -> UUID:
         """An agent step's thread, made before the step's start is stored (a
@@ -129,4 +139,6 @@ class StepWork:
                 return await self._webhook.run(run, step, context)
             case "condition":
                 return condition(step, context)
+            case "computer" if self._computer is not None:
+                return await self._computer.run(run, step, context)
         return Failed(error=f"unknown step kind {step.kind!r}")

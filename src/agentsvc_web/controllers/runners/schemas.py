@@ -183,6 +183,7 @@ class StepOut(msgspec.Struct):
     method: str | None
     has_headers: bool
     timeout_ms: int | None
+    command: str | None
     expression: str | None
     if_true: str | None
     if_false: str | None

@@ -129,3 +129,62 @@ def test_a_persistent_instance_keeps_a_file_across_a_stop(c: httpx.Client) -> No
     assert events[-1].data["exit_code"] == 0
     after = c.get(f"/api/threads/{thread}/computer").json()
     assert (after["id"], after["status"], after["state_lost"]) == (instance["id"], "idle", False)
+
+
+def _out(events: list[Any], stream: str) -> str:
+    return "".join(e.data["data"] for e in events if e.event == stream)
+
+
+def test_what_breaks_out_fails_inside_the_sandbox_and_the_service_is_unharmed(
+    c: httpx.Client, pg_url: str
+) -> None:
+    """The database on 127.0.0.1:5432, a write outside the workspace, a fork bomb
+    and an allocation past the memory limit: each fails inside the sandbox, and the
+    service answers as before."""
+    agent = _agent(c)
+    small = c.put(f"/api/agents/{agent}/computer", json={"enabled": True, "memoryMb": 256})
+    assert small.status_code == 200, small.text
+    thread = c.post("/api/threads", json={"agentId": agent}).json()["id"]
+    _turn(c, thread, "call computer_exec " + json.dumps({"command": "true"}))
+    instance = c.get(f"/api/threads/{thread}/computer").json()["id"]
+
+    def run(command: str) -> tuple[int | None, str, str]:
+        events = _exec(c, agent, instance, command)
+        assert events[-1].event == "exit", events
+        return events[-1].data["exit_code"], _out(events, "stdout"), _out(events, "stderr")
+
+    # the database the service itself uses: no route to it (no network at all)
+    reach = (
+        'python3 -c "import socket; s = socket.socket(); s.settimeout(3); '
+        "s.connect(('127.0.0.1', 5432)); print('connected')\""
+    )
+    code, out, err = run(reach)
+    assert code != 0
+    assert "connected" not in out
+    assert "Connection refused" in err or "unreachable" in err.lower(), err
+    # outside the workspace: the system is read-only, the host's folders are not there
+    for target in ("/usr/owned", "/etc/owned", "/root/owned", "/var/tmp/owned"):
+        code, out, err = run(f"echo x > {target} && echo wrote")
+        assert code != 0, target
+        assert "wrote" not in out
+    assert not Path("/var/tmp/owned").exists()
+    # a fork bomb meets the process limit, and the command ends
+    code, out, err = run(
+        'python3 -c "import os\nn = 0\ntry:\n    while True:\n        if os.fork() == 0:\n'
+        "            import time; time.sleep(5); os._exit(0)\n        n += 1\n"
+        "except OSError as e:\n    print('stopped after', n, e.errno)\n\""
+    )
+    assert "stopped after" in out, (out, err)
+    assert int(out.split()[2]) < 200
+    # memory past the limit (256 MB): the allocation fails
+    code, out, err = run("python3 -c \"b = bytearray(512 * 1024 * 1024); print('allocated')\"")
+    assert code != 0
+    assert "allocated" not in out
+    assert "MemoryError" in err
+    # the service is unharmed: it answers, and the computer still runs commands
+    assert c.get("/healthz").status_code == 200
+    code, out, _ = run("echo fine")
+    assert (code, out) == (0, "fine\n")
+    events = _turn(c, thread, "call computer_exec " + json.dumps({"command": "echo again"}))
+    [result] = [e.data for e in events if e.event == "tool_result"]
+    assert result["result"].startswith("exit code 0\nstdout:\nagain\n"), result

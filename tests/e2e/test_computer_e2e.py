@@ -163,11 +163,11 @@ def test_what_breaks_out_fails_inside_the_sandbox_and_the_service_is_unharmed(
     assert "connected" not in out
     assert "Connection refused" in err or "unreachable" in err.lower(), err
     # outside the workspace: the system is read-only, the host's folders are not there
-    for target in ("/usr/owned", "/etc/owned", "/root/owned", "/var/tmp/owned"):
+    for target in ("/usr/owned", "/etc/owned", "/root/owned", "/opt/owned"):
         code, out, err = run(f"echo x > {target} && echo wrote")
         assert code != 0, target
         assert "wrote" not in out
-    assert not Path("/var/tmp/owned").exists()
+    assert not Path("/opt/owned").exists()
     # a fork bomb meets the process limit, and the command ends
     code, out, err = run(
         'python3 -c "import os\nn = 0\ntry:\n    while True:\n        if os.fork() == 0:\n'

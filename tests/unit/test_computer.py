@@ -23,6 +23,7 @@ from agentsvc_core.ports.sandboxes import (
     SandboxStarted,
     SandboxUnavailable,
 )
+from agentsvc_core.use_cases import Agents
 from agentsvc_core.use_cases.computer import ComputerConfig, resolve_provider
 from agentsvc_core.use_cases.computer.events import (
     ExecEnded,
@@ -1160,5 +1161,48 @@ def test_the_configuration_read_and_changed_is_the_agents() -> None:
         assert (config.enabled, effective) == (True, "e2b")
         config, effective = await w.computers.configuration(ADMIN, agent.id)
         assert (config.enabled, config.agent_id, effective) == (True, agent.id, "e2b")
+
+    run(go())
+
+
+def test_an_agents_sandboxes_go_before_the_agent() -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent(enabled=True)
+        one, two = await w.thread(agent), await w.thread(agent)
+        await w.call(agent, one, "computer_exec", command="true")
+        await w.call(agent, two, "computer_exec", command="true")
+        refs = {i.ref for i in await w.storage.computers.of_agent(ORG, agent.id)}
+        other = await w.agent(enabled=True)
+        await w.call(other, await w.thread(other), "computer_exec", command="true")
+        agents = Agents(w.storage.agents, w.clock, "local", before_delete=(w.computers.drop_agent,))
+        await agents.delete(ADMIN, agent.id)
+        destroyed = {ref for name, ref in w.sandboxes["local"].calls if name == "destroy"}
+        assert destroyed == refs
+        assert await w.storage.computers.of_agent(ORG, agent.id) == []
+        assert len(await w.storage.computers.of_agent(ORG, other.id)) == 1
+
+    run(go())
+
+
+def test_a_sandbox_that_cannot_be_reached_does_not_stop_the_agents_deletion(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent(enabled=True, scope="agent")
+        await w.call(agent, None, "computer_exec", command="true")
+        [instance] = await w.storage.computers.of_agent(ORG, agent.id)
+        w.sandboxes["local"].unavailable = "the provider is down"
+        await w.computers.drop_agent(ORG, agent.id)
+        assert f"the sandbox of computer instance {instance.id} stays" in caplog.text
+        w.sandboxes["local"].unavailable = None
+        errored = await w.agent(enabled=True, scope="agent")
+        w.sandboxes["local"].unavailable = "down"
+        await w.call(errored, None, "computer_exec", command="true")  # error: no sandbox
+        w.sandboxes["local"].unavailable = None
+        calls = len(w.sandboxes["local"].calls)
+        await w.computers.drop_agent(ORG, errored.id)
+        assert len(w.sandboxes["local"].calls) == calls  # nothing to remove
 
     run(go())

@@ -294,6 +294,10 @@ class SharedHarness:
         return self._chosen().services
 
     @property
+    def sandboxes(self) -> dict[str, FakeSandbox]:
+        return self._chosen().sandboxes
+
+    @property
     def mcp_services(self) -> Services:
         return self._chosen().mcp_services
 

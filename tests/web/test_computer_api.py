@@ -273,3 +273,20 @@ def test_a_missing_provider_is_503_and_a_gone_sandbox_409() -> None:
     assert "Retry-After" not in (unavailable.headers or {})
     gone = EXCEPTION_HANDLERS[SandboxGone](None, SandboxGone("sandbox s is gone"))
     assert (gone.status_code, gone.content.error) == (409, "SANDBOX_GONE")
+
+
+def test_deleting_an_agent_removes_its_sandboxes(harness: SharedHarness, auth: H) -> None:
+    with harness.mcp_client() as c:
+        agent = _agent(c, auth)
+        c.put(f"/api/agents/{agent}/computer", json={"enabled": True}, headers=auth)
+        thread = c.post("/api/threads", json={"agentId": agent}, headers=auth).json()["id"]
+        local = harness.sandboxes["local"]  # the process's: other tests' calls are there too
+        seen = len(local.calls)
+        _turn(c, auth, thread, _exec_call("echo kept > f"))
+        [ref] = {ref for name, ref in local.calls[seen:] if name == "exec"}
+        assert (local.root / ref / "f").exists()
+        seen = len(local.calls)
+        assert c.delete(f"/api/agents/{agent}", headers=auth).status_code == 200
+        assert local.calls[seen:] == [("destroy", ref)]
+        assert not (local.root / ref).exists()
+        assert c.get(f"/api/agents/{agent}/computer-instances", headers=auth).status_code == 404

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable, Sequence
 from uuid import UUID
 
 import msgspec
@@ -57,16 +58,20 @@ class Agents:
         *,
         configs: tuple[SecretStore, tuple[str, ...]] | None = None,
         projects: ProjectStore | None = None,
+        before_delete: Sequence[Callable[[str, UUID], Awaitable[None]]] = (),
     ) -> None:
         """``configs``: the store of the agent's configurations and their kinds, sealed
         records keyed by its id (resolver, compaction, the tool sources'): they go when
         the agent goes. ``projects``: where a ``project_id`` is checked (without it,
-        no agent can name one)."""
+        no agent can name one). ``before_delete``: what must go before the agent's
+        rows do, called with its organization and id (its computers' sandboxes, which
+        the rows name)."""
         self._repo = repo
         self._clock = clock
         self._default_model = default_model
         self._configs = configs
         self._projects = projects
+        self._before_delete = tuple(before_delete)
 
     async def create(self, who: Principal, draft: AgentDraft) -> Agent:
         now = self._clock.now()
@@ -112,6 +117,8 @@ class Agents:
         return await self._repo.modify(who.org_id, agent_id, apply)
 
     async def delete(self, who: Principal, agent_id: UUID) -> None:
+        for before in self._before_delete:
+            await before(who.org_id, agent_id)
         await self._repo.delete(who.org_id, agent_id)
         if self._configs is not None:
             store, kinds = self._configs

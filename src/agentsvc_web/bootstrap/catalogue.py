@@ -5,6 +5,7 @@ official templates and agents' marketplace profiles."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Sequence
 from typing import NamedTuple, Protocol
 from uuid import UUID
 
@@ -77,16 +78,23 @@ def identity(
     )
 
 
-def agents(settings: Settings, storage: Storage, clock: Clock, kinds: tuple[str, ...]) -> Agents:
+def agents(
+    settings: Settings,
+    storage: Storage,
+    clock: Clock,
+    kinds: tuple[str, ...],
+    before_delete: Sequence[Callable[[str, UUID], Awaitable[None]]] = (),
+) -> Agents:
     """The agents; deleting one deletes its configurations, the sealed records of
     ``kinds`` (the turn's and each tool source's), which is why they are built after
-    the tool sources."""
+    the tool sources, and first calls ``before_delete`` (its computers' sandboxes)."""
     return Agents(
         storage.agents,
         clock,
         settings.default_model,
         configs=(storage.secrets, kinds),
         projects=storage.projects,
+        before_delete=before_delete,
     )
 
 

@@ -161,6 +161,7 @@ class Services:
             storage,
             clock,
             (*AgentConfigs.KINDS, *self.tools.kinds, self.multiplayer.kind),
+            before_delete=(self.computers.drop_agent,),
         )
         self.templates = catalogue.templates(self)
         self.marketplace = catalogue.marketplace(self, storage, clock)

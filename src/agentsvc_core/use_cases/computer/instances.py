@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import Any, TypeVar
@@ -63,6 +64,7 @@ INSTALL_HINTS = {
     "local": "install bubblewrap (Debian and Ubuntu: apt-get install bubblewrap)",
     "e2b": "set AGENTSVC_E2B_API_KEY to an E2B API key",
 }
+log = logging.getLogger("agentsvc.computer")
 T = TypeVar("T")
 Key = tuple[str, UUID, UUID | None]  # org, agent, thread (None: the shared instance)
 
@@ -273,6 +275,18 @@ class Computers:
                 i, status="destroyed", ref=None, state_lost=False, disk_bytes=0
             ),
         )
+
+    async def drop_agent(self, org: str, agent_id: UUID) -> None:
+        """Before an agent goes (its instances' rows go with it): remove its
+        sandboxes at their providers. One that cannot be reached now is left to its
+        provider (logged): the agent's deletion is not refused for it."""
+        for instance in await self._store.of_agent(org, agent_id):
+            if instance.ref is None:
+                continue
+            try:
+                await self.provider(instance.provider).destroy(instance.ref)
+            except (SandboxUnavailable, SandboxGone) as exc:
+                log.warning("the sandbox of computer instance %s stays: %s", instance.id, exc)
 
     async def sweep_idle(self) -> int:
         """Stop the running instances unused for their idle timeout (none with a

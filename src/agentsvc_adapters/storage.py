@@ -25,6 +25,7 @@ from agentsvc_core.ports import (
     WebhookToolStore,
 )
 from agentsvc_core.ports.channels import ChannelStore
+from agentsvc_core.ports.code_sessions import CodeSessionStore
 from agentsvc_core.ports.idempotency import IdempotencyStore
 from agentsvc_core.ports.knowledge import KnowledgeStore
 from agentsvc_core.ports.marketplace import MarketplaceStore
@@ -66,6 +67,7 @@ class Repositories:
     publishing: PublishingStore
     skills: SkillStore
     channels: ChannelStore
+    code_sessions: CodeSessionStore
 
 
 class StorageFacade(Storage):
@@ -166,3 +168,7 @@ class StorageFacade(Storage):
     @property
     def channels(self) -> ChannelStore:
         return self._repositories.channels
+
+    @property
+    def code_sessions(self) -> CodeSessionStore:
+        return self._repositories.code_sessions

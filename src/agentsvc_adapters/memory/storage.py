@@ -7,6 +7,7 @@ from uuid import UUID
 import msgspec
 
 from agentsvc_adapters.memory.channels import MemoryChannels
+from agentsvc_adapters.memory.code_sessions import MemoryCodeSessions
 from agentsvc_adapters.memory.conversations import MemoryConversations, MemoryThreads
 from agentsvc_adapters.memory.idempotency import MemoryIdempotency
 from agentsvc_adapters.memory.integrations import MemoryIntegrations
@@ -211,6 +212,7 @@ class MemoryStorage(StorageFacade):
                 publishing=publishing,
                 skills=MemorySkills(),
                 channels=channels,
+                code_sessions=MemoryCodeSessions(),
             )
         )
 

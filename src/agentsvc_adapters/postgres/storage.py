@@ -20,6 +20,7 @@ from psycopg.rows import tuple_row
 from agentsvc_adapters.postgres.agents import PostgresAgents
 from agentsvc_adapters.postgres.api_keys import PostgresApiKeys
 from agentsvc_adapters.postgres.channels import PostgresChannels
+from agentsvc_adapters.postgres.code_sessions import PostgresCodeSessions
 from agentsvc_adapters.postgres.conversations import PostgresConversations, PostgresThreads
 from agentsvc_adapters.postgres.idempotency import PostgresIdempotency
 from agentsvc_adapters.postgres.integrations import PostgresIntegrations
@@ -121,6 +122,7 @@ class PostgresStorage(StorageFacade):
                 publishing=PostgresPublishing(self.pool),
                 skills=PostgresSkills(self.pool),
                 channels=PostgresChannels(self.pool),
+                code_sessions=PostgresCodeSessions(self.pool),
             )
         )
 

@@ -32,6 +32,10 @@ from agentsvc_web.controllers.channels import (
     ChannelLimits,
     ChannelWebhookController,
 )
+from agentsvc_web.controllers.code_sessions import (
+    CodeAgentsController,
+    CodeSessionsController,
+)
 from agentsvc_web.controllers.integrations import (
     AgentIntegrationController,
     IntegrationController,
@@ -188,6 +192,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             AgentPublishController,
             AgentChannelsController,
             ChannelWebhookController,
+            CodeAgentsController,
+            CodeSessionsController,
             PublicChatController,
             PublicMarketplaceController,
             *chat_page_routes(),
@@ -237,6 +243,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "skill_bindings": _const(services.skill_bindings),
             "channels": _const(services.channels),
             "channel_inbound": _const(services.channel_inbound),
+            "code_agents": _const(services.code_agents),
+            "code_sessions": _const(services.code_sessions),
         },
         middleware=[
             DefineMiddleware(RequestSpans, tracer=services.tracer),

@@ -53,7 +53,7 @@ async def test_a_code_agent_seals_its_credential_and_never_shows_it() -> None:
         ("branch_prefix", "../up"),
         ("starting_ref", "a..b"),
         ("computer", {"provider": "e2b"}),
-        ("computer", {"allowed_hosts": ["not a host"]}),
+        ("computer", {"allowedHosts": ["not a host"]}),
     ],
 )
 async def test_a_code_agent_refuses_bad_settings(field: str, value: object) -> None:

@@ -49,6 +49,11 @@ from agentsvc_core.use_cases.server_tools import ToolHub
 from agentsvc_web.bootstrap import background, catalogue, publishing, telemetry
 from agentsvc_web.bootstrap import tools as tool_areas
 from agentsvc_web.bootstrap.channels import own_platforms, wire_channels
+from agentsvc_web.bootstrap.code_sessions import (
+    CodeSessionAdapters,
+    code_session_adapters,
+    wire_code_sessions,
+)
 from agentsvc_web.bootstrap.runners import wire_runners
 from agentsvc_web.bootstrap.storage import open_database
 from agentsvc_web.bootstrap.turn import conversation
@@ -89,10 +94,13 @@ class Services:
         skill_source: SkillSource | None = None,
         managed_catalogue: ManagedCatalogue | None = None,
         channel_platforms: ChannelPlatforms | None = None,
+        code_sessions: CodeSessionAdapters | None = None,
     ) -> None:
         """The adapters come from ``build_services`` (or a test); ``tools`` replaces
         the turn's tool hub (a test's fake); ``channel_platforms`` the channels'
-        platform adapters (None: ``agentsvc_adapters.channels.registry``'s)."""
+        platform adapters (None: ``agentsvc_adapters.channels.registry``'s);
+        ``code_sessions`` the sandbox providers and git adapters (None:
+        ``bootstrap.code_sessions.code_session_adapters``'s)."""
         clock = SystemClock()
         revocations = revocations or LocalRevocations()
         news = news or LocalThreadNews()
@@ -140,6 +148,16 @@ class Services:
         )
         self._runners(clock)
         self._channels(clock, channel_platforms)
+        self.code_agents, self.code_sessions, self.code_session_engine = wire_code_sessions(
+            storage,
+            box,
+            clock,
+            router,
+            code_sessions or code_session_adapters(settings, urls),
+            jobs=self.jobs,
+            news=news,
+            traces=self.trace_config,
+        )
         # the agents, whose configurations (the turn's and the tool sources' kinds)
         # go with them
         self.agents = catalogue.agents(

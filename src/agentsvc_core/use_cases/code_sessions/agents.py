@@ -47,7 +47,7 @@ Name = Annotated[str, Meta(max_length=MAX_NAME)]
 Hosts = Annotated[list[Annotated[str, Meta(min_length=1, max_length=253)]], Meta(max_length=100)]
 
 
-class ComputerDraft(msgspec.Struct, frozen=True, kw_only=True):
+class ComputerDraft(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     provider: str | None = None
     memory_mb: Annotated[int, Meta(ge=128, le=16384)] = 1024
     exec_timeout_s: Annotated[int, Meta(ge=1, le=3600)] = 120

@@ -1,0 +1,118 @@
+"""Code agents and code sessions: the templates' and sessions' use cases and the
+job that runs a session (``RUN_JOB``, ``EXPIRE_JOB``), over the sandbox
+providers, the git remote and the git hosts (docs/code-agents.md).
+
+``code_session_adapters`` is the one place those adapters are chosen: the local
+(bubblewrap) and E2B sandbox providers, the git remote over the outbound guard's
+client and GitHub's pull requests. Until they are filled in, a deployment has no
+provider and no remote: a session then ends ``error`` with a message naming what
+is missing, never a silent fake. A test passes its own (``Services``'s
+``code_sessions`` argument)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
+
+from agentsvc_core.ports import Clock, ModelRouter, SecretBox, Storage, ThreadNews
+from agentsvc_core.ports.git_remotes import (
+    GitHost,
+    GitRemote,
+    GitRemoteError,
+    PushResult,
+    Snapshot,
+)
+from agentsvc_core.ports.jobs import JobQueue
+from agentsvc_core.ports.mcp import UrlPolicy
+from agentsvc_core.ports.sandboxes import SandboxProvider
+from agentsvc_core.use_cases.code_sessions import (
+    CodeAgents,
+    CodeSessionEngine,
+    CodeSessions,
+    EngineSettings,
+    Timeline,
+)
+from agentsvc_core.use_cases.traces.build import TraceConfig
+from agentsvc_web.settings import Settings
+
+__all__ = [
+    "CodeSessionAdapters",
+    "CodeSessionArea",
+    "NoGitRemote",
+    "code_session_adapters",
+    "wire_code_sessions",
+]
+
+
+class CodeSessionAdapters(NamedTuple):
+    providers: Mapping[str, SandboxProvider]
+    remote: GitRemote
+    hosts: Sequence[GitHost]
+
+
+class CodeSessionArea(NamedTuple):
+    code_agents: CodeAgents
+    code_sessions: CodeSessions
+    code_session_engine: CodeSessionEngine
+
+
+class NoGitRemote(GitRemote):
+    """The git remote of a deployment that has none configured: every call says so."""
+
+    async def fetch(self, url: str, ref: str | None, token: str | None) -> Snapshot:
+        raise GitRemoteError("no git remote adapter is configured on this service", permanent=True)
+
+    async def push(self, url: str, token: str | None, **_: object) -> PushResult:
+        raise GitRemoteError("no git remote adapter is configured on this service", permanent=True)
+
+
+def code_session_adapters(settings: Settings, urls: UrlPolicy) -> CodeSessionAdapters:
+    """The sandbox providers (by name), the git remote and the git hosts.
+
+    The owner fills this in once the adapters are merged, along the lines of::
+
+        from agentsvc_adapters.sandboxes.local import LocalSandbox
+        from agentsvc_adapters.git.remote import GuardedGitRemote
+        from agentsvc_adapters.git_hosts.github import GitHubHost
+        return CodeSessionAdapters(
+            providers={"local": LocalSandbox(...)},
+            remote=GuardedGitRemote(guard),
+            hosts=[GitHubHost(guard, api_url=settings...)],
+        )
+    """
+    return CodeSessionAdapters(providers={}, remote=NoGitRemote(), hosts=())
+
+
+def wire_code_sessions(
+    storage: Storage,
+    box: SecretBox,
+    clock: Clock,
+    router: ModelRouter,
+    adapters: CodeSessionAdapters,
+    *,
+    jobs: JobQueue,
+    news: ThreadNews | None,
+    traces: TraceConfig,
+) -> CodeSessionArea:
+    store = storage.code_sessions
+    timeline = Timeline(store, news)
+    engine = CodeSessionEngine(
+        store,
+        timeline,
+        jobs,
+        box,
+        clock,
+        router,
+        adapters.providers,
+        adapters.remote,
+        adapters.hosts,
+        usage=storage.conversations,
+        traces=storage.traces,
+        prices=traces.prices,
+        settings=EngineSettings(trace_retention=traces.retention),
+    )
+    return CodeSessionArea(
+        code_agents=CodeAgents(store, router, box, clock, adapters.providers),
+        code_sessions=CodeSessions(store, timeline, jobs, box, clock, adapters.providers),
+        code_session_engine=engine,
+    )

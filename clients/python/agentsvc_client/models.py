@@ -364,6 +364,87 @@ class ClientToolBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     parameters: dict[str, Any] | UnsetType = UNSET
 
 
+class CodeAgentBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``CodeAgentBody`` of the OpenAPI document."""
+
+    name: str
+    model: str
+    repo_url: str | UnsetType | None = msgspec.field(name="repoUrl", default=UNSET)
+    starting_ref: str | UnsetType | None = msgspec.field(name="startingRef", default=UNSET)
+    preamble: str | UnsetType = UNSET
+    branch_prefix: str | UnsetType = msgspec.field(name="branchPrefix", default=UNSET)
+    auto_create_pr: bool | UnsetType = msgspec.field(name="autoCreatePr", default=UNSET)
+    git_credential: str | UnsetType | None = msgspec.field(name="gitCredential", default=UNSET)
+    computer: ComputerDraft | UnsetType = UNSET
+
+
+class CodeAgent(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``CodeAgentOut`` of the OpenAPI document."""
+
+    id: str
+    name: str
+    model: str
+    repo_url: str | None
+    starting_ref: str | None
+    preamble: str
+    branch_prefix: str
+    auto_create_pr: bool
+    has_git_credential: bool
+    computer: Computer
+    created_at: datetime
+    updated_at: datetime
+
+
+class CodeAgentPatchBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``CodeAgentPatchBody`` of the OpenAPI document."""
+
+    name: str | UnsetType = UNSET
+    model: str | UnsetType = UNSET
+    repo_url: str | UnsetType | None = msgspec.field(name="repoUrl", default=UNSET)
+    starting_ref: str | UnsetType | None = msgspec.field(name="startingRef", default=UNSET)
+    preamble: str | UnsetType = UNSET
+    branch_prefix: str | UnsetType = msgspec.field(name="branchPrefix", default=UNSET)
+    auto_create_pr: bool | UnsetType = msgspec.field(name="autoCreatePr", default=UNSET)
+    git_credential: str | UnsetType | None = msgspec.field(name="gitCredential", default=UNSET)
+    computer: ComputerDraft | UnsetType = UNSET
+
+
+class CodeSessionBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``CodeSessionBody`` of the OpenAPI document."""
+
+    code_agent_id: str = msgspec.field(name="codeAgentId")
+    prompt: str
+    repo_url: str | UnsetType | None = msgspec.field(name="repoUrl", default=UNSET)
+    ref: str | UnsetType | None = UNSET
+    title: str | UnsetType | None = UNSET
+
+
+class CodeSessionList(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``CodeSessionListOut`` of the OpenAPI document."""
+
+    sessions: list[CodeSession]
+    next_cursor: str | None = msgspec.field(name="nextCursor")
+
+
+class CodeSession(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``CodeSessionOut`` of the OpenAPI document."""
+
+    id: str
+    code_agent_id: str
+    status: str
+    title: str
+    repo_url: str
+    ref: str | None
+    branch: str | None
+    pr_url: str | None
+    usage: Usage
+    error: str | None
+    last_event_seq: int
+    archived: bool
+    created_at: datetime
+    updated_at: datetime
+
+
 class Compaction(msgspec.Struct, frozen=True, kw_only=True):
     """An answer: ``CompactionOut`` of the OpenAPI document."""
 
@@ -388,6 +469,26 @@ class CompactionPutBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     beta_compact_threshold: int | UnsetType = msgspec.field(
         name="betaCompactThreshold", default=UNSET
     )
+
+
+class ComputerDraft(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``ComputerDraft`` of the OpenAPI document."""
+
+    provider: str | None = None
+    memory_mb: int = msgspec.field(name="memoryMb", default=1024)
+    exec_timeout_s: int = msgspec.field(name="execTimeoutS", default=120)
+    network: Literal["none", "allowlist"] = "none"
+    allowed_hosts: list[str | Any] | None = msgspec.field(name="allowedHosts", default=None)
+
+
+class Computer(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``ComputerOut`` of the OpenAPI document."""
+
+    provider: str | None
+    memory_mb: int
+    exec_timeout_s: int
+    network: str
+    allowed_hosts: list[str]
 
 
 class ContactList(msgspec.Struct, frozen=True, kw_only=True):
@@ -819,6 +920,12 @@ class Memory(msgspec.Struct, frozen=True, kw_only=True):
     superseded_by: str | None
     created_at: datetime
     updated_at: datetime
+
+
+class MessageBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``MessageBody`` of the OpenAPI document."""
+
+    content: str
 
 
 class MessageList(msgspec.Struct, frozen=True, kw_only=True):
@@ -1425,6 +1532,22 @@ class SessionBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     signature: str | UnsetType | None = UNSET
 
 
+class SessionEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``SessionEventOut`` of the OpenAPI document."""
+
+    seq: int
+    type: str
+    data: dict[str, Any]
+    created_at: datetime
+
+
+class SessionEvents(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``SessionEventsOut`` of the OpenAPI document."""
+
+    events: list[SessionEvent]
+    next_after: int | None
+
+
 class Session(msgspec.Struct, frozen=True, kw_only=True):
     """An answer: ``SessionOut`` of the OpenAPI document."""
 
@@ -1745,6 +1868,12 @@ class ThreadPatchBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     metadata: dict[str, str] | UnsetType | None = UNSET
 
 
+class TitleBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``TitleBody`` of the OpenAPI document."""
+
+    title: str
+
+
 class TodoBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     """A request body: ``TodoBody`` of the OpenAPI document."""
 
@@ -1973,6 +2102,13 @@ class TriggerPatchBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     end_at: datetime | str | UnsetType | None = msgspec.field(name="endAt", default=UNSET)
 
 
+class Usage(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``UsageOut`` of the OpenAPI document."""
+
+    tokens: int
+    cost_usd: float
+
+
 class UseTemplateBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     """A request body: ``UseTemplateBody`` of the OpenAPI document."""
 
@@ -2092,8 +2228,16 @@ __all__ = [
     "ChatPatchBody",
     "ChatToday",
     "ClientToolBody",
+    "CodeAgent",
+    "CodeAgentBody",
+    "CodeAgentPatchBody",
+    "CodeSession",
+    "CodeSessionBody",
+    "CodeSessionList",
     "Compaction",
     "CompactionPutBody",
+    "Computer",
+    "ComputerDraft",
     "Contact",
     "ContactList",
     "ContactPatchBody",
@@ -2139,6 +2283,7 @@ __all__ = [
     "MemoryConfigBody",
     "MemoryList",
     "Message",
+    "MessageBody",
     "MessageList",
     "ModelTotals",
     "Multiplayer",
@@ -2197,6 +2342,8 @@ __all__ = [
     "ServiceState",
     "Session",
     "SessionBody",
+    "SessionEvent",
+    "SessionEvents",
     "Skill",
     "SkillBody",
     "SkillPatchBody",
@@ -2222,6 +2369,7 @@ __all__ = [
     "ThreadCreateBody",
     "ThreadList",
     "ThreadPatchBody",
+    "TitleBody",
     "Todo",
     "TodoBody",
     "TodoPatchBody",
@@ -2239,6 +2387,7 @@ __all__ = [
     "Trigger",
     "TriggerBody",
     "TriggerPatchBody",
+    "Usage",
     "UseTemplateBody",
     "VisitorMessage",
     "VisitorMessageBody",

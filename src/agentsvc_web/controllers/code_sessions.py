@@ -184,18 +184,18 @@ class CodeAgentsController(Controller):
         return CodeAgentOut.of(await code_agents.create(principal_of(request), draft))
 
     @get(
-        "/{agent_id:uuid}",
+        "/{code_agent_id:uuid}",
         operation_id="getCodeAgent",
         responses=errors(404),
         summary="A code agent",
     )
     async def get_agent(
-        self, request: Req, code_agents: NamedDependency[CodeAgents], agent_id: FromPath[UUID]
+        self, request: Req, code_agents: NamedDependency[CodeAgents], code_agent_id: FromPath[UUID]
     ) -> CodeAgentOut:
-        return CodeAgentOut.of(await code_agents.get(principal_of(request), agent_id))
+        return CodeAgentOut.of(await code_agents.get(principal_of(request), code_agent_id))
 
     @patch(
-        "/{agent_id:uuid}",
+        "/{code_agent_id:uuid}",
         operation_id="updateCodeAgent",
         responses=errors(400, 404, 413, 415, 422),
         summary="Change the supplied fields (gitCredential null removes it)",
@@ -204,23 +204,25 @@ class CodeAgentsController(Controller):
         self,
         request: Req,
         code_agents: NamedDependency[CodeAgents],
-        agent_id: FromPath[UUID],
+        code_agent_id: FromPath[UUID],
         data: JSONBody[CodeAgentPatchBody],
     ) -> CodeAgentOut:
         changes = draft_of(data, CodeAgentChanges)
-        return CodeAgentOut.of(await code_agents.update(principal_of(request), agent_id, changes))
+        return CodeAgentOut.of(
+            await code_agents.update(principal_of(request), code_agent_id, changes)
+        )
 
     @delete(
-        "/{agent_id:uuid}",
+        "/{code_agent_id:uuid}",
         operation_id="deleteCodeAgent",
         status_code=200,
         responses=errors(404),
         summary="Delete a code agent (its sessions stay)",
     )
     async def remove(
-        self, request: Req, code_agents: NamedDependency[CodeAgents], agent_id: FromPath[UUID]
+        self, request: Req, code_agents: NamedDependency[CodeAgents], code_agent_id: FromPath[UUID]
     ) -> OkBody:
-        await code_agents.delete(principal_of(request), agent_id)
+        await code_agents.delete(principal_of(request), code_agent_id)
         return OkBody(ok=True)
 
 

@@ -44,7 +44,9 @@ _PREFIX = re.compile(r"^[A-Za-z0-9._/-]{1,60}$")
 _HOST = re.compile(r"^(\*\.)?[A-Za-z0-9.-]{1,253}$")
 
 Name = Annotated[str, Meta(max_length=MAX_NAME)]
-Hosts = Annotated[list[Annotated[str, Meta(min_length=1, max_length=253)]], Meta(max_length=100)]
+Hosts = Annotated[
+    tuple[Annotated[str, Meta(min_length=1, max_length=253)], ...], Meta(max_length=100)
+]
 
 
 class ComputerDraft(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -52,7 +54,7 @@ class ComputerDraft(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     memory_mb: Annotated[int, Meta(ge=128, le=16384)] = 1024
     exec_timeout_s: Annotated[int, Meta(ge=1, le=3600)] = 120
     network: Literal["none", "allowlist"] = "none"
-    allowed_hosts: Hosts = []
+    allowed_hosts: Hosts = ()
 
 
 class CodeAgentDraft(msgspec.Struct, frozen=True, kw_only=True):

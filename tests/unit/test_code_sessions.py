@@ -13,7 +13,7 @@ import msgspec
 import pytest
 
 from agentsvc_core.entities.code_session import SessionEvent
-from agentsvc_core.errors import Conflict, InvalidInput, NotFound
+from agentsvc_core.errors import Conflict, InvalidInput, NotFound, Upstream
 from agentsvc_core.ports.git_remotes import GitRemoteError
 from agentsvc_core.ports.jobs import Again
 from agentsvc_core.use_cases.code_sessions import CodeAgentChanges, EngineSettings
@@ -515,3 +515,26 @@ async def test_events_page_forward_and_follow_live() -> None:
     await asyncio.wait_for(reader, 5)  # ends once the session has ended
     s = await w.get(s.id)
     assert seen == list(range(2, s.last_event_seq + 1))
+
+
+async def test_a_failing_model_is_tried_again_then_ends_the_session() -> None:
+    w = world([Upstream("the provider is down", code="PROVIDER_UNAVAILABLE")])
+    s = await w.start()
+    answers = await w.drain()
+    assert [type(a).__name__ for a in answers] == ["Again"] * 4 + ["NoneType"]
+    assert [a.delay_s for a in answers[:4]] == [5.0, 10.0, 20.0, 40.0]
+    s = await w.get(s.id)
+    assert s.status == "error"
+    assert s.error == "the model call failed: the provider is down"
+    assert len(w.model.requests) == 5
+
+
+async def test_a_model_failure_once_does_not_end_the_session() -> None:
+    w = world([Upstream("blip", code="PROVIDER_UNAVAILABLE")], step("done"))
+    s = await w.start()
+    await w.drain()
+    s = await w.get(s.id)
+    assert s.status == "finished"
+    assert any(
+        e.type == "notice" and "trying again" in e.data["text"] for e in await w.events(s.id)
+    )

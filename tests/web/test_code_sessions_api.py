@@ -9,6 +9,8 @@ has no worker.)"""
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from typing import Any
 
@@ -172,3 +174,31 @@ def test_archive_of_a_running_session_is_409_and_roles(
     r = client.post(f"/api/code-sessions/{session['id']}/archive", headers=auth)
     assert r.status_code == 200  # pending: no job works on it yet, so it is cancelled first
     assert r.json()["status"] == "cancelled"
+
+
+def test_the_timeline_is_followed_live(client: Client, auth: dict[str, str]) -> None:
+    """An SSE follower opened on a live session gets the events written after it
+    opened (a follow-up, then the cancel), and its stream ends with the session."""
+    agent = _agent(client, auth)["id"]
+    session = _session(client, auth, agent)
+    path = f"/api/code-sessions/{session['id']}"
+    got: list[str] = []
+
+    def follow() -> None:
+        sse = {**auth, "Accept": "text/event-stream", "Last-Event-ID": "2"}
+        with client.stream("GET", f"{path}/events", headers=sse) as r:
+            got.append("".join(r.iter_text()))
+
+    reader = threading.Thread(target=follow)
+    reader.start()
+    time.sleep(0.5)
+    assert reader.is_alive()  # following: the session has not ended
+    _ok(client.post(f"{path}/messages", json={"content": "later"}, headers=auth))
+    _ok(client.post(f"{path}/cancel", headers=auth))
+    reader.join(timeout=15)
+    assert not reader.is_alive()
+    frames = [f for f in got[0].split("\n\n") if f.startswith("id:")]
+    assert [f.splitlines()[:2] for f in frames] == [
+        ["id: 3", "event: message"],
+        ["id: 4", "event: status"],
+    ]

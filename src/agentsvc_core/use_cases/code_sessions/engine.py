@@ -189,7 +189,13 @@ class CodeSessionEngine:
                 if isinstance(resumed, Failure):
                     return await self._failure(session, resumed)
                 workspace = resumed
-            step = await self._step(session, workspace)
+            try:
+                step = await self._step(session, workspace)
+            except DomainError as exc:
+                # the model's provider failed (a tool's failure is the model's to
+                # read): tried again later, up to ``max_attempts`` in a row
+                failed = Failure(f"the model call failed: {exc.detail}", False)
+                return await self._failure(session, failed)
             if step == "wait":
                 await self._waiting(session, workspace)
                 return None

@@ -194,8 +194,8 @@ class CodeSessionEngine:
             except DomainError as exc:
                 # the model's provider failed (a tool's failure is the model's to
                 # read): tried again later, up to ``max_attempts`` in a row
-                failed = Failure(f"the model call failed: {exc.detail}", False)
-                return await self._failure(session, failed)
+                model_failed = Failure(f"the model call failed: {exc.detail}", False)
+                return await self._failure(session, model_failed)
             if step == "wait":
                 await self._waiting(session, workspace)
                 return None

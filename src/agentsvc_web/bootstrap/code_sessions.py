@@ -12,6 +12,7 @@ is missing, never a silent fake. A test passes its own (``Services``'s
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
 from typing import NamedTuple
 
 from agentsvc_core.ports import Clock, ModelRouter, SecretBox, Storage, ThreadNews
@@ -84,6 +85,7 @@ def code_session_adapters(settings: Settings, urls: UrlPolicy) -> CodeSessionAda
 
 
 def wire_code_sessions(
+    settings: Settings,
     storage: Storage,
     box: SecretBox,
     clock: Clock,
@@ -109,7 +111,13 @@ def wire_code_sessions(
         usage=storage.conversations,
         traces=storage.traces,
         prices=traces.prices,
-        settings=EngineSettings(trace_retention=traces.retention),
+        settings=EngineSettings(
+            trace_retention=traces.retention,
+            # a killed process's session is taken over soon after the queue picks
+            # its job again (its heartbeat stale); a live job renews the lease
+            # four times as often
+            stale_after=timedelta(seconds=max(10.0, 2 * settings.job_heartbeat_s)),
+        ),
     )
     return CodeSessionArea(
         code_agents=CodeAgents(store, router, box, clock, adapters.providers),

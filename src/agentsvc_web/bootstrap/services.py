@@ -149,6 +149,7 @@ class Services:
         self._runners(clock)
         self._channels(clock, channel_platforms)
         self.code_agents, self.code_sessions, self.code_session_engine = wire_code_sessions(
+            settings,
             storage,
             box,
             clock,

@@ -11,10 +11,12 @@ truth."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from uuid import UUID
 
 from agentsvc_core.entities.code_session import CodeSession, SessionEvent
+from agentsvc_core.errors import DomainError
 from agentsvc_core.ports import ThreadNews
 from agentsvc_core.ports.code_sessions import Change, CodeSessionStore
 
@@ -43,7 +45,10 @@ class Timeline:
         if events:
             self._woken(session_id)  # this process's followers, at once
             if self._news is not None:
-                await self._news.publish_news(session_id)
+                # best effort: a follower that misses the word reads the store
+                # within ``poll_s`` anyway
+                with contextlib.suppress(DomainError):
+                    await self._news.publish_news(session_id)
         return session, events
 
     async def follow(

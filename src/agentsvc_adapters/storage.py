@@ -25,6 +25,7 @@ from agentsvc_core.ports import (
     WebhookToolStore,
 )
 from agentsvc_core.ports.channels import ChannelStore
+from agentsvc_core.ports.code_sessions import CodeSessionStore
 from agentsvc_core.ports.computer import ComputerStore
 from agentsvc_core.ports.idempotency import IdempotencyStore
 from agentsvc_core.ports.knowledge import KnowledgeStore
@@ -68,6 +69,7 @@ class Repositories:
     skills: SkillStore
     channels: ChannelStore
     computers: ComputerStore
+    code_sessions: CodeSessionStore
 
 
 class StorageFacade(Storage):
@@ -172,3 +174,7 @@ class StorageFacade(Storage):
     @property
     def computers(self) -> ComputerStore:
         return self._repositories.computers
+
+    @property
+    def code_sessions(self) -> CodeSessionStore:
+        return self._repositories.code_sessions

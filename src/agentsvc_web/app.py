@@ -32,6 +32,10 @@ from agentsvc_web.controllers.channels import (
     ChannelLimits,
     ChannelWebhookController,
 )
+from agentsvc_web.controllers.code_sessions import (
+    CodeAgentsController,
+    CodeSessionsController,
+)
 from agentsvc_web.controllers.computer import AgentComputerController, ThreadComputerController
 from agentsvc_web.controllers.integrations import (
     AgentIntegrationController,
@@ -191,6 +195,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             ChannelWebhookController,
             AgentComputerController,
             ThreadComputerController,
+            CodeAgentsController,
+            CodeSessionsController,
             PublicChatController,
             PublicMarketplaceController,
             *chat_page_routes(),
@@ -241,6 +247,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "channels": _const(services.channels),
             "channel_inbound": _const(services.channel_inbound),
             "computers": _const(services.computers),
+            "code_agents": _const(services.code_agents),
+            "code_sessions": _const(services.code_sessions),
         },
         middleware=[
             DefineMiddleware(RequestSpans, tracer=services.tracer),

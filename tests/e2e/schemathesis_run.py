@@ -143,6 +143,14 @@ DOMAIN_RULES = [
     "listChannelMessages",  # a cursor that is no nextCursor
     "getChannelQr",  # a channel type that is not paired by QR code
     "putAgentComputer",  # allowed hosts that are no host names (an address, a wildcard)
+    "createCodeAgent",  # a model no provider serves, a repository URL that is not http(s) or
+    # carries credentials, a ref or branch prefix git refuses, a sandbox provider this
+    # deployment lacks, allowed hosts that are no host names, text holding NUL
+    "updateCodeAgent",  # the same
+    "createCodeSession",  # a blank prompt, no repository anywhere, a ref git refuses
+    "listCodeSessions",  # a cursor that is no nextCursor
+    "updateCodeSession",  # a title of blanks or holding NUL
+    "sendCodeSessionMessage",  # a blank content or one holding NUL
 ]
 CONFIG = f"""
 [checks]
@@ -226,13 +234,14 @@ GROUPS = {
     "catalogue": ("projects", "marketplace", "skills", "multiplayer"),
     "publishing": ("publishing", "public chat"),
     "channels": ("channels",),
+    "code": ("code agents", "code sessions"),
 }
 # the two files' shares, about even: at 30 examples, in a CI run (3 processes on 2
 # cores), runners 36 s, plans 17 s, the stateful phase 34 s, mcp-threads 48 s, the
 # rest with the catalogue 69 s, publishing 12 s, channels about 20 s (on a loaded machine)
 # tests/e2e/test_schemathesis.py
 FIRST = ("runners", "plans", "catalogue", "publishing", "channels")
-SECOND = ("mcp-threads", "the-rest")  # tests/e2e/test_schemathesis_operations.py
+SECOND = ("mcp-threads", "the-rest", "code")  # tests/e2e/test_schemathesis_operations.py
 
 
 def operations(doc: dict[str, Any]) -> dict[str, tuple[str, ...]]:

@@ -8,7 +8,8 @@ hold a secret the suite configured, except where that secret belongs:
 
 - learned from what the tests send: MCP credential header and environment values
   (POST/PATCH /api/mcps), webhook tools' headers (/api/tools), channel
-  credentials (POST/PATCH /api/agents/{id}/channels...), database
+  credentials (POST/PATCH /api/agents/{id}/channels...), code agents' git
+  credentials (POST/PATCH /api/code-agents), database
   connection strings and their passwords (POST /api/integrations), from the
   service's environment (API keys, the JWT secret, provider keys, encryption keys)
   and from its data folder (the generated encryption key);
@@ -129,6 +130,7 @@ class SecretScan:
             or path.rstrip("/") == "/api/integrations"
             or (path.startswith("/api/runners") and "/webhooks/" not in path)
             or (path.startswith("/api/agents/") and "/channels" in path)
+            or path.startswith("/api/code-agents")
         ):
             return
         try:
@@ -139,6 +141,9 @@ class SecretScan:
             return
         if path.startswith("/api/tools"):
             self._values(body.get("headers"), "webhook tool header")
+            return
+        if path.startswith("/api/code-agents"):
+            self._values({"git": body.get("gitCredential")}, "code agent git credential")
             return
         if path.startswith("/api/agents/"):
             self._values(body.get("credentials"), "channel credential")

@@ -77,6 +77,9 @@ ID_FIELDS = {
     "contact_id": "contact",
     "channel_type": "channel_type",
     "instance_id": "computer_instance",
+    "code_agent_id": "code_agent",
+    "codeAgentId": "code_agent",
+    "session_id": "code_session",
 }
 
 # Operations whose answer to another organization is not 404, and why. Each must
@@ -256,6 +259,32 @@ class World:
         _indexed(a, self.ids["document"])
         self._runner(agent["id"], mcp["id"])
         self._channel(agent["id"])
+        self._code_session()
+
+    def _code_session(self) -> None:
+        """A code agent (with a git credential) and a session of it on a loopback
+        repository nobody serves: its job ends it ``error``, its timeline stays."""
+        a = self.a
+        code_agent = _ok(
+            a.post(
+                "/api/code-agents",
+                json={
+                    "name": f"coder {MARK}",
+                    "model": "local",
+                    "repoUrl": "http://127.0.0.1:9/repo.git",  # the discard port
+                    "gitCredential": f"git-secret-{MARK}",
+                    "preamble": f"preamble {MARK}",
+                },
+            )
+        )
+        self.ids["code_agent"] = code_agent["id"]
+        session = _ok(
+            a.post(
+                "/api/code-sessions",
+                json={"codeAgentId": code_agent["id"], "prompt": f"task {MARK}"},
+            )
+        )
+        self.ids["code_session"] = session["id"]
 
     def _channel(self, agent_id: str) -> None:
         """A generic webhook channel and a contact of it (a signed message, answered

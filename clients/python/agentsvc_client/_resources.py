@@ -34,9 +34,16 @@ from agentsvc_client.models import (
     Chat,
     ChatPatchBody,
     ClientToolBody,
+    CodeAgent,
+    CodeAgentBody,
+    CodeAgentPatchBody,
+    CodeSession,
+    CodeSessionBody,
+    CodeSessionList,
     Compaction,
     CompactionPutBody,
     Computer,
+    ComputerDraft,
     ComputerPutBody,
     Contact,
     ContactList,
@@ -75,6 +82,7 @@ from agentsvc_client.models import (
     MemoryConfig,
     MemoryConfigBody,
     MemoryList,
+    MessageBody,
     MessageList,
     Multiplayer,
     MultiplayerPutBody,
@@ -121,6 +129,7 @@ from agentsvc_client.models import (
     SendMessageBody,
     Session,
     SessionBody,
+    SessionEvents,
     Skill,
     SkillBody,
     SkillPatchBody,
@@ -139,6 +148,7 @@ from agentsvc_client.models import (
     ThreadCreateBody,
     ThreadList,
     ThreadPatchBody,
+    TitleBody,
     TodoBody,
     TodoPatchBody,
     TodosBody,
@@ -1977,6 +1987,207 @@ class ChannelsResource(Resource):
         return self._client._request("GET", f"/api/channels/{_seg(channel_id)}/webhook", type=Any)
 
 
+class CodeAgentsResource(Resource):
+    """``client.code_agents``"""
+
+    def create(
+        self,
+        *,
+        name: str,
+        model: str,
+        repo_url: str | UnsetType | None = UNSET,
+        starting_ref: str | UnsetType | None = UNSET,
+        preamble: str | UnsetType = UNSET,
+        branch_prefix: str | UnsetType = UNSET,
+        auto_create_pr: bool | UnsetType = UNSET,
+        git_credential: str | UnsetType | None = UNSET,
+        computer: ComputerDraft | UnsetType = UNSET,
+        idempotency_key: str | None = None,
+    ) -> CodeAgent:
+        """Make a code agent (a template of code sessions) (POST /api/code-agents,
+        createCodeAgent).
+        """
+        return self._client._request(
+            "POST",
+            "/api/code-agents",
+            json=CodeAgentBody(
+                name=name,
+                model=model,
+                repo_url=repo_url,
+                starting_ref=starting_ref,
+                preamble=preamble,
+                branch_prefix=branch_prefix,
+                auto_create_pr=auto_create_pr,
+                git_credential=git_credential,
+                computer=computer,
+            ),
+            idempotency_key=idempotency_key,
+            type=CodeAgent,
+        )
+
+    def delete(self, code_agent_id: str) -> OkBody:
+        """Delete a code agent (its sessions stay) (DELETE /api/code-agents/{code_agent_id},
+        deleteCodeAgent).
+        """
+        return self._client._request(
+            "DELETE", f"/api/code-agents/{_seg(code_agent_id)}", type=OkBody
+        )
+
+    def get(self, code_agent_id: str) -> CodeAgent:
+        """A code agent (GET /api/code-agents/{code_agent_id}, getCodeAgent)."""
+        return self._client._request(
+            "GET", f"/api/code-agents/{_seg(code_agent_id)}", type=CodeAgent
+        )
+
+    def list(self) -> builtins.list[CodeAgent]:
+        """Code agents, oldest first (GET /api/code-agents, listCodeAgents)."""
+        return self._client._request("GET", "/api/code-agents", type=builtins.list[CodeAgent])
+
+    def update(
+        self,
+        code_agent_id: str,
+        *,
+        name: str | UnsetType = UNSET,
+        model: str | UnsetType = UNSET,
+        repo_url: str | UnsetType | None = UNSET,
+        starting_ref: str | UnsetType | None = UNSET,
+        preamble: str | UnsetType = UNSET,
+        branch_prefix: str | UnsetType = UNSET,
+        auto_create_pr: bool | UnsetType = UNSET,
+        git_credential: str | UnsetType | None = UNSET,
+        computer: ComputerDraft | UnsetType = UNSET,
+    ) -> CodeAgent:
+        """Change the supplied fields (gitCredential null removes it) (PATCH /api/code-
+        agents/{code_agent_id}, updateCodeAgent).
+        """
+        return self._client._request(
+            "PATCH",
+            f"/api/code-agents/{_seg(code_agent_id)}",
+            json=CodeAgentPatchBody(
+                name=name,
+                model=model,
+                repo_url=repo_url,
+                starting_ref=starting_ref,
+                preamble=preamble,
+                branch_prefix=branch_prefix,
+                auto_create_pr=auto_create_pr,
+                git_credential=git_credential,
+                computer=computer,
+            ),
+            type=CodeAgent,
+        )
+
+
+class CodeSessionsResource(Resource):
+    """``client.code_sessions``"""
+
+    def archive(self, session_id: str, *, idempotency_key: str | None = None) -> CodeSession:
+        """Delete the session's sandbox and stored key; its timeline stays (409 SESSION_RUNNING
+        while it runs: cancel it first) (POST /api/code-sessions/{session_id}/archive,
+        archiveCodeSession).
+        """
+        return self._client._request(
+            "POST",
+            f"/api/code-sessions/{_seg(session_id)}/archive",
+            idempotency_key=idempotency_key,
+            type=CodeSession,
+        )
+
+    def cancel(self, session_id: str, *, idempotency_key: str | None = None) -> CodeSession:
+        """Cancel the session (idempotent); a command in flight is stopped (POST /api/code-
+        sessions/{session_id}/cancel, cancelCodeSession).
+        """
+        return self._client._request(
+            "POST",
+            f"/api/code-sessions/{_seg(session_id)}/cancel",
+            idempotency_key=idempotency_key,
+            type=CodeSession,
+        )
+
+    def create(
+        self,
+        *,
+        code_agent_id: str,
+        prompt: str,
+        repo_url: str | UnsetType | None = UNSET,
+        ref: str | UnsetType | None = UNSET,
+        title: str | UnsetType | None = UNSET,
+        idempotency_key: str | None = None,
+    ) -> CodeSession:
+        """Start a code session (it runs in the background: pending first) (POST /api/code-
+        sessions, createCodeSession).
+        """
+        return self._client._request(
+            "POST",
+            "/api/code-sessions",
+            json=CodeSessionBody(
+                code_agent_id=code_agent_id, prompt=prompt, repo_url=repo_url, ref=ref, title=title
+            ),
+            idempotency_key=idempotency_key,
+            type=CodeSession,
+        )
+
+    def events(
+        self, session_id: str, *, after: int | None = None, limit: int | None = None
+    ) -> SessionEvents:
+        """The session's timeline, oldest first; or followed live over SSE (GET /api/code-
+        sessions/{session_id}/events, listCodeSessionEvents).
+        """
+        return self._client._request(
+            "GET",
+            f"/api/code-sessions/{_seg(session_id)}/events",
+            params={"after": after, "limit": limit},
+            type=SessionEvents,
+        )
+
+    def get(self, session_id: str) -> CodeSession:
+        """A code session (GET /api/code-sessions/{session_id}, getCodeSession)."""
+        return self._client._request(
+            "GET", f"/api/code-sessions/{_seg(session_id)}", type=CodeSession
+        )
+
+    def list(
+        self,
+        *,
+        code_agent_id: str | None = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+    ) -> CodeSessionList:
+        """Code sessions, newest first, by pages (GET /api/code-sessions, listCodeSessions)."""
+        return self._client._request(
+            "GET",
+            "/api/code-sessions",
+            params={"codeAgentId": code_agent_id, "cursor": cursor, "limit": limit},
+            type=CodeSessionList,
+        )
+
+    def send(
+        self, session_id: str, *, content: str, idempotency_key: str | None = None
+    ) -> CodeSession:
+        """A follow-up: queued while the session runs, answered when it waits (409
+        SESSION_ENDED once it has ended) (POST /api/code-sessions/{session_id}/messages,
+        sendCodeSessionMessage).
+        """
+        return self._client._request(
+            "POST",
+            f"/api/code-sessions/{_seg(session_id)}/messages",
+            json=MessageBody(content=content),
+            idempotency_key=idempotency_key,
+            type=CodeSession,
+        )
+
+    def update(self, session_id: str, *, title: str) -> CodeSession:
+        """Change the session's title (PATCH /api/code-sessions/{session_id},
+        updateCodeSession).
+        """
+        return self._client._request(
+            "PATCH",
+            f"/api/code-sessions/{_seg(session_id)}",
+            json=TitleBody(title=title),
+            type=CodeSession,
+        )
+
+
 class IntegrationsResource(Resource):
     """``client.integrations``"""
 
@@ -2988,6 +3199,8 @@ class Resources:
     agents: AgentsResource
     analytics: AnalyticsResource
     channels: ChannelsResource
+    code_agents: CodeAgentsResource
+    code_sessions: CodeSessionsResource
     integrations: IntegrationsResource
     keys: KeysResource
     knowledge: KnowledgeResource
@@ -3044,6 +3257,8 @@ class Resources:
         self.agents = AgentsResource(client)
         self.analytics = AnalyticsResource(client)
         self.channels = ChannelsResource(client)
+        self.code_agents = CodeAgentsResource(client)
+        self.code_sessions = CodeSessionsResource(client)
         self.integrations = IntegrationsResource(client)
         self.keys = KeysResource(client)
         self.knowledge = KnowledgeResource(client)

@@ -364,6 +364,97 @@ class ClientToolBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     parameters: dict[str, Any] | UnsetType = UNSET
 
 
+class CodeAgentBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``CodeAgentBody`` of the OpenAPI document."""
+
+    name: str
+    model: str
+    repo_url: str | UnsetType | None = msgspec.field(name="repoUrl", default=UNSET)
+    starting_ref: str | UnsetType | None = msgspec.field(name="startingRef", default=UNSET)
+    preamble: str | UnsetType = UNSET
+    branch_prefix: str | UnsetType = msgspec.field(name="branchPrefix", default=UNSET)
+    auto_create_pr: bool | UnsetType = msgspec.field(name="autoCreatePr", default=UNSET)
+    git_credential: str | UnsetType | None = msgspec.field(name="gitCredential", default=UNSET)
+    computer: ComputerDraft | UnsetType = UNSET
+
+
+class CodeAgent(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``CodeAgentOut`` of the OpenAPI document."""
+
+    id: str
+    name: str
+    model: str
+    repo_url: str | None
+    starting_ref: str | None
+    preamble: str
+    branch_prefix: str
+    auto_create_pr: bool
+    has_git_credential: bool
+    computer: CodeComputer
+    created_at: datetime
+    updated_at: datetime
+
+
+class CodeAgentPatchBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``CodeAgentPatchBody`` of the OpenAPI document."""
+
+    name: str | UnsetType = UNSET
+    model: str | UnsetType = UNSET
+    repo_url: str | UnsetType | None = msgspec.field(name="repoUrl", default=UNSET)
+    starting_ref: str | UnsetType | None = msgspec.field(name="startingRef", default=UNSET)
+    preamble: str | UnsetType = UNSET
+    branch_prefix: str | UnsetType = msgspec.field(name="branchPrefix", default=UNSET)
+    auto_create_pr: bool | UnsetType = msgspec.field(name="autoCreatePr", default=UNSET)
+    git_credential: str | UnsetType | None = msgspec.field(name="gitCredential", default=UNSET)
+    computer: ComputerDraft | UnsetType = UNSET
+
+
+class CodeComputer(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``CodeComputerOut`` of the OpenAPI document."""
+
+    provider: str | None
+    memory_mb: int
+    exec_timeout_s: int
+    network: str
+    allowed_hosts: list[str]
+
+
+class CodeSessionBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``CodeSessionBody`` of the OpenAPI document."""
+
+    code_agent_id: str = msgspec.field(name="codeAgentId")
+    prompt: str
+    repo_url: str | UnsetType | None = msgspec.field(name="repoUrl", default=UNSET)
+    ref: str | UnsetType | None = UNSET
+    title: str | UnsetType | None = UNSET
+
+
+class CodeSessionList(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``CodeSessionListOut`` of the OpenAPI document."""
+
+    sessions: list[CodeSession]
+    next_cursor: str | None = msgspec.field(name="nextCursor")
+
+
+class CodeSession(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``CodeSessionOut`` of the OpenAPI document."""
+
+    id: str
+    code_agent_id: str
+    status: str
+    title: str
+    repo_url: str
+    ref: str | None
+    branch: str | None
+    pr_url: str | None
+    usage: Usage
+    error: str | None
+    last_event_seq: int
+    archived: bool
+    created_at: datetime
+    updated_at: datetime
+
+
 class Compaction(msgspec.Struct, frozen=True, kw_only=True):
     """An answer: ``CompactionOut`` of the OpenAPI document."""
 
@@ -388,6 +479,16 @@ class CompactionPutBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     beta_compact_threshold: int | UnsetType = msgspec.field(
         name="betaCompactThreshold", default=UNSET
     )
+
+
+class ComputerDraft(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``ComputerDraft`` of the OpenAPI document."""
+
+    provider: str | None = None
+    memory_mb: int = msgspec.field(name="memoryMb", default=1024)
+    exec_timeout_s: int = msgspec.field(name="execTimeoutS", default=120)
+    network: Literal["none", "allowlist"] = "none"
+    allowed_hosts: list[str | Any] | None = msgspec.field(name="allowedHosts", default=None)
 
 
 class Computer(msgspec.Struct, frozen=True, kw_only=True):
@@ -873,6 +974,12 @@ class Memory(msgspec.Struct, frozen=True, kw_only=True):
     superseded_by: str | None
     created_at: datetime
     updated_at: datetime
+
+
+class MessageBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``MessageBody`` of the OpenAPI document."""
+
+    content: str
 
 
 class MessageList(msgspec.Struct, frozen=True, kw_only=True):
@@ -1479,6 +1586,22 @@ class SessionBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     signature: str | UnsetType | None = UNSET
 
 
+class SessionEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``SessionEventOut`` of the OpenAPI document."""
+
+    seq: int
+    type: str
+    data: dict[str, Any]
+    created_at: datetime
+
+
+class SessionEvents(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``SessionEventsOut`` of the OpenAPI document."""
+
+    events: list[SessionEvent]
+    next_after: int | None
+
+
 class Session(msgspec.Struct, frozen=True, kw_only=True):
     """An answer: ``SessionOut`` of the OpenAPI document."""
 
@@ -1801,6 +1924,12 @@ class ThreadPatchBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     metadata: dict[str, str] | UnsetType | None = UNSET
 
 
+class TitleBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``TitleBody`` of the OpenAPI document."""
+
+    title: str
+
+
 class TodoBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     """A request body: ``TodoBody`` of the OpenAPI document."""
 
@@ -2029,6 +2158,13 @@ class TriggerPatchBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     end_at: datetime | str | UnsetType | None = msgspec.field(name="endAt", default=UNSET)
 
 
+class Usage(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``UsageOut`` of the OpenAPI document."""
+
+    tokens: int
+    cost_usd: float
+
+
 class UseTemplateBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     """A request body: ``UseTemplateBody`` of the OpenAPI document."""
 
@@ -2148,9 +2284,17 @@ __all__ = [
     "ChatPatchBody",
     "ChatToday",
     "ClientToolBody",
+    "CodeAgent",
+    "CodeAgentBody",
+    "CodeAgentPatchBody",
+    "CodeComputer",
+    "CodeSession",
+    "CodeSessionBody",
+    "CodeSessionList",
     "Compaction",
     "CompactionPutBody",
     "Computer",
+    "ComputerDraft",
     "ComputerPutBody",
     "Contact",
     "ContactList",
@@ -2199,6 +2343,7 @@ __all__ = [
     "MemoryConfigBody",
     "MemoryList",
     "Message",
+    "MessageBody",
     "MessageList",
     "ModelTotals",
     "Multiplayer",
@@ -2257,6 +2402,8 @@ __all__ = [
     "ServiceState",
     "Session",
     "SessionBody",
+    "SessionEvent",
+    "SessionEvents",
     "Skill",
     "SkillBody",
     "SkillPatchBody",
@@ -2282,6 +2429,7 @@ __all__ = [
     "ThreadCreateBody",
     "ThreadList",
     "ThreadPatchBody",
+    "TitleBody",
     "Todo",
     "TodoBody",
     "TodoPatchBody",
@@ -2299,6 +2447,7 @@ __all__ = [
     "Trigger",
     "TriggerBody",
     "TriggerPatchBody",
+    "Usage",
     "UseTemplateBody",
     "VisitorMessage",
     "VisitorMessageBody",

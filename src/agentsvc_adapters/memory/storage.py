@@ -7,6 +7,7 @@ from uuid import UUID
 import msgspec
 
 from agentsvc_adapters.memory.channels import MemoryChannels
+from agentsvc_adapters.memory.code_sessions import MemoryCodeSessions
 from agentsvc_adapters.memory.computer import MemoryComputers
 from agentsvc_adapters.memory.conversations import MemoryConversations, MemoryThreads
 from agentsvc_adapters.memory.idempotency import MemoryIdempotency
@@ -215,6 +216,7 @@ class MemoryStorage(StorageFacade):
                 skills=MemorySkills(),
                 channels=channels,
                 computers=computers,
+                code_sessions=MemoryCodeSessions(),
             )
         )
 

@@ -20,6 +20,7 @@ from psycopg.rows import tuple_row
 from agentsvc_adapters.postgres.agents import PostgresAgents
 from agentsvc_adapters.postgres.api_keys import PostgresApiKeys
 from agentsvc_adapters.postgres.channels import PostgresChannels
+from agentsvc_adapters.postgres.code_sessions import PostgresCodeSessions
 from agentsvc_adapters.postgres.computer import PostgresComputers
 from agentsvc_adapters.postgres.conversations import PostgresConversations, PostgresThreads
 from agentsvc_adapters.postgres.idempotency import PostgresIdempotency
@@ -123,6 +124,7 @@ class PostgresStorage(StorageFacade):
                 skills=PostgresSkills(self.pool),
                 channels=PostgresChannels(self.pool),
                 computers=PostgresComputers(self.pool),
+                code_sessions=PostgresCodeSessions(self.pool),
             )
         )
 

@@ -28,7 +28,7 @@ __all__ = [
     "merged",
 ]
 
-TraceKind = Literal["agent_turn", "runner_run", "tool_test"]
+TraceKind = Literal["agent_turn", "runner_run", "tool_test", "code_session"]
 TraceStatus = Literal["ok", "error"]
 # Span kinds: a turn records agent, llm, tool, mcp and webhook; a runner run chain,
 # runner_step, webhook and condition; embedding and guardrail are reserved, named now

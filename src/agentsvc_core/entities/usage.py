@@ -14,8 +14,10 @@ def key_source(api_key: str | None) -> KeySource:
     return "byok" if api_key else "platform"
 
 
-# what a model call was for: a reply, or the summary of a compaction
-UsagePurpose = Literal["reply", "compaction", "memory"]
+# what a model call was for: a reply, the summary of a compaction, memory
+# collection, or a code session's model (its agent_id is the code agent's, its
+# thread_id and run_id the session's)
+UsagePurpose = Literal["reply", "compaction", "memory", "code_session"]
 
 
 class Usage(msgspec.Struct, frozen=True, kw_only=True):

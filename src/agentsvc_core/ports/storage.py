@@ -26,6 +26,7 @@ from agentsvc_core.entities import (
     UsageRecord,
 )
 from agentsvc_core.ports.channels import ChannelStore
+from agentsvc_core.ports.code_sessions import CodeSessionStore
 from agentsvc_core.ports.computer import ComputerStore
 from agentsvc_core.ports.idempotency import IdempotencyClaim, IdempotencyStore
 from agentsvc_core.ports.integrations import IntegrationStore
@@ -387,6 +388,9 @@ class Storage(Protocol):
 
     @property
     def computers(self) -> ComputerStore: ...
+
+    @property
+    def code_sessions(self) -> CodeSessionStore: ...
 
     async def check_ready(self) -> None:
         """Whether storage can serve now (the ``/readyz`` probe): returns when it

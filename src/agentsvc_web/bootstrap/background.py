@@ -1,7 +1,7 @@
 """What runs beside the requests: the job queue and its worker (knowledge
-indexing, memory collection, runner runs, channels' answers), the sweep (replies and runs whose
-process died, analytics' sums, old traces), the scheduler of cron ticks and, on
-PostgreSQL, the statistics of grown tables."""
+indexing, memory collection, runner runs, channels' answers, code sessions), the
+sweep (replies and runs whose process died, analytics' sums, old traces), the
+scheduler of cron ticks and, on PostgreSQL, the statistics of grown tables."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ from agentsvc_core.errors import DomainError
 from agentsvc_core.ports import Storage
 from agentsvc_core.ports.jobs import JobHandler
 from agentsvc_core.use_cases.channels import ANSWER_JOB
+from agentsvc_core.use_cases.code_sessions import EXPIRE_JOB as CODE_SESSION_EXPIRY
+from agentsvc_core.use_cases.code_sessions import RUN_JOB as CODE_SESSION_JOB
 from agentsvc_core.use_cases.knowledge.documents import INDEX_JOB
 from agentsvc_core.use_cases.memories.collect import COLLECT_JOB
 from agentsvc_core.use_cases.runners.runs import RUN_JOB
@@ -51,6 +53,8 @@ def job_handlers(s: Services) -> dict[str, JobHandler]:
         COLLECT_JOB: s.memory_collector.collect,
         RUN_JOB: s.runner_engine.execute,
         ANSWER_JOB: s.channel_answers.answer,
+        CODE_SESSION_JOB: s.code_session_engine.run,
+        CODE_SESSION_EXPIRY: s.code_session_engine.expire,
     }
 
 

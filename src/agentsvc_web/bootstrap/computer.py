@@ -18,7 +18,13 @@ from agentsvc_core.use_cases.threads import Threads
 from agentsvc_web.limits import TokenBuckets
 from agentsvc_web.settings import Settings
 
-__all__ = ["COMMANDS_PER_MIN", "ComputerArea", "sandbox_providers", "wire_computer"]
+__all__ = [
+    "COMMANDS_PER_MIN",
+    "ComputerArea",
+    "outbound_guard",
+    "sandbox_providers",
+    "wire_computer",
+]
 
 COMMANDS_PER_MIN = 60  # per agent, the model's and operators' commands together
 
@@ -28,15 +34,17 @@ class ComputerArea(NamedTuple):
     computers: Computers
 
 
+def outbound_guard(settings: Settings, urls: UrlPolicy) -> OutboundGuard:
+    """The outbound guard the host was given (or one of their own for a host that
+    passes another URL policy)."""
+    if isinstance(urls, OutboundGuard):
+        return urls
+    return OutboundGuard(allow_private_network=settings.allow_private_network)
+
+
 def sandbox_providers(settings: Settings, urls: UrlPolicy) -> Mapping[str, SandboxProvider]:
-    """The providers the environment configures, over the outbound guard the host
-    was given (or a guard of their own for a host that passes another URL policy)."""
-    guard = (
-        urls
-        if isinstance(urls, OutboundGuard)
-        else OutboundGuard(allow_private_network=settings.allow_private_network)
-    )
-    return registry.providers(os.environ, guard, settings.data_dir)
+    """The providers the environment configures, over the outbound guard."""
+    return registry.providers(os.environ, outbound_guard(settings, urls), settings.data_dir)
 
 
 def wire_computer(

@@ -50,7 +50,12 @@ from agentsvc_core.use_cases.server_tools import ToolHub
 from agentsvc_web.bootstrap import background, catalogue, publishing, telemetry
 from agentsvc_web.bootstrap import tools as tool_areas
 from agentsvc_web.bootstrap.channels import own_platforms, wire_channels
-from agentsvc_web.bootstrap.computer import sandbox_providers, wire_computer
+from agentsvc_web.bootstrap.code_sessions import (
+    CodeSessionAdapters,
+    code_session_adapters,
+    wire_code_sessions,
+)
+from agentsvc_web.bootstrap.computer import outbound_guard, sandbox_providers, wire_computer
 from agentsvc_web.bootstrap.runners import wire_runners
 from agentsvc_web.bootstrap.storage import open_database
 from agentsvc_web.bootstrap.turn import conversation
@@ -92,12 +97,15 @@ class Services:
         managed_catalogue: ManagedCatalogue | None = None,
         channel_platforms: ChannelPlatforms | None = None,
         sandboxes: Mapping[str, SandboxProvider] | None = None,
+        code_sessions: CodeSessionAdapters | None = None,
     ) -> None:
         """The adapters come from ``build_services`` (or a test); ``tools`` replaces
         the turn's tool hub (a test's fake); ``channel_platforms`` the channels'
         platform adapters (None: ``agentsvc_adapters.channels.registry``'s);
         ``sandboxes`` the computers' providers by name (None:
-        ``agentsvc_adapters.sandboxes.registry``'s)."""
+        ``agentsvc_adapters.sandboxes.registry``'s); ``code_sessions`` the sandbox
+        providers and git adapters (None:
+        ``bootstrap.code_sessions.code_session_adapters``'s)."""
         clock = SystemClock()
         revocations = revocations or LocalRevocations()
         news = news or LocalThreadNews()
@@ -154,6 +162,22 @@ class Services:
         )
         self._runners(clock)
         self._channels(clock, channel_platforms)
+        if code_sessions is None:
+            code_sessions, closers = code_session_adapters(
+                self.sandboxes, outbound_guard(settings, urls)
+            )
+            self.closers.extend(closers)
+        self.code_agents, self.code_sessions, self.code_session_engine = wire_code_sessions(
+            settings,
+            storage,
+            box,
+            clock,
+            router,
+            code_sessions,
+            jobs=self.jobs,
+            news=news,
+            traces=self.trace_config,
+        )
         # the agents, whose configurations (the turn's and the tool sources' kinds)
         # go with them
         self.agents = catalogue.agents(

@@ -5,7 +5,8 @@ the use cases' tests run real commands and files fast, and records what was aske
 
 ``lose(ref)`` removes a sandbox's folder as a provider that deleted it would;
 ``calls`` lists ``(method, ref)`` in order; ``unavailable`` makes every call raise
-``SandboxUnavailable``."""
+``SandboxUnavailable`` (a provider failing as it serves); ``lacks`` is what
+``missing`` says (a provider that cannot serve here at all)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,10 @@ class FakeSandbox:
         self.calls: list[tuple[str, str]] = []
         self.running: set[str] = set()
         self.unavailable: str | None = None
+        self.lacks: str | None = None  # what ``missing`` says (not installed, not set)
+
+    def missing(self) -> str | None:
+        return self.lacks
 
     def _check(self) -> None:
         if self.unavailable:

@@ -718,7 +718,10 @@ def test_the_configuration_answers_the_effective_provider_and_what_is_available(
     async def go() -> None:
         w = World(providers=("local",))
         assert w.computers.available == ["local"]
-        assert World().computers.available == ["e2b", "local"]
+        both = World()
+        assert both.computers.available == ["e2b", "local"]
+        both.sandboxes["e2b"].lacks = "set AGENTSVC_E2B_API_KEY"
+        assert both.computers.available == ["local"]  # one that cannot serve is not offered
         agent = await w.agent(runtime_provider="alternative")
         config, effective = await w.computers.configuration(ADMIN, agent.id)
         assert (config.enabled, effective) == (False, "e2b")
@@ -1204,5 +1207,19 @@ def test_a_sandbox_that_cannot_be_reached_does_not_stop_the_agents_deletion(
         calls = len(w.sandboxes["local"].calls)
         await w.computers.drop_agent(ORG, errored.id)
         assert len(w.sandboxes["local"].calls) == calls  # nothing to remove
+
+    run(go())
+
+
+def test_a_provider_that_cannot_serve_here_makes_no_instance() -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent(enabled=True)
+        thread = await w.thread(agent)
+        w.sandboxes["local"].lacks = "install bubblewrap"
+        answer = await w.call(agent, thread, "computer_exec", command="true")
+        assert answer == "error: install bubblewrap"
+        assert await w.storage.computers.of_agent(ORG, agent.id) == []
+        assert w.sandboxes["local"].calls == []
 
     run(go())

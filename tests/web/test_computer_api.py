@@ -7,6 +7,7 @@ provider (the harness's sandboxes are tests/fakes/sandbox.py's)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -247,20 +248,45 @@ def test_an_operators_commands_are_limited_per_agent(harness: SharedHarness, aut
 
 
 def test_without_a_provider_the_computer_says_what_to_install(
-    client: TestClient[Any], auth: H
+    harness: SharedHarness, auth: H
 ) -> None:
-    """The plain app: the registry has no provider yet, so none is available."""
-    agent = _agent(client, auth)
-    config = client.put(f"/api/agents/{agent}/computer", json={"enabled": True}, headers=auth)
-    assert config.json()["available_providers"] == []
-    thread = client.post("/api/threads", json={"agentId": agent}, headers=auth).json()["id"]
-    said = _turn(client, auth, thread, _exec_call("true"))
-    assert said.startswith(
-        "The tool computer_exec returned: error: the computer's sandbox provider 'local' is "
-        "not available on this service: install bubblewrap"
-    )
-    assert client.get(f"/api/agents/{agent}/computer-instances", headers=auth).json() == []
-    assert client.get(f"/api/threads/{thread}/computer", headers=auth).status_code == 404
+    """Neither provider can serve (no bubblewrap here, no E2B key): none is offered,
+    and the model is told what to install."""
+    install = "the local sandbox needs bubblewrap: install it (apt-get install bubblewrap)"
+    with harness.mcp_client() as client:
+        harness.sandboxes["local"].lacks = install
+        harness.sandboxes["e2b"].lacks = "E2B is not configured: set AGENTSVC_E2B_API_KEY"
+        try:
+            agent = _agent(client, auth)
+            config = client.put(
+                f"/api/agents/{agent}/computer", json={"enabled": True}, headers=auth
+            )
+            assert config.json()["available_providers"] == []
+            thread = client.post("/api/threads", json={"agentId": agent}, headers=auth).json()
+            said = _turn(client, auth, thread["id"], _exec_call("true"))
+            assert said.startswith(f"The tool computer_exec returned: error: {install}"), said
+            instances = client.get(f"/api/agents/{agent}/computer-instances", headers=auth)
+            assert instances.json() == []
+            thread_computer = client.get(f"/api/threads/{thread['id']}/computer", headers=auth)
+            assert thread_computer.status_code == 404
+        finally:
+            harness.sandboxes["local"].lacks = None
+            harness.sandboxes["e2b"].lacks = None
+
+
+def test_the_registry_offers_the_providers_that_can_serve(tmp_path: Path) -> None:
+    """The real registry: both providers always there; E2B offered only with its key,
+    the local one only with bubblewrap (here: a program that does not exist)."""
+    from agentsvc_adapters.outbound import OutboundGuard  # noqa: PLC0415
+    from agentsvc_adapters.sandboxes.registry import providers  # noqa: PLC0415
+
+    guard = OutboundGuard(allow_private_network=False)
+    made = providers({"AGENTSVC_SANDBOX_LOCAL_BWRAP": "/nonexistent/bwrap"}, guard, tmp_path)
+    assert sorted(made) == ["e2b", "local"]
+    assert "bubblewrap" in (made["local"].missing() or "")
+    assert "AGENTSVC_E2B_API_KEY" in (made["e2b"].missing() or "")
+    keyed = providers({"AGENTSVC_E2B_API_KEY": "e2b_test"}, guard, tmp_path)
+    assert keyed["e2b"].missing() is None
 
 
 def test_a_missing_provider_is_503_and_a_gone_sandbox_409() -> None:

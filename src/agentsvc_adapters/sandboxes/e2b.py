@@ -126,6 +126,9 @@ class E2BSandboxes(SandboxProvider):
         self._envd = Envd(http, user=USER)
         self._conns: dict[str, EnvdConnection] = {}
 
+    def missing(self) -> str | None:
+        return self._problem
+
     def __repr__(self) -> str:  # no key in reprs
         return f"E2BSandboxes({self._api_url!r}, template={self._template!r})"
 

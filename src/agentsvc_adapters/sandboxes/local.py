@@ -142,6 +142,13 @@ class LocalSandboxes(SandboxProvider):
         )
         return cls(settings, guard)
 
+    def missing(self) -> str | None:
+        try:
+            self._tools()
+        except SandboxUnavailable as exc:
+            return exc.detail
+        return None
+
     # -- what every call needs ---------------------------------------------
 
     def _tools(self) -> jail.Tools:

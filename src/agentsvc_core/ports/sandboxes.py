@@ -110,6 +110,11 @@ class SandboxGone(DomainError):
 class SandboxProvider(Protocol):
     name: str  # "local" | "e2b": what instances record as their ``provider``
 
+    def missing(self) -> str | None:
+        """What this provider lacks to serve here (what to install or set, as
+        ``SandboxUnavailable`` would say), or None when it can: cheap, no call out."""
+        ...
+
     async def start(self, spec: SandboxSpec, *, resume: str | None = None) -> SandboxStarted: ...
 
     async def stop(self, ref: str, spec: SandboxSpec) -> None: ...

@@ -89,6 +89,9 @@ class Creating:
         provider = self._providers.get(name or "")
         if name is None or provider is None:
             return Failure(f"no sandbox provider {name or ''} is configured".strip(), True)
+        lacks = provider.missing()
+        if lacks is not None:
+            return Failure(lacks, True)
         spec = self.spec(session)
         now = self._clock.now()
         try:

@@ -100,8 +100,9 @@ class Computers:
 
     @property
     def available(self) -> list[str]:
-        """The providers this service has, by name."""
-        return sorted(self._providers)
+        """The providers that can serve on this service (installed, configured),
+        by name."""
+        return sorted(n for n, p in self._providers.items() if p.missing() is None)
 
     async def configuration(self, who: Principal, agent_id: UUID) -> tuple[ComputerConfig, str]:
         """The agent's configuration, and the provider its sandboxes run on."""
@@ -126,6 +127,9 @@ class Computers:
                 f"the computer's sandbox provider {name!r} is not available on this "
                 f"service: {hint} (docs/computer.md)"
             )
+        lacks = found.missing()
+        if lacks is not None:
+            raise SandboxUnavailable(lacks)
         return found
 
     # --- reads --------------------------------------------------------------------

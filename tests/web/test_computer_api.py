@@ -316,3 +316,12 @@ def test_deleting_an_agent_removes_its_sandboxes(harness: SharedHarness, auth: H
         assert local.calls[seen:] == [("destroy", ref)]
         assert not (local.root / ref).exists()
         assert c.get(f"/api/agents/{agent}/computer-instances", headers=auth).status_code == 404
+
+
+def test_nothing_is_served_under_api_internal(client: TestClient[Any], auth: H) -> None:
+    """No runtime calls back (docs/security.md): /api/internal/ has no route, for any
+    credential."""
+    for headers in ({}, auth):
+        for method in ("GET", "POST"):
+            r = client.request(method, "/api/internal/sandboxes/callback", headers=headers)
+            assert (r.status_code, r.json()["error"]) == (404, "NOT_FOUND")

@@ -4,9 +4,9 @@ an agent's computer configuration, or its ``runtimeProvider``, picks from
 
 Each provider registers here, built from the environment: ``local`` (bubblewrap
 on this machine, its workspaces under the data folder) and ``e2b`` (the hosted
-provider, when its API key is set). Every provider's outbound HTTP goes through
-``guard``. A name missing from the answer is a provider this service does not
-have: the computer then answers 503 saying what to install or set."""
+provider). Every provider's outbound HTTP goes through ``guard``. One that cannot
+serve here (no bubblewrap, no E2B API key) says so with ``missing()``: the
+computer then offers it not, and answers 503 saying what to install or set."""
 
 from __future__ import annotations
 

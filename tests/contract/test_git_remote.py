@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 from collections.abc import AsyncIterator, Iterator
 
+import httpx
 import pytest
 from dulwich.objects import Commit
 
@@ -371,3 +372,71 @@ async def _push(
         message="m",
         author=AUTHOR,
     )
+
+
+NOT_GIT = "not a git repository, or one that needs credentials: git.test answered HTTP "
+
+
+@pytest.mark.parametrize(
+    ("status", "detail", "permanent"),
+    [
+        (404, NOT_GIT + "404", True),
+        (403, "git.test refused the credential (HTTP 403)", True),
+        (401, "git.test refused the credential (HTTP 401)", True),
+        (429, NOT_GIT + "429", False),
+        (500, NOT_GIT + "500", False),
+        (503, NOT_GIT + "503", False),
+        (499, NOT_GIT + "499", True),
+    ],
+)
+async def test_a_server_s_answer_says_whether_a_retry_may_help(
+    status: int, detail: str, permanent: bool
+) -> None:
+    client = httpx.AsyncClient(transport=httpx.MockTransport(lambda _: httpx.Response(status)))
+    remote = GitHttpRemote(OutboundGuard(allow_private_network=True), client=client)
+    error = await _refused(remote.fetch("https://git.test/acme/w.git", None, TOKEN))
+    assert (error.detail, error.permanent) == (detail, permanent)
+    await remote.aclose()
+
+
+async def test_a_private_repository_takes_a_push_with_its_credential(remote: GitHttpRemote) -> None:
+    server = GitServer(token=TOKEN, private=True)
+    base = server.commit({"a.txt": b"a"})
+    with serve_git(server) as url:
+        pushed = await remote.push(
+            f"{url}/r.git",
+            TOKEN,
+            base=base,
+            branch="b",
+            changes={"a.txt": b"b"},
+            message="m",
+            author=AUTHOR,
+        )
+    assert server.repo.refs[b"refs/heads/b"] == pushed.commit.encode()
+    assert None not in server.authorizations  # every request carried it
+
+
+async def test_changes_at_the_bound_are_taken_and_past_it_refused(site: Site) -> None:
+    remote = GitHttpRemote(OutboundGuard(allow_private_network=True), max_bytes=3000)
+    error = await _refused(_push(remote, site, {"a": b"x" * 1500, "b": b"y" * 1501}))
+    assert error.detail == "the changes are larger than 3000 bytes"
+    done = await _push(remote, site, {"a": b"x" * 1500, "b": b"y" * 1500})
+    assert site.server.repo.refs[b"refs/heads/b"] == done.commit.encode()
+    small = GitHttpRemote(OutboundGuard(allow_private_network=True), max_bytes=100)
+    error = await _refused(_push(small, site, {"a": b"x"}))
+    assert error.detail == "the download is larger than 100 bytes"
+    await remote.aclose()
+    await small.aclose()
+
+
+async def test_a_fetch_from_a_server_that_never_answers_runs_into_the_time_bound() -> None:
+    remote = GitHttpRemote(OutboundGuard(allow_private_network=True), timeout=0.3)
+    async with Listener(silent=True) as listener:
+        error = await _refused(
+            remote.fetch(f"http://127.0.0.1:{listener.port}/acme/w.git", None, None)
+        )
+    assert (error.detail, error.permanent) == (
+        "fetching from 127.0.0.1 did not finish within 0.3 s",
+        False,
+    )
+    await remote.aclose()

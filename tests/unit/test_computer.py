@@ -25,6 +25,7 @@ from agentsvc_core.ports.sandboxes import (
 )
 from agentsvc_core.use_cases import Agents
 from agentsvc_core.use_cases.computer import ComputerConfig, resolve_provider
+from agentsvc_core.use_cases.computer.commands import CommandLimits
 from agentsvc_core.use_cases.computer.events import (
     ExecEnded,
     ExecStarted,
@@ -1206,3 +1207,31 @@ def test_a_sandbox_that_cannot_be_reached_does_not_stop_the_agents_deletion(
         assert len(w.sandboxes["local"].calls) == calls  # nothing to remove
 
     run(go())
+
+
+def test_command_limits_give_back_each_place_once() -> None:
+    spent: list[tuple[object, str]] = []
+    limits = CommandLimits(lambda key, what: spent.append((key, what)), concurrent=2)
+    agent, other = uuid.uuid4(), uuid.uuid4()
+    first = limits.take(ORG, agent)
+    second = limits.take(ORG, agent)
+    assert spent == [((ORG, agent), "on this agent's computer")] * 2
+    with pytest.raises(RateLimited) as refused:
+        limits.take(ORG, agent)
+    assert (refused.value.detail, refused.value.retry_after_s) == (
+        "at most 2 commands run at once on an agent's computer",
+        1,
+    )
+    assert len(spent) == 2  # a refused command spends nothing
+    limits.take(ORG, other)()  # another agent's place
+    first()
+    first()  # once only
+    third = limits.take(ORG, agent)
+    with pytest.raises(RateLimited):
+        limits.take(ORG, agent)  # one place came back, not two
+    second()
+    third()
+    for _ in range(2):  # all given back: both places again
+        limits.take(ORG, agent)
+    one = CommandLimits(lambda key, what: None, concurrent=1)
+    one.take(ORG, agent)  # a first command is within a limit of one

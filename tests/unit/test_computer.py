@@ -25,6 +25,7 @@ from agentsvc_core.ports.sandboxes import (
 )
 from agentsvc_core.use_cases import Agents
 from agentsvc_core.use_cases.computer import ComputerConfig, resolve_provider
+from agentsvc_core.use_cases.computer.commands import CommandLimits
 from agentsvc_core.use_cases.computer.events import (
     ExecEnded,
     ExecStarted,
@@ -636,6 +637,7 @@ def test_leaving_a_command_early_kills_it_and_frees_its_place() -> None:
         assert await anext(events) == ExecOutput(stream="stdout", data="a\n")
         [instance] = await w.storage.computers.of_agent(ORG, agent.id)
         assert instance.status == "ready"  # a command runs
+        assert instance.disk_bytes == 0
         began = asyncio.get_running_loop().time()
         await events.aclose()
         assert asyncio.get_running_loop().time() - began < 5
@@ -1086,16 +1088,20 @@ def test_the_sweep_stops_every_due_instance_past_a_busy_one() -> None:
         w = World()
         agent = await w.agent(enabled=True, idle_timeout_s=60)
         threads = [await w.thread(agent) for _ in range(3)]
-        for t in threads:
-            await w.call(agent, t, "computer_exec", command="true")
-            w.clock.advance(1)
+        await w.call(agent, threads[0], "computer_exec", command="true")
         config = await w.config(agent)
-        busy = await w.computers.begin(
+        busy = await w.computers.begin(  # the oldest use: the sweep meets it first
             ORG, agent, config, threads[0].id, "sleep 30", timeout_s=60, max_output=10
         )
         events = busy.events()
         waiting = asyncio.ensure_future(anext(events))
         await asyncio.sleep(0.1)
+        for t in threads[1:]:
+            w.clock.advance(1)
+            await w.call(agent, t, "computer_exec", command="printf 12345 > f")
+        shown = await w.storage.computers.active(ORG, agent.id, threads[1].id)
+        assert shown is not None
+        assert shown.disk_bytes == 5  # what the workspace holds after the command
         w.clock.advance(3600)
         assert await w.computers.sweep_idle() == 2  # the oldest is busy: the others stop
         waiting.cancel()
@@ -1198,7 +1204,10 @@ def test_a_sandbox_that_cannot_be_reached_does_not_stop_the_agents_deletion(
         [instance] = await w.storage.computers.of_agent(ORG, agent.id)
         w.sandboxes["local"].unavailable = "the provider is down"
         await w.computers.drop_agent(ORG, agent.id)
-        assert f"the sandbox of computer instance {instance.id} stays" in caplog.text
+        assert (
+            f"the sandbox of computer instance {instance.id} stays: the provider is down"
+            in caplog.text
+        )
         w.sandboxes["local"].unavailable = None
         errored = await w.agent(enabled=True, scope="agent")
         w.sandboxes["local"].unavailable = "down"
@@ -1207,6 +1216,16 @@ def test_a_sandbox_that_cannot_be_reached_does_not_stop_the_agents_deletion(
         calls = len(w.sandboxes["local"].calls)
         await w.computers.drop_agent(ORG, errored.id)
         assert len(w.sandboxes["local"].calls) == calls  # nothing to remove
+        # an instance without a sandbox listed first does not hide an older one
+        mixed = await w.agent(enabled=True)
+        await w.call(mixed, await w.thread(mixed), "computer_exec", command="true")
+        [older] = await w.storage.computers.of_agent(ORG, mixed.id)
+        w.clock.advance(1)
+        w.sandboxes["local"].unavailable = "down"
+        await w.call(mixed, await w.thread(mixed), "computer_exec", command="true")
+        w.sandboxes["local"].unavailable = None
+        await w.computers.drop_agent(ORG, mixed.id)
+        assert w.sandboxes["local"].calls[-1] == ("destroy", older.ref)
 
     run(go())
 
@@ -1223,3 +1242,31 @@ def test_a_provider_that_cannot_serve_here_makes_no_instance() -> None:
         assert w.sandboxes["local"].calls == []
 
     run(go())
+
+
+def test_command_limits_give_back_each_place_once() -> None:
+    spent: list[tuple[object, str]] = []
+    limits = CommandLimits(lambda key, what: spent.append((key, what)), concurrent=2)
+    agent, other = uuid.uuid4(), uuid.uuid4()
+    first = limits.take(ORG, agent)
+    second = limits.take(ORG, agent)
+    assert spent == [((ORG, agent), "on this agent's computer")] * 2
+    with pytest.raises(RateLimited) as refused:
+        limits.take(ORG, agent)
+    assert (refused.value.detail, refused.value.retry_after_s) == (
+        "at most 2 commands run at once on an agent's computer",
+        1,
+    )
+    assert len(spent) == 2  # a refused command spends nothing
+    limits.take(ORG, other)()  # another agent's place
+    first()
+    first()  # once only
+    third = limits.take(ORG, agent)
+    with pytest.raises(RateLimited):
+        limits.take(ORG, agent)  # one place came back, not two
+    second()
+    third()
+    for _ in range(2):  # all given back: both places again
+        limits.take(ORG, agent)
+    one = CommandLimits(lambda key, what: None, concurrent=1)
+    one.take(ORG, agent)  # a first command is within a limit of one

@@ -6,11 +6,12 @@ and its end once the session has ended; followers leave nothing behind."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
 from uuid import UUID
 
+from agentsvc_core.entities.code_session import SessionEvent
 from agentsvc_core.errors import Unavailable
-from agentsvc_core.ports.code_sessions import NewEvent
+from agentsvc_core.ports.code_sessions import Change, NewEvent
 from agentsvc_core.use_cases.code_sessions import Timeline
 from tests.unit.code_sessions_world import world
 from tests.unit.turn_world import WHO
@@ -31,8 +32,12 @@ class News:
         self.callbacks.append(callback)
 
 
-def note(text: str) -> Callable[..., object]:
+def note(text: str) -> Change:
     return lambda s: (s, [NewEvent("notice", {"text": text})])
+
+
+async def next_of(feed: AsyncGenerator[list[SessionEvent] | None]) -> list[SessionEvent] | None:
+    return await anext(feed)
 
 
 async def test_a_write_with_events_is_published_and_one_without_is_not() -> None:
@@ -59,7 +64,7 @@ async def test_a_follower_is_woken_at_once_by_another_process_word() -> None:
     timeline = Timeline(w.store, news, poll_s=30)  # only a word can wake it in time
     s = await w.start()
     feed = timeline.follow(WHO.org_id, s.id, 2, keepalive_s=60)
-    first = asyncio.create_task(anext(feed))
+    first = asyncio.create_task(next_of(feed))
     await asyncio.sleep(0.05)
     assert not first.done()
     await w.store.change(WHO.org_id, s.id, note("from elsewhere"))  # another process's write
@@ -103,7 +108,7 @@ async def test_two_followers_of_one_session_are_both_woken() -> None:
     timeline = Timeline(w.store, None, poll_s=30)
     s = await w.start()
     feeds = [timeline.follow(WHO.org_id, s.id, 2, keepalive_s=60) for _ in range(2)]
-    waits = [asyncio.create_task(anext(f)) for f in feeds]
+    waits = [asyncio.create_task(next_of(f)) for f in feeds]
     await asyncio.sleep(0.05)
     assert len(timeline._waiters[s.id]) == 2
     await timeline.change(WHO.org_id, s.id, note("x"))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from uuid import UUID
 
 from agentsvc_core.entities.code_session import CodeSession, SessionEvent
@@ -53,7 +53,7 @@ class Timeline:
 
     async def follow(
         self, org_id: str, session_id: UUID, after: int, keepalive_s: float
-    ) -> AsyncIterator[list[SessionEvent] | None]:
+    ) -> AsyncGenerator[list[SessionEvent] | None]:
         """Batches of events after ``after`` as they are written; None when
         nothing came for ``keepalive_s``; ends once the session has ended and
         every event was given."""

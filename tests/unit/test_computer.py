@@ -9,13 +9,13 @@ import asyncio
 import contextlib
 import os
 import uuid
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 import pytest
 
 from agentsvc_core.errors import InvalidInput, NotFound, RateLimited
-from agentsvc_core.ports import ToolSpec
+from agentsvc_core.ports import ToolCallContext, ToolSpec
 from agentsvc_core.ports.sandboxes import (
     ExecExit,
     ExecOutput,
@@ -24,7 +24,12 @@ from agentsvc_core.ports.sandboxes import (
     SandboxUnavailable,
 )
 from agentsvc_core.use_cases import Agents
-from agentsvc_core.use_cases.computer import ComputerConfig, resolve_provider
+from agentsvc_core.use_cases.computer import (
+    ComputerConfig,
+    Computers,
+    ComputerTools,
+    resolve_provider,
+)
 from agentsvc_core.use_cases.computer.commands import CommandLimits
 from agentsvc_core.use_cases.computer.events import (
     ExecEnded,
@@ -1270,3 +1275,69 @@ def test_command_limits_give_back_each_place_once() -> None:
         limits.take(ORG, agent)
     one = CommandLimits(lambda key, what: None, concurrent=1)
     one.take(ORG, agent)  # a first command is within a limit of one
+
+
+class Blind:
+    """A computer store whose first reads of a thread's instance miss it, as a
+    process that raced another to the thread's first command sees it."""
+
+    def __init__(self, store: Any, misses: int) -> None:
+        self._store = store
+        self.misses = misses
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def active(self, org: str, agent_id: uuid.UUID, thread_id: Any) -> Any:
+        if self.misses:
+            self.misses -= 1
+            return None
+        return await self._store.active(org, agent_id, thread_id)
+
+
+class Watching(FakeSandbox):
+    """The fake sandbox, noting the instance's stored status while it starts."""
+
+    def __init__(self, w: World) -> None:
+        super().__init__("local")
+        self.w = w
+        self.during: list[str] = []
+
+    async def start(self, spec: SandboxSpec, *, resume: str | None = None) -> SandboxStarted:
+        stored = await self.w.storage.computers.get(ORG, uuid.UUID(spec.instance_id))
+        self.during.append(stored.status)
+        return await super().start(spec, resume=resume)
+
+
+def test_a_race_to_a_threads_first_command_uses_the_winners_instance() -> None:
+    async def go() -> None:
+        w = World()
+        watching = Watching(w)
+        w.sandboxes["local"] = watching
+        agent = await w.agent(enabled=True)
+        thread = await w.thread(agent)
+        await w.call(agent, thread, "computer_exec", command="true")
+        [winner] = await w.storage.computers.of_agent(ORG, agent.id)
+        assert watching.during == ["bootstrapping"]
+        assert (winner.last_used_at, winner.idle_timeout_s) == (w.clock.now(), 7200)
+        blind = Blind(w.storage.computers, misses=1)  # as the loser of the race reads it
+        loser = ComputerTools(
+            Computers(
+                cast("Any", blind),
+                w.storage.agents,
+                w.threads,
+                w.settings,
+                w.sandboxes,
+                w.clock,
+                lambda key, what: None,
+            )
+        )
+        w.clock.advance(5)
+        ctx = ToolCallContext(tool_call_id="c2", thread_id=thread.id)
+        answer = await loser.call(ADMIN, agent, "computer_exec", {"command": "true"}, ctx)
+        assert answer.startswith("exit code 0")
+        assert blind.misses == 0
+        assert [i.id for i in await w.storage.computers.of_agent(ORG, agent.id)] == [winner.id]
+        assert len(watching.during) == 1  # the winner's sandbox, not a second one
+
+    run(go())

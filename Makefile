@@ -21,14 +21,15 @@ run: $(STAMP) bubblewrap
 
 ## test: run the whole suite (lint, types, layers, unit, contract, web, e2e, schemathesis)
 ## in TEST_WORKERS parallel processes (pytest-xdist; whole files per process, so a
-## module's service is started once), and print how long lint and tests took. Three
-## on this 2-core machine: a quarter of the suite's time is spent waiting (services
-## starting, streams, polls), which a third process fills (docs/development.md).
+## module's service is started once), and print how long lint and tests took. Four
+## on this 2-core machine: much of the suite's time is spent waiting (services
+## starting, streams, polls, sandboxes), which the third and fourth fill
+## (docs/development.md).
 ## Bytecode is written whatever PYTHONDONTWRITEBYTECODE says, and made while lint
 ## runs (src compiled, the test modules collected once): otherwise every service
 ## process the e2e tests start compiles src again, and every worker rewrites the
 ## assertions of every test module again (about 12 s of CPU each)
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 test: $(STAMP) node chromium bubblewrap
 	@start=$$(date +%s); unset PYTHONDONTWRITEBYTECODE; \
 	{ $(BIN)/python -m compileall -q src >/dev/null; \

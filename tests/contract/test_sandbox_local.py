@@ -673,3 +673,23 @@ async def test_network_none_has_no_proxy_either(
     assert out.splitlines()[0] == "0"
     assert "hello" not in out
     assert "failed" in out
+
+
+async def test_a_relative_folder_is_taken_from_where_the_service_started(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The data folder's default (``.agentsvc``) is relative: the sandboxes under it
+    work, whatever folder bwrap itself starts in."""
+    monkeypatch.chdir(root.parent)
+    relative = LocalSandboxes(
+        LocalSandboxSettings(root=Path("sandboxes"), uid_base=next(UIDS), uid_count=5),
+        OutboundGuard(allow_private_network=True),
+    )
+    assert relative.settings.root == root
+    started = await relative.start(make_spec())
+    try:
+        monkeypatch.chdir("/")
+        out, _, exit_ = await run(relative, started.ref, "echo works; pwd")
+        assert (out, exit_.exit_code) == ("works\n/workspace\n", 0)
+    finally:
+        await relative.destroy(started.ref)

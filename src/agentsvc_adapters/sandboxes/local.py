@@ -43,7 +43,7 @@ import secrets
 import shutil
 import subprocess
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from agentsvc_adapters.outbound import OutboundGuard
@@ -112,7 +112,9 @@ class LocalSandboxes(SandboxProvider):
     name = "local"
 
     def __init__(self, settings: LocalSandboxSettings, guard: OutboundGuard) -> None:
-        self.settings = settings
+        # absolute: bwrap binds it from a working folder of its own (the data
+        # folder's default, ``.agentsvc``, is relative to where the service started)
+        self.settings = replace(settings, root=settings.root.absolute())
         self._guard = guard
         self._probed = False
         self._lock = asyncio.Lock()

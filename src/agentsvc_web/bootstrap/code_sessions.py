@@ -94,6 +94,8 @@ def wire_code_sessions(
             # its job again (its heartbeat stale); a live job renews the lease
             # four times as often
             stale_after=timedelta(seconds=max(10.0, 2 * settings.job_heartbeat_s)),
+            # a code agent that names no provider runs in the local sandbox
+            default_provider="local",
         ),
     )
     return CodeSessionArea(

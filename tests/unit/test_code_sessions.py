@@ -372,6 +372,16 @@ async def test_a_permanent_fetch_failure_is_an_error() -> None:
     assert "no such repository" in (s.error or "")
 
 
+async def test_a_provider_that_cannot_serve_here_ends_the_session_saying_why() -> None:
+    w = world(step("done"))
+    w.sandbox.lacks = "the local sandbox needs bubblewrap: install it"
+    s = await w.start()
+    await w.drain()
+    s = await w.get(s.id)
+    assert (s.status, s.error) == ("error", "the local sandbox needs bubblewrap: install it")
+    assert w.sandbox.calls == []  # no sandbox was asked for
+
+
 async def test_a_transient_fetch_failure_is_tried_again() -> None:
     w = world(step("done"))
     w.remote.fail = [GitRemoteError("git.example: 503", permanent=False)]

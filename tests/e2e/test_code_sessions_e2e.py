@@ -16,6 +16,7 @@ so, without it."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -39,8 +40,8 @@ pytestmark = [
     pytest.mark.e2e,
     pytest.mark.postgres,
     pytest.mark.skipif(
-        shutil.which("bwrap") is None,
-        reason="code sessions run in the local sandbox, which needs bubblewrap "
+        os.geteuid() != 0 or shutil.which("bwrap") is None,
+        reason="code sessions run in the local sandbox, which needs root and bubblewrap "
         "(apt-get install bubblewrap); make test installs it where it can",
     ),
 ]

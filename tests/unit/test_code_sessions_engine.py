@@ -11,6 +11,7 @@ from uuid import uuid4
 
 import msgspec
 
+from agentsvc_core.errors import Unavailable
 from agentsvc_core.ports.jobs import Again
 from agentsvc_core.use_cases.code_sessions import EngineSettings
 from agentsvc_core.use_cases.code_sessions.engine import DEFECT
@@ -67,6 +68,8 @@ async def test_a_defect_ends_the_session_with_a_plain_error_and_its_trace() -> N
     s = await w.get(s.id)
     assert s.status == "error"
     assert s.error == DEFECT
+    assert s.work.ended_at == w.clock.now()
+    assert s.updated_at == w.clock.now()
     assert s.work.lease_owner is None
     assert ("stop", s.work.sandbox_ref) in w.sandbox.calls
     got = await w.traces.get_trace(WHO.org_id, s.work.trace_id)
@@ -114,6 +117,10 @@ async def test_two_follow_ups_to_a_question_one_answers_the_next_goes_to_the_mod
     w.jobs.queued.clear()
     await w.sessions.send(WHO, s.id, "app.py")
     await w.sessions.send(WHO, s.id, "and the README")
+    w.clock.advance(5)
+    await w.drain(limit=1)
+    s = await w.get(s.id)
+    assert s.updated_at == w.clock.now()
     await w.drain()
     s = await w.get(s.id)
     assert s.status == "finished"
@@ -121,6 +128,7 @@ async def test_two_follow_ups_to_a_question_one_answers_the_next_goes_to_the_mod
     assert len(w.model.requests) == 3
     answer = w.model.requests[1].messages[-1]
     assert (answer.role, answer.content) == ("tool", "app.py")
+    assert answer.tool_call_id == "c-ask_user"
     follow = w.model.requests[2].messages[-1]
     assert (follow.role, follow.content) == ("user", "and the README")
 
@@ -184,3 +192,47 @@ async def test_the_lease_is_renewed_while_the_job_works() -> None:
     assert s.work.lease_until == w.clock.now() + timedelta(seconds=0.2)
     assert await asyncio.wait_for(job, 10) is None
     assert (await w.get(s.id)).status == "finished"
+
+
+async def test_a_sandbox_that_cannot_stop_while_the_session_waits_does_not_fail_it() -> None:
+    w = world(step(call("ask_user", question="?")))
+
+    async def refuse(ref: str, spec: object) -> None:
+        raise Unavailable("the sandbox host is away")
+
+    w.sandbox.stop = refuse  # type: ignore[method-assign,assignment]
+    s = await w.start()
+    await w.drain()
+    s = await w.get(s.id)
+    assert s.status == "awaiting_input"
+    assert [k for k, _, _ in w.jobs.queued] == [EXPIRE_JOB]
+
+
+async def test_a_transient_failure_is_stamped_with_its_time() -> None:
+    w = world([Unavailable("blip")], step("done"))
+    s = await w.start()
+    w.clock.advance(7)
+    answer = await w.engine.run(w.jobs.queued.pop(0)[1])
+    assert isinstance(answer, Again)
+    s = await w.get(s.id)
+    assert s.work.attempts == 1
+    assert s.updated_at == w.clock.now()
+
+
+async def test_a_cancelled_session_is_stamped_stopped_and_traced() -> None:
+    w = world(step(call("exec", command="sleep 0.3")), step("never"))
+    s = await w.start()
+    await w.store.change(
+        WHO.org_id,
+        s.id,
+        lambda x: (
+            msgspec.structs.replace(x, work=msgspec.structs.replace(x.work, cancel_requested=True)),
+            [],
+        ),
+    )
+    w.clock.advance(3)
+    await w.drain()
+    s = await w.get(s.id)
+    assert s.status == "cancelled"
+    assert s.work.ended_at == w.clock.now()
+    assert await w.traces.get_trace(WHO.org_id, s.work.trace_id) is not None

@@ -200,7 +200,7 @@ async def test_a_sandbox_that_cannot_stop_while_the_session_waits_does_not_fail_
     async def refuse(ref: str, spec: object) -> None:
         raise Unavailable("the sandbox host is away")
 
-    w.sandbox.stop = refuse  # type: ignore[method-assign,assignment]
+    w.sandbox.stop = refuse  # type: ignore[method-assign]
     s = await w.start()
     await w.drain()
     s = await w.get(s.id)

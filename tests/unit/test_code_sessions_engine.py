@@ -52,11 +52,12 @@ async def test_a_job_meeting_another_jobs_lease_waits_two_seconds() -> None:
 
 
 async def test_the_lease_is_given_back_when_the_job_ends() -> None:
-    w = world(step(call("ask_user", question="?")))
+    w = world(step(call("read_file", "r1", path="README.md"), call("ask_user", question="?")))
     s = await w.start()
     await w.drain()
     s = await w.get(s.id)
     assert s.status == "awaiting_input"
+    assert s.work.inflight is None  # the read's result was recorded
     assert s.work.lease_owner is None
     assert s.work.lease_until is None
 

@@ -6,9 +6,11 @@ and its end once the session has ended; followers leave nothing behind."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncGenerator, Callable
 from uuid import UUID
 
+from agentsvc_adapters.memory.code_sessions import MemoryCodeSessions
 from agentsvc_core.entities.code_session import SessionEvent
 from agentsvc_core.errors import Unavailable
 from agentsvc_core.ports.code_sessions import Change, NewEvent
@@ -118,4 +120,70 @@ async def test_two_followers_of_one_session_are_both_woken() -> None:
     await feeds[0].aclose()
     assert len(timeline._waiters[s.id]) == 1
     await feeds[1].aclose()
+    assert timeline._waiters == {}
+
+
+class Reads:
+    """Counts a store's reads of the events (the follower's polls)."""
+
+    def __init__(self, store: MemoryCodeSessions) -> None:
+        self.n = 0
+        read = store.events
+
+        async def events(
+            org_id: str, session_id: UUID, *, after: int, limit: int
+        ) -> list[SessionEvent]:
+            self.n += 1
+            return await read(org_id, session_id, after=after, limit=limit)
+
+        store.events = events  # type: ignore[method-assign]
+
+
+async def test_a_keepalive_comes_once_quiet_has_lasted_exactly_its_time() -> None:
+    w = world()
+    s = await w.start()
+    store, reads = w.store, Reads(w.store)
+    timeline = Timeline(store, None, poll_s=0.125)  # exact in binary: 2 polls = 0.25
+    feed = timeline.follow(WHO.org_id, s.id, 2, keepalive_s=0.25)
+    assert await asyncio.wait_for(anext(feed), 5) is None
+    assert reads.n == 2  # two quiet polls, not three
+    assert await asyncio.wait_for(anext(feed), 5) is None
+    assert reads.n == 4  # quiet counts again from nothing after a keep-alive
+    await store.change(WHO.org_id, s.id, note("one"))  # no word: the poll finds it
+    batch = await asyncio.wait_for(anext(feed), 5)
+    assert batch is not None
+    assert [e.seq for e in batch] == [3]
+    seen = reads.n
+    assert await asyncio.wait_for(anext(feed), 5) is None
+    assert reads.n == seen + 2  # and from nothing after a batch
+    await feed.aclose()
+
+
+async def test_a_word_wakes_the_follower_once_and_batches_are_at_most_100() -> None:
+    w = world()
+    s = await w.start()
+    store, reads = w.store, Reads(w.store)
+    timeline = Timeline(store, None, poll_s=30)
+    for i in range(150):
+        await store.change(WHO.org_id, s.id, note(str(i)))
+    feed = timeline.follow(WHO.org_id, s.id, 0, keepalive_s=60)
+    first = await anext(feed)
+    second = await anext(feed)
+    assert first is not None
+    assert second is not None
+    assert [len(first), len(second)] == [100, 52]
+    waiting = asyncio.create_task(next_of(feed))
+    await asyncio.sleep(0.05)
+    await timeline.change(WHO.org_id, s.id, note("woken"))
+    batch = await asyncio.wait_for(waiting, 2)
+    assert batch is not None
+    assert [e.seq for e in batch] == [153]
+    seen = reads.n
+    later = asyncio.create_task(next_of(feed))
+    await asyncio.sleep(0.1)
+    assert reads.n == seen + 1  # the word was used up: it waits again
+    later.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await later
+    await feed.aclose()
     assert timeline._waiters == {}

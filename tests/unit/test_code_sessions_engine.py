@@ -1,0 +1,239 @@
+"""The code session job (use_cases/code_sessions/engine.py) in detail, over the
+world of tests/unit/code_sessions_world.py: what a busy or missing session's job
+answers, what a defect does, what each tool call leaves on the timeline and in
+the trace, the expiry job it queues, and the lease it holds and gives back."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from uuid import uuid4
+
+import msgspec
+
+from agentsvc_core.errors import Unavailable
+from agentsvc_core.ports.jobs import Again
+from agentsvc_core.use_cases.code_sessions import EngineSettings
+from agentsvc_core.use_cases.code_sessions.engine import DEFECT
+from tests.unit.code_sessions_world import EXPIRE_JOB, call, step, world
+from tests.unit.turn_world import WHO
+
+
+def payload_of(session_id: object) -> bytes:
+    return msgspec.json.encode({"org_id": WHO.org_id, "session_id": str(session_id)})
+
+
+async def test_a_job_of_a_session_that_is_gone_does_nothing() -> None:
+    w = world()
+    assert await w.engine.run(payload_of(uuid4())) is None
+    assert await w.engine.expire(payload_of(uuid4())) is None
+
+
+async def test_a_job_meeting_another_jobs_lease_waits_two_seconds() -> None:
+    w = world(step("done"))
+    s = await w.start()
+    until = w.clock.now() + timedelta(seconds=60)
+    await w.store.change(
+        WHO.org_id,
+        s.id,
+        lambda x: (
+            msgspec.structs.replace(
+                x, work=msgspec.structs.replace(x.work, lease_owner="other", lease_until=until)
+            ),
+            [],
+        ),
+    )
+    answer = await w.engine.run(payload_of(s.id))
+    assert isinstance(answer, Again)
+    assert answer.delay_s == 2.0
+    s = await w.get(s.id)
+    assert s.status == "pending"
+    assert s.work.lease_owner == "other"  # not released by the job that did not hold it
+
+
+async def test_the_lease_is_given_back_when_the_job_ends() -> None:
+    w = world(step(call("read_file", "r1", path="README.md"), call("ask_user", question="?")))
+    s = await w.start()
+    await w.drain()
+    s = await w.get(s.id)
+    assert s.status == "awaiting_input"
+    assert s.work.inflight is None  # the read's result was recorded
+    assert s.work.lease_owner is None
+    assert s.work.lease_until is None
+
+
+async def test_a_defect_ends_the_session_with_a_plain_error_and_its_trace() -> None:
+    w = world([RuntimeError("a bug")])
+    s = await w.start()
+    assert await w.drain() == [None]
+    s = await w.get(s.id)
+    assert s.status == "error"
+    assert s.error == DEFECT
+    assert s.work.ended_at == w.clock.now()
+    assert s.updated_at == w.clock.now()
+    assert s.work.lease_owner is None
+    assert ("stop", s.work.sandbox_ref) in w.sandbox.calls
+    got = await w.traces.get_trace(WHO.org_id, s.work.trace_id)
+    assert got is not None
+    assert got[0].status == "error"
+
+
+async def test_tool_results_on_the_timeline_and_in_the_trace() -> None:
+    long = "x" * 5000
+    w = world(
+        step(
+            call("write_file", "w1", path="big.txt", content=long),
+            call("read_file", "r1", path="big.txt"),
+            call("read_file", "r2", path="missing.txt"),
+            call("exec", "e1", command="echo hi"),
+        ),
+        step("done"),
+    )
+    s = await w.start()
+    await w.drain()
+    s = await w.get(s.id)
+    results = {e.data["call_id"]: e.data for e in await w.events(s.id) if e.type == "tool_result"}
+    assert set(results) == {"w1", "r1", "r2"}  # exec's result is its command event
+    assert results["r1"]["name"] == "read_file"
+    assert results["r1"]["output"] == long[:4000]
+    assert results["r1"]["is_error"] is False
+    assert results["r2"]["is_error"] is True
+    assert results["r2"]["output"].startswith("error:")
+    tool_turns = {t.tool_call_id: t.content for t in s.work.transcript if t.role == "tool"}
+    assert tool_turns["r1"] == long  # the model reads it whole
+    spans = {x.name: x for x in s.work.spans if x.kind == "tool"}
+    assert spans["exec"].status == "ok"
+    assert spans["exec"].attributes == {"gen_ai.tool.name": "exec"}
+    assert spans["exec"].input == {"command": "echo hi"}
+    reads = [x for x in s.work.spans if x.name == "read_file"]
+    assert [x.status for x in reads] == ["ok", "error"]
+    assert reads[0].output == long[:2000]
+    assert s.work.inflight is None
+
+
+async def test_two_follow_ups_to_a_question_one_answers_the_next_goes_to_the_model() -> None:
+    w = world(step(call("ask_user", question="Which?")), step("Answered."), step("More."))
+    s = await w.start()
+    await w.drain()
+    w.jobs.queued.clear()
+    await w.sessions.send(WHO, s.id, "app.py")
+    await w.sessions.send(WHO, s.id, "and the README")
+    w.clock.advance(5)
+    await w.drain(limit=1)
+    s = await w.get(s.id)
+    assert s.updated_at == w.clock.now()
+    await w.drain()
+    s = await w.get(s.id)
+    assert s.status == "finished"
+    assert s.work.queued == ()
+    assert len(w.model.requests) == 3
+    answer = w.model.requests[1].messages[-1]
+    assert (answer.role, answer.content) == ("tool", "app.py")
+    assert answer.tool_call_id == "c-ask_user"
+    follow = w.model.requests[2].messages[-1]
+    assert (follow.role, follow.content) == ("user", "and the README")
+
+
+async def test_waiting_queues_its_expiry_keyed_by_the_last_event() -> None:
+    w = world(
+        step(call("ask_user", question="?")),
+        settings=EngineSettings(expire_after=timedelta(minutes=30)),
+    )
+    s = await w.start()
+    await w.drain()
+    s = await w.get(s.id)
+    [(kind, payload, key)] = w.jobs.queued
+    assert kind == EXPIRE_JOB
+    assert key == f"code-session-expire:{s.id}:{s.last_event_seq}"
+    assert w.jobs.delays[-1] == 1800
+    assert msgspec.json.decode(payload) == {"org_id": WHO.org_id, "session_id": str(s.id)}
+
+
+async def test_an_expired_session_stops_its_sandbox_and_stores_its_trace() -> None:
+    w = world(
+        step(call("ask_user", question="?")),
+        settings=EngineSettings(expire_after=timedelta(hours=1), trace_retention=timedelta(days=2)),
+    )
+    s = await w.start()
+    await w.drain()
+    [(_kind, payload, _)] = w.jobs.queued
+    w.sandbox.calls.clear()
+    w.clock.advance(3600)
+    assert await w.engine.expire(payload) is None
+    s = await w.get(s.id)
+    assert s.status == "expired"
+    assert ("stop", s.work.sandbox_ref) in w.sandbox.calls
+    stored = w.traces._traces[(WHO.org_id, s.work.trace_id)]
+    assert [r.keep_until for r in stored] == [w.clock.now() + timedelta(days=2)]
+    # a second expiry job changes nothing
+    w.sandbox.calls.clear()
+    assert await w.engine.expire(payload) is None
+    assert w.sandbox.calls == []
+
+
+async def test_the_lease_is_renewed_while_the_job_works() -> None:
+    w = world(
+        step(call("exec", command="sleep 0.6")),
+        step("done"),
+        settings=EngineSettings(stale_after=timedelta(seconds=0.2)),
+    )
+    s = await w.start()
+    job = w.run_later()
+    for _ in range(200):
+        s = await w.get(s.id)
+        if s.work.inflight is not None:
+            break
+        await asyncio.sleep(0.02)
+    taken = s.work.lease_until
+    assert taken is not None
+    w.clock.advance(100)
+    await asyncio.sleep(0.3)
+    s = await w.get(s.id)
+    assert s.work.lease_until is not None
+    assert s.work.lease_until == w.clock.now() + timedelta(seconds=0.2)
+    assert await asyncio.wait_for(job, 10) is None
+    assert (await w.get(s.id)).status == "finished"
+
+
+async def test_a_sandbox_that_cannot_stop_while_the_session_waits_does_not_fail_it() -> None:
+    w = world(step(call("ask_user", question="?")))
+
+    async def refuse(ref: str, spec: object) -> None:
+        raise Unavailable("the sandbox host is away")
+
+    w.sandbox.stop = refuse  # type: ignore[method-assign]
+    s = await w.start()
+    await w.drain()
+    s = await w.get(s.id)
+    assert s.status == "awaiting_input"
+    assert [k for k, _, _ in w.jobs.queued] == [EXPIRE_JOB]
+
+
+async def test_a_transient_failure_is_stamped_with_its_time() -> None:
+    w = world([Unavailable("blip")], step("done"))
+    s = await w.start()
+    w.clock.advance(7)
+    answer = await w.engine.run(w.jobs.queued.pop(0)[1])
+    assert isinstance(answer, Again)
+    s = await w.get(s.id)
+    assert s.work.attempts == 1
+    assert s.updated_at == w.clock.now()
+
+
+async def test_a_cancelled_session_is_stamped_stopped_and_traced() -> None:
+    w = world(step(call("exec", command="sleep 0.3")), step("never"))
+    s = await w.start()
+    await w.store.change(
+        WHO.org_id,
+        s.id,
+        lambda x: (
+            msgspec.structs.replace(x, work=msgspec.structs.replace(x.work, cancel_requested=True)),
+            [],
+        ),
+    )
+    w.clock.advance(3)
+    await w.drain()
+    s = await w.get(s.id)
+    assert s.status == "cancelled"
+    assert s.work.ended_at == w.clock.now()
+    assert await w.traces.get_trace(WHO.org_id, s.work.trace_id) is not None

@@ -149,3 +149,126 @@ async def test_an_unreachable_host_is_a_bad_gateway() -> None:
     answer = await ask(proxy, f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n".encode())
     assert answer.startswith(b"HTTP/1.1 502")
     assert b"could not reach 127.0.0.1" in answer
+
+
+def test_wildcards_and_names_are_normalised_and_bad_entries_dropped() -> None:
+    proxy = EgressProxy(
+        OutboundGuard(allow_private_network=True),
+        ("PyPI.org.", "*.GitHub.com", "*.Bücher.example", "not a host", "*.[::1"),
+    )
+    assert proxy._allowed == frozenset({"pypi.org", "*.github.com", "*.xn--bcher-kva.example"})
+
+
+async def test_a_refusal_is_a_plain_text_answer_that_closes(upstream: tuple[Upstream, int]) -> None:
+    _, port = upstream
+    proxy = EgressProxy(OutboundGuard(allow_private_network=True), ("127.0.0.1",))
+    answer = await ask(proxy, f"GET http://localhost:{port}/ HTTP/1.1\r\n\r\n".encode())
+    body = b"localhost is not in this sandbox's allowed hosts\n"
+    assert answer == (
+        b"HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain; charset=utf-8\r\n"
+        b"Content-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body
+    )
+
+
+@pytest.mark.parametrize(
+    ("request_head", "answer_start"),
+    [
+        (b"GET https://x/ HTTP/1.1\r\n\r\n", b"HTTP/1.1 400 Bad Request\r\n"),
+        (b"GET http://x/ SPDY/3\r\n\r\n", b"HTTP/1.1 400 Bad Request\r\n"),
+        (b"GET http://x/\r\n\r\n", b"HTTP/1.1 400 Bad Request\r\n"),
+        (b" http://x/ HTTP/1.1\r\n\r\n", b"HTTP/1.1 400 Bad Request\r\n"),
+        (b"GET http://:80/ HTTP/1.1\r\n\r\n", b"HTTP/1.1 400 Bad Request\r\n"),
+        (b"GET http://x:99999/ HTTP/1.1\r\n\r\n", b"HTTP/1.1 400 Bad Request\r\n"),
+        (b"GET http://[zz]/ HTTP/1.1\r\n\r\n", b"HTTP/1.1 400 Bad Request\r\n"),
+        (b"CONNECT [zz]:443 HTTP/1.1\r\n\r\n", b"HTTP/1.1 400 Bad Request\r\n"),
+        (b"CONNECT [::1 HTTP/1.1\r\n\r\n", b"HTTP/1.1 400 Bad Request\r\n"),
+        (b"CONNECT a@127.0.0.1:1 HTTP/1.1\r\n\r\n", b"HTTP/1.1 400 Bad Request\r\n"),
+    ],
+)
+async def test_malformed_requests_are_bad_requests(
+    request_head: bytes, answer_start: bytes
+) -> None:
+    proxy = EgressProxy(OutboundGuard(allow_private_network=True), ("127.0.0.1", "x"))
+    assert (await ask(proxy, request_head)).startswith(answer_start)
+
+
+async def test_the_reasons_of_bad_requests() -> None:
+    proxy = EgressProxy(OutboundGuard(allow_private_network=True), ("x",))
+    assert (await ask(proxy, b"GET https://x/ HTTP/1.1\r\n\r\n")).endswith(
+        b"\r\n\r\nonly CONNECT and absolute http:// URIs are proxied\n"
+    )
+    assert (await ask(proxy, b"GET http://x/ FTP\r\n\r\n")).endswith(
+        b"\r\n\r\nnot an HTTP/1.x request\n"
+    )
+    assert (await ask(proxy, b"GET http://u@x/ HTTP/1.1\r\n\r\n")).endswith(
+        b"\r\n\r\nthe request names no host\n"
+    )
+
+
+async def test_a_head_past_the_limit_is_refused(upstream: tuple[Upstream, int]) -> None:
+    up, port = upstream
+    proxy = EgressProxy(OutboundGuard(allow_private_network=True), ("127.0.0.1",))
+    start = f"GET http://127.0.0.1:{port}/ HTTP/1.1\r\nX: ".encode()
+    big = start + b"a" * (16_384 - len(start) - 3) + b"\r\n\r\n"
+    assert len(big) == 16_385
+    answer = await ask(proxy, big)
+    assert answer.startswith(b"HTTP/1.1 431 Request Header Fields Too Large\r\n")
+    assert answer.endswith(b"the request is too large\n")
+    assert up.got == b""
+    at_limit = big[:-5] + b"\r\n\r\n"
+    assert len(at_limit) == 16_384
+    assert (await ask(proxy, at_limit)).endswith(b"\r\n\r\nok")
+
+
+async def test_connect_answers_established_then_tunnels(upstream: tuple[Upstream, int]) -> None:
+    up, port = upstream
+    proxy = EgressProxy(OutboundGuard(allow_private_network=True), ("127.0.0.1",))
+    answer = await ask(
+        proxy,
+        f"connect 127.0.0.1:{port} HTTP/1.1\r\n\r\nGET /t HTTP/1.1\r\nHost: h\r\n\r\n".encode(),
+    )
+    assert answer.startswith(b"HTTP/1.1 200 Connection established\r\n\r\nHTTP/1.1 200 OK")
+    assert up.got == b"GET /t HTTP/1.1\r\nHost: h\r\n\r\n", "the tunnel carries bytes as they are"
+
+
+async def test_the_connection_headers_are_replaced_and_the_default_path_is_slash(
+    upstream: tuple[Upstream, int],
+) -> None:
+    up, port = upstream
+    proxy = EgressProxy(OutboundGuard(allow_private_network=True), ("127.0.0.1",))
+    await ask(
+        proxy,
+        f"get http://127.0.0.1:{port} HTTP/1.0\r\nConnection: keep-alive\r\n"
+        "Keep-Alive: 5\r\nX-Kept: a:b\r\n\r\n".encode(),
+    )
+    assert up.got == b"get / HTTP/1.0\r\nX-Kept: a:b\r\nConnection: close\r\n\r\n"
+
+
+async def test_the_socket_is_the_owner_s_alone(tmp_path: Path) -> None:
+    proxy = EgressProxy(OutboundGuard(allow_private_network=True), ())
+    path = tmp_path / "egress.sock"
+    await proxy.open(path, owner=os.getuid())
+    try:
+        info = path.stat()
+        assert info.st_mode & 0o777 == 0o600
+        assert (info.st_uid, info.st_gid) == (os.getuid(), os.getuid())
+    finally:
+        await proxy.close()
+
+
+async def test_close_cuts_the_connections_still_open(tmp_path: Path) -> None:
+    proxy = EgressProxy(OutboundGuard(allow_private_network=True), ())
+    path = tmp_path / "egress.sock"
+    await proxy.open(path, owner=os.getuid())
+    reader, writer = await asyncio.open_unix_connection(str(path))
+    writer.write(b"GET http://x/ HTTP/1.1\r\n")  # a head that never ends
+    await writer.drain()
+    for _ in range(100):
+        if proxy._tasks:
+            break
+        await asyncio.sleep(0.01)
+    assert proxy._tasks
+    await proxy.close()
+    assert await asyncio.wait_for(reader.read(), 5) == b""
+    assert not proxy._tasks
+    writer.close()

@@ -1404,3 +1404,25 @@ def test_an_operators_command_resumes_a_stopped_instance_in_a_fresh_process() ->
         assert (await w.storage.computers.get(ORG, instance.id)).status == "idle"
 
     run(go())
+
+
+def test_a_command_on_a_sandbox_lost_while_running_streams_each_event_once() -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent(enabled=True)
+        thread = await w.thread(agent)
+        await w.call(agent, thread, "computer_exec", command="true")
+        [instance] = await w.storage.computers.of_agent(ORG, agent.id)
+        assert instance.ref is not None
+        w.sandboxes["local"].lose(instance.ref)
+        execution = await w.computers.begin(
+            ORG, agent, await w.config(agent), thread.id, "echo back", timeout_s=5, max_output=100
+        )
+        events = [e async for e in execution.events()]
+        assert events[0] == ExecOutput(stream="stdout", data="back\n")
+        assert isinstance(events[1], ExecExit)
+        assert len(events) == 2
+        after = await w.storage.computers.get(ORG, instance.id)
+        assert (after.state_lost, after.ref != instance.ref) == (True, True)
+
+    run(go())

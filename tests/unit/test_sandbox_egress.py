@@ -272,3 +272,16 @@ async def test_close_cuts_the_connections_still_open(tmp_path: Path) -> None:
     assert await asyncio.wait_for(reader.read(), 5) == b""
     assert not proxy._tasks
     writer.close()
+
+
+async def test_a_dropped_header_whose_value_holds_a_colon_is_still_dropped(
+    upstream: tuple[Upstream, int],
+) -> None:
+    up, port = upstream
+    proxy = EgressProxy(OutboundGuard(allow_private_network=True), ("127.0.0.1",))
+    await ask(
+        proxy,
+        f"GET http://127.0.0.1:{port}/p HTTP/1.1 extra\r\n"
+        "Proxy-Authorization: Basic a:b\r\n\r\n".encode(),
+    )
+    assert up.got == b"GET /p HTTP/1.1 extra\r\nConnection: close\r\n\r\n"

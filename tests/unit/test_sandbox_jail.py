@@ -179,6 +179,8 @@ def test_the_file_system_the_environment_and_the_read_only_root() -> None:
 
 def test_with_egress_the_run_folder_is_read_only_and_the_forwarder_starts_first() -> None:
     argv, options = line(egress="egress.sock", command="curl x")
+    _, without = line(command="curl x")
+    assert options == [*without[:-2], "--ro-bind", f"{INSTANCE}/run", RUN, *without[-2:]]
     assert options[-5:] == ["--ro-bind", f"{INSTANCE}/run", RUN, "--remount-ro", "/"]
     assert RUN == "/run/agentsvc"
     assert argv[argv.index("/usr/bin/bwrap") :] == [

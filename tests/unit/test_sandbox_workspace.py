@@ -244,3 +244,61 @@ def test_disk_bytes_counts_blocks_without_following_links(ws: Path, tmp_path: Pa
 
 def test_disk_bytes_of_a_missing_workspace_is_zero(tmp_path: Path) -> None:
     assert disk_bytes(tmp_path / "gone") == 0
+
+
+def test_the_folder_check_is_the_workspace_s_and_reads_a_link_as_a_link(
+    ws: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a folder of the same name where the service runs is not the workspace's file
+    (tmp_path / "same").mkdir()
+    monkeypatch.chdir(tmp_path)
+    (ws / "same").write_bytes(b"old")
+    write_file(ws, "same", b"new", OWNER)
+    assert (ws / "same").read_bytes() == b"new"
+    # a link to a folder is replaced, as a link to a file is
+    (ws / "dirlink").symlink_to(tmp_path / "same")
+    write_file(ws, "dirlink", b"mine", OWNER)
+    assert (ws / "dirlink").read_bytes() == b"mine"
+    assert os.listdir(tmp_path / "same") == []
+
+
+def test_a_name_too_long_is_refused_with_the_system_s_reason(ws: Path) -> None:
+    name = "n" * 300
+    with pytest.raises(InvalidInput) as exc:
+        write_file(ws, name, b"x", OWNER)
+    assert refusal(exc) == f"{name} cannot be used (File name too long)"
+    assert os.listdir(ws) == []
+
+
+def test_a_nested_listing_names_each_entry_from_the_workspace(ws: Path) -> None:
+    (ws / "a" / "b").mkdir(parents=True)
+    (ws / "a" / "b" / "c").write_bytes(b"12")
+    assert list_files(ws, "a/b", 10) == [FileEntry(path="a/b/c", is_dir=False, size=2)]
+
+
+def test_disk_bytes_of_an_empty_workspace_is_zero_and_linked_folders_are_not_walked(
+    ws: Path, tmp_path: Path
+) -> None:
+    assert disk_bytes(ws) == 0
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "big").write_bytes(b"x" * 1_000_000)
+    (ws / "dirlink").symlink_to(outside)
+    assert disk_bytes(ws) == os.stat(ws / "dirlink", follow_symlinks=False).st_blocks * 512
+
+
+def test_disk_bytes_skips_what_goes_while_it_counts(
+    ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (ws / "stays").write_bytes(b"x" * 10_000)
+    (ws / "goes").write_bytes(b"x" * 10_000)
+    stays = os.stat(ws / "stays").st_blocks * 512
+    real_stat = os.stat
+
+    def stat(name: str, **kw: object) -> os.stat_result:
+        if name == "goes":
+            raise FileNotFoundError(2, "No such file or directory")
+        return real_stat(name, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "stat", stat)
+    assert disk_bytes(ws) == stays

@@ -5,6 +5,7 @@ a request is sent on, what a refusal answers."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import tempfile
 from collections.abc import AsyncIterator
@@ -13,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from agentsvc_adapters.outbound import OutboundGuard
-from agentsvc_adapters.sandboxes.egress import EgressProxy, host_allowed
+from agentsvc_adapters.sandboxes import egress
+from agentsvc_adapters.sandboxes.egress import EgressProxy, _Refusal, _target, host_allowed
 from agentsvc_adapters.sandboxes.workspace import parts_of
 from agentsvc_core.errors import InvalidInput
 
@@ -285,3 +287,102 @@ async def test_a_dropped_header_whose_value_holds_a_colon_is_still_dropped(
         "Proxy-Authorization: Basic a:b\r\n\r\n".encode(),
     )
     assert up.got == b"GET /p HTTP/1.1 extra\r\nConnection: close\r\n\r\n"
+
+
+def test_the_target_s_parts_and_default_ports() -> None:
+    assert _target("CONNECT", "h.example") == ("https://h.example/", "h.example", 443, "/")
+    assert _target("GET", "http://h.example") == ("http://h.example/", "h.example", 80, "/")
+    assert _target("GET", "HTTP://h.example:8/a?b") == (
+        "http://h.example:8/",
+        "h.example",
+        8,
+        "/a?b",
+    )
+    for method, target in (
+        ("CONNECT", ":443"),
+        ("GET", "http://x:99999/"),
+        ("GET", "http://[zz]/"),
+    ):
+        with pytest.raises(_Refusal) as refused:
+            _target(method, target)
+        assert (refused.value.status, refused.value.reason, str(refused.value)) == (
+            "400 Bad Request",
+            "the request names no host",
+            "the request names no host",
+        )
+
+
+@pytest.mark.parametrize(
+    ("guard", "allowed", "target", "status", "reason"),
+    [
+        (True, ("a..b",), "a..b:1", "400 Bad Request", "the request names no valid host"),
+        (
+            False,
+            ("127.0.0.1",),
+            "127.0.0.1:{port}",
+            "403 Forbidden",
+            "refused by the outbound guard: ",
+        ),
+        (False, ("localhost",), "localhost:{port}", "403 Forbidden", ""),
+    ],
+)
+async def test_each_refusal_s_status_and_reason(
+    upstream: tuple[Upstream, int],
+    guard: bool,
+    allowed: tuple[str, ...],
+    target: str,
+    status: str,
+    reason: str,
+) -> None:
+    up, port = upstream
+    proxy = EgressProxy(OutboundGuard(allow_private_network=guard), allowed)
+    answer = await ask(proxy, f"CONNECT {target.format(port=port)} HTTP/1.1\r\n\r\n".encode())
+    head, body = answer.split(b"\r\n\r\n", 1)
+    assert head.startswith(f"HTTP/1.1 {status}\r\n".encode())
+    assert body.decode().startswith(reason)
+    assert len(body) > len(reason) + 1 or reason.endswith("host")
+    assert up.got == b""
+
+
+async def test_an_unreachable_host_s_status_is_exact() -> None:
+    proxy = EgressProxy(OutboundGuard(allow_private_network=True), ("127.0.0.1",))
+    answer = await ask(proxy, b"CONNECT 127.0.0.1:1 HTTP/1.1\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 502 Bad Gateway\r\n")
+
+
+async def test_names_are_resolved_by_the_guard_s_resolver(upstream: tuple[Upstream, int]) -> None:
+    up, port = upstream
+
+    async def dns(host: str, port: int) -> list[str]:
+        assert host == "upstream.test"
+        return ["127.0.0.1"]
+
+    guard = OutboundGuard(allow_private_network=True, resolver=dns)
+    proxy = EgressProxy(guard, ("upstream.test",))
+    answer = await ask(proxy, f"GET http://upstream.test:{port}/ HTTP/1.1\r\n\r\n".encode())
+    assert answer.endswith(b"\r\n\r\nok")
+    assert up.got.startswith(b"GET / HTTP/1.1\r\n")
+
+
+async def test_a_refusal_by_the_allowlist_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    proxy = EgressProxy(OutboundGuard(allow_private_network=True), ())
+    with caplog.at_level(logging.INFO, logger="agentsvc.sandbox.egress"):
+        await ask(proxy, b"CONNECT evil.example:443 HTTP/1.1\r\n\r\n")
+    assert [r.getMessage() for r in caplog.records] == [
+        "sandbox egress refused: evil.example is not in the allowlist"
+    ]
+
+
+async def test_a_client_that_sends_no_head_is_let_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(egress, "_HEAD_TIMEOUT", 0.1)
+    proxy = EgressProxy(OutboundGuard(allow_private_network=True), ())
+    path = tmp_path / "egress.sock"
+    await proxy.open(path, owner=os.getuid())
+    try:
+        reader, writer = await asyncio.open_unix_connection(str(path))
+        assert await asyncio.wait_for(reader.read(), 5) == b""
+        writer.close()
+    finally:
+        await proxy.close()

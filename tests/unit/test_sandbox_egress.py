@@ -386,3 +386,21 @@ async def test_a_client_that_sends_no_head_is_let_go(
         writer.close()
     finally:
         await proxy.close()
+
+
+async def test_a_name_that_resolves_to_a_private_address_is_refused_by_the_backend(
+    upstream: tuple[Upstream, int],
+) -> None:
+    up, port = upstream
+
+    async def dns(host: str, port: int) -> list[str]:
+        return ["127.0.0.1"]
+
+    guard = OutboundGuard(allow_private_network=False, resolver=dns)
+    proxy = EgressProxy(guard, ("upstream.test",))
+    answer = await ask(proxy, f"CONNECT upstream.test:{port} HTTP/1.1\r\n\r\n".encode())
+    head, body = answer.split(b"\r\n\r\n", 1)
+    assert head.startswith(b"HTTP/1.1 403 Forbidden\r\n")
+    # the URL check passed (a name); the backend refused the address it resolves to
+    assert body == b"refused by the outbound guard: upstream.test resolves to a loopback address\n"
+    assert up.got == b""

@@ -302,3 +302,20 @@ def test_disk_bytes_skips_what_goes_while_it_counts(
 
     monkeypatch.setattr(os, "stat", stat)
     assert disk_bytes(ws) == stays
+
+
+def test_a_file_that_grows_past_the_limit_while_read_is_refused(
+    ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (ws / "log").write_bytes(b"x" * 20)
+    real_fstat = os.fstat
+
+    def fstat(fd: int) -> os.stat_result:  # the size before the writer went on
+        info = list(real_fstat(fd))
+        info[6] = 5
+        return os.stat_result(info)
+
+    monkeypatch.setattr(os, "fstat", fstat)
+    with pytest.raises(InvalidInput) as exc:
+        read_file(ws, "log", 10)
+    assert refusal(exc) == "log is larger than 10 bytes"

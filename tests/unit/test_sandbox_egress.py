@@ -156,7 +156,7 @@ async def test_an_unreachable_host_is_a_bad_gateway() -> None:
 def test_wildcards_and_names_are_normalised_and_bad_entries_dropped() -> None:
     proxy = EgressProxy(
         OutboundGuard(allow_private_network=True),
-        ("PyPI.org.", "*.GitHub.com", "*.Bücher.example", "not a host", "*.[::1"),
+        ("not a host", "PyPI.org.", "*.[::1", "*.GitHub.com", "*.Bücher.example"),
     )
     assert proxy._allowed == frozenset({"pypi.org", "*.github.com", "*.xn--bcher-kva.example"})
 

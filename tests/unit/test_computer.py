@@ -1209,10 +1209,9 @@ def test_a_sandbox_that_cannot_be_reached_does_not_stop_the_agents_deletion(
         [instance] = await w.storage.computers.of_agent(ORG, agent.id)
         w.sandboxes["local"].unavailable = "the provider is down"
         await w.computers.drop_agent(ORG, agent.id)
-        assert (
-            f"the sandbox of computer instance {instance.id} stays: the provider is down"
-            in caplog.text
-        )
+        assert f"the sandbox of computer instance {instance.id} stays: the provider is down" in [
+            r.getMessage() for r in caplog.records
+        ]
         w.sandboxes["local"].unavailable = None
         errored = await w.agent(enabled=True, scope="agent")
         w.sandboxes["local"].unavailable = "down"
@@ -1339,5 +1338,91 @@ def test_a_race_to_a_threads_first_command_uses_the_winners_instance() -> None:
         assert blind.misses == 0
         assert [i.id for i in await w.storage.computers.of_agent(ORG, agent.id)] == [winner.id]
         assert len(watching.during) == 1  # the winner's sandbox, not a second one
+
+    run(go())
+
+
+class Phantom:
+    """A computer store whose idle list begins with an instance gone since (its
+    agent deleted meanwhile, in another process)."""
+
+    def __init__(self, store: Any, gone: Any) -> None:
+        self._store = store
+        self.gone = gone
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def idle_since(self, now: Any) -> Any:
+        return [self.gone, *await self._store.idle_since(now)]
+
+
+def fresh(w: World, store: Any = None) -> Computers:
+    """The computer's use cases as another process (or this one restarted) has
+    them: nothing held in memory."""
+    return Computers(
+        store or w.storage.computers,
+        w.storage.agents,
+        w.threads,
+        w.settings,
+        w.sandboxes,
+        w.clock,
+        w.buckets.spend,
+    )
+
+
+def test_the_sweep_goes_on_past_an_instance_gone_since_it_was_listed() -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent(enabled=True, idle_timeout_s=60)
+        thread = await w.thread(agent)
+        await w.call(agent, thread, "computer_exec", command="true")
+        [instance] = await w.storage.computers.of_agent(ORG, agent.id)
+        gone = msgspec.structs.replace(instance, id=uuid.uuid4(), ref=None)
+        w.clock.advance(60)
+        assert await fresh(w, Phantom(w.storage.computers, gone)).sweep_idle() == 1
+        assert (await w.storage.computers.get(ORG, instance.id)).status == "stopped"
+
+    run(go())
+
+
+def test_an_operators_command_resumes_a_stopped_instance_in_a_fresh_process() -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent(enabled=True)
+        thread = await w.thread(agent)
+        await w.call(agent, thread, "computer_write_file", path="n", content="7")
+        [instance] = await w.storage.computers.of_agent(ORG, agent.id)
+        await w.computers.stop(ADMIN, agent.id, instance.id)
+        execution = await fresh(w).operator_exec(
+            ADMIN, agent.id, instance.id, "cat n", max_output=100
+        )
+        events = [e async for e in execution.events()]
+        assert events[0] == ExecOutput(stream="stdout", data="7")
+        assert isinstance(events[1], ExecExit)
+        assert (len(events), events[1].exit_code) == (2, 0)
+        assert (await w.storage.computers.get(ORG, instance.id)).status == "idle"
+
+    run(go())
+
+
+def test_a_command_on_a_sandbox_lost_while_running_streams_each_event_once() -> None:
+    async def go() -> None:
+        w = World()
+        agent = await w.agent(enabled=True)
+        thread = await w.thread(agent)
+        await w.call(agent, thread, "computer_exec", command="true")
+        [instance] = await w.storage.computers.of_agent(ORG, agent.id)
+        assert instance.ref is not None
+        w.sandboxes["local"].lose(instance.ref)
+        execution = await w.computers.begin(
+            ORG, agent, await w.config(agent), thread.id, "echo back", timeout_s=5, max_output=100
+        )
+        events = [e async for e in execution.events()]
+        assert events[0] == ExecOutput(stream="stdout", data="back\n")
+        assert isinstance(events[1], ExecExit)
+        assert len(events) == 2
+        after = await w.storage.computers.get(ORG, instance.id)
+        assert (after.state_lost, after.ref != instance.ref) == (True, True)
 
     run(go())

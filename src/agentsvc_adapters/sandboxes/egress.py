@@ -129,13 +129,15 @@ class _Refusal(Exception):
 
 def _target(method: str, target: str) -> tuple[str, str, int, str]:
     """(URL for the guard, host, port, origin-form path) of a request's target."""
+    try:  # urlsplit refuses a bracketed host that is no address
+        parts = urlsplit(f"//{target}" if method == "CONNECT" else target)
+    except ValueError:
+        raise _Refusal("400 Bad Request", "the request names no host") from None
     if method == "CONNECT":
-        parts = urlsplit(f"//{target}")
         scheme, default = "https", 443
+    elif parts.scheme.lower() != "http":
+        raise _Refusal("400 Bad Request", "only CONNECT and absolute http:// URIs are proxied")
     else:
-        parts = urlsplit(target)
-        if parts.scheme.lower() != "http":
-            raise _Refusal("400 Bad Request", "only CONNECT and absolute http:// URIs are proxied")
         scheme, default = "http", 80
     try:
         host, port = parts.hostname, parts.port or default

@@ -41,7 +41,7 @@ def parts_of(path: str) -> list[str]:
             pure = pure.relative_to(WORKSPACE)
         except ValueError:
             raise InvalidInput("path", f"must be inside the workspace ({WORKSPACE})") from None
-    parts = [p for p in pure.parts if p != "."]
+    parts = list(pure.parts)  # pathlib drops the "." parts itself
     if ".." in parts:
         raise InvalidInput("path", "must not contain '..'")
     return parts

@@ -44,11 +44,12 @@ class CommandLimits:
             if given:
                 return
             given = True
-            left = self._running.get(key, 1) - 1
+            # the key is there: this place holds it until now
+            left = self._running[key] - 1
             if left:
                 self._running[key] = left
             else:
-                self._running.pop(key, None)
+                del self._running[key]
 
         return release
 

@@ -195,6 +195,32 @@ async def test_the_lease_is_renewed_while_the_job_works() -> None:
     assert (await w.get(s.id)).status == "finished"
 
 
+async def test_a_process_works_on_max_running_sessions_and_the_next_job_comes_back() -> None:
+    w = world(
+        step(call("exec", command="sleep 0.6")),
+        step("done"),
+        step("done"),
+        settings=EngineSettings(max_running=1),
+    )
+    first = await w.start()
+    second = await w.start("another")
+    job = w.run_later()
+    for _ in range(200):
+        if (await w.get(first.id)).work.inflight is not None:
+            break
+        await asyncio.sleep(0.02)
+    answer = await w.engine.run(payload_of(second.id))
+    assert answer == Again(5.0)
+    s = await w.get(second.id)
+    assert s.status == "pending"  # untouched: no lease taken, nothing recorded
+    assert s.work.lease_owner is None
+    assert await asyncio.wait_for(job, 10) is None
+    assert (await w.get(first.id)).status == "finished"
+    # the seat is free again: the second session runs
+    assert await w.engine.run(payload_of(second.id)) is None
+    assert (await w.get(second.id)).status == "finished"
+
+
 async def test_a_sandbox_that_cannot_stop_while_the_session_waits_does_not_fail_it() -> None:
     w = world(step(call("ask_user", question="?")))
 

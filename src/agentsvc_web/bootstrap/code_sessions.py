@@ -96,6 +96,8 @@ def wire_code_sessions(
             stale_after=timedelta(seconds=max(10.0, 2 * settings.job_heartbeat_s)),
             # a code agent that names no provider runs in the local sandbox
             default_provider="local",
+            # half of a worker's job slots at most (AGENTSVC_WORKER_CONCURRENCY)
+            max_running=max(1, settings.worker_concurrency // 2),
         ),
     )
     return CodeSessionArea(

@@ -64,6 +64,7 @@ __all__ = ["CodeSessionEngine", "EngineSettings", "UsageSink"]
 log = logging.getLogger("agentsvc.code_sessions")
 _job = msgspec.json.Decoder(SessionJob)
 BUSY_RETRY_S = 2.0
+SEATS_RETRY_S = 5.0  # this process already works on ``max_running`` sessions
 DEFECT = "the session failed (an internal error; see the logs)"
 INTERRUPTED = (
     "interrupted: the service restarted while this ran, and its effects are unknown;"
@@ -81,6 +82,9 @@ class EngineSettings(msgspec.Struct, frozen=True, kw_only=True):
     trace_retention: timedelta = timedelta(days=30)
     retry_s: float = 5.0  # the first wait after a transient git failure (doubling)
     max_attempts: int = 5
+    # sessions one process works on at once: each holds a job slot while it runs,
+    # so the others (documents, deliveries, channels) keep theirs
+    max_running: int = 2
 
 
 Step = Literal["go", "wait", "done"]
@@ -114,6 +118,7 @@ class CodeSessionEngine:
         self._traces = traces
         self._prices = prices
         self._settings = settings or EngineSettings()
+        self._running = 0  # sessions this process works on now
         # the checked-out files of the sessions this process created, for the final
         # diffs (a session taken over after a restart fetches its base again)
         self._snapshots: dict[Any, Snapshot] = {}
@@ -137,6 +142,17 @@ class CodeSessionEngine:
         if session.ended:
             await self._ended(session)
             return None
+        if self._running >= self._settings.max_running:
+            # the job gives its slot back at once and comes again: a worker's
+            # slots are never all held by long sessions
+            return Again(SEATS_RETRY_S)
+        self._running += 1
+        try:
+            return await self._leased(session)
+        finally:
+            self._running -= 1
+
+    async def _leased(self, session: CodeSession) -> Again | None:
         owner = uuid.uuid4().hex
         now = self._clock.now()
         session, _ = await self._change(session, self._lease(owner, now))

@@ -313,6 +313,9 @@ class SendMessageBody(msgspec.Struct, rename="camel"):
     tool_profile: ProfileName | None = None
     system_prompt_overlay: Overlay | None = None
     metadata: Metadata = {}
+    # a busy thread: refuse (409 THREAD_BUSY, the spec's behaviour), wait for its
+    # reply, or stop it (docs/client-guide.md)
+    multitask_strategy: Literal["reject", "enqueue", "interrupt"] = "reject"
 
 
 class ParticipantBody(msgspec.Struct, rename="camel"):

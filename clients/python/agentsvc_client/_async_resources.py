@@ -1790,6 +1790,7 @@ class AsyncThreadsMessagesResource(AsyncResource):
         tool_profile: str | UnsetType | None = UNSET,
         system_prompt_overlay: str | builtins.list[str] | UnsetType | None = UNSET,
         metadata: dict[str, str] | UnsetType = UNSET,
+        multitask_strategy: Literal["reject", "enqueue", "interrupt"] | UnsetType = UNSET,
         idempotency_key: str | None = None,
     ) -> AsyncReplyStream:
         """Send a user message; the reply streams back as Server-Sent Events (POST
@@ -1807,6 +1808,7 @@ class AsyncThreadsMessagesResource(AsyncResource):
                 tool_profile=tool_profile,
                 system_prompt_overlay=system_prompt_overlay,
                 metadata=metadata,
+                multitask_strategy=multitask_strategy,
             ),
             idempotency_key=idempotency_key,
         )
@@ -3261,6 +3263,7 @@ class AsyncResources:
         tool_profile: str | UnsetType | None = UNSET,
         system_prompt_overlay: str | builtins.list[str] | UnsetType | None = UNSET,
         metadata: dict[str, str] | UnsetType = UNSET,
+        multitask_strategy: Literal["reject", "enqueue", "interrupt"] | UnsetType = UNSET,
         idempotency_key: str | None = None,
     ) -> AsyncReplyStream:
         """Send a message; iterate the answer for the reply's events (``Meta``, ``Token``, ...,
@@ -3279,6 +3282,7 @@ class AsyncResources:
             tool_profile=tool_profile,
             system_prompt_overlay=system_prompt_overlay,
             metadata=metadata,
+            multitask_strategy=multitask_strategy,
             idempotency_key=idempotency_key,
         )
 

@@ -1772,6 +1772,7 @@ class ThreadsMessagesResource(Resource):
         tool_profile: str | UnsetType | None = UNSET,
         system_prompt_overlay: str | builtins.list[str] | UnsetType | None = UNSET,
         metadata: dict[str, str] | UnsetType = UNSET,
+        multitask_strategy: Literal["reject", "enqueue", "interrupt"] | UnsetType = UNSET,
         idempotency_key: str | None = None,
     ) -> ReplyStream:
         """Send a user message; the reply streams back as Server-Sent Events (POST
@@ -1789,6 +1790,7 @@ class ThreadsMessagesResource(Resource):
                 tool_profile=tool_profile,
                 system_prompt_overlay=system_prompt_overlay,
                 metadata=metadata,
+                multitask_strategy=multitask_strategy,
             ),
             idempotency_key=idempotency_key,
         )
@@ -3231,6 +3233,7 @@ class Resources:
         tool_profile: str | UnsetType | None = UNSET,
         system_prompt_overlay: str | builtins.list[str] | UnsetType | None = UNSET,
         metadata: dict[str, str] | UnsetType = UNSET,
+        multitask_strategy: Literal["reject", "enqueue", "interrupt"] | UnsetType = UNSET,
         idempotency_key: str | None = None,
     ) -> ReplyStream:
         """Send a message; iterate the answer for the reply's events (``Meta``, ``Token``, ...,
@@ -3249,6 +3252,7 @@ class Resources:
             tool_profile=tool_profile,
             system_prompt_overlay=system_prompt_overlay,
             metadata=metadata,
+            multitask_strategy=multitask_strategy,
             idempotency_key=idempotency_key,
         )
 

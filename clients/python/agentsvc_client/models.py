@@ -1541,6 +1541,9 @@ class SendMessageBody(msgspec.Struct, kw_only=True, omit_defaults=True):
         name="systemPromptOverlay", default=UNSET
     )
     metadata: dict[str, str] | UnsetType = UNSET
+    multitask_strategy: Literal["reject", "enqueue", "interrupt"] | UnsetType = msgspec.field(
+        name="multitaskStrategy", default=UNSET
+    )
 
 
 class SeriesPoint(msgspec.Struct, frozen=True, kw_only=True):

@@ -148,7 +148,7 @@ def test_what_cannot_branch() -> None:
     assert nothing.value.code == "NO_MESSAGE"
     for kind in ({"edit_of": U2.id}, {"regenerate": True}):
         with pytest.raises(Conflict) as many:
-            start_of(TREE, None, multiplayer=True, **kind)  # type: ignore[arg-type]
+            start_of(TREE, None, multiplayer=True, **kind)
         assert many.value.code == "THREAD_NOT_BRANCHABLE"
     # a plain send to a multiplayer thread goes on as ever
     assert not start_of(TREE[:4], None, multiplayer=True).branched

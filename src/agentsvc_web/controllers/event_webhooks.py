@@ -30,7 +30,8 @@ from agentsvc_web.schemas import OkBody, copied, cursor_text, read_cursor
 Req = Request[Any, Any, Any]
 Url = Annotated[str, Meta(min_length=1, max_length=4096)]
 EventType = Annotated[str, Meta(min_length=1, max_length=100)]
-Events = Annotated[list[EventType], Meta(min_length=1, max_length=len(EVENT_TYPES))]
+# (an empty list is the use case's 422, as an unknown type is)
+Events = Annotated[list[EventType], Meta(max_length=len(EVENT_TYPES))]
 Description = Annotated[str, Meta(max_length=10_000)]
 Cursor = Annotated[str | None, QueryParameter(name="cursor", max_length=100)]
 Limit = Annotated[int, QueryParameter(name="limit", ge=1, le=100)]

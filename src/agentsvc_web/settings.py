@@ -41,20 +41,6 @@ def _int(env: Mapping[str, str], name: str, default: int, lo: int, hi: int) -> i
     return value
 
 
-def _scale(env: Mapping[str, str], name: str) -> float:
-    """A factor between 0.0001 and 1 (1 when unset)."""
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return 1.0
-    try:
-        value = float(raw)
-    except ValueError:
-        raise SettingsError(f"{name} must be a number, not {raw!r}") from None
-    if not 0.0001 <= value <= 1.0:
-        raise SettingsError(f"{name} must be between 0.0001 and 1")
-    return value
-
-
 def _choice(env: Mapping[str, str], name: str, allowed: tuple[str, ...]) -> str:
     raw = env.get(name, "").strip() or allowed[0]
     if raw not in allowed:
@@ -348,8 +334,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     worker: bool = True  # run background jobs (document indexing) in this process too
     worker_concurrency: int = 4  # jobs one process runs at once
     job_heartbeat_s: int = 30  # a running job's heartbeat older than this: picked again
-    # event webhooks: every retry delay times this (tests shrink the day of retries)
-    webhook_retry_scale: float = 1.0
+    # event webhooks: every retry delay divided by this (tests shrink the day of retries)
+    webhook_retry_speedup: int = 1
     webhook_subscriptions_ttl_s: int = 10  # other processes' endpoint changes seen within
     cron_min_interval_s: int = 60  # the least interval between two ticks of a cron trigger
     scheduler_tick_ms: int = 1000  # how often a process looks for due cron ticks
@@ -461,7 +447,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             worker=_flag(e, "AGENTSVC_WORKER", default=True),
             worker_concurrency=_int(e, "AGENTSVC_WORKER_CONCURRENCY", 4, 2, 256),
             job_heartbeat_s=_int(e, "AGENTSVC_JOB_HEARTBEAT_S", 30, 2, 3600),
-            webhook_retry_scale=_scale(e, "AGENTSVC_WEBHOOK_RETRY_SCALE"),
+            webhook_retry_speedup=_int(e, "AGENTSVC_WEBHOOK_RETRY_SPEEDUP", 1, 1, 100_000),
             webhook_subscriptions_ttl_s=_int(
                 e, "AGENTSVC_WEBHOOK_SUBSCRIPTIONS_TTL_S", 10, 1, 3600
             ),

@@ -144,7 +144,7 @@ class World:
                 "/api/webhooks",
                 json={
                     "url": "http://127.0.0.1:9/events",
-                    "events": [t["type"] for t in _ok(a.get("/api/webhooks/event-types"))],
+                    "events": [t["type"] for t in a.get("/api/webhooks/event-types").json()],
                     "description": f"endpoint {MARK}",
                 },
             )

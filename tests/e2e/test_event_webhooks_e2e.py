@@ -2,7 +2,7 @@
 job queue), the built-in ``local`` model, and a receiver on loopback. The
 receiver checks every delivery with Standard Webhooks' reference library
 (``standardwebhooks``), not with the service's code. The retry schedule is shrunk
-(``AGENTSVC_WEBHOOK_RETRY_SCALE``) so that a day of retries takes seconds."""
+(``AGENTSVC_WEBHOOK_RETRY_SPEEDUP``) so that a day of retries takes seconds."""
 
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ def served(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Se
             "AGENTSVC_JWT_SECRET": JWT_SECRET,
             "AGENTSVC_ALLOW_PRIVATE_NETWORK": "true",  # the receiver is on loopback
             # 5 s, 5 min, 30 min... become 5 ms, 0.3 s, 1.8 s...
-            "AGENTSVC_WEBHOOK_RETRY_SCALE": "0.001",
+            "AGENTSVC_WEBHOOK_RETRY_SPEEDUP": "1000",
             "AGENTSVC_DATA_DIR": str(tmp / "data"),
         },
         log=tmp / "svc.log",

@@ -61,7 +61,7 @@ def wire_event_webhooks(
             box,
             jobs,
             clock,
-            DeliverySettings(retry_scale=settings.webhook_retry_scale),
+            DeliverySettings(retry_scale=1 / settings.webhook_retry_speedup),
             changed=publisher.invalidate,
         ),
         event_publisher=publisher,

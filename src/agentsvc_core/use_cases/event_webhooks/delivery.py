@@ -61,7 +61,7 @@ class _Job(msgspec.Struct, frozen=True, array_like=True):
 
 class DeliverySettings(msgspec.Struct, frozen=True, kw_only=True):
     timeout_s: float = 15.0
-    retry_scale: float = 1.0  # AGENTSVC_WEBHOOK_RETRY_SCALE
+    retry_scale: float = 1.0  # 1 / AGENTSVC_WEBHOOK_RETRY_SPEEDUP
 
 
 async def enqueue_delivery(jobs: JobQueue, delivery: EventDelivery, delay_s: float = 0.0) -> None:

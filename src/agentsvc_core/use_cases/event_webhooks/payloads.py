@@ -4,6 +4,7 @@ text (its event is deleted with the thread)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from agentsvc_core.entities import Message
@@ -18,6 +19,7 @@ __all__ = [
     "channel_data",
     "code_session_data",
     "message_data",
+    "messages_stored",
     "run_data",
     "run_event",
     "status_changed",
@@ -35,6 +37,15 @@ def message_data(m: Message) -> dict[str, Any]:
         "run_id": None if m.run_id is None else str(m.run_id),
         "created_at": m.created_at.isoformat(),
     }
+
+
+async def messages_stored(events: EventPublisher, new: Sequence[Message]) -> None:
+    """``message.created`` for each user message of a send (free when nobody listens)."""
+    for m in new:
+        if m.role == "user":
+            await events.publish(
+                m.org_id, "message.created", message_data(m), thread_id=m.thread_id
+            )
 
 
 def run_event(run: RunnerRun) -> str | None:

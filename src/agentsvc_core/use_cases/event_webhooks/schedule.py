@@ -3,7 +3,8 @@
 The first attempt is immediate; after a failed attempt ``n`` (1-based) the next
 comes ``RETRY_DELAYS_S[n - 1]`` later: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and
 10 h, eight attempts over about 27 hours. ``scale`` multiplies every delay
-(``AGENTSVC_WEBHOOK_RETRY_SCALE``: 1 in production; tests shrink it).
+(1 in production; ``AGENTSVC_WEBHOOK_RETRY_SPEEDUP`` is its inverse, which tests
+raise).
 """
 
 from __future__ import annotations

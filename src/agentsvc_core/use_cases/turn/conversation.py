@@ -76,7 +76,7 @@ from agentsvc_core.ports.event_webhooks import EventPublisher, NoEvents
 from agentsvc_core.ports.idempotency import IdempotencyClaim, IdempotencyStore
 from agentsvc_core.ports.telemetry import Tracer
 from agentsvc_core.ports.tools import Attached
-from agentsvc_core.use_cases.event_webhooks.payloads import message_data
+from agentsvc_core.use_cases.event_webhooks.payloads import messages_stored
 from agentsvc_core.use_cases.idempotency import KEEP, RequestKey
 from agentsvc_core.use_cases.multiplayer.posts import MultiplayerPosts
 from agentsvc_core.use_cases.org_settings import (
@@ -146,8 +146,7 @@ class Conversation:
         no stored trace). ``after_turn``: what runs after each stored reply (memory
         collection), in the reply's task once its last event is out. ``multiplayer``:
         what a post to a multiplayer thread does besides the turn (who it calls,
-        news for the thread's followers). ``events``: told of each message stored
-        (event webhooks' ``message.created``; free when nobody listens)."""
+        news for the thread's followers). ``events``: told of each message stored."""
         self._multiplayer = multiplayer
         self._events = events or NoEvents()
         self._keys = keys
@@ -307,11 +306,7 @@ class Conversation:
         note_answered(plan, new)
         meta = Meta(started_at=now, run_id=run.id, thread_id=thread.id, model=plan.model_id)
         turn = await self._begin(plan, run, new, inputs, meta, claim)
-        for m in new:
-            if m.role == "user":
-                await self._events.publish(
-                    m.org_id, "message.created", message_data(m), thread_id=m.thread_id
-                )
+        await messages_stored(self._events, new)
         if multiplayer is not None:  # the message and the reply, news for the followers
             multiplayer.tell_when_done(thread.id, self._running[run.id][1])
             await multiplayer.tell(thread.id)

@@ -103,6 +103,9 @@ def test_every_table_and_index_leads_with_org_id(pg_url: str) -> None:
             # computers: the idle sweep's running instances of every organization
             # (a partial index)
             "computer_instances_running",
+            # event webhooks: the sweep's pending deliveries of every organization
+            # (a partial index)
+            "event_webhook_deliveries_pending",
         }
         for name, definition in indexes:
             if name in global_lookups:

@@ -15,6 +15,8 @@ from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from standardwebhooks import Webhook, WebhookVerificationError
 
 from agentsvc_adapters.crypto import AesGcmBox
@@ -79,6 +81,18 @@ def test_the_reference_library_verifies_the_signed_headers() -> None:
         Webhook(secret).verify(body + b" ", headers)
     with pytest.raises(WebhookVerificationError):
         Webhook(secret).verify(body, {**headers, "webhook-id": "msg_2"})
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    body=st.text(max_size=300),
+    msg_id=st.from_regex(r"msg_[A-Za-z0-9_-]{1,40}", fullmatch=True),
+    key=st.binary(min_size=24, max_size=64),
+)
+def test_any_message_verifies_with_the_library(body: str, msg_id: str, key: bytes) -> None:
+    secret = "whsec_" + base64.b64encode(key).decode()
+    headers = signed_headers(secret, msg_id, datetime.now(UTC), body.encode())
+    assert Webhook(secret).verify(body.encode(), headers, json_parse=False) is None
 
 
 # --- the schedule and what an answer comes to ------------------------------------
@@ -438,3 +452,15 @@ async def test_the_sweep_queues_again_deliveries_past_due() -> None:
     w.clock.advance(120)
     assert await w.deliveries.resume() == 1
     assert len(w.jobs.queued) == 1
+
+
+async def test_the_key_rotation_reseals_endpoint_secrets_with_the_newest_key() -> None:
+    w = World()
+    endpoint, secret = await w.endpoint()
+    newer = AesGcmBox([("k2", b"\x06" * 32), ("k1", b"\x05" * 32)])
+    hooks = EventWebhooks(w.store, newer, w.urls, w.jobs, w.clock)
+    assert await hooks.rotate_secrets() == 1
+    assert await hooks.rotate_secrets() == 0
+    stored = await w.store.get_endpoint(ORG, endpoint.id)
+    assert newer.is_current(stored.secret)
+    assert newer.open(stored.secret, f"{ORG}:event_webhook:{endpoint.id}").decode() == secret

@@ -21,7 +21,7 @@ from standardwebhooks import Webhook, WebhookVerificationError
 
 from agentsvc_adapters.crypto import AesGcmBox
 from agentsvc_adapters.memory.event_webhooks import MemoryEventWebhooks
-from agentsvc_core.entities import Principal
+from agentsvc_core.entities import Message, Principal
 from agentsvc_core.errors import InvalidInput, NotFound, PermissionDenied
 from agentsvc_core.ports.event_webhooks import SendAnswer, Subscription
 from agentsvc_core.ports.jobs import Again
@@ -35,7 +35,9 @@ from agentsvc_core.use_cases.event_webhooks import (
     EventWebhooks,
 )
 from agentsvc_core.use_cases.event_webhooks.delivery import outcome_of
+from agentsvc_core.use_cases.event_webhooks.payloads import messages_stored
 from agentsvc_core.use_cases.event_webhooks.publishing import event_id
+from agentsvc_core.use_cases.event_webhooks.replies import reply_events
 from agentsvc_core.use_cases.event_webhooks.schedule import (
     MAX_ATTEMPTS,
     RETRY_DELAYS_S,
@@ -46,6 +48,8 @@ from agentsvc_core.use_cases.event_webhooks.signing import (
     signature,
     signed_headers,
 )
+from agentsvc_core.use_cases.turn.events import TurnEnded
+from tests.unit.published import Published
 from tests.unit.turn_world import Clock
 
 ORG = "org-events"
@@ -464,3 +468,51 @@ async def test_the_key_rotation_reseals_endpoint_secrets_with_the_newest_key() -
     stored = await w.store.get_endpoint(ORG, endpoint.id)
     assert newer.is_current(stored.secret)
     assert newer.open(stored.secret, f"{ORG}:event_webhook:{endpoint.id}").decode() == secret
+
+
+# --- what the turn publishes ------------------------------------------------------
+
+
+def _ended(status: str) -> TurnEnded:
+    return TurnEnded(
+        org_id=ORG,
+        agent_id=uuid.uuid4(),
+        thread_id=uuid.uuid4(),
+        run_id=uuid.uuid4(),
+        status=status,
+        model_id="local",
+        user_id=None,
+        records={},
+        metadata={},
+    )
+
+
+async def test_a_reply_publishes_completed_or_failed_and_nothing_else() -> None:
+    published = Published()
+    hook = reply_events(published)
+    for status in ("completed", "failed", "stopped", "interrupted", "requires_action"):
+        await hook(_ended(status))
+    assert published.types() == ["reply.completed", "reply.failed"]
+    done = published.events[0]
+    assert done.key == done.data["run_id"]  # one event per reply
+    assert done.thread_id is not None
+    assert done.data["thread_id"] == str(done.thread_id)
+    assert (done.data["status"], done.data["model"]) == ("completed", "local")
+
+
+async def test_only_the_user_messages_of_a_send_are_published() -> None:
+    published = Published()
+    thread, at = uuid.uuid4(), datetime.now(UTC)
+
+    def message(role: Any, content: str) -> Message:
+        return Message(
+            id=uuid.uuid4(), org_id=ORG, thread_id=thread, role=role, content=content, created_at=at
+        )
+
+    await messages_stored(published, [message("tool", "42"), message("user", "hello")])
+    [event] = published.events
+    assert (event.type, event.thread_id, event.data["content"]) == (
+        "message.created",
+        thread,
+        "hello",
+    )

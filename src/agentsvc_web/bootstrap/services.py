@@ -159,7 +159,9 @@ class Services:
             tracer=self.tracer,
             traces=self.trace_config,
             after_turn=[self.memory_collector.after_turn, reply_events(self.event_publisher)],
-            multiplayer=MultiplayerPosts(self.multiplayer, storage.conversations, news, clock),
+            multiplayer=MultiplayerPosts(
+                self.multiplayer, storage.conversations, news, clock, self.event_publisher
+            ),
             events=self.event_publisher,
         )
         self.streams = self.conversation.streams  # re-attach

@@ -212,3 +212,27 @@ def test_secrets_are_resealed_only_when_unchanged(backend: Backend) -> None:
     assert backend.run(store.reseal, org, ep.id, "stale", "new") is False
     assert backend.run(store.reseal, org, ep.id, "old", "new") is True
     assert backend.run(store.get_endpoint, org, ep.id).secret == "new"
+
+
+def test_old_events_are_pruned_unless_a_delivery_is_pending(backend: Backend) -> None:
+    org = backend.fresh_org()
+    store = backend.storage.event_webhooks
+    ep = endpoint(org)
+    backend.run(store.add_endpoint, ep)
+    t = now()
+    old_done, old_pending, fresh = (
+        event(org, created_at=t - timedelta(days=40)),
+        event(org, created_at=t - timedelta(days=40)),
+        event(org, created_at=t - timedelta(days=1)),
+    )
+    delivered = delivery(old_done, ep, status="delivered")
+    backend.run(store.add_event, old_done, [delivered])
+    backend.run(store.add_event, old_pending, [delivery(old_pending, ep)])
+    backend.run(store.add_event, fresh, [delivery(fresh, ep, status="failed")])
+    assert backend.run(store.prune, t - timedelta(days=30), 1000) >= 1
+    with pytest.raises(NotFound):
+        backend.run(store.get_event, org, old_done.id)
+    with pytest.raises(NotFound):
+        backend.run(store.get_delivery, org, delivered.id)
+    assert backend.run(store.get_event, org, old_pending.id) == old_pending
+    assert backend.run(store.get_event, org, fresh.id) == fresh

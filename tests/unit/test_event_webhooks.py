@@ -516,3 +516,15 @@ async def test_only_the_user_messages_of_a_send_are_published() -> None:
         thread,
         "hello",
     )
+
+
+async def test_the_sweep_prunes_events_past_their_retention() -> None:
+    w = World(200)
+    endpoint, _ = await w.endpoint()
+    await w.publisher.publish(ORG, "message.created", {})
+    await w.deliveries.deliver(w.job())
+    w.clock.advance(29 * 86400)
+    assert await w.deliveries.prune() == 0
+    w.clock.advance(2 * 86400)
+    assert await w.deliveries.prune() == 1
+    assert await w.hooks.deliveries(ADMIN, endpoint.id, before=None, limit=5) == ([], False)

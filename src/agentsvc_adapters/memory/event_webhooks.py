@@ -134,6 +134,22 @@ class MemoryEventWebhooks(EventWebhookStore):
         ]
         return sorted(rows, key=lambda d: (d.next_attempt_at or d.created_at, d.id))[:limit]
 
+    async def prune(self, before: datetime, limit: int) -> int:
+        pending = {
+            (d.org_id, d.event_id) for d in self._deliveries.values() if d.status == "pending"
+        }
+        old = sorted(
+            (e for k, e in self._events.items() if e.created_at < before and k not in pending),
+            key=lambda e: (e.created_at, e.id),
+        )[:limit]
+        for e in old:
+            del self._events[(e.org_id, e.id)]
+        gone = {(e.org_id, e.id) for e in old}
+        for key, d in list(self._deliveries.items()):
+            if (d.org_id, d.event_id) in gone:
+                del self._deliveries[key]
+        return len(old)
+
     async def delete_for_thread(self, org_id: str, thread_id: UUID) -> int:
         gone = {i for (o, i), e in self._events.items() if o == org_id and e.thread_id == thread_id}
         for event_id in gone:

@@ -260,6 +260,17 @@ class PostgresEventWebhooks(Repo, EventWebhookStore):
         )
         return [_delivery(r) for r in rows]
 
+    async def prune(self, before: datetime, limit: int) -> int:
+        rows = await self._all(
+            "DELETE FROM event_webhook_events WHERE (org_id, id) IN ("
+            " SELECT e.org_id, e.id FROM event_webhook_events e WHERE e.created_at < %s"
+            " AND NOT EXISTS (SELECT 1 FROM event_webhook_deliveries d"
+            " WHERE d.org_id = e.org_id AND d.event_id = e.id AND d.status = 'pending')"
+            " ORDER BY e.created_at LIMIT %s) RETURNING id",
+            (before, limit),
+        )
+        return len(rows)
+
     async def delete_for_thread(self, org_id: str, thread_id: UUID) -> int:
         rows = await self._all(
             "DELETE FROM event_webhook_events WHERE org_id = %s AND thread_id = %s RETURNING id",

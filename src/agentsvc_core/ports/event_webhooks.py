@@ -105,6 +105,12 @@ class EventWebhookStore(Protocol):
         may be lost)."""
         ...
 
+    async def prune(self, before: datetime, limit: int) -> int:
+        """Delete up to ``limit`` events (of every organization) made before
+        ``before`` that have no pending delivery, with their deliveries. Answers
+        how many events."""
+        ...
+
     async def delete_for_thread(self, org_id: str, thread_id: UUID) -> int:
         """Delete the events that hold the thread's text, with their deliveries
         (the thread is being deleted). Answers how many events."""

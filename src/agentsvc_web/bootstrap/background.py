@@ -86,6 +86,8 @@ async def sweep(s: Services) -> None:
     again = await s.event_deliveries.resume()
     if again:
         log.warning("queued again %d webhook deliveries whose job was lost", again)
+    if pruned := await s.event_deliveries.prune():
+        log.info("pruned %d webhook events past their retention", pruned)
     try:
         stopped = await s.computers.sweep_idle()
         if stopped:

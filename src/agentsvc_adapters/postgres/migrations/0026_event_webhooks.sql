@@ -27,6 +27,8 @@ CREATE TABLE event_webhook_events (
 );
 CREATE INDEX event_webhook_events_thread ON event_webhook_events (org_id, thread_id)
     WHERE thread_id IS NOT NULL;
+-- the sweep's: events past their retention, of every organization
+CREATE INDEX event_webhook_events_created ON event_webhook_events (created_at);
 
 -- One event to one endpoint; a resend is another row. Gone with the endpoint or
 -- the event.

@@ -47,6 +47,7 @@ log = logging.getLogger("agentsvc.event_webhooks")
 
 DELIVER_JOB = "event_webhooks.deliver"
 GONE_REASON = "the endpoint answered 410 Gone"
+RETENTION = timedelta(days=30)  # how long events and their deliveries are kept
 
 
 def secret_context(org: str, endpoint_id: UUID) -> str:
@@ -169,6 +170,15 @@ class EventDeliveries:
         )
         self._changed()
         log.info("webhook endpoint %s disabled: it answered 410", endpoint.id)
+
+    async def prune(self, limit: int = 1000) -> int:
+        """The sweep's: events older than ``RETENTION`` go, with their deliveries
+        (those with a delivery still pending stay until it ends)."""
+        try:
+            return await self._store.prune(self._clock.now() - RETENTION, limit)
+        except DomainError as exc:
+            log.warning("the sweep of old webhook events failed: %s", exc.detail)
+            return 0
 
     async def resume(self, limit: int = 100) -> int:
         """The sweep's: enqueue again the pending deliveries well past due (their job

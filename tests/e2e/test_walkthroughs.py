@@ -1,7 +1,8 @@
 """The walk-throughs stay true: the shell blocks of README.md,
 docs/client-guide.md, docs/tools.md, docs/runners.md, docs/projects.md,
 docs/templates.md, docs/marketplace.md, docs/skills.md, docs/publishing.md,
-docs/multiplayer.md, docs/channels.md and docs/computer.md run in order against the real service,
+docs/multiplayer.md, docs/channels.md, docs/webhooks.md and docs/computer.md run in
+order against the real service,
 and every answer fits what the page says under its command (tests/e2e/walkthrough.py has the
 conventions). Public hosts the pages name are loopback stand-ins, through HOSTS."""
 
@@ -43,6 +44,7 @@ PAGES = [
     "docs/publishing.md",
     "docs/multiplayer.md",
     "docs/channels.md",
+    "docs/webhooks.md",
     pytest.param(
         "docs/computer.md",
         marks=pytest.mark.skipif(

@@ -528,3 +528,11 @@ async def test_the_sweep_prunes_events_past_their_retention() -> None:
     w.clock.advance(2 * 86400)
     assert await w.deliveries.prune() == 1
     assert await w.hooks.deliveries(ADMIN, endpoint.id, before=None, limit=5) == ([], False)
+
+
+async def test_a_burst_of_first_publishes_reads_the_subscriptions_once() -> None:
+    w = World()
+    await w.endpoint("run.failed")
+    await asyncio.gather(*(w.publisher.publish(ORG, "run.failed", {}) for _ in range(10)))
+    assert w.store.reads == 1
+    assert len(w.jobs.queued) == 10

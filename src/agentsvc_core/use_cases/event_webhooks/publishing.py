@@ -65,7 +65,8 @@ class EventWebhookPublisher(EventPublisher):
         # org -> its enabled endpoints' subscriptions; None: to be read before use
         self._snapshot: dict[str, list[Subscription]] | None = None
         self._read_at: datetime | None = None
-        self._reading: asyncio.Task[None] | None = None
+        self._reading: asyncio.Task[None] | None = None  # a refresh in the background
+        self._loading: asyncio.Task[None] | None = None  # a read publishes wait for
         self._generation = 0  # bumped by invalidate: a read begun before is not kept
 
     def invalidate(self) -> None:
@@ -95,9 +96,16 @@ class EventWebhookPublisher(EventPublisher):
         except DomainError as exc:
             log.warning("could not read the webhook subscriptions: %s", exc.detail)
 
+    async def _first_read(self) -> None:
+        """The read a publish waits for: one at a time, whoever asks (a burst of
+        publishes at start-up makes one read, not one each)."""
+        if self._loading is None or self._loading.done():
+            self._loading = asyncio.create_task(self._read(), name="event-webhooks-first-read")
+        await asyncio.shield(self._loading)
+
     async def _subscribers(self, org_id: str, type_: str) -> list[UUID]:
         if self._snapshot is None:
-            await self._read()
+            await self._first_read()
         elif self._read_at is None or self._clock.now() - self._read_at >= self._ttl:
             self._refresh_in_background()
         snapshot = self._snapshot or {}

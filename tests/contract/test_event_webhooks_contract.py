@@ -82,14 +82,25 @@ def test_endpoints_round_trip_scoped_by_organization(backend: Backend) -> None:
     with pytest.raises(NotFound):
         backend.run(store.get_endpoint, other, first.id)
     changed = msgspec.structs.replace(
-        first, url="https://other.example/", events=("run.failed",), disabled_reason="gone"
+        first,
+        url="https://other.example/",
+        events=("run.failed",),
+        disabled_reason="gone",
+        updated_at=t + timedelta(seconds=5),
     )
-    backend.run(store.replace_endpoint, changed)
+    assert backend.run(store.replace_endpoint, changed, first) is True
     assert backend.run(store.get_endpoint, org, first.id) == changed
+    # compare-and-set: a change from what is no longer stored is refused
+    stale = msgspec.structs.replace(first, description="stale")
+    assert backend.run(store.replace_endpoint, stale, first) is False
+    assert backend.run(store.get_endpoint, org, first.id) == changed
+    assert backend.run(store.reseal, org, first.id, "sealed", "resealed") is True
+    assert backend.run(store.replace_endpoint, stale, changed) is False  # resealed meanwhile
     with pytest.raises(NotFound):
-        backend.run(store.replace_endpoint, msgspec.structs.replace(first, org_id=other))
+        theirs_now = msgspec.structs.replace(first, org_id=other)
+        backend.run(store.replace_endpoint, theirs_now, theirs_now)
     # only enabled endpoints subscribe
-    mine = {s for s in backend.run(store.subscriptions) if s.org_id in (org, other)}
+    mine = {s for s in backend.run(store.subscriptions) if s.org_id in {org, other}}
     assert mine == {
         Subscription(org, first.id, frozenset({"run.failed"})),
         Subscription(other, theirs.id, frozenset(theirs.events)),

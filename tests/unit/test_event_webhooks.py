@@ -22,7 +22,7 @@ from standardwebhooks import Webhook, WebhookVerificationError
 from agentsvc_adapters.crypto import AesGcmBox
 from agentsvc_adapters.memory.event_webhooks import MemoryEventWebhooks
 from agentsvc_core.entities import Message, Principal
-from agentsvc_core.errors import InvalidInput, NotFound, PermissionDenied
+from agentsvc_core.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from agentsvc_core.ports.event_webhooks import SendAnswer, Subscription
 from agentsvc_core.ports.jobs import Again
 from agentsvc_core.use_cases.event_webhooks import (
@@ -270,8 +270,8 @@ async def test_only_admins_read_or_write() -> None:
 async def test_enabling_again_clears_why_it_was_disabled() -> None:
     w = World()
     endpoint, _ = await w.endpoint()
-    await w.store.replace_endpoint(
-        msgspec.structs.replace(endpoint, enabled=False, disabled_reason="gone")
+    assert await w.store.replace_endpoint(
+        msgspec.structs.replace(endpoint, enabled=False, disabled_reason="gone"), endpoint
     )
     again = await w.hooks.update(ADMIN, endpoint.id, EndpointChanges(enabled=True))
     assert again.enabled
@@ -536,3 +536,31 @@ async def test_a_burst_of_first_publishes_reads_the_subscriptions_once() -> None
     await asyncio.gather(*(w.publisher.publish(ORG, "run.failed", {}) for _ in range(10)))
     assert w.store.reads == 1
     assert len(w.jobs.queued) == 10
+
+
+class Racing(Counting):
+    """A store whose endpoint changes under the first ``n`` compare-and-sets."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.n = n
+
+    async def replace_endpoint(self, endpoint: Any, previous: Any) -> bool:
+        if self.n > 0:
+            self.n -= 1
+            return False
+        return await super().replace_endpoint(endpoint, previous)
+
+
+async def test_a_change_is_tried_again_when_the_endpoint_changed_meanwhile() -> None:
+    w = World()
+    endpoint, _ = await w.endpoint()
+    racing = Racing(9)
+    await racing.add_endpoint(endpoint)
+    hooks = EventWebhooks(racing, w.box, w.urls, w.jobs, w.clock)
+    assert (
+        await hooks.update(ADMIN, endpoint.id, EndpointChanges(description="x"))
+    ).description == "x"
+    racing.n = 10
+    with pytest.raises(Conflict):
+        await hooks.update(ADMIN, endpoint.id, EndpointChanges(description="y"))

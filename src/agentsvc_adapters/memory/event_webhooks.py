@@ -40,9 +40,12 @@ class MemoryEventWebhooks(EventWebhookStore):
             key=lambda e: (e.created_at, e.id),
         )
 
-    async def replace_endpoint(self, endpoint: WebhookEndpoint) -> None:
-        await self.get_endpoint(endpoint.org_id, endpoint.id)
+    async def replace_endpoint(self, endpoint: WebhookEndpoint, previous: WebhookEndpoint) -> bool:
+        stored = await self.get_endpoint(endpoint.org_id, endpoint.id)
+        if (stored.updated_at, stored.secret) != (previous.updated_at, previous.secret):
+            return False
         self._endpoints[(endpoint.org_id, endpoint.id)] = endpoint
+        return True
 
     async def delete_endpoint(self, org_id: str, endpoint_id: UUID) -> None:
         await self.get_endpoint(org_id, endpoint_id)

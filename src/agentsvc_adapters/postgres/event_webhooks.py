@@ -121,12 +121,13 @@ class PostgresEventWebhooks(Repo, EventWebhookStore):
         )
         return [_endpoint(r) for r in rows]
 
-    async def replace_endpoint(self, endpoint: WebhookEndpoint) -> None:
+    async def replace_endpoint(self, endpoint: WebhookEndpoint, previous: WebhookEndpoint) -> bool:
         e = endpoint
         row = await self._one(
             "UPDATE event_webhook_endpoints SET url = %s, description = %s, events = %s,"
             " enabled = %s, secret_sealed = %s, disabled_reason = %s, updated_at = %s"
-            " WHERE org_id = %s AND id = %s RETURNING id",
+            " WHERE org_id = %s AND id = %s AND updated_at = %s AND secret_sealed = %s"
+            " RETURNING id",
             (
                 e.url,
                 e.description,
@@ -137,10 +138,14 @@ class PostgresEventWebhooks(Repo, EventWebhookStore):
                 e.updated_at,
                 e.org_id,
                 e.id,
+                previous.updated_at,
+                previous.secret,
             ),
         )
-        if row is None:
-            raise NotFound("webhook endpoint not found")
+        if row is not None:
+            return True
+        await self.get_endpoint(e.org_id, e.id)  # NotFound when it is gone
+        return False
 
     async def delete_endpoint(self, org_id: str, endpoint_id: UUID) -> None:
         row = await self._one(

@@ -47,8 +47,11 @@ class EventWebhookStore(Protocol):
         """Oldest first."""
         ...
 
-    async def replace_endpoint(self, endpoint: WebhookEndpoint) -> None:
-        """Store the changed endpoint (the last write wins). Raises ``NotFound``."""
+    async def replace_endpoint(self, endpoint: WebhookEndpoint, previous: WebhookEndpoint) -> bool:
+        """Store the changed endpoint if the stored one is still ``previous`` (its
+        ``updated_at`` and sealed secret): False when it changed meanwhile (a
+        concurrent change, a 410's disabling, a key rotation's reseal). Raises
+        ``NotFound``."""
         ...
 
     async def delete_endpoint(self, org_id: str, endpoint_id: UUID) -> None:

@@ -159,15 +159,18 @@ class EventDeliveries:
         await self._store.record_attempt(delivery.org_id, delivery.id, attempt, status, after)
 
     async def _disable(self, endpoint: WebhookEndpoint) -> None:
-        try:
-            current = await self._store.get_endpoint(endpoint.org_id, endpoint.id)
-        except NotFound:
-            return
-        await self._store.replace_endpoint(
-            msgspec.structs.replace(
+        """Disabled, with compare-and-set (an admin's change meanwhile is kept, and
+        the endpoint disabled over it)."""
+        for _ in range(10):
+            try:
+                current = await self._store.get_endpoint(endpoint.org_id, endpoint.id)
+            except NotFound:
+                return
+            off = msgspec.structs.replace(
                 current, enabled=False, disabled_reason=GONE_REASON, updated_at=self._clock.now()
             )
-        )
+            if await self._store.replace_endpoint(off, current):
+                break
         self._changed()
         log.info("webhook endpoint %s disabled: it answered 410", endpoint.id)
 

@@ -15,7 +15,7 @@ from msgspec import UNSET, UnsetType
 
 from agentsvc_core.entities import Principal
 from agentsvc_core.entities.event_webhook import EVENT_TYPES, EventDelivery, WebhookEndpoint
-from agentsvc_core.errors import InvalidInput, PermissionDenied
+from agentsvc_core.errors import Conflict, InvalidInput, PermissionDenied
 from agentsvc_core.ports import Clock, SecretBox
 from agentsvc_core.ports.event_webhooks import EventWebhookStore
 from agentsvc_core.ports.jobs import JobQueue
@@ -28,6 +28,7 @@ from agentsvc_core.use_cases.sealed import reseal_rows
 __all__ = ["EndpointChanges", "EndpointDraft", "EventWebhooks", "checked_events"]
 
 MAX_ENDPOINTS = 50  # per organization
+_ATTEMPTS = 10  # compare-and-set attempts of a change
 
 
 class EndpointDraft(msgspec.Struct, frozen=True, kw_only=True):
@@ -126,26 +127,38 @@ class EventWebhooks:
         self._admin(who)
         return await self._store.get_endpoint(who.org_id, endpoint_id)
 
+    async def _change(
+        self, org: str, endpoint_id: UUID, change: Callable[[WebhookEndpoint], WebhookEndpoint]
+    ) -> WebhookEndpoint:
+        """``change`` applied with compare-and-set, so that neither a concurrent
+        change nor a 410's disabling nor a key rotation's reseal is lost."""
+        for _ in range(_ATTEMPTS):
+            current = await self._store.get_endpoint(org, endpoint_id)
+            updated = change(current)
+            if await self._store.replace_endpoint(updated, current):
+                self._changed()
+                return updated
+        raise Conflict("the endpoint is being changed by another request; try again")
+
     async def update(
         self, who: Principal, endpoint_id: UUID, changes: EndpointChanges
     ) -> WebhookEndpoint:
         """Only the fields given change; enabling an endpoint clears why the service
         had disabled it."""
         self._admin(who)
-        current = await self._store.get_endpoint(who.org_id, endpoint_id)
         fields = {
             f: tuple(v) if isinstance(v, list) else v
             for f in changes.__struct_fields__
             if (v := getattr(changes, f)) is not UNSET
         }
-        updated = self._check(
-            msgspec.structs.replace(current, **fields, updated_at=self._clock.now())
-        )
         if changes.enabled is True:
-            updated = msgspec.structs.replace(updated, disabled_reason=None)
-        await self._store.replace_endpoint(updated)
-        self._changed()
-        return updated
+            fields["disabled_reason"] = None
+
+        def changed(current: WebhookEndpoint) -> WebhookEndpoint:
+            now = self._clock.now()
+            return self._check(msgspec.structs.replace(current, **fields, updated_at=now))
+
+        return await self._change(who.org_id, endpoint_id, changed)
 
     async def delete(self, who: Principal, endpoint_id: UUID) -> None:
         self._admin(who)
@@ -155,14 +168,13 @@ class EventWebhooks:
     async def rotate_secret(self, who: Principal, endpoint_id: UUID) -> tuple[WebhookEndpoint, str]:
         """A new secret, answered once; the old one signs nothing from now on."""
         self._admin(who)
-        current = await self._store.get_endpoint(who.org_id, endpoint_id)
         secret = new_secret()
-        updated = msgspec.structs.replace(
-            current,
-            secret=self._sealed(who.org_id, endpoint_id, secret),
-            updated_at=self._clock.now(),
+        sealed = self._sealed(who.org_id, endpoint_id, secret)
+        updated = await self._change(
+            who.org_id,
+            endpoint_id,
+            lambda c: msgspec.structs.replace(c, secret=sealed, updated_at=self._clock.now()),
         )
-        await self._store.replace_endpoint(updated)
         return updated, secret
 
     async def deliveries(

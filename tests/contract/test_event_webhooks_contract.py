@@ -96,8 +96,8 @@ def test_endpoints_round_trip_scoped_by_organization(backend: Backend) -> None:
     assert backend.run(store.get_endpoint, org, first.id) == changed
     assert backend.run(store.reseal, org, first.id, "sealed", "resealed") is True
     assert backend.run(store.replace_endpoint, stale, changed) is False  # resealed meanwhile
+    theirs_now = msgspec.structs.replace(first, org_id=other)
     with pytest.raises(NotFound):
-        theirs_now = msgspec.structs.replace(first, org_id=other)
         backend.run(store.replace_endpoint, theirs_now, theirs_now)
     # only enabled endpoints subscribe
     mine = {s for s in backend.run(store.subscriptions) if s.org_id in {org, other}}

@@ -38,6 +38,7 @@ from agentsvc_web.controllers.code_sessions import (
     CodeSessionsController,
 )
 from agentsvc_web.controllers.computer import AgentComputerController, ThreadComputerController
+from agentsvc_web.controllers.event_webhooks import EventWebhooksController
 from agentsvc_web.controllers.integrations import (
     AgentIntegrationController,
     IntegrationController,
@@ -198,6 +199,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             ThreadComputerController,
             CodeAgentsController,
             CodeSessionsController,
+            EventWebhooksController,
             BranchController,
             PublicChatController,
             PublicMarketplaceController,
@@ -252,6 +254,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "computers": _const(services.computers),
             "code_agents": _const(services.code_agents),
             "code_sessions": _const(services.code_sessions),
+            "event_webhooks": _const(services.event_webhooks),
         },
         middleware=[
             DefineMiddleware(RequestSpans, tracer=services.tracer),

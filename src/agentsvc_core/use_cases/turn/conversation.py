@@ -310,10 +310,11 @@ class Conversation:
         note_answered(plan, new if new else list(start.branch[-1:]))
         meta = Meta(started_at=now, run_id=run.id, thread_id=thread.id, model=plan.model_id)
         turn = await self._begin(plan, run, new, inputs, meta, claim, start)
-        await messages_stored(self._events, new)
         if multiplayer is not None:  # the message and the reply, news for the followers
+            # (its task taken before any await: a short reply may be over by then)
             multiplayer.tell_when_done(thread.id, self._running[run.id][1])
             await multiplayer.tell(thread.id)
+        await messages_stored(self._events, new)
         return turn
 
     async def _queue(

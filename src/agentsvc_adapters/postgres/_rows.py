@@ -96,7 +96,7 @@ def to_key(row: tuple[Any, ...]) -> ApiKey:
 AGENT_COLS = (
     "id, org_id, name, description, stable_preamble, default_model,"
     " tool_profiles::text, default_profile, runtime_provider, created_at, updated_at,"
-    " project_id, template_id, template_version"
+    " project_id, template_id, template_version, approval_timeout_minutes"
 )
 
 
@@ -115,6 +115,7 @@ def to_agent(row: tuple[Any, ...]) -> Agent:
         updated_at=row[10],
         project_id=row[11],
         template=None if row[12] is None else TemplateRef(id=row[12], version=row[13]),
+        approval_timeout_minutes=row[14],
     )
 
 

@@ -50,7 +50,6 @@ from agentsvc_core.entities import (
     Message,
     Principal,
     Run,
-    ToolCall,
 )
 from agentsvc_core.entities.skill import SkillBinding
 from agentsvc_core.errors import (
@@ -96,16 +95,19 @@ from agentsvc_core.use_cases.turn.reply import Reply
 from agentsvc_core.use_cases.turn.reply_plan import choose, note_answered, plan_reply
 from agentsvc_core.use_cases.turn.send_input import (
     SendInput,
+    ToolApprovalIn,
     ToolResultIn,
+    approved_calls,
     check_input,
     check_tool_results,
     new_messages,
     sender_of,
+    waiting_calls,
 )
 from agentsvc_core.use_cases.turn.spans import reply_span
 from agentsvc_core.use_cases.turn.streams import NoStoredEvents, Streams, store_as_it_comes
 
-__all__ = ["INTERRUPT_WAIT_S", "Conversation", "SendInput", "ToolResultIn"]
+__all__ = ["INTERRUPT_WAIT_S", "Conversation", "SendInput", "ToolApprovalIn", "ToolResultIn"]
 
 
 class Conversation:
@@ -274,7 +276,7 @@ class Conversation:
         sender_id, sender_name, role = await sender_of(self._threads, who, thread, msg)
         agent = _agent_of(inputs)
         multiplayer = self._multiplayer if thread.kind == "multiplayer" else None
-        if multiplayer is not None and posted and not msg.tool_results:
+        if multiplayer is not None and posted and not (msg.tool_results or msg.tool_approvals):
             heard = await multiplayer.unanswered(
                 who, thread, agent, (sender_id, sender_name, role), msg.content
             )
@@ -282,8 +284,8 @@ class Conversation:
                 return heard  # stored; the agent is not called (even while it replies)
         now = self._clock.now()
         self._refuse_when_busy(inputs.latest_run, now)
-        pending = _pending_tool_calls(inputs.latest_run)
-        check_tool_results(pending, msg)
+        pending, expired = waiting_calls(inputs.latest_run, agent, now)
+        check_tool_results(pending, msg, expired)
         chosen = choose(
             self._router, self._configs, who, thread, agent, msg, inputs, extra_mcp, extra_skills
         )
@@ -298,8 +300,17 @@ class Conversation:
             stored_parent=stored_parent,
         )
         run = _new_run(who, thread.id, now)
-        new = new_messages(self._clock, run, msg, pending, sender_id, sender_name)
+        new = new_messages(
+            self._clock,
+            run,
+            msg,
+            pending,
+            sender_id,
+            sender_name,
+            agent.approval_timeout_minutes if expired else None,
+        )
         note_answered(plan, new)
+        plan.approved = approved_calls(pending, msg, expired)
         meta = Meta(started_at=now, run_id=run.id, thread_id=thread.id, model=plan.model_id)
         turn = await self._begin(plan, run, new, inputs, meta, claim)
         if multiplayer is not None:  # the message and the reply, news for the followers
@@ -475,11 +486,6 @@ def _agent_of(inputs: TurnInputs) -> Agent:
     if inputs.agent is None:
         raise NotFound("agent not found")
     return inputs.agent
-
-
-def _pending_tool_calls(latest: Run | None) -> tuple[ToolCall, ...]:
-    """The client-side tool calls the latest run waits for (its results may answer them)."""
-    return latest.pending_tool_calls if latest and latest.status == "requires_action" else ()
 
 
 def _new_run(who: Principal, thread_id: UUID, now: datetime) -> Run:

@@ -132,11 +132,14 @@ def approved_calls(
     pending: tuple[ToolCall, ...], msg: SendInput, expired: bool
 ) -> tuple[ToolCall, ...]:
     """The waiting calls the send approves (none once they expired), in the order
-    the model made them: the reply runs them before its first model call."""
+    the model made them, as the model made them: the reply runs them before its
+    first model call, with the events of any server-side call."""
     if expired or not msg.tool_approvals:
         return ()
     yes = {a.tool_call_id for a in msg.tool_approvals if a.approved}
-    return tuple(c for c in pending if c.approval and c.id in yes)
+    return tuple(
+        msgspec.structs.replace(c, approval=False) for c in pending if c.approval and c.id in yes
+    )
 
 
 def _not_approved(call: ToolCall, msg: SendInput, expired_after: int | None) -> str | None:

@@ -439,6 +439,8 @@ class McpTestOut(msgspec.Struct, rename="camel", omit_defaults=True):
 class AttachBody(msgspec.Struct, rename="camel"):
     mcp_server_id: UUID
     allowed_tools: ToolNames | None = None
+    # the server's tools whose calls wait for a person's approval (docs/tools.md)
+    require_approval: ToolNames | None = None
 
 
 class DetachBody(msgspec.Struct, rename="camel"):
@@ -451,6 +453,7 @@ class AttachmentOut(msgspec.Struct, rename="camel"):
     effective_tools: list[str]
     created_at: datetime
     server: McpOut
+    require_approval: list[str]
 
 
 class RegistryRemoteOut(msgspec.Struct, rename="camel"):

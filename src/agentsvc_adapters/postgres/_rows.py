@@ -251,10 +251,14 @@ def to_attachment(r: Row) -> McpAttachment:
         allowed_tools=None if r[4] is None else _names.decode(r[4]),
         created_at=r[5],
         services=None if r[6] is None else _names.decode(r[6]),
+        require_approval=None if r[7] is None else _names.decode(r[7]),
     )
 
 
-ATT_COLS = "org_id, owner_kind, owner_id, mcp_id, allowed_tools::text, created_at, services::text"
+ATT_COLS = (
+    "org_id, owner_kind, owner_id, mcp_id, allowed_tools::text, created_at, services::text,"
+    " require_approval::text"
+)
 
 
 # A batch of a reply's events (agentsvc_core/ports/streams.py): written by

@@ -29,6 +29,7 @@ DEFAULTS: dict[str, Any] = {
     "memory_mb": 512,
     "network": "none",
     "allowed_hosts": [],
+    "require_approval": [],
     "effective_provider": "local",
 }
 INSTANCE_FIELDS = {

@@ -46,12 +46,20 @@ from agentsvc_client.events import (
     ToolExecuting,
     ToolResult,
 )
-from agentsvc_client.tools import Tool, arun_tools, run_tools
+from agentsvc_client.tools import (
+    Approval,
+    Tool,
+    arun_tools,
+    asend_approvals,
+    run_tools,
+    send_approvals,
+)
 
 __all__ = [
     "OPERATIONS",
     "APIConnectionError",
     "AgentsvcError",
+    "Approval",
     "AsyncClient",
     "AsyncReplyStream",
     "AuthChallenge",
@@ -85,10 +93,12 @@ __all__ = [
     "ValidationError",
     "__version__",
     "arun_tools",
+    "asend_approvals",
     "errors",
     "events",
     "models",
     "run_tools",
+    "send_approvals",
     "tools",
     "webhooks",
 ]

@@ -21,6 +21,7 @@ from agentsvc_core.use_cases.turn.events import (
     ToolCallOut,
     ToolResult,
 )
+from agentsvc_core.use_cases.turn.reply import NOBODY_TO_APPROVE
 from tests.unit.turn_world import (
     WHO,
     Script,
@@ -36,7 +37,8 @@ DENIED = "error: the user denied this call; it was not run"
 
 
 async def send(w: World, msg: SendInput) -> list[Any]:
-    return await read_all(await w.conversation.send(WHO, w.thread.id, msg))
+    """A send through the API (``post``): its sender can answer approvals."""
+    return await read_all(await w.conversation.post(WHO, w.thread.id, msg))
 
 
 def approvals(*answers: tuple[str, bool] | tuple[str, bool, str]) -> SendInput:
@@ -132,13 +134,13 @@ async def test_a_send_must_answer_exactly_the_waiting_calls() -> None:
         approvals(("c-refund", True), ("other", True)),
     ):
         with pytest.raises(InvalidInput) as info:
-            await w.conversation.send(WHO, w.thread.id, msg)
+            await w.conversation.post(WHO, w.thread.id, msg)
         assert info.value.field == "tool_approvals"
         assert "c-refund" in info.value.detail
     assert w.tools.called == []
     # results for a client call nobody made are refused as before
     with pytest.raises(InvalidInput) as info:
-        await w.conversation.send(
+        await w.conversation.post(
             WHO,
             w.thread.id,
             SendInput(content="", tool_results=[ToolResultIn(tool_call_id="c-refund", output="x")]),
@@ -150,7 +152,7 @@ async def test_approvals_when_nothing_waits_are_refused() -> None:
     w = await world(Script(says("hi")), gated_tools())
     await send(w, SendInput(content="hi"))
     with pytest.raises(InvalidInput) as info:
-        await w.conversation.send(WHO, w.thread.id, approvals(("c-refund", True)))
+        await w.conversation.post(WHO, w.thread.id, approvals(("c-refund", True)))
     assert info.value.field == "tool_approvals"
     assert info.value.detail.endswith("no reply is waiting for approvals")
 
@@ -159,7 +161,7 @@ async def test_an_approval_lasts_the_agents_limit_and_not_a_second_more() -> Non
     w = await waiting_for_refund()
     w.clock.advance(60 * 60)  # exactly the default 60 minutes: still waiting
     with pytest.raises(InvalidInput):
-        await w.conversation.send(WHO, w.thread.id, SendInput(content="hello?"))
+        await w.conversation.post(WHO, w.thread.id, SendInput(content="hello?"))
     w.clock.advance(1)
     await send(w, SendInput(content="hello?"))  # expired: the send need not answer it
     assert w.tools.called == []
@@ -174,7 +176,7 @@ async def test_an_expired_approval_does_not_run_even_when_approved() -> None:
     w = await waiting_for_refund(approval_timeout_minutes=5)
     w.clock.advance(5 * 60 + 1)
     with pytest.raises(InvalidInput):  # an answer given must still name the calls
-        await w.conversation.send(WHO, w.thread.id, approvals(("other", True)))
+        await w.conversation.post(WHO, w.thread.id, approvals(("other", True)))
     await send(w, approvals(("c-refund", True)))
     assert w.tools.called == []
     assert w.model.requests[-1].messages[-1].content == (
@@ -200,7 +202,7 @@ async def test_a_step_mixing_client_and_approval_calls_waits_for_both() -> None:
         (SendInput(content="", tool_approvals=answer), "tool_results"),
     ):
         with pytest.raises(InvalidInput) as info:
-            await w.conversation.send(WHO, w.thread.id, partial)
+            await w.conversation.post(WHO, w.thread.id, partial)
         assert info.value.field == field
     await send(w, SendInput(content="", tool_results=result, tool_approvals=answer))
     assert w.tools.called == [("kb", {"q": "kb"}), ("refund", {"q": "refund"})]
@@ -240,3 +242,20 @@ def test_a_client_call_has_no_kind_on_the_wire() -> None:
     assert wire == b'{"id":"c","name":"pick","arguments":{}}'
     wire = msgspec.json.encode(ToolCallOut(id="c", name="x", arguments={}, kind="approval"))
     assert wire == b'{"id":"c","name":"x","arguments":{},"kind":"approval"}'
+
+
+async def test_where_nobody_can_approve_the_call_is_refused_at_once() -> None:
+    """A runner's step, a channel, a public chat (``Conversation.send``): nobody can
+    answer an approval, so the call is not run and the turn does not pause."""
+    w = await world(Script(calls("refund", "kb"), says("done")), gated_tools())
+    events = await read_all(await w.conversation.send(WHO, w.thread.id, SendInput(content="go")))
+    assert not any(isinstance(e, RequiresAction) for e in events)
+    assert isinstance(events[-1], Done)
+    assert w.tools.called == [("kb", {"q": "kb"})]
+    shown = w.model.requests[-1].messages
+    assert [(m.tool_call_id, m.content) for m in shown[-2:]] == [
+        ("c-refund", NOBODY_TO_APPROVE),
+        ("c-kb", "kb answered"),
+    ]
+    (run,) = await w.runs()
+    assert (run.status, run.pending_tool_calls) == ("completed", ())

@@ -81,6 +81,9 @@ class Plan(msgspec.Struct, kw_only=True):
     tool_results: tuple[tuple[str, str], ...] = ()
     # the server-side calls a person approved since the last reply: run first
     approved: tuple[ToolCall, ...] = ()
+    # whoever sent the message can answer approvals (a send through the API); else
+    # (a runner's step, a channel, a public chat) a call needing one is refused
+    ask_approval: bool = False
     # asked before each model call with the turn's usage so far: a reason to end
     # the reply (error BUDGET_EXCEEDED) or None (a runner's budget; None: no check)
     gate: BudgetGate | None = None

@@ -267,8 +267,9 @@ class Conversation:
         posted: bool = False,
     ) -> EventSource:
         """The send, step by step: everything that can refuse it comes before the
-        run is stored and the reply starts (``_begin``). ``posted``: a person's post
-        (``post``), which a multiplayer thread's agent may leave unanswered."""
+        run is stored and the reply starts (``_begin``). ``posted``: sent through the
+        API (a multiplayer thread's agent may leave it unanswered; a call needing
+        approval waits for its sender), not by a runner, channel or public chat."""
         self._refuse_when_closing()
         check_input(msg)
         inputs = await self._reader.turn_inputs(who.org_id, thread_id, self._record_kinds())
@@ -310,7 +311,7 @@ class Conversation:
             agent.approval_timeout_minutes if expired else None,
         )
         note_answered(plan, new)
-        plan.approved = approved_calls(pending, msg, expired)
+        plan.approved, plan.ask_approval = approved_calls(pending, msg, expired), posted
         meta = Meta(started_at=now, run_id=run.id, thread_id=thread.id, model=plan.model_id)
         turn = await self._begin(plan, run, new, inputs, meta, claim)
         if multiplayer is not None:  # the message and the reply, news for the followers

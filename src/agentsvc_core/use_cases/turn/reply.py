@@ -97,6 +97,13 @@ MAX_STEPS = 8  # model calls per turn (tool loop bound)
 BUDGET_EXCEEDED = "BUDGET_EXCEEDED"
 
 
+# what the model reads of a call needing approval where nobody can give it
+NOBODY_TO_APPROVE = (
+    "error: this call needs a person's approval, which cannot be asked for in this "
+    "conversation; it was not run"
+)
+
+
 def _needs_approval(plan: Plan, call: ToolCall) -> bool:
     """Whether a server-side call waits for a person's approval: the source that
     listed the tool said so for this agent (``ToolSpec.approval``), from what the
@@ -361,8 +368,10 @@ class Reply:
         for call in calls:
             if call.name in plan.client_tools:
                 waiting.append(call)
-            elif _needs_approval(plan, call):
+            elif _needs_approval(plan, call) and plan.ask_approval:
                 waiting.append(msgspec.structs.replace(call, approval=True))
+            elif _needs_approval(plan, call):
+                state.add(self._tool_message(run, call, NOBODY_TO_APPROVE))
             else:
                 result = await run_tool(self._tools, self.tracer, plan, call, turn)
                 state.add(self._tool_message(run, call, result))

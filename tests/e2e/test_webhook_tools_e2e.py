@@ -358,6 +358,8 @@ def test_definitions_refuse_what_they_cannot_honour(world: dict[str, Any]) -> No
     assert (taken.status_code, taken.json()["error"]) == (409, "TOOL_NAME_TAKEN")
     renamed = c.patch(f"/api/tools/{made['id']}", json={"name": "find_order", "timeoutMs": 700})
     assert (renamed.json()["name"], renamed.json()["timeout_ms"]) == ("find_order", 700)
+    gated = c.patch(f"/api/tools/{made['id']}", json={"approval": "always"}).json()
+    assert (gated["approval"], gated["name"]) == ("always", "find_order")
     agent = c.post("/api/agents", json={"name": "x"}).json()
     r = c.put(f"/api/agents/{agent['id']}/delegated", json={"toolIds": [str(uuid.uuid4())]})
     assert r.status_code == 422

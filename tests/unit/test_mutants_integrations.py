@@ -644,3 +644,37 @@ async def test_an_agent_with_no_integration_costs_no_read_outside_a_turn_either(
     assert await w.tools.list_tools(ADMIN, agent) == []
     assert await w.uc.attached(ADMIN, agent.id) == []
     assert reads == []
+
+
+# --- approval before a call (docs/tools.md, "Approval before a call") --------------
+
+
+async def test_an_attachment_names_the_tools_that_wait_for_approval() -> None:
+    w = World()
+    agent = await w.agent()
+    one, two = await w.make("One"), await w.make("Two")
+    with pytest.raises(InvalidInput) as e:
+        await w.uc.attach(ADMIN, agent.id, one.id, ("query", "drop"))
+    assert (e.value.field, e.value.problem) == (
+        "require_approval",
+        "'drop' is not one of list_tables, describe_table, query",
+    )
+    got = await w.uc.attach(ADMIN, agent.id, one.id, ("query", "query"))
+    assert got.require_approval == {str(one.id): ("query",)}
+    await w.uc.attach(ADMIN, agent.id, two.id, ("list_tables",))
+    listed = await w.tools.list_tools(ADMIN, agent, await w.record(agent))
+    waits = sorted(t.name for t in listed if t.approval)
+    assert waits == [f"db_{one.slug}__query", f"db_{two.slug}__list_tables"]
+    # outside a turn (no setup) the source reads the same record
+    assert sorted(t.name for t in await w.tools.list_tools(ADMIN, agent) if t.approval) == waits
+    # attaching again replaces the choice and keeps the place; detaching drops it
+    again = await w.uc.attach(ADMIN, agent.id, one.id)
+    assert [i.id for i in again.integrations] == [one.id, two.id]
+    assert again.require_approval == {str(two.id): ("list_tables",)}
+    await w.uc.detach(ADMIN, agent.id, two.id)
+    assert (await w.uc.attachments(ADMIN, agent.id)).require_approval == {}
+    # a deleted integration's choice goes with it at the next change
+    await w.uc.attach(ADMIN, agent.id, one.id, ("query",))
+    await w.uc.delete(ADMIN, one.id)
+    after = await w.uc.attach(ADMIN, agent.id, two.id)
+    assert (after.integrations, after.require_approval) == ([two], {})

@@ -73,20 +73,25 @@ def model_history(messages: Sequence[Message]) -> list[Message]:
     is stored after the message sent with the approval, and is moved back to the
     other results of its step (providers want them together)."""
     shown: list[Message] = []
-    calls: frozenset[str] = frozenset()  # the latest tool calls' ids
+    append = shown.append  # (once per message of every turn: kept lean)
+    calls: list[str] = []  # the latest step's tool call ids
     end = 0  # where their next result goes
     for m in messages:
-        if m.role == "tool":
+        role = m.role
+        if role == "tool":
             if m.tool_call_id in calls:
-                shown.insert(end, m)
+                if end == len(shown):
+                    append(m)
+                else:
+                    shown.insert(end, m)
                 end += 1
                 continue
-        elif m.role == "assistant":
-            if not m.content and not m.tool_calls:
-                continue
+        elif role == "assistant":
             if m.tool_calls:
-                shown.append(m)
-                calls, end = frozenset(c.id for c in m.tool_calls), len(shown)
+                append(m)
+                calls, end = [c.id for c in m.tool_calls], len(shown)
                 continue
-        shown.append(m)
+            if not m.content:
+                continue
+        append(m)
     return shown

@@ -128,6 +128,8 @@ OPERATIONS: dict[str, str] = {
     "stopComputerInstance": "agents.computer.stop",
     "deleteComputerInstance": "agents.computer.delete",
     "getThreadComputer": "threads.computer",
+    "listModels": "models.list",
+    "getModel": "models.get",
     "listCodeAgents": "code_agents.list",
     "createCodeAgent": "code_agents.create",
     "getCodeAgent": "code_agents.get",

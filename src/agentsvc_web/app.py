@@ -64,6 +64,7 @@ from agentsvc_web.controllers.mcps import (
     RunnerMcpController,
 )
 from agentsvc_web.controllers.memories import AgentMemoryController
+from agentsvc_web.controllers.models import ModelsController
 from agentsvc_web.controllers.multiplayer import (
     AgentMultiplayerController,
     ThreadEventsController,
@@ -197,6 +198,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             ThreadComputerController,
             CodeAgentsController,
             CodeSessionsController,
+            ModelsController,
             PublicChatController,
             PublicMarketplaceController,
             *chat_page_routes(),
@@ -249,6 +251,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "computers": _const(services.computers),
             "code_agents": _const(services.code_agents),
             "code_sessions": _const(services.code_sessions),
+            "models": _const(services.models),
         },
         middleware=[
             DefineMiddleware(RequestSpans, tracer=services.tracer),

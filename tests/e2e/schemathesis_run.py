@@ -230,6 +230,7 @@ GROUPS = {
         "computer",
         "organization",
         "operations",
+        "models",
     ),
     "catalogue": ("projects", "marketplace", "skills", "multiplayer"),
     "publishing": ("publishing", "public chat"),

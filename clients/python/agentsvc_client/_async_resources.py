@@ -84,6 +84,7 @@ from agentsvc_client.models import (
     MemoryList,
     MessageBody,
     MessageList,
+    ModelInfo,
     Multiplayer,
     MultiplayerPutBody,
     OAuthDone,
@@ -2553,6 +2554,22 @@ class AsyncMcpServersResource(AsyncResource):
         )
 
 
+class AsyncModelsResource(AsyncResource):
+    """``client.models``"""
+
+    async def get(self, model_id: str) -> ModelInfo:
+        """What a turn with this model id does (the id may hold '/', ':', '@', '+') (GET
+        /api/models/{model_id}, getModel).
+        """
+        return await self._client._request("GET", f"/api/models/{_seg(model_id)}", type=ModelInfo)
+
+    async def list(self) -> builtins.list[ModelInfo]:
+        """The models this deployment routes: family, key, context window, prices (GET
+        /api/models, listModels).
+        """
+        return await self._client._request("GET", "/api/models", type=builtins.list[ModelInfo])
+
+
 class AsyncPlansResource(AsyncResource):
     """``client.plans``"""
 
@@ -3237,6 +3254,7 @@ class AsyncResources:
     logs: AsyncLogsResource
     mcp_registry: AsyncMcpRegistryResource
     mcp_servers: AsyncMcpServersResource
+    models: AsyncModelsResource
     plans: AsyncPlansResource
     projects: AsyncProjectsResource
     public: AsyncPublicResource
@@ -3295,6 +3313,7 @@ class AsyncResources:
         self.logs = AsyncLogsResource(client)
         self.mcp_registry = AsyncMcpRegistryResource(client)
         self.mcp_servers = AsyncMcpServersResource(client)
+        self.models = AsyncModelsResource(client)
         self.plans = AsyncPlansResource(client)
         self.projects = AsyncProjectsResource(client)
         self.public = AsyncPublicResource(client)

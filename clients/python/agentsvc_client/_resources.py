@@ -84,6 +84,7 @@ from agentsvc_client.models import (
     MemoryList,
     MessageBody,
     MessageList,
+    ModelInfo,
     Multiplayer,
     MultiplayerPutBody,
     OAuthDone,
@@ -2527,6 +2528,22 @@ class McpServersResource(Resource):
         )
 
 
+class ModelsResource(Resource):
+    """``client.models``"""
+
+    def get(self, model_id: str) -> ModelInfo:
+        """What a turn with this model id does (the id may hold '/', ':', '@', '+') (GET
+        /api/models/{model_id}, getModel).
+        """
+        return self._client._request("GET", f"/api/models/{_seg(model_id)}", type=ModelInfo)
+
+    def list(self) -> builtins.list[ModelInfo]:
+        """The models this deployment routes: family, key, context window, prices (GET
+        /api/models, listModels).
+        """
+        return self._client._request("GET", "/api/models", type=builtins.list[ModelInfo])
+
+
 class PlansResource(Resource):
     """``client.plans``"""
 
@@ -3207,6 +3224,7 @@ class Resources:
     logs: LogsResource
     mcp_registry: McpRegistryResource
     mcp_servers: McpServersResource
+    models: ModelsResource
     plans: PlansResource
     projects: ProjectsResource
     public: PublicResource
@@ -3265,6 +3283,7 @@ class Resources:
         self.logs = LogsResource(client)
         self.mcp_registry = McpRegistryResource(client)
         self.mcp_servers = McpServersResource(client)
+        self.models = ModelsResource(client)
         self.plans = PlansResource(client)
         self.projects = ProjectsResource(client)
         self.public = PublicResource(client)

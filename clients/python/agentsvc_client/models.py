@@ -1001,6 +1001,37 @@ class Message(msgspec.Struct, frozen=True, kw_only=True):
     status: str
 
 
+class ModelInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``ModelInfoOut`` of the OpenAPI document."""
+
+    id: str
+    example: str
+    family: str
+    sent_as: str
+    route: str
+    key_configured: bool | None
+    context_window: int | None
+    price_per_million: ModelPrice | None
+    price_pattern: str | None
+    supports: ModelSupports
+
+
+class ModelPrice(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``ModelPriceOut`` of the OpenAPI document."""
+
+    input: float
+    output: float
+    cached_input: float
+
+
+class ModelSupports(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``ModelSupportsOut`` of the OpenAPI document."""
+
+    tools: bool
+    native_compaction: bool
+    summary_compaction: bool
+
+
 class ModelTotals(msgspec.Struct, frozen=True, kw_only=True):
     """An answer: ``ModelTotals`` of the OpenAPI document."""
 
@@ -2345,6 +2376,9 @@ __all__ = [
     "Message",
     "MessageBody",
     "MessageList",
+    "ModelInfo",
+    "ModelPrice",
+    "ModelSupports",
     "ModelTotals",
     "Multiplayer",
     "MultiplayerPutBody",

@@ -42,6 +42,7 @@ from agentsvc_core.ports.skill_sources import SkillSource
 from agentsvc_core.ports.web import WebFetcher, WebSearch
 from agentsvc_core.use_cases.health import Readiness
 from agentsvc_core.use_cases.idempotency import Idempotency
+from agentsvc_core.use_cases.models import Models
 from agentsvc_core.use_cases.multiplayer.config import MultiplayerSettings
 from agentsvc_core.use_cases.multiplayer.events import ThreadEvents
 from agentsvc_core.use_cases.multiplayer.posts import MultiplayerPosts
@@ -120,6 +121,8 @@ class Services:
         )
         self.readiness = Readiness(storage)
         self.trace_config = telemetry.trace_config(settings)
+        # the model listing: the router's rules and the prices the turn uses
+        self.models = Models(router, self.trace_config.prices)
         # the managed OAuth providers; none configured (a test) leaves them unavailable
         self.managed_catalogue = managed_catalogue or ShippedManagedCatalogue({})
         self._catalogue(clock, revocations)

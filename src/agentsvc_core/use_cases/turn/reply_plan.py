@@ -13,6 +13,7 @@ import msgspec
 from agentsvc_core.entities import Agent, Message, Principal, Thread
 from agentsvc_core.entities.skill import SkillBinding
 from agentsvc_core.ports import ChatModel, ModelRouter, NativeCompaction, ToolSetup, ToolSpec
+from agentsvc_core.ports.llm import NATIVE_COMPACTION_FAMILIES, SUMMARY_COMPACTION_FAMILIES
 from agentsvc_core.ports.storage import TurnInputs
 from agentsvc_core.ports.tools import Attached
 from agentsvc_core.use_cases.org_settings import (
@@ -139,7 +140,7 @@ def plan_reply(
         else None,
         gate=gate,
         stored_parent=stored_parent,
-        compaction=chosen.compaction if model.provider == "beta" else None,
+        compaction=chosen.compaction if model.provider in SUMMARY_COMPACTION_FAMILIES else None,
         native=_native_compaction(chosen.compaction, model),
     )
 
@@ -161,7 +162,11 @@ def _native_compaction(
     compaction: CompactionConfig | None, model: ChatModel
 ) -> NativeCompaction | None:
     """The alpha family compacts on the provider's side, when the agent turned it on."""
-    if compaction is None or not compaction.enabled or model.provider != "alpha":
+    if (
+        compaction is None
+        or not compaction.enabled
+        or model.provider not in NATIVE_COMPACTION_FAMILIES
+    ):
         return None
     return NativeCompaction(
         trigger_tokens=compaction.alpha_trigger_tokens,

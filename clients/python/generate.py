@@ -73,6 +73,8 @@ OPERATIONS: dict[str, str] = {
     "getThread": "threads.get",
     "updateThread": "threads.update",
     "stopThread": "threads.stop",
+    "getThreadContext": "threads.context",
+    "compactThread": "threads.compact",
     "streamReply": "threads.attach",
     "threadEvents": "threads.events",
     "listMessages": "threads.messages.list",

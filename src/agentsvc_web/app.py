@@ -93,6 +93,7 @@ from agentsvc_web.controllers.suggestions import (
     AgentSuggestionsController,
     RunnerSuggestionsController,
 )
+from agentsvc_web.controllers.thread_context import ThreadContextController
 from agentsvc_web.controllers.tools import AgentDelegatedController, ToolController
 from agentsvc_web.controllers.web import AgentWebController
 from agentsvc_web.errors import EXCEPTION_HANDLERS
@@ -199,6 +200,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             CodeAgentsController,
             CodeSessionsController,
             ModelsController,
+            ThreadContextController,
             PublicChatController,
             PublicMarketplaceController,
             *chat_page_routes(),
@@ -252,6 +254,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "code_agents": _const(services.code_agents),
             "code_sessions": _const(services.code_sessions),
             "models": _const(services.models),
+            "thread_compaction": _const(services.conversation.compaction),
         },
         middleware=[
             DefineMiddleware(RequestSpans, tracer=services.tracer),

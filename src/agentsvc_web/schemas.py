@@ -313,6 +313,8 @@ class SendMessageBody(msgspec.Struct, rename="camel"):
     tool_profile: ProfileName | None = None
     system_prompt_overlay: Overlay | None = None
     metadata: Metadata = {}
+    # events sent only when asked for (docs/compaction.md#seeing-it); others are 422
+    include_events: Annotated[list[Literal["compaction"]], Meta(max_length=8)] = []
 
 
 class ParticipantBody(msgspec.Struct, rename="camel"):

@@ -35,6 +35,7 @@ from agentsvc_client.errors import (
 )
 from agentsvc_client.events import (
     AuthChallenge,
+    CompactionEvent,
     Done,
     Error,
     Event,
@@ -57,6 +58,7 @@ __all__ = [
     "AuthChallenge",
     "BadRequest",
     "Client",
+    "CompactionEvent",
     "Conflict",
     "Done",
     "Error",

@@ -40,6 +40,7 @@ from agentsvc_client.models import (
     CodeSession,
     CodeSessionBody,
     CodeSessionList,
+    Compacted,
     Compaction,
     CompactionPutBody,
     Computer,
@@ -146,6 +147,7 @@ from agentsvc_client.models import (
     TasksBody,
     Template,
     Thread,
+    ThreadContext,
     ThreadCreateBody,
     ThreadList,
     ThreadPatchBody,
@@ -1791,6 +1793,7 @@ class AsyncThreadsMessagesResource(AsyncResource):
         tool_profile: str | UnsetType | None = UNSET,
         system_prompt_overlay: str | builtins.list[str] | UnsetType | None = UNSET,
         metadata: dict[str, str] | UnsetType = UNSET,
+        include_events: builtins.list[Literal["compaction"]] | UnsetType = UNSET,
         idempotency_key: str | None = None,
     ) -> AsyncReplyStream:
         """Send a user message; the reply streams back as Server-Sent Events (POST
@@ -1808,6 +1811,7 @@ class AsyncThreadsMessagesResource(AsyncResource):
                 tool_profile=tool_profile,
                 system_prompt_overlay=system_prompt_overlay,
                 metadata=metadata,
+                include_events=include_events,
             ),
             idempotency_key=idempotency_key,
         )
@@ -3031,12 +3035,31 @@ class AsyncThreadsResource(AsyncResource):
             thread_id, run_id=run_id, after=after if last_event_id is None else last_event_id
         )
 
+    async def compact(self, thread_id: str, *, idempotency_key: str | None = None) -> Compacted:
+        """Summarise the thread's older messages now (409 while a reply runs) (POST
+        /api/threads/{thread_id}/compact, compactThread).
+        """
+        return await self._client._request(
+            "POST",
+            f"/api/threads/{_seg(thread_id)}/compact",
+            idempotency_key=idempotency_key,
+            type=Compacted,
+        )
+
     async def computer(self, thread_id: str) -> Instance:
         """The thread's active computer instance (404 when it has none) (GET
         /api/threads/{thread_id}/computer, getThreadComputer).
         """
         return await self._client._request(
             "GET", f"/api/threads/{_seg(thread_id)}/computer", type=Instance
+        )
+
+    async def context(self, thread_id: str) -> ThreadContext:
+        """The system prompt and messages the next turn would send, with a token estimate (GET
+        /api/threads/{thread_id}/context, getThreadContext).
+        """
+        return await self._client._request(
+            "GET", f"/api/threads/{_seg(thread_id)}/context", type=ThreadContext
         )
 
     async def create(
@@ -3279,6 +3302,7 @@ class AsyncResources:
         tool_profile: str | UnsetType | None = UNSET,
         system_prompt_overlay: str | builtins.list[str] | UnsetType | None = UNSET,
         metadata: dict[str, str] | UnsetType = UNSET,
+        include_events: builtins.list[Literal["compaction"]] | UnsetType = UNSET,
         idempotency_key: str | None = None,
     ) -> AsyncReplyStream:
         """Send a message; iterate the answer for the reply's events (``Meta``, ``Token``, ...,
@@ -3297,6 +3321,7 @@ class AsyncResources:
             tool_profile=tool_profile,
             system_prompt_overlay=system_prompt_overlay,
             metadata=metadata,
+            include_events=include_events,
             idempotency_key=idempotency_key,
         )
 

@@ -40,6 +40,7 @@ from agentsvc_client.models import (
     CodeSession,
     CodeSessionBody,
     CodeSessionList,
+    Compacted,
     Compaction,
     CompactionPutBody,
     Computer,
@@ -146,6 +147,7 @@ from agentsvc_client.models import (
     TasksBody,
     Template,
     Thread,
+    ThreadContext,
     ThreadCreateBody,
     ThreadList,
     ThreadPatchBody,
@@ -1773,6 +1775,7 @@ class ThreadsMessagesResource(Resource):
         tool_profile: str | UnsetType | None = UNSET,
         system_prompt_overlay: str | builtins.list[str] | UnsetType | None = UNSET,
         metadata: dict[str, str] | UnsetType = UNSET,
+        include_events: builtins.list[Literal["compaction"]] | UnsetType = UNSET,
         idempotency_key: str | None = None,
     ) -> ReplyStream:
         """Send a user message; the reply streams back as Server-Sent Events (POST
@@ -1790,6 +1793,7 @@ class ThreadsMessagesResource(Resource):
                 tool_profile=tool_profile,
                 system_prompt_overlay=system_prompt_overlay,
                 metadata=metadata,
+                include_events=include_events,
             ),
             idempotency_key=idempotency_key,
         )
@@ -3001,12 +3005,31 @@ class ThreadsResource(Resource):
             thread_id, run_id=run_id, after=after if last_event_id is None else last_event_id
         )
 
+    def compact(self, thread_id: str, *, idempotency_key: str | None = None) -> Compacted:
+        """Summarise the thread's older messages now (409 while a reply runs) (POST
+        /api/threads/{thread_id}/compact, compactThread).
+        """
+        return self._client._request(
+            "POST",
+            f"/api/threads/{_seg(thread_id)}/compact",
+            idempotency_key=idempotency_key,
+            type=Compacted,
+        )
+
     def computer(self, thread_id: str) -> Instance:
         """The thread's active computer instance (404 when it has none) (GET
         /api/threads/{thread_id}/computer, getThreadComputer).
         """
         return self._client._request(
             "GET", f"/api/threads/{_seg(thread_id)}/computer", type=Instance
+        )
+
+    def context(self, thread_id: str) -> ThreadContext:
+        """The system prompt and messages the next turn would send, with a token estimate (GET
+        /api/threads/{thread_id}/context, getThreadContext).
+        """
+        return self._client._request(
+            "GET", f"/api/threads/{_seg(thread_id)}/context", type=ThreadContext
         )
 
     def create(
@@ -3249,6 +3272,7 @@ class Resources:
         tool_profile: str | UnsetType | None = UNSET,
         system_prompt_overlay: str | builtins.list[str] | UnsetType | None = UNSET,
         metadata: dict[str, str] | UnsetType = UNSET,
+        include_events: builtins.list[Literal["compaction"]] | UnsetType = UNSET,
         idempotency_key: str | None = None,
     ) -> ReplyStream:
         """Send a message; iterate the answer for the reply's events (``Meta``, ``Token``, ...,
@@ -3267,6 +3291,7 @@ class Resources:
             tool_profile=tool_profile,
             system_prompt_overlay=system_prompt_overlay,
             metadata=metadata,
+            include_events=include_events,
             idempotency_key=idempotency_key,
         )
 

@@ -455,6 +455,15 @@ class CodeSession(msgspec.Struct, frozen=True, kw_only=True):
     updated_at: datetime
 
 
+class Compacted(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``CompactedOut`` of the OpenAPI document."""
+
+    compacted: bool
+    tokens_before: int
+    tokens_after: int
+    kind: Literal["native", "summary"]
+
+
 class Compaction(msgspec.Struct, frozen=True, kw_only=True):
     """An answer: ``CompactionOut`` of the OpenAPI document."""
 
@@ -549,6 +558,26 @@ class ContactPatchBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     """A request body: ``ContactPatchBody`` of the OpenAPI document."""
 
     status: Literal["pending", "approved", "blocked"]
+
+
+class ContextMessage(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``ContextMessageOut`` of the OpenAPI document."""
+
+    id: str
+    role: str
+    content: str
+    tool_calls: list[ContextToolCall]
+    tool_call_id: str | None
+    sender_name: str | None
+    created_at: datetime
+
+
+class ContextToolCall(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``ContextToolCallOut`` of the OpenAPI document."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
 
 
 class CredentialsBody(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -1572,6 +1601,9 @@ class SendMessageBody(msgspec.Struct, kw_only=True, omit_defaults=True):
         name="systemPromptOverlay", default=UNSET
     )
     metadata: dict[str, str] | UnsetType = UNSET
+    include_events: list[Literal["compaction"]] | UnsetType = msgspec.field(
+        name="includeEvents", default=UNSET
+    )
 
 
 class SeriesPoint(msgspec.Struct, frozen=True, kw_only=True):
@@ -1900,6 +1932,17 @@ class TestedTool(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     description: str
     input_schema: dict[str, Any] = msgspec.field(name="inputSchema")
+
+
+class ThreadContext(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``ThreadContextOut`` of the OpenAPI document."""
+
+    model: str
+    system: str
+    messages: list[ContextMessage]
+    tokens: int
+    summary: str | None
+    summarised_through: str | None
 
 
 class ThreadCreateBody(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -2322,6 +2365,7 @@ __all__ = [
     "CodeSession",
     "CodeSessionBody",
     "CodeSessionList",
+    "Compacted",
     "Compaction",
     "CompactionPutBody",
     "Computer",
@@ -2330,6 +2374,8 @@ __all__ = [
     "Contact",
     "ContactList",
     "ContactPatchBody",
+    "ContextMessage",
+    "ContextToolCall",
     "Credentials",
     "CredentialsBody",
     "CredentialsPutBody",
@@ -2460,6 +2506,7 @@ __all__ = [
     "TemplateRef",
     "TestedTool",
     "Thread",
+    "ThreadContext",
     "ThreadCreateBody",
     "ThreadList",
     "ThreadPatchBody",

@@ -210,6 +210,7 @@ class ThreadController(Controller):
             tool_profile=data.tool_profile,
             system_prompt_overlay=join_overlay(data.system_prompt_overlay),
             metadata=data.metadata,
+            include_events=frozenset(data.include_events),
         )
         who = principal_of(request)
         key = request_key(request.scope, await request.body()) if _has_key(request) else None

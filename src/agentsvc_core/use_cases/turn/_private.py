@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import msgspec
@@ -26,7 +26,7 @@ from agentsvc_core.entities import (
     Usage,
     UsageRecord,
 )
-from agentsvc_core.errors import Upstream
+from agentsvc_core.errors import ThreadBusy, Upstream
 from agentsvc_core.ports import ChatModel, Clock, NativeCompaction, ToolSetup, ToolSpec
 from agentsvc_core.use_cases.org_settings import CompactionConfig, TurnKeys
 from agentsvc_core.use_cases.turn.events import ErrorEvent, ToolCallOut, UsageOut
@@ -41,6 +41,7 @@ __all__ = [
     "interrupted",
     "message_status",
     "new_message",
+    "refuse_when_busy",
     "tool_out",
     "usage_out",
 ]
@@ -74,6 +75,8 @@ class Plan(msgspec.Struct, kw_only=True):
     keys: TurnKeys | None = None  # the turn's keys: resolved once, reused, never stored
     compaction: CompactionConfig | None = None
     native: NativeCompaction | None = None
+    # the send asked for ``compaction`` events (includeEvents): none otherwise
+    show_compaction: bool = False
     # how long its events stay in storage once it is over (re-attach, idempotent retries)
     keep_events: timedelta = timedelta(minutes=10)
     inputs: tuple[str, ...] = ()  # the text of the user messages the reply answers
@@ -114,6 +117,12 @@ class Called(msgspec.Struct, frozen=True, gc=False):
     usage: Usage  # the provider's last report (zeros without one)
     source: KeySource  # the key that paid
     finish: str  # the provider's finish reason ("stop" when stopped, "other" without one)
+
+
+def refuse_when_busy(latest: Run | None, now: datetime, stale_after: timedelta) -> None:
+    """A reply still running (its heartbeat fresh) holds the thread: ``ThreadBusy``."""
+    if latest and latest.status == "running" and latest.heartbeat_at >= now - stale_after:
+        raise ThreadBusy()
 
 
 def new_message(clock: Clock, run: Run, role: Role, content: str, **extra: Any) -> Message:

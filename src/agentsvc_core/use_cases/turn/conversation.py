@@ -83,7 +83,7 @@ from agentsvc_core.use_cases.org_settings import (
 )
 from agentsvc_core.use_cases.threads import Threads
 from agentsvc_core.use_cases.traces.build import TraceConfig
-from agentsvc_core.use_cases.turn._private import BudgetGate, Plan
+from agentsvc_core.use_cases.turn._private import BudgetGate, Plan, refuse_when_busy
 from agentsvc_core.use_cases.turn.compaction import Compactor
 from agentsvc_core.use_cases.turn.events import (
     AfterTurn,
@@ -104,6 +104,7 @@ from agentsvc_core.use_cases.turn.send_input import (
 )
 from agentsvc_core.use_cases.turn.spans import reply_span
 from agentsvc_core.use_cases.turn.streams import NoStoredEvents, Streams, store_as_it_comes
+from agentsvc_core.use_cases.turn.thread_context import ThreadCompaction
 
 __all__ = ["INTERRUPT_WAIT_S", "Conversation", "SendInput", "ToolResultIn"]
 
@@ -183,6 +184,11 @@ class Conversation:
             replay=self.replay,
         )
         self._interrupting = False  # the grace is over: a reply stored now ends at once
+        # GET .../context and POST .../compact: planned and built as a send's turn
+        self.compaction = ThreadCompaction(
+            threads, reader, store, router, tools, clock, self._reply, compactor=compactor,
+            configs=configs, keys=keys, kinds=self._record_kinds, stale_after=self._stale_after,
+        )  # fmt: skip
 
     # --- the HTTP-facing operations -------------------------------------------
 
@@ -317,10 +323,8 @@ class Conversation:
         return [*(AgentConfigs.KINDS if self._configs else ()), *self._tools.kinds]
 
     def _refuse_when_busy(self, latest: Run | None, now: datetime) -> None:
-        """A reply still running (its heartbeat fresh) holds the thread: refused
-        before anything else (begin_turn would refuse it too)."""
-        if latest and latest.status == "running" and latest.heartbeat_at >= now - self._stale_after:
-            raise ThreadBusy()
+        """Refused before anything else (begin_turn would refuse it too)."""
+        refuse_when_busy(latest, now, self._stale_after)
 
     def _keep_events(self, claim: IdempotencyClaim | None) -> timedelta:
         """How long the reply's events stay stored: a keyed send's as long as its key."""

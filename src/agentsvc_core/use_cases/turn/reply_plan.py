@@ -32,7 +32,7 @@ from agentsvc_core.use_cases.turn.context import (
 )
 from agentsvc_core.use_cases.turn.send_input import SendInput
 
-__all__ = ["Chosen", "choose", "note_answered", "plan_reply"]
+__all__ = ["Chosen", "applies_summaries", "choose", "note_answered", "plan_reply"]
 
 
 class Chosen(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -140,9 +140,18 @@ def plan_reply(
         else None,
         gate=gate,
         stored_parent=stored_parent,
-        compaction=chosen.compaction if model.provider in SUMMARY_COMPACTION_FAMILIES else None,
+        compaction=chosen.compaction if applies_summaries(model) else None,
         native=_native_compaction(chosen.compaction, model),
+        show_compaction="compaction" in msg.include_events,
     )
+
+
+def applies_summaries(model: ChatModel) -> bool:
+    """Whether a turn of this family sends the thread's summary (use_cases/turn/
+    compaction.py) when the agent's compaction is on: the summary family, which makes
+    them past its threshold, and the native one, which sends one made on request
+    (``POST /api/threads/{id}/compact``) but leaves the rest to its provider."""
+    return model.provider in SUMMARY_COMPACTION_FAMILIES | NATIVE_COMPACTION_FAMILIES
 
 
 def note_answered(plan: Plan, new: list[Message]) -> None:

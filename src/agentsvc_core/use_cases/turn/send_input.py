@@ -22,7 +22,17 @@ from agentsvc_core.use_cases.threads import Threads
 from agentsvc_core.use_cases.turn._private import new_message
 from agentsvc_core.use_cases.turn.context import PROPOSE_PROFILE_SWITCH
 
-__all__ = ["SendInput", "ToolResultIn", "check_input", "check_tool_results"]
+__all__ = [
+    "EVENTS_ON_REQUEST",
+    "SendInput",
+    "ToolResultIn",
+    "check_input",
+    "check_tool_results",
+]
+
+EVENTS_ON_REQUEST = frozenset({"compaction"})
+"""The events a send gets only when it names them (``includeEvents``), so that a
+client that knows only the spec's events sees nothing new."""
 
 
 class ToolResultIn(msgspec.Struct, frozen=True, kw_only=True):
@@ -40,6 +50,7 @@ class SendInput(msgspec.Struct, frozen=True, kw_only=True):
     tool_profile: str | None = None
     system_prompt_overlay: str | None = None
     metadata: dict[str, str] = {}
+    include_events: frozenset[str] = frozenset()  # of EVENTS_ON_REQUEST
 
 
 def check_input(msg: SendInput) -> None:
@@ -49,6 +60,12 @@ def check_input(msg: SendInput) -> None:
     if msg.system_prompt_overlay is not None:
         check_text("system_prompt_overlay", msg.system_prompt_overlay, max_len=MAX_PREAMBLE)
     check_metadata("metadata", msg.metadata)
+    unknown = msg.include_events - EVENTS_ON_REQUEST
+    if unknown:
+        raise InvalidInput(
+            "include_events",
+            f"unknown events {sorted(unknown)}: one of {sorted(EVENTS_ON_REQUEST)}",
+        )
     if len(msg.tools) > MAX_CLIENT_TOOLS:
         raise InvalidInput("tools", f"at most {MAX_CLIENT_TOOLS} tools")
     names = [t.name for t in msg.tools]

@@ -21,8 +21,8 @@ the key first and claims it in ``begin_turn``'s transaction; a reply followed fr
 another process writes its events in batches while it runs. Beyond these, by the
 agent's settings (use_cases/turn/reply.py): with its credential resolver on, one read
 of the organization's signing secret per turn, before the signed webhook call;
-with summary compaction on (beta family), a read of the thread's checkpoint and a
-write of it after the reply (two when it summarises); per server tool call, what
+with compaction on, a read of the thread's checkpoint (alpha and beta) and, beta
+only, a write of it after the reply (two when it summarises); per server tool call, what
 the tool reads (an MCP tool: the agent's attached servers). A multiplayer thread's
 send (only there) reads the sender's participation, and the agent's multiplayer
 configuration when a person posts, and tells the thread's followers (a NOTIFY) when

@@ -4,8 +4,8 @@
 It streams into the ``Turn`` buffer from the first token, but stores nothing and
 runs nothing (tools, compaction) before ``begun`` says the run is stored. Its
 storage round trips: none per token or per step; one ``finish_turn`` at the end;
-with summary compaction on (beta family) a checkpoint read before the first call,
-a checkpoint write when it summarises and one after the reply (the provider's token
+with compaction on a checkpoint read before the first call (alpha, beta), and for
+beta a checkpoint write when it summarises and one after the reply (the provider's token
 count, for the next turn's estimate); per server tool call, what the tool reads
 (an MCP tool: the agent's attached servers, and its OAuth token when it has one).
 With the agent's credential resolver on, the first model call asks for the key

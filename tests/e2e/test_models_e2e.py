@@ -114,3 +114,10 @@ def test_a_model_no_route_serves_is_404(served: tuple[Service, dict[str, FakePro
         assert r.status_code == 404
         assert r.json()["error"] == "NOT_FOUND"
         assert r.json()["detail"].startswith("no route serves 'mistral/large@2025'; tried: local")
+        encoded = c.get("/api/models/mistral%2Flarge%402025")  # the Python client's form
+        assert encoded.json() == r.json()
+        one = c.get("/api/models/alpha%3Aclaude-opus-4-5%2Bx")
+        assert (one.json()["id"], one.json()["sent_as"]) == (
+            "alpha:claude-opus-4-5+x",
+            "claude-opus-4-5+x",
+        )

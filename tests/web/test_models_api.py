@@ -55,6 +55,9 @@ def test_one_model_takes_the_rest_of_the_path(harness: SharedHarness, auth: dict
         "beta:*",
     )
     assert m["price_per_million"] is None  # no price entry matches org/gpt-4o@v1+x
+    with harness.client() as c:  # as the Python client sends it: one encoded segment
+        encoded = c.get("/api/models/beta%3Aorg%2Fgpt-4o%40v1%2Bx", headers=auth)
+    assert encoded.json() == m
 
 
 def test_a_model_nobody_routes_is_404_naming_the_routes_tried(

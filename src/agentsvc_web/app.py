@@ -27,6 +27,7 @@ from agentsvc_web.controllers import (
     ThreadController,
     TracesController,
 )
+from agentsvc_web.controllers.branches import BranchController
 from agentsvc_web.controllers.channels import (
     AgentChannelsController,
     ChannelLimits,
@@ -201,6 +202,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             CodeSessionsController,
             ModelsController,
             ThreadContextController,
+            BranchController,
             PublicChatController,
             PublicMarketplaceController,
             *chat_page_routes(),
@@ -216,6 +218,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "api_keys": _const(services.api_keys),
             "threads": _const(services.threads),
             "conversation": _const(services.conversation),
+            "branches": _const(services.branches),
             "streams": _const(services.streams),
             "mcps": _const(services.mcps),
             "registry": _const(services.registry_search),
@@ -254,7 +257,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "code_agents": _const(services.code_agents),
             "code_sessions": _const(services.code_sessions),
             "models": _const(services.models),
-            "thread_compaction": _const(services.conversation.compaction),
+            "thread_compaction": _const(services.thread_compaction),
         },
         middleware=[
             DefineMiddleware(RequestSpans, tracer=services.tracer),

@@ -173,26 +173,6 @@ def _embeddings(env: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
-# Variables the adapters read themselves, from the environment they are handed at
-# start-up (``agentsvc_adapters/sandboxes/registry.py``, the git host's
-# ``from_env``): named here so that README.md's table is checked against them too
-# (tests/unit/test_readme_configuration.py).
-ADAPTER_VARIABLES = (
-    "AGENTSVC_SANDBOX_LOCAL_DIR",
-    "AGENTSVC_SANDBOX_LOCAL_BWRAP",
-    "AGENTSVC_SANDBOX_LOCAL_UID_BASE",
-    "AGENTSVC_SANDBOX_LOCAL_UID_COUNT",
-    "AGENTSVC_SANDBOX_LOCAL_TMP_MB",
-    "AGENTSVC_SANDBOX_LOCAL_PYTHON",
-    "AGENTSVC_E2B_API_KEY",
-    "AGENTSVC_E2B_API_URL",
-    "AGENTSVC_E2B_SANDBOX_URL",
-    "AGENTSVC_E2B_TEMPLATE",
-    "AGENTSVC_E2B_TIMEOUT_S",
-    "AGENTSVC_GITHUB_API_URL",
-    "AGENTSVC_GITHUB_HOST",
-)
-
 _BASE_URL = re.compile(r"https?://[^\s/?#]+(?:/[^\s?#]*)?")
 
 

@@ -6,6 +6,8 @@ same ``Idempotency-Key`` never stores a second message, even when the retries ra
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -136,3 +138,119 @@ def test_concurrent_retries_with_one_idempotency_key_store_one_message(
         assert r.status_code == 422
         assert r.json()["error"] == "IDEMPOTENCY_KEY_REUSED"
         assert len(c.get(f"{a.url}/api/threads/{t['id']}/messages").json()["messages"]) == 2
+
+
+class Opened:
+    """A send whose answer has begun (its status and headers are in): its events
+    are read to the end on a thread of its own."""
+
+    def __init__(self, c: httpx.Client, url: str, body: dict[str, Any]) -> None:
+        self.status = 0
+        self.events: list[Event] = []
+        self._opened = threading.Event()
+        self._thread = threading.Thread(target=self._read, args=(c, url, body), daemon=True)
+        self._thread.start()
+        assert self._opened.wait(30), "the send was not answered"
+
+    def _read(self, c: httpx.Client, url: str, body: dict[str, Any]) -> None:
+        with c.stream("POST", url, json=body) as r:
+            self.status = r.status_code
+            self._opened.set()
+            for item in parse_lines(r.iter_lines()):
+                if isinstance(item, Event):
+                    self.events.append(item)
+
+    def all(self) -> list[Event]:
+        self._thread.join(60)
+        assert not self._thread.is_alive(), "the reply never ended"
+        return self.events
+
+
+def _user_and_replies(c: httpx.Client, url: str, thread_id: str) -> list[tuple[str, str]]:
+    page = c.get(f"{url}/api/threads/{thread_id}/messages").json()
+    return [(m["role"], m["content"]) for m in page["messages"]]
+
+
+def test_three_sends_with_enqueue_stream_three_replies_in_order(
+    two: tuple[Service, Service, dict[str, str]],
+) -> None:
+    a, _, h = two
+    with httpx.Client(headers=h, timeout=30) as c:
+        t = _thread(c, a.url)
+        send = f"{a.url}/api/threads/{t['id']}/messages"
+        first = Opened(c, send, {"content": "slowly one", "multitaskStrategy": "enqueue"})
+        second = Opened(c, send, {"content": "two", "multitaskStrategy": "enqueue"})
+        third = Opened(c, send, {"content": "three", "multitaskStrategy": "enqueue"})
+        # without a strategy, the spec's answer: the thread is busy
+        busy = c.post(send, json={"content": "four"})
+        assert busy.status_code == 409
+        assert busy.json()["error"] == "THREAD_BUSY"
+        replies = [s.all() for s in (first, second, third)]
+    assert [s.status for s in (first, second, third)] == [200, 200, 200]
+    for events in replies:
+        assert next(e.event for e in events) == "meta"
+        assert events[-1].event == "done"
+        assert events[-1].data["ok"] is True
+    run_ids = [events[0].data["runId"] for events in replies]
+    assert len(set(run_ids)) == 3
+    assert "two" in tokens(replies[1])
+    assert "three" in tokens(replies[2])
+    with httpx.Client(headers=h, timeout=30) as c:
+        history = _user_and_replies(c, a.url, t["id"])
+    assert [text for role, text in history if role == "user"] == ["slowly one", "two", "three"]
+    assert [role for role, _ in history] == ["user", "assistant"] * 3
+    # each reply answered its own message, after the one before had been stored
+    assert "two" in history[3][1]
+    assert "three" in history[5][1]
+
+
+def test_an_enqueued_send_to_another_process_waits_for_the_reply_there(
+    two: tuple[Service, Service, dict[str, str]],
+) -> None:
+    a, b, h = two
+    with httpx.Client(headers=h, timeout=30) as c:
+        t = _thread(c, a.url)
+        first = Opened(c, f"{a.url}/api/threads/{t['id']}/messages", {"content": "slowly one"})
+        while not first.events:
+            time.sleep(0.02)  # the reply runs in A
+        second = Opened(
+            c,
+            f"{b.url}/api/threads/{t['id']}/messages",
+            {"content": "two", "multitaskStrategy": "enqueue"},
+        )
+        one, other = first.all(), second.all()
+        history = _user_and_replies(c, a.url, t["id"])
+    assert one[-1].event == "done"
+    assert not one[-1].data.get("stopped")
+    assert other[-1].event == "done"
+    assert other[-1].data["ok"] is True
+    assert [text for role, text in history if role == "user"] == ["slowly one", "two"]
+
+
+def test_a_send_with_interrupt_stops_the_running_reply_and_starts_its_own(
+    two: tuple[Service, Service, dict[str, str]],
+) -> None:
+    a, b, h = two
+    with httpx.Client(headers=h, timeout=30) as c:
+        t = _thread(c, a.url)
+        first = Opened(c, f"{a.url}/api/threads/{t['id']}/messages", {"content": "slowly one"})
+        while len(first.events) < 3:
+            time.sleep(0.02)
+        # sent to the other process: the stop crosses over, as POST .../stop does
+        second = Opened(
+            c,
+            f"{b.url}/api/threads/{t['id']}/messages",
+            {"content": "now two", "multitaskStrategy": "interrupt"},
+        )
+        one, other = first.all(), second.all()
+        history = _user_and_replies(c, a.url, t["id"])
+    assert one[-1].event == "done"
+    assert one[-1].data.get("stopped") is True
+    assert other[-1].event == "done"
+    assert other[-1].data["ok"] is True
+    assert "now two" in tokens(other)
+    roles = [(role, text[:9]) for role, text in history]
+    assert roles[0] == ("user", "slowly on")
+    assert roles[2] == ("user", "now two")
+    assert history[1][0] == "assistant"
+    assert history[1][1]

@@ -1,13 +1,18 @@
-"""The walk-throughs stay true: the shell blocks of README.md,
-docs/client-guide.md, docs/tools.md, docs/runners.md, docs/projects.md,
-docs/templates.md, docs/marketplace.md, docs/skills.md, docs/publishing.md,
-docs/multiplayer.md, docs/channels.md and docs/computer.md run in order against the real service,
-and every answer fits what the page says under its command (tests/e2e/walkthrough.py has the
-conventions). Public hosts the pages name are loopback stand-ins, through HOSTS."""
+"""The walk-throughs stay true: the shell blocks of README.md, docs/client-guide.md,
+docs/tools.md, docs/runners.md, docs/projects.md, docs/templates.md,
+docs/marketplace.md, docs/skills.md, docs/publishing.md, docs/multiplayer.md,
+docs/channels.md, docs/threads.md, docs/computer.md and docs/code-agents.md run in order
+against the real service, and every answer fits what the page says under its command
+(tests/e2e/walkthrough.py has the conventions). Public hosts the pages name are loopback
+stand-ins, through the ``hosts`` fixture's table: docs/code-agents.md's repository
+``https://github.com/you/app.git`` is a loopback git server (tests/fakes/git.py) that
+takes pushes, and GitHub's REST API the fake of tests/fakes/github.py; after that page
+ran, the test checks that the fix was pushed on its branch and the pull request opened."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -24,6 +29,7 @@ from tests.e2e.receivers import SignedReceiver
 from tests.e2e.service import free_port, running
 from tests.e2e.walkthrough import check, commands, run
 from tests.fakes.git import GitServer, serve_git
+from tests.fakes.github import TOKEN, FakeGitHub
 from tests.fakes.web import FakeSite
 from tests.pg import fresh_database, reader_role
 from tests.web.live import serve
@@ -31,6 +37,10 @@ from tests.web.live import serve
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
 ROOT = Path(__file__).resolve().parents[2]
+SANDBOXED = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("bwrap") is None,
+    reason="the local sandbox needs root and bubblewrap (apt-get install bubblewrap)",
+)
 PAGES = [
     "README.md",
     "docs/client-guide.md",
@@ -43,13 +53,9 @@ PAGES = [
     "docs/publishing.md",
     "docs/multiplayer.md",
     "docs/channels.md",
-    pytest.param(
-        "docs/computer.md",
-        marks=pytest.mark.skipif(
-            os.geteuid() != 0 or shutil.which("bwrap") is None,
-            reason="the local sandbox needs root and bubblewrap (apt-get install bubblewrap)",
-        ),
-    ),
+    "docs/threads.md",
+    pytest.param("docs/computer.md", marks=SANDBOXED),
+    pytest.param("docs/code-agents.md", marks=SANDBOXED),
 ]
 KEY = "ask_walkthrough_key_0123456789abcdefghij"
 # the database integration of docs/tools.md, as the page writes it
@@ -69,9 +75,19 @@ def _house_repository() -> GitServer:
     return git
 
 
+# docs/code-agents.md's repository: an app whose add() subtracts, and its test
+APP = {
+    "README.md": b"# app\n\nAdds numbers. Run the tests with `python3 test_app.py`.\n",
+    "app.py": b"def add(a, b):\n    return a - b\n",
+    "test_app.py": b"from app import add\n\nassert add(2, 3) == 5\nprint('tests pass')\n",
+}
+
+
 class Hosts(NamedTuple):
     table: list[tuple[str, str]]
     listens: list[int]
+    app: GitServer  # docs/code-agents.md's repository
+    github: FakeGitHub  # and its pull requests
 
 
 @pytest.fixture(scope="module")
@@ -103,6 +119,9 @@ def hosts(tmp_path_factory: pytest.TempPathFactory, shop: str) -> Iterator[Hosts
     sandboxes.chmod(0o711)
     receiver_port = free_port()  # docs/tools.md starts its receiver on it
     receiver = SignedReceiver()  # runners.md's webhook step: it checks the signature
+    app = GitServer(token=TOKEN)  # docs/code-agents.md's repository, on GitHub
+    app.commit(dict(APP))
+    github = FakeGitHub(app, owner="you", repo="app")  # its pull requests: github.com's
     env = {
         "AGENTSVC_STORAGE": "memory",
         "AGENTSVC_BOOTSTRAP_API_KEY": KEY,
@@ -118,25 +137,35 @@ def hosts(tmp_path_factory: pytest.TempPathFactory, shop: str) -> Iterator[Hosts
         serve(receiver) as example,
         serve(FakeSite()) as tea,
         serve_git(_house_repository()) as git,
-        running(env, log=tmp / "service.log") as svc,
+        serve_git(app) as app_git,
+        serve(github) as github_api,
     ):
-        settings = httpx.get(
-            f"{svc.url}/api/orgs/settings", headers={"Authorization": f"Bearer {KEY}"}
-        )
-        receiver.secret = settings.json()["signing_secret"]
-        yield Hosts(
-            [
-                ("ask_...", KEY),  # the key `make run` printed
-                ("http://127.0.0.1:8000", svc.url),  # `make run`'s service
-                ("https://example.com", example),  # a runner's webhook step
-                ("https://tea.example", tea),  # the page web_fetch reads
-                ("https://git.example", git),  # docs/skills.md's git repository
-                (SHOP, shop),
-                ("webhook_tool_receiver.py 9001", f"webhook_tool_receiver.py {receiver_port}"),
-                ("127.0.0.1:9001", f"127.0.0.1:{receiver_port}"),
-            ],
-            [receiver_port],
-        )
+        # GitHub's web host is the stand-in git server's: its repositories get pull requests
+        env["AGENTSVC_GITHUB_HOST"] = app_git.removeprefix("http://")
+        env["AGENTSVC_GITHUB_API_URL"] = github_api
+        with running(env, log=tmp / "service.log") as svc:
+            settings = httpx.get(
+                f"{svc.url}/api/orgs/settings", headers={"Authorization": f"Bearer {KEY}"}
+            )
+            receiver.secret = settings.json()["signing_secret"]
+            yield Hosts(
+                [
+                    ("ask_...", KEY),  # the key `make run` printed
+                    ("http://127.0.0.1:8000", svc.url),  # `make run`'s service
+                    ("https://example.com", example),  # a runner's webhook step
+                    ("https://tea.example", tea),  # the page web_fetch reads
+                    ("https://git.example", git),  # docs/skills.md's git repository
+                    # docs/code-agents.md's repository on GitHub, and a token that may push
+                    ("https://github.com/you/app.git", f"{app_git}/you/app.git"),
+                    ("ghp_...", TOKEN),
+                    (SHOP, shop),
+                    ("webhook_tool_receiver.py 9001", f"webhook_tool_receiver.py {receiver_port}"),
+                    ("127.0.0.1:9001", f"127.0.0.1:{receiver_port}"),
+                ],
+                [receiver_port],
+                app,
+                github,
+            )
     shutil.rmtree(sandboxes, ignore_errors=True)
 
 
@@ -153,3 +182,22 @@ def test_the_page_is_true_when_pasted_in_order(page: str, hosts: Hosts) -> None:
             cmd = outcome.command
             wrong.append(f"{page}:{cmd.line}: {problem}\n  {cmd.text}\n  answer: {outcome.body}")
     assert not wrong, "\n".join(wrong) + "\n--- the session's output:\n" + output[-3000:]
+    if page == "docs/code-agents.md":
+        _the_fix_was_pushed_and_proposed(hosts)
+
+
+def _the_fix_was_pushed_and_proposed(hosts: Hosts) -> None:
+    """What docs/code-agents.md's session did reached the hosts: one new branch on the
+    repository, holding the edited app.py and the rest as it was, and a pull request
+    from it to main on GitHub."""
+    refs = hosts.app.repo.refs
+    branches = [r.decode() for r in refs.keys() if r.startswith(b"refs/heads/fixer/")]  # noqa: SIM118
+    assert len(branches) == 1, branches
+    branch = branches[0].removeprefix("refs/heads/")
+    assert re.fullmatch(r"fixer/[0-9a-f]{8}", branch), branch
+    files = {path: content for path, (_, content) in hosts.app.files(branch).items()}
+    assert files == {**APP, "app.py": b"def add(a, b):\n    return a + b\n"}
+    assert hosts.app.files("main") == {p: (0o100644, c) for p, c in APP.items()}
+    [pull] = hosts.github.pulls
+    assert (pull["head"]["ref"], pull["base"]["ref"], pull["state"]) == (branch, "main", "open")
+    assert pull["html_url"] == f"https://github.com/you/app/pull/{pull['number']}"

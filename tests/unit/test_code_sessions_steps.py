@@ -102,7 +102,14 @@ async def test_each_model_call_sends_the_preamble_and_bound_and_records_its_answ
     assert [m.role for m in first.messages] == ["user"]
     assert first.messages[0].content == s.prompt
     assert first.messages[0].thread_id == s.id
-    assert len({m.id for m in w.model.requests[1].messages}) == 3
+    second = w.model.requests[1].messages
+    assert len({m.id for m in second}) == 3
+    # the tool's result names its tool, as a thread's does (the local model says it)
+    assert [(m.role, m.sender_name) for m in second] == [
+        ("user", None),
+        ("assistant", None),
+        ("tool", "read_file"),
+    ]
     events = await w.events(s.id)
     assert [e.data for e in events if e.type == "message"][1] == {
         "role": "assistant",

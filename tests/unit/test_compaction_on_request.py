@@ -5,6 +5,7 @@ event, sent only to a send that asks (``includeEvents``); ``compact`` now
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -12,11 +13,13 @@ import pytest
 from agentsvc_core.entities import Principal, Usage
 from agentsvc_core.errors import InvalidInput, PermissionDenied, ThreadBusy
 from agentsvc_core.ports import CompactionBlock, Finished, TextDelta, UsageReport
-from agentsvc_core.use_cases.org_settings import CompactionConfig
+from agentsvc_core.use_cases.org_settings import AgentConfigs, CompactionConfig
 from agentsvc_core.use_cases.sealed import SealedRecords
+from agentsvc_core.use_cases.threads import Threads
 from agentsvc_core.use_cases.turn.compaction import SUMMARY_PROMPT, Compactor, estimate
 from agentsvc_core.use_cases.turn.events import CompactionEvent, Done, EventData
 from agentsvc_core.use_cases.turn.send_input import SendInput, check_input
+from agentsvc_core.use_cases.turn.thread_context import ThreadCompaction
 from tests.contract.test_conversations_contract import a_message
 from tests.unit.turn_world import (
     BOX,
@@ -56,6 +59,25 @@ async def long_world(
     ]
     await store_run(w, a_stored_run(w, status="completed"), old)
     return w
+
+
+def ops_of(w: World) -> ThreadCompaction:
+    """``/context`` and ``/compact`` over the world's turn, wired as bootstrap/turn.py does."""
+    conv, storage = w.conversation, w.storage
+    return ThreadCompaction(
+        Threads(storage.threads, storage.agents, storage.conversations, w.clock),
+        storage.turn_reader,
+        storage.conversations,
+        conv._router,
+        w.tools,
+        w.clock,
+        conv.reply,
+        compactor=Compactor(storage.secrets, BOX),
+        configs=AgentConfigs(storage.secrets, BOX),
+        keys=None,
+        kinds=conv.record_kinds,
+        stale_after=timedelta(seconds=45),
+    )
 
 
 async def send(w: World, include: frozenset[str] = frozenset()) -> list[EventData]:
@@ -111,7 +133,7 @@ async def test_compact_now_summarises_and_the_context_and_next_turn_show_it(
     provider: str,
 ) -> None:
     w = await long_world(provider)
-    ops = w.conversation.compaction
+    ops = ops_of(w)
     before = await ops.context(WHO, w.thread.id)
     assert (before.summary, before.summarised_through, len(before.messages)) == (None, None, 10)
     assert before.tokens == estimate(before.system, before.messages)
@@ -138,7 +160,7 @@ async def test_compact_now_summarises_and_the_context_and_next_turn_show_it(
 async def test_compact_with_too_little_to_summarise_does_nothing() -> None:
     w = await long_world()
     w.store._messages[(ORG, w.thread.id)] = w.store._messages[(ORG, w.thread.id)][-3:]
-    done = await w.conversation.compaction.compact(WHO, w.thread.id)
+    done = await ops_of(w).compact(WHO, w.thread.id)
     assert (done.compacted, done.tokens_before) == (False, done.tokens_after)
     assert w.model.requests == []
     assert await w.usage() == []
@@ -148,17 +170,17 @@ async def test_compact_waits_for_the_running_reply() -> None:
     w = await long_world()
     await store_run(w, a_stored_run(w))
     with pytest.raises(ThreadBusy):
-        await w.conversation.compaction.compact(WHO, w.thread.id)
+        await ops_of(w).compact(WHO, w.thread.id)
 
 
 async def test_compact_needs_compaction_on_and_a_compacted_family() -> None:
     off = await long_world(enabled=False)
     with pytest.raises(InvalidInput, match="compaction is off"):
-        await off.conversation.compaction.compact(WHO, off.thread.id)
+        await ops_of(off).compact(WHO, off.thread.id)
     local = await world(Script(), compactor=Compactor)
     with pytest.raises(InvalidInput, match="'local': the local model is not compacted"):
-        await local.conversation.compaction.compact(WHO, local.thread.id)
-    shown = await local.conversation.compaction.context(WHO, local.thread.id)
+        await ops_of(local).compact(WHO, local.thread.id)
+    shown = await ops_of(local).context(WHO, local.thread.id)
     assert (shown.summary, shown.messages, shown.model) == (None, [], "local")
 
 
@@ -166,6 +188,6 @@ async def test_the_context_is_for_whoever_may_read_the_thread() -> None:
     w = await long_world()
     stranger = Principal(org_id=ORG, method="jwt", user_id="mallory")
     with pytest.raises(PermissionDenied):
-        await w.conversation.compaction.context(stranger, w.thread.id)
+        await ops_of(w).context(stranger, w.thread.id)
     with pytest.raises(PermissionDenied):
-        await w.conversation.compaction.compact(stranger, w.thread.id)
+        await ops_of(w).compact(stranger, w.thread.id)

@@ -6,7 +6,8 @@ The variables read are found two ways, so that neither alone can miss one:
 (once with the single-machine defaults, once without them, which reads the
 variables those defaults stand in for), and the sources are parsed for the
 ``AGENTSVC_*`` names ``settings.py`` spells out and for the direct
-``os.environ`` reads elsewhere in ``src/``."""
+``os.environ`` reads, and the whole names (an adapter's ``environ.get(...)``)
+elsewhere in ``src/``."""
 
 from __future__ import annotations
 
@@ -60,15 +61,23 @@ def read_by_settings() -> set[str]:
     return asked
 
 
-def named_in_settings_source() -> set[str]:
-    tree = ast.parse((SRC / "agentsvc_web" / "settings.py").read_text())
-    return {
-        node.value
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Constant)
-        and isinstance(node.value, str)
-        and NAME.fullmatch(node.value)
-    }
+def named_in_source() -> set[str]:
+    """Every string in ``src/`` that is a whole variable name: what ``settings.py``
+    spells out, and the names the adapters read from the environment they are
+    handed at start-up (``environ.get("AGENTSVC_E2B_API_KEY")``, or a module's
+    constant holding the name). A prefix they complete (``AGENTSVC_SANDBOX_LOCAL_``)
+    ends in ``_`` and is not a name."""
+    names: set[str] = set()
+    for path in SRC.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and NAME.fullmatch(node.value)
+                and not node.value.endswith("_")
+            ):
+                names.add(node.value)
+    return names
 
 
 def _is_os_environ(node: ast.expr) -> bool:
@@ -118,7 +127,7 @@ def read_from_os_environ() -> set[str]:
 
 
 def variables_read() -> set[str]:
-    return read_by_settings() | named_in_settings_source() | read_from_os_environ()
+    return read_by_settings() | named_in_source() | read_from_os_environ()
 
 
 def table_variables(readme: str) -> set[str]:

@@ -118,28 +118,31 @@ class LocalSandboxes(SandboxProvider):
         self._guard = guard
         self._probed = False
         self._lock = asyncio.Lock()
+        # the programs, once found (``missing`` and every command ask): a machine
+        # that lacks one is asked again each time, so installing it needs no restart
+        self._found: jail.Tools | None = None
 
     @classmethod
     def from_env(
         cls, environ: Mapping[str, str], guard: OutboundGuard, data_dir: Path
     ) -> LocalSandboxes:
         def number(name: str, default: int) -> int:
-            raw = environ.get(f"AGENTSVC_SANDBOX_LOCAL_{name}", "").strip()
+            raw = environ.get(name, "").strip()
             try:
                 value = int(raw) if raw else default
             except ValueError:
-                raise ValueError(f"AGENTSVC_SANDBOX_LOCAL_{name} must be a whole number") from None
+                raise ValueError(f"{name} must be a whole number") from None
             if value <= 0:
-                raise ValueError(f"AGENTSVC_SANDBOX_LOCAL_{name} must be positive")
+                raise ValueError(f"{name} must be positive")
             return value
 
         root = environ.get("AGENTSVC_SANDBOX_LOCAL_DIR", "").strip()
         settings = LocalSandboxSettings(
             root=Path(root) if root else Path(data_dir) / "sandboxes" / "local",
             bwrap=environ.get("AGENTSVC_SANDBOX_LOCAL_BWRAP", "").strip() or None,
-            uid_base=number("UID_BASE", 2_000_000_000),
-            uid_count=number("UID_COUNT", 10_000),
-            tmp_mb=number("TMP_MB", 64),
+            uid_base=number("AGENTSVC_SANDBOX_LOCAL_UID_BASE", 2_000_000_000),
+            uid_count=number("AGENTSVC_SANDBOX_LOCAL_UID_COUNT", 10_000),
+            tmp_mb=number("AGENTSVC_SANDBOX_LOCAL_TMP_MB", 64),
             python=environ.get("AGENTSVC_SANDBOX_LOCAL_PYTHON", "").strip() or "/usr/bin/python3",
         )
         return cls(settings, guard)
@@ -156,6 +159,8 @@ class LocalSandboxes(SandboxProvider):
     def _tools(self) -> jail.Tools:
         """The programs a command needs, or ``SandboxUnavailable`` saying what to
         install."""
+        if self._found is not None:
+            return self._found
         bwrap = shutil.which(self.settings.bwrap or "bwrap")
         if bwrap is None:
             raise SandboxUnavailable(INSTALL)
@@ -169,9 +174,10 @@ class LocalSandboxes(SandboxProvider):
                 "the local sandbox needs the service to run as root: it runs each sandbox"
                 " as an unprivileged user of its own"
             )
-        return jail.Tools(
+        self._found = jail.Tools(
             prlimit=prlimit, setpriv=setpriv, bwrap=bwrap, python=self.settings.python
         )
+        return self._found
 
     def _instance(self, ref: str) -> Path:
         self._tools()

@@ -40,6 +40,7 @@ from agentsvc_core.ports.resolver import CredentialResolver
 from agentsvc_core.ports.sandboxes import SandboxProvider
 from agentsvc_core.ports.skill_sources import SkillSource
 from agentsvc_core.ports.web import WebFetcher, WebSearch
+from agentsvc_core.use_cases.branches import Branches
 from agentsvc_core.use_cases.health import Readiness
 from agentsvc_core.use_cases.idempotency import Idempotency
 from agentsvc_core.use_cases.models import Models
@@ -59,7 +60,7 @@ from agentsvc_web.bootstrap.code_sessions import (
 from agentsvc_web.bootstrap.computer import outbound_guard, sandbox_providers, wire_computer
 from agentsvc_web.bootstrap.runners import wire_runners
 from agentsvc_web.bootstrap.storage import open_database
-from agentsvc_web.bootstrap.turn import conversation
+from agentsvc_web.bootstrap.turn import conversation, thread_compaction
 from agentsvc_web.settings import Settings, SettingsError
 
 log = logging.getLogger("agentsvc")
@@ -156,6 +157,17 @@ class Services:
             multiplayer=MultiplayerPosts(self.multiplayer, storage.conversations, news, clock),
         )
         self.streams = self.conversation.streams  # re-attach
+        # GET /api/threads/{id}/context and POST .../compact, over the turn's own parts
+        self.thread_compaction = thread_compaction(
+            self.conversation, settings, storage, self.threads, router, self.tools, clock, box, keys
+        )
+        self.branches = Branches(
+            self.threads,
+            storage.threads,
+            storage.conversations,
+            clock,
+            stale_after_s=settings.run_stale_after_s,
+        )
         self.thread_events = ThreadEvents(
             self.threads,
             storage.conversations,

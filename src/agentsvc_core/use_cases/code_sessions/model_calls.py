@@ -172,7 +172,11 @@ def system_prompt(preamble: str) -> str:
 
 
 def _messages(session: CodeSession) -> list[Message]:
+    """The transcript as the model reads it; a tool's result names its tool (as a
+    thread's does: the sender of a ``tool`` message)."""
     at = session.created_at
+    transcript = session.work.transcript
+    names = {c.id: c.name for turn in transcript for c in turn.tool_calls}
     return [
         Message(
             id=uuid.UUID(int=i + 1),
@@ -181,8 +185,9 @@ def _messages(session: CodeSession) -> list[Message]:
             role=turn.role,
             content=turn.content,
             created_at=at,
+            sender_name=names.get(turn.tool_call_id) if turn.tool_call_id else None,
             tool_calls=turn.tool_calls,
             tool_call_id=turn.tool_call_id,
         )
-        for i, turn in enumerate(session.work.transcript)
+        for i, turn in enumerate(transcript)
     ]

@@ -7,8 +7,9 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
+from uuid import UUID
 
 import msgspec
 
@@ -26,7 +27,7 @@ from agentsvc_core.entities import (
     Usage,
     UsageRecord,
 )
-from agentsvc_core.errors import ThreadBusy, Upstream
+from agentsvc_core.errors import Upstream
 from agentsvc_core.ports import ChatModel, Clock, NativeCompaction, ToolSetup, ToolSpec
 from agentsvc_core.use_cases.org_settings import CompactionConfig, TurnKeys
 from agentsvc_core.use_cases.turn.events import ErrorEvent, ToolCallOut, UsageOut
@@ -41,7 +42,6 @@ __all__ = [
     "interrupted",
     "message_status",
     "new_message",
-    "refuse_when_busy",
     "tool_out",
     "usage_out",
 ]
@@ -88,6 +88,9 @@ class Plan(msgspec.Struct, kw_only=True):
     # the span the reply's span is a child of when that span is in the stored trace
     # too (a runner step's); any other parent (the request's) is not kept
     stored_parent: str | None = None
+    # the thread has branches (or this send makes one): the reply's messages name
+    # their parents and move the thread's head (use_cases/branches.py)
+    branched: bool = False
 
 
 class ReplyState(msgspec.Struct, kw_only=True):
@@ -96,6 +99,7 @@ class ReplyState(msgspec.Struct, kw_only=True):
     messages: list[Message]  # the model's context, growing with each step
     shown: list[str] = msgspec.field(default_factory=list)  # every delta the user saw
     new: list[Message] = msgspec.field(default_factory=list)  # to store at the end
+    parent: UUID | None = None  # a branched thread's: the message the reply follows
     records: list[UsageRecord] = msgspec.field(default_factory=list)
     total: Usage = msgspec.field(default_factory=Usage)
     status: RunStatus = "completed"
@@ -117,12 +121,6 @@ class Called(msgspec.Struct, frozen=True, gc=False):
     usage: Usage  # the provider's last report (zeros without one)
     source: KeySource  # the key that paid
     finish: str  # the provider's finish reason ("stop" when stopped, "other" without one)
-
-
-def refuse_when_busy(latest: Run | None, now: datetime, stale_after: timedelta) -> None:
-    """A reply still running (its heartbeat fresh) holds the thread: ``ThreadBusy``."""
-    if latest and latest.status == "running" and latest.heartbeat_at >= now - stale_after:
-        raise ThreadBusy()
 
 
 def new_message(clock: Clock, run: Run, role: Role, content: str, **extra: Any) -> Message:

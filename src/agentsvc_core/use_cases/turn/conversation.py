@@ -11,25 +11,8 @@ one-reply-per-thread rule) before it returns, then the reply runs in a task of i
 own: a client that disconnects does not cancel it; only ``stop`` does, from any
 process, through the ``StopBus``.
 
-Round trips to storage per turn, always: ``turn_inputs`` (the thread, its agent,
-the latest run, the agent's MCP servers and sealed settings, the history, read
-together), ``begin_turn`` (the run and the user's message, checking that the
-history read is still whole) and ``finish_turn`` (the run, the assistant messages,
-the usage records and the reply's events, kept for re-attach: use_cases/turn/streams.py).
-Nothing is written per token. A send with an idempotency key (``send_once``) reads
-the key first and claims it in ``begin_turn``'s transaction; a reply followed from
-another process writes its events in batches while it runs. Beyond these, by the
-agent's settings (use_cases/turn/reply.py): with its credential resolver on, one read
-of the organization's signing secret per turn, before the signed webhook call;
-with compaction on, a read of the thread's checkpoint (alpha and beta) and, beta
-only, a write of it after the reply (two when it summarises); per server tool call, what
-the tool reads (an MCP tool: the agent's attached servers). A multiplayer thread's
-send (only there) reads the sender's participation, and the agent's multiplayer
-configuration when a person posts, and tells the thread's followers (a NOTIFY) when
-the message is stored and when the reply is (use_cases/multiplayer/posts.py). Heartbeats are one
-write per beat for all of a process's running replies. The model call starts
-while ``begin_turn`` is on its way, so the first token does not wait for it;
-nothing the reply produces is shown, stored or acted on before the run is stored.
+The turn's round trips to storage: the package's docstring
+(use_cases/turn/__init__.py).
 
 Shutting down (``close``): new sends are refused, running replies get a grace
 period to finish, then the rest are interrupted through their stop signal: the
@@ -40,23 +23,19 @@ stream ends with an ``INTERRUPTED`` error.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 from uuid import UUID
 
 from agentsvc_core.entities import (
-    Agent,
     Message,
     Principal,
     Run,
-    ToolCall,
 )
 from agentsvc_core.entities.skill import SkillBinding
 from agentsvc_core.errors import (
     IdempotencyKeyInUse,
     IdempotencyKeyReused,
-    NotFound,
     ThreadBusy,
     Unavailable,
 )
@@ -75,6 +54,7 @@ from agentsvc_core.ports import (
 from agentsvc_core.ports.idempotency import IdempotencyClaim, IdempotencyStore
 from agentsvc_core.ports.telemetry import Tracer
 from agentsvc_core.ports.tools import Attached
+from agentsvc_core.use_cases.branches import Start, branch_of, chained, pending_on, start_of
 from agentsvc_core.use_cases.idempotency import KEEP, RequestKey
 from agentsvc_core.use_cases.multiplayer.posts import MultiplayerPosts
 from agentsvc_core.use_cases.org_settings import (
@@ -83,7 +63,7 @@ from agentsvc_core.use_cases.org_settings import (
 )
 from agentsvc_core.use_cases.threads import Threads
 from agentsvc_core.use_cases.traces.build import TraceConfig
-from agentsvc_core.use_cases.turn._private import BudgetGate, Plan, refuse_when_busy
+from agentsvc_core.use_cases.turn._private import BudgetGate, Plan
 from agentsvc_core.use_cases.turn.compaction import Compactor
 from agentsvc_core.use_cases.turn.events import (
     AfterTurn,
@@ -92,19 +72,23 @@ from agentsvc_core.use_cases.turn.events import (
     Turn,
 )
 from agentsvc_core.use_cases.turn.heartbeats import INTERRUPT_WAIT_S, Heartbeats, drain
+from agentsvc_core.use_cases.turn.queued import Waiting
 from agentsvc_core.use_cases.turn.reply import Reply
 from agentsvc_core.use_cases.turn.reply_plan import choose, note_answered, plan_reply
 from agentsvc_core.use_cases.turn.send_input import (
     SendInput,
     ToolResultIn,
+    agent_of,
     check_input,
     check_tool_results,
     new_messages,
+    new_run,
+    pending_tool_calls,
+    refuse_when_busy,
     sender_of,
 )
 from agentsvc_core.use_cases.turn.spans import reply_span
-from agentsvc_core.use_cases.turn.streams import NoStoredEvents, Streams, store_as_it_comes
-from agentsvc_core.use_cases.turn.thread_context import ThreadCompaction
+from agentsvc_core.use_cases.turn.streams import NoStoredEvents, Streams, follow_here
 
 __all__ = ["INTERRUPT_WAIT_S", "Conversation", "SendInput", "ToolResultIn"]
 
@@ -162,7 +146,7 @@ class Conversation:
         # (organization, thread) of the sends whose reply started before their run was stored
         self._beginning: set[tuple[str, UUID]] = set()
         self._beats = Heartbeats(store, clock, stale_after_s / 4, self._running)
-        self._reply = Reply(store, tools, clock, compactor, tracer, traces, after_turn)
+        self.reply = Reply(store, tools, clock, compactor, tracer, traces, after_turn)
         self._closing: asyncio.Task[None] | None = None  # the drain, once shutdown began
         self._turns: dict[UUID, Turn] = {}  # the running replies' event buffers
         self._streams = streams
@@ -184,11 +168,7 @@ class Conversation:
             replay=self.replay,
         )
         self._interrupting = False  # the grace is over: a reply stored now ends at once
-        # GET .../context and POST .../compact: planned and built as a send's turn
-        self.compaction = ThreadCompaction(
-            threads, reader, store, router, tools, clock, self._reply, compactor=compactor,
-            configs=configs, keys=keys, kinds=self._record_kinds, stale_after=self._stale_after,
-        )  # fmt: skip
+        self._waiting = Waiting()  # sends waiting for their thread (``multitaskStrategy``)
 
     # --- the HTTP-facing operations -------------------------------------------
 
@@ -221,8 +201,14 @@ class Conversation:
         """``send`` as a person posts a message (``POST /api/threads/{id}/messages``):
         on a multiplayer thread, the agent's configuration decides whether the
         message calls the agent; one that does not is stored and its stream is only
-        ``done`` with ``replied: false``."""
-        return await self._send(who, thread_id, msg, None, posted=True)
+        ``done`` with ``replied: false``. A busy thread: as ``msg.multitask_strategy``
+        says (``_queue``)."""
+        try:
+            return await self._send(who, thread_id, msg, None, posted=True)
+        except ThreadBusy:
+            if msg.multitask_strategy == "reject":
+                raise
+            return await self._queue(who, thread_id, msg, None)
 
     async def send_once(
         self, who: Principal, thread_id: UUID, msg: SendInput, key: RequestKey
@@ -232,24 +218,29 @@ class Conversation:
         stream from its first event (live or stored) and stores nothing; one whose
         key was used for another request is refused (``IdempotencyKeyReused``)."""
         if self._keys_store is None:
-            return await self._send(who, thread_id, msg, None, posted=True)
+            return await self.post(who, thread_id, msg)
         claim = key.claim(self._clock)
         again = await self._sent_before(who, thread_id, claim)
         if again is not None:
             return again
         try:
             return await self._send(who, thread_id, msg, claim, posted=True)
-        except (ThreadBusy, IdempotencyKeyInUse):
+        except (ThreadBusy, IdempotencyKeyInUse) as exc:
             # a retry racing the first: its reply is the one in the way
             again = await self._sent_before(who, thread_id, claim)
-            if again is None:
+            if again is not None:
+                return again
+            if not isinstance(exc, ThreadBusy) or msg.multitask_strategy == "reject":
                 raise
-            return again
+            return await self._queue(who, thread_id, msg, claim)
 
     async def _sent_before(
         self, who: Principal, thread_id: UUID, claim: IdempotencyClaim
     ) -> EventSource | None:
         assert self._keys_store is not None  # checked by send
+        waiting = self._waiting.keyed(who.org_id, claim.key, claim.fingerprint)
+        if waiting is not None:  # the send with this key waits for its thread, here
+            return waiting
         held = await self._keys_store.find(who.org_id, claim.key, claim.at)
         if held is None:
             return None
@@ -275,10 +266,17 @@ class Conversation:
         (``post``), which a multiplayer thread's agent may leave unanswered."""
         self._refuse_when_closing()
         check_input(msg)
-        inputs = await self._reader.turn_inputs(who.org_id, thread_id, self._record_kinds())
+        inputs = await self._reader.turn_inputs(who.org_id, thread_id, self.record_kinds())
         thread = await self._threads.check_visible(who, inputs.thread)
         sender_id, sender_name, role = await sender_of(self._threads, who, thread, msg)
-        agent = _agent_of(inputs)
+        agent = agent_of(inputs)
+        start = start_of(
+            inputs.history,
+            thread.head_id,
+            edit_of=msg.edit_of,
+            regenerate=msg.regenerate,
+            multiplayer=thread.kind == "multiplayer",
+        )
         multiplayer = self._multiplayer if thread.kind == "multiplayer" else None
         if multiplayer is not None and posted and not msg.tool_results:
             heard = await multiplayer.unanswered(
@@ -287,8 +285,10 @@ class Conversation:
             if heard is not None:
                 return heard  # stored; the agent is not called (even while it replies)
         now = self._clock.now()
-        self._refuse_when_busy(inputs.latest_run, now)
-        pending = _pending_tool_calls(inputs.latest_run)
+        refuse_when_busy(inputs.latest_run, now - self._stale_after)
+        pending = pending_tool_calls(inputs.latest_run)
+        if start.branched:  # a new branch waits for nothing; another, if it made the calls
+            pending = () if msg.edit_of or msg.regenerate else pending_on(start.branch, pending)
         check_tool_results(pending, msg)
         chosen = choose(
             self._router, self._configs, who, thread, agent, msg, inputs, extra_mcp, extra_skills
@@ -303,28 +303,51 @@ class Conversation:
             gate=gate,
             stored_parent=stored_parent,
         )
-        run = _new_run(who, thread.id, now)
+        run = new_run(who, thread.id, now)
         new = new_messages(self._clock, run, msg, pending, sender_id, sender_name)
-        note_answered(plan, new)
+        if start.branched:
+            new, plan.branched = chained(new, start.parent), True
+        note_answered(plan, new if new else list(start.branch[-1:]))
         meta = Meta(started_at=now, run_id=run.id, thread_id=thread.id, model=plan.model_id)
-        turn = await self._begin(plan, run, new, inputs, meta, claim)
+        turn = await self._begin(plan, run, new, inputs, meta, claim, start)
         if multiplayer is not None:  # the message and the reply, news for the followers
             multiplayer.tell_when_done(thread.id, self._running[run.id][1])
             await multiplayer.tell(thread.id)
         return turn
 
+    async def _queue(
+        self, who: Principal, thread_id: UUID, msg: SendInput, claim: IdempotencyClaim | None
+    ) -> EventSource:
+        """A send that found its thread busy and may wait (use_cases/turn/queued.py):
+        ``interrupt`` stops the running reply first; then the send waits its turn
+        and for the thread's reply to end, and starts. Its stream answers at once."""
+        if msg.multitask_strategy == "interrupt":
+            await self.stop(who, thread_id)
+        org = who.org_id
+
+        async def reply_of() -> asyncio.Task[None] | bool:
+            now = self._clock.now()
+            run = await self._store.running(org, thread_id, now - self._stale_after)
+            entry = None if run is None else self._running.get(run.id)
+            return run is not None if entry is None else entry[1]
+
+        key = None if claim is None else (claim.key, claim.fingerprint)
+        return self._waiting.queue(
+            org,
+            thread_id,
+            key,
+            reply_of,
+            lambda: self._send(who, thread_id, msg, claim, posted=True),
+        )
+
     def _refuse_when_closing(self) -> None:
         if self._closing is not None:
             raise Unavailable("the service is shutting down; send again in a moment")
 
-    def _record_kinds(self) -> list[str]:
+    def record_kinds(self) -> list[str]:
         """The agent's sealed records the turn reads with the thread: its own
         configurations' and the tool sources'."""
         return [*(AgentConfigs.KINDS if self._configs else ()), *self._tools.kinds]
-
-    def _refuse_when_busy(self, latest: Run | None, now: datetime) -> None:
-        """Refused before anything else (begin_turn would refuse it too)."""
-        refuse_when_busy(latest, now, self._stale_after)
 
     def _keep_events(self, claim: IdempotencyClaim | None) -> timedelta:
         """How long the reply's events stay stored: a keyed send's as long as its key."""
@@ -338,6 +361,7 @@ class Conversation:
         inputs: TurnInputs,
         meta: Meta,
         claim: IdempotencyClaim | None,
+        start: Start,
     ) -> Turn:
         """Store the run and start the reply, both at once: the model call is made
         while begin_turn stores the run, so its first token is not held up by that
@@ -346,8 +370,11 @@ class Conversation:
         is stored. When the run is refused (two sends racing), the reply is cancelled
         and leaves nothing behind. While one send of a thread is at that stage in this
         process, another waits for its write before calling the model, so a burst of
-        sends to one thread costs at most one call made for nothing."""
-        history = [*inputs.history, *new]
+        sends to one thread costs at most one call made for nothing. A branched
+        thread's head moves to the last new message (a regenerate's: the message
+        answered again) with the same write."""
+        history = [*start.branch, *new]
+        head = (new[-1].id if new else start.parent) if start.branched else None
         key = (run.org_id, run.thread_id)
         early = key not in self._beginning
         # watched here, not by the reply: a restarted reply keeps the same signal
@@ -357,7 +384,7 @@ class Conversation:
             turn, task, begun = self._start(plan, run, history, meta, stop)
         try:
             fresh = await self._store.begin_turn(
-                run, new, run.started_at - self._stale_after, inputs.history_mark, claim
+                run, new, run.started_at - self._stale_after, inputs.history_mark, claim, head=head
             )
         except BaseException:
             if early:
@@ -368,6 +395,8 @@ class Conversation:
         finally:
             if early:
                 self._beginning.discard(key)
+        if fresh is not None and head is not None:
+            fresh = branch_of(fresh, head)  # the thread's every branch: the model reads one
         if not early or fresh is not None:
             if early:
                 # A message came between the read and the write: the reply starts
@@ -396,31 +425,23 @@ class Conversation:
     # --- followers in other processes ------------------------------------------
 
     def _followed(self, run_id: UUID) -> None:
-        """A client in another process follows this reply (if it runs here): from now
-        on its events are stored in batches as they come."""
-        turn = self._turns.get(run_id)
+        """A client in another process follows this reply (if it runs here)."""
         entry = self._running.get(run_id)
-        if turn is None or entry is None or turn.followed or self._streams is None:
-            return
-        turn.followed = True
-        task = asyncio.create_task(
-            store_as_it_comes(self._streams, entry[0], turn, self._flush_s, self._clock),
-            name=f"turn-events-{run_id}",
-        )
-        self._flushers.add(task)
-        task.add_done_callback(self._flushers.discard)
+        if entry is not None and self._streams is not None:
+            stored = self._turns.get(run_id)
+            follow_here(self._streams, entry[0], stored, self._flush_s, self._clock, self._flushers)
 
     def _start(
         self, plan: Plan, run: Run, history: list[Message], meta: Meta, stop: StopSignal
     ) -> tuple[Turn, asyncio.Task[None], asyncio.Future[None]]:
         turn = Turn(run.id, run.thread_id)
         turn.keep = plan.keep_events
-        span = reply_span(self._reply.tracer, plan, run)  # child of the request's span
+        span = reply_span(self.reply.tracer, plan, run)  # child of the request's span
         meta.trace_id = span.trace_id
         turn.emit(meta)
         begun: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         task = asyncio.create_task(
-            self._reply.run(plan, run, history, turn, begun, stop, span), name=f"turn-{run.id}"
+            self.reply.run(plan, run, history, turn, begun, stop, span), name=f"turn-{run.id}"
         )
         return turn, task, begun
 
@@ -471,27 +492,6 @@ class Conversation:
         """``close`` and wait for it; then this object serves sends again (a test
         may start the same services twice)."""
         await self.close(grace_s)
+        self._waiting.cancel()  # sends still waiting for their thread
         self._beats.cancel()
         self._closing, self._interrupting = None, False
-
-
-def _agent_of(inputs: TurnInputs) -> Agent:
-    if inputs.agent is None:
-        raise NotFound("agent not found")
-    return inputs.agent
-
-
-def _pending_tool_calls(latest: Run | None) -> tuple[ToolCall, ...]:
-    """The client-side tool calls the latest run waits for (its results may answer them)."""
-    return latest.pending_tool_calls if latest and latest.status == "requires_action" else ()
-
-
-def _new_run(who: Principal, thread_id: UUID, now: datetime) -> Run:
-    return Run(
-        id=uuid.uuid4(),
-        org_id=who.org_id,
-        thread_id=thread_id,
-        status="running",
-        started_at=now,
-        heartbeat_at=now,
-    )

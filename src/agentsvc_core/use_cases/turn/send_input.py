@@ -3,11 +3,15 @@ core sees it) and its checks, made before anything is read or stored."""
 
 from __future__ import annotations
 
+import uuid
+from datetime import datetime
+from uuid import UUID
+
 import msgspec
 
-from agentsvc_core.entities import Message, Principal, Run, Thread, ToolCall
-from agentsvc_core.errors import InvalidInput, PermissionDenied
-from agentsvc_core.ports import Clock, ToolSpec
+from agentsvc_core.entities import Agent, Message, Principal, Run, Thread, ToolCall
+from agentsvc_core.errors import InvalidInput, NotFound, PermissionDenied, ThreadBusy
+from agentsvc_core.ports import Clock, ToolSpec, TurnInputs
 from agentsvc_core.rules import (
     MAX_CLIENT_TOOLS,
     MAX_CONTENT,
@@ -21,6 +25,7 @@ from agentsvc_core.rules import (
 from agentsvc_core.use_cases.threads import Threads
 from agentsvc_core.use_cases.turn._private import new_message
 from agentsvc_core.use_cases.turn.context import PROPOSE_PROFILE_SWITCH
+from agentsvc_core.use_cases.turn.queued import STRATEGIES, Strategy
 
 __all__ = [
     "EVENTS_ON_REQUEST",
@@ -51,6 +56,12 @@ class SendInput(msgspec.Struct, frozen=True, kw_only=True):
     system_prompt_overlay: str | None = None
     metadata: dict[str, str] = {}
     include_events: frozenset[str] = frozenset()  # of EVENTS_ON_REQUEST
+    # what a send that finds the thread's reply running does (use_cases/turn/queued.py)
+    multitask_strategy: Strategy = "reject"
+    # a new branch (use_cases/branches.py): this message replaces the user message
+    # ``edit_of``, or (``regenerate``) the last user message is answered again
+    edit_of: UUID | None = None
+    regenerate: bool = False
 
 
 def check_input(msg: SendInput) -> None:
@@ -75,6 +86,10 @@ def check_input(msg: SendInput) -> None:
         raise InvalidInput("tools", f"{PROPOSE_PROFILE_SWITCH!r} is reserved")
     for r in msg.tool_results:
         check_text("tool_results", r.output, max_len=MAX_CONTENT)
+    if msg.multitask_strategy not in STRATEGIES:
+        raise InvalidInput("multitask_strategy", f"must be one of {', '.join(STRATEGIES)}")
+    if msg.regenerate:
+        return  # no message of its own: the last user message is answered again
     if not msg.content.strip() and not msg.tool_results:
         raise InvalidInput("content", "must not be empty")
 
@@ -130,6 +145,8 @@ def new_messages(
     """The messages a send stores: the results of the pending client-side tool
     calls (named by their calls), then the user's message (unless the send only
     answers tool calls)."""
+    if msg.regenerate:
+        return []
     names = {c.id: c.name for c in pending}
     new = [
         new_message(
@@ -149,3 +166,32 @@ def new_messages(
             )
         )
     return new
+
+
+def agent_of(inputs: TurnInputs) -> Agent:
+    if inputs.agent is None:
+        raise NotFound("agent not found")
+    return inputs.agent
+
+
+def pending_tool_calls(latest: Run | None) -> tuple[ToolCall, ...]:
+    """The client-side tool calls the latest run waits for (its results may answer them)."""
+    return latest.pending_tool_calls if latest and latest.status == "requires_action" else ()
+
+
+def new_run(who: Principal, thread_id: UUID, now: datetime) -> Run:
+    return Run(
+        id=uuid.uuid4(),
+        org_id=who.org_id,
+        thread_id=thread_id,
+        status="running",
+        started_at=now,
+        heartbeat_at=now,
+    )
+
+
+def refuse_when_busy(latest: Run | None, fresh_since: datetime) -> None:
+    """A reply still running (its heartbeat since ``fresh_since``) holds the thread:
+    ``ThreadBusy`` before anything else (begin_turn would refuse it too)."""
+    if latest and latest.status == "running" and latest.heartbeat_at >= fresh_since:
+        raise ThreadBusy()

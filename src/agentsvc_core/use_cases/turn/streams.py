@@ -210,6 +210,28 @@ class StoredReply(EventSource):
 MAX_BATCH = 512
 
 
+def follow_here(
+    streams: StreamStore,
+    org_id: str,
+    turn: Turn | None,
+    flush_s: float,
+    clock: Clock,
+    flushers: set[asyncio.Task[None]],
+) -> None:
+    """A client in another process follows ``turn``, a reply this process runs:
+    from now on its events are stored in batches as they come (once per reply;
+    the task is kept in ``flushers``)."""
+    if turn is None or turn.followed:
+        return
+    turn.followed = True
+    task = asyncio.create_task(
+        store_as_it_comes(streams, org_id, turn, flush_s, clock),
+        name=f"turn-events-{turn.run_id}",
+    )
+    flushers.add(task)
+    task.add_done_callback(flushers.discard)
+
+
 async def store_as_it_comes(
     streams: StreamStore, org_id: str, turn: Turn, flush_s: float, clock: Clock
 ) -> None:

@@ -35,12 +35,12 @@ from agentsvc_core.ports import (
 )
 from agentsvc_core.use_cases.org_settings import AgentConfigs, KeyBroker
 from agentsvc_core.use_cases.threads import Threads
-from agentsvc_core.use_cases.turn._private import Plan, refuse_when_busy
+from agentsvc_core.use_cases.turn._private import Plan
 from agentsvc_core.use_cases.turn.compaction import Checkpoint, Compactor, estimate
 from agentsvc_core.use_cases.turn.context import model_history
 from agentsvc_core.use_cases.turn.reply import Reply
 from agentsvc_core.use_cases.turn.reply_plan import choose, plan_reply
-from agentsvc_core.use_cases.turn.send_input import SendInput
+from agentsvc_core.use_cases.turn.send_input import SendInput, refuse_when_busy
 
 __all__ = ["Compacted", "ThreadCompaction", "ThreadContext"]
 
@@ -115,19 +115,21 @@ class ThreadCompaction:
         )
         return plan, inputs
 
-    async def _checkpoint(self, plan: Plan) -> Checkpoint | None:
-        """The thread's checkpoint when its turns send summaries (None: they do not)."""
-        config = plan.compaction
-        if config is None or not config.enabled or self._compactor is None:
+    async def _checkpoint(self, plan: Plan, messages: list[Message]) -> Checkpoint | None:
+        """The thread's checkpoint when its turns send summaries (None: they do not),
+        as the turn takes it: none when it covers messages not on this branch."""
+        config, compactor = plan.compaction, self._compactor
+        if config is None or not config.enabled or compactor is None:
             return None
-        return await self._compactor.checkpoint(plan.who.org_id, plan.thread.id)
+        cp = await compactor.checkpoint(plan.who.org_id, plan.thread.id)
+        return compactor.on_branch(cp, messages)
 
     async def context(self, who: Principal, thread_id: UUID) -> ThreadContext:
         """What the next turn would send. ``NotFound``, ``PermissionDenied`` as the
         thread's messages; ``InvalidInput`` when no family serves the agent's model."""
         plan, inputs = await self._plan(who, thread_id)
         system, messages = plan.system, model_history(inputs.history)
-        cp = await self._checkpoint(plan)
+        cp = await self._checkpoint(plan, messages)
         if cp is not None:
             system, messages = Compactor.applied(cp, system, messages)
         return ThreadContext(
@@ -145,7 +147,7 @@ class ThreadCompaction:
         while a reply runs; ``InvalidInput`` when the agent's compaction is off or
         its model's family sends no summary (``local``)."""
         plan, inputs = await self._plan(who, thread_id)
-        refuse_when_busy(inputs.latest_run, self._clock.now(), self._stale_after)
+        refuse_when_busy(inputs.latest_run, self._clock.now() - self._stale_after)
         config = plan.compaction
         if config is None:
             raise InvalidInput(
@@ -157,10 +159,11 @@ class ThreadCompaction:
                 "compaction is off for this agent: turn it on with "
                 f"PUT /api/agents/{plan.agent.id}/compaction",
             )
-        cp = await self._checkpoint(plan)
+        history = model_history(inputs.history)
+        cp = await self._checkpoint(plan, history)
         if cp is None:  # a service wired without a compactor keeps no summaries
             raise InvalidInput("compaction", "this service keeps no summaries")
-        system, recent = Compactor.applied(cp, plan.system, model_history(inputs.history))
+        system, recent = Compactor.applied(cp, plan.system, history)
         before = estimate(system, recent)
         done = await self._reply.summarise(plan, uuid.uuid4(), cp, recent)
         if done is None:

@@ -38,6 +38,7 @@ from agentsvc_web.controllers.code_sessions import (
     CodeSessionsController,
 )
 from agentsvc_web.controllers.computer import AgentComputerController, ThreadComputerController
+from agentsvc_web.controllers.event_webhooks import EventWebhooksController
 from agentsvc_web.controllers.integrations import (
     AgentIntegrationController,
     IntegrationController,
@@ -202,6 +203,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             CodeSessionsController,
             ModelsController,
             ThreadContextController,
+            EventWebhooksController,
             BranchController,
             PublicChatController,
             PublicMarketplaceController,
@@ -258,6 +260,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "code_sessions": _const(services.code_sessions),
             "models": _const(services.models),
             "thread_compaction": _const(services.thread_compaction),
+            "event_webhooks": _const(services.event_webhooks),
         },
         middleware=[
             DefineMiddleware(RequestSpans, tracer=services.tracer),

@@ -153,6 +153,10 @@ DOMAIN_RULES = [
     "listCodeSessions",  # a cursor that is no nextCursor
     "updateCodeSession",  # a title of blanks or holding NUL
     "sendCodeSessionMessage",  # a blank content or one holding NUL
+    "createWebhookEndpoint",  # event types none or unknown, a refused url, text holding NUL
+    "updateWebhookEndpoint",  # the same
+    "listWebhookDeliveries",  # a cursor that is no nextCursor
+    "resendWebhookDelivery",  # a delivery of another endpoint
 ]
 CONFIG = f"""
 [checks]
@@ -237,7 +241,7 @@ GROUPS = {
     "catalogue": ("projects", "marketplace", "skills", "multiplayer"),
     "publishing": ("publishing", "public chat"),
     "channels": ("channels",),
-    "code": ("code agents", "code sessions"),
+    "code": ("code agents", "code sessions", "webhooks"),
 }
 # the two files' shares, about even: at 30 examples, in a CI run (3 processes on 2
 # cores), runners 36 s, plans 17 s, the stateful phase 34 s, mcp-threads 48 s, the

@@ -10,6 +10,7 @@ from agentsvc_adapters.memory.channels import MemoryChannels
 from agentsvc_adapters.memory.code_sessions import MemoryCodeSessions
 from agentsvc_adapters.memory.computer import MemoryComputers
 from agentsvc_adapters.memory.conversations import MemoryConversations, MemoryThreads
+from agentsvc_adapters.memory.event_webhooks import MemoryEventWebhooks
 from agentsvc_adapters.memory.idempotency import MemoryIdempotency
 from agentsvc_adapters.memory.integrations import MemoryIntegrations
 from agentsvc_adapters.memory.knowledge import MemoryKnowledge
@@ -218,6 +219,7 @@ class MemoryStorage(StorageFacade):
                 channels=channels,
                 computers=computers,
                 code_sessions=MemoryCodeSessions(),
+                event_webhooks=MemoryEventWebhooks(),
             )
         )
 

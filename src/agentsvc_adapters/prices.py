@@ -8,7 +8,8 @@ File format (both files)::
                  "cachedInput": 0.075}, ...]}
 
 USD per million tokens; ``model`` a glob over the model id (``agentsvc_core.pricing``);
-``cachedInput`` optional. ``taken`` is required in the shipped file and optional in an
+``cachedInput`` and ``contextWindow`` (tokens, for the model listing) optional.
+``taken`` is required in the shipped file and optional in an
 override (default: the shipped date). Unknown fields are refused, so a misspelt
 ``cached_input`` is an error rather than a silently missing discount.
 """
@@ -43,6 +44,7 @@ class _Entry(msgspec.Struct, frozen=True, kw_only=True, rename="camel", forbid_u
     input: _Dollars
     output: _Dollars
     cached_input: _Dollars | None = None
+    context_window: Annotated[int, msgspec.Meta(ge=1)] | None = None
 
 
 class _File(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -62,7 +64,15 @@ def _table(parsed: _File, taken: str) -> PriceTable:
     # The decoder has bounded every price (>= 0; JSON has no NaN, and msgspec refuses
     # numbers out of a float's range), so Price's own check cannot fail here.
     entries = [
-        (e.model, Price(input=e.input, output=e.output, cached_input=e.cached_input))
+        (
+            e.model,
+            Price(
+                input=e.input,
+                output=e.output,
+                cached_input=e.cached_input,
+                context_window=e.context_window,
+            ),
+        )
         for e in parsed.prices
     ]
     return PriceTable(entries, taken)

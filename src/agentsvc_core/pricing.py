@@ -36,11 +36,14 @@ _DIGITS = 10  # costs are rounded to 1e-10 USD: float noise off, far below a tok
 
 class Price(msgspec.Struct, frozen=True, kw_only=True):
     """USD per million tokens. ``cached_input`` ``None``: the provider gives no
-    discount for cache reads (or the table does not know it), so they cost ``input``."""
+    discount for cache reads (or the table does not know it), so they cost ``input``.
+    ``context_window``: the model's context window in tokens, None where the table
+    does not know it (it costs nothing; the model listing shows it)."""
 
     input: float
     output: float
     cached_input: float | None = None
+    context_window: int | None = None
 
     def __post_init__(self) -> None:
         # A negative or NaN price would make costs negative or NaN in every sum
@@ -49,6 +52,13 @@ class Price(msgspec.Struct, frozen=True, kw_only=True):
             value = getattr(self, name)
             if value is not None and not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be a finite price >= 0, not {value!r}")
+        if self.context_window is not None and self.context_window < 1:
+            raise ValueError(f"context_window must be >= 1, not {self.context_window!r}")
+
+    @property
+    def cached(self) -> float:
+        """What a cached input token costs per million: ``input`` without a discount."""
+        return self.input if self.cached_input is None else self.cached_input
 
 
 def bare_model(model: str) -> str:
@@ -106,10 +116,9 @@ class PriceTable:
         input_tokens = max(usage.input_tokens, 0)
         cached = max(usage.cached_input_tokens or 0, 0)
         uncached = max(input_tokens - cached, 0)
-        cached_price = price.input if price.cached_input is None else price.cached_input
         total = (
             uncached * price.input
-            + cached * cached_price
+            + cached * price.cached
             + max(usage.output_tokens, 0) * price.output
         )
         return round(total / _PER, _DIGITS)

@@ -66,6 +66,7 @@ from agentsvc_web.controllers.mcps import (
     RunnerMcpController,
 )
 from agentsvc_web.controllers.memories import AgentMemoryController
+from agentsvc_web.controllers.models import ModelsController
 from agentsvc_web.controllers.multiplayer import (
     AgentMultiplayerController,
     ThreadEventsController,
@@ -94,6 +95,7 @@ from agentsvc_web.controllers.suggestions import (
     AgentSuggestionsController,
     RunnerSuggestionsController,
 )
+from agentsvc_web.controllers.thread_context import ThreadContextController
 from agentsvc_web.controllers.tools import AgentDelegatedController, ToolController
 from agentsvc_web.controllers.web import AgentWebController
 from agentsvc_web.errors import EXCEPTION_HANDLERS
@@ -199,6 +201,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             ThreadComputerController,
             CodeAgentsController,
             CodeSessionsController,
+            ModelsController,
+            ThreadContextController,
             EventWebhooksController,
             BranchController,
             PublicChatController,
@@ -254,6 +258,8 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "computers": _const(services.computers),
             "code_agents": _const(services.code_agents),
             "code_sessions": _const(services.code_sessions),
+            "models": _const(services.models),
+            "thread_compaction": _const(services.thread_compaction),
             "event_webhooks": _const(services.event_webhooks),
         },
         middleware=[

@@ -237,6 +237,7 @@ GROUPS = {
         "computer",
         "organization",
         "operations",
+        "models",
     ),
     "catalogue": ("projects", "marketplace", "skills", "multiplayer"),
     "publishing": ("publishing", "public chat"),

@@ -80,6 +80,7 @@ ID_FIELDS = {
     "code_agent_id": "code_agent",
     "codeAgentId": "code_agent",
     "session_id": "code_session",
+    "model_id": "model",
     "message_id": "message",
     "messageId": "message",
     "endpoint_id": "webhook_endpoint",
@@ -114,6 +115,9 @@ NOT_404 = {
     # (POST) or 405 (GET, which the generic channel does not take), never A's data
     "channelWebhook": "authenticated by the platform's signature",
     "channelWebhookCheck": "authenticated by the platform's proof",
+    # A model id names no resource of an organization's: the deployment's models are
+    # the same for every one (docs/models.md#listing)
+    "getModel": "the deployment's, not an organization's",
 }
 
 
@@ -324,6 +328,7 @@ class World:
             )
         )
         self.ids["channel"], self.ids["channel_type"] = channel["id"], "whatsapp_web"
+        self.ids["model"] = "local"  # the deployment's, like a channel type
         body = (
             f'{{"eventId": "e1", "chatId": "chat {MARK}", "senderId": "s-{MARK}",'
             f' "text": "hi {MARK}"}}'
@@ -414,7 +419,7 @@ class World:
 
     def secrets_of_a(self) -> list[str]:
         # a channel type names no resource of A's: it is in the document itself
-        return [v for k, v in self.ids.items() if k != "channel_type"] + [MARK]
+        return [v for k, v in self.ids.items() if k not in ("channel_type", "model")] + [MARK]
 
 
 def _h(token: str) -> dict[str, str]:

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 
 from agentsvc_core.use_cases.turn.compaction import SUMMARY_PROMPT
@@ -227,3 +228,98 @@ def test_pause_after_compaction_continues_the_reply(
         ("user", "long question"),
         ("assistant", "After the pause."),
     ]
+
+
+def _long_agent(c: httpx.Client, threshold: int) -> str:
+    agent = c.post(
+        "/api/agents",
+        json={"name": "Seen", "defaultModel": "gpt-seen", "stablePreamble": "PREAMBLE"},
+    ).json()
+    r = c.put(
+        f"/api/agents/{agent['id']}/compaction",
+        json={"enabled": True, "betaCompactThreshold": threshold},
+    )
+    assert r.status_code == 200, r.text
+    return str(agent["id"])
+
+
+def _summaries_since(fake: FakeProvider, start: int) -> int:
+    return sum(1 for r in fake.requests[start:] if system_of(r.json) == SUMMARY_PROMPT)
+
+
+def test_the_compaction_event_comes_only_to_a_send_that_asks(
+    world: tuple[httpx.Client, FakeProvider],
+) -> None:
+    c, fake = world
+    agent = _long_agent(c, 1000)
+    said = [f"message {i}: " + f"word{i} " * 400 for i in range(5)]
+    for include in ([], ["compaction"]):
+        thread = c.post("/api/threads", json={"agentId": agent}).json()["id"]
+        start = len(fake.requests)
+        seen: list[dict[str, Any]] = []
+        for text in said:
+            body: dict[str, Any] = {"content": text}
+            if include:
+                body["includeEvents"] = include
+            events = parse(c.post(f"/api/threads/{thread}/messages", json=body).text)
+            assert names(events)[-1] == "done"
+            seen += [e.data for e in events if e.event == "compaction"]
+        summaries = _summaries_since(fake, start)
+        assert summaries > 0, "the thread was not compacted"
+        if not include:
+            assert seen == []  # a client that knows only the spec sees nothing new
+            continue
+        assert len(seen) == summaries
+        for event in seen:
+            assert set(event) == {"tokens_before", "tokens_after", "kind"}
+            assert event["kind"] == "summary"
+            assert event["tokens_before"] > 1000
+
+
+def test_compact_now_and_the_context_shows_the_summary(
+    world: tuple[httpx.Client, FakeProvider], pg_url: str
+) -> None:
+    c, fake = world
+    agent = _long_agent(c, 100_000)  # no turn compacts by itself here
+    thread = c.post("/api/threads", json={"agentId": agent}).json()["id"]
+    for i in range(4):
+        text = f"message {i}: " + f"word{i} " * 200
+        events = parse(c.post(f"/api/threads/{thread}/messages", json={"content": text}).text)
+        assert names(events)[-1] == "done"
+    before = c.get(f"/api/threads/{thread}/context").json()
+    assert (before["system"], before["summary"], len(before["messages"])) == ("PREAMBLE", None, 8)
+    fake.enqueue(Reply(text="A short summary."))
+    done = c.post(f"/api/threads/{thread}/compact")
+    assert done.status_code == 200, done.text
+    answer = done.json()
+    assert (answer["compacted"], answer["kind"], answer["tokens_before"]) == (
+        True,
+        "summary",
+        before["tokens"],
+    )
+    assert answer["tokens_after"] < answer["tokens_before"]
+    after = c.get(f"/api/threads/{thread}/context").json()
+    assert after["summary"] == "A short summary."
+    assert after["system"] == "PREAMBLE\n\nSummary of the earlier conversation:\nA short summary."
+    assert after["tokens"] == answer["tokens_after"] < before["tokens"]
+    assert [m["content"] for m in after["messages"]] == [
+        m["content"] for m in before["messages"][-4:]
+    ]
+    # the next turn sends what /context showed, then its own message
+    c.post(f"/api/threads/{thread}/messages", json={"content": "and now?"})
+    sent = fake.requests[-1].json
+    assert system_of(sent) == after["system"]
+    assert [m["content"] for m in sent["messages"][1:]] == [
+        *(m["content"] for m in after["messages"]),
+        "and now?",
+    ]
+    with psycopg.connect(pg_url) as db:
+        purposes = [
+            r[0]
+            for r in db.execute(
+                "SELECT purpose FROM usage_records WHERE thread_id = %s", (thread,)
+            ).fetchall()
+        ]
+    assert purposes.count("compaction") == 1
+    # the stored history is complete
+    assert c.get(f"/api/threads/{thread}/messages").json()["total"] == 10

@@ -212,7 +212,11 @@ async def world(
     families = (
         Families(local=model)
         if model.provider == "local"
-        else Families(local=Script(), **{model.provider: model})
+        else Families(
+            local=Script(),
+            alpha=model if model.provider == "alpha" else None,
+            beta=model if model.provider == "beta" else None,
+        )
     )
     router = PrefixRouter(families)
     compaction: dict[str, Any] = (

@@ -36,6 +36,7 @@ from agentsvc_client.errors import (
 from agentsvc_client.event_webhooks import verify_webhook
 from agentsvc_client.events import (
     AuthChallenge,
+    CompactionEvent,
     Done,
     Error,
     Event,
@@ -67,6 +68,7 @@ __all__ = [
     "AuthChallenge",
     "BadRequest",
     "Client",
+    "CompactionEvent",
     "Conflict",
     "Done",
     "Error",

@@ -42,6 +42,7 @@ from agentsvc_client.models import (
     CodeSession,
     CodeSessionBody,
     CodeSessionList,
+    Compacted,
     Compaction,
     CompactionPutBody,
     Computer,
@@ -87,6 +88,7 @@ from agentsvc_client.models import (
     MemoryList,
     MessageBody,
     MessageList,
+    ModelInfo,
     Multiplayer,
     MultiplayerPutBody,
     OAuthDone,
@@ -149,6 +151,7 @@ from agentsvc_client.models import (
     TasksBody,
     Template,
     Thread,
+    ThreadContext,
     ThreadCreateBody,
     ThreadList,
     ThreadPatchBody,
@@ -1819,6 +1822,7 @@ class AsyncThreadsMessagesResource(AsyncResource):
         system_prompt_overlay: str | builtins.list[str] | UnsetType | None = UNSET,
         metadata: dict[str, str] | UnsetType = UNSET,
         multitask_strategy: Literal["reject", "enqueue", "interrupt"] | UnsetType = UNSET,
+        include_events: builtins.list[Literal["compaction"]] | UnsetType = UNSET,
         idempotency_key: str | None = None,
     ) -> AsyncReplyStream:
         """Replace a user message on a new branch; the new reply streams back (POST
@@ -1839,6 +1843,7 @@ class AsyncThreadsMessagesResource(AsyncResource):
                 system_prompt_overlay=system_prompt_overlay,
                 metadata=metadata,
                 multitask_strategy=multitask_strategy,
+                include_events=include_events,
             ),
             idempotency_key=idempotency_key,
             path=f"/api/threads/{_seg(thread_id)}/messages/{_seg(message_id)}/edit",
@@ -1877,6 +1882,7 @@ class AsyncThreadsMessagesResource(AsyncResource):
         system_prompt_overlay: str | builtins.list[str] | UnsetType | None = UNSET,
         metadata: dict[str, str] | UnsetType = UNSET,
         multitask_strategy: Literal["reject", "enqueue", "interrupt"] | UnsetType = UNSET,
+        include_events: builtins.list[Literal["compaction"]] | UnsetType = UNSET,
         idempotency_key: str | None = None,
     ) -> AsyncReplyStream:
         """Send a user message; the reply streams back as Server-Sent Events (POST
@@ -1896,6 +1902,7 @@ class AsyncThreadsMessagesResource(AsyncResource):
                 system_prompt_overlay=system_prompt_overlay,
                 metadata=metadata,
                 multitask_strategy=multitask_strategy,
+                include_events=include_events,
             ),
             idempotency_key=idempotency_key,
         )
@@ -2762,6 +2769,22 @@ class AsyncMcpServersResource(AsyncResource):
         )
 
 
+class AsyncModelsResource(AsyncResource):
+    """``client.models``"""
+
+    async def get(self, model_id: str) -> ModelInfo:
+        """What a turn with this model id does (the id may hold '/', ':', '@', '+') (GET
+        /api/models/{model_id}, getModel).
+        """
+        return await self._client._request("GET", f"/api/models/{_seg(model_id)}", type=ModelInfo)
+
+    async def list(self) -> builtins.list[ModelInfo]:
+        """The models this deployment routes: family, key, context window, prices (GET
+        /api/models, listModels).
+        """
+        return await self._client._request("GET", "/api/models", type=builtins.list[ModelInfo])
+
+
 class AsyncPlansResource(AsyncResource):
     """``client.plans``"""
 
@@ -3223,12 +3246,31 @@ class AsyncThreadsResource(AsyncResource):
             thread_id, run_id=run_id, after=after if last_event_id is None else last_event_id
         )
 
+    async def compact(self, thread_id: str, *, idempotency_key: str | None = None) -> Compacted:
+        """Summarise the thread's older messages now (409 while a reply runs) (POST
+        /api/threads/{thread_id}/compact, compactThread).
+        """
+        return await self._client._request(
+            "POST",
+            f"/api/threads/{_seg(thread_id)}/compact",
+            idempotency_key=idempotency_key,
+            type=Compacted,
+        )
+
     async def computer(self, thread_id: str) -> Instance:
         """The thread's active computer instance (404 when it has none) (GET
         /api/threads/{thread_id}/computer, getThreadComputer).
         """
         return await self._client._request(
             "GET", f"/api/threads/{_seg(thread_id)}/computer", type=Instance
+        )
+
+    async def context(self, thread_id: str) -> ThreadContext:
+        """The system prompt and messages the next turn would send, with a token estimate (GET
+        /api/threads/{thread_id}/context, getThreadContext).
+        """
+        return await self._client._request(
+            "GET", f"/api/threads/{_seg(thread_id)}/context", type=ThreadContext
         )
 
     async def create(
@@ -3506,6 +3548,7 @@ class AsyncResources:
     logs: AsyncLogsResource
     mcp_registry: AsyncMcpRegistryResource
     mcp_servers: AsyncMcpServersResource
+    models: AsyncModelsResource
     plans: AsyncPlansResource
     projects: AsyncProjectsResource
     public: AsyncPublicResource
@@ -3532,6 +3575,7 @@ class AsyncResources:
         system_prompt_overlay: str | builtins.list[str] | UnsetType | None = UNSET,
         metadata: dict[str, str] | UnsetType = UNSET,
         multitask_strategy: Literal["reject", "enqueue", "interrupt"] | UnsetType = UNSET,
+        include_events: builtins.list[Literal["compaction"]] | UnsetType = UNSET,
         idempotency_key: str | None = None,
     ) -> AsyncReplyStream:
         """Send a message; iterate the answer for the reply's events (``Meta``, ``Token``, ...,
@@ -3552,6 +3596,7 @@ class AsyncResources:
             system_prompt_overlay=system_prompt_overlay,
             metadata=metadata,
             multitask_strategy=multitask_strategy,
+            include_events=include_events,
             idempotency_key=idempotency_key,
         )
 
@@ -3569,6 +3614,7 @@ class AsyncResources:
         self.logs = AsyncLogsResource(client)
         self.mcp_registry = AsyncMcpRegistryResource(client)
         self.mcp_servers = AsyncMcpServersResource(client)
+        self.models = AsyncModelsResource(client)
         self.plans = AsyncPlansResource(client)
         self.projects = AsyncProjectsResource(client)
         self.public = AsyncPublicResource(client)

@@ -42,6 +42,7 @@ from agentsvc_client.models import (
     CodeSession,
     CodeSessionBody,
     CodeSessionList,
+    Compacted,
     Compaction,
     CompactionPutBody,
     Computer,
@@ -87,6 +88,7 @@ from agentsvc_client.models import (
     MemoryList,
     MessageBody,
     MessageList,
+    ModelInfo,
     Multiplayer,
     MultiplayerPutBody,
     OAuthDone,
@@ -149,6 +151,7 @@ from agentsvc_client.models import (
     TasksBody,
     Template,
     Thread,
+    ThreadContext,
     ThreadCreateBody,
     ThreadList,
     ThreadPatchBody,
@@ -1801,6 +1804,7 @@ class ThreadsMessagesResource(Resource):
         system_prompt_overlay: str | builtins.list[str] | UnsetType | None = UNSET,
         metadata: dict[str, str] | UnsetType = UNSET,
         multitask_strategy: Literal["reject", "enqueue", "interrupt"] | UnsetType = UNSET,
+        include_events: builtins.list[Literal["compaction"]] | UnsetType = UNSET,
         idempotency_key: str | None = None,
     ) -> ReplyStream:
         """Replace a user message on a new branch; the new reply streams back (POST
@@ -1821,6 +1825,7 @@ class ThreadsMessagesResource(Resource):
                 system_prompt_overlay=system_prompt_overlay,
                 metadata=metadata,
                 multitask_strategy=multitask_strategy,
+                include_events=include_events,
             ),
             idempotency_key=idempotency_key,
             path=f"/api/threads/{_seg(thread_id)}/messages/{_seg(message_id)}/edit",
@@ -1859,6 +1864,7 @@ class ThreadsMessagesResource(Resource):
         system_prompt_overlay: str | builtins.list[str] | UnsetType | None = UNSET,
         metadata: dict[str, str] | UnsetType = UNSET,
         multitask_strategy: Literal["reject", "enqueue", "interrupt"] | UnsetType = UNSET,
+        include_events: builtins.list[Literal["compaction"]] | UnsetType = UNSET,
         idempotency_key: str | None = None,
     ) -> ReplyStream:
         """Send a user message; the reply streams back as Server-Sent Events (POST
@@ -1878,6 +1884,7 @@ class ThreadsMessagesResource(Resource):
                 system_prompt_overlay=system_prompt_overlay,
                 metadata=metadata,
                 multitask_strategy=multitask_strategy,
+                include_events=include_events,
             ),
             idempotency_key=idempotency_key,
         )
@@ -2732,6 +2739,22 @@ class McpServersResource(Resource):
         )
 
 
+class ModelsResource(Resource):
+    """``client.models``"""
+
+    def get(self, model_id: str) -> ModelInfo:
+        """What a turn with this model id does (the id may hold '/', ':', '@', '+') (GET
+        /api/models/{model_id}, getModel).
+        """
+        return self._client._request("GET", f"/api/models/{_seg(model_id)}", type=ModelInfo)
+
+    def list(self) -> builtins.list[ModelInfo]:
+        """The models this deployment routes: family, key, context window, prices (GET
+        /api/models, listModels).
+        """
+        return self._client._request("GET", "/api/models", type=builtins.list[ModelInfo])
+
+
 class PlansResource(Resource):
     """``client.plans``"""
 
@@ -3189,12 +3212,31 @@ class ThreadsResource(Resource):
             thread_id, run_id=run_id, after=after if last_event_id is None else last_event_id
         )
 
+    def compact(self, thread_id: str, *, idempotency_key: str | None = None) -> Compacted:
+        """Summarise the thread's older messages now (409 while a reply runs) (POST
+        /api/threads/{thread_id}/compact, compactThread).
+        """
+        return self._client._request(
+            "POST",
+            f"/api/threads/{_seg(thread_id)}/compact",
+            idempotency_key=idempotency_key,
+            type=Compacted,
+        )
+
     def computer(self, thread_id: str) -> Instance:
         """The thread's active computer instance (404 when it has none) (GET
         /api/threads/{thread_id}/computer, getThreadComputer).
         """
         return self._client._request(
             "GET", f"/api/threads/{_seg(thread_id)}/computer", type=Instance
+        )
+
+    def context(self, thread_id: str) -> ThreadContext:
+        """The system prompt and messages the next turn would send, with a token estimate (GET
+        /api/threads/{thread_id}/context, getThreadContext).
+        """
+        return self._client._request(
+            "GET", f"/api/threads/{_seg(thread_id)}/context", type=ThreadContext
         )
 
     def create(
@@ -3472,6 +3514,7 @@ class Resources:
     logs: LogsResource
     mcp_registry: McpRegistryResource
     mcp_servers: McpServersResource
+    models: ModelsResource
     plans: PlansResource
     projects: ProjectsResource
     public: PublicResource
@@ -3498,6 +3541,7 @@ class Resources:
         system_prompt_overlay: str | builtins.list[str] | UnsetType | None = UNSET,
         metadata: dict[str, str] | UnsetType = UNSET,
         multitask_strategy: Literal["reject", "enqueue", "interrupt"] | UnsetType = UNSET,
+        include_events: builtins.list[Literal["compaction"]] | UnsetType = UNSET,
         idempotency_key: str | None = None,
     ) -> ReplyStream:
         """Send a message; iterate the answer for the reply's events (``Meta``, ``Token``, ...,
@@ -3518,6 +3562,7 @@ class Resources:
             system_prompt_overlay=system_prompt_overlay,
             metadata=metadata,
             multitask_strategy=multitask_strategy,
+            include_events=include_events,
             idempotency_key=idempotency_key,
         )
 
@@ -3535,6 +3580,7 @@ class Resources:
         self.logs = LogsResource(client)
         self.mcp_registry = McpRegistryResource(client)
         self.mcp_servers = McpServersResource(client)
+        self.models = ModelsResource(client)
         self.plans = PlansResource(client)
         self.projects = ProjectsResource(client)
         self.public = PublicResource(client)

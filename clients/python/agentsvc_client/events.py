@@ -111,6 +111,16 @@ class ProfileSwitchProposal(msgspec.Struct, frozen=True, kw_only=True):
     reason: str
 
 
+class CompactionEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """The turn compacted its context (sent only when the send asked for it:
+    ``include_events=["compaction"]``); the token counts are the service's estimates."""
+
+    id: int = 0
+    tokens_before: int
+    tokens_after: int
+    kind: str  # "native" (the provider's) or "summary" (the service's)
+
+
 class Done(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """Last, on success: the whole reply (``stopped`` when it was stopped; ``replied``
     false when the message did not call the agent, on a multiplayer thread)."""
@@ -142,6 +152,7 @@ Event = Union[  # noqa: UP007 (a runtime alias; X | Y of classes needs 3.10, thi
     AuthChallenge,
     RequiresAction,
     ProfileSwitchProposal,
+    CompactionEvent,
     Done,
     Error,
 ]
@@ -156,6 +167,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
     "auth_challenge": AuthChallenge,
     "requires_action": RequiresAction,
     "profile_switch_proposal": ProfileSwitchProposal,
+    "compaction": CompactionEvent,
     "done": Done,
     "error": Error,
 }
@@ -176,6 +188,7 @@ __all__ = [
     "EVENT_TYPES",
     "AuthChallenge",
     "Challenge",
+    "CompactionEvent",
     "Done",
     "Error",
     "Event",

@@ -494,6 +494,15 @@ class CodeSession(msgspec.Struct, frozen=True, kw_only=True):
     updated_at: datetime
 
 
+class Compacted(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``CompactedOut`` of the OpenAPI document."""
+
+    compacted: bool
+    tokens_before: int
+    tokens_after: int
+    kind: Literal["native", "summary"]
+
+
 class Compaction(msgspec.Struct, frozen=True, kw_only=True):
     """An answer: ``CompactionOut`` of the OpenAPI document."""
 
@@ -597,6 +606,26 @@ class ContactPatchBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     """A request body: ``ContactPatchBody`` of the OpenAPI document."""
 
     status: Literal["pending", "approved", "blocked"]
+
+
+class ContextMessage(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``ContextMessageOut`` of the OpenAPI document."""
+
+    id: str
+    role: str
+    content: str
+    tool_calls: list[ContextToolCall]
+    tool_call_id: str | None
+    sender_name: str | None
+    created_at: datetime
+
+
+class ContextToolCall(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``ContextToolCallOut`` of the OpenAPI document."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
 
 
 class CredentialsBody(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -1058,6 +1087,37 @@ class Message(msgspec.Struct, frozen=True, kw_only=True):
     sibling_count: int
     prev_sibling_id: str | None
     next_sibling_id: str | None
+
+
+class ModelInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``ModelInfoOut`` of the OpenAPI document."""
+
+    id: str
+    example: str
+    family: str
+    sent_as: str
+    route: str
+    key_configured: bool | None
+    context_window: int | None
+    price_per_million: ModelPrice | None
+    price_pattern: str | None
+    supports: ModelSupports
+
+
+class ModelPrice(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``ModelPriceOut`` of the OpenAPI document."""
+
+    input: float
+    output: float
+    cached_input: float
+
+
+class ModelSupports(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``ModelSupportsOut`` of the OpenAPI document."""
+
+    tools: bool
+    native_compaction: bool
+    summary_compaction: bool
 
 
 class ModelTotals(msgspec.Struct, frozen=True, kw_only=True):
@@ -1621,6 +1681,9 @@ class SendMessageBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     multitask_strategy: Literal["reject", "enqueue", "interrupt"] | UnsetType = msgspec.field(
         name="multitaskStrategy", default=UNSET
     )
+    include_events: list[Literal["compaction"]] | UnsetType = msgspec.field(
+        name="includeEvents", default=UNSET
+    )
 
 
 class SeriesPoint(msgspec.Struct, frozen=True, kw_only=True):
@@ -1949,6 +2012,17 @@ class TestedTool(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     description: str
     input_schema: dict[str, Any] = msgspec.field(name="inputSchema")
+
+
+class ThreadContext(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``ThreadContextOut`` of the OpenAPI document."""
+
+    model: str
+    system: str
+    messages: list[ContextMessage]
+    tokens: int
+    summary: str | None
+    summarised_through: str | None
 
 
 class ThreadCreateBody(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -2458,6 +2532,7 @@ __all__ = [
     "CodeSession",
     "CodeSessionBody",
     "CodeSessionList",
+    "Compacted",
     "Compaction",
     "CompactionPutBody",
     "Computer",
@@ -2466,6 +2541,8 @@ __all__ = [
     "Contact",
     "ContactList",
     "ContactPatchBody",
+    "ContextMessage",
+    "ContextToolCall",
     "Credentials",
     "CredentialsBody",
     "CredentialsPutBody",
@@ -2513,6 +2590,9 @@ __all__ = [
     "Message",
     "MessageBody",
     "MessageList",
+    "ModelInfo",
+    "ModelPrice",
+    "ModelSupports",
     "ModelTotals",
     "Multiplayer",
     "MultiplayerPutBody",
@@ -2595,6 +2675,7 @@ __all__ = [
     "TemplateRef",
     "TestedTool",
     "Thread",
+    "ThreadContext",
     "ThreadCreateBody",
     "ThreadList",
     "ThreadPatchBody",

@@ -92,8 +92,48 @@ class ChatModel(Protocol):
     def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]: ...
 
 
+NATIVE_COMPACTION_FAMILIES = frozenset({"alpha"})
+"""The families whose provider compacts the context itself (the turn asks it to)."""
+SUMMARY_COMPACTION_FAMILIES = frozenset({"beta"})
+"""The families whose context the service summarises (use_cases/turn/compaction.py)."""
+
+
+class ModelRoute(msgspec.Struct, frozen=True, kw_only=True):
+    """One rule of the router, as it tries them (docs/models.md#routing).
+
+    ``pattern``: the model ids it takes, as a glob (``local``, ``alpha:*``,
+    ``claude-*``); ``family``: the provider family that serves them; ``configured``:
+    this deployment has that family (a key or a base URL); ``key_configured``: it has
+    its own key for it (None: the family needs none, ``local``); ``sends``: what the
+    provider is sent as the model name, ``id`` (the whole id) or ``name`` (the id
+    without its ``family:`` prefix)."""
+
+    pattern: str
+    family: str
+    configured: bool
+    key_configured: bool | None
+    sends: Literal["id", "name"] = "id"
+
+
+class RouteMatch(msgspec.Struct, frozen=True, kw_only=True):
+    """The route a model id takes and the model name the provider is sent."""
+
+    route: ModelRoute
+    name: str
+
+
 class ModelRouter(Protocol):
     def route(self, model_id: str) -> tuple[ChatModel, str]:
         """The family that serves ``model_id`` and the model name to send it.
         Raises ``InvalidInput`` for a model no configured family serves."""
+        ...
+
+    def routes(self) -> tuple[ModelRoute, ...]:
+        """Every rule ``route`` tries, in its order (configured families or not)."""
+        ...
+
+    def match(self, model_id: str) -> RouteMatch | None:
+        """The rule ``route`` takes for ``model_id`` (its family configured or not),
+        or None when no rule takes it. ``route`` answers from this, so what a model
+        listing derives from it is what a turn does."""
         ...

@@ -46,7 +46,12 @@ def build_services(settings: Settings) -> Services:
     revocations: Revocations = signals or LocalRevocations()
     alpha, beta = _providers(settings)
     local = LocalModel(settings.local_slow_delay_ms / 1000)
-    router = PrefixRouter(Families(local=local, alpha=alpha, beta=beta), settings.model_routes)
+    keyed = frozenset(
+        f for f, key in (("alpha", settings.alpha_api_key), ("beta", settings.beta_api_key)) if key
+    )
+    router = PrefixRouter(
+        Families(local=local, alpha=alpha, beta=beta, keyed=keyed), settings.model_routes
+    )
     try:
         exports = otel_export_from_env()
         sampling = sampler_from_env() if exports else (1.0, True)

@@ -45,6 +45,7 @@ from agentsvc_core.use_cases.branches import Branches
 from agentsvc_core.use_cases.event_webhooks.replies import reply_events
 from agentsvc_core.use_cases.health import Readiness
 from agentsvc_core.use_cases.idempotency import Idempotency
+from agentsvc_core.use_cases.models import Models
 from agentsvc_core.use_cases.multiplayer.config import MultiplayerSettings
 from agentsvc_core.use_cases.multiplayer.events import ThreadEvents
 from agentsvc_core.use_cases.multiplayer.posts import MultiplayerPosts
@@ -61,7 +62,7 @@ from agentsvc_web.bootstrap.code_sessions import (
 from agentsvc_web.bootstrap.computer import outbound_guard, sandbox_providers, wire_computer
 from agentsvc_web.bootstrap.runners import wire_runners
 from agentsvc_web.bootstrap.storage import open_database
-from agentsvc_web.bootstrap.turn import conversation
+from agentsvc_web.bootstrap.turn import conversation, thread_compaction
 from agentsvc_web.settings import Settings, SettingsError
 
 log = logging.getLogger("agentsvc")
@@ -125,6 +126,8 @@ class Services:
         )
         self.readiness = Readiness(storage)
         self.trace_config = telemetry.trace_config(settings)
+        # the model listing: the router's rules and the prices the turn uses
+        self.models = Models(router, self.trace_config.prices)
         # the managed OAuth providers; none configured (a test) leaves them unavailable
         self.managed_catalogue = managed_catalogue or ShippedManagedCatalogue({})
         self._catalogue(clock, revocations)
@@ -166,6 +169,10 @@ class Services:
             events=self.event_publisher,
         )
         self.streams = self.conversation.streams  # re-attach
+        # GET /api/threads/{id}/context and POST .../compact, over the turn's own parts
+        self.thread_compaction = thread_compaction(
+            self.conversation, settings, storage, self.threads, router, self.tools, clock, box, keys
+        )
         self.branches = Branches(
             self.threads,
             storage.threads,

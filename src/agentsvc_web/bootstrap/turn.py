@@ -5,6 +5,7 @@ what runs after each reply."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 
 from agentsvc_core.ports import (
     Clock,
@@ -23,6 +24,7 @@ from agentsvc_core.use_cases.org_settings import AgentConfigs, KeyBroker
 from agentsvc_core.use_cases.traces.build import TraceConfig
 from agentsvc_core.use_cases.turn.compaction import Compactor
 from agentsvc_core.use_cases.turn.events import AfterTurn
+from agentsvc_core.use_cases.turn.thread_context import ThreadCompaction
 from agentsvc_web.settings import Settings
 
 
@@ -69,4 +71,33 @@ def conversation(
         after_turn=after_turn,
         multiplayer=multiplayer,
         events=events,
+    )
+
+
+def thread_compaction(
+    conv: Conversation,
+    settings: Settings,
+    storage: Storage,
+    threads: Threads,
+    router: ModelRouter,
+    tools: ServerTools,
+    clock: Clock,
+    box: SecretBox,
+    keys: KeyBroker,
+) -> ThreadCompaction:
+    """What the thread's next turn would send, and compacting it now: planned as
+    ``conv`` plans a send (the same sealed records read) and summarised by its reply."""
+    return ThreadCompaction(
+        threads,
+        storage.turn_reader,
+        storage.conversations,
+        router,
+        tools,
+        clock,
+        conv.reply,
+        compactor=Compactor(storage.secrets, box),
+        configs=AgentConfigs(storage.secrets, box),
+        keys=keys,
+        kinds=conv.record_kinds,
+        stale_after=timedelta(seconds=settings.run_stale_after_s),
     )

@@ -117,6 +117,7 @@ def _send_input(data: SendMessageBody) -> SendInput:
         ],
         metadata=data.metadata,
         multitask_strategy=data.multitask_strategy,
+        include_events=frozenset(data.include_events),
     )
 
 
@@ -174,6 +175,8 @@ class SendMessageBody(msgspec.Struct, rename="camel"):
     # a busy thread: refuse (409 THREAD_BUSY, the spec's behaviour), wait for its
     # reply, or stop it (docs/client-guide.md)
     multitask_strategy: Literal["reject", "enqueue", "interrupt"] = "reject"
+    # events sent only when asked for (docs/compaction.md); any other name is 422
+    include_events: Annotated[list[Literal["compaction"]], Meta(max_length=8)] = []
 
 
 class ThreadController(Controller):

@@ -9,7 +9,8 @@ streamed, the whole of it stored.
 - ``events.py``: the events a reply streams and the ``Turn`` buffer they go to;
   ``streams.py`` re-attaches a reader to a reply, in this process or another.
 - ``context.py``: what the model is given (pure); ``compaction.py``: summary-based
-  compaction of a long history.
+  compaction of a long history; ``thread_context.py``: what the next turn would send
+  and compacting on request.
 - ``heartbeats.py``: this process's running replies kept alive, dead ones found.
 - ``spans.py``: the turn's OpenTelemetry spans; ``_private.py``: the plan and the
   reply's state the modules above share; ``queued.py``: sends that wait for a busy
@@ -25,8 +26,8 @@ the key first and claims it in ``begin_turn``'s transaction; a reply followed fr
 another process writes its events in batches while it runs. Beyond these, by the
 agent's settings (use_cases/turn/reply.py): with its credential resolver on, one read
 of the organization's signing secret per turn, before the signed webhook call;
-with summary compaction on (beta family), a read of the thread's checkpoint and a
-write of it after the reply (two when it summarises); per server tool call, what
+with compaction on, a read of the thread's checkpoint (alpha and beta) and, beta
+only, a write of it after the reply (two when it summarises); per server tool call, what
 the tool reads (an MCP tool: the agent's attached servers). A multiplayer thread's
 send (only there) reads the sender's participation, and the agent's multiplayer
 configuration when a person posts, and tells the thread's followers (a NOTIFY) when

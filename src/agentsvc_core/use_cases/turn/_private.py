@@ -75,6 +75,8 @@ class Plan(msgspec.Struct, kw_only=True):
     keys: TurnKeys | None = None  # the turn's keys: resolved once, reused, never stored
     compaction: CompactionConfig | None = None
     native: NativeCompaction | None = None
+    # the send asked for ``compaction`` events (includeEvents): none otherwise
+    show_compaction: bool = False
     # how long its events stay in storage once it is over (re-attach, idempotent retries)
     keep_events: timedelta = timedelta(minutes=10)
     inputs: tuple[str, ...] = ()  # the text of the user messages the reply answers

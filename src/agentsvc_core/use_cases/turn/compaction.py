@@ -14,6 +14,7 @@ A failed summary never breaks the turn: the full history is sent instead.
 from __future__ import annotations
 
 import logging
+from typing import Any
 from uuid import UUID
 
 import msgspec
@@ -52,6 +53,13 @@ def estimate(system: str, messages: list[Message]) -> int:
         for m in messages
     )
     return chars // 4 + 1
+
+
+def native_tokens(system: str, messages: list[Message], block: dict[str, Any]) -> tuple[int, int]:
+    """Estimates of a native compaction (a ``compaction`` event's tokens): the
+    context the provider was sent, and the system prompt with the block's summary
+    that stands for it from then on."""
+    return estimate(system, messages), estimate(f"{system}{block.get('content') or ''}", [])
 
 
 def transcript(previous: str, messages: list[Message]) -> str:
@@ -97,6 +105,15 @@ class Compactor:
         if not cp.summary:
             return system
         return f"{system}\n\nSummary of the earlier conversation:\n{cp.summary}".lstrip()
+
+    @classmethod
+    def applied(
+        cls, cp: Checkpoint, system: str, messages: list[Message]
+    ) -> tuple[str, list[Message]]:
+        """What the model is sent with the summary of ``cp``: the system prompt with
+        the summary after it, and the messages the summary does not cover. The turn
+        and ``GET /api/threads/{id}/context`` both build the context with this."""
+        return cls.with_summary(system, cp), cls.after(cp, messages)
 
     def tokens(self, cp: Checkpoint, system: str, messages: list[Message]) -> int:
         """The provider's last count plus an estimate of what came since, or an estimate."""

@@ -148,7 +148,7 @@ class Conversation:
         # (organization, thread) of the sends whose reply started before their run was stored
         self._beginning: set[tuple[str, UUID]] = set()
         self._beats = Heartbeats(store, clock, stale_after_s / 4, self._running)
-        self._reply = Reply(store, tools, clock, compactor, tracer, traces, after_turn)
+        self.reply = Reply(store, tools, clock, compactor, tracer, traces, after_turn)
         self._closing: asyncio.Task[None] | None = None  # the drain, once shutdown began
         self._turns: dict[UUID, Turn] = {}  # the running replies' event buffers
         self._streams = streams
@@ -269,7 +269,7 @@ class Conversation:
         approval waits for its sender), not by a runner, channel or public chat."""
         self._refuse_when_closing()
         check_input(msg)
-        inputs = await self._reader.turn_inputs(who.org_id, thread_id, self._record_kinds())
+        inputs = await self._reader.turn_inputs(who.org_id, thread_id, self.record_kinds())
         thread = await self._threads.check_visible(who, inputs.thread)
         sender_id, sender_name, role = await sender_of(self._threads, who, thread, msg)
         agent = agent_of(inputs)
@@ -339,7 +339,7 @@ class Conversation:
         if self._closing is not None:
             raise Unavailable("the service is shutting down; send again in a moment")
 
-    def _record_kinds(self) -> list[str]:
+    def record_kinds(self) -> list[str]:
         """The agent's sealed records the turn reads with the thread: its own
         configurations' and the tool sources'."""
         return [*(AgentConfigs.KINDS if self._configs else ()), *self._tools.kinds]
@@ -431,12 +431,12 @@ class Conversation:
     ) -> tuple[Turn, asyncio.Task[None], asyncio.Future[None]]:
         turn = Turn(run.id, run.thread_id)
         turn.keep = plan.keep_events
-        span = reply_span(self._reply.tracer, plan, run)  # child of the request's span
+        span = reply_span(self.reply.tracer, plan, run)  # child of the request's span
         meta.trace_id = span.trace_id
         turn.emit(meta)
         begun: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         task = asyncio.create_task(
-            self._reply.run(plan, run, history, turn, begun, stop, span), name=f"turn-{run.id}"
+            self.reply.run(plan, run, history, turn, begun, stop, span), name=f"turn-{run.id}"
         )
         return turn, task, begun
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 from uuid import UUID
 
 import msgspec
@@ -104,6 +104,17 @@ class ErrorEvent(msgspec.Struct, omit_defaults=True):
     usage: UsageOut | None = None
 
 
+class CompactionEvent(msgspec.Struct):
+    """The turn compacted its context (docs/compaction.md#seeing-it): sent only to
+    a send that asked for it (``includeEvents: ["compaction"]``). Token counts are
+    the service's estimates (``summary``: ``tokens_before`` is the figure the
+    threshold was compared with)."""
+
+    tokens_before: int
+    tokens_after: int
+    kind: Literal["native", "summary"]
+
+
 EventData = (
     Meta
     | Token
@@ -113,6 +124,7 @@ EventData = (
     | AuthChallenge
     | RequiresAction
     | ProfileSwitchProposal
+    | CompactionEvent
     | Done
     | ErrorEvent
 )
@@ -126,6 +138,7 @@ EVENT_NAMES: dict[type[Any], str] = {
     AuthChallenge: "auth_challenge",
     RequiresAction: "requires_action",
     ProfileSwitchProposal: "profile_switch_proposal",
+    CompactionEvent: "compaction",
     Done: "done",
     ErrorEvent: "error",
 }

@@ -4,8 +4,8 @@
 It streams into the ``Turn`` buffer from the first token, but stores nothing and
 runs nothing (tools, compaction) before ``begun`` says the run is stored. Its
 storage round trips: none per token or per step; one ``finish_turn`` at the end;
-with summary compaction on (beta family) a checkpoint read before the first call,
-a checkpoint write when it summarises and one after the reply (the provider's token
+with compaction on a checkpoint read before the first call (alpha, beta), and for
+beta a checkpoint write when it summarises and one after the reply (the provider's token
 count, for the next turn's estimate); per server tool call, what the tool reads
 (an MCP tool: the agent's attached servers, and its OAuth token when it has one).
 With the agent's credential resolver on, the first model call asks for the key
@@ -52,6 +52,7 @@ from agentsvc_core.ports import (
     ToolCallRequested,
     UsageReport,
 )
+from agentsvc_core.ports.llm import SUMMARY_COMPACTION_FAMILIES
 from agentsvc_core.ports.telemetry import COLLECTED, CURRENT, FinishedSpan, Span, Tracer
 from agentsvc_core.telemetry import SpanTracer
 from agentsvc_core.use_cases.branches import chained
@@ -67,10 +68,16 @@ from agentsvc_core.use_cases.turn._private import (
     tool_out,
     usage_out,
 )
-from agentsvc_core.use_cases.turn.compaction import Checkpoint, Compactor
+from agentsvc_core.use_cases.turn.compaction import (
+    Checkpoint,
+    Compactor,
+    estimate,
+    native_tokens,
+)
 from agentsvc_core.use_cases.turn.context import model_history
 from agentsvc_core.use_cases.turn.events import (
     AfterTurn,
+    CompactionEvent,
     Done,
     ErrorEvent,
     EventData,
@@ -165,7 +172,7 @@ class Reply:
         try:
             if plan.approved:
                 await self._run_approved(plan, run, turn, state)
-            checkpoint = await self._compact(plan, run, state)
+            checkpoint = await self._compact(plan, run, state, turn)
             await self._steps(plan, run, turn, stop, state)
             await self._remember_usage(plan, run, state, checkpoint)
         except asyncio.CancelledError:
@@ -250,11 +257,15 @@ class Reply:
             state.add(self._tool_message(run, call, result))
         state.messages = model_history(state.messages)
 
-    async def _compact(self, plan: Plan, run: Run, state: ReplyState) -> Checkpoint | None:
-        """Summary-based compaction (beta family): above the agent's threshold, the
-        older messages are summarised (a model call paid with the turn's key); the
-        reply then sends the summary (in ``plan.system``, which this replaces) and the
-        recent messages. Returns the thread's checkpoint (None: compaction is off)."""
+    async def _compact(
+        self, plan: Plan, run: Run, state: ReplyState, turn: Turn
+    ) -> Checkpoint | None:
+        """Summary-based compaction: the thread's summary, when it has one, is sent
+        (in ``plan.system``, which this replaces) with the messages after it; for the
+        beta family, above the agent's threshold, the older messages are summarised
+        first (a model call paid with the turn's key), and a send that asked is told
+        (a ``compaction`` event). Returns the thread's checkpoint (None: compaction
+        is off)."""
         config, compactor = plan.compaction, self._compactor
         if config is None or not config.enabled or compactor is None:
             return None
@@ -263,23 +274,20 @@ class Reply:
             cp = compactor.on_branch(
                 await compactor.checkpoint(run.org_id, run.thread_id), state.messages
             )
-            recent = compactor.after(cp, state.messages)
-            system = compactor.with_summary(plan.system, cp)
-            if compactor.tokens(cp, system, recent) > config.beta_compact_threshold:
-                api_key = await self._key(plan)
-                with compaction_span(self.tracer, plan) as span:
-                    done = await compactor.compact(plan.model, plan.model_name, cp, recent, api_key)
-                    span.set("agentsvc.compaction.outcome", "skipped" if done is None else "done")
-                    if done is not None:
-                        usage_attributes(span, done[1])
+            system, recent = compactor.applied(cp, plan.system, state.messages)
+            before = compactor.tokens(cp, system, recent)
+            if (
+                plan.model.provider in SUMMARY_COMPACTION_FAMILIES
+                and before > config.beta_compact_threshold
+            ):
+                done = await self.summarise(plan, run.id, cp, recent)
                 if done is not None:
-                    cp, usage = done
-                    await compactor.save(run.org_id, run.thread_id, cp)
-                    state.records.append(
-                        self._record(plan, run, None, usage, key_source(api_key), "compaction")
-                    )
-                    recent = compactor.after(cp, recent)
-                    system = compactor.with_summary(plan.system, cp)
+                    cp, record = done
+                    state.records.append(record)
+                    system, recent = compactor.applied(cp, plan.system, recent)
+                    if plan.show_compaction:
+                        after = estimate(system, recent)
+                        turn.emit(CompactionEvent(before, after, "summary"))
         except DomainError as exc:
             log.warning("compaction skipped for turn %s: %s", run.id, exc.detail)
             return None
@@ -287,11 +295,37 @@ class Reply:
         plan.system = system
         return cp
 
+    async def summarise(
+        self, plan: Plan, run_id: UUID, cp: Checkpoint, messages: list[Message]
+    ) -> tuple[Checkpoint, UsageRecord] | None:
+        """Summarise all but the recent ``messages`` into the thread's new checkpoint
+        (stored) with the plan's model and key, in a ``compaction`` span; the usage
+        record of that call (purpose ``compaction``, not stored here). None: nothing
+        to summarise, or the call failed. The turn, and ``POST .../compact``."""
+        compactor = self._compactor
+        assert compactor is not None  # the callers checked
+        api_key = await self._key(plan)
+        with compaction_span(self.tracer, plan) as span:
+            done = await compactor.compact(plan.model, plan.model_name, cp, messages, api_key)
+            span.set("agentsvc.compaction.outcome", "skipped" if done is None else "done")
+            if done is not None:
+                usage_attributes(span, done[1])
+        if done is None:
+            return None
+        cp, usage = done
+        await compactor.save(plan.who.org_id, plan.thread.id, cp)
+        return cp, self._record(plan, run_id, None, usage, key_source(api_key), "compaction")
+
     async def _remember_usage(
         self, plan: Plan, run: Run, state: ReplyState, cp: Checkpoint | None
     ) -> None:
         """Keep the provider's input-token count for the next turn's estimate."""
-        if cp is None or self._compactor is None or not state.records:
+        if (
+            cp is None
+            or self._compactor is None
+            or not state.records
+            or plan.model.provider not in SUMMARY_COMPACTION_FAMILIES
+        ):
             return
         last = state.records[-1].usage.input_tokens
         counted = max(0, len(state.messages) - 1)
@@ -351,7 +385,9 @@ class Reply:
                 provider_blocks=tuple(blocks),
             )
             state.add(assistant)
-            state.records.append(self._record(plan, run, assistant.id, called.usage, called.source))
+            state.records.append(
+                self._record(plan, run.id, assistant.id, called.usage, called.source)
+            )
             if called.stopped:
                 state.status = "stopped"
                 return
@@ -468,6 +504,9 @@ class Reply:
                         usage_box.append(event.usage)
                     elif isinstance(event, CompactionBlock):
                         blocks.append(event.block)
+                        if plan.show_compaction:  # asked for: no work otherwise
+                            before, after = native_tokens(request.system, messages, event.block)
+                            turn.emit(CompactionEvent(before, after, "native"))
                     elif isinstance(event, Finished):
                         finish.append(event.reason)
             finally:
@@ -495,7 +534,7 @@ class Reply:
     def _record(
         self,
         plan: Plan,
-        run: Run,
+        run_id: UUID,
         message_id: UUID | None,
         usage: Usage,
         source: KeySource,
@@ -504,10 +543,10 @@ class Reply:
         traces = self._traces
         return UsageRecord(
             id=uuid.uuid4(),
-            org_id=run.org_id,
+            org_id=plan.who.org_id,
             agent_id=plan.agent.id,
-            thread_id=run.thread_id,
-            run_id=run.id,
+            thread_id=plan.thread.id,
+            run_id=run_id,
             message_id=message_id,
             provider=plan.model.provider,
             model=plan.model_id,

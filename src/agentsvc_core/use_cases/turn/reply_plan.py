@@ -13,6 +13,7 @@ import msgspec
 from agentsvc_core.entities import Agent, Message, Principal, Thread
 from agentsvc_core.entities.skill import SkillBinding
 from agentsvc_core.ports import ChatModel, ModelRouter, NativeCompaction, ToolSetup, ToolSpec
+from agentsvc_core.ports.llm import NATIVE_COMPACTION_FAMILIES, SUMMARY_COMPACTION_FAMILIES
 from agentsvc_core.ports.storage import TurnInputs
 from agentsvc_core.ports.tools import Attached
 from agentsvc_core.use_cases.org_settings import (
@@ -31,7 +32,7 @@ from agentsvc_core.use_cases.turn.context import (
 )
 from agentsvc_core.use_cases.turn.send_input import SendInput
 
-__all__ = ["Chosen", "choose", "note_answered", "plan_reply"]
+__all__ = ["Chosen", "applies_summaries", "choose", "note_answered", "plan_reply"]
 
 
 class Chosen(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -139,9 +140,18 @@ def plan_reply(
         else None,
         gate=gate,
         stored_parent=stored_parent,
-        compaction=chosen.compaction if model.provider == "beta" else None,
+        compaction=chosen.compaction if applies_summaries(model) else None,
         native=_native_compaction(chosen.compaction, model),
+        show_compaction="compaction" in msg.include_events,
     )
+
+
+def applies_summaries(model: ChatModel) -> bool:
+    """Whether a turn of this family sends the thread's summary (use_cases/turn/
+    compaction.py) when the agent's compaction is on: the summary family, which makes
+    them past its threshold, and the native one, which sends one made on request
+    (``POST /api/threads/{id}/compact``) but leaves the rest to its provider."""
+    return model.provider in SUMMARY_COMPACTION_FAMILIES | NATIVE_COMPACTION_FAMILIES
 
 
 def note_answered(plan: Plan, new: list[Message]) -> None:
@@ -161,7 +171,11 @@ def _native_compaction(
     compaction: CompactionConfig | None, model: ChatModel
 ) -> NativeCompaction | None:
     """The alpha family compacts on the provider's side, when the agent turned it on."""
-    if compaction is None or not compaction.enabled or model.provider != "alpha":
+    if (
+        compaction is None
+        or not compaction.enabled
+        or model.provider not in NATIVE_COMPACTION_FAMILIES
+    ):
         return None
     return NativeCompaction(
         trigger_tokens=compaction.alpha_trigger_tokens,

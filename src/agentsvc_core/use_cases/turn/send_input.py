@@ -29,6 +29,7 @@ from agentsvc_core.use_cases.turn.context import PROPOSE_PROFILE_SWITCH
 from agentsvc_core.use_cases.turn.queued import STRATEGIES, Strategy
 
 __all__ = [
+    "EVENTS_ON_REQUEST",
     "SendInput",
     "ToolApprovalIn",
     "ToolResultIn",
@@ -37,6 +38,10 @@ __all__ = [
     "check_tool_results",
     "waiting_calls",
 ]
+
+EVENTS_ON_REQUEST = frozenset({"compaction"})
+"""The events a send gets only when it names them (``includeEvents``), so that a
+client that knows only the spec's events sees nothing new."""
 
 
 class ToolResultIn(msgspec.Struct, frozen=True, kw_only=True):
@@ -63,6 +68,7 @@ class SendInput(msgspec.Struct, frozen=True, kw_only=True):
     tool_profile: str | None = None
     system_prompt_overlay: str | None = None
     metadata: dict[str, str] = {}
+    include_events: frozenset[str] = frozenset()  # of EVENTS_ON_REQUEST
     # what a send that finds the thread's reply running does (use_cases/turn/queued.py)
     multitask_strategy: Strategy = "reject"
     # a new branch (use_cases/branches.py): this message replaces the user message
@@ -78,6 +84,12 @@ def check_input(msg: SendInput) -> None:
     if msg.system_prompt_overlay is not None:
         check_text("system_prompt_overlay", msg.system_prompt_overlay, max_len=MAX_PREAMBLE)
     check_metadata("metadata", msg.metadata)
+    unknown = msg.include_events - EVENTS_ON_REQUEST
+    if unknown:
+        raise InvalidInput(
+            "include_events",
+            f"unknown events {sorted(unknown)}: one of {sorted(EVENTS_ON_REQUEST)}",
+        )
     if len(msg.tools) > MAX_CLIENT_TOOLS:
         raise InvalidInput("tools", f"at most {MAX_CLIENT_TOOLS} tools")
     names = [t.name for t in msg.tools]

@@ -93,6 +93,7 @@ from agentsvc_web.controllers.suggestions import (
     RunnerSuggestionsController,
 )
 from agentsvc_web.controllers.tools import AgentDelegatedController, ToolController
+from agentsvc_web.controllers.user_data import UserDataController
 from agentsvc_web.controllers.web import AgentWebController
 from agentsvc_web.errors import EXCEPTION_HANDLERS
 from agentsvc_web.headers import hardening_headers
@@ -197,6 +198,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             ThreadComputerController,
             CodeAgentsController,
             CodeSessionsController,
+            UserDataController,
             PublicChatController,
             PublicMarketplaceController,
             *chat_page_routes(),
@@ -249,6 +251,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "computers": _const(services.computers),
             "code_agents": _const(services.code_agents),
             "code_sessions": _const(services.code_sessions),
+            "erasure": _const(services.erasure),
         },
         middleware=[
             DefineMiddleware(RequestSpans, tracer=services.tracer),

@@ -28,6 +28,7 @@ from agentsvc_core.entities import (
 from agentsvc_core.ports.channels import ChannelStore
 from agentsvc_core.ports.code_sessions import CodeSessionStore
 from agentsvc_core.ports.computer import ComputerStore
+from agentsvc_core.ports.erasure import ErasureStore
 from agentsvc_core.ports.idempotency import IdempotencyClaim, IdempotencyStore
 from agentsvc_core.ports.integrations import IntegrationStore
 from agentsvc_core.ports.knowledge import KnowledgeStore
@@ -391,6 +392,9 @@ class Storage(Protocol):
 
     @property
     def code_sessions(self) -> CodeSessionStore: ...
+
+    @property
+    def erasure(self) -> ErasureStore: ...
 
     async def check_ready(self) -> None:
         """Whether storage can serve now (the ``/readyz`` probe): returns when it

@@ -62,7 +62,8 @@ async def sweep(s: Services) -> None:
     """Replies whose process died stop counting as running; indexings and runner
     runs whose job was lost are queued again; rows stored since the last sweep are
     folded into analytics' hourly and daily sums; traces kept long enough go;
-    computers idle past their timeout stop."""
+    computers idle past their timeout stop; threads untouched past their
+    organization's retention are deleted."""
     try:
         count = await s.conversation.sweep()
         if count:
@@ -94,6 +95,12 @@ async def sweep(s: Services) -> None:
             log.info("pruned %d traces past their retention", pruned)
     except DomainError as exc:
         log.warning("the sweep of traces and analytics failed: %s", exc.detail)
+    try:
+        deleted = await s.erasure.sweep()
+        if deleted:
+            log.info("deleted %d threads past their organization's retention", deleted)
+    except DomainError as exc:
+        log.warning("the sweep of threads past their retention failed: %s", exc.detail)
 
 
 def start_loops(s: Services) -> list[asyncio.Task[None]]:

@@ -40,6 +40,7 @@ from agentsvc_core.ports.resolver import CredentialResolver
 from agentsvc_core.ports.sandboxes import SandboxProvider
 from agentsvc_core.ports.skill_sources import SkillSource
 from agentsvc_core.ports.web import WebFetcher, WebSearch
+from agentsvc_core.use_cases.erasure import Erasure
 from agentsvc_core.use_cases.health import Readiness
 from agentsvc_core.use_cases.idempotency import Idempotency
 from agentsvc_core.use_cases.multiplayer.config import MultiplayerSettings
@@ -195,6 +196,18 @@ class Services:
         self.idempotency = Idempotency(storage.idempotency, box, clock)
         self.traces, self.analytics = telemetry.traces_and_analytics(
             settings, storage, clock, self.trace_config
+        )
+        self.erasure = Erasure(
+            self.threads,
+            storage.erasure,
+            thread_repo=storage.threads,
+            conversations=storage.conversations,
+            secrets=storage.secrets,
+            publishing=storage.publishing,
+            replies=self.conversation,
+            clock=clock,
+            # what keeps a thread's text outside storage: one line each
+            holders=[],
         )
 
     def _catalogue(self, clock: SystemClock, revocations: Revocations) -> None:

@@ -87,6 +87,7 @@ from agentsvc_core.use_cases.turn.events import (
     Meta,
     Turn,
 )
+from agentsvc_core.use_cases.turn.halt import halt
 from agentsvc_core.use_cases.turn.heartbeats import INTERRUPT_WAIT_S, Heartbeats, drain
 from agentsvc_core.use_cases.turn.queued import Waiting
 from agentsvc_core.use_cases.turn.reply import Reply
@@ -459,6 +460,11 @@ class Conversation:
             return True
         await self._stops.publish(run.id)
         return True
+
+    async def halt(self, org_id: str, thread_id: UUID, wait_s: float) -> bool:
+        """Stop the thread's reply and wait for its end, at most ``wait_s`` (``halt``)."""
+        where = (org_id, thread_id, self._clock, self._stale_after)
+        return await halt(self._store, self._stops, self._running, where, wait_s)
 
     async def sweep(self) -> int:
         """Mark replies whose process died as interrupted: those whose process is

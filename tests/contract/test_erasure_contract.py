@@ -242,7 +242,8 @@ def test_a_thread_erasure_removes_its_text_and_keeps_its_costs(backend: Backend)
     found = backend.run(s.traces.get_trace, org, gone.trace_id)
     assert found is not None
     summary, spans, evaluations = found
-    assert summary.cost_usd == 0.25 and summary.input_tokens == 7
+    assert summary.cost_usd == 0.25
+    assert summary.input_tokens == 7
     assert [(sp.name, sp.model, sp.cost_usd, sp.status) for sp in spans] == [
         ("chat fake", "fake-model", 0.25, "error")
     ]
@@ -251,7 +252,8 @@ def test_a_thread_erasure_removes_its_text_and_keeps_its_costs(backend: Backend)
     assert [u.cost_usd for u in backend.run(s.conversations.usage, org, gone.thread.id)] == [0.25]
     # runner runs keep their status, without the thread's text
     own = backend.run(s.runners.get_run, org, gone.runner_run)
-    assert own.status == "succeeded" and own.output is None
+    assert own.status == "succeeded"
+    assert own.output is None
     step = backend.run(s.runners.get_run, org, gone.step_run)
     assert step.output is None
     assert [st.output for st in step.steps] == [None, "kept"]
@@ -263,7 +265,8 @@ def test_a_thread_erasure_removes_its_text_and_keeps_its_costs(backend: Backend)
     assert backend.run(s.idempotency.find, org, kept.key, now()) is not None
     assert backend.run(s.streams.stream, org, kept.run_id, 0) is not None
     other = backend.run(s.traces.get_trace, org, kept.trace_id)
-    assert other is not None and MARK in msgspec.json.encode(other[1]).decode()
+    assert other is not None
+    assert MARK in msgspec.json.encode(other[1]).decode()
     assert backend.run(s.runners.get_run, org, kept.runner_run).output == {"text": MARK}
     assert len(backend.run(s.plans.for_thread, org, kept.thread.id)) == 1
 
@@ -276,7 +279,8 @@ def test_another_organization_cannot_erase_a_thread(backend: Backend) -> None:
     assert backend.run(s.erasure.erase_thread, stranger, place.thread.id) is False
     assert backend.run(s.threads.get, org, place.thread.id).id == place.thread.id
     found = backend.run(s.traces.get_trace, org, place.trace_id)
-    assert found is not None and MARK in msgspec.json.encode(found[1]).decode()
+    assert found is not None
+    assert MARK in msgspec.json.encode(found[1]).decode()
 
 
 def test_a_users_threads_memories_and_places(backend: Backend) -> None:

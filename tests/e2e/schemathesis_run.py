@@ -151,6 +151,8 @@ DOMAIN_RULES = [
     "listCodeSessions",  # a cursor that is no nextCursor
     "updateCodeSession",  # a title of blanks or holding NUL
     "sendCodeSessionMessage",  # a blank content or one holding NUL
+    "eraseUserData",  # a user id of blanks or holding NUL
+    "exportUserData",  # the same
 ]
 CONFIG = f"""
 [checks]
@@ -230,6 +232,7 @@ GROUPS = {
         "computer",
         "organization",
         "operations",
+        "privacy",
     ),
     "catalogue": ("projects", "marketplace", "skills", "multiplayer"),
     "publishing": ("publishing", "public chat"),

@@ -80,6 +80,7 @@ ID_FIELDS = {
     "code_agent_id": "code_agent",
     "codeAgentId": "code_agent",
     "session_id": "code_session",
+    "user_id": "user",
 }
 
 # Operations whose answer to another organization is not 404, and why. Each must
@@ -110,6 +111,11 @@ NOT_404 = {
     # (POST) or 405 (GET, which the generic channel does not take), never A's data
     "channelWebhook": "authenticated by the platform's signature",
     "channelWebhookCheck": "authenticated by the platform's proof",
+    # A user id names no resource: it is read within the caller's organization, so
+    # another organization erases and exports its own user of that id (nothing of A:
+    # zeros, and an empty document; tests/e2e/test_erasure_e2e.py)
+    "eraseUserData": "a user of the caller's organization",
+    "exportUserData": "a user of the caller's organization",
 }
 
 
@@ -178,6 +184,7 @@ class World:
         )
         self.ids["thread"] = thread["id"]
         _ok(a.post(f"/api/threads/{thread['id']}/participants", json={"userId": "carol"}))
+        self.ids["user"] = "carol"  # a user of A's (their data: /api/users/{user_id})
         said = {"content": f"hello {MARK}", "senderId": "carol"}
         with a.stream("POST", f"/api/threads/{thread['id']}/messages", json=said) as r:
             assert r.status_code == 200, r.read()
@@ -390,8 +397,9 @@ class World:
         self.ids["computer_instance"] = made[0]["id"] if made else str(uuid.uuid4())
 
     def secrets_of_a(self) -> list[str]:
-        # a channel type names no resource of A's: it is in the document itself
-        return [v for k, v in self.ids.items() if k != "channel_type"] + [MARK]
+        # a channel type names no resource of A's: it is in the document itself; a
+        # user id is the caller's own words (its answers echo it)
+        return [v for k, v in self.ids.items() if k not in ("channel_type", "user")] + [MARK]
 
 
 def _h(token: str) -> dict[str, str]:
@@ -667,6 +675,10 @@ def test_a_member_reads_but_does_not_see_another_users_thread(
             assert MARK not in r.text
         listed = member.get("/api/threads", params={"agentId": world.ids["agent"]}).json()
         assert listed["threads"] == []
+        # nor deletes it (a member deletes the threads it opened)
+        r = member.delete(f"/api/threads/{world.ids['thread']}")
+        assert (r.status_code, r.json()["error"]) == (403, "FORBIDDEN"), r.text
+        assert world.a.get(f"/api/threads/{world.ids['thread']}").status_code == 200
         # a plan follows its thread, and answers 404 as if it did not exist
         for path in (f"/api/plans/{world.ids['plan']}", f"/api/plans/{world.ids['plan']}/ready"):
             r = member.get(path)

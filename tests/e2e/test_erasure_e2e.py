@@ -63,7 +63,7 @@ def _dump(db: str) -> str:
     pg_dump = shutil.which("pg_dump") or next(
         str(p) for p in sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_dump"), reverse=True)
     )
-    done = subprocess.run(  # noqa: S603: a fixed program and our own database's URL
+    done = subprocess.run(
         [pg_dump, "--data-only", "--no-owner", f"--dbname={db}"],
         capture_output=True,
         check=True,
@@ -87,14 +87,10 @@ def _everything_answered(c: httpx.Client, agent: str, thread: str) -> str:
         c.get("/api/analytics").text,
         c.get("/api/plans", params={"threadId": thread}).text,
     ]
-    logs = c.get("/api/logs", params={"threadId": thread})
-    parts.append(logs.text)
-    for t in logs.json().get("traces", []):
-        parts.append(c.get(f"/api/logs/{t['id']}").text)
-    everything = c.get("/api/logs", params={"agentId": agent})
-    parts.append(everything.text)
-    for t in everything.json().get("traces", []):
-        parts.append(c.get(f"/api/logs/{t['id']}").text)
+    for where in ({"threadId": thread}, {"agentId": agent}):
+        logs = c.get("/api/logs", params=where)
+        parts.append(logs.text)
+        parts.extend(c.get(f"/api/logs/{t['id']}").text for t in logs.json().get("traces", []))
     return "\n".join(parts)
 
 

@@ -162,6 +162,8 @@ from agentsvc_client.models import (
     Trigger,
     TriggerBody,
     TriggerPatchBody,
+    UserErasure,
+    UserExport,
     UseTemplateBody,
     VisitorMessageBody,
     VisitorMessageList,
@@ -2829,10 +2831,11 @@ class SettingsResource(Resource):
         *,
         allowed_embed_domains: builtins.list[str] | UnsetType | None = UNSET,
         rotate_signing_secret: bool | UnsetType = UNSET,
+        thread_retention_days: int | UnsetType | None = UNSET,
         idempotency_key: str | None = None,
     ) -> OrgSettings:
-        """Change embed domains and/or rotate the signing secret (POST /api/orgs/settings,
-        updateOrgSettings).
+        """Change embed domains, rotate the signing secret, set the thread retention (POST
+        /api/orgs/settings, updateOrgSettings).
         """
         return self._client._request(
             "POST",
@@ -2840,6 +2843,7 @@ class SettingsResource(Resource):
             json=OrgSettingsBody(
                 allowed_embed_domains=allowed_embed_domains,
                 rotate_signing_secret=rotate_signing_secret,
+                thread_retention_days=thread_retention_days,
             ),
             idempotency_key=idempotency_key,
             type=OrgSettings,
@@ -3023,6 +3027,12 @@ class ThreadsResource(Resource):
             type=Thread,
         )
 
+    def delete(self, thread_id: str) -> OkBody:
+        """Delete a thread with its messages, and scrub its text from traces (its reply is
+        stopped first) (DELETE /api/threads/{thread_id}, deleteThread).
+        """
+        return self._client._request("DELETE", f"/api/threads/{_seg(thread_id)}", type=OkBody)
+
     def events(
         self, thread_id: str, *, after: int | None = None, last_event_id: int | None = None
     ) -> ThreadEventStream:
@@ -3195,6 +3205,23 @@ class ToolsResource(Resource):
         )
 
 
+class UsersResource(Resource):
+    """``client.users``"""
+
+    def erase(self, user_id: str) -> UserErasure:
+        """Erase a user: their threads, user-scoped memories, OAuth grants and visitor
+        sessions; answers what it removed (zeros the second time) (DELETE
+        /api/users/{user_id}/data, eraseUserData).
+        """
+        return self._client._request("DELETE", f"/api/users/{_seg(user_id)}/data", type=UserErasure)
+
+    def export(self, user_id: str) -> UserExport:
+        """Everything stored about a user, as one JSON document (no secret) (GET
+        /api/users/{user_id}/export, exportUserData).
+        """
+        return self._client._request("GET", f"/api/users/{_seg(user_id)}/export", type=UserExport)
+
+
 class Resources:
     """The top-level resources, mixed into the client."""
 
@@ -3219,6 +3246,7 @@ class Resources:
     templates: TemplatesResource
     threads: ThreadsResource
     tools: ToolsResource
+    users: UsersResource
 
     def send_message(
         self,
@@ -3279,3 +3307,4 @@ class Resources:
         self.templates = TemplatesResource(client)
         self.threads = ThreadsResource(client)
         self.tools = ToolsResource(client)
+        self.users = UsersResource(client)

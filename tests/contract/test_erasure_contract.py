@@ -25,7 +25,7 @@ from agentsvc_core.entities.memory import Memory
 from agentsvc_core.entities.plan import Plan
 from agentsvc_core.entities.published_chat import VisitorThread
 from agentsvc_core.entities.runner import StepRun
-from agentsvc_core.errors import NotFound
+from agentsvc_core.errors import NotFound, ThreadBusy
 from agentsvc_core.ports import EventBatch
 from agentsvc_core.ports.idempotency import IdempotencyClaim
 from agentsvc_core.ports.knowledge import DocumentFilter
@@ -36,6 +36,7 @@ from tests.contract.test_knowledge_contract import a_document
 from tests.contract.test_runners_contract import run_in
 
 MARK = "zebra-7f3c"  # the text that must go
+_BUSY = now() - timedelta(seconds=45)  # replies with an older heartbeat are dead
 
 
 class _Place(msgspec.Struct, kw_only=True):
@@ -218,8 +219,8 @@ def test_a_thread_erasure_removes_its_text_and_keeps_its_costs(backend: Backend)
     gone = _a_thread_with_everything(backend, org, agent, "alice")
     kept = _a_thread_with_everything(backend, org, agent, "alice")
 
-    assert backend.run(s.erasure.erase_thread, org, gone.thread.id) is True
-    assert backend.run(s.erasure.erase_thread, org, gone.thread.id) is False  # nothing left
+    assert backend.run(s.erasure.erase_thread, org, gone.thread.id, _BUSY) is True
+    assert backend.run(s.erasure.erase_thread, org, gone.thread.id, _BUSY) is False  # nothing left
 
     with pytest.raises(NotFound):
         backend.run(s.threads.get, org, gone.thread.id)
@@ -276,7 +277,7 @@ def test_another_organization_cannot_erase_a_thread(backend: Backend) -> None:
     org, agent = _org_with_agent(backend)
     place = _a_thread_with_everything(backend, org, agent, "alice")
     stranger = backend.fresh_org()
-    assert backend.run(s.erasure.erase_thread, stranger, place.thread.id) is False
+    assert backend.run(s.erasure.erase_thread, stranger, place.thread.id, _BUSY) is False
     assert backend.run(s.threads.get, org, place.thread.id).id == place.thread.id
     found = backend.run(s.traces.get_trace, org, place.trace_id)
     assert found is not None
@@ -365,3 +366,20 @@ def test_the_retention_and_the_threads_past_it(backend: Backend) -> None:
     assert backend.run(s.erasure.retention_days, org) is None
     stale = backend.run(s.erasure.stale_threads, later, 100_000)
     assert all(t.org_id != org for t in stale)
+
+
+def test_a_running_reply_holds_its_thread_a_dead_one_does_not(backend: Backend) -> None:
+    s = backend.storage
+    org, agent = _org_with_agent(backend)
+    th = backend.run(s.threads.add, a_thread(org, agent))
+    run = a_run(th)  # running, its heartbeat now
+    backend.run(s.conversations.begin_turn, run, [a_message(th)], now() - timedelta(seconds=45))
+    with pytest.raises(ThreadBusy):
+        backend.run(s.erasure.erase_thread, org, th.id, now() - timedelta(seconds=45))
+    assert backend.run(s.threads.get, org, th.id).id == th.id  # nothing changed
+    _, total = backend.run(lambda: s.conversations.history(org, th.id, offset=0, limit=5))
+    assert total == 1
+    # taken for dead (its heartbeat older than the bound): the erasure goes ahead
+    assert backend.run(s.erasure.erase_thread, org, th.id, now() + timedelta(seconds=1)) is True
+    with pytest.raises(NotFound):
+        backend.run(s.threads.get, org, th.id)

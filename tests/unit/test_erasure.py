@@ -131,6 +131,27 @@ async def test_who_may_delete_a_thread() -> None:
     await w.erasure.delete_thread(KEY, mine.id)  # an API key sees every thread
 
 
+async def test_a_reply_begun_after_the_stop_is_stopped_in_turn() -> None:
+    """A send that starts a reply between the stop and the erasure: storage refuses
+    (``ThreadBusy``) and the reply is stopped again; one that keeps coming back
+    ends in 409 after a few tries, with nothing deleted."""
+    w = await world()
+    mine = await w.threads.create(ALICE, ThreadDraft(agent_id=w.agent))
+    run = a_run(mine, started_at=T0, heartbeat_at=T0)
+    await w.storage.conversations.begin_turn(run, [], T0 - timedelta(seconds=45))
+    with pytest.raises(Conflict) as refused:
+        await w.erasure.delete_thread(ALICE, mine.id)  # the stopper stops nothing
+    assert refused.value.code == "THREAD_BUSY"
+    assert len(w.stopper.asked) == 3
+    assert (await w.threads.visible(ALICE, mine.id)).id == mine.id
+    # the reply ends; the next deletion goes through at its first try
+    done = msgspec.structs.replace(run, status="stopped", finished_at=T0)
+    await w.storage.conversations.finish_turn(done, [], [])
+    w.stopper.asked.clear()
+    await w.erasure.delete_thread(ALICE, mine.id)
+    assert len(w.stopper.asked) == 1
+
+
 async def test_a_reply_that_does_not_stop_refuses_the_deletion() -> None:
     w = await world(stops=False)
     mine = await w.threads.create(ALICE, ThreadDraft(agent_id=w.agent))
@@ -159,6 +180,8 @@ async def _filled(w: World) -> tuple[UUID, UUID, UUID, UUID]:
     await s.conversations.begin_turn(
         run, [a_message(own, content="hello there", run_id=run.id)], T0 - timedelta(hours=1)
     )
+    done = msgspec.structs.replace(run, status="completed", finished_at=run.started_at)
+    await s.conversations.finish_turn(done, [], [])
     visited = await w.threads.create(KEY, ThreadDraft(agent_id=w.agent))
     await s.publishing.add_visitor_thread(
         VisitorThread(

@@ -17,6 +17,7 @@ from agentsvc_adapters.memory.publishing import MemoryPublishing
 from agentsvc_adapters.memory.runners import MemoryRunners
 from agentsvc_adapters.memory.traces import MemoryTraces
 from agentsvc_core.entities.memory import Memory
+from agentsvc_core.errors import ThreadBusy
 from agentsvc_core.ports.erasure import ErasureStore, StaleThread, UserThread
 
 
@@ -47,9 +48,11 @@ class MemoryErasure(ErasureStore):
         self._runners = runners
         self._retention: dict[str, int] = {}
 
-    async def erase_thread(self, org_id: str, thread_id: UUID) -> bool:
+    async def erase_thread(self, org_id: str, thread_id: UUID, busy_after: datetime) -> bool:
         if not self._threads.has(org_id, thread_id):
             return False
+        if await self._conversations.running(org_id, thread_id, busy_after) is not None:
+            raise ThreadBusy()
         runs = self._conversations.drop_thread(org_id, thread_id)
         self._idempotency.drop_runs(org_id, runs)
         self._traces.scrub_thread(org_id, thread_id)

@@ -16,6 +16,7 @@ from uuid import UUID
 from agentsvc_adapters.postgres.pool import Repo, translate
 from agentsvc_core.entities.erasure import ERASED
 from agentsvc_core.entities.memory import Memory
+from agentsvc_core.errors import ThreadBusy
 from agentsvc_core.ports.erasure import ErasureStore, StaleThread, UserThread
 
 # a thread's runs, as a USING clause's table and its join (%(o)s, %(t)s)
@@ -72,20 +73,32 @@ _STALE = (
 
 
 class PostgresErasure(Repo, ErasureStore):
-    async def erase_thread(self, org_id: str, thread_id: UUID) -> bool:
+    async def erase_thread(self, org_id: str, thread_id: UUID, busy_after: datetime) -> bool:
         params = {
             "o": org_id,
             "t": thread_id,
             "ts": str(thread_id),
             "like": f'%"{thread_id}"%',
             "erased": ERASED,
+            "busy": busy_after,
         }
         async with translate(), self._pool.connection() as conn, conn.transaction():
+            # the row lock: a send's run insert (its foreign key's KEY SHARE lock)
+            # waits for this transaction, then finds no thread
             cur = await conn.execute(
                 "SELECT 1 FROM threads WHERE org_id = %(o)s AND id = %(t)s FOR UPDATE", params
             )
             if await cur.fetchone() is None:
                 return False
+            # a reply a send began after the caller stopped the last (READ COMMITTED:
+            # this statement sees every run committed before the lock was taken)
+            cur = await conn.execute(
+                "SELECT 1 FROM runs WHERE org_id = %(o)s AND thread_id = %(t)s"
+                " AND status = 'running' AND heartbeat_at >= %(busy)s",
+                params,
+            )
+            if await cur.fetchone() is not None:
+                raise ThreadBusy()
             for sql in _STEPS:
                 await conn.execute(sql, params)
         return True

@@ -51,10 +51,13 @@ class ThreadDataHolder(Protocol):
 
 
 class ErasureStore(Protocol):
-    async def erase_thread(self, org_id: str, thread_id: UUID) -> bool:
+    async def erase_thread(self, org_id: str, thread_id: UUID, busy_after: datetime) -> bool:
         """Remove the thread and what holds its text, scrub what stays (the
         module's docstring), all at once; False when there was no such thread
-        (nothing changed)."""
+        (nothing changed). Refused with ``ThreadBusy`` (nothing changed) while the
+        thread has a running reply whose heartbeat is at or after ``busy_after``
+        (one a send began after the caller stopped the last); a send that begins
+        while the erasure runs finds no thread."""
         ...
 
     async def user_threads(self, org_id: str, user_id: str) -> list[UserThread]:

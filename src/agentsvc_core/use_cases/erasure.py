@@ -5,9 +5,10 @@ A thread is deleted in three steps: its running reply is stopped, in whichever
 process runs it, and awaited (a bounded wait: a reply that does not end in time
 refuses the deletion with ``THREAD_BUSY``, and nothing is deleted); storage removes
 the thread with everything that holds its text and scrubs the text out of what
-stays (``ErasureStore.erase_thread``); then each ``ThreadDataHolder`` outside
-storage deletes its part. Stopping first matters: a reply's final write would
-otherwise store its events and trace after the deletion.
+stays (``ErasureStore.erase_thread``, which refuses while a reply a send began
+since runs: then the reply is stopped again, a few times at most); then each
+``ThreadDataHolder`` outside storage deletes its part. Stopping first matters: a
+reply's final write would otherwise store its events and trace after the deletion.
 
 Who may: deleting a thread, its owner (the user who opened it) or an admin (API
 keys are admins); a participant of a multiplayer thread may not. Erasing and
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Literal, Protocol
 from uuid import UUID
 
@@ -27,7 +28,7 @@ import msgspec
 from agentsvc_core.entities import Message, Principal, Thread
 from agentsvc_core.entities.memory import Memory
 from agentsvc_core.entities.published_chat import VisitorThread
-from agentsvc_core.errors import Conflict, NotFound, PermissionDenied
+from agentsvc_core.errors import Conflict, NotFound, PermissionDenied, ThreadBusy
 from agentsvc_core.ports import Clock, ConversationStore, SecretStore, ThreadRepository
 from agentsvc_core.ports.erasure import ErasureStore, ThreadDataHolder
 from agentsvc_core.ports.publishing import PublishingStore
@@ -39,6 +40,7 @@ log = logging.getLogger("agentsvc.erasure")
 GRANT_KIND = "oauth_token"  # the sealed records of OAuth grants (mcp_oauth.py)
 HISTORY_PAGE = 200  # messages read per page for an export
 SWEEP_BATCH = 100  # threads the retention sweep deletes per call
+ERASE_TRIES = 3  # stops of a thread's replies before a deletion gives up (sends racing it)
 
 
 class ReplyStopper(Protocol):
@@ -109,10 +111,13 @@ class Erasure:
         clock: Clock,
         holders: Sequence[ThreadDataHolder] = (),
         stop_wait_s: float = 10.0,
+        stale_after_s: float = 45.0,
     ) -> None:
         """``holders``: what keeps a thread's text outside storage (each deletes its
         part after storage did); ``stop_wait_s``: how long a deletion waits for the
-        thread's stopped reply to end."""
+        thread's stopped reply to end; ``stale_after_s``: a running reply whose
+        heartbeat is older is taken for dead (``Conversation``'s setting)."""
+        self._stale_after = timedelta(seconds=stale_after_s)
         self._threads = threads
         self._store = store
         self._thread_repo = thread_repo
@@ -138,15 +143,21 @@ class Erasure:
     async def erase(self, org_id: str, thread_id: UUID) -> bool:
         """Stop the thread's reply, then delete the thread and what holds its text;
         False when the thread was gone already (the holders are asked anyway)."""
-        if not await self._replies.halt(org_id, thread_id, self._stop_wait_s):
-            raise Conflict(
-                "the thread's reply did not stop in time; nothing was deleted: try again",
-                code="THREAD_BUSY",
-            )
-        erased = await self._store.erase_thread(org_id, thread_id)
-        for holder in self._holders:
-            await holder.delete_for_thread(org_id, thread_id)
-        return erased
+        for _ in range(ERASE_TRIES):
+            if not await self._replies.halt(org_id, thread_id, self._stop_wait_s):
+                break
+            busy_after = self._clock.now() - self._stale_after
+            try:
+                erased = await self._store.erase_thread(org_id, thread_id, busy_after)
+            except ThreadBusy:
+                continue  # a send began a reply since: stop that one too
+            for holder in self._holders:
+                await holder.delete_for_thread(org_id, thread_id)
+            return erased
+        raise Conflict(
+            "the thread's reply did not stop in time; nothing was deleted: try again",
+            code="THREAD_BUSY",
+        )
 
     async def sweep(self) -> int:
         """Delete up to ``SWEEP_BATCH`` threads untouched for longer than their

@@ -208,6 +208,7 @@ class Services:
             clock=clock,
             # what keeps a thread's text outside storage: one line each
             holders=[],
+            stale_after_s=settings.run_stale_after_s,
         )
 
     def _catalogue(self, clock: SystemClock, revocations: Revocations) -> None:

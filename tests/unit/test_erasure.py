@@ -20,7 +20,7 @@ from agentsvc_core.entities.published_chat import VisitorThread
 from agentsvc_core.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from agentsvc_core.ports import SealedRecord, StopSignal
 from agentsvc_core.use_cases import AgentDraft, Agents
-from agentsvc_core.use_cases.erasure import Erasure, GrantExport, grant_owner
+from agentsvc_core.use_cases.erasure import SWEEP_BATCH, Erasure, GrantExport, grant_owner
 from agentsvc_core.use_cases.threads import ThreadDraft, Threads
 from agentsvc_core.use_cases.turn.halt import halt
 from tests.contract.test_conversations_contract import a_message, a_run, a_thread
@@ -269,6 +269,10 @@ async def test_the_sweep_deletes_threads_past_their_retention() -> None:
     w.clock.at = T0 + timedelta(days=10)
     assert await w.erasure.sweep() == 0  # no retention: kept for ever
     await w.storage.erasure.set_retention_days("acme", 7)
+    assert await w.erasure.sweep() == 0  # less than a batch found: the next in an hour
+    w.clock.at += timedelta(minutes=59, seconds=59)
+    assert await w.erasure.sweep() == 0
+    w.clock.at += timedelta(seconds=1)
     assert await w.erasure.sweep() == 1
     with pytest.raises(NotFound):
         await w.threads.visible(KEY, old.id)
@@ -277,7 +281,7 @@ async def test_the_sweep_deletes_threads_past_their_retention() -> None:
     await w.storage.conversations.add_message(a_message(talked, created_at=T0 + timedelta(days=9)))
     w.clock.at = T0 + timedelta(days=15)
     assert await w.erasure.sweep() == 0
-    w.clock.at = T0 + timedelta(days=16, seconds=1)
+    w.clock.at = T0 + timedelta(days=16, hours=1)
     assert await w.erasure.sweep() == 1
 
 
@@ -288,7 +292,19 @@ async def test_a_busy_thread_waits_for_the_next_sweep() -> None:
     w.clock.at = T0 + timedelta(days=2)
     assert await w.erasure.sweep() == 0
     w.stopper.stops = True
+    w.clock.at += timedelta(hours=1)
     assert await w.erasure.sweep() == 1
+
+
+async def test_a_full_batch_has_the_next_sweep_go_on_at_once() -> None:
+    w = await world()
+    for _ in range(SWEEP_BATCH + 1):
+        await w.threads.create(KEY, ThreadDraft(agent_id=w.agent))
+    await w.storage.erasure.set_retention_days("acme", 1)
+    w.clock.at = T0 + timedelta(days=2)
+    assert await w.erasure.sweep() == SWEEP_BATCH
+    assert await w.erasure.sweep() == 1  # at once
+    assert await w.erasure.sweep() == 0
 
 
 # --- halt -------------------------------------------------------------------------

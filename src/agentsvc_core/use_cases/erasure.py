@@ -40,6 +40,7 @@ log = logging.getLogger("agentsvc.erasure")
 GRANT_KIND = "oauth_token"  # the sealed records of OAuth grants (mcp_oauth.py)
 HISTORY_PAGE = 200  # messages read per page for an export
 SWEEP_BATCH = 100  # threads the retention sweep deletes per call
+SWEEP_EVERY = timedelta(hours=1)  # between two retention sweeps that found less than a batch
 ERASE_TRIES = 3  # stops of a thread's replies before a deletion gives up (sends racing it)
 
 
@@ -118,6 +119,7 @@ class Erasure:
         thread's stopped reply to end; ``stale_after_s``: a running reply whose
         heartbeat is older is taken for dead (``Conversation``'s setting)."""
         self._stale_after = timedelta(seconds=stale_after_s)
+        self._next_sweep: datetime | None = None  # no retention sweep before then
         self._threads = threads
         self._store = store
         self._thread_repo = thread_repo
@@ -162,13 +164,21 @@ class Erasure:
     async def sweep(self) -> int:
         """Delete up to ``SWEEP_BATCH`` threads untouched for longer than their
         organization's retention (the maintenance sweep); how many. A thread whose
-        reply does not stop in time is left for the next sweep."""
+        reply does not stop in time is left for the next sweep. The search for such
+        threads reads every thread older than a retention, so after one that found
+        less than a batch the next waits ``SWEEP_EVERY``; after a full batch, the
+        next sweep goes on at once."""
+        now = self._clock.now()
+        if self._next_sweep is not None and now < self._next_sweep:
+            return 0
+        stale = await self._store.stale_threads(now, SWEEP_BATCH)
+        self._next_sweep = None if len(stale) >= SWEEP_BATCH else now + SWEEP_EVERY
         deleted = 0
-        for stale in await self._store.stale_threads(self._clock.now(), SWEEP_BATCH):
+        for found in stale:
             try:
-                deleted += await self.erase(stale.org_id, stale.thread_id)
+                deleted += await self.erase(found.org_id, found.thread_id)
             except Conflict:
-                log.info("thread %s is busy: the next sweep deletes it", stale.thread_id)
+                log.info("thread %s is busy: a later sweep deletes it", found.thread_id)
         return deleted
 
     # --- users ------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """The erasure use case (``agentsvc_core.use_cases.erasure``) over the memory
-adapters, and ``halt`` (``use_cases/turn/halt.py``): who may delete, a reply
+adapters, and ``Halting`` (``use_cases/turn/halt.py``): who may delete, a reply
 stopped first (and a deletion refused when it does not stop), the holders
 outside storage, a user's erasure and export, the retention sweep."""
 
@@ -22,7 +22,7 @@ from agentsvc_core.ports import SealedRecord, StopSignal
 from agentsvc_core.use_cases import AgentDraft, Agents
 from agentsvc_core.use_cases.erasure import SWEEP_BATCH, Erasure, GrantExport, grant_owner
 from agentsvc_core.use_cases.threads import ThreadDraft, Threads
-from agentsvc_core.use_cases.turn.halt import halt
+from agentsvc_core.use_cases.turn.halt import Halting
 from tests.contract.test_conversations_contract import a_message, a_run, a_thread
 
 KEY = Principal(org_id="acme", method="api_key")
@@ -330,11 +330,11 @@ async def test_halt_stops_a_reply_of_this_process_and_waits_for_its_end() -> Non
     running: dict[UUID, tuple[str, asyncio.Task[None], StopSignal]] = {
         run.id: ("acme", task, signal)
     }
-    where = ("acme", thread.id, clock, timedelta(seconds=45))
-    assert await halt(storage.conversations, stops, running, where, 30.0) is True
+    halting = Halting(storage.conversations, stops, running, clock, timedelta(seconds=45))
+    assert await halting.halt("acme", thread.id, 30.0) is True
     assert ended == ["finished"]
     # nothing runs: at once
-    assert await halt(storage.conversations, stops, {}, where, 0.0) is True
+    assert await halting.halt("acme", thread.id, 0.0) is True
 
 
 async def test_halt_gives_up_on_a_reply_that_does_not_end() -> None:
@@ -345,7 +345,7 @@ async def test_halt_gives_up_on_a_reply_that_does_not_end() -> None:
     await storage.conversations.begin_turn(run, [], clock.now() - timedelta(seconds=45))
     stops = LocalStopBus()
     signal = stops.watch(run.id)
-    where = ("acme", thread.id, clock, timedelta(seconds=45))
+    halting = Halting(storage.conversations, stops, {}, clock, timedelta(seconds=45))
     # another process's reply (not in ``running``) that never ends
-    assert await halt(storage.conversations, stops, {}, where, 0.0) is False
+    assert await halting.halt("acme", thread.id, 0.0) is False
     assert signal.is_set()  # it was told to stop

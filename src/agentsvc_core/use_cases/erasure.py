@@ -45,7 +45,7 @@ ERASE_TRIES = 3  # stops of a thread's replies before a deletion gives up (sends
 
 
 class ReplyStopper(Protocol):
-    """Stops a thread's running reply and waits for its end (``Conversation.halt``)."""
+    """Stops a thread's running reply and waits for its end (``Conversation.halting``)."""
 
     async def halt(self, org_id: str, thread_id: UUID, wait_s: float) -> bool: ...
 

@@ -204,7 +204,7 @@ class Services:
             conversations=storage.conversations,
             secrets=storage.secrets,
             publishing=storage.publishing,
-            replies=self.conversation,
+            replies=self.conversation.halting,
             clock=clock,
             # what keeps a thread's text outside storage: one line each
             holders=[],

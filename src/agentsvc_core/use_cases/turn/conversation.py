@@ -87,7 +87,7 @@ from agentsvc_core.use_cases.turn.events import (
     Meta,
     Turn,
 )
-from agentsvc_core.use_cases.turn.halt import halt
+from agentsvc_core.use_cases.turn.halt import Halting
 from agentsvc_core.use_cases.turn.heartbeats import INTERRUPT_WAIT_S, Heartbeats, drain
 from agentsvc_core.use_cases.turn.queued import Waiting
 from agentsvc_core.use_cases.turn.reply import Reply
@@ -163,6 +163,7 @@ class Conversation:
         # (organization, thread) of the sends whose reply started before their run was stored
         self._beginning: set[tuple[str, UUID]] = set()
         self._beats = Heartbeats(store, clock, stale_after_s / 4, self._running)
+        self.halting = Halting(store, stops, self._running, clock, self._stale_after)
         self._reply = Reply(store, tools, clock, compactor, tracer, traces, after_turn)
         self._closing: asyncio.Task[None] | None = None  # the drain, once shutdown began
         self._turns: dict[UUID, Turn] = {}  # the running replies' event buffers
@@ -460,11 +461,6 @@ class Conversation:
             return True
         await self._stops.publish(run.id)
         return True
-
-    async def halt(self, org_id: str, thread_id: UUID, wait_s: float) -> bool:
-        """Stop the thread's reply and wait for its end, at most ``wait_s`` (``halt``)."""
-        where = (org_id, thread_id, self._clock, self._stale_after)
-        return await halt(self._store, self._stops, self._running, where, wait_s)
 
     async def sweep(self) -> int:
         """Mark replies whose process died as interrupted: those whose process is

@@ -13,38 +13,49 @@ from agentsvc_core.ports import Clock, ConversationStore, StopBus, StopSignal
 HALT_POLL_S = 0.1  # how often a reply of another process is looked for again
 
 
-async def halt(
-    store: ConversationStore,
-    stops: StopBus,
-    running: Mapping[UUID, tuple[str, asyncio.Task[None], StopSignal]],
-    where: tuple[str, UUID, Clock, timedelta],
-    wait_s: float,
-) -> bool:
-    """Stop the running reply of the thread ``where`` names (organization, thread,
-    the clock, and how old a heartbeat says a reply is dead), in whichever
-    process runs it, and wait until it has ended, at most ``wait_s`` seconds: a
-    reply of this process (``running``) is awaited, one of another process is
-    looked for again every ``HALT_POLL_S``; a reply whose process is gone is marked
-    interrupted at once. True when no reply runs any more."""
-    org_id, thread_id, clock, stale_after = where
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + wait_s
-    stopped: UUID | None = None
-    while True:
-        now = clock.now()
-        run = await store.running(org_id, thread_id, now - stale_after)
-        if run is None:
-            return True
-        entry = running.get(run.id)
-        if entry is None and await store.interrupt_orphaned(org_id, run.id, now):
-            return True
-        if stopped != run.id:
-            await stops.publish(run.id)
-            stopped = run.id
-        left = deadline - loop.time()
-        if left <= 0:
-            return False
-        if entry is not None:
-            await asyncio.wait({entry[1]}, timeout=left)
-        else:
-            await asyncio.sleep(min(HALT_POLL_S, left))
+class Halting:
+    """``Conversation.halting``: the replies of this process (``running``, the
+    conversation's live registry) and of the others (``store``, ``stops``)."""
+
+    def __init__(
+        self,
+        store: ConversationStore,
+        stops: StopBus,
+        running: Mapping[UUID, tuple[str, asyncio.Task[None], StopSignal]],
+        clock: Clock,
+        stale_after: timedelta,
+    ) -> None:
+        """``stale_after``: a running reply whose heartbeat is older is taken for dead."""
+        self._store = store
+        self._stops = stops
+        self._running = running
+        self._clock = clock
+        self._stale_after = stale_after
+
+    async def halt(self, org_id: str, thread_id: UUID, wait_s: float) -> bool:
+        """Stop the thread's running reply, in whichever process runs it, and wait
+        until it has ended (its final write done), at most ``wait_s`` seconds: a
+        reply of this process is awaited, one of another process is looked for
+        again every ``HALT_POLL_S``; a reply whose process is gone is marked
+        interrupted at once. True when no reply runs any more."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        stopped: UUID | None = None
+        while True:
+            now = self._clock.now()
+            run = await self._store.running(org_id, thread_id, now - self._stale_after)
+            if run is None:
+                return True
+            entry = self._running.get(run.id)
+            if entry is None and await self._store.interrupt_orphaned(org_id, run.id, now):
+                return True
+            if stopped != run.id:
+                await self._stops.publish(run.id)
+                stopped = run.id
+            left = deadline - loop.time()
+            if left <= 0:
+                return False
+            if entry is not None:
+                await asyncio.wait({entry[1]}, timeout=left)
+            else:
+                await asyncio.sleep(min(HALT_POLL_S, left))

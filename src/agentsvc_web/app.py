@@ -37,6 +37,7 @@ from agentsvc_web.controllers.code_sessions import (
     CodeSessionsController,
 )
 from agentsvc_web.controllers.computer import AgentComputerController, ThreadComputerController
+from agentsvc_web.controllers.erasure import UserDataController
 from agentsvc_web.controllers.integrations import (
     AgentIntegrationController,
     IntegrationController,
@@ -93,7 +94,6 @@ from agentsvc_web.controllers.suggestions import (
     RunnerSuggestionsController,
 )
 from agentsvc_web.controllers.tools import AgentDelegatedController, ToolController
-from agentsvc_web.controllers.user_data import UserDataController
 from agentsvc_web.controllers.web import AgentWebController
 from agentsvc_web.errors import EXCEPTION_HANDLERS
 from agentsvc_web.headers import hardening_headers

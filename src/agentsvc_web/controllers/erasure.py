@@ -1,4 +1,5 @@
-"""A user's data: erasure and export (docs/privacy.md). Admins only."""
+"""A user's data: erasure and export (docs/privacy.md). Admins only. A thread's
+deletion is a route of the threads (``controllers/threads.py``)."""
 
 from __future__ import annotations
 

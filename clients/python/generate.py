@@ -78,6 +78,10 @@ OPERATIONS: dict[str, str] = {
     "threadEvents": "threads.events",
     "listMessages": "threads.messages.list",
     "sendMessage": "threads.messages.send",
+    "editMessage": "threads.messages.edit",
+    "regenerateReply": "threads.regenerate",
+    "switchBranch": "threads.switch_branch",
+    "forkThread": "threads.fork",
     "listParticipants": "threads.participants.list",
     "addParticipant": "threads.participants.add",
     "removeParticipant": "threads.participants.remove",
@@ -504,11 +508,9 @@ def _method(op: Op, name: str, is_async: bool) -> str:
             else f"{arg}: {_union([annotation, 'None'])} = None"
         )
         query_args.append(f'"{q["name"]}": {arg}')
-    if op.id == "sendMessage":
-        kw.append("idempotency_key: str | None = None")
     if op.id in ("streamReply", "threadEvents"):
         kw.append("last_event_id: int | None = None")
-    if op.method == "POST" and op.id != "sendMessage":
+    if op.method == "POST":
         kw.append("idempotency_key: str | None = None")
     signature = ", ".join(["self", *params, *(["*", *kw] if kw else [])])
     prefix = "async " if is_async else ""
@@ -548,6 +550,18 @@ def _streamed(
         return (
             f"    def {name}({signature}) -> {stream}:\n{doc}"
             f"        return self._client._send_message({op.path_params[0]}, {body}, idempotency_key=idempotency_key)\n"
+        )
+    if op.id in ("editMessage", "regenerateReply"):
+        doc = _doc(
+            f"{op.summary} ({op.method} {op.path}, {op.id}): the new reply's events, as a"
+            " send's (``ReplyStream``).",
+            "        ",
+        )
+        body = f"{op.body_cls}({', '.join(body_args)})"
+        return (
+            f"    def {name}({signature}) -> {stream}:\n{doc}"
+            f"        return self._client._send_message({op.path_params[0]}, {body},"
+            f" idempotency_key=idempotency_key, path={_path_expr(op)})\n"
         )
     if op.id == "streamReply":
         doc = _doc(

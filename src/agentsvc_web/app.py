@@ -27,6 +27,7 @@ from agentsvc_web.controllers import (
     ThreadController,
     TracesController,
 )
+from agentsvc_web.controllers.branches import BranchController
 from agentsvc_web.controllers.channels import (
     AgentChannelsController,
     ChannelLimits,
@@ -199,6 +200,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             CodeAgentsController,
             CodeSessionsController,
             UserDataController,
+            BranchController,
             PublicChatController,
             PublicMarketplaceController,
             *chat_page_routes(),
@@ -214,6 +216,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "api_keys": _const(services.api_keys),
             "threads": _const(services.threads),
             "conversation": _const(services.conversation),
+            "branches": _const(services.branches),
             "streams": _const(services.streams),
             "mcps": _const(services.mcps),
             "registry": _const(services.registry_search),

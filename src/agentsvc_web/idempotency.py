@@ -41,7 +41,7 @@ log = logging.getLogger("agentsvc.web")
 
 HEADER = b"idempotency-key"
 # the routes whose use case claims the key itself
-IN_USE_CASE = frozenset({"sendMessage", "startRunnerRun"})
+IN_USE_CASE = frozenset({"sendMessage", "editMessage", "regenerateReply", "startRunnerRun"})
 
 
 def _header(scope: Scope) -> str | None:

@@ -21,12 +21,12 @@ from agentsvc_core.entities import (
     Agent,
     ApiKey,
     McpServer,
-    Message,
     Participant,
     Thread,
     ToolProfile,
 )
 from agentsvc_core.errors import InvalidInput
+from agentsvc_core.use_cases.branches import Shown
 
 Name = Annotated[str, Meta(min_length=1, max_length=rules.MAX_NAME)]
 Description = Annotated[str, Meta(max_length=rules.MAX_DESCRIPTION)]
@@ -260,6 +260,9 @@ class ThreadOut(msgspec.Struct):
     created_by: str | None
     # the reply running now (re-attach with GET /api/threads/{id}/stream), null when idle
     active_run_id: UUID | None
+    # the current branch's last message once the thread has branches (an edit, a
+    # regenerate); null while its history is one line
+    head_id: UUID | None
 
     @classmethod
     def of(cls, t: Thread) -> ThreadOut:
@@ -279,10 +282,25 @@ class MessageOut(msgspec.Struct):
     created_at: datetime
     sender_id: str | None
     status: str
+    # the message it follows on its branch, and its versions (the messages that
+    # follow the same one: "2 of 3"), docs/threads.md
+    parent_id: UUID | None
+    sibling_index: int
+    sibling_count: int
+    prev_sibling_id: UUID | None
+    next_sibling_id: UUID | None
 
     @classmethod
-    def of(cls, m: Message) -> MessageOut:
-        return copied(cls, m)
+    def of(cls, s: Shown) -> MessageOut:
+        return copied(
+            cls,
+            s.message,
+            parent_id=s.parent_id,
+            sibling_index=s.sibling_index,
+            sibling_count=s.sibling_count,
+            prev_sibling_id=s.prev_sibling_id,
+            next_sibling_id=s.next_sibling_id,
+        )
 
 
 class MessageListOut(msgspec.Struct):
@@ -471,30 +489,3 @@ class AttachmentOut(msgspec.Struct, rename="camel"):
     effective_tools: list[str]
     created_at: datetime
     server: McpOut
-
-
-class RegistryRemoteOut(msgspec.Struct, rename="camel"):
-    transport: str
-    url: str
-
-
-class RegistryPackageOut(msgspec.Struct, rename="camel"):
-    registry_type: str
-    identifier: str
-    version: str | None
-    transport: str | None
-
-
-class RegistryEntryOut(msgspec.Struct, rename="camel"):
-    name: str
-    title: str | None
-    description: str
-    version: str | None
-    repository_url: str | None
-    website_url: str | None
-    remotes: list[RegistryRemoteOut]
-    packages: list[RegistryPackageOut]
-
-
-class RegistrySearchOut(msgspec.Struct):
-    servers: list[RegistryEntryOut]

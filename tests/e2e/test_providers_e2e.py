@@ -267,3 +267,95 @@ def test_client_tool_round_trip_in_the_providers_wire_format(world: World) -> No
             "tool_call_id": "call_abc",
             "content": "sunny, 21 C",
         }
+
+
+def test_an_edit_of_the_second_of_five_messages_answers_on_a_new_branch(world: World) -> None:
+    """docs/threads.md: the edit streams a new reply, the history shows the new
+    branch, the old one is still reachable, and the model was sent the new branch
+    only."""
+    tid = world.thread()
+    for text in ["one", "two", "three", "four", "five"]:
+        world.send(tid, content=text)
+    before = world.client.get(f"/api/threads/{tid}/messages").json()
+    assert before["total"] == 10
+    old_leaf = before["messages"][-1]["id"]
+    second = before["messages"][2]
+    assert (second["content"], second["sibling_count"]) == ("two", 1)
+    assert second["parent_id"] == before["messages"][1]["id"]
+    r = world.client.post(
+        f"/api/threads/{tid}/messages/{second['id']}/edit", json={"content": "two, edited"}
+    )
+    assert r.status_code == 200, r.text
+    events = parse(r.text)
+    assert names(events)[0] == "meta" and names(events)[-1] == "done"
+    assert events[-1].data["content"] == "You said: two, edited"
+    # the model's request: the new branch only
+    assert world.texts(world.bodies()[-1]) == [
+        ("user", "one"),
+        ("assistant", "You said: one"),
+        ("user", "two, edited"),
+    ]
+    now = world.client.get(f"/api/threads/{tid}/messages").json()
+    assert [m["content"] for m in now["messages"]] == [
+        "one",
+        "You said: one",
+        "two, edited",
+        "You said: two, edited",
+    ]
+    assert now["total"] == 4
+    edited = now["messages"][2]
+    assert (edited["sibling_index"], edited["sibling_count"]) == (2, 2)
+    assert edited["prev_sibling_id"] == second["id"]
+    thread = world.client.get(f"/api/threads/{tid}").json()
+    assert thread["head_id"] == now["messages"][-1]["id"]
+    # the old branch, by its leaf
+    old = world.client.get(f"/api/threads/{tid}/messages", params={"branch": old_leaf}).json()
+    assert [m["content"] for m in old["messages"]][::2] == ["one", "two", "three", "four", "five"]
+    # switch back to it: the next send follows the old branch
+    back = world.client.put(f"/api/threads/{tid}/branch", json={"messageId": second["id"]})
+    assert back.status_code == 200, back.text
+    assert back.json()["head_id"] == old_leaf
+    world.send(tid, content="six")
+    assert [t for role, t in world.texts(world.bodies()[-1]) if role == "user"] == [
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+    ]
+
+
+def test_regenerate_and_fork(world: World) -> None:
+    tid = world.thread()
+    world.send(tid, content="first")
+    world.send(tid, content="second")
+    r = world.client.post(f"/api/threads/{tid}/regenerate", json={})
+    assert r.status_code == 200, r.text
+    assert parse(r.text)[-1].data["content"] == "You said: second"
+    assert world.texts(world.bodies()[-1])[-1] == ("user", "second")
+    shown = world.client.get(f"/api/threads/{tid}/messages").json()["messages"]
+    assert [(m["content"], m["sibling_index"], m["sibling_count"]) for m in shown][2:] == [
+        ("second", 1, 1),
+        ("You said: second", 2, 2),
+    ]
+    forked = world.client.post(f"/api/threads/{tid}/fork", json={"messageId": shown[1]["id"]})
+    assert forked.status_code == 201, forked.text
+    fid = forked.json()["id"]
+    assert fid != tid and forked.json()["head_id"] is None
+    copy = world.client.get(f"/api/threads/{fid}/messages").json()
+    assert [m["content"] for m in copy["messages"]] == ["first", "You said: first"]
+    world.send(fid, content="elsewhere")
+    assert [t for role, t in world.texts(world.bodies()[-1]) if role == "user"] == [
+        "first",
+        "elsewhere",
+    ]
+    # an assistant message cannot be edited; an unknown one is not found
+    bad = world.client.post(
+        f"/api/threads/{tid}/messages/{shown[1]['id']}/edit", json={"content": "x"}
+    )
+    assert bad.status_code == 422, bad.text
+    missing = world.client.post(
+        f"/api/threads/{tid}/messages/{uuid.uuid4()}/edit", json={"content": "x"}
+    )
+    assert missing.status_code == 404, missing.text

@@ -651,10 +651,10 @@ class HeldBegin:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    async def begin_turn(self, *args: Any) -> Any:
+    async def begin_turn(self, *args: Any, **kwargs: Any) -> Any:
         self.entered.set()
         await self.release.wait()
-        return await self.inner.begin_turn(*args)
+        return await self.inner.begin_turn(*args, **kwargs)
 
 
 async def test_a_reply_whose_run_is_stored_after_the_drain_is_interrupted_at_once() -> None:
@@ -781,7 +781,7 @@ class Racing:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    async def begin_turn(self, *args: Any) -> Any:
+    async def begin_turn(self, *args: Any, **kwargs: Any) -> Any:
         raise ThreadBusy()
 
 

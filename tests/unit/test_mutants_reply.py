@@ -344,7 +344,7 @@ class Refusing:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    async def finish_turn(self, *args: Any) -> None:
+    async def finish_turn(self, *args: Any, **kwargs: Any) -> None:
 
         raise Unavailable("the database is gone")
 

@@ -129,6 +129,8 @@ class Store:
         stale_before: datetime,
         seen: int | None = None,
         claim: IdempotencyClaim | None = None,
+        *,
+        head: Any = None,
     ) -> list[Message] | None:
         self.begins += 1
         self.begun.set()
@@ -140,7 +142,7 @@ class Store:
             await self.inner.begin_turn(other, self.before, stale_before)
             await self.inner.finish_turn(other, [], [])
             self.before = []
-        fresh = await self.inner.begin_turn(run, new, stale_before, seen)
+        fresh = await self.inner.begin_turn(run, new, stale_before, seen, head=head)
         self.stored += 1
         return fresh  # type: ignore[no-any-return]
 
@@ -151,10 +153,17 @@ class Store:
             await asyncio.wait_for(self.begun.wait(), 5)
 
     async def finish_turn(
-        self, run: Run, new: list[Message], usage: list[Any], events: Any = None, trace: Any = None
+        self,
+        run: Run,
+        new: list[Message],
+        usage: list[Any],
+        events: Any = None,
+        trace: Any = None,
+        *,
+        head: Any = None,
     ) -> None:
         self.finished.append(run)
-        await self.inner.finish_turn(run, new, usage, events, trace)
+        await self.inner.finish_turn(run, new, usage, events, trace, head=head)
 
 
 async def world(model: Model) -> tuple[Conversation, Store, Tools, Thread, MemoryStorage]:

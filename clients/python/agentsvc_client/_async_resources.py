@@ -23,6 +23,7 @@ from agentsvc_client.models import (
     Binding,
     BindingBody,
     BindingsBody,
+    BranchBody,
     Budget,
     BudgetBody,
     Capabilities,
@@ -61,6 +62,7 @@ from agentsvc_client.models import (
     Edge,
     ExecuteBody,
     Execution,
+    ForkBody,
     Instance,
     Integration,
     IntegrationCreateBody,
@@ -113,6 +115,7 @@ from agentsvc_client.models import (
     Ready,
     Recall,
     RecallBody,
+    RegenerateBody,
     Registry,
     RegistrySearch,
     ResumeBody,
@@ -1766,8 +1769,52 @@ class AsyncRunnersTriggersResource(AsyncResource):
 class AsyncThreadsMessagesResource(AsyncResource):
     """``client.threads.messages``"""
 
+    def edit(
+        self,
+        thread_id: str,
+        message_id: str,
+        *,
+        content: str,
+        tools: builtins.list[ClientToolBody] | UnsetType = UNSET,
+        tool_results: builtins.list[ToolResultBody] | UnsetType = UNSET,
+        model_override: str | UnsetType | None = UNSET,
+        sender_name: str | UnsetType | None = UNSET,
+        sender_id: str | UnsetType | None = UNSET,
+        tool_profile: str | UnsetType | None = UNSET,
+        system_prompt_overlay: str | builtins.list[str] | UnsetType | None = UNSET,
+        metadata: dict[str, str] | UnsetType = UNSET,
+        multitask_strategy: Literal["reject", "enqueue", "interrupt"] | UnsetType = UNSET,
+        idempotency_key: str | None = None,
+    ) -> AsyncReplyStream:
+        """Replace a user message on a new branch; the new reply streams back (POST
+        /api/threads/{thread_id}/messages/{message_id}/edit, editMessage): the new reply's
+        events, as a send's (``ReplyStream``).
+        """
+        return self._client._send_message(
+            thread_id,
+            SendMessageBody(
+                content=content,
+                tools=tools,
+                tool_results=tool_results,
+                model_override=model_override,
+                sender_name=sender_name,
+                sender_id=sender_id,
+                tool_profile=tool_profile,
+                system_prompt_overlay=system_prompt_overlay,
+                metadata=metadata,
+                multitask_strategy=multitask_strategy,
+            ),
+            idempotency_key=idempotency_key,
+            path=f"/api/threads/{_seg(thread_id)}/messages/{_seg(message_id)}/edit",
+        )
+
     async def list(
-        self, thread_id: str, *, limit: int | None = None, offset: int | None = None
+        self,
+        thread_id: str,
+        *,
+        limit: int | None = None,
+        offset: int | None = None,
+        branch: str | None = None,
     ) -> MessageList:
         """The thread's user and assistant messages, oldest first (GET
         /api/threads/{thread_id}/messages, listMessages).
@@ -1775,7 +1822,7 @@ class AsyncThreadsMessagesResource(AsyncResource):
         return await self._client._request(
             "GET",
             f"/api/threads/{_seg(thread_id)}/messages",
-            params={"limit": limit, "offset": offset},
+            params={"limit": limit, "offset": offset, "branch": branch},
             type=MessageList,
         )
 
@@ -3074,6 +3121,24 @@ class AsyncThreadsResource(AsyncResource):
             thread_id, after=after if last_event_id is None else last_event_id
         )
 
+    async def fork(
+        self,
+        thread_id: str,
+        *,
+        message_id: str | UnsetType | None = UNSET,
+        idempotency_key: str | None = None,
+    ) -> Thread:
+        """A new thread of the same agent holding a copy of a branch up to a message (POST
+        /api/threads/{thread_id}/fork, forkThread).
+        """
+        return await self._client._request(
+            "POST",
+            f"/api/threads/{_seg(thread_id)}/fork",
+            json=ForkBody(message_id=message_id),
+            idempotency_key=idempotency_key,
+            type=Thread,
+        )
+
     async def get(self, thread_id: str) -> Thread:
         """Get a thread (GET /api/threads/{thread_id}, getThread)."""
         return await self._client._request("GET", f"/api/threads/{_seg(thread_id)}", type=Thread)
@@ -3094,6 +3159,36 @@ class AsyncThreadsResource(AsyncResource):
             type=ThreadList,
         )
 
+    def regenerate(
+        self,
+        thread_id: str,
+        *,
+        tools: builtins.list[ClientToolBody] | UnsetType = UNSET,
+        model_override: str | UnsetType | None = UNSET,
+        tool_profile: str | UnsetType | None = UNSET,
+        system_prompt_overlay: str | builtins.list[str] | UnsetType | None = UNSET,
+        metadata: dict[str, str] | UnsetType = UNSET,
+        multitask_strategy: Literal["reject", "enqueue", "interrupt"] | UnsetType = UNSET,
+        idempotency_key: str | None = None,
+    ) -> AsyncReplyStream:
+        """Answer the last user message again on a new branch (POST
+        /api/threads/{thread_id}/regenerate, regenerateReply): the new reply's events, as a
+        send's (``ReplyStream``).
+        """
+        return self._client._send_message(
+            thread_id,
+            RegenerateBody(
+                tools=tools,
+                model_override=model_override,
+                tool_profile=tool_profile,
+                system_prompt_overlay=system_prompt_overlay,
+                metadata=metadata,
+                multitask_strategy=multitask_strategy,
+            ),
+            idempotency_key=idempotency_key,
+            path=f"/api/threads/{_seg(thread_id)}/regenerate",
+        )
+
     async def stop(self, thread_id: str, *, idempotency_key: str | None = None) -> OkBody:
         """Stop the running reply (ok is false when nothing runs) (POST
         /api/threads/{thread_id}/stop, stopThread).
@@ -3103,6 +3198,17 @@ class AsyncThreadsResource(AsyncResource):
             f"/api/threads/{_seg(thread_id)}/stop",
             idempotency_key=idempotency_key,
             type=OkBody,
+        )
+
+    async def switch_branch(self, thread_id: str, *, message_id: str) -> Thread:
+        """Make a message's branch the current one (its latest leaf becomes the head) (PUT
+        /api/threads/{thread_id}/branch, switchBranch).
+        """
+        return await self._client._request(
+            "PUT",
+            f"/api/threads/{_seg(thread_id)}/branch",
+            json=BranchBody(message_id=message_id),
+            type=Thread,
         )
 
     async def update(

@@ -9,7 +9,7 @@ from urllib.parse import quote
 if TYPE_CHECKING:
     from agentsvc_client._stream import AsyncReplyStream, ReplyStream
     from agentsvc_client.computer import ExecEvent
-    from agentsvc_client.models import Document, Profile, SendMessageBody
+    from agentsvc_client.models import Document, Profile, RegenerateBody, SendMessageBody
     from agentsvc_client.thread_events import AsyncThreadEventStream, ThreadEventStream
 
 T = TypeVar("T")
@@ -28,7 +28,12 @@ class _Requester(Protocol):
     ) -> T: ...
 
     def _send_message(
-        self, thread_id: str, body: SendMessageBody, *, idempotency_key: str | None
+        self,
+        thread_id: str,
+        body: SendMessageBody | RegenerateBody,
+        *,
+        idempotency_key: str | None,
+        path: str | None = None,
     ) -> ReplyStream: ...
 
     def _attach(self, thread_id: str, *, run_id: str | None, after: int | None) -> ReplyStream: ...
@@ -68,7 +73,12 @@ class _AsyncRequester(Protocol):
     ) -> T: ...
 
     def _send_message(
-        self, thread_id: str, body: SendMessageBody, *, idempotency_key: str | None
+        self,
+        thread_id: str,
+        body: SendMessageBody | RegenerateBody,
+        *,
+        idempotency_key: str | None,
+        path: str | None = None,
     ) -> AsyncReplyStream: ...
 
     def _attach(

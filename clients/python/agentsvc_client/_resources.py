@@ -23,6 +23,7 @@ from agentsvc_client.models import (
     Binding,
     BindingBody,
     BindingsBody,
+    BranchBody,
     Budget,
     BudgetBody,
     Capabilities,
@@ -61,6 +62,7 @@ from agentsvc_client.models import (
     Edge,
     ExecuteBody,
     Execution,
+    ForkBody,
     Instance,
     Integration,
     IntegrationCreateBody,
@@ -113,6 +115,7 @@ from agentsvc_client.models import (
     Ready,
     Recall,
     RecallBody,
+    RegenerateBody,
     Registry,
     RegistrySearch,
     ResumeBody,
@@ -1748,8 +1751,52 @@ class RunnersTriggersResource(Resource):
 class ThreadsMessagesResource(Resource):
     """``client.threads.messages``"""
 
+    def edit(
+        self,
+        thread_id: str,
+        message_id: str,
+        *,
+        content: str,
+        tools: builtins.list[ClientToolBody] | UnsetType = UNSET,
+        tool_results: builtins.list[ToolResultBody] | UnsetType = UNSET,
+        model_override: str | UnsetType | None = UNSET,
+        sender_name: str | UnsetType | None = UNSET,
+        sender_id: str | UnsetType | None = UNSET,
+        tool_profile: str | UnsetType | None = UNSET,
+        system_prompt_overlay: str | builtins.list[str] | UnsetType | None = UNSET,
+        metadata: dict[str, str] | UnsetType = UNSET,
+        multitask_strategy: Literal["reject", "enqueue", "interrupt"] | UnsetType = UNSET,
+        idempotency_key: str | None = None,
+    ) -> ReplyStream:
+        """Replace a user message on a new branch; the new reply streams back (POST
+        /api/threads/{thread_id}/messages/{message_id}/edit, editMessage): the new reply's
+        events, as a send's (``ReplyStream``).
+        """
+        return self._client._send_message(
+            thread_id,
+            SendMessageBody(
+                content=content,
+                tools=tools,
+                tool_results=tool_results,
+                model_override=model_override,
+                sender_name=sender_name,
+                sender_id=sender_id,
+                tool_profile=tool_profile,
+                system_prompt_overlay=system_prompt_overlay,
+                metadata=metadata,
+                multitask_strategy=multitask_strategy,
+            ),
+            idempotency_key=idempotency_key,
+            path=f"/api/threads/{_seg(thread_id)}/messages/{_seg(message_id)}/edit",
+        )
+
     def list(
-        self, thread_id: str, *, limit: int | None = None, offset: int | None = None
+        self,
+        thread_id: str,
+        *,
+        limit: int | None = None,
+        offset: int | None = None,
+        branch: str | None = None,
     ) -> MessageList:
         """The thread's user and assistant messages, oldest first (GET
         /api/threads/{thread_id}/messages, listMessages).
@@ -1757,7 +1804,7 @@ class ThreadsMessagesResource(Resource):
         return self._client._request(
             "GET",
             f"/api/threads/{_seg(thread_id)}/messages",
-            params={"limit": limit, "offset": offset},
+            params={"limit": limit, "offset": offset, "branch": branch},
             type=MessageList,
         )
 
@@ -3044,6 +3091,24 @@ class ThreadsResource(Resource):
             thread_id, after=after if last_event_id is None else last_event_id
         )
 
+    def fork(
+        self,
+        thread_id: str,
+        *,
+        message_id: str | UnsetType | None = UNSET,
+        idempotency_key: str | None = None,
+    ) -> Thread:
+        """A new thread of the same agent holding a copy of a branch up to a message (POST
+        /api/threads/{thread_id}/fork, forkThread).
+        """
+        return self._client._request(
+            "POST",
+            f"/api/threads/{_seg(thread_id)}/fork",
+            json=ForkBody(message_id=message_id),
+            idempotency_key=idempotency_key,
+            type=Thread,
+        )
+
     def get(self, thread_id: str) -> Thread:
         """Get a thread (GET /api/threads/{thread_id}, getThread)."""
         return self._client._request("GET", f"/api/threads/{_seg(thread_id)}", type=Thread)
@@ -3064,6 +3129,36 @@ class ThreadsResource(Resource):
             type=ThreadList,
         )
 
+    def regenerate(
+        self,
+        thread_id: str,
+        *,
+        tools: builtins.list[ClientToolBody] | UnsetType = UNSET,
+        model_override: str | UnsetType | None = UNSET,
+        tool_profile: str | UnsetType | None = UNSET,
+        system_prompt_overlay: str | builtins.list[str] | UnsetType | None = UNSET,
+        metadata: dict[str, str] | UnsetType = UNSET,
+        multitask_strategy: Literal["reject", "enqueue", "interrupt"] | UnsetType = UNSET,
+        idempotency_key: str | None = None,
+    ) -> ReplyStream:
+        """Answer the last user message again on a new branch (POST
+        /api/threads/{thread_id}/regenerate, regenerateReply): the new reply's events, as a
+        send's (``ReplyStream``).
+        """
+        return self._client._send_message(
+            thread_id,
+            RegenerateBody(
+                tools=tools,
+                model_override=model_override,
+                tool_profile=tool_profile,
+                system_prompt_overlay=system_prompt_overlay,
+                metadata=metadata,
+                multitask_strategy=multitask_strategy,
+            ),
+            idempotency_key=idempotency_key,
+            path=f"/api/threads/{_seg(thread_id)}/regenerate",
+        )
+
     def stop(self, thread_id: str, *, idempotency_key: str | None = None) -> OkBody:
         """Stop the running reply (ok is false when nothing runs) (POST
         /api/threads/{thread_id}/stop, stopThread).
@@ -3073,6 +3168,17 @@ class ThreadsResource(Resource):
             f"/api/threads/{_seg(thread_id)}/stop",
             idempotency_key=idempotency_key,
             type=OkBody,
+        )
+
+    def switch_branch(self, thread_id: str, *, message_id: str) -> Thread:
+        """Make a message's branch the current one (its latest leaf becomes the head) (PUT
+        /api/threads/{thread_id}/branch, switchBranch).
+        """
+        return self._client._request(
+            "PUT",
+            f"/api/threads/{_seg(thread_id)}/branch",
+            json=BranchBody(message_id=message_id),
+            type=Thread,
         )
 
     def update(

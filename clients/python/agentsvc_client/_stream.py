@@ -49,10 +49,18 @@ class _State:
     """What the stream knows so far: enough to pick it up again."""
 
     def __init__(
-        self, thread_id: str, body: bytes | None, key: str, run_id: str | None, after: int
+        self,
+        thread_id: str,
+        body: bytes | None,
+        key: str,
+        run_id: str | None,
+        after: int,
+        path: str | None = None,
     ) -> None:
         self.thread_id = thread_id
         self.body = body  # None: an attach, never a send
+        # where the send goes: the thread's messages, or an edit's or a regenerate's path
+        self.path = path or f"/api/threads/{_seg(thread_id)}/messages"
         self.key = key
         self.run_id = run_id
         self.last_id = after  # the last event the caller has: 0 for a send
@@ -62,7 +70,7 @@ class _State:
         """(method, path, headers, params, body) of the next request."""
         if self.run_id is None and self.body is not None:
             headers = {"Idempotency-Key": self.key, "Content-Type": "application/json"}
-            return "POST", f"/api/threads/{_seg(self.thread_id)}/messages", headers, {}, self.body
+            return "POST", self.path, headers, {}, self.body
         headers = {"Last-Event-ID": str(self.last_id)}
         params = {"runId": self.run_id} if self.run_id else {}
         return "GET", f"/api/threads/{_seg(self.thread_id)}/stream", headers, params, None
@@ -115,9 +123,10 @@ class ReplyStream:
         idempotency_key: str,
         run_id: str | None = None,
         after: int = 0,
+        path: str | None = None,
     ) -> None:
         self._client = client
-        self._state = _State(thread_id, body, idempotency_key, run_id, after)
+        self._state = _State(thread_id, body, idempotency_key, run_id, after, path)
         self._iterator: Iterator[Event] | None = None
         self._done: Done | None = None
         self.idempotency_key = idempotency_key
@@ -221,9 +230,10 @@ class AsyncReplyStream:
         idempotency_key: str,
         run_id: str | None = None,
         after: int = 0,
+        path: str | None = None,
     ) -> None:
         self._client = client
-        self._state = _State(thread_id, body, idempotency_key, run_id, after)
+        self._state = _State(thread_id, body, idempotency_key, run_id, after, path)
         self._iterator: AsyncIterator[Event] | None = None
         self._done: Done | None = None
         self.idempotency_key = idempotency_key

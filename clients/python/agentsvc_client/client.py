@@ -22,7 +22,7 @@ from agentsvc_client._base import _seg
 from agentsvc_client._resources import Resources
 from agentsvc_client._stream import RETRY_STATUSES, AsyncReplyStream, ReplyStream
 from agentsvc_client.computer import ExecEvent, exec_events
-from agentsvc_client.models import Document, Profile, SendMessageBody
+from agentsvc_client.models import Document, Profile, RegenerateBody, SendMessageBody
 from agentsvc_client.thread_events import AsyncThreadEventStream, ThreadEventStream
 
 T = TypeVar("T")
@@ -240,13 +240,20 @@ class Client(_Config, Resources):
             raise errors.APIConnectionError(f"POST {path}: {exc!r}") from exc
 
     def _send_message(
-        self, thread_id: str, body: SendMessageBody, *, idempotency_key: str | None
+        self,
+        thread_id: str,
+        body: SendMessageBody | RegenerateBody,
+        *,
+        idempotency_key: str | None,
+        path: str | None = None,
     ) -> ReplyStream:
+        """A send, or (``path``) an edit or a regenerate: the same stream."""
         return ReplyStream(
             self,
             thread_id,
             _ENCODER.encode(body),
             idempotency_key=idempotency_key or str(uuid.uuid4()),
+            path=path,
         )
 
     def _thread_events(self, thread_id: str, *, after: int | None) -> ThreadEventStream:
@@ -410,13 +417,20 @@ class AsyncClient(_Config, AsyncResources):
             raise errors.APIConnectionError(f"POST {path}: {exc!r}") from exc
 
     def _send_message(
-        self, thread_id: str, body: SendMessageBody, *, idempotency_key: str | None
+        self,
+        thread_id: str,
+        body: SendMessageBody | RegenerateBody,
+        *,
+        idempotency_key: str | None,
+        path: str | None = None,
     ) -> AsyncReplyStream:
+        """A send, or (``path``) an edit or a regenerate: the same stream."""
         return AsyncReplyStream(
             self,
             thread_id,
             _ENCODER.encode(body),
             idempotency_key=idempotency_key or str(uuid.uuid4()),
+            path=path,
         )
 
     def _thread_events(self, thread_id: str, *, after: int | None) -> AsyncThreadEventStream:

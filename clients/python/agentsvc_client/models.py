@@ -175,6 +175,12 @@ class Blocked(msgspec.Struct, frozen=True, kw_only=True):
     waiting_on: list[str]
 
 
+class BranchBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``BranchBody`` of the OpenAPI document."""
+
+    message_id: str = msgspec.field(name="messageId")
+
+
 class BudgetBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     """A request body: ``BudgetBody`` of the OpenAPI document."""
 
@@ -729,6 +735,12 @@ class File(msgspec.Struct, frozen=True, kw_only=True):
     size: int
 
 
+class ForkBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``ForkBody`` of the OpenAPI document."""
+
+    message_id: str | UnsetType | None = msgspec.field(name="messageId", default=UNSET)
+
+
 class Instance(msgspec.Struct, frozen=True, kw_only=True):
     """An answer: ``InstanceOut`` of the OpenAPI document."""
 
@@ -1024,6 +1036,11 @@ class Message(msgspec.Struct, frozen=True, kw_only=True):
     created_at: datetime
     sender_id: str | None
     status: str
+    parent_id: str | None
+    sibling_index: int
+    sibling_count: int
+    prev_sibling_id: str | None
+    next_sibling_id: str | None
 
 
 class ModelTotals(msgspec.Struct, frozen=True, kw_only=True):
@@ -1320,6 +1337,21 @@ class Recall(msgspec.Struct, frozen=True, kw_only=True):
     """An answer: ``RecallOut`` of the OpenAPI document."""
 
     memories: list[ScoredMemory]
+
+
+class RegenerateBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``RegenerateBody`` of the OpenAPI document."""
+
+    tools: list[ClientToolBody] | UnsetType = UNSET
+    model_override: str | UnsetType | None = msgspec.field(name="modelOverride", default=UNSET)
+    tool_profile: str | UnsetType | None = msgspec.field(name="toolProfile", default=UNSET)
+    system_prompt_overlay: str | list[str] | UnsetType | None = msgspec.field(
+        name="systemPromptOverlay", default=UNSET
+    )
+    metadata: dict[str, str] | UnsetType = UNSET
+    multitask_strategy: Literal["reject", "enqueue", "interrupt"] | UnsetType = msgspec.field(
+        name="multitaskStrategy", default=UNSET
+    )
 
 
 class RegistryEntry(msgspec.Struct, frozen=True, kw_only=True):
@@ -1943,6 +1975,7 @@ class Thread(msgspec.Struct, frozen=True, kw_only=True):
     resource_bindings: list[dict[str, Any]]
     created_by: str | None
     active_run_id: str | None
+    head_id: str | None
 
 
 class ThreadPatchBody(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -2324,6 +2357,7 @@ __all__ = [
     "BindingBody",
     "BindingsBody",
     "Blocked",
+    "BranchBody",
     "Budget",
     "BudgetBody",
     "CachedTool",
@@ -2374,6 +2408,7 @@ __all__ = [
     "ExportedThread",
     "ExportedVisitorSession",
     "File",
+    "ForkBody",
     "Instance",
     "Integration",
     "IntegrationCreateBody",
@@ -2433,6 +2468,7 @@ __all__ = [
     "Ready",
     "Recall",
     "RecallBody",
+    "RegenerateBody",
     "Registry",
     "RegistryEntry",
     "RegistryPackage",

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from uuid import UUID
@@ -74,6 +75,12 @@ class MemoryThreads(ThreadRepository):
             if org == org_id and members.pop(user_id, None) is not None:
                 left += 1
         return left
+
+    def move_head(self, org_id: str, thread_id: UUID, head: UUID) -> None:
+        """A branched thread's turn stored its messages: ``head`` is its last."""
+        found = self._threads.get((org_id, thread_id))
+        if found is not None:
+            self._threads[(org_id, thread_id)] = msgspec.structs.replace(found, head_id=head)
 
     def stored(self, org_id: str, thread_id: UUID) -> Thread:
         """The thread as stored (no ``active_run_id``: the turn reader's). Raises
@@ -154,6 +161,8 @@ class MemoryConversations(ConversationStore, StreamStore):
         """``keys``: where a send's idempotency key is claimed with its run."""
         self._keys = keys or MemoryIdempotency()
         self.traces: MemoryTraces | None = None  # where turns' traces go (None: nowhere)
+        # where a branched thread's head is kept (the threads': set by the storage)
+        self.move_head: Callable[[str, UUID, UUID], None] | None = None
         self._messages: dict[tuple[str, UUID], list[Message]] = {}
         self._runs: dict[tuple[str, UUID], list[Run]] = {}
         self._usage: dict[tuple[str, UUID], list[UsageRecord]] = {}
@@ -176,6 +185,8 @@ class MemoryConversations(ConversationStore, StreamStore):
         stale_before: datetime,
         seen: int | None = None,
         claim: IdempotencyClaim | None = None,
+        *,
+        head: UUID | None = None,
     ) -> list[Message] | None:
         runs = self.runs_of(run.org_id, run.thread_id)
         if claim is not None:
@@ -195,7 +206,12 @@ class MemoryConversations(ConversationStore, StreamStore):
         history = self._messages.setdefault((run.org_id, run.thread_id), [])
         unchanged = seen == len(history)
         history.extend(new)
+        self._moved(run, head)
         return None if unchanged else list(history)
+
+    def _moved(self, run: Run, head: UUID | None) -> None:
+        if head is not None and self.move_head is not None:
+            self.move_head(run.org_id, run.thread_id, head)
 
     async def add_message(self, message: Message) -> None:
         self._messages.setdefault((message.org_id, message.thread_id), []).append(message)
@@ -214,12 +230,15 @@ class MemoryConversations(ConversationStore, StreamStore):
         usage: list[UsageRecord],
         events: EventBatch | None = None,
         trace: TraceRecord | None = None,
+        *,
+        head: UUID | None = None,
     ) -> None:
         runs = self.runs_of(run.org_id, run.thread_id)
         for i, r in enumerate(runs):
             if r.id == run.id:
                 runs[i] = run
         self._messages.setdefault((run.org_id, run.thread_id), []).extend(new)
+        self._moved(run, head)
         self._usage.setdefault((run.org_id, run.thread_id), []).extend(usage)
         if events is not None:
             await self.append_events(run.org_id, run.id, events)
@@ -313,6 +332,23 @@ class MemoryConversations(ConversationStore, StreamStore):
     ) -> tuple[list[Message], int]:
         shown = [m for m in self._messages.get((org_id, thread_id), []) if visible_in_history(m)]
         return shown[offset : offset + limit], len(shown)
+
+    async def thread_messages(self, org_id: str, thread_id: UUID) -> list[Message]:
+        return list(self._messages.get((org_id, thread_id), []))
+
+    async def copy_messages(
+        self, org_id: str, from_thread: UUID, ids: list[UUID], to_thread: UUID
+    ) -> int:
+        wanted = set(ids)
+        copies = [
+            msgspec.structs.replace(
+                m, id=uuid.uuid4(), thread_id=to_thread, parent_id=None, run_id=None
+            )
+            for m in self._messages.get((org_id, from_thread), [])
+            if m.id in wanted
+        ]
+        self._messages.setdefault((org_id, to_thread), []).extend(copies)
+        return len(copies)
 
     async def usage(self, org_id: str, thread_id: UUID) -> list[UsageRecord]:
         return list(self._usage.get((org_id, thread_id), []))

@@ -170,6 +170,7 @@ class MemoryStorage(StorageFacade):
         idempotency = MemoryIdempotency()
         conversations = MemoryConversations(idempotency)
         self._threads = MemoryThreads(conversations)
+        conversations.move_head = self._threads.move_head
         traces = MemoryTraces(conversations.all_usage, self._all_threads)
         conversations.traces = traces
         mcps = MemoryMcps()

@@ -122,7 +122,7 @@ def to_agent(row: tuple[Any, ...]) -> Agent:
 
 THREAD_COLS = (
     "id, org_id, agent_id, title, kind, status, active_profile, system_prompt_overlay,"
-    " metadata::text, resource_bindings::text, created_by, created_at, updated_at"
+    " metadata::text, resource_bindings::text, created_by, created_at, updated_at, head_id"
 )
 
 
@@ -141,7 +141,8 @@ def to_thread(r: Row) -> Thread:
         created_by=r[10],
         created_at=r[11],
         updated_at=r[12],
-        active_run_id=r[13] if len(r) > 13 else None,
+        head_id=r[13],
+        active_run_id=r[14] if len(r) > 14 else None,
     )
 
 
@@ -159,7 +160,7 @@ RUN_COLS = (
 )
 MSG_COLS = (
     "id, org_id, thread_id, role, content, created_at, sender_name, sender_id,"
-    " tool_calls::text, tool_call_id, status, run_id, provider_blocks::text"
+    " tool_calls::text, tool_call_id, status, run_id, provider_blocks::text, parent_id"
 )
 # Reads of one thread's messages order by seq (or take the last by seq), which the
 # primary key (org_id, thread_id, seq) gives without a sort. That alone does not make
@@ -210,6 +211,7 @@ def to_message(r: Row) -> Message:
         status=r[10],
         run_id=r[11],
         provider_blocks=_blocks.decode(r[12]) if r[12] else (),
+        parent_id=r[13],
     )
 
 

@@ -89,7 +89,7 @@ class PostgresThreads(Repo, ThreadRepository):
             for _ in range(_MAX_BUMPS):
                 cur = await conn.execute(
                     f"INSERT INTO threads ({THREAD_COLS.replace('::text', '')})"
-                    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s::json, %s::json, %s, %s, %s)"
+                    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s::json, %s::json, %s, %s, %s, %s)"
                     " ON CONFLICT (org_id, created_at) DO NOTHING RETURNING created_at",
                     (
                         thread.id,
@@ -105,6 +105,7 @@ class PostgresThreads(Repo, ThreadRepository):
                         thread.created_by,
                         created,
                         thread.updated_at,
+                        thread.head_id,
                     ),
                 )
                 if await cur.fetchone() is not None:
@@ -136,8 +137,8 @@ class PostgresThreads(Repo, ThreadRepository):
             t = change(to_thread(row))
             await conn.execute(
                 "UPDATE threads SET title = %s, active_profile = %s, system_prompt_overlay = %s,"
-                " metadata = %s::json, resource_bindings = %s::json, status = %s, updated_at = %s"
-                " WHERE org_id = %s AND id = %s",
+                " metadata = %s::json, resource_bindings = %s::json, status = %s, updated_at = %s,"
+                " head_id = %s WHERE org_id = %s AND id = %s",
                 (
                     t.title,
                     t.active_profile,
@@ -146,6 +147,7 @@ class PostgresThreads(Repo, ThreadRepository):
                     _json(t.resource_bindings),
                     t.status,
                     t.updated_at,
+                    t.head_id,
                     org_id,
                     thread_id,
                 ),
@@ -220,9 +222,12 @@ class PostgresThreads(Repo, ThreadRepository):
 
 _MSG_INSERT_HEAD = (
     "INSERT INTO messages (id, org_id, thread_id, role, content, created_at, sender_name,"
-    " sender_id, tool_calls, tool_call_id, status, run_id, visible, provider_blocks) VALUES "
+    " sender_id, tool_calls, tool_call_id, status, run_id, visible, provider_blocks, parent_id)"
+    " VALUES "
 )
-_MSG_ROW = "(%s, %s, %s, %s, %s, %s, %s, %s, %s::json, %s, %s, %s, %s, %s::json)"
+_MSG_ROW = "(%s, %s, %s, %s, %s, %s, %s, %s, %s::json, %s, %s, %s, %s, %s::json, %s)"
+# a branched thread's turn moves its head to the last message it stores
+_HEAD = ", h AS (UPDATE threads SET head_id = %s WHERE org_id = %s AND id = %s)"
 _USAGE_INSERT_HEAD = (
     "INSERT INTO usage_records (org_id, id, agent_id, thread_id, run_id, message_id, provider,"
     " model, input_tokens, output_tokens, cached_input_tokens, key_source, metadata, created_at,"
@@ -238,9 +243,12 @@ def _rows(row: str, n: int) -> str:
 _COUNT = count_sql("%s", "%s")
 
 
-def _begin_statement(run: Run, new: list[Message], owner: int) -> tuple[str, list[Any]]:
-    """Insert the run (run by process ``owner``) and the messages, then count the
-    thread's messages (as they were before the statement)."""
+def _begin_statement(
+    run: Run, new: list[Message], owner: int, head: UUID | None
+) -> tuple[str, list[Any]]:
+    """Insert the run (run by process ``owner``) and the messages, move the thread's
+    head (a branched thread's), then count the thread's messages (as they were
+    before the statement)."""
     sql = (
         "WITH r AS (INSERT INTO runs (id, org_id, thread_id, status, started_at, heartbeat_at,"
         " owner) VALUES (%s, %s, %s, %s, %s, %s, %s))"
@@ -257,6 +265,9 @@ def _begin_statement(run: Run, new: list[Message], owner: int) -> tuple[str, lis
     if new:
         sql += f", m AS ({_MSG_INSERT_HEAD}{_rows(_MSG_ROW, len(new))})"
         params.extend(p for m in new for p in _message_params(m))
+    if head is not None:
+        sql += _HEAD
+        params.extend([head, run.org_id, run.thread_id])
     sql += f" {_COUNT}"
     params.extend([run.org_id, run.thread_id])
     return sql, params
@@ -278,6 +289,7 @@ def _message_params(m: Message) -> tuple[Any, ...]:
         m.run_id,
         visible_in_history(m),
         _json(m.provider_blocks) if m.provider_blocks else None,
+        m.parent_id,
     )
 
 
@@ -321,13 +333,15 @@ class PostgresConversations(Repo, ConversationStore):
         stale_before: datetime,
         seen: int | None = None,
         claim: IdempotencyClaim | None = None,
+        *,
+        head: UUID | None = None,
     ) -> list[Message] | None:
         # One statement (atomic without a transaction block): insert the run and the
         # messages, and count the thread's messages as they were before it: equal to
         # ``seen`` (the count turn_inputs read), nothing came since. A running run
         # makes the run insert a unique violation; if that run's heartbeat is stale it
         # is marked interrupted and the statement tried once more.
-        sql, params = _begin_statement(run, new, self._owner)
+        sql, params = _begin_statement(run, new, self._owner, head)
         for attempt in (1, 2):
             try:
                 async with translate(), self._pool.connection() as conn:
@@ -384,9 +398,11 @@ class PostgresConversations(Repo, ConversationStore):
         usage: list[UsageRecord],
         events: EventBatch | None = None,
         trace: TraceRecord | None = None,
+        *,
+        head: UUID | None = None,
     ) -> None:
         # One statement: the run's final state, its messages, its usage records, its
-        # last batch of events, its trace.
+        # last batch of events, its trace (and a branched thread's new head).
         parts = [
             "WITH r AS (UPDATE runs SET status = %s, finished_at = %s, heartbeat_at = %s,"
             " pending_tool_calls = %s::json WHERE org_id = %s AND id = %s)"
@@ -402,6 +418,9 @@ class PostgresConversations(Repo, ConversationStore):
         if new:
             parts.append(f", m AS ({_MSG_INSERT_HEAD}{_rows(_MSG_ROW, len(new))})")
             params.extend(p for m in new for p in _message_params(m))
+        if head is not None:
+            parts.append(_HEAD)
+            params.extend([head, run.org_id, run.thread_id])
         if usage:
             parts.append(f", u AS ({_USAGE_INSERT_HEAD}{_rows(_USAGE_ROW, len(usage))})")
             params.extend(p for u in usage for p in _usage_params(u))
@@ -468,6 +487,27 @@ class PostgresConversations(Repo, ConversationStore):
             rows = await page.fetchall()
             total = await count.fetchone()
         return [to_message(r) for r in rows], int(total[0]) if total else 0
+
+    async def thread_messages(self, org_id: str, thread_id: UUID) -> list[Message]:
+        return [to_message(r) for r in await self._all(HISTORY, (org_id, thread_id))]
+
+    async def copy_messages(
+        self, org_id: str, from_thread: UUID, ids: list[UUID], to_thread: UUID
+    ) -> int:
+        # One statement, the text never leaves the server: the messages in the order
+        # stored, each a new id in the new thread, one line (no parents, no run).
+        async with translate(), self._pool.connection() as conn:
+            cur = await conn.execute(
+                "INSERT INTO messages (id, org_id, thread_id, role, content, created_at,"
+                " sender_name, sender_id, tool_calls, tool_call_id, status, run_id, visible,"
+                " provider_blocks, parent_id)"
+                " SELECT gen_random_uuid(), org_id, %s, role, content, created_at, sender_name,"
+                " sender_id, tool_calls, tool_call_id, status, NULL, visible, provider_blocks,"
+                " NULL FROM messages WHERE org_id = %s AND thread_id = %s AND id = ANY(%s)"
+                " ORDER BY seq",
+                (to_thread, org_id, from_thread, ids),
+            )
+            return cur.rowcount
 
     async def run_messages(self, org_id: str, thread_id: UUID, run_id: UUID) -> list[Message]:
         rows = await self._all(

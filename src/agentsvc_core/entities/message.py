@@ -38,6 +38,9 @@ class Message(msgspec.Struct, frozen=True, kw_only=True):
     # Provider blocks to send back verbatim (a native compaction block); the model
     # is not sent what came before the latest message carrying one.
     provider_blocks: tuple[dict[str, Any], ...] = ()
+    # The message this one follows on its branch; None: the one stored before it
+    # (every message of a thread that never branched, use_cases/branches.py).
+    parent_id: UUID | None = None
 
 
 def visible_in_history(m: Message) -> bool:

@@ -27,6 +27,10 @@ class Thread(msgspec.Struct, frozen=True, kw_only=True):
     created_by: str | None
     created_at: datetime
     updated_at: datetime
+    # The current branch's last message, once the thread has branches (an edit, a
+    # regenerate): None while its history is one line, the messages in the order
+    # stored (use_cases/branches.py).
+    head_id: UUID | None = None
     # The reply running now (None when idle): read with the thread for its callers,
     # never stored with it.
     active_run_id: UUID | None = None

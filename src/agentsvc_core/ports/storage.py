@@ -158,11 +158,14 @@ class ConversationStore(Protocol):
         stale_before: datetime,
         seen: int | None = None,
         claim: IdempotencyClaim | None = None,
+        *,
+        head: UUID | None = None,
     ) -> list[Message] | None:
         """Atomically: refuse with ``Conflict(code="THREAD_BUSY")`` when the
         thread has a running run whose heartbeat is newer than ``stale_before``
         (an older one is marked ``interrupted``); store ``run`` and the ``new``
-        messages.
+        messages; with ``head``, make it the thread's ``head_id`` (a thread with
+        branches: use_cases/branches.py).
 
         ``seen`` is the ``history_mark`` of a ``turn_inputs`` read: when no message
         was added to the thread since that read, return ``None`` (the history is
@@ -192,8 +195,11 @@ class ConversationStore(Protocol):
         usage: list[UsageRecord],
         events: EventBatch | None = None,
         trace: TraceRecord | None = None,
+        *,
+        head: UUID | None = None,
     ) -> None:
-        """Atomically: store the run's final state, its messages, its usage records,
+        """Atomically: store the run's final state, its messages (and ``head`` as
+        the thread's ``head_id``, as ``begin_turn`` does), its usage records,
         the last batch of its events (``StreamStore``: the ones not yet stored, its
         final ``done`` or ``error`` event last) and its trace (``TraceStore``; a
         trace id stored already, as when a client sends one ``traceparent`` with
@@ -224,6 +230,19 @@ class ConversationStore(Protocol):
     ) -> tuple[list[Message], int]:
         """The messages ``visible_in_history`` (entities), oldest first, and how many
         there are."""
+        ...
+
+    async def thread_messages(self, org_id: str, thread_id: UUID) -> list[Message]:
+        """Every message of the thread, all roles and branches, in the order stored
+        (a thread with branches: use_cases/branches.py walks them)."""
+        ...
+
+    async def copy_messages(
+        self, org_id: str, from_thread: UUID, ids: list[UUID], to_thread: UUID
+    ) -> int:
+        """Copy the messages of ``from_thread`` named by ``ids`` into ``to_thread``
+        (a fork), in the order stored, as one line: each a new id, no ``parent_id``
+        and no ``run_id``, everything else kept. Returns how many were copied."""
         ...
 
     async def usage(self, org_id: str, thread_id: UUID) -> list[UsageRecord]:

@@ -40,6 +40,7 @@ from agentsvc_core.ports.resolver import CredentialResolver
 from agentsvc_core.ports.sandboxes import SandboxProvider
 from agentsvc_core.ports.skill_sources import SkillSource
 from agentsvc_core.ports.web import WebFetcher, WebSearch
+from agentsvc_core.use_cases.branches import Branches
 from agentsvc_core.use_cases.erasure import Erasure
 from agentsvc_core.use_cases.health import Readiness
 from agentsvc_core.use_cases.idempotency import Idempotency
@@ -154,6 +155,13 @@ class Services:
             multiplayer=MultiplayerPosts(self.multiplayer, storage.conversations, news, clock),
         )
         self.streams = self.conversation.streams  # re-attach
+        self.branches = Branches(
+            self.threads,
+            storage.threads,
+            storage.conversations,
+            clock,
+            stale_after_s=settings.run_stale_after_s,
+        )
         self.thread_events = ThreadEvents(
             self.threads,
             storage.conversations,

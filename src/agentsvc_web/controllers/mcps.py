@@ -36,14 +36,42 @@ from agentsvc_web.schemas import (
     McpPatchBody,
     McpTestOut,
     OkBody,
-    RegistryEntryOut,
-    RegistryPackageOut,
-    RegistryRemoteOut,
-    RegistrySearchOut,
     TestedToolOut,
 )
 
 Req = Request[Any, Any, Any]
+
+
+# --- the official MCP registry's search, as answered ---------------------------------
+
+
+class RegistryRemoteOut(msgspec.Struct, rename="camel"):
+    transport: str
+    url: str
+
+
+class RegistryPackageOut(msgspec.Struct, rename="camel"):
+    registry_type: str
+    identifier: str
+    version: str | None
+    transport: str | None
+
+
+class RegistryEntryOut(msgspec.Struct, rename="camel"):
+    name: str
+    title: str | None
+    description: str
+    version: str | None
+    repository_url: str | None
+    website_url: str | None
+    remotes: list[RegistryRemoteOut]
+    packages: list[RegistryPackageOut]
+
+
+class RegistrySearchOut(msgspec.Struct):
+    servers: list[RegistryEntryOut]
+
+
 WRITE = errors(400, 404, 413, 415, 422)
 
 

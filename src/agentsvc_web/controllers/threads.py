@@ -21,6 +21,7 @@ from agentsvc_core.use_cases import (
     Threads,
     ToolResultIn,
 )
+from agentsvc_core.use_cases.branches import Branches
 from agentsvc_core.use_cases.erasure import Erasure
 from agentsvc_core.use_cases.turn.events import EventSource
 from agentsvc_core.use_cases.turn.streams import Streams
@@ -29,6 +30,7 @@ from agentsvc_web.auth import principal_of
 from agentsvc_web.idempotency import request_key
 from agentsvc_web.openapi import errors
 from agentsvc_web.schemas import (
+    ClientToolBody,
     MessageListOut,
     MessageOut,
     OkBody,
@@ -84,6 +86,43 @@ def _sse(request: Req, source: EventSource, start: int = 0) -> SseStream:
         media_type="text/event-stream",
         headers=SSE_HEADERS,
     )
+
+
+def _client_tools(tools: list[ClientToolBody]) -> list[ToolSpec]:
+    return [
+        ToolSpec(name=t.name, description=t.description, parameters=t.parameters) for t in tools
+    ]
+
+
+def _send_input(data: SendMessageBody) -> SendInput:
+    return SendInput(
+        content=data.content,
+        tools=_client_tools(data.tools),
+        tool_results=[
+            ToolResultIn(tool_call_id=r.tool_call_id, output=r.output) for r in data.tool_results
+        ],
+        model_override=data.model_override,
+        sender_name=data.sender_name,
+        sender_id=data.sender_id,
+        tool_profile=data.tool_profile,
+        system_prompt_overlay=join_overlay(data.system_prompt_overlay),
+        metadata=data.metadata,
+        multitask_strategy=data.multitask_strategy,
+    )
+
+
+async def _sent(
+    request: Req, conversation: Conversation, thread_id: UUID, msg: SendInput
+) -> SseStream:
+    """A send (or an edit, or a regenerate), once or by its idempotency key."""
+    who = principal_of(request)
+    key = request_key(request.scope, await request.body()) if _has_key(request) else None
+    turn = (
+        await conversation.post(who, thread_id, msg)
+        if key is None
+        else await conversation.send_once(who, thread_id, msg, key)
+    )
+    return _sse(request, turn)
 
 
 def _iso(value: datetime) -> str:
@@ -212,32 +251,7 @@ class ThreadController(Controller):
         thread_id: FromPath[UUID],
         data: JSONBody[SendMessageBody],
     ) -> SseStream:
-        msg = SendInput(
-            content=data.content,
-            tools=[
-                ToolSpec(name=t.name, description=t.description, parameters=t.parameters)
-                for t in data.tools
-            ],
-            tool_results=[
-                ToolResultIn(tool_call_id=r.tool_call_id, output=r.output)
-                for r in data.tool_results
-            ],
-            model_override=data.model_override,
-            sender_name=data.sender_name,
-            sender_id=data.sender_id,
-            tool_profile=data.tool_profile,
-            system_prompt_overlay=join_overlay(data.system_prompt_overlay),
-            metadata=data.metadata,
-            multitask_strategy=data.multitask_strategy,
-        )
-        who = principal_of(request)
-        key = request_key(request.scope, await request.body()) if _has_key(request) else None
-        turn = (
-            await conversation.post(who, thread_id, msg)
-            if key is None
-            else await conversation.send_once(who, thread_id, msg, key)
-        )
-        return _sse(request, turn)
+        return await _sent(request, conversation, thread_id, _send_input(data))
 
     @get(
         "/{thread_id:uuid}/stream",
@@ -274,13 +288,20 @@ class ThreadController(Controller):
     async def list_messages(
         self,
         request: Req,
-        threads: NamedDependency[Threads],
+        branches: NamedDependency[Branches],
         thread_id: FromPath[UUID],
         limit: Annotated[int, QueryParameter(name="limit", ge=1, le=200)] = 100,
         offset: Annotated[int, QueryParameter(name="offset", ge=0, le=MAX_OFFSET)] = 0,
+        branch: Annotated[
+            UUID | None,
+            QueryParameter(
+                name="branch",
+                description="a message id: the branch that ends there (default: the current)",
+            ),
+        ] = None,
     ) -> MessageListOut:
-        messages, total = await threads.history(
-            principal_of(request), thread_id, offset=offset, limit=limit
+        messages, total = await branches.history(
+            principal_of(request), thread_id, offset=offset, limit=limit, branch=branch
         )
         return MessageListOut(messages=[MessageOut.of(m) for m in messages], total=total)
 

@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
+from uuid import UUID
 
 import msgspec
 
@@ -85,6 +86,9 @@ class Plan(msgspec.Struct, kw_only=True):
     # the span the reply's span is a child of when that span is in the stored trace
     # too (a runner step's); any other parent (the request's) is not kept
     stored_parent: str | None = None
+    # the thread has branches (or this send makes one): the reply's messages name
+    # their parents and move the thread's head (use_cases/branches.py)
+    branched: bool = False
 
 
 class ReplyState(msgspec.Struct, kw_only=True):
@@ -93,6 +97,7 @@ class ReplyState(msgspec.Struct, kw_only=True):
     messages: list[Message]  # the model's context, growing with each step
     shown: list[str] = msgspec.field(default_factory=list)  # every delta the user saw
     new: list[Message] = msgspec.field(default_factory=list)  # to store at the end
+    parent: UUID | None = None  # a branched thread's: the message the reply follows
     records: list[UsageRecord] = msgspec.field(default_factory=list)
     total: Usage = msgspec.field(default_factory=Usage)
     status: RunStatus = "completed"

@@ -75,6 +75,14 @@ class Compactor:
         await self._records.put(org, "checkpoint", str(thread_id), cp)
 
     @staticmethod
+    def on_branch(cp: Checkpoint, messages: list[Message]) -> Checkpoint:
+        """``cp``, or none when the messages it covers are not on this branch (the
+        thread's current branch left them: use_cases/branches.py)."""
+        if cp.through is None or any(m.id == cp.through for m in messages):
+            return cp
+        return Checkpoint()
+
+    @staticmethod
     def after(cp: Checkpoint, messages: list[Message]) -> list[Message]:
         """The messages the summary does not cover."""
         if cp.through is None:

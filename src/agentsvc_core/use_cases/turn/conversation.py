@@ -11,25 +11,8 @@ one-reply-per-thread rule) before it returns, then the reply runs in a task of i
 own: a client that disconnects does not cancel it; only ``stop`` does, from any
 process, through the ``StopBus``.
 
-Round trips to storage per turn, always: ``turn_inputs`` (the thread, its agent,
-the latest run, the agent's MCP servers and sealed settings, the history, read
-together), ``begin_turn`` (the run and the user's message, checking that the
-history read is still whole) and ``finish_turn`` (the run, the assistant messages,
-the usage records and the reply's events, kept for re-attach: use_cases/turn/streams.py).
-Nothing is written per token. A send with an idempotency key (``send_once``) reads
-the key first and claims it in ``begin_turn``'s transaction; a reply followed from
-another process writes its events in batches while it runs. Beyond these, by the
-agent's settings (use_cases/turn/reply.py): with its credential resolver on, one read
-of the organization's signing secret per turn, before the signed webhook call;
-with summary compaction on (beta family), a read of the thread's checkpoint and a
-write of it after the reply (two when it summarises); per server tool call, what
-the tool reads (an MCP tool: the agent's attached servers). A multiplayer thread's
-send (only there) reads the sender's participation, and the agent's multiplayer
-configuration when a person posts, and tells the thread's followers (a NOTIFY) when
-the message is stored and when the reply is (use_cases/multiplayer/posts.py). Heartbeats are one
-write per beat for all of a process's running replies. The model call starts
-while ``begin_turn`` is on its way, so the first token does not wait for it;
-nothing the reply produces is shown, stored or acted on before the run is stored.
+The turn's round trips to storage: the package's docstring
+(use_cases/turn/__init__.py).
 
 Shutting down (``close``): new sends are refused, running replies get a grace
 period to finish, then the rest are interrupted through their stop signal: the
@@ -71,6 +54,7 @@ from agentsvc_core.ports import (
 from agentsvc_core.ports.idempotency import IdempotencyClaim, IdempotencyStore
 from agentsvc_core.ports.telemetry import Tracer
 from agentsvc_core.ports.tools import Attached
+from agentsvc_core.use_cases.branches import Start, branch_of, chained, pending_on, start_of
 from agentsvc_core.use_cases.idempotency import KEEP, RequestKey
 from agentsvc_core.use_cases.multiplayer.posts import MultiplayerPosts
 from agentsvc_core.use_cases.org_settings import (
@@ -288,6 +272,13 @@ class Conversation:
         thread = await self._threads.check_visible(who, inputs.thread)
         sender_id, sender_name, role = await sender_of(self._threads, who, thread, msg)
         agent = agent_of(inputs)
+        start = start_of(
+            inputs.history,
+            thread.head_id,
+            edit_of=msg.edit_of,
+            regenerate=msg.regenerate,
+            multiplayer=thread.kind == "multiplayer",
+        )
         multiplayer = self._multiplayer if thread.kind == "multiplayer" else None
         if multiplayer is not None and posted and not msg.tool_results:
             heard = await multiplayer.unanswered(
@@ -298,6 +289,8 @@ class Conversation:
         now = self._clock.now()
         refuse_when_busy(inputs.latest_run, now - self._stale_after)
         pending = pending_tool_calls(inputs.latest_run)
+        if start.branched:  # a new branch waits for nothing; another, if it made the calls
+            pending = () if msg.edit_of or msg.regenerate else pending_on(start.branch, pending)
         check_tool_results(pending, msg)
         chosen = choose(
             self._router, self._configs, who, thread, agent, msg, inputs, extra_mcp, extra_skills
@@ -314,9 +307,11 @@ class Conversation:
         )
         run = new_run(who, thread.id, now)
         new = new_messages(self._clock, run, msg, pending, sender_id, sender_name)
-        note_answered(plan, new)
+        if start.branched:
+            new, plan.branched = chained(new, start.parent), True
+        note_answered(plan, new if new else list(start.branch[-1:]))
         meta = Meta(started_at=now, run_id=run.id, thread_id=thread.id, model=plan.model_id)
-        turn = await self._begin(plan, run, new, inputs, meta, claim)
+        turn = await self._begin(plan, run, new, inputs, meta, claim, start)
         if multiplayer is not None:  # the message and the reply, news for the followers
             multiplayer.tell_when_done(thread.id, self._running[run.id][1])
             await multiplayer.tell(thread.id)
@@ -368,6 +363,7 @@ class Conversation:
         inputs: TurnInputs,
         meta: Meta,
         claim: IdempotencyClaim | None,
+        start: Start,
     ) -> Turn:
         """Store the run and start the reply, both at once: the model call is made
         while begin_turn stores the run, so its first token is not held up by that
@@ -376,8 +372,11 @@ class Conversation:
         is stored. When the run is refused (two sends racing), the reply is cancelled
         and leaves nothing behind. While one send of a thread is at that stage in this
         process, another waits for its write before calling the model, so a burst of
-        sends to one thread costs at most one call made for nothing."""
-        history = [*inputs.history, *new]
+        sends to one thread costs at most one call made for nothing. A branched
+        thread's head moves to the last new message (a regenerate's: the message
+        answered again) with the same write."""
+        history = [*start.branch, *new]
+        head = (new[-1].id if new else start.parent) if start.branched else None
         key = (run.org_id, run.thread_id)
         early = key not in self._beginning
         # watched here, not by the reply: a restarted reply keeps the same signal
@@ -387,7 +386,7 @@ class Conversation:
             turn, task, begun = self._start(plan, run, history, meta, stop)
         try:
             fresh = await self._store.begin_turn(
-                run, new, run.started_at - self._stale_after, inputs.history_mark, claim
+                run, new, run.started_at - self._stale_after, inputs.history_mark, claim, head=head
             )
         except BaseException:
             if early:
@@ -398,6 +397,8 @@ class Conversation:
         finally:
             if early:
                 self._beginning.discard(key)
+        if fresh is not None and head is not None:
+            fresh = branch_of(fresh, head)  # the thread's every branch: the model reads one
         if not early or fresh is not None:
             if early:
                 # A message came between the read and the write: the reply starts

@@ -54,6 +54,7 @@ from agentsvc_core.ports import (
 )
 from agentsvc_core.ports.telemetry import COLLECTED, CURRENT, FinishedSpan, Span, Tracer
 from agentsvc_core.telemetry import SpanTracer
+from agentsvc_core.use_cases.branches import chained
 from agentsvc_core.use_cases.traces.build import TraceConfig, TurnFacts, build_trace
 from agentsvc_core.use_cases.turn._private import (
     INTERRUPTED,
@@ -144,6 +145,8 @@ class Reply:
             collected = []  # this task's spans (and the reply's own), for its stored trace
             COLLECTED.set(collected)
         state = ReplyState(messages=model_history(history), begun=begun)
+        if plan.branched and history:
+            state.parent = history[-1].id
         failure: Exception | None = None
         try:
             checkpoint = await self._compact(plan, run, state)
@@ -216,7 +219,9 @@ class Reply:
             return None
         await state.begun  # compaction may call a model and store a summary
         try:
-            cp = await compactor.checkpoint(run.org_id, run.thread_id)
+            cp = compactor.on_branch(
+                await compactor.checkpoint(run.org_id, run.thread_id), state.messages
+            )
             recent = compactor.after(cp, state.messages)
             system = compactor.with_summary(plan.system, cp)
             if compactor.tokens(cp, system, recent) > config.beta_compact_threshold:
@@ -493,8 +498,12 @@ class Reply:
                 trace = build_trace(self._traces, self._facts(plan, final, state), collected, now)
             except Exception:  # a trace is not worth losing the reply for
                 log.exception("the trace of turn %s could not be built", run.id)
+        new, head = state.new, None
+        if plan.branched and new:  # they name their parents; the last is the new head
+            new = chained(new, state.parent)
+            head = new[-1].id
         await self._store.finish_turn(
-            final, state.new, state.records, turn.batch(last, now + plan.keep_events), trace
+            final, new, state.records, turn.batch(last, now + plan.keep_events), trace, head=head
         )
 
     @staticmethod

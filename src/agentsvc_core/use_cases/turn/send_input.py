@@ -47,6 +47,10 @@ class SendInput(msgspec.Struct, frozen=True, kw_only=True):
     metadata: dict[str, str] = {}
     # what a send that finds the thread's reply running does (use_cases/turn/queued.py)
     multitask_strategy: Strategy = "reject"
+    # a new branch (use_cases/branches.py): this message replaces the user message
+    # ``edit_of``, or (``regenerate``) the last user message is answered again
+    edit_of: UUID | None = None
+    regenerate: bool = False
 
 
 def check_input(msg: SendInput) -> None:
@@ -67,6 +71,8 @@ def check_input(msg: SendInput) -> None:
         check_text("tool_results", r.output, max_len=MAX_CONTENT)
     if msg.multitask_strategy not in STRATEGIES:
         raise InvalidInput("multitask_strategy", f"must be one of {', '.join(STRATEGIES)}")
+    if msg.regenerate:
+        return  # no message of its own: the last user message is answered again
     if not msg.content.strip() and not msg.tool_results:
         raise InvalidInput("content", "must not be empty")
 
@@ -122,6 +128,8 @@ def new_messages(
     """The messages a send stores: the results of the pending client-side tool
     calls (named by their calls), then the user's message (unless the send only
     answers tool calls)."""
+    if msg.regenerate:
+        return []
     names = {c.id: c.name for c in pending}
     new = [
         new_message(

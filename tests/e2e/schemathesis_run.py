@@ -91,6 +91,8 @@ DOMAIN_RULES = [
     "createThread",
     "updateThread",
     "sendMessage",
+    "editMessage",  # as sendMessage; and only a user message can be edited
+    "regenerateReply",  # as sendMessage's tools, profile and model
     "listParticipants",
     "addParticipant",
     "removeParticipant",

@@ -81,6 +81,8 @@ ID_FIELDS = {
     "codeAgentId": "code_agent",
     "session_id": "code_session",
     "user_id": "user",
+    "message_id": "message",
+    "messageId": "message",
 }
 
 # Operations whose answer to another organization is not 404, and why. Each must
@@ -192,6 +194,9 @@ class World:
             assert "event: done" in text
         # the turn's stored trace (GET /api/logs/{traceId})
         self.ids["trace"] = text.split('"traceId":"', 1)[1][:32]
+        # a message of the thread (edit, branch, fork name one)
+        history = _ok(a.get(f"/api/threads/{thread['id']}/messages"))
+        self.ids["message"] = history["messages"][0]["id"]
         # a stored multiplayer configuration (its thread's events: GET .../events)
         _ok(a.put(f"/api/agents/{agent['id']}/multiplayer", json={"displayName": f"mp {MARK}"}))
         # a memory the model saved (before the MCP server is attached, as the reply above)

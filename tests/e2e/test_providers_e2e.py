@@ -287,7 +287,8 @@ def test_an_edit_of_the_second_of_five_messages_answers_on_a_new_branch(world: W
     )
     assert r.status_code == 200, r.text
     events = parse(r.text)
-    assert names(events)[0] == "meta" and names(events)[-1] == "done"
+    assert names(events)[0] == "meta"
+    assert names(events)[-1] == "done"
     assert events[-1].data["content"] == "You said: two, edited"
     # the model's request: the new branch only
     assert world.texts(world.bodies()[-1]) == [
@@ -342,7 +343,8 @@ def test_regenerate_and_fork(world: World) -> None:
     forked = world.client.post(f"/api/threads/{tid}/fork", json={"messageId": shown[1]["id"]})
     assert forked.status_code == 201, forked.text
     fid = forked.json()["id"]
-    assert fid != tid and forked.json()["head_id"] is None
+    assert fid != tid
+    assert forked.json()["head_id"] is None
     copy = world.client.get(f"/api/threads/{fid}/messages").json()
     assert [m["content"] for m in copy["messages"]] == ["first", "You said: first"]
     world.send(fid, content="elsewhere")

@@ -1,7 +1,7 @@
-"""The walk-throughs stay true: the shell blocks of README.md,
-docs/client-guide.md, docs/tools.md, docs/runners.md, docs/projects.md,
-docs/templates.md, docs/marketplace.md, docs/skills.md, docs/publishing.md,
-docs/multiplayer.md, docs/channels.md, docs/privacy.md, docs/computer.md and
+"""The walk-throughs stay true: the shell blocks of README.md, docs/client-guide.md,
+docs/tools.md, docs/runners.md, docs/projects.md, docs/templates.md,
+docs/marketplace.md, docs/skills.md, docs/publishing.md, docs/multiplayer.md,
+docs/channels.md, docs/threads.md, docs/privacy.md, docs/computer.md and
 docs/code-agents.md run in order against the real service, and every answer fits what the
 page says under its command (tests/e2e/walkthrough.py has the conventions). Public hosts
 the pages name are loopback stand-ins, through the ``hosts`` fixture's table:
@@ -54,6 +54,7 @@ PAGES = [
     "docs/publishing.md",
     "docs/multiplayer.md",
     "docs/channels.md",
+    "docs/threads.md",
     "docs/privacy.md",
     pytest.param("docs/computer.md", marks=SANDBOXED),
     pytest.param("docs/code-agents.md", marks=SANDBOXED),

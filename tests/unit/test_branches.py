@@ -106,8 +106,10 @@ def test_the_history_shows_each_messages_parent_and_versions() -> None:
         ("u2b", A1.id, 2, 2),  # the edit: second version of the message after a1
         ("a2b", U2B.id, 1, 2),  # the first of two answers to u2b
     ]
-    assert items[2].prev_sibling_id == U2.id and items[2].next_sibling_id is None
-    assert items[3].next_sibling_id == A2C.id and items[3].prev_sibling_id is None
+    assert items[2].prev_sibling_id == U2.id
+    assert items[2].next_sibling_id is None
+    assert items[3].next_sibling_id == A2C.id
+    assert items[3].prev_sibling_id is None
 
 
 def test_hidden_steps_are_skipped_in_the_shown_parents() -> None:
@@ -146,7 +148,7 @@ def test_what_cannot_branch() -> None:
     assert nothing.value.code == "NO_MESSAGE"
     for kind in ({"edit_of": U2.id}, {"regenerate": True}):
         with pytest.raises(Conflict) as many:
-            start_of(TREE, None, multiplayer=True, **kind)  # type: ignore[arg-type]
+            start_of(TREE, None, multiplayer=True, **kind)
         assert many.value.code == "THREAD_NOT_BRANCHABLE"
     # a plain send to a multiplayer thread goes on as ever
     assert not start_of(TREE[:4], None, multiplayer=True).branched
@@ -190,7 +192,8 @@ async def test_an_edit_answers_on_a_new_branch_and_the_model_sees_only_it() -> N
     events = await read_all(
         await w.conversation.post(WHO, w.thread.id, SendInput(content="q2 again", edit_of=users[1]))
     )
-    assert isinstance(events[-1], Done) and events[-1].ok
+    assert isinstance(events[-1], Done)
+    assert events[-1].ok
     assert user_texts(model.requests[-1]) == ["q1", "q2 again"]
     branches = branches_of(w)
     current, total = await branches.history(WHO, w.thread.id, offset=0, limit=50, branch=None)

@@ -712,11 +712,24 @@ class ExportedGrant(msgspec.Struct, frozen=True, kw_only=True):
     expires_at: datetime | None
 
 
+class ExportedMessage(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``ExportedMessageOut`` of the OpenAPI document."""
+
+    id: str
+    role: str
+    content: str
+    sender_name: str | None
+    sender_id: str | None
+    status: str
+    parent_id: str | None
+    created_at: datetime
+
+
 class ExportedThread(msgspec.Struct, frozen=True, kw_only=True):
     """An answer: ``ExportedThreadOut`` of the OpenAPI document."""
 
     thread: Thread
-    messages: list[Message]
+    messages: list[ExportedMessage]
 
 
 class ExportedVisitorSession(msgspec.Struct, frozen=True, kw_only=True):
@@ -2405,6 +2418,7 @@ __all__ = [
     "ExecuteBody",
     "Execution",
     "ExportedGrant",
+    "ExportedMessage",
     "ExportedThread",
     "ExportedVisitorSession",
     "File",

@@ -113,7 +113,7 @@ class BranchController(Controller):
         "/{thread_id:uuid}/branch",
         operation_id="switchBranch",
         opt=MEMBER,
-        responses=errors(403, 404, 409, 422),
+        responses=errors(400, 403, 404, 409, 413, 415, 422),
         summary="Make a message's branch the current one (its latest leaf becomes the head)",
     )
     async def switch_branch(
@@ -131,7 +131,7 @@ class BranchController(Controller):
         operation_id="forkThread",
         opt=MEMBER,
         status_code=201,
-        responses=errors(403, 404, 422),
+        responses=errors(400, 403, 404, 413, 415, 422),
         summary="A new thread of the same agent holding a copy of a branch up to a message",
     )
     async def fork(

@@ -12,6 +12,7 @@ from litestar import Controller, Request, delete, get
 from litestar.di import NamedDependency
 from litestar.params import PathParameter
 
+from agentsvc_core.entities import Message
 from agentsvc_core.rules import MAX_USER_ID
 from agentsvc_core.use_cases.erasure import (
     Erasure,
@@ -24,7 +25,7 @@ from agentsvc_web.access import ADMIN
 from agentsvc_web.auth import principal_of
 from agentsvc_web.controllers.memories import MemoryOut
 from agentsvc_web.openapi import errors
-from agentsvc_web.schemas import MessageOut, ThreadOut, copied
+from agentsvc_web.schemas import ThreadOut, copied
 
 Req = Request[Any, Any, Any]
 
@@ -46,13 +47,33 @@ class UserErasureOut(msgspec.Struct):
         return copied(cls, e)
 
 
+class ExportedMessageOut(msgspec.Struct):
+    """A user or assistant message, of whichever branch (``parent_id``: the message it
+    follows once its thread has branches)."""
+
+    id: UUID
+    role: str
+    content: str
+    sender_name: str | None
+    sender_id: str | None
+    status: str
+    parent_id: UUID | None
+    created_at: datetime
+
+    @classmethod
+    def of(cls, m: Message) -> ExportedMessageOut:
+        return copied(cls, m)
+
+
 class ExportedThreadOut(msgspec.Struct):
     thread: ThreadOut
-    messages: list[MessageOut]
+    messages: list[ExportedMessageOut]  # every branch's, in the order stored
 
     @classmethod
     def of(cls, t: ThreadExport) -> ExportedThreadOut:
-        return cls(thread=ThreadOut.of(t.thread), messages=[MessageOut.of(m) for m in t.messages])
+        return cls(
+            thread=ThreadOut.of(t.thread), messages=[ExportedMessageOut.of(m) for m in t.messages]
+        )
 
 
 class ExportedGrantOut(msgspec.Struct):

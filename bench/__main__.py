@@ -21,6 +21,7 @@ from pathlib import Path
 from types import FrameType
 
 from bench import report
+from bench.fork import TURNS, fork
 from bench.harness import Bench, Config, log
 from bench.procs import ROOT, raise_nofile, stop_all
 from bench.reattach import reattach
@@ -36,6 +37,7 @@ SCENARIOS = (
     "crud",
     "slow",
     "reattach",
+    "fork",
 )
 
 
@@ -188,27 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     log(f"database: {bench.dbs.describe()}; {cfg.clients} client processes")
     status = 0
     try:
-        run = cfg.only
-        if "control" in run:
-            bench.control()
-        if "bare" in run:
-            bench.bare("instant")
-            bench.bare("paced")
-        if "service" in run:
-            bench.service("instant")
-            bench.service("paced")
-        if "workers2" in run and cfg.workers2:
-            bench.service("instant", workers=2)
-        if "history" in run:
-            bench.history()
-        if "sustained" in run:
-            sustained(bench, cfg.sustained_segments)
-        if "crud" in run:
-            bench.crud()
-        if "slow" in run:
-            bench.slow()
-        if "reattach" in run:
-            reattach(bench)
+        _scenarios(bench, cfg)
     except KeyboardInterrupt:
         log("interrupted; writing what was measured")
         status = 130
@@ -221,6 +203,33 @@ def main(argv: list[str] | None = None) -> int:
         bench.close()
         _write(bench, cfg, args.out, started, time.monotonic() - t0, status == 0)
     return status
+
+
+def _scenarios(bench: Bench, cfg: Config) -> None:
+    """The scenarios ``cfg.only`` names, in the order of ``SCENARIOS``."""
+    run = cfg.only
+    if "control" in run:
+        bench.control()
+    if "bare" in run:
+        bench.bare("instant")
+        bench.bare("paced")
+    if "service" in run:
+        bench.service("instant")
+        bench.service("paced")
+    if "workers2" in run and cfg.workers2:
+        bench.service("instant", workers=2)
+    if "history" in run:
+        bench.history()
+    if "sustained" in run:
+        sustained(bench, cfg.sustained_segments)
+    if "crud" in run:
+        bench.crud()
+    if "slow" in run:
+        bench.slow()
+    if "reattach" in run:
+        reattach(bench)
+    if "fork" in run:
+        fork(bench, 50 if cfg.quick else TURNS)
 
 
 if __name__ == "__main__":

@@ -482,6 +482,17 @@ def markdown(results: dict[str, Any]) -> str:
             f"{_f(r['server_cpu_ms_per_flow'], 2)} ({_f(r['server_cpu_ms_per_whole_reply'], 2)}) | "
             f"{_f(r['pg_cpu_ms_per_flow'], 2)} ({_f(r['pg_cpu_ms_per_whole_reply'], 2)}) |",
         ]
+    for r in results.get("fork") or []:
+        lines += [
+            "",
+            f"### Fork of a {r['messages']}-message thread (docs/threads.md)",
+            "",
+            "| forks | whole copies | p50 ms | p95 ms | server CPU ms/fork | PG CPU ms/fork |",
+            "|---|---|---|---|---|---|",
+            f"| {r['forks']} | {r['whole_copies']}/{r['forks']} | "
+            f"{_f(r['latency_ms']['p50'], 1)} | {_f(r['latency_ms']['p95'], 1)} | "
+            f"{_f(r['server_cpu_ms_per_fork'], 2)} | {_f(r['pg_cpu_ms_per_fork'], 2)} |",
+        ]
     return "\n".join(lines) + "\n"
 
 

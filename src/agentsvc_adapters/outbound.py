@@ -7,7 +7,8 @@ webhook tools, the web tools (``web/``: ``web_fetch``, which follows redirects
 itself and checks each hop, and the search API), the skill sources (``git/``:
 git repositories and ``SKILL.md`` URLs, which follow redirects the same way),
 the git remote code sessions fetch from and push to (``git/remote.py``, the same
-way) and the git hosts' APIs (``git_hosts/``).
+way), the git hosts' APIs (``git_hosts/``) and the event webhooks' deliveries
+(``event_webhooks.py``).
 
 Rule, so that no user can point the service at its own network (SSRF): a URL whose
 host resolves to a loopback, private, link-local, multicast, reserved, unspecified,

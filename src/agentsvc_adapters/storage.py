@@ -28,6 +28,7 @@ from agentsvc_core.ports.channels import ChannelStore
 from agentsvc_core.ports.code_sessions import CodeSessionStore
 from agentsvc_core.ports.computer import ComputerStore
 from agentsvc_core.ports.erasure import ErasureStore
+from agentsvc_core.ports.event_webhooks import EventWebhookStore
 from agentsvc_core.ports.idempotency import IdempotencyStore
 from agentsvc_core.ports.knowledge import KnowledgeStore
 from agentsvc_core.ports.marketplace import MarketplaceStore
@@ -72,6 +73,7 @@ class Repositories:
     computers: ComputerStore
     code_sessions: CodeSessionStore
     erasure: ErasureStore
+    event_webhooks: EventWebhookStore
 
 
 class StorageFacade(Storage):
@@ -184,3 +186,7 @@ class StorageFacade(Storage):
     @property
     def erasure(self) -> ErasureStore:
         return self._repositories.erasure
+
+    @property
+    def event_webhooks(self) -> EventWebhookStore:
+        return self._repositories.event_webhooks

@@ -39,6 +39,7 @@ from agentsvc_web.controllers.code_sessions import (
 )
 from agentsvc_web.controllers.computer import AgentComputerController, ThreadComputerController
 from agentsvc_web.controllers.erasure import UserDataController
+from agentsvc_web.controllers.event_webhooks import EventWebhooksController
 from agentsvc_web.controllers.integrations import (
     AgentIntegrationController,
     IntegrationController,
@@ -200,6 +201,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             CodeAgentsController,
             CodeSessionsController,
             UserDataController,
+            EventWebhooksController,
             BranchController,
             PublicChatController,
             PublicMarketplaceController,
@@ -255,6 +257,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "code_agents": _const(services.code_agents),
             "code_sessions": _const(services.code_sessions),
             "erasure": _const(services.erasure),
+            "event_webhooks": _const(services.event_webhooks),
         },
         middleware=[
             DefineMiddleware(RequestSpans, tracer=services.tracer),

@@ -254,6 +254,7 @@ async def _rotate_secrets() -> int:
             count += await services.integrations.rotate_secrets()
             count += await services.runners.rotate_secrets()
             count += await services.publishing.rotate_secrets()
+            count += await services.event_webhooks.rotate_secrets()
     except SecretUnreadable as exc:
         print(_unreadable(exc), file=sys.stderr)
         return 1

@@ -314,6 +314,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     worker: bool = True  # run background jobs (document indexing) in this process too
     worker_concurrency: int = 4  # jobs one process runs at once
     job_heartbeat_s: int = 30  # a running job's heartbeat older than this: picked again
+    # event webhooks: every retry delay divided by this (tests shrink the day of retries)
+    webhook_retry_speedup: int = 1
+    webhook_subscriptions_ttl_s: int = 10  # other processes' endpoint changes seen within
     cron_min_interval_s: int = 60  # the least interval between two ticks of a cron trigger
     scheduler_tick_ms: int = 1000  # how often a process looks for due cron ticks
     analyze_every_ms: int = 2000  # how often it looks for tables that doubled; 0: never
@@ -424,6 +427,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             worker=_flag(e, "AGENTSVC_WORKER", default=True),
             worker_concurrency=_int(e, "AGENTSVC_WORKER_CONCURRENCY", 4, 2, 256),
             job_heartbeat_s=_int(e, "AGENTSVC_JOB_HEARTBEAT_S", 30, 2, 3600),
+            webhook_retry_speedup=_int(e, "AGENTSVC_WEBHOOK_RETRY_SPEEDUP", 1, 1, 100_000),
+            webhook_subscriptions_ttl_s=_int(
+                e, "AGENTSVC_WEBHOOK_SUBSCRIPTIONS_TTL_S", 10, 1, 3600
+            ),
             cron_min_interval_s=_int(e, "AGENTSVC_CRON_MIN_INTERVAL_S", 60, 1, 86_400),
             scheduler_tick_ms=_int(e, "AGENTSVC_SCHEDULER_TICK_MS", 1000, 50, 60_000),
             analyze_every_ms=_int(e, "AGENTSVC_ANALYZE_EVERY_MS", 2000, 0, 3_600_000),

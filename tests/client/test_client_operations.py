@@ -21,7 +21,13 @@ from tests.e2e.service import Service
 pytestmark = pytest.mark.e2e
 
 CLIENT_DIR = Path(__file__).resolve().parents[2] / "clients" / "python"
-STREAMS = {"sendMessage", "streamReply", "threadEvents"}  # answer a stream, not a coroutine
+STREAMS = {
+    "sendMessage",
+    "editMessage",
+    "regenerateReply",
+    "streamReply",
+    "threadEvents",
+}  # answer a stream, not a coroutine
 
 
 def _generator() -> Any:

@@ -103,6 +103,10 @@ def test_every_table_and_index_leads_with_org_id(pg_url: str) -> None:
             # computers: the idle sweep's running instances of every organization
             # (a partial index)
             "computer_instances_running",
+            # event webhooks: the sweep's pending deliveries (a partial index) and
+            # events past their retention, of every organization
+            "event_webhook_deliveries_pending",
+            "event_webhook_events_created",
         }
         for name, definition in indexes:
             if name in global_lookups:

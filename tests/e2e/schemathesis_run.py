@@ -155,6 +155,10 @@ DOMAIN_RULES = [
     "sendCodeSessionMessage",  # a blank content or one holding NUL
     "eraseUserData",  # a user id of blanks or holding NUL
     "exportUserData",  # the same
+    "createWebhookEndpoint",  # event types none or unknown, a refused url, text holding NUL
+    "updateWebhookEndpoint",  # the same
+    "listWebhookDeliveries",  # a cursor that is no nextCursor
+    "resendWebhookDelivery",  # a delivery of another endpoint
 ]
 CONFIG = f"""
 [checks]
@@ -239,7 +243,7 @@ GROUPS = {
     "catalogue": ("projects", "marketplace", "skills", "multiplayer"),
     "publishing": ("publishing", "public chat"),
     "channels": ("channels",),
-    "code": ("code agents", "code sessions"),
+    "code": ("code agents", "code sessions", "webhooks"),
 }
 # the two files' shares, about even: at 30 examples, in a CI run (3 processes on 2
 # cores), runners 36 s, plans 17 s, the stateful phase 34 s, mcp-threads 48 s, the

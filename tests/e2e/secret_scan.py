@@ -17,7 +17,9 @@ hold a secret the suite configured, except where that secret belongs:
   the answer that created it, and so may a published chat's identity secret
   (``/api/agents/{id}/publish``: publishing, a rotation) and a visitor token
   (``POST /api/public/chat/{slug}/sessions``) and a generic channel's signing
-  secret (``POST /api/agents/{id}/channels``); the organization's signing secret only in
+  secret (``POST /api/agents/{id}/channels``) and an event webhook endpoint's
+  signing secret (``POST /api/webhooks``, ``.../rotate-secret``); the
+  organization's signing secret only in
   ``/api/orgs/settings`` answers;
 - registered by a test with ``SCAN.secret(value, label)`` (the resolver's BYOK
   keys, OAuth tokens a fake authorization server issues).
@@ -204,6 +206,8 @@ class SecretScan:
             made = body.get("signing_secret")  # a generic channel's: shown once
         if path.startswith("/api/public/chat/") and path.rstrip("/").endswith("/sessions"):
             made = token
+        if path.startswith("/api/webhooks") and exchange.method == "POST":
+            made = body.get("secret")  # an event webhook's: at creation and rotation only
         if isinstance(made, str) and len(made) >= MIN_LEN:
             with self._lock:
                 self._owned[made] = id(exchange)

@@ -83,6 +83,8 @@ ID_FIELDS = {
     "user_id": "user",
     "message_id": "message",
     "messageId": "message",
+    "endpoint_id": "webhook_endpoint",
+    "delivery_id": "webhook_delivery",
 }
 
 # Operations whose answer to another organization is not 404, and why. Each must
@@ -143,6 +145,19 @@ class World:
         a = self.a
         project = _ok(a.post("/api/projects", json={"name": f"project {MARK}"}))
         self.ids["project"] = project["id"]
+        # an event webhook endpoint for every event (on the loopback discard port:
+        # its deliveries fail and wait for their retries)
+        endpoint = _ok(
+            a.post(
+                "/api/webhooks",
+                json={
+                    "url": "http://127.0.0.1:9/events",
+                    "events": [t["type"] for t in a.get("/api/webhooks/event-types").json()],
+                    "description": f"endpoint {MARK}",
+                },
+            )
+        )
+        self.ids["webhook_endpoint"] = endpoint["endpoint"]["id"]
         agent = _ok(
             a.post("/api/agents", json={"name": f"agent {MARK}", "projectId": project["id"]})
         )
@@ -197,6 +212,9 @@ class World:
         # a message of the thread (edit, branch, fork name one)
         history = _ok(a.get(f"/api/threads/{thread['id']}/messages"))
         self.ids["message"] = history["messages"][0]["id"]
+        # the message's delivery to the endpoint
+        deliveries = f"/api/webhooks/{self.ids['webhook_endpoint']}/deliveries"
+        self.ids["webhook_delivery"] = _ok(a.get(deliveries))["deliveries"][0]["id"]
         # a stored multiplayer configuration (its thread's events: GET .../events)
         _ok(a.put(f"/api/agents/{agent['id']}/multiplayer", json={"displayName": f"mp {MARK}"}))
         # a memory the model saved (before the MCP server is attached, as the reply above)

@@ -40,6 +40,7 @@ from agentsvc_core.use_cases.channels import (
 )
 from agentsvc_core.use_cases.channels.inbound import AnswerJob
 from agentsvc_core.use_cases.threads import Threads
+from tests.unit.published import Published
 from tests.unit.runner_world import Jobs
 from tests.unit.turn_world import BOX, WHO, Script, World, says, world
 
@@ -156,6 +157,7 @@ class ChannelWorld:
     inbound: ChannelInbound
     answers: ChannelAnswers
     jobs: Jobs
+    events: Published
 
     @property
     def store(self) -> ChannelStore:
@@ -213,13 +215,15 @@ async def channel_world(*calls: list[Any], kind: ChannelType = "telegram") -> Ch
     platforms = {kind: platform}
     jobs = KeyedJobs()
     threads = Threads(s.threads, s.agents, s.conversations, clock)
+    events = Published()
     return ChannelWorld(
         turn=w,
         platform=platform,
-        channels=Channels(s.channels, s.agents, platforms, BOX, clock, BASE),
-        inbound=ChannelInbound(s.channels, platforms, BOX, jobs, clock),
+        channels=Channels(s.channels, s.agents, platforms, BOX, clock, BASE, events),
+        inbound=ChannelInbound(s.channels, platforms, BOX, jobs, clock, events),
         answers=ChannelAnswers(
-            s.channels, platforms, BOX, threads, w.conversation, s.conversations, clock
+            s.channels, platforms, BOX, threads, w.conversation, s.conversations, clock, events
         ),
         jobs=jobs,
+        events=events,
     )

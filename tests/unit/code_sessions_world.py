@@ -44,6 +44,7 @@ from agentsvc_core.use_cases.code_sessions import (
     Timeline,
 )
 from tests.fakes.sandbox import FakeSandbox
+from tests.unit.published import Published
 from tests.unit.runner_world import Jobs
 from tests.unit.turn_world import BOX, WHO, Clock, Script
 
@@ -186,6 +187,7 @@ class World:
     engine: CodeSessionEngine
     traces: MemoryTraces
     usage: Usages
+    published: Published
     ran: list[Any] = field(default_factory=list)
 
     async def agent(self, **given: Any) -> UUID:
@@ -239,6 +241,7 @@ def world(*steps: list[Any], settings: EngineSettings | None = None) -> World:
     providers = {"local": sandbox}
     traces = MemoryTraces(lambda: iter(()), lambda: iter(()))
     usage = Usages()
+    events = Published()
     engine = CodeSessionEngine(
         store,
         timeline,
@@ -253,6 +256,7 @@ def world(*steps: list[Any], settings: EngineSettings | None = None) -> World:
         traces=traces,
         prices=PRICES,
         settings=settings,
+        events=events,
     )
     return World(
         store=store,
@@ -267,6 +271,7 @@ def world(*steps: list[Any], settings: EngineSettings | None = None) -> World:
         engine=engine,
         traces=traces,
         usage=usage,
+        published=events,
     )
 
 

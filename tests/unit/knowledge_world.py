@@ -26,6 +26,7 @@ from agentsvc_core.use_cases import AgentDraft, Agents
 from agentsvc_core.use_cases.knowledge.documents import INDEX_JOB, Knowledge, KnowledgeLimits
 from agentsvc_core.use_cases.threads import ThreadDraft, Threads
 from tests.fakes.embeddings import HashingEmbedder
+from tests.unit.published import Published
 from tests.unit.runner_world import Jobs
 from tests.unit.turn_world import Clock
 
@@ -94,6 +95,7 @@ class Library:
     jobs: Queue
     clock: Clock
     agent: UUID
+    events: Published
     # one document each: the organization's, the agent's, and one per thread
     org: KnowledgeDocument
     of_agent: KnowledgeDocument
@@ -152,6 +154,7 @@ async def library(
     """The library; ``vectors=False``: storage that keeps no vectors (PostgreSQL
     without pgvector)."""
     storage, clock, jobs = MemoryStorage(), Clock(), Queue()
+    events = Published()
     threads = Threads(storage.threads, storage.agents, storage.conversations, clock)
     k = Knowledge(
         storage.knowledge if vectors else cast("KnowledgeStore", WithoutVectors(storage.knowledge)),
@@ -162,6 +165,7 @@ async def library(
         clock,
         embedder=embedder,
         limits=limits,
+        events=events,
     )
     agent = (
         await Agents(storage.agents, clock, default_model="local").create(KEY, AgentDraft(name="a"))
@@ -176,6 +180,7 @@ async def library(
         jobs=jobs,
         clock=clock,
         agent=agent,
+        events=events,
         org=await upload(k, KEY, "org.txt"),
         of_agent=await upload(k, ADMIN_CAROL, "agent.txt", agent_id=agent),
         alices=await upload(k, ALICE, "alice.txt", thread_id=alice_thread),

@@ -28,6 +28,7 @@ from agentsvc_core.use_cases.runners.steps import StepDraft
 from agentsvc_core.use_cases.runners.trace import RunTraces
 from agentsvc_core.use_cases.runners.work import StepWork, WebhookSteps
 from agentsvc_core.use_cases.threads import Threads
+from tests.unit.published import Published
 from tests.unit.turn_world import BOX, WHO, Script, Tools, World, says, world
 
 # every token costs a cent: a step's cost is its tokens / 100
@@ -98,6 +99,7 @@ class RunnerWorld:
     engine: RunnerEngine
     caller: Caller
     jobs: Jobs = field(default_factory=Jobs)
+    events: Published = field(default_factory=Published)
 
     async def runner(self, *kinds: str, **budget: Any) -> Runner:
         """A runner of one step per kind (an agent step, a condition that goes on,
@@ -183,11 +185,13 @@ async def runner_world(
         McpServers(s.mcps, s.agents, NoMcp(), BOX, AnyUrl(), clock, allow_stdio=False),
         CENT_A_TOKEN,
     )
+    events = Published()
     engine = RunnerEngine(
         s.runners,
         clock,
         StepWork(agent_steps, WebhookSteps(caller, Signing(), BOX)),
         Budgets(s.runners, clock, CENT_A_TOKEN),
         traces,
+        events=events,
     )
-    return RunnerWorld(w, runners, runs, engine, caller, jobs)
+    return RunnerWorld(w, runners, runs, engine, caller, jobs, events)

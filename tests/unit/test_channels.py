@@ -172,6 +172,16 @@ async def test_a_status_from_the_platform_updates_the_channel() -> None:
     await w.post(c, status="disconnected", reason="logged out")
     stored = await w.fresh(c)
     assert (stored.status, stored.status_reason) == ("disconnected", "logged out")
+    [event] = w.events.events
+    assert (event.org_id, event.type) == (c.org_id, "channel.status_changed")
+    assert event.data == {
+        "channel_id": str(c.id),
+        "type": "telegram",
+        "status": "disconnected",
+        "reason": "logged out",
+    }
+    await w.post(c, status="disconnected", reason="still logged out")  # no change of status
+    assert len(w.events.events) == 1
 
 
 async def test_a_message_is_answered_once_even_when_delivered_twice() -> None:
@@ -386,6 +396,7 @@ async def test_a_reply_delivered_after_a_failure_connects_the_channel_again() ->
     await w.run_jobs()
     again = await w.fresh(c)
     assert (again.status, again.status_reason) == ("connected", None)
+    assert [e.data["status"] for e in w.events.events] == ["error", "connected"]
     assert (await w.event(c, "e1")).state == "failed"  # the failure stays on its message
 
 

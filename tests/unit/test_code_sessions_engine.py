@@ -76,6 +76,11 @@ async def test_a_defect_ends_the_session_with_a_plain_error_and_its_trace() -> N
     got = await w.traces.get_trace(WHO.org_id, s.work.trace_id)
     assert got is not None
     assert got[0].status == "error"
+    [ended] = w.published.events
+    assert (ended.type, ended.key) == ("code_session.finished", str(s.id))
+    assert ended.data["status"] == "error"
+    assert ended.data["error"] == DEFECT
+    assert ended.data["session_id"] == str(s.id)
 
 
 async def test_tool_results_on_the_timeline_and_in_the_trace() -> None:

@@ -45,6 +45,7 @@ from agentsvc_core.use_cases.threads import ThreadDraft, Threads
 from agentsvc_core.use_cases.turn.conversation import Conversation, SendInput, ToolResultIn
 from agentsvc_core.use_cases.turn.events import Done, Turn
 from tests.contract.test_agents_contract import agent_in
+from tests.unit.published import Published
 from tests.unit.turn_world import BOX, HANG, ORG, WHO, Clock, Script, Tools, read_all, says
 
 A = uuid.UUID(int=1)
@@ -122,6 +123,7 @@ class Room:
     model: Script
     agent_id: UUID
     thread: Thread
+    published: Published
 
 
 async def room(
@@ -140,6 +142,7 @@ async def room(
     news = LocalThreadNews()
     heard: list[UUID] = []
     news.on_news(heard.append)
+    published = Published()
     model = model or Script(says("answered"))
     agent = agent_in(ORG, name="Helper", default_model="local")
     await storage.agents.add(agent)
@@ -153,8 +156,9 @@ async def room(
         Tools(),
         LocalStopBus(),
         clock,
-        multiplayer=MultiplayerPosts(settings, storage.conversations, news, clock),
+        multiplayer=MultiplayerPosts(settings, storage.conversations, news, clock, published),
         idempotency=storage.idempotency if keys else None,
+        events=published,
     )
     thread = await threads.create(WHO, ThreadDraft(agent_id=agent.id, kind="multiplayer"))
     for user, role in (people or {"ada": "owner", "bob": "member"}).items():
@@ -172,6 +176,7 @@ async def room(
         model,
         agent.id,
         thread,
+        published,
     )
 
 
@@ -274,6 +279,10 @@ async def test_a_message_that_does_not_call_the_agent_is_stored_alone() -> None:
     assert r.model.requests == []  # the agent was not called
     assert r.heard == [r.thread.id]
     assert await r.storage.conversations.latest_run(ORG, r.thread.id) is None
+    [event] = r.published.events  # told as a message that calls the agent is
+    assert (event.type, event.thread_id) == ("message.created", r.thread.id)
+    assert (event.data["content"], event.data["sender_id"]) == ("lunch?", "bob")
+    assert event.data["message_id"] == str(stored[0].id)
 
 
 async def test_a_given_sender_name_wins_over_the_participants() -> None:

@@ -286,6 +286,10 @@ async def test_indexing_makes_documents_ready_and_counts_as_a_change() -> None:
     )
     assert doc.indexed_at == doc.updated_at == lib.clock.now()
     assert lib.knowledge.changes == {"acme": 10}  # five uploads, five indexings
+    assert lib.events.types() == ["knowledge.document.ready"] * 5
+    ready = next(e for e in lib.events.events if e.data["document_id"] == str(lib.org.id))
+    assert ready.data == {"document_id": str(lib.org.id), "status": "ready", "error": None}
+    assert (ready.org_id, ready.key) == ("acme", f"{lib.org.id}:1")  # one per generation
 
 
 @pytest.mark.parametrize(("stopped", "status"), [(2, "ready"), (3, "failed")])
@@ -316,6 +320,11 @@ async def test_a_file_that_cannot_be_read_fails_with_the_parsers_words() -> None
     failed = await lib.stored(bad)
     assert failed.status == "failed"
     assert failed.error == "the file is not valid UTF-8 text (save it as UTF-8 and upload it again)"
+    [event] = lib.events.events
+    assert event.type == "knowledge.document.failed"
+    assert event.data == {"document_id": str(bad.id), "status": "failed", "error": failed.error}
+    await lib.knowledge.index(lib.job(bad))  # a failed document's job again: nothing new
+    assert len(lib.events.events) == 1
 
 
 async def test_a_worker_stopped_mid_job_leaves_it_for_the_sweep_a_minute_later() -> None:

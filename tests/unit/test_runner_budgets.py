@@ -50,6 +50,15 @@ async def test_a_run_over_its_limit_pauses_before_its_next_step_whatever_its_kin
     # the first step crossed the limit and ran to its end; the next never started
     assert (run.status, run.paused_reason, run.tokens) == ("paused", "budget", 33), run
     assert statuses(run) == ["succeeded", "pending"]
+    [paused] = rw.events.events
+    assert (paused.type, paused.key) == ("run.paused", f"{run.id}:paused:1")
+    assert paused.data == {
+        "run_id": str(run.id),
+        "runner_id": str(runner.id),
+        "status": "paused",
+        "paused_reason": "budget",
+        "error": "the run has used 33 tokens of its 20",
+    }
     assert run.steps[1].attempt == 0
     assert run.error == "the run has used 33 tokens of its 20"
     assert run.budget_warning == "165% of max_tokens_per_run used"
@@ -59,6 +68,7 @@ async def test_a_run_over_its_limit_pauses_before_its_next_step_whatever_its_kin
     assert done.status == "succeeded", done
     assert statuses(done) == ["succeeded", "succeeded"]
     assert done.budget_warning is None  # 33 (or 66) of 120: under 80%
+    assert rw.events.types() == ["run.paused", "run.completed"]
     assert len(rw.caller.calls) == (kind == "webhook")
 
 
@@ -108,6 +118,7 @@ async def test_fail_ends_a_run_over_its_limit_before_its_next_step() -> None:
     assert run.ended_at == rw.turn.clock.now()
     assert statuses(run) == ["succeeded", "pending"]
     assert run.error == "the run has used 11 tokens of its 11"
+    assert rw.events.types() == ["run.failed"]
     assert rw.caller.calls == []
 
 

@@ -10,7 +10,7 @@
             print(event)
 """
 
-from agentsvc_client import errors, events, models, tools, webhooks
+from agentsvc_client import errors, event_webhooks, events, models, tools, webhooks
 from agentsvc_client._operations import OPERATIONS
 from agentsvc_client._stream import AsyncReplyStream, ReplyStream
 from agentsvc_client.client import AsyncClient, Client, __version__
@@ -33,6 +33,7 @@ from agentsvc_client.errors import (
     UnsupportedMediaType,
     ValidationError,
 )
+from agentsvc_client.event_webhooks import verify_webhook
 from agentsvc_client.events import (
     AuthChallenge,
     Done,
@@ -47,6 +48,7 @@ from agentsvc_client.events import (
     ToolResult,
 )
 from agentsvc_client.tools import Tool, arun_tools, run_tools
+from agentsvc_client.webhooks import WebhookVerificationError
 
 __all__ = [
     "OPERATIONS",
@@ -83,12 +85,15 @@ __all__ = [
     "UnexpectedResponse",
     "UnsupportedMediaType",
     "ValidationError",
+    "WebhookVerificationError",
     "__version__",
     "arun_tools",
     "errors",
+    "event_webhooks",
     "events",
     "models",
     "run_tools",
     "tools",
+    "verify_webhook",
     "webhooks",
 ]

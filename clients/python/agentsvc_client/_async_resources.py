@@ -174,6 +174,13 @@ from agentsvc_client.models import (
     VisitorThreadCreated,
     VisitorThreadList,
     Web,
+    WebhookDelivery,
+    WebhookDeliveryList,
+    WebhookEndpoint,
+    WebhookEndpointBody,
+    WebhookEndpointCreated,
+    WebhookEndpointPatchBody,
+    WebhookEventType,
     WebPutBody,
 )
 
@@ -2259,6 +2266,122 @@ class AsyncCodeSessionsResource(AsyncResource):
         )
 
 
+class AsyncEventWebhooksResource(AsyncResource):
+    """``client.event_webhooks``"""
+
+    async def create(
+        self,
+        *,
+        url: str,
+        events: builtins.list[str],
+        description: str | UnsetType = UNSET,
+        enabled: bool | UnsetType = UNSET,
+        idempotency_key: str | None = None,
+    ) -> WebhookEndpointCreated:
+        """Subscribe an endpoint to events (its secret is answered once) (POST /api/webhooks,
+        createWebhookEndpoint).
+        """
+        return await self._client._request(
+            "POST",
+            "/api/webhooks",
+            json=WebhookEndpointBody(
+                url=url, events=events, description=description, enabled=enabled
+            ),
+            idempotency_key=idempotency_key,
+            type=WebhookEndpointCreated,
+        )
+
+    async def delete(self, endpoint_id: str) -> OkBody:
+        """Delete a webhook endpoint and its deliveries (DELETE /api/webhooks/{endpoint_id},
+        deleteWebhookEndpoint).
+        """
+        return await self._client._request(
+            "DELETE", f"/api/webhooks/{_seg(endpoint_id)}", type=OkBody
+        )
+
+    async def deliveries(
+        self, endpoint_id: str, *, cursor: str | None = None, limit: int | None = None
+    ) -> WebhookDeliveryList:
+        """The endpoint's deliveries, newest first (GET /api/webhooks/{endpoint_id}/deliveries,
+        listWebhookDeliveries).
+        """
+        return await self._client._request(
+            "GET",
+            f"/api/webhooks/{_seg(endpoint_id)}/deliveries",
+            params={"cursor": cursor, "limit": limit},
+            type=WebhookDeliveryList,
+        )
+
+    async def event_types(self) -> builtins.list[WebhookEventType]:
+        """The event types an endpoint may subscribe to (GET /api/webhooks/event-types,
+        listWebhookEventTypes).
+        """
+        return await self._client._request(
+            "GET", "/api/webhooks/event-types", type=builtins.list[WebhookEventType]
+        )
+
+    async def get(self, endpoint_id: str) -> WebhookEndpoint:
+        """A webhook endpoint (GET /api/webhooks/{endpoint_id}, getWebhookEndpoint)."""
+        return await self._client._request(
+            "GET", f"/api/webhooks/{_seg(endpoint_id)}", type=WebhookEndpoint
+        )
+
+    async def list(self) -> builtins.list[WebhookEndpoint]:
+        """The organization's webhook endpoints, oldest first (GET /api/webhooks,
+        listWebhookEndpoints).
+        """
+        return await self._client._request(
+            "GET", "/api/webhooks", type=builtins.list[WebhookEndpoint]
+        )
+
+    async def resend(
+        self, endpoint_id: str, delivery_id: str, *, idempotency_key: str | None = None
+    ) -> WebhookDelivery:
+        """Send the delivery's event again (a new delivery, the same webhook-id) (POST
+        /api/webhooks/{endpoint_id}/deliveries/{delivery_id}/resend, resendWebhookDelivery).
+        """
+        return await self._client._request(
+            "POST",
+            f"/api/webhooks/{_seg(endpoint_id)}/deliveries/{_seg(delivery_id)}/resend",
+            idempotency_key=idempotency_key,
+            type=WebhookDelivery,
+        )
+
+    async def rotate_secret(
+        self, endpoint_id: str, *, idempotency_key: str | None = None
+    ) -> WebhookEndpointCreated:
+        """A new signing secret for the endpoint (answered once) (POST
+        /api/webhooks/{endpoint_id}/rotate-secret, rotateWebhookSecret).
+        """
+        return await self._client._request(
+            "POST",
+            f"/api/webhooks/{_seg(endpoint_id)}/rotate-secret",
+            idempotency_key=idempotency_key,
+            type=WebhookEndpointCreated,
+        )
+
+    async def update(
+        self,
+        endpoint_id: str,
+        *,
+        url: str | UnsetType = UNSET,
+        events: builtins.list[str] | UnsetType = UNSET,
+        description: str | UnsetType = UNSET,
+        enabled: bool | UnsetType = UNSET,
+    ) -> WebhookEndpoint:
+        """Change a webhook endpoint (enabling it again clears why it was disabled) (PATCH
+        /api/webhooks/{endpoint_id}, updateWebhookEndpoint).
+        """
+        return await self._client._request(
+            "PATCH",
+            f"/api/webhooks/{_seg(endpoint_id)}",
+            json=WebhookEndpointPatchBody(
+                url=url, events=events, description=description, enabled=enabled
+            ),
+            type=WebhookEndpoint,
+        )
+
+
 class AsyncIntegrationsResource(AsyncResource):
     """``client.integrations``"""
 
@@ -3370,6 +3493,7 @@ class AsyncResources:
     channels: AsyncChannelsResource
     code_agents: AsyncCodeAgentsResource
     code_sessions: AsyncCodeSessionsResource
+    event_webhooks: AsyncEventWebhooksResource
     integrations: AsyncIntegrationsResource
     keys: AsyncKeysResource
     knowledge: AsyncKnowledgeResource
@@ -3431,6 +3555,7 @@ class AsyncResources:
         self.channels = AsyncChannelsResource(client)
         self.code_agents = AsyncCodeAgentsResource(client)
         self.code_sessions = AsyncCodeSessionsResource(client)
+        self.event_webhooks = AsyncEventWebhooksResource(client)
         self.integrations = AsyncIntegrationsResource(client)
         self.keys = AsyncKeysResource(client)
         self.knowledge = AsyncKnowledgeResource(client)

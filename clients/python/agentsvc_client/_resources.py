@@ -174,6 +174,13 @@ from agentsvc_client.models import (
     VisitorThreadCreated,
     VisitorThreadList,
     Web,
+    WebhookDelivery,
+    WebhookDeliveryList,
+    WebhookEndpoint,
+    WebhookEndpointBody,
+    WebhookEndpointCreated,
+    WebhookEndpointPatchBody,
+    WebhookEventType,
     WebPutBody,
 )
 
@@ -2239,6 +2246,118 @@ class CodeSessionsResource(Resource):
         )
 
 
+class EventWebhooksResource(Resource):
+    """``client.event_webhooks``"""
+
+    def create(
+        self,
+        *,
+        url: str,
+        events: builtins.list[str],
+        description: str | UnsetType = UNSET,
+        enabled: bool | UnsetType = UNSET,
+        idempotency_key: str | None = None,
+    ) -> WebhookEndpointCreated:
+        """Subscribe an endpoint to events (its secret is answered once) (POST /api/webhooks,
+        createWebhookEndpoint).
+        """
+        return self._client._request(
+            "POST",
+            "/api/webhooks",
+            json=WebhookEndpointBody(
+                url=url, events=events, description=description, enabled=enabled
+            ),
+            idempotency_key=idempotency_key,
+            type=WebhookEndpointCreated,
+        )
+
+    def delete(self, endpoint_id: str) -> OkBody:
+        """Delete a webhook endpoint and its deliveries (DELETE /api/webhooks/{endpoint_id},
+        deleteWebhookEndpoint).
+        """
+        return self._client._request("DELETE", f"/api/webhooks/{_seg(endpoint_id)}", type=OkBody)
+
+    def deliveries(
+        self, endpoint_id: str, *, cursor: str | None = None, limit: int | None = None
+    ) -> WebhookDeliveryList:
+        """The endpoint's deliveries, newest first (GET /api/webhooks/{endpoint_id}/deliveries,
+        listWebhookDeliveries).
+        """
+        return self._client._request(
+            "GET",
+            f"/api/webhooks/{_seg(endpoint_id)}/deliveries",
+            params={"cursor": cursor, "limit": limit},
+            type=WebhookDeliveryList,
+        )
+
+    def event_types(self) -> builtins.list[WebhookEventType]:
+        """The event types an endpoint may subscribe to (GET /api/webhooks/event-types,
+        listWebhookEventTypes).
+        """
+        return self._client._request(
+            "GET", "/api/webhooks/event-types", type=builtins.list[WebhookEventType]
+        )
+
+    def get(self, endpoint_id: str) -> WebhookEndpoint:
+        """A webhook endpoint (GET /api/webhooks/{endpoint_id}, getWebhookEndpoint)."""
+        return self._client._request(
+            "GET", f"/api/webhooks/{_seg(endpoint_id)}", type=WebhookEndpoint
+        )
+
+    def list(self) -> builtins.list[WebhookEndpoint]:
+        """The organization's webhook endpoints, oldest first (GET /api/webhooks,
+        listWebhookEndpoints).
+        """
+        return self._client._request("GET", "/api/webhooks", type=builtins.list[WebhookEndpoint])
+
+    def resend(
+        self, endpoint_id: str, delivery_id: str, *, idempotency_key: str | None = None
+    ) -> WebhookDelivery:
+        """Send the delivery's event again (a new delivery, the same webhook-id) (POST
+        /api/webhooks/{endpoint_id}/deliveries/{delivery_id}/resend, resendWebhookDelivery).
+        """
+        return self._client._request(
+            "POST",
+            f"/api/webhooks/{_seg(endpoint_id)}/deliveries/{_seg(delivery_id)}/resend",
+            idempotency_key=idempotency_key,
+            type=WebhookDelivery,
+        )
+
+    def rotate_secret(
+        self, endpoint_id: str, *, idempotency_key: str | None = None
+    ) -> WebhookEndpointCreated:
+        """A new signing secret for the endpoint (answered once) (POST
+        /api/webhooks/{endpoint_id}/rotate-secret, rotateWebhookSecret).
+        """
+        return self._client._request(
+            "POST",
+            f"/api/webhooks/{_seg(endpoint_id)}/rotate-secret",
+            idempotency_key=idempotency_key,
+            type=WebhookEndpointCreated,
+        )
+
+    def update(
+        self,
+        endpoint_id: str,
+        *,
+        url: str | UnsetType = UNSET,
+        events: builtins.list[str] | UnsetType = UNSET,
+        description: str | UnsetType = UNSET,
+        enabled: bool | UnsetType = UNSET,
+    ) -> WebhookEndpoint:
+        """Change a webhook endpoint (enabling it again clears why it was disabled) (PATCH
+        /api/webhooks/{endpoint_id}, updateWebhookEndpoint).
+        """
+        return self._client._request(
+            "PATCH",
+            f"/api/webhooks/{_seg(endpoint_id)}",
+            json=WebhookEndpointPatchBody(
+                url=url, events=events, description=description, enabled=enabled
+            ),
+            type=WebhookEndpoint,
+        )
+
+
 class IntegrationsResource(Resource):
     """``client.integrations``"""
 
@@ -3336,6 +3455,7 @@ class Resources:
     channels: ChannelsResource
     code_agents: CodeAgentsResource
     code_sessions: CodeSessionsResource
+    event_webhooks: EventWebhooksResource
     integrations: IntegrationsResource
     keys: KeysResource
     knowledge: KnowledgeResource
@@ -3397,6 +3517,7 @@ class Resources:
         self.channels = ChannelsResource(client)
         self.code_agents = CodeAgentsResource(client)
         self.code_sessions = CodeSessionsResource(client)
+        self.event_webhooks = EventWebhooksResource(client)
         self.integrations = IntegrationsResource(client)
         self.keys = KeysResource(client)
         self.knowledge = KnowledgeResource(client)

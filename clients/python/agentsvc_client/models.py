@@ -2355,6 +2355,82 @@ class WebPutBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     blocked_domains: list[str] | UnsetType = msgspec.field(name="blockedDomains", default=UNSET)
 
 
+class WebhookAttempt(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``WebhookAttemptOut`` of the OpenAPI document."""
+
+    at: datetime
+    status_code: int | None
+    error: str | None
+    duration_ms: int
+
+
+class WebhookDeliveryList(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``WebhookDeliveryListOut`` of the OpenAPI document."""
+
+    deliveries: list[WebhookDelivery]
+    next_cursor: str | None = msgspec.field(name="nextCursor")
+
+
+class WebhookDelivery(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``WebhookDeliveryOut`` of the OpenAPI document."""
+
+    id: str
+    endpoint_id: str
+    event_id: str
+    event_type: str
+    status: str
+    attempts: list[WebhookAttempt]
+    next_attempt_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class WebhookEndpointBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``WebhookEndpointBody`` of the OpenAPI document."""
+
+    url: str
+    events: list[str]
+    description: str | UnsetType = UNSET
+    enabled: bool | UnsetType = UNSET
+
+
+class WebhookEndpointCreated(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``WebhookEndpointCreatedOut`` of the OpenAPI document."""
+
+    endpoint: WebhookEndpoint
+    secret: str
+
+
+class WebhookEndpoint(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``WebhookEndpointOut`` of the OpenAPI document."""
+
+    id: str
+    org_id: str
+    url: str
+    description: str
+    events: list[str]
+    enabled: bool
+    disabled_reason: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class WebhookEndpointPatchBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``WebhookEndpointPatchBody`` of the OpenAPI document."""
+
+    url: str | UnsetType = UNSET
+    events: list[str] | UnsetType = UNSET
+    description: str | UnsetType = UNSET
+    enabled: bool | UnsetType = UNSET
+
+
+class WebhookEventType(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``WebhookEventTypeOut`` of the OpenAPI document."""
+
+    type: str
+    description: str
+
+
 __all__ = [
     "Agent",
     "AgentCreateBody",
@@ -2567,4 +2643,12 @@ __all__ = [
     "VisitorThreadList",
     "Web",
     "WebPutBody",
+    "WebhookAttempt",
+    "WebhookDelivery",
+    "WebhookDeliveryList",
+    "WebhookEndpoint",
+    "WebhookEndpointBody",
+    "WebhookEndpointCreated",
+    "WebhookEndpointPatchBody",
+    "WebhookEventType",
 ]

@@ -11,6 +11,7 @@ from agentsvc_adapters.memory.code_sessions import MemoryCodeSessions
 from agentsvc_adapters.memory.computer import MemoryComputers
 from agentsvc_adapters.memory.conversations import MemoryConversations, MemoryThreads
 from agentsvc_adapters.memory.erasure import MemoryErasure
+from agentsvc_adapters.memory.event_webhooks import MemoryEventWebhooks
 from agentsvc_adapters.memory.idempotency import MemoryIdempotency
 from agentsvc_adapters.memory.integrations import MemoryIntegrations
 from agentsvc_adapters.memory.knowledge import MemoryKnowledge
@@ -233,6 +234,7 @@ class MemoryStorage(StorageFacade):
                 computers=computers,
                 code_sessions=MemoryCodeSessions(),
                 erasure=erasure,
+                event_webhooks=MemoryEventWebhooks(),
             )
         )
 

@@ -2,6 +2,14 @@
 
 from agentsvc_core.entities.agent import RUNTIME_PROVIDERS, Agent, ToolProfile
 from agentsvc_core.entities.api_key import API_KEY_PREFIX, ApiKey
+from agentsvc_core.entities.event_webhook import (
+    EVENT_TYPES,
+    DeliveryAttempt,
+    DeliveryStatus,
+    EventDelivery,
+    WebhookEndpoint,
+    WebhookEvent,
+)
 from agentsvc_core.entities.integration import Integration, IntegrationType
 from agentsvc_core.entities.mcp import CachedTool, McpAttachment, McpServer, McpTransport
 from agentsvc_core.entities.message import (
@@ -33,11 +41,15 @@ from agentsvc_core.entities.webhook_tool import WebhookMethod, WebhookTool
 
 __all__ = [
     "API_KEY_PREFIX",
+    "EVENT_TYPES",
     "RUNTIME_PROVIDERS",
     "Agent",
     "ApiKey",
     "AuthMethod",
     "CachedTool",
+    "DeliveryAttempt",
+    "DeliveryStatus",
+    "EventDelivery",
     "Integration",
     "IntegrationType",
     "KeySource",
@@ -66,6 +78,8 @@ __all__ = [
     "Usage",
     "UsagePurpose",
     "UsageRecord",
+    "WebhookEndpoint",
+    "WebhookEvent",
     "WebhookMethod",
     "WebhookTool",
     "key_source",

@@ -29,6 +29,7 @@ from agentsvc_core.ports.channels import ChannelStore
 from agentsvc_core.ports.code_sessions import CodeSessionStore
 from agentsvc_core.ports.computer import ComputerStore
 from agentsvc_core.ports.erasure import ErasureStore
+from agentsvc_core.ports.event_webhooks import EventWebhookStore
 from agentsvc_core.ports.idempotency import IdempotencyClaim, IdempotencyStore
 from agentsvc_core.ports.integrations import IntegrationStore
 from agentsvc_core.ports.knowledge import KnowledgeStore
@@ -414,6 +415,9 @@ class Storage(Protocol):
 
     @property
     def erasure(self) -> ErasureStore: ...
+
+    @property
+    def event_webhooks(self) -> EventWebhookStore: ...
 
     async def check_ready(self) -> None:
         """Whether storage can serve now (the ``/readyz`` probe): returns when it

@@ -21,6 +21,7 @@ from agentsvc_core.ports.jobs import JobHandler
 from agentsvc_core.use_cases.channels import ANSWER_JOB
 from agentsvc_core.use_cases.code_sessions import EXPIRE_JOB as CODE_SESSION_EXPIRY
 from agentsvc_core.use_cases.code_sessions import RUN_JOB as CODE_SESSION_JOB
+from agentsvc_core.use_cases.event_webhooks import DELIVER_JOB
 from agentsvc_core.use_cases.knowledge.documents import INDEX_JOB
 from agentsvc_core.use_cases.memories.collect import COLLECT_JOB
 from agentsvc_core.use_cases.runners.runs import RUN_JOB
@@ -55,6 +56,7 @@ def job_handlers(s: Services) -> dict[str, JobHandler]:
         ANSWER_JOB: s.channel_answers.answer,
         CODE_SESSION_JOB: s.code_session_engine.run,
         CODE_SESSION_EXPIRY: s.code_session_engine.expire,
+        DELIVER_JOB: s.event_deliveries.deliver,
     }
 
 
@@ -82,6 +84,11 @@ async def sweep(s: Services) -> None:
             log.warning("queued again %d runner runs whose job was lost", again)
     except DomainError as exc:
         log.warning("the sweep of runner runs failed: %s", exc.detail)
+    again = await s.event_deliveries.resume()
+    if again:
+        log.warning("queued again %d webhook deliveries whose job was lost", again)
+    if pruned := await s.event_deliveries.prune():
+        log.info("pruned %d webhook events past their retention", pruned)
     try:
         stopped = await s.computers.sweep_idle()
         if stopped:
@@ -95,6 +102,12 @@ async def sweep(s: Services) -> None:
             log.info("pruned %d traces past their retention", pruned)
     except DomainError as exc:
         log.warning("the sweep of traces and analytics failed: %s", exc.detail)
+    await _retention(s)
+
+
+async def _retention(s: Services) -> None:
+    """Threads untouched past their organization's retention are deleted
+    (``use_cases/erasure.py``: it looks once an hour unless a batch was full)."""
     try:
         deleted = await s.erasure.sweep()
         if deleted:

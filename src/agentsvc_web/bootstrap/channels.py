@@ -10,6 +10,7 @@ from agentsvc_adapters.channels.registry import Platforms, channel_platforms
 from agentsvc_adapters.outbound import OutboundGuard
 from agentsvc_core.ports import Clock, SecretBox, Storage
 from agentsvc_core.ports.channel_platforms import ChannelPlatforms
+from agentsvc_core.ports.event_webhooks import EventPublisher
 from agentsvc_core.ports.jobs import JobQueue
 from agentsvc_core.ports.mcp import UrlPolicy
 from agentsvc_core.use_cases import Threads
@@ -47,12 +48,13 @@ def wire_channels(
     jobs: JobQueue,
     threads: Threads,
     conversation: Conversation,
+    events: EventPublisher,
 ) -> ChannelArea:
     store = storage.channels
     return ChannelArea(
-        channels=Channels(store, storage.agents, platforms, box, clock, settings.base_url),
-        channel_inbound=ChannelInbound(store, platforms, box, jobs, clock),
+        channels=Channels(store, storage.agents, platforms, box, clock, settings.base_url, events),
+        channel_inbound=ChannelInbound(store, platforms, box, jobs, clock, events),
         channel_answers=ChannelAnswers(
-            store, platforms, box, threads, conversation, storage.conversations, clock
+            store, platforms, box, threads, conversation, storage.conversations, clock, events
         ),
     )

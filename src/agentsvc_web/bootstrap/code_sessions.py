@@ -17,6 +17,7 @@ from agentsvc_adapters.git.remote import GitHttpRemote
 from agentsvc_adapters.git_hosts.github import github_from_env
 from agentsvc_adapters.outbound import OutboundGuard
 from agentsvc_core.ports import Clock, ModelRouter, SecretBox, Storage, ThreadNews
+from agentsvc_core.ports.event_webhooks import EventPublisher
 from agentsvc_core.ports.git_remotes import GitHost, GitRemote
 from agentsvc_core.ports.jobs import JobQueue
 from agentsvc_core.ports.sandboxes import SandboxProvider
@@ -72,6 +73,7 @@ def wire_code_sessions(
     jobs: JobQueue,
     news: ThreadNews | None,
     traces: TraceConfig,
+    events: EventPublisher,
 ) -> CodeSessionArea:
     store = storage.code_sessions
     timeline = Timeline(store, news)
@@ -99,6 +101,7 @@ def wire_code_sessions(
             # half of a worker's job slots at most (AGENTSVC_WORKER_CONCURRENCY)
             max_running=max(1, settings.worker_concurrency // 2),
         ),
+        events=events,
     )
     return CodeSessionArea(
         code_agents=CodeAgents(store, router, box, clock, adapters.providers),

@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import NamedTuple
 
 from agentsvc_core.ports import Clock, SecretBox, Storage, WebhookCaller
+from agentsvc_core.ports.event_webhooks import EventPublisher
 from agentsvc_core.ports.jobs import JobQueue
 from agentsvc_core.ports.mcp import UrlPolicy
 from agentsvc_core.use_cases import Conversation, Threads
@@ -52,6 +53,7 @@ def wire_runners(
     org_settings: OrgSettings,
     traces: TraceConfig,
     computers: Computers,
+    events: EventPublisher,
 ) -> RunnerArea:
     """The runners, their runs and the engine that runs them (``RUN_JOB`` on the
     job queue), their analytics, suggestions and scheduled tasks."""
@@ -88,6 +90,7 @@ def wire_runners(
         Budgets(storage.runners, clock, prices),
         run_traces,
         EngineSettings(stale_after=timedelta(seconds=settings.run_stale_after_s)),
+        events=events,
     )
     return RunnerArea(
         runners=runners,

@@ -32,6 +32,7 @@ from agentsvc_core.ports import (
 from agentsvc_core.ports.channel_platforms import ChannelPlatforms
 from agentsvc_core.ports.documents import DocumentParser
 from agentsvc_core.ports.embeddings import Embedder
+from agentsvc_core.ports.event_webhooks import EventWebhookSender
 from agentsvc_core.ports.managed_oauth import ManagedCatalogue
 from agentsvc_core.ports.mcp import UrlPolicy
 from agentsvc_core.ports.oauth import OAuthNetwork
@@ -42,6 +43,7 @@ from agentsvc_core.ports.skill_sources import SkillSource
 from agentsvc_core.ports.web import WebFetcher, WebSearch
 from agentsvc_core.use_cases.branches import Branches
 from agentsvc_core.use_cases.erasure import Erasure
+from agentsvc_core.use_cases.event_webhooks.replies import reply_events
 from agentsvc_core.use_cases.health import Readiness
 from agentsvc_core.use_cases.idempotency import Idempotency
 from agentsvc_core.use_cases.multiplayer.config import MultiplayerSettings
@@ -49,7 +51,7 @@ from agentsvc_core.use_cases.multiplayer.events import ThreadEvents
 from agentsvc_core.use_cases.multiplayer.posts import MultiplayerPosts
 from agentsvc_core.use_cases.org_settings import AgentConfigs, KeyBroker
 from agentsvc_core.use_cases.server_tools import ToolHub
-from agentsvc_web.bootstrap import background, catalogue, publishing, telemetry
+from agentsvc_web.bootstrap import background, catalogue, event_webhooks, publishing, telemetry
 from agentsvc_web.bootstrap import tools as tool_areas
 from agentsvc_web.bootstrap.channels import own_platforms, wire_channels
 from agentsvc_web.bootstrap.code_sessions import (
@@ -100,6 +102,7 @@ class Services:
         channel_platforms: ChannelPlatforms | None = None,
         sandboxes: Mapping[str, SandboxProvider] | None = None,
         code_sessions: CodeSessionAdapters | None = None,
+        event_sender: EventWebhookSender | None = None,
     ) -> None:
         """The adapters come from ``build_services`` (or a test); ``tools`` replaces
         the turn's tool hub (a test's fake); ``channel_platforms`` the channels'
@@ -107,7 +110,8 @@ class Services:
         ``sandboxes`` the computers' providers by name (None:
         ``agentsvc_adapters.sandboxes.registry``'s); ``code_sessions`` the sandbox
         providers and git adapters (None:
-        ``bootstrap.code_sessions.code_session_adapters``'s)."""
+        ``bootstrap.code_sessions.code_session_adapters``'s); ``event_sender`` what
+        delivers event webhooks (None: ``bootstrap.event_webhooks.own_sender``'s)."""
         clock = SystemClock()
         revocations = revocations or LocalRevocations()
         news = news or LocalThreadNews()
@@ -126,6 +130,11 @@ class Services:
         self.managed_catalogue = managed_catalogue or ShippedManagedCatalogue({})
         self._catalogue(clock, revocations)
         keys = KeyBroker(self.org_settings, resolver, self.tracer)
+        if event_sender is None:  # built here: closed here
+            own_sender = event_webhooks.own_sender(settings, urls)
+            self.closers.append(own_sender.aclose)
+            event_sender = own_sender
+        self._event_sender = event_sender
         self._tool_areas(clock, router, keys, databases, web_fetcher, parser, skill_source)
         if sandboxes is None:  # built here: closed here (E2B's HTTP client)
             sandboxes = sandbox_providers(settings, urls)
@@ -151,8 +160,11 @@ class Services:
             follows=follows,
             tracer=self.tracer,
             traces=self.trace_config,
-            after_turn=[self.memory_collector.after_turn],
-            multiplayer=MultiplayerPosts(self.multiplayer, storage.conversations, news, clock),
+            after_turn=[self.memory_collector.after_turn, reply_events(self.event_publisher)],
+            multiplayer=MultiplayerPosts(
+                self.multiplayer, storage.conversations, news, clock, self.event_publisher
+            ),
+            events=self.event_publisher,
         )
         self.streams = self.conversation.streams  # re-attach
         self.branches = Branches(
@@ -186,6 +198,7 @@ class Services:
             jobs=self.jobs,
             news=news,
             traces=self.trace_config,
+            events=self.event_publisher,
         )
         # the agents, whose configurations (the turn's and the tool sources' kinds)
         # go with them
@@ -214,8 +227,8 @@ class Services:
             publishing=storage.publishing,
             replies=self.conversation.halting,
             clock=clock,
-            # what keeps a thread's text outside storage: one line each
-            holders=[],
+            # what keeps a thread's text besides the erasure's own statement: one line each
+            holders=[storage.event_webhooks],  # events that carry the thread's messages
             stale_after_s=settings.run_stale_after_s,
         )
 
@@ -269,8 +282,20 @@ class Services:
         self.web_fetcher = web_fetcher
         self.web = tool_areas.web_settings(storage, box, self.web_search)
         self.jobs = background.job_queue(settings, storage)
+        self.event_webhooks, self.event_deliveries, self.event_publisher = (
+            event_webhooks.wire_event_webhooks(
+                settings, storage, box, self.urls, clock, self.jobs, self._event_sender
+            )
+        )
         self.knowledge = tool_areas.knowledge(
-            settings, storage, self.threads, self.jobs, clock, parser, self.embedder
+            settings,
+            storage,
+            self.threads,
+            self.jobs,
+            clock,
+            parser,
+            self.embedder,
+            self.event_publisher,
         )
         self.memories, self.memory_settings, self.memory_collector = tool_areas.memory(
             storage,
@@ -311,6 +336,7 @@ class Services:
             org_settings=self.org_settings,
             traces=self.trace_config,
             computers=self.computers,
+            events=self.event_publisher,
         )
 
     def _channels(self, clock: SystemClock, platforms: ChannelPlatforms | None) -> None:
@@ -328,6 +354,7 @@ class Services:
             jobs=self.jobs,
             threads=self.threads,
             conversation=self.conversation,
+            events=self.event_publisher,
         )
 
     @asynccontextmanager

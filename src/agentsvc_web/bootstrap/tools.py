@@ -25,6 +25,7 @@ from agentsvc_core.ports import (
 )
 from agentsvc_core.ports.documents import DocumentParser
 from agentsvc_core.ports.embeddings import Embedder
+from agentsvc_core.ports.event_webhooks import EventPublisher
 from agentsvc_core.ports.jobs import JobQueue
 from agentsvc_core.ports.mcp import UrlPolicy
 from agentsvc_core.ports.skill_sources import SkillSource
@@ -164,6 +165,7 @@ def knowledge(
     clock: Clock,
     parser: DocumentParser | None,
     embedder: Embedder | None,
+    events: EventPublisher,
 ) -> Knowledge:
     """Knowledge documents, indexed by background jobs, searched by the tool."""
     return Knowledge(
@@ -175,6 +177,7 @@ def knowledge(
         clock,
         embedder=embedder,
         limits=KnowledgeLimits(max_bytes=settings.knowledge_max_bytes),
+        events=events,
     )
 
 

@@ -15,6 +15,7 @@ from agentsvc_core.ports import (
     StopBus,
     Storage,
 )
+from agentsvc_core.ports.event_webhooks import EventPublisher
 from agentsvc_core.ports.telemetry import Tracer
 from agentsvc_core.use_cases import Conversation, Threads
 from agentsvc_core.use_cases.multiplayer.posts import MultiplayerPosts
@@ -41,6 +42,7 @@ def conversation(
     traces: TraceConfig,
     after_turn: Sequence[AfterTurn],
     multiplayer: MultiplayerPosts,
+    events: EventPublisher,
 ) -> Conversation:
     """The turn: its reads and writes in storage, its agent configurations
     (resolver, compaction) sealed with ``box``, its events kept for re-attach
@@ -66,4 +68,5 @@ def conversation(
         traces=traces,
         after_turn=after_turn,
         multiplayer=multiplayer,
+        events=events,
     )

@@ -40,6 +40,7 @@ from agentsvc_core.ports.channel_platforms import (
     PlatformBusy,
 )
 from agentsvc_core.ports.channels import ChannelStore
+from agentsvc_core.ports.event_webhooks import EventPublisher, NoEvents
 from agentsvc_core.ports.jobs import Again
 from agentsvc_core.rules import MAX_TITLE, MAX_USER_ID
 from agentsvc_core.use_cases.channels.inbound import AnswerJob
@@ -49,6 +50,7 @@ from agentsvc_core.use_cases.channels.transitions import (
     decide,
     delivery_failed,
 )
+from agentsvc_core.use_cases.event_webhooks.payloads import status_changed
 from agentsvc_core.use_cases.threads import ThreadDraft, Threads
 from agentsvc_core.use_cases.turn.conversation import Conversation
 from agentsvc_core.use_cases.turn.events import Done, last_event
@@ -78,7 +80,10 @@ class ChannelAnswers:
         conversation: Conversation,
         turns: ConversationStore,
         clock: Clock,
+        events: EventPublisher | None = None,
     ) -> None:
+        """``events``: told when a channel's status changes (event webhooks)."""
+        self._events = events or NoEvents()
         self._store = store
         self._platforms = platforms
         self._box = box
@@ -262,7 +267,7 @@ class ChannelAnswers:
             event = await self._save(event, parts_sent=index + 1)
         await self._save(event, state="done")
         if channel.status == "error":  # a reply got through again: so does the channel
-            await self._store.modify(
+            changed = await self._store.modify(
                 channel.org_id,
                 channel.id,
                 lambda c: (
@@ -273,6 +278,7 @@ class ChannelAnswers:
                     else c
                 ),
             )
+            await status_changed(self._events, channel, changed)
         return None
 
     async def _retry(
@@ -289,10 +295,11 @@ class ChannelAnswers:
         now = self._clock.now()
         await self._store.save_event(delivery_failed(event, why, now))
         reason = f"a reply could not be delivered: {why}"[:1000]
-        await self._store.modify(
+        changed = await self._store.modify(
             channel.org_id,
             channel.id,
             lambda c: msgspec.structs.replace(
                 c, status="error", status_reason=reason, updated_at=now
             ),
         )
+        await status_changed(self._events, channel, changed)

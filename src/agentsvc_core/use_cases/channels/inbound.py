@@ -27,9 +27,11 @@ from agentsvc_core.ports.channel_platforms import (
     InboundRequest,
 )
 from agentsvc_core.ports.channels import ChannelStore
+from agentsvc_core.ports.event_webhooks import EventPublisher, NoEvents
 from agentsvc_core.ports.jobs import JobQueue
 from agentsvc_core.use_cases.channels.manage import open_credentials
 from agentsvc_core.use_cases.channels.transitions import with_status
+from agentsvc_core.use_cases.event_webhooks.payloads import status_changed
 
 __all__ = ["ANSWER_JOB", "AnswerJob", "ChannelInbound", "job_key"]
 
@@ -67,7 +69,10 @@ class ChannelInbound:
         box: SecretBox,
         jobs: JobQueue,
         clock: Clock,
+        events: EventPublisher | None = None,
     ) -> None:
+        """``events``: told when a channel's status changes (event webhooks)."""
+        self._events = events or NoEvents()
         self._store = store
         self._platforms = platforms
         self._box = box
@@ -96,9 +101,10 @@ class ChannelInbound:
             return read
         if read.status is not None:
             status = read.status
-            await self._store.modify(
+            changed = await self._store.modify(
                 channel.org_id, channel.id, lambda c: with_status(c, status, now)
             )
+            await status_changed(self._events, channel, changed)
         for message in read.messages:
             await self._queue(channel, message)
         return read

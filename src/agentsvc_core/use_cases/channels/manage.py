@@ -43,7 +43,9 @@ from agentsvc_core.ports.channel_platforms import (
     PlatformNotConfigured,
 )
 from agentsvc_core.ports.channels import ChannelStore
+from agentsvc_core.ports.event_webhooks import EventPublisher, NoEvents
 from agentsvc_core.rules import check_text
+from agentsvc_core.use_cases.event_webhooks.payloads import status_changed
 
 __all__ = [
     "GENERATED_SECRET",
@@ -158,7 +160,10 @@ class Channels:
         box: SecretBox,
         clock: Clock,
         base_url: str,
+        events: EventPublisher | None = None,
     ) -> None:
+        """``events``: told when a channel's status changes (event webhooks)."""
+        self._events = events or NoEvents()
         self._store = store
         self._agents = agents
         self._platforms = platforms
@@ -385,13 +390,14 @@ class Channels:
         state = await pair(open_credentials(self._box, channel), channel.config)
         now = self._clock.now()
         if state.status != channel.status or state.reason != channel.status_reason:
-            await self._store.modify(
+            changed = await self._store.modify(
                 who.org_id,
                 channel.id,
                 lambda c: msgspec.structs.replace(
                     c, status=state.status, status_reason=state.reason, updated_at=now
                 ),
             )
+            await status_changed(self._events, channel, changed)
         if state.status == "connected":
             raise Conflict("the channel is connected already", code="ALREADY_CONNECTED")
         fresh = state.qr_png is not None and (

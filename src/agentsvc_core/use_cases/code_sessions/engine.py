@@ -42,6 +42,7 @@ from agentsvc_core.entities.code_session import CodeSession, Turn
 from agentsvc_core.errors import DomainError, NotFound
 from agentsvc_core.ports import Clock, ModelRouter, SecretBox, TraceStore
 from agentsvc_core.ports.code_sessions import Change, CodeSessionStore, NewEvent
+from agentsvc_core.ports.event_webhooks import EventPublisher, NoEvents
 from agentsvc_core.ports.git_remotes import GitHost, GitRemote, Snapshot
 from agentsvc_core.ports.jobs import Again, JobQueue
 from agentsvc_core.ports.sandboxes import SandboxProvider
@@ -58,6 +59,7 @@ from agentsvc_core.use_cases.code_sessions.tools import (
     SAFE_AGAIN,
     Workspace,
 )
+from agentsvc_core.use_cases.event_webhooks.payloads import code_session_data
 
 __all__ = ["CodeSessionEngine", "EngineSettings", "UsageSink"]
 
@@ -107,7 +109,10 @@ class CodeSessionEngine:
         traces: TraceStore | None = None,
         prices: PriceTable | None = None,
         settings: EngineSettings | None = None,
+        events: EventPublisher | None = None,
     ) -> None:
+        """``events``: told when a session ends (event webhooks), once."""
+        self._events = events or NoEvents()
         self._store = store
         self._timeline = timeline
         self._jobs = jobs
@@ -357,6 +362,12 @@ class CodeSessionEngine:
         """An ended session's sandbox stopped (its files kept until the archive)
         and its trace stored (once: a second is refused by the store)."""
         self._snapshots.pop(session.id, None)
+        await self._events.publish(
+            session.org_id,
+            "code_session.finished",
+            code_session_data(session),
+            key=str(session.id),  # the job and a cancel may both end it: one event
+        )
         work = session.work
         provider = self._providers.get(work.provider or "")
         if provider is not None and work.sandbox_ref is not None and not work.sandbox_gone:

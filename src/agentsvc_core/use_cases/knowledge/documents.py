@@ -57,6 +57,7 @@ from agentsvc_core.errors import (
 from agentsvc_core.ports import AgentRepository, Clock
 from agentsvc_core.ports.documents import DocumentError, DocumentParser
 from agentsvc_core.ports.embeddings import Embedder
+from agentsvc_core.ports.event_webhooks import EventPublisher, NoEvents
 from agentsvc_core.ports.jobs import JobQueue
 from agentsvc_core.ports.knowledge import DocumentFilter, KnowledgeStore
 from agentsvc_core.rules import check_text
@@ -137,8 +138,11 @@ class Knowledge:
         *,
         embedder: Embedder | None = None,
         limits: KnowledgeLimits | None = None,
+        events: EventPublisher | None = None,
     ) -> None:
+        """``events``: told when a document is indexed or fails (event webhooks)."""
         self._store = store
+        self._events = events or NoEvents()
         self._agents = agents
         self._threads = threads
         self._jobs = jobs
@@ -413,6 +417,12 @@ class Knowledge:
         )
         if done:
             self._changed(job.org)
+            await self._tell(job, "knowledge.document.ready", "ready", None)
+
+    async def _tell(self, job: _IndexJob, type_: str, status: str, error: str | None) -> None:
+        data = {"document_id": str(job.document), "status": status, "error": error}
+        key = f"{job.document}:{job.generation}"
+        await self._events.publish(job.org, type_, data, key=key)
 
     async def _vectors(
         self, chunks: Sequence[KnowledgeChunk]
@@ -437,7 +447,8 @@ class Knowledge:
         return vectors, self._embedder.model, None
 
     async def _fail(self, job: _IndexJob, error: str) -> None:
-        await self._store.fail(job.org, job.document, job.generation, error, self._clock.now())
+        if await self._store.fail(job.org, job.document, job.generation, error, self._clock.now()):
+            await self._tell(job, "knowledge.document.failed", "failed", error)
 
     async def resume(self, limit: int = 100) -> int:
         """The sweep's: enqueue again the indexings that have been queued or running

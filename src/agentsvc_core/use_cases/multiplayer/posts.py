@@ -16,6 +16,8 @@ from uuid import UUID
 from agentsvc_core.entities import Agent, Message, Principal, Thread
 from agentsvc_core.errors import DomainError
 from agentsvc_core.ports import Clock, ConversationStore, ThreadNews
+from agentsvc_core.ports.event_webhooks import EventPublisher, NoEvents
+from agentsvc_core.use_cases.event_webhooks.payloads import messages_stored
 from agentsvc_core.use_cases.multiplayer.config import MultiplayerSettings, calls_agent
 from agentsvc_core.use_cases.turn.events import Done, EventData, EventSource
 
@@ -41,7 +43,10 @@ class MultiplayerPosts:
         store: ConversationStore,
         news: ThreadNews,
         clock: Clock,
+        events: EventPublisher | None = None,
     ) -> None:
+        """``events``: told of a message stored without a reply (event webhooks)."""
+        self._events = events or NoEvents()
         self._settings = settings
         self._store = store
         self._news = news
@@ -63,18 +68,18 @@ class MultiplayerPosts:
         sender_id, sender_name, role = sender
         if calls_agent(config, agent.name, role, content):
             return None
-        await self._store.add_message(
-            Message(
-                id=uuid.uuid4(),
-                org_id=who.org_id,
-                thread_id=thread.id,
-                role="user",
-                content=content,
-                created_at=self._clock.now(),
-                sender_name=sender_name,
-                sender_id=sender_id,
-            )
+        message = Message(
+            id=uuid.uuid4(),
+            org_id=who.org_id,
+            thread_id=thread.id,
+            role="user",
+            content=content,
+            created_at=self._clock.now(),
+            sender_name=sender_name,
+            sender_id=sender_id,
         )
+        await self._store.add_message(message)
+        await messages_stored(self._events, [message])
         await self.tell(thread.id)
         return Unanswered()
 

@@ -43,8 +43,10 @@ import msgspec
 from agentsvc_core.entities.runner import Runner, RunnerRun, StepRun
 from agentsvc_core.errors import DomainError, NotFound
 from agentsvc_core.ports import Clock
+from agentsvc_core.ports.event_webhooks import EventPublisher, NoEvents
 from agentsvc_core.ports.jobs import Again
 from agentsvc_core.ports.runners import RunnerStore
+from agentsvc_core.use_cases.event_webhooks.payloads import run_data, run_event
 from agentsvc_core.use_cases.runners.budgets import BudgetCheck, Budgets
 from agentsvc_core.use_cases.runners.runs import read_payload, save_run
 from agentsvc_core.use_cases.runners.trace import RunTraces
@@ -95,8 +97,12 @@ class RunnerEngine:
         budgets: Budgets,
         traces: RunTraces,
         settings: EngineSettings | None = None,
+        *,
+        events: EventPublisher | None = None,
     ) -> None:
+        """``events``: told when a run succeeds, pauses or fails (event webhooks)."""
         self._store = store
+        self._events = events or NoEvents()
         self._clock = clock
         self._work = work
         self._budgets = budgets
@@ -118,11 +124,20 @@ class RunnerEngine:
             # the run's lease renewed while its job waits (the sweep leaves it alone)
             await self._change(org, run_id, touched)
             return went
+        if isinstance(went, RunnerRun):
+            await self._tell(went)
         if isinstance(went, RunnerRun) and went.ended:
             await self._traces.record(went)
         elif isinstance(went, RunnerRun) and went.status == "queued":
             return Again(0.0)  # resumed meanwhile
         return None
+
+    async def _tell(self, run: RunnerRun) -> None:
+        """The run's event, once per state (a pause at another step is another)."""
+        type_ = run_event(run)
+        if type_ is not None:
+            key = f"{run.id}:{run.status}:{run.cursor}"
+            await self._events.publish(run.org_id, type_, run_data(run), key=key)
 
     async def _change(
         self, org: str, run_id: UUID, change: Callable[..., RunnerRun | Refused | None]

@@ -51,16 +51,15 @@ from agentsvc_core.ports import (
     TurnInputs,
     TurnReader,
 )
+from agentsvc_core.ports.event_webhooks import EventPublisher, NoEvents
 from agentsvc_core.ports.idempotency import IdempotencyClaim, IdempotencyStore
 from agentsvc_core.ports.telemetry import Tracer
 from agentsvc_core.ports.tools import Attached
 from agentsvc_core.use_cases.branches import Start, branch_of, chained, pending_on, start_of
+from agentsvc_core.use_cases.event_webhooks.payloads import messages_stored
 from agentsvc_core.use_cases.idempotency import KEEP, RequestKey
 from agentsvc_core.use_cases.multiplayer.posts import MultiplayerPosts
-from agentsvc_core.use_cases.org_settings import (
-    AgentConfigs,
-    KeyBroker,
-)
+from agentsvc_core.use_cases.org_settings import AgentConfigs, KeyBroker
 from agentsvc_core.use_cases.threads import Threads
 from agentsvc_core.use_cases.traces.build import TraceConfig
 from agentsvc_core.use_cases.turn._private import BudgetGate, Plan
@@ -118,6 +117,7 @@ class Conversation:
         traces: TraceConfig | None = None,
         after_turn: Sequence[AfterTurn] = (),
         multiplayer: MultiplayerPosts | None = None,
+        events: EventPublisher | None = None,
     ) -> None:
         """``stale_after_s``: a running reply whose heartbeat is older than this is
         taken for dead (its process crashed) and marked interrupted; the running
@@ -129,8 +129,8 @@ class Conversation:
         no stored trace). ``after_turn``: what runs after each stored reply (memory
         collection), in the reply's task once its last event is out. ``multiplayer``:
         what a post to a multiplayer thread does besides the turn (who it calls,
-        news for the thread's followers)."""
-        self._multiplayer = multiplayer
+        news for the thread's followers). ``events``: told of each message stored."""
+        self._multiplayer, self._events = multiplayer, events or NoEvents()
         self._keys = keys
         self._configs = configs
         self._stale_after = timedelta(seconds=stale_after_s)
@@ -312,6 +312,7 @@ class Conversation:
         note_answered(plan, new if new else list(start.branch[-1:]))
         meta = Meta(started_at=now, run_id=run.id, thread_id=thread.id, model=plan.model_id)
         turn = await self._begin(plan, run, new, inputs, meta, claim, start)
+        await messages_stored(self._events, new)
         if multiplayer is not None:  # the message and the reply, news for the followers
             multiplayer.tell_when_done(thread.id, self._running[run.id][1])
             await multiplayer.tell(thread.id)

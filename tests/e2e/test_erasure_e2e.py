@@ -1,6 +1,7 @@
 """Deleting and erasing end to end (docs/privacy.md): the real service on a
 PostgreSQL database of its own, the built-in ``local`` model. A thread's text (a
-random marker) is said, remembered, planned and replayed with an idempotency key;
+random marker) is said, remembered, planned, replayed with an idempotency key and
+made an event for a webhook;
 once the thread is deleted the marker is in no answer of the service and nowhere
 in ``pg_dump --data-only`` of the database. A user's erasure answers what it
 removed, then zeros; a reply deleted while it streams ends, and its thread is gone.
@@ -53,6 +54,9 @@ def world(own_pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         "AGENTSVC_JWT_SECRET": E2E_JWT_SECRET,
         "AGENTSVC_LOCAL_SLOW_DELAY_MS": "100",  # a "slowly" reply lasts about 5 s
         "AGENTSVC_DATA_DIR": str(tmp / "data"),
+        # the event webhook's endpoint is the loopback discard port (nobody answers:
+        # its events wait for a retry, their text stored)
+        "AGENTSVC_ALLOW_PRIVATE_NETWORK": "true",
     }
     with running(env, log=tmp / "svc.log") as svc:
         yield {"svc": svc, "db": own_pg_url}
@@ -112,6 +116,11 @@ def test_a_deleted_threads_text_is_nowhere(world: dict[str, Any]) -> None:
         httpx.Client(base_url=svc.url, headers=erin, timeout=60) as e,
     ):
         agent = _agent(c)
+        hook = c.post(
+            "/api/webhooks",
+            json={"url": "http://127.0.0.1:9/events", "events": ["message.created"]},
+        )
+        assert hook.status_code in (200, 201), hook.text
         thread = e.post("/api/threads", json={"agentId": agent, "title": f"about {marker}"}).json()
         tid = thread["id"]
         r = e.post(

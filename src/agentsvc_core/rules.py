@@ -18,7 +18,9 @@ from agentsvc_core.entities import RUNTIME_PROVIDERS, Agent, ToolProfile
 from agentsvc_core.errors import InvalidInput
 
 __all__ = [
+    "DEFAULT_APPROVAL_TIMEOUT_MINUTES",
     "HEADER_NAME",
+    "MAX_APPROVAL_TIMEOUT_MINUTES",
     "MAX_BINDINGS",
     "MAX_BINDINGS_BYTES",
     "MAX_CLIENT_TOOLS",
@@ -39,6 +41,7 @@ __all__ = [
     "MAX_TITLE",
     "MAX_TOOL_NAME",
     "MAX_USER_ID",
+    "MIN_APPROVAL_TIMEOUT_MINUTES",
     "_check_profiles",
     "check_agent",
     "check_bindings",
@@ -206,6 +209,12 @@ def join_overlay(overlay: str | list[str] | None) -> str | None:
     return overlay if isinstance(overlay, str) else "\n\n".join(overlay)
 
 
+# how long an agent's tool calls wait for a person's approval (minutes; docs/tools.md)
+DEFAULT_APPROVAL_TIMEOUT_MINUTES = 60
+MIN_APPROVAL_TIMEOUT_MINUTES = 1
+MAX_APPROVAL_TIMEOUT_MINUTES = 7 * 24 * 60
+
+
 def check_agent(agent: Agent) -> Agent:
     """Every invariant of an agent; run on create and after every change."""
     check_text("name", agent.name, max_len=MAX_NAME, required=True)
@@ -220,4 +229,13 @@ def check_agent(agent: Agent) -> Agent:
         raise InvalidInput("default_profile", "must name one of the agent's toolProfiles")
     if agent.runtime_provider is not None and agent.runtime_provider not in RUNTIME_PROVIDERS:
         raise InvalidInput("runtime_provider", f"must be one of {', '.join(RUNTIME_PROVIDERS)}")
+    if not (
+        MIN_APPROVAL_TIMEOUT_MINUTES
+        <= agent.approval_timeout_minutes
+        <= MAX_APPROVAL_TIMEOUT_MINUTES
+    ):
+        raise InvalidInput(
+            "approval_timeout_minutes",
+            f"must be between {MIN_APPROVAL_TIMEOUT_MINUTES} and {MAX_APPROVAL_TIMEOUT_MINUTES}",
+        )
     return agent

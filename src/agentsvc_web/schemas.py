@@ -38,6 +38,10 @@ ModelId = Annotated[
 ProfileName = Annotated[str, Meta(min_length=1, max_length=rules.MAX_PROFILE_NAME)]
 ToolName = Annotated[str, Meta(min_length=1, max_length=rules.MAX_TOOL_NAME)]
 RuntimeProvider = Literal[RUNTIME_PROVIDERS]  # type: ignore[valid-type]
+ApprovalTimeout = Annotated[
+    int,
+    Meta(ge=rules.MIN_APPROVAL_TIMEOUT_MINUTES, le=rules.MAX_APPROVAL_TIMEOUT_MINUTES),
+]
 
 
 class _SchemaExtra(KwargDefinition):
@@ -123,6 +127,7 @@ class AgentCreateBody(msgspec.Struct, rename="camel"):
     default_profile: ProfileName | None = None
     runtime_provider: RuntimeProvider | None = None
     project_id: UUID | None = None
+    approval_timeout_minutes: ApprovalTimeout = rules.DEFAULT_APPROVAL_TIMEOUT_MINUTES
 
 
 class AgentPatchBody(msgspec.Struct, rename="camel"):
@@ -134,6 +139,7 @@ class AgentPatchBody(msgspec.Struct, rename="camel"):
     default_profile: ProfileName | UnsetType | None = UNSET
     runtime_provider: RuntimeProvider | UnsetType | None = UNSET
     project_id: UUID | UnsetType | None = UNSET
+    approval_timeout_minutes: ApprovalTimeout | UnsetType = UNSET
 
 
 class ToolProfileOut(msgspec.Struct):
@@ -161,6 +167,8 @@ class AgentOut(msgspec.Struct):
     project_id: UUID | None
     template: TemplateRefOut | None  # the official template it was made from
     updated_at: datetime
+    # how long its tool calls wait for a person's approval (docs/tools.md)
+    approval_timeout_minutes: int
 
     @classmethod
     def of(cls, a: Agent, published: list[dict[str, Any]] | None = None) -> AgentOut:
@@ -308,34 +316,6 @@ class MessageListOut(msgspec.Struct):
     total: int
 
 
-class ClientToolBody(msgspec.Struct, rename="camel"):
-    name: Annotated[str, Meta(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
-    description: Annotated[str, Meta(max_length=rules.MAX_DESCRIPTION)] = ""
-    parameters: dict[str, Any] = msgspec.field(
-        default_factory=lambda: {"type": "object", "properties": {}}
-    )
-
-
-class ToolResultBody(msgspec.Struct, rename="camel"):
-    tool_call_id: Annotated[str, Meta(min_length=1, max_length=256)]
-    output: str
-
-
-class SendMessageBody(msgspec.Struct, rename="camel"):
-    content: str
-    tools: Annotated[list[ClientToolBody], Meta(max_length=rules.MAX_CLIENT_TOOLS)] = []
-    tool_results: list[ToolResultBody] = []
-    model_override: ModelId | None = None
-    sender_name: Title | None = None
-    sender_id: UserId | None = None
-    tool_profile: ProfileName | None = None
-    system_prompt_overlay: Overlay | None = None
-    metadata: Metadata = {}
-    # a busy thread: refuse (409 THREAD_BUSY, the spec's behaviour), wait for its
-    # reply, or stop it (docs/client-guide.md)
-    multitask_strategy: Literal["reject", "enqueue", "interrupt"] = "reject"
-
-
 class ParticipantBody(msgspec.Struct, rename="camel"):
     user_id: UserId
     display_name: Title | None = None
@@ -477,6 +457,8 @@ class McpTestOut(msgspec.Struct, rename="camel", omit_defaults=True):
 class AttachBody(msgspec.Struct, rename="camel"):
     mcp_server_id: UUID
     allowed_tools: ToolNames | None = None
+    # the server's tools whose calls wait for a person's approval (docs/tools.md)
+    require_approval: ToolNames | None = None
 
 
 class DetachBody(msgspec.Struct, rename="camel"):
@@ -489,3 +471,4 @@ class AttachmentOut(msgspec.Struct, rename="camel"):
     effective_tools: list[str]
     created_at: datetime
     server: McpOut
+    require_approval: list[str]

@@ -63,6 +63,7 @@ def agent_in(org: str, **over: object) -> Agent:
     preamble=st.one_of(text, long_text),
     tool_profiles=st.one_of(st.none(), profiles),
     runtime=st.sampled_from([None, "native", "alternative"]),
+    approval_minutes=st.integers(min_value=1, max_value=10_080),
 )
 def test_agents_round_trip_exactly(
     backend: Backend,
@@ -71,6 +72,7 @@ def test_agents_round_trip_exactly(
     preamble: str,
     tool_profiles: dict[str, ToolProfile] | None,
     runtime: str | None,
+    approval_minutes: int,
 ) -> None:
     org = backend.fresh_org()
     agent = agent_in(
@@ -81,6 +83,7 @@ def test_agents_round_trip_exactly(
         tool_profiles=tool_profiles,
         default_profile=next(iter(tool_profiles), None) if tool_profiles else None,
         runtime_provider=runtime,
+        approval_timeout_minutes=approval_minutes,
     )
     repo = backend.storage.agents
     backend.run(repo.add, agent)

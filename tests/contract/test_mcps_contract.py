@@ -230,3 +230,29 @@ def test_an_attachments_services_stay_unless_given(backend: Backend) -> None:
     assert backend.run(repo.attachments, org, "agent", owner)[0].allowed_tools == ("x",)
     attach(())
     assert services() == ()
+
+
+def test_an_attachments_approvals_round_trip_and_are_replaced(backend: Backend) -> None:
+    org = backend.fresh_org()
+    repo = backend.storage.mcps
+    s = backend.run(repo.add, server(org))
+    owner = uuid.uuid4()
+
+    def attach(approval: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        backend.run(
+            repo.attach,
+            McpAttachment(
+                org_id=org,
+                owner_kind="agent",
+                owner_id=owner,
+                mcp_id=s.id,
+                allowed_tools=None,
+                created_at=now(),
+                require_approval=approval,
+            ),
+        )
+        return backend.run(repo.attachments, org, "agent", owner)[0].require_approval
+
+    assert attach(None) is None
+    assert attach(("delete_issue", "close_issue")) == ("delete_issue", "close_issue")
+    assert attach(None) is None  # attaching again replaces the choice

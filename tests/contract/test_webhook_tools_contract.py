@@ -35,7 +35,7 @@ def tool(org: str, name: str = "lookup_order", **over: object) -> WebhookTool:
 def test_round_trip_listing_and_lookups(backend: Backend) -> None:
     org, other = backend.fresh_org(), backend.fresh_org()
     store = backend.storage.webhook_tools
-    b = tool(org, "b_tool", headers="sealed-b", method="PATCH")
+    b = tool(org, "b_tool", headers="sealed-b", method="PATCH", approval="always")
     a = tool(org, "a_tool")
     theirs = tool(other, "a_tool")
     for t in (b, a, theirs):
@@ -76,7 +76,12 @@ def test_replace_delete_and_reseal(backend: Backend) -> None:
     t = tool(org, headers="old-sealed")
     backend.run(store.add, t)
     changed = msgspec.structs.replace(
-        t, name="renamed", url="https://hooks.example/v2", timeout_ms=500, updated_at=now()
+        t,
+        name="renamed",
+        url="https://hooks.example/v2",
+        timeout_ms=500,
+        approval="always",
+        updated_at=now(),
     )
     assert backend.run(store.replace, changed, t) is True
     assert backend.run(store.get, org, t.id) == changed

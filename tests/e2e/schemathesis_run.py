@@ -55,7 +55,8 @@ REFUSED = [
 # JSON Schema cannot state, and the service answers 422 for it: a profile the agent
 # does not have (createAgent/updateAgent defaultProfile, createThread/updateThread
 # activeProfile, sendMessage toolProfile), content required when there are no
-# tool results (sendMessage), participants on a thread that is not multiplayer,
+# tool results or approvals, and results or approvals when no reply waits for
+# them (sendMessage), participants on a thread that is not multiplayer,
 # an MCP server's url or command as its transport needs (and stdio only where
 # enabled), embed domains that are host names (what IDNA lets a label hold is no
 # regular expression); a logs cursor that this list did not make, a `from` after its

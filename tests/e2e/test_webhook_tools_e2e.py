@@ -235,6 +235,69 @@ def test_failures_become_tool_errors_the_model_reads(world: dict[str, Any]) -> N
     assert [call["path"] for call in receiver.calls] == ["/fail", "/slow", "/huge", "/redirect"]
 
 
+def approve(c: httpx.Client, thread_id: str, *answers: dict[str, Any]) -> httpx.Response:
+    return c.post(
+        f"/api/threads/{thread_id}/messages", json={"content": "", "toolApprovals": list(answers)}
+    )
+
+
+def test_a_tool_that_needs_approval_is_called_only_once_approved(world: dict[str, Any]) -> None:
+    """Done when: a webhook tool that needs approval is not called until approved,
+    and is never called when denied."""
+    c, receiver, base = world["c"], world["receiver"], world["base"]
+    tool = make_tool(c, base, "refund_order", "/orders", approval="always")
+    assert tool["approval"] == "always"
+    agent = c.post("/api/agents", json={"name": "Refunds", "approvalTimeoutMinutes": 30}).json()
+    assert agent["approval_timeout_minutes"] == 30
+    c.put(f"/api/agents/{agent['id']}/delegated", json={"toolIds": [tool["id"]]})
+    thread = c.post("/api/threads", json={"agentId": agent["id"]}).json()
+
+    events = say(c, thread["id"], 'call refund_order {"orderId": "A-17"}')
+    assert names(events) == ["meta", "requires_action", "done"]
+    [waiting] = events[1].data["toolCalls"]
+    assert (waiting["kind"], waiting["name"], waiting["arguments"]) == (
+        "approval",
+        "refund_order",
+        {"orderId": "A-17"},
+    )
+    assert receiver.calls == []  # not called before a person approves
+
+    # a send that does not answer the waiting call, or names another, is refused
+    r = c.post(f"/api/threads/{thread['id']}/messages", json={"content": "go on"})
+    assert (r.status_code, r.json()["error"]) == (422, "VALIDATION_ERROR")
+    assert waiting["id"] in r.json()["detail"]
+    r = approve(c, thread["id"], {"toolCallId": "call_other", "approved": True})
+    assert r.status_code == 422
+    assert receiver.calls == []
+
+    r = approve(c, thread["id"], {"toolCallId": waiting["id"], "approved": True})
+    assert r.status_code == 200, r.text
+    events = parse(r.text)
+    assert names(events)[:4] == ["meta", "tool_call", "tool_executing", "tool_result"]
+    assert names(events)[-1] == "done"
+    assert json.loads(result_of(events)) == {"orderId": "A-17", "status": "shipped"}
+    assert "shipped" in events[-1].data["content"]
+    [call] = receiver.calls  # called once, signed, under the call's own id
+    assert call["verified"]
+    assert call["body"]["toolCallId"] == waiting["id"]
+
+    # denied: never called, and the model is told why
+    events = say(c, thread["id"], 'call refund_order {"orderId": "B-2"}')
+    [waiting] = events[1].data["toolCalls"]
+    reason = "not without a receipt"
+    r = approve(c, thread["id"], {"toolCallId": waiting["id"], "approved": False, "reason": reason})
+    assert r.status_code == 200, r.text
+    events = parse(r.text)
+    assert "tool_call" not in names(events)
+    assert names(events)[-1] == "done"
+    assert "the user denied this call" in events[-1].data["content"]
+    assert reason in events[-1].data["content"]
+    assert len(receiver.calls) == 1
+    # the thread goes on as usual
+    assert names(say(c, thread["id"], "thanks"))[-1] == "done"
+    assert len(receiver.calls) == 1
+
+
 def test_execute_runs_one_tool_by_name(world: dict[str, Any]) -> None:
     c, receiver, base = world["c"], world["receiver"], world["base"]
     make_tool(c, base, "lookup_order", "/orders")
@@ -283,7 +346,7 @@ def test_definitions_refuse_what_they_cannot_honour(world: dict[str, Any]) -> No
         ({"name": "web_lookup"}, "name: must not start with 'web_'"),
         ({"name": "a__b"}, "name: must not contain '__'"),
         ({"parameters": {"type": "string"}}, "parameters: the root must be"),
-        ({"approval": "always"}, "approval: 'always'"),
+        ({"approval": "sometimes"}, "approval"),
         ({"headers": {"X-Service-Signature": "forged"}}, "is set by the service"),
     ]
     for change, detail in cases:
@@ -295,6 +358,8 @@ def test_definitions_refuse_what_they_cannot_honour(world: dict[str, Any]) -> No
     assert (taken.status_code, taken.json()["error"]) == (409, "TOOL_NAME_TAKEN")
     renamed = c.patch(f"/api/tools/{made['id']}", json={"name": "find_order", "timeoutMs": 700})
     assert (renamed.json()["name"], renamed.json()["timeout_ms"]) == ("find_order", 700)
+    gated = c.patch(f"/api/tools/{made['id']}", json={"approval": "always"}).json()
+    assert (gated["approval"], gated["name"]) == ("always", "find_order")
     agent = c.post("/api/agents", json={"name": "x"}).json()
     r = c.put(f"/api/agents/{agent['id']}/delegated", json={"toolIds": [str(uuid.uuid4())]})
     assert r.status_code == 422

@@ -25,11 +25,11 @@ from agentsvc_core.ports import (
     ToolCallContext,
     ToolSetup,
 )
+from agentsvc_core.use_cases.integration_tools import IntegrationTools
 from agentsvc_core.use_cases.integrations import (
     KIND,
     IntegrationDraft,
     Integrations,
-    IntegrationTools,
     may_describe,
     slugify,
     table_allowed,

@@ -130,3 +130,44 @@ def test_an_assistant_step_that_said_nothing_is_left_out() -> None:
         called,
         empty_user,
     ]
+
+
+def test_a_result_stored_after_a_later_message_goes_back_to_its_step() -> None:
+    """An approved call's result is stored after the message sent with the approval:
+    the model is shown it with its step's other results."""
+
+    def message(role: str, content: str = "", **over: Any) -> Message:
+        return Message(
+            id=uuid.uuid4(),
+            org_id="org",
+            thread_id=uuid.UUID(int=1),
+            role=role,  # type: ignore[arg-type]
+            content=content,
+            created_at=NOW,
+            **over,
+        )
+
+    def calls(*ids: str) -> Message:
+        made = tuple(ToolCall(id=i, name="t", arguments={}) for i in ids)
+        return message("assistant", tool_calls=made)
+
+    first, second = calls("a1"), calls("b1", "b2")
+    a1 = message("tool", "r", tool_call_id="a1")
+    b1 = message("tool", "r", tool_call_id="b1")
+    b2 = message("tool", "r", tool_call_id="b2")
+    orphan = message("tool", "r", tool_call_id="zz")
+    asked, later = message("user", "go"), message("user", "and then")
+    assert model_history([asked, first, a1, second, b1, later, b2, orphan]) == [
+        asked,
+        first,
+        a1,
+        second,
+        b1,
+        b2,
+        later,
+        orphan,  # no call of the latest step: where it was
+    ]
+    # in order already: unchanged
+    assert model_history([first, a1, second, b1, b2, later]) == [first, a1, second, b1, b2, later]
+    # a result of an older step stays where it is
+    assert model_history([first, second, later, a1]) == [first, second, later, a1]

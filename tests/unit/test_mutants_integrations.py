@@ -26,6 +26,7 @@ from agentsvc_core.ports import (
     ToolCallContext,
     ToolSetup,
 )
+from agentsvc_core.use_cases.integration_tools import IntegrationTools
 from agentsvc_core.use_cases.integrations import (
     KIND,
     MAX_ATTACHED,
@@ -33,7 +34,6 @@ from agentsvc_core.use_cases.integrations import (
     AgentIntegrations,
     IntegrationDraft,
     Integrations,
-    IntegrationTools,
     may_describe,
     result_json,
     slugify,
@@ -323,9 +323,9 @@ async def test_attach_answers_the_agents_integrations_in_order_and_once() -> Non
     agent = await w.agent()
     one, two = await w.make("One"), await w.make("Two")
     assert await w.uc.attached(ADMIN, agent.id) == []
-    assert await w.uc.attach(ADMIN, agent.id, two.id) == [two]
-    assert await w.uc.attach(ADMIN, agent.id, one.id) == [two, one]
-    assert await w.uc.attach(ADMIN, agent.id, two.id) == [two, one]
+    assert (await w.uc.attach(ADMIN, agent.id, two.id)).integrations == [two]
+    assert (await w.uc.attach(ADMIN, agent.id, one.id)).integrations == [two, one]
+    assert (await w.uc.attach(ADMIN, agent.id, two.id)).integrations == [two, one]
     assert await w.uc.attached(ADMIN, agent.id) == [two, one]
     assert await w.uc.of_agent(ORG, agent.id) == [two, one]
     # kept as a sealed record of kind "integrations" under the agent's id
@@ -366,7 +366,7 @@ async def test_an_agent_has_at_most_20_integrations() -> None:
         await w.uc.attach(ADMIN, agent.id, made[-1].id)
     assert (e.value.field, e.value.problem) == ("integration_id", "an agent has at most 20")
     # attaching one already there again is no change, full or not
-    assert await w.uc.attach(ADMIN, agent.id, made[0].id) == made[:MAX_ATTACHED]
+    assert (await w.uc.attach(ADMIN, agent.id, made[0].id)).integrations == made[:MAX_ATTACHED]
 
 
 async def test_detach_says_whether_it_was_attached() -> None:
@@ -399,7 +399,7 @@ async def test_a_deleted_integration_drops_out_at_the_next_attach_or_detach() ->
     # the agent's record keeps its id until then
     setup = await w.record(agent)
     assert w.uc.attached_ids(ORG, agent.id, setup.records) == (one.id, two.id)
-    assert await w.uc.attach(ADMIN, agent.id, three.id) == [two, three]
+    assert (await w.uc.attach(ADMIN, agent.id, three.id)).integrations == [two, three]
     setup = await w.record(agent)
     assert w.uc.attached_ids(ORG, agent.id, setup.records) == (two.id, three.id)
     # a deleted one still attached is detached as attached
@@ -416,7 +416,7 @@ async def test_the_twenty_counts_only_integrations_that_still_exist() -> None:
     for i in made[:MAX_ATTACHED]:
         await w.uc.attach(ADMIN, agent.id, i.id)
     await w.uc.delete(ADMIN, made[0].id)
-    assert await w.uc.attach(ADMIN, agent.id, made[-1].id) == made[1:]
+    assert (await w.uc.attach(ADMIN, agent.id, made[-1].id)).integrations == made[1:]
 
 
 # --- the tools ----------------------------------------------------------------------------
@@ -644,3 +644,37 @@ async def test_an_agent_with_no_integration_costs_no_read_outside_a_turn_either(
     assert await w.tools.list_tools(ADMIN, agent) == []
     assert await w.uc.attached(ADMIN, agent.id) == []
     assert reads == []
+
+
+# --- approval before a call (docs/tools.md, "Approval before a call") --------------
+
+
+async def test_an_attachment_names_the_tools_that_wait_for_approval() -> None:
+    w = World()
+    agent = await w.agent()
+    one, two = await w.make("One"), await w.make("Two")
+    with pytest.raises(InvalidInput) as e:
+        await w.uc.attach(ADMIN, agent.id, one.id, ("query", "drop"))
+    assert (e.value.field, e.value.problem) == (
+        "require_approval",
+        "'drop' is not one of list_tables, describe_table, query",
+    )
+    got = await w.uc.attach(ADMIN, agent.id, one.id, ("query", "query"))
+    assert got.require_approval == {str(one.id): ("query",)}
+    await w.uc.attach(ADMIN, agent.id, two.id, ("list_tables",))
+    listed = await w.tools.list_tools(ADMIN, agent, await w.record(agent))
+    waits = sorted(t.name for t in listed if t.approval)
+    assert waits == [f"db_{one.slug}__query", f"db_{two.slug}__list_tables"]
+    # outside a turn (no setup) the source reads the same record
+    assert sorted(t.name for t in await w.tools.list_tools(ADMIN, agent) if t.approval) == waits
+    # attaching again replaces the choice and keeps the place; detaching drops it
+    again = await w.uc.attach(ADMIN, agent.id, one.id)
+    assert [i.id for i in again.integrations] == [one.id, two.id]
+    assert again.require_approval == {str(two.id): ("list_tables",)}
+    await w.uc.detach(ADMIN, agent.id, two.id)
+    assert (await w.uc.attachments(ADMIN, agent.id)).require_approval == {}
+    # a deleted integration's choice goes with it at the next change
+    await w.uc.attach(ADMIN, agent.id, one.id, ("query",))
+    await w.uc.delete(ADMIN, one.id)
+    after = await w.uc.attach(ADMIN, agent.id, two.id)
+    assert (after.integrations, after.require_approval) == ([two], {})

@@ -767,3 +767,28 @@ async def test_headers_that_do_not_open_here_are_not_sent() -> None:
     with pytest.raises(SecretUnreadable):
         await w.tools.execute(ADMIN, "lookup_order", {"orderId": "A"})
     assert w.caller.calls == []
+
+
+# --- approval before a call (docs/tools.md, "Approval before a call") --------------
+
+
+async def test_approval_is_never_by_default_and_may_be_always() -> None:
+    w = World()
+    assert (await w.tool("plain")).approval == "never"
+    gated = await w.tool("gated", approval="always")
+    assert gated.approval == "always"
+    back = await w.tools.update(ADMIN, gated.id, WebhookToolChanges(approval="never"))
+    assert back.approval == "never"
+    again = await w.tools.update(ADMIN, gated.id, WebhookToolChanges(description="x"))
+    assert again.approval == "never"  # a patch without it keeps it
+    e = await refused(w, name="odd", approval="sometimes")
+    assert (e.field, e.problem) == ("approval", "never or always")
+
+
+async def test_the_source_marks_the_tools_whose_calls_wait_for_approval() -> None:
+    w = World()
+    agent = await w.agent()
+    plain, gated = await w.tool("plain"), await w.tool("gated", approval="always")
+    setup = await w.delegated(agent, plain, gated)
+    listed = await w.source.list_tools(ADMIN, agent, setup)
+    assert [(t.name, t.approval) for t in listed] == [("gated", True), ("plain", False)]

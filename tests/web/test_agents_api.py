@@ -244,3 +244,23 @@ def test_deeply_nested_body_is_400_not_500(client: Client, auth: dict[str, str])
         "/api/agents", content=body, headers={**auth, "Content-Type": "application/json"}
     )
     assert_error(r, 400, "BAD_REQUEST")
+
+
+def test_the_approval_timeout_defaults_to_an_hour_and_is_bounded(
+    client: Client, auth: dict[str, str]
+) -> None:
+    """docs/tools.md, "Approval before a call": ``approvalTimeoutMinutes`` in, snake_case out."""
+    a = create(client, auth)
+    assert a["approval_timeout_minutes"] == 60
+    path = f"/api/agents/{a['id']}"
+    r = client.patch(path, json={"approvalTimeoutMinutes": 10_080}, headers=auth)
+    assert (r.status_code, r.json()["approval_timeout_minutes"]) == (200, 10_080)
+    r = client.patch(path, json={"approvalTimeoutMinutes": 1}, headers=auth)
+    assert r.json()["approval_timeout_minutes"] == 1
+    for bad in (0, 10_081, "60"):
+        r = client.patch(path, json={"approvalTimeoutMinutes": bad}, headers=auth)
+        assert (r.status_code, r.json()["error"]) == (422, "VALIDATION_ERROR"), r.text
+        assert "approvalTimeoutMinutes" in r.json()["detail"]
+    assert client.get(path, headers=auth).json()["approval_timeout_minutes"] == 1
+    made = create(client, auth, approvalTimeoutMinutes=5)
+    assert made["approval_timeout_minutes"] == 5

@@ -29,6 +29,7 @@ DEFAULTS: dict[str, Any] = {
     "memory_mb": 512,
     "network": "none",
     "allowed_hosts": [],
+    "require_approval": [],
     "effective_provider": "local",
 }
 INSTANCE_FIELDS = {
@@ -325,3 +326,36 @@ def test_nothing_is_served_under_api_internal(client: TestClient[Any], auth: H) 
         for method in ("GET", "POST"):
             r = client.request(method, "/api/internal/sandboxes/callback", headers=headers)
             assert (r.status_code, r.json()["error"]) == (404, "NOT_FOUND")
+
+
+def test_the_computer_tools_it_names_wait_for_approval(harness: SharedHarness, auth: H) -> None:
+    """docs/tools.md, "Approval before a call": ``requireApproval`` in the configuration."""
+    with harness.mcp_client() as c:
+        agent = _agent(c, auth)
+        path = f"/api/agents/{agent}/computer"
+        bad = c.put(path, json={"requireApproval": ["computer_reboot"]}, headers=auth)
+        assert bad.status_code in (400, 422), bad.text
+        r = c.put(
+            path,
+            json={"enabled": True, "requireApproval": ["computer_exec", "computer_exec"]},
+            headers=auth,
+        )
+        assert r.status_code == 200, r.text
+        assert r.json()["require_approval"] == ["computer_exec"]
+        thread = c.post("/api/threads", json={"agentId": agent}, headers=auth).json()["id"]
+        send = f"/api/threads/{thread}/messages"
+        r = c.post(send, json={"content": _exec_call("echo ran > ran.txt")}, headers=auth)
+        events = parse(r.text)
+        assert names(events) == ["meta", "requires_action", "done"]
+        [waiting] = events[1].data["toolCalls"]
+        assert (waiting["kind"], waiting["name"]) == ("approval", "computer_exec")
+        # nothing ran: no instance was even made
+        assert c.get(f"/api/threads/{thread}/computer", headers=auth).status_code == 404
+
+        denied = {"toolCallId": waiting["id"], "approved": False, "reason": "not today"}
+        r = c.post(send, json={"content": "", "toolApprovals": [denied]}, headers=auth)
+        assert "tool_call" not in names(parse(r.text))
+        assert c.get(f"/api/threads/{thread}/computer", headers=auth).status_code == 404
+        # reading needs no approval
+        said = _turn(c, auth, thread, 'call computer_list_files {"path": "."}')
+        assert said.startswith("The tool computer_list_files returned")

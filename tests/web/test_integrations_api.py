@@ -17,6 +17,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from agentsvc_web.settings import Settings
 from tests.pg import fresh_database, reader_role
+from tests.sse import parse
 from tests.web.conftest import bearer, make_jwt
 from tests.web.shared import shared_client
 from tests.web.turns import result_of, say, thread_of
@@ -269,3 +270,43 @@ def test_the_model_queries_an_attached_database(c: Client, auth: H, db_url: str)
     )
     events = turn(c, auth, agent["id"], f"call {tool}list_tables")
     assert not any(e.event == "tool_result" for e in events)
+
+
+def test_an_attachment_makes_its_chosen_tools_wait_for_approval(
+    c: Client, auth: H, db_url: str
+) -> None:
+    """docs/tools.md, "Approval before a call": ``requireApproval`` on the attachment."""
+    made = create(c, auth, db_url, allowedTables=["orders"])
+    agent = c.post("/api/agents", json={"name": "Careful analyst"}, headers=auth).json()
+    path = f"/api/agents/{agent['id']}/integrations"
+    bad = c.post(
+        path, json={"integrationId": made["id"], "requireApproval": ["drop"]}, headers=auth
+    )
+    assert bad.status_code in (400, 422), bad.text
+    r = c.post(path, json={"integrationId": made["id"], "requireApproval": ["query"]}, headers=auth)
+    assert r.status_code == 200, r.text
+    assert [i["require_approval"] for i in r.json()] == [["query"]]
+    assert [i["require_approval"] for i in c.get(path, headers=auth).json()] == [["query"]]
+    thread = thread_of(c, auth, agent["id"])
+    tool = f"db_{made['slug']}__"
+    # list_tables runs at once; query waits, then runs once approved
+    assert "tables" in result_of(say(c, auth, thread, f"call {tool}list_tables"))
+    select = '{"sql": "SELECT count(*) AS n FROM orders"}'
+    events = say(c, auth, thread, f"call {tool}query {select}")
+    assert [e.event for e in events] == ["meta", "requires_action", "done"]
+    [waiting] = events[1].data["toolCalls"]
+    assert (waiting["kind"], waiting["name"]) == ("approval", f"{tool}query")
+    answer = {"toolCallId": waiting["id"], "approved": True}
+    r = c.post(
+        f"/api/threads/{thread}/messages",
+        json={"content": "", "toolApprovals": [answer]},
+        headers=auth,
+    )
+    assert json.loads(result_of(parse(r.text)))["rows"] == [[3]]
+    # attached again without it: nothing waits; detached: the choice goes with it
+    r = c.post(path, json={"integrationId": made["id"]}, headers=auth)
+    assert [i["require_approval"] for i in r.json()] == [[]]
+    c.post(path, json={"integrationId": made["id"], "requireApproval": ["query"]}, headers=auth)
+    c.delete(path, params={"integrationId": made["id"]}, headers=auth)
+    r = c.post(path, json={"integrationId": made["id"]}, headers=auth)
+    assert [i["require_approval"] for i in r.json()] == [[]]

@@ -502,3 +502,46 @@ def test_a_redirect_is_not_followed_and_its_error_names_the_host_only(
     if transport == "streamable_http":  # the SSE transport says "HTTP 307"
         assert "redirect (to http://localhost:" in body["error"], body["error"]
     assert REDIRECT_PATH not in caplog.text
+
+
+def test_an_attachment_makes_its_chosen_tools_wait_for_approval(mh: SharedHarness, auth: H) -> None:
+    """docs/tools.md, "Approval before a call": ``requireApproval`` on the attachment."""
+    with mh.mcp_client() as c:
+        s = create(c, auth)
+        agent = c.post("/api/agents", json={"name": "Careful"}, headers=auth).json()["id"]
+        r = c.post(
+            f"/api/agents/{agent}/mcps",
+            json={"mcpServerId": s["id"], "requireApproval": ["delete_all"]},
+            headers=auth,
+        )
+        assert r.status_code in (200, 201), r.text
+        assert r.json()["requireApproval"] == ["delete_all"]
+        listed = c.get(f"/api/agents/{agent}/mcps", headers=auth).json()
+        assert [a["requireApproval"] for a in listed] == [["delete_all"]]
+        thread = c.post("/api/threads", json={"agentId": agent}, headers=auth).json()["id"]
+        path = f"/api/threads/{thread}/messages"
+
+        # a tool not named runs at once
+        r = c.post(path, json={"content": 'call docs-server__search {"q": "x"}'}, headers=auth)
+        assert "tool_result" in names(parse(r.text))
+        assert mh.mcp.calls == [("search", {"q": "x"})]
+
+        r = c.post(path, json={"content": "call docs-server__delete_all {}"}, headers=auth)
+        events = parse(r.text)
+        assert names(events) == ["meta", "requires_action", "done"]
+        [waiting] = events[1].data["toolCalls"]
+        assert (waiting["kind"], waiting["name"]) == ("approval", "docs-server__delete_all")
+        assert len(mh.mcp.calls) == 1  # not called
+
+        answer = {"toolCallId": waiting["id"], "approved": True}
+        r = c.post(path, json={"content": "", "toolApprovals": [answer]}, headers=auth)
+        assert r.status_code == 200, r.text
+        assert names(parse(r.text))[:4] == ["meta", "tool_call", "tool_executing", "tool_result"]
+        assert mh.mcp.calls[-1] == ("delete_all", {})
+
+        # attaching again without the list: no tool waits any more
+        c.post(f"/api/agents/{agent}/mcps", json={"mcpServerId": s["id"]}, headers=auth)
+        assert c.get(f"/api/agents/{agent}/mcps", headers=auth).json()[0]["requireApproval"] == []
+        r = c.post(path, json={"content": "call docs-server__delete_all {}"}, headers=auth)
+        assert "requires_action" not in names(parse(r.text))
+        assert len(mh.mcp.calls) == 3

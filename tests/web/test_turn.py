@@ -393,3 +393,16 @@ def test_keep_alive_comments_come_while_the_model_is_silent(settings: Settings, 
         n for n, i in enumerate(items) if isinstance(i, Event) and i.event == "token"
     )
     assert any(isinstance(i, str) for i in items[first_token:])
+
+
+def test_tool_approvals_that_answer_nothing_are_422(harness: SharedHarness, auth: H) -> None:
+    with harness.live(auth) as c:
+        _, t = setup(c)
+        path = f"/api/threads/{t['id']}/messages"
+        answer = {"toolCallId": "call_1", "approved": True}
+        r = c.post(path, json={"content": "", "toolApprovals": [answer]})
+        assert (r.status_code, r.json()["error"]) == (422, "VALIDATION_ERROR")
+        assert r.json()["detail"] == "toolApprovals: no reply is waiting for approvals"
+        r = c.post(path, json={"content": "", "toolApprovals": [{"toolCallId": "call_1"}]})
+        assert r.status_code in (400, 422)
+        assert "approved" in r.json()["detail"]

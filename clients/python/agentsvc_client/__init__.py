@@ -47,13 +47,21 @@ from agentsvc_client.events import (
     ToolExecuting,
     ToolResult,
 )
-from agentsvc_client.tools import Tool, arun_tools, run_tools
+from agentsvc_client.tools import (
+    Approval,
+    Tool,
+    arun_tools,
+    asend_approvals,
+    run_tools,
+    send_approvals,
+)
 from agentsvc_client.webhooks import WebhookVerificationError
 
 __all__ = [
     "OPERATIONS",
     "APIConnectionError",
     "AgentsvcError",
+    "Approval",
     "AsyncClient",
     "AsyncReplyStream",
     "AuthChallenge",
@@ -88,11 +96,13 @@ __all__ = [
     "WebhookVerificationError",
     "__version__",
     "arun_tools",
+    "asend_approvals",
     "errors",
     "event_webhooks",
     "events",
     "models",
     "run_tools",
+    "send_approvals",
     "tools",
     "verify_webhook",
     "webhooks",

@@ -18,6 +18,7 @@ from agentsvc_client.models import (
     AgentServicesBody,
     Analytics,
     AttachBody,
+    AttachedIntegration,
     AttachIntegrationBody,
     Attachment,
     Binding,
@@ -156,6 +157,7 @@ from agentsvc_client.models import (
     TodoPatchBody,
     TodosBody,
     Tool,
+    ToolApprovalBody,
     ToolCreateBody,
     ToolPatchBody,
     ToolProfileBody,
@@ -464,6 +466,12 @@ class AsyncAgentsComputerResource(AsyncResource):
         memory_mb: int | UnsetType = UNSET,
         network: Literal["none", "allowlist"] | UnsetType = UNSET,
         allowed_hosts: builtins.list[str] | UnsetType = UNSET,
+        require_approval: builtins.list[
+            Literal[
+                "computer_exec", "computer_read_file", "computer_write_file", "computer_list_files"
+            ]
+        ]
+        | UnsetType = UNSET,
     ) -> Computer:
         """Change the supplied computer settings (PUT /api/agents/{agent_id}/computer,
         putAgentComputer).
@@ -481,6 +489,7 @@ class AsyncAgentsComputerResource(AsyncResource):
                 memory_mb=memory_mb,
                 network=network,
                 allowed_hosts=allowed_hosts,
+                require_approval=require_approval,
             ),
             type=Computer,
         )
@@ -558,17 +567,25 @@ class AsyncAgentsIntegrationsResource(AsyncResource):
     """``client.agents.integrations``"""
 
     async def attach(
-        self, agent_id: str, *, integration_id: str, idempotency_key: str | None = None
-    ) -> builtins.list[Integration]:
+        self,
+        agent_id: str,
+        *,
+        integration_id: str,
+        require_approval: builtins.list[Literal["list_tables", "describe_table", "query"]]
+        | UnsetType = UNSET,
+        idempotency_key: str | None = None,
+    ) -> builtins.list[AttachedIntegration]:
         """Attach a database integration to an agent; answers the agent's integrations (POST
         /api/agents/{agent_id}/integrations, attachAgentIntegration).
         """
         return await self._client._request(
             "POST",
             f"/api/agents/{_seg(agent_id)}/integrations",
-            json=AttachIntegrationBody(integration_id=integration_id),
+            json=AttachIntegrationBody(
+                integration_id=integration_id, require_approval=require_approval
+            ),
             idempotency_key=idempotency_key,
-            type=builtins.list[Integration],
+            type=builtins.list[AttachedIntegration],
         )
 
     async def detach(self, agent_id: str, *, integration_id: str) -> OkBody:
@@ -583,12 +600,14 @@ class AsyncAgentsIntegrationsResource(AsyncResource):
             type=OkBody,
         )
 
-    async def list(self, agent_id: str) -> builtins.list[Integration]:
+    async def list(self, agent_id: str) -> builtins.list[AttachedIntegration]:
         """The database integrations attached to an agent (GET
         /api/agents/{agent_id}/integrations, listAgentIntegrations).
         """
         return await self._client._request(
-            "GET", f"/api/agents/{_seg(agent_id)}/integrations", type=builtins.list[Integration]
+            "GET",
+            f"/api/agents/{_seg(agent_id)}/integrations",
+            type=builtins.list[AttachedIntegration],
         )
 
 
@@ -712,6 +731,7 @@ class AsyncAgentsMcpServersResource(AsyncResource):
         *,
         mcp_server_id: str,
         allowed_tools: builtins.list[str] | UnsetType | None = UNSET,
+        require_approval: builtins.list[str] | UnsetType | None = UNSET,
         idempotency_key: str | None = None,
     ) -> Attachment:
         """Attach an MCP server to an agent (or change its allowed tools) (POST
@@ -720,7 +740,11 @@ class AsyncAgentsMcpServersResource(AsyncResource):
         return await self._client._request(
             "POST",
             f"/api/agents/{_seg(agent_id)}/mcps",
-            json=AttachBody(mcp_server_id=mcp_server_id, allowed_tools=allowed_tools),
+            json=AttachBody(
+                mcp_server_id=mcp_server_id,
+                allowed_tools=allowed_tools,
+                require_approval=require_approval,
+            ),
             idempotency_key=idempotency_key,
             type=Attachment,
         )
@@ -1419,6 +1443,7 @@ class AsyncRunnersMcpServersResource(AsyncResource):
         *,
         mcp_server_id: str,
         allowed_tools: builtins.list[str] | UnsetType | None = UNSET,
+        require_approval: builtins.list[str] | UnsetType | None = UNSET,
         idempotency_key: str | None = None,
     ) -> Attachment:
         """Attach an MCP server to a runner (POST /api/runners/{runner_id}/mcps,
@@ -1427,7 +1452,11 @@ class AsyncRunnersMcpServersResource(AsyncResource):
         return await self._client._request(
             "POST",
             f"/api/runners/{_seg(runner_id)}/mcps",
-            json=AttachBody(mcp_server_id=mcp_server_id, allowed_tools=allowed_tools),
+            json=AttachBody(
+                mcp_server_id=mcp_server_id,
+                allowed_tools=allowed_tools,
+                require_approval=require_approval,
+            ),
             idempotency_key=idempotency_key,
             type=Attachment,
         )
@@ -1784,6 +1813,7 @@ class AsyncThreadsMessagesResource(AsyncResource):
         content: str,
         tools: builtins.list[ClientToolBody] | UnsetType = UNSET,
         tool_results: builtins.list[ToolResultBody] | UnsetType = UNSET,
+        tool_approvals: builtins.list[ToolApprovalBody] | UnsetType = UNSET,
         model_override: str | UnsetType | None = UNSET,
         sender_name: str | UnsetType | None = UNSET,
         sender_id: str | UnsetType | None = UNSET,
@@ -1803,6 +1833,7 @@ class AsyncThreadsMessagesResource(AsyncResource):
                 content=content,
                 tools=tools,
                 tool_results=tool_results,
+                tool_approvals=tool_approvals,
                 model_override=model_override,
                 sender_name=sender_name,
                 sender_id=sender_id,
@@ -1840,6 +1871,7 @@ class AsyncThreadsMessagesResource(AsyncResource):
         content: str,
         tools: builtins.list[ClientToolBody] | UnsetType = UNSET,
         tool_results: builtins.list[ToolResultBody] | UnsetType = UNSET,
+        tool_approvals: builtins.list[ToolApprovalBody] | UnsetType = UNSET,
         model_override: str | UnsetType | None = UNSET,
         sender_name: str | UnsetType | None = UNSET,
         sender_id: str | UnsetType | None = UNSET,
@@ -1858,6 +1890,7 @@ class AsyncThreadsMessagesResource(AsyncResource):
                 content=content,
                 tools=tools,
                 tool_results=tool_results,
+                tool_approvals=tool_approvals,
                 model_override=model_override,
                 sender_name=sender_name,
                 sender_id=sender_id,
@@ -1946,6 +1979,7 @@ class AsyncAgentsResource(AsyncResource):
         default_profile: str | UnsetType | None = UNSET,
         runtime_provider: Literal["native", "alternative"] | UnsetType | None = UNSET,
         project_id: str | UnsetType | None = UNSET,
+        approval_timeout_minutes: int | UnsetType = UNSET,
         idempotency_key: str | None = None,
     ) -> Agent:
         """Create an agent (POST /api/agents, createAgent)."""
@@ -1961,6 +1995,7 @@ class AsyncAgentsResource(AsyncResource):
                 default_profile=default_profile,
                 runtime_provider=runtime_provider,
                 project_id=project_id,
+                approval_timeout_minutes=approval_timeout_minutes,
             ),
             idempotency_key=idempotency_key,
             type=Agent,
@@ -1994,6 +2029,7 @@ class AsyncAgentsResource(AsyncResource):
         default_profile: str | UnsetType | None = UNSET,
         runtime_provider: Literal["native", "alternative"] | UnsetType | None = UNSET,
         project_id: str | UnsetType | None = UNSET,
+        approval_timeout_minutes: int | UnsetType = UNSET,
     ) -> Agent:
         """Change the supplied fields of an agent (PATCH /api/agents/{agent_id}, updateAgent)."""
         return await self._client._request(
@@ -2008,6 +2044,7 @@ class AsyncAgentsResource(AsyncResource):
                 default_profile=default_profile,
                 runtime_provider=runtime_provider,
                 project_id=project_id,
+                approval_timeout_minutes=approval_timeout_minutes,
             ),
             type=Agent,
         )
@@ -3519,6 +3556,7 @@ class AsyncResources:
         *,
         tools: builtins.list[ClientToolBody] | UnsetType = UNSET,
         tool_results: builtins.list[ToolResultBody] | UnsetType = UNSET,
+        tool_approvals: builtins.list[ToolApprovalBody] | UnsetType = UNSET,
         model_override: str | UnsetType | None = UNSET,
         sender_name: str | UnsetType | None = UNSET,
         sender_id: str | UnsetType | None = UNSET,
@@ -3538,6 +3576,7 @@ class AsyncResources:
             content=content,
             tools=tools,
             tool_results=tool_results,
+            tool_approvals=tool_approvals,
             model_override=model_override,
             sender_name=sender_name,
             sender_id=sender_id,

@@ -18,6 +18,7 @@ from agentsvc_client.models import (
     AgentServicesBody,
     Analytics,
     AttachBody,
+    AttachedIntegration,
     AttachIntegrationBody,
     Attachment,
     Binding,
@@ -156,6 +157,7 @@ from agentsvc_client.models import (
     TodoPatchBody,
     TodosBody,
     Tool,
+    ToolApprovalBody,
     ToolCreateBody,
     ToolPatchBody,
     ToolProfileBody,
@@ -462,6 +464,12 @@ class AgentsComputerResource(Resource):
         memory_mb: int | UnsetType = UNSET,
         network: Literal["none", "allowlist"] | UnsetType = UNSET,
         allowed_hosts: builtins.list[str] | UnsetType = UNSET,
+        require_approval: builtins.list[
+            Literal[
+                "computer_exec", "computer_read_file", "computer_write_file", "computer_list_files"
+            ]
+        ]
+        | UnsetType = UNSET,
     ) -> Computer:
         """Change the supplied computer settings (PUT /api/agents/{agent_id}/computer,
         putAgentComputer).
@@ -479,6 +487,7 @@ class AgentsComputerResource(Resource):
                 memory_mb=memory_mb,
                 network=network,
                 allowed_hosts=allowed_hosts,
+                require_approval=require_approval,
             ),
             type=Computer,
         )
@@ -556,17 +565,25 @@ class AgentsIntegrationsResource(Resource):
     """``client.agents.integrations``"""
 
     def attach(
-        self, agent_id: str, *, integration_id: str, idempotency_key: str | None = None
-    ) -> builtins.list[Integration]:
+        self,
+        agent_id: str,
+        *,
+        integration_id: str,
+        require_approval: builtins.list[Literal["list_tables", "describe_table", "query"]]
+        | UnsetType = UNSET,
+        idempotency_key: str | None = None,
+    ) -> builtins.list[AttachedIntegration]:
         """Attach a database integration to an agent; answers the agent's integrations (POST
         /api/agents/{agent_id}/integrations, attachAgentIntegration).
         """
         return self._client._request(
             "POST",
             f"/api/agents/{_seg(agent_id)}/integrations",
-            json=AttachIntegrationBody(integration_id=integration_id),
+            json=AttachIntegrationBody(
+                integration_id=integration_id, require_approval=require_approval
+            ),
             idempotency_key=idempotency_key,
-            type=builtins.list[Integration],
+            type=builtins.list[AttachedIntegration],
         )
 
     def detach(self, agent_id: str, *, integration_id: str) -> OkBody:
@@ -581,12 +598,14 @@ class AgentsIntegrationsResource(Resource):
             type=OkBody,
         )
 
-    def list(self, agent_id: str) -> builtins.list[Integration]:
+    def list(self, agent_id: str) -> builtins.list[AttachedIntegration]:
         """The database integrations attached to an agent (GET
         /api/agents/{agent_id}/integrations, listAgentIntegrations).
         """
         return self._client._request(
-            "GET", f"/api/agents/{_seg(agent_id)}/integrations", type=builtins.list[Integration]
+            "GET",
+            f"/api/agents/{_seg(agent_id)}/integrations",
+            type=builtins.list[AttachedIntegration],
         )
 
 
@@ -710,6 +729,7 @@ class AgentsMcpServersResource(Resource):
         *,
         mcp_server_id: str,
         allowed_tools: builtins.list[str] | UnsetType | None = UNSET,
+        require_approval: builtins.list[str] | UnsetType | None = UNSET,
         idempotency_key: str | None = None,
     ) -> Attachment:
         """Attach an MCP server to an agent (or change its allowed tools) (POST
@@ -718,7 +738,11 @@ class AgentsMcpServersResource(Resource):
         return self._client._request(
             "POST",
             f"/api/agents/{_seg(agent_id)}/mcps",
-            json=AttachBody(mcp_server_id=mcp_server_id, allowed_tools=allowed_tools),
+            json=AttachBody(
+                mcp_server_id=mcp_server_id,
+                allowed_tools=allowed_tools,
+                require_approval=require_approval,
+            ),
             idempotency_key=idempotency_key,
             type=Attachment,
         )
@@ -1405,6 +1429,7 @@ class RunnersMcpServersResource(Resource):
         *,
         mcp_server_id: str,
         allowed_tools: builtins.list[str] | UnsetType | None = UNSET,
+        require_approval: builtins.list[str] | UnsetType | None = UNSET,
         idempotency_key: str | None = None,
     ) -> Attachment:
         """Attach an MCP server to a runner (POST /api/runners/{runner_id}/mcps,
@@ -1413,7 +1438,11 @@ class RunnersMcpServersResource(Resource):
         return self._client._request(
             "POST",
             f"/api/runners/{_seg(runner_id)}/mcps",
-            json=AttachBody(mcp_server_id=mcp_server_id, allowed_tools=allowed_tools),
+            json=AttachBody(
+                mcp_server_id=mcp_server_id,
+                allowed_tools=allowed_tools,
+                require_approval=require_approval,
+            ),
             idempotency_key=idempotency_key,
             type=Attachment,
         )
@@ -1766,6 +1795,7 @@ class ThreadsMessagesResource(Resource):
         content: str,
         tools: builtins.list[ClientToolBody] | UnsetType = UNSET,
         tool_results: builtins.list[ToolResultBody] | UnsetType = UNSET,
+        tool_approvals: builtins.list[ToolApprovalBody] | UnsetType = UNSET,
         model_override: str | UnsetType | None = UNSET,
         sender_name: str | UnsetType | None = UNSET,
         sender_id: str | UnsetType | None = UNSET,
@@ -1785,6 +1815,7 @@ class ThreadsMessagesResource(Resource):
                 content=content,
                 tools=tools,
                 tool_results=tool_results,
+                tool_approvals=tool_approvals,
                 model_override=model_override,
                 sender_name=sender_name,
                 sender_id=sender_id,
@@ -1822,6 +1853,7 @@ class ThreadsMessagesResource(Resource):
         content: str,
         tools: builtins.list[ClientToolBody] | UnsetType = UNSET,
         tool_results: builtins.list[ToolResultBody] | UnsetType = UNSET,
+        tool_approvals: builtins.list[ToolApprovalBody] | UnsetType = UNSET,
         model_override: str | UnsetType | None = UNSET,
         sender_name: str | UnsetType | None = UNSET,
         sender_id: str | UnsetType | None = UNSET,
@@ -1840,6 +1872,7 @@ class ThreadsMessagesResource(Resource):
                 content=content,
                 tools=tools,
                 tool_results=tool_results,
+                tool_approvals=tool_approvals,
                 model_override=model_override,
                 sender_name=sender_name,
                 sender_id=sender_id,
@@ -1928,6 +1961,7 @@ class AgentsResource(Resource):
         default_profile: str | UnsetType | None = UNSET,
         runtime_provider: Literal["native", "alternative"] | UnsetType | None = UNSET,
         project_id: str | UnsetType | None = UNSET,
+        approval_timeout_minutes: int | UnsetType = UNSET,
         idempotency_key: str | None = None,
     ) -> Agent:
         """Create an agent (POST /api/agents, createAgent)."""
@@ -1943,6 +1977,7 @@ class AgentsResource(Resource):
                 default_profile=default_profile,
                 runtime_provider=runtime_provider,
                 project_id=project_id,
+                approval_timeout_minutes=approval_timeout_minutes,
             ),
             idempotency_key=idempotency_key,
             type=Agent,
@@ -1976,6 +2011,7 @@ class AgentsResource(Resource):
         default_profile: str | UnsetType | None = UNSET,
         runtime_provider: Literal["native", "alternative"] | UnsetType | None = UNSET,
         project_id: str | UnsetType | None = UNSET,
+        approval_timeout_minutes: int | UnsetType = UNSET,
     ) -> Agent:
         """Change the supplied fields of an agent (PATCH /api/agents/{agent_id}, updateAgent)."""
         return self._client._request(
@@ -1990,6 +2026,7 @@ class AgentsResource(Resource):
                 default_profile=default_profile,
                 runtime_provider=runtime_provider,
                 project_id=project_id,
+                approval_timeout_minutes=approval_timeout_minutes,
             ),
             type=Agent,
         )
@@ -3481,6 +3518,7 @@ class Resources:
         *,
         tools: builtins.list[ClientToolBody] | UnsetType = UNSET,
         tool_results: builtins.list[ToolResultBody] | UnsetType = UNSET,
+        tool_approvals: builtins.list[ToolApprovalBody] | UnsetType = UNSET,
         model_override: str | UnsetType | None = UNSET,
         sender_name: str | UnsetType | None = UNSET,
         sender_id: str | UnsetType | None = UNSET,
@@ -3500,6 +3538,7 @@ class Resources:
             content=content,
             tools=tools,
             tool_results=tool_results,
+            tool_approvals=tool_approvals,
             model_override=model_override,
             sender_name=sender_name,
             sender_id=sender_id,

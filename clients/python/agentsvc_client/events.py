@@ -13,11 +13,18 @@ import msgspec
 
 
 class ToolCallInfo(msgspec.Struct, frozen=True, kw_only=True):
-    """A call the model made: the tool's ``name`` and its ``arguments``."""
+    """A call the model made: the tool's ``name`` and its ``arguments``. ``kind``
+    is ``"approval"`` on a server-side call in ``RequiresAction`` that waits for a
+    person's approval (answer it with ``tool_approvals``); None on your own tools'."""
 
     id: str
     name: str
     arguments: dict[str, Any]
+    kind: str | None = None
+
+    @property
+    def needs_approval(self) -> bool:
+        return self.kind == "approval"
 
 
 class Challenge(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -88,8 +95,9 @@ class AuthChallenge(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
 
 
 class RequiresAction(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """The agent calls your own tools: answer with ``tool_results`` in the next send
-    (``agentsvc_client.tools`` does it for you)."""
+    """The agent calls your own tools, or server-side tools that wait for a person's
+    approval (``kind="approval"``): answer with ``tool_results`` and
+    ``tool_approvals`` in the next send (``agentsvc_client.tools`` does it for you)."""
 
     id: int = 0
     tool_calls: list[ToolCallInfo]

@@ -29,6 +29,9 @@ class AgentCreateBody(msgspec.Struct, kw_only=True, omit_defaults=True):
         name="runtimeProvider", default=UNSET
     )
     project_id: str | UnsetType | None = msgspec.field(name="projectId", default=UNSET)
+    approval_timeout_minutes: int | UnsetType = msgspec.field(
+        name="approvalTimeoutMinutes", default=UNSET
+    )
 
 
 class Agent(msgspec.Struct, frozen=True, kw_only=True):
@@ -48,6 +51,7 @@ class Agent(msgspec.Struct, frozen=True, kw_only=True):
     project_id: str | None
     template: TemplateRef | None
     updated_at: datetime
+    approval_timeout_minutes: int
 
 
 class AgentPatchBody(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -65,6 +69,9 @@ class AgentPatchBody(msgspec.Struct, kw_only=True, omit_defaults=True):
         name="runtimeProvider", default=UNSET
     )
     project_id: str | UnsetType | None = msgspec.field(name="projectId", default=UNSET)
+    approval_timeout_minutes: int | UnsetType = msgspec.field(
+        name="approvalTimeoutMinutes", default=UNSET
+    )
 
 
 class AgentServicesBody(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -127,12 +134,37 @@ class AttachBody(msgspec.Struct, kw_only=True, omit_defaults=True):
 
     mcp_server_id: str = msgspec.field(name="mcpServerId")
     allowed_tools: list[str] | UnsetType | None = msgspec.field(name="allowedTools", default=UNSET)
+    require_approval: list[str] | UnsetType | None = msgspec.field(
+        name="requireApproval", default=UNSET
+    )
 
 
 class AttachIntegrationBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     """A request body: ``AttachIntegrationBody`` of the OpenAPI document."""
 
     integration_id: str = msgspec.field(name="integrationId")
+    require_approval: list[Literal["list_tables", "describe_table", "query"]] | UnsetType = (
+        msgspec.field(name="requireApproval", default=UNSET)
+    )
+
+
+class AttachedIntegration(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``AttachedIntegrationOut`` of the OpenAPI document."""
+
+    id: str
+    org_id: str
+    name: str
+    slug: str
+    type: str
+    has_connection: bool
+    read_only: bool
+    allowed_tables: list[str] | None
+    max_rows: int
+    max_bytes: int
+    statement_timeout_ms: int
+    created_at: datetime
+    updated_at: datetime
+    require_approval: list[str]
 
 
 class Attachment(msgspec.Struct, frozen=True, kw_only=True):
@@ -143,6 +175,7 @@ class Attachment(msgspec.Struct, frozen=True, kw_only=True):
     effective_tools: list[str] = msgspec.field(name="effectiveTools")
     created_at: datetime = msgspec.field(name="createdAt")
     server: Mcp
+    require_approval: list[str] = msgspec.field(name="requireApproval")
 
 
 class BindingBody(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -511,6 +544,7 @@ class Computer(msgspec.Struct, frozen=True, kw_only=True):
     memory_mb: int
     network: str
     allowed_hosts: list[str]
+    require_approval: list[str]
     effective_provider: str
     available_providers: list[str]
 
@@ -527,6 +561,14 @@ class ComputerPutBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     memory_mb: int | UnsetType = msgspec.field(name="memoryMb", default=UNSET)
     network: Literal["none", "allowlist"] | UnsetType = UNSET
     allowed_hosts: list[str] | UnsetType = msgspec.field(name="allowedHosts", default=UNSET)
+    require_approval: (
+        list[
+            Literal[
+                "computer_exec", "computer_read_file", "computer_write_file", "computer_list_files"
+            ]
+        ]
+        | UnsetType
+    ) = msgspec.field(name="requireApproval", default=UNSET)
 
 
 class ContactList(msgspec.Struct, frozen=True, kw_only=True):
@@ -1607,6 +1649,9 @@ class SendMessageBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     tool_results: list[ToolResultBody] | UnsetType = msgspec.field(
         name="toolResults", default=UNSET
     )
+    tool_approvals: list[ToolApprovalBody] | UnsetType = msgspec.field(
+        name="toolApprovals", default=UNSET
+    )
     model_override: str | UnsetType | None = msgspec.field(name="modelOverride", default=UNSET)
     sender_name: str | UnsetType | None = msgspec.field(name="senderName", default=UNSET)
     sender_id: str | UnsetType | None = msgspec.field(name="senderId", default=UNSET)
@@ -2048,6 +2093,14 @@ class TodosBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     todos: list[TodoBody]
 
 
+class ToolApprovalBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``ToolApprovalBody`` of the OpenAPI document."""
+
+    tool_call_id: str = msgspec.field(name="toolCallId")
+    approved: bool
+    reason: str | UnsetType | None = UNSET
+
+
 class ToolCreateBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     """A request body: ``ToolCreateBody`` of the OpenAPI document."""
 
@@ -2441,6 +2494,7 @@ __all__ = [
     "Analytics",
     "AttachBody",
     "AttachIntegrationBody",
+    "AttachedIntegration",
     "Attachment",
     "Binding",
     "BindingBody",
@@ -2618,6 +2672,7 @@ __all__ = [
     "TodoPatchBody",
     "TodosBody",
     "Tool",
+    "ToolApprovalBody",
     "ToolCreateBody",
     "ToolPatchBody",
     "ToolProfile",

@@ -96,7 +96,7 @@ def to_key(row: tuple[Any, ...]) -> ApiKey:
 AGENT_COLS = (
     "id, org_id, name, description, stable_preamble, default_model,"
     " tool_profiles::text, default_profile, runtime_provider, created_at, updated_at,"
-    " project_id, template_id, template_version"
+    " project_id, template_id, template_version, approval_timeout_minutes"
 )
 
 
@@ -115,6 +115,7 @@ def to_agent(row: tuple[Any, ...]) -> Agent:
         updated_at=row[10],
         project_id=row[11],
         template=None if row[12] is None else TemplateRef(id=row[12], version=row[13]),
+        approval_timeout_minutes=row[14],
     )
 
 
@@ -252,10 +253,14 @@ def to_attachment(r: Row) -> McpAttachment:
         allowed_tools=None if r[4] is None else _names.decode(r[4]),
         created_at=r[5],
         services=None if r[6] is None else _names.decode(r[6]),
+        require_approval=None if r[7] is None else _names.decode(r[7]),
     )
 
 
-ATT_COLS = "org_id, owner_kind, owner_id, mcp_id, allowed_tools::text, created_at, services::text"
+ATT_COLS = (
+    "org_id, owner_kind, owner_id, mcp_id, allowed_tools::text, created_at, services::text,"
+    " require_approval::text"
+)
 
 
 # A batch of a reply's events (agentsvc_core/ports/streams.py): written by

@@ -119,9 +119,10 @@ class PostgresMcps(Repo, McpRepository):
         await self.get(a.org_id, a.mcp_id)
         row = await self._one(
             f"INSERT INTO mcp_attachments ({ATT_COLS.replace('::text', '')})"
-            " VALUES (%s, %s, %s, %s, %s::json, %s, %s::json)"
+            " VALUES (%s, %s, %s, %s, %s::json, %s, %s::json, %s::json)"
             " ON CONFLICT (org_id, owner_kind, owner_id, mcp_id)"
             " DO UPDATE SET allowed_tools = EXCLUDED.allowed_tools,"
+            " require_approval = EXCLUDED.require_approval,"
             # no services given: those chosen before stay
             " services = COALESCE(EXCLUDED.services, mcp_attachments.services)"
             f" RETURNING {ATT_COLS}",
@@ -133,6 +134,7 @@ class PostgresMcps(Repo, McpRepository):
                 _j(a.allowed_tools),
                 a.created_at,
                 _j(a.services),
+                _j(a.require_approval),
             ),
         )
         assert row is not None

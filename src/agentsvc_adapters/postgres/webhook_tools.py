@@ -18,7 +18,7 @@ from agentsvc_core.ports import WebhookToolStore
 TAKEN = "TOOL_NAME_TAKEN"
 _COLS = (
     "org_id, id, name, description, parameters, url, method, headers, timeout_ms,"
-    " max_result_bytes, created_at, updated_at"
+    " max_result_bytes, created_at, updated_at, approval"
 )
 _enc = msgspec.json.Encoder()
 _params = msgspec.json.Decoder(dict[str, Any])
@@ -39,6 +39,7 @@ def _row(r: tuple[Any, ...]) -> WebhookTool:
         max_result_bytes=r[9],
         created_at=r[10],
         updated_at=r[11],
+        approval=r[12],
     )
 
 
@@ -52,7 +53,7 @@ class PostgresWebhookTools(Repo, WebhookToolStore):
             async with translate(), self._pool.connection() as conn:
                 await conn.execute(
                     f"INSERT INTO webhook_tools ({_COLS})"
-                    " VALUES (%s, %s, %s, %s, %s::json, %s, %s, %s, %s, %s, %s, %s)",
+                    " VALUES (%s, %s, %s, %s, %s::json, %s, %s, %s, %s, %s, %s, %s, %s)",
                     (
                         tool.org_id,
                         tool.id,
@@ -66,6 +67,7 @@ class PostgresWebhookTools(Repo, WebhookToolStore):
                         tool.max_result_bytes,
                         tool.created_at,
                         tool.updated_at,
+                        tool.approval,
                     ),
                 )
         except Conflict as exc:
@@ -106,7 +108,7 @@ class PostgresWebhookTools(Repo, WebhookToolStore):
                 cur = await conn.execute(
                     "UPDATE webhook_tools SET name = %s, description = %s, parameters = %s::json,"
                     " url = %s, method = %s, headers = %s, timeout_ms = %s,"
-                    " max_result_bytes = %s, updated_at = %s"
+                    " max_result_bytes = %s, updated_at = %s, approval = %s"
                     " WHERE org_id = %s AND id = %s AND updated_at = %s"
                     " AND headers IS NOT DISTINCT FROM %s RETURNING id",
                     (
@@ -119,6 +121,7 @@ class PostgresWebhookTools(Repo, WebhookToolStore):
                         tool.timeout_ms,
                         tool.max_result_bytes,
                         tool.updated_at,
+                        tool.approval,
                         tool.org_id,
                         tool.id,
                         previous.updated_at,

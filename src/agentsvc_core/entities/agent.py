@@ -39,3 +39,6 @@ class Agent(msgspec.Struct, frozen=True, kw_only=True):
     runtime_provider: str | None = None
     project_id: UUID | None = None  # the project it is grouped in (entities/project.py)
     template: TemplateRef | None = None  # the official template it was made from
+    # how long its tool calls wait for a person's approval before they expire as
+    # denied (docs/tools.md, "Approval before a call")
+    approval_timeout_minutes: int = 60

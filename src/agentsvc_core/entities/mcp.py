@@ -56,3 +56,6 @@ class McpAttachment(msgspec.Struct, frozen=True, kw_only=True):
     created_at: datetime
     # a managed provider's services turned on for this owner; None: all of them
     services: tuple[str, ...] | None = None
+    # the server's tools (their names on the server) whose every call waits for a
+    # person's approval (docs/tools.md, "Approval before a call")
+    require_approval: tuple[str, ...] | None = None

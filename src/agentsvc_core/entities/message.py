@@ -12,10 +12,15 @@ Role = Literal["user", "assistant", "tool"]
 MessageStatus = Literal["complete", "stopped", "failed", "interrupted"]
 
 
-class ToolCall(msgspec.Struct, frozen=True, kw_only=True):
+class ToolCall(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A call the model made. ``approval``: set only on the calls a run waits for
+    (``Run.pending_tool_calls``) that wait for a person's approval rather than for
+    the client's result (docs/tools.md, "Approval before a call")."""
+
     id: str
     name: str
     arguments: dict[str, Any]
+    approval: bool = False
 
 
 class Message(msgspec.Struct, frozen=True, kw_only=True):

@@ -9,6 +9,8 @@ from uuid import UUID
 import msgspec
 
 WebhookMethod = Literal["POST", "PUT", "PATCH"]
+# "always": each call the model makes waits for a person's approval (docs/tools.md)
+WebhookApproval = Literal["never", "always"]
 
 
 class WebhookTool(msgspec.Struct, frozen=True, kw_only=True):
@@ -27,6 +29,7 @@ class WebhookTool(msgspec.Struct, frozen=True, kw_only=True):
     max_result_bytes: int
     created_at: datetime
     updated_at: datetime
+    approval: WebhookApproval = "never"
 
     @property
     def has_headers(self) -> bool:

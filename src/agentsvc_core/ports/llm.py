@@ -13,8 +13,10 @@ from agentsvc_core.entities import Message, ToolCall, Usage
 class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
     """A tool offered to the model: name, description, JSON Schema of its arguments.
     ``instructions``: text the tool adds to the system prompt, after the agent's
-    stable preamble, while it is offered (the skills' catalogue: ``load_skill``);
-    providers are sent the other three fields only."""
+    stable preamble, while it is offered (the skills' catalogue: ``load_skill``).
+    ``approval``: set by the server-side tool source that lists the tool when this
+    agent's calls of it wait for a person's approval (docs/tools.md, "Approval
+    before a call"). Providers are sent name, description and parameters only."""
 
     name: str
     description: str = ""
@@ -22,6 +24,7 @@ class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
         default_factory=lambda: {"type": "object", "properties": {}}
     )
     instructions: str | None = None
+    approval: bool = False
 
 
 class NativeCompaction(msgspec.Struct, frozen=True, kw_only=True):

@@ -4,7 +4,12 @@ from agentsvc_core.use_cases.agents import AgentChanges, AgentDraft, Agents
 from agentsvc_core.use_cases.api_keys import ApiKeys, IssuedKey
 from agentsvc_core.use_cases.auth import Authenticator
 from agentsvc_core.use_cases.threads import ThreadChanges, ThreadDraft, ThreadPage, Threads
-from agentsvc_core.use_cases.turn.conversation import Conversation, SendInput, ToolResultIn
+from agentsvc_core.use_cases.turn.conversation import (
+    Conversation,
+    SendInput,
+    ToolApprovalIn,
+    ToolResultIn,
+)
 from agentsvc_core.use_cases.turn.events import Turn
 
 __all__ = [
@@ -20,6 +25,7 @@ __all__ = [
     "ThreadDraft",
     "ThreadPage",
     "Threads",
+    "ToolApprovalIn",
     "ToolResultIn",
     "Turn",
 ]

@@ -11,7 +11,7 @@ from agentsvc_core.entities import Agent, Principal, ToolProfile
 from agentsvc_core.entities.agent import TemplateRef
 from agentsvc_core.ports import AgentRepository, Clock, SecretStore
 from agentsvc_core.ports.projects import ProjectStore
-from agentsvc_core.rules import check_agent
+from agentsvc_core.rules import DEFAULT_APPROVAL_TIMEOUT_MINUTES, check_agent
 from agentsvc_core.use_cases.projects import check_project
 
 
@@ -27,6 +27,7 @@ class AgentDraft(msgspec.Struct, frozen=True, kw_only=True):
     runtime_provider: str | None = None
     project_id: UUID | None = None
     template: TemplateRef | None = None  # set by Templates.use, never by a request
+    approval_timeout_minutes: int = DEFAULT_APPROVAL_TIMEOUT_MINUTES
 
 
 class AgentChanges(msgspec.Struct, frozen=True, kw_only=True):
@@ -40,6 +41,7 @@ class AgentChanges(msgspec.Struct, frozen=True, kw_only=True):
     default_profile: str | UnsetType | None = UNSET
     runtime_provider: str | UnsetType | None = UNSET
     project_id: UUID | UnsetType | None = UNSET
+    approval_timeout_minutes: int | UnsetType = UNSET
 
     def supplied(self) -> dict[str, object]:
         return {
@@ -88,6 +90,7 @@ class Agents:
                 runtime_provider=draft.runtime_provider,
                 project_id=draft.project_id,
                 template=draft.template,
+                approval_timeout_minutes=draft.approval_timeout_minutes,
                 created_at=now,
                 updated_at=now,
             )

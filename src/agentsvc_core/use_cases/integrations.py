@@ -15,15 +15,13 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any
 from uuid import UUID
 
 import msgspec
 
-from agentsvc_core.entities import Agent, Integration, IntegrationType, Principal
-from agentsvc_core.errors import InvalidInput, NotFound
+from agentsvc_core.entities import Integration, IntegrationType, Principal
+from agentsvc_core.errors import InvalidInput
 from agentsvc_core.ports import (
-    TOOL_SEPARATOR,
     AgentRepository,
     Clock,
     DatabaseError,
@@ -32,18 +30,14 @@ from agentsvc_core.ports import (
     SealedRecord,
     SecretBox,
     SecretStore,
-    SecretUnreadable,
-    ServerTools,
     SqlDatabases,
     TableRows,
-    ToolCallContext,
-    ToolSetup,
-    ToolSpec,
 )
 from agentsvc_core.rules import MAX_NAME, check_text
 from agentsvc_core.use_cases.sealed import SealedRecords, reseal_rows
 
 __all__ = [
+    "APPROVABLE",
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_ROWS",
     "DEFAULT_TIMEOUT_MS",
@@ -58,8 +52,8 @@ __all__ = [
     "MIN_MAX_BYTES",
     "MIN_TIMEOUT_MS",
     "AgentIntegrations",
+    "AttachedIntegrations",
     "IntegrationDraft",
-    "IntegrationTools",
     "Integrations",
     "result_json",
 ]
@@ -79,6 +73,9 @@ MAX_TABLE_NAME = 256
 MAX_ATTACHED = 20
 MAX_SQL = 100_000
 TOOL_PREFIX = "db_"
+# an integration's tools (``db_<slug>__<tool>``): those an attachment may make wait
+# for a person's approval
+APPROVABLE = ("list_tables", "describe_table", "query")
 _SLUG = re.compile(r"[^a-z0-9]+")
 _SCHEMES = ("postgresql://", "postgres://")
 _enc = msgspec.json.Encoder()
@@ -152,6 +149,17 @@ class AgentIntegrations(msgspec.Struct, frozen=True, kw_only=True):
     agent_id: UUID
     org_id: str
     integration_ids: tuple[UUID, ...] = ()
+    # integration id -> its tools (``APPROVABLE``) whose calls wait for a person's
+    # approval (docs/tools.md, "Approval before a call"); none: absent
+    require_approval: dict[str, tuple[str, ...]] = {}
+
+
+class AttachedIntegrations(msgspec.Struct, frozen=True, kw_only=True):
+    """An agent's integrations that still exist, in attachment order, and which of
+    their tools wait for approval (by integration id)."""
+
+    integrations: list[Integration]
+    require_approval: dict[str, tuple[str, ...]]
 
 
 def _check_bounds(d: IntegrationDraft) -> None:
@@ -253,19 +261,28 @@ class Integrations:
 
     # --- attachments ------------------------------------------------------------
 
+    def attached_record(
+        self, org: str, agent_id: UUID, records: Mapping[str, SealedRecord]
+    ) -> AgentIntegrations | None:
+        """The agent's record as the turn read it (None: none stored)."""
+        record = records.get(KIND)
+        if record is None:
+            return None
+        return self._records.open(org, KIND, str(agent_id), record.value, AgentIntegrations)
+
     def attached_ids(
         self, org: str, agent_id: UUID, records: Mapping[str, SealedRecord]
     ) -> tuple[UUID, ...]:
         """The ids in the agent's record as the turn read it (none stored: none)."""
-        record = records.get(KIND)
-        if record is None:
-            return ()
-        opened = self._records.open(org, KIND, str(agent_id), record.value, AgentIntegrations)
-        return opened.integration_ids
+        opened = self.attached_record(org, agent_id, records)
+        return () if opened is None else opened.integration_ids
+
+    async def _record(self, org: str, agent_id: UUID) -> AgentIntegrations:
+        stored = await self._records.get(org, KIND, str(agent_id), AgentIntegrations)
+        return stored or AgentIntegrations(agent_id=agent_id, org_id=org)
 
     async def _ids(self, org: str, agent_id: UUID) -> tuple[UUID, ...]:
-        stored = await self._records.get(org, KIND, str(agent_id), AgentIntegrations)
-        return () if stored is None else stored.integration_ids
+        return (await self._record(org, agent_id)).integration_ids
 
     async def by_ids(self, org: str, ids: tuple[UUID, ...]) -> list[Integration]:
         return await self._store.get_many(org, list(ids)) if ids else []
@@ -276,38 +293,79 @@ class Integrations:
         return await self._store.get_many(org, list(ids)) if ids else []
 
     async def attached(self, who: Principal, agent_id: UUID) -> list[Integration]:
+        return (await self.attachments(who, agent_id)).integrations
+
+    async def attachments(self, who: Principal, agent_id: UUID) -> AttachedIntegrations:
+        """The agent's integrations with the tools of each that wait for approval."""
         await self._agents.get(who.org_id, agent_id)
-        return await self.of_agent(who.org_id, agent_id)
+        return await self.attachments_of(who.org_id, agent_id)
+
+    async def attachments_of(self, org: str, agent_id: UUID) -> AttachedIntegrations:
+        record = await self._record(org, agent_id)
+        return AttachedIntegrations(
+            integrations=await self.by_ids(org, record.integration_ids),
+            require_approval=record.require_approval,
+        )
 
     async def _change(
-        self, org: str, agent_id: UUID, fn: Callable[[tuple[UUID, ...]], tuple[UUID, ...]]
-    ) -> list[Integration]:
-        """Change the agent's list without losing a concurrent attach or detach
+        self,
+        org: str,
+        agent_id: UUID,
+        fn: Callable[[AgentIntegrations], AgentIntegrations],
+    ) -> AttachedIntegrations:
+        """Change the agent's record without losing a concurrent attach or detach
         (``SealedRecords.change``); integrations found deleted drop out of it."""
         ids = await self._ids(org, agent_id)
-        gone = set(ids) - {i.id for i in await self.by_ids(org, ids)}
+        gone = {str(i) for i in set(ids) - {i.id for i in await self.by_ids(org, ids)}}
 
         def changed(current: AgentIntegrations | None) -> AgentIntegrations:
-            now = () if current is None else current.integration_ids
-            kept = fn(tuple(i for i in now if i not in gone))
-            return AgentIntegrations(agent_id=agent_id, org_id=org, integration_ids=kept)
+            base = current or AgentIntegrations(agent_id=agent_id, org_id=org)
+            return fn(
+                AgentIntegrations(
+                    agent_id=agent_id,
+                    org_id=org,
+                    integration_ids=tuple(i for i in base.integration_ids if str(i) not in gone),
+                    require_approval={
+                        k: v for k, v in base.require_approval.items() if k not in gone
+                    },
+                )
+            )
 
         record = await self._records.change(org, KIND, str(agent_id), AgentIntegrations, changed)
-        return await self.by_ids(org, record.integration_ids)
+        return AttachedIntegrations(
+            integrations=await self.by_ids(org, record.integration_ids),
+            require_approval=record.require_approval,
+        )
 
     async def attach(
-        self, who: Principal, agent_id: UUID, integration_id: UUID
-    ) -> list[Integration]:
-        """Attach (attaching twice changes nothing); answers the agent's integrations."""
+        self,
+        who: Principal,
+        agent_id: UUID,
+        integration_id: UUID,
+        require_approval: tuple[str, ...] = (),
+    ) -> AttachedIntegrations:
+        """Attach; attaching again keeps its place and replaces which of its tools
+        wait for approval (``require_approval``, of ``APPROVABLE``). Answers the
+        agent's integrations."""
         await self._agents.get(who.org_id, agent_id)
         await self._store.get(who.org_id, integration_id)
+        unknown = [t for t in require_approval if t not in APPROVABLE]
+        if unknown:
+            raise InvalidInput(
+                "require_approval", f"{unknown[0]!r} is not one of {', '.join(APPROVABLE)}"
+            )
+        key, tools = str(integration_id), tuple(dict.fromkeys(require_approval))
 
-        def add(ids: tuple[UUID, ...]) -> tuple[UUID, ...]:
-            if integration_id in ids:
-                return ids
-            if len(ids) >= MAX_ATTACHED:
-                raise InvalidInput("integration_id", f"an agent has at most {MAX_ATTACHED}")
-            return (*ids, integration_id)
+        def add(current: AgentIntegrations) -> AgentIntegrations:
+            ids = current.integration_ids
+            if integration_id not in ids:
+                if len(ids) >= MAX_ATTACHED:
+                    raise InvalidInput("integration_id", f"an agent has at most {MAX_ATTACHED}")
+                ids = (*ids, integration_id)
+            approvals = {k: v for k, v in current.require_approval.items() if k != key}
+            if tools:
+                approvals[key] = tools
+            return msgspec.structs.replace(current, integration_ids=ids, require_approval=approvals)
 
         return await self._change(who.org_id, agent_id, add)
 
@@ -318,133 +376,14 @@ class Integrations:
         if integration_id not in await self._ids(who.org_id, agent_id):
             await self._store.get(who.org_id, integration_id)  # NotFound if none
             return False
+        key = str(integration_id)
         await self._change(
-            who.org_id, agent_id, lambda ids: tuple(i for i in ids if i != integration_id)
+            who.org_id,
+            agent_id,
+            lambda r: msgspec.structs.replace(
+                r,
+                integration_ids=tuple(i for i in r.integration_ids if i != integration_id),
+                require_approval={k: v for k, v in r.require_approval.items() if k != key},
+            ),
         )
         return True
-
-
-_NO_ARGS: dict[str, Any] = {"type": "object", "properties": {}}
-_TABLE_ARGS: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "table": {"type": "string", "description": "the table or view, as name or schema.name"}
-    },
-    "required": ["table"],
-}
-_SQL_ARGS: dict[str, Any] = {
-    "type": "object",
-    "properties": {"sql": {"type": "string", "description": "one read-only SQL statement"}},
-    "required": ["sql"],
-}
-
-
-class IntegrationTools(ServerTools):
-    """The tools of an agent's attached database integrations. The turn reads the
-    agent's record of attached ids with its other records (``kinds``); an agent
-    with none costs nothing more, one with some one read of those integrations."""
-
-    kinds: tuple[str, ...] = (KIND,)
-
-    def __init__(self, integrations: Integrations, databases: SqlDatabases) -> None:
-        self._integrations = integrations
-        self._db = databases
-
-    def owns(self, name: str) -> bool:
-        slug, sep, tool = name.partition(TOOL_SEPARATOR)
-        return name.startswith(TOOL_PREFIX) and bool(sep and tool) and len(slug) > len(TOOL_PREFIX)
-
-    def is_extension(self, name: str) -> bool:
-        return False
-
-    async def _attached(
-        self, who: Principal, agent: Agent, setup: ToolSetup | None
-    ) -> list[Integration]:
-        if setup is None:
-            return await self._integrations.of_agent(who.org_id, agent.id)
-        ids = self._integrations.attached_ids(who.org_id, agent.id, setup.records)
-        if not ids:
-            return []
-        return await self._integrations.by_ids(who.org_id, ids)
-
-    async def list_tools(
-        self, who: Principal, agent: Agent, setup: ToolSetup | None = None
-    ) -> list[ToolSpec]:
-        tools = []
-        for i in await self._attached(who, agent, setup):
-            base = f"{TOOL_PREFIX}{i.slug}{TOOL_SEPARATOR}"
-            about = f"the {i.type} database {i.name!r}"
-            if i.allowed_tables is not None:
-                about += f" (tables: {', '.join(i.allowed_tables)})"
-            tools += [
-                ToolSpec(
-                    name=base + "list_tables",
-                    description=f"List the tables and views of {about}.",
-                    parameters=_NO_ARGS,
-                ),
-                ToolSpec(
-                    name=base + "describe_table",
-                    description=f"Describe the columns of one table of {about}.",
-                    parameters=_TABLE_ARGS,
-                ),
-                ToolSpec(
-                    name=base + "query",
-                    description=(
-                        f"Run one read-only SQL statement on {about}; answers JSON "
-                        f"(columns, rows, row_count, truncated), at most {i.max_rows} rows."
-                    ),
-                    parameters=_SQL_ARGS,
-                ),
-            ]
-        return tools
-
-    async def call(
-        self,
-        who: Principal,
-        agent: Agent,
-        name: str,
-        arguments: dict[str, Any],
-        ctx: ToolCallContext,
-    ) -> str:
-        slug, _, tool = name.removeprefix(TOOL_PREFIX).partition(TOOL_SEPARATOR)
-        found = next(
-            (i for i in await self._attached(who, agent, ctx.setup) if i.slug == slug), None
-        )
-        if found is None:
-            return f"error: no database integration {slug!r} is attached to this agent"
-        try:
-            target = self._integrations.target(found)
-            return await self._run(found, target, tool, arguments)
-        except (DatabaseError, SecretUnreadable, NotFound) as exc:
-            return f"error: {exc.detail}"
-
-    async def _run(
-        self, integration: Integration, target: DatabaseTarget, tool: str, arguments: dict[str, Any]
-    ) -> str:
-        allowed = integration.allowed_tables
-        if tool == "list_tables":
-            tables = [
-                {"schema": t.schema, "name": t.name, "kind": t.kind}
-                for t in await self._db.list_tables(target)
-                if table_allowed(allowed, t.schema, t.name)
-            ]
-            return _enc.encode({"tables": tables}).decode()
-        if tool == "describe_table":
-            table = arguments.get("table")
-            if not isinstance(table, str) or not table.strip() or len(table) > MAX_TABLE_NAME:
-                return "error: describe_table needs a table name (string)"
-            schema, bare = split_table(table.strip())
-            if not may_describe(allowed, schema, bare):
-                return (
-                    f"error: the table {table!r} is not among this integration's allowed "
-                    "tables (name it as schema.table, as list_tables shows it)"
-                )
-            return result_json(await self._db.describe_table(target, schema, bare))
-        if tool == "query":
-            sql = arguments.get("sql")
-            if not isinstance(sql, str) or not sql.strip():
-                return "error: query needs sql (a string holding one statement)"
-            if len(sql) > MAX_SQL or "\x00" in sql:
-                return f"error: sql must be at most {MAX_SQL} characters, without NUL"
-            return result_json(await self._db.query(target, sql))
-        return f"error: no tool {tool!r} (list_tables, describe_table, query)"

@@ -339,11 +339,17 @@ class McpServers:
         owner_id: UUID,
         mcp_id: UUID,
         allowed_tools: tuple[str, ...] | None,
+        require_approval: tuple[str, ...] | None = None,
     ) -> AttachedServer:
+        """Attach (or attach again, replacing its choices) an MCP server.
+        ``require_approval``: the server's tools whose calls wait for a person's
+        approval (names on the server, as ``allowed_tools``)."""
         await self._owner(who, owner_kind, owner_id)
         server = await self._repo.get(who.org_id, mcp_id)
         for tool in allowed_tools or ():
             check_text("allowed_tools", tool, max_len=MAX_TOOL_NAME, required=True)
+        for tool in require_approval or ():
+            check_text("require_approval", tool, max_len=MAX_TOOL_NAME, required=True)
         attachment = await self._repo.attach(
             McpAttachment(
                 org_id=who.org_id,
@@ -352,6 +358,7 @@ class McpServers:
                 mcp_id=mcp_id,
                 allowed_tools=allowed_tools,
                 created_at=self._clock.now(),
+                require_approval=require_approval or None,
             )
         )
         return AttachedServer(attachment=attachment, server=server)
@@ -433,6 +440,7 @@ class McpTools(ServerTools):
                 name=f"{item.server.slug}{TOOL_SEPARATOR}{tool.name}",
                 description=tool.description,
                 parameters=tool.input_schema,
+                approval=tool.name in (item.attachment.require_approval or ()),
             )
             for item in attached
             for tool in self._servers.tools_of(item)

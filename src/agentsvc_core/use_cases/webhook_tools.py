@@ -27,6 +27,7 @@ from msgspec import UNSET, UnsetType
 
 from agentsvc_core import json_schema
 from agentsvc_core.entities import Agent, Principal, WebhookMethod, WebhookTool
+from agentsvc_core.entities.webhook_tool import WebhookApproval
 from agentsvc_core.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from agentsvc_core.json_schema import PatternRefused
 from agentsvc_core.ports import (
@@ -150,6 +151,7 @@ class WebhookToolDraft(msgspec.Struct, frozen=True, kw_only=True):
     headers: dict[str, str] | None = None
     timeout_ms: int = DEFAULT_TIMEOUT_MS
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
+    approval: WebhookApproval = "never"
 
 
 class WebhookToolChanges(msgspec.Struct, frozen=True, kw_only=True):
@@ -163,6 +165,7 @@ class WebhookToolChanges(msgspec.Struct, frozen=True, kw_only=True):
     headers: dict[str, str] | UnsetType | None = UNSET
     timeout_ms: int | UnsetType = UNSET
     max_result_bytes: int | UnsetType = UNSET
+    approval: WebhookApproval | UnsetType = UNSET
 
 
 class DelegatedConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -229,6 +232,8 @@ class WebhookTools:
             )
         if not 1 <= tool.max_result_bytes <= MAX_MAX_RESULT_BYTES:
             raise InvalidInput("max_result_bytes", f"must be between 1 and {MAX_MAX_RESULT_BYTES}")
+        if tool.approval not in ("never", "always"):
+            raise InvalidInput("approval", "never or always")
         return tool
 
     def _sealed_headers(
@@ -260,6 +265,7 @@ class WebhookTools:
                 headers=None,
                 timeout_ms=draft.timeout_ms,
                 max_result_bytes=draft.max_result_bytes,
+                approval=draft.approval,
                 created_at=now,
                 updated_at=now,
             )
@@ -500,7 +506,12 @@ class WebhookToolSource(ServerTools):
         if not config.tool_ids:
             return []  # no read at all for an agent without webhook tools
         return [
-            ToolSpec(name=t.name, description=t.description, parameters=t.parameters)
+            ToolSpec(
+                name=t.name,
+                description=t.description,
+                parameters=t.parameters,
+                approval=t.approval == "always",
+            )
             for t in await self._store.by_ids(who.org_id, config.tool_ids)
         ]
 

@@ -33,7 +33,8 @@ from agentsvc_core.ports.web import WebSearch
 from agentsvc_core.pricing import PriceTable
 from agentsvc_core.use_cases import Threads
 from agentsvc_core.use_cases.computer import ComputerTools
-from agentsvc_core.use_cases.integrations import Integrations, IntegrationTools
+from agentsvc_core.use_cases.integration_tools import IntegrationTools
+from agentsvc_core.use_cases.integrations import Integrations
 from agentsvc_core.use_cases.knowledge.documents import Knowledge, KnowledgeLimits
 from agentsvc_core.use_cases.knowledge.tools import KnowledgeTools
 from agentsvc_core.use_cases.mcp_servers import McpTools

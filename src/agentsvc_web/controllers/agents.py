@@ -67,6 +67,7 @@ class AgentController(Controller):
             default_profile=data.default_profile,
             runtime_provider=data.runtime_provider,
             project_id=data.project_id,
+            approval_timeout_minutes=data.approval_timeout_minutes,
         )
         return AgentOut.of(await agents.create(principal_of(request), draft))
 
@@ -107,6 +108,7 @@ class AgentController(Controller):
             default_profile=data.default_profile,
             runtime_provider=data.runtime_provider,
             project_id=data.project_id,
+            approval_timeout_minutes=data.approval_timeout_minutes,
         )
         who = principal_of(request)
         agent = await agents.update(who, agent_id, changes)

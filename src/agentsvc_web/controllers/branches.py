@@ -19,15 +19,20 @@ from agentsvc_core.use_cases import Conversation, SendInput
 from agentsvc_core.use_cases.branches import Branches
 from agentsvc_web.access import MEMBER
 from agentsvc_web.auth import principal_of
-from agentsvc_web.controllers.threads import Req, _client_tools, _send_input, _sent
+from agentsvc_web.controllers.threads import (
+    ClientToolBody,
+    Req,
+    SendMessageBody,
+    _client_tools,
+    _send_input,
+    _sent,
+)
 from agentsvc_web.openapi import errors
 from agentsvc_web.schemas import (
-    ClientToolBody,
     Metadata,
     ModelId,
     Overlay,
     ProfileName,
-    SendMessageBody,
     ThreadOut,
 )
 from agentsvc_web.sse import SseStream

@@ -22,7 +22,7 @@ from msgspec import UNSET, Meta, UnsetType
 from agentsvc_core.entities.computer import ComputerInstance
 from agentsvc_core.use_cases.computer import ComputerConfig, Computers
 from agentsvc_core.use_cases.computer.events import EXEC_EVENTS, exec_events
-from agentsvc_core.use_cases.computer.settings import BOUNDS, MAX_HOST, MAX_HOSTS
+from agentsvc_core.use_cases.computer.settings import BOUNDS, MAX_HOST, MAX_HOSTS, TOOL_NAMES
 from agentsvc_core.use_cases.computer.tools import MAX_COMMAND
 from agentsvc_web.auth import principal_of
 from agentsvc_web.openapi import errors
@@ -33,6 +33,7 @@ Req = Request[Any, Any, Any]
 EXEC_MAX_OUTPUT = 1_000_000  # bytes of each stream an operator's command may print
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 _B = {field: (least, most) for field, least, most in BOUNDS}
+ComputerToolName = Literal[TOOL_NAMES]  # type: ignore[valid-type]
 _enc = msgspec.json.Encoder()
 
 Hosts = Annotated[
@@ -57,6 +58,8 @@ class ComputerPutBody(msgspec.Struct, rename="camel"):
     memory_mb: _bounded("memory_mb") = UNSET  # type: ignore[valid-type]
     network: Literal["none", "allowlist"] | UnsetType = UNSET
     allowed_hosts: Hosts | UnsetType = UNSET
+    # the computer tools whose calls wait for a person's approval (docs/tools.md)
+    require_approval: Annotated[list[ComputerToolName], Meta(max_length=4)] | UnsetType = UNSET
 
 
 class ComputerOut(msgspec.Struct):
@@ -71,6 +74,7 @@ class ComputerOut(msgspec.Struct):
     memory_mb: int
     network: str
     allowed_hosts: list[str]
+    require_approval: list[str]
     # where the agent's sandboxes run: ``provider``, else from its runtimeProvider
     effective_provider: str
     # the providers this service has; a computer whose effective provider is not
@@ -83,6 +87,7 @@ class ComputerOut(msgspec.Struct):
             cls,
             c,
             allowed_hosts=list(c.allowed_hosts),
+            require_approval=list(c.require_approval),
             effective_provider=effective,
             available_providers=available,
         )

@@ -16,6 +16,7 @@ from msgspec import Meta
 
 from agentsvc_core.entities import Integration
 from agentsvc_core.use_cases.integrations import (
+    APPROVABLE,
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_ROWS,
     DEFAULT_TIMEOUT_MS,
@@ -27,6 +28,7 @@ from agentsvc_core.use_cases.integrations import (
     MAX_TIMEOUT_MS,
     MIN_MAX_BYTES,
     MIN_TIMEOUT_MS,
+    AttachedIntegrations,
     IntegrationDraft,
     Integrations,
 )
@@ -83,8 +85,30 @@ class IntegrationOut(msgspec.Struct):
         )
 
 
+Approvable = Literal[APPROVABLE]  # type: ignore[valid-type]
+
+
 class AttachIntegrationBody(msgspec.Struct, rename="camel"):
     integration_id: UUID
+    # its tools whose calls wait for a person's approval (docs/tools.md)
+    require_approval: Annotated[list[Approvable], Meta(max_length=3)] = []
+
+
+class AttachedIntegrationOut(IntegrationOut):
+    """An attached integration, and which of its tools wait for approval."""
+
+    require_approval: list[str]
+
+
+def _attached(found: AttachedIntegrations) -> list[AttachedIntegrationOut]:
+    return [
+        copied(
+            AttachedIntegrationOut,
+            IntegrationOut.of(i),
+            require_approval=list(found.require_approval.get(str(i.id), ())),
+        )
+        for i in found.integrations
+    ]
 
 
 class IntegrationController(Controller):
@@ -169,9 +193,8 @@ class AgentIntegrationController(Controller):
     )
     async def list_attached(
         self, request: Req, integrations: NamedDependency[Integrations], agent_id: FromPath[UUID]
-    ) -> list[IntegrationOut]:
-        found = await integrations.attached(principal_of(request), agent_id)
-        return [IntegrationOut.of(i) for i in found]
+    ) -> list[AttachedIntegrationOut]:
+        return _attached(await integrations.attachments(principal_of(request), agent_id))
 
     @post(
         "/",
@@ -186,9 +209,11 @@ class AgentIntegrationController(Controller):
         integrations: NamedDependency[Integrations],
         agent_id: FromPath[UUID],
         data: JSONBody[AttachIntegrationBody],
-    ) -> list[IntegrationOut]:
-        found = await integrations.attach(principal_of(request), agent_id, data.integration_id)
-        return [IntegrationOut.of(i) for i in found]
+    ) -> list[AttachedIntegrationOut]:
+        found = await integrations.attach(
+            principal_of(request), agent_id, data.integration_id, tuple(data.require_approval)
+        )
+        return _attached(found)
 
     @delete(
         "/",

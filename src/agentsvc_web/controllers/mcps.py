@@ -96,6 +96,7 @@ def _attachment(item: AttachedServer, mcps: McpServers) -> AttachmentOut:
         effective_tools=[t.name for t in mcps.tools_of(item)],
         created_at=item.attachment.created_at,
         server=McpOut.of(item.server),
+        require_approval=list(item.attachment.require_approval or ()),
     )
 
 
@@ -233,8 +234,10 @@ async def _attach(
     data: JSONBody[AttachBody],
 ) -> AttachmentOut:
     allowed = None if data.allowed_tools is None else tuple(data.allowed_tools)
+    approval = None if data.require_approval is None else tuple(data.require_approval)
     who, kind = principal_of(request), self.owner_kind
-    return _attachment(await mcps.attach(who, kind, owner_id, data.mcp_server_id, allowed), mcps)
+    attached = await mcps.attach(who, kind, owner_id, data.mcp_server_id, allowed, approval)
+    return _attachment(attached, mcps)
 
 
 async def _detach(

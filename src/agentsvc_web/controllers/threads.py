@@ -1,15 +1,16 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 import msgspec
 from litestar import Controller, Request, delete, get, patch, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath, HeaderParameter, JSONBody, QueryParameter
-from msgspec import UNSET
+from msgspec import UNSET, Meta
 
+from agentsvc_core import rules
 from agentsvc_core.errors import InvalidInput, PermissionDenied
 from agentsvc_core.ports import ToolSpec
 from agentsvc_core.rules import MAX_OFFSET, join_overlay
@@ -19,6 +20,7 @@ from agentsvc_core.use_cases import (
     ThreadChanges,
     ThreadDraft,
     Threads,
+    ToolApprovalIn,
     ToolResultIn,
 )
 from agentsvc_core.use_cases.branches import Branches
@@ -30,19 +32,23 @@ from agentsvc_web.auth import principal_of
 from agentsvc_web.idempotency import request_key
 from agentsvc_web.openapi import errors
 from agentsvc_web.schemas import (
-    ClientToolBody,
     MessageListOut,
     MessageOut,
+    Metadata,
+    ModelId,
     OkBody,
+    Overlay,
     ParticipantBody,
     ParticipantListOut,
     ParticipantOut,
     ParticipantRemoveBody,
-    SendMessageBody,
+    ProfileName,
     ThreadCreateBody,
     ThreadListOut,
     ThreadOut,
     ThreadPatchBody,
+    Title,
+    UserId,
 )
 from agentsvc_web.sse import SseStream, sse_frames
 
@@ -106,6 +112,10 @@ def _send_input(data: SendMessageBody) -> SendInput:
         sender_id=data.sender_id,
         tool_profile=data.tool_profile,
         system_prompt_overlay=join_overlay(data.system_prompt_overlay),
+        tool_approvals=[
+            ToolApprovalIn(tool_call_id=a.tool_call_id, approved=a.approved, reason=a.reason)
+            for a in data.tool_approvals
+        ],
         metadata=data.metadata,
         multitask_strategy=data.multitask_strategy,
     )
@@ -127,6 +137,44 @@ async def _sent(
 
 def _iso(value: datetime) -> str:
     return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+class ClientToolBody(msgspec.Struct, rename="camel"):
+    name: Annotated[str, Meta(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
+    description: Annotated[str, Meta(max_length=rules.MAX_DESCRIPTION)] = ""
+    parameters: dict[str, Any] = msgspec.field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
+
+
+class ToolResultBody(msgspec.Struct, rename="camel"):
+    tool_call_id: Annotated[str, Meta(min_length=1, max_length=256)]
+    output: str
+
+
+class ToolApprovalBody(msgspec.Struct, rename="camel"):
+    """A person's answer to a server-side call waiting for approval (docs/tools.md)."""
+
+    tool_call_id: Annotated[str, Meta(min_length=1, max_length=256)]
+    approved: bool
+    reason: Annotated[str, Meta(max_length=rules.MAX_DESCRIPTION)] | None = None
+
+
+class SendMessageBody(msgspec.Struct, rename="camel"):
+    content: str
+    tools: Annotated[list[ClientToolBody], Meta(max_length=rules.MAX_CLIENT_TOOLS)] = []
+    tool_results: list[ToolResultBody] = []
+    # answers to the calls a requires_action listed with kind "approval"
+    tool_approvals: list[ToolApprovalBody] = []
+    model_override: ModelId | None = None
+    sender_name: Title | None = None
+    sender_id: UserId | None = None
+    tool_profile: ProfileName | None = None
+    system_prompt_overlay: Overlay | None = None
+    metadata: Metadata = {}
+    # a busy thread: refuse (409 THREAD_BUSY, the spec's behaviour), wait for its
+    # reply, or stop it (docs/client-guide.md)
+    multitask_strategy: Literal["reject", "enqueue", "interrupt"] = "reject"
 
 
 class ThreadController(Controller):

@@ -14,7 +14,6 @@ from litestar.params import FromPath, JSONBody
 from msgspec import UNSET, Meta, UnsetType
 
 from agentsvc_core.entities import WebhookTool
-from agentsvc_core.errors import InvalidInput
 from agentsvc_core.use_cases.webhook_tools import (
     DEFAULT_MAX_RESULT_BYTES,
     DEFAULT_TIMEOUT_MS,
@@ -72,14 +71,6 @@ class ToolPatchBody(msgspec.Struct, rename="camel"):
     approval: Approval | UnsetType = UNSET
 
 
-def _no_approval(approval: str | UnsetType) -> None:
-    """Approval before a call is not built: say so rather than ignore the field."""
-    if approval == "always":
-        raise InvalidInput(
-            "approval", "'always' (a pause for the client's approval) is not supported yet"
-        )
-
-
 class ToolOut(msgspec.Struct):
     id: UUID
     org_id: str
@@ -108,7 +99,7 @@ class ToolOut(msgspec.Struct):
             has_headers=t.has_headers,
             timeout_ms=t.timeout_ms,
             max_result_bytes=t.max_result_bytes,
-            approval="never",
+            approval=t.approval,
             created_at=t.created_at,
             updated_at=t.updated_at,
         )
@@ -193,7 +184,6 @@ class ToolController(Controller):
         webhook_tools: NamedDependency[WebhookTools],
         data: JSONBody[ToolCreateBody],
     ) -> ToolOut:
-        _no_approval(data.approval)
         draft = draft_of(data, WebhookToolDraft)
         return ToolOut.of(await webhook_tools.create(principal_of(request), draft))
 
@@ -238,7 +228,6 @@ class ToolController(Controller):
         tool_id: FromPath[UUID],
         data: JSONBody[ToolPatchBody],
     ) -> ToolOut:
-        _no_approval(data.approval)
         changes = draft_of(data, WebhookToolChanges)
         return ToolOut.of(await webhook_tools.update(principal_of(request), tool_id, changes))
 

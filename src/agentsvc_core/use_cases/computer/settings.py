@@ -22,6 +22,7 @@ __all__ = [
     "KIND",
     "MAX_HOSTS",
     "PROVIDERS",
+    "TOOL_NAMES",
     "ComputerConfig",
     "ComputerSettings",
     "normalise_host",
@@ -30,6 +31,10 @@ __all__ = [
 ]
 
 KIND = "computer"
+# the computer tools' names (use_cases/computer/tools.py)
+EXEC_TOOL, READ_TOOL = "computer_exec", "computer_read_file"
+WRITE_TOOL, LIST_TOOL = "computer_write_file", "computer_list_files"
+TOOL_NAMES = (EXEC_TOOL, READ_TOOL, WRITE_TOOL, LIST_TOOL)
 PROVIDERS = ("local", "e2b")
 Provider = Literal["local", "e2b"]
 Scope = Literal["thread", "agent"]
@@ -59,6 +64,8 @@ class ComputerConfig(Switched, frozen=True, kw_only=True):
     memory_mb: int = 512
     network: Network = "none"  # allowlist: HTTP(S) to allowed_hosts only
     allowed_hosts: tuple[str, ...] = ()
+    # the computer tools whose every call waits for a person's approval
+    require_approval: tuple[str, ...] = ()
 
 
 def resolve_provider(config: ComputerConfig, runtime_provider: str | None) -> str:
@@ -124,6 +131,11 @@ def checked(config: ComputerConfig) -> ComputerConfig:
         raise InvalidInput("scope", "thread or agent")
     if config.network not in ("none", "allowlist"):
         raise InvalidInput("network", "none or allowlist")
+    unknown = [n for n in config.require_approval if n not in TOOL_NAMES]
+    if unknown:
+        raise InvalidInput(
+            "require_approval", f"{unknown[0]!r} is not one of {', '.join(TOOL_NAMES)}"
+        )
     return config
 
 
@@ -141,6 +153,8 @@ class ComputerSettings(AgentSettings[ComputerConfig]):
             given = dict(changes)
             if "allowed_hosts" in given:
                 given["allowed_hosts"] = _hosts(given["allowed_hosts"])
+            if "require_approval" in given:
+                given["require_approval"] = tuple(dict.fromkeys(given["require_approval"]))
             return checked(msgspec.structs.replace(current, **given))
 
         return await self._change(who, agent_id, apply)

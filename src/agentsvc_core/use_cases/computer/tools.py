@@ -22,7 +22,14 @@ from agentsvc_core.ports import ToolCallContext, ToolSpec
 from agentsvc_core.ports.sandboxes import ExecExit, ExecOutput
 from agentsvc_core.use_cases.agent_settings import GatedTools, ToolRefused
 from agentsvc_core.use_cases.computer.instances import Computers
-from agentsvc_core.use_cases.computer.settings import ComputerConfig
+from agentsvc_core.use_cases.computer.settings import (
+    EXEC_TOOL,
+    LIST_TOOL,
+    READ_TOOL,
+    TOOL_NAMES,
+    WRITE_TOOL,
+    ComputerConfig,
+)
 
 __all__ = [
     "EXEC_TOOL",
@@ -37,9 +44,6 @@ __all__ = [
     "exec_answer",
 ]
 
-EXEC_TOOL, READ_TOOL = "computer_exec", "computer_read_file"
-WRITE_TOOL, LIST_TOOL = "computer_write_file", "computer_list_files"
-TOOL_NAMES = (EXEC_TOOL, READ_TOOL, WRITE_TOOL, LIST_TOOL)
 MAX_OUTPUT = 16_000  # bytes of each stream of a command the model reads
 MAX_READ = 50_000  # characters of a file the model reads
 MAX_COMMAND = 100_000
@@ -160,7 +164,14 @@ class ComputerTools(GatedTools[ComputerConfig]):
         self._computers = computers
 
     def specs(self, config: ComputerConfig) -> list[ToolSpec]:
-        return _specs()
+        """The tools, those the configuration names in ``require_approval`` marked
+        (their calls wait for a person's approval)."""
+        if not config.require_approval:
+            return _specs()
+        return [
+            msgspec.structs.replace(s, approval=True) if s.name in config.require_approval else s
+            for s in _specs()
+        ]
 
     async def run(
         self,

@@ -80,6 +80,11 @@ class Plan(msgspec.Struct, kw_only=True):
     inputs: tuple[str, ...] = ()  # the text of the user messages the reply answers
     # the results of client-side tool calls it answers: (tool call id, output)
     tool_results: tuple[tuple[str, str], ...] = ()
+    # the server-side calls a person approved since the last reply: run first
+    approved: tuple[ToolCall, ...] = ()
+    # whoever sent the message can answer approvals (a send through the API); else
+    # (a runner's step, a channel, a public chat) a call needing one is refused
+    ask_approval: bool = False
     # asked before each model call with the turn's usage so far: a reason to end
     # the reply (error BUDGET_EXCEEDED) or None (a runner's budget; None: no check)
     gate: BudgetGate | None = None
@@ -144,6 +149,8 @@ def usage_out(u: Usage) -> UsageOut:
 
 
 def tool_out(call: ToolCall) -> ToolCallOut:
+    if call.approval:
+        return ToolCallOut(id=call.id, name=call.name, arguments=call.arguments, kind="approval")
     return ToolCallOut(id=call.id, name=call.name, arguments=call.arguments)
 
 

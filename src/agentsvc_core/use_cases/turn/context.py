@@ -68,7 +68,30 @@ def profile_switch_tool(agent: Agent, current: str | None) -> ToolSpec | None:
 def model_history(messages: Sequence[Message]) -> list[Message]:
     """The messages the model is shown, oldest first: everything stored except
     assistant messages that ended before saying anything (failed/interrupted with
-    no text, no tool calls and no provider block)."""
-    return [
-        m for m in messages if not (m.role == "assistant" and not m.content and not m.tool_calls)
-    ]
+    no text, no tool calls and no provider block). Each tool result follows the
+    assistant message that made its call: the result of a call a person approved
+    is stored after the message sent with the approval, and is moved back to the
+    other results of its step (providers want them together)."""
+    shown: list[Message] = []
+    append = shown.append  # (once per message of every turn: kept lean)
+    calls: list[str] = []  # the latest step's tool call ids
+    end = 0  # where their next result goes
+    for m in messages:
+        role = m.role
+        if role == "tool":
+            if m.tool_call_id in calls:
+                if end == len(shown):
+                    append(m)
+                else:
+                    shown.insert(end, m)
+                end += 1
+                continue
+        elif role == "assistant":
+            if m.tool_calls:
+                append(m)
+                calls, end = [c.id for c in m.tool_calls], len(shown)
+                continue
+            if not m.content:
+                continue
+        append(m)
+    return shown

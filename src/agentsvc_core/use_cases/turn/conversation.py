@@ -72,25 +72,27 @@ from agentsvc_core.use_cases.turn.events import (
 )
 from agentsvc_core.use_cases.turn.halt import Halting
 from agentsvc_core.use_cases.turn.heartbeats import INTERRUPT_WAIT_S, Heartbeats, drain
-from agentsvc_core.use_cases.turn.queued import Waiting
+from agentsvc_core.use_cases.turn.queued import Waiting, reply_of
 from agentsvc_core.use_cases.turn.reply import Reply
 from agentsvc_core.use_cases.turn.reply_plan import choose, note_answered, plan_reply
 from agentsvc_core.use_cases.turn.send_input import (
     SendInput,
+    ToolApprovalIn,
     ToolResultIn,
     agent_of,
+    approved_calls,
     check_input,
     check_tool_results,
     new_messages,
     new_run,
-    pending_tool_calls,
     refuse_when_busy,
     sender_of,
+    waiting_calls,
 )
 from agentsvc_core.use_cases.turn.spans import reply_span
 from agentsvc_core.use_cases.turn.streams import NoStoredEvents, Streams, follow_here
 
-__all__ = ["INTERRUPT_WAIT_S", "Conversation", "SendInput", "ToolResultIn"]
+__all__ = ["INTERRUPT_WAIT_S", "Conversation", "SendInput", "ToolApprovalIn", "ToolResultIn"]
 
 
 class Conversation:
@@ -264,8 +266,9 @@ class Conversation:
         posted: bool = False,
     ) -> EventSource:
         """The send, step by step: everything that can refuse it comes before the
-        run is stored and the reply starts (``_begin``). ``posted``: a person's post
-        (``post``), which a multiplayer thread's agent may leave unanswered."""
+        run is stored and the reply starts (``_begin``). ``posted``: sent through the
+        API (a multiplayer thread's agent may leave it unanswered; a call needing
+        approval waits for its sender), not by a runner, channel or public chat."""
         self._refuse_when_closing()
         check_input(msg)
         inputs = await self._reader.turn_inputs(who.org_id, thread_id, self._record_kinds())
@@ -280,7 +283,7 @@ class Conversation:
             multiplayer=thread.kind == "multiplayer",
         )
         multiplayer = self._multiplayer if thread.kind == "multiplayer" else None
-        if multiplayer is not None and posted and not msg.tool_results:
+        if multiplayer is not None and posted and not (msg.tool_results or msg.tool_approvals):
             heard = await multiplayer.unanswered(
                 who, thread, agent, (sender_id, sender_name, role), msg.content
             )
@@ -288,10 +291,10 @@ class Conversation:
                 return heard  # stored; the agent is not called (even while it replies)
         now = self._clock.now()
         refuse_when_busy(inputs.latest_run, now - self._stale_after)
-        pending = pending_tool_calls(inputs.latest_run)
+        pending, expired = waiting_calls(inputs.latest_run, agent, now)
         if start.branched:  # a new branch waits for nothing; another, if it made the calls
             pending = () if msg.edit_of or msg.regenerate else pending_on(start.branch, pending)
-        check_tool_results(pending, msg)
+        check_tool_results(pending, msg, expired)
         chosen = choose(
             self._router, self._configs, who, thread, agent, msg, inputs, extra_mcp, extra_skills
         )
@@ -306,16 +309,19 @@ class Conversation:
             stored_parent=stored_parent,
         )
         run = new_run(who, thread.id, now)
-        new = new_messages(self._clock, run, msg, pending, sender_id, sender_name)
+        timeout = agent.approval_timeout_minutes if expired else None
+        new = new_messages(self._clock, run, msg, pending, sender_id, sender_name, timeout)
         if start.branched:
             new, plan.branched = chained(new, start.parent), True
         note_answered(plan, new if new else list(start.branch[-1:]))
+        plan.approved, plan.ask_approval = approved_calls(pending, msg, expired), posted
         meta = Meta(started_at=now, run_id=run.id, thread_id=thread.id, model=plan.model_id)
         turn = await self._begin(plan, run, new, inputs, meta, claim, start)
-        await messages_stored(self._events, new)
         if multiplayer is not None:  # the message and the reply, news for the followers
+            # (its task taken before any await: a short reply may be over by then)
             multiplayer.tell_when_done(thread.id, self._running[run.id][1])
             await multiplayer.tell(thread.id)
+        await messages_stored(self._events, new)
         return turn
 
     async def _queue(
@@ -326,22 +332,10 @@ class Conversation:
         and for the thread's reply to end, and starts. Its stream answers at once."""
         if msg.multitask_strategy == "interrupt":
             await self.stop(who, thread_id)
-        org = who.org_id
-
-        async def reply_of() -> asyncio.Task[None] | bool:
-            now = self._clock.now()
-            run = await self._store.running(org, thread_id, now - self._stale_after)
-            entry = None if run is None else self._running.get(run.id)
-            return run is not None if entry is None else entry[1]
-
-        key = None if claim is None else (claim.key, claim.fingerprint)
-        return self._waiting.queue(
-            org,
-            thread_id,
-            key,
-            reply_of,
-            lambda: self._send(who, thread_id, msg, claim, posted=True),
-        )
+        org, key = who.org_id, None if claim is None else (claim.key, claim.fingerprint)
+        ask = reply_of(self._store, self._running, self._clock, self._stale_after, org, thread_id)
+        send = lambda: self._send(who, thread_id, msg, claim, posted=True)  # noqa: E731
+        return self._waiting.queue(org, thread_id, key, ask, send)
 
     def _refuse_when_closing(self) -> None:
         if self._closing is not None:

@@ -35,10 +35,13 @@ class Token(msgspec.Struct):
     delta: str
 
 
-class ToolCallOut(msgspec.Struct):
+class ToolCallOut(msgspec.Struct, omit_defaults=True):
     id: str
     name: str
     arguments: dict[str, Any]
+    # "approval": a server-side call waiting for a person's approval (requires_action
+    # only); absent on the client's own tool calls, as the spec shows them
+    kind: str | None = None
 
 
 class ToolCallEvent(msgspec.Struct):

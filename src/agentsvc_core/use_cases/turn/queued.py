@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping
+from datetime import timedelta
 from typing import Literal
+from uuid import UUID
 
 from agentsvc_core.errors import (
     Conflict,
@@ -36,6 +38,7 @@ from agentsvc_core.errors import (
     ThreadBusy,
     Unavailable,
 )
+from agentsvc_core.ports import Clock, ConversationStore
 from agentsvc_core.use_cases.turn.events import ErrorEvent, EventData, EventSource
 
 __all__ = ["MAX_WAIT_S", "POLL_S", "Line", "Queued", "Strategy", "Waiting", "error_event"]
@@ -76,6 +79,26 @@ class Line:
 
 
 ReplyOf = Callable[[], Awaitable["asyncio.Task[None] | bool"]]
+
+
+def reply_of(
+    store: ConversationStore,
+    running: Mapping[UUID, tuple[str, asyncio.Task[None], object]],
+    clock: Clock,
+    stale_after: timedelta,
+    org: str,
+    thread_id: UUID,
+) -> ReplyOf:
+    """``until_free``'s question about one thread: the task of its running reply
+    when this process runs it (``running``: the process's replies by run id), True
+    when another process does, False when none runs."""
+
+    async def ask() -> asyncio.Task[None] | bool:
+        run = await store.running(org, thread_id, clock.now() - stale_after)
+        entry = None if run is None else running.get(run.id)
+        return run is not None if entry is None else entry[1]
+
+    return ask
 
 
 class Waiting:

@@ -98,6 +98,21 @@ MAX_STEPS = 8  # model calls per turn (tool loop bound)
 BUDGET_EXCEEDED = "BUDGET_EXCEEDED"
 
 
+# what the model reads of a call needing approval where nobody can give it
+NOBODY_TO_APPROVE = (
+    "error: this call needs a person's approval, which cannot be asked for in this "
+    "conversation; it was not run"
+)
+
+
+def _needs_approval(plan: Plan, call: ToolCall) -> bool:
+    """Whether a server-side call waits for a person's approval: the source that
+    listed the tool said so for this agent (``ToolSpec.approval``), from what the
+    turn read already, so asking costs nothing."""
+    spec = plan.server_tools.get(call.name)
+    return spec is not None and spec.approval
+
+
 class Reply:
     """Runs replies: one ``run`` task per turn; the object holds only its ports."""
 
@@ -144,11 +159,12 @@ class Reply:
         if self._keep_traces:
             collected = []  # this task's spans (and the reply's own), for its stored trace
             COLLECTED.set(collected)
-        state = ReplyState(messages=model_history(history), begun=begun)
-        if plan.branched and history:
-            state.parent = history[-1].id
+        parent = history[-1].id if plan.branched and history else None  # a branched thread's
+        state = ReplyState(messages=model_history(history), begun=begun, parent=parent)
         failure: Exception | None = None
         try:
+            if plan.approved:
+                await self._run_approved(plan, run, turn, state)
             checkpoint = await self._compact(plan, run, state)
             await self._steps(plan, run, turn, stop, state)
             await self._remember_usage(plan, run, state, checkpoint)
@@ -174,6 +190,21 @@ class Reply:
             interrupted(state)  # stopped by the shutdown, not by the user
         if failure is not None:
             log.error("turn %s failed", run.id, exc_info=failure)
+        stored = await self._store_and_end(plan, run, state, turn, span, collected)
+        if self._after and stored:
+            await self._ended(plan, run, state)
+
+    async def _store_and_end(
+        self,
+        plan: Plan,
+        run: Run,
+        state: ReplyState,
+        turn: Turn,
+        span: Span,
+        collected: list[FinishedSpan] | None,
+    ) -> bool:
+        """Store the reply, then send its final event and end its stream: ``done``,
+        its ``error``, or ``STORAGE_ERROR`` when the write failed (False)."""
         final = state.error or self._done(state)
         stored = True
         try:
@@ -188,8 +219,7 @@ class Reply:
         reply_ended(span, state)  # (with a stored trace: ended already, before the write)
         turn.emit(final)
         turn.close()
-        if self._after and stored:
-            await self._ended(plan, run, state)
+        return stored
 
     async def _ended(self, plan: Plan, run: Run, state: ReplyState) -> None:
         ended = TurnEnded(
@@ -208,6 +238,17 @@ class Reply:
                 await hook(ended)
             except Exception:  # what follows a reply must not fail it (it is over)
                 log.exception("what runs after turn %s failed", run.id)
+
+    async def _run_approved(self, plan: Plan, run: Run, turn: Turn, state: ReplyState) -> None:
+        """The calls a person approved since the last reply, run before the first
+        model call (once the run is stored), with the events of any server-side
+        call; their results join the model's context right after the calls' other
+        results (before the message that came with the approvals)."""
+        await state.begun
+        for call in plan.approved:
+            result = await run_tool(self._tools, self.tracer, plan, call, turn)
+            state.add(self._tool_message(run, call, result))
+        state.messages = model_history(state.messages)
 
     async def _compact(self, plan: Plan, run: Run, state: ReplyState) -> Checkpoint | None:
         """Summary-based compaction (beta family): above the agent's threshold, the
@@ -322,25 +363,40 @@ class Reply:
                 if called.finish == "compaction":
                     continue  # paused after compacting: the next call goes on from the block
                 return
-            for call in calls:
-                if call.name not in plan.client_tools:
-                    result = await run_tool(self._tools, self.tracer, plan, call, turn)
-                    state.add(
-                        self._message(
-                            run, "tool", result, tool_call_id=call.id, sender_name=call.name
-                        )
-                    )
-            client_calls = tuple(c for c in calls if c.name in plan.client_tools)
-            if client_calls:
-                state.pending = client_calls
+            waiting = await self._step_tools(plan, run, turn, state, calls)
+            if waiting:
+                state.pending = tuple(waiting)
                 state.status = "requires_action"
-                turn.emit(RequiresAction(tool_calls=[tool_out(c) for c in client_calls]))
+                turn.emit(RequiresAction(tool_calls=[tool_out(c) for c in waiting]))
                 return
             if stop.is_set():
                 state.status = "stopped"
                 return
         state.step_limit = True
         log.warning("turn %s reached %d model calls; ending it", run.id, MAX_STEPS)
+
+    async def _step_tools(
+        self, plan: Plan, run: Run, turn: Turn, state: ReplyState, calls: list[ToolCall]
+    ) -> list[ToolCall]:
+        """Run the step's server-side calls that need no approval, in order; return
+        the calls the turn waits for: the client's, and those waiting for a person's
+        approval (marked ``approval``). A step may mix both: one requires_action
+        lists them all, and the next send answers each kind."""
+        waiting: list[ToolCall] = []
+        for call in calls:
+            if call.name in plan.client_tools:
+                waiting.append(call)
+            elif _needs_approval(plan, call) and plan.ask_approval:
+                waiting.append(msgspec.structs.replace(call, approval=True))
+            elif _needs_approval(plan, call):
+                state.add(self._tool_message(run, call, NOBODY_TO_APPROVE))
+            else:
+                result = await run_tool(self._tools, self.tracer, plan, call, turn)
+                state.add(self._tool_message(run, call, result))
+        return waiting
+
+    def _tool_message(self, run: Run, call: ToolCall, result: str) -> Message:
+        return self._message(run, "tool", result, tool_call_id=call.id, sender_name=call.name)
 
     def _message(self, run: Run, role: Role, content: str, **extra: Any) -> Message:
         return new_message(self._clock, run, role, content, **extra)

@@ -4,7 +4,7 @@ core sees it) and its checks, made before anything is read or stored."""
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 from uuid import UUID
 
 import msgspec
@@ -15,6 +15,7 @@ from agentsvc_core.ports import Clock, ToolSpec, TurnInputs
 from agentsvc_core.rules import (
     MAX_CLIENT_TOOLS,
     MAX_CONTENT,
+    MAX_DESCRIPTION,
     MAX_PREAMBLE,
     MAX_TITLE,
     MAX_USER_ID,
@@ -27,7 +28,15 @@ from agentsvc_core.use_cases.turn._private import new_message
 from agentsvc_core.use_cases.turn.context import PROPOSE_PROFILE_SWITCH
 from agentsvc_core.use_cases.turn.queued import STRATEGIES, Strategy
 
-__all__ = ["SendInput", "ToolResultIn", "check_input", "check_tool_results"]
+__all__ = [
+    "SendInput",
+    "ToolApprovalIn",
+    "ToolResultIn",
+    "approved_calls",
+    "check_input",
+    "check_tool_results",
+    "waiting_calls",
+]
 
 
 class ToolResultIn(msgspec.Struct, frozen=True, kw_only=True):
@@ -35,10 +44,19 @@ class ToolResultIn(msgspec.Struct, frozen=True, kw_only=True):
     output: str
 
 
+class ToolApprovalIn(msgspec.Struct, frozen=True, kw_only=True):
+    """A person's answer to a server-side call waiting for approval."""
+
+    tool_call_id: str
+    approved: bool
+    reason: str | None = None  # why (told to the model when denied)
+
+
 class SendInput(msgspec.Struct, frozen=True, kw_only=True):
     content: str
     tools: list[ToolSpec] = []
     tool_results: list[ToolResultIn] = []
+    tool_approvals: list[ToolApprovalIn] = []
     model_override: str | None = None
     sender_name: str | None = None
     sender_id: str | None = None
@@ -69,25 +87,83 @@ def check_input(msg: SendInput) -> None:
         raise InvalidInput("tools", f"{PROPOSE_PROFILE_SWITCH!r} is reserved")
     for r in msg.tool_results:
         check_text("tool_results", r.output, max_len=MAX_CONTENT)
+    for a in msg.tool_approvals:
+        if a.reason is not None:
+            check_text("tool_approvals", a.reason, max_len=MAX_DESCRIPTION)
     if msg.multitask_strategy not in STRATEGIES:
         raise InvalidInput("multitask_strategy", f"must be one of {', '.join(STRATEGIES)}")
     if msg.regenerate:
         return  # no message of its own: the last user message is answered again
-    if not msg.content.strip() and not msg.tool_results:
+    if not msg.content.strip() and not msg.tool_results and not msg.tool_approvals:
         raise InvalidInput("content", "must not be empty")
 
 
-def check_tool_results(pending: tuple[ToolCall, ...], msg: SendInput) -> None:
+def check_tool_results(
+    pending: tuple[ToolCall, ...], msg: SendInput, expired: bool = False
+) -> None:
+    """The send answers exactly the calls the previous reply waits for: the client's
+    with ``toolResults``, those waiting for approval with ``toolApprovals``, unless
+    they expired (``expired``: then they count as denied and an answer is optional,
+    but one that is given must still name exactly those calls)."""
     answered = [r.tool_call_id for r in msg.tool_results]
-    expected = [c.id for c in pending]
-    if pending and sorted(answered) != sorted(expected):
+    expected = [c.id for c in pending if not c.approval]
+    if expected and sorted(answered) != sorted(expected):
         raise InvalidInput(
             "tool_results",
             "the previous reply is waiting for client tool results: send toolResults "
             f"answering exactly the calls {expected}",
         )
-    if not pending and answered:
+    if not expected and answered:
         raise InvalidInput("tool_results", "no reply is waiting for client tool results")
+    approvals = [a.tool_call_id for a in msg.tool_approvals]
+    waiting = [c.id for c in pending if c.approval]
+    if waiting and (approvals or not expired) and sorted(approvals) != sorted(waiting):
+        raise InvalidInput(
+            "tool_approvals",
+            "the previous reply is waiting for approvals: send toolApprovals "
+            f"answering exactly the calls {waiting}",
+        )
+    if not waiting and approvals:
+        raise InvalidInput("tool_approvals", "no reply is waiting for approvals")
+
+
+def waiting_calls(
+    latest: Run | None, agent: Agent, now: datetime
+) -> tuple[tuple[ToolCall, ...], bool]:
+    """The calls the latest run waits for (the send's results and approvals answer
+    them), and whether they waited longer than the agent's
+    ``approval_timeout_minutes`` since the run ended: those waiting for approval
+    then count as denied ("expired"). No job expires them: the next send does."""
+    if latest is None or latest.status != "requires_action":
+        return (), False
+    ended = latest.finished_at
+    limit = timedelta(minutes=agent.approval_timeout_minutes)
+    return latest.pending_tool_calls, ended is not None and now - ended > limit
+
+
+def approved_calls(
+    pending: tuple[ToolCall, ...], msg: SendInput, expired: bool
+) -> tuple[ToolCall, ...]:
+    """The waiting calls the send approves (none once they expired), in the order
+    the model made them, as the model made them: the reply runs them before its
+    first model call, with the events of any server-side call."""
+    if expired or not msg.tool_approvals:
+        return ()
+    yes = {a.tool_call_id for a in msg.tool_approvals if a.approved}
+    return tuple(
+        msgspec.structs.replace(c, approval=False) for c in pending if c.approval and c.id in yes
+    )
+
+
+def _not_approved(call: ToolCall, msg: SendInput, expired_after: int | None) -> str | None:
+    """What the model reads of a waiting call that will not run (None: it runs)."""
+    if expired_after is not None:
+        return f"error: the call was not run: nobody approved it within {expired_after} minutes"
+    answer = next(a for a in msg.tool_approvals if a.tool_call_id == call.id)
+    if answer.approved:
+        return None
+    reason = (answer.reason or "").strip()
+    return "error: the user denied this call; it was not run" + f". Reason: {reason}" * bool(reason)
 
 
 async def sender_of(
@@ -124,10 +200,13 @@ def new_messages(
     pending: tuple[ToolCall, ...],
     sender_id: str | None,
     sender_name: str | None,
+    expired_after: int | None = None,
 ) -> list[Message]:
     """The messages a send stores: the results of the pending client-side tool
-    calls (named by their calls), then the user's message (unless the send only
-    answers tool calls)."""
+    calls (named by their calls), what the model reads of the waiting calls that
+    were denied, or expired (``expired_after``: the agent's limit in minutes, when
+    they did), then the user's message (unless the send only answers tool calls).
+    The approved calls' results come later, from the reply that runs them."""
     if msg.regenerate:
         return []
     names = {c.id: c.name for c in pending}
@@ -142,7 +221,13 @@ def new_messages(
         )
         for r in msg.tool_results
     ]
-    if msg.content or not msg.tool_results:
+    for call in pending:
+        said = _not_approved(call, msg, expired_after) if call.approval else None
+        if said is not None:
+            new.append(
+                new_message(clock, run, "tool", said, tool_call_id=call.id, sender_name=call.name)
+            )
+    if msg.content or not (msg.tool_results or msg.tool_approvals):
         new.append(
             new_message(
                 clock, run, "user", msg.content, sender_name=sender_name, sender_id=sender_id

@@ -1,4 +1,4 @@
-"""Deletion and erasure on PostgreSQL (``ErasureStore``; migration 0028).
+"""Deletion and erasure on PostgreSQL (``ErasureStore``; migration 0029).
 
 A thread's erasure is one transaction: the thread's row is locked first (a send
 that begins meanwhile waits, then finds no thread), what has no foreign key to

@@ -27,6 +27,7 @@ from agentsvc_core.ports import (
 from agentsvc_core.ports.channels import ChannelStore
 from agentsvc_core.ports.code_sessions import CodeSessionStore
 from agentsvc_core.ports.computer import ComputerStore
+from agentsvc_core.ports.erasure import ErasureStore
 from agentsvc_core.ports.event_webhooks import EventWebhookStore
 from agentsvc_core.ports.idempotency import IdempotencyStore
 from agentsvc_core.ports.knowledge import KnowledgeStore
@@ -71,6 +72,7 @@ class Repositories:
     channels: ChannelStore
     computers: ComputerStore
     code_sessions: CodeSessionStore
+    erasure: ErasureStore
     event_webhooks: EventWebhookStore
 
 
@@ -180,6 +182,10 @@ class StorageFacade(Storage):
     @property
     def code_sessions(self) -> CodeSessionStore:
         return self._repositories.code_sessions
+
+    @property
+    def erasure(self) -> ErasureStore:
+        return self._repositories.erasure
 
     @property
     def event_webhooks(self) -> EventWebhookStore:

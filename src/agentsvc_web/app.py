@@ -38,6 +38,7 @@ from agentsvc_web.controllers.code_sessions import (
     CodeSessionsController,
 )
 from agentsvc_web.controllers.computer import AgentComputerController, ThreadComputerController
+from agentsvc_web.controllers.erasure import UserDataController
 from agentsvc_web.controllers.event_webhooks import EventWebhooksController
 from agentsvc_web.controllers.integrations import (
     AgentIntegrationController,
@@ -203,6 +204,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             CodeSessionsController,
             ModelsController,
             ThreadContextController,
+            UserDataController,
             EventWebhooksController,
             BranchController,
             PublicChatController,
@@ -260,6 +262,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "code_sessions": _const(services.code_sessions),
             "models": _const(services.models),
             "thread_compaction": _const(services.thread_compaction),
+            "erasure": _const(services.erasure),
             "event_webhooks": _const(services.event_webhooks),
         },
         middleware=[

@@ -154,6 +154,8 @@ DOMAIN_RULES = [
     "listCodeSessions",  # a cursor that is no nextCursor
     "updateCodeSession",  # a title of blanks or holding NUL
     "sendCodeSessionMessage",  # a blank content or one holding NUL
+    "eraseUserData",  # a user id of blanks or holding NUL
+    "exportUserData",  # the same
     "createWebhookEndpoint",  # event types none or unknown, a refused url, text holding NUL
     "updateWebhookEndpoint",  # the same
     "listWebhookDeliveries",  # a cursor that is no nextCursor
@@ -238,6 +240,7 @@ GROUPS = {
         "organization",
         "operations",
         "models",
+        "privacy",
     ),
     "catalogue": ("projects", "marketplace", "skills", "multiplayer"),
     "publishing": ("publishing", "public chat"),

@@ -81,6 +81,7 @@ ID_FIELDS = {
     "codeAgentId": "code_agent",
     "session_id": "code_session",
     "model_id": "model",
+    "user_id": "user",
     "message_id": "message",
     "messageId": "message",
     "endpoint_id": "webhook_endpoint",
@@ -118,6 +119,11 @@ NOT_404 = {
     # A model id names no resource of an organization's: the deployment's models are
     # the same for every one (docs/models.md#listing)
     "getModel": "the deployment's, not an organization's",
+    # A user id names no resource: it is read within the caller's organization, so
+    # another organization erases and exports its own user of that id (nothing of A:
+    # zeros, and an empty document; tests/e2e/test_erasure_e2e.py)
+    "eraseUserData": "a user of the caller's organization",
+    "exportUserData": "a user of the caller's organization",
 }
 
 
@@ -199,6 +205,7 @@ class World:
         )
         self.ids["thread"] = thread["id"]
         _ok(a.post(f"/api/threads/{thread['id']}/participants", json={"userId": "carol"}))
+        self.ids["user"] = "carol"  # a user of A's (their data: /api/users/{user_id})
         said = {"content": f"hello {MARK}", "senderId": "carol"}
         with a.stream("POST", f"/api/threads/{thread['id']}/messages", json=said) as r:
             assert r.status_code == 200, r.read()
@@ -418,8 +425,11 @@ class World:
         self.ids["computer_instance"] = made[0]["id"] if made else str(uuid.uuid4())
 
     def secrets_of_a(self) -> list[str]:
-        # a channel type names no resource of A's: it is in the document itself
-        return [v for k, v in self.ids.items() if k not in ("channel_type", "model")] + [MARK]
+        # a channel type names no resource of A's: it is in the document itself, nor
+        # does a model id (the deployment's); a user id is the caller's own words (its
+        # answers echo it)
+        skip = ("channel_type", "model", "user")
+        return [v for k, v in self.ids.items() if k not in skip] + [MARK]
 
 
 def _h(token: str) -> dict[str, str]:
@@ -695,6 +705,10 @@ def test_a_member_reads_but_does_not_see_another_users_thread(
             assert MARK not in r.text
         listed = member.get("/api/threads", params={"agentId": world.ids["agent"]}).json()
         assert listed["threads"] == []
+        # nor deletes it (a member deletes the threads it opened)
+        r = member.delete(f"/api/threads/{world.ids['thread']}")
+        assert (r.status_code, r.json()["error"]) == (403, "FORBIDDEN"), r.text
+        assert world.a.get(f"/api/threads/{world.ids['thread']}").status_code == 200
         # a plan follows its thread, and answers 404 as if it did not exist
         for path in (f"/api/plans/{world.ids['plan']}", f"/api/plans/{world.ids['plan']}/ready"):
             r = member.get(path)

@@ -1,14 +1,14 @@
 """The walk-throughs stay true: the shell blocks of README.md, docs/client-guide.md,
 docs/tools.md, docs/runners.md, docs/projects.md, docs/templates.md,
 docs/marketplace.md, docs/skills.md, docs/publishing.md, docs/multiplayer.md,
-docs/channels.md, docs/threads.md, docs/webhooks.md, docs/computer.md and
-docs/code-agents.md run in order
-against the real service, and every answer fits what the page says under its command
-(tests/e2e/walkthrough.py has the conventions). Public hosts the pages name are loopback
-stand-ins, through the ``hosts`` fixture's table: docs/code-agents.md's repository
-``https://github.com/you/app.git`` is a loopback git server (tests/fakes/git.py) that
-takes pushes, and GitHub's REST API the fake of tests/fakes/github.py; after that page
-ran, the test checks that the fix was pushed on its branch and the pull request opened."""
+docs/channels.md, docs/threads.md, docs/webhooks.md, docs/privacy.md, docs/computer.md
+and docs/code-agents.md run in order against the real service, and every answer fits what
+the page says under its command (tests/e2e/walkthrough.py has the conventions). Public
+hosts the pages name are loopback stand-ins, through the ``hosts`` fixture's table:
+docs/code-agents.md's repository ``https://github.com/you/app.git`` is a loopback git
+server (tests/fakes/git.py) that takes pushes, and GitHub's REST API the fake of
+tests/fakes/github.py; after that page ran, the test checks that the fix was pushed on its
+branch and the pull request opened."""
 
 from __future__ import annotations
 
@@ -56,6 +56,7 @@ PAGES = [
     "docs/channels.md",
     "docs/threads.md",
     "docs/webhooks.md",
+    "docs/privacy.md",
     pytest.param("docs/computer.md", marks=SANDBOXED),
     pytest.param("docs/code-agents.md", marks=SANDBOXED),
 ]

@@ -170,6 +170,8 @@ from agentsvc_client.models import (
     Trigger,
     TriggerBody,
     TriggerPatchBody,
+    UserErasure,
+    UserExport,
     UseTemplateBody,
     VisitorMessageBody,
     VisitorMessageList,
@@ -3087,10 +3089,11 @@ class AsyncSettingsResource(AsyncResource):
         *,
         allowed_embed_domains: builtins.list[str] | UnsetType | None = UNSET,
         rotate_signing_secret: bool | UnsetType = UNSET,
+        thread_retention_days: int | UnsetType | None = UNSET,
         idempotency_key: str | None = None,
     ) -> OrgSettings:
-        """Change embed domains and/or rotate the signing secret (POST /api/orgs/settings,
-        updateOrgSettings).
+        """Change embed domains, rotate the signing secret, set the thread retention (POST
+        /api/orgs/settings, updateOrgSettings).
         """
         return await self._client._request(
             "POST",
@@ -3098,6 +3101,7 @@ class AsyncSettingsResource(AsyncResource):
             json=OrgSettingsBody(
                 allowed_embed_domains=allowed_embed_domains,
                 rotate_signing_secret=rotate_signing_secret,
+                thread_retention_days=thread_retention_days,
             ),
             idempotency_key=idempotency_key,
             type=OrgSettings,
@@ -3301,6 +3305,12 @@ class AsyncThreadsResource(AsyncResource):
             idempotency_key=idempotency_key,
             type=Thread,
         )
+
+    async def delete(self, thread_id: str) -> OkBody:
+        """Delete a thread with its messages, and scrub its text from traces (its reply is
+        stopped first) (DELETE /api/threads/{thread_id}, deleteThread).
+        """
+        return await self._client._request("DELETE", f"/api/threads/{_seg(thread_id)}", type=OkBody)
 
     def events(
         self, thread_id: str, *, after: int | None = None, last_event_id: int | None = None
@@ -3533,6 +3543,27 @@ class AsyncToolsResource(AsyncResource):
         )
 
 
+class AsyncUsersResource(AsyncResource):
+    """``client.users``"""
+
+    async def erase(self, user_id: str) -> UserErasure:
+        """Erase a user: their threads, user-scoped memories, OAuth grants and visitor
+        sessions; answers what it removed (zeros the second time) (DELETE
+        /api/users/{user_id}/data, eraseUserData).
+        """
+        return await self._client._request(
+            "DELETE", f"/api/users/{_seg(user_id)}/data", type=UserErasure
+        )
+
+    async def export(self, user_id: str) -> UserExport:
+        """Everything stored about a user, as one JSON document (no secret) (GET
+        /api/users/{user_id}/export, exportUserData).
+        """
+        return await self._client._request(
+            "GET", f"/api/users/{_seg(user_id)}/export", type=UserExport
+        )
+
+
 class AsyncResources:
     """The top-level resources, mixed into the client."""
 
@@ -3559,6 +3590,7 @@ class AsyncResources:
     templates: AsyncTemplatesResource
     threads: AsyncThreadsResource
     tools: AsyncToolsResource
+    users: AsyncUsersResource
 
     def send_message(
         self,
@@ -3625,3 +3657,4 @@ class AsyncResources:
         self.templates = AsyncTemplatesResource(client)
         self.threads = AsyncThreadsResource(client)
         self.tools = AsyncToolsResource(client)
+        self.users = AsyncUsersResource(client)

@@ -170,6 +170,8 @@ from agentsvc_client.models import (
     Trigger,
     TriggerBody,
     TriggerPatchBody,
+    UserErasure,
+    UserExport,
     UseTemplateBody,
     VisitorMessageBody,
     VisitorMessageList,
@@ -3055,10 +3057,11 @@ class SettingsResource(Resource):
         *,
         allowed_embed_domains: builtins.list[str] | UnsetType | None = UNSET,
         rotate_signing_secret: bool | UnsetType = UNSET,
+        thread_retention_days: int | UnsetType | None = UNSET,
         idempotency_key: str | None = None,
     ) -> OrgSettings:
-        """Change embed domains and/or rotate the signing secret (POST /api/orgs/settings,
-        updateOrgSettings).
+        """Change embed domains, rotate the signing secret, set the thread retention (POST
+        /api/orgs/settings, updateOrgSettings).
         """
         return self._client._request(
             "POST",
@@ -3066,6 +3069,7 @@ class SettingsResource(Resource):
             json=OrgSettingsBody(
                 allowed_embed_domains=allowed_embed_domains,
                 rotate_signing_secret=rotate_signing_secret,
+                thread_retention_days=thread_retention_days,
             ),
             idempotency_key=idempotency_key,
             type=OrgSettings,
@@ -3267,6 +3271,12 @@ class ThreadsResource(Resource):
             idempotency_key=idempotency_key,
             type=Thread,
         )
+
+    def delete(self, thread_id: str) -> OkBody:
+        """Delete a thread with its messages, and scrub its text from traces (its reply is
+        stopped first) (DELETE /api/threads/{thread_id}, deleteThread).
+        """
+        return self._client._request("DELETE", f"/api/threads/{_seg(thread_id)}", type=OkBody)
 
     def events(
         self, thread_id: str, *, after: int | None = None, last_event_id: int | None = None
@@ -3499,6 +3509,23 @@ class ToolsResource(Resource):
         )
 
 
+class UsersResource(Resource):
+    """``client.users``"""
+
+    def erase(self, user_id: str) -> UserErasure:
+        """Erase a user: their threads, user-scoped memories, OAuth grants and visitor
+        sessions; answers what it removed (zeros the second time) (DELETE
+        /api/users/{user_id}/data, eraseUserData).
+        """
+        return self._client._request("DELETE", f"/api/users/{_seg(user_id)}/data", type=UserErasure)
+
+    def export(self, user_id: str) -> UserExport:
+        """Everything stored about a user, as one JSON document (no secret) (GET
+        /api/users/{user_id}/export, exportUserData).
+        """
+        return self._client._request("GET", f"/api/users/{_seg(user_id)}/export", type=UserExport)
+
+
 class Resources:
     """The top-level resources, mixed into the client."""
 
@@ -3525,6 +3552,7 @@ class Resources:
     templates: TemplatesResource
     threads: ThreadsResource
     tools: ToolsResource
+    users: UsersResource
 
     def send_message(
         self,
@@ -3591,3 +3619,4 @@ class Resources:
         self.templates = TemplatesResource(client)
         self.threads = ThreadsResource(client)
         self.tools = ToolsResource(client)
+        self.users = UsersResource(client)

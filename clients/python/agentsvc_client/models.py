@@ -774,6 +774,44 @@ class Execution(msgspec.Struct, frozen=True, kw_only=True):
     error: str | None
 
 
+class ExportedGrant(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``ExportedGrantOut`` of the OpenAPI document."""
+
+    kind: Literal["mcp", "managed"]
+    mcp_id: str | None
+    provider: str | None
+    expires_at: datetime | None
+
+
+class ExportedMessage(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``ExportedMessageOut`` of the OpenAPI document."""
+
+    id: str
+    role: str
+    content: str
+    sender_name: str | None
+    sender_id: str | None
+    status: str
+    parent_id: str | None
+    created_at: datetime
+
+
+class ExportedThread(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``ExportedThreadOut`` of the OpenAPI document."""
+
+    thread: Thread
+    messages: list[ExportedMessage]
+
+
+class ExportedVisitorSession(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``ExportedVisitorSessionOut`` of the OpenAPI document."""
+
+    thread_id: str
+    agent_id: str
+    identified: bool
+    created_at: datetime
+
+
 class File(msgspec.Struct, frozen=True, kw_only=True):
     """An answer: ``FileOut`` of the OpenAPI document."""
 
@@ -1183,6 +1221,9 @@ class OrgSettingsBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     rotate_signing_secret: bool | UnsetType = msgspec.field(
         name="rotateSigningSecret", default=UNSET
     )
+    thread_retention_days: int | UnsetType | None = msgspec.field(
+        name="threadRetentionDays", default=UNSET
+    )
 
 
 class OrgSettings(msgspec.Struct, frozen=True, kw_only=True):
@@ -1191,6 +1232,7 @@ class OrgSettings(msgspec.Struct, frozen=True, kw_only=True):
     org_id: str
     allowed_embed_domains: list[str]
     signing_secret: str
+    thread_retention_days: int | None
 
 
 class OverridesBody(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -2336,6 +2378,28 @@ class UseTemplateBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     overrides: OverridesBody | UnsetType | None = UNSET
 
 
+class UserErasure(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``UserErasureOut`` of the OpenAPI document."""
+
+    user_id: str
+    threads: int
+    visitor_sessions: int
+    memories: int
+    oauth_grants: int
+    participations: int
+
+
+class UserExport(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``UserExportOut`` of the OpenAPI document."""
+
+    user_id: str
+    exported_at: datetime
+    threads: list[ExportedThread]
+    memories: list[Memory]
+    oauth_grants: list[ExportedGrant]
+    visitor_sessions: list[ExportedVisitorSession]
+
+
 class VisitorMessageBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     """A request body: ``VisitorMessageBody`` of the OpenAPI document."""
 
@@ -2560,6 +2624,10 @@ __all__ = [
     "ExecBody",
     "ExecuteBody",
     "Execution",
+    "ExportedGrant",
+    "ExportedMessage",
+    "ExportedThread",
+    "ExportedVisitorSession",
     "File",
     "ForkBody",
     "Instance",
@@ -2700,6 +2768,8 @@ __all__ = [
     "TriggerPatchBody",
     "Usage",
     "UseTemplateBody",
+    "UserErasure",
+    "UserExport",
     "VisitorMessage",
     "VisitorMessageBody",
     "VisitorMessageList",

@@ -12,6 +12,7 @@ from uuid import UUID
 import msgspec
 
 from agentsvc_core.entities.channel import Channel, ChannelEvent, Contact, EventState
+from agentsvc_core.entities.erasure import event_without_text
 from agentsvc_core.errors import Conflict, NotFound
 from agentsvc_core.ports.channels import ChannelStore
 
@@ -31,6 +32,20 @@ class MemoryChannels(ChannelStore):
         owner = (org_id, agent_id)
         for c in [c for c in self._channels.values() if (c.org_id, c.agent_id) == owner]:
             self._drop(c.id)
+
+    def drop_thread(self, org_id: str, thread_id: UUID) -> None:
+        """A thread's chat mappings go with it; its contacts forget it; its inbound
+        messages keep their place without their text."""
+        for key in [k for k, t in self._chats.items() if t == thread_id]:
+            c = self._channels.get(key[0])
+            if c is None or c.org_id == org_id:
+                del self._chats[key]
+        for cid, contact in list(self._contacts.items()):
+            if contact.org_id == org_id and contact.thread_id == thread_id:
+                self._contacts[cid] = msgspec.structs.replace(contact, thread_id=None)
+        for key, event in list(self._events.items()):
+            if event.org_id == org_id and event.thread_id == thread_id:
+                self._events[key] = event_without_text(event)
 
     def _drop(self, channel_id: UUID) -> None:
         self._channels.pop(channel_id, None)

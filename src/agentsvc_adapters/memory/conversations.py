@@ -63,6 +63,19 @@ class MemoryThreads(ThreadRepository):
     def has(self, org_id: str, thread_id: UUID) -> bool:
         return (org_id, thread_id) in self._threads
 
+    def drop_thread(self, org_id: str, thread_id: UUID) -> bool:
+        """The thread and its participants go (``MemoryErasure``); False: none."""
+        self._participants.pop((org_id, thread_id), None)
+        return self._threads.pop((org_id, thread_id), None) is not None
+
+    def leave_all(self, org_id: str, user_id: str) -> int:
+        """The user leaves every thread of the organization; how many it left."""
+        left = 0
+        for (org, _), members in self._participants.items():
+            if org == org_id and members.pop(user_id, None) is not None:
+                left += 1
+        return left
+
     def move_head(self, org_id: str, thread_id: UUID, head: UUID) -> None:
         """A branched thread's turn stored its messages: ``head`` is its last."""
         found = self._threads.get((org_id, thread_id))
@@ -239,6 +252,21 @@ class MemoryConversations(ConversationStore, StreamStore):
     def all_usage(self) -> Iterator[UsageRecord]:
         for records in self._usage.values():
             yield from records
+
+    def drop_thread(self, org_id: str, thread_id: UUID) -> list[UUID]:
+        """The thread's messages, runs and their stored events go; its usage records
+        (no text) stay. Returns the ids of the runs that went."""
+        self._messages.pop((org_id, thread_id), None)
+        runs = [r.id for r in self._runs.pop((org_id, thread_id), [])]
+        for run_id in runs:
+            self._events.pop((org_id, run_id), None)
+        return runs
+
+    def last_touched(self, org_id: str, thread_id: UUID) -> datetime | None:
+        """When the thread's last message or reply was stored (None: neither)."""
+        times = [m.created_at for m in self._messages.get((org_id, thread_id), [])]
+        times += [r.started_at for r in self._runs.get((org_id, thread_id), [])]
+        return max(times, default=None)
 
     # --- StreamStore ------------------------------------------------------------
 

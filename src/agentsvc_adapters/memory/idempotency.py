@@ -46,6 +46,14 @@ class MemoryIdempotency(IdempotencyStore):
     async def release(self, org_id: str, key: str) -> None:
         self._keys.pop((org_id, key), None)
 
+    def drop_runs(self, org_id: str, run_ids: list[UUID]) -> int:
+        """Forget the keys of these runs' sends (a deleted thread's); how many."""
+        wanted = set(run_ids)
+        held = [k for k, (r, _) in self._keys.items() if k[0] == org_id and r.run_id in wanted]
+        for k in held:
+            del self._keys[k]
+        return len(held)
+
     async def purge_keys(self, now: datetime) -> int:
         old = [k for k, (_, expires) in self._keys.items() if expires < now]
         for k in old:

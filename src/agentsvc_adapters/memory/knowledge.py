@@ -77,6 +77,12 @@ class MemoryKnowledge(KnowledgeStore):
         for table in (self._docs, self._files, self._chunks, self._vectors):
             table.pop(key, None)
 
+    def drop_thread(self, org_id: str, thread_id: UUID) -> None:
+        """A thread's documents go with it."""
+        for key, d in list(self._docs.items()):
+            if key[0] == org_id and d.thread_id == thread_id:
+                self._drop(key)
+
     def _stored(self, org_id: str, document_id: UUID) -> KnowledgeDocument:
         found = self._docs.get((org_id, document_id))
         if found is None:

@@ -45,6 +45,25 @@ class MemoryMemories(MemoryStore):
         for key in [k for k, m in self._rows.items() if k[0] == org_id and m.agent_id == agent_id]:
             del self._rows[key]
 
+    def drop_scope(self, org_id: str, scope: str, scope_id: str) -> int:
+        """Delete the memories of one thread or user scope, of every agent; how many."""
+        gone = [
+            k
+            for k, m in self._rows.items()
+            if k[0] == org_id and m.scope == scope and m.scope_id == scope_id
+        ]
+        for key in gone:
+            del self._rows[key]
+        return len(gone)
+
+    def of_scope(self, org_id: str, scope: str, scope_id: str) -> list[Memory]:
+        found = [
+            m
+            for (org, _), m in self._rows.items()
+            if org == org_id and m.scope == scope and m.scope_id == scope_id
+        ]
+        return sorted(found, key=lambda m: (m.created_at, m.id))
+
     def _of(self, org_id: str, agent_id: UUID) -> list[Memory]:
         return [m for (org, _), m in self._rows.items() if org == org_id and m.agent_id == agent_id]
 

@@ -84,6 +84,14 @@ class MemoryPlans(PlanStore):
             plan=msgspec.structs.replace(plan, todos=()), todos={}, edges=set()
         )
 
+    def drop_thread(self, org_id: str, thread_id: UUID) -> None:
+        """A thread's plans go with it."""
+        for key in [
+            k for k, s in self._plans.items() if k[0] == org_id and s.plan.thread_id == thread_id
+        ]:
+            self._plans.pop(key, None)
+            self._locks.pop(key, None)
+
     async def get(self, org_id: str, plan_id: UUID) -> Plan:
         return self._state(org_id, plan_id).assembled()
 

@@ -48,6 +48,18 @@ class MemoryPublishing(PublishingStore):
     def drop_agent(self, org_id: str, agent_id: UUID) -> None:
         self._chats.pop((org_id, agent_id), None)
 
+    def drop_thread(self, org_id: str, thread_id: UUID) -> None:
+        """A visitor thread's record goes with its thread."""
+        self._visitors.pop((org_id, thread_id), None)
+
+    def threads_of_visitor(self, org_id: str, visitor_id: str) -> list[VisitorThread]:
+        found = [
+            v
+            for (org, _), v in self._visitors.items()
+            if org == org_id and v.visitor_id == visitor_id
+        ]
+        return sorted(found, key=lambda v: (v.created_at, v.thread_id))
+
     def _check_slug(self, chat: PublishedChat) -> None:
         key = (chat.org_id, chat.agent_id)
         if any(c.slug == chat.slug and k != key for k, c in self._chats.items()):

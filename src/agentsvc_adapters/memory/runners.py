@@ -10,6 +10,7 @@ from uuid import UUID
 import msgspec
 
 from agentsvc_adapters.memory.projects import detach_members, naming_a_project
+from agentsvc_core.entities.erasure import run_without_text, touches
 from agentsvc_core.entities.runner import (
     RUN_ACTIVE,
     Runner,
@@ -117,6 +118,12 @@ class MemoryRunners(RunnerStore):
     def drop_agent(self, org_id: str, agent_id: UUID) -> None:
         """An agent's scheduled tasks and their runs go with the agent."""
         self._drop(lambda x: x.org_id == org_id and x.agent_id == agent_id)
+
+    def scrub_thread(self, org_id: str, thread_id: UUID) -> None:
+        """The runs that talked in the thread keep no text of it."""
+        for run_id, run in list(self._runs.items()):
+            if run.org_id == org_id and touches(run, thread_id):
+                self._runs[run_id] = run_without_text(run, thread_id)
 
     def _owned(self, x: Trigger | RunnerRun | Suggestion) -> None:
         """Raises ``NotFound`` when ``x`` names a runner or an agent that is not there."""

@@ -10,6 +10,7 @@ from agentsvc_adapters.memory.channels import MemoryChannels
 from agentsvc_adapters.memory.code_sessions import MemoryCodeSessions
 from agentsvc_adapters.memory.computer import MemoryComputers
 from agentsvc_adapters.memory.conversations import MemoryConversations, MemoryThreads
+from agentsvc_adapters.memory.erasure import MemoryErasure
 from agentsvc_adapters.memory.event_webhooks import MemoryEventWebhooks
 from agentsvc_adapters.memory.idempotency import MemoryIdempotency
 from agentsvc_adapters.memory.integrations import MemoryIntegrations
@@ -192,6 +193,19 @@ class MemoryStorage(StorageFacade):
         agents.on_delete.append(channels.drop_agent)
         computers = MemoryComputers(agents.has)
         agents.on_delete.append(computers.drop_agent)
+        plans = MemoryPlans()
+        erasure = MemoryErasure(
+            threads=self._threads,
+            conversations=conversations,
+            idempotency=idempotency,
+            traces=traces,
+            memories=memories,
+            knowledge=knowledge,
+            plans=plans,
+            publishing=publishing,
+            channels=channels,
+            runners=runners,
+        )
         super().__init__(
             Repositories(
                 organizations=MemoryOrganizations(),
@@ -208,7 +222,7 @@ class MemoryStorage(StorageFacade):
                 traces=traces,
                 analytics=traces,
                 webhook_tools=MemoryWebhookTools(),
-                plans=MemoryPlans(),
+                plans=plans,
                 memories=memories,
                 knowledge=knowledge,
                 runners=runners,
@@ -219,6 +233,7 @@ class MemoryStorage(StorageFacade):
                 channels=channels,
                 computers=computers,
                 code_sessions=MemoryCodeSessions(),
+                erasure=erasure,
                 event_webhooks=MemoryEventWebhooks(),
             )
         )

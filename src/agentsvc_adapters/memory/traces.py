@@ -16,6 +16,7 @@ from agentsvc_core.entities import (
     TraceSummary,
     UsageRecord,
 )
+from agentsvc_core.entities.erasure import trace_without_text
 from agentsvc_core.entities.trace import merged
 from agentsvc_core.errors import Conflict
 from agentsvc_core.ports import AnalyticsGroups, AnalyticsStore, TraceFilter, TraceStore
@@ -46,6 +47,13 @@ class MemoryTraces(TraceStore, AnalyticsStore):
     def add(self, record: TraceRecord) -> None:
         """Store ``record`` (``finish_turn``'s trace part, and ``add_trace``)."""
         self._traces.setdefault((record.summary.org_id, record.summary.id), []).append(record)
+
+    def scrub_thread(self, org_id: str, thread_id: UUID) -> None:
+        """The thread's traces keep their spans and costs, without their text."""
+        for records in self._traces.values():
+            for i, r in enumerate(records):
+                if r.summary.org_id == org_id and r.summary.thread_id == thread_id:
+                    records[i] = trace_without_text(r)
 
     async def add_trace(self, record: TraceRecord) -> None:
         stored = self._traces.get((record.summary.org_id, record.summary.id), ())

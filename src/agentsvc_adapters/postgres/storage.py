@@ -23,6 +23,7 @@ from agentsvc_adapters.postgres.channels import PostgresChannels
 from agentsvc_adapters.postgres.code_sessions import PostgresCodeSessions
 from agentsvc_adapters.postgres.computer import PostgresComputers
 from agentsvc_adapters.postgres.conversations import PostgresConversations, PostgresThreads
+from agentsvc_adapters.postgres.erasure import PostgresErasure
 from agentsvc_adapters.postgres.event_webhooks import PostgresEventWebhooks
 from agentsvc_adapters.postgres.idempotency import PostgresIdempotency
 from agentsvc_adapters.postgres.integrations import PostgresIntegrations
@@ -126,6 +127,7 @@ class PostgresStorage(StorageFacade):
                 channels=PostgresChannels(self.pool),
                 computers=PostgresComputers(self.pool),
                 code_sessions=PostgresCodeSessions(self.pool),
+                erasure=PostgresErasure(self.pool),
                 event_webhooks=PostgresEventWebhooks(self.pool),
             )
         )

@@ -28,6 +28,7 @@ from agentsvc_core.entities import (
 from agentsvc_core.ports.channels import ChannelStore
 from agentsvc_core.ports.code_sessions import CodeSessionStore
 from agentsvc_core.ports.computer import ComputerStore
+from agentsvc_core.ports.erasure import ErasureStore
 from agentsvc_core.ports.event_webhooks import EventWebhookStore
 from agentsvc_core.ports.idempotency import IdempotencyClaim, IdempotencyStore
 from agentsvc_core.ports.integrations import IntegrationStore
@@ -411,6 +412,9 @@ class Storage(Protocol):
 
     @property
     def code_sessions(self) -> CodeSessionStore: ...
+
+    @property
+    def erasure(self) -> ErasureStore: ...
 
     @property
     def event_webhooks(self) -> EventWebhookStore: ...

@@ -12,10 +12,12 @@ from datetime import datetime, timedelta
 from uuid import UUID
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from agentsvc_core.entities import Principal
 from agentsvc_core.errors import InvalidInput, PermissionDenied
 from agentsvc_core.ports import AgentRepository, Clock, SealedRecord, SecretBox, SecretStore
+from agentsvc_core.ports.erasure import ErasureStore
 from agentsvc_core.ports.mcp import UrlPolicy
 from agentsvc_core.ports.resolver import CredentialResolver, ResolverOutcome, ResolverRequest
 from agentsvc_core.ports.telemetry import Tracer
@@ -27,6 +29,8 @@ ROTATION_GRACE = timedelta(hours=24)
 MIN_TIMEOUT_MS = 100
 MAX_TIMEOUT_MS = 30_000
 MAX_DOMAINS = 100
+MIN_RETENTION_DAYS = 1
+MAX_RETENTION_DAYS = 3650
 
 
 class _Signing(msgspec.Struct, frozen=True, kw_only=True):
@@ -40,6 +44,7 @@ class OrgSettingsView(msgspec.Struct, frozen=True, kw_only=True):
     org_id: str
     allowed_embed_domains: tuple[str, ...]
     signing_secret: str
+    thread_retention_days: int | None = None  # None: threads are kept
 
 
 class ResolverConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -60,7 +65,11 @@ class OrgSettings:
         clock: Clock,
         *,
         allow_http: bool,
+        retention: ErasureStore | None = None,
     ) -> None:
+        """``retention``: where the organization's thread retention is kept (None:
+        the setting is always null and cannot be set)."""
+        self._retention = retention
         self._records = SealedRecords(store, box)
         self._agents = agents
         self._urls = urls
@@ -97,16 +106,27 @@ class OrgSettings:
     async def get(self, who: Principal) -> OrgSettingsView:
         self._admin(who)
         s = await self._signing(who.org_id)
+        days = None if self._retention is None else await self._retention.retention_days(who.org_id)
         return OrgSettingsView(
             org_id=who.org_id,
             allowed_embed_domains=s.allowed_embed_domains,
             signing_secret=s.current,
+            thread_retention_days=days,
         )
 
     async def update(
-        self, who: Principal, *, domains: list[str] | None, rotate: bool
+        self,
+        who: Principal,
+        *,
+        domains: list[str] | None,
+        rotate: bool,
+        retention_days: int | UnsetType | None = UNSET,
     ) -> OrgSettingsView:
+        """``retention_days``: threads untouched for that many days are deleted by the
+        maintenance sweep (None: kept; ``UNSET``: unchanged)."""
         self._admin(who)
+        if retention_days is not UNSET:
+            await self._set_retention(who.org_id, retention_days)
         s = await self._signing(who.org_id)
         if domains is not None:
             if len(domains) > MAX_DOMAINS:
@@ -124,6 +144,16 @@ class OrgSettings:
             )
         await self._records.put(who.org_id, "org_settings", "signing", s)
         return await self.get(who)
+
+    async def _set_retention(self, org: str, days: int | None) -> None:
+        if days is not None and not MIN_RETENTION_DAYS <= days <= MAX_RETENTION_DAYS:
+            raise InvalidInput(
+                "thread_retention_days",
+                f"must be between {MIN_RETENTION_DAYS} and {MAX_RETENTION_DAYS}, or null",
+            )
+        if self._retention is None:
+            raise InvalidInput("thread_retention_days", "this service keeps no retention")
+        await self._retention.set_retention_days(org, days)
 
     # --- resolver configuration ---------------------------------------------------
 

@@ -64,7 +64,8 @@ async def sweep(s: Services) -> None:
     """Replies whose process died stop counting as running; indexings and runner
     runs whose job was lost are queued again; rows stored since the last sweep are
     folded into analytics' hourly and daily sums; traces kept long enough go;
-    computers idle past their timeout stop."""
+    computers idle past their timeout stop; threads untouched past their
+    organization's retention are deleted."""
     try:
         count = await s.conversation.sweep()
         if count:
@@ -101,6 +102,18 @@ async def sweep(s: Services) -> None:
             log.info("pruned %d traces past their retention", pruned)
     except DomainError as exc:
         log.warning("the sweep of traces and analytics failed: %s", exc.detail)
+    await _retention(s)
+
+
+async def _retention(s: Services) -> None:
+    """Threads untouched past their organization's retention are deleted
+    (``use_cases/erasure.py``: it looks once an hour unless a batch was full)."""
+    try:
+        deleted = await s.erasure.sweep()
+        if deleted:
+            log.info("deleted %d threads past their organization's retention", deleted)
+    except DomainError as exc:
+        log.warning("the sweep of threads past their retention failed: %s", exc.detail)
 
 
 def start_loops(s: Services) -> list[asyncio.Task[None]]:

@@ -162,6 +162,7 @@ def org_settings(
             urls,
             clock,
             allow_http=settings.allow_private_network,
+            retention=storage.erasure,
         ),
         CompactionSettings(storage.secrets, storage.agents, box),
     )

@@ -42,6 +42,7 @@ from agentsvc_core.ports.sandboxes import SandboxProvider
 from agentsvc_core.ports.skill_sources import SkillSource
 from agentsvc_core.ports.web import WebFetcher, WebSearch
 from agentsvc_core.use_cases.branches import Branches
+from agentsvc_core.use_cases.erasure import Erasure
 from agentsvc_core.use_cases.event_webhooks.replies import reply_events
 from agentsvc_core.use_cases.health import Readiness
 from agentsvc_core.use_cases.idempotency import Idempotency
@@ -223,6 +224,19 @@ class Services:
         self.idempotency = Idempotency(storage.idempotency, box, clock)
         self.traces, self.analytics = telemetry.traces_and_analytics(
             settings, storage, clock, self.trace_config
+        )
+        self.erasure = Erasure(
+            self.threads,
+            storage.erasure,
+            thread_repo=storage.threads,
+            conversations=storage.conversations,
+            secrets=storage.secrets,
+            publishing=storage.publishing,
+            replies=self.conversation.halting,
+            clock=clock,
+            # what keeps a thread's text besides the erasure's own statement: one line each
+            holders=[storage.event_webhooks],  # events that carry the thread's messages
+            stale_after_s=settings.run_stale_after_s,
         )
 
     def _catalogue(self, clock: SystemClock, revocations: Revocations) -> None:

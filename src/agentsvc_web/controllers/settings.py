@@ -11,10 +11,12 @@ from litestar.params import FromPath, JSONBody
 from msgspec import Meta
 
 from agentsvc_core.use_cases.org_settings import (
+    MAX_RETENTION_DAYS,
     MAX_TIMEOUT_MS,
     MAX_TOKENS_BOUND,
     MIN_ALPHA_TRIGGER,
     MIN_BETA_THRESHOLD,
+    MIN_RETENTION_DAYS,
     MIN_TIMEOUT_MS,
     CompactionConfig,
     CompactionSettings,
@@ -58,12 +60,19 @@ class OrgSettingsBody(msgspec.Struct, rename="camel"):
         | None
     ) = None
     rotate_signing_secret: bool = False
+    # threads untouched this many days are deleted by the maintenance sweep (null: kept)
+    thread_retention_days: (
+        Annotated[int, Meta(ge=MIN_RETENTION_DAYS, le=MAX_RETENTION_DAYS)]
+        | msgspec.UnsetType
+        | None
+    ) = msgspec.UNSET
 
 
 class OrgSettingsOut(msgspec.Struct):
     org_id: str
     allowed_embed_domains: list[str]
     signing_secret: str
+    thread_retention_days: int | None
 
     @classmethod
     def of(cls, v: OrgSettingsView) -> OrgSettingsOut:
@@ -129,7 +138,7 @@ class OrgSettingsController(Controller):
         operation_id="updateOrgSettings",
         status_code=200,
         responses=errors(400, 403, 413, 415, 422),
-        summary="Change embed domains and/or rotate the signing secret",
+        summary="Change embed domains, rotate the signing secret, set the thread retention",
     )
     async def update_settings(
         self,
@@ -141,6 +150,7 @@ class OrgSettingsController(Controller):
             principal_of(request),
             domains=data.allowed_embed_domains,
             rotate=data.rotate_signing_secret,
+            retention_days=data.thread_retention_days,
         )
         return OrgSettingsOut.of(view)
 

@@ -24,6 +24,7 @@ from agentsvc_core.use_cases import (
     ToolResultIn,
 )
 from agentsvc_core.use_cases.branches import Branches
+from agentsvc_core.use_cases.erasure import Erasure
 from agentsvc_core.use_cases.turn.events import EventSource
 from agentsvc_core.use_cases.turn.streams import Streams
 from agentsvc_web.access import MEMBER
@@ -266,6 +267,23 @@ class ThreadController(Controller):
         self, request: Req, threads: NamedDependency[Threads], thread_id: FromPath[UUID]
     ) -> ThreadOut:
         return ThreadOut.of(await threads.visible(principal_of(request), thread_id))
+
+    @delete(
+        "/{thread_id:uuid}",
+        operation_id="deleteThread",
+        opt=MEMBER,
+        status_code=200,
+        responses=errors(403, 404, 409),
+        summary=(
+            "Delete a thread with its messages, and scrub its text from traces (its reply"
+            " is stopped first)"
+        ),
+    )
+    async def delete_thread(
+        self, request: Req, erasure: NamedDependency[Erasure], thread_id: FromPath[UUID]
+    ) -> OkBody:
+        await erasure.delete_thread(principal_of(request), thread_id)
+        return OkBody(ok=True)
 
     @post(
         "/{thread_id:uuid}/messages",

@@ -70,6 +70,7 @@ from agentsvc_core.use_cases.turn.events import (
     Meta,
     Turn,
 )
+from agentsvc_core.use_cases.turn.halt import Halting
 from agentsvc_core.use_cases.turn.heartbeats import INTERRUPT_WAIT_S, Heartbeats, drain
 from agentsvc_core.use_cases.turn.queued import Waiting, reply_of
 from agentsvc_core.use_cases.turn.reply import Reply
@@ -149,6 +150,7 @@ class Conversation:
         self._beginning: set[tuple[str, UUID]] = set()
         self._beats = Heartbeats(store, clock, stale_after_s / 4, self._running)
         self.reply = Reply(store, tools, clock, compactor, tracer, traces, after_turn)
+        self.halting = Halting(store, stops, self._running, clock, self._stale_after)
         self._closing: asyncio.Task[None] | None = None  # the drain, once shutdown began
         self._turns: dict[UUID, Turn] = {}  # the running replies' event buffers
         self._streams = streams

@@ -169,7 +169,9 @@ async def test_the_environment_is_the_command_s_alone(
         stream = provider.exec(
             ref,
             make_spec(),
-            "echo $GREETING $PATH $HOME; /usr/bin/env | /usr/bin/grep -c AGENTSVC_TEST_; sleep 1",
+            # the sleep keeps it running while the host is looked at (a loaded machine
+            # may take a while to get there)
+            "echo $GREETING $PATH $HOME; /usr/bin/env | /usr/bin/grep -c AGENTSVC_TEST_; sleep 5",
             timeout_s=15,
             env={"GREETING": "hello world", "PATH": "/nowhere", "LD_PRELOAD": "/nowhere.so"},
         )

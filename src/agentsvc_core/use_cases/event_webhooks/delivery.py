@@ -65,8 +65,9 @@ class DeliverySettings(msgspec.Struct, frozen=True, kw_only=True):
     retry_scale: float = 1.0  # 1 / AGENTSVC_WEBHOOK_RETRY_SPEEDUP
 
 
-async def enqueue_delivery(jobs: JobQueue, delivery: EventDelivery, delay_s: float = 0.0) -> None:
-    await jobs.enqueue(
+async def enqueue_delivery(jobs: JobQueue, delivery: EventDelivery, delay_s: float = 0.0) -> bool:
+    """Queue the delivery's job; False when its job is already waiting or running."""
+    return await jobs.enqueue(
         DELIVER_JOB,
         msgspec.json.encode(_Job(delivery.org_id, delivery.id)),
         key=f"{DELIVER_JOB}:{delivery.id}",
@@ -186,13 +187,14 @@ class EventDeliveries:
     async def resume(self, limit: int = 100) -> int:
         """The sweep's: enqueue again the pending deliveries well past due (their job
         was lost: a process died between storing an event and queuing it). The
-        queue's key keeps a job still waiting from being doubled."""
+        queue's key keeps a job still waiting from being doubled; the answer counts
+        the jobs queued anew."""
         due = self._clock.now() - timedelta(minutes=1)
+        queued = 0
         try:
             rows = await self._store.pending(due, limit)
             for delivery in rows:
-                await enqueue_delivery(self._jobs, delivery)
+                queued += await enqueue_delivery(self._jobs, delivery)
         except DomainError as exc:
             log.warning("the sweep of webhook deliveries failed: %s", exc.detail)
-            return 0
-        return len(rows)
+        return queued

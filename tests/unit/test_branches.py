@@ -22,6 +22,7 @@ from agentsvc_core.use_cases.branches import (
     latest_leaf,
     parents,
     pending_on,
+    settled,
     shown,
     start_of,
 )
@@ -282,3 +283,61 @@ async def test_a_switch_while_a_reply_runs_is_thread_busy() -> None:
         await branches.switch(WHO, w.thread.id, (await w.messages())[0].id)
     await w.conversation.stop(WHO, w.thread.id)
     await read_all(first)
+
+
+def test_a_first_message_stored_after_others_has_no_parent() -> None:
+    # an edit of the first message: chained names the thread, read as no parent
+    again = chained([m("u1 again"), m("a again", "assistant")], None)
+    assert again[0].parent_id == THREAD
+    tree = [*TREE, *again]
+    up = parents(tree)
+    assert up[again[0].id] is None
+    assert up[again[1].id] == again[0].id
+    assert names(branch_of(tree, again[1].id)) == ["u1 again", "a again"]
+    items = shown(tree, branch_of(tree, again[1].id))
+    assert (items[0].sibling_index, items[0].sibling_count) == (2, 2)
+
+
+def test_calls_still_wait_after_the_results_of_their_steps_other_calls() -> None:
+    c1, c2 = (
+        ToolCall(id="c1", name="srv", arguments={}),
+        ToolCall(id="c2", name="pick", arguments={}),
+    )
+    step = m("step", "assistant", tool_calls=(c1, c2))
+    result = m("r1", "tool", tool_call_id="c1")
+    assert pending_on([U1, step, result], (c2,)) == (c2,)
+    assert pending_on([U1, step], (c2,)) == (c2,)
+    assert pending_on([result], (c2,)) == ()
+
+
+def test_a_fork_leaves_out_a_last_step_whose_calls_wait() -> None:
+    c1, c2 = (
+        ToolCall(id="c1", name="srv", arguments={}),
+        ToolCall(id="c2", name="pick", arguments={}),
+    )
+    step = m("step", "assistant", tool_calls=(c1, c2))
+    r1, r2 = m("r1", "tool", tool_call_id="c1"), m("r2", "tool", tool_call_id="c2")
+    assert settled([U1, step, r1]) == [U1]
+    assert settled([U1, step]) == [U1]
+    assert settled([U1, step, r1, r2]) == [U1, step, r1, r2]  # answered: the model goes on
+    assert settled([U1, A1]) == [U1, A1]
+    assert settled([]) == []
+
+
+async def test_an_edit_of_the_first_message_starts_a_branch_of_its_own() -> None:
+    model = Script(says("answer"))
+    w = await world(model)
+    users = await five_turns(w)
+    await read_all(
+        await w.conversation.post(WHO, w.thread.id, SendInput(content="q1b", edit_of=users[0]))
+    )
+    assert user_texts(model.requests[-1]) == ["q1b"]
+    await read_all(await w.conversation.post(WHO, w.thread.id, SendInput(content="next")))
+    assert user_texts(model.requests[-1]) == ["q1b", "next"]
+    current, _ = await branches_of(w).history(WHO, w.thread.id, offset=0, limit=50, branch=None)
+    assert [s.message.content for s in current] == ["q1b", "answer", "next", "answer"]
+    assert (current[0].sibling_index, current[0].sibling_count, current[0].parent_id) == (
+        2,
+        2,
+        None,
+    )

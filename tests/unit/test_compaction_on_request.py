@@ -191,3 +191,16 @@ async def test_the_context_is_for_whoever_may_read_the_thread() -> None:
         await ops_of(w).context(stranger, w.thread.id)
     with pytest.raises(PermissionDenied):
         await ops_of(w).compact(stranger, w.thread.id)
+
+
+async def test_the_context_and_a_compaction_read_the_current_branch_only() -> None:
+    w = await long_world()
+    first = (await w.messages())[0]
+    edited = await w.conversation.send(
+        WHO, w.thread.id, SendInput(content="a new start", edit_of=first.id)
+    )
+    await read_all(edited)
+    seen = await ops_of(w).context(WHO, w.thread.id)
+    assert [m.content for m in seen.messages][0] == "a new start"
+    assert len(seen.messages) == 2  # the new message and its reply
+    assert not any(m.content.startswith("message ") for m in seen.messages)

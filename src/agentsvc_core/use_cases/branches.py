@@ -40,6 +40,7 @@ __all__ = [
     "latest_leaf",
     "parents",
     "pending_on",
+    "settled",
     "shown",
     "start_of",
 ]
@@ -47,11 +48,15 @@ __all__ = [
 
 def parents(messages: Sequence[Message]) -> dict[UUID, UUID | None]:
     """Each message's parent: its own ``parent_id``, or the message stored just
-    before it (None for the first)."""
+    before it (None for the first); a ``parent_id`` naming the thread itself marks
+    a first message stored after others (an edit of the first message: ``chained``)."""
     found: dict[UUID, UUID | None] = {}
     before: UUID | None = None
     for m in messages:
-        found[m.id] = m.parent_id if m.parent_id is not None else before
+        if m.parent_id is None:
+            found[m.id] = before
+        else:
+            found[m.id] = None if m.parent_id == m.thread_id else m.parent_id
         before = m.id
     return found
 
@@ -126,12 +131,31 @@ def start_of(
 
 
 def pending_on(branch: Sequence[Message], pending: tuple[ToolCall, ...]) -> tuple[ToolCall, ...]:
-    """The client tool calls the latest reply waits for, when the branch ends with
-    the message that made them (a branch switched away from them waits for nothing)."""
-    if not pending or not branch:
+    """The calls the latest reply waits for (the client's, or those waiting for
+    approval), when the branch ends with the step that made them, or with the
+    results of that step's other calls (a branch switched away from them waits for
+    nothing)."""
+    if not pending:
         return ()
-    made = {c.id for c in branch[-1].tool_calls}
+    at = len(branch) - 1
+    while at >= 0 and branch[at].role == "tool":
+        at -= 1
+    made = {c.id for c in branch[at].tool_calls} if at >= 0 else set()
     return tuple(c for c in pending if c.id in made)
+
+
+def settled(branch: Sequence[Message]) -> list[Message]:
+    """``branch`` without a last step whose calls wait for an answer (an assistant
+    message with tool calls, and the results of some of them): what a fork copies,
+    so that the new thread does not start with calls nobody will answer."""
+    end = len(branch)
+    while end and branch[end - 1].role == "tool":
+        end -= 1
+    if end and branch[end - 1].role == "assistant" and branch[end - 1].tool_calls:
+        answered = {m.tool_call_id for m in branch[end:]}
+        if any(c.id not in answered for c in branch[end - 1].tool_calls):
+            return list(branch[: end - 1])
+    return list(branch)
 
 
 def latest_leaf(messages: Sequence[Message], start: UUID) -> UUID:
@@ -153,10 +177,12 @@ def latest_leaf(messages: Sequence[Message], start: UUID) -> UUID:
 
 def chained(new: Sequence[Message], parent: UUID | None) -> list[Message]:
     """``new`` with each message naming the one before it as its parent, the first
-    naming ``parent``: how messages are stored once a thread has branches."""
+    naming ``parent``: how messages are stored once a thread has branches. A first
+    message (``parent`` None) names its thread, which ``parents`` reads as "none":
+    no parent at all would read as the message stored before it."""
     out: list[Message] = []
     for m in new:
-        out.append(msgspec.structs.replace(m, parent_id=parent))
+        out.append(msgspec.structs.replace(m, parent_id=m.thread_id if parent is None else parent))
         parent = m.id
     return out
 
@@ -297,7 +323,7 @@ class Branches:
         through here."""
         thread = await self._threads.visible(who, thread_id)
         every = await self._store.thread_messages(who.org_id, thread_id)
-        path = branch_of(every, message_id or thread.head_id)
+        path = settled(branch_of(every, message_id or thread.head_id))
         title = f"{thread.title} (fork)"[:MAX_TITLE] if thread.title else None
         forked = await self._threads.create(
             who,

@@ -33,6 +33,7 @@ from agentsvc_core.ports import (
     TurnInputs,
     TurnReader,
 )
+from agentsvc_core.use_cases.branches import branch_of
 from agentsvc_core.use_cases.org_settings import AgentConfigs, KeyBroker
 from agentsvc_core.use_cases.threads import Threads
 from agentsvc_core.use_cases.turn._private import Plan
@@ -128,7 +129,7 @@ class ThreadCompaction:
         """What the next turn would send. ``NotFound``, ``PermissionDenied`` as the
         thread's messages; ``InvalidInput`` when no family serves the agent's model."""
         plan, inputs = await self._plan(who, thread_id)
-        system, messages = plan.system, model_history(inputs.history)
+        system, messages = plan.system, model_history(_branch(inputs))
         cp = await self._checkpoint(plan, messages)
         if cp is not None:
             system, messages = Compactor.applied(cp, system, messages)
@@ -159,7 +160,7 @@ class ThreadCompaction:
                 "compaction is off for this agent: turn it on with "
                 f"PUT /api/agents/{plan.agent.id}/compaction",
             )
-        history = model_history(inputs.history)
+        history = model_history(_branch(inputs))
         cp = await self._checkpoint(plan, history)
         if cp is None:  # a service wired without a compactor keeps no summaries
             raise InvalidInput("compaction", "this service keeps no summaries")
@@ -179,3 +180,8 @@ class ThreadCompaction:
             tokens_after=estimate(system, recent),
             kind="summary",
         )
+
+
+def _branch(inputs: TurnInputs) -> list[Message]:
+    """The thread's current branch, as the turn reads it (use_cases/branches.py)."""
+    return branch_of(inputs.history, inputs.thread.head_id)

@@ -201,6 +201,6 @@ async def test_the_context_and_a_compaction_read_the_current_branch_only() -> No
     )
     await read_all(edited)
     seen = await ops_of(w).context(WHO, w.thread.id)
-    assert [m.content for m in seen.messages][0] == "a new start"
+    assert next(m.content for m in seen.messages) == "a new start"
     assert len(seen.messages) == 2  # the new message and its reply
     assert not any(m.content.startswith("message ") for m in seen.messages)

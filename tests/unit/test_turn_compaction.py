@@ -3,8 +3,12 @@ its context is above the agent's threshold."""
 
 from __future__ import annotations
 
-from agentsvc_core.use_cases.turn.compaction import SUMMARY_PROMPT
+import uuid
+
+from agentsvc_adapters.memory.storage import MemoryStorage
+from agentsvc_core.use_cases.turn.compaction import SUMMARY_PROMPT, Checkpoint, Compactor
 from tests.unit.test_turn_keys import Resolver, turn_with
+from tests.unit.turn_world import BOX
 
 # the history of ``turn_with(compact=True)``: 8 messages of ~1,010 characters and the
 # new one, about 2,030 tokens by the estimate (4 characters a token)
@@ -25,3 +29,15 @@ async def test_a_summary_above_the_threshold() -> None:
     turn_calls = [r for r in model.requests if r.system != SUMMARY_PROMPT]
     assert len(turn_calls[0].messages) < 9  # the summary replaced the older messages
     assert "the summary" in turn_calls[0].system
+
+
+async def test_a_deleted_threads_summary_goes_with_it() -> None:
+    storage = MemoryStorage()
+    compactor = Compactor(storage.secrets, BOX)
+    thread, other = uuid.uuid4(), uuid.uuid4()
+    await compactor.save("org", thread, Checkpoint(summary="what they said"))
+    await compactor.save("org", other, Checkpoint(summary="kept"))
+    assert await compactor.delete_for_thread("org", thread) == 1
+    assert await compactor.checkpoint("org", thread) == Checkpoint()
+    assert (await compactor.checkpoint("org", other)).summary == "kept"
+    assert await compactor.delete_for_thread("org", thread) == 0  # safe to repeat

@@ -52,6 +52,7 @@ from agentsvc_core.use_cases.multiplayer.events import ThreadEvents
 from agentsvc_core.use_cases.multiplayer.posts import MultiplayerPosts
 from agentsvc_core.use_cases.org_settings import AgentConfigs, KeyBroker
 from agentsvc_core.use_cases.server_tools import ToolHub
+from agentsvc_core.use_cases.turn.compaction import Compactor
 from agentsvc_web.bootstrap import background, catalogue, event_webhooks, publishing, telemetry
 from agentsvc_web.bootstrap import tools as tool_areas
 from agentsvc_web.bootstrap.channels import own_platforms, wire_channels
@@ -235,7 +236,8 @@ class Services:
             replies=self.conversation.halting,
             clock=clock,
             # what keeps a thread's text besides the erasure's own statement: one line each
-            holders=[storage.event_webhooks],  # events that carry the thread's messages
+            # events that carry the thread's messages; its summary (summary compaction)
+            holders=[storage.event_webhooks, Compactor(storage.secrets, box)],
             stale_after_s=settings.run_stale_after_s,
         )
 

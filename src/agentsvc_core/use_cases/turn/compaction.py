@@ -74,10 +74,16 @@ def transcript(previous: str, messages: list[Message]) -> str:
 class Compactor:
     def __init__(self, store: SecretStore, box: SecretBox) -> None:
         self._records = SealedRecords(store, box)
+        self._store = store
 
     async def checkpoint(self, org: str, thread_id: UUID) -> Checkpoint:
         cp = await self._records.get(org, "checkpoint", str(thread_id), Checkpoint)
         return cp or Checkpoint()
+
+    async def delete_for_thread(self, org_id: str, thread_id: UUID) -> int:
+        """A deleted thread's summary goes with it (use_cases/erasure.py: a thread
+        data holder); 1 when there was one."""
+        return int(await self._store.take(org_id, "checkpoint", str(thread_id)) is not None)
 
     async def save(self, org: str, thread_id: UUID, cp: Checkpoint) -> None:
         await self._records.put(org, "checkpoint", str(thread_id), cp)

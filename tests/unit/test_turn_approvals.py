@@ -6,6 +6,7 @@ expired after the agent's ``approval_timeout_minutes``)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import msgspec
@@ -259,3 +260,44 @@ async def test_where_nobody_can_approve_the_call_is_refused_at_once() -> None:
     ]
     (run,) = await w.runs()
     assert (run.status, run.pending_tool_calls) == ("completed", ())
+
+
+class HoldSecondBegin:
+    """The conversation store, holding the second ``begin_turn`` until released."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.begins = 0
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def begin_turn(self, *args: Any, **kwargs: Any) -> Any:
+        self.begins += 1
+        if self.begins == 2:
+            self.entered.set()
+            await self.release.wait()
+        return await self.inner.begin_turn(*args, **kwargs)
+
+
+async def test_two_sends_approving_the_same_call_run_it_once() -> None:
+    held: HoldSecondBegin | None = None
+
+    def wrap(inner: Any) -> HoldSecondBegin:
+        nonlocal held
+        held = HoldSecondBegin(inner)
+        return held
+
+    w = await world(Script(calls("refund"), says("done")), gated_tools(), store=wrap)
+    await send(w, SendInput(content="refund it"))
+    assert held is not None
+    # B read the waiting call and is held before its run is stored; A answers it too
+    late = asyncio.create_task(w.conversation.post(WHO, w.thread.id, approvals(("c-refund", True))))
+    await held.entered.wait()
+    await send(w, approvals(("c-refund", True)))
+    assert w.tools.called == [("refund", {"q": "refund"})]
+    held.release.set()
+    await read_all(await late)
+    assert w.tools.called == [("refund", {"q": "refund"})]  # not a second time

@@ -252,7 +252,12 @@ class Reply:
         call; their results join the model's context right after the calls' other
         results (before the message that came with the approvals)."""
         await state.begun
+        # a call whose result is stored ran already: two sends answered the same
+        # approvals, and the other's reply got there first (its history, re-read)
+        ran = {m.tool_call_id for m in state.messages if m.role == "tool"}
         for call in plan.approved:
+            if call.id in ran:
+                continue
             result = await run_tool(self._tools, self.tracer, plan, call, turn)
             state.add(self._tool_message(run, call, result))
         state.messages = model_history(state.messages)

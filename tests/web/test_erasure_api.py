@@ -138,6 +138,12 @@ def test_the_thread_retention_setting(harness: SharedHarness, auth: H, org_id: s
             assert r.json()["thread_retention_days"] == edge
         r = c.post("/api/orgs/settings", json={"threadRetentionDays": None}, headers=auth)
         assert r.json()["thread_retention_days"] is None
+        # a refused change changes nothing, the retention included
+        both = {"threadRetentionDays": 7, "allowedEmbedDomains": ["not a host"]}
+        r = c.post("/api/orgs/settings", json=both, headers=auth)
+        assert r.status_code == 422, r.text
+        got = c.get("/api/orgs/settings", headers=auth).json()
+        assert got["thread_retention_days"] is None
         member = bearer(make_jwt(sub="m", org=org_id))
         r = c.post("/api/orgs/settings", json={"threadRetentionDays": 5}, headers=member)
         assert r.status_code == 403

@@ -125,15 +125,16 @@ class OrgSettings:
         """``retention_days``: threads untouched for that many days are deleted by the
         maintenance sweep (None: kept; ``UNSET``: unchanged)."""
         self._admin(who)
-        if retention_days is not UNSET:
-            await self._set_retention(who.org_id, retention_days)
-        s = await self._signing(who.org_id)
-        if domains is not None:
+        if domains is not None:  # every field checked before anything is written
             if len(domains) > MAX_DOMAINS:
                 raise InvalidInput("allowed_embed_domains", f"at most {MAX_DOMAINS}")
             for d in domains:
                 check_text("allowed_embed_domains", d, max_len=253, required=True)
                 check_embed_domain("allowed_embed_domains", d)
+        if retention_days is not UNSET:
+            await self._set_retention(who.org_id, retention_days)
+        s = await self._signing(who.org_id)
+        if domains is not None:
             s = msgspec.structs.replace(s, allowed_embed_domains=tuple(domains))
         if rotate:
             s = msgspec.structs.replace(

@@ -341,3 +341,122 @@ async def test_an_edit_of_the_first_message_starts_a_branch_of_its_own() -> None
         2,
         None,
     )
+
+
+# --- what the mutants showed untested -------------------------------------------------
+
+
+def test_the_refusals_say_why() -> None:
+    with pytest.raises(NotFound) as gone:
+        branch_of(TREE, uuid.uuid4())
+    assert gone.value.detail == "message not found in this thread"
+    with pytest.raises(NotFound) as leaf:
+        latest_leaf(TREE, uuid.uuid4())
+    assert leaf.value.detail == "message not found in this thread"
+    with pytest.raises(NotFound) as edit:
+        start_of(TREE, None, edit_of=uuid.uuid4())
+    assert edit.value.detail == "message not found in this thread"
+    with pytest.raises(Conflict) as nothing:
+        start_of([A1], None, regenerate=True)  # a branch without a user message
+    assert nothing.value.detail == "the thread has no user message to answer again"
+    with pytest.raises(InvalidInput) as wrong:
+        start_of(TREE, None, edit_of=A1.id)
+    assert wrong.value.problem == "only a user message can be edited"
+    with pytest.raises(Conflict) as many:
+        start_of(TREE, None, edit_of=U1.id, multiplayer=True)
+    assert "one line" in many.value.detail
+
+
+def test_a_head_with_an_empty_branch_and_a_plain_send() -> None:
+    start = start_of([U1], U1.id)
+    assert (names(start.branch), start.parent, start.branched) == (["u1"], U1.id, True)
+
+
+def test_the_versions_in_the_middle_name_both_neighbours() -> None:
+    u2c = m("u2c", parent=A1)
+    tree = [*TREE, u2c]
+    items = shown(tree, branch_of(tree, U2B.id))
+    middle = items[2]
+    assert (middle.sibling_index, middle.sibling_count) == (2, 3)
+    assert (middle.prev_sibling_id, middle.next_sibling_id) == (U2.id, u2c.id)
+    first = shown(tree, branch_of(tree, U2.id))[2]
+    assert (first.prev_sibling_id, first.next_sibling_id) == (None, U2B.id)
+
+
+def test_pending_calls_of_a_step_made_before_the_last() -> None:
+    call = ToolCall(id="c1", name="pick", arguments={})
+    asked = m("asked", "assistant", tool_calls=(call,))
+    assert pending_on([asked, U1], (call,)) == ()  # not the branch's last step
+
+
+async def test_the_history_of_one_line_pages_with_each_parent() -> None:
+    w = await world(Script(says("answer")))
+    await five_turns(w)
+    b = branches_of(w)
+    page, total = await b.history(WHO, w.thread.id, offset=3, limit=3, branch=None)
+    assert total == 10
+    every = await w.messages()
+    assert [s.message.id for s in page] == [x.id for x in every[3:6]]
+    assert [s.parent_id for s in page] == [x.id for x in every[2:5]]
+    assert all((s.sibling_index, s.sibling_count) == (1, 1) for s in page)
+    assert all(s.prev_sibling_id is None and s.next_sibling_id is None for s in page)
+    first, _ = await b.history(WHO, w.thread.id, offset=0, limit=2, branch=None)
+    assert [s.parent_id for s in first] == [None, every[0].id]
+    last, _ = await b.history(WHO, w.thread.id, offset=10, limit=5, branch=None)
+    assert last == []
+    # a branch named on a thread of one line: the branch up to that message
+    up_to, n = await b.history(WHO, w.thread.id, offset=0, limit=50, branch=every[3].id)
+    assert ([s.message.id for s in up_to], n) == ([x.id for x in every[:4]], 4)
+    for bad in (-1, 1_000_000_001):
+        with pytest.raises(InvalidInput) as refused:
+            await b.history(WHO, w.thread.id, offset=bad, limit=5, branch=None)
+        assert refused.value.field == "offset"
+    edge, _ = await b.history(WHO, w.thread.id, offset=1_000_000_000, limit=5, branch=None)
+    assert edge == []
+
+
+async def test_the_history_of_a_branched_thread_pages_too() -> None:
+    w = await world(Script(says("answer")))
+    users = await five_turns(w)
+    await read_all(
+        await w.conversation.post(WHO, w.thread.id, SendInput(content="q5b", edit_of=users[4]))
+    )
+    page, total = await branches_of(w).history(WHO, w.thread.id, offset=7, limit=2, branch=None)
+    assert total == 10
+    assert [s.message.content for s in page] == ["answer", "q5b"]
+
+
+async def test_a_switch_moves_the_head_and_touches_the_thread() -> None:
+    w = await world(Script(says("answer")))
+    users = await five_turns(w)
+    await read_all(
+        await w.conversation.post(WHO, w.thread.id, SendInput(content="q2b", edit_of=users[1]))
+    )
+    w.clock.advance(60)
+    thread = await branches_of(w).switch(WHO, w.thread.id, users[1])
+    assert thread.updated_at == w.clock.now()
+    assert (await w.storage.threads.get(ORG, w.thread.id)).head_id == thread.head_id
+
+
+async def test_a_multiplayer_thread_does_not_switch() -> None:
+    w = await world(Script(says("answer")), thread={"kind": "multiplayer"})
+    with pytest.raises(Conflict) as refused:
+        await branches_of(w).switch(WHO, w.thread.id, uuid.uuid4())
+    assert refused.value.code == "THREAD_NOT_BRANCHABLE"
+
+
+async def test_a_fork_carries_the_threads_settings_and_a_title() -> None:
+    w = await world(
+        Script(says("answer")),
+        thread={"title": "Trip", "metadata": {"k": "v"}, "system_prompt_overlay": "Be brief."},
+    )
+    await five_turns(w)
+    forked = await branches_of(w).fork(WHO, w.thread.id, None)
+    assert forked.title == "Trip (fork)"
+    assert forked.metadata == {"k": "v"}
+    assert forked.system_prompt_overlay == "Be brief."
+    assert forked.kind == "single"
+    assert len(await w.store.thread_messages(ORG, forked.id)) == 10
+    untitled = await world(Script(says("answer")))
+    await five_turns(untitled)
+    assert (await branches_of(untitled).fork(WHO, untitled.thread.id, None)).title is None

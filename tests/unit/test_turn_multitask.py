@@ -5,12 +5,14 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from agentsvc_core.entities import Principal, ToolCall, Usage
+from agentsvc_core.entities import Principal, Run, ToolCall, Usage
 from agentsvc_core.errors import (
     Conflict,
     IdempotencyKeyReused,
@@ -34,8 +36,15 @@ from agentsvc_core.use_cases.idempotency import RequestKey
 from agentsvc_core.use_cases.turn import queued
 from agentsvc_core.use_cases.turn.conversation import SendInput
 from agentsvc_core.use_cases.turn.events import Done, ErrorEvent, Meta, RequiresAction, Token
-from agentsvc_core.use_cases.turn.queued import Line, Queued, Waiting, error_event, until_free
-from tests.unit.turn_world import ORG, read_all, world
+from agentsvc_core.use_cases.turn.queued import (
+    Line,
+    Queued,
+    Waiting,
+    error_event,
+    reply_of,
+    until_free,
+)
+from tests.unit.turn_world import ORG, T0, read_all, world
 
 WHO = Principal(org_id=ORG, method="api_key")
 
@@ -369,3 +378,117 @@ async def test_waiting_sends_are_cancelled_with_the_waiting() -> None:
     await asyncio.sleep(0.01)
     assert stream.task.cancelled()
     assert waiting.keyed("o", "k", b"f") is None  # its key is free again
+
+
+# --- what the mutants showed untested -------------------------------------------------
+
+
+async def test_until_free_waits_for_a_task_no_longer_than_its_deadline() -> None:
+    forever = asyncio.create_task(asyncio.Event().wait())
+
+    async def running() -> Any:
+        return forever
+
+    deadline = asyncio.get_running_loop().time() + 0.2
+    with pytest.raises(Conflict) as caught:
+        await asyncio.wait_for(until_free(running, deadline), 3)
+    assert caught.value.detail.startswith(
+        "a reply is still running on this thread; this send waited"
+    )
+    forever.cancel()
+
+
+async def test_until_free_does_not_give_up_before_its_deadline() -> None:
+    answers = iter([True, False])
+
+    async def running() -> Any:
+        return next(answers)
+
+    deadline = asyncio.get_running_loop().time() + 0.8
+    await until_free(running, deadline)  # looked again a quarter second later: free
+
+
+async def test_the_reply_of_a_thread_here_elsewhere_or_none() -> None:
+    class Store:
+        def __init__(self) -> None:
+            self.run: Run | None = None
+            self.asked: list[Any] = []
+
+        async def running(self, org: str, thread_id: Any, stale_before: Any) -> Run | None:
+            self.asked.append((org, thread_id, stale_before))
+            return self.run
+
+    class Clock:
+        def now(self) -> Any:
+            return T0
+
+    store, task = Store(), asyncio.create_task(asyncio.sleep(0))
+    run = Run(
+        id=uuid.uuid4(),
+        org_id="o",
+        thread_id=uuid.uuid4(),
+        status="running",
+        started_at=T0,
+        heartbeat_at=T0,
+    )
+    running: dict[Any, Any] = {}
+    ask = reply_of(store, running, Clock(), timedelta(seconds=45), "o", run.thread_id)  # type: ignore[arg-type]
+    assert await ask() is False
+    assert store.asked == [("o", run.thread_id, T0 - timedelta(seconds=45))]
+    store.run = run
+    assert await ask() is True  # another process runs it
+    running[run.id] = ("o", task, object())
+    assert await ask() is task  # this process runs it
+    running[uuid.uuid4()] = ("o", object(), object())
+    assert await ask() is task
+    await task
+
+
+async def test_a_send_that_lost_the_thread_again_waits_again() -> None:
+    waiting = Waiting()
+    tries: list[int] = []
+
+    async def reply_of_none() -> Any:
+        return False
+
+    async def send() -> Any:
+        tries.append(1)
+        if len(tries) == 1:
+            raise ThreadBusy()
+        return Queued(_refused_source)
+
+    async def _refused_source() -> Any:
+        raise NotFound("x")
+
+    stream = waiting.queue("o", "t", None, reply_of_none, send)
+    await asyncio.wait_for(stream.task, 2)
+    assert len(tries) == 2
+    assert not waiting._tasks  # a finished send is let go
+
+
+async def test_the_lines_of_two_threads_do_not_wait_for_each_other() -> None:
+    waiting = Waiting()
+    hold = asyncio.Event()
+    started: list[str] = []
+
+    async def free() -> Any:
+        return False
+
+    def send_of(name: str, block: bool) -> Any:
+        async def send() -> Any:
+            started.append(name)
+            if block:
+                await hold.wait()
+            return Queued(_nothing)
+
+        return send
+
+    async def _nothing() -> Any:
+        raise NotFound("x")
+
+    first = waiting.queue("o", "thread-a", None, free, send_of("a", True))
+    second = waiting.queue("o", "thread-b", None, free, send_of("b", False))
+    await asyncio.wait_for(second.task, 2)
+    assert started == ["a", "b"]
+    hold.set()
+    await asyncio.wait_for(first.task, 2)

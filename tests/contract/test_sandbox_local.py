@@ -169,9 +169,10 @@ async def test_the_environment_is_the_command_s_alone(
         stream = provider.exec(
             ref,
             make_spec(),
-            # the sleep keeps it running while the host is looked at (a loaded machine
-            # may take a while to get there)
-            "echo $GREETING $PATH $HOME; /usr/bin/env | /usr/bin/grep -c AGENTSVC_TEST_; sleep 5",
+            # the sleep keeps it running while the host is looked at; by its full path,
+            # as PATH is /nowhere in there (a plain `sleep` was not found: the command
+            # ended at once, and the look at the host raced its end)
+            "echo $GREETING $PATH $HOME; /usr/bin/env | /usr/bin/grep -c AGENTSVC_TEST_; /usr/bin/sleep 2",
             timeout_s=15,
             env={"GREETING": "hello world", "PATH": "/nowhere", "LD_PRELOAD": "/nowhere.so"},
         )

@@ -172,7 +172,8 @@ async def test_the_environment_is_the_command_s_alone(
             # the sleep keeps it running while the host is looked at; by its full path,
             # as PATH is /nowhere in there (a plain `sleep` was not found: the command
             # ended at once, and the look at the host raced its end)
-            "echo $GREETING $PATH $HOME; /usr/bin/env | /usr/bin/grep -c AGENTSVC_TEST_; /usr/bin/sleep 2",
+            "echo $GREETING $PATH $HOME; /usr/bin/env | /usr/bin/grep -c AGENTSVC_TEST_;"
+            " /usr/bin/sleep 2",
             timeout_s=15,
             env={"GREETING": "hello world", "PATH": "/nowhere", "LD_PRELOAD": "/nowhere.so"},
         )

@@ -145,6 +145,7 @@ async def test_compact_now_summarises_and_the_context_and_next_turn_show_it(
     assert (record.purpose, record.provider, record.message_id) == ("compaction", provider, None)
     after = await ops.context(WHO, w.thread.id)
     assert after.summary == SUMMARY
+    assert after.summarised_through == before.messages[-5].id  # all but the recent ones
     assert after.system.endswith(f"Summary of the earlier conversation:\n{SUMMARY}")
     assert after.tokens == done.tokens_after
     assert [m.content for m in after.messages] == [m.content for m in before.messages[-4:]]
@@ -175,11 +176,13 @@ async def test_compact_waits_for_the_running_reply() -> None:
 
 async def test_compact_needs_compaction_on_and_a_compacted_family() -> None:
     off = await long_world(enabled=False)
-    with pytest.raises(InvalidInput, match="compaction is off"):
+    with pytest.raises(InvalidInput, match="compaction is off for this agent: turn it on") as e:
         await ops_of(off).compact(WHO, off.thread.id)
+    assert e.value.field == "compaction"
     local = await world(Script(), compactor=Compactor)
-    with pytest.raises(InvalidInput, match="'local': the local model is not compacted"):
+    with pytest.raises(InvalidInput, match="'local': the local model is not compacted") as m:
         await ops_of(local).compact(WHO, local.thread.id)
+    assert m.value.field == "model"
     shown = await ops_of(local).context(WHO, local.thread.id)
     assert (shown.summary, shown.messages, shown.model) == (None, [], "local")
 
@@ -204,3 +207,17 @@ async def test_the_context_and_a_compaction_read_the_current_branch_only() -> No
     assert next(m.content for m in seen.messages) == "a new start"
     assert len(seen.messages) == 2  # the new message and its reply
     assert not any(m.content.startswith("message ") for m in seen.messages)
+
+
+async def test_a_service_without_summaries_refuses_a_compaction() -> None:
+    w = await long_world()
+    ops = ops_of(w)
+    ops._compactor = None
+    with pytest.raises(InvalidInput) as refused:
+        await ops.compact(WHO, w.thread.id)
+    assert (refused.value.field, refused.value.problem) == (
+        "compaction",
+        "this service keeps no summaries",
+    )
+    shown = await ops.context(WHO, w.thread.id)
+    assert (shown.summary, shown.summarised_through) == (None, None)

@@ -454,7 +454,12 @@ async def test_a_job_killed_mid_command_does_not_run_it_again() -> None:
     assert (w.sandbox.root / s.work.sandbox_ref / "log.txt").read_text() == "run\n"
     result = next(t for t in s.work.transcript if t.role == "tool")
     assert result.content == INTERRUPTED
-    assert any(e.type == "notice" and "interrupted" in e.data["text"] for e in await w.events(s.id))
+    assert result.tool_call_id == "c-exec"
+    [notice] = [
+        e for e in await w.events(s.id) if e.type == "notice" and "interrupted" in e.data["text"]
+    ]
+    assert notice.data == {"text": "exec interrupted", "call_id": "c-exec"}
+    assert notice.created_at == w.clock.now()
     assert w.model.requests[1].messages[-1].content == INTERRUPTED
 
 

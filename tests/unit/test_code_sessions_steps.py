@@ -32,17 +32,20 @@ FIX = call("edit", path="app.py", old_text="a - b", new_text="a + b")
 
 
 async def test_the_checkout_is_announced_and_executables_made_runnable() -> None:
-    w = world(step(call("exec", command="ls -l run.sh | cut -c1-10")), step("done"))
+    w = world(step(call("exec", command="ls -l run.sh tool.sh | cut -c1-10")), step("done"))
     commit, files = w.remote.repos[REPO]["main"]
-    w.remote.repos[REPO]["main"] = (commit, files | {"run.sh": b"#!/bin/sh\necho hi\n"})
+    scripts = {"run.sh": b"#!/bin/sh\necho hi\n", "tool.sh": b"#!/bin/sh\n"}
+    w.remote.repos[REPO]["main"] = (commit, files | scripts)
     fetch = w.remote.fetch
 
     async def executable_fetch(url: str, ref: str | None, token: str | None) -> Snapshot:
         got = await fetch(url, ref, token)
         marked = tuple(
-            SnapshotFile(path=f.path, data=f.data, executable=f.path == "run.sh") for f in got.files
+            SnapshotFile(path=f.path, data=f.data, executable=f.path.endswith(".sh"))
+            for f in got.files
         )
-        return Snapshot(commit=got.commit, ref=got.ref, files=marked, skipped=("vendor/lib",))
+        skipped = tuple(f"vendor/{i}" for i in range(150))
+        return Snapshot(commit=got.commit, ref=got.ref, files=marked, skipped=skipped)
 
     w.remote.fetch = executable_fetch  # type: ignore[method-assign]
     s = await w.start()
@@ -51,11 +54,11 @@ async def test_the_checkout_is_announced_and_executables_made_runnable() -> None
     [checkout] = [e for e in await w.events(s.id) if e.type == "notice"][:1]
     assert checkout.data == {
         "text": f"checked out main at {'a' * 12}",
-        "files": 4,
-        "skipped": ["vendor/lib"],
+        "files": 5,
+        "skipped": [f"vendor/{i}" for i in range(100)],  # the first hundred
     }
     [command] = [e for e in await w.events(s.id) if e.type == "command"]
-    assert command.data["output"].startswith("-rwx")
+    assert command.data["output"].splitlines()[:2] == ["-rwxr-xr-x", "-rwxr-xr-x"]
     assert s.work.base_commit == "a" * 40
     assert s.work.attempts == 0
     fetched = [x for x in s.work.spans if x.name == "git fetch"]
@@ -560,11 +563,10 @@ async def test_the_sandbox_is_made_from_the_code_agents_computer() -> None:
 async def test_no_provider_configured_for_the_session_ends_it(
     default: str | None, error: str
 ) -> None:
-    w = world(step("done"))
+    w = world(step("done"), settings=EngineSettings(default_provider=default))
     w.engine._creating._providers = {}
-    w.engine._creating._default = default
     s = await w.start()
-    await w.drain()
+    assert await w.drain() == [None]  # not tried again
     s = await w.get(s.id)
     assert (s.status, s.error) == ("error", error)
 

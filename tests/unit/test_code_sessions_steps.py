@@ -20,6 +20,7 @@ from agentsvc_core.ports.sandboxes import (
     ExecOutput,
     SandboxGone,
     SandboxSpec,
+    SandboxStarted,
     SandboxUnavailable,
 )
 from agentsvc_core.use_cases.code_sessions import EngineSettings
@@ -660,6 +661,23 @@ async def test_a_follow_up_without_the_sessions_provider_ends_the_session() -> N
     s = await _waiting_session(w)
     w.engine._creating._providers = {}
     await w.sessions.send(WHO, s.id, "go on")
-    await w.drain()
+    assert await w.drain() == [None]  # not tried again
     s = await w.get(s.id)
     assert (s.status, s.error) == ("error", "the sandbox provider local is not configured")
+
+
+async def test_a_sandbox_resumed_under_its_ref_but_without_its_files_ends_the_session() -> None:
+    w = world(step(call("ask_user", question="?")), step("done"))
+    s = await _waiting_session(w)
+
+    async def start(spec: SandboxSpec, *, resume: str | None = None) -> Any:
+        return SandboxStarted(ref=resume or "", state_lost=True)
+
+    w.sandbox.start = start  # type: ignore[method-assign]
+    await w.sessions.send(WHO, s.id, "go on")
+    assert await w.drain() == [None]
+    s = await w.get(s.id)
+    assert (s.status, s.error) == (
+        "error",
+        "the sandbox lost its files (state_lost); the work is gone",
+    )

@@ -293,3 +293,14 @@ async def test_an_ended_session_forgets_its_checkout_and_a_failed_stop_does_not_
     assert s.status == "finished"
     assert s.id not in w.engine._snapshots
     assert await w.traces.get_trace(WHO.org_id, s.work.trace_id) is not None
+
+
+async def test_a_command_longer_than_a_cancel_check_runs_to_its_end() -> None:
+    w = world(step(call("exec", command="sleep 0.7; echo finished")), step("done"))
+    s = await w.start()
+    await w.drain()
+    [command] = [e for e in await w.events(s.id) if e.type == "command"]
+    assert command.data["exit_code"] == 0
+    assert "finished" in command.data["output"]
+    assert not command.data.get("cancelled")
+    assert (await w.get(s.id)).status == "finished"

@@ -141,7 +141,14 @@ class Host(GitHost):
             if pr["head"] == head:
                 return PullRequest(url=f"https://git.example/acme/app/pull/{n}", number=n)
         self.opened.append(
-            {"token": token, "head": head, "base": base, "title": title, "body": body}
+            {
+                "repo_url": repo_url,
+                "token": token,
+                "head": head,
+                "base": base,
+                "title": title,
+                "body": body,
+            }
         )
         n = len(self.opened)
         return PullRequest(url=f"https://git.example/acme/app/pull/{n}", number=n)

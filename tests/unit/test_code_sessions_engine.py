@@ -268,3 +268,44 @@ async def test_a_cancelled_session_is_stamped_stopped_and_traced() -> None:
     assert s.status == "cancelled"
     assert s.work.ended_at == w.clock.now()
     assert await w.traces.get_trace(WHO.org_id, s.work.trace_id) is not None
+
+
+async def test_an_answer_to_ask_user_is_given_once() -> None:
+    w = world(step(call("ask_user", question="which file?")), step("done"))
+    s = await w.start()
+    await w.drain()
+    w.jobs.queued.clear()
+    await w.sessions.send(WHO, s.id, "app.py")
+    await w.drain()
+    s = await w.get(s.id)
+    assert s.status == "finished"
+    assert len(w.model.requests) == 2
+    last = w.model.requests[-1].messages
+    assert [(m.role, m.content) for m in last[1:]] == [("assistant", ""), ("tool", "app.py")]
+    assert s.work.queued == ()
+
+
+async def test_an_ended_session_forgets_its_checkout_and_a_failed_stop_does_not_fail_it() -> None:
+    w = world(step("done"))
+
+    async def stop(ref: str, spec: object) -> None:
+        raise Unavailable("the provider is away")
+
+    w.sandbox.stop = stop  # type: ignore[method-assign]
+    s = await w.start()
+    await w.drain()
+    s = await w.get(s.id)
+    assert s.status == "finished"
+    assert s.id not in w.engine._snapshots
+    assert await w.traces.get_trace(WHO.org_id, s.work.trace_id) is not None
+
+
+async def test_a_command_longer_than_a_cancel_check_runs_to_its_end() -> None:
+    w = world(step(call("exec", command="sleep 0.7; echo finished")), step("done"))
+    s = await w.start()
+    await w.drain()
+    [command] = [e for e in await w.events(s.id) if e.type == "command"]
+    assert command.data["exit_code"] == 0
+    assert "finished" in command.data["output"]
+    assert not command.data.get("cancelled")
+    assert (await w.get(s.id)).status == "finished"

@@ -5,6 +5,7 @@ checked-out hashes, and the session's trace record."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import msgspec
 import pytest
@@ -37,9 +38,10 @@ def test_parse_hashes_reads_sha1sums_lines_and_skips_escaped_or_broken_ones() ->
             f"{A[:39]}  ./short",
             f"{A} ./one-space",
             "",
+            f"{B}  ./two  spaces",  # read past the lines left out
         ]
     )
-    assert parse_hashes(output) == {"app.py": A, "dir/x y.txt": B}
+    assert parse_hashes(output) == {"app.py": A, "dir/x y.txt": B, "two  spaces": B}
 
 
 @pytest.mark.parametrize(
@@ -55,6 +57,8 @@ def test_parse_hashes_reads_sha1sums_lines_and_skips_escaped_or_broken_ones() ->
         ("other/docs/gen/a.md", ["docs/gen"], False),
         ("docs/general.md", ["docs/gen"], False),
         ("a/b.log", ["/a/*.log"], True),
+        ("report.DOCX", ["*.DOCX"], True),  # only slashes are cut from a pattern's ends
+        ("x.pyc", ["docs/gen", "*.pyc"], True),  # past an anchored pattern that misses
         ("keep.txt", [], False),
     ],
 )
@@ -81,9 +85,11 @@ async def test_changed_files_hands_back_new_changed_and_deleted_files_not_ignore
             call(
                 "exec",
                 command=(
-                    "printf 'out/\\n# note\\n!keep\\n' > .gitignore && mkdir -p out"
+                    "printf 'out/\\n\\n#*#\\n!keep\\n\\377\\n' > .gitignore && mkdir -p out"
                     " && echo x > out/a && echo new > new.txt && rm README.md"
-                    " && echo changed >> app.py"
+                    " && echo changed >> app.py && echo e > '#app.py#' && echo k > '!keep'"
+                    " && mkdir __pycache__ && echo c > __pycache__/app.cpython-311.pyc"
+                    " && head -c 2000000 /dev/zero > big.bin"
                 ),
             )
         ),
@@ -96,7 +102,19 @@ async def test_changed_files_hands_back_new_changed_and_deleted_files_not_ignore
     spec = w.engine._creating.spec(s)
     await w.sandbox.start(spec, resume=s.work.sandbox_ref)
     changes = await changed_files(w.sandbox, s.work.sandbox_ref, spec, s.work.hashes)
-    assert sorted(changes) == [".gitignore", "README.md", "app.py", "new.txt"]
+    # a comment (an editor's `#app.py#` under `#*#`) and a negation are no patterns; a
+    # .gitignore that is not UTF-8 is read still; the usual by-products stay ignored
+    # beside its patterns; a large file is handed back whole
+    assert sorted(changes) == [
+        "!keep",
+        "#app.py#",
+        ".gitignore",
+        "README.md",
+        "app.py",
+        "big.bin",
+        "new.txt",
+    ]
+    assert changes["big.bin"] == bytes(2_000_000)
     assert changes["README.md"] is None
     assert changes["new.txt"] == b"new\n"
     assert changes["app.py"] == FILES["app.py"] + b"changed\n"
@@ -150,3 +168,36 @@ async def test_a_finished_sessions_trace() -> None:
     assert (bad.spans[0].status, bad.spans[0].error) == ("error", "it broke")
     cancelled = msgspec.structs.replace(s, status="cancelled", error=None)
     assert session_trace(cancelled, keep).spans[0].error == "cancelled"
+
+
+async def test_a_trace_counts_each_kind_of_span_and_bounds_its_names() -> None:
+    w = world()
+    t1 = T0 + timedelta(seconds=1.5)
+
+    def child(name: str, kind: str, ok: bool = True) -> Any:
+        return span(name, kind, T0, t1, ok=ok)
+
+    s = await w.start()
+    work = msgspec.structs.replace(
+        s.work,
+        started_at=T0,
+        ended_at=t1,
+        spans=(
+            child("chat local", "llm"),
+            child("git fetch", "tool"),
+            child("exec", "tool", ok=False),
+            child("read_file", "tool"),
+        ),
+    )
+    s = msgspec.structs.replace(s, title="t" * 250, work=work, updated_at=T0 + timedelta(hours=1))
+    record = session_trace(s, T0)
+    summary = record.summary
+    assert (summary.model_calls, summary.tool_calls, summary.tool_errors) == (1, 3, 1)
+    assert (summary.started_at, summary.ended_at, summary.duration_ms) == (T0, t1, 1500)
+    assert summary.name == "t" * 200
+    assert record.spans[0].name == "code_session " + "t" * 60
+    assert record.root_span_id == sha1(f"code-session:{s.id}".encode())[:16]
+    assert [len(x.span_id) for x in record.spans] == [16] * 5
+    # a session not ended yet: its trace ends at its last change
+    going = msgspec.structs.replace(s, work=msgspec.structs.replace(work, ended_at=None))
+    assert session_trace(going, T0).summary.ended_at == T0 + timedelta(hours=1)

@@ -93,10 +93,14 @@ def test_a_put_changes_only_the_given_fields_and_checks_choices() -> None:
         await w.settings.update(ADMIN, agent.id, {"enabled": True, "scope": "agent"})
         config = await w.settings.update(ADMIN, agent.id, {"provider": "e2b"})
         assert (config.enabled, config.scope, config.provider) == (True, "agent", "e2b")
-        for field, value in (("provider", "docker"), ("scope", "org"), ("network", "open")):
+        for field, value, problem in (
+            ("provider", "docker", "one of local, e2b or null"),
+            ("scope", "org", "thread or agent"),
+            ("network", "open", "none or allowlist"),
+        ):
             with pytest.raises(InvalidInput) as refused:
                 await w.settings.update(ADMIN, agent.id, {field: value})
-            assert refused.value.field == field
+            assert (refused.value.field, refused.value.problem) == (field, problem)
         assert (await w.settings.update(ADMIN, agent.id, {"provider": None})).provider is None
         with pytest.raises(NotFound):
             await w.settings.update(ADMIN, uuid.uuid4(), {"enabled": True})

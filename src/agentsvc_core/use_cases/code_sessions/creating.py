@@ -88,7 +88,8 @@ class Creating:
         name = self._provider_name(session)
         provider = self._providers.get(name or "")
         if name is None or provider is None:
-            return Failure(f"no sandbox provider {name or ''} is configured".strip(), True)
+            named = f" {name}" if name else ""
+            return Failure(f"no sandbox provider{named} is configured", True)
         lacks = provider.missing()
         if lacks is not None:
             return Failure(lacks, True)

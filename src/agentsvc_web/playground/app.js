@@ -5,11 +5,12 @@
 import { Api } from "./api.js";
 import { Chat } from "./chat.js";
 import { $, clear, h } from "./dom.js";
+import { Manage, pageOfHash } from "./manage.js";
 import { showTraces, showUsage } from "./observe.js";
 
 const KEY_ITEM = "agentsvc.playground.key";
 
-const state = { api: null, chat: null, agents: [], agent: null, thread: null, session: null };
+const state = { api: null, chat: null, agents: [], agent: null, thread: null, session: null, manage: null };
 
 // which openThread() is the latest: an older one still awaiting the API stops
 let opening = 0;
@@ -56,8 +57,11 @@ async function signIn(key) {
   $("whoami").textContent = "signed in";
   $("app").hidden = false;
   state.agents = agents;
+  state.manage = new Manage({ api, agent: () => state.agent, guarded, showError });
   renderAgents();
   if (agents.length) await selectAgent(agents[agents.length - 1].id);
+  const page = pageOfHash(location.hash);
+  if (page) await openTab("panel-manage", page);
 }
 
 function signOut() {
@@ -65,7 +69,7 @@ function signOut() {
   state.chat?.close();
   state.session?.abort();
   opening++; // an openThread() still awaiting stops
-  Object.assign(state, { api: null, chat: null, agents: [], agent: null, thread: null, session: null });
+  Object.assign(state, { api: null, chat: null, agents: [], agent: null, thread: null, session: null, manage: null });
   $("app").hidden = true;
   $("signin").hidden = false;
   $("signed-in").hidden = true;
@@ -224,10 +228,11 @@ function selectTab(panelId) {
   }
 }
 
-async function openTab(panelId) {
+async function openTab(panelId, page) {
   selectTab(panelId);
   if (panelId === "panel-traces") await showTraces(state.api, state.thread?.id);
   if (panelId === "panel-usage") await showUsage(state.api, $("usage-period").value);
+  if (panelId === "panel-manage") await state.manage.open(page ?? pageOfHash(location.hash));
 }
 
 // --- wiring ----------------------------------------------------------------------
@@ -248,6 +253,13 @@ function start() {
   $("traces-refresh").addEventListener("click", guarded(() => showTraces(state.api, state.thread?.id)));
   $("usage-refresh").addEventListener("click", guarded(() => showUsage(state.api, $("usage-period").value)));
   $("usage-period").addEventListener("change", guarded(() => showUsage(state.api, $("usage-period").value)));
+  window.addEventListener(
+    "hashchange",
+    guarded(async () => {
+      const page = pageOfHash(location.hash);
+      if (page && state.manage) await openTab("panel-manage", page);
+    }),
+  );
   const kept = sessionStorage.getItem(KEY_ITEM);
   if (kept) {
     guarded(async () => {

@@ -35,6 +35,7 @@ from agentsvc_core.ports import (
     UsageReport,
 )
 from agentsvc_core.ports.idempotency import IdempotencyClaim
+from agentsvc_core.use_cases.branches import branch_of
 from agentsvc_core.use_cases.threads import Threads
 from agentsvc_core.use_cases.turn.conversation import Conversation, SendInput
 from agentsvc_core.use_cases.turn.events import Done, Meta, Token, Turn
@@ -114,6 +115,7 @@ class Store:
         self.release = asyncio.Event()
         self.refuse = False
         self.before: list[Message] = []  # stored as if by another turn, before the write
+        self.before_head: UUID | None = None  # the head that other turn moved the thread to
         self.begins = 0
         self.begun = asyncio.Event()  # set at every begin_turn call
         self.stored = 0  # begin_turns that returned
@@ -139,7 +141,7 @@ class Store:
             raise ThreadBusy()
         if self.before:
             other = msgspec.structs.replace(run, id=uuid.uuid4(), status="completed")
-            await self.inner.begin_turn(other, self.before, stale_before)
+            await self.inner.begin_turn(other, self.before, stale_before, head=self.before_head)
             await self.inner.finish_turn(other, [], [])
             self.before = []
         fresh = await self.inner.begin_turn(run, new, stale_before, seen, head=head)
@@ -283,6 +285,65 @@ async def test_a_message_that_came_between_the_read_and_the_write_reaches_the_mo
         ("user", "mine"),
         ("assistant", "ok"),
     ]
+
+
+async def test_a_send_that_an_edit_overtook_follows_its_message_and_moves_the_head() -> None:
+    # The thread had one line when the send read it; before its write, an edit of the
+    # first message answered on a new branch (the thread's head moved there). The
+    # send's message follows the one stored before it: the send moves the head to
+    # its reply, and the model is sent that branch, not every message of the thread.
+    model = Model(["ok"])
+    conversation, store, _, thread, storage = await world(model)
+    run = a_run(thread)
+    old = [
+        a_message(thread, content="first"),
+        a_message(thread, role="assistant", content="answer"),
+    ]
+    await storage.conversations.begin_turn(run, old, now() - timedelta(seconds=45))
+    await storage.conversations.finish_turn(
+        msgspec.structs.replace(run, status="completed"), [], []
+    )
+    edited = a_message(thread, content="edited", parent_id=thread.id)
+    again = a_message(thread, role="assistant", content="new answer", parent_id=edited.id)
+    store.before, store.before_head = [edited, again], again.id
+    sending = asyncio.create_task(conversation.send(WHO, thread.id, SendInput(content="mine")))
+    await asyncio.wait_for(model.started.wait(), 5)
+    store.release.set()
+    await read_all(await sending)
+    await replies_ended()
+    assert [m.content for m in model.requests[-1].messages] == ["edited", "new answer", "mine"]
+    head = (await storage.threads.get(ORG, thread.id)).head_id
+    every = await storage.conversations.thread_messages(ORG, thread.id)
+    assert [m.content for m in branch_of(every, head)] == ["edited", "new answer", "mine", "ok"]
+
+
+async def test_an_overtaken_send_whose_reply_failed_still_makes_its_message_current() -> None:
+    model = Model(["never"])
+
+    async def failing(request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        model.requests.append(request)
+        model.started.set()
+        raise RuntimeError("the provider fell over")
+        yield  # pragma: no cover
+
+    model.stream = failing  # type: ignore[method-assign]
+    conversation, store, _, thread, storage = await world(model)
+    run = a_run(thread)
+    first = a_message(thread, content="first")
+    await storage.conversations.begin_turn(run, [first], now() - timedelta(seconds=45))
+    await storage.conversations.finish_turn(
+        msgspec.structs.replace(run, status="completed"), [], []
+    )
+    edited = a_message(thread, content="edited", parent_id=thread.id)
+    store.before, store.before_head = [edited], edited.id
+    sending = asyncio.create_task(conversation.send(WHO, thread.id, SendInput(content="mine")))
+    await asyncio.wait_for(model.started.wait(), 5)
+    store.release.set()
+    await read_all(await sending)
+    await replies_ended()
+    head = (await storage.threads.get(ORG, thread.id)).head_id
+    every = await storage.conversations.thread_messages(ORG, thread.id)
+    assert [m.content for m in branch_of(every, head)][-1] == "mine"
 
 
 async def test_a_running_reply_refuses_the_turn_before_the_model_is_called() -> None:

@@ -37,6 +37,7 @@ __all__ = [
     "Start",
     "branch_of",
     "chained",
+    "has_branched",
     "latest_leaf",
     "parents",
     "pending_on",
@@ -59,6 +60,12 @@ def parents(messages: Sequence[Message]) -> dict[UUID, UUID | None]:
             found[m.id] = None if m.parent_id == m.thread_id else m.parent_id
         before = m.id
     return found
+
+
+def has_branched(messages: Sequence[Message]) -> bool:
+    """Whether the thread has branches: once it has, every message stored names its
+    parent (a thread of one line has none that does)."""
+    return any(m.parent_id is not None for m in messages)
 
 
 def branch_of(messages: Sequence[Message], leaf: UUID | None) -> list[Message]:

@@ -55,6 +55,7 @@ from agentsvc_core.ports.event_webhooks import EventPublisher, NoEvents
 from agentsvc_core.ports.idempotency import IdempotencyClaim, IdempotencyStore
 from agentsvc_core.ports.telemetry import Tracer
 from agentsvc_core.ports.tools import Attached
+from agentsvc_core.use_cases import branches
 from agentsvc_core.use_cases.branches import Start, branch_of, chained, pending_on, start_of
 from agentsvc_core.use_cases.event_webhooks.payloads import messages_stored
 from agentsvc_core.use_cases.idempotency import KEEP, RequestKey
@@ -392,6 +393,10 @@ class Conversation:
         finally:
             if early:
                 self._beginning.discard(key)
+        if fresh is not None and head is None and new and branches.has_branched(fresh):
+            # an edit overtook this send: its messages follow the one stored before
+            # them, and its reply's finish makes that branch current
+            head, plan.branched = new[-1].id, True
         if fresh is not None and head is not None:
             fresh = branch_of(fresh, head)  # the thread's every branch: the model reads one
         if not early or fresh is not None:

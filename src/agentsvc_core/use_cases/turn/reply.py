@@ -599,9 +599,9 @@ class Reply:
             except Exception:  # a trace is not worth losing the reply for
                 log.exception("the trace of turn %s could not be built", run.id)
         new, head = state.new, None
-        if plan.branched and new:  # they name their parents; the last is the new head
+        if plan.branched:  # they name their parents; the last (or the one answered) is the head
             new = chained(new, state.parent)
-            head = new[-1].id
+            head = new[-1].id if new else state.parent
         await self._store.finish_turn(
             final, new, state.records, turn.batch(last, now + plan.keep_events), trace, head=head
         )

@@ -20,6 +20,7 @@ from agentsvc_core.entities.event_webhook import (
 from agentsvc_core.errors import NotFound
 from agentsvc_core.ports.event_webhooks import Subscription
 from tests.contract.conftest import Backend, now
+from tests.contract.test_conversations_contract import a_thread
 
 
 def endpoint(org: str, **over: Any) -> WebhookEndpoint:
@@ -197,9 +198,9 @@ def test_deleting_a_thread_or_an_endpoint_takes_their_rows(backend: Backend) -> 
     store = backend.storage.event_webhooks
     ep = endpoint(org)
     backend.run(store.add_endpoint, ep)
-    thread = uuid.uuid4()
+    thread = backend.run(backend.storage.threads.add, a_thread(org)).id
     about = event(org, thread_id=thread)
-    other = event(org, thread_id=uuid.uuid4())
+    other = event(org, thread_id=backend.run(backend.storage.threads.add, a_thread(org)).id)
     d_about, d_other = delivery(about, ep), delivery(other, ep)
     backend.run(store.add_event, about, [d_about])
     backend.run(store.add_event, other, [d_other])
@@ -212,6 +213,27 @@ def test_deleting_a_thread_or_an_endpoint_takes_their_rows(backend: Backend) -> 
     backend.run(store.delete_endpoint, org, ep.id)
     with pytest.raises(NotFound):
         backend.run(store.get_delivery, org, d_other.id)
+
+
+def test_an_event_about_a_thread_that_is_gone_is_not_stored(backend: Backend) -> None:
+    # an erasure deletes the thread, then its events: an event published about it
+    # after that (a reply's last message, say) would keep its text for good
+    org = backend.fresh_org()
+    store = backend.storage.event_webhooks
+    ep = endpoint(org)
+    backend.run(store.add_endpoint, ep)
+    thread = backend.run(backend.storage.threads.add, a_thread(org))
+    assert backend.run(backend.storage.erasure.erase_thread, org, thread.id, now()) is True
+    late = event(org, thread_id=thread.id)
+    assert backend.run(store.add_event, late, [delivery(late, ep)]) is False
+    with pytest.raises(NotFound):
+        backend.run(store.get_event, org, late.id)
+    assert backend.run(functools.partial(store.deliveries, org, ep.id, before=None, limit=9)) == (
+        [],
+        False,
+    )
+    free = event(org)  # an event about no thread (a runner's run) is stored as before
+    assert backend.run(store.add_event, free, [delivery(free, ep)]) is True
 
 
 def test_secrets_are_resealed_only_when_unchanged(backend: Backend) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from uuid import UUID
 
@@ -20,7 +20,10 @@ from agentsvc_core.ports.event_webhooks import EventWebhookStore, Subscription
 
 
 class MemoryEventWebhooks(EventWebhookStore):
-    def __init__(self) -> None:
+    def __init__(self, thread_exists: Callable[[str, UUID], bool] = lambda o, t: True) -> None:
+        """``thread_exists``: whether a thread is stored (an event about a deleted
+        thread is not)."""
+        self._thread_exists = thread_exists
         self._endpoints: dict[tuple[str, UUID], WebhookEndpoint] = {}
         self._events: dict[tuple[str, str], WebhookEvent] = {}
         self._deliveries: dict[tuple[str, UUID], EventDelivery] = {}
@@ -63,6 +66,8 @@ class MemoryEventWebhooks(EventWebhookStore):
 
     async def add_event(self, event: WebhookEvent, deliveries: Sequence[EventDelivery]) -> bool:
         if (event.org_id, event.id) in self._events:
+            return False
+        if event.thread_id is not None and not self._thread_exists(event.org_id, event.thread_id):
             return False
         present = [d for d in deliveries if (d.org_id, d.endpoint_id) in self._endpoints]
         self._events[(event.org_id, event.id)] = event

@@ -234,7 +234,7 @@ class MemoryStorage(StorageFacade):
                 computers=computers,
                 code_sessions=MemoryCodeSessions(),
                 erasure=erasure,
-                event_webhooks=MemoryEventWebhooks(),
+                event_webhooks=MemoryEventWebhooks(self._threads.has),
             )
         )
 

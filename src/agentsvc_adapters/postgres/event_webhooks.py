@@ -164,6 +164,17 @@ class PostgresEventWebhooks(Repo, EventWebhookStore):
     async def add_event(self, event: WebhookEvent, deliveries: Sequence[EventDelivery]) -> bool:
         e = event
         async with translate(), self._pool.connection() as conn, conn.transaction():
+            if e.thread_id is not None:
+                # the thread's row, share-locked: an erasure (which takes it FOR UPDATE
+                # before deleting it, then this table's rows of it) either waits for
+                # this transaction and deletes the event too, or has deleted the
+                # thread already and no event of its text is stored
+                cur = await conn.execute(
+                    "SELECT 1 FROM threads WHERE org_id = %s AND id = %s FOR KEY SHARE",
+                    (e.org_id, e.thread_id),
+                )
+                if await cur.fetchone() is None:
+                    return False
             cur = await conn.execute(
                 f"INSERT INTO event_webhook_events ({_EVENT}) VALUES (%s, %s, %s, %s, %s, %s)"
                 " ON CONFLICT DO NOTHING RETURNING id",

@@ -64,7 +64,9 @@ class EventWebhookStore(Protocol):
 
     async def add_event(self, event: WebhookEvent, deliveries: Sequence[EventDelivery]) -> bool:
         """Store the event and its deliveries together (one transaction). False, and
-        nothing stored, when an event with that id exists (a repeated publish)."""
+        nothing stored, when an event with that id exists (a repeated publish) or
+        the thread it is about is gone (deleted while it was published: an erasure
+        finds every event stored before it, ``delete_for_thread``)."""
         ...
 
     async def get_event(self, org_id: str, event_id: str) -> WebhookEvent:

@@ -163,6 +163,6 @@ class EventWebhookPublisher(EventPublisher):
             for endpoint_id in endpoints
         ]
         if not await self._store.add_event(event, deliveries):
-            return  # published before (the same key)
+            return  # published before (the same key), or its thread is gone
         for delivery in deliveries:
             await enqueue_delivery(self._jobs, delivery)

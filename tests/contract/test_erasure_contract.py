@@ -48,6 +48,7 @@ class _Place(msgspec.Struct, kw_only=True):
     key: str
     runner_run: uuid.UUID
     step_run: uuid.UUID
+    step_trace_id: str  # the trace of the runner run whose step talked in the thread
 
 
 def _memory(org: str, agent: uuid.UUID, scope: str, scope_id: str | None, text: str) -> Memory:
@@ -193,7 +194,16 @@ def _a_thread_with_everything(backend: Backend, org: str, agent: uuid.UUID, user
             StepRun(step_id="s2", status="succeeded", output="kept"),
         ),
     )
+    # that run's own trace: its thread is the run's (none here), its step's span
+    # holds what the step said in the thread
+    runner_trace = _trace(th, step.id)
+    runner_trace = msgspec.structs.replace(
+        runner_trace,
+        summary=msgspec.structs.replace(runner_trace.summary, kind="runner_run", thread_id=None),
+    )
+    step = msgspec.structs.replace(step, trace_id=runner_trace.summary.id)
     backend.run(s.runners.add_run, step)
+    backend.run(s.traces.add_trace, runner_trace)
     return _Place(
         org=org,
         agent=agent,
@@ -203,6 +213,7 @@ def _a_thread_with_everything(backend: Backend, org: str, agent: uuid.UUID, user
         key=key,
         runner_run=own.id,
         step_run=step.id,
+        step_trace_id=runner_trace.summary.id,
     )
 
 
@@ -258,6 +269,11 @@ def test_a_thread_erasure_removes_its_text_and_keeps_its_costs(backend: Backend)
     step = backend.run(s.runners.get_run, org, gone.step_run)
     assert step.output is None
     assert [st.output for st in step.steps] == [None, "kept"]
+    # and that run's own trace keeps its spans, not their text
+    runner_trace = backend.run(s.traces.get_trace, org, gone.step_trace_id)
+    assert runner_trace is not None
+    assert [sp.cost_usd for sp in runner_trace[1]] == [0.25]
+    assert MARK not in msgspec.json.encode(runner_trace[1:]).decode()
 
     # the other thread is whole
     assert backend.run(s.threads.get, org, kept.thread.id).id == kept.thread.id
@@ -269,6 +285,9 @@ def test_a_thread_erasure_removes_its_text_and_keeps_its_costs(backend: Backend)
     assert other is not None
     assert MARK in msgspec.json.encode(other[1]).decode()
     assert backend.run(s.runners.get_run, org, kept.runner_run).output == {"text": MARK}
+    kept_runner_trace = backend.run(s.traces.get_trace, org, kept.step_trace_id)
+    assert kept_runner_trace is not None
+    assert MARK in msgspec.json.encode(kept_runner_trace[1]).decode()
     assert len(backend.run(s.plans.for_thread, org, kept.thread.id)) == 1
 
 

@@ -55,13 +55,12 @@ class MemoryErasure(ErasureStore):
             raise ThreadBusy()
         runs = self._conversations.drop_thread(org_id, thread_id)
         self._idempotency.drop_runs(org_id, runs)
-        self._traces.scrub_thread(org_id, thread_id)
+        self._traces.scrub_thread(org_id, thread_id, self._runners.scrub_thread(org_id, thread_id))
         self._memories.drop_scope(org_id, "thread", str(thread_id))
         self._knowledge.drop_thread(org_id, thread_id)
         self._plans.drop_thread(org_id, thread_id)
         self._publishing.drop_thread(org_id, thread_id)
         self._channels.drop_thread(org_id, thread_id)
-        self._runners.scrub_thread(org_id, thread_id)
         return self._threads.drop_thread(org_id, thread_id)
 
     async def user_threads(self, org_id: str, user_id: str) -> list[UserThread]:

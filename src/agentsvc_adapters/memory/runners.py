@@ -119,11 +119,15 @@ class MemoryRunners(RunnerStore):
         """An agent's scheduled tasks and their runs go with the agent."""
         self._drop(lambda x: x.org_id == org_id and x.agent_id == agent_id)
 
-    def scrub_thread(self, org_id: str, thread_id: UUID) -> None:
-        """The runs that talked in the thread keep no text of it."""
+    def scrub_thread(self, org_id: str, thread_id: UUID) -> set[str]:
+        """The runs that talked in the thread keep no text of it; their traces' ids."""
+        traces: set[str] = set()
         for run_id, run in list(self._runs.items()):
             if run.org_id == org_id and touches(run, thread_id):
                 self._runs[run_id] = run_without_text(run, thread_id)
+                if run.trace_id is not None:
+                    traces.add(run.trace_id)
+        return traces
 
     def _owned(self, x: Trigger | RunnerRun | Suggestion) -> None:
         """Raises ``NotFound`` when ``x`` names a runner or an agent that is not there."""

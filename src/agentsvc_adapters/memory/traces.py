@@ -4,7 +4,7 @@ answers as the PostgreSQL adapter, computed by scanning."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Set
 from datetime import datetime
 from uuid import UUID
 
@@ -48,11 +48,13 @@ class MemoryTraces(TraceStore, AnalyticsStore):
         """Store ``record`` (``finish_turn``'s trace part, and ``add_trace``)."""
         self._traces.setdefault((record.summary.org_id, record.summary.id), []).append(record)
 
-    def scrub_thread(self, org_id: str, thread_id: UUID) -> None:
-        """The thread's traces keep their spans and costs, without their text."""
+    def scrub_thread(self, org_id: str, thread_id: UUID, also: Set[str] = frozenset()) -> None:
+        """The thread's traces, and the traces ``also`` names (of runner runs that
+        talked in it), keep their spans and costs, without their text."""
         for records in self._traces.values():
             for i, r in enumerate(records):
-                if r.summary.org_id == org_id and r.summary.thread_id == thread_id:
+                s = r.summary
+                if s.org_id == org_id and (s.thread_id == thread_id or s.id in also):
                     records[i] = trace_without_text(r)
 
     async def add_trace(self, record: TraceRecord) -> None:

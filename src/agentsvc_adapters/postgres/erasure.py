@@ -22,6 +22,16 @@ from agentsvc_core.ports.erasure import ErasureStore, StaleThread, UserThread
 # a thread's runs, as a USING clause's table and its join (%(o)s, %(t)s)
 _RUNS = "runs r WHERE r.org_id = %(o)s AND r.thread_id = %(t)s AND {alias}.org_id = r.org_id"
 
+# the runner runs that talked in the thread (theirs, or an agent step's there: its
+# thread is in the steps' JSON only, a rare write: scanned, no index)
+_RUNNER_RUNS = "WHERE org_id = %(o)s AND (thread_id = %(t)s OR steps::text LIKE %(like)s)"
+# the thread's traces, and the traces of those runner runs (their thread is the run's)
+_TRACES = (
+    "({alias}.thread_id = %(t)s OR {alias}.id IN (SELECT trace_id FROM runner_runs "
+    + _RUNNER_RUNS
+    + " AND trace_id IS NOT NULL))"
+)
+
 # each a statement of the erasure's transaction, over %(o)s (organization), %(t)s
 # (thread id), %(ts)s (its text) and %(like)s (a LIKE pattern that finds it)
 _STEPS = (
@@ -30,12 +40,12 @@ _STEPS = (
     "DELETE FROM run_events e USING " + _RUNS.format(alias="e") + " AND e.run_id = r.id",
     # traces keep their spans (names, timings, tokens, costs) without payloads
     "UPDATE trace_evaluations v SET detail = NULL FROM traces t"
-    " WHERE t.org_id = %(o)s AND t.thread_id = %(t)s AND v.org_id = t.org_id"
+    " WHERE t.org_id = %(o)s AND " + _TRACES.format(alias="t") + " AND v.org_id = t.org_id"
     " AND v.trace_id = t.id AND v.detail IS NOT NULL",
-    "UPDATE traces SET spans = coalesce((SELECT json_agg(s::jsonb - 'input' - 'output'"
+    "UPDATE traces t SET spans = coalesce((SELECT json_agg(s::jsonb - 'input' - 'output'"
     " - 'error' - 'truncated' - 'original_bytes' ORDER BY n)"
     " FROM json_array_elements(spans) WITH ORDINALITY AS x(s, n)), '[]'::json)"
-    " WHERE org_id = %(o)s AND thread_id = %(t)s",
+    " WHERE t.org_id = %(o)s AND " + _TRACES.format(alias="t"),
     "DELETE FROM memories WHERE org_id = %(o)s AND scope = 'thread' AND scope_id = %(ts)s",
     # runner runs keep their status, tokens and costs; their outputs go, and the
     # outputs and errors of the steps that talked in the thread
@@ -44,8 +54,7 @@ _STEPS = (
     " OR s->>'thread_id' = %(ts)s THEN s::jsonb || '{\"output\": null, \"error\": null}'"
     " ELSE s::jsonb END ORDER BY n)"
     " FROM json_array_elements(steps) WITH ORDINALITY AS x(s, n)), '[]'::json)"
-    # an agent step's thread is in its JSON only (a rare write: scanned, no index)
-    " WHERE org_id = %(o)s AND (thread_id = %(t)s OR steps::text LIKE %(like)s)",
+    " " + _RUNNER_RUNS,
     # a channel's inbound messages keep their event id (a redelivery is still known)
     "UPDATE channel_events SET text = %(erased)s, reply_text = NULL, thread_id = NULL"
     " WHERE org_id = %(o)s AND thread_id = %(t)s",

@@ -218,11 +218,12 @@ def test_mcp_page_registers_tests_attaches_and_deletes(console: Console, api: ht
         ] == [(server["id"], ["add", "echo"], ["add"])]
         card = page.locator(f"li[data-mcp-id='{server['id']}']")
         assert "loopback-tools__add" in card.inner_text()
+        card.locator("details > summary").click()  # its tools, unfolded
+        console.shot("mcps")
         # a test after the server went away says why, in words
         mcp.stop()
         card.locator(f"[data-test='{server['id']}']").click()
         page.wait_for_selector(f"[data-test-result='{server['id']}']:has-text('failed')")
-        console.shot("mcps")
         mcp.start()
         page.click(f"[data-detach='{server['id']}']")
         page.wait_for_selector(f"form[data-attach='{server['id']}'] p:has-text('Not attached')")
@@ -326,6 +327,7 @@ def test_tools_page_defines_calls_delegates_and_profiles(
     page.wait_for_selector("#agent-tools code.chip:has-text('lookup_order')")
     assert api.get(f"/api/agents/{agent['id']}/delegated").json()["tool_ids"] == [tool["id"]]
     # a profile of that tool and a built-in one
+    page.click("#profile-new > summary")
     new = page.locator("form[data-profile='']")
     new.locator("[data-field=profile-name]").fill("orders")
     new.locator("[data-field=profile-description]").fill("Order questions")
@@ -419,6 +421,7 @@ def test_knowledge_page_uploads_until_ready_and_finds_it(
     row = page.locator("#knowledge-list li.card", has_text="Returns policy")
     row.and_(page.locator("[data-status=ready]")).wait_for()
     assert page.evaluate("document.querySelector('#knowledge-progress').value") == 1
+    page.wait_for_selector("#knowledge-upload-status:has-text('Returns policy: ready')")
     stored = next(d for d in api.get("/api/knowledge").json() if d["title"] == "Returns policy")
     assert stored["status"] == "ready"
     assert row.get_attribute("data-document-id") == stored["id"]

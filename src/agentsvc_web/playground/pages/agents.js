@@ -5,7 +5,7 @@
 // page; MCP servers, knowledge, memories and plans on theirs.
 
 import { h } from "../dom.js";
-import { badge, check, dangerButton, enc, field, names, onSubmit, section, select, status, when } from "./formkit.js";
+import { add, badge, check, dangerButton, enc, field, names, onSubmit, section, select, status, when } from "./formkit.js";
 
 let openId = null; // the agent open on this page (kept while the tab lives)
 
@@ -152,7 +152,7 @@ export default {
       await open(made.id);
     });
 
-    root.append(
+    add(root, 
       h("h2", {}, "Agents"),
       h("p", { class: "muted small" }, "Changes here reach the side bar when it loads agents again (sign in, or reload the page)."),
       create,
@@ -160,7 +160,7 @@ export default {
     );
     if (!agent) return;
     const profiles = Object.entries(agent.tool_profiles ?? {});
-    root.append(
+    add(root, 
       section(
         `Settings of ${agent.name}`,
         h("p", { class: "muted small" }, `id ${agent.id} · updated ${when(agent.updated_at)}`),

@@ -127,3 +127,9 @@ export function onSubmit(form, ctx, handler) {
   form.addEventListener("submit", ctx.guarded(handler));
   return form;
 }
+
+/** Appends children, leaving out null, undefined and false (Element.append prints them). */
+export function add(el, ...children) {
+  el.append(...children.flat(Infinity).filter((c) => c !== null && c !== undefined && c !== false));
+  return el;
+}

@@ -5,7 +5,7 @@
 // delete and register again.
 
 import { h } from "../dom.js";
-import { check, dangerButton, enc, field, names, onSubmit, section, status } from "./formkit.js";
+import { add, check, dangerButton, enc, field, names, onSubmit, section, status } from "./formkit.js";
 
 const DB_TOOLS = ["list_tables", "describe_table", "query"];
 
@@ -126,7 +126,7 @@ export default {
       agent ? ctx.api.get(`/api/agents/${enc(agent.id)}/integrations`) : [],
     ]);
     const on = new Map(attached.map((a) => [a.id, a]));
-    root.append(
+    add(root, 
       h("h2", {}, "Integrations"),
       h("p", { class: "muted small" }, "Databases the organization's agents may read, one read-only transaction a call."),
       all.length

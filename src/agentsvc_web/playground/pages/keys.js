@@ -4,7 +4,7 @@
 // on). The key this page is signed in with is marked: revoking it signs out.
 
 import { h } from "../dom.js";
-import { badge, dangerButton, enc, onSubmit, section, status, when } from "./formkit.js";
+import { add, badge, dangerButton, enc, onSubmit, section, status, when } from "./formkit.js";
 
 function shownOnce(made) {
   const secret = h("input", { readonly: true, value: made.key, id: "key-secret", "aria-label": "The new key", spellcheck: "false", class: "secret" });
@@ -84,7 +84,7 @@ export default {
       await reload();
     });
     table.replaceChildren(...keys.map((k) => keyRow(ctx, k, mineCount === 1 && !k.revoked_at && ownPrefix(k), reload)));
-    root.append(
+    add(root, 
       h("h2", {}, "API keys"),
       h("p", { class: "muted small" }, "Organization keys act as an admin of the organization. Keep them out of browsers you do not control."),
       section("New key", form, created),

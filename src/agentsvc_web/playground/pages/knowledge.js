@@ -5,7 +5,7 @@
 // would, seeing exactly the results the model would get.
 
 import { h, pretty } from "../dom.js";
-import { badge, dangerButton, enc, field, onSubmit, section, select, status, when } from "./formkit.js";
+import { add, badge, dangerButton, enc, field, onSubmit, section, select, status, when } from "./formkit.js";
 
 const POLL_MS = 1000;
 const BUSY = new Set(["queued", "processing"]);
@@ -132,10 +132,14 @@ export default {
     const agentId = () => (scope.value === "agent" && agent ? agent.id : null);
     const list = h("ul", { class: "plain cards", id: "knowledge-list", "aria-live": "polite" });
     let timer = null;
+    let uploaded = null; // the id of the document uploaded last: its status is told
+    const said = status({ id: "knowledge-upload-status" });
     const reload = async () => {
       clearTimeout(timer);
       if (!list.isConnected) return; // the page was left (or opened again)
       const docs = await ctx.api.get("/api/knowledge");
+      const mine = docs.find((d) => d.id === uploaded);
+      if (mine) said.textContent = `${mine.title}: ${mine.status}${mine.error ? ` (${mine.error})` : ""}`;
       list.replaceChildren(
         ...(docs.length ? docs.map((d) => docRow(ctx, d, reload)) : [h("li", { class: "muted" }, "No document yet.")]),
       );
@@ -147,7 +151,6 @@ export default {
     const file = h("input", { type: "file", required: true, accept: ".txt,.md,.markdown,.html,.htm,.pdf,text/*,application/pdf", "data-field": "file" });
     const title = h("input", { maxlength: 200, placeholder: "blank: the file's name", "data-field": "title" });
     const progress = h("progress", { max: 1, value: 0, id: "knowledge-progress", "aria-label": "Upload progress" });
-    const said = status({ id: "knowledge-upload-status" });
     const upload = h(
       "form",
       { class: "stack", id: "knowledge-upload", "aria-label": "Upload a document" },
@@ -172,13 +175,14 @@ export default {
         said.textContent = "not uploaded";
         throw err;
       });
+      uploaded = doc.id;
       said.textContent = `${doc.title}: ${doc.status}`;
       file.value = "";
       title.value = "";
       await reload();
     });
 
-    root.append(
+    add(root, 
       h("h2", {}, "Knowledge"),
       h("p", { class: "muted small" }, "Documents the model searches with its knowledge_search tool, in the organization or one agent."),
       section("Upload", upload),

@@ -6,7 +6,7 @@
 // hasCredentials only).
 
 import { h } from "../dom.js";
-import { badge, dangerButton, enc, field, names, onSubmit, parseJson, section, select, status, when } from "./formkit.js";
+import { add, badge, dangerButton, enc, field, names, onSubmit, parseJson, section, select, status, when } from "./formkit.js";
 
 const HTTP = new Set(["streamable_http", "sse"]);
 
@@ -216,7 +216,7 @@ export default {
       ctx.api.get("/api/mcp-registry/managed").catch(() => []),
     ]);
     const on = new Map(attached.map((a) => [a.mcpServerId, a]));
-    root.append(
+    add(root, 
       h("h2", {}, "MCP servers"),
       h("p", { class: "muted small" }, "The organization's servers. Their tools reach an agent once attached; the model sees them as <slug>__<tool>."),
       servers.length

@@ -4,7 +4,7 @@
 // one; and the agent's memory settings (tools offered, collection after turns).
 
 import { h } from "../dom.js";
-import { badge, check, dangerButton, enc, field, needAgent, onSubmit, section, select, status, when } from "./formkit.js";
+import { add, badge, check, dangerButton, enc, field, needAgent, onSubmit, section, select, status, when } from "./formkit.js";
 
 const SCOPES = ["agent", "thread", "user"];
 
@@ -117,15 +117,15 @@ export default {
   id: "memories",
   title: "Memories",
   async render(root, ctx) {
-    root.append(h("h2", {}, "Memories"));
+    add(root, h("h2", {}, "Memories"));
     const agent = ctx.agent();
     if (!agent) {
-      root.append(needAgent("see what it remembers"));
+      add(root, needAgent("see what it remembers"));
       return;
     }
     const config = await ctx.api.get(`/api/agents/${enc(agent.id)}/memory`);
     const browse = browsePart(ctx, agent);
-    root.append(
+    add(root, 
       h("p", { class: "muted small" }, `What ${agent.name} remembers. The model finds these with memory_search; nothing is put in its prompt by itself.`),
       config.enabled ? null : h("p", { class: "small", id: "memory-off" }, "The memory tools are off for this agent: the model neither saves nor searches."),
       browse.el,

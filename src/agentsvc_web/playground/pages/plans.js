@@ -4,7 +4,7 @@
 // on which, see what is ready to do next; and the agent's plan settings.
 
 import { h } from "../dom.js";
-import { check, dangerButton, enc, field, needAgent, onSubmit, section, select, status, when } from "./formkit.js";
+import { add, check, dangerButton, enc, field, needAgent, onSubmit, section, select, status, when } from "./formkit.js";
 
 const PLAN_STATUSES = ["draft", "approved", "in_progress", "completed", "cancelled"];
 const TODO_STATUSES = ["pending", "in_progress", "done", "skipped"];
@@ -114,10 +114,10 @@ export default {
   id: "plans",
   title: "Plans",
   async render(root, ctx) {
-    root.append(h("h2", {}, "Plans"));
+    add(root, h("h2", {}, "Plans"));
     const agent = ctx.agent();
     if (!agent) {
-      root.append(needAgent("see its threads' plans"));
+      add(root, needAgent("see its threads' plans"));
       return;
     }
     const q = new URLSearchParams({ agentId: agent.id, limit: "100" });
@@ -132,20 +132,20 @@ export default {
       threadId = picker.value;
       await ctx.refresh();
     }));
-    root.append(
+    add(root, 
       h("p", { class: "muted small" }, "Plans belong to a thread. The model keeps them with its plan tools; you can too."),
       threads.length ? field("Thread", picker) : h("p", { class: "muted" }, "This agent has no thread yet: start one in the Chat tab."),
     );
     if (threadId) {
       const plans = await ctx.api.get(`/api/plans?${new URLSearchParams({ threadId })}`);
-      const title = h("input", { required: true, maxlength: 1000, placeholder: "Move house", "data-field": "plan-title" });
+      const title = h("input", { required: true, maxlength: 1000, placeholder: "New plan's title", "data-field": "plan-title" });
       const create = h("form", { class: "row", id: "plan-create" }, title, h("button", { type: "submit" }, "New plan"));
       onSubmit(create, ctx, async () => {
         await ctx.api.post("/api/plans", { threadId, title: title.value.trim() });
         await ctx.refresh();
       });
       const cards = await Promise.all(plans.map((p) => planCard(ctx, p, () => ctx.refresh())));
-      root.append(
+      add(root, 
         section(
           "The thread's plans",
           cards.length ? h("ul", { class: "plain cards", id: "plan-list" }, cards) : h("p", { class: "muted" }, "No plan in this thread yet."),
@@ -153,6 +153,6 @@ export default {
         ),
       );
     }
-    root.append(await settingsPart(ctx, agent));
+    add(root, await settingsPart(ctx, agent));
   },
 };

@@ -105,6 +105,6 @@ export async function profilesPart(ctx, agent) {
       "A profile offers the model only its tools; the default profile (set on the Agents page) applies when a thread picks none. Without profiles the model is offered every tool above.",
     ),
     Object.entries(profiles).map(([name, p]) => profileForm(ctx, agent, known, name, p, save)),
-    profileForm(ctx, agent, known, null, null, save),
+    h("details", { id: "profile-new" }, h("summary", {}, "New tool profile"), profileForm(ctx, agent, known, null, null, save)),
   );
 }

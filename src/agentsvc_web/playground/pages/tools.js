@@ -5,7 +5,7 @@
 // Integrations pages; here they show up in the agent's list and its profiles.
 
 import { h, pretty } from "../dom.js";
-import { badge, check, dangerButton, enc, field, onSubmit, parseJson, section, select, status } from "./formkit.js";
+import { add, badge, check, dangerButton, enc, field, onSubmit, parseJson, section, select, status } from "./formkit.js";
 import { profilesPart } from "./tool_profiles.js";
 
 function createForm(ctx) {
@@ -113,7 +113,7 @@ async function delegationPart(ctx, agent, tools) {
     await ctx.api.request("PUT", `/api/agents/${enc(agent.id)}/delegated`, { toolIds });
     await ctx.refresh();
   });
-  return section(`Webhook tools ${agent.name} may call`, form);
+  return section(`Webhook tools delegated to ${agent.name}`, form);
 }
 
 export default {
@@ -123,7 +123,7 @@ export default {
     const tools = await ctx.api.get("/api/tools");
     const picked = ctx.agent();
     const agent = picked ? await ctx.api.get(`/api/agents/${enc(picked.id)}`) : null; // its profiles as stored now
-    root.append(
+    add(root, 
       h("h2", {}, "Tools"),
       section(
         "Webhook tools",
@@ -135,9 +135,9 @@ export default {
       ),
     );
     if (!agent) {
-      root.append(h("p", { class: "muted" }, "Pick an agent in the side bar to delegate tools and edit its tool profiles."));
+      add(root, h("p", { class: "muted" }, "Pick an agent in the side bar to delegate tools and edit its tool profiles."));
       return;
     }
-    root.append(await delegationPart(ctx, agent, tools), await profilesPart(ctx, agent));
+    add(root, await delegationPart(ctx, agent, tools), await profilesPart(ctx, agent));
   },
 };

@@ -589,7 +589,17 @@ def test_keys_page_shows_a_new_key_once_and_revokes_it(
     page.click("#manage-nav a[data-page=keys]")
     page.wait_for_selector(f"tr[data-key-id='{made['id']}']")
     assert secret not in page.content()
-    press_twice(page, f"[data-revoke='{made['id']}']")
+    # revoked from the keyboard: Enter arms the button, Escape disarms it, Enter twice revokes
+    revoke = f"[data-revoke='{made['id']}']"
+    page.focus(revoke)
+    page.keyboard.press("Enter")
+    page.wait_for_selector(f"{revoke}[data-armed]")
+    page.keyboard.press("Escape")
+    page.wait_for_selector(f"{revoke}:not([data-armed])")
+    assert api.get("/api/keys").json()[-1]["revoked_at"] is None
+    page.keyboard.press("Enter")
+    page.wait_for_selector(f"{revoke}[data-armed]")
+    page.keyboard.press("Enter")
     page.wait_for_selector(f"tr[data-key-id='{made['id']}'][data-revoked=true]")
     with client(service, secret) as fresh:
         assert fresh.get("/api/agents").status_code == 401

@@ -454,7 +454,7 @@ def test_knowledge_page_uploads_until_ready_and_finds_it(
     assert api.get(f"/api/knowledge/{stored['id']}").status_code == 404
 
 
-def test_knowledge_page_shows_a_refused_upload(
+def test_knowledge_page_shows_a_refused_upload_and_a_failed_one(
     console: Console, api: httpx.Client, tmp_path: Path
 ) -> None:
     odd = tmp_path / "picture.bin"
@@ -463,8 +463,24 @@ def test_knowledge_page_shows_a_refused_upload(
     page.set_input_files("#knowledge-upload [data-field=file]", str(odd))
     page.click("#knowledge-upload button[type=submit]")
     page.wait_for_selector("#error:not([hidden])")
-    assert "415" in page.inner_text("#error") or "UNSUPPORTED" in page.inner_text("#error")
+    refused = api.post(
+        "/api/knowledge/upload", files={"file": ("picture.bin", odd.read_bytes())}
+    ).json()
+    assert page.inner_text("#error") == f"{refused['error']}: {refused['detail']}"
     assert page.inner_text("#knowledge-upload-status") == "not uploaded"
+    # a PDF that cannot be read is taken, then fails, and says why
+    broken = tmp_path / "broken.pdf"
+    broken.write_bytes(b"%PDF-1.4\nnot really a pdf\n")
+    page.set_input_files("#knowledge-upload [data-field=file]", str(broken))
+    page.click("#knowledge-upload button[type=submit]")
+    page.wait_for_selector("#knowledge-list li.card[data-status=failed]:has-text('broken.pdf')")
+    stored = next(d for d in api.get("/api/knowledge").json() if d["title"] == "broken.pdf")
+    assert stored["status"] == "failed"
+    row = page.locator(f"li[data-document-id='{stored['id']}']")
+    assert stored["error"] in row.inner_text()
+    page.wait_for_selector("#knowledge-upload-status:has-text('broken.pdf: failed')")
+    console.no_error()
+    api.delete(f"/api/knowledge/{stored['id']}")
 
 
 # --- memories --------------------------------------------------------------------

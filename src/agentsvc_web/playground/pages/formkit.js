@@ -133,3 +133,12 @@ export function add(el, ...children) {
   el.append(...children.flat(Infinity).filter((c) => c !== null && c !== undefined && c !== false));
   return el;
 }
+
+/** A link target from an answer, only when it is http(s): never javascript: or data:. */
+export function webUrl(text) {
+  const url = new URL(String(text), location.href);
+  if (url.protocol !== "https:" && url.protocol !== "http:") {
+    throw new Error(`the service answered a link that is not a web address (${url.protocol})`);
+  }
+  return url.href;
+}

@@ -6,7 +6,7 @@
 // hasCredentials only).
 
 import { h } from "../dom.js";
-import { add, badge, dangerButton, enc, field, names, onSubmit, parseJson, section, select, status, when } from "./formkit.js";
+import { add, badge, dangerButton, enc, field, names, onSubmit, parseJson, section, select, status, webUrl, when } from "./formkit.js";
 
 const HTTP = new Set(["streamable_http", "sse"]);
 
@@ -140,7 +140,7 @@ function serverCard(ctx, server, attachment) {
         onclick: ctx.guarded(async () => {
           const started = await ctx.api.post(`/api/mcps/${enc(server.id)}/oauth/start`);
           oauth.replaceChildren(
-            h("a", { href: started.redirectUrl, target: "_blank", rel: "noopener noreferrer", "data-oauth-link": server.id },
+            h("a", { href: webUrl(started.redirectUrl), target: "_blank", rel: "noopener noreferrer", "data-oauth-link": server.id },
               "Open the authorization page"),
             h("span", { class: "muted small" }, ` (valid until ${when(started.expiresAt)}; then test the server again)`),
           );
@@ -194,7 +194,7 @@ function managedPart(ctx, providers) {
                 const body = { provider: p.id };
                 if (agent) body.agentId = agent.id;
                 const started = await ctx.api.post("/api/mcps/managed-oauth/start", body);
-                link.replaceChildren(h("a", { href: started.authorization_url, target: "_blank", rel: "noopener noreferrer" }, "Open the authorization page"));
+                link.replaceChildren(h("a", { href: webUrl(started.authorization_url), target: "_blank", rel: "noopener noreferrer" }, "Open the authorization page"));
               }),
             }, agent ? `Connect for ${agent.name}` : "Connect")
           : h("span", { class: "muted small" }, `not available: ${p.reason}`),

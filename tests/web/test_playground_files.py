@@ -74,8 +74,8 @@ def test_every_file_the_page_loads_is_served_here_with_its_type(c: TestClient[An
         assert r.status_code == 200, name
         assert "text/javascript" in r.headers["content-type"]
         here = posixpath.dirname(name)
-        for imported in re.findall(r"""^import .* from "(\.{1,2}/[a-z_/]+\.js)";$""", r.text, re.M):
-            todo.append(posixpath.normpath(posixpath.join(here, imported)))
+        imports = re.findall(r"""^import .* from "(\.{1,2}/[a-z_/]+\.js)";$""", r.text, re.M)
+        todo.extend(posixpath.normpath(posixpath.join(here, i)) for i in imports)
     assert {"app.js", "api.js", "chat.js", "dom.js", "charts.js", "observe.js"} <= seen
     assert {f"pages/{f.name}" for f in (FILES / "pages").glob("*.js")} <= seen
 

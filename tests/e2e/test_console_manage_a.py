@@ -526,8 +526,11 @@ def test_memories_page_browses_recalls_and_deletes(console: Console, api: httpx.
     console.no_error()
     console.shot("memories")
     tea = recalled[0]["id"]
-    press_twice(page, f"#memory-list [data-delete='{tea}']")
+    # deleted from the recall's answer: gone from both lists
+    press_twice(page, f"#memory-recalled [data-delete='{tea}']")
+    page.wait_for_selector(f"#memory-recalled li[data-memory-id='{tea}']", state="detached")
     page.wait_for_selector(f"#memory-list li[data-memory-id='{tea}']", state="detached")
+    assert page.locator("#memory-list li.card").count() == 1
     left = api.get(f"/api/agents/{agent['id']}/memories").json()["memories"]
     assert [m["content"] for m in left] == ["The guest is allergic to nuts"]
 

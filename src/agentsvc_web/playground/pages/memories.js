@@ -90,7 +90,7 @@ function browsePart(ctx, agent) {
   return { el: section("Browse", h("div", { class: "row" }, scope, state, said), list, more), load };
 }
 
-function recallPart(ctx, agent) {
+function recallPart(ctx, agent, reloadBrowse) {
   const query = h("input", { type: "search", required: true, maxlength: 1000, placeholder: "What does it remember about...", "data-field": "recall" });
   const topK = h("input", { type: "number", min: 1, max: 50, value: 5, "aria-label": "Results at most" });
   const scope = select([["", "every scope"], ...SCOPES.map((s) => [s, s])], "", { "aria-label": "Recall scope" });
@@ -107,7 +107,11 @@ function recallPart(ctx, agent) {
     if (scope.value) body.scope = scope.value;
     const answer = await ctx.api.post(`/api/agents/${enc(agent.id)}/memory`, body);
     said.textContent = `${answer.memories.length} found, best first`;
-    found.replaceChildren(...answer.memories.map((m) => memoryItem(ctx, agent, m, run)));
+    const gone = async () => {
+      await run();
+      await reloadBrowse();
+    };
+    found.replaceChildren(...answer.memories.map((m) => memoryItem(ctx, agent, m, gone)));
   };
   onSubmit(form, ctx, run);
   return section("Recall as the model would", form, found);
@@ -129,7 +133,7 @@ export default {
       h("p", { class: "muted small" }, `What ${agent.name} remembers. The model finds these with memory_search; nothing is put in its prompt by itself.`),
       config.enabled ? null : h("p", { class: "small", id: "memory-off" }, "The memory tools are off for this agent: the model neither saves nor searches."),
       browse.el,
-      recallPart(ctx, agent),
+      recallPart(ctx, agent, () => browse.load(true)),
       settingsPart(ctx, agent, config),
     );
     await browse.load(true);

@@ -179,6 +179,41 @@ def test_agents_page_edits_every_setting_and_deletes(console: Console, api: http
     )
     console.no_error()
     console.shot("agents")
+    # the other settings, each its own form: web tools and group threads
+    web = page.locator("form[data-area=web]")
+    page.click("details.area > summary:has-text('Web tools')")
+    web.locator("[data-field=fetch_enabled]").check()
+    web.locator("[data-field=blocked_domains]").fill("ads.example.com, tracker.example.com")
+    web.locator("button[type=submit]").click()
+    web.locator(".status-line:text-is('saved')").wait_for()
+    stored_web = api.get(f"/api/agents/{agent['id']}/web").json()
+    assert stored_web["fetch_enabled"] is True
+    assert stored_web["blocked_domains"] == ["ads.example.com", "tracker.example.com"]
+    group = page.locator("form[data-area=multiplayer]")
+    page.click("details.area > summary:has-text('Group threads')")
+    group.locator("[data-field=respond_to]").select_option("mentions")
+    group.locator("[data-field=display_name]").fill("Helpy")
+    group.locator("button[type=submit]").click()
+    group.locator(".status-line:text-is('saved')").wait_for()
+    stored_group = api.get(f"/api/agents/{agent['id']}/multiplayer").json()
+    assert (stored_group["respond_to"], stored_group["display_name"]) == ("mentions", "Helpy")
+    # a value the API refuses: its error, and nothing stored
+    page.click("details.area > summary:has-text('Compaction')")
+    compaction = page.locator("form[data-area=compaction]")
+    compaction.locator("[data-field=beta_compact_threshold]").fill("5")
+    compaction.locator("button[type=submit]").click()
+    compaction.locator(".status-line:has-text('not saved')").wait_for()
+    assert "VALIDATION_ERROR" in page.inner_text("#error")
+    assert (
+        api.get(f"/api/agents/{agent['id']}/compaction").json()["beta_compact_threshold"] == 100000
+    )
+    compaction.locator("[data-field=beta_compact_threshold]").fill("60000")
+    compaction.locator("button[type=submit]").click()
+    compaction.locator(".status-line:text-is('saved')").wait_for()
+    assert (
+        api.get(f"/api/agents/{agent['id']}/compaction").json()["beta_compact_threshold"] == 60000
+    )
+    console.no_error()
     # another agent opened, then deleted with two presses
     page.click(f"#agent-page-list li[data-agent-id='{doomed['id']}'] button")
     page.wait_for_selector("#agent-settings input[value='Doomed']")

@@ -5,6 +5,7 @@
 // page; MCP servers, knowledge, memories and plans on theirs.
 
 import { h } from "../dom.js";
+import { otherSettings } from "./agent_settings.js";
 import { add, badge, check, dangerButton, enc, field, names, onSubmit, section, select, status, when } from "./formkit.js";
 
 let openId = null; // the agent open on this page (kept while the tab lives)
@@ -182,6 +183,7 @@ export default {
         ),
       ),
       await computerPart(ctx, agent),
+      await otherSettings(ctx, agent),
       section(
         "Delete",
         h("p", { class: "muted small" }, "Its threads stay; its configurations go with it."),

@@ -253,8 +253,18 @@ def test_mcp_page_registers_tests_attaches_and_deletes(console: Console, api: ht
         ] == [(server["id"], ["add", "echo"], ["add"])]
         card = page.locator(f"li[data-mcp-id='{server['id']}']")
         assert "loopback-tools__add" in card.inner_text()
-        card.locator("details > summary").click()  # its tools, unfolded
+        card.locator("details > summary:has-text('tool(s)')").click()  # its tools, unfolded
         console.shot("mcps")
+        # renamed: the slug, and so the names the model sees, follow; the tools stay listed
+        card.locator("details > summary:text-is('Edit')").click()
+        card.locator("[data-field=edit-name]").fill("Loop Tools")
+        card.locator(f"form[data-edit='{server['id']}'] button[type=submit]").click()
+        page.wait_for_selector(f"li[data-mcp-id='{server['id']}'] code:text-is('loop-tools')")
+        renamed = api.get(f"/api/mcps/{server['id']}").json()
+        assert (renamed["name"], renamed["slug"]) == ("Loop Tools", "loop-tools")
+        assert renamed["toolsCache"] == server["toolsCache"]
+        card = page.locator(f"li[data-mcp-id='{server['id']}']")
+        assert "loop-tools__add" in card.inner_text()
         # a test after the server went away says why, in words
         mcp.stop()
         card.locator(f"[data-test='{server['id']}']").click()

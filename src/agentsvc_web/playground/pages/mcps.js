@@ -116,6 +116,48 @@ function attachPart(ctx, server, attachment) {
   return form;
 }
 
+/** Edit: PATCH the fields changed; credentials only when typed (blank keeps them). */
+function editForm(ctx, server) {
+  const http = HTTP.has(server.transport);
+  const name = h("input", { value: server.name, required: true, maxlength: 200, "data-field": "edit-name" });
+  const where = http
+    ? h("input", { type: "url", value: server.url ?? "", "data-field": "edit-url" })
+    : h("input", { value: server.command ?? "", "data-field": "edit-command" });
+  const args = http ? null : h("textarea", { rows: 2, "data-field": "edit-args" }, (server.args ?? []).join("\n"));
+  const secrets = h("textarea", {
+    rows: 2, "data-field": "edit-credentials",
+    placeholder: server.hasCredentials ? "set: blank keeps them; {} removes them" : "none set",
+  });
+  const allowed = h("input", { value: (server.allowedTools ?? []).join(", "), placeholder: "blank: every tool", "data-field": "edit-allowed" });
+  const form = h(
+    "form",
+    { class: "stack", "data-edit": server.id },
+    field("Name", name),
+    field(http ? "URL" : "Command", where),
+    args ? field("Arguments (one a line)", args) : null,
+    field(http ? "Headers (JSON, replaces the stored ones)" : "Environment (JSON, replaces the stored one)", secrets),
+    field("Allowed tools", allowed),
+    h("div", {}, h("button", { type: "submit" }, "Save server")),
+  );
+  onSubmit(form, ctx, async () => {
+    const body = { name: name.value.trim(), allowedTools: names(allowed.value).length ? names(allowed.value) : null };
+    // only what changed: a new address or command clears the listed tools (and OAuth tokens)
+    if (http && where.value.trim() !== (server.url ?? "")) body.url = where.value.trim();
+    if (!http) {
+      const argv = args.value.split("\n").map((a) => a.trim()).filter(Boolean);
+      if (where.value.trim() !== (server.command ?? "")) body.command = where.value.trim();
+      if (argv.join("\n") !== (server.args ?? []).join("\n")) body.args = argv;
+    }
+    const typed = parseJson(secrets.value, http ? "Headers" : "Environment", undefined);
+    if (typed !== undefined) {
+      body.credentials = Object.keys(typed).length ? (http ? { headers: typed } : { env: typed }) : null;
+    }
+    await ctx.api.patch(`/api/mcps/${enc(server.id)}`, body);
+    await ctx.refresh();
+  });
+  return h("details", {}, h("summary", {}, "Edit"), form);
+}
+
 function serverCard(ctx, server, attachment) {
   const result = status({ "data-test-result": server.id });
   const oauth = h("div", { class: "oauth", "data-oauth": server.id });
@@ -170,6 +212,7 @@ function serverCard(ctx, server, attachment) {
       await ctx.refresh();
     }), { "data-delete": server.id }), result),
     oauth,
+    editForm(ctx, server),
     attachPart(ctx, server, attachment),
   );
 }

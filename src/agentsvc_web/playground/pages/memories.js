@@ -67,17 +67,18 @@ function browsePart(ctx, agent) {
   let cursor = null;
   let shown = 0;
   const load = async (fresh) => {
-    if (fresh) {
-      cursor = null;
-      shown = 0;
-      list.replaceChildren();
-    }
     const q = new URLSearchParams({ limit: "50" });
     if (scope.value) q.set("scope", scope.value);
     if (state.value) q.set("status", state.value);
-    if (cursor) q.set("cursor", cursor);
+    if (cursor && !fresh) q.set("cursor", cursor);
     const page = await ctx.api.get(`/api/agents/${enc(agent.id)}/memories?${q}`);
-    list.append(...page.memories.map((m) => memoryItem(ctx, agent, m, () => load(true))));
+    const items = page.memories.map((m) => memoryItem(ctx, agent, m, () => load(true)));
+    if (fresh) {
+      shown = 0;
+      list.replaceChildren(...items); // in one step: the list is never empty in between
+    } else {
+      list.append(...items);
+    }
     shown += page.memories.length;
     cursor = page.nextCursor;
     more.hidden = !cursor;

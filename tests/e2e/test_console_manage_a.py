@@ -26,7 +26,6 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict
 
 from tests.e2e.service import Service, client, running
-from tests.e2e.test_playground import WAIT_MS, chromium
 from tests.mcp_servers.server import HttpMcpServer
 from tests.oauth_server import AuthServer
 from tests.pg import reader_role
@@ -38,6 +37,21 @@ ROOT = Path(__file__).parents[2]
 SHOTS = ROOT / "test-output" / "console"
 DOCS_IMAGES = ROOT / "docs" / "images"
 PASSWORD = "console-integration-password-8c1d"
+WAIT_MS = 30_000  # the longest a page state may take to appear (not a timing claim)
+
+
+def chromium() -> str:
+    """Debian's chromium (or AGENTSVC_TEST_CHROMIUM), as the playground's test finds
+    it (``make test`` installs it); its absence fails the test."""
+    named = os.environ.get("AGENTSVC_TEST_CHROMIUM")
+    found = named or shutil.which("chromium") or shutil.which("chromium-browser")
+    if not found or not Path(found).exists():
+        pytest.fail(
+            "the console test needs Chromium: `apt-get install chromium` (make test does it "
+            "as root) or set AGENTSVC_TEST_CHROMIUM to a Chromium binary",
+            pytrace=False,
+        )
+    return found
 
 
 @pytest.fixture(scope="module")

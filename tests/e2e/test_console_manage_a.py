@@ -159,8 +159,15 @@ def test_agents_page_edits_every_setting_and_deletes(console: Console, api: http
     doomed = api.post("/api/agents", json={"name": "Doomed"}).json()
     agent = new_agent(api, "Settings agent")
     page = console.open("agents")
+    # one made here opens at once
+    page.fill("#agent-page-create input", "Made on the page")
+    page.click("#agent-page-create button")
+    page.wait_for_selector("#agent-settings input[value='Made on the page']")
+    made = next(a for a in api.get("/api/agents").json() if a["name"] == "Made on the page")
+    assert made["default_model"] == "local"
+    assert page.get_attribute("#agent-page-list li.current", "data-agent-id") == made["id"]
     page.click(f"#agent-page-list li[data-agent-id='{agent['id']}'] button")
-    page.wait_for_selector("#agent-settings")
+    page.wait_for_selector("#agent-settings input[value='Settings agent']")
     # the model list is GET /api/models
     models = [m["id"] for m in api.get("/api/models").json()]
     options = page.locator("#agent-settings [data-field=defaultModel] option").all_inner_texts()

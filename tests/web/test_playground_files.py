@@ -6,9 +6,10 @@ tests/e2e/test_playground.py."""
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
@@ -61,7 +62,7 @@ def test_every_file_the_page_loads_is_served_here_with_its_type(c: TestClient[An
         assert r.status_code == 200, url
         assert TYPES[url.rsplit(".", 1)[-1]] in r.headers["content-type"], url
         _strict(r)
-    # the modules app.js imports, transitively
+    # the modules app.js imports, transitively (pages/*.js import ../dom.js)
     seen: set[str] = set()
     todo = ["app.js"]
     while todo:
@@ -72,8 +73,11 @@ def test_every_file_the_page_loads_is_served_here_with_its_type(c: TestClient[An
         r = c.get(f"/playground/{name}")
         assert r.status_code == 200, name
         assert "text/javascript" in r.headers["content-type"]
-        todo += re.findall(r"""^import .* from "\./([a-z]+\.js)";$""", r.text, re.MULTILINE)
+        here = posixpath.dirname(name)
+        imports = re.findall(r"""^import .* from "(\.{1,2}/[a-z_/]+\.js)";$""", r.text, re.M)
+        todo.extend(posixpath.normpath(posixpath.join(here, i)) for i in imports)
     assert {"app.js", "api.js", "chat.js", "dom.js", "charts.js", "observe.js"} <= seen
+    assert {f"pages/{f.name}" for f in (FILES / "pages").glob("*.js")} <= seen
 
 
 def test_an_unknown_file_is_the_error_body_under_the_same_policy(c: TestClient[Any]) -> None:
@@ -103,7 +107,7 @@ def test_the_files_keep_to_the_policy() -> None:
     assert "<style" not in html
     assert not re.search(r"\sstyle=", html)
     assert not re.search(r"\son[a-z]+=", html), "inline event handler"
-    scripts = sorted(FILES.glob("*.js"))
+    scripts = sorted(FILES.rglob("*.js"))
     assert scripts
     for script in scripts:
         text = script.read_text()
@@ -119,5 +123,9 @@ def test_the_files_are_package_data() -> None:
     pyproject = (Path(__file__).parents[2] / "pyproject.toml").read_text()
     line = next(x for x in pyproject.splitlines() if x.startswith('"agentsvc_web" = '))
     patterns = re.findall(r'"(playground/[^"]+)"', line)
-    for f in FILES.iterdir():
-        assert any(f.match(p.split("/", 1)[1]) for p in patterns), f"{f.name} is not shipped"
+    for f in (f for f in FILES.rglob("*") if f.is_file()):
+        inside = PurePosixPath(f.relative_to(FILES).as_posix())  # pages/index.js
+        shipped = (PurePosixPath(p.split("/", 1)[1]) for p in patterns)
+        assert any(len(s.parts) == len(inside.parts) and inside.match(str(s)) for s in shipped), (
+            f"{inside} is not shipped"
+        )

@@ -7,4 +7,22 @@
 // bar), ctx.showError(message), and ctx.refresh() (renders the page again).
 // A page renders API answers as text (dom.js's h()), never as HTML.
 
-export const PAGES = [];
+import agents from "./agents.js";
+import integrations from "./integrations.js";
+import keys from "./keys.js";
+import knowledge from "./knowledge.js";
+import mcps from "./mcps.js";
+import memories from "./memories.js";
+import plans from "./plans.js";
+import tools from "./tools.js";
+
+export const PAGES = [
+  agents,
+  mcps,
+  tools,
+  integrations,
+  knowledge,
+  memories,
+  plans,
+  keys,
+];

@@ -69,4 +69,7 @@ test("generated operations: bodies, queries, answers, idempotency", async () => 
   assert.equal(typeof c.agents.mcpServers.attach, "function");
   const health = await c.service.health();
   assert.equal(health.ok, true);
+  // a multipart form: a Blob is the file
+  const doc = await c.knowledge.upload({ file: new Blob(["Atlantis lies west."]), filename: "atlantis.txt", title: "Atlantis" });
+  assert.equal((await c.knowledge.get(doc.id)).title, "Atlantis");
 });

@@ -10,11 +10,13 @@ than the stamp ``node_modules/.installed``)."""
 
 from __future__ import annotations
 
+import http.server
 import importlib.util
 import os
 import re
 import shutil
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -150,3 +152,81 @@ def test_the_package_builds_and_its_types_check(
     # whose @ts-expect-error lines must stay errors)
     out, _ = type_check.communicate(timeout=300)
     assert type_check.returncode == 0, f"tsc --noEmit -p tsconfig.check.json:\n{out[-6000:]}"
+
+
+class _Files(http.server.SimpleHTTPRequestHandler):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, directory=str(TS), **kwargs)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+# In the page: the client from dist/, a reply streamed, re-attached after its second
+# event, and a 404 with its error body and request id (both exposed by CORS)
+IN_THE_PAGE = """async ([url, key]) => {
+  const { AgentsvcClient, NotFound } = await import("/dist/index.js");
+  const c = new AgentsvcClient({ baseUrl: url, apiKey: key });
+  const agent = await c.agents.create({ name: "Browser" });
+  const thread = await c.threads.create({ agentId: agent.id });
+  const stream = c.sendMessage(thread.id, "Hello from Chromium");
+  const events = [];
+  let text = "";
+  for await (const e of stream) {
+    events.push([e.type, e.id]);
+    if (e.type === "token") text += e.data.delta;
+  }
+  const again = [];
+  for await (const e of c.threads.attach(thread.id, { runId: stream.runId, lastEventId: 2 })) {
+    again.push(e.id);
+  }
+  let error = null;
+  try {
+    await c.agents.get(crypto.randomUUID());
+  } catch (exc) {
+    error = { notFound: exc instanceof NotFound, status: exc.status, code: exc.error,
+              requestId: exc.requestId };
+  }
+  const stored = (await c.threads.messages.list(thread.id)).messages.map((m) => m.content);
+  return { events, again, text, stored, key: stream.idempotencyKey, error };
+}"""
+
+
+def test_the_client_works_in_a_browser(built: Path, memory_service: Service) -> None:
+    """Chromium (Debian's, as the playground's test) loads dist/ from a page served on
+    another loopback origin and calls the service through CORS."""
+    from playwright import sync_api  # noqa: PLC0415 - only this test drives a browser
+
+    from tests.e2e.test_playground import chromium  # noqa: PLC0415
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Files)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    problems: list[str] = []
+    try:
+        with sync_api.sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
+            try:
+                page = browser.new_page()
+                page.on("pageerror", lambda e: problems.append(str(e)))
+                page.goto(f"http://127.0.0.1:{server.server_address[1]}/package.json")
+                got = page.evaluate(IN_THE_PAGE, [memory_service.url, KEY])
+            finally:
+                browser.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert not problems, problems
+    ids = [event_id for _, event_id in got["events"]]
+    assert ids == list(range(1, len(ids) + 1))
+    assert got["events"][0][0] == "meta"
+    assert got["events"][-1][0] == "done"
+    assert got["again"] == ids[2:]
+    assert "Hello from Chromium" in got["text"]
+    assert got["stored"] == ["Hello from Chromium", got["text"]]
+    assert re.fullmatch(
+        r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}", got["key"]
+    )
+    assert got["error"]["notFound"] is True
+    assert (got["error"]["status"], got["error"]["code"]) == (404, "NOT_FOUND")
+    assert got["error"]["requestId"]

@@ -76,7 +76,11 @@ export function seg(value: string): string {
   return encodeURIComponent(value);
 }
 
-/** A random UUID (v4): Web Crypto where there is one, else `getRandomValues`. */
+/**
+ * A random UUID (v4): Web Crypto's where there is one (browsers, Node.js 19+);
+ * Node.js 18 has no global `crypto`, and gets one from `Math.random`, which is
+ * enough for what it is used for: an idempotency key, unique, not secret.
+ */
 export function uuid4(): string {
   const c = (globalThis as { crypto?: Crypto }).crypto;
   if (c && typeof c.randomUUID === "function") return c.randomUUID();

@@ -29,20 +29,24 @@ export type ReplyEventType = ReplyEvent["type"];
 /** The event of a type: `EventOf<"done">` is `{ type: "done"; id; data: SseDone }`. */
 export type EventOf<T extends ReplyEventType> = Extract<ReplyEvent, { type: T }>;
 
-/** The names this client knows (an event of a newer service is skipped). */
-export const REPLY_EVENT_TYPES: readonly ReplyEventType[] = [
-  "meta",
-  "token",
-  "tool_call",
-  "tool_executing",
-  "tool_result",
-  "auth_challenge",
-  "requires_action",
-  "profile_switch_proposal",
-  "compaction",
-  "done",
-  "error",
-];
+// Every event of the document's map, no more: a build fails when the service's
+// events change and this does not (a newer service's unknown event is skipped).
+const KNOWN: Record<ReplyEventType, true> = {
+  meta: true,
+  token: true,
+  tool_call: true,
+  tool_executing: true,
+  tool_result: true,
+  auth_challenge: true,
+  requires_action: true,
+  profile_switch_proposal: true,
+  compaction: true,
+  done: true,
+  error: true,
+};
+
+/** The names of the reply's events, as this client knows them. */
+export const REPLY_EVENT_TYPES = Object.freeze(Object.keys(KNOWN)) as readonly ReplyEventType[];
 
 /** Statuses worth another try while the service restarts or a proxy hiccups. */
 const RETRY_STATUSES = new Set([502, 503, 504]);
@@ -192,7 +196,7 @@ export class ReplyStream implements AsyncIterable<ReplyEvent> {
     }
     if (id) this.lastId = id;
     this.failures = 0;
-    if (!(REPLY_EVENT_TYPES as readonly string[]).includes(name)) return undefined;
+    if (!Object.hasOwn(KNOWN, name)) return undefined;
     const event = { type: name, id, data: parsed } as ReplyEvent;
     if (event.type === "meta") this.currentRunId = event.data.runId;
     return event;

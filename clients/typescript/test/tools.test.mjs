@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { runTools } from "../dist/index.js";
+import { runTools, sendApprovals } from "../dist/index.js";
 import { client, collect, newThread } from "./helpers.mjs";
 
 const PARAMS = { type: "object", properties: { zone: { type: "string" } } };
@@ -55,4 +55,59 @@ test("a handler's error and a non-string result reach the model", async () => {
   const json = { ...broken, handler: () => ({ time: "08:00" }) };
   events = await collect(runTools(c, thread, "call get_time {}", [json]));
   assert.equal(events.at(-1).data.content, 'The tool get_time returned: {"time":"08:00"}');
+});
+
+/** A webhook tool on a loopback receiver that needs a person's approval; its calls. */
+async function refundTool(c) {
+  const { createServer } = await import("node:http");
+  const calls = [];
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on("end", () => {
+      calls.push(req.url);
+      res.writeHead(200, { "content-type": "application/json" }).end('{"ok": true}');
+    });
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const tool = await c.tools.create({
+    name: `refund_${Math.random().toString(16).slice(2, 8)}`,
+    url: `http://127.0.0.1:${server.address().port}/refund`,
+    parameters: { type: "object" },
+    approval: "always",
+  });
+  const agent = await c.agents.create({ name: "Refunds" });
+  await c.agents.delegated.put(agent.id, { toolIds: [tool.id] });
+  const thread = (await c.threads.create({ agentId: agent.id })).id;
+  return { name: tool.name, thread, calls, close: () => server.close() };
+}
+
+test("onApproval answers calls that wait for a person; sendApprovals answers later", async () => {
+  const c = client();
+  const refund = await refundTool(c);
+  try {
+    const asked = [];
+    const yes = async (call) => {
+      asked.push([call.name, call.kind]);
+      return true;
+    };
+    let events = await collect(runTools(c, refund.thread, `call ${refund.name} {}`, [], { onApproval: yes }));
+    assert.deepEqual(asked, [[refund.name, "approval"]]);
+    assert.equal(refund.calls.length, 1); // approved: called once
+    assert.match(events.at(-1).data.content, new RegExp(`^The tool ${refund.name} returned`));
+
+    // without onApproval the loop stops where the turn waits
+    events = await collect(runTools(c, refund.thread, `call ${refund.name} {}`, []));
+    const waiting = events.find((e) => e.type === "requires_action");
+    const [call] = waiting.data.toolCalls;
+    assert.equal(call.kind, "approval");
+    assert.equal(events.at(-1).type, "done");
+    const answered = await collect(
+      sendApprovals(c, refund.thread, { [call.id]: { approved: false, reason: "no receipt" } }),
+    );
+    assert.equal(refund.calls.length, 1); // denied: never called
+    assert.match(answered.at(-1).data.content, /the user denied this call/);
+    assert.match(answered.at(-1).data.content, /no receipt/);
+  } finally {
+    refund.close();
+  }
 });

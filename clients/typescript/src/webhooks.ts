@@ -1,5 +1,9 @@
 /**
- * Verify the service's event webhooks (`/api/webhooks`) in Node.js: Standard Webhooks.
+ * Verify what the service signs, in Node.js: its event webhooks (`verifyWebhook`,
+ * Standard Webhooks), and its signed calls to your webhook tools and credential
+ * resolver (`verifySignedCall`, the `X-Service-*` headers).
+ *
+ * Event webhooks (`/api/webhooks`):
  *
  * Each delivery carries `webhook-id` (the event's id: the same for every retry and
  * resend of it, so a receiver can drop repeats), `webhook-timestamp` (Unix seconds of
@@ -111,4 +115,80 @@ export function signWebhook(secret: string, msgId: string, timestamp: number, bo
   const raw = typeof body === "string" ? Buffer.from(body, "utf8") : Buffer.from(body);
   const mac = createHmac("sha256", key(secret)).update(`${msgId}.${timestamp}.`).update(raw).digest("base64");
   return `v1,${mac}`;
+}
+
+// --- the service's signed calls: webhook tools, the credential resolver -------------
+
+/**
+ * Remembers nonces while their timestamp is within the tolerance; `add` answers false
+ * for one already there. Several receiver processes need a shared one (Redis
+ * `SET NX EX`, a table with a unique key): give `verifySignedCall` an object with
+ * this method.
+ */
+export interface NonceCache {
+  add(nonce: string, expiresAt: number): boolean;
+}
+
+/** A process-local `NonceCache`. */
+export class MemoryNonceCache implements NonceCache {
+  private readonly seen = new Map<string, number>();
+
+  add(nonce: string, expiresAt: number): boolean {
+    const now = Date.now() / 1000;
+    for (const [old, until] of this.seen) if (until < now) this.seen.delete(old);
+    if (this.seen.has(nonce)) return false;
+    this.seen.set(nonce, expiresAt);
+    return true;
+  }
+}
+
+export interface SignedCallOptions extends VerifyOptions {
+  /** Refuses a nonce seen before (a replay); without one, replays within the tolerance pass. */
+  nonceCache?: NonceCache;
+}
+
+/** The `X-Service-Signature` the service computes (for tests of your receiver). */
+export function signCall(secret: string, timestamp: string, nonce: string, body: string | Uint8Array): string {
+  const raw = typeof body === "string" ? Buffer.from(body, "utf8") : Buffer.from(body);
+  return createHmac("sha256", Buffer.from(secret, "utf8")).update(`${timestamp}.${nonce}.`).update(raw).digest("hex");
+}
+
+/**
+ * Return when a call from the service (a webhook tool's, the credential resolver's)
+ * is authentic and fresh; otherwise throw `WebhookVerificationError`.
+ *
+ * `X-Service-Signature` is the lowercase hex HMAC-SHA256, keyed with the UTF-8 bytes
+ * of the organization's signing secret (`(await client.settings.get()).signing_secret`),
+ * over `"{X-Service-Timestamp}.{X-Service-Nonce}.{raw body}"`; during a rotation the
+ * service sends two, space-separated, and one matching is enough. `secrets`: yours,
+ * or several while you rotate yours. The nonce is recorded only for a call whose
+ * signature checks out, so forged calls cannot fill the cache.
+ */
+export function verifySignedCall(
+  secrets: string | readonly string[],
+  headers: HeadersLike,
+  body: string | Uint8Array,
+  options: SignedCallOptions = {},
+): void {
+  const timestamp = header(headers, "x-service-timestamp") ?? "";
+  const nonce = header(headers, "x-service-nonce") ?? "";
+  const signatures = (header(headers, "x-service-signature") ?? "")
+    .split(" ")
+    .filter((v) => /^[0-9a-f]{64}$/.test(v));
+  const tolerance = options.toleranceS ?? DEFAULT_TOLERANCE_S;
+  if (!/^[0-9]{1,12}$/.test(timestamp)) throw new WebhookVerificationError("missing or malformed timestamp");
+  if (Math.abs((options.now ?? Date.now() / 1000) - Number(timestamp)) > tolerance) {
+    throw new WebhookVerificationError("timestamp outside the tolerance");
+  }
+  if (!nonce) throw new WebhookVerificationError("missing nonce");
+  if (!signatures.length) throw new WebhookVerificationError("missing signature");
+  const keys = typeof secrets === "string" ? [secrets] : secrets;
+  const expected = keys.map((key) => Buffer.from(signCall(key, timestamp, nonce, body), "hex"));
+  const given = signatures.map((v) => Buffer.from(v, "hex"));
+  if (!expected.some((e) => given.some((g) => timingSafeEqual(e, g)))) {
+    throw new WebhookVerificationError("no signature matches");
+  }
+  if (options.nonceCache && !options.nonceCache.add(nonce, Number(timestamp) + tolerance)) {
+    throw new WebhookVerificationError("replayed nonce");
+  }
 }

@@ -89,3 +89,43 @@ test("a rotation's two signatures: one matching is enough", () => {
   };
   assert.deepEqual(verifyWebhook(secret, headers, body).data, { é: 1 });
 });
+
+test("a webhook tool's signed call verifies; tampered, stale or replayed ones do not", async () => {
+  const { MemoryNonceCache, signCall, verifySignedCall } = await import("../dist/webhooks.js");
+  const c = client();
+  const calls = [];
+  const server = http.createServer((req, res) => {
+    const chunks = [];
+    req.on("data", (chunk) => chunks.push(chunk));
+    req.on("end", () => {
+      calls.push({ headers: req.headers, body: Buffer.concat(chunks) });
+      res.writeHead(200, { "content-type": "application/json" }).end('{"ok": true}');
+    });
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  try {
+    const name = `hook_${Math.random().toString(16).slice(2, 10)}`;
+    await c.tools.create({ name, url: `http://127.0.0.1:${server.address().port}/hook`, parameters: { type: "object" } });
+    const result = await c.tools.execute({ name, arguments: { city: "Lyon" } });
+    assert.equal(result.ok, true);
+    const secret = (await c.settings.get()).signing_secret;
+    const [{ headers, body }] = calls;
+    assert.match(body.toString(), /Lyon/);
+
+    const nonces = new MemoryNonceCache();
+    verifySignedCall(secret, headers, body, { nonceCache: nonces });
+    const refused = (fn, reason) =>
+      assert.throws(fn, (exc) => exc instanceof WebhookVerificationError && reason.test(exc.reason));
+    refused(() => verifySignedCall(secret, headers, body, { nonceCache: nonces }), /replayed/);
+    refused(() => verifySignedCall(secret, headers, Buffer.from(body.toString().replace("Lyon", "Nice"))), /no signature/);
+    refused(() => verifySignedCall("another secret", headers, body), /no signature/);
+    const old = String(Math.floor(Date.now() / 1000) - 301);
+    const nonce = headers["x-service-nonce"];
+    const stale = { ...headers, "x-service-timestamp": old, "x-service-signature": signCall(secret, old, nonce, body) };
+    refused(() => verifySignedCall(secret, stale, body), /tolerance/);
+    // a rotation of yours: either secret
+    verifySignedCall(["an old one", secret], headers, body);
+  } finally {
+    server.close();
+  }
+});

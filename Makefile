@@ -4,6 +4,9 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# the TypeScript client (clients/typescript): its node_modules' stamp
+TS       := clients/typescript
+TS_STAMP := $(TS)/node_modules/.installed
 
 .PHONY: run test lint fmt clean
 
@@ -30,7 +33,7 @@ run: $(STAMP) bubblewrap
 ## process the e2e tests start compiles src again, and every worker rewrites the
 ## assertions of every test module again (about 12 s of CPU each)
 TEST_WORKERS ?= 4
-test: $(STAMP) node chromium bubblewrap
+test: $(STAMP) node $(TS_STAMP) chromium bubblewrap
 	@start=$$(date +%s); unset PYTHONDONTWRITEBYTECODE; \
 	{ $(BIN)/python -m compileall -q src >/dev/null; \
 	  $(BIN)/python -m pytest --collect-only -q -p no:randomly >/dev/null 2>&1; } & warm=$$!; \
@@ -38,7 +41,8 @@ test: $(STAMP) node chromium bubblewrap
 	if [ $$rc = 0 ]; then $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile; rc=$$?; fi; \
 	echo "make test: lint and tests took $$(( $$(date +%s) - start )) s (exit $$rc)"; exit $$rc
 
-## node: the suite runs the docs' JavaScript client (Node.js 18+, for fetch); as root
+## node: the suite runs the docs' JavaScript client and the TypeScript client's tests
+## (Node.js 18+, for fetch); as root
 ## with apt-get it is installed when missing, elsewhere its absence stops the run
 .PHONY: node
 node:
@@ -47,11 +51,32 @@ node:
 	    echo "node is missing: apt-get install -y nodejs"; \
 	    apt-get update -qq && apt-get install -y -qq nodejs; \
 	  else \
-	    echo "make test needs node (Node.js 18+) for docs/examples/chat.mjs: install it" \
+	    echo "make test needs node (Node.js 18+) for the JavaScript and TypeScript clients: install it" \
 	      "(e.g. sudo apt-get install nodejs) and run make test again" >&2; \
 	    exit 1; \
 	  fi; }
 	@node -e 'if (typeof fetch !== "function") { console.error("node " + process.version + " has no fetch: Node.js 18+ is needed"); process.exit(1) }'
+
+## npm: the TypeScript client's tests (clients/typescript) install its pinned
+## TypeScript with npm; as root with apt-get it is installed when missing (Debian's
+## npm package), elsewhere its absence stops the run
+.PHONY: npm
+npm: node
+	@command -v npm >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "npm is missing: apt-get install -y npm"; \
+	    apt-get update -qq && apt-get install -y -qq npm; \
+	  else \
+	    echo "make test needs npm for the TypeScript client's tests: install it" \
+	      "(e.g. sudo apt-get install npm) and run make test again" >&2; \
+	    exit 1; \
+	  fi; }
+
+## the TypeScript client's node_modules (its devDependencies: TypeScript and Node's
+## types, exact versions from package-lock.json), installed again when the lock changes
+$(TS_STAMP): $(TS)/package.json $(TS)/package-lock.json | npm
+	cd $(TS) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $(TS_STAMP)
 
 ## chromium: the playground's test (tests/e2e/test_playground.py) drives Debian's
 ## chromium with Playwright (no browser download); as root with apt-get it is installed
@@ -93,21 +118,25 @@ bubblewrap:
 ## layer contracts, and the house rules ruff does not check (tests/house_rules.py: no
 ## src/ file over 500 lines)
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench clients/python
+	$(BIN)/ruff check src tests bench clients/python clients/typescript/generate.py
 	$(BIN)/python tests/house_rules.py
-	$(BIN)/ruff format --check src tests bench clients/python
+	$(BIN)/ruff format --check src tests bench clients/python clients/typescript/generate.py
 	$(BIN)/mypy
+	@# the TypeScript client's generator: a module named generate too, so on its own
+	$(BIN)/mypy --strict --python-version 3.11 clients/typescript/generate.py
 	$(BIN)/lint-imports
 
 fmt: $(STAMP)
-	$(BIN)/ruff format src tests bench clients/python
-	$(BIN)/ruff check --fix src tests bench clients/python
+	$(BIN)/ruff format src tests bench clients/python clients/typescript/generate.py
+	$(BIN)/ruff check --fix src tests bench clients/python clients/typescript/generate.py
 
 ## client: regenerate the Python client's models and methods (clients/python/generate.py)
-## from the OpenAPI document of a freshly started service; the output is checked in
+## and the TypeScript client's (clients/typescript/generate.py) from the OpenAPI
+## document of a freshly started service; the output is checked in
 .PHONY: client
 client: $(STAMP)
 	$(BIN)/python clients/python/generate.py --serve
+	$(BIN)/python clients/typescript/generate.py --serve
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -50,6 +50,8 @@ def memory_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service
         # error event (PROVIDER_UNAVAILABLE) once its stream has started
         AGENTSVC_BETA_BASE_URL=f"http://127.0.0.1:{free_port()}/v1",
         AGENTSVC_BETA_API_KEY="sk-client-tests-nobody-listens",
+        # the TypeScript client's browser test calls it from a page of another origin
+        AGENTSVC_CORS_ORIGINS="*",
     ) as svc:
         yield svc
 

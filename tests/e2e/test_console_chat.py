@@ -154,9 +154,9 @@ class Console:
     def history(self, thread_id: str) -> list[dict[str, Any]]:
         return list(self.api.get(f"/api/threads/{thread_id}/messages").json()["messages"])
 
-    def shot(self, name: str, *, docs: bool = False) -> None:
+    def shot(self, name: str, *, docs: bool = False, full_page: bool = True) -> None:
         path = SHOTS / f"{name}.png"
-        self.page.screenshot(path=str(path), full_page=True)
+        self.page.screenshot(path=str(path), full_page=full_page)
         if docs and os.environ.get("AGENTSVC_UPDATE_DOCS_IMAGES") == "1":
             shutil.copy(path, DOCS_IMAGES / f"console-{name}.png")
 
@@ -407,9 +407,12 @@ def test_copy_as_code_runs(con: Console, tmp_path: Path) -> None:
     page = con.page
     page.click("#code-view summary")
 
+    con.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=con.base)
     page.fill("#message", "Hello from curl")
     page.click("button[data-snippet=curl]")
+    page.wait_for_selector("#snippet-status:has-text('copied: curl')")
     curl = page.inner_text("#snippet")
+    assert page.evaluate("navigator.clipboard.readText()") == curl
     assert f"{con.base}/api/threads/{thread_id}/messages" in curl
     assert "$AGENTSVC_API_KEY" in curl
     assert con.key not in curl
@@ -612,7 +615,11 @@ def _narrow(con: Console, scheme: str) -> None:
     page.click("#drawer-toggle")
     page.wait_for_selector("#side", state="visible")
     assert page.get_attribute("#drawer-toggle", "aria-expanded") == "true"
-    con.shot(f"drawer-420-{scheme}", docs=scheme == "light")
+    # in place over the chat (its slide has ended)
+    page.wait_for_function(
+        "() => document.querySelector('#side').getBoundingClientRect().left === 0"
+    )
+    con.shot(f"drawer-420-{scheme}", docs=scheme == "light", full_page=False)
     page.keyboard.press("Escape")
     page.wait_for_selector("#side", state="hidden")
     # the toggle overrides the system's choice, and is kept
@@ -622,4 +629,4 @@ def _narrow(con: Console, scheme: str) -> None:
     page.reload()
     page.wait_for_selector("body[data-ready=true]")
     assert page.get_attribute("html", "data-theme") == "dark"
-    page.evaluate("localStorage.removeItem('agentsvc.console.theme')")
+    page.evaluate("localStorage.removeItem('agentsvc.playground.theme')")

@@ -83,8 +83,8 @@ export class Composer {
     return { name: $("tool-name").value.trim(), description: $("tool-description").value, parameters };
   }
 
-  /** The message being composed as code (curl, python or typescript). */
-  showSnippet(kind) {
+  /** The message being composed as code (curl, python or typescript), shown and copied. */
+  async showSnippet(kind) {
     if (!this.threadId) return;
     const body = this.body($("message").value);
     if (!body) return;
@@ -92,6 +92,9 @@ export class Composer {
     $("snippet").textContent = code;
     $("snippet").dataset.kind = kind;
     $("snippet-box").hidden = false;
-    $("snippet-status").textContent = `${kind} for the message as composed now`;
+    const copied = await copyText(code);
+    $("snippet-status").textContent = copied
+      ? `copied: ${kind} for the message as composed now`
+      : `${kind} for the message as composed now (select it and copy)`;
   }
 }

@@ -5,7 +5,7 @@
 
 import { $ } from "./dom.js";
 
-const THEME_ITEM = "agentsvc.console.theme";
+const THEME_ITEM = "agentsvc.playground.theme";
 const THEMES = ["auto", "light", "dark"];
 
 function applyTheme(theme) {

@@ -158,7 +158,9 @@ export class Chat {
   /** Answers the branch's last user message again: a new version of the reply. */
   async regenerate(m) {
     if (this.running) return;
-    const { content: _, ...body } = this.composer.body("") ?? {};
+    const full = this.composer.body("");
+    if (!full) return; // a field is wrong: already said
+    const { content: _, ...body } = full;
     $("messages").querySelector(`[data-message-id="${m.id}"]`)?.remove();
     const path = `/api/threads/${enc(this.thread.id)}/regenerate`;
     if (!(await this.stream(path, body))) await this.refresh();
@@ -226,13 +228,13 @@ export class Chat {
     $("send").disabled = true;
     $("stop").disabled = false;
     this.setStatus(status);
-    let ended = false;
+    let ended = null; // "done" or "error"
     let started = false;
     try {
       for await (const ev of open(controller.signal)) {
         started = true;
         this.record(ev);
-        ended = this.onEvent(ev.event, ev.data, reply) || ended;
+        if (this.onEvent(ev.event, ev.data, reply)) ended = ev.event;
       }
       if (!ended) plainNote(reply.notes, "error", "the stream ended without done or error");
     } catch (err) {
@@ -258,8 +260,9 @@ export class Chat {
       }
       this.scroll();
     }
-    // a reply waiting for tool results stays as seen until the one that goes on ends
-    if (ended && !this.pending.length) await this.refresh().catch((err) => this.showError(err.message));
+    // drawn again as stored once done (an error's note stays in view); a reply
+    // waiting for tool results stays as seen until the one that goes on ends
+    if (ended === "done" && !this.pending.length) await this.refresh().catch((err) => this.showError(err.message));
     return true;
   }
 

@@ -293,7 +293,7 @@ def test_model_parameters_raw_events_and_stop(con: Console) -> None:
 
 
 def test_client_tool_call_is_folded_with_its_result(con: Console) -> None:
-    con.agent_and_thread("Tools")
+    _, thread_id = con.agent_and_thread("Tools")
     page = con.page
     page.click("#client-tool summary")
     page.check("#tool-enabled")
@@ -317,6 +317,18 @@ def test_client_tool_call_is_folded_with_its_result(con: Console) -> None:
     assert '"city": "Paris"' in str(page.locator("#messages pre.tool-args").first.text_content())
     result = page.locator("#messages details.note.tool-call .tool-result").first
     assert "sunny, 21 C" in str(result.text_content())
+
+    # read again from the API (a new page): the call and its result come from the
+    # thread's context, under the reply that went on after them
+    page.reload()
+    page.wait_for_selector("#app:not([hidden])")  # the tab kept its key
+    con.open_thread(thread_id)
+    final = con.history(thread_id)[-1]
+    fold = page.locator(f"#messages li[data-message-id='{final['id']}'] details.note.tool-call")
+    assert fold.locator("summary").inner_text() == "tool call get_weather · returned"
+    fold.locator("summary").click()
+    assert '"city": "Paris"' in fold.locator("pre.tool-args").inner_text()
+    assert "sunny, 21 C" in fold.locator(".tool-result").inner_text()
 
 
 def test_edit_regenerate_branches_fork_and_copy(con: Console) -> None:

@@ -291,7 +291,11 @@ def _walk(page: Any, steps: Steps, api: httpx.Client, base: str, key: str, mcp: 
 
     # 7. the organization's MCP server attached from the page, its tool called, detached
     box = f"#mcp-list input[data-mcp-id='{mcp['id']}']"
-    page.check(box)
+    # the box is checked at the click; the attachment is stored when its POST answers
+    with page.expect_response(
+        lambda r: r.url.endswith(f"/api/agents/{agent_id}/mcps") and r.request.method == "POST"
+    ):
+        page.check(box)
     page.wait_for_function(f'() => document.querySelector("{box}").checked')
     attached = api.get(f"/api/agents/{agent_id}/mcps").json()
     assert [a["mcpServerId"] for a in attached] == [mcp["id"]]

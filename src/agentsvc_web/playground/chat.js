@@ -4,10 +4,18 @@
 // fork, copy, and a reply's trace. Every event of the last reply is kept as it
 // came, for the raw event view.
 
-import { copyText } from "./clipboard.js";
+import { treeActions } from "./actions.js";
 import { Composer } from "./composer.js";
 import { $, clear, h, pretty } from "./dom.js";
-import { messageView, pendingUserView, plainNote, replyView, toolNote, toolResultNote } from "./messages.js";
+import {
+  contextNotes,
+  messageView,
+  pendingUserView,
+  plainNote,
+  replyView,
+  toolNote,
+  toolResultNote,
+} from "./messages.js";
 
 const enc = encodeURIComponent;
 
@@ -33,14 +41,7 @@ export class Chat {
     // which open() is the latest: one that awaited past a newer open or a close
     // stops, so two threads' messages never mix in the list
     this.generation = 0;
-    this.actions = {
-      copy: (m) => this.copy(m),
-      edit: (m, content) => this.edit(m, content),
-      regenerate: (m) => this.regenerate(m),
-      fork: (m) => this.fork(m),
-      switchTo: (id) => this.switchTo(id),
-      trace: (m) => this.trace(m),
-    };
+    this.actions = treeActions(this); // a message's buttons
     const on = (id, type, handler) => $(id).addEventListener(type, handler, { signal });
     on("composer", "submit", (e) => {
       e.preventDefault();
@@ -73,7 +74,7 @@ export class Chat {
     $("snippet-box").hidden = true;
     const page = await this.history();
     if (generation !== this.generation) return; // another thread was opened meanwhile
-    this.draw(page.messages);
+    this.draw(page);
     if (thread.active_run_id) {
       const follow = (signal) => this.api.follow(thread.id, thread.active_run_id, signal);
       await this.read(follow, this.replyItem(), "a reply is running: following it");
@@ -97,16 +98,26 @@ export class Chat {
     this.running = null;
   }
 
-  history() {
-    return this.api.get(`/api/threads/${enc(this.thread.id)}/messages?limit=200`);
+  /** The current branch, and its replies' tool calls (from the thread's context). */
+  async history() {
+    const path = `/api/threads/${enc(this.thread.id)}`;
+    const [page, context] = await Promise.all([
+      this.api.get(`${path}/messages?limit=200`),
+      // best effort: a 422 (no family serves the agent's model) shows no calls
+      this.api.get(`${path}/context`).catch(() => null),
+    ]);
+    page.notes = context ? contextNotes(context.messages, page.messages) : new Map();
+    return page;
   }
 
   /** The branch's messages, drawn again (what the page saw live kept by id). */
-  draw(messages) {
+  draw(page) {
+    const { messages } = page;
     const list = clear($("messages"));
     messages.forEach((m, i) => {
       const seen = this.live.get(m.id);
-      const item = messageView(m, { actions: this.actions, last: i === messages.length - 1, notes: seen?.notes });
+      const notes = seen?.notes ?? page.notes.get(m.id);
+      const item = messageView(m, { actions: this.actions, last: i === messages.length - 1, notes });
       if (seen?.meta) item.querySelector(".actions").before(h("div", { class: "meta muted small" }, seen.meta));
       if (seen?.traceId) item.dataset.traceId = seen.traceId;
       list.append(item);
@@ -120,7 +131,7 @@ export class Chat {
     const generation = this.generation;
     const page = await this.history();
     if (generation !== this.generation || this.running) return;
-    this.draw(page.messages);
+    this.draw(page);
   }
 
   async sendTyped() {
@@ -139,66 +150,6 @@ export class Chat {
       mine.remove(); // refused before the stream (the error bar says why): nothing was stored
       input.value = content;
     }
-  }
-
-  /** An edit of a user message: a new branch from it, its reply streamed. */
-  async edit(m, content) {
-    if (this.running) return;
-    const body = this.composer.body(content);
-    if (!body) return;
-    const item = $("messages").querySelector(`[data-message-id="${m.id}"]`);
-    if (item) {
-      while (item.nextSibling) item.nextSibling.remove();
-      item.replaceWith(pendingUserView(content));
-    }
-    const path = `/api/threads/${enc(this.thread.id)}/messages/${enc(m.id)}/edit`;
-    if (!(await this.stream(path, body))) await this.refresh();
-  }
-
-  /** Answers the branch's last user message again: a new version of the reply. */
-  async regenerate(m) {
-    if (this.running) return;
-    const full = this.composer.body("");
-    if (!full) return; // a field is wrong: already said
-    const { content: _, ...body } = full;
-    $("messages").querySelector(`[data-message-id="${m.id}"]`)?.remove();
-    const path = `/api/threads/${enc(this.thread.id)}/regenerate`;
-    if (!(await this.stream(path, body))) await this.refresh();
-  }
-
-  /** Makes the branch through message ``id`` the current one. */
-  async switchTo(id) {
-    if (this.running) return;
-    await this.guard(() => this.api.put(`/api/threads/${enc(this.thread.id)}/branch`, { messageId: id }));
-    await this.refresh();
-    $("messages").querySelector(`[data-message-id="${id}"]`)?.scrollIntoView({ block: "nearest" });
-    this.setStatus("switched to another version");
-  }
-
-  /** A new thread with the branch up to this message. */
-  async fork(m) {
-    const thread = await this.guard(() => this.api.post(`/api/threads/${enc(this.thread.id)}/fork`, { messageId: m.id }));
-    if (thread) await this.guard(() => this.hooks.forked(thread));
-  }
-
-  async copy(m) {
-    const ok = await copyText(m.content);
-    this.setStatus(ok ? "copied" : "the browser refused to copy");
-  }
-
-  /** The trace of a reply: the one seen live, else the thread's trace naming it. */
-  async trace(m) {
-    let traceId = this.live.get(m.id)?.traceId;
-    if (!traceId) {
-      const query = new URLSearchParams({ threadId: this.thread.id, limit: "100" });
-      const page = await this.guard(() => this.api.get(`/api/logs?${query}`));
-      traceId = page?.traces.find((t) => t.message_id === m.id)?.id;
-    }
-    if (!traceId) {
-      this.setStatus("no trace is stored for this reply");
-      return;
-    }
-    await this.guard(() => this.hooks.trace(traceId));
   }
 
   async guard(action) {

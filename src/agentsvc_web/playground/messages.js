@@ -201,3 +201,33 @@ export function plainNote(notes, kind, title, body) {
     h("div", { class: `note ${kind}` }, h("div", { class: "note-title" }, title), body ? h("pre", {}, body) : null),
   );
 }
+
+/**
+ * The tool calls of the listed replies, from the thread's context (GET
+ * /api/threads/{id}/context: the history lists no tool step). A call and its
+ * result go with the next listed assistant message: the reply that went on
+ * after them. Answers a Map of message id -> notes element.
+ */
+export function contextNotes(context, listed) {
+  const ids = new Set(listed.filter((m) => m.role === "assistant").map((m) => m.id));
+  const found = new Map();
+  let notes = null;
+  const names = new Map(); // tool call id -> tool name
+  for (const m of context) {
+    if (m.role === "assistant" && m.tool_calls?.length) {
+      notes ??= h("div", { class: "notes" });
+      for (const call of m.tool_calls) {
+        names.set(call.id, call.name);
+        toolNote(notes, call, false);
+      }
+    } else if (m.role === "tool" && notes) {
+      const name = names.get(m.tool_call_id) ?? m.sender_name ?? "tool";
+      toolResultNote(notes, { tool_call_id: m.tool_call_id, tool_name: name, result: m.content });
+    }
+    if (m.role === "assistant" && ids.has(m.id) && notes) {
+      found.set(m.id, notes);
+      notes = null;
+    }
+  }
+  return found;
+}

@@ -576,6 +576,10 @@ def test_keyboard_and_labels(con: Console) -> None:
     )
     assert unnamed == []
     assert page.get_attribute("#status", "aria-live") == "polite"
+    last = con.history(
+        page.get_attribute("#thread-list button.thread.active", "data-thread-id") or ""
+    )
+    assert page.inner_text("#announce") == f"The reply: {last[-1]['content']}"
     # the tabs: arrow keys move between them, one tab stop
     page.focus("#tab-chat")
     page.keyboard.press("ArrowRight")
@@ -634,6 +638,17 @@ def _narrow(con: Console, scheme: str) -> None:
     con.shot(f"drawer-420-{scheme}", docs=scheme == "light", full_page=False)
     page.keyboard.press("Escape")
     page.wait_for_selector("#side", state="hidden")
+    # the traces and the usage fit the narrow screen too
+    page.click("#tab-traces")
+    page.click("#trace-list button.trace >> nth=0")
+    page.wait_for_selector("#trace-detail .span-tree li.span")
+    con.shot(f"trace-420-{scheme}")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 420
+    page.click("#tab-usage")
+    page.wait_for_selector("#usage figure.chart-box svg.chart")
+    con.shot(f"usage-420-{scheme}")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 420
+    page.click("#tab-chat")
     # the toggle overrides the system's choice, and is kept
     page.click("#theme-toggle")  # auto -> light
     page.click("#theme-toggle")  # light -> dark

@@ -117,8 +117,8 @@ export class Chat {
     messages.forEach((m, i) => {
       const seen = this.live.get(m.id);
       const notes = seen?.notes ?? page.notes.get(m.id);
-      const item = messageView(m, { actions: this.actions, last: i === messages.length - 1, notes });
-      if (seen?.meta) item.querySelector(".actions").before(h("div", { class: "meta muted small" }, seen.meta));
+      const last = i === messages.length - 1;
+      const item = messageView(m, { actions: this.actions, last, notes, meta: seen?.meta });
       if (seen?.traceId) item.dataset.traceId = seen.traceId;
       list.append(item);
     });
@@ -289,6 +289,7 @@ export class Chat {
       this.live.set(data.messageId, { notes: reply.notes, meta, traceId: reply.item.dataset.traceId });
     }
     this.setStatus(data.stopped ? "stopped" : this.pending.length ? "waiting for your tool results" : "done");
+    $("announce").textContent = data.content ? `The reply: ${data.content.slice(0, 2000)}` : "";
   }
 
   replyItem() {

@@ -10,9 +10,10 @@ import { render } from "./markdown.js";
  * A stored message (GET /api/threads/{id}/messages) as an <li>. ``actions`` holds
  * the handlers: copy(m), edit(m, content), regenerate(m), fork(m), switchTo(id),
  * trace(m); ``last`` says whether it is the branch's last message (regenerate
- * is offered there only); ``notes`` the tool notes the page saw live, if any.
+ * is offered there only); ``notes`` its tool calls, if any; ``meta`` the line
+ * the page wrote under it live (model, state, tokens), if it saw it.
  */
-export function messageView(m, { actions, last, notes }) {
+export function messageView(m, { actions, last, notes, meta }) {
   const role = m.role;
   const text = h("div", { class: "text md" });
   text.append(render(m.content));
@@ -33,10 +34,9 @@ export function messageView(m, { actions, last, notes }) {
     notes ?? h("div", { class: "notes" }),
     text,
   );
-  if (m.status && m.status !== "complete") {
-    item.classList.add(m.status);
-    item.append(h("div", { class: "meta muted small" }, m.status));
-  }
+  const unfinished = m.status && m.status !== "complete";
+  if (unfinished) item.classList.add(m.status);
+  if (meta || unfinished) item.append(h("div", { class: "meta muted small" }, meta ?? m.status));
   item.append(toolbar(m, item, text, actions, last));
   return item;
 }

@@ -453,6 +453,23 @@ def test_copy_as_code_runs(con: Console, tmp_path: Path) -> None:
     assert 'You said: "Hello from "Python""' in out
     assert con.history(thread_id)[-2]["content"] == 'Hello from "Python"'
 
+    # structured output goes with the message as a JSON Schema (shown here only:
+    # the local model cannot follow one)
+    page.click("#settings summary")
+    page.fill("#param-schema", '{"type": "object", "properties": {"city": {"type": "string"}}}')
+    page.click("button[data-snippet=curl]")
+    page.wait_for_selector("#snippet:has-text('responseFormat')")
+    body = json.loads(page.inner_text("#snippet").split(" -d '", 1)[1].rstrip("'"))
+    assert body["responseFormat"] == {
+        "type": "json_schema",
+        "jsonSchema": {
+            "name": "reply",
+            "schema": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+    page.fill("#param-schema", "")
+    page.click("#settings summary")
+
     page.click("button[data-snippet=typescript]")
     ts = page.inner_text("#snippet")
     assert 'import { Client } from "agentsvc-client";' in ts

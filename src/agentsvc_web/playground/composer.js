@@ -24,6 +24,7 @@ export class Composer {
     for (const button of document.querySelectorAll("[data-snippet]")) {
       button.addEventListener("click", () => this.showSnippet(button.dataset.snippet), { signal });
     }
+    on("model-choice", "change", () => this.bounds());
     on("snippet-copy", "click", async () => {
       const ok = await copyText($("snippet").textContent);
       $("snippet-status").textContent = ok ? "copied" : "select the text and copy it";
@@ -35,11 +36,19 @@ export class Composer {
     const select = $("model-choice");
     const keep = select.value;
     const models = await this.api.get("/api/models");
+    this.models = models;
     clear(select).append(h("option", { value: "" }, "the agent's default"));
     for (const m of models) {
       const label = m.id === m.example ? m.id : `${m.id} (e.g. ${m.example})`;
       select.append(h("option", { value: m.example, selected: m.example === keep }, `${label} · ${m.family}`));
     }
+  }
+
+  /** The chosen model's highest temperature, where the listing says it. */
+  bounds() {
+    const model = (this.models ?? []).find((m) => m.example === $("model-choice").value);
+    const max = model?.supports?.max_temperature;
+    $("param-temperature").max = typeof max === "number" ? String(max) : "2";
   }
 
   /**
@@ -64,6 +73,15 @@ export class Composer {
       .value.split("\n")
       .filter((s) => s.length);
     if (stop.length) body.stop = stop;
+    const schema = $("param-schema").value.trim();
+    if (schema) {
+      try {
+        body.responseFormat = { type: "json_schema", jsonSchema: { name: "reply", schema: JSON.parse(schema) } };
+      } catch (err) {
+        this.showError(`the structured output's schema is not JSON: ${err.message}`);
+        return undefined;
+      }
+    }
     const tool = this.declaredTool();
     if (tool === undefined) return undefined;
     if (tool) body.tools = [tool];

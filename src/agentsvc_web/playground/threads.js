@@ -38,7 +38,6 @@ export class Threads {
     if (q) query.set("q", q);
     const page = await this.ctx.api.get(`/api/threads?${query}`);
     const list = clear($("thread-list"));
-    list.setAttribute("aria-busy", "false");
     if (!page.threads.length) list.append(h("li", { class: "muted small" }, q ? "No thread matches." : "No thread yet."));
     for (const t of page.threads) {
       const active = this.current?.id === t.id;

@@ -472,7 +472,7 @@ def test_copy_as_code_runs(con: Console, tmp_path: Path) -> None:
 
     page.click("button[data-snippet=typescript]")
     ts = page.inner_text("#snippet")
-    assert 'import { Client } from "agentsvc-client";' in ts
+    assert 'import { AgentsvcClient } from "agentsvc-client";' in ts
     assert f'client.threads.messages.send("{thread_id}"' in ts
     assert "process.env.AGENTSVC_API_KEY" in ts
     assert con.key not in ts

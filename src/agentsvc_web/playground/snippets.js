@@ -65,13 +65,11 @@ export function python(base, threadId, body) {
 export function typescript(base, threadId, body) {
   const json = JSON.stringify(body, null, 2);
   return [
-    'import { Client } from "agentsvc-client";',
+    'import { AgentsvcClient } from "agentsvc-client";',
     "",
-    `const client = new Client({ baseUrl: ${JSON.stringify(base)}, apiKey: process.env.AGENTSVC_API_KEY! });`,
+    `const client = new AgentsvcClient({ baseUrl: ${JSON.stringify(base)}, apiKey: process.env.AGENTSVC_API_KEY });`,
     `const reply = client.threads.messages.send(${JSON.stringify(threadId)}, ${json});`,
-    "for await (const event of reply) {",
-    '  if (event.event === "token") process.stdout.write(event.data.delta);',
-    "}",
+    "for await (const text of reply.textStream()) process.stdout.write(text);",
   ].join("\n");
 }
 

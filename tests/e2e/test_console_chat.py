@@ -453,6 +453,11 @@ def test_copy_as_code_runs(con: Console, tmp_path: Path) -> None:
     assert 'You said: "Hello from "Python""' in out
     assert con.history(thread_id)[-2]["content"] == 'Hello from "Python"'
 
+    # the thread opened again shows what the two snippets sent
+    con.open_thread(thread_id)
+    page.wait_for_selector("#status:has-text('4 message(s)')")
+    assert page.input_value("#message") == 'Hello from "Python"'  # still composed
+
     # structured output goes with the message as a JSON Schema (shown here only:
     # the local model cannot follow one)
     page.click("#settings summary")

@@ -291,7 +291,11 @@ def _walk(page: Any, steps: Steps, api: httpx.Client, base: str, key: str, mcp: 
 
     # 7. the organization's MCP server attached from the page, its tool called, detached
     box = f"#mcp-list input[data-mcp-id='{mcp['id']}']"
-    page.check(box)
+    # the box is checked at the click; the attachment is stored when its POST answers
+    with page.expect_response(
+        lambda r: r.url.endswith(f"/api/agents/{agent_id}/mcps") and r.request.method == "POST"
+    ):
+        page.check(box)
     page.wait_for_function(f'() => document.querySelector("{box}").checked')
     attached = api.get(f"/api/agents/{agent_id}/mcps").json()
     assert [a["mcpServerId"] for a in attached] == [mcp["id"]]
@@ -299,13 +303,18 @@ def _walk(page: Any, steps: Steps, api: httpx.Client, base: str, key: str, mcp: 
     page.fill("#message", 'call local-tools__add {"a": 2, "b": 40}')
     page.click("#send")
     wait_replies(page, before + 1)
-    call = page.locator(".note.tool-call").last.inner_text()
-    assert "tool call local-tools__add" in call
+    last = api.get(f"/api/threads/{thread_id}/messages").json()["messages"][-1]
+    # the list drawn again from the API (the stored reply has its actions), the
+    # call folded in it with its result
+    shown = page.locator(f"#messages li[data-message-id='{last['id']}']:has(.actions)")
+    fold = shown.locator("details.note.tool-call").last
+    assert fold.locator("summary").inner_text() == "tool call local-tools__add · returned"
+    fold.locator("summary").click()
+    call = fold.inner_text()
     assert '"b": 40' in call
-    result = page.locator(".note.tool-result").last.inner_text()
+    result = fold.locator(".note.tool-result").inner_text()
     assert "tool result local-tools__add" in result
     assert "42" in result
-    last = api.get(f"/api/threads/{thread_id}/messages").json()["messages"][-1]
     assert page.locator(".message.assistant .text").last.text_content() == last["content"]
     page.wait_for_selector(f"#thread-list button[data-thread-id='{thread_id}']:not(:has(span))")
     steps.shot("mcp-tool")

@@ -66,6 +66,10 @@ export class Api {
     return this.request("POST", path, body ?? {});
   }
 
+  put(path, body) {
+    return this.request("PUT", path, body);
+  }
+
   patch(path, body) {
     return this.request("PATCH", path, body);
   }
@@ -79,8 +83,13 @@ export class Api {
    * EventSource cannot POST, so the response body is read with fetch. An
    * Idempotency-Key makes a retried send answer the same reply.
    */
-  async *send(threadId, body, signal) {
-    const response = await fetch(`/api/threads/${encodeURIComponent(threadId)}/messages`, {
+  send(threadId, body, signal) {
+    return this.stream(`/api/threads/${encodeURIComponent(threadId)}/messages`, body, signal);
+  }
+
+  /** A POST that answers a reply as Server-Sent Events (a send, an edit, a regenerate). */
+  async *stream(path, body, signal) {
+    const response = await fetch(path, {
       method: "POST",
       headers: this.headers({
         "Content-Type": "application/json",

@@ -1,19 +1,20 @@
-// The playground's entry point: sign-in, agents, MCP attachments, threads, and
-// the tabs. The API key lives in this tab's sessionStorage only (gone when the
-// tab closes; never in a URL, a cookie or the console).
+// The console's entry point: sign-in, agents, MCP attachments, and the tabs
+// (the threads are threads.js's, the chat chat.js's, the traces observe.js's,
+// the usage usage.js's). The API key lives in this tab's sessionStorage only
+// (gone when the tab closes; never in a URL, a cookie or the console).
 
 import { Api } from "./api.js";
 import { Chat } from "./chat.js";
 import { $, clear, h } from "./dom.js";
+import { setDrawer, startDrawer, startTheme, tabKeys } from "./layout.js";
 import { Manage, pageOfHash } from "./manage.js";
-import { showTraces, showUsage } from "./observe.js";
+import { showTrace, showTraces } from "./observe.js";
+import { Threads } from "./threads.js";
+import { fillAgentFilter, showUsage } from "./usage.js";
 
 const KEY_ITEM = "agentsvc.playground.key";
 
-const state = { api: null, chat: null, agents: [], agent: null, thread: null, session: null, manage: null };
-
-// which openThread() is the latest: an older one still awaiting the API stops
-let opening = 0;
+const state = { api: null, chat: null, threads: null, agents: [], agent: null, session: null, manage: null };
 
 function showError(message) {
   const bar = $("error");
@@ -46,14 +47,37 @@ async function signIn(key) {
   state.chat = new Chat(
     api,
     showError,
-    () => {
-      if (state.agent) loadThreads().catch((err) => showError(err.message));
+    {
+      ended: () => {
+        if (state.agent) state.threads.load().catch((err) => showError(err.message));
+      },
+      forked: (thread) => state.threads.open(thread.id),
+      trace: async (traceId) => {
+        selectTab("panel-traces");
+        await showTrace(api, traceId);
+        await showTraces(api, traceScope());
+      },
+    },
+    state.session.signal,
+  );
+  state.threads = new Threads(
+    {
+      api,
+      agent: () => state.agent,
+      chat: () => state.chat,
+      guarded,
+      showError,
+      shown: () => {
+        selectTab("panel-chat");
+        setDrawer(false);
+      },
     },
     state.session.signal,
   );
   $("key").value = "";
   $("signin").hidden = true;
   $("signed-in").hidden = false;
+  $("drawer-toggle").hidden = false;
   $("whoami").textContent = "signed in";
   $("app").hidden = false;
   state.agents = agents;
@@ -67,18 +91,21 @@ async function signIn(key) {
 function signOut() {
   sessionStorage.removeItem(KEY_ITEM);
   state.chat?.close();
+  state.threads?.reset(); // an open() still awaiting stops
   state.session?.abort();
-  opening++; // an openThread() still awaiting stops
-  Object.assign(state, { api: null, chat: null, agents: [], agent: null, thread: null, session: null, manage: null });
+  Object.assign(state, { api: null, chat: null, threads: null, agents: [], agent: null, session: null, manage: null });
   $("app").hidden = true;
   $("signin").hidden = false;
   $("signed-in").hidden = true;
+  $("drawer-toggle").hidden = true;
+  setDrawer(false);
   showError("");
-  clear($("thread-list"));
   clear($("mcp-list"));
   clear($("usage"));
   clear($("trace-list"));
   clear($("trace-detail"));
+  clear($("raw-events"));
+  $("raw-count").textContent = "";
 }
 
 // --- agents ----------------------------------------------------------------------
@@ -89,11 +116,12 @@ function renderAgents() {
   for (const a of state.agents) {
     select.append(h("option", { value: a.id, selected: state.agent?.id === a.id }, a.name));
   }
+  fillAgentFilter(state.agents);
 }
 
 async function selectAgent(id) {
   state.chat.close();
-  state.thread = null;
+  state.threads.reset();
   state.agent = id ? await state.api.get(`/api/agents/${encodeURIComponent(id)}`) : null;
   renderAgents();
   const a = state.agent;
@@ -104,7 +132,7 @@ async function selectAgent(id) {
   if (!a) return;
   $("agent-preamble").value = a.stable_preamble ?? "";
   $("agent-model").value = a.default_model ?? "";
-  await Promise.all([loadThreads(), loadMcps()]);
+  await Promise.all([state.threads.load(), loadMcps()]);
 }
 
 async function createAgent() {
@@ -173,50 +201,6 @@ async function toggleMcp(serverId, box) {
   }
 }
 
-// --- threads ---------------------------------------------------------------------
-
-async function loadThreads() {
-  const query = new URLSearchParams({ agentId: state.agent.id, limit: "100" });
-  const page = await state.api.get(`/api/threads?${query}`);
-  const list = clear($("thread-list"));
-  if (!page.threads.length) list.append(h("li", { class: "muted small" }, "No thread yet."));
-  for (const t of page.threads) {
-    list.append(
-      h(
-        "li",
-        {},
-        h(
-          "button",
-          {
-            type: "button",
-            class: state.thread?.id === t.id ? "thread active" : "thread",
-            "data-thread-id": t.id,
-            onclick: guarded(() => openThread(t.id)),
-          },
-          t.title || new Date(t.created_at).toLocaleString(),
-          t.active_run_id ? h("span", { class: "muted small" }, " · replying") : null,
-        ),
-      ),
-    );
-  }
-}
-
-async function openThread(id) {
-  const mine = ++opening;
-  const thread = await state.api.get(`/api/threads/${encodeURIComponent(id)}`);
-  if (mine !== opening) return; // another thread was opened meanwhile
-  state.thread = thread;
-  await loadThreads();
-  if (mine !== opening) return;
-  selectTab("panel-chat");
-  await state.chat.open(state.thread);
-}
-
-async function newThread() {
-  const t = await state.api.post("/api/threads", { agentId: state.agent.id });
-  await openThread(t.id);
-}
-
 // --- tabs ------------------------------------------------------------------------
 
 function selectTab(panelId) {
@@ -224,14 +208,20 @@ function selectTab(panelId) {
     const active = tab.dataset.panel === panelId;
     tab.classList.toggle("active", active);
     tab.setAttribute("aria-selected", String(active));
+    tab.tabIndex = active ? 0 : -1; // one tab stop; the arrow keys move between tabs
     $(tab.dataset.panel).hidden = !active;
   }
 }
 
+/** Whose traces the Traces tab lists: the open thread's, else the agent's. */
+function traceScope() {
+  return { threadId: state.threads?.current?.id, agentId: state.agent?.id };
+}
+
 async function openTab(panelId, page) {
   selectTab(panelId);
-  if (panelId === "panel-traces") await showTraces(state.api, state.thread?.id);
-  if (panelId === "panel-usage") await showUsage(state.api, $("usage-period").value);
+  if (panelId === "panel-traces") await showTraces(state.api, traceScope());
+  if (panelId === "panel-usage") await showUsage(state.api, state.agents);
   if (panelId === "panel-manage") await state.manage.open(page ?? pageOfHash(location.hash));
 }
 
@@ -246,13 +236,18 @@ function start() {
   $("agent-select").addEventListener("change", guarded((e) => selectAgent(e.target.value)));
   $("agent-create").addEventListener("submit", guarded(createAgent));
   $("agent-edit").addEventListener("submit", guarded(saveAgent));
-  $("thread-new").addEventListener("click", guarded(newThread));
-  for (const tab of document.querySelectorAll(".tab")) {
+  const tabs = [...document.querySelectorAll(".tab")];
+  for (const tab of tabs) {
     tab.addEventListener("click", guarded(() => openTab(tab.dataset.panel)));
   }
-  $("traces-refresh").addEventListener("click", guarded(() => showTraces(state.api, state.thread?.id)));
-  $("usage-refresh").addEventListener("click", guarded(() => showUsage(state.api, $("usage-period").value)));
-  $("usage-period").addEventListener("change", guarded(() => showUsage(state.api, $("usage-period").value)));
+  tabKeys(tabs, (tab) => guarded(() => openTab(tab.dataset.panel))());
+  $("traces-refresh").addEventListener("click", guarded(() => showTraces(state.api, traceScope())));
+  const usage = guarded(() => showUsage(state.api, state.agents));
+  $("usage-refresh").addEventListener("click", usage);
+  $("usage-period").addEventListener("change", usage);
+  $("usage-agent").addEventListener("change", usage);
+  startTheme();
+  startDrawer();
   window.addEventListener(
     "hashchange",
     guarded(async () => {

@@ -50,9 +50,11 @@ export function barChart(title, points, format = String) {
 
 /**
  * The spans of a trace as a tree (parent_span_id) with a bar per span on the
- * trace's time line: start offset and duration, tokens on model calls.
+ * trace's time line: start offset and duration, tokens on model calls; under
+ * each row, what ``body(span)`` gives (its input and output).
  */
-export function spanWaterfall(spans) {
+export function spanWaterfall(spans, body = () => null) {
+  if (!spans.length) return h("p", { class: "muted small" }, "No span was stored.");
   const byParent = new Map();
   const ids = new Set(spans.map((sp) => sp.span_id));
   for (const sp of spans) {
@@ -80,6 +82,7 @@ export function spanWaterfall(spans) {
     role: "img",
     "aria-label": "spans on the trace's time line",
   });
+  svg.append(s("title", {}, "spans on the trace's time line"));
   rows.forEach(({ sp }, i) => {
     const offset = Date.parse(sp.started_at) - start;
     svg.append(
@@ -118,6 +121,7 @@ export function spanWaterfall(spans) {
             )
           : null,
         sp.error ? h("div", { class: "span-error" }, sp.error) : null,
+        body(sp),
       ),
     ),
   );

@@ -1,24 +1,47 @@
-// The chat panel: a thread's history, a reply streaming in (tokens, tool calls
-// and results, errors), stop, and the answers to client-side tool calls.
+// The chat panel: a thread's current branch, a reply streaming in (tokens as
+// Markdown, tool calls folded with their results, errors), stop, the answers to
+// client-side tool calls, and the tree's actions: edit, regenerate, "2 of 3",
+// fork, copy, and a reply's trace. Every event of the last reply is kept as it
+// came, for the raw event view.
 
+import { treeActions } from "./actions.js";
+import { Composer } from "./composer.js";
 import { $, clear, h, pretty } from "./dom.js";
+import {
+  contextNotes,
+  messageView,
+  pendingUserView,
+  plainNote,
+  replyView,
+  toolNote,
+  toolResultNote,
+} from "./messages.js";
+
+const enc = encodeURIComponent;
 
 export class Chat {
   /**
    * ``signal`` ends this instance's listeners: each sign-in builds a Chat, and
    * sign-out aborts its signal, so a later sign-in's Chat is the only one the
    * page's forms reach (an old one would answer with the old key or none).
+   * ``hooks``: ended() (a reply ended), forked(thread), trace(traceId).
    */
-  constructor(api, showError, onEnded, signal) {
+  constructor(api, showError, hooks, signal) {
     this.api = api;
     this.showError = showError;
-    this.onEnded = onEnded; // a reply ended (the thread list shows which reply)
+    this.hooks = hooks;
+    this.composer = new Composer(api, showError, signal);
     this.thread = null;
     this.running = null; // the AbortController of the stream being read
     this.pending = []; // client tool calls waiting for an answer
+    this.tools = null; // the client tool offered with the last send
+    this.carry = null; // the notes of a reply waiting for tool results
+    // what the page saw live, by message id: tool notes, the meta line, the trace
+    this.live = new Map();
     // which open() is the latest: one that awaited past a newer open or a close
     // stops, so two threads' messages never mix in the list
     this.generation = 0;
+    this.actions = treeActions(this); // a message's buttons
     const on = (id, type, handler) => $(id).addEventListener(type, handler, { signal });
     on("composer", "submit", (e) => {
       e.preventDefault();
@@ -35,6 +58,7 @@ export class Chat {
       e.preventDefault();
       this.answerTools();
     });
+    this.composer.loadModels().catch((err) => showError(err.message));
   }
 
   /** Shows a thread's history; follows its reply when one is running. */
@@ -42,24 +66,18 @@ export class Chat {
     this.abort();
     const generation = ++this.generation;
     this.thread = thread;
+    this.composer.threadId = thread.id;
     this.pending = [];
+    this.carry = null;
     $("tool-answers").hidden = true;
     $("composer").hidden = false;
-    clear($("thread-title")).append(
-      h("span", {}, thread.title || "Thread "),
-      h("code", {}, thread.id),
-    );
-    const list = clear($("messages"));
-    const page = await this.api.get(
-      `/api/threads/${encodeURIComponent(thread.id)}/messages?limit=200`,
-    );
+    $("snippet-box").hidden = true;
+    const page = await this.history();
     if (generation !== this.generation) return; // another thread was opened meanwhile
-    for (const m of page.messages) list.append(messageItem(m.role, m.content, m));
-    this.scroll();
+    this.draw(page);
     if (thread.active_run_id) {
-      const reply = this.replyItem();
       const follow = (signal) => this.api.follow(thread.id, thread.active_run_id, signal);
-      await this.read(follow, reply, "a reply is running: following it");
+      await this.read(follow, this.replyItem(), "a reply is running: following it");
     } else {
       this.setStatus(`${page.total} message(s)`);
     }
@@ -69,10 +87,10 @@ export class Chat {
     this.abort();
     this.generation++; // an open() still awaiting shows nothing
     this.thread = null;
+    this.composer.threadId = null;
     clear($("messages"));
     $("composer").hidden = true;
     $("tool-answers").hidden = true;
-    $("thread-title").textContent = "Open or create a thread.";
   }
 
   abort() {
@@ -80,65 +98,100 @@ export class Chat {
     this.running = null;
   }
 
+  /** The current branch, and its replies' tool calls (from the thread's context). */
+  async history() {
+    const path = `/api/threads/${enc(this.thread.id)}`;
+    const [page, context] = await Promise.all([
+      this.api.get(`${path}/messages?limit=200`),
+      // best effort: a 422 (no family serves the agent's model) shows no calls
+      this.api.get(`${path}/context`).catch(() => null),
+    ]);
+    page.notes = context ? contextNotes(context.messages, page.messages) : new Map();
+    return page;
+  }
+
+  /** The branch's messages, drawn again (what the page saw live kept by id). */
+  draw(page) {
+    const { messages } = page;
+    const list = clear($("messages"));
+    messages.forEach((m, i) => {
+      const seen = this.live.get(m.id);
+      const notes = seen?.notes ?? page.notes.get(m.id);
+      const last = i === messages.length - 1;
+      const item = messageView(m, { actions: this.actions, last, notes, meta: seen?.meta });
+      if (seen?.traceId) item.dataset.traceId = seen.traceId;
+      list.append(item);
+    });
+    this.scroll();
+  }
+
+  /** Reads the current branch again and draws it. */
+  async refresh() {
+    if (!this.thread) return;
+    const generation = this.generation;
+    const page = await this.history();
+    if (generation !== this.generation || this.running) return;
+    this.draw(page);
+  }
+
   async sendTyped() {
     const input = $("message");
     const content = input.value;
     if (!this.thread || this.running || !content.trim()) return;
-    const body = { content };
-    const tool = this.declaredTool();
-    if (tool === undefined) return; // the form's JSON is wrong: already said
-    if (tool) body.tools = [tool];
+    const body = this.composer.body(content);
+    if (!body) return; // a field is wrong: already said
+    this.tools = body.tools ?? null;
     input.value = "";
-    const mine = messageItem("user", content);
+    $("snippet-box").hidden = true;
+    const mine = pendingUserView(content);
     $("messages").append(mine);
-    if (!(await this.send(body))) {
+    const path = `/api/threads/${enc(this.thread.id)}/messages`;
+    if (!(await this.stream(path, body))) {
       mine.remove(); // refused before the stream (the error bar says why): nothing was stored
       input.value = content;
     }
   }
 
-  /** The client-side tool to offer with the message, null for none. */
-  declaredTool() {
-    if (!$("tool-enabled").checked) return null;
-    let parameters;
+  async guard(action) {
+    this.showError("");
     try {
-      parameters = JSON.parse($("tool-parameters").value || "{}");
+      return await action();
     } catch (err) {
-      this.showError(`the tool's parameters are not JSON: ${err.message}`);
-      return undefined;
+      this.showError(err.message);
+      return null;
     }
-    this.tools = { name: $("tool-name").value.trim(), description: $("tool-description").value, parameters };
-    return this.tools;
   }
 
-  async send(body) {
-    const thread = this.thread;
-    const reply = this.replyItem();
-    return this.read((signal) => this.api.send(thread.id, body, signal), reply);
+  stream(path, body) {
+    return this.read((signal) => this.api.stream(path, body, signal), this.replyItem());
   }
 
   /**
-   * Reads one reply's events into its list item until done or error; false when
-   * the request was refused before its stream began (the API's error is shown).
+   * Reads one reply's events into its list item until done or error, then draws
+   * the branch again as stored; false when the request was refused before its
+   * stream began (the API's error is shown).
    */
   async read(open, reply, status = "streaming...") {
     const controller = new AbortController();
     this.running = controller;
+    this.events = [];
+    clear($("raw-events"));
     $("send").disabled = true;
     $("stop").disabled = false;
     this.setStatus(status);
-    let ended = false;
+    let ended = null; // "done" or "error"
     let started = false;
     try {
-      for await (const { event, data } of open(controller.signal)) {
+      for await (const ev of open(controller.signal)) {
         started = true;
-        ended = this.onEvent(event, data, reply) || ended;
+        this.record(ev);
+        if (this.onEvent(ev.event, ev.data, reply)) ended = ev.event;
       }
-      if (!ended) this.note(reply, "error", "the stream ended without done or error");
+      if (!ended) plainNote(reply.notes, "error", "the stream ended without done or error");
     } catch (err) {
       if (err.name === "AbortError") return true;
       if (started) {
-        this.note(reply, "error", "the connection broke", err.message);
+        plainNote(reply.notes, "error", "the connection broke", err.message);
         this.setStatus("the connection broke: open the thread again to follow the reply");
         return true;
       }
@@ -147,16 +200,29 @@ export class Chat {
       this.setStatus("");
       return false;
     } finally {
+      reply.flush();
       reply.item.classList.remove("streaming");
+      reply.item.removeAttribute("aria-busy");
       if (this.running === controller) {
         this.running = null;
         $("send").disabled = false;
         $("stop").disabled = true;
-        this.onEnded?.();
+        this.hooks.ended();
       }
       this.scroll();
     }
+    // drawn again as stored once done (an error's note stays in view); a reply
+    // waiting for tool results stays as seen until the one that goes on ends
+    if (ended === "done" && !this.pending.length) await this.refresh().catch((err) => this.showError(err.message));
     return true;
+  }
+
+  /** One event as received, in the raw event view. */
+  record(ev) {
+    this.events.push(ev);
+    const line = `${ev.id === null ? "" : `id: ${ev.id}\n`}event: ${ev.event}\ndata: ${JSON.stringify(ev.data)}\n\n`;
+    $("raw-events").append(document.createTextNode(line));
+    $("raw-count").textContent = `${this.events.length} event(s)`;
   }
 
   /** Shows one event; true when it ends the reply. */
@@ -165,51 +231,39 @@ export class Chat {
       case "meta":
         reply.item.dataset.runId = data.runId;
         reply.item.dataset.traceId = data.traceId;
+        reply.model = data.model;
         reply.meta.textContent = `${data.model} · run ${data.runId}`;
         return false;
       case "token":
-        reply.text.append(document.createTextNode(data.delta));
+        reply.append(data.delta);
         this.scroll();
         return false;
       case "tool_call":
-        this.note(reply, "tool-call", `tool call ${data.tool.name}`, pretty(data.tool.arguments), {
-          "data-tool-call-id": data.tool.id,
-        });
+        toolNote(reply.notes, data.tool, false);
         return false;
       case "tool_executing":
         this.setStatus(`running ${data.tool_name}...`);
         return false;
       case "tool_result":
-        this.note(reply, "tool-result", `tool result ${data.tool_name}`, pretty(data.result), {
-          "data-tool-call-id": data.tool_call_id,
-        });
+        toolResultNote(reply.notes, data);
         return false;
       case "requires_action":
-        for (const call of data.toolCalls) {
-          this.note(reply, "tool-call", `your tool ${call.name}`, pretty(call.arguments), {
-            "data-tool-call-id": call.id,
-          });
-        }
+        for (const call of data.toolCalls) toolNote(reply.notes, call, true).open = true;
         this.askForToolResults(data.toolCalls);
         return false;
       case "auth_challenge":
-        this.note(reply, "notice", `${data.toolName} needs authorization`, pretty(data.challenge));
+        plainNote(reply.notes, "notice", `${data.toolName} needs authorization`, pretty(data.challenge));
         return false;
       case "profile_switch_proposal":
-        this.note(reply, "notice", `the agent proposes the tool profile ${data.target}`, data.reason);
+        plainNote(reply.notes, "notice", `the agent proposes the tool profile ${data.target}`, data.reason);
         return false;
       case "done":
-        reply.item.classList.add(data.stopped ? "stopped" : "complete");
-        if (data.messageId) reply.item.dataset.messageId = data.messageId;
-        reply.item.dataset.status = data.stopped ? "stopped" : "complete";
-        reply.meta.append(` · ${data.stopped ? "stopped" : "done"}`);
-        if (data.usage) reply.meta.append(` · ${data.usage.totalTokens} tokens`);
-        this.setStatus(data.stopped ? "stopped" : this.pending.length ? "waiting for your tool results" : "done");
+        this.done(data, reply);
         return true;
       case "error":
         reply.item.classList.add("failed");
         reply.item.dataset.status = "error";
-        this.note(reply, "error", `error ${data.code}`, data.detail);
+        plainNote(reply.notes, "error", `error ${data.code}`, data.detail);
         this.setStatus(`error ${data.code}`);
         return true;
       default:
@@ -217,21 +271,32 @@ export class Chat {
     }
   }
 
-  replyItem() {
-    const text = h("div", { class: "text" });
-    const meta = h("div", { class: "meta muted small" });
-    const notes = h("div", { class: "notes" });
-    const item = h("li", { class: "message assistant streaming" }, h("div", { class: "role" }, "assistant"), notes, text, meta);
-    $("messages").append(item);
-    this.scroll();
-    return { item, text, meta, notes };
+  done(data, reply) {
+    const state = data.stopped ? "stopped" : "done";
+    reply.item.classList.add(data.stopped ? "stopped" : "complete");
+    reply.item.dataset.status = data.stopped ? "stopped" : "complete";
+    // a stopped reply's usage is counted when its trace is stored, not here:
+    // no "0 tokens" for it
+    const tokens = data.usage?.totalTokens ? ` · ${data.usage.totalTokens} tokens` : "";
+    const meta = `${reply.model ?? "reply"} · ${state}${tokens}`;
+    reply.meta.textContent = meta;
+    // the tool calls of a reply that waited for results belong with the reply
+    // that goes on (the history lists no tool step, only the final message)
+    if (this.carry) reply.notes.prepend(...this.carry.childNodes);
+    this.carry = this.pending.length ? reply.notes : null;
+    if (data.messageId) {
+      reply.item.dataset.messageId = data.messageId;
+      this.live.set(data.messageId, { notes: reply.notes, meta, traceId: reply.item.dataset.traceId });
+    }
+    this.setStatus(data.stopped ? "stopped" : this.pending.length ? "waiting for your tool results" : "done");
+    $("announce").textContent = data.content ? `The reply: ${data.content.slice(0, 2000)}` : "";
   }
 
-  note(reply, kind, title, body, attrs) {
-    reply.notes.append(
-      h("div", { class: `note ${kind}`, ...attrs }, h("div", { class: "note-title" }, title), body ? h("pre", {}, body) : null),
-    );
+  replyItem() {
+    const reply = replyView();
+    $("messages").append(reply.item);
     this.scroll();
+    return reply;
   }
 
   askForToolResults(calls) {
@@ -246,6 +311,7 @@ export class Chat {
     }
     $("tool-answers").hidden = false;
     $("composer").hidden = true;
+    fields.querySelector("textarea")?.focus();
   }
 
   async answerTools() {
@@ -253,22 +319,22 @@ export class Chat {
       toolCallId: t.dataset.toolCallId,
       output: t.value,
     }));
+    for (const call of this.pending) {
+      const answer = toolResults.find((r) => r.toolCallId === call.id);
+      if (this.carry && answer) toolResultNote(this.carry, { tool_call_id: call.id, tool_name: call.name, result: answer.output });
+    }
     this.pending = [];
     $("tool-answers").hidden = true;
     $("composer").hidden = false;
     const body = { content: "", toolResults };
-    if (this.tools) body.tools = [this.tools]; // still offered while the reply goes on
-    await this.send(body);
+    if (this.tools) body.tools = this.tools; // still offered while the reply goes on
+    await this.stream(`/api/threads/${enc(this.thread.id)}/messages`, body);
   }
 
   async stop() {
     if (!this.thread) return;
-    try {
-      const answer = await this.api.post(`/api/threads/${encodeURIComponent(this.thread.id)}/stop`);
-      if (!answer.ok) this.setStatus("nothing was running");
-    } catch (err) {
-      this.showError(err.message);
-    }
+    const answer = await this.guard(() => this.api.post(`/api/threads/${enc(this.thread.id)}/stop`));
+    if (answer && !answer.ok) this.setStatus("nothing was running");
   }
 
   setStatus(text) {
@@ -279,18 +345,4 @@ export class Chat {
     const list = $("messages");
     list.scrollTop = list.scrollHeight;
   }
-}
-
-function messageItem(role, content, stored) {
-  const item = h(
-    "li",
-    { class: `message ${role}`, "data-message-id": stored?.id, "data-status": stored?.status },
-    h("div", { class: "role" }, stored?.sender_name ? `${role} · ${stored.sender_name}` : role),
-    h("div", { class: "text" }, content),
-  );
-  if (stored && stored.status !== "complete") {
-    item.classList.add(stored.status);
-    item.append(h("div", { class: "meta muted small" }, stored.status));
-  }
-  return item;
 }

@@ -181,6 +181,10 @@ def test_agents_page_edits_every_setting_and_deletes(console: Console, api: http
     page.wait_for_selector("#agent-page-list li[data-agent-id] button:has-text('Support <desk>')")
     stored = api.get(f"/api/agents/{agent['id']}").json()
     assert stored["name"] == "Support <desk>"
+    # the side bar's agents follow what the page changed
+    page.wait_for_selector(
+        f"#agent-select option[value='{agent['id']}']:text-is('Support <desk>')", state="attached"
+    )
     assert stored["description"] == "Answers shoppers"
     assert stored["stable_preamble"] == "Be brief & kind."
     assert stored["approval_timeout_minutes"] == 15
@@ -241,6 +245,7 @@ def test_agents_page_edits_every_setting_and_deletes(console: Console, api: http
     press_twice(page, "#agent-delete")
     page.wait_for_selector(f"#agent-page-list li[data-agent-id='{doomed['id']}']", state="detached")
     assert api.get(f"/api/agents/{doomed['id']}").status_code == 404
+    page.wait_for_selector(f"#agent-select option[value='{doomed['id']}']", state="detached")
     assert api.get(f"/api/agents/{agent['id']}").status_code == 200
     console.no_error()
 

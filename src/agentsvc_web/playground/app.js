@@ -81,7 +81,7 @@ async function signIn(key) {
   $("whoami").textContent = "signed in";
   $("app").hidden = false;
   state.agents = agents;
-  state.manage = new Manage({ api, agent: () => state.agent, guarded, showError });
+  state.manage = new Manage({ api, agent: () => state.agent, guarded, showError, changed: sideBarChanged });
   renderAgents();
   if (agents.length) await selectAgent(agents[agents.length - 1].id);
   const page = pageOfHash(location.hash);
@@ -133,6 +133,23 @@ async function selectAgent(id) {
   $("agent-preamble").value = a.stable_preamble ?? "";
   $("agent-model").value = a.default_model ?? "";
   await Promise.all([state.threads.load(), loadMcps()]);
+}
+
+/** A Manage page changed something the side bar shows: read it again. */
+async function sideBarChanged(pageId) {
+  if (pageId === "agents") {
+    state.agents = await state.api.get("/api/agents");
+    const still = state.agents.find((a) => a.id === state.agent?.id);
+    if (state.agent && !still) {
+      // the side bar's agent was deleted: pick another (or none)
+      await selectAgent(state.agents.length ? state.agents[state.agents.length - 1].id : "");
+    } else {
+      if (still) state.agent = { ...state.agent, ...still };
+      renderAgents();
+    }
+  } else if (pageId === "mcps" && state.agent) {
+    await loadMcps();
+  }
 }
 
 async function createAgent() {

@@ -7,7 +7,7 @@ import { PAGES } from "./pages/index.js";
 
 export class Manage {
   constructor(ctx) {
-    this.ctx = ctx; // {api, agent(), guarded, showError}
+    this.ctx = ctx; // {api, agent(), guarded, showError, changed(pageId)}
     this.current = null;
   }
 
@@ -49,7 +49,15 @@ export class Manage {
       return;
     }
     root.dataset.page = page.id;
-    const ctx = { ...this.ctx, refresh: () => this.open(page.id) };
+    // a page refreshes after each change it makes: the side bar's lists (agents,
+    // MCP servers) are read again first, so they show what the page changed
+    const ctx = {
+      ...this.ctx,
+      refresh: async () => {
+        await this.ctx.changed?.(page.id);
+        return this.open(page.id);
+      },
+    };
     await page.render(root, ctx);
   }
 }

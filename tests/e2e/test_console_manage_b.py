@@ -165,7 +165,9 @@ class Console:
         else:
             SHOTS.mkdir(parents=True, exist_ok=True)
             path = SHOTS / f"console-{name}.png"
-        self.page.screenshot(path=str(path), full_page=True)
+        # a secret shown once stays out of the picture (the docs keep these PNGs)
+        hidden = [self.page.locator(".secret-once")]
+        self.page.screenshot(path=str(path), full_page=True, mask=hidden, mask_color="#e4e4e8")
 
     def no_sideways_scroll(self, page_id: str) -> None:
         """The page laid out 420 px wide scrolls down only."""
@@ -176,6 +178,7 @@ class Console:
         past = self.page.evaluate(
             "() => [...document.querySelectorAll('#manage-page *')]"
             ".filter(e => e.getBoundingClientRect().right > 420)"
+            ".filter(e => !e.parentElement.closest('.table-wrap, .graph-box, pre'))"
             ".slice(0, 6).map(e => `${e.tagName}#${e.id}.${e.getAttribute('class') || ''}`)"
         )
         assert wide <= 420, f"{page_id} is {wide} px wide at 420 px: {past}"
@@ -389,10 +392,10 @@ def test_skills_written_attached_and_added_from_the_registry(
         "---\nname: brewing\ndescription: How this house brews tea.\n---\n# Brewing\n80C, 2 min.",
     )
     page.click("#skill-write button[type=submit]")
-    page.wait_for_selector("#skill-table tr:has-text('brewing')")
+    page.wait_for_selector("#skill-table li:has-text('brewing')")
     [skill] = [s for s in api.get("/api/skills").json() if s["name"] == "brewing"]
     assert skill["body"] == "# Brewing\n80C, 2 min."
-    row = f"#skill-table tr[data-id='{skill['id']}']"
+    row = f"#skill-table li[data-id='{skill['id']}']"
     page.check(f"{row} input[type=checkbox]")
     page.wait_for_selector(f"{row} input[type=checkbox]:checked")
     bound = api.get(f"/api/agents/{world.agent['id']}/skills").json()
@@ -405,7 +408,7 @@ def test_skills_written_attached_and_added_from_the_registry(
     page.fill("#skill-browse-q", wanted["name"])
     page.click("form[role=search] button[type=submit]")
     page.click(f"#skill-browse button[aria-label='Add {wanted['name']}']")
-    page.wait_for_selector(f"#skill-table tr:has-text('{wanted['name']}')")
+    page.wait_for_selector(f"#skill-table li:has-text('{wanted['name']}')")
     assert wanted["name"] in [s["name"] for s in api.get("/api/skills").json()]
 
     # switched off from the page
@@ -486,6 +489,20 @@ def test_a_code_session_followed_live_then_cancelled_and_archived(
     assert "Which file?" in page.inner_text("#session-timeline")
     console.shot("code-sessions")
 
+    # the answer, from the page: the model goes on and the session finishes, live
+    page.fill("#session-reply", "app.py")
+    page.click("#session-detail form button[type=submit]")
+    page.wait_for_selector("#session-timeline li[data-type=message]:has-text('app.py')")
+    page.wait_for_selector("#session-status[data-status=finished]")
+    page.wait_for_selector(f"#session-table tr[data-id='{session_id}'] .badge.st-finished")
+    assert api.get(f"/api/code-sessions/{session_id}").json()["status"] == "finished"
+
+    # another one, cancelled while it waits, then archived
+    page.fill("#session-prompt", 'call ask_user {"question": "Which test?"}')
+    page.click("#session-start button[type=submit]")
+    page.wait_for_selector("#session-timeline li[data-type=tool_call]:has-text('Which test?')")
+    page.wait_for_selector("#session-status[data-status=awaiting_input]")
+    session_id = page.get_attribute("#session-detail", "data-session-id")
     page.click("#session-cancel")
     page.wait_for_selector("#session-status[data-status=cancelled]")
     page.wait_for_selector("#session-timeline li[data-type=status]:has-text('cancelled')")

@@ -5,7 +5,7 @@
 // the phone has scanned it), and shows each channel's contacts (approve or block
 // a pending one) and the messages that reached it.
 
-import { h } from "../dom.js";
+import { h, put } from "../dom.js";
 import { badge, field, options, parseJson, secretOnce, section, statusLine, table, when } from "./form_bits.js";
 
 const TYPES = ["webhook", "telegram", "slack", "whatsapp_cloud", "whatsapp_web"];
@@ -68,7 +68,8 @@ function qrBox(ctx, agent, channel) {
     }
     const url = answer.qr?.data_url ?? "";
     box.dataset.state = answer.status;
-    box.replaceChildren(
+    put(
+      box,
       url.startsWith("data:image/")
         ? h("img", { src: url, alt: "QR code: scan it with WhatsApp on your phone (Linked devices)", width: 240, height: 240 })
         : h("p", { class: "muted" }, "No code yet: the platform is starting the session."),

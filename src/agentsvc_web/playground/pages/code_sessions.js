@@ -23,6 +23,7 @@ function eventItem(ev) {
   else if (ev.type === "command") body = h("details", {}, h("summary", {}, h("code", {}, `$ ${d.command}`), ` exit ${d.exit_code}`), h("pre", {}, d.output ?? ""));
   else if (ev.type === "file_change") body = h("details", {}, h("summary", {}, `${d.change} ${d.path}${d.final ? " (pushed)" : ""}`), h("pre", { class: "diff" }, d.diff ?? ""));
   else if (ev.type === "pull_request") body = h("a", { href: d.url, target: "_blank", rel: "noopener noreferrer" }, `pull request #${d.number} (${d.branch})`);
+  else if (ev.type === "notice" && typeof d.text === "string") body = d.text;
   else if (ev.type === "usage") body = `${d.input_tokens} in / ${d.output_tokens} out tokens, $${d.cost_usd}`;
   else body = h("code", {}, pretty(d));
   return h("li", { "data-seq": ev.seq, "data-type": ev.type }, h("span", { class: "ev-type" }, ev.type), body);
@@ -76,6 +77,8 @@ function sessionView(ctx, session) {
   const onStatus = (status) => {
     state.dataset.status = status;
     state.replaceChildren(badge(status));
+    // the list above shows it too
+    document.querySelector(`#session-table tr[data-id="${session.id}"] .badge`)?.replaceWith(badge(status));
   };
   const act = (what) =>
     ctx.guarded(async () => {

@@ -64,7 +64,7 @@ export default {
     );
     root.append(
       h("h2", {}, "Organization"),
-      h("p", { class: "muted" }, `Settings of the organization ${s.org_id}.`),
+      h("p", { class: "muted" }, `Settings of the organization "${s.org_id}".`),
       form,
       h(
         "form",

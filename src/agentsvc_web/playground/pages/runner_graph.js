@@ -56,7 +56,7 @@ export function runnerGraph(steps, statuses = {}) {
   const y = (i) => TOP + i * (BOX + GAP);
   const edges = edgesOf(steps);
   const jumps = edges.filter((e) => e.to !== e.from + 1);
-  const width = LEFT + W + 40 + jumps.length * 22;
+  const width = LEFT + W + 50 + jumps.length * 22; // room for the last arc's label
   const height = y(steps.length) + BOX + TOP;
   const title = `Steps of the runner: ${steps.map((st) => st.id).join(", then ") || "none"}`;
   const svg = s(
@@ -96,7 +96,7 @@ export function runnerGraph(steps, statuses = {}) {
           fill: "none",
           "marker-end": "url(#rg-arrow)",
         }),
-        s("text", { class: "rg-edge-label", x: LEFT + W + 4, y: ys - 4 }, e.label),
+        s("text", { class: "rg-edge-label", x: x + 3, y: ys + 4 }, e.label),
       );
     }
   }

@@ -90,7 +90,7 @@ function startForm(ctx, runner, onStarted) {
       button.disabled = true; // one click, one run
       try {
         const run = await ctx.api.post(`/api/runners/${runner.id}/runs`, { input: parseJson(input.input.value, "The input") ?? {} });
-        status.say(`run ${run.id.slice(0, 8)} ${run.status}`);
+        status.say(`started run ${run.id.slice(0, 8)}`);
         await onStarted(run);
       } finally {
         button.disabled = false;

@@ -6,7 +6,7 @@
 // the registry the service ships (searched in place).
 
 import { h } from "../dom.js";
-import { badge, checkbox, field, options, section, statusLine, table, when } from "./form_bits.js";
+import { badge, checkbox, field, options, section, statusLine, when } from "./form_bits.js";
 
 let carried = ""; // a note for the next drawing of the page (a sync's outcome)
 const EXAMPLE = "---\nname: tea\ndescription: How this house brews tea. Use for any tea order.\n---\n# Tea\nSteep green tea for 2 minutes at 80C.";
@@ -20,84 +20,88 @@ function skillTable(ctx, skills, agent, bound, note) {
     await ctx.api.post(`/api/agents/${agent.id}/skills`, { skillIds: [...ids] });
     await ctx.refresh();
   };
-  return table(
-    [
-      ["Name", (s) => h("strong", {}, s.name)],
-      ["Description", (s) => s.description],
-      ["Version", (s) => `v${s.version}`],
-      ["Status", (s) => [badge(s.status), s.sync_error ? h("span", { class: "step-error small" }, ` ${s.sync_error}`) : null]],
-      ["From", (s) => (s.source?.type === "inline" ? "written here" : `${s.source?.type}: ${s.source?.url ?? ""}`)],
-      [
-        agent ? `On ${agent.name}` : "Agent",
-        (s) => {
-          if (!agent) return "-";
-          const c = checkbox("attached", { checked: bound.some((b) => b.skill_id === s.id) ? true : null, "aria-label": `${s.name} attached to ${agent.name}` });
-          c.input.addEventListener("change", ctx.guarded(() => attach(s.id, c.input.checked)));
-          return c.wrap;
-        },
-      ],
-      [
-        "",
-        (s) =>
-          h(
-            "div",
-            { class: "row" },
-            h(
-              "button",
-              {
-                type: "button",
-                "aria-label": `${s.status === "disabled" ? "Enable" : "Disable"} ${s.name}`,
-                onclick: ctx.guarded(async () => {
-                  await ctx.api.patch(`/api/skills/${s.id}`, { enabled: s.status === "disabled" });
-                  await ctx.refresh();
-                }),
-              },
-              s.status === "disabled" ? "Enable" : "Disable",
-            ),
-            s.source?.type !== "inline"
-              ? h(
-                  "button",
-                  {
-                    type: "button",
-                    onclick: ctx.guarded(async () => {
-                      const r = await ctx.api.post(`/api/skills/${s.id}/sync`);
-                      note.carry(r.changed ? `${s.name} synced: v${r.from_version} -> v${r.to_version}` : `${s.name} synced: no change`);
-                      await ctx.refresh();
-                    }),
-                  },
-                  "Sync",
-                )
-              : null,
-            h(
-              "button",
-              {
-                type: "button",
-                class: "danger",
-                "aria-label": `Delete ${s.name}`,
-                onclick: ctx.guarded(async () => {
-                  if (!window.confirm(`Delete the skill ${s.name}?`)) return;
-                  await ctx.api.delete(`/api/skills/${s.id}`);
-                  await ctx.refresh();
-                }),
-              },
-              "Delete",
-            ),
-          ),
-      ],
-    ],
-    skills,
-    { "aria-label": "Skills", id: "skill-table" },
-  );
-}
-
-function bodies(skills) {
-  return skills.map((s) =>
+  const from = (s) => {
+    if (s.source?.type === "inline") return "written here";
+    if (s.source?.type === "registry") return "from the registry";
+    return `from ${s.source?.type}: ${s.source?.url ?? ""}`;
+  };
+  const buttons = (s) =>
     h(
-      "details",
-      { "data-skill-id": s.id },
-      h("summary", {}, `${s.name}: instructions (v${s.version}, updated ${when(s.updated_at)})`),
-      h("pre", {}, s.body),
-      s.files.length ? h("p", { class: "small muted" }, `Files: ${s.files.map((f) => `${f.path} (${f.size} B)`).join(", ")}`) : null,
+      "div",
+      { class: "row" },
+      agent ? attachBox(s) : null,
+      h(
+        "button",
+        {
+          type: "button",
+          "aria-label": `${s.status === "disabled" ? "Enable" : "Disable"} ${s.name}`,
+          onclick: ctx.guarded(async () => {
+            await ctx.api.patch(`/api/skills/${s.id}`, { enabled: s.status === "disabled" });
+            await ctx.refresh();
+          }),
+        },
+        s.status === "disabled" ? "Enable" : "Disable",
+      ),
+      s.source?.type !== "inline"
+        ? h(
+            "button",
+            {
+              type: "button",
+              "aria-label": `Sync ${s.name}`,
+              onclick: ctx.guarded(async () => {
+                const r = await ctx.api.post(`/api/skills/${s.id}/sync`);
+                note.carry(r.changed ? `${s.name} synced: v${r.from_version} -> v${r.to_version}` : `${s.name} synced: no change`);
+                await ctx.refresh();
+              }),
+            },
+            "Sync",
+          )
+        : null,
+      h(
+        "button",
+        {
+          type: "button",
+          class: "danger",
+          "aria-label": `Delete ${s.name}`,
+          onclick: ctx.guarded(async () => {
+            if (!window.confirm(`Delete the skill ${s.name}?`)) return;
+            await ctx.api.delete(`/api/skills/${s.id}`);
+            await ctx.refresh();
+          }),
+        },
+        "Delete",
+      ),
+    );
+  const attachBox = (s) => {
+    const c = checkbox(`on ${agent.name}`, { checked: bound.some((b) => b.skill_id === s.id) ? true : null, "aria-label": `${s.name} attached to ${agent.name}` });
+    c.input.addEventListener("change", ctx.guarded(() => attach(s.id, c.input.checked)));
+    return c.wrap;
+  };
+  return h(
+    "ul",
+    { class: "plain cards", id: "skill-table", "aria-label": "Skills" },
+    skills.map((s) =>
+      h(
+        "li",
+        { class: "card", "data-id": s.id },
+        h(
+          "div",
+          { class: "row wrap" },
+          h("strong", {}, s.name),
+          h("span", { class: "muted small" }, `v${s.version} · ${from(s)}`),
+          badge(s.status),
+          s.sync_error ? h("span", { class: "step-error small" }, s.sync_error) : null,
+        ),
+        h("p", { class: "small" }, s.description),
+        buttons(s),
+        h(
+          "details",
+          {},
+          h("summary", {}, `Instructions (updated ${when(s.updated_at)})`),
+          h("pre", {}, s.body),
+          s.files.length ? h("p", { class: "small muted" }, `Files: ${s.files.map((f) => `${f.path} (${f.size} B)`).join(", ")}`) : null,
+        ),
+      ),
     ),
   );
 }
@@ -200,7 +204,6 @@ export default {
       h("p", { class: "muted" }, "The model sees each attached skill's name and description, and loads its instructions when a task calls for it."),
       skillTable(ctx, skills, agent, bound, note),
       note,
-      ...bodies(skills),
       section("Write a skill", {}, writeForm(ctx)),
       section("From the registry", {}, ...registry(ctx)),
       section("From a repository or a URL", {}, sourceForm(ctx)),

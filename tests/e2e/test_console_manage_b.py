@@ -43,6 +43,17 @@ ROOT = Path(__file__).parents[2]
 SHOTS = ROOT / "test-output" / "console"
 DOCS_SHOTS = ROOT / "docs" / "images"
 WAIT_MS = 30_000  # the longest a page state may take to appear (not a timing claim)
+# what each page draws last: once it is there, the page is whole
+DRAWN = {
+    "runners": "#budget-form",
+    "scheduled-tasks": "#task-create",
+    "publishing": "#pub-preview",
+    "skills": "form[role=search]",
+    "channels": "#channel-create",
+    "code-sessions": "#session-timeline li",
+    "webhooks": "#hook-create",
+    "settings": "#org-secret-form",
+}
 SANDBOXED = os.geteuid() == 0 and shutil.which("bwrap") is not None
 
 
@@ -173,7 +184,7 @@ class Console:
         """The page laid out 420 px wide scrolls down only."""
         self.page.set_viewport_size({"width": 420, "height": 900})
         self.open(page_id)
-        self.page.wait_for_timeout(300)  # layout settles; not a timing claim
+        self.page.wait_for_selector(DRAWN[page_id], state="attached")
         wide = self.page.evaluate("document.documentElement.scrollWidth")
         past = self.page.evaluate(
             "() => [...document.querySelectorAll('#manage-page *')]"

@@ -170,15 +170,21 @@ class Console:
         self.page.wait_for_selector(f"#manage-page[data-page='{page_id}']")
         return self.page
 
-    def shot(self, name: str) -> None:
-        if os.environ.get("AGENTSVC_CONSOLE_SCREENSHOTS") == "docs":
+    def shot(self, name: str, docs: bool = True, panel: bool = False) -> None:
+        """A PNG of the page (``panel``: of the Manage panel only)."""
+        if docs and os.environ.get("AGENTSVC_CONSOLE_SCREENSHOTS") == "docs":
             path = DOCS_SHOTS / f"console-{name}.png"
         else:
             SHOTS.mkdir(parents=True, exist_ok=True)
             path = SHOTS / f"console-{name}.png"
         # a secret shown once stays out of the picture (the docs keep these PNGs)
         hidden = [self.page.locator(".secret-once")]
-        self.page.screenshot(path=str(path), full_page=True, mask=hidden, mask_color="#e4e4e8")
+        if panel:
+            self.page.locator("#panel-manage").screenshot(
+                path=str(path), mask=hidden, mask_color="#e4e4e8"
+            )
+        else:
+            self.page.screenshot(path=str(path), full_page=True, mask=hidden, mask_color="#e4e4e8")
 
     def no_sideways_scroll(self, page_id: str) -> None:
         """The page laid out 420 px wide scrolls down only."""
@@ -193,6 +199,7 @@ class Console:
             ".slice(0, 6).map(e => `${e.tagName}#${e.id}.${e.getAttribute('class') || ''}`)"
         )
         assert wide <= 420, f"{page_id} is {wide} px wide at 420 px: {past}"
+        self.shot(f"{page_id}-420", docs=page_id == "webhooks", panel=True)  # the docs show one
         self.page.set_viewport_size({"width": 1280, "height": 900})
 
 

@@ -64,7 +64,8 @@ export function table(cols, rows, attrs = {}) {
       h(
         "tbody",
         {},
-        rows.map((row) => h("tr", { "data-id": row.id ?? null }, cols.map(([, cell]) => h("td", {}, cell(row))))),
+        // data-label: a narrow screen shows each row as a card, a cell under its column's name
+        rows.map((row) => h("tr", { "data-id": row.id ?? null }, cols.map(([name, cell]) => h("td", { "data-label": name }, cell(row))))),
       ),
     ),
   );

@@ -34,6 +34,18 @@ async function follow(ctx, session, list, onStatus) {
   follower?.abort();
   const controller = new AbortController();
   follower = controller;
+  // a session that waits sends nothing for a while: leaving the page still ends the stream
+  const watch = setInterval(() => {
+    if (!list.isConnected) controller.abort();
+  }, 2000);
+  try {
+    await followEvents(ctx, session, list, onStatus, controller);
+  } finally {
+    clearInterval(watch);
+  }
+}
+
+async function followEvents(ctx, session, list, onStatus, controller) {
   let last = null;
   for (;;) {
     if (!list.isConnected) return;
@@ -46,7 +58,10 @@ async function follow(ctx, session, list, onStatus) {
       if (controller.signal.aborted) return;
       throw err;
     }
-    if (!response.ok) throw new Error(`the timeline: HTTP ${response.status}`);
+    if (!response.ok) {
+      const body = await response.json().catch(() => null); // the API's error body, if it is one
+      throw new Error(body?.error ? `${body.error}: ${body.detail}` : `the timeline: HTTP ${response.status}`);
+    }
     try {
       for await (const ev of sseEvents(response)) {
         if (!list.isConnected) {

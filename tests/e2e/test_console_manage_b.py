@@ -495,6 +495,9 @@ def test_a_code_session_followed_live_then_cancelled_and_archived(
     page.fill("#coder-repo", world.repo_url)
     page.click("#coder-create button[type=submit]")
     page.wait_for_selector("#session-start")
+    # the timeline's first connection drops after the session's first two events
+    # (its answer cut there, as a proxy would); the page must attach again
+    timeline_requests = _drop_first_timeline(page, api)
     # the local model calls the tool a message names: here it asks the user
     page.fill("#session-prompt", 'call ask_user {"question": "Which file?"}')
     page.click("#session-start button[type=submit]")
@@ -504,6 +507,9 @@ def test_a_code_session_followed_live_then_cancelled_and_archived(
     events = api.get(f"/api/code-sessions/{session_id}/events?limit=500").json()["events"]
     seqs = page.locator("#session-timeline li").evaluate_all("ls => ls.map(l => +l.dataset.seq)")
     assert seqs == [e["seq"] for e in events]  # every event, once, in order
+    assert "last-event-id" not in timeline_requests[0]
+    assert timeline_requests[1]["last-event-id"] == "2"  # from the last event it had
+    page.unroute("**/api/code-sessions/*/events")
     assert "Which file?" in page.inner_text("#session-timeline")
     console.shot("code-sessions")
 
@@ -529,6 +535,28 @@ def test_a_code_session_followed_live_then_cancelled_and_archived(
     page.wait_for_selector("#session-detail:has-text('its sandbox is gone')")
     assert api.get(f"/api/code-sessions/{session_id}").json()["archived"] is True
     console.no_sideways_scroll("code-sessions")
+
+
+def _drop_first_timeline(page: Any, api: httpx.Client) -> list[dict[str, str]]:
+    """The first request for a session's timeline is answered with the session's
+    first two events, then the answer ends (a dropped connection); later ones go
+    to the service. Answers every request's headers, as they come."""
+    seen: list[dict[str, str]] = []
+
+    def handle(route: Any) -> None:
+        seen.append(route.request.headers)
+        if len(seen) > 1:
+            route.continue_()
+            return
+        session = route.request.url.split("/api/code-sessions/")[1].split("/")[0]
+        first = api.get(f"/api/code-sessions/{session}/events?limit=2").json()["events"]
+        body = "".join(
+            f"id: {e['seq']}\nevent: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in first
+        )
+        route.fulfill(status=200, headers={"Content-Type": "text/event-stream"}, body=body)
+
+    page.route("**/api/code-sessions/*/events", handle)
+    return seen
 
 
 # --- event webhooks ------------------------------------------------------------

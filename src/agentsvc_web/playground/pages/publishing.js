@@ -113,7 +113,13 @@ async function preview(chat) {
 }
 
 async function visitorThreads(ctx, agent) {
-  const page = await ctx.api.get(`/api/agents/${agent.id}/publish/threads?limit=20`);
+  let page;
+  try {
+    page = await ctx.api.get(`/api/agents/${agent.id}/publish/threads?limit=20`);
+  } catch (err) {
+    if (err.status !== 403) throw err;
+    return h("p", { class: "muted" }, "The visitors' threads are for admins.");
+  }
   if (!page.threads.length) return h("p", { class: "muted" }, "No visitor has started a thread yet.");
   return table(
     [

@@ -48,7 +48,7 @@ DRAWN = {
     "runners": "#budget-form",
     "scheduled-tasks": "#task-create",
     "publishing": "#pub-preview",
-    "skills": "form[role=search]",
+    "skills": "#skill-browse-form",
     "channels": "#channel-create",
     "code-sessions": "#session-timeline li",
     "webhooks": "#hook-create",
@@ -214,7 +214,6 @@ def console(world: World, browser: Any) -> Iterator[Console]:
         lambda m: c.problems.append(m.text) if "Content Security Policy" in m.text else None,
     )
     page.on("request", lambda r: c.urls.append(r.url))
-    page.on("dialog", lambda d: d.accept())  # the pages' "are you sure?"
     page.goto(f"{world.svc.url}/playground")
     page.wait_for_selector("body[data-ready=true]")
     page.fill("#key", world.key)
@@ -284,6 +283,9 @@ def test_a_runner_made_started_and_triggered_from_its_page(console: Console, wor
     reply = run["steps"][0]["output"]["text"]
     assert page.inner_text("#run-detail .step-run[data-step-id=draft] .step-text") == reply
     console.shot("runners")
+    page.emulate_media(color_scheme="dark")  # the graph in the dark theme (not in the docs)
+    console.shot("runners-dark", docs=False)
+    page.emulate_media(color_scheme="light")
 
     # a webhook trigger: its token shown once; a POST to it starts a run the page lists
     page.click("#trigger-create >> xpath=.. >> summary")
@@ -346,7 +348,11 @@ def test_a_task_scheduled_paused_and_its_runs_listed(console: Console, world: Wo
     page.uncheck(f"#task-table tr[data-id='{task['id']}'] input[type=checkbox]")
     page.wait_for_selector(f"#task-table tr[data-id='{task['id']}']:has-text('paused')")
     assert api.get(path).json()["tasks"][0]["enabled"] is False
-    page.click(f"#task-table tr[data-id='{task['id']}'] button.danger")
+    delete = f"#task-table tr[data-id='{task['id']}'] button.danger"
+    page.click(delete)  # a delete asks twice: "Press again to delete"
+    assert page.inner_text(delete) == "Press again to delete"
+    assert len(api.get(path).json()["tasks"]) == 1
+    page.click(delete)
     page.wait_for_selector("#task-table", state="detached")
     assert api.get(path).json()["tasks"] == []
     runs = api.get(f"{path}/runs").json()["runs"]
@@ -424,7 +430,7 @@ def test_skills_written_attached_and_added_from_the_registry(
     assert shipped, "the service ships a registry of skills"
     wanted = shipped[0]
     page.fill("#skill-browse-q", wanted["name"])
-    page.click("form[role=search] button[type=submit]")
+    page.click("#skill-browse-form button[type=submit]")
     page.click(f"#skill-browse button[aria-label='Add {wanted['name']}']")
     page.wait_for_selector(f"#skill-table li:has-text('{wanted['name']}')")
     assert wanted["name"] in [s["name"] for s in api.get("/api/skills").json()]

@@ -7,6 +7,7 @@
 
 import { h, put } from "../dom.js";
 import { badge, field, options, parseJson, secretOnce, section, statusLine, table, when } from "./form_bits.js";
+import { dangerButton } from "./formkit.js";
 
 const TYPES = ["webhook", "telegram", "slack", "whatsapp_cloud", "whatsapp_web"];
 const QR_POLL_MS = 3000;
@@ -170,20 +171,10 @@ export default {
               [
                 "",
                 (c) =>
-                  h(
-                    "button",
-                    {
-                      type: "button",
-                      class: "danger",
-                      "aria-label": `Disconnect ${c.name || c.type}`,
-                      onclick: ctx.guarded(async () => {
-                        if (!window.confirm(`Disconnect ${c.name || c.type}? Its threads stay.`)) return;
-                        await ctx.api.delete(`/api/agents/${agent.id}/channels/${c.id}`);
-                        await ctx.refresh();
-                      }),
-                    },
-                    "Disconnect",
-                  ),
+                  dangerButton("Disconnect", ctx.guarded(async () => {
+                    await ctx.api.delete(`/api/agents/${agent.id}/channels/${c.id}`);
+                    await ctx.refresh();
+                  }), { "aria-label": `Disconnect ${c.name || c.type}` }),
               ],
             ],
             channels,

@@ -6,6 +6,7 @@
 
 import { h } from "../dom.js";
 import { checkbox, field, statusLine } from "./form_bits.js";
+import { dangerButton } from "./formkit.js";
 
 export default {
   id: "settings",
@@ -48,20 +49,11 @@ export default {
       secret.input.type = show.input.checked ? "text" : "password";
     });
     const rotateStatus = statusLine();
-    const rotate = h(
-      "button",
-      {
-        type: "button",
-        class: "danger",
-        onclick: ctx.guarded(async () => {
-          if (!window.confirm("Rotate the signing secret? Receivers that check the old one refuse the service's calls until they have the new one.")) return;
-          const r = await ctx.api.post("/api/orgs/settings", { rotateSigningSecret: true });
-          secret.input.value = r.signing_secret;
-          rotateStatus.say("rotated: the new secret signs from now on");
-        }),
-      },
-      "Rotate",
-    );
+    const rotate = dangerButton("Rotate", ctx.guarded(async () => {
+      const r = await ctx.api.post("/api/orgs/settings", { rotateSigningSecret: true });
+      secret.input.value = r.signing_secret;
+      rotateStatus.say("rotated: the new secret signs from now on");
+    }));
     root.append(
       h("h2", {}, "Organization"),
       h("p", { class: "muted" }, `Settings of the organization "${s.org_id}".`),

@@ -8,6 +8,7 @@
 
 import { h } from "../dom.js";
 import { checkbox, field, options, secretOnce, section, statusLine, table, when } from "./form_bits.js";
+import { dangerButton } from "./formkit.js";
 
 /** Whether a CSP's frame-ancestors lets `origin` (scheme://host[:port]) frame the page. */
 export function framingAllowed(csp, origin) {
@@ -156,19 +157,10 @@ export default {
     root.append(h("p", { class: "muted" }, `${agent.name} as a chat anyone with the link may use${chat ? "" : ": not published yet"}.`));
     root.append(h("div", { id: "pub-secret", "aria-live": "polite" }), chatForm(ctx, agent, chat, onSaved));
     if (!chat) return;
-    const unpublish = h(
-      "button",
-      {
-        type: "button",
-        class: "danger",
-        onclick: ctx.guarded(async () => {
-          if (!window.confirm(`Unpublish ${chat.slug}? The link stops working.`)) return;
-          await ctx.api.delete(`/api/agents/${agent.id}/publish`);
-          await ctx.refresh();
-        }),
-      },
-      "Unpublish",
-    );
+    const unpublish = dangerButton("Unpublish", ctx.guarded(async () => {
+      await ctx.api.delete(`/api/agents/${agent.id}/publish`);
+      await ctx.refresh();
+    }));
     root.append(
       h("p", { class: "muted small" }, `Cost today: $${chat.cost_today_usd}${chat.cap_reached ? " (cap reached: visitors are refused until tomorrow)" : ""}. `, unpublish),
       section("Preview", {}, ...(await preview(chat))),

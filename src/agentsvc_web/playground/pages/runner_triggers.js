@@ -5,6 +5,7 @@
 
 import { h } from "../dom.js";
 import { checkbox, field, numberOrNull, options, parseJson, secretOnce, statusLine, table, when } from "./form_bits.js";
+import { dangerButton } from "./formkit.js";
 
 const KINDS = ["manual", "api", "webhook", "button", "cron"];
 
@@ -96,18 +97,10 @@ export async function renderTriggers(root, ctx, runner) {
                         "Rotate token",
                       )
                     : null,
-                  h(
-                    "button",
-                    {
-                      type: "button",
-                      class: "danger",
-                      onclick: ctx.guarded(async () => {
-                        await ctx.api.delete(`${base}/${t.id}`);
-                        await redraw();
-                      }),
-                    },
-                    "Delete",
-                  ),
+                  dangerButton("Delete", ctx.guarded(async () => {
+                    await ctx.api.delete(`${base}/${t.id}`);
+                    await redraw();
+                  })),
                 ),
             ],
           ],

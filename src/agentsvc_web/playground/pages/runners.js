@@ -6,6 +6,7 @@
 
 import { h, pretty } from "../dom.js";
 import { field, parseJson, section, statusLine, when } from "./form_bits.js";
+import { dangerButton } from "./formkit.js";
 import { runnerGraph } from "./runner_graph.js";
 import { renderRuns } from "./runner_runs.js";
 import { renderBudget, renderTriggers } from "./runner_triggers.js";
@@ -137,20 +138,11 @@ async function renderRunner(root, ctx, runner) {
     h("dd", {}, when(runner.updated_at)),
   );
   const graphHolder = h("div", { class: "graph-holder", id: "runner-graph" }, runnerGraph(runner.steps));
-  const del = h(
-    "button",
-    {
-      type: "button",
-      class: "danger",
-      onclick: ctx.guarded(async () => {
-        if (!window.confirm(`Delete the runner "${runner.name}"? Its runs go with it.`)) return;
-        await ctx.api.delete(`/api/runners/${runner.id}`);
-        picked = null;
-        await ctx.refresh();
-      }),
-    },
-    "Delete runner",
-  );
+  const del = dangerButton("Delete runner", ctx.guarded(async () => {
+    await ctx.api.delete(`/api/runners/${runner.id}`);
+    picked = null;
+    await ctx.refresh();
+  }));
   const runs = h("div", { id: "runner-runs" });
   const triggers = h("div", { id: "runner-triggers" });
   const budget = h("div", { id: "runner-budget" });

@@ -5,6 +5,7 @@
 
 import { h } from "../dom.js";
 import { badge, checkbox, field, options, section, statusLine, table, when } from "./form_bits.js";
+import { dangerButton } from "./formkit.js";
 
 /** A stored task as the PUT body wants it (camelCase). */
 function bodyOf(t) {
@@ -51,18 +52,10 @@ function taskTable(ctx, agent, tasks) {
       [
         "",
         (t) =>
-          h(
-            "button",
-            {
-              type: "button",
-              class: "danger",
-              onclick: ctx.guarded(async () => {
-                await save(ctx, agent, tasks.filter((x) => x.id !== t.id).map(bodyOf));
-                await ctx.refresh();
-              }),
-            },
-            "Delete",
-          ),
+          dangerButton("Delete", ctx.guarded(async () => {
+            await save(ctx, agent, tasks.filter((x) => x.id !== t.id).map(bodyOf));
+            await ctx.refresh();
+          })),
       ],
     ],
     tasks,

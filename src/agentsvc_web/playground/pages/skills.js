@@ -7,6 +7,7 @@
 
 import { h } from "../dom.js";
 import { badge, checkbox, field, options, section, statusLine, when } from "./form_bits.js";
+import { dangerButton } from "./formkit.js";
 
 let carried = ""; // a note for the next drawing of the page (a sync's outcome)
 const EXAMPLE = "---\nname: tea\ndescription: How this house brews tea. Use for any tea order.\n---\n# Tea\nSteep green tea for 2 minutes at 80C.";
@@ -57,20 +58,10 @@ function skillTable(ctx, skills, agent, bound, note) {
             "Sync",
           )
         : null,
-      h(
-        "button",
-        {
-          type: "button",
-          class: "danger",
-          "aria-label": `Delete ${s.name}`,
-          onclick: ctx.guarded(async () => {
-            if (!window.confirm(`Delete the skill ${s.name}?`)) return;
-            await ctx.api.delete(`/api/skills/${s.id}`);
-            await ctx.refresh();
-          }),
-        },
-        "Delete",
-      ),
+      dangerButton("Delete", ctx.guarded(async () => {
+        await ctx.api.delete(`/api/skills/${s.id}`);
+        await ctx.refresh();
+      }), { "aria-label": `Delete ${s.name}` }),
     );
   const attachBox = (s) => {
     const c = checkbox(`on ${agent.name}`, { checked: bound.some((b) => b.skill_id === s.id) ? true : null, "aria-label": `${s.name} attached to ${agent.name}` });
@@ -178,7 +169,7 @@ function registry(ctx) {
         : h("p", { class: "muted" }, "No skill of the registry matches."),
     );
   };
-  const form = h("form", { class: "row", role: "search" }, q.wrap, h("button", { type: "submit" }, "Search"));
+  const form = h("form", { class: "row", role: "search", id: "skill-browse-form", "aria-label": "The registry of skills" }, q.wrap, h("button", { type: "submit" }, "Search"));
   q.wrap.classList.add("grow");
   form.addEventListener("submit", ctx.guarded(search));
   return [form, results];

@@ -6,6 +6,7 @@
 
 import { h } from "../dom.js";
 import { badge, checkbox, field, secretOnce, section, statusLine, table, when } from "./form_bits.js";
+import { dangerButton } from "./formkit.js";
 
 let openEndpoint = null;
 let shownSecret = null; // {endpointId, secret}: shown on the next drawing, then forgotten
@@ -141,20 +142,10 @@ export default {
               [
                 "",
                 (e) =>
-                  h(
-                    "button",
-                    {
-                      type: "button",
-                      class: "danger",
-                      "aria-label": `Delete ${e.url}`,
-                      onclick: ctx.guarded(async () => {
-                        if (!window.confirm(`Delete the endpoint ${e.url}? Its deliveries go with it.`)) return;
-                        await ctx.api.delete(`/api/webhooks/${e.id}`);
-                        await ctx.refresh();
-                      }),
-                    },
-                    "Delete",
-                  ),
+                  dangerButton("Delete", ctx.guarded(async () => {
+                    await ctx.api.delete(`/api/webhooks/${e.id}`);
+                    await ctx.refresh();
+                  }), { "aria-label": `Delete ${e.url}` }),
               ],
             ],
             endpoints,

@@ -9,7 +9,7 @@ and a git server.
 The page's script errors and Content-Security-Policy violations fail the test
 that saw them; every page is also opened 420 px wide and must not scroll
 sideways. A PNG of each page goes to ``test-output/console/``; with
-``AGENTSVC_CONSOLE_SCREENSHOTS=docs`` the pages' PNGs are written to
+``AGENTSVC_UPDATE_DOCS_IMAGES=1`` the pages' PNGs are written to
 ``docs/images/console-<page>.png`` instead (docs/console.md shows them).
 """
 
@@ -172,7 +172,7 @@ class Console:
 
     def shot(self, name: str, docs: bool = True, panel: bool = False) -> None:
         """A PNG of the page (``panel``: of the Manage panel only)."""
-        if docs and os.environ.get("AGENTSVC_CONSOLE_SCREENSHOTS") == "docs":
+        if docs and os.environ.get("AGENTSVC_UPDATE_DOCS_IMAGES") == "1":
             path = DOCS_SHOTS / f"console-{name}.png"
         else:
             SHOTS.mkdir(parents=True, exist_ok=True)

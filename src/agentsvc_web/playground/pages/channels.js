@@ -7,7 +7,7 @@
 
 import { h, put } from "../dom.js";
 import { badge, field, options, parseJson, secretOnce, section, statusLine, table, when } from "./form_bits.js";
-import { dangerButton } from "./formkit.js";
+import { dangerButton, enc } from "./formkit.js";
 
 const TYPES = ["webhook", "telegram", "slack", "whatsapp_cloud", "whatsapp_web"];
 const QR_POLL_MS = 3000;
@@ -40,7 +40,7 @@ function createForm(ctx, agent, onMade) {
       const k = parseJson(config.input.value, "The config");
       if (c !== undefined) body.credentials = c;
       if (k !== undefined) body.config = k;
-      const made = await ctx.api.post(`/api/agents/${agent.id}/channels`, body);
+      const made = await ctx.api.post(`/api/agents/${enc(agent.id)}/channels`, body);
       creds.input.value = ""; // never left in the page
       status.say(`connected a ${made.type} channel: ${made.status}`);
       await onMade(made);
@@ -58,7 +58,7 @@ function qrBox(ctx, agent, channel) {
     if (!box.isConnected && timer !== null) return;
     let answer;
     try {
-      answer = await ctx.api.get(`/api/agents/${agent.id}/channels/${channel.type}/qr`);
+      answer = await ctx.api.get(`/api/agents/${enc(agent.id)}/channels/${enc(channel.type)}/qr`);
     } catch (err) {
       if (err.status === 409) {
         box.dataset.state = "connected";
@@ -85,11 +85,11 @@ function qrBox(ctx, agent, channel) {
 }
 
 async function channelDetail(ctx, agent, channel) {
-  const base = `/api/agents/${agent.id}/channels/${channel.id}`;
+  const base = `/api/agents/${enc(agent.id)}/channels/${enc(channel.id)}`;
   const [contacts, messages] = await Promise.all([ctx.api.get(`${base}/contacts?limit=50`), ctx.api.get(`${base}/messages?limit=20`)]);
   const setContact = (k, status) =>
     ctx.guarded(async () => {
-      await ctx.api.patch(`${base}/contacts/${k.id}`, { status });
+      await ctx.api.patch(`${base}/contacts/${enc(k.id)}`, { status });
       await ctx.refresh();
     });
   const parts = [
@@ -151,7 +151,7 @@ export default {
       root.append(h("p", { class: "muted" }, "Pick or create an agent in the side bar: channels belong to an agent."));
       return;
     }
-    const channels = await ctx.api.get(`/api/agents/${agent.id}/channels`);
+    const channels = await ctx.api.get(`/api/agents/${enc(agent.id)}/channels`);
     const once = h("div", { id: "channel-secret", "aria-live": "polite" });
     const onMade = async (made) => {
       openChannel = made.id;
@@ -172,7 +172,7 @@ export default {
                 "",
                 (c) =>
                   dangerButton("Disconnect", ctx.guarded(async () => {
-                    await ctx.api.delete(`/api/agents/${agent.id}/channels/${c.id}`);
+                    await ctx.api.delete(`/api/agents/${enc(agent.id)}/channels/${enc(c.id)}`);
                     await ctx.refresh();
                   }), { "aria-label": `Disconnect ${c.name || c.type}` }),
               ],

@@ -7,6 +7,7 @@
 import { sseEvents } from "../api.js";
 import { h, pretty } from "../dom.js";
 import { badge, field, options, section, statusLine, table, when } from "./form_bits.js";
+import { enc, webUrl } from "./formkit.js";
 
 const ENDED = new Set(["finished", "error", "cancelled", "expired"]);
 let openSession = null;
@@ -22,7 +23,7 @@ function eventItem(ev) {
   else if (ev.type === "tool_result") body = h("details", {}, h("summary", {}, `${d.name}${d.is_error ? " (error)" : ""}`), h("pre", {}, pretty(d.output)));
   else if (ev.type === "command") body = h("details", {}, h("summary", {}, h("code", {}, `$ ${d.command}`), ` exit ${d.exit_code}`), h("pre", {}, d.output ?? ""));
   else if (ev.type === "file_change") body = h("details", {}, h("summary", {}, `${d.change} ${d.path}${d.final ? " (pushed)" : ""}`), h("pre", { class: "diff" }, d.diff ?? ""));
-  else if (ev.type === "pull_request") body = h("a", { href: d.url, target: "_blank", rel: "noopener noreferrer" }, `pull request #${d.number} (${d.branch})`);
+  else if (ev.type === "pull_request") body = h("a", { href: webUrl(d.url), target: "_blank", rel: "noopener noreferrer" }, `pull request #${d.number} (${d.branch})`);
   else if (ev.type === "notice" && typeof d.text === "string") body = d.text;
   else if (ev.type === "usage") body = `${d.input_tokens} in / ${d.output_tokens} out tokens, $${d.cost_usd}`;
   else body = h("code", {}, pretty(d));
@@ -53,7 +54,7 @@ async function followEvents(ctx, session, list, onStatus, controller) {
     if (last !== null) headers["Last-Event-ID"] = String(last);
     let response;
     try {
-      response = await fetch(`/api/code-sessions/${session.id}/events`, { headers, signal: controller.signal, cache: "no-store" });
+      response = await fetch(`/api/code-sessions/${enc(session.id)}/events`, { headers, signal: controller.signal, cache: "no-store" });
     } catch (err) {
       if (controller.signal.aborted) return;
       throw err;
@@ -79,7 +80,7 @@ async function followEvents(ctx, session, list, onStatus, controller) {
       if (controller.signal.aborted) return; // left, or another session opened
     }
     // the stream ended: because the session did, or the connection dropped
-    const now = await ctx.api.get(`/api/code-sessions/${session.id}`);
+    const now = await ctx.api.get(`/api/code-sessions/${enc(session.id)}`);
     onStatus(now.status);
     if (ENDED.has(now.status) && now.last_event_seq <= (last ?? 0)) return;
     await new Promise((r) => setTimeout(r, 1000));
@@ -97,7 +98,7 @@ function sessionView(ctx, session) {
   };
   const act = (what) =>
     ctx.guarded(async () => {
-      const s = await ctx.api.post(`/api/code-sessions/${session.id}/${what}`);
+      const s = await ctx.api.post(`/api/code-sessions/${enc(session.id)}/${what}`);
       onStatus(s.status);
       if (what === "archive") await ctx.refresh();
     });
@@ -109,7 +110,7 @@ function sessionView(ctx, session) {
     "submit",
     ctx.guarded(async (ev) => {
       ev.preventDefault();
-      await ctx.api.post(`/api/code-sessions/${session.id}/messages`, { content: reply.input.value });
+      await ctx.api.post(`/api/code-sessions/${enc(session.id)}/messages`, { content: reply.input.value });
       reply.input.value = "";
       replyStatus.say("sent");
     }),
@@ -125,7 +126,7 @@ function sessionView(ctx, session) {
       h("dt", {}, "repository"),
       h("dd", {}, `${session.repo_url}${session.ref ? ` @ ${session.ref}` : ""}`),
       h("dt", {}, "branch / pull request"),
-      h("dd", {}, `${session.branch ?? "-"} / `, session.pr_url ? h("a", { href: session.pr_url, target: "_blank", rel: "noopener noreferrer" }, session.pr_url) : "-"),
+      h("dd", {}, `${session.branch ?? "-"} / `, session.pr_url ? h("a", { href: webUrl(session.pr_url), target: "_blank", rel: "noopener noreferrer" }, session.pr_url) : "-"),
       h("dt", {}, "usage"),
       h("dd", {}, `${session.usage.tokens} tokens, $${session.usage.cost_usd}`),
       session.error ? [h("dt", {}, "error"), h("dd", { class: "step-error" }, session.error)] : null,
@@ -215,7 +216,7 @@ export default {
       h("details", { open: agents.length ? null : true }, h("summary", {}, "Add a code agent"), codeAgentForm(ctx)),
     );
     if (!openSession) return;
-    const session = await ctx.api.get(`/api/code-sessions/${openSession}`);
+    const session = await ctx.api.get(`/api/code-sessions/${enc(openSession)}`);
     const { view, list, onStatus } = sessionView(ctx, session);
     root.append(view);
     follow(ctx, session, list, onStatus).catch((e) => ctx.showError(e.message));

@@ -1,17 +1,15 @@
 // Small building blocks the runner, scheduled-task, publishing, skill, channel,
-// code-session, webhook and organization pages share: a labelled field, a
-// status line read out by screen readers, a table of rows, dates and JSON
-// fields. Everything goes through dom.js's h(): API answers stay text.
+// code-session, webhook and organization pages share: a labelled field that
+// answers its input too, a status line read out by screen readers, a table whose
+// rows become cards on a narrow screen, dates ("-" for none), and a secret shown
+// once. formkit.js has the rest (a delete that asks twice, ids in paths, links).
+// Everything goes through dom.js's h(): API answers stay text.
 
 import { h } from "../dom.js";
+import { uid } from "./formkit.js";
 
-let serial = 0;
-
-/** A unique element id with a readable prefix (labels point at inputs by id). */
-export function uid(prefix) {
-  serial += 1;
-  return `${prefix}-${serial}`;
-}
+// shared with the other Manage pages: one id counter for the whole console
+export { parseJson, uid } from "./formkit.js";
 
 /**
  * A labelled control: field("Name", "input", {required: true}) answers
@@ -76,17 +74,6 @@ export function when(iso) {
   if (!iso) return "-";
   const d = new Date(iso);
   return Number.isNaN(d.getTime()) ? String(iso) : d.toLocaleString();
-}
-
-/** The JSON a textarea holds, or an Error saying which field is wrong. */
-export function parseJson(text, what) {
-  const trimmed = text.trim();
-  if (!trimmed) return undefined;
-  try {
-    return JSON.parse(trimmed);
-  } catch (e) {
-    throw new Error(`${what} is not valid JSON: ${e.message}`);
-  }
 }
 
 /** A number input's value: a number, or null when empty. */

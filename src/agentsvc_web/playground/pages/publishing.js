@@ -8,7 +8,7 @@
 
 import { h } from "../dom.js";
 import { checkbox, field, options, secretOnce, section, statusLine, table, when } from "./form_bits.js";
-import { dangerButton } from "./formkit.js";
+import { dangerButton, enc, webUrl } from "./formkit.js";
 
 /** Whether a CSP's frame-ancestors lets `origin` (scheme://host[:port]) frame the page. */
 export function framingAllowed(csp, origin) {
@@ -79,7 +79,7 @@ function chatForm(ctx, agent, chat, onSaved) {
         dailyCostCapUsd: capText === "" ? null : Number(capText),
         isActive: active.input.checked,
       };
-      const path = `/api/agents/${agent.id}/publish`;
+      const path = `/api/agents/${enc(agent.id)}/publish`;
       const saved = chat ? await ctx.api.patch(path, body) : await ctx.api.post(path, body);
       status.say(chat ? "saved" : "published");
       await onSaved(saved);
@@ -89,7 +89,7 @@ function chatForm(ctx, agent, chat, onSaved) {
 }
 
 async function preview(chat) {
-  const url = new URL(chat.url, location.origin).href;
+  const url = webUrl(chat.url); // the service's own /c/<slug>, made absolute
   const link = h("a", { href: url, target: "_blank", rel: "noopener noreferrer", id: "pub-link" }, url);
   const box = h("div", { id: "pub-preview" });
   // the chat page's headers say whether this page may frame it
@@ -116,7 +116,7 @@ async function preview(chat) {
 async function visitorThreads(ctx, agent) {
   let page;
   try {
-    page = await ctx.api.get(`/api/agents/${agent.id}/publish/threads?limit=20`);
+    page = await ctx.api.get(`/api/agents/${enc(agent.id)}/publish/threads?limit=20`);
   } catch (err) {
     if (err.status !== 403) throw err;
     return h("p", { class: "muted" }, "The visitors' threads are for admins.");
@@ -145,7 +145,7 @@ export default {
     }
     let chat = null;
     try {
-      chat = await ctx.api.get(`/api/agents/${agent.id}/publish`);
+      chat = await ctx.api.get(`/api/agents/${enc(agent.id)}/publish`);
     } catch (err) {
       if (err.status !== 404) throw err;
     }
@@ -158,7 +158,7 @@ export default {
     root.append(h("div", { id: "pub-secret", "aria-live": "polite" }), chatForm(ctx, agent, chat, onSaved));
     if (!chat) return;
     const unpublish = dangerButton("Unpublish", ctx.guarded(async () => {
-      await ctx.api.delete(`/api/agents/${agent.id}/publish`);
+      await ctx.api.delete(`/api/agents/${enc(agent.id)}/publish`);
       await ctx.refresh();
     }));
     root.append(

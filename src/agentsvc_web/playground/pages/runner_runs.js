@@ -6,6 +6,7 @@
 
 import { h, pretty } from "../dom.js";
 import { badge, field, parseJson, statusLine, table, when } from "./form_bits.js";
+import { enc } from "./formkit.js";
 
 const ACTIVE = new Set(["queued", "running", "paused"]);
 const POLL_MS = 1000;
@@ -40,7 +41,7 @@ function stepList(run) {
 function runDetail(ctx, runner, run, reload) {
   const post = (what, body) =>
     ctx.guarded(async () => {
-      await ctx.api.post(`/api/runners/${runner.id}/runs/${run.id}/${what}`, body);
+      await ctx.api.post(`/api/runners/${enc(runner.id)}/runs/${enc(run.id)}/${what}`, body);
       await reload();
     });
   return h(
@@ -89,7 +90,7 @@ function startForm(ctx, runner, onStarted) {
       ev.preventDefault();
       button.disabled = true; // one click, one run
       try {
-        const run = await ctx.api.post(`/api/runners/${runner.id}/runs`, { input: parseJson(input.input.value, "The input") ?? {} });
+        const run = await ctx.api.post(`/api/runners/${enc(runner.id)}/runs`, { input: parseJson(input.input.value, "The input") ?? {} });
         status.say(`started run ${run.id.slice(0, 8)}`);
         await onStarted(run);
       } finally {
@@ -109,7 +110,7 @@ export async function renderRuns(root, ctx, runner, showStatuses) {
   const showRun = async (runId) => {
     clearTimeout(timer);
     openRun = { runnerId: runner.id, runId };
-    const run = await ctx.api.get(`/api/runners/${runner.id}/runs/${runId}`);
+    const run = await ctx.api.get(`/api/runners/${enc(runner.id)}/runs/${enc(runId)}`);
     if (!root.isConnected) return; // the page was left
     detailBox.replaceChildren(runDetail(ctx, runner, run, () => showRun(runId)));
     showStatuses(Object.fromEntries(run.steps.map((st) => [st.step_id, st.status])));
@@ -123,7 +124,7 @@ export async function renderRuns(root, ctx, runner, showStatuses) {
   };
 
   const loadList = async () => {
-    const page = await ctx.api.get(`/api/runners/${runner.id}/runs?limit=20`);
+    const page = await ctx.api.get(`/api/runners/${enc(runner.id)}/runs?limit=20`);
     listBox.replaceChildren(
       page.runs.length
         ? table(

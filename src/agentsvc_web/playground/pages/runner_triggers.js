@@ -5,18 +5,18 @@
 
 import { h } from "../dom.js";
 import { checkbox, field, numberOrNull, options, parseJson, secretOnce, statusLine, table, when } from "./form_bits.js";
-import { dangerButton } from "./formkit.js";
+import { dangerButton, enc } from "./formkit.js";
 
 const KINDS = ["manual", "api", "webhook", "button", "cron"];
 
 export async function renderTriggers(root, ctx, runner) {
-  const base = `/api/runners/${runner.id}/triggers`;
+  const base = `/api/runners/${enc(runner.id)}/triggers`;
   const triggers = await ctx.api.get(base);
   const shown = h("div", { id: "trigger-token", "aria-live": "polite" });
 
   const showToken = (t) => {
     if (!t.token) return;
-    const url = new URL(t.webhook_url ?? `/api/runners/webhooks/${t.token}`, location.origin).href;
+    const url = new URL(t.webhook_url ?? `/api/runners/webhooks/${enc(t.token)}`, location.origin).href;
     shown.replaceChildren(secretOnce(`Token of "${t.name || t.kind}"`, t.token), h("p", { class: "small" }, "Webhook URL: ", h("code", {}, url)));
   };
 
@@ -69,7 +69,7 @@ export async function renderTriggers(root, ctx, runner) {
                 c.input.addEventListener(
                   "change",
                   ctx.guarded(async () => {
-                    await ctx.api.patch(`${base}/${t.id}`, { enabled: c.input.checked });
+                    await ctx.api.patch(`${base}/${enc(t.id)}`, { enabled: c.input.checked });
                     await redraw();
                   }),
                 );
@@ -90,7 +90,7 @@ export async function renderTriggers(root, ctx, runner) {
                         {
                           type: "button",
                           onclick: ctx.guarded(async () => {
-                            showToken(await ctx.api.post(`${base}/${t.id}/rotate`));
+                            showToken(await ctx.api.post(`${base}/${enc(t.id)}/rotate`));
                             await redraw();
                           }),
                         },
@@ -98,7 +98,7 @@ export async function renderTriggers(root, ctx, runner) {
                       )
                     : null,
                   dangerButton("Delete", ctx.guarded(async () => {
-                    await ctx.api.delete(`${base}/${t.id}`);
+                    await ctx.api.delete(`${base}/${enc(t.id)}`);
                     await redraw();
                   })),
                 ),
@@ -113,7 +113,7 @@ export async function renderTriggers(root, ctx, runner) {
 }
 
 export async function renderBudget(root, ctx, runner) {
-  const path = `/api/runners/${runner.id}/budget`;
+  const path = `/api/runners/${enc(runner.id)}/budget`;
   const b = await ctx.api.get(path);
   const num = (label, value, attrs) => field(label, "input", { type: "number", min: 0, step: "any", value: value ?? "", ...attrs });
   const perRunUsd = num("Max cost per run (USD)", b.max_cost_usd_per_run);

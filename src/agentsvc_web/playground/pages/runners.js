@@ -6,7 +6,7 @@
 
 import { h, pretty } from "../dom.js";
 import { field, parseJson, section, statusLine, when } from "./form_bits.js";
-import { dangerButton } from "./formkit.js";
+import { dangerButton, enc } from "./formkit.js";
 import { runnerGraph } from "./runner_graph.js";
 import { renderRuns } from "./runner_runs.js";
 import { renderBudget, renderTriggers } from "./runner_triggers.js";
@@ -106,7 +106,7 @@ function stepsEditor(ctx, runner) {
     "submit",
     ctx.guarded(async (ev) => {
       ev.preventDefault();
-      await ctx.api.request("PUT", `/api/runners/${runner.id}/steps`, { steps: parseJson(steps.input.value, "The steps") ?? [] });
+      await ctx.api.request("PUT", `/api/runners/${enc(runner.id)}/steps`, { steps: parseJson(steps.input.value, "The steps") ?? [] });
       status.say("saved");
       await ctx.refresh();
     }),
@@ -139,7 +139,7 @@ async function renderRunner(root, ctx, runner) {
   );
   const graphHolder = h("div", { class: "graph-holder", id: "runner-graph" }, runnerGraph(runner.steps));
   const del = dangerButton("Delete runner", ctx.guarded(async () => {
-    await ctx.api.delete(`/api/runners/${runner.id}`);
+    await ctx.api.delete(`/api/runners/${enc(runner.id)}`);
     picked = null;
     await ctx.refresh();
   }));

@@ -5,7 +5,7 @@
 
 import { h } from "../dom.js";
 import { badge, checkbox, field, options, section, statusLine, table, when } from "./form_bits.js";
-import { dangerButton } from "./formkit.js";
+import { dangerButton, enc } from "./formkit.js";
 
 /** A stored task as the PUT body wants it (camelCase). */
 function bodyOf(t) {
@@ -23,7 +23,7 @@ function bodyOf(t) {
 }
 
 async function save(ctx, agent, tasks) {
-  return ctx.api.request("PUT", `/api/agents/${agent.id}/scheduled-tasks`, { tasks });
+  return ctx.api.request("PUT", `/api/agents/${enc(agent.id)}/scheduled-tasks`, { tasks });
 }
 
 function taskTable(ctx, agent, tasks) {
@@ -108,7 +108,7 @@ async function addForm(ctx, agent, tasks) {
 }
 
 async function runTable(ctx, agent) {
-  const page = await ctx.api.get(`/api/agents/${agent.id}/scheduled-tasks/runs?limit=20`);
+  const page = await ctx.api.get(`/api/agents/${enc(agent.id)}/scheduled-tasks/runs?limit=20`);
   if (!page.runs.length) return h("p", { class: "muted" }, "No run yet: a task runs at its next tick.");
   return table(
     [
@@ -133,7 +133,7 @@ export default {
       root.append(h("p", { class: "muted" }, "Pick or create an agent in the side bar: scheduled tasks belong to an agent."));
       return;
     }
-    const stored = await ctx.api.get(`/api/agents/${agent.id}/scheduled-tasks`);
+    const stored = await ctx.api.get(`/api/agents/${enc(agent.id)}/scheduled-tasks`);
     root.append(
       h("p", { class: "muted" }, `Prompts ${agent.name} sends itself on a schedule (cron, in a time zone). A paused task keeps its place.`),
       taskTable(ctx, agent, stored.tasks),

@@ -7,7 +7,7 @@
 
 import { h } from "../dom.js";
 import { badge, checkbox, field, options, section, statusLine, when } from "./form_bits.js";
-import { dangerButton } from "./formkit.js";
+import { dangerButton, enc } from "./formkit.js";
 
 let carried = ""; // a note for the next drawing of the page (a sync's outcome)
 const EXAMPLE = "---\nname: tea\ndescription: How this house brews tea. Use for any tea order.\n---\n# Tea\nSteep green tea for 2 minutes at 80C.";
@@ -18,7 +18,7 @@ function skillTable(ctx, skills, agent, bound, note) {
     const ids = new Set(bound.map((b) => b.skill_id));
     if (on) ids.add(skillId);
     else ids.delete(skillId);
-    await ctx.api.post(`/api/agents/${agent.id}/skills`, { skillIds: [...ids] });
+    await ctx.api.post(`/api/agents/${enc(agent.id)}/skills`, { skillIds: [...ids] });
     await ctx.refresh();
   };
   const from = (s) => {
@@ -37,7 +37,7 @@ function skillTable(ctx, skills, agent, bound, note) {
           type: "button",
           "aria-label": `${s.status === "disabled" ? "Enable" : "Disable"} ${s.name}`,
           onclick: ctx.guarded(async () => {
-            await ctx.api.patch(`/api/skills/${s.id}`, { enabled: s.status === "disabled" });
+            await ctx.api.patch(`/api/skills/${enc(s.id)}`, { enabled: s.status === "disabled" });
             await ctx.refresh();
           }),
         },
@@ -50,7 +50,7 @@ function skillTable(ctx, skills, agent, bound, note) {
               type: "button",
               "aria-label": `Sync ${s.name}`,
               onclick: ctx.guarded(async () => {
-                const r = await ctx.api.post(`/api/skills/${s.id}/sync`);
+                const r = await ctx.api.post(`/api/skills/${enc(s.id)}/sync`);
                 note.carry(r.changed ? `${s.name} synced: v${r.from_version} -> v${r.to_version}` : `${s.name} synced: no change`);
                 await ctx.refresh();
               }),
@@ -59,7 +59,7 @@ function skillTable(ctx, skills, agent, bound, note) {
           )
         : null,
       dangerButton("Delete", ctx.guarded(async () => {
-        await ctx.api.delete(`/api/skills/${s.id}`);
+        await ctx.api.delete(`/api/skills/${enc(s.id)}`);
         await ctx.refresh();
       }), { "aria-label": `Delete ${s.name}` }),
     );
@@ -182,7 +182,7 @@ export default {
     const agent = ctx.agent();
     const [skills, bound] = await Promise.all([
       ctx.api.get("/api/skills"),
-      agent ? ctx.api.get(`/api/agents/${agent.id}/skills`) : Promise.resolve([]),
+      agent ? ctx.api.get(`/api/agents/${enc(agent.id)}/skills`) : Promise.resolve([]),
     ]);
     const note = statusLine();
     note.say(carried);

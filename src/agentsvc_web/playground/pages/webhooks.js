@@ -6,7 +6,7 @@
 
 import { h } from "../dom.js";
 import { badge, checkbox, field, secretOnce, section, statusLine, table, when } from "./form_bits.js";
-import { dangerButton } from "./formkit.js";
+import { dangerButton, enc } from "./formkit.js";
 
 let openEndpoint = null;
 let shownSecret = null; // {endpointId, secret}: shown on the next drawing, then forgotten
@@ -41,7 +41,7 @@ function attemptsText(d) {
 }
 
 async function endpointDetail(ctx, types, e) {
-  const base = `/api/webhooks/${e.id}`;
+  const base = `/api/webhooks/${enc(e.id)}`;
   const page = await ctx.api.get(`${base}/deliveries?limit=20`);
   const note = statusLine();
   const events = eventPicker(types, e.events, `hook-${e.id.slice(0, 8)}`);
@@ -96,7 +96,7 @@ async function endpointDetail(ctx, types, e) {
                     type: "button",
                     "aria-label": `Redeliver ${d.event_type} ${d.event_id}`,
                     onclick: ctx.guarded(async () => {
-                      await ctx.api.post(`${base}/deliveries/${d.id}/resend`);
+                      await ctx.api.post(`${base}/deliveries/${enc(d.id)}/resend`);
                       await ctx.refresh();
                     }),
                   },
@@ -132,7 +132,7 @@ export default {
                   c.input.addEventListener(
                     "change",
                     ctx.guarded(async () => {
-                      await ctx.api.patch(`/api/webhooks/${e.id}`, { enabled: c.input.checked });
+                      await ctx.api.patch(`/api/webhooks/${enc(e.id)}`, { enabled: c.input.checked });
                       await ctx.refresh();
                     }),
                   );
@@ -143,7 +143,7 @@ export default {
                 "",
                 (e) =>
                   dangerButton("Delete", ctx.guarded(async () => {
-                    await ctx.api.delete(`/api/webhooks/${e.id}`);
+                    await ctx.api.delete(`/api/webhooks/${enc(e.id)}`);
                     await ctx.refresh();
                   }), { "aria-label": `Delete ${e.url}` }),
               ],

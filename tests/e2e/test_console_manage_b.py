@@ -200,6 +200,14 @@ class Console:
         )
         assert wide <= 420, f"{page_id} is {wide} px wide at 420 px: {past}"
         self.shot(f"{page_id}-420", docs=page_id == "webhooks", panel=True)  # the docs show one
+        # every control of the page has a name a screen reader says
+        nameless = self.page.evaluate(
+            "() => [...document.querySelectorAll("
+            "'#manage-page input, #manage-page select, #manage-page textarea')]"
+            ".filter(e => !e.labels?.length && !e.getAttribute('aria-label'))"
+            ".map(e => e.outerHTML.slice(0, 120))"
+        )
+        assert not nameless, f"{page_id}: controls without a label: {nameless}"
         self.page.set_viewport_size({"width": 1280, "height": 900})
 
 
@@ -345,14 +353,16 @@ def test_a_task_scheduled_paused_and_its_runs_listed(console: Console, world: Wo
     console.shot("scheduled-tasks")
 
     # paused from the page, and removed
-    page.uncheck(f"#task-table tr[data-id='{task['id']}'] input[type=checkbox]")
+    page.focus(f"#task-table tr[data-id='{task['id']}'] input[type=checkbox]")
+    page.keyboard.press("Space")  # paused from the keyboard
     page.wait_for_selector(f"#task-table tr[data-id='{task['id']}']:has-text('paused')")
     assert api.get(path).json()["tasks"][0]["enabled"] is False
     delete = f"#task-table tr[data-id='{task['id']}'] button.danger"
-    page.click(delete)  # a delete asks twice: "Press again to delete"
+    page.focus(delete)  # from the keyboard: a delete asks twice
+    page.keyboard.press("Enter")
     assert page.inner_text(delete) == "Press again to delete"
     assert len(api.get(path).json()["tasks"]) == 1
-    page.click(delete)
+    page.keyboard.press("Enter")
     page.wait_for_selector("#task-table", state="detached")
     assert api.get(path).json()["tasks"] == []
     runs = api.get(f"{path}/runs").json()["runs"]

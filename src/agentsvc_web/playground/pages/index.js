@@ -8,13 +8,21 @@
 // A page renders API answers as text (dom.js's h()), never as HTML.
 
 import agents from "./agents.js";
+import channels from "./channels.js";
+import codeSessions from "./code_sessions.js";
 import integrations from "./integrations.js";
 import keys from "./keys.js";
 import knowledge from "./knowledge.js";
 import mcps from "./mcps.js";
 import memories from "./memories.js";
+import orgSettings from "./org_settings.js";
 import plans from "./plans.js";
+import publishing from "./publishing.js";
+import runners from "./runners.js";
+import scheduledTasks from "./scheduled_tasks.js";
+import skills from "./skills.js";
 import tools from "./tools.js";
+import webhooks from "./webhooks.js";
 
 export const PAGES = [
   agents,
@@ -24,5 +32,13 @@ export const PAGES = [
   knowledge,
   memories,
   plans,
+  runners,
+  scheduledTasks,
+  publishing,
+  skills,
+  channels,
+  codeSessions,
   keys,
+  webhooks,
+  orgSettings,
 ];

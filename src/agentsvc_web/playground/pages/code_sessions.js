@@ -1,0 +1,224 @@
+// Code sessions: a code agent (a model, a repository, a sandbox) at work on a
+// task. The page lists the sessions newest first, starts one, and follows the
+// open one's timeline live (GET /api/code-sessions/{id}/events as Server-Sent
+// Events; after a dropped connection it re-attaches with Last-Event-ID, so no
+// event shows twice), with a follow-up box, cancel and archive.
+
+import { sseEvents } from "../api.js";
+import { h, pretty } from "../dom.js";
+import { badge, field, options, section, statusLine, table, when } from "./form_bits.js";
+import { enc, webUrl } from "./formkit.js";
+
+const ENDED = new Set(["finished", "error", "cancelled", "expired"]);
+let openSession = null;
+let follower = null; // the AbortController of the timeline being followed
+
+/** One timeline event as a list item: its type, and what it says. */
+function eventItem(ev) {
+  const d = ev.data ?? {};
+  let body;
+  if (ev.type === "status") body = badge(d.status);
+  else if (ev.type === "message") body = h("span", {}, h("strong", {}, `${d.role}: `), d.content);
+  else if (ev.type === "tool_call") body = h("span", {}, h("code", {}, d.name), " ", h("code", {}, pretty(d.arguments)));
+  else if (ev.type === "tool_result") body = h("details", {}, h("summary", {}, `${d.name}${d.is_error ? " (error)" : ""}`), h("pre", {}, pretty(d.output)));
+  else if (ev.type === "command") body = h("details", {}, h("summary", {}, h("code", {}, `$ ${d.command}`), ` exit ${d.exit_code}`), h("pre", {}, d.output ?? ""));
+  else if (ev.type === "file_change") body = h("details", {}, h("summary", {}, `${d.change} ${d.path}${d.final ? " (pushed)" : ""}`), h("pre", { class: "diff" }, d.diff ?? ""));
+  else if (ev.type === "pull_request") body = h("a", { href: webUrl(d.url), target: "_blank", rel: "noopener noreferrer" }, `pull request #${d.number} (${d.branch})`);
+  else if (ev.type === "notice" && typeof d.text === "string") body = d.text;
+  else if (ev.type === "usage") body = `${d.input_tokens} in / ${d.output_tokens} out tokens, $${d.cost_usd}`;
+  else body = h("code", {}, pretty(d));
+  return h("li", { "data-seq": ev.seq, "data-type": ev.type }, h("span", { class: "ev-type" }, ev.type), body);
+}
+
+/** Follows a session's events into `list` until it ends or the page is left. */
+async function follow(ctx, session, list, onStatus) {
+  follower?.abort();
+  const controller = new AbortController();
+  follower = controller;
+  // a session that waits sends nothing for a while: leaving the page still ends the stream
+  const watch = setInterval(() => {
+    if (!list.isConnected) controller.abort();
+  }, 2000);
+  try {
+    await followEvents(ctx, session, list, onStatus, controller);
+  } finally {
+    clearInterval(watch);
+  }
+}
+
+async function followEvents(ctx, session, list, onStatus, controller) {
+  let last = null;
+  for (;;) {
+    if (!list.isConnected) return;
+    const headers = ctx.api.headers({ Accept: "text/event-stream" });
+    if (last !== null) headers["Last-Event-ID"] = String(last);
+    let response;
+    try {
+      response = await fetch(`/api/code-sessions/${enc(session.id)}/events`, { headers, signal: controller.signal, cache: "no-store" });
+    } catch (err) {
+      if (controller.signal.aborted) return;
+      throw err;
+    }
+    if (!response.ok) {
+      const body = await response.json().catch(() => null); // the API's error body, if it is one
+      throw new Error(body?.error ? `${body.error}: ${body.detail}` : `the timeline: HTTP ${response.status}`);
+    }
+    try {
+      for await (const ev of sseEvents(response)) {
+        if (!list.isConnected) {
+          controller.abort();
+          return;
+        }
+        const e = ev.data;
+        if (last !== null && e.seq <= last) continue;
+        last = e.seq;
+        list.append(eventItem(e));
+        list.scrollTop = list.scrollHeight;
+        if (e.type === "status") onStatus(e.data.status);
+      }
+    } catch (err) {
+      if (controller.signal.aborted) return; // left, or another session opened
+    }
+    // the stream ended: because the session did, or the connection dropped
+    const now = await ctx.api.get(`/api/code-sessions/${enc(session.id)}`);
+    onStatus(now.status);
+    if (ENDED.has(now.status) && now.last_event_seq <= (last ?? 0)) return;
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+}
+
+function sessionView(ctx, session) {
+  const state = h("span", { id: "session-status", "data-status": session.status }, badge(session.status));
+  const list = h("ol", { class: "timeline", id: "session-timeline", "aria-label": "Timeline", "aria-live": "polite" });
+  const onStatus = (status) => {
+    state.dataset.status = status;
+    state.replaceChildren(badge(status));
+    // the list above shows it too
+    document.querySelector(`#session-table tr[data-id="${session.id}"] .badge`)?.replaceWith(badge(status));
+  };
+  const act = (what) =>
+    ctx.guarded(async () => {
+      const s = await ctx.api.post(`/api/code-sessions/${enc(session.id)}/${what}`);
+      onStatus(s.status);
+      if (what === "archive") await ctx.refresh();
+    });
+  const reply = field("Follow-up (the answer to the model's question, or a next instruction)", "input", { id: "session-reply" });
+  const replyStatus = statusLine();
+  const form = h("form", { class: "row" }, reply.wrap, h("button", { type: "submit" }, "Send"), replyStatus);
+  reply.wrap.classList.add("grow");
+  form.addEventListener(
+    "submit",
+    ctx.guarded(async (ev) => {
+      ev.preventDefault();
+      await ctx.api.post(`/api/code-sessions/${enc(session.id)}/messages`, { content: reply.input.value });
+      reply.input.value = "";
+      replyStatus.say("sent");
+    }),
+  );
+  const view = section(
+    session.title || session.id,
+    { id: "session-detail", "data-session-id": session.id },
+    h(
+      "dl",
+      { class: "facts" },
+      h("dt", {}, "status"),
+      h("dd", {}, state),
+      h("dt", {}, "repository"),
+      h("dd", {}, `${session.repo_url}${session.ref ? ` @ ${session.ref}` : ""}`),
+      h("dt", {}, "branch / pull request"),
+      h("dd", {}, `${session.branch ?? "-"} / `, session.pr_url ? h("a", { href: webUrl(session.pr_url), target: "_blank", rel: "noopener noreferrer" }, session.pr_url) : "-"),
+      h("dt", {}, "usage"),
+      h("dd", {}, `${session.usage.tokens} tokens, $${session.usage.cost_usd}`),
+      session.error ? [h("dt", {}, "error"), h("dd", { class: "step-error" }, session.error)] : null,
+      h("dt", {}, "archived"),
+      h("dd", {}, session.archived ? "yes (its sandbox is gone, its timeline stays)" : "no"),
+    ),
+    h(
+      "div",
+      { class: "row" },
+      h("button", { type: "button", id: "session-cancel", onclick: act("cancel") }, "Cancel"),
+      session.archived ? null : h("button", { type: "button", id: "session-archive", onclick: act("archive") }, "Archive"),
+    ),
+    form,
+    list,
+  );
+  return { view, list, onStatus };
+}
+
+function startForm(ctx, agents) {
+  const agent = field("Code agent", "select", { id: "session-agent" }, options(agents.map((a) => [a.id, `${a.name} (${a.model})`]), agents[0]?.id));
+  const prompt = field("Task", "textarea", { rows: 3, required: true, id: "session-prompt", placeholder: "add() subtracts: fix it and run test_app.py" });
+  const repo = field("Repository (empty: the code agent's)", "input", { type: "url", id: "session-repo" });
+  const ref = field("Branch or commit", "input", {});
+  const title = field("Title", "input", { maxlength: 200 });
+  const status = statusLine();
+  const form = h("form", { class: "grid-form", id: "session-start" }, agent.wrap, repo.wrap, ref.wrap, title.wrap, h("div", { class: "row" }, prompt.wrap), h("div", { class: "row" }, h("button", { type: "submit" }, "Start session"), status));
+  prompt.wrap.classList.add("grow");
+  form.addEventListener(
+    "submit",
+    ctx.guarded(async (ev) => {
+      ev.preventDefault();
+      const body = { codeAgentId: agent.input.value, prompt: prompt.input.value };
+      if (repo.input.value) body.repoUrl = repo.input.value;
+      if (ref.input.value) body.ref = ref.input.value;
+      if (title.input.value) body.title = title.input.value;
+      const made = await ctx.api.post("/api/code-sessions", body);
+      openSession = made.id;
+      await ctx.refresh();
+    }),
+  );
+  return form;
+}
+
+function codeAgentForm(ctx) {
+  const name = field("Name", "input", { required: true, maxlength: 200, id: "coder-name" });
+  const model = field("Model", "input", { required: true, value: "local", id: "coder-model" });
+  const repo = field("Repository URL", "input", { type: "url", id: "coder-repo", placeholder: "https://github.com/you/app.git" });
+  const cred = field("Git token (write-only)", "input", { type: "password", autocomplete: "off" });
+  const form = h("form", { class: "grid-form", id: "coder-create" }, name.wrap, model.wrap, repo.wrap, cred.wrap, h("div", { class: "row" }, h("button", { type: "submit" }, "Add code agent")));
+  form.addEventListener(
+    "submit",
+    ctx.guarded(async (ev) => {
+      ev.preventDefault();
+      const body = { name: name.input.value, model: model.input.value };
+      if (repo.input.value) body.repoUrl = repo.input.value;
+      if (cred.input.value) body.gitCredential = cred.input.value;
+      cred.input.value = "";
+      await ctx.api.post("/api/code-agents", body);
+      await ctx.refresh();
+    }),
+  );
+  return form;
+}
+
+export default {
+  id: "code-sessions",
+  title: "Code sessions",
+  async render(root, ctx) {
+    follower?.abort();
+    const [agents, page] = await Promise.all([ctx.api.get("/api/code-agents"), ctx.api.get("/api/code-sessions?limit=30")]);
+    root.append(
+      h("h2", {}, "Code sessions"),
+      h("p", { class: "muted" }, "A code agent works on a repository in a sandbox and hands the change back as a branch and a pull request."),
+      page.sessions.length
+        ? table(
+            [
+              ["Session", (s) => h("button", { type: "button", class: "link", "data-session-id": s.id, onclick: ctx.guarded(async () => { openSession = s.id; await ctx.refresh(); }) }, s.title || s.id.slice(0, 8))],
+              ["Status", (s) => [badge(s.status), s.archived ? " archived" : ""]],
+              ["Code agent", (s) => agents.find((a) => a.id === s.code_agent_id)?.name ?? s.code_agent_id.slice(0, 8)],
+              ["Started", (s) => when(s.created_at)],
+            ],
+            page.sessions,
+            { "aria-label": "Code sessions, newest first", id: "session-table" },
+          )
+        : h("p", { class: "muted" }, "No session yet."),
+      agents.length ? section("Start a session", {}, startForm(ctx, agents)) : h("p", { class: "muted" }, "Add a code agent first."),
+      h("details", { open: agents.length ? null : true }, h("summary", {}, "Add a code agent"), codeAgentForm(ctx)),
+    );
+    if (!openSession) return;
+    const session = await ctx.api.get(`/api/code-sessions/${enc(openSession)}`);
+    const { view, list, onStatus } = sessionView(ctx, session);
+    root.append(view);
+    follow(ctx, session, list, onStatus).catch((e) => ctx.showError(e.message));
+  },
+};

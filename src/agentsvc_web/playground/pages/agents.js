@@ -91,7 +91,7 @@ async function computerPart(ctx, agent) {
   const form = h(
     "form",
     { class: "stack", id: "agent-computer", "aria-label": "Computer" },
-    enabled.el,
+    enabled.wrap,
     field("Provider", provider),
     field("Network", network),
     field("Allowed hosts (with allowlist)", hosts),
@@ -104,7 +104,7 @@ async function computerPart(ctx, agent) {
     h("div", { class: "row" }, h("button", { type: "submit" }, "Save computer"), saved),
   );
   onSubmit(form, ctx, async () => {
-    const body = { enabled: enabled.box.checked, network: network.value, allowedHosts: names(hosts.value) };
+    const body = { enabled: enabled.input.checked, network: network.value, allowedHosts: names(hosts.value) };
     if (provider.value) body.provider = provider.value;
     const stored = await ctx.api.request("PUT", `/api/agents/${enc(agent.id)}/computer`, body);
     saved.textContent = `saved: ${stored.enabled ? "on" : "off"}, ${stored.effective_provider}`;

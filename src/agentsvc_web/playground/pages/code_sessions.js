@@ -6,8 +6,7 @@
 
 import { sseEvents } from "../api.js";
 import { h, pretty } from "../dom.js";
-import { badge, field, options, section, statusLine, table, when } from "./form_bits.js";
-import { enc, webUrl } from "./formkit.js";
+import { badge, enc, labelled, options, section, status, table, webUrl, when } from "./formkit.js";
 
 const ENDED = new Set(["finished", "error", "cancelled", "expired"]);
 let openSession = null;
@@ -102,8 +101,8 @@ function sessionView(ctx, session) {
       onStatus(s.status);
       if (what === "archive") await ctx.refresh();
     });
-  const reply = field("Follow-up (the answer to the model's question, or a next instruction)", "input", { id: "session-reply" });
-  const replyStatus = statusLine();
+  const reply = labelled("Follow-up (the answer to the model's question, or a next instruction)", "input", { id: "session-reply" });
+  const replyStatus = status();
   const form = h("form", { class: "row" }, reply.wrap, h("button", { type: "submit" }, "Send"), replyStatus);
   reply.wrap.classList.add("grow");
   form.addEventListener(
@@ -146,13 +145,13 @@ function sessionView(ctx, session) {
 }
 
 function startForm(ctx, agents) {
-  const agent = field("Code agent", "select", { id: "session-agent" }, options(agents.map((a) => [a.id, `${a.name} (${a.model})`]), agents[0]?.id));
-  const prompt = field("Task", "textarea", { rows: 3, required: true, id: "session-prompt", placeholder: "add() subtracts: fix it and run test_app.py" });
-  const repo = field("Repository (empty: the code agent's)", "input", { type: "url", id: "session-repo" });
-  const ref = field("Branch or commit", "input", {});
-  const title = field("Title", "input", { maxlength: 200 });
-  const status = statusLine();
-  const form = h("form", { class: "grid-form", id: "session-start" }, agent.wrap, repo.wrap, ref.wrap, title.wrap, h("div", { class: "row" }, prompt.wrap), h("div", { class: "row" }, h("button", { type: "submit" }, "Start session"), status));
+  const agent = labelled("Code agent", "select", { id: "session-agent" }, options(agents.map((a) => [a.id, `${a.name} (${a.model})`]), agents[0]?.id));
+  const prompt = labelled("Task", "textarea", { rows: 3, required: true, id: "session-prompt", placeholder: "add() subtracts: fix it and run test_app.py" });
+  const repo = labelled("Repository (empty: the code agent's)", "input", { type: "url", id: "session-repo" });
+  const ref = labelled("Branch or commit", "input", {});
+  const title = labelled("Title", "input", { maxlength: 200 });
+  const said = status();
+  const form = h("form", { class: "grid-form", id: "session-start" }, agent.wrap, repo.wrap, ref.wrap, title.wrap, h("div", { class: "row" }, prompt.wrap), h("div", { class: "row" }, h("button", { type: "submit" }, "Start session"), said));
   prompt.wrap.classList.add("grow");
   form.addEventListener(
     "submit",
@@ -171,10 +170,10 @@ function startForm(ctx, agents) {
 }
 
 function codeAgentForm(ctx) {
-  const name = field("Name", "input", { required: true, maxlength: 200, id: "coder-name" });
-  const model = field("Model", "input", { required: true, value: "local", id: "coder-model" });
-  const repo = field("Repository URL", "input", { type: "url", id: "coder-repo", placeholder: "https://github.com/you/app.git" });
-  const cred = field("Git token (write-only)", "input", { type: "password", autocomplete: "off" });
+  const name = labelled("Name", "input", { required: true, maxlength: 200, id: "coder-name" });
+  const model = labelled("Model", "input", { required: true, value: "local", id: "coder-model" });
+  const repo = labelled("Repository URL", "input", { type: "url", id: "coder-repo", placeholder: "https://github.com/you/app.git" });
+  const cred = labelled("Git token (write-only)", "input", { type: "password", autocomplete: "off" });
   const form = h("form", { class: "grid-form", id: "coder-create" }, name.wrap, model.wrap, repo.wrap, cred.wrap, h("div", { class: "row" }, h("button", { type: "submit" }, "Add code agent")));
   form.addEventListener(
     "submit",
@@ -212,7 +211,7 @@ export default {
             { "aria-label": "Code sessions, newest first", id: "session-table" },
           )
         : h("p", { class: "muted" }, "No session yet."),
-      agents.length ? section("Start a session", {}, startForm(ctx, agents)) : h("p", { class: "muted" }, "Add a code agent first."),
+      agents.length ? section("Start a session", startForm(ctx, agents)) : h("p", { class: "muted" }, "Add a code agent first."),
       h("details", { open: agents.length ? null : true }, h("summary", {}, "Add a code agent"), codeAgentForm(ctx)),
     );
     if (!openSession) return;

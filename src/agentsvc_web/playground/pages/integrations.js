@@ -58,7 +58,7 @@ function attachPart(ctx, integration, attachment) {
     "form",
     { class: "stack", "data-attach": integration.id },
     h("p", { class: "small" }, attachment ? `Attached to ${agent.name}.` : `Not attached to ${agent.name}.`),
-    h("div", { class: "row wrap" }, boxes.map((b) => b.el)),
+    h("div", { class: "row wrap" }, boxes.map((b) => b.wrap)),
     h(
       "div",
       { class: "row" },
@@ -77,7 +77,7 @@ function attachPart(ctx, integration, attachment) {
     ),
   );
   onSubmit(form, ctx, async () => {
-    const requireApproval = boxes.filter((b) => b.box.checked).map((b) => b.box.value);
+    const requireApproval = boxes.filter((b) => b.input.checked).map((b) => b.input.value);
     await ctx.api.post(`/api/agents/${enc(agent.id)}/integrations`, { integrationId: integration.id, requireApproval });
     await ctx.refresh();
   });

@@ -54,7 +54,7 @@ function docRow(ctx, doc, reload) {
       h("span", { class: "muted small" }, `${doc.scope}${doc.agent_id ? " (agent)" : ""} · ${doc.mime_type} · ${doc.bytes} bytes · ${doc.chunk_count} chunk(s)`),
     ),
     doc.error ? h("p", { class: doc.status === "failed" ? "error-text small" : "muted small" }, doc.error) : null,
-    h("p", { class: "muted small" }, `uploaded ${when(doc.created_at)} · indexed ${when(doc.indexed_at)}`),
+    h("p", { class: "muted small" }, `uploaded ${when(doc.created_at)} · indexed ${when(doc.indexed_at, "never")}`),
     h(
       "div",
       { class: "row" },

@@ -5,24 +5,23 @@
 // deliveries with every attempt, each one redelivered with a click.
 
 import { h } from "../dom.js";
-import { badge, checkbox, field, secretOnce, section, statusLine, table, when } from "./form_bits.js";
-import { dangerButton, enc } from "./formkit.js";
+import { badge, check, dangerButton, enc, labelled, secretOnce, section, status, table, when } from "./formkit.js";
 
 let openEndpoint = null;
 let shownSecret = null; // {endpointId, secret}: shown on the next drawing, then forgotten
 
 function eventPicker(types, chosen, idPrefix) {
-  const boxes = types.map((t) => ({ type: t.type, ...checkbox(t.type, { checked: chosen.includes(t.type) ? true : null, id: `${idPrefix}-${t.type}`, title: t.description }) }));
+  const boxes = types.map((t) => ({ type: t.type, ...check(t.type, { checked: chosen.includes(t.type) ? true : null, id: `${idPrefix}-${t.type}`, title: t.description }) }));
   const wrap = h("fieldset", { class: "events" }, h("legend", {}, "Events"), h("div", { class: "pick-list" }, boxes.map((b) => b.wrap)));
   return { wrap, value: () => boxes.filter((b) => b.input.checked).map((b) => b.type) };
 }
 
 function createForm(ctx, types) {
-  const url = field("URL", "input", { type: "url", required: true, placeholder: "https://example.com/hooks/agentsvc", id: "hook-url" });
-  const description = field("Description", "input", { maxlength: 500 });
+  const url = labelled("URL", "input", { type: "url", required: true, placeholder: "https://example.com/hooks/agentsvc", id: "hook-url" });
+  const description = labelled("Description", "input", { maxlength: 500 });
   const events = eventPicker(types, ["reply.completed"], "hook-new");
-  const status = statusLine();
-  const form = h("form", { class: "stack", id: "hook-create", "aria-label": "New endpoint" }, url.wrap, description.wrap, events.wrap, h("div", { class: "row" }, h("button", { type: "submit" }, "Add endpoint"), status));
+  const said = status();
+  const form = h("form", { class: "stack", id: "hook-create", "aria-label": "New endpoint" }, url.wrap, description.wrap, events.wrap, h("div", { class: "row" }, h("button", { type: "submit" }, "Add endpoint"), said));
   form.addEventListener(
     "submit",
     ctx.guarded(async (ev) => {
@@ -43,7 +42,7 @@ function attemptsText(d) {
 async function endpointDetail(ctx, types, e) {
   const base = `/api/webhooks/${enc(e.id)}`;
   const page = await ctx.api.get(`${base}/deliveries?limit=20`);
-  const note = statusLine();
+  const note = status();
   const events = eventPicker(types, e.events, `hook-${e.id.slice(0, 8)}`);
   const save = h("form", { class: "stack", id: "hook-events" }, events.wrap, h("div", { class: "row" }, h("button", { type: "submit" }, "Save events"), note));
   save.addEventListener(
@@ -128,7 +127,7 @@ export default {
               [
                 "Enabled",
                 (e) => {
-                  const c = checkbox("enabled", { checked: e.enabled ? true : null, "aria-label": `Enabled: ${e.url}` });
+                  const c = check("enabled", { checked: e.enabled ? true : null, "aria-label": `Enabled: ${e.url}` });
                   c.input.addEventListener(
                     "change",
                     ctx.guarded(async () => {

@@ -2,15 +2,17 @@
 // task. The page lists the sessions newest first, starts one, and follows the
 // open one's timeline live (GET /api/code-sessions/{id}/events as Server-Sent
 // Events; after a dropped connection it re-attaches with Last-Event-ID, so no
-// event shows twice), with a follow-up box, cancel and archive.
+// event shows twice), with a follow-up box, cancel and archive. It also lists the
+// code agents: add, edit (name, model, repository, git token) and delete one.
 
 import { sseEvents } from "../api.js";
 import { h, pretty } from "../dom.js";
-import { badge, enc, labelled, options, section, status, table, webUrl, when } from "./formkit.js";
+import { badge, check, dangerButton, enc, labelled, options, section, status, table, webUrl, when } from "./formkit.js";
 
 const ENDED = new Set(["finished", "error", "cancelled", "expired"]);
 let openSession = null;
 let follower = null; // the AbortController of the timeline being followed
+let editing = null; // the id of the code agent whose edit form is open
 
 /** One timeline event as a list item: its type, and what it says. */
 function eventItem(ev) {
@@ -190,12 +192,79 @@ function codeAgentForm(ctx) {
   return form;
 }
 
+/**
+ * A code agent's edit form: name, model, repository (empty: none), and its git
+ * token, replaced when one is typed, removed when asked, else kept (the API
+ * never answers it, only whether there is one).
+ */
+function codeAgentEdit(ctx, coder) {
+  const name = labelled("Name", "input", { required: true, maxlength: 200, value: coder.name, id: "coder-edit-name" });
+  const model = labelled("Model", "input", { required: true, value: coder.model, id: "coder-edit-model" });
+  const repo = labelled("Repository URL (empty: none)", "input", { type: "url", value: coder.repo_url ?? "", id: "coder-edit-repo" });
+  const cred = labelled(coder.has_git_credential ? "New git token (empty: keep it)" : "Git token", "input", { type: "password", autocomplete: "off", id: "coder-edit-token" });
+  const drop = check("remove the git token", { id: "coder-edit-drop", disabled: !coder.has_git_credential });
+  const said = status();
+  const form = h(
+    "form",
+    { class: "grid-form", id: "coder-edit", "data-code-agent-id": coder.id, "aria-label": `Edit ${coder.name}` },
+    name.wrap,
+    model.wrap,
+    repo.wrap,
+    cred.wrap,
+    h("div", { class: "row" }, drop.wrap, h("button", { type: "submit" }, "Save code agent"), said),
+  );
+  form.addEventListener(
+    "submit",
+    ctx.guarded(async (ev) => {
+      ev.preventDefault();
+      const body = { name: name.input.value, model: model.input.value, repoUrl: repo.input.value || null };
+      if (cred.input.value) body.gitCredential = cred.input.value;
+      else if (drop.input.checked) body.gitCredential = null;
+      cred.input.value = "";
+      await ctx.api.patch(`/api/code-agents/${enc(coder.id)}`, body);
+      editing = null;
+      await ctx.refresh();
+    }),
+  );
+  return form;
+}
+
+/** The code agents: each with Edit and Delete (its sessions stay). */
+function codeAgentTable(ctx, agents) {
+  if (!agents.length) return h("p", { class: "muted" }, "No code agent yet.");
+  return table(
+    [
+      ["Name", (a) => a.name],
+      ["Model", (a) => a.model],
+      ["Repository", (a) => a.repo_url ?? "-"],
+      ["Git token", (a) => (a.has_git_credential ? "stored" : "none")],
+      [
+        "",
+        (a) =>
+          h(
+            "div",
+            { class: "row" },
+            h("button", { type: "button", class: "coder-edit", "aria-label": `Edit ${a.name}`, onclick: ctx.guarded(async () => { editing = a.id; await ctx.refresh(); }) }, "Edit"),
+            dangerButton("Delete", ctx.guarded(async () => {
+              await ctx.api.delete(`/api/code-agents/${enc(a.id)}`);
+              if (editing === a.id) editing = null;
+              await ctx.refresh();
+            }), { class: "danger coder-delete", "aria-label": `Delete ${a.name}` }),
+          ),
+      ],
+    ],
+    agents,
+    { "aria-label": "Code agents", id: "coder-table" },
+  );
+}
+
 export default {
   id: "code-sessions",
   title: "Code sessions",
   async render(root, ctx) {
     follower?.abort();
     const [agents, page] = await Promise.all([ctx.api.get("/api/code-agents"), ctx.api.get("/api/code-sessions?limit=30")]);
+    const coder = agents.find((a) => a.id === editing);
     root.append(
       h("h2", {}, "Code sessions"),
       h("p", { class: "muted" }, "A code agent works on a repository in a sandbox and hands the change back as a branch and a pull request."),
@@ -212,7 +281,12 @@ export default {
           )
         : h("p", { class: "muted" }, "No session yet."),
       agents.length ? section("Start a session", startForm(ctx, agents)) : h("p", { class: "muted" }, "Add a code agent first."),
-      h("details", { open: agents.length ? null : true }, h("summary", {}, "Add a code agent"), codeAgentForm(ctx)),
+      section(
+        "Code agents",
+        codeAgentTable(ctx, agents),
+        coder ? codeAgentEdit(ctx, coder) : null,
+        h("details", { open: agents.length ? null : true }, h("summary", {}, "Add a code agent"), codeAgentForm(ctx)),
+      ),
     );
     if (!openSession) return;
     const session = await ctx.api.get(`/api/code-sessions/${enc(openSession)}`);

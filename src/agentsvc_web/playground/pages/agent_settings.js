@@ -5,7 +5,7 @@
 // the body's camelCase one, and what kind of control edits it.
 
 import { h } from "../dom.js";
-import { check, enc, field, names, onSubmit, section, select, status } from "./formkit.js";
+import { check, enc, field, names, onSubmit, section, select, status, submitRow } from "./formkit.js";
 
 const AREAS = [
   {
@@ -85,7 +85,7 @@ async function areaForm(ctx, agent, spec) {
     { class: "stack", "data-area": spec.area, "aria-label": spec.title },
     h("p", { class: "muted small" }, spec.note),
     controls,
-    h("div", { class: "row" }, h("button", { type: "submit" }, `Save ${spec.title.split(" (")[0].toLowerCase()}`), saved),
+    submitRow(`Save ${spec.title.split(" (")[0].toLowerCase()}`, saved),
   );
   onSubmit(form, ctx, async () => {
     const body = {};

@@ -6,7 +6,7 @@
 // a pending one) and the messages that reached it.
 
 import { h, put } from "../dom.js";
-import { badge, dangerButton, enc, labelled, options, parseJson, secretOnce, section, status, table, when } from "./formkit.js";
+import { badge, dangerButton, enc, labelled, onSubmit, options, parseJson, secretOnce, section, status, submitRow, table, when } from "./formkit.js";
 
 const TYPES = ["webhook", "telegram", "slack", "whatsapp_cloud", "whatsapp_web"];
 const QR_POLL_MS = 3000;
@@ -27,24 +27,20 @@ function createForm(ctx, agent, onMade) {
     dm.wrap,
     creds.wrap,
     config.wrap,
-    h("div", { class: "row" }, h("button", { type: "submit" }, "Connect channel"), said),
+    submitRow("Connect channel", said),
   );
-  form.addEventListener(
-    "submit",
-    ctx.guarded(async (ev) => {
-      ev.preventDefault();
-      const body = { type: type.input.value, dmPolicy: dm.input.value };
-      if (name.input.value) body.name = name.input.value;
-      const c = parseJson(creds.input.value, "The credentials");
-      const k = parseJson(config.input.value, "The config");
-      if (c !== undefined) body.credentials = c;
-      if (k !== undefined) body.config = k;
-      const made = await ctx.api.post(`/api/agents/${enc(agent.id)}/channels`, body);
-      creds.input.value = ""; // never left in the page
-      said.say(`connected a ${made.type} channel: ${made.status}`);
-      await onMade(made);
-    }),
-  );
+  onSubmit(form, ctx, async () => {
+    const body = { type: type.input.value, dmPolicy: dm.input.value };
+    if (name.input.value) body.name = name.input.value;
+    const c = parseJson(creds.input.value, "The credentials");
+    const k = parseJson(config.input.value, "The config");
+    if (c !== undefined) body.credentials = c;
+    if (k !== undefined) body.config = k;
+    const made = await ctx.api.post(`/api/agents/${enc(agent.id)}/channels`, body);
+    creds.input.value = ""; // never left in the page
+    said.say(`connected a ${made.type} channel: ${made.status}`);
+    await onMade(made);
+  });
   return form;
 }
 

@@ -7,7 +7,7 @@
 
 import { sseEvents } from "../api.js";
 import { h, pretty } from "../dom.js";
-import { badge, check, dangerButton, enc, labelled, options, section, status, table, webUrl, when } from "./formkit.js";
+import { badge, check, dangerButton, enc, labelled, onSubmit, options, section, status, submitRow, table, webUrl, when } from "./formkit.js";
 
 const ENDED = new Set(["finished", "error", "cancelled", "expired"]);
 let openSession = null;
@@ -107,15 +107,11 @@ function sessionView(ctx, session) {
   const replyStatus = status();
   const form = h("form", { class: "row" }, reply.wrap, h("button", { type: "submit" }, "Send"), replyStatus);
   reply.wrap.classList.add("grow");
-  form.addEventListener(
-    "submit",
-    ctx.guarded(async (ev) => {
-      ev.preventDefault();
-      await ctx.api.post(`/api/code-sessions/${enc(session.id)}/messages`, { content: reply.input.value });
-      reply.input.value = "";
-      replyStatus.say("sent");
-    }),
-  );
+  onSubmit(form, ctx, async () => {
+    await ctx.api.post(`/api/code-sessions/${enc(session.id)}/messages`, { content: reply.input.value });
+    reply.input.value = "";
+    replyStatus.say("sent");
+  });
   const view = section(
     session.title || session.id,
     { id: "session-detail", "data-session-id": session.id },
@@ -153,21 +149,17 @@ function startForm(ctx, agents) {
   const ref = labelled("Branch or commit", "input", {});
   const title = labelled("Title", "input", { maxlength: 200 });
   const said = status();
-  const form = h("form", { class: "grid-form", id: "session-start" }, agent.wrap, repo.wrap, ref.wrap, title.wrap, h("div", { class: "row" }, prompt.wrap), h("div", { class: "row" }, h("button", { type: "submit" }, "Start session"), said));
+  const form = h("form", { class: "grid-form", id: "session-start" }, agent.wrap, repo.wrap, ref.wrap, title.wrap, h("div", { class: "row" }, prompt.wrap), submitRow("Start session", said));
   prompt.wrap.classList.add("grow");
-  form.addEventListener(
-    "submit",
-    ctx.guarded(async (ev) => {
-      ev.preventDefault();
-      const body = { codeAgentId: agent.input.value, prompt: prompt.input.value };
-      if (repo.input.value) body.repoUrl = repo.input.value;
-      if (ref.input.value) body.ref = ref.input.value;
-      if (title.input.value) body.title = title.input.value;
-      const made = await ctx.api.post("/api/code-sessions", body);
-      openSession = made.id;
-      await ctx.refresh();
-    }),
-  );
+  onSubmit(form, ctx, async () => {
+    const body = { codeAgentId: agent.input.value, prompt: prompt.input.value };
+    if (repo.input.value) body.repoUrl = repo.input.value;
+    if (ref.input.value) body.ref = ref.input.value;
+    if (title.input.value) body.title = title.input.value;
+    const made = await ctx.api.post("/api/code-sessions", body);
+    openSession = made.id;
+    await ctx.refresh();
+  });
   return form;
 }
 
@@ -177,18 +169,14 @@ function codeAgentForm(ctx) {
   const repo = labelled("Repository URL", "input", { type: "url", id: "coder-repo", placeholder: "https://github.com/you/app.git" });
   const cred = labelled("Git token (write-only)", "input", { type: "password", autocomplete: "off" });
   const form = h("form", { class: "grid-form", id: "coder-create" }, name.wrap, model.wrap, repo.wrap, cred.wrap, h("div", { class: "row" }, h("button", { type: "submit" }, "Add code agent")));
-  form.addEventListener(
-    "submit",
-    ctx.guarded(async (ev) => {
-      ev.preventDefault();
-      const body = { name: name.input.value, model: model.input.value };
-      if (repo.input.value) body.repoUrl = repo.input.value;
-      if (cred.input.value) body.gitCredential = cred.input.value;
-      cred.input.value = "";
-      await ctx.api.post("/api/code-agents", body);
-      await ctx.refresh();
-    }),
-  );
+  onSubmit(form, ctx, async () => {
+    const body = { name: name.input.value, model: model.input.value };
+    if (repo.input.value) body.repoUrl = repo.input.value;
+    if (cred.input.value) body.gitCredential = cred.input.value;
+    cred.input.value = "";
+    await ctx.api.post("/api/code-agents", body);
+    await ctx.refresh();
+  });
   return form;
 }
 
@@ -213,19 +201,15 @@ function codeAgentEdit(ctx, coder) {
     cred.wrap,
     h("div", { class: "row" }, drop.wrap, h("button", { type: "submit" }, "Save code agent"), said),
   );
-  form.addEventListener(
-    "submit",
-    ctx.guarded(async (ev) => {
-      ev.preventDefault();
-      const body = { name: name.input.value, model: model.input.value, repoUrl: repo.input.value || null };
-      if (cred.input.value) body.gitCredential = cred.input.value;
-      else if (drop.input.checked) body.gitCredential = null;
-      cred.input.value = "";
-      await ctx.api.patch(`/api/code-agents/${enc(coder.id)}`, body);
-      editing = null;
-      await ctx.refresh();
-    }),
-  );
+  onSubmit(form, ctx, async () => {
+    const body = { name: name.input.value, model: model.input.value, repoUrl: repo.input.value || null };
+    if (cred.input.value) body.gitCredential = cred.input.value;
+    else if (drop.input.checked) body.gitCredential = null;
+    cred.input.value = "";
+    await ctx.api.patch(`/api/code-agents/${enc(coder.id)}`, body);
+    editing = null;
+    await ctx.refresh();
+  });
   return form;
 }
 

@@ -179,6 +179,11 @@ export function names(text) {
     .filter(Boolean);
 }
 
+/** A form's last row: its submit button, then its status line (status()). */
+export function submitRow(label, said) {
+  return h("div", { class: "row" }, h("button", { type: "submit" }, label), said);
+}
+
 /** Runs `handler` when the form is submitted (the default send prevented). */
 export function onSubmit(form, ctx, handler) {
   form.addEventListener("submit", ctx.guarded(handler));

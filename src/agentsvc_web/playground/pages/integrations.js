@@ -5,7 +5,7 @@
 // delete and register again.
 
 import { h } from "../dom.js";
-import { add, check, dangerButton, enc, field, names, onSubmit, section, status } from "./formkit.js";
+import { add, check, dangerButton, enc, field, names, onSubmit, section, status, submitRow } from "./formkit.js";
 
 const DB_TOOLS = ["list_tables", "describe_table", "query"];
 
@@ -27,7 +27,7 @@ function registerForm(ctx) {
     field("Allowed tables (comma separated)", tables),
     field("Rows per answer at most", maxRows),
     field("Statement timeout in milliseconds", timeout),
-    h("div", { class: "row" }, h("button", { type: "submit" }, "Register"), saved),
+    submitRow("Register", saved),
   );
   onSubmit(form, ctx, async () => {
     const body = { name: name.value.trim(), type: "postgresql", connection: connection.value };

@@ -5,7 +5,7 @@
 // would, seeing exactly the results the model would get.
 
 import { h, pretty } from "../dom.js";
-import { add, badge, dangerButton, enc, field, onSubmit, section, select, status, when } from "./formkit.js";
+import { add, badge, dangerButton, enc, field, onSubmit, section, select, status, submitRow, when } from "./formkit.js";
 
 const POLL_MS = 1000;
 const BUSY = new Set(["queued", "processing"]);
@@ -85,7 +85,7 @@ function searchPart(ctx, scopeOf) {
     { class: "stack", id: "knowledge-search", role: "search" },
     field("Query", query),
     field("Results (topK)", topK),
-    h("div", { class: "row" }, h("button", { type: "submit" }, "Search"), said),
+    submitRow("Search", said),
   );
   onSubmit(form, ctx, async () => {
     const body = { query: query.value, topK: Number(topK.value) || 5 };

@@ -4,7 +4,7 @@
 // one; and the agent's memory settings (tools offered, collection after turns).
 
 import { h } from "../dom.js";
-import { add, badge, check, dangerButton, enc, field, needAgent, onSubmit, section, select, status, when } from "./formkit.js";
+import { add, badge, check, dangerButton, enc, field, needAgent, onSubmit, section, select, status, submitRow, when } from "./formkit.js";
 
 const SCOPES = ["agent", "thread", "user"];
 
@@ -42,7 +42,7 @@ function settingsPart(ctx, agent, config) {
     collect.wrap,
     h("fieldset", {}, h("legend", {}, "Scopes the tools may use"), scopes.map((s) => s.wrap)),
     field("Active memories at most", max),
-    h("div", { class: "row" }, h("button", { type: "submit" }, "Save memory settings"), saved),
+    submitRow("Save memory settings", saved),
   );
   onSubmit(form, ctx, async () => {
     const stored = await ctx.api.request("PUT", `/api/agents/${enc(agent.id)}/memory`, {

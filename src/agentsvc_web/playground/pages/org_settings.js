@@ -5,7 +5,7 @@
 // with (hidden until asked for; rotating it makes a new one at once).
 
 import { h } from "../dom.js";
-import { check, dangerButton, labelled, status } from "./formkit.js";
+import { check, dangerButton, labelled, onSubmit, status, submitRow } from "./formkit.js";
 
 export default {
   id: "settings",
@@ -27,20 +27,16 @@ export default {
       { class: "stack", id: "org-form", "aria-label": "Organization settings" },
       retention.wrap,
       domains.wrap,
-      h("div", { class: "row" }, h("button", { type: "submit" }, "Save"), said),
+      submitRow("Save", said),
     );
-    form.addEventListener(
-      "submit",
-      ctx.guarded(async (ev) => {
-        ev.preventDefault();
-        const days = retention.input.value.trim();
-        const saved = await ctx.api.post("/api/orgs/settings", {
-          threadRetentionDays: days === "" ? null : Number(days),
-          allowedEmbedDomains: domains.input.value.split("\n").map((l) => l.trim()).filter(Boolean),
-        });
-        said.say(`saved: ${saved.thread_retention_days === null ? "threads are kept for ever" : `threads untouched for ${saved.thread_retention_days} days are deleted`}`);
-      }),
-    );
+    onSubmit(form, ctx, async () => {
+      const days = retention.input.value.trim();
+      const saved = await ctx.api.post("/api/orgs/settings", {
+        threadRetentionDays: days === "" ? null : Number(days),
+        allowedEmbedDomains: domains.input.value.split("\n").map((l) => l.trim()).filter(Boolean),
+      });
+      said.say(`saved: ${saved.thread_retention_days === null ? "threads are kept for ever" : `threads untouched for ${saved.thread_retention_days} days are deleted`}`);
+    });
 
     const secret = labelled("Signing secret", "input", { type: "password", readonly: true, value: s.signing_secret, id: "org-secret", autocomplete: "off", spellcheck: "false" });
     const show = check("show it", { id: "org-secret-show" });

@@ -7,7 +7,7 @@
 // so the page says why and gives the link instead.
 
 import { h } from "../dom.js";
-import { check, dangerButton, enc, labelled, options, secretOnce, section, status, table, webUrl, when } from "./formkit.js";
+import { check, dangerButton, enc, labelled, onSubmit, options, secretOnce, section, status, submitRow, table, webUrl, when } from "./formkit.js";
 
 /** Whether a CSP's frame-ancestors lets `origin` (scheme://host[:port]) frame the page. */
 export function framingAllowed(csp, origin) {
@@ -58,32 +58,28 @@ function chatForm(ctx, agent, chat, onSaved) {
     description.wrap,
     h("div", { class: "row" }, welcome.wrap, starters.wrap, domains.wrap),
     h("div", { class: "row" }, active.wrap),
-    h("div", { class: "row" }, h("button", { type: "submit" }, chat ? "Save" : "Publish"), said),
+    submitRow(chat ? "Save" : "Publish", said),
   );
   for (const f of [welcome, starters, domains]) f.wrap.classList.add("grow");
-  form.addEventListener(
-    "submit",
-    ctx.guarded(async (ev) => {
-      ev.preventDefault();
-      const capText = cap.input.value.trim();
-      const body = {
-        slug: slug.input.value.trim(),
-        title: title.input.value,
-        description: description.input.value,
-        welcomeMessage: welcome.input.value,
-        starterPrompts: lines(starters.input.value),
-        visibility: visibility.input.value,
-        allowedDomains: lines(domains.input.value).length ? lines(domains.input.value) : null,
-        rateLimitPerMin: Number(rate.input.value || 20),
-        dailyCostCapUsd: capText === "" ? null : Number(capText),
-        isActive: active.input.checked,
-      };
-      const path = `/api/agents/${enc(agent.id)}/publish`;
-      const saved = chat ? await ctx.api.patch(path, body) : await ctx.api.post(path, body);
-      said.say(chat ? "saved" : "published");
-      await onSaved(saved);
-    }),
-  );
+  onSubmit(form, ctx, async () => {
+    const capText = cap.input.value.trim();
+    const body = {
+      slug: slug.input.value.trim(),
+      title: title.input.value,
+      description: description.input.value,
+      welcomeMessage: welcome.input.value,
+      starterPrompts: lines(starters.input.value),
+      visibility: visibility.input.value,
+      allowedDomains: lines(domains.input.value).length ? lines(domains.input.value) : null,
+      rateLimitPerMin: Number(rate.input.value || 20),
+      dailyCostCapUsd: capText === "" ? null : Number(capText),
+      isActive: active.input.checked,
+    };
+    const path = `/api/agents/${enc(agent.id)}/publish`;
+    const saved = chat ? await ctx.api.patch(path, body) : await ctx.api.post(path, body);
+    said.say(chat ? "saved" : "published");
+    await onSaved(saved);
+  });
   return form;
 }
 

@@ -5,7 +5,7 @@
 // (runs have no event stream); the graph shows its steps' statuses.
 
 import { h, pretty } from "../dom.js";
-import { badge, enc, labelled, parseJson, status, table, when } from "./formkit.js";
+import { badge, enc, labelled, onSubmit, parseJson, status, table, when } from "./formkit.js";
 
 const ACTIVE = new Set(["queued", "running", "paused"]);
 const POLL_MS = 1000;
@@ -83,20 +83,16 @@ function startForm(ctx, runner, onStarted) {
   const said = status();
   const button = h("button", { type: "submit" }, "Start a run");
   const form = h("form", { class: "stack", id: "run-start" }, input.wrap, h("div", { class: "row" }, button, said));
-  form.addEventListener(
-    "submit",
-    ctx.guarded(async (ev) => {
-      ev.preventDefault();
-      button.disabled = true; // one click, one run
-      try {
-        const run = await ctx.api.post(`/api/runners/${enc(runner.id)}/runs`, { input: parseJson(input.input.value, "The input") ?? {} });
-        said.say(`started run ${run.id.slice(0, 8)}`);
-        await onStarted(run);
-      } finally {
-        button.disabled = false;
-      }
-    }),
-  );
+  onSubmit(form, ctx, async () => {
+    button.disabled = true; // one click, one run
+    try {
+      const run = await ctx.api.post(`/api/runners/${enc(runner.id)}/runs`, { input: parseJson(input.input.value, "The input") ?? {} });
+      said.say(`started run ${run.id.slice(0, 8)}`);
+      await onStarted(run);
+    } finally {
+      button.disabled = false;
+    }
+  });
   return form;
 }
 

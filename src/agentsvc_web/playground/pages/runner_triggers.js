@@ -4,7 +4,7 @@
 // once, with the webhook URL it goes in.
 
 import { h } from "../dom.js";
-import { check, dangerButton, enc, labelled, numberOrNull, options, parseJson, secretOnce, status, table, when } from "./formkit.js";
+import { check, dangerButton, enc, labelled, numberOrNull, onSubmit, options, parseJson, secretOnce, status, submitRow, table, when } from "./formkit.js";
 
 const KINDS = ["manual", "api", "webhook", "button", "cron"];
 
@@ -33,22 +33,18 @@ export async function renderTriggers(root, ctx, runner) {
     cron.wrap,
     tz.wrap,
     input.wrap,
-    h("div", { class: "row" }, h("button", { type: "submit" }, "Add trigger"), said),
+    submitRow("Add trigger", said),
   );
-  form.addEventListener(
-    "submit",
-    ctx.guarded(async (ev) => {
-      ev.preventDefault();
-      const body = { kind: kind.input.value, name: name.input.value, timezone: tz.input.value || "UTC" };
-      if (body.kind === "cron") body.cron = cron.input.value;
-      const defaults = parseJson(input.input.value, "The default input");
-      if (defaults !== undefined) body.input = defaults;
-      const made = await ctx.api.post(base, body);
-      said.say(`added a ${made.kind} trigger`);
-      await redraw();
-      showToken(made);
-    }),
-  );
+  onSubmit(form, ctx, async () => {
+    const body = { kind: kind.input.value, name: name.input.value, timezone: tz.input.value || "UTC" };
+    if (body.kind === "cron") body.cron = cron.input.value;
+    const defaults = parseJson(input.input.value, "The default input");
+    if (defaults !== undefined) body.input = defaults;
+    const made = await ctx.api.post(base, body);
+    said.say(`added a ${made.kind} trigger`);
+    await redraw();
+    showToken(made);
+  });
 
   const list = h("div", {});
   const redraw = async () => {
@@ -131,22 +127,18 @@ export async function renderBudget(root, ctx, runner) {
     dayTokens.wrap,
     soft.wrap,
     onExceed.wrap,
-    h("div", { class: "row" }, h("button", { type: "submit" }, "Save budget"), said),
+    submitRow("Save budget", said),
   );
-  form.addEventListener(
-    "submit",
-    ctx.guarded(async (ev) => {
-      ev.preventDefault();
-      const saved = await ctx.api.request("PUT", path, {
-        maxCostUsdPerRun: numberOrNull(perRunUsd.input),
-        maxTokensPerRun: numberOrNull(perRunTokens.input),
-        dailyCostUsd: numberOrNull(dayUsd.input),
-        dailyTokens: numberOrNull(dayTokens.input),
-        softLimitPct: numberOrNull(soft.input) ?? 80,
-        onExceed: onExceed.input.value,
-      });
-      said.say(`saved: ${saved.max_tokens_per_run ?? "no"} tokens a run, on exceeding: ${saved.on_exceed}`);
-    }),
-  );
+  onSubmit(form, ctx, async () => {
+    const saved = await ctx.api.request("PUT", path, {
+      maxCostUsdPerRun: numberOrNull(perRunUsd.input),
+      maxTokensPerRun: numberOrNull(perRunTokens.input),
+      dailyCostUsd: numberOrNull(dayUsd.input),
+      dailyTokens: numberOrNull(dayTokens.input),
+      softLimitPct: numberOrNull(soft.input) ?? 80,
+      onExceed: onExceed.input.value,
+    });
+    said.say(`saved: ${saved.max_tokens_per_run ?? "no"} tokens a run, on exceeding: ${saved.on_exceed}`);
+  });
   root.append(h("p", { class: "muted small" }, "An empty field is no limit."), form);
 }

@@ -5,7 +5,7 @@
 // its triggers and its budget (runner_triggers.js).
 
 import { h, pretty } from "../dom.js";
-import { dangerButton, enc, labelled, parseJson, section, status, when } from "./formkit.js";
+import { dangerButton, enc, labelled, onSubmit, parseJson, section, status, submitRow, when } from "./formkit.js";
 import { runnerGraph } from "./runner_graph.js";
 import { renderRuns } from "./runner_runs.js";
 import { renderBudget, renderTriggers } from "./runner_triggers.js";
@@ -35,21 +35,17 @@ function createForm(ctx, runners) {
     description.wrap,
     schema.wrap,
     steps.wrap,
-    h("div", { class: "row" }, h("button", { type: "submit" }, "Create runner"), said),
+    submitRow("Create runner", said),
   );
-  form.addEventListener(
-    "submit",
-    ctx.guarded(async (ev) => {
-      ev.preventDefault();
-      const body = { name: name.input.value, description: description.input.value };
-      body.inputSchema = parseJson(schema.input.value, "The input schema");
-      body.steps = parseJson(steps.input.value, "The steps") ?? [];
-      const made = await ctx.api.post("/api/runners", body);
-      said.say(`created ${made.name}`);
-      picked = made.id;
-      await ctx.refresh();
-    }),
-  );
+  onSubmit(form, ctx, async () => {
+    const body = { name: name.input.value, description: description.input.value };
+    body.inputSchema = parseJson(schema.input.value, "The input schema");
+    body.steps = parseJson(steps.input.value, "The steps") ?? [];
+    const made = await ctx.api.post("/api/runners", body);
+    said.say(`created ${made.name}`);
+    picked = made.id;
+    await ctx.refresh();
+  });
   return h(
     "details",
     { class: "create", open: runners.length ? null : true },
@@ -100,16 +96,12 @@ function stepsEditor(ctx, runner) {
     2,
   );
   const said = status();
-  const form = h("form", { class: "stack" }, steps.wrap, h("div", { class: "row" }, h("button", { type: "submit" }, "Save steps"), said));
-  form.addEventListener(
-    "submit",
-    ctx.guarded(async (ev) => {
-      ev.preventDefault();
-      await ctx.api.request("PUT", `/api/runners/${enc(runner.id)}/steps`, { steps: parseJson(steps.input.value, "The steps") ?? [] });
-      said.say("saved");
-      await ctx.refresh();
-    }),
-  );
+  const form = h("form", { class: "stack" }, steps.wrap, submitRow("Save steps", said));
+  onSubmit(form, ctx, async () => {
+    await ctx.api.request("PUT", `/api/runners/${enc(runner.id)}/steps`, { steps: parseJson(steps.input.value, "The steps") ?? [] });
+    said.say("saved");
+    await ctx.refresh();
+  });
   return h("details", {}, h("summary", {}, "Edit the steps"), form);
 }
 

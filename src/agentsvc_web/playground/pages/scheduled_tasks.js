@@ -4,7 +4,7 @@
 // one change made; the runs of the tasks are listed below, newest first.
 
 import { h } from "../dom.js";
-import { badge, check, dangerButton, enc, labelled, options, section, status, table, when } from "./formkit.js";
+import { badge, check, dangerButton, enc, labelled, onSubmit, options, section, status, submitRow, table, when } from "./formkit.js";
 
 /** A stored task as the PUT body wants it (camelCase). */
 function bodyOf(t) {
@@ -84,25 +84,21 @@ async function addForm(ctx, agent, tasks) {
     tz.wrap,
     thread.wrap,
     h("div", { class: "row" }, prompt.wrap),
-    h("div", { class: "row" }, h("button", { type: "submit" }, "Schedule"), said),
+    submitRow("Schedule", said),
   );
   prompt.wrap.classList.add("grow");
-  form.addEventListener(
-    "submit",
-    ctx.guarded(async (ev) => {
-      ev.preventDefault();
-      const draft = {
-        name: name.input.value,
-        prompt: prompt.input.value,
-        cron: cron.input.value,
-        timezone: tz.input.value || "UTC",
-        threadId: thread.input.value || null,
-      };
-      await save(ctx, agent, [...tasks.map(bodyOf), draft]);
-      said.say("scheduled");
-      await ctx.refresh();
-    }),
-  );
+  onSubmit(form, ctx, async () => {
+    const draft = {
+      name: name.input.value,
+      prompt: prompt.input.value,
+      cron: cron.input.value,
+      timezone: tz.input.value || "UTC",
+      threadId: thread.input.value || null,
+    };
+    await save(ctx, agent, [...tasks.map(bodyOf), draft]);
+    said.say("scheduled");
+    await ctx.refresh();
+  });
   return form;
 }
 

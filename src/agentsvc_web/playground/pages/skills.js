@@ -6,7 +6,7 @@
 // the registry the service ships (searched in place).
 
 import { h } from "../dom.js";
-import { badge, check, dangerButton, enc, labelled, options, section, status, when } from "./formkit.js";
+import { badge, check, dangerButton, enc, labelled, onSubmit, options, section, status, submitRow, when } from "./formkit.js";
 
 let carried = ""; // a note for the next drawing of the page (a sync's outcome)
 const EXAMPLE = "---\nname: tea\ndescription: How this house brews tea. Use for any tea order.\n---\n# Tea\nSteep green tea for 2 minutes at 80C.";
@@ -100,16 +100,12 @@ function writeForm(ctx) {
   const content = labelled("SKILL.md", "textarea", { rows: 7, required: true, spellcheck: "false", class: "code", id: "skill-content" });
   content.input.value = EXAMPLE;
   const said = status();
-  const form = h("form", { class: "stack", id: "skill-write" }, content.wrap, h("div", { class: "row" }, h("button", { type: "submit" }, "Add skill"), said));
-  form.addEventListener(
-    "submit",
-    ctx.guarded(async (ev) => {
-      ev.preventDefault();
-      const made = await ctx.api.post("/api/skills", { content: content.input.value });
-      said.say(`added ${made.name}`);
-      await ctx.refresh();
-    }),
-  );
+  const form = h("form", { class: "stack", id: "skill-write" }, content.wrap, submitRow("Add skill", said));
+  onSubmit(form, ctx, async () => {
+    const made = await ctx.api.post("/api/skills", { content: content.input.value });
+    said.say(`added ${made.name}`);
+    await ctx.refresh();
+  });
   return form;
 }
 
@@ -119,19 +115,15 @@ function sourceForm(ctx) {
   const path = labelled("Path in the repository", "input", { placeholder: "skills/tea" });
   const ref = labelled("Branch or tag", "input", {});
   const said = status();
-  const form = h("form", { class: "grid-form" }, type.wrap, url.wrap, path.wrap, ref.wrap, h("div", { class: "row" }, h("button", { type: "submit" }, "Fetch skill"), said));
-  form.addEventListener(
-    "submit",
-    ctx.guarded(async (ev) => {
-      ev.preventDefault();
-      const source = { type: type.input.value, url: url.input.value };
-      if (path.input.value) source.path = path.input.value;
-      if (ref.input.value) source.ref = ref.input.value;
-      const made = await ctx.api.post("/api/skills", { source });
-      said.say(`added ${made.name}`);
-      await ctx.refresh();
-    }),
-  );
+  const form = h("form", { class: "grid-form" }, type.wrap, url.wrap, path.wrap, ref.wrap, submitRow("Fetch skill", said));
+  onSubmit(form, ctx, async () => {
+    const source = { type: type.input.value, url: url.input.value };
+    if (path.input.value) source.path = path.input.value;
+    if (ref.input.value) source.ref = ref.input.value;
+    const made = await ctx.api.post("/api/skills", { source });
+    said.say(`added ${made.name}`);
+    await ctx.refresh();
+  });
   return form;
 }
 

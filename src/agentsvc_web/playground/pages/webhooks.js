@@ -5,7 +5,7 @@
 // deliveries with every attempt, each one redelivered with a click.
 
 import { h } from "../dom.js";
-import { badge, check, dangerButton, enc, labelled, secretOnce, section, status, table, when } from "./formkit.js";
+import { badge, check, dangerButton, enc, labelled, onSubmit, secretOnce, section, status, submitRow, table, when } from "./formkit.js";
 
 let openEndpoint = null;
 let shownSecret = null; // {endpointId, secret}: shown on the next drawing, then forgotten
@@ -21,17 +21,13 @@ function createForm(ctx, types) {
   const description = labelled("Description", "input", { maxlength: 500 });
   const events = eventPicker(types, ["reply.completed"], "hook-new");
   const said = status();
-  const form = h("form", { class: "stack", id: "hook-create", "aria-label": "New endpoint" }, url.wrap, description.wrap, events.wrap, h("div", { class: "row" }, h("button", { type: "submit" }, "Add endpoint"), said));
-  form.addEventListener(
-    "submit",
-    ctx.guarded(async (ev) => {
-      ev.preventDefault();
-      const made = await ctx.api.post("/api/webhooks", { url: url.input.value, description: description.input.value, events: events.value() });
-      openEndpoint = made.endpoint.id;
-      shownSecret = { endpointId: made.endpoint.id, secret: made.secret };
-      await ctx.refresh();
-    }),
-  );
+  const form = h("form", { class: "stack", id: "hook-create", "aria-label": "New endpoint" }, url.wrap, description.wrap, events.wrap, submitRow("Add endpoint", said));
+  onSubmit(form, ctx, async () => {
+    const made = await ctx.api.post("/api/webhooks", { url: url.input.value, description: description.input.value, events: events.value() });
+    openEndpoint = made.endpoint.id;
+    shownSecret = { endpointId: made.endpoint.id, secret: made.secret };
+    await ctx.refresh();
+  });
   return form;
 }
 
@@ -44,15 +40,11 @@ async function endpointDetail(ctx, types, e) {
   const page = await ctx.api.get(`${base}/deliveries?limit=20`);
   const note = status();
   const events = eventPicker(types, e.events, `hook-${e.id.slice(0, 8)}`);
-  const save = h("form", { class: "stack", id: "hook-events" }, events.wrap, h("div", { class: "row" }, h("button", { type: "submit" }, "Save events"), note));
-  save.addEventListener(
-    "submit",
-    ctx.guarded(async (ev) => {
-      ev.preventDefault();
-      await ctx.api.patch(base, { events: events.value() });
-      note.say("saved");
-    }),
-  );
+  const save = h("form", { class: "stack", id: "hook-events" }, events.wrap, submitRow("Save events", note));
+  onSubmit(save, ctx, async () => {
+    await ctx.api.patch(base, { events: events.value() });
+    note.say("saved");
+  });
   const secret = shownSecret?.endpointId === e.id ? secretOnce("Signing secret", shownSecret.secret) : null;
   shownSecret = null;
   return section(

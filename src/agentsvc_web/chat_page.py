@@ -4,8 +4,9 @@ script ``/c/{slug}/widget.js``, and the page's static files under ``/c/_/``
 
 - The page is a small HTML document; what it shows of the chat (title, welcome
   message, starter prompts) it reads from the public API, and every message is
-  shown as DOM text or through the page's own Markdown renderer, which builds
-  elements and text nodes and never parses HTML (``chat_page_files/markdown.js``).
+  shown as DOM text or through the Markdown renderer it shares with the console,
+  which builds elements and text nodes and never parses HTML
+  (``markdown_files/markdown.js``, served here as ``/c/_/markdown.js``).
   Its CSP loads nothing but this origin's script and style sheet, talks to this
   origin only, and lets only the chat's sites frame it (``frame-ancestors``, from
   the chat's ``allowed_domains`` or the organization's embed domains).
@@ -30,6 +31,7 @@ from litestar.static_files import create_static_files_router
 from agentsvc_core.errors import PermissionDenied
 from agentsvc_core.use_cases.publishing import PublicChats
 from agentsvc_web.embed_domains import embedder_allowed, filled_script, frame_ancestors
+from agentsvc_web.playground_ui import MARKDOWN_FILES
 
 __all__ = ["ASSETS_CSP", "ASSETS_PATH", "chat_page_routes", "page_csp", "widget_script"]
 
@@ -144,10 +146,11 @@ async def _with_policy(response: Response[Any]) -> Response[Any]:
 
 
 def chat_page_routes() -> list[Any]:
-    """The page, the widget's script and the page's static files."""
+    """The page, the widget's script and the page's static files (the Markdown
+    renderer's among them)."""
     assets: Router = create_static_files_router(
         path=ASSETS_PATH,
-        directories=[FILES],
+        directories=[FILES, MARKDOWN_FILES],
         name="chat-assets",
         include_in_schema=False,
         cache_control=CacheControlHeader(no_cache=True),

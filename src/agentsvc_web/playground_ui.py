@@ -23,10 +23,13 @@ from litestar import Router
 from litestar.datastructures import CacheControlHeader
 from litestar.static_files import create_static_files_router
 
-__all__ = ["PLAYGROUND_CSP", "PLAYGROUND_PATH", "playground_router"]
+__all__ = ["MARKDOWN_FILES", "PLAYGROUND_CSP", "PLAYGROUND_PATH", "playground_router"]
 
 PLAYGROUND_PATH = "/playground"
 FILES = Path(__file__).parent / "playground"
+# the Markdown renderer (markdown.js, highlight.js) the console shares with the
+# public chat page: each serves the folder's files beside its own
+MARKDOWN_FILES = Path(__file__).parent / "markdown_files"
 
 PLAYGROUND_CSP = "; ".join(
     [
@@ -44,10 +47,11 @@ PLAYGROUND_CSP = "; ".join(
 
 
 def playground_router() -> Router:
-    """``/playground`` (its ``index.html``) and ``/playground/<file>``."""
+    """``/playground`` (its ``index.html``) and ``/playground/<file>``, the
+    Markdown renderer's files among them."""
     return create_static_files_router(
         path=PLAYGROUND_PATH,
-        directories=[FILES],
+        directories=[FILES, MARKDOWN_FILES],
         html_mode=True,
         name="playground",
         include_in_schema=False,

@@ -197,7 +197,7 @@ def test_the_client_works_in_a_browser(built: Path, memory_service: Service) -> 
     another loopback origin and calls the service through CORS."""
     from playwright import sync_api  # noqa: PLC0415 - only this test drives a browser
 
-    from tests.e2e.test_playground import chromium  # noqa: PLC0415
+    from tests.e2e.console_support import chromium  # noqa: PLC0415
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Files)
     thread = threading.Thread(target=server.serve_forever, daemon=True)

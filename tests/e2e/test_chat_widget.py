@@ -22,8 +22,8 @@ import httpx
 import pytest
 
 from tests.e2e.conftest import E2E_JWT_SECRET
+from tests.e2e.console_support import WAIT_MS, chromium
 from tests.e2e.service import Service, client, new_org
-from tests.e2e.test_playground import WAIT_MS, chromium
 from tests.web.live import serve
 
 pytestmark = pytest.mark.e2e

@@ -17,25 +17,20 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.service import Service, client, running
-from tests.e2e.test_playground import chromium
+from tests.e2e.console_support import ROOT, VIEWPORT, browser, new_key, screenshot, service, watch
+from tests.e2e.service import Service, client
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).parents[2]
 SHOTS = ROOT / "test-output" / "console-chat"
-DOCS_IMAGES = ROOT / "docs" / "images"
-WAIT_MS = 30_000  # the longest a page state may take to appear (not a timing claim)
 
 XSS = (
     'Look: <img src="x" onerror="window.__xss = 1"> and <script>window.__xss = 2</script>'
@@ -51,30 +46,9 @@ MARKDOWN = (
 @pytest.fixture(scope="module")
 def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Service, str, Any]]:
     """One service process and one Chromium for the module's tests."""
-    try:
-        from playwright import sync_api  # noqa: PLC0415  (a clear failure without it)
-    except ImportError:
-        pytest.fail("the console test needs Playwright: pip install -e '.[dev]'", pytrace=False)
-    executable = chromium()
-    tmp = tmp_path_factory.mktemp("console-chat")
-    key = f"ask_e2e_{uuid.uuid4().hex}"
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    with (
-        running(
-            {
-                "AGENTSVC_STORAGE": "memory",
-                "AGENTSVC_BOOTSTRAP_API_KEY": key,
-                "AGENTSVC_DATA_DIR": str(tmp / "data"),
-            },
-            log=tmp / "svc.log",
-        ) as service,
-        sync_api.sync_playwright() as pw,
-    ):
-        browser = pw.chromium.launch(executable_path=executable, args=["--no-sandbox"])
-        try:
-            yield service, key, browser
-        finally:
-            browser.close()
+    key = new_key()
+    with service(tmp_path_factory.mktemp("console-chat"), key) as svc, browser() as chromium:
+        yield svc, key, chromium
 
 
 class Console:
@@ -84,18 +58,10 @@ class Console:
         self.base = service.url
         self.key = key
         self.api = client(service, key, timeout=30)
-        self.context = browser.new_context(
-            viewport=options.pop("viewport", {"width": 1280, "height": 900}), **options
-        )
-        self.page = self.context.new_page()
-        self.page.set_default_timeout(WAIT_MS)
+        self.context = browser.new_context(viewport=options.pop("viewport", VIEWPORT), **options)
         self.problems: list[str] = []
         self.requests: list[Any] = []
-        self.page.on("pageerror", lambda e: self.problems.append(f"page error: {e}"))
-        self.page.on(
-            "console",
-            lambda m: self.problems.append(m.text) if "Content Security Policy" in m.text else None,
-        )
+        self.page = watch(self.context.new_page(), self.problems)
         self.page.on("request", self._request)
 
     def _request(self, request: Any) -> None:
@@ -155,10 +121,8 @@ class Console:
         return list(self.api.get(f"/api/threads/{thread_id}/messages").json()["messages"])
 
     def shot(self, name: str, *, docs: bool = False, full_page: bool = True) -> None:
-        path = SHOTS / f"{name}.png"
-        self.page.screenshot(path=str(path), full_page=full_page)
-        if docs and os.environ.get("AGENTSVC_UPDATE_DOCS_IMAGES") == "1":
-            shutil.copy(path, DOCS_IMAGES / f"console-{name}.png")
+        docs_name = f"console-{name}.png" if docs else None
+        screenshot(self.page, SHOTS / f"{name}.png", docs_name, full_page=full_page)
 
     def sent_bodies(self, path_end: str) -> list[dict[str, Any]]:
         return [

@@ -5,17 +5,14 @@ compares what the page shows with what the API stored. The fakes are loopback
 ones: an MCP server over streamable HTTP, an OAuth authorization server, a
 webhook tool's endpoint, and this machine's PostgreSQL as a database integration.
 
-Screenshots go to ``test-output/console/``; with ``AGENTSVC_DOCS_SHOTS=1`` they
-also replace ``docs/images/console-<page>.png`` (docs/console.md shows them).
+Screenshots go to ``test-output/console/``; with ``AGENTSVC_UPDATE_DOCS_IMAGES=1``
+they also replace ``docs/images/console-<page>.png`` (docs/console.md shows them).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import threading
-import uuid
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -25,7 +22,8 @@ import httpx
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from tests.e2e.service import Service, client, running
+from tests.e2e.console_support import ROOT, VIEWPORT, browser, new_key, screenshot, service, watch
+from tests.e2e.service import Service, client
 from tests.mcp_servers.server import HttpMcpServer
 from tests.oauth_server import AuthServer
 from tests.pg import reader_role
@@ -33,78 +31,40 @@ from tests.web.live import serve
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).parents[2]
 SHOTS = ROOT / "test-output" / "console"
-DOCS_IMAGES = ROOT / "docs" / "images"
 PASSWORD = "console-integration-password-8c1d"
-WAIT_MS = 30_000  # the longest a page state may take to appear (not a timing claim)
-
-
-def chromium() -> str:
-    """Debian's chromium (or AGENTSVC_TEST_CHROMIUM), as the playground's test finds
-    it (``make test`` installs it); its absence fails the test."""
-    named = os.environ.get("AGENTSVC_TEST_CHROMIUM")
-    found = named or shutil.which("chromium") or shutil.which("chromium-browser")
-    if not found or not Path(found).exists():
-        pytest.fail(
-            "the console test needs Chromium: `apt-get install chromium` (make test does it "
-            "as root) or set AGENTSVC_TEST_CHROMIUM to a Chromium binary",
-            pytrace=False,
-        )
-    return found
 
 
 @pytest.fixture(scope="module")
 def svc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Service, str]]:
-    tmp_path = tmp_path_factory.mktemp("console-manage-a")
-    key = f"ask_e2e_{uuid.uuid4().hex}"
-    env = {
-        "AGENTSVC_STORAGE": "memory",
-        "AGENTSVC_BOOTSTRAP_API_KEY": key,
-        "AGENTSVC_ALLOW_PRIVATE_NETWORK": "true",  # the loopback fakes
-        "AGENTSVC_DATA_DIR": str(tmp_path / "data"),
-    }
-    with running(env, log=tmp_path / "svc.log") as service:
-        yield service, key
+    key = new_key()
+    env = {"AGENTSVC_ALLOW_PRIVATE_NETWORK": "true"}  # the loopback fakes
+    with service(tmp_path_factory.mktemp("console-manage-a"), key, env) as svc:
+        yield svc, key
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    try:
-        from playwright import sync_api  # noqa: PLC0415  (a clear failure without it)
-    except ImportError:
-        pytest.fail("the console test needs Playwright: pip install -e '.[dev]'", pytrace=False)
-    executable = chromium()
-    with sync_api.sync_playwright() as pw:
-        launched = pw.chromium.launch(executable_path=executable, args=["--no-sandbox"])
-        try:
-            yield launched
-        finally:
-            launched.close()
+def chromium_browser() -> Iterator[Any]:
+    with browser() as launched:
+        yield launched
 
 
 @pytest.fixture
 def api(svc: tuple[Service, str]) -> Iterator[httpx.Client]:
-    service, key = svc
-    with client(service, key, timeout=30) as c:
+    svc_, key = svc
+    with client(svc_, key, timeout=30) as c:
         yield c
 
 
 class Console:
     """One signed-in tab of the console; its script errors and CSP reports fail the test."""
 
-    def __init__(self, browser: Any, base: str, key: str) -> None:
+    def __init__(self, chromium_browser: Any, base: str, key: str) -> None:
         self.base = base
         self.key = key
-        self.context = browser.new_context(viewport={"width": 1280, "height": 900})
-        self.page = self.context.new_page()
-        self.page.set_default_timeout(WAIT_MS)
+        self.context = chromium_browser.new_context(viewport=VIEWPORT)
         self.problems: list[str] = []
-        self.page.on("pageerror", lambda e: self.problems.append(f"page error: {e}"))
-        self.page.on(
-            "console",
-            lambda m: self.problems.append(m.text) if "Content Security Policy" in m.text else None,
-        )
+        self.page = watch(self.context.new_page(), self.problems)
 
     def open(self, page_id: str) -> Any:
         """Signs in with ``#manage/<page_id>`` in the URL: the page opens at once."""
@@ -120,17 +80,13 @@ class Console:
         assert self.page.is_hidden("#error"), self.page.inner_text("#error")
 
     def shot(self, name: str) -> None:
-        SHOTS.mkdir(parents=True, exist_ok=True)
-        path = SHOTS / f"console-{name}.png"
-        self.page.screenshot(path=str(path), full_page=True)
-        if os.environ.get("AGENTSVC_DOCS_SHOTS") == "1":
-            shutil.copyfile(path, DOCS_IMAGES / path.name)
+        screenshot(self.page, SHOTS / f"console-{name}.png", f"console-{name}.png", full_page=True)
 
 
 @pytest.fixture
-def console(browser: Any, svc: tuple[Service, str]) -> Iterator[Console]:
-    service, key = svc
-    c = Console(browser, service.url, key)
+def console(chromium_browser: Any, svc: tuple[Service, str]) -> Iterator[Console]:
+    svc_, key = svc
+    c = Console(chromium_browser, svc_.url, key)
     try:
         yield c
     finally:

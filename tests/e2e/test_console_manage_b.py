@@ -9,8 +9,8 @@ and a git server.
 The page's script errors and Content-Security-Policy violations fail the test
 that saw them; every page is also opened 420 px wide and must not scroll
 sideways. A PNG of each page goes to ``test-output/console/``; with
-``AGENTSVC_UPDATE_DOCS_IMAGES=1`` the pages' PNGs are written to
-``docs/images/console-<page>.png`` instead (docs/console.md shows them).
+``AGENTSVC_UPDATE_DOCS_IMAGES=1`` the pages' PNGs are also written to
+``docs/images/console-<page>.png`` (docs/console.md shows them).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import os
 import shutil
 import tempfile
 import threading
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -30,19 +29,16 @@ import httpx
 import pytest
 from standardwebhooks import Webhook, WebhookVerificationError
 
+from tests.e2e.console_support import ROOT, VIEWPORT, browser, new_key, screenshot, service, watch
 from tests.e2e.receivers import read_request
-from tests.e2e.service import Service, client, running
-from tests.e2e.test_playground import chromium
+from tests.e2e.service import Service, client
 from tests.fakes import evolution
 from tests.fakes.git import GitServer, serve_git
 from tests.web.live import serve
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).parents[2]
 SHOTS = ROOT / "test-output" / "console"
-DOCS_SHOTS = ROOT / "docs" / "images"
-WAIT_MS = 30_000  # the longest a page state may take to appear (not a timing claim)
 # what each page draws last: once it is there, the page is whole
 DRAWN = {
     "runners": "#budget-form",
@@ -100,7 +96,7 @@ class World(NamedTuple):
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     tmp = tmp_path_factory.mktemp("console-b")
-    key = f"ask_e2e_{uuid.uuid4().hex}"
+    key = new_key()
     receiver, git = Receiver(), GitServer()
     git.commit({"app.py": b"def add(a, b):\n    return a - b\n"})
     # the sandboxes' workspaces where their unprivileged users can reach them
@@ -111,17 +107,15 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             serve(receiver) as receiver_url,
             serve(evolution.FakeEvolution()) as evolution_url,
             serve_git(git) as git_url,
-            running(
+            service(
+                tmp,
+                key,
                 {
-                    "AGENTSVC_STORAGE": "memory",
-                    "AGENTSVC_BOOTSTRAP_API_KEY": key,
-                    "AGENTSVC_DATA_DIR": str(tmp / "data"),
                     "AGENTSVC_ALLOW_PRIVATE_NETWORK": "true",  # the fakes are on loopback
                     "AGENTSVC_WHATSAPP_WEB_URL": evolution_url,
                     "AGENTSVC_WHATSAPP_WEB_API_KEY": evolution.EVOLUTION_KEY,
                     "AGENTSVC_SANDBOX_LOCAL_DIR": str(sandboxes),
                 },
-                log=tmp / "svc.log",
             ) as svc,
             client(svc, key) as api,
         ):
@@ -142,18 +136,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    try:
-        from playwright import sync_api  # noqa: PLC0415  (a clear failure without it)
-    except ImportError:
-        pytest.fail("the console test needs Playwright: pip install -e '.[dev]'", pytrace=False)
-    executable = chromium()
-    with sync_api.sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=executable, args=["--no-sandbox"])
-        try:
-            yield b
-        finally:
-            b.close()
+def chromium_browser() -> Iterator[Any]:
+    with browser() as launched:
+        yield launched
 
 
 class Console:
@@ -172,19 +157,14 @@ class Console:
 
     def shot(self, name: str, docs: bool = True, panel: bool = False) -> None:
         """A PNG of the page (``panel``: of the Manage panel only)."""
-        if docs and os.environ.get("AGENTSVC_UPDATE_DOCS_IMAGES") == "1":
-            path = DOCS_SHOTS / f"console-{name}.png"
-        else:
-            SHOTS.mkdir(parents=True, exist_ok=True)
-            path = SHOTS / f"console-{name}.png"
         # a secret shown once stays out of the picture (the docs keep these PNGs)
-        hidden = [self.page.locator(".secret-once")]
+        hidden = {"mask": [self.page.locator(".secret-once")], "mask_color": "#e4e4e8"}
+        docs_name = f"console-{name}.png" if docs else None
+        path = SHOTS / f"console-{name}.png"
         if panel:
-            self.page.locator("#panel-manage").screenshot(
-                path=str(path), mask=hidden, mask_color="#e4e4e8"
-            )
+            screenshot(self.page.locator("#panel-manage"), path, docs_name, **hidden)
         else:
-            self.page.screenshot(path=str(path), full_page=True, mask=hidden, mask_color="#e4e4e8")
+            screenshot(self.page, path, docs_name, full_page=True, **hidden)
 
     def no_sideways_scroll(self, page_id: str) -> None:
         """The page laid out 420 px wide scrolls down only."""
@@ -212,15 +192,10 @@ class Console:
 
 
 @pytest.fixture
-def console(world: World, browser: Any) -> Iterator[Console]:
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    page.set_default_timeout(WAIT_MS)
+def console(world: World, chromium_browser: Any) -> Iterator[Console]:
+    page = chromium_browser.new_page(viewport=VIEWPORT)
     c = Console(page, world)
-    page.on("pageerror", lambda e: c.problems.append(f"page error: {e}"))
-    page.on(
-        "console",
-        lambda m: c.problems.append(m.text) if "Content Security Policy" in m.text else None,
-    )
+    watch(page, c.problems)
     page.on("request", lambda r: c.urls.append(r.url))
     page.goto(f"{world.svc.url}/playground")
     page.wait_for_selector("body[data-ready=true]")
@@ -551,6 +526,65 @@ def test_a_code_session_followed_live_then_cancelled_and_archived(
     page.wait_for_selector("#session-detail:has-text('its sandbox is gone')")
     assert api.get(f"/api/code-sessions/{session_id}").json()["archived"] is True
     console.no_sideways_scroll("code-sessions")
+
+
+def test_a_code_agent_edited_then_deleted_from_the_code_sessions_page(
+    console: Console, world: World
+) -> None:
+    api = world.api
+    made = api.post(
+        "/api/code-agents",
+        json={
+            "name": "patcher",
+            "model": "local",
+            "repoUrl": world.repo_url,
+            "gitCredential": "t-1",
+        },
+    )
+    assert made.status_code == 201, made.text
+    coder = made.json()
+    path = f"/api/code-agents/{coder['id']}"
+    page = console.open("code-sessions")
+    row = f"#coder-table tr[data-id='{coder['id']}']"
+    assert page.inner_text(f"{row} td[data-label='Git token']") == "stored"
+
+    # the edit form starts from what is stored; a name, no repository, no token
+    page.click(f"{row} button.coder-edit")
+    page.wait_for_selector(f"#coder-edit[data-code-agent-id='{coder['id']}']")
+    assert page.input_value("#coder-edit-name") == "patcher"
+    assert page.input_value("#coder-edit-repo") == world.repo_url
+    assert page.input_value("#coder-edit-token") == ""  # never answered, so never shown
+    page.fill("#coder-edit-name", "patcher <two>")
+    page.fill("#coder-edit-repo", "")
+    page.check("#coder-edit-drop")
+    page.click("#coder-edit button[type=submit]")
+    page.wait_for_selector("#coder-edit", state="detached")
+    page.wait_for_selector(f"{row} td[data-label=Name]:text-is('patcher <two>')")
+    stored = api.get(path).json()
+    assert (stored["name"], stored["repo_url"], stored["has_git_credential"]) == (
+        "patcher <two>",
+        None,
+        False,
+    )
+    assert page.inner_text(f"{row} td[data-label='Git token']") == "none"
+
+    # a new token is stored, and stays out of the page
+    page.click(f"{row} button.coder-edit")
+    page.fill("#coder-edit-token", "t-2-secret")
+    page.fill("#coder-edit-model", "local")
+    page.click("#coder-edit button[type=submit]")
+    page.wait_for_selector(f"{row} td[data-label='Git token']:text-is('stored')")
+    assert api.get(path).json()["has_git_credential"] is True
+    assert "t-2-secret" not in page.content()
+
+    # delete asks twice: the first press only arms the button
+    page.click(f"{row} button.coder-delete")
+    page.wait_for_selector(f"{row} button.coder-delete[data-armed]")
+    assert api.get(path).status_code == 200
+    page.click(f"{row} button.coder-delete")
+    page.wait_for_selector(row, state="detached")
+    assert api.get(path).status_code == 404
+    assert error_bar(page) == ""
 
 
 def _drop_first_timeline(page: Any, api: httpx.Client) -> list[dict[str, str]]:

@@ -14,11 +14,8 @@ A PNG of each step goes to ``test-output/playground/`` at the repository root.
 
 from __future__ import annotations
 
-import os
-import shutil
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,45 +23,23 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.e2e.console_support import ROOT, VIEWPORT, WAIT_MS, browser, new_key, service, watch
 from tests.e2e.secret_scan import SCAN
-from tests.e2e.service import Service, client, running
+from tests.e2e.service import Service, client
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).parents[2]
 SHOTS = ROOT / "test-output" / "playground"
-WAIT_MS = 30_000  # the longest a page state may take to appear (not a timing claim)
 # a name Chromium resolves to 127.0.0.1 (--host-resolver-rules): plain HTTP on a
 # host other than localhost is not a secure context, as on a LAN address
 INSECURE_HOST = "playground.test"
 
 
-def chromium() -> str:
-    """Debian's chromium (or AGENTSVC_TEST_CHROMIUM); its absence fails the test."""
-    named = os.environ.get("AGENTSVC_TEST_CHROMIUM")
-    found = named or shutil.which("chromium") or shutil.which("chromium-browser")
-    if not found or not Path(found).exists():
-        pytest.fail(
-            "the playground test needs Chromium: `apt-get install chromium` (make test does it "
-            "as root) or set AGENTSVC_TEST_CHROMIUM to a Chromium binary",
-            pytrace=False,
-        )
-    return found
-
-
 @pytest.fixture
 def svc(tmp_path: Path) -> Iterator[tuple[Service, str]]:
-    key = f"ask_e2e_{uuid.uuid4().hex}"
-    with running(
-        {
-            "AGENTSVC_STORAGE": "memory",
-            "AGENTSVC_BOOTSTRAP_API_KEY": key,
-            "AGENTSVC_ALLOW_STDIO_MCP": "true",
-            "AGENTSVC_DATA_DIR": str(tmp_path / "data"),
-        },
-        log=tmp_path / "svc.log",
-    ) as service:
-        yield service, key
+    key = new_key()
+    with service(tmp_path, key, {"AGENTSVC_ALLOW_STDIO_MCP": "true"}) as running_svc:
+        yield running_svc, key
 
 
 class Steps:
@@ -101,13 +76,8 @@ def wait_replies(page: Any, n: int) -> None:
 def test_the_playground_in_a_browser(
     svc: tuple[Service, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    try:
-        from playwright import sync_api  # noqa: PLC0415  (a clear failure without it)
-    except ImportError:
-        pytest.fail("the playground test needs Playwright: pip install -e '.[dev]'", pytrace=False)
-    executable = chromium()
-    service, key = svc
-    api = client(service, key, timeout=30)
+    svc_, key = svc
+    api = client(svc_, key, timeout=30)
     # an MCP server of the organization (the suite's own, over stdio) to attach
     SCAN.not_secret(str(ROOT))
     mcp = api.post(
@@ -125,29 +95,19 @@ def test_the_playground_in_a_browser(
     problems: list[str] = []  # CSP violations, script errors
     urls: list[str] = []  # every request's URL, of every page
 
-    def watch(page: Any) -> Any:
-        page.set_default_timeout(WAIT_MS)
-        page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-        page.on(
-            "console",
-            lambda m: problems.append(m.text) if "Content Security Policy" in m.text else None,
-        )
+    def watched(page: Any) -> Any:
         page.on("request", lambda r: urls.append(r.url))
-        return page
+        return watch(page, problems)
 
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path=executable,
-            args=["--no-sandbox", f"--host-resolver-rules=MAP {INSECURE_HOST} 127.0.0.1"],
-        )
+    # a name Chromium resolves to loopback, for the non-secure context
+    with browser(f"--host-resolver-rules=MAP {INSECURE_HOST} 127.0.0.1") as chromium:
         try:
-            page = watch(browser.new_page(viewport={"width": 1280, "height": 900}))
+            page = watched(chromium.new_page(viewport=VIEWPORT))
             steps = Steps(page)
-            thread_id = _walk(page, steps, api, service.url, key, mcp)
-            insecure = watch(browser.new_page(viewport={"width": 1280, "height": 900}))
-            _insecure_send(insecure, api, service.port, key, thread_id)
+            thread_id = _walk(page, steps, api, svc_.url, key, mcp)
+            insecure = watched(chromium.new_page(viewport=VIEWPORT))
+            _insecure_send(insecure, api, svc_.port, key, thread_id)
         finally:
-            browser.close()
             api.close()
     assert not problems, problems
     assert any("/api/threads/" in u for u in urls)  # the API's calls are recorded

@@ -18,6 +18,7 @@ from litestar.testing import TestClient
 
 from agentsvc_web.app import create_app
 from agentsvc_web.chat_page import FILES, page_csp, widget_script
+from agentsvc_web.playground_ui import MARKDOWN_FILES
 from agentsvc_web.settings import Settings
 
 KEY = "ask_chat_page_web_0123456789abcdefghij"
@@ -90,9 +91,30 @@ def test_the_widget_script_holds_values_as_literals() -> None:
     assert "__TITLE__" in widget_script(page_url="/c/x", title="__TITLE__")
 
 
+def test_the_page_modules_are_served_beside_it(c: TestClient[Any]) -> None:
+    """page.js and what it imports, transitively: the Markdown renderer the page
+    shares with the console (markdown_files/) is served under /c/_/ too, with the
+    files' own policy."""
+    seen: set[str] = set()
+    todo = ["page.js"]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        r = c.get(f"/c/_/{name}")
+        assert r.status_code == 200, name
+        assert "text/javascript" in r.headers["content-type"]
+        assert r.headers["content-security-policy"] == "default-src 'none'; frame-ancestors 'none'"
+        todo.extend(re.findall(r"""^import .* from "\./([a-z_]+\.js)";$""", r.text, re.M))
+    assert seen == {"page.js", "markdown.js", "highlight.js"}
+    # the console's files are not the public page's
+    assert c.get("/c/_/app.js").status_code == 404
+
+
 def test_the_files_keep_to_the_policy() -> None:
-    scripts = [*sorted(FILES.glob("*.js")), WIDGET]
-    assert len(scripts) >= 3
+    scripts = [*sorted(FILES.glob("*.js")), *sorted(MARKDOWN_FILES.glob("*.js")), WIDGET]
+    assert len(scripts) >= 4
     for script in scripts:
         text = script.read_text()
         for banned in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
@@ -105,7 +127,7 @@ def test_the_files_keep_to_the_policy() -> None:
 def test_the_files_are_package_data() -> None:
     pyproject = (Path(__file__).parents[2] / "pyproject.toml").read_text()
     line = next(x for x in pyproject.splitlines() if x.startswith('"agentsvc_web" = '))
-    for folder in (FILES, WIDGET.parent):
+    for folder in (FILES, WIDGET.parent, MARKDOWN_FILES):
         patterns = re.findall(rf'"({folder.name}/[^"]+)"', line)
         for f in folder.iterdir():
             assert any(f.match(p.split("/", 1)[1]) for p in patterns), f"{f.name} is not shipped"

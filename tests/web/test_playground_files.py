@@ -16,7 +16,7 @@ import pytest
 from litestar.testing import TestClient
 
 from agentsvc_web.app import create_app
-from agentsvc_web.playground_ui import FILES
+from agentsvc_web.playground_ui import FILES, MARKDOWN_FILES
 from agentsvc_web.settings import Settings
 
 KEY = "ask_playground_web_0123456789abcdefghij"
@@ -77,6 +77,7 @@ def test_every_file_the_page_loads_is_served_here_with_its_type(c: TestClient[An
         imports = re.findall(r"""^import .* from "(\.{1,2}/[a-z_/]+\.js)";$""", r.text, re.M)
         todo.extend(posixpath.normpath(posixpath.join(here, i)) for i in imports)
     assert {"app.js", "api.js", "chat.js", "dom.js", "charts.js", "observe.js"} <= seen
+    assert {"markdown.js", "highlight.js"} <= seen  # markdown_files/, shared with the chat page
     assert {f"pages/{f.name}" for f in (FILES / "pages").glob("*.js")} <= seen
 
 
@@ -107,7 +108,7 @@ def test_the_files_keep_to_the_policy() -> None:
     assert "<style" not in html
     assert not re.search(r"\sstyle=", html)
     assert not re.search(r"\son[a-z]+=", html), "inline event handler"
-    scripts = sorted(FILES.rglob("*.js"))
+    scripts = sorted([*FILES.rglob("*.js"), *MARKDOWN_FILES.glob("*.js")])
     assert scripts
     for script in scripts:
         text = script.read_text()
@@ -129,3 +130,7 @@ def test_the_files_are_package_data() -> None:
         assert any(len(s.parts) == len(inside.parts) and inside.match(str(s)) for s in shipped), (
             f"{inside} is not shipped"
         )
+    # the Markdown renderer, served from its own folder
+    shared = re.findall(r'"(markdown_files/[^"]+)"', line)
+    for f in MARKDOWN_FILES.iterdir():
+        assert any(f.match(p.split("/", 1)[1]) for p in shared), f"{f.name} is not shipped"

@@ -41,7 +41,7 @@ from agentsvc_web.runner_button import (
     embed_script,
     embedder_allowed,
 )
-from tests.e2e.test_playground import chromium
+from tests.e2e.console_support import chromium
 from tests.web.live import serve
 
 ROOT = Path(__file__).parents[2]

@@ -42,7 +42,7 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentsvc_web.app import create_app
 from agentsvc_web.settings import Settings
-from tests.e2e.test_playground import chromium
+from tests.e2e.console_support import chromium
 from tests.web.live import serve
 
 ROOT = Path(__file__).parents[2]

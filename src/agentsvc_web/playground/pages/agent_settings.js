@@ -5,7 +5,7 @@
 // the body's camelCase one, and what kind of control edits it.
 
 import { h } from "../dom.js";
-import { check, enc, field, names, onSubmit, section, select, status } from "./formkit.js";
+import { check, enc, field, names, onSubmit, section, select, status, submitRow } from "./formkit.js";
 
 const AREAS = [
   {
@@ -56,10 +56,10 @@ const AREAS = [
 
 function control(kind, value, label) {
   if (kind === "bool") return check(label, { checked: Boolean(value) });
-  if (Array.isArray(kind)) return { el: null, box: select(kind.map((k) => [k, k]), value) };
-  if (kind === "list") return { el: null, box: h("input", { value: (value ?? []).join(", ") }) };
-  if (kind === "number") return { el: null, box: h("input", { type: "number", value: value ?? "" }) };
-  return { el: null, box: h("input", { value: value ?? "" }) };
+  if (Array.isArray(kind)) return { wrap: null, input: select(kind.map((k) => [k, k]), value) };
+  if (kind === "list") return { wrap: null, input: h("input", { value: (value ?? []).join(", ") }) };
+  if (kind === "number") return { wrap: null, input: h("input", { type: "number", value: value ?? "" }) };
+  return { wrap: null, input: h("input", { value: value ?? "" }) };
 }
 
 function read(kind, box) {
@@ -76,8 +76,8 @@ async function areaForm(ctx, agent, spec) {
   const stored = await ctx.api.get(path);
   const controls = spec.fields.map(([key, , kind, label]) => {
     const c = control(kind, stored[key], label);
-    c.box.setAttribute("data-field", key);
-    return c.el ?? field(label, c.box);
+    c.input.setAttribute("data-field", key);
+    return c.wrap ?? field(label, c.input);
   });
   const saved = status();
   const form = h(
@@ -85,7 +85,7 @@ async function areaForm(ctx, agent, spec) {
     { class: "stack", "data-area": spec.area, "aria-label": spec.title },
     h("p", { class: "muted small" }, spec.note),
     controls,
-    h("div", { class: "row" }, h("button", { type: "submit" }, `Save ${spec.title.split(" (")[0].toLowerCase()}`), saved),
+    submitRow(`Save ${spec.title.split(" (")[0].toLowerCase()}`, saved),
   );
   onSubmit(form, ctx, async () => {
     const body = {};

@@ -6,7 +6,7 @@
 
 import { h } from "../dom.js";
 import { otherSettings } from "./agent_settings.js";
-import { add, badge, check, dangerButton, enc, field, names, onSubmit, section, select, status, when } from "./formkit.js";
+import { add, badge, check, dangerButton, enc, field, names, onSubmit, section, select, status, submitRow, when } from "./formkit.js";
 
 let openId = null; // the agent open on this page (kept while the tab lives)
 
@@ -53,7 +53,7 @@ function settingsForm(ctx, agent, models, done) {
     field("Tool profile used by default", profile, profiles.length ? null : "No profile yet: the Tools page makes them."),
     field("Minutes a tool call waits for approval", timeout),
     field("Where its computer and code sessions run", runtime),
-    h("div", { class: "row" }, h("button", { type: "submit" }, "Save settings"), saved),
+    submitRow("Save settings", saved),
   );
   onSubmit(form, ctx, async () => {
     const body = {
@@ -91,7 +91,7 @@ async function computerPart(ctx, agent) {
   const form = h(
     "form",
     { class: "stack", id: "agent-computer", "aria-label": "Computer" },
-    enabled.el,
+    enabled.wrap,
     field("Provider", provider),
     field("Network", network),
     field("Allowed hosts (with allowlist)", hosts),
@@ -101,10 +101,10 @@ async function computerPart(ctx, agent) {
       `Runs on ${config.effective_provider}; ${config.memory_mb} MB, commands up to ${config.exec_timeout_s} s, `
         + `${config.persistent ? "kept" : "not kept"} per ${config.scope}.`,
     ),
-    h("div", { class: "row" }, h("button", { type: "submit" }, "Save computer"), saved),
+    submitRow("Save computer", saved),
   );
   onSubmit(form, ctx, async () => {
-    const body = { enabled: enabled.box.checked, network: network.value, allowedHosts: names(hosts.value) };
+    const body = { enabled: enabled.input.checked, network: network.value, allowedHosts: names(hosts.value) };
     if (provider.value) body.provider = provider.value;
     const stored = await ctx.api.request("PUT", `/api/agents/${enc(agent.id)}/computer`, body);
     saved.textContent = `saved: ${stored.enabled ? "on" : "off"}, ${stored.effective_provider}`;

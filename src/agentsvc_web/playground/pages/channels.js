@@ -6,20 +6,19 @@
 // a pending one) and the messages that reached it.
 
 import { h, put } from "../dom.js";
-import { badge, field, options, parseJson, secretOnce, section, statusLine, table, when } from "./form_bits.js";
-import { dangerButton, enc } from "./formkit.js";
+import { badge, dangerButton, enc, labelled, onSubmit, options, parseJson, secretOnce, section, status, submitRow, table, when } from "./formkit.js";
 
 const TYPES = ["webhook", "telegram", "slack", "whatsapp_cloud", "whatsapp_web"];
 const QR_POLL_MS = 3000;
 let openChannel = null;
 
 function createForm(ctx, agent, onMade) {
-  const type = field("Type", "select", { id: "channel-type" }, options(TYPES.map((t) => [t]), "webhook"));
-  const name = field("Name", "input", { maxlength: 200, id: "channel-name" });
-  const dm = field("Direct messages", "select", {}, options([["open"], ["allowlist"], ["pairing", "pairing (a code, then your approval)"], ["disabled"]], "open"));
-  const creds = field("Credentials (JSON, write-only)", "input", { spellcheck: "false", placeholder: '{"botToken": "..."}', autocomplete: "off" });
-  const config = field("Config (JSON)", "input", { spellcheck: "false", placeholder: '{"target_url": "https://…"} (webhook)', id: "channel-config" });
-  const status = statusLine();
+  const type = labelled("Type", "select", { id: "channel-type" }, options(TYPES.map((t) => [t]), "webhook"));
+  const name = labelled("Name", "input", { maxlength: 200, id: "channel-name" });
+  const dm = labelled("Direct messages", "select", {}, options([["open"], ["allowlist"], ["pairing", "pairing (a code, then your approval)"], ["disabled"]], "open"));
+  const creds = labelled("Credentials (JSON, write-only)", "input", { spellcheck: "false", placeholder: '{"botToken": "..."}', autocomplete: "off" });
+  const config = labelled("Config (JSON)", "input", { spellcheck: "false", placeholder: '{"target_url": "https://…"} (webhook)', id: "channel-config" });
+  const said = status();
   const form = h(
     "form",
     { class: "grid-form", id: "channel-create", "aria-label": "New channel" },
@@ -28,24 +27,20 @@ function createForm(ctx, agent, onMade) {
     dm.wrap,
     creds.wrap,
     config.wrap,
-    h("div", { class: "row" }, h("button", { type: "submit" }, "Connect channel"), status),
+    submitRow("Connect channel", said),
   );
-  form.addEventListener(
-    "submit",
-    ctx.guarded(async (ev) => {
-      ev.preventDefault();
-      const body = { type: type.input.value, dmPolicy: dm.input.value };
-      if (name.input.value) body.name = name.input.value;
-      const c = parseJson(creds.input.value, "The credentials");
-      const k = parseJson(config.input.value, "The config");
-      if (c !== undefined) body.credentials = c;
-      if (k !== undefined) body.config = k;
-      const made = await ctx.api.post(`/api/agents/${enc(agent.id)}/channels`, body);
-      creds.input.value = ""; // never left in the page
-      status.say(`connected a ${made.type} channel: ${made.status}`);
-      await onMade(made);
-    }),
-  );
+  onSubmit(form, ctx, async () => {
+    const body = { type: type.input.value, dmPolicy: dm.input.value };
+    if (name.input.value) body.name = name.input.value;
+    const c = parseJson(creds.input.value, "The credentials");
+    const k = parseJson(config.input.value, "The config");
+    if (c !== undefined) body.credentials = c;
+    if (k !== undefined) body.config = k;
+    const made = await ctx.api.post(`/api/agents/${enc(agent.id)}/channels`, body);
+    creds.input.value = ""; // never left in the page
+    said.say(`connected a ${made.type} channel: ${made.status}`);
+    await onMade(made);
+  });
   return form;
 }
 

@@ -2,16 +2,17 @@
 // task. The page lists the sessions newest first, starts one, and follows the
 // open one's timeline live (GET /api/code-sessions/{id}/events as Server-Sent
 // Events; after a dropped connection it re-attaches with Last-Event-ID, so no
-// event shows twice), with a follow-up box, cancel and archive.
+// event shows twice), with a follow-up box, cancel and archive. It also lists the
+// code agents: add, edit (name, model, repository, git token) and delete one.
 
 import { sseEvents } from "../api.js";
 import { h, pretty } from "../dom.js";
-import { badge, field, options, section, statusLine, table, when } from "./form_bits.js";
-import { enc, webUrl } from "./formkit.js";
+import { badge, check, dangerButton, enc, labelled, onSubmit, options, section, status, submitRow, table, webUrl, when } from "./formkit.js";
 
 const ENDED = new Set(["finished", "error", "cancelled", "expired"]);
 let openSession = null;
 let follower = null; // the AbortController of the timeline being followed
+let editing = null; // the id of the code agent whose edit form is open
 
 /** One timeline event as a list item: its type, and what it says. */
 function eventItem(ev) {
@@ -102,19 +103,15 @@ function sessionView(ctx, session) {
       onStatus(s.status);
       if (what === "archive") await ctx.refresh();
     });
-  const reply = field("Follow-up (the answer to the model's question, or a next instruction)", "input", { id: "session-reply" });
-  const replyStatus = statusLine();
+  const reply = labelled("Follow-up (the answer to the model's question, or a next instruction)", "input", { id: "session-reply" });
+  const replyStatus = status();
   const form = h("form", { class: "row" }, reply.wrap, h("button", { type: "submit" }, "Send"), replyStatus);
   reply.wrap.classList.add("grow");
-  form.addEventListener(
-    "submit",
-    ctx.guarded(async (ev) => {
-      ev.preventDefault();
-      await ctx.api.post(`/api/code-sessions/${enc(session.id)}/messages`, { content: reply.input.value });
-      reply.input.value = "";
-      replyStatus.say("sent");
-    }),
-  );
+  onSubmit(form, ctx, async () => {
+    await ctx.api.post(`/api/code-sessions/${enc(session.id)}/messages`, { content: reply.input.value });
+    reply.input.value = "";
+    replyStatus.say("sent");
+  });
   const view = section(
     session.title || session.id,
     { id: "session-detail", "data-session-id": session.id },
@@ -146,49 +143,103 @@ function sessionView(ctx, session) {
 }
 
 function startForm(ctx, agents) {
-  const agent = field("Code agent", "select", { id: "session-agent" }, options(agents.map((a) => [a.id, `${a.name} (${a.model})`]), agents[0]?.id));
-  const prompt = field("Task", "textarea", { rows: 3, required: true, id: "session-prompt", placeholder: "add() subtracts: fix it and run test_app.py" });
-  const repo = field("Repository (empty: the code agent's)", "input", { type: "url", id: "session-repo" });
-  const ref = field("Branch or commit", "input", {});
-  const title = field("Title", "input", { maxlength: 200 });
-  const status = statusLine();
-  const form = h("form", { class: "grid-form", id: "session-start" }, agent.wrap, repo.wrap, ref.wrap, title.wrap, h("div", { class: "row" }, prompt.wrap), h("div", { class: "row" }, h("button", { type: "submit" }, "Start session"), status));
+  const agent = labelled("Code agent", "select", { id: "session-agent" }, options(agents.map((a) => [a.id, `${a.name} (${a.model})`]), agents[0]?.id));
+  const prompt = labelled("Task", "textarea", { rows: 3, required: true, id: "session-prompt", placeholder: "add() subtracts: fix it and run test_app.py" });
+  const repo = labelled("Repository (empty: the code agent's)", "input", { type: "url", id: "session-repo" });
+  const ref = labelled("Branch or commit", "input", {});
+  const title = labelled("Title", "input", { maxlength: 200 });
+  const said = status();
+  const form = h("form", { class: "grid-form", id: "session-start" }, agent.wrap, repo.wrap, ref.wrap, title.wrap, h("div", { class: "row" }, prompt.wrap), submitRow("Start session", said));
   prompt.wrap.classList.add("grow");
-  form.addEventListener(
-    "submit",
-    ctx.guarded(async (ev) => {
-      ev.preventDefault();
-      const body = { codeAgentId: agent.input.value, prompt: prompt.input.value };
-      if (repo.input.value) body.repoUrl = repo.input.value;
-      if (ref.input.value) body.ref = ref.input.value;
-      if (title.input.value) body.title = title.input.value;
-      const made = await ctx.api.post("/api/code-sessions", body);
-      openSession = made.id;
-      await ctx.refresh();
-    }),
-  );
+  onSubmit(form, ctx, async () => {
+    const body = { codeAgentId: agent.input.value, prompt: prompt.input.value };
+    if (repo.input.value) body.repoUrl = repo.input.value;
+    if (ref.input.value) body.ref = ref.input.value;
+    if (title.input.value) body.title = title.input.value;
+    const made = await ctx.api.post("/api/code-sessions", body);
+    openSession = made.id;
+    await ctx.refresh();
+  });
   return form;
 }
 
 function codeAgentForm(ctx) {
-  const name = field("Name", "input", { required: true, maxlength: 200, id: "coder-name" });
-  const model = field("Model", "input", { required: true, value: "local", id: "coder-model" });
-  const repo = field("Repository URL", "input", { type: "url", id: "coder-repo", placeholder: "https://github.com/you/app.git" });
-  const cred = field("Git token (write-only)", "input", { type: "password", autocomplete: "off" });
+  const name = labelled("Name", "input", { required: true, maxlength: 200, id: "coder-name" });
+  const model = labelled("Model", "input", { required: true, value: "local", id: "coder-model" });
+  const repo = labelled("Repository URL", "input", { type: "url", id: "coder-repo", placeholder: "https://github.com/you/app.git" });
+  const cred = labelled("Git token (write-only)", "input", { type: "password", autocomplete: "off" });
   const form = h("form", { class: "grid-form", id: "coder-create" }, name.wrap, model.wrap, repo.wrap, cred.wrap, h("div", { class: "row" }, h("button", { type: "submit" }, "Add code agent")));
-  form.addEventListener(
-    "submit",
-    ctx.guarded(async (ev) => {
-      ev.preventDefault();
-      const body = { name: name.input.value, model: model.input.value };
-      if (repo.input.value) body.repoUrl = repo.input.value;
-      if (cred.input.value) body.gitCredential = cred.input.value;
-      cred.input.value = "";
-      await ctx.api.post("/api/code-agents", body);
-      await ctx.refresh();
-    }),
-  );
+  onSubmit(form, ctx, async () => {
+    const body = { name: name.input.value, model: model.input.value };
+    if (repo.input.value) body.repoUrl = repo.input.value;
+    if (cred.input.value) body.gitCredential = cred.input.value;
+    cred.input.value = "";
+    await ctx.api.post("/api/code-agents", body);
+    await ctx.refresh();
+  });
   return form;
+}
+
+/**
+ * A code agent's edit form: name, model, repository (empty: none), and its git
+ * token, replaced when one is typed, removed when asked, else kept (the API
+ * never answers it, only whether there is one).
+ */
+function codeAgentEdit(ctx, coder) {
+  const name = labelled("Name", "input", { required: true, maxlength: 200, value: coder.name, id: "coder-edit-name" });
+  const model = labelled("Model", "input", { required: true, value: coder.model, id: "coder-edit-model" });
+  const repo = labelled("Repository URL (empty: none)", "input", { type: "url", value: coder.repo_url ?? "", id: "coder-edit-repo" });
+  const cred = labelled(coder.has_git_credential ? "New git token (empty: keep it)" : "Git token", "input", { type: "password", autocomplete: "off", id: "coder-edit-token" });
+  const drop = check("remove the git token", { id: "coder-edit-drop", disabled: !coder.has_git_credential });
+  const said = status();
+  const form = h(
+    "form",
+    { class: "grid-form", id: "coder-edit", "data-code-agent-id": coder.id, "aria-label": `Edit ${coder.name}` },
+    name.wrap,
+    model.wrap,
+    repo.wrap,
+    cred.wrap,
+    h("div", { class: "row" }, drop.wrap, h("button", { type: "submit" }, "Save code agent"), said),
+  );
+  onSubmit(form, ctx, async () => {
+    const body = { name: name.input.value, model: model.input.value, repoUrl: repo.input.value || null };
+    if (cred.input.value) body.gitCredential = cred.input.value;
+    else if (drop.input.checked) body.gitCredential = null;
+    cred.input.value = "";
+    await ctx.api.patch(`/api/code-agents/${enc(coder.id)}`, body);
+    editing = null;
+    await ctx.refresh();
+  });
+  return form;
+}
+
+/** The code agents: each with Edit and Delete (its sessions stay). */
+function codeAgentTable(ctx, agents) {
+  if (!agents.length) return h("p", { class: "muted" }, "No code agent yet.");
+  return table(
+    [
+      ["Name", (a) => a.name],
+      ["Model", (a) => a.model],
+      ["Repository", (a) => a.repo_url ?? "-"],
+      ["Git token", (a) => (a.has_git_credential ? "stored" : "none")],
+      [
+        "",
+        (a) =>
+          h(
+            "div",
+            { class: "row" },
+            h("button", { type: "button", class: "coder-edit", "aria-label": `Edit ${a.name}`, onclick: ctx.guarded(async () => { editing = a.id; await ctx.refresh(); }) }, "Edit"),
+            dangerButton("Delete", ctx.guarded(async () => {
+              await ctx.api.delete(`/api/code-agents/${enc(a.id)}`);
+              if (editing === a.id) editing = null;
+              await ctx.refresh();
+            }), { class: "danger coder-delete", "aria-label": `Delete ${a.name}` }),
+          ),
+      ],
+    ],
+    agents,
+    { "aria-label": "Code agents", id: "coder-table" },
+  );
 }
 
 export default {
@@ -197,6 +248,7 @@ export default {
   async render(root, ctx) {
     follower?.abort();
     const [agents, page] = await Promise.all([ctx.api.get("/api/code-agents"), ctx.api.get("/api/code-sessions?limit=30")]);
+    const coder = agents.find((a) => a.id === editing);
     root.append(
       h("h2", {}, "Code sessions"),
       h("p", { class: "muted" }, "A code agent works on a repository in a sandbox and hands the change back as a branch and a pull request."),
@@ -212,8 +264,13 @@ export default {
             { "aria-label": "Code sessions, newest first", id: "session-table" },
           )
         : h("p", { class: "muted" }, "No session yet."),
-      agents.length ? section("Start a session", {}, startForm(ctx, agents)) : h("p", { class: "muted" }, "Add a code agent first."),
-      h("details", { open: agents.length ? null : true }, h("summary", {}, "Add a code agent"), codeAgentForm(ctx)),
+      agents.length ? section("Start a session", startForm(ctx, agents)) : h("p", { class: "muted" }, "Add a code agent first."),
+      section(
+        "Code agents",
+        codeAgentTable(ctx, agents),
+        coder ? codeAgentEdit(ctx, coder) : null,
+        h("details", { open: agents.length ? null : true }, h("summary", {}, "Add a code agent"), codeAgentForm(ctx)),
+      ),
     );
     if (!openSession) return;
     const session = await ctx.api.get(`/api/code-sessions/${enc(openSession)}`);

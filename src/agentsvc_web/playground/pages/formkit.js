@@ -1,14 +1,15 @@
-// Small building blocks the Manage pages of agents, MCP servers, tools,
-// integrations, knowledge, memories, plans and API keys share: labelled fields,
-// a polite status line, a delete button that asks twice (no window.confirm:
-// a keyboard user and a test answer it the same way), dates and ids in paths.
+// The building blocks every Manage page shares: labelled fields, checkboxes and
+// selects, a status line screen readers announce, a titled section, a table
+// whose rows become cards on a narrow screen, badges, dates, a secret shown once,
+// a delete button that asks twice (no window.confirm: a keyboard user and a test
+// answer it the same way), JSON typed by the user, ids in paths and links.
 // Everything an API answer holds goes in as text (dom.js's h()).
 
 import { h } from "../dom.js";
 
 let counter = 0;
 
-/** A fresh element id (labels point at their inputs with it). */
+/** A fresh element id, one counter for the whole console (labels point at their inputs with it). */
 export function uid(prefix) {
   counter += 1;
   return `${prefix}-${counter}`;
@@ -32,26 +33,40 @@ export function field(label, control, hint) {
   );
 }
 
-/** A checkbox with its label to the right. */
-export function check(label, attrs) {
-  const box = h("input", { type: "checkbox", id: uid("c"), ...attrs });
-  return { box, el: h("label", { class: "check", for: box.id }, box, ` ${label}`) };
+/**
+ * field() that builds its control too: labelled("Name", "input", {required: true})
+ * answers {wrap, input}, `wrap` the label over the control.
+ */
+export function labelled(label, tag, attrs = {}, ...children) {
+  const input = h(tag, attrs, ...children);
+  return { wrap: field(label, input), input };
 }
 
-/** A <select> of [value, text] pairs, `current` selected. */
-export function select(options, current, attrs) {
-  return h(
-    "select",
-    attrs ?? {},
-    options.map(([value, text]) =>
-      h("option", { value, selected: String(value) === String(current ?? "") }, text),
-    ),
+/** A checkbox with its label after it: {input, wrap}. */
+export function check(label, attrs = {}) {
+  const input = h("input", { type: "checkbox", id: uid("c"), ...attrs });
+  return { input, wrap: h("label", { class: "check", for: input.id }, input, ` ${label}`) };
+}
+
+/** The <option>s of [value, text] pairs (text defaults to the value), `selected` chosen. */
+export function options(pairs, selected) {
+  return pairs.map(([value, text]) =>
+    h("option", { value, selected: selected != null && String(value) === String(selected) }, text ?? value),
   );
 }
 
-/** A status line screen readers announce (aria-live polite). */
+/** A <select> of [value, text] pairs, `current` selected. */
+export function select(pairs, current, attrs) {
+  return h("select", attrs ?? {}, options(pairs, current ?? ""));
+}
+
+/** A status line screen readers announce (aria-live polite); `say(text)` puts text in it. */
 export function status(attrs) {
-  return h("span", { class: "muted small status-line", "aria-live": "polite", role: "status", ...attrs });
+  const el = h("span", { class: "muted small status-line", "aria-live": "polite", role: "status", ...attrs });
+  el.say = (text) => {
+    el.textContent = text;
+  };
+  return el;
 }
 
 /**
@@ -83,14 +98,55 @@ export function dangerButton(label, action, attrs) {
   return button;
 }
 
-/** A titled part of a page. */
+const isAttrs = (value) => value !== null && Object.getPrototypeOf(value) === Object.prototype;
+
+/** A titled part of a page: section(title, ...children), or section(title, {id: ...}, ...children). */
 export function section(title, ...children) {
-  return h("section", { class: "mpart", "aria-label": title }, h("h3", {}, title), ...children);
+  const attrs = isAttrs(children[0]) ? children.shift() : {};
+  return h("section", { class: "mpart", "aria-label": title, ...attrs }, h("h3", {}, title), ...children);
 }
 
-/** A date from the API (ISO 8601) for people, or "never". */
-export function when(iso) {
-  return iso ? new Date(iso).toLocaleString() : "never";
+/** A table: cols = [[heading, row => cell]], rows = objects (a row's id goes in data-id). */
+export function table(cols, rows, attrs = {}) {
+  return h(
+    "div",
+    { class: "table-wrap" },
+    h(
+      "table",
+      { class: "mtable", ...attrs },
+      h("thead", {}, h("tr", {}, cols.map(([name]) => h("th", { scope: "col" }, name)))),
+      h(
+        "tbody",
+        {},
+        // data-label: a narrow screen shows each row as a card, a cell under its column's name
+        rows.map((row) => h("tr", { "data-id": row.id ?? null }, cols.map(([name, cell]) => h("td", { "data-label": name }, cell(row))))),
+      ),
+    ),
+  );
+}
+
+/** A date from the API (ISO 8601) in the reader's local time; `none` when there is none. */
+export function when(iso, none = "-") {
+  if (!iso) return none;
+  const d = new Date(iso);
+  return Number.isNaN(d.getTime()) ? String(iso) : d.toLocaleString();
+}
+
+/**
+ * A small badge: the text says the state; the class is `kind` (ok, bad, warn,
+ * info) or, without one, st-<state> (the style sheet colours those).
+ */
+export function badge(text, kind) {
+  return h("span", { class: `badge ${kind ?? `st-${String(text).replace(/[^a-z_]/gi, "")}`}` }, String(text));
+}
+
+/**
+ * A secret shown once (a token, a signing secret): in a read-only field the
+ * user can select, with a note that it will not be shown again.
+ */
+export function secretOnce(label, value) {
+  const { wrap } = labelled(label, "input", { value, readonly: true, class: "secret-once", spellcheck: "false" });
+  return h("div", { class: "once", role: "alert" }, wrap, h("p", { class: "small" }, "Copy it now: it is shown this once."));
 }
 
 /** The paragraph a page shows when it needs the side bar's agent. */
@@ -109,6 +165,12 @@ export function parseJson(text, name, fallback) {
   }
 }
 
+/** A number input's value: a number, or null when empty. */
+export function numberOrNull(input) {
+  const v = input.value.trim();
+  return v === "" ? null : Number(v);
+}
+
 /** Names from a text box: split on commas and line breaks, blanks dropped. */
 export function names(text) {
   return text
@@ -117,9 +179,9 @@ export function names(text) {
     .filter(Boolean);
 }
 
-/** A small badge (a status such as ready, failed, revoked). */
-export function badge(text, kind) {
-  return h("span", { class: `badge ${kind ?? text}` }, text);
+/** A form's last row: its submit button, then its status line (status()). */
+export function submitRow(label, said) {
+  return h("div", { class: "row" }, h("button", { type: "submit" }, label), said);
 }
 
 /** Runs `handler` when the form is submitted (the default send prevented). */

@@ -5,7 +5,7 @@
 // delete and register again.
 
 import { h } from "../dom.js";
-import { add, check, dangerButton, enc, field, names, onSubmit, section, status } from "./formkit.js";
+import { add, check, dangerButton, enc, field, names, onSubmit, section, status, submitRow } from "./formkit.js";
 
 const DB_TOOLS = ["list_tables", "describe_table", "query"];
 
@@ -27,7 +27,7 @@ function registerForm(ctx) {
     field("Allowed tables (comma separated)", tables),
     field("Rows per answer at most", maxRows),
     field("Statement timeout in milliseconds", timeout),
-    h("div", { class: "row" }, h("button", { type: "submit" }, "Register"), saved),
+    submitRow("Register", saved),
   );
   onSubmit(form, ctx, async () => {
     const body = { name: name.value.trim(), type: "postgresql", connection: connection.value };
@@ -58,7 +58,7 @@ function attachPart(ctx, integration, attachment) {
     "form",
     { class: "stack", "data-attach": integration.id },
     h("p", { class: "small" }, attachment ? `Attached to ${agent.name}.` : `Not attached to ${agent.name}.`),
-    h("div", { class: "row wrap" }, boxes.map((b) => b.el)),
+    h("div", { class: "row wrap" }, boxes.map((b) => b.wrap)),
     h(
       "div",
       { class: "row" },
@@ -77,7 +77,7 @@ function attachPart(ctx, integration, attachment) {
     ),
   );
   onSubmit(form, ctx, async () => {
-    const requireApproval = boxes.filter((b) => b.box.checked).map((b) => b.box.value);
+    const requireApproval = boxes.filter((b) => b.input.checked).map((b) => b.input.value);
     await ctx.api.post(`/api/agents/${enc(agent.id)}/integrations`, { integrationId: integration.id, requireApproval });
     await ctx.refresh();
   });

@@ -5,7 +5,7 @@
 // would, seeing exactly the results the model would get.
 
 import { h, pretty } from "../dom.js";
-import { add, badge, dangerButton, enc, field, onSubmit, section, select, status, when } from "./formkit.js";
+import { add, badge, dangerButton, enc, field, onSubmit, section, select, status, submitRow, when } from "./formkit.js";
 
 const POLL_MS = 1000;
 const BUSY = new Set(["queued", "processing"]);
@@ -54,7 +54,7 @@ function docRow(ctx, doc, reload) {
       h("span", { class: "muted small" }, `${doc.scope}${doc.agent_id ? " (agent)" : ""} · ${doc.mime_type} · ${doc.bytes} bytes · ${doc.chunk_count} chunk(s)`),
     ),
     doc.error ? h("p", { class: doc.status === "failed" ? "error-text small" : "muted small" }, doc.error) : null,
-    h("p", { class: "muted small" }, `uploaded ${when(doc.created_at)} · indexed ${when(doc.indexed_at)}`),
+    h("p", { class: "muted small" }, `uploaded ${when(doc.created_at)} · indexed ${when(doc.indexed_at, "never")}`),
     h(
       "div",
       { class: "row" },
@@ -85,7 +85,7 @@ function searchPart(ctx, scopeOf) {
     { class: "stack", id: "knowledge-search", role: "search" },
     field("Query", query),
     field("Results (topK)", topK),
-    h("div", { class: "row" }, h("button", { type: "submit" }, "Search"), said),
+    submitRow("Search", said),
   );
   onSubmit(form, ctx, async () => {
     const body = { query: query.value, topK: Number(topK.value) || 5 };

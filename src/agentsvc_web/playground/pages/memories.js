@@ -4,7 +4,7 @@
 // one; and the agent's memory settings (tools offered, collection after turns).
 
 import { h } from "../dom.js";
-import { add, badge, check, dangerButton, enc, field, needAgent, onSubmit, section, select, status, when } from "./formkit.js";
+import { add, badge, check, dangerButton, enc, field, needAgent, onSubmit, section, select, status, submitRow, when } from "./formkit.js";
 
 const SCOPES = ["agent", "thread", "user"];
 
@@ -38,17 +38,17 @@ function settingsPart(ctx, agent, config) {
   const form = h(
     "form",
     { class: "stack", id: "memory-settings" },
-    enabled.el,
-    collect.el,
-    h("fieldset", {}, h("legend", {}, "Scopes the tools may use"), scopes.map((s) => s.el)),
+    enabled.wrap,
+    collect.wrap,
+    h("fieldset", {}, h("legend", {}, "Scopes the tools may use"), scopes.map((s) => s.wrap)),
     field("Active memories at most", max),
-    h("div", { class: "row" }, h("button", { type: "submit" }, "Save memory settings"), saved),
+    submitRow("Save memory settings", saved),
   );
   onSubmit(form, ctx, async () => {
     const stored = await ctx.api.request("PUT", `/api/agents/${enc(agent.id)}/memory`, {
-      enabled: enabled.box.checked,
-      autoCollect: collect.box.checked,
-      scopes: scopes.filter((s) => s.box.checked).map((s) => s.box.value),
+      enabled: enabled.input.checked,
+      autoCollect: collect.input.checked,
+      scopes: scopes.filter((s) => s.input.checked).map((s) => s.input.value),
       maxMemories: Number(max.value),
     });
     saved.textContent = `saved: tools ${stored.enabled ? "on" : "off"}, collection ${stored.auto_collect ? "on" : "off"}`;

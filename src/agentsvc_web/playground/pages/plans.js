@@ -4,7 +4,7 @@
 // on which, see what is ready to do next; and the agent's plan settings.
 
 import { h } from "../dom.js";
-import { add, check, dangerButton, enc, field, needAgent, onSubmit, section, select, status, when } from "./formkit.js";
+import { add, check, dangerButton, enc, field, needAgent, onSubmit, section, select, status, submitRow, when } from "./formkit.js";
 
 const PLAN_STATUSES = ["draft", "approved", "in_progress", "completed", "cancelled"];
 const TODO_STATUSES = ["pending", "in_progress", "done", "skipped"];
@@ -99,11 +99,11 @@ async function settingsPart(ctx, agent) {
   const enabled = check("offer the plan tools (plan_create, plan_update, todo_add, todo_update)", { checked: config.enabled });
   const approval = check("a plan waits for a person's approval before the model works on it", { checked: config.require_approval });
   const saved = status();
-  const form = h("form", { class: "stack", id: "plan-settings" }, enabled.el, approval.el,
-    h("div", { class: "row" }, h("button", { type: "submit" }, "Save plan settings"), saved));
+  const form = h("form", { class: "stack", id: "plan-settings" }, enabled.wrap, approval.wrap,
+    submitRow("Save plan settings", saved));
   onSubmit(form, ctx, async () => {
     const stored = await ctx.api.request("PUT", `/api/agents/${enc(agent.id)}/plan`, {
-      enabled: enabled.box.checked, requireApproval: approval.box.checked,
+      enabled: enabled.input.checked, requireApproval: approval.input.checked,
     });
     saved.textContent = `saved: plan tools ${stored.enabled ? "on" : "off"}`;
   });

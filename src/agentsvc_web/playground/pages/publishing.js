@@ -7,8 +7,7 @@
 // so the page says why and gives the link instead.
 
 import { h } from "../dom.js";
-import { checkbox, field, options, secretOnce, section, statusLine, table, when } from "./form_bits.js";
-import { dangerButton, enc, webUrl } from "./formkit.js";
+import { check, dangerButton, enc, labelled, onSubmit, options, secretOnce, section, status, submitRow, table, webUrl, when } from "./formkit.js";
 
 /** Whether a CSP's frame-ancestors lets `origin` (scheme://host[:port]) frame the page. */
 export function framingAllowed(csp, origin) {
@@ -37,17 +36,17 @@ const lines = (text) => text.split("\n").map((l) => l.trim()).filter(Boolean);
 
 function chatForm(ctx, agent, chat, onSaved) {
   const v = (x, d = "") => (chat ? (x ?? d) : d);
-  const slug = field("Slug (the link's last part)", "input", { required: true, pattern: "[a-z0-9][a-z0-9-]*", value: v(chat?.slug, agent.name.toLowerCase().replace(/[^a-z0-9]+/g, "-").replace(/^-|-$/g, "")), id: "pub-slug" });
-  const title = field("Title", "input", { value: v(chat?.title, agent.name), maxlength: 200 });
-  const description = field("Description", "input", { value: v(chat?.description), maxlength: 2000 });
-  const welcome = field("Welcome message", "textarea", { rows: 2, maxlength: 4000 }, v(chat?.welcome_message));
-  const starters = field("Starter prompts (one a line)", "textarea", { rows: 2 }, v(chat?.starter_prompts, []).join("\n"));
-  const visibility = field("Visibility", "select", {}, options([["public"], ["unlisted"], ["private", "private (signed visitors only)"]], v(chat?.visibility, "public")));
-  const domains = field("Sites that may embed it (one a line; empty: the organization's embed domains)", "textarea", { rows: 2, id: "pub-domains" }, (v(chat?.allowed_domains, null) ?? []).join("\n"));
-  const rate = field("Messages a minute per visitor", "input", { type: "number", min: 1, max: 600, value: v(chat?.rate_limit_per_min, 20) });
-  const cap = field("Daily cost cap (USD, empty: none)", "input", { type: "number", min: 0, step: "any", value: v(chat?.daily_cost_cap_usd, 5) ?? "" });
-  const active = checkbox("active (visitors may chat)", { checked: v(chat?.is_active, true) ? true : null });
-  const status = statusLine();
+  const slug = labelled("Slug (the link's last part)", "input", { required: true, pattern: "[a-z0-9][a-z0-9-]*", value: v(chat?.slug, agent.name.toLowerCase().replace(/[^a-z0-9]+/g, "-").replace(/^-|-$/g, "")), id: "pub-slug" });
+  const title = labelled("Title", "input", { value: v(chat?.title, agent.name), maxlength: 200 });
+  const description = labelled("Description", "input", { value: v(chat?.description), maxlength: 2000 });
+  const welcome = labelled("Welcome message", "textarea", { rows: 2, maxlength: 4000 }, v(chat?.welcome_message));
+  const starters = labelled("Starter prompts (one a line)", "textarea", { rows: 2 }, v(chat?.starter_prompts, []).join("\n"));
+  const visibility = labelled("Visibility", "select", {}, options([["public"], ["unlisted"], ["private", "private (signed visitors only)"]], v(chat?.visibility, "public")));
+  const domains = labelled("Sites that may embed it (one a line; empty: the organization's embed domains)", "textarea", { rows: 2, id: "pub-domains" }, (v(chat?.allowed_domains, null) ?? []).join("\n"));
+  const rate = labelled("Messages a minute per visitor", "input", { type: "number", min: 1, max: 600, value: v(chat?.rate_limit_per_min, 20) });
+  const cap = labelled("Daily cost cap (USD, empty: none)", "input", { type: "number", min: 0, step: "any", value: v(chat?.daily_cost_cap_usd, 5) ?? "" });
+  const active = check("active (visitors may chat)", { checked: v(chat?.is_active, true) ? true : null });
+  const said = status();
   const form = h(
     "form",
     { class: "grid-form", id: "publish-form", "aria-label": chat ? "The published chat" : "Publish" },
@@ -59,32 +58,28 @@ function chatForm(ctx, agent, chat, onSaved) {
     description.wrap,
     h("div", { class: "row" }, welcome.wrap, starters.wrap, domains.wrap),
     h("div", { class: "row" }, active.wrap),
-    h("div", { class: "row" }, h("button", { type: "submit" }, chat ? "Save" : "Publish"), status),
+    submitRow(chat ? "Save" : "Publish", said),
   );
   for (const f of [welcome, starters, domains]) f.wrap.classList.add("grow");
-  form.addEventListener(
-    "submit",
-    ctx.guarded(async (ev) => {
-      ev.preventDefault();
-      const capText = cap.input.value.trim();
-      const body = {
-        slug: slug.input.value.trim(),
-        title: title.input.value,
-        description: description.input.value,
-        welcomeMessage: welcome.input.value,
-        starterPrompts: lines(starters.input.value),
-        visibility: visibility.input.value,
-        allowedDomains: lines(domains.input.value).length ? lines(domains.input.value) : null,
-        rateLimitPerMin: Number(rate.input.value || 20),
-        dailyCostCapUsd: capText === "" ? null : Number(capText),
-        isActive: active.input.checked,
-      };
-      const path = `/api/agents/${enc(agent.id)}/publish`;
-      const saved = chat ? await ctx.api.patch(path, body) : await ctx.api.post(path, body);
-      status.say(chat ? "saved" : "published");
-      await onSaved(saved);
-    }),
-  );
+  onSubmit(form, ctx, async () => {
+    const capText = cap.input.value.trim();
+    const body = {
+      slug: slug.input.value.trim(),
+      title: title.input.value,
+      description: description.input.value,
+      welcomeMessage: welcome.input.value,
+      starterPrompts: lines(starters.input.value),
+      visibility: visibility.input.value,
+      allowedDomains: lines(domains.input.value).length ? lines(domains.input.value) : null,
+      rateLimitPerMin: Number(rate.input.value || 20),
+      dailyCostCapUsd: capText === "" ? null : Number(capText),
+      isActive: active.input.checked,
+    };
+    const path = `/api/agents/${enc(agent.id)}/publish`;
+    const saved = chat ? await ctx.api.patch(path, body) : await ctx.api.post(path, body);
+    said.say(chat ? "saved" : "published");
+    await onSaved(saved);
+  });
   return form;
 }
 
@@ -163,8 +158,8 @@ export default {
     }));
     root.append(
       h("p", { class: "muted small" }, `Cost today: $${chat.cost_today_usd}${chat.cap_reached ? " (cap reached: visitors are refused until tomorrow)" : ""}. `, unpublish),
-      section("Preview", {}, ...(await preview(chat))),
-      section("Visitors' threads", {}, await visitorThreads(ctx, agent)),
+      section("Preview", ...(await preview(chat))),
+      section("Visitors' threads", await visitorThreads(ctx, agent)),
     );
   },
 };

@@ -5,8 +5,7 @@
 // (runs have no event stream); the graph shows its steps' statuses.
 
 import { h, pretty } from "../dom.js";
-import { badge, field, parseJson, statusLine, table, when } from "./form_bits.js";
-import { enc } from "./formkit.js";
+import { badge, enc, labelled, onSubmit, parseJson, status, table, when } from "./formkit.js";
 
 const ACTIVE = new Set(["queued", "running", "paused"]);
 const POLL_MS = 1000;
@@ -78,26 +77,22 @@ function runDetail(ctx, runner, run, reload) {
 }
 
 function startForm(ctx, runner, onStarted) {
-  const input = field("Input (JSON object)", "textarea", { rows: 3, spellcheck: "false", class: "code", id: "run-input" });
+  const input = labelled("Input (JSON object)", "textarea", { rows: 3, spellcheck: "false", class: "code", id: "run-input" });
   const props = Object.keys(runner.input_schema?.properties ?? {});
   input.input.value = JSON.stringify(Object.fromEntries(props.map((p) => [p, ""])));
-  const status = statusLine();
+  const said = status();
   const button = h("button", { type: "submit" }, "Start a run");
-  const form = h("form", { class: "stack", id: "run-start" }, input.wrap, h("div", { class: "row" }, button, status));
-  form.addEventListener(
-    "submit",
-    ctx.guarded(async (ev) => {
-      ev.preventDefault();
-      button.disabled = true; // one click, one run
-      try {
-        const run = await ctx.api.post(`/api/runners/${enc(runner.id)}/runs`, { input: parseJson(input.input.value, "The input") ?? {} });
-        status.say(`started run ${run.id.slice(0, 8)}`);
-        await onStarted(run);
-      } finally {
-        button.disabled = false;
-      }
-    }),
-  );
+  const form = h("form", { class: "stack", id: "run-start" }, input.wrap, h("div", { class: "row" }, button, said));
+  onSubmit(form, ctx, async () => {
+    button.disabled = true; // one click, one run
+    try {
+      const run = await ctx.api.post(`/api/runners/${enc(runner.id)}/runs`, { input: parseJson(input.input.value, "The input") ?? {} });
+      said.say(`started run ${run.id.slice(0, 8)}`);
+      await onStarted(run);
+    } finally {
+      button.disabled = false;
+    }
+  });
   return form;
 }
 

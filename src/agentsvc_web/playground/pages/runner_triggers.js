@@ -4,8 +4,7 @@
 // once, with the webhook URL it goes in.
 
 import { h } from "../dom.js";
-import { checkbox, field, numberOrNull, options, parseJson, secretOnce, statusLine, table, when } from "./form_bits.js";
-import { dangerButton, enc } from "./formkit.js";
+import { check, dangerButton, enc, labelled, numberOrNull, onSubmit, options, parseJson, secretOnce, status, submitRow, table, when } from "./formkit.js";
 
 const KINDS = ["manual", "api", "webhook", "button", "cron"];
 
@@ -20,12 +19,12 @@ export async function renderTriggers(root, ctx, runner) {
     shown.replaceChildren(secretOnce(`Token of "${t.name || t.kind}"`, t.token), h("p", { class: "small" }, "Webhook URL: ", h("code", {}, url)));
   };
 
-  const kind = field("Kind", "select", {}, options(KINDS.map((k) => [k]), "webhook"));
-  const name = field("Name", "input", { maxlength: 200 });
-  const cron = field("Cron (for cron)", "input", { placeholder: "0 9 * * 1", maxlength: 200 });
-  const tz = field("Time zone", "input", { value: "UTC", maxlength: 64 });
-  const input = field("Default input (JSON)", "input", { spellcheck: "false", placeholder: "{}" });
-  const status = statusLine();
+  const kind = labelled("Kind", "select", {}, options(KINDS.map((k) => [k]), "webhook"));
+  const name = labelled("Name", "input", { maxlength: 200 });
+  const cron = labelled("Cron (for cron)", "input", { placeholder: "0 9 * * 1", maxlength: 200 });
+  const tz = labelled("Time zone", "input", { value: "UTC", maxlength: 64 });
+  const input = labelled("Default input (JSON)", "input", { spellcheck: "false", placeholder: "{}" });
+  const said = status();
   const form = h(
     "form",
     { class: "grid-form", id: "trigger-create", "aria-label": "New trigger" },
@@ -34,22 +33,18 @@ export async function renderTriggers(root, ctx, runner) {
     cron.wrap,
     tz.wrap,
     input.wrap,
-    h("div", { class: "row" }, h("button", { type: "submit" }, "Add trigger"), status),
+    submitRow("Add trigger", said),
   );
-  form.addEventListener(
-    "submit",
-    ctx.guarded(async (ev) => {
-      ev.preventDefault();
-      const body = { kind: kind.input.value, name: name.input.value, timezone: tz.input.value || "UTC" };
-      if (body.kind === "cron") body.cron = cron.input.value;
-      const defaults = parseJson(input.input.value, "The default input");
-      if (defaults !== undefined) body.input = defaults;
-      const made = await ctx.api.post(base, body);
-      status.say(`added a ${made.kind} trigger`);
-      await redraw();
-      showToken(made);
-    }),
-  );
+  onSubmit(form, ctx, async () => {
+    const body = { kind: kind.input.value, name: name.input.value, timezone: tz.input.value || "UTC" };
+    if (body.kind === "cron") body.cron = cron.input.value;
+    const defaults = parseJson(input.input.value, "The default input");
+    if (defaults !== undefined) body.input = defaults;
+    const made = await ctx.api.post(base, body);
+    said.say(`added a ${made.kind} trigger`);
+    await redraw();
+    showToken(made);
+  });
 
   const list = h("div", {});
   const redraw = async () => {
@@ -65,7 +60,7 @@ export async function renderTriggers(root, ctx, runner) {
             [
               "Enabled",
               (t) => {
-                const c = checkbox("enabled", { checked: t.enabled ? true : null, "aria-label": `Enabled: ${t.name || t.kind}` });
+                const c = check("enabled", { checked: t.enabled ? true : null, "aria-label": `Enabled: ${t.name || t.kind}` });
                 c.input.addEventListener(
                   "change",
                   ctx.guarded(async () => {
@@ -115,14 +110,14 @@ export async function renderTriggers(root, ctx, runner) {
 export async function renderBudget(root, ctx, runner) {
   const path = `/api/runners/${enc(runner.id)}/budget`;
   const b = await ctx.api.get(path);
-  const num = (label, value, attrs) => field(label, "input", { type: "number", min: 0, step: "any", value: value ?? "", ...attrs });
+  const num = (label, value, attrs) => labelled(label, "input", { type: "number", min: 0, step: "any", value: value ?? "", ...attrs });
   const perRunUsd = num("Max cost per run (USD)", b.max_cost_usd_per_run);
   const perRunTokens = num("Max tokens per run", b.max_tokens_per_run, { step: 1 });
   const dayUsd = num("Daily cost (USD)", b.daily_cost_usd);
   const dayTokens = num("Daily tokens", b.daily_tokens, { step: 1 });
   const soft = num("Soft limit (% for a warning)", b.soft_limit_pct, { max: 100, step: 1 });
-  const onExceed = field("When exceeded", "select", {}, options([["pause", "pause the run"], ["fail", "fail the run"]], b.on_exceed));
-  const status = statusLine();
+  const onExceed = labelled("When exceeded", "select", {}, options([["pause", "pause the run"], ["fail", "fail the run"]], b.on_exceed));
+  const said = status();
   const form = h(
     "form",
     { class: "grid-form", id: "budget-form", "aria-label": "Budget" },
@@ -132,22 +127,18 @@ export async function renderBudget(root, ctx, runner) {
     dayTokens.wrap,
     soft.wrap,
     onExceed.wrap,
-    h("div", { class: "row" }, h("button", { type: "submit" }, "Save budget"), status),
+    submitRow("Save budget", said),
   );
-  form.addEventListener(
-    "submit",
-    ctx.guarded(async (ev) => {
-      ev.preventDefault();
-      const saved = await ctx.api.request("PUT", path, {
-        maxCostUsdPerRun: numberOrNull(perRunUsd.input),
-        maxTokensPerRun: numberOrNull(perRunTokens.input),
-        dailyCostUsd: numberOrNull(dayUsd.input),
-        dailyTokens: numberOrNull(dayTokens.input),
-        softLimitPct: numberOrNull(soft.input) ?? 80,
-        onExceed: onExceed.input.value,
-      });
-      status.say(`saved: ${saved.max_tokens_per_run ?? "no"} tokens a run, on exceeding: ${saved.on_exceed}`);
-    }),
-  );
+  onSubmit(form, ctx, async () => {
+    const saved = await ctx.api.request("PUT", path, {
+      maxCostUsdPerRun: numberOrNull(perRunUsd.input),
+      maxTokensPerRun: numberOrNull(perRunTokens.input),
+      dailyCostUsd: numberOrNull(dayUsd.input),
+      dailyTokens: numberOrNull(dayTokens.input),
+      softLimitPct: numberOrNull(soft.input) ?? 80,
+      onExceed: onExceed.input.value,
+    });
+    said.say(`saved: ${saved.max_tokens_per_run ?? "no"} tokens a run, on exceeding: ${saved.on_exceed}`);
+  });
   root.append(h("p", { class: "muted small" }, "An empty field is no limit."), form);
 }

@@ -5,8 +5,7 @@
 // its triggers and its budget (runner_triggers.js).
 
 import { h, pretty } from "../dom.js";
-import { field, parseJson, section, statusLine, when } from "./form_bits.js";
-import { dangerButton, enc } from "./formkit.js";
+import { dangerButton, enc, labelled, onSubmit, parseJson, section, status, submitRow, when } from "./formkit.js";
 import { runnerGraph } from "./runner_graph.js";
 import { renderRuns } from "./runner_runs.js";
 import { renderBudget, renderTriggers } from "./runner_triggers.js";
@@ -22,13 +21,13 @@ function exampleSteps(agent) {
 }
 
 function createForm(ctx, runners) {
-  const name = field("Name", "input", { required: true, maxlength: 200, placeholder: "ticket triage" });
-  const description = field("Description", "input", { maxlength: 2000 });
-  const schema = field("Input schema (JSON Schema)", "textarea", { rows: 3, spellcheck: "false" });
+  const name = labelled("Name", "input", { required: true, maxlength: 200, placeholder: "ticket triage" });
+  const description = labelled("Description", "input", { maxlength: 2000 });
+  const schema = labelled("Input schema (JSON Schema)", "textarea", { rows: 3, spellcheck: "false" });
   schema.input.value = JSON.stringify({ type: "object", properties: { topic: { type: "string" } } });
-  const steps = field("Steps (JSON array)", "textarea", { rows: 9, spellcheck: "false", class: "code" });
+  const steps = labelled("Steps (JSON array)", "textarea", { rows: 9, spellcheck: "false", class: "code" });
   steps.input.value = JSON.stringify(exampleSteps(ctx.agent()), null, 2);
-  const status = statusLine();
+  const said = status();
   const form = h(
     "form",
     { class: "stack", id: "runner-create", "aria-label": "New runner" },
@@ -36,21 +35,17 @@ function createForm(ctx, runners) {
     description.wrap,
     schema.wrap,
     steps.wrap,
-    h("div", { class: "row" }, h("button", { type: "submit" }, "Create runner"), status),
+    submitRow("Create runner", said),
   );
-  form.addEventListener(
-    "submit",
-    ctx.guarded(async (ev) => {
-      ev.preventDefault();
-      const body = { name: name.input.value, description: description.input.value };
-      body.inputSchema = parseJson(schema.input.value, "The input schema");
-      body.steps = parseJson(steps.input.value, "The steps") ?? [];
-      const made = await ctx.api.post("/api/runners", body);
-      status.say(`created ${made.name}`);
-      picked = made.id;
-      await ctx.refresh();
-    }),
-  );
+  onSubmit(form, ctx, async () => {
+    const body = { name: name.input.value, description: description.input.value };
+    body.inputSchema = parseJson(schema.input.value, "The input schema");
+    body.steps = parseJson(steps.input.value, "The steps") ?? [];
+    const made = await ctx.api.post("/api/runners", body);
+    said.say(`created ${made.name}`);
+    picked = made.id;
+    await ctx.refresh();
+  });
   return h(
     "details",
     { class: "create", open: runners.length ? null : true },
@@ -94,23 +89,19 @@ function runnerList(ctx, runners) {
 }
 
 function stepsEditor(ctx, runner) {
-  const steps = field("Steps (JSON array, the whole ordered list)", "textarea", { rows: 8, spellcheck: "false", class: "code" });
+  const steps = labelled("Steps (JSON array, the whole ordered list)", "textarea", { rows: 8, spellcheck: "false", class: "code" });
   steps.input.value = JSON.stringify(
     runner.steps.map((st) => camelStep(st)),
     null,
     2,
   );
-  const status = statusLine();
-  const form = h("form", { class: "stack" }, steps.wrap, h("div", { class: "row" }, h("button", { type: "submit" }, "Save steps"), status));
-  form.addEventListener(
-    "submit",
-    ctx.guarded(async (ev) => {
-      ev.preventDefault();
-      await ctx.api.request("PUT", `/api/runners/${enc(runner.id)}/steps`, { steps: parseJson(steps.input.value, "The steps") ?? [] });
-      status.say("saved");
-      await ctx.refresh();
-    }),
-  );
+  const said = status();
+  const form = h("form", { class: "stack" }, steps.wrap, submitRow("Save steps", said));
+  onSubmit(form, ctx, async () => {
+    await ctx.api.request("PUT", `/api/runners/${enc(runner.id)}/steps`, { steps: parseJson(steps.input.value, "The steps") ?? [] });
+    said.say("saved");
+    await ctx.refresh();
+  });
   return h("details", {}, h("summary", {}, "Edit the steps"), form);
 }
 
@@ -156,9 +147,9 @@ async function renderRunner(root, ctx, runner) {
       stepsEditor(ctx, runner),
       h("div", { class: "row" }, del),
     ),
-    section("Runs", {}, runs),
-    section("Triggers", {}, triggers),
-    section("Budget", {}, budget),
+    section("Runs", runs),
+    section("Triggers", triggers),
+    section("Budget", budget),
   );
   // the runs page redraws the graph with the open run's step statuses
   const showStatuses = (statuses) => graphHolder.replaceChildren(runnerGraph(runner.steps, statuses));

@@ -4,8 +4,7 @@
 // one change made; the runs of the tasks are listed below, newest first.
 
 import { h } from "../dom.js";
-import { badge, checkbox, field, options, section, statusLine, table, when } from "./form_bits.js";
-import { dangerButton, enc } from "./formkit.js";
+import { badge, check, dangerButton, enc, labelled, onSubmit, options, section, status, submitRow, table, when } from "./formkit.js";
 
 /** A stored task as the PUT body wants it (camelCase). */
 function bodyOf(t) {
@@ -44,7 +43,7 @@ function taskTable(ctx, agent, tasks) {
       [
         "Enabled",
         (t) => {
-          const c = checkbox("enabled", { checked: t.enabled ? true : null, "aria-label": `Enabled: ${t.name || t.prompt}` });
+          const c = check("enabled", { checked: t.enabled ? true : null, "aria-label": `Enabled: ${t.name || t.prompt}` });
           c.input.addEventListener("change", () => change(t, { enabled: c.input.checked })());
           return c.wrap;
         },
@@ -66,17 +65,17 @@ function taskTable(ctx, agent, tasks) {
 async function addForm(ctx, agent, tasks) {
   const threads = await ctx.api.get(`/api/threads?${new URLSearchParams({ agentId: agent.id, limit: "50" })}`);
   const list = Array.isArray(threads) ? threads : (threads.threads ?? []);
-  const name = field("Name", "input", { maxlength: 200, placeholder: "weekly report", id: "task-name" });
-  const prompt = field("Prompt", "textarea", { rows: 2, required: true, id: "task-prompt" });
-  const cron = field("Cron", "input", { required: true, placeholder: "0 9 * * 1", id: "task-cron" });
-  const tz = field("Time zone", "input", { value: Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC", id: "task-tz" });
-  const thread = field(
+  const name = labelled("Name", "input", { maxlength: 200, placeholder: "weekly report", id: "task-name" });
+  const prompt = labelled("Prompt", "textarea", { rows: 2, required: true, id: "task-prompt" });
+  const cron = labelled("Cron", "input", { required: true, placeholder: "0 9 * * 1", id: "task-cron" });
+  const tz = labelled("Time zone", "input", { value: Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC", id: "task-tz" });
+  const thread = labelled(
     "Thread",
     "select",
     { id: "task-thread" },
     options([["", "a new thread each time"], ...list.map((t) => [t.id, t.title || t.id.slice(0, 8)])], ""),
   );
-  const status = statusLine();
+  const said = status();
   const form = h(
     "form",
     { class: "grid-form", id: "task-create", "aria-label": "New scheduled task" },
@@ -85,25 +84,21 @@ async function addForm(ctx, agent, tasks) {
     tz.wrap,
     thread.wrap,
     h("div", { class: "row" }, prompt.wrap),
-    h("div", { class: "row" }, h("button", { type: "submit" }, "Schedule"), status),
+    submitRow("Schedule", said),
   );
   prompt.wrap.classList.add("grow");
-  form.addEventListener(
-    "submit",
-    ctx.guarded(async (ev) => {
-      ev.preventDefault();
-      const draft = {
-        name: name.input.value,
-        prompt: prompt.input.value,
-        cron: cron.input.value,
-        timezone: tz.input.value || "UTC",
-        threadId: thread.input.value || null,
-      };
-      await save(ctx, agent, [...tasks.map(bodyOf), draft]);
-      status.say("scheduled");
-      await ctx.refresh();
-    }),
-  );
+  onSubmit(form, ctx, async () => {
+    const draft = {
+      name: name.input.value,
+      prompt: prompt.input.value,
+      cron: cron.input.value,
+      timezone: tz.input.value || "UTC",
+      threadId: thread.input.value || null,
+    };
+    await save(ctx, agent, [...tasks.map(bodyOf), draft]);
+    said.say("scheduled");
+    await ctx.refresh();
+  });
   return form;
 }
 
@@ -137,8 +132,8 @@ export default {
     root.append(
       h("p", { class: "muted" }, `Prompts ${agent.name} sends itself on a schedule (cron, in a time zone). A paused task keeps its place.`),
       taskTable(ctx, agent, stored.tasks),
-      section("Schedule a prompt", {}, await addForm(ctx, agent, stored.tasks)),
-      section("Runs", {}, await runTable(ctx, agent)),
+      section("Schedule a prompt", await addForm(ctx, agent, stored.tasks)),
+      section("Runs", await runTable(ctx, agent)),
     );
   },
 };

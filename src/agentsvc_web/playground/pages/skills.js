@@ -6,8 +6,7 @@
 // the registry the service ships (searched in place).
 
 import { h } from "../dom.js";
-import { badge, checkbox, field, options, section, statusLine, when } from "./form_bits.js";
-import { dangerButton, enc } from "./formkit.js";
+import { badge, check, dangerButton, enc, labelled, onSubmit, options, section, status, submitRow, when } from "./formkit.js";
 
 let carried = ""; // a note for the next drawing of the page (a sync's outcome)
 const EXAMPLE = "---\nname: tea\ndescription: How this house brews tea. Use for any tea order.\n---\n# Tea\nSteep green tea for 2 minutes at 80C.";
@@ -64,7 +63,7 @@ function skillTable(ctx, skills, agent, bound, note) {
       }), { "aria-label": `Delete ${s.name}` }),
     );
   const attachBox = (s) => {
-    const c = checkbox(`on ${agent.name}`, { checked: bound.some((b) => b.skill_id === s.id) ? true : null, "aria-label": `${s.name} attached to ${agent.name}` });
+    const c = check(`on ${agent.name}`, { checked: bound.some((b) => b.skill_id === s.id) ? true : null, "aria-label": `${s.name} attached to ${agent.name}` });
     c.input.addEventListener("change", ctx.guarded(() => attach(s.id, c.input.checked)));
     return c.wrap;
   };
@@ -98,46 +97,38 @@ function skillTable(ctx, skills, agent, bound, note) {
 }
 
 function writeForm(ctx) {
-  const content = field("SKILL.md", "textarea", { rows: 7, required: true, spellcheck: "false", class: "code", id: "skill-content" });
+  const content = labelled("SKILL.md", "textarea", { rows: 7, required: true, spellcheck: "false", class: "code", id: "skill-content" });
   content.input.value = EXAMPLE;
-  const status = statusLine();
-  const form = h("form", { class: "stack", id: "skill-write" }, content.wrap, h("div", { class: "row" }, h("button", { type: "submit" }, "Add skill"), status));
-  form.addEventListener(
-    "submit",
-    ctx.guarded(async (ev) => {
-      ev.preventDefault();
-      const made = await ctx.api.post("/api/skills", { content: content.input.value });
-      status.say(`added ${made.name}`);
-      await ctx.refresh();
-    }),
-  );
+  const said = status();
+  const form = h("form", { class: "stack", id: "skill-write" }, content.wrap, submitRow("Add skill", said));
+  onSubmit(form, ctx, async () => {
+    const made = await ctx.api.post("/api/skills", { content: content.input.value });
+    said.say(`added ${made.name}`);
+    await ctx.refresh();
+  });
   return form;
 }
 
 function sourceForm(ctx) {
-  const type = field("From", "select", {}, options([["git", "a git repository"], ["url", "a URL (a SKILL.md)"]], "git"));
-  const url = field("URL", "input", { type: "url", required: true, placeholder: "https://github.com/you/skills.git" });
-  const path = field("Path in the repository", "input", { placeholder: "skills/tea" });
-  const ref = field("Branch or tag", "input", {});
-  const status = statusLine();
-  const form = h("form", { class: "grid-form" }, type.wrap, url.wrap, path.wrap, ref.wrap, h("div", { class: "row" }, h("button", { type: "submit" }, "Fetch skill"), status));
-  form.addEventListener(
-    "submit",
-    ctx.guarded(async (ev) => {
-      ev.preventDefault();
-      const source = { type: type.input.value, url: url.input.value };
-      if (path.input.value) source.path = path.input.value;
-      if (ref.input.value) source.ref = ref.input.value;
-      const made = await ctx.api.post("/api/skills", { source });
-      status.say(`added ${made.name}`);
-      await ctx.refresh();
-    }),
-  );
+  const type = labelled("From", "select", {}, options([["git", "a git repository"], ["url", "a URL (a SKILL.md)"]], "git"));
+  const url = labelled("URL", "input", { type: "url", required: true, placeholder: "https://github.com/you/skills.git" });
+  const path = labelled("Path in the repository", "input", { placeholder: "skills/tea" });
+  const ref = labelled("Branch or tag", "input", {});
+  const said = status();
+  const form = h("form", { class: "grid-form" }, type.wrap, url.wrap, path.wrap, ref.wrap, submitRow("Fetch skill", said));
+  onSubmit(form, ctx, async () => {
+    const source = { type: type.input.value, url: url.input.value };
+    if (path.input.value) source.path = path.input.value;
+    if (ref.input.value) source.ref = ref.input.value;
+    const made = await ctx.api.post("/api/skills", { source });
+    said.say(`added ${made.name}`);
+    await ctx.refresh();
+  });
   return form;
 }
 
 function registry(ctx) {
-  const q = field("Search the registry", "input", { type: "search", placeholder: "pdf, review, tea…", id: "skill-browse-q" });
+  const q = labelled("Search the registry", "input", { type: "search", placeholder: "pdf, review, tea…", id: "skill-browse-q" });
   const results = h("div", { "aria-live": "polite", id: "skill-browse" });
   const search = async () => {
     const found = await ctx.api.get(`/api/skills/browse?${new URLSearchParams({ q: q.input.value })}`);
@@ -184,7 +175,7 @@ export default {
       ctx.api.get("/api/skills"),
       agent ? ctx.api.get(`/api/agents/${enc(agent.id)}/skills`) : Promise.resolve([]),
     ]);
-    const note = statusLine();
+    const note = status();
     note.say(carried);
     carried = "";
     note.carry = (text) => {
@@ -195,9 +186,9 @@ export default {
       h("p", { class: "muted" }, "The model sees each attached skill's name and description, and loads its instructions when a task calls for it."),
       skillTable(ctx, skills, agent, bound, note),
       note,
-      section("Write a skill", {}, writeForm(ctx)),
-      section("From the registry", {}, ...registry(ctx)),
-      section("From a repository or a URL", {}, sourceForm(ctx)),
+      section("Write a skill", writeForm(ctx)),
+      section("From the registry", ...registry(ctx)),
+      section("From a repository or a URL", sourceForm(ctx)),
     );
   },
 };

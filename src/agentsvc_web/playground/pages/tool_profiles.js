@@ -42,8 +42,8 @@ function profileForm(ctx, agent, known, name, profile, save) {
       tools.length
         ? tools.map((t) => {
             const c = check(t, { checked: chosen.has(t), value: t, "data-tool": t });
-            boxes.push(c.box);
-            return c.el;
+            boxes.push(c.input);
+            return c.wrap;
           })
         : h("span", { class: "muted small" }, "none"),
     ),

@@ -105,11 +105,11 @@ async function delegationPart(ctx, agent, tools) {
   const form = h(
     "form",
     { class: "stack", id: "tool-delegation" },
-    tools.length ? boxes.map((b) => b.el) : h("span", { class: "muted small" }, "The organization has no webhook tool yet."),
+    tools.length ? boxes.map((b) => b.wrap) : h("span", { class: "muted small" }, "The organization has no webhook tool yet."),
     h("div", { class: "row" }, h("button", { type: "submit", disabled: !tools.length }, "Save delegation"), saved),
   );
   onSubmit(form, ctx, async () => {
-    const toolIds = boxes.filter((b) => b.box.checked).map((b) => b.box.value);
+    const toolIds = boxes.filter((b) => b.input.checked).map((b) => b.input.value);
     await ctx.api.request("PUT", `/api/agents/${enc(agent.id)}/delegated`, { toolIds });
     await ctx.refresh();
   });

@@ -5,34 +5,29 @@
 // deliveries with every attempt, each one redelivered with a click.
 
 import { h } from "../dom.js";
-import { badge, checkbox, field, secretOnce, section, statusLine, table, when } from "./form_bits.js";
-import { dangerButton, enc } from "./formkit.js";
+import { badge, check, dangerButton, enc, labelled, onSubmit, secretOnce, section, status, submitRow, table, when } from "./formkit.js";
 
 let openEndpoint = null;
 let shownSecret = null; // {endpointId, secret}: shown on the next drawing, then forgotten
 
 function eventPicker(types, chosen, idPrefix) {
-  const boxes = types.map((t) => ({ type: t.type, ...checkbox(t.type, { checked: chosen.includes(t.type) ? true : null, id: `${idPrefix}-${t.type}`, title: t.description }) }));
+  const boxes = types.map((t) => ({ type: t.type, ...check(t.type, { checked: chosen.includes(t.type) ? true : null, id: `${idPrefix}-${t.type}`, title: t.description }) }));
   const wrap = h("fieldset", { class: "events" }, h("legend", {}, "Events"), h("div", { class: "pick-list" }, boxes.map((b) => b.wrap)));
   return { wrap, value: () => boxes.filter((b) => b.input.checked).map((b) => b.type) };
 }
 
 function createForm(ctx, types) {
-  const url = field("URL", "input", { type: "url", required: true, placeholder: "https://example.com/hooks/agentsvc", id: "hook-url" });
-  const description = field("Description", "input", { maxlength: 500 });
+  const url = labelled("URL", "input", { type: "url", required: true, placeholder: "https://example.com/hooks/agentsvc", id: "hook-url" });
+  const description = labelled("Description", "input", { maxlength: 500 });
   const events = eventPicker(types, ["reply.completed"], "hook-new");
-  const status = statusLine();
-  const form = h("form", { class: "stack", id: "hook-create", "aria-label": "New endpoint" }, url.wrap, description.wrap, events.wrap, h("div", { class: "row" }, h("button", { type: "submit" }, "Add endpoint"), status));
-  form.addEventListener(
-    "submit",
-    ctx.guarded(async (ev) => {
-      ev.preventDefault();
-      const made = await ctx.api.post("/api/webhooks", { url: url.input.value, description: description.input.value, events: events.value() });
-      openEndpoint = made.endpoint.id;
-      shownSecret = { endpointId: made.endpoint.id, secret: made.secret };
-      await ctx.refresh();
-    }),
-  );
+  const said = status();
+  const form = h("form", { class: "stack", id: "hook-create", "aria-label": "New endpoint" }, url.wrap, description.wrap, events.wrap, submitRow("Add endpoint", said));
+  onSubmit(form, ctx, async () => {
+    const made = await ctx.api.post("/api/webhooks", { url: url.input.value, description: description.input.value, events: events.value() });
+    openEndpoint = made.endpoint.id;
+    shownSecret = { endpointId: made.endpoint.id, secret: made.secret };
+    await ctx.refresh();
+  });
   return form;
 }
 
@@ -43,17 +38,13 @@ function attemptsText(d) {
 async function endpointDetail(ctx, types, e) {
   const base = `/api/webhooks/${enc(e.id)}`;
   const page = await ctx.api.get(`${base}/deliveries?limit=20`);
-  const note = statusLine();
+  const note = status();
   const events = eventPicker(types, e.events, `hook-${e.id.slice(0, 8)}`);
-  const save = h("form", { class: "stack", id: "hook-events" }, events.wrap, h("div", { class: "row" }, h("button", { type: "submit" }, "Save events"), note));
-  save.addEventListener(
-    "submit",
-    ctx.guarded(async (ev) => {
-      ev.preventDefault();
-      await ctx.api.patch(base, { events: events.value() });
-      note.say("saved");
-    }),
-  );
+  const save = h("form", { class: "stack", id: "hook-events" }, events.wrap, submitRow("Save events", note));
+  onSubmit(save, ctx, async () => {
+    await ctx.api.patch(base, { events: events.value() });
+    note.say("saved");
+  });
   const secret = shownSecret?.endpointId === e.id ? secretOnce("Signing secret", shownSecret.secret) : null;
   shownSecret = null;
   return section(
@@ -128,7 +119,7 @@ export default {
               [
                 "Enabled",
                 (e) => {
-                  const c = checkbox("enabled", { checked: e.enabled ? true : null, "aria-label": `Enabled: ${e.url}` });
+                  const c = check("enabled", { checked: e.enabled ? true : null, "aria-label": `Enabled: ${e.url}` });
                   c.input.addEventListener(
                     "change",
                     ctx.guarded(async () => {

@@ -1,9 +1,11 @@
-// The console's Markdown renderer. It cannot inject HTML: it builds elements and
-// text nodes only (no HTML string is ever parsed), so "<script>" or
-// "<img onerror=...>" in a reply shows as those characters. It grew from the
-// public chat page's renderer (chat_page_files/markdown.js) and adds what a
-// console reader expects: fenced code blocks with their language, highlighted
-// (highlight.js), tables, rules, ~~strike~~, and headings to ######.
+// The Markdown renderer of the console (/playground/markdown.js) and of the public
+// chat page (/c/_/markdown.js): one file, which both routers serve from this
+// folder, each under its own page's Content-Security-Policy. It cannot inject
+// HTML: it builds elements and text nodes only (no HTML string is ever parsed),
+// so "<script>" or "<img onerror=...>" in a reply shows as those characters. It
+// knows paragraphs, headings, lists, block quotes, fenced code blocks with their
+// language, highlighted (highlight.js), tables, rules, inline `code`, **bold**,
+// *italic*, ~~strike~~ and links.
 //
 // Links are inert until clicked: http(s) and mailto only, opened in a new tab
 // with no referrer and no opener; an image (![alt](url)) is shown as a link to

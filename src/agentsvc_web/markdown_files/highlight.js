@@ -2,7 +2,7 @@
 // into comments, strings, numbers and keywords and wraps each in a <span> with a
 // class (tok-com, tok-str, tok-num, tok-kw); everything else stays a text node.
 // No HTML is parsed and no style is inline (the page's CSP forbids it): the
-// colours are app.css's. It knows the usual shapes of Python, JavaScript and
+// colours are the page's style sheet's (app.css, page.css). It knows the usual shapes of Python, JavaScript and
 // TypeScript, shell, JSON, SQL, Go, Rust, Java and C; an unknown language gets
 // strings, numbers and comments only.
 

@@ -5,28 +5,32 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentsvc_core.entities import Participant, Thread, ToolCall
+from agentsvc_core.entities import Participant, Role, Thread, ToolCall
 from agentsvc_core.ports.storage import SEARCH_CHARS
 from tests.contract.conftest import Backend, now
 from tests.contract.test_conversations_contract import a_message, a_thread
 
 
-def _found(backend: Backend, org: str, agent: uuid.UUID, *words: str, **kw: object) -> list[str]:
+def _found(
+    backend: Backend,
+    org: str,
+    agent: uuid.UUID,
+    *words: str,
+    before: datetime | None = None,
+    visible_to: str | None = None,
+) -> list[str]:
     """The titles of the threads the search lists, newest first."""
     listed = backend.run(
         lambda: backend.storage.threads.list_for_agent(
-            org, agent, before=kw.get("before"), limit=50, words=words, **_user(kw)
+            org, agent, before=before, limit=50, visible_to=visible_to, words=words
         )
     )
     return [t.title or "" for t in listed]
-
-
-def _user(kw: dict[str, object]) -> dict[str, str]:
-    return {"visible_to": str(kw["visible_to"])} if "visible_to" in kw else {}
 
 
 def _thread(
@@ -34,7 +38,7 @@ def _thread(
 ) -> Thread:
     t = backend.run(backend.storage.threads.add, a_thread(org, agent, title=title, **over))
     for i, text in enumerate(said):
-        role = "user" if i % 2 == 0 else "assistant"
+        role: Role = "user" if i % 2 == 0 else "assistant"
         backend.run(backend.storage.conversations.add_message, a_message(t, role, text))
     return t
 

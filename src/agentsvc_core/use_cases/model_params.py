@@ -7,7 +7,9 @@ What the families do (docs/models.md, "Model parameters"):
 
 - ``alpha`` (the Anthropic Messages API): temperature only up to 1 (its range is 0
   to 1), and not with ``topP`` (its current models refuse a request that alters
-  both: "use only one"); structured output as ``output_config.format``.
+  both: "use only one"); no stop text of only whitespace (the API refuses one:
+  "each stop sequence must contain non-whitespace"); structured output as
+  ``output_config.format``.
 - ``beta`` (the OpenAI Chat Completions API): everything, under OpenAI's names.
 - ``local`` (the built-in offline model): ``maxOutputTokens`` cuts its reply and
   ``stop`` ends it where a stop text first appears; temperature and topP are
@@ -60,11 +62,12 @@ class FamilyLimits(msgspec.Struct, frozen=True, kw_only=True):
 
     max_temperature: float = MAX_TEMPERATURE
     one_sampler: bool = False  # temperature and topP not both
+    blank_stop: bool = True  # a stop text of only whitespace ("\n\n")
     structured: bool = True  # follows a JSON Schema (responseFormat json_schema)
 
 
 FAMILIES: dict[str, FamilyLimits] = {
-    "alpha": FamilyLimits(max_temperature=1.0, one_sampler=True),
+    "alpha": FamilyLimits(max_temperature=1.0, one_sampler=True, blank_stop=False),
     "beta": FamilyLimits(),
     "local": FamilyLimits(structured=False),
 }
@@ -101,7 +104,9 @@ def check_params(params: ModelParams, field: str = "") -> ModelParams:
         if len(params.stop) > MAX_STOP:
             raise InvalidInput(at("stop"), f"at most {MAX_STOP} stop texts")
         for text in params.stop:
-            check_text(at("stop"), text, max_len=MAX_STOP_CHARS, required=True)
+            check_text(at("stop"), text, max_len=MAX_STOP_CHARS)
+            if not text:
+                raise InvalidInput(at("stop"), "a stop text must not be empty")
     rf = params.response_format
     if rf is not None:
         if (rf.type == "json_schema") != (rf.json_schema is not None):
@@ -143,6 +148,12 @@ def check_for_family(family: str, params: ModelParams) -> None:
             "top_p",
             f"the {family} family's models take temperature or topP, not both:"
             " give only one (on the send or in the agent's modelParams)",
+        )
+    if not limits.blank_stop and any(not s.strip() for s in params.stop or ()):
+        raise InvalidInput(
+            "stop",
+            f"the {family} family's models take no stop text of only whitespace"
+            " (such as a blank line)",
         )
     if not limits.structured and params.structured() is not None:
         raise InvalidInput(

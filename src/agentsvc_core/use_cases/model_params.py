@@ -43,6 +43,7 @@ __all__ = [
     "FamilyLimits",
     "check_for_family",
     "check_params",
+    "limits_of",
 ]
 
 MAX_TEMPERATURE = 2.0
@@ -131,11 +132,17 @@ def _check_format(field: str, spec: JsonSchemaFormat) -> None:
         raise InvalidInput(f"{field}.schema", f"not a valid JSON Schema: {exc.message}") from None
 
 
+def limits_of(family: str) -> FamilyLimits:
+    """What ``family`` honours (a family not named here: everything)."""
+    return FAMILIES.get(family, _ANY)
+
+
+_ANY = FamilyLimits()
+
+
 def check_for_family(family: str, params: ModelParams) -> None:
     """``InvalidInput`` (a 422) for a parameter the family cannot honour."""
-    limits = FAMILIES.get(family)
-    if limits is None:
-        return
+    limits = limits_of(family)
     t = params.temperature
     if t is not None and t > limits.max_temperature:
         raise InvalidInput(

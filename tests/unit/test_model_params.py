@@ -4,8 +4,10 @@ sends the model, and how each provider family writes them."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
+import msgspec
 import pytest
 
 from agentsvc_adapters.llm import alpha, beta
@@ -13,6 +15,7 @@ from agentsvc_adapters.llm.local import LocalModel
 from agentsvc_core.entities.model_params import JsonSchemaFormat, ModelParams, ResponseFormat
 from agentsvc_core.errors import InvalidInput
 from agentsvc_core.ports import Finished, ModelRequest, TextDelta, UsageReport
+from agentsvc_core.telemetry import SpanTracer
 from agentsvc_core.use_cases.model_params import (
     MAX_OUTPUT_TOKENS,
     MAX_SCHEMA_BYTES,
@@ -20,8 +23,12 @@ from agentsvc_core.use_cases.model_params import (
     check_params,
 )
 from agentsvc_core.use_cases.turn.conversation import SendInput
+from agentsvc_core.use_cases.turn.reply_plan import plan_reply
+from agentsvc_core.use_cases.turn.spans import chat_span
 from tests.contract.test_conversations_contract import a_message, a_thread
 from tests.unit.test_mutants_conversation import send
+from tests.unit.test_mutants_reply_plan import chosen
+from tests.unit.test_turn_spans import Recorder
 from tests.unit.turn_world import ORG, Script, says, world
 
 SCHEMA: dict[str, Any] = {"type": "object", "properties": {"a": {"type": "string"}}}
@@ -304,3 +311,46 @@ async def test_the_local_model_cuts_its_reply_at_the_cap() -> None:
     words = len(whole.split(" "))
     exact, _, end = await local_says(None, max_tokens=words)
     assert (exact, end) == (whole, Finished("stop"))  # exactly the cap: nothing cut
+
+
+def test_the_chat_span_names_the_parameters_but_not_the_stop_texts() -> None:
+    rec = Recorder()
+    params = ModelParams(temperature=0.3, top_p=0.8, max_output_tokens=55, stop=("SECRET",))
+    with_params = chosen(SendInput(content="hi", params=params))
+    plan = plan_reply(
+        with_params,
+        [],
+        user_id=None,
+        keep_events=timedelta(0),
+        keys=None,
+        gate=None,
+        stored_parent=None,
+    )
+    chat_span(SpanTracer([rec]), plan).end()
+    attributes = rec.spans[0].attributes
+    assert attributes["gen_ai.request.max_tokens"] == 55
+    assert (attributes["gen_ai.request.temperature"], attributes["gen_ai.request.top_p"]) == (
+        0.3,
+        0.8,
+    )
+    assert "SECRET" not in repr(attributes)
+    assert "gen_ai.output.type" not in attributes
+    plain = plan_reply(
+        chosen(
+            SendInput(content="hi", params=ModelParams(response_format=ResponseFormat(type="text")))
+        ),
+        [],
+        user_id=None,
+        keep_events=timedelta(0),
+        keys=None,
+        gate=None,
+        stored_parent=None,
+    )
+    chat_span(SpanTracer([rec]), plain).end()
+    assert rec.spans[1].attributes["gen_ai.request.max_tokens"] == 4096
+    assert not {"gen_ai.request.temperature", "gen_ai.request.top_p", "gen_ai.output.type"} & set(
+        rec.spans[1].attributes
+    )
+    json_plan = msgspec.structs.replace(plan, params=ModelParams(response_format=structured()))
+    chat_span(SpanTracer([rec]), json_plan).end()
+    assert rec.spans[2].attributes["gen_ai.output.type"] == "json"

@@ -81,12 +81,17 @@ def test_values_within_the_bounds_pass(params: ModelParams) -> None:
         (ModelParams(max_output_tokens=MAX_OUTPUT_TOKENS + 1), "max_output_tokens", "between 1"),
         (ModelParams(stop=("a", "b", "c", "d", "e")), "stop", "at most 4 stop texts"),
         (ModelParams(stop=("x" * 201,)), "stop", "at most 200 characters"),
-        (ModelParams(stop=("",)), "stop", "must not be empty"),
+        (ModelParams(stop=("",)), "stop", "a stop text must not be empty"),
         (ModelParams(stop=("a\x00",)), "stop", "NUL"),
         (
             ModelParams(response_format=ResponseFormat(type="json_schema")),
             "response_format",
             "jsonSchema is required with type json_schema, and only then",
+        ),
+        (
+            ModelParams(response_format=structured("a b")),
+            "response_format.jsonSchema.name",
+            "1 to 64 letters, digits, '_' or '-'",
         ),
         (
             ModelParams(
@@ -128,6 +133,15 @@ def test_a_schema_of_exactly_the_size_limit_passes() -> None:
     refused(ModelParams(response_format=structured(schema={"description": "x" * (pad + 1)})))
 
 
+def test_the_exact_problems() -> None:
+    with pytest.raises(InvalidInput) as caught:
+        check_params(ModelParams(stop=("",)))  # no field: the bare name
+    assert (caught.value.field, caught.value.problem) == ("stop", "a stop text must not be empty")
+    with pytest.raises(InvalidInput) as caught:
+        check_params(ModelParams(response_format=ResponseFormat(type="json_schema")))
+    assert caught.value.problem == "jsonSchema is required with type json_schema, and only then"
+
+
 def test_within_a_field_the_names_are_the_clients() -> None:
     assert refused(ModelParams(top_p=2), "model_params").field == "model_params.topP"
     got = refused(ModelParams(max_output_tokens=0), "model_params")
@@ -154,11 +168,16 @@ def test_alpha_takes_a_temperature_up_to_1_and_not_with_top_p() -> None:
         "the alpha family's models take a temperature between 0 and 1",
     )
     both = family_refuses("alpha", ModelParams(temperature=0.5, top_p=0.5))
-    assert both.field == "top_p"
-    assert "temperature or topP, not both" in both.problem
+    assert (both.field, both.problem) == (
+        "top_p",
+        "the alpha family's models take temperature or topP, not both:"
+        " give only one (on the send or in the agent's modelParams)",
+    )
     blank = family_refuses("alpha", ModelParams(stop=("END", " \n")))
-    assert blank.field == "stop"
-    assert "only whitespace" in blank.problem
+    assert (blank.field, blank.problem) == (
+        "stop",
+        "the alpha family's models take no stop text of only whitespace (such as a blank line)",
+    )
 
 
 def test_beta_takes_everything() -> None:
@@ -176,8 +195,11 @@ def test_local_refuses_only_a_json_schema() -> None:
         ),
     )
     error = family_refuses("local", ModelParams(response_format=structured()))
-    assert error.field == "response_format"
-    assert error.problem.startswith("the local model cannot follow a JSON Schema")
+    assert (error.field, error.problem) == (
+        "response_format",
+        "the local model cannot follow a JSON Schema: use a model of the alpha or"
+        ' beta family, or responseFormat {"type": "text"}',
+    )
 
 
 def test_a_family_it_does_not_know_refuses_nothing() -> None:

@@ -62,10 +62,15 @@ class ModelParamsBody(SendParams, rename="camel"):
     """An agent's defaults (``modelParams``), given whole."""
 
 
+_FIELDS = SendParams.__struct_fields__
+
+
 def params_of(body: SendParams) -> ModelParams | None:
-    """The core's parameters from a body's (None: it gives none)."""
-    params = msgspec.convert(body, ModelParams, from_attributes=True)
-    return None if params == ModelParams() else params
+    """The core's parameters from a body's (None: it gives none, what most sends
+    do: then nothing is converted)."""
+    if all(getattr(body, f) is None for f in _FIELDS):
+        return None
+    return msgspec.convert(body, ModelParams, from_attributes=True)
 
 
 class JsonSchemaOut(msgspec.Struct):

@@ -27,6 +27,7 @@ from agentsvc_core.entities import (
 )
 from agentsvc_core.errors import InvalidInput
 from agentsvc_core.use_cases.branches import Shown
+from agentsvc_web.model_params import ModelParamsBody, ModelParamsOut
 
 Name = Annotated[str, Meta(min_length=1, max_length=rules.MAX_NAME)]
 Description = Annotated[str, Meta(max_length=rules.MAX_DESCRIPTION)]
@@ -128,6 +129,8 @@ class AgentCreateBody(msgspec.Struct, rename="camel"):
     runtime_provider: RuntimeProvider | None = None
     project_id: UUID | None = None
     approval_timeout_minutes: ApprovalTimeout = rules.DEFAULT_APPROVAL_TIMEOUT_MINUTES
+    # the defaults of its model parameters; a send's own override them (docs/models.md)
+    model_params: ModelParamsBody | None = None
 
 
 class AgentPatchBody(msgspec.Struct, rename="camel"):
@@ -140,6 +143,7 @@ class AgentPatchBody(msgspec.Struct, rename="camel"):
     runtime_provider: RuntimeProvider | UnsetType | None = UNSET
     project_id: UUID | UnsetType | None = UNSET
     approval_timeout_minutes: ApprovalTimeout | UnsetType = UNSET
+    model_params: ModelParamsBody | UnsetType | None = UNSET  # replaced whole; null clears
 
 
 class ToolProfileOut(msgspec.Struct):
@@ -169,6 +173,8 @@ class AgentOut(msgspec.Struct):
     updated_at: datetime
     # how long its tool calls wait for a person's approval (docs/tools.md)
     approval_timeout_minutes: int
+    # its model parameters' defaults (null: none set)
+    model_params: ModelParamsOut | None
 
     @classmethod
     def of(cls, a: Agent, published: list[dict[str, Any]] | None = None) -> AgentOut:
@@ -176,6 +182,7 @@ class AgentOut(msgspec.Struct):
             cls,
             a,
             published_chats=published or [],  # controllers/publishing/schemas.py: chat_refs
+            model_params=ModelParamsOut.of(a.model_params),
             template=None
             if a.template is None
             else TemplateRefOut(id=a.template.id, version=a.template.version),

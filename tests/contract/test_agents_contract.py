@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from agentsvc_adapters.clock import SystemClock
 from agentsvc_core.entities import Agent, Principal, ToolProfile
 from agentsvc_core.entities.agent import TemplateRef
+from agentsvc_core.entities.model_params import JsonSchemaFormat, ModelParams, ResponseFormat
 from agentsvc_core.errors import InvalidInput, NotFound
 from agentsvc_core.use_cases import AgentChanges, AgentDraft, Agents
 from tests.contract.conftest import Backend, now
@@ -92,6 +93,56 @@ def test_agents_round_trip_exactly(
     # profile order is kept, not only the mapping
     assert list((got.tool_profiles or {}).items()) == list((tool_profiles or {}).items())
     assert backend.run(repo.list, org) == [agent]
+
+
+model_params = st.one_of(
+    st.none(),
+    st.builds(
+        ModelParams,
+        temperature=st.one_of(st.none(), st.floats(0, 2)),
+        top_p=st.one_of(st.none(), st.floats(0, 1)),
+        max_output_tokens=st.one_of(st.none(), st.integers(1, 128_000)),
+        stop=st.one_of(
+            st.none(), st.lists(text.filter(bool).map(lambda s: s[:200]), max_size=4).map(tuple)
+        ),
+        response_format=st.one_of(
+            st.none(),
+            st.just(ResponseFormat(type="text")),
+            st.builds(
+                lambda name, title, strict: ResponseFormat(
+                    type="json_schema",
+                    json_schema=JsonSchemaFormat(
+                        name=name,
+                        schema={"type": "object", "title": title, "properties": {title: {}}},
+                        strict=strict,
+                    ),
+                ),
+                st.from_regex(r"[A-Za-z0-9_-]{1,64}", fullmatch=True),
+                text.map(lambda s: s[:100]),
+                st.one_of(st.none(), st.booleans()),
+            ),
+        ),
+    ),
+)
+
+
+@given(params=model_params)
+def test_an_agents_model_parameters_round_trip_and_change(
+    backend: Backend, params: ModelParams | None
+) -> None:
+    org = backend.fresh_org()
+    agent = agent_in(org, model_params=params)
+    repo = backend.storage.agents
+    backend.run(repo.add, agent)
+    assert backend.run(repo.get, org, agent.id) == agent
+    changed = ModelParams(temperature=0.5) if params is None else None
+    got = backend.run(
+        lambda: repo.modify(
+            org, agent.id, lambda a: msgspec.structs.replace(a, model_params=changed)
+        )
+    )
+    assert got.model_params == changed
+    assert backend.run(repo.get, org, agent.id).model_params == changed
 
 
 def test_timestamps_keep_microseconds_and_utc(backend: Backend) -> None:

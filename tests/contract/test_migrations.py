@@ -80,6 +80,7 @@ def test_every_table_and_index_leads_with_org_id(pg_url: str) -> None:
             # by org_id and agent_id
             "memories_search",
             "knowledge_chunks_search",
+            "messages_search",  # the thread search: also by org_id and agent_id
             # the sweep's look for indexings that should be running, of every organization
             "knowledge_documents_pending",
             # runners: the inbound webhook's token (it names no organization), the

@@ -91,9 +91,11 @@ DOMAIN_RULES = [
     "updateOrgSettings",
     "createThread",
     "updateThread",
-    "sendMessage",
+    "listThreads",  # a search (q) holding NUL, or of more than 16 words
+    "sendMessage",  # and model parameters the model's family cannot honour, a schema
+    # that is no JSON Schema (as an agent's modelParams: createAgent, updateAgent)
     "editMessage",  # as sendMessage; and only a user message can be edited
-    "regenerateReply",  # as sendMessage's tools, profile and model
+    "regenerateReply",  # as sendMessage's tools, profile, model and its parameters
     "listParticipants",
     "addParticipant",
     "removeParticipant",

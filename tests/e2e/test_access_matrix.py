@@ -669,6 +669,18 @@ def test_an_optional_reference_to_a_project_of_a_is_404_or_finds_nothing(
         assert _ok(client.get(f"/api/agents/{mine['id']}"))["project_id"] is None
 
 
+def test_another_organization_finds_nothing_of_a_by_search(
+    world: World, strangers: dict[str, httpx.Client]
+) -> None:
+    search = {"agentId": world.ids["agent"], "q": MARK}
+    found = _ok(world.a.get("/api/threads", params=search))["threads"]
+    assert world.ids["thread"] in [t["id"] for t in found]
+    for who, client in strangers.items():
+        r = client.get("/api/threads", params=search)
+        assert (r.status_code, r.json()["threads"]) == (200, []), (who, r.text)
+        assert MARK not in r.text, who
+
+
 def test_a_member_gets_403_on_every_admin_operation(world: World, doc: dict[str, Any]) -> None:
     member = httpx.Client(base_url=world.url, headers=_h(_jwt("mallory", ORG_A)), timeout=30)
     admin_ops = [op for op in _operations(doc) if op.admin]
@@ -705,6 +717,13 @@ def test_a_member_reads_but_does_not_see_another_users_thread(
             assert MARK not in r.text
         listed = member.get("/api/threads", params={"agentId": world.ids["agent"]}).json()
         assert listed["threads"] == []
+        # nor finds it by searching its title or its messages' words, which A's key does
+        for q in (f"thread {MARK}", f"hello {MARK}"):
+            search = {"agentId": world.ids["agent"], "q": q}
+            found = member.get("/api/threads", params=search)
+            assert (found.status_code, found.json()["threads"]) == (200, []), found.text
+            mine = _ok(world.a.get("/api/threads", params=search))["threads"]
+            assert world.ids["thread"] in [t["id"] for t in mine]
         # nor deletes it (a member deletes the threads it opened)
         r = member.delete(f"/api/threads/{world.ids['thread']}")
         assert (r.status_code, r.json()["error"]) == (403, "FORBIDDEN"), r.text

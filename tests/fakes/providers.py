@@ -539,6 +539,94 @@ class _Wire:
         return req.json
 
 
+def _number_in(body: dict[str, Any], name: str, high: float) -> str | None:
+    """Why ``body[name]`` is refused (a number from 0 to ``high`` when present), or None."""
+    value = body.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return f"{name}: Input should be a valid number"
+    if not 0 <= value <= high:
+        return f"{name}: Input should be between 0 and {high:g}"
+    return None
+
+
+def _texts(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _alpha_params(body: dict[str, Any]) -> None:
+    """The Messages API's model parameters, refused as it refuses them: temperature and
+    top_p from 0 to 1 and not both (the current models: "use only one"), a positive
+    max_tokens, stop_sequences of strings with something besides whitespace,
+    output_config.format a json_schema."""
+    for name in ("temperature", "top_p"):
+        problem = _number_in(body, name, 1)
+        if problem:
+            raise _Refusal(400, problem)
+    if "temperature" in body and "top_p" in body:
+        raise _Refusal(
+            400,
+            "`temperature` and `top_p` cannot both be specified for this model."
+            " Please use only one.",
+        )
+    cap = body["max_tokens"]
+    if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
+        raise _Refusal(400, "max_tokens: Input should be greater than or equal to 1")
+    if "stop_sequences" in body:
+        if not _texts(body["stop_sequences"]):
+            raise _Refusal(400, "stop_sequences: Input should be a valid list of strings")
+        if any(not text.strip() for text in body["stop_sequences"]):
+            raise _Refusal(400, "stop_sequences: each stop sequence must contain non-whitespace")
+    if "output_config" in body:
+        fmt = (
+            body["output_config"].get("format") if isinstance(body["output_config"], dict) else None
+        )
+        if not (
+            isinstance(fmt, dict)
+            and fmt.get("type") == "json_schema"
+            and isinstance(fmt.get("schema"), dict)
+            and set(fmt) == {"type", "schema"}
+        ):
+            raise _Refusal(400, "output_config.format: expected {type: json_schema, schema}")
+
+
+_FORMAT_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def _beta_params(body: dict[str, Any]) -> None:
+    """The Chat Completions API's model parameters, refused as it refuses them:
+    temperature from 0 to 2, top_p from 0 to 1, stop a string or up to 4 strings,
+    response_format text, json_object or a named json_schema."""
+    for name, high in (("temperature", 2.0), ("top_p", 1.0)):
+        problem = _number_in(body, name, high)
+        if problem:
+            raise _Refusal(400, problem, code="invalid_value", param=name)
+    stop = body.get("stop")
+    if stop is not None and not isinstance(stop, str) and not (_texts(stop) and len(stop) <= 4):
+        raise _Refusal(400, "'stop': at most 4 strings", code="invalid_value", param="stop")
+    rf = body.get("response_format")
+    if rf is None:
+        return
+    kind = rf.get("type") if isinstance(rf, dict) else None
+    if kind in ("text", "json_object") and set(rf) == {"type"}:
+        return
+    spec = rf.get("json_schema") if kind == "json_schema" else None
+    if not (
+        isinstance(spec, dict)
+        and isinstance(spec.get("name"), str)
+        and _FORMAT_NAME.fullmatch(spec["name"])
+        and isinstance(spec.get("schema", {}), dict)
+        and set(spec) <= {"name", "schema", "strict", "description"}
+    ):
+        raise _Refusal(
+            400,
+            "Invalid 'response_format': expected text, json_object or json_schema with a name",
+            code="invalid_value",
+            param="response_format",
+        )
+
+
 class _AlphaWire(_Wire):
     path = ALPHA_PATH
 
@@ -555,6 +643,7 @@ class _AlphaWire(_Wire):
         for name in ("model", "messages", "max_tokens"):
             if name not in body:
                 raise _Refusal(400, f"{name}: Field required")
+        _alpha_params(body)
 
     def error_body(self, status: int, reply: Reply | None, refusal: _Refusal | None) -> bytes:
         if refusal is not None:
@@ -713,6 +802,7 @@ class _BetaWire(_Wire):
                 code="missing_required_parameter",
                 param="messages",
             )
+        _beta_params(body)
 
     def error_body(self, status: int, reply: Reply | None, refusal: _Refusal | None) -> bytes:
         if refusal is not None:

@@ -14,6 +14,7 @@ from agentsvc_core.entities import Principal, Usage
 from agentsvc_core.errors import InvalidInput, NotFound
 from agentsvc_core.ports import ChatModel, ModelEvent, ModelRequest
 from agentsvc_core.pricing import Price, PriceTable
+from agentsvc_core.use_cases.model_params import FamilyLimits
 from agentsvc_core.use_cases.models import Models, example_of
 
 WHO = Principal(org_id="o", method="jwt", user_id="member")
@@ -108,6 +109,9 @@ def test_the_listing_is_the_served_price_entries_then_the_routes_for_the_rest() 
     assert (named.example, named.sent_as, named.price) == ("alpha:custom", "custom", None)
     local = by_id["local"]
     assert (local.family, local.key_configured, local.supports_tools) == ("local", None, True)
+    assert local.params == FamilyLimits(structured=False)  # its family's model parameters
+    assert opus.params == FamilyLimits(max_temperature=1.0, one_sampler=True, blank_stop=False)
+    assert mini.params == FamilyLimits()
     assert by_id["llama*"].price is None
 
 

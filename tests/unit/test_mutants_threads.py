@@ -14,7 +14,14 @@ from agentsvc_adapters.memory import MemoryStorage
 from agentsvc_core.entities import Principal, ToolProfile
 from agentsvc_core.errors import InvalidInput, NotFound, PermissionDenied
 from agentsvc_core.use_cases import AgentDraft, Agents
-from agentsvc_core.use_cases.threads import ThreadChanges, ThreadDraft, Threads
+from agentsvc_core.use_cases.threads import (
+    MAX_QUERY,
+    MAX_QUERY_WORDS,
+    ThreadChanges,
+    ThreadDraft,
+    Threads,
+    search_words,
+)
 from tests.contract.test_conversations_contract import a_message, a_run
 
 KEY = Principal(org_id="acme", method="api_key")
@@ -367,3 +374,30 @@ async def test_a_participant_is_checked(user_id: str, name: str | None, field: s
         await threads.add_participant(ALICE, shared.id, user_id, name, "member")
     assert raised.value.field == field
     await threads.add_participant(ALICE, shared.id, "u" * 256, "x" * 1000, "member")
+
+
+def test_a_search_is_its_words_lowercased_each_once() -> None:
+    assert search_words("Green TEA, green-tea_pot!") == ("green", "tea", "pot")
+    assert search_words("  ¿?  ") == ()
+    assert search_words("x" * MAX_QUERY) == ("x" * MAX_QUERY,)
+    many = " ".join(f"w{i}" for i in range(MAX_QUERY_WORDS))
+    assert len(search_words(many)) == MAX_QUERY_WORDS
+    with pytest.raises(InvalidInput, match=r"^q: at most 16 words$"):
+        search_words(many + " more")
+    with pytest.raises(InvalidInput, match=r"^q: must be at most 200 characters$"):
+        search_words("x" * (MAX_QUERY + 1))
+    with pytest.raises(InvalidInput, match=r"^q: must not contain NUL characters$"):
+        search_words("tea\x00")
+
+
+async def test_a_listing_with_q_keeps_the_threads_holding_its_words() -> None:
+    threads, agents = await setup()
+    agent = await agents.create(KEY, AgentDraft(name="a"))
+    tea = await threads.create(ALICE, ThreadDraft(agent_id=agent.id, title="Green tea"))
+    await threads.create(ALICE, ThreadDraft(agent_id=agent.id, title="Coffee"))
+    await threads.create(BOB, ThreadDraft(agent_id=agent.id, title="Green tea too"))
+    found = await threads.list_for_agent(ALICE, agent.id, cursor=None, limit=10, q="GREEN te")
+    assert ([t.id for t in found.threads], found.next_cursor) == ([tea.id], None)
+    everything = await threads.list_for_agent(ALICE, agent.id, cursor=None, limit=10, q="!")
+    assert len(everything.threads) == 2  # no words: her listing
+    assert len((await threads.list_for_agent(KEY, agent.id, cursor=None, limit=10)).threads) == 3

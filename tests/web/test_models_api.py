@@ -32,7 +32,15 @@ def test_a_member_lists_the_models_the_deployment_routes(
         "context_window": None,
         "price_per_million": {"input": 0.0, "output": 0.0, "cached_input": 0.0},
         "price_pattern": "local",
-        "supports": {"tools": True, "native_compaction": False, "summary_compaction": False},
+        "supports": {
+            "tools": True,
+            "native_compaction": False,
+            "summary_compaction": False,
+            "structured_output": False,
+            "max_temperature": 2.0,
+            "temperature_with_top_p": True,
+            "blank_stop": True,
+        },
     }
     beta = listed["beta:*"]
     assert (beta["example"], beta["sent_as"], beta["key_configured"]) == (
@@ -41,6 +49,7 @@ def test_a_member_lists_the_models_the_deployment_routes(
         False,
     )
     assert beta["supports"]["summary_compaction"] is True
+    assert beta["supports"]["structured_output"] is True
 
 
 def test_one_model_takes_the_rest_of_the_path(harness: SharedHarness, auth: dict[str, str]) -> None:

@@ -174,7 +174,16 @@ def test_paging_through_hundreds_of_threads_returns_each_once(
 
 @pytest.mark.parametrize(
     "params",
-    [{}, {"limit": 0}, {"limit": 101}, {"cursor": "yesterday"}, {"agentId": "nope"}],
+    [
+        {},
+        {"limit": 0},
+        {"limit": 101},
+        {"cursor": "yesterday"},
+        {"agentId": "nope"},
+        {"q": "x" * 201},
+        {"q": "tea\x00pot"},
+        {"q": " ".join(f"w{i}" for i in range(17))},
+    ],
 )
 def test_bad_list_parameters_are_422(
     harness: SharedHarness, auth: H, params: dict[str, Any]
@@ -183,6 +192,42 @@ def test_bad_list_parameters_are_422(
         a = agent(c, auth)
         query = {"agentId": a["id"], **params} if params else {}
         err(c.get("/api/threads", params=query, headers=auth), 422, "VALIDATION_ERROR")
+
+
+def test_search_finds_titles_and_messages_pages_and_keeps_to_the_users_threads(
+    harness: SharedHarness, auth: H, org_id: str
+) -> None:
+    alice = bearer(make_jwt(sub="alice", org=org_id))
+    with harness.client() as c:
+        a = agent(c, auth)
+        titled = thread(c, alice, a["id"], title="Brewing green tea")
+        said = thread(c, alice, a["id"])
+        r = c.post(
+            f"/api/threads/{said['id']}/messages", json={"content": "Green kettle?"}, headers=alice
+        )
+        assert r.status_code == 200, r.text
+        theirs = thread(c, auth, a["id"], title="Green tea for the key")
+        thread(c, alice, a["id"], title="Coffee")
+
+        def found(h: H, q: str, **more: Any) -> dict[str, Any]:
+            r = c.get("/api/threads", params={"agentId": a["id"], "q": q, **more}, headers=h)
+            assert r.status_code == 200, r.text
+            return r.json()  # type: ignore[no-any-return]
+
+        def ids(h: H, q: str) -> list[str]:
+            return [t["id"] for t in found(h, q)["threads"]]
+
+        assert ids(alice, "green") == [said["id"], titled["id"]]  # newest first, hers only
+        assert ids(auth, "GREEN") == [theirs["id"], said["id"], titled["id"]]
+        assert ids(alice, "kett") == [said["id"]]  # a word's start, in a message
+        assert ids(alice, "green tea") == [titled["id"]]  # every word
+        assert ids(alice, "said") == [said["id"]]  # the reply's text too
+        assert ids(alice, "tea-pot") == []
+        assert len(ids(alice, "  ")) == 3  # no words: her listing
+        first = found(auth, "green", limit=2)
+        assert [t["id"] for t in first["threads"]] == [theirs["id"], said["id"]]
+        rest = found(auth, "green", limit=2, cursor=first["nextCursor"])
+        assert ([t["id"] for t in rest["threads"]], rest["nextCursor"]) == ([titled["id"]], None)
 
 
 def test_jwt_users_see_only_their_threads(harness: SharedHarness, auth: H, org_id: str) -> None:

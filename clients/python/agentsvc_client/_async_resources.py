@@ -89,6 +89,7 @@ from agentsvc_client.models import (
     MessageBody,
     MessageList,
     ModelInfo,
+    ModelParamsBody,
     Multiplayer,
     MultiplayerPutBody,
     OAuthDone,
@@ -121,6 +122,7 @@ from agentsvc_client.models import (
     RegenerateBody,
     Registry,
     RegistrySearch,
+    ResponseFormatBody,
     ResumeBody,
     Run,
     RunBody,
@@ -1825,6 +1827,11 @@ class AsyncThreadsMessagesResource(AsyncResource):
         metadata: dict[str, str] | UnsetType = UNSET,
         multitask_strategy: Literal["reject", "enqueue", "interrupt"] | UnsetType = UNSET,
         include_events: builtins.list[Literal["compaction"]] | UnsetType = UNSET,
+        temperature: float | UnsetType | None = UNSET,
+        top_p: float | UnsetType | None = UNSET,
+        max_output_tokens: int | UnsetType | None = UNSET,
+        stop: builtins.list[str] | UnsetType | None = UNSET,
+        response_format: ResponseFormatBody | UnsetType | None = UNSET,
         idempotency_key: str | None = None,
     ) -> AsyncReplyStream:
         """Replace a user message on a new branch; the new reply streams back (POST
@@ -1846,6 +1853,11 @@ class AsyncThreadsMessagesResource(AsyncResource):
                 metadata=metadata,
                 multitask_strategy=multitask_strategy,
                 include_events=include_events,
+                temperature=temperature,
+                top_p=top_p,
+                max_output_tokens=max_output_tokens,
+                stop=stop,
+                response_format=response_format,
             ),
             idempotency_key=idempotency_key,
             path=f"/api/threads/{_seg(thread_id)}/messages/{_seg(message_id)}/edit",
@@ -1885,6 +1897,11 @@ class AsyncThreadsMessagesResource(AsyncResource):
         metadata: dict[str, str] | UnsetType = UNSET,
         multitask_strategy: Literal["reject", "enqueue", "interrupt"] | UnsetType = UNSET,
         include_events: builtins.list[Literal["compaction"]] | UnsetType = UNSET,
+        temperature: float | UnsetType | None = UNSET,
+        top_p: float | UnsetType | None = UNSET,
+        max_output_tokens: int | UnsetType | None = UNSET,
+        stop: builtins.list[str] | UnsetType | None = UNSET,
+        response_format: ResponseFormatBody | UnsetType | None = UNSET,
         idempotency_key: str | None = None,
     ) -> AsyncReplyStream:
         """Send a user message; the reply streams back as Server-Sent Events (POST
@@ -1905,6 +1922,11 @@ class AsyncThreadsMessagesResource(AsyncResource):
                 metadata=metadata,
                 multitask_strategy=multitask_strategy,
                 include_events=include_events,
+                temperature=temperature,
+                top_p=top_p,
+                max_output_tokens=max_output_tokens,
+                stop=stop,
+                response_format=response_format,
             ),
             idempotency_key=idempotency_key,
         )
@@ -1987,6 +2009,7 @@ class AsyncAgentsResource(AsyncResource):
         runtime_provider: Literal["native", "alternative"] | UnsetType | None = UNSET,
         project_id: str | UnsetType | None = UNSET,
         approval_timeout_minutes: int | UnsetType = UNSET,
+        model_params: ModelParamsBody | UnsetType | None = UNSET,
         idempotency_key: str | None = None,
     ) -> Agent:
         """Create an agent (POST /api/agents, createAgent)."""
@@ -2003,6 +2026,7 @@ class AsyncAgentsResource(AsyncResource):
                 runtime_provider=runtime_provider,
                 project_id=project_id,
                 approval_timeout_minutes=approval_timeout_minutes,
+                model_params=model_params,
             ),
             idempotency_key=idempotency_key,
             type=Agent,
@@ -2037,6 +2061,7 @@ class AsyncAgentsResource(AsyncResource):
         runtime_provider: Literal["native", "alternative"] | UnsetType | None = UNSET,
         project_id: str | UnsetType | None = UNSET,
         approval_timeout_minutes: int | UnsetType = UNSET,
+        model_params: ModelParamsBody | UnsetType | None = UNSET,
     ) -> Agent:
         """Change the supplied fields of an agent (PATCH /api/agents/{agent_id}, updateAgent)."""
         return await self._client._request(
@@ -2052,6 +2077,7 @@ class AsyncAgentsResource(AsyncResource):
                 runtime_provider=runtime_provider,
                 project_id=project_id,
                 approval_timeout_minutes=approval_timeout_minutes,
+                model_params=model_params,
             ),
             type=Agent,
         )
@@ -3352,12 +3378,15 @@ class AsyncThreadsResource(AsyncResource):
         cursor: datetime | str | None = None,
         limit: int | None = None,
         org_id: str | None = None,
+        q: str | None = None,
     ) -> ThreadList:
-        """An agent's threads, newest first, by pages (GET /api/threads, listThreads)."""
+        """An agent's threads, newest first, by pages (?q=: those holding its words) (GET
+        /api/threads, listThreads).
+        """
         return await self._client._request(
             "GET",
             "/api/threads",
-            params={"agentId": agent_id, "cursor": cursor, "limit": limit, "orgId": org_id},
+            params={"agentId": agent_id, "cursor": cursor, "limit": limit, "orgId": org_id, "q": q},
             type=ThreadList,
         )
 
@@ -3371,6 +3400,11 @@ class AsyncThreadsResource(AsyncResource):
         system_prompt_overlay: str | builtins.list[str] | UnsetType | None = UNSET,
         metadata: dict[str, str] | UnsetType = UNSET,
         multitask_strategy: Literal["reject", "enqueue", "interrupt"] | UnsetType = UNSET,
+        temperature: float | UnsetType | None = UNSET,
+        top_p: float | UnsetType | None = UNSET,
+        max_output_tokens: int | UnsetType | None = UNSET,
+        stop: builtins.list[str] | UnsetType | None = UNSET,
+        response_format: ResponseFormatBody | UnsetType | None = UNSET,
         idempotency_key: str | None = None,
     ) -> AsyncReplyStream:
         """Answer the last user message again on a new branch (POST
@@ -3386,6 +3420,11 @@ class AsyncThreadsResource(AsyncResource):
                 system_prompt_overlay=system_prompt_overlay,
                 metadata=metadata,
                 multitask_strategy=multitask_strategy,
+                temperature=temperature,
+                top_p=top_p,
+                max_output_tokens=max_output_tokens,
+                stop=stop,
+                response_format=response_format,
             ),
             idempotency_key=idempotency_key,
             path=f"/api/threads/{_seg(thread_id)}/regenerate",
@@ -3608,6 +3647,11 @@ class AsyncResources:
         metadata: dict[str, str] | UnsetType = UNSET,
         multitask_strategy: Literal["reject", "enqueue", "interrupt"] | UnsetType = UNSET,
         include_events: builtins.list[Literal["compaction"]] | UnsetType = UNSET,
+        temperature: float | UnsetType | None = UNSET,
+        top_p: float | UnsetType | None = UNSET,
+        max_output_tokens: int | UnsetType | None = UNSET,
+        stop: builtins.list[str] | UnsetType | None = UNSET,
+        response_format: ResponseFormatBody | UnsetType | None = UNSET,
         idempotency_key: str | None = None,
     ) -> AsyncReplyStream:
         """Send a message; iterate the answer for the reply's events (``Meta``, ``Token``, ...,
@@ -3629,6 +3673,11 @@ class AsyncResources:
             metadata=metadata,
             multitask_strategy=multitask_strategy,
             include_events=include_events,
+            temperature=temperature,
+            top_p=top_p,
+            max_output_tokens=max_output_tokens,
+            stop=stop,
+            response_format=response_format,
             idempotency_key=idempotency_key,
         )
 

@@ -32,6 +32,9 @@ class AgentCreateBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     approval_timeout_minutes: int | UnsetType = msgspec.field(
         name="approvalTimeoutMinutes", default=UNSET
     )
+    model_params: ModelParamsBody | UnsetType | None = msgspec.field(
+        name="modelParams", default=UNSET
+    )
 
 
 class Agent(msgspec.Struct, frozen=True, kw_only=True):
@@ -52,6 +55,7 @@ class Agent(msgspec.Struct, frozen=True, kw_only=True):
     template: TemplateRef | None
     updated_at: datetime
     approval_timeout_minutes: int
+    model_params: ModelParams | None
 
 
 class AgentPatchBody(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -71,6 +75,9 @@ class AgentPatchBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     project_id: str | UnsetType | None = msgspec.field(name="projectId", default=UNSET)
     approval_timeout_minutes: int | UnsetType = msgspec.field(
         name="approvalTimeoutMinutes", default=UNSET
+    )
+    model_params: ModelParamsBody | UnsetType | None = msgspec.field(
+        name="modelParams", default=UNSET
     )
 
 
@@ -885,6 +892,22 @@ class IssuedKey(msgspec.Struct, frozen=True, kw_only=True):
     key: str
 
 
+class JsonSchemaBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``JsonSchemaBody`` of the OpenAPI document."""
+
+    name: str
+    schema: dict[str, Any]
+    strict: bool | UnsetType | None = UNSET
+
+
+class JsonSchema(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``JsonSchemaOut`` of the OpenAPI document."""
+
+    name: str
+    schema: dict[str, Any]
+    strict: bool | None
+
+
 class KeyCreateBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     """A request body: ``KeyCreateBody`` of the OpenAPI document."""
 
@@ -1142,6 +1165,28 @@ class ModelInfo(msgspec.Struct, frozen=True, kw_only=True):
     supports: ModelSupports
 
 
+class ModelParamsBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``ModelParamsBody`` of the OpenAPI document."""
+
+    temperature: float | UnsetType | None = UNSET
+    top_p: float | UnsetType | None = msgspec.field(name="topP", default=UNSET)
+    max_output_tokens: int | UnsetType | None = msgspec.field(name="maxOutputTokens", default=UNSET)
+    stop: list[str] | UnsetType | None = UNSET
+    response_format: ResponseFormatBody | UnsetType | None = msgspec.field(
+        name="responseFormat", default=UNSET
+    )
+
+
+class ModelParams(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``ModelParamsOut`` of the OpenAPI document."""
+
+    temperature: float | None
+    top_p: float | None
+    max_output_tokens: int | None
+    stop: list[str] | None
+    response_format: ResponseFormat | None
+
+
 class ModelPrice(msgspec.Struct, frozen=True, kw_only=True):
     """An answer: ``ModelPriceOut`` of the OpenAPI document."""
 
@@ -1156,6 +1201,10 @@ class ModelSupports(msgspec.Struct, frozen=True, kw_only=True):
     tools: bool
     native_compaction: bool
     summary_compaction: bool
+    structured_output: bool
+    max_temperature: float
+    temperature_with_top_p: bool
+    blank_stop: bool
 
 
 class ModelTotals(msgspec.Struct, frozen=True, kw_only=True):
@@ -1467,6 +1516,13 @@ class RegenerateBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     multitask_strategy: Literal["reject", "enqueue", "interrupt"] | UnsetType = msgspec.field(
         name="multitaskStrategy", default=UNSET
     )
+    temperature: float | UnsetType | None = UNSET
+    top_p: float | UnsetType | None = msgspec.field(name="topP", default=UNSET)
+    max_output_tokens: int | UnsetType | None = msgspec.field(name="maxOutputTokens", default=UNSET)
+    stop: list[str] | UnsetType | None = UNSET
+    response_format: ResponseFormatBody | UnsetType | None = msgspec.field(
+        name="responseFormat", default=UNSET
+    )
 
 
 class RegistryEntry(msgspec.Struct, frozen=True, kw_only=True):
@@ -1514,6 +1570,20 @@ class RegistrySearch(msgspec.Struct, frozen=True, kw_only=True):
     """An answer: ``RegistrySearchOut`` of the OpenAPI document."""
 
     servers: list[RegistryEntry]
+
+
+class ResponseFormatBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``ResponseFormatBody`` of the OpenAPI document."""
+
+    type: Literal["text", "json_schema"]
+    json_schema: JsonSchemaBody | UnsetType | None = msgspec.field(name="jsonSchema", default=UNSET)
+
+
+class ResponseFormat(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``ResponseFormatOut`` of the OpenAPI document."""
+
+    type: str
+    json_schema: JsonSchema | None = None
 
 
 class ResumeBody(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -1725,6 +1795,13 @@ class SendMessageBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     )
     include_events: list[Literal["compaction"]] | UnsetType = msgspec.field(
         name="includeEvents", default=UNSET
+    )
+    temperature: float | UnsetType | None = UNSET
+    top_p: float | UnsetType | None = msgspec.field(name="topP", default=UNSET)
+    max_output_tokens: int | UnsetType | None = msgspec.field(name="maxOutputTokens", default=UNSET)
+    stop: list[str] | UnsetType | None = UNSET
+    response_format: ResponseFormatBody | UnsetType | None = msgspec.field(
+        name="responseFormat", default=UNSET
     )
 
 
@@ -2634,6 +2711,8 @@ __all__ = [
     "Integration",
     "IntegrationCreateBody",
     "IssuedKey",
+    "JsonSchema",
+    "JsonSchemaBody",
     "Key",
     "KeyCreateBody",
     "Listed",
@@ -2659,6 +2738,8 @@ __all__ = [
     "MessageBody",
     "MessageList",
     "ModelInfo",
+    "ModelParams",
+    "ModelParamsBody",
     "ModelPrice",
     "ModelSupports",
     "ModelTotals",
@@ -2698,6 +2779,8 @@ __all__ = [
     "RegistryPackage",
     "RegistryRemote",
     "RegistrySearch",
+    "ResponseFormat",
+    "ResponseFormatBody",
     "ResumeBody",
     "Run",
     "RunBody",

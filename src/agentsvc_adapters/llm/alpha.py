@@ -20,6 +20,14 @@ are merged into one:
   ``{tool_use_id, content}``; consecutive results share one user message, and tool
   results are put before any text in it ("tool_result blocks must come FIRST").
 
+Model parameters (entities/model_params.py): ``temperature``, ``top_p``,
+``stop_sequences``, the output cap as ``max_tokens``, and structured output as
+``output_config: {"format": {"type": "json_schema", "schema"}}`` (the structured
+outputs page: generally available, the beta's ``output_format`` and its header no
+longer needed; the format has no name and no ``strict``: the reply always follows the
+schema). A temperature over 1, or temperature with top_p, is refused before the call
+(use_cases/model_params.py).
+
 Response events: ``message_start`` (usage), ``content_block_start`` (a ``tool_use``
 block carries id and name), ``content_block_delta`` (``text_delta`` -> one
 ``TextDelta`` each; ``input_json_delta`` fragments per block index), ``content_block_stop``
@@ -54,6 +62,7 @@ from agentsvc_adapters.llm.sse import (
     short,
 )
 from agentsvc_core.entities import Message, ToolCall, Usage
+from agentsvc_core.entities.model_params import ModelParams
 from agentsvc_core.ports import (
     ChatModel,
     CompactionBlock,
@@ -210,6 +219,20 @@ def _messages(messages: list[Message]) -> list[dict[str, Any]]:
     return out
 
 
+def _put_params(body: dict[str, Any], params: ModelParams) -> None:
+    """The model parameters under the Messages API's names (the output cap is
+    ``max_tokens``, set from the request)."""
+    if params.temperature is not None:
+        body["temperature"] = params.temperature
+    if params.top_p is not None:
+        body["top_p"] = params.top_p
+    if params.stop:
+        body["stop_sequences"] = list(params.stop)
+    structured = params.structured()
+    if structured is not None:
+        body["output_config"] = {"format": {"type": "json_schema", "schema": structured.schema}}
+
+
 def request_body(request: ModelRequest) -> dict[str, Any]:
     """The Messages API body for ``request`` (a dict, for tests and benchmarks)."""
     body: dict[str, Any] = {
@@ -228,6 +251,8 @@ def request_body(request: ModelRequest) -> dict[str, Any]:
             tools.append(tool)
         body["tools"] = tools
     body["messages"] = _messages(request.messages)
+    if request.params is not None:
+        _put_params(body, request.params)
     native = request.native_compaction
     if native is not None:
         edit: dict[str, Any] = {

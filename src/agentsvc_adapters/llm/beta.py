@@ -25,6 +25,12 @@ llama.cpp's server accepts both since early 2026), so the field is a constructor
 ``max_tokens_field="max_tokens"`` for those. Sending both is no way out: OpenAI's
 reasoning models refuse a request that carries ``max_tokens``.
 
+Model parameters (entities/model_params.py): ``temperature``, ``top_p``, ``stop`` (up
+to 4), the output cap as above, and ``response_format`` as given (``{"type": "text"}``
+or ``{"type": "json_schema", "json_schema": {name, schema, strict}}``: the service's
+shape is OpenAI's). A model that refuses one (reasoning models take no temperature)
+answers 400, which is ``PROVIDER_ERROR``.
+
 Response: ``data:`` lines of ``chat.completion.chunk`` objects, then ``data: [DONE]``.
 ``delta.content`` -> one ``TextDelta`` per chunk; ``delta.tool_calls`` fragments are
 assembled per ``index`` (id and name arrive in the first) and emitted as
@@ -57,6 +63,7 @@ from agentsvc_adapters.llm.sse import (
     short,
 )
 from agentsvc_core.entities import Message, ToolCall, Usage
+from agentsvc_core.entities.model_params import ModelParams
 from agentsvc_core.ports import (
     ChatModel,
     Finished,
@@ -164,7 +171,23 @@ def request_body(
                 function["description"] = t.description
             tools.append({"type": "function", "function": function})
         body["tools"] = tools
+    if request.params is not None:
+        _put_params(body, request.params)
     return body
+
+
+def _put_params(body: dict[str, Any], params: ModelParams) -> None:
+    """The model parameters under the Chat Completions API's names (the output cap is
+    ``max_tokens_field``, set from the request)."""
+    if params.temperature is not None:
+        body["temperature"] = params.temperature
+    if params.top_p is not None:
+        body["top_p"] = params.top_p
+    if params.stop:
+        body["stop"] = list(params.stop)
+    rf = params.response_format
+    if rf is not None:
+        body["response_format"] = msgspec.to_builtins(rf)
 
 
 class BetaModel(ChatModel):

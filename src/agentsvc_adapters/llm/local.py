@@ -10,6 +10,11 @@ the history and the system prompt reach the model:
 - after a tool result it reports the result;
 - a message containing "slowly" streams one word every 0.2 s
   (``AGENTSVC_LOCAL_SLOW_DELAY_MS``): a long reply, something to stop.
+
+Model parameters: its reply ends before the first of the ``stop`` texts it contains
+(finish reason ``stop``), and after ``maxOutputTokens`` words, one word counting as
+one token (finish reason ``length``); temperature and topP change nothing, and a JSON
+Schema to follow is refused before the turn (use_cases/model_params.py).
 """
 
 from __future__ import annotations
@@ -45,6 +50,12 @@ def _first_json_object(text: str) -> dict[str, Any]:
             continue
         return value if isinstance(value, dict) else {}
     return {}
+
+
+def _before_stop(text: str, stop: tuple[str, ...] | None) -> str:
+    """``text`` up to the first of the stop texts it contains (all of it: none)."""
+    ends = [i for i in (text.find(s) for s in stop or ()) if i >= 0]
+    return text[: min(ends)] if ends else text
 
 
 def _estimate_tokens(text: str) -> int:
@@ -83,7 +94,10 @@ class LocalModel(ChatModel):
         text, call = self._reply(request)
         said = request.messages[-1].content if request.messages else ""
         delay = self._slow_delay_s if "slowly" in said.lower() else 0.0
+        text = _before_stop(text, request.params.stop if request.params else None)
         words = text.split(" ")
+        cut = len(words) > request.max_tokens
+        words = words[: request.max_tokens]
         for i, word in enumerate(words):
             if delay:
                 await asyncio.sleep(delay)
@@ -91,7 +105,7 @@ class LocalModel(ChatModel):
         if call is not None:
             yield ToolCallRequested(call)
         prompt = request.system + "".join(m.content for m in request.messages)
-        yield UsageReport(
-            Usage(input_tokens=_estimate_tokens(prompt), output_tokens=_estimate_tokens(text))
-        )
-        yield Finished("tool_calls" if call else "stop")
+        out = _estimate_tokens(" ".join(words))
+        out = min(out, len(words)) if cut else out
+        yield UsageReport(Usage(input_tokens=_estimate_tokens(prompt), output_tokens=out))
+        yield Finished("tool_calls" if call else "length" if cut else "stop")

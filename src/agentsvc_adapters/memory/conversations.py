@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from uuid import UUID
 
@@ -27,9 +27,15 @@ from agentsvc_core.ports import (
     ThreadRepository,
 )
 from agentsvc_core.ports.idempotency import IdempotencyClaim
-from agentsvc_core.ports.storage import RUN_MESSAGES_WINDOW
+from agentsvc_core.ports.storage import RUN_MESSAGES_WINDOW, SEARCH_CHARS, SEARCH_WORD
 
 _TICK = timedelta(microseconds=1)
+
+
+def _holds(text: str, words: Sequence[str]) -> bool:
+    """Every word starts one of the text's words (lowercased)."""
+    have = [w.lower() for w in SEARCH_WORD.findall(text)]
+    return all(any(h.startswith(w) for h in have) for w in words)
 
 
 class MemoryThreads(ThreadRepository):
@@ -114,6 +120,7 @@ class MemoryThreads(ThreadRepository):
         before: datetime | None,
         limit: int,
         visible_to: str | None = None,
+        words: Sequence[str] = (),
     ) -> list[Thread]:
         def shown(t: Thread) -> bool:
             if visible_to is None or t.created_by == visible_to:
@@ -127,9 +134,21 @@ class MemoryThreads(ThreadRepository):
             and t.agent_id == agent_id
             and (before is None or t.created_at < before)
             and shown(t)
+            and (not words or self._found(t, words))
         ]
         rows.sort(key=lambda t: t.created_at, reverse=True)
         return [self._shown(t) for t in rows[:limit]]
+
+    def _found(self, t: Thread, words: Sequence[str]) -> bool:
+        """The thread search (the port's rule): the title, or one shown message."""
+        if _holds(t.title or "", words):
+            return True
+        if self._conversations is None:
+            return False
+        messages, _ = self._conversations.messages(t.org_id, t.id)
+        return any(
+            visible_in_history(m) and _holds(m.content[:SEARCH_CHARS], words) for m in messages
+        )
 
     async def put_participant(self, participant: Participant) -> Participant:
         self._get(participant.org_id, participant.thread_id)

@@ -35,6 +35,7 @@ from agentsvc_core.entities import (
     TraceSummary,
 )
 from agentsvc_core.entities.agent import TemplateRef
+from agentsvc_core.entities.model_params import ModelParams
 from agentsvc_core.ports import EventBatch
 from agentsvc_core.ports.idempotency import IdempotencyClaim
 
@@ -73,6 +74,7 @@ _bindings = msgspec.json.Decoder(list[dict[str, Any]])
 _calls = msgspec.json.Decoder(tuple[ToolCall, ...])
 _blocks = msgspec.json.Decoder(tuple[dict[str, Any], ...])
 _names = msgspec.json.Decoder(tuple[str, ...])
+_model_params = msgspec.json.Decoder(ModelParams)
 _tools = msgspec.json.Decoder(tuple[CachedTool, ...])
 
 
@@ -96,7 +98,7 @@ def to_key(row: tuple[Any, ...]) -> ApiKey:
 AGENT_COLS = (
     "id, org_id, name, description, stable_preamble, default_model,"
     " tool_profiles::text, default_profile, runtime_provider, created_at, updated_at,"
-    " project_id, template_id, template_version, approval_timeout_minutes"
+    " project_id, template_id, template_version, approval_timeout_minutes, model_params::text"
 )
 
 
@@ -116,6 +118,7 @@ def to_agent(row: tuple[Any, ...]) -> Agent:
         project_id=row[11],
         template=None if row[12] is None else TemplateRef(id=row[12], version=row[13]),
         approval_timeout_minutes=row[14],
+        model_params=None if row[15] is None else _model_params.decode(row[15]),
     )
 
 

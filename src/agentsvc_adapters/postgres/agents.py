@@ -33,6 +33,7 @@ def _agent_values(a: Agent) -> tuple[Any, ...]:
         None if a.template is None else a.template.id,
         None if a.template is None else a.template.version,
         a.approval_timeout_minutes,
+        None if a.model_params is None else _encoder.encode(a.model_params).decode(),
     )
 
 
@@ -43,8 +44,9 @@ class PostgresAgents(Repo, AgentRepository):
                 "INSERT INTO agents (org_id, id, name, description, stable_preamble,"
                 " default_model, tool_profiles, default_profile, runtime_provider,"
                 " created_at, updated_at, project_id, template_id, template_version,"
-                " approval_timeout_minutes)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s::json, %s, %s, %s, %s, %s, %s, %s, %s)",
+                " approval_timeout_minutes, model_params)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s::json, %s, %s, %s, %s, %s, %s, %s, %s,"
+                " %s::json)",
                 (agent.org_id, agent.id, *_agent_values(agent)),
             )
 
@@ -80,8 +82,8 @@ class PostgresAgents(Repo, AgentRepository):
                 "UPDATE agents SET name = %s, description = %s, stable_preamble = %s,"
                 " default_model = %s, tool_profiles = %s::json, default_profile = %s,"
                 " runtime_provider = %s, created_at = %s, updated_at = %s, project_id = %s,"
-                " template_id = %s, template_version = %s, approval_timeout_minutes = %s"
-                " WHERE org_id = %s AND id = %s",
+                " template_id = %s, template_version = %s, approval_timeout_minutes = %s,"
+                " model_params = %s::json WHERE org_id = %s AND id = %s",
                 (*_agent_values(updated), org_id, agent_id),
             )
             return updated

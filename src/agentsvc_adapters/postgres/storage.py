@@ -22,7 +22,7 @@ from agentsvc_adapters.postgres.api_keys import PostgresApiKeys
 from agentsvc_adapters.postgres.channels import PostgresChannels
 from agentsvc_adapters.postgres.code_sessions import PostgresCodeSessions
 from agentsvc_adapters.postgres.computer import PostgresComputers
-from agentsvc_adapters.postgres.conversations import PostgresConversations, PostgresThreads
+from agentsvc_adapters.postgres.conversations import PostgresConversations
 from agentsvc_adapters.postgres.erasure import PostgresErasure
 from agentsvc_adapters.postgres.event_webhooks import PostgresEventWebhooks
 from agentsvc_adapters.postgres.idempotency import PostgresIdempotency
@@ -51,6 +51,7 @@ from agentsvc_adapters.postgres.secrets import PostgresSecrets
 from agentsvc_adapters.postgres.skills import PostgresSkills
 from agentsvc_adapters.postgres.statistics import PostgresStatistics
 from agentsvc_adapters.postgres.streams import PostgresStreams
+from agentsvc_adapters.postgres.threads import PostgresThreads
 from agentsvc_adapters.postgres.traces import PostgresTraces
 from agentsvc_adapters.postgres.turns import PostgresTurnReader
 from agentsvc_adapters.postgres.webhook_tools import PostgresWebhookTools

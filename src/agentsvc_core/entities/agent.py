@@ -5,6 +5,8 @@ from uuid import UUID
 
 import msgspec
 
+from agentsvc_core.entities.model_params import ModelParams
+
 # The two execution runtimes an agent may name, deliberately not vendor names: this
 # service's own turn loop, and a slot for an alternative runtime.
 RUNTIME_PROVIDERS = ("native", "alternative")
@@ -42,3 +44,5 @@ class Agent(msgspec.Struct, frozen=True, kw_only=True):
     # how long its tool calls wait for a person's approval before they expire as
     # denied (docs/tools.md, "Approval before a call")
     approval_timeout_minutes: int = 60
+    # its model parameters' defaults, which a send's own override (entities/model_params.py)
+    model_params: ModelParams | None = None

@@ -8,6 +8,7 @@ from typing import Any, Literal, Protocol
 import msgspec
 
 from agentsvc_core.entities import Message, ToolCall, Usage
+from agentsvc_core.entities.model_params import ModelParams
 
 
 class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -45,6 +46,10 @@ class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
     # A per-call key (bring-your-own-key); None uses the provider's platform key.
     api_key: str | None = None
     native_compaction: NativeCompaction | None = None
+    # sampling, stop texts and structured output (entities/model_params.py); the
+    # output cap is ``max_tokens``. Checked against the family before the turn starts
+    # (use_cases/model_params.py), so a family sends what it is given.
+    params: ModelParams | None = None
 
 
 class TextDelta(msgspec.Struct, frozen=True):

@@ -5,7 +5,8 @@ Adapters raise only domain errors (``NotFound``...), never driver exceptions.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Protocol
 from uuid import UUID
@@ -126,9 +127,14 @@ class ThreadRepository(Protocol):
         before: datetime | None,
         limit: int,
         visible_to: str | None = None,
+        words: Sequence[str] = (),
     ) -> list[Thread]:
         """Newest first, strictly older than ``before``. With ``visible_to``, only
-        the threads that user opened or takes part in."""
+        the threads that user opened or takes part in. With ``words`` (lowercase,
+        letters and digits only: ``use_cases.threads.search_words``), only the threads
+        whose title, or one of whose shown messages (``visible_in_history``; its first
+        ``SEARCH_CHARS`` characters), holds every one of them as the start of one of
+        its words, a word being a run of letters and digits, compared lowercased."""
         ...
 
     async def put_participant(self, participant: Participant) -> Participant:
@@ -263,6 +269,10 @@ class ConversationStore(Protocol):
 
 
 RUN_MESSAGES_WINDOW = 500
+SEARCH_CHARS = 100_000  # how much of a message the thread search reads
+SEARCH_WORD = re.compile(r"[^\W_]+")
+"""A word of the thread search: letters and digits (PostgreSQL's parser splits at
+``_`` too)."""
 
 
 class TurnInputs(msgspec.Struct, frozen=True, kw_only=True):

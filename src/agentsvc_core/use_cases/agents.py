@@ -9,9 +9,11 @@ from msgspec import UNSET, UnsetType
 
 from agentsvc_core.entities import Agent, Principal, ToolProfile
 from agentsvc_core.entities.agent import TemplateRef
+from agentsvc_core.entities.model_params import ModelParams
 from agentsvc_core.ports import AgentRepository, Clock, SecretStore
 from agentsvc_core.ports.projects import ProjectStore
 from agentsvc_core.rules import DEFAULT_APPROVAL_TIMEOUT_MINUTES, check_agent
+from agentsvc_core.use_cases.model_params import check_params
 from agentsvc_core.use_cases.projects import check_project
 
 
@@ -28,6 +30,7 @@ class AgentDraft(msgspec.Struct, frozen=True, kw_only=True):
     project_id: UUID | None = None
     template: TemplateRef | None = None  # set by Templates.use, never by a request
     approval_timeout_minutes: int = DEFAULT_APPROVAL_TIMEOUT_MINUTES
+    model_params: ModelParams | None = None
 
 
 class AgentChanges(msgspec.Struct, frozen=True, kw_only=True):
@@ -42,11 +45,19 @@ class AgentChanges(msgspec.Struct, frozen=True, kw_only=True):
     runtime_provider: str | UnsetType | None = UNSET
     project_id: UUID | UnsetType | None = UNSET
     approval_timeout_minutes: int | UnsetType = UNSET
+    model_params: ModelParams | UnsetType | None = UNSET  # replaced whole; None clears
 
     def supplied(self) -> dict[str, object]:
         return {
             f: getattr(self, f) for f in self.__struct_fields__ if getattr(self, f) is not UNSET
         }
+
+
+def _checked(agent: Agent) -> Agent:
+    """Every invariant of an agent (``rules.check_agent``) and its model parameters'."""
+    if agent.model_params is not None:
+        check_params(agent.model_params, "model_params")
+    return check_agent(agent)
 
 
 class Agents:
@@ -77,7 +88,7 @@ class Agents:
 
     async def create(self, who: Principal, draft: AgentDraft) -> Agent:
         now = self._clock.now()
-        agent = check_agent(
+        agent = _checked(
             Agent(
                 id=uuid.uuid4(),
                 org_id=who.org_id,
@@ -91,6 +102,7 @@ class Agents:
                 project_id=draft.project_id,
                 template=draft.template,
                 approval_timeout_minutes=draft.approval_timeout_minutes,
+                model_params=draft.model_params,
                 created_at=now,
                 updated_at=now,
             )
@@ -115,7 +127,7 @@ class Agents:
         now = self._clock.now()
 
         def apply(current: Agent) -> Agent:
-            return check_agent(msgspec.structs.replace(current, updated_at=now, **fields))
+            return _checked(msgspec.structs.replace(current, updated_at=now, **fields))
 
         return await self._repo.modify(who.org_id, agent_id, apply)
 

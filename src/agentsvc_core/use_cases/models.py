@@ -20,6 +20,7 @@ from agentsvc_core.errors import NotFound
 from agentsvc_core.ports import ModelRoute, ModelRouter, RouteMatch
 from agentsvc_core.ports.llm import NATIVE_COMPACTION_FAMILIES, SUMMARY_COMPACTION_FAMILIES
 from agentsvc_core.pricing import Price, PriceTable
+from agentsvc_core.use_cases.model_params import FamilyLimits, limits_of
 
 __all__ = ["ModelInfo", "ModelPrice", "Models", "example_of"]
 
@@ -60,6 +61,8 @@ class ModelInfo(msgspec.Struct, frozen=True, kw_only=True):
     supports_tools: bool
     supports_native_compaction: bool
     supports_summary_compaction: bool
+    # the model parameters its family honours (use_cases/model_params.py)
+    params: FamilyLimits
 
 
 def example_of(pattern: str) -> str | None:
@@ -132,6 +135,7 @@ class Models:
             supports_tools=True,  # every family's adapter sends the tools offered
             supports_native_compaction=route.family in NATIVE_COMPACTION_FAMILIES,
             supports_summary_compaction=route.family in SUMMARY_COMPACTION_FAMILIES,
+            params=limits_of(route.family),
         )
 
     def _pattern_of(self, price: Price | None) -> str | None:

@@ -19,6 +19,7 @@ from agentsvc_core.entities import (
 )
 from agentsvc_core.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from agentsvc_core.ports import AgentRepository, Clock, ConversationStore, ThreadRepository
+from agentsvc_core.ports.storage import SEARCH_WORD
 from agentsvc_core.rules import (
     MAX_OFFSET,
     MAX_PREAMBLE,
@@ -72,6 +73,21 @@ def _check_thread(t: Thread) -> Thread:
     check_metadata("metadata", t.metadata)
     check_bindings("resource_bindings", t.resource_bindings)
     return t
+
+
+MAX_QUERY = 200
+MAX_QUERY_WORDS = 16
+
+
+def search_words(q: str) -> tuple[str, ...]:
+    """The words of a thread search, lowercased, each once: every one must start a
+    word of the thread's title or of one of its messages. None (a ``q`` of spaces or
+    punctuation): every thread is listed."""
+    check_text("q", q, max_len=MAX_QUERY)
+    found = tuple(dict.fromkeys(w.lower() for w in SEARCH_WORD.findall(q)))
+    if len(found) > MAX_QUERY_WORDS:
+        raise InvalidInput("q", f"at most {MAX_QUERY_WORDS} words")
+    return found
 
 
 class Threads:
@@ -184,14 +200,23 @@ class Threads:
         )
 
     async def list_for_agent(
-        self, who: Principal, agent_id: UUID, *, cursor: datetime | None, limit: int
+        self,
+        who: Principal,
+        agent_id: UUID,
+        *,
+        cursor: datetime | None,
+        limit: int,
+        q: str | None = None,
     ) -> ThreadPage:
+        """The agent's threads ``who`` may use, newest first; with ``q``, those whose
+        title or one of whose messages holds its words (``search_words``)."""
         rows = await self._threads.list_for_agent(
             who.org_id,
             agent_id,
             before=cursor,
             limit=limit + 1,
             visible_to=None if who.acts_for_org else who.user_id,
+            words=() if q is None else search_words(q),
         )
         more = len(rows) > limit
         page = rows[:limit]

@@ -12,6 +12,7 @@ from agentsvc_core.use_cases import AgentChanges, AgentDraft, Agents
 from agentsvc_core.use_cases.publishing import Publishing
 from agentsvc_web.auth import principal_of
 from agentsvc_web.controllers.publishing.schemas import chat_refs
+from agentsvc_web.model_params import params_of
 from agentsvc_web.openapi import READ, WRITE, errors
 from agentsvc_web.schemas import (
     AgentCreateBody,
@@ -68,6 +69,7 @@ class AgentController(Controller):
             runtime_provider=data.runtime_provider,
             project_id=data.project_id,
             approval_timeout_minutes=data.approval_timeout_minutes,
+            model_params=None if data.model_params is None else params_of(data.model_params),
         )
         return AgentOut.of(await agents.create(principal_of(request), draft))
 
@@ -109,6 +111,9 @@ class AgentController(Controller):
             runtime_provider=data.runtime_provider,
             project_id=data.project_id,
             approval_timeout_minutes=data.approval_timeout_minutes,
+            model_params=data.model_params
+            if data.model_params is None or data.model_params is UNSET
+            else params_of(data.model_params),
         )
         who = principal_of(request)
         agent = await agents.update(who, agent_id, changes)

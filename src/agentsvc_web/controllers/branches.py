@@ -27,6 +27,7 @@ from agentsvc_web.controllers.threads import (
     _send_input,
     _sent,
 )
+from agentsvc_web.model_params import SendParams, params_of
 from agentsvc_web.openapi import errors
 from agentsvc_web.schemas import (
     Metadata,
@@ -40,9 +41,9 @@ from agentsvc_web.sse import SseStream
 __all__ = ["BranchController"]
 
 
-class RegenerateBody(msgspec.Struct, rename="camel"):
+class RegenerateBody(SendParams, rename="camel"):
     """The send fields that still mean something when the last user message is
-    answered again (no content, no tool results)."""
+    answered again (no content, no tool results), model parameters included."""
 
     tools: Annotated[list[ClientToolBody], Meta(max_length=rules.MAX_CLIENT_TOOLS)] = []
     model_override: ModelId | None = None
@@ -111,6 +112,7 @@ class BranchController(Controller):
             metadata=data.metadata,
             multitask_strategy=data.multitask_strategy,
             regenerate=True,
+            params=params_of(data),
         )
         return await _sent(request, conversation, thread_id, msg)
 

@@ -31,6 +31,13 @@ class ModelSupportsOut(msgspec.Struct):
     tools: bool
     native_compaction: bool
     summary_compaction: bool
+    # the model parameters (docs/models.md#model-parameters): a responseFormat
+    # json_schema, the highest temperature, temperature and topP in one request, a
+    # stop text of only whitespace
+    structured_output: bool
+    max_temperature: float
+    temperature_with_top_p: bool
+    blank_stop: bool
 
 
 class ModelInfoOut(msgspec.Struct):
@@ -55,6 +62,10 @@ class ModelInfoOut(msgspec.Struct):
                 tools=m.supports_tools,
                 native_compaction=m.supports_native_compaction,
                 summary_compaction=m.supports_summary_compaction,
+                structured_output=m.params.structured,
+                max_temperature=m.params.max_temperature,
+                temperature_with_top_p=not m.params.one_sampler,
+                blank_stop=m.params.blank_stop,
             ),
         )
 

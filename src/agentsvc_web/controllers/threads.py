@@ -25,11 +25,13 @@ from agentsvc_core.use_cases import (
 )
 from agentsvc_core.use_cases.branches import Branches
 from agentsvc_core.use_cases.erasure import Erasure
+from agentsvc_core.use_cases.threads import MAX_QUERY
 from agentsvc_core.use_cases.turn.events import EventSource
 from agentsvc_core.use_cases.turn.streams import Streams
 from agentsvc_web.access import MEMBER
 from agentsvc_web.auth import principal_of
 from agentsvc_web.idempotency import request_key
+from agentsvc_web.model_params import SendParams, params_of
 from agentsvc_web.openapi import errors
 from agentsvc_web.schemas import (
     MessageListOut,
@@ -119,6 +121,7 @@ def _send_input(data: SendMessageBody) -> SendInput:
         metadata=data.metadata,
         multitask_strategy=data.multitask_strategy,
         include_events=frozenset(data.include_events),
+        params=params_of(data),
     )
 
 
@@ -161,7 +164,9 @@ class ToolApprovalBody(msgspec.Struct, rename="camel"):
     reason: Annotated[str, Meta(max_length=rules.MAX_DESCRIPTION)] | None = None
 
 
-class SendMessageBody(msgspec.Struct, rename="camel"):
+class SendMessageBody(SendParams, rename="camel"):
+    """A send, with its model parameters (``SendParams``: temperature, topP, ...)."""
+
     content: str
     tools: Annotated[list[ClientToolBody], Meta(max_length=rules.MAX_CLIENT_TOOLS)] = []
     tool_results: list[ToolResultBody] = []
@@ -210,7 +215,7 @@ class ThreadController(Controller):
         "/",
         operation_id="listThreads",
         responses=errors(403, 422),
-        summary="An agent's threads, newest first, by pages",
+        summary="An agent's threads, newest first, by pages (?q=: those holding its words)",
     )
     async def list_threads(
         self,
@@ -223,11 +228,22 @@ class ThreadController(Controller):
         ] = None,
         limit: Annotated[int, QueryParameter(name="limit", ge=1, le=100)] = 50,
         org_id: Annotated[str | None, QueryParameter(name="orgId", max_length=128)] = None,
+        q: Annotated[
+            str | None,
+            QueryParameter(
+                name="q",
+                max_length=MAX_QUERY,
+                description=(
+                    "search: the threads whose title or one of whose messages holds"
+                    " every word, each as the start of a word (docs/threads.md)"
+                ),
+            ),
+        ] = None,
     ) -> ThreadListOut:
         who = principal_of(request)
         if org_id is not None and org_id != who.org_id:
             raise PermissionDenied("this credential belongs to another organization")
-        page = await threads.list_for_agent(who, agent_id, cursor=_cursor(cursor), limit=limit)
+        page = await threads.list_for_agent(who, agent_id, cursor=_cursor(cursor), limit=limit, q=q)
         return ThreadListOut(
             threads=[ThreadOut.of(t) for t in page.threads],
             next_cursor=None if page.next_cursor is None else _iso(page.next_cursor),

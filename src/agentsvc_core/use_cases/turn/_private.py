@@ -27,8 +27,10 @@ from agentsvc_core.entities import (
     Usage,
     UsageRecord,
 )
+from agentsvc_core.entities.model_params import ModelParams
 from agentsvc_core.errors import Upstream
 from agentsvc_core.ports import ChatModel, Clock, NativeCompaction, ToolSetup, ToolSpec
+from agentsvc_core.use_cases.model_params import DEFAULT_OUTPUT_TOKENS
 from agentsvc_core.use_cases.org_settings import CompactionConfig, TurnKeys
 from agentsvc_core.use_cases.turn.events import ErrorEvent, ToolCallOut, UsageOut
 
@@ -96,6 +98,9 @@ class Plan(msgspec.Struct, kw_only=True):
     # the thread has branches (or this send makes one): the reply's messages name
     # their parents and move the thread's head (use_cases/branches.py)
     branched: bool = False
+    # the model parameters in force (the send's over the agent's), and the output cap
+    params: ModelParams | None = None
+    max_tokens: int = DEFAULT_OUTPUT_TOKENS
 
 
 class ReplyState(msgspec.Struct, kw_only=True):

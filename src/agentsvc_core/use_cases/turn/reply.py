@@ -488,6 +488,8 @@ class Reply:
             tools=plan.offered,
             api_key=api_key,
             native_compaction=plan.native,
+            max_tokens=plan.max_tokens,
+            params=plan.params,
         )
         usage_box: list[Usage] = []
         finish: list[str] = []

@@ -11,11 +11,13 @@ from datetime import timedelta
 import msgspec
 
 from agentsvc_core.entities import Agent, Message, Principal, Thread
+from agentsvc_core.entities.model_params import ModelParams
 from agentsvc_core.entities.skill import SkillBinding
 from agentsvc_core.ports import ChatModel, ModelRouter, NativeCompaction, ToolSetup, ToolSpec
 from agentsvc_core.ports.llm import NATIVE_COMPACTION_FAMILIES, SUMMARY_COMPACTION_FAMILIES
 from agentsvc_core.ports.storage import TurnInputs
 from agentsvc_core.ports.tools import Attached
+from agentsvc_core.use_cases.model_params import DEFAULT_OUTPUT_TOKENS, check_for_family
 from agentsvc_core.use_cases.org_settings import (
     AgentConfigs,
     CompactionConfig,
@@ -49,6 +51,7 @@ class Chosen(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     compaction: CompactionConfig | None
     profile: str | None  # the tool profile in force
     setup: ToolSetup  # what the tool sources get of the turn's read
+    params: ModelParams | None = None  # the send's model parameters over the agent's
 
 
 def choose(
@@ -62,13 +65,17 @@ def choose(
     extra_mcp: Attached,
     extra_skills: tuple[SkillBinding, ...] = (),
 ) -> Chosen:
-    """The model (``InvalidInput`` for one no family serves), the agent's
+    """The model (``InvalidInput`` for one no family serves), the model parameters
+    in force (``InvalidInput`` for one its family cannot honour), the agent's
     configurations from the records the turn read, the tool profile, and the MCP
     servers the tools come from: the agent's, then a runner's it has not (and the
     runner's skills, ``extra_skills``, which the skills' tool source adds to the
     agent's)."""
     model_id = msg.model_override or agent.default_model
     model, model_name = router.route(model_id)
+    params = agent.model_params if msg.params is None else msg.params.over(agent.model_params)
+    if params is not None:
+        check_for_family(model.provider, params)
     resolver, compaction = (
         configs.opened(who.org_id, agent.id, inputs.records) if configs else (None, None)
     )
@@ -83,6 +90,7 @@ def choose(
         resolver=resolver,
         compaction=compaction,
         profile=effective_profile(agent, thread, msg.tool_profile),
+        params=params,
         setup=ToolSetup(
             mcp=_with_extra_mcp(inputs.mcp, extra_mcp),
             records=inputs.records,
@@ -143,6 +151,8 @@ def plan_reply(
         compaction=chosen.compaction if applies_summaries(model) else None,
         native=_native_compaction(chosen.compaction, model),
         show_compaction="compaction" in msg.include_events,
+        params=chosen.params,
+        max_tokens=(chosen.params and chosen.params.max_output_tokens) or DEFAULT_OUTPUT_TOKENS,
     )
 
 

@@ -10,6 +10,7 @@ from uuid import UUID
 import msgspec
 
 from agentsvc_core.entities import Agent, Message, Principal, Run, Thread, ToolCall
+from agentsvc_core.entities.model_params import ModelParams
 from agentsvc_core.errors import InvalidInput, NotFound, PermissionDenied, ThreadBusy
 from agentsvc_core.ports import Clock, ToolSpec, TurnInputs
 from agentsvc_core.rules import (
@@ -23,6 +24,7 @@ from agentsvc_core.rules import (
     check_model_id,
     check_text,
 )
+from agentsvc_core.use_cases.model_params import check_params
 from agentsvc_core.use_cases.threads import Threads
 from agentsvc_core.use_cases.turn._private import new_message
 from agentsvc_core.use_cases.turn.context import PROPOSE_PROFILE_SWITCH
@@ -75,12 +77,22 @@ class SendInput(msgspec.Struct, frozen=True, kw_only=True):
     # ``edit_of``, or (``regenerate``) the last user message is answered again
     edit_of: UUID | None = None
     regenerate: bool = False
+    # the send's model parameters: each one given overrides the agent's
+    params: ModelParams | None = None
+
+
+def _check_model_choice(msg: SendInput) -> None:
+    """The model and the model parameters the send asks for (whether the model's
+    family honours them is checked once the model is known: reply_plan.choose)."""
+    if msg.model_override is not None:
+        check_model_id("model_override", msg.model_override)
+    if msg.params is not None:
+        check_params(msg.params)
 
 
 def check_input(msg: SendInput) -> None:
     check_text("content", msg.content, max_len=MAX_CONTENT)
-    if msg.model_override is not None:
-        check_model_id("model_override", msg.model_override)
+    _check_model_choice(msg)
     if msg.system_prompt_overlay is not None:
         check_text("system_prompt_overlay", msg.system_prompt_overlay, max_len=MAX_PREAMBLE)
     check_metadata("metadata", msg.metadata)

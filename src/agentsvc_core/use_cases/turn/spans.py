@@ -8,6 +8,7 @@ content; the ids are the agent's, the thread's and the run's.
 from __future__ import annotations
 
 from agentsvc_core.entities import Run, Usage
+from agentsvc_core.entities.model_params import ModelParams
 from agentsvc_core.ports.telemetry import AttributeValue, Span, Tracer
 from agentsvc_core.use_cases.turn._private import Called, Plan, ReplyState
 
@@ -72,18 +73,29 @@ def reply_ended(span: Span, state: ReplyState) -> None:
 
 
 def chat_span(tracer: Tracer, plan: Plan) -> Span:
-    """``chat {model}``: one model call (client span)."""
-    return tracer.start(
-        f"chat {plan.model_name}",
-        "client",
-        {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": _provider(plan),
-            FAMILY: plan.model.provider,
-            "gen_ai.request.model": plan.model_name,
-            "gen_ai.conversation.id": str(plan.thread.id),
-        },
-    )
+    """``chat {model}``: one model call (client span), with the model parameters it
+    was sent (``gen_ai.request.*``; ``gen_ai.output.type`` json for a JSON Schema;
+    not the stop texts, which are the user's text)."""
+    attributes: dict[str, AttributeValue] = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": _provider(plan),
+        FAMILY: plan.model.provider,
+        "gen_ai.request.model": plan.model_name,
+        "gen_ai.conversation.id": str(plan.thread.id),
+        "gen_ai.request.max_tokens": plan.max_tokens,
+    }
+    if plan.params is not None:
+        _request_params(attributes, plan.params)
+    return tracer.start(f"chat {plan.model_name}", "client", attributes)
+
+
+def _request_params(attributes: dict[str, AttributeValue], params: ModelParams) -> None:
+    if params.temperature is not None:
+        attributes["gen_ai.request.temperature"] = params.temperature
+    if params.top_p is not None:
+        attributes["gen_ai.request.top_p"] = params.top_p
+    if params.structured() is not None:
+        attributes["gen_ai.output.type"] = "json"
 
 
 def chat_ended(span: Span, called: Called, times: list[int]) -> None:

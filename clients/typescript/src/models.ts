@@ -15,6 +15,7 @@ export interface AgentCreateBody {
   runtimeProvider?: "native" | "alternative" | null;
   projectId?: string | null;
   approvalTimeoutMinutes?: number;
+  modelParams?: ModelParamsBody | null;
 }
 
 /** `AgentOut` of the OpenAPI document. */
@@ -34,6 +35,7 @@ export interface Agent {
   template: TemplateRef | null;
   updated_at: string;
   approval_timeout_minutes: number;
+  model_params: ModelParams | null;
 }
 
 /** `AgentPatchBody` of the OpenAPI document. */
@@ -47,6 +49,7 @@ export interface AgentPatchBody {
   runtimeProvider?: "native" | "alternative" | null;
   projectId?: string | null;
   approvalTimeoutMinutes?: number;
+  modelParams?: ModelParamsBody | null;
 }
 
 /** `AgentServicesBody` of the OpenAPI document. */
@@ -759,6 +762,20 @@ export interface IssuedKey {
   key: string;
 }
 
+/** `JsonSchemaBody` of the OpenAPI document. */
+export interface JsonSchemaBody {
+  name: string;
+  schema: Record<string, unknown>;
+  strict?: boolean | null;
+}
+
+/** `JsonSchemaOut` of the OpenAPI document. */
+export interface JsonSchema {
+  name: string;
+  schema: Record<string, unknown>;
+  strict: boolean | null;
+}
+
 /** `KeyCreateBody` of the OpenAPI document. */
 export interface KeyCreateBody {
   name?: string;
@@ -991,6 +1008,24 @@ export interface ModelInfo {
   supports: ModelSupports;
 }
 
+/** `ModelParamsBody` of the OpenAPI document. */
+export interface ModelParamsBody {
+  temperature?: number | null;
+  topP?: number | null;
+  maxOutputTokens?: number | null;
+  stop?: Array<string> | null;
+  responseFormat?: ResponseFormatBody | null;
+}
+
+/** `ModelParamsOut` of the OpenAPI document. */
+export interface ModelParams {
+  temperature: number | null;
+  top_p: number | null;
+  max_output_tokens: number | null;
+  stop: Array<string> | null;
+  response_format: ResponseFormat | null;
+}
+
 /** `ModelPriceOut` of the OpenAPI document. */
 export interface ModelPrice {
   input: number;
@@ -1003,6 +1038,10 @@ export interface ModelSupports {
   tools: boolean;
   native_compaction: boolean;
   summary_compaction: boolean;
+  structured_output: boolean;
+  max_temperature: number;
+  temperature_with_top_p: boolean;
+  blank_stop: boolean;
 }
 
 /** `ModelTotals` of the OpenAPI document. */
@@ -1262,6 +1301,11 @@ export interface RegenerateBody {
   systemPromptOverlay?: string | Array<string> | null;
   metadata?: Record<string, string>;
   multitaskStrategy?: "reject" | "enqueue" | "interrupt";
+  temperature?: number | null;
+  topP?: number | null;
+  maxOutputTokens?: number | null;
+  stop?: Array<string> | null;
+  responseFormat?: ResponseFormatBody | null;
 }
 
 /** `RegistryEntryOut` of the OpenAPI document. */
@@ -1304,6 +1348,18 @@ export interface RegistryRemote {
 /** `RegistrySearchOut` of the OpenAPI document. */
 export interface RegistrySearch {
   servers: Array<RegistryEntry>;
+}
+
+/** `ResponseFormatBody` of the OpenAPI document. */
+export interface ResponseFormatBody {
+  type: "text" | "json_schema";
+  jsonSchema?: JsonSchemaBody | null;
+}
+
+/** `ResponseFormatOut` of the OpenAPI document. */
+export interface ResponseFormat {
+  type: string;
+  json_schema?: JsonSchema | null;
 }
 
 /** `ResumeBody` of the OpenAPI document. */
@@ -1489,6 +1545,11 @@ export interface SendMessageBody {
   metadata?: Record<string, string>;
   multitaskStrategy?: "reject" | "enqueue" | "interrupt";
   includeEvents?: Array<"compaction">;
+  temperature?: number | null;
+  topP?: number | null;
+  maxOutputTokens?: number | null;
+  stop?: Array<string> | null;
+  responseFormat?: ResponseFormatBody | null;
 }
 
 /** `SeriesPoint` of the OpenAPI document. */

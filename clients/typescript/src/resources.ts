@@ -2195,12 +2195,16 @@ export class ThreadsResource {
     return this.client.request({ method: "GET", path: `/api/threads/${seg(threadId)}`, answer: "json", options }) as Promise<Thread>;
   }
 
-  /** An agent's threads, newest first, by pages (GET /api/threads, listThreads). */
+  /**
+   * An agent's threads, newest first, by pages (?q=: those holding its words) (GET
+   * /api/threads, listThreads).
+   */
   list(query: {
     agentId: string;
     cursor?: string | null;
     limit?: number;
     orgId?: string | null;
+    q?: string | null;
   }, options?: RequestOptions): Promise<ThreadList> {
     return this.client.request({ method: "GET", path: `/api/threads`, query, answer: "json", options }) as Promise<ThreadList>;
   }

@@ -82,6 +82,19 @@ def test_include_events_takes_known_names_only(harness: SharedHarness, auth: H) 
         )
         assert ok.status_code == 200
         assert names(parse(ok.text)) == ["meta", *["token"] * (len(parse(ok.text)) - 2), "done"]
+        # an edit and a regenerate send too: they take the same names, and no other
+        bad = c.post(f"/api/threads/{tid}/regenerate", json={"includeEvents": ["everything"]})
+        assert bad.status_code == 422
+        assert bad.json()["error"] == "VALIDATION_ERROR"
+        again = c.post(f"/api/threads/{tid}/regenerate", json={"includeEvents": ["compaction"]})
+        assert again.status_code == 200
+        assert names(parse(again.text))[-1] == "done"
+        mid = c.get(f"/api/threads/{tid}/messages").json()["messages"][0]["id"]
+        bad = c.post(
+            f"/api/threads/{tid}/messages/{mid}/edit",
+            json={"content": "hey", "includeEvents": ["everything"]},
+        )
+        assert bad.status_code == 422
 
 
 def test_compact_is_409_while_a_reply_streams(harness: SharedHarness, auth: H) -> None:

@@ -1516,6 +1516,9 @@ class RegenerateBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     multitask_strategy: Literal["reject", "enqueue", "interrupt"] | UnsetType = msgspec.field(
         name="multitaskStrategy", default=UNSET
     )
+    include_events: list[Literal["compaction"]] | UnsetType = msgspec.field(
+        name="includeEvents", default=UNSET
+    )
     temperature: float | UnsetType | None = UNSET
     top_p: float | UnsetType | None = msgspec.field(name="topP", default=UNSET)
     max_output_tokens: int | UnsetType | None = msgspec.field(name="maxOutputTokens", default=UNSET)

@@ -1301,6 +1301,7 @@ export interface RegenerateBody {
   systemPromptOverlay?: string | Array<string> | null;
   metadata?: Record<string, string>;
   multitaskStrategy?: "reject" | "enqueue" | "interrupt";
+  includeEvents?: Array<"compaction">;
   temperature?: number | null;
   topP?: number | null;
   maxOutputTokens?: number | null;

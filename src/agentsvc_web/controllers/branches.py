@@ -51,6 +51,7 @@ class RegenerateBody(SendParams, rename="camel"):
     system_prompt_overlay: Overlay | None = None
     metadata: Metadata = {}
     multitask_strategy: Literal["reject", "enqueue", "interrupt"] = "reject"
+    include_events: Annotated[list[Literal["compaction"]], Meta(max_length=8)] = []
 
 
 class BranchBody(msgspec.Struct, rename="camel"):
@@ -113,6 +114,7 @@ class BranchController(Controller):
             multitask_strategy=data.multitask_strategy,
             regenerate=True,
             params=params_of(data),
+            include_events=frozenset(data.include_events),
         )
         return await _sent(request, conversation, thread_id, msg)
 

@@ -225,3 +225,23 @@ async def test_a_request_that_cannot_be_built_is_a_failed_attempt(
     answer = await sender.send(_url(endpoint.port), {"X-Bad": "caf\u00e9 \u2603"}, BODY, 5.0)
     assert (answer.status_code, answer.error) == (None, "the request could not be built")
     assert endpoint.requests == []
+
+
+async def test_a_url_the_guard_refuses_early_is_never_resolved(endpoint: Webhook) -> None:
+    asked: list[str] = []
+
+    async def resolve(host: str, port: int) -> list[str]:
+        asked.append(host)
+        return ["127.0.0.1"]
+
+    client = HttpEventWebhookSender(OutboundGuard(allow_private_network=False, resolver=resolve))
+    try:
+        answer = await client.send(_url(endpoint.port), {}, BODY, 5.0)
+    finally:
+        await client.aclose()
+    assert (answer.status_code, answer.error) == (
+        None,
+        "plain http:// is refused, use https:// (AGENTSVC_ALLOW_PRIVATE_NETWORK=true allows it)",
+    )
+    assert asked == []
+    assert endpoint.requests == []

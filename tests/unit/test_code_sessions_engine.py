@@ -14,7 +14,7 @@ import msgspec
 import pytest
 
 from agentsvc_core.entities.code_session import CodeSession
-from agentsvc_core.errors import Unavailable
+from agentsvc_core.errors import NotFound, Unavailable
 from agentsvc_core.ports.jobs import Again
 from agentsvc_core.use_cases.code_sessions import EngineSettings
 from agentsvc_core.use_cases.code_sessions.engine import DEFECT
@@ -376,3 +376,49 @@ async def test_a_late_job_of_an_ended_session_stops_only_a_sandbox_it_still_has(
     )
     assert await w.engine.run(payload_of(s.id)) is None
     assert w.sandbox.calls == []
+
+
+async def test_follow_ups_given_to_the_model_are_stamped_when_they_are_given() -> None:
+    w = world(step(call("ask_user", question="Which?")), step("Answered."), [HANG])
+    s = await w.start()
+    await w.drain()
+    w.jobs.queued.clear()  # the expiry job
+    await w.sessions.send(WHO, s.id, "app.py")
+    await w.sessions.send(WHO, s.id, "and the README")
+    w.clock.advance(5)
+    job = w.run_later()
+    await asyncio.wait_for(w.model.waiting.wait(), 10)  # the model reads the follow-up
+    s = await w.get(s.id)
+    assert (s.work.transcript[-1].role, s.work.transcript[-1].content) == (
+        "user",
+        "and the README",
+    )
+    assert s.updated_at == w.clock.now()
+    job.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await job
+
+
+async def test_a_session_gone_while_its_command_runs_stops_the_command() -> None:
+    """Its rows went (its organization deleted): the command is stopped at the next
+    cancel check, not run to its end."""
+    w = world(step(call("exec", "e1", command="sleep 5; echo done")), step("never"))
+    s = await w.start()
+    job = w.run_later()
+    for _ in range(200):
+        if any(c[0] == "exec" for c in w.sandbox.calls):
+            break
+        await asyncio.sleep(0.02)
+    get_session = w.store.get_session
+
+    async def gone(org_id: str, session_id: object) -> CodeSession:
+        raise NotFound("code session not found")
+
+    w.store.get_session = gone  # type: ignore[method-assign]
+    try:
+        await asyncio.wait_for(job, 20)
+    finally:
+        w.store.get_session = get_session  # type: ignore[method-assign]
+    s = await w.get(s.id)
+    [result] = [t for t in s.work.transcript if t.tool_call_id == "e1"]
+    assert result.content == "the command was stopped (cancel)"

@@ -6,17 +6,20 @@ the trace, the expiry job it queues, and the lease it holds and gives back."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from datetime import timedelta
 from uuid import uuid4
 
 import msgspec
+import pytest
 
-from agentsvc_core.errors import Unavailable
+from agentsvc_core.entities.code_session import CodeSession
+from agentsvc_core.errors import NotFound, Unavailable
 from agentsvc_core.ports.jobs import Again
 from agentsvc_core.use_cases.code_sessions import EngineSettings
 from agentsvc_core.use_cases.code_sessions.engine import DEFECT
 from tests.unit.code_sessions_world import EXPIRE_JOB, call, step, world
-from tests.unit.turn_world import WHO
+from tests.unit.turn_world import HANG, WHO
 
 
 def payload_of(session_id: object) -> bytes:
@@ -78,6 +81,7 @@ async def test_a_defect_ends_the_session_with_a_plain_error_and_its_trace() -> N
     assert got[0].status == "error"
     [ended] = w.published.events
     assert (ended.type, ended.key) == ("code_session.finished", str(s.id))
+    assert ended.org_id == WHO.org_id
     assert ended.data["status"] == "error"
     assert ended.data["error"] == DEFECT
     assert ended.data["session_id"] == str(s.id)
@@ -309,3 +313,112 @@ async def test_a_command_longer_than_a_cancel_check_runs_to_its_end() -> None:
     assert "finished" in command.data["output"]
     assert not command.data.get("cancelled")
     assert (await w.get(s.id)).status == "finished"
+
+
+async def test_a_tool_call_is_recorded_as_begun_stamped_before_it_runs() -> None:
+    """The write that marks a call in flight (what a restart reads to tell an
+    interrupted call) is stamped with the time the call began."""
+    w = world(step(call("read_file", "r1", path="README.md")), step("done"))
+    seen: list[CodeSession] = []
+    read = w.sandbox.read_file
+
+    async def reading(ref: str, path: str, *, max_bytes: int = 1_000_000) -> bytes:
+        seen.append(await w.get(s.id))
+        w.clock.advance(30)  # the call takes a while
+        return await read(ref, path, max_bytes=max_bytes)
+
+    w.sandbox.read_file = reading  # type: ignore[method-assign]
+    s = await w.start()
+    begun = w.clock.now()
+    await w.drain()
+    [during] = [x for x in seen if x.work.inflight == "r1"]  # read while in flight
+    assert during.updated_at == begun
+
+
+async def test_the_answer_to_a_question_is_stamped_when_it_is_given() -> None:
+    w = world(step(call("ask_user", question="Which?")), [HANG])
+    s = await w.start()
+    await w.drain()
+    w.jobs.queued.clear()  # the expiry job
+    await w.sessions.send(WHO, s.id, "app.py")
+    w.clock.advance(5)
+    job = w.run_later()
+    await asyncio.wait_for(w.model.waiting.wait(), 10)  # the model reads the answer
+    s = await w.get(s.id)
+    assert s.work.transcript[-1].content == "app.py"
+    assert s.updated_at == w.clock.now()
+    job.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await job
+
+
+@pytest.mark.parametrize(
+    "work",
+    [
+        {"provider": "local", "sandbox_ref": "sbx-gone", "sandbox_gone": True},
+        {"provider": "local", "sandbox_ref": None},
+    ],
+)
+async def test_a_late_job_of_an_ended_session_stops_only_a_sandbox_it_still_has(
+    work: dict[str, object],
+) -> None:
+    w = world(step("done"))
+    s = await w.start()
+    await w.store.change(
+        WHO.org_id,
+        s.id,
+        lambda x: (
+            msgspec.structs.replace(
+                x, status="cancelled", work=msgspec.structs.replace(x.work, **work)
+            ),
+            [],
+        ),
+    )
+    assert await w.engine.run(payload_of(s.id)) is None
+    assert w.sandbox.calls == []
+
+
+async def test_follow_ups_given_to_the_model_are_stamped_when_they_are_given() -> None:
+    w = world(step(call("ask_user", question="Which?")), step("Answered."), [HANG])
+    s = await w.start()
+    await w.drain()
+    w.jobs.queued.clear()  # the expiry job
+    await w.sessions.send(WHO, s.id, "app.py")
+    await w.sessions.send(WHO, s.id, "and the README")
+    w.clock.advance(5)
+    job = w.run_later()
+    await asyncio.wait_for(w.model.waiting.wait(), 10)  # the model reads the follow-up
+    s = await w.get(s.id)
+    assert (s.work.transcript[-1].role, s.work.transcript[-1].content) == (
+        "user",
+        "and the README",
+    )
+    assert s.updated_at == w.clock.now()
+    job.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await job
+
+
+async def test_a_session_gone_while_its_command_runs_stops_the_command() -> None:
+    """Its rows went (its organization deleted): the command is stopped at the next
+    cancel check, not run to its end."""
+    w = world(step(call("exec", "e1", command="sleep 5; echo done")), step("never"))
+    s = await w.start()
+    job = w.run_later()
+    for _ in range(200):
+        if any(c[0] == "exec" for c in w.sandbox.calls):
+            break
+        await asyncio.sleep(0.02)
+    get_session = w.store.get_session
+
+    async def gone(org_id: str, session_id: object) -> CodeSession:
+        raise NotFound("code session not found")
+
+    w.store.get_session = gone  # type: ignore[method-assign]
+    try:
+        await asyncio.wait_for(job, 20)
+    finally:
+        w.store.get_session = get_session  # type: ignore[method-assign]
+    s = await w.get(s.id)
+    [result] = [t for t in s.work.transcript if t.tool_call_id == "e1"]
+    assert result.content == "the command was stopped (cancel)"

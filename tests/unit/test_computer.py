@@ -19,6 +19,7 @@ from agentsvc_core.ports import ToolCallContext, ToolSpec
 from agentsvc_core.ports.sandboxes import (
     ExecExit,
     ExecOutput,
+    SandboxGone,
     SandboxSpec,
     SandboxStarted,
     SandboxUnavailable,
@@ -1428,5 +1429,222 @@ def test_a_command_on_a_sandbox_lost_while_running_streams_each_event_once() -> 
         assert len(events) == 2
         after = await w.storage.computers.get(ORG, instance.id)
         assert (after.state_lost, after.ref != instance.ref) == (True, True)
+
+    run(go())
+
+
+# --- from the fourth mutation run's survivors ----------------------------------------
+
+
+def test_an_unknown_provider_is_told_to_be_configured() -> None:
+    w = World()
+    with pytest.raises(SandboxUnavailable) as refused:
+        w.computers.provider("modal")
+    assert refused.value.detail == (
+        "the computer's sandbox provider 'modal' is not available on this service:"
+        " configure it (docs/computer.md)"
+    )
+
+
+def test_a_stopped_instance_restarts_bootstrapping_and_takes_the_new_idle_timeout() -> None:
+    """Resumed for a file read the sandbox refuses (so no use is noted after the
+    start): the start itself says bootstrapping while it runs, then stamps the
+    instance with the time and the configuration's idle timeout of now."""
+
+    async def go() -> None:
+        w = World()
+        agent = await w.agent(enabled=True, idle_timeout_s=600)
+        thread = await w.thread(agent)
+        await w.call(agent, thread, "computer_exec", command="true")
+        [instance] = await w.storage.computers.of_agent(ORG, agent.id)
+        await w.computers.stop(ADMIN, agent.id, instance.id)
+        await w.settings.update(ADMIN, agent.id, {"idle_timeout_s": 900})
+        w.clock.advance(100)
+        watching = Watching(w)
+        watching.root = w.sandboxes["local"].root
+        w.sandboxes["local"] = watching
+        refused = await w.call(agent, thread, "computer_read_file", path="/etc/passwd")
+        assert refused.startswith("error: ")
+        assert watching.during == ["bootstrapping"]
+        again = await w.storage.computers.get(ORG, instance.id)
+        assert (again.status, again.last_used_at, again.idle_timeout_s) == (
+            "idle",
+            w.clock.now(),
+            900,
+        )
+
+    run(go())
+
+
+class Forgetful(FakeSandbox):
+    """A provider that answers ``SandboxGone`` for a sandbox it no longer has,
+    even when asked to destroy it (as a real one does); ``measure`` fails the
+    workspace's measure with it; counts the measures."""
+
+    def __init__(self, measure: Exception | None = None) -> None:
+        super().__init__("local")
+        self.measure = measure
+        self.measured = 0
+
+    async def destroy(self, ref: str) -> None:
+        if not (self.root / ref).is_dir():
+            raise SandboxGone(f"sandbox {ref} is gone")
+        await super().destroy(ref)
+
+    async def disk_bytes(self, ref: str) -> int:
+        self.measured += 1
+        if self.measure is not None:
+            raise self.measure
+        return await super().disk_bytes(ref)
+
+
+def test_a_lost_non_persistent_sandbox_is_started_anew() -> None:
+    async def go() -> None:
+        w = World()
+        forgetful = Forgetful()
+        w.sandboxes["local"] = forgetful
+        agent = await w.agent(enabled=True, persistent=False)
+        thread = await w.thread(agent)
+        await w.call(agent, thread, "computer_exec", command="true")
+        [instance] = await w.storage.computers.of_agent(ORG, agent.id)
+        assert instance.ref is not None
+        forgetful.lose(instance.ref)
+        ran = await w.call(agent, thread, "computer_exec", command="echo again")
+        assert ran.startswith("exit code 0\nstdout:\nagain\n")
+
+    run(go())
+
+
+@pytest.mark.parametrize(
+    "failure", [SandboxGone("gone meanwhile"), SandboxUnavailable("the host is away")]
+)
+def test_a_workspace_that_cannot_be_measured_leaves_its_size_as_it_was(
+    failure: Exception,
+) -> None:
+    async def go() -> None:
+        w = World()
+        w.sandboxes["local"] = Forgetful(measure=failure)
+        agent = await w.agent(enabled=True)
+        thread = await w.thread(agent)
+        ran = await w.call(agent, thread, "computer_exec", command="printf 123 > f")
+        assert ran.startswith("exit code 0")
+        [instance] = await w.storage.computers.of_agent(ORG, agent.id)
+        assert (instance.status, instance.disk_bytes) == ("idle", 0)
+
+    run(go())
+
+
+def test_a_command_measures_the_workspace_once_when_it_ends_and_stamps_each_use() -> None:
+    async def go() -> None:
+        w = World()
+        forgetful = Forgetful()
+        w.sandboxes["local"] = forgetful
+        agent = await w.agent(enabled=True)
+        thread = await w.thread(agent)
+        await w.call(agent, thread, "computer_exec", command="true")
+        forgetful.measured = 0
+        w.clock.advance(50)
+        await w.call(agent, thread, "computer_exec", command="printf 12 > f")
+        assert forgetful.measured == 1
+        [instance] = await w.storage.computers.of_agent(ORG, agent.id)
+        assert (instance.last_used_at, instance.disk_bytes) == (w.clock.now(), 2)
+
+    run(go())
+
+
+class Vanishing:
+    """A computer store whose instance rows are gone (their agent deleted) once
+    ``gone`` is set: every change of one is ``NotFound``."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+        self.gone = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def modify(self, org: str, instance_id: Any, change: Any) -> Any:
+        if self.gone:
+            raise NotFound("computer instance not found")
+        return await self._store.modify(org, instance_id, change)
+
+
+def test_a_command_whose_instance_went_meanwhile_still_ends() -> None:
+    async def go() -> None:
+        w = World()
+        vanishing = Vanishing(w.storage.computers)
+        computers = Computers(
+            cast("Any", vanishing),
+            w.storage.agents,
+            w.threads,
+            w.settings,
+            w.sandboxes,
+            w.clock,
+            w.buckets.spend,
+        )
+        agent = await w.agent(enabled=True)
+        thread = await w.thread(agent)
+        config = await w.config(agent)
+        run_ = await computers.begin(
+            ORG, agent, config, thread.id, "echo hi", timeout_s=10, max_output=100
+        )
+        events = run_.events()
+        first = await anext(events)
+        vanishing.gone = True
+        rest = [e async for e in events]
+        assert isinstance([first, *rest][-1], ExecExit)
+
+    run(go())
+
+
+def test_the_computers_concurrency_limit_is_the_one_it_was_given() -> None:
+    async def go() -> None:
+        w = World()
+        computers = Computers(
+            w.storage.computers,
+            w.storage.agents,
+            w.threads,
+            w.settings,
+            w.sandboxes,
+            w.clock,
+            w.buckets.spend,
+            concurrent=1,
+        )
+        agent = await w.agent(enabled=True, scope="agent")
+        config = await w.config(agent)
+        held = await computers.begin(ORG, agent, config, None, "true", timeout_s=10, max_output=10)
+        with pytest.raises(RateLimited, match="at most 1 commands"):
+            await computers.begin(ORG, agent, config, None, "true", timeout_s=10, max_output=10)
+        held.close()
+
+    run(go())
+
+
+class StartWatch(FakeSandbox):
+    """The fake sandbox, keeping the instance as stored while it starts."""
+
+    def __init__(self, w: World) -> None:
+        super().__init__("local")
+        self.w = w
+        self.during: list[Any] = []
+
+    async def start(self, spec: SandboxSpec, *, resume: str | None = None) -> SandboxStarted:
+        self.during.append(await self.w.storage.computers.get(ORG, uuid.UUID(spec.instance_id)))
+        return await super().start(spec, resume=resume)
+
+
+def test_a_new_instance_is_stored_stamped_with_its_idle_timeout_before_it_starts() -> None:
+    async def go() -> None:
+        w = World()
+        recording = StartWatch(w)
+        w.sandboxes["local"] = recording
+        agent = await w.agent(enabled=True, idle_timeout_s=900)
+        await w.call(agent, await w.thread(agent), "computer_exec", command="true")
+        [starting] = recording.during
+        assert (starting.status, starting.last_used_at, starting.idle_timeout_s) == (
+            "bootstrapping",
+            w.clock.now(),
+            900,
+        )
 
     run(go())

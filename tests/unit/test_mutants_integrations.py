@@ -678,3 +678,16 @@ async def test_an_attachment_names_the_tools_that_wait_for_approval() -> None:
     await w.uc.delete(ADMIN, one.id)
     after = await w.uc.attach(ADMIN, agent.id, two.id)
     assert (after.integrations, after.require_approval) == ([two], {})
+
+
+async def test_only_the_attachments_that_name_tools_mark_them() -> None:
+    """One integration's calls wait for approval, the other's do not: the second's
+    tools are listed unmarked beside the first's."""
+    w = World()
+    agent = await w.agent()
+    gated, plain = await w.make("Gated"), await w.make("Plain")
+    await w.uc.attach(ADMIN, agent.id, plain.id)
+    await w.uc.attach(ADMIN, agent.id, gated.id, ("describe_table",))
+    listed = await w.tools.list_tools(ADMIN, agent, await w.record(agent))
+    assert len(listed) == 6
+    assert [t.name for t in listed if t.approval] == [f"db_{gated.slug}__describe_table"]

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from datetime import timedelta
-from uuid import uuid4
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID, uuid4
 
 import msgspec
 import pytest
@@ -422,3 +423,29 @@ async def test_a_session_gone_while_its_command_runs_stops_the_command() -> None
     s = await w.get(s.id)
     [result] = [t for t in s.work.transcript if t.tool_call_id == "e1"]
     assert result.content == "the command was stopped (cancel)"
+
+
+async def test_every_write_of_a_follow_up_resuming_a_session_is_stamped() -> None:
+    """Each write of the job that resumes a session is stamped with the clock (a
+    follower reading the session at any of its events sees when), the move back to
+    ``running`` first."""
+    w = world(step(call("ask_user", question="Which?")), step("Answered."))
+    s = await w.start()
+    await w.drain()
+    w.jobs.queued.clear()  # the expiry job
+    await w.sessions.send(WHO, s.id, "app.py")
+    w.clock.advance(5)
+    stamps: list[tuple[str, datetime]] = []
+    change = w.store.change
+
+    async def stamped(org_id: str, session_id: UUID, step: Any) -> Any:
+        went = await change(org_id, session_id, step)
+        stamps.append((went[0].status, went[0].updated_at))
+        return went
+
+    w.store.change = stamped  # type: ignore[method-assign,assignment]
+    await w.drain()
+    # (the lease's writes before and after leave the stamp as it was)
+    went = [at for status, at in stamps if status != "awaiting_input"]
+    assert len(went) >= 3  # back to running, the answer, the reply, the end
+    assert all(at == w.clock.now() for at in went), stamps

@@ -117,11 +117,8 @@ class CodeSessionEngine:
         self._timeline = timeline
         self._jobs = jobs
         self._clock = clock
-        self._router = router
         self._providers = providers
-        self._usage = usage
         self._traces = traces
-        self._prices = prices
         self._settings = settings or EngineSettings()
         self._running = 0  # sessions this process works on now
         # the checked-out files of the sessions this process created, for the final

@@ -1,11 +1,11 @@
 // The Agents page's other settings, each a configuration the API keeps per
 // agent behind GET/PUT /api/agents/{id}/<area>: web tools, compaction, group
 // threads (multiplayer) and the credential resolver (bring your own key). One
-// form per area, built from a list of fields: the answer's snake_case name,
-// the body's camelCase one, and what kind of control edits it.
+// form per area, built from a list of fields: the answer's snake_case name
+// (the body's is its camelCase), and what kind of control edits it.
 
 import { h } from "../dom.js";
-import { check, enc, field, names, onSubmit, section, select, status, submitRow } from "./formkit.js";
+import { camel, check, enc, field, names, onSubmit, section, select, status, submitRow } from "./formkit.js";
 
 const AREAS = [
   {
@@ -13,12 +13,12 @@ const AREAS = [
     title: "Web tools",
     note: "web_fetch reads a page; web_search needs the service's search provider.",
     fields: [
-      ["fetch_enabled", "fetchEnabled", "bool", "offer web_fetch"],
-      ["search_enabled", "searchEnabled", "bool", "offer web_search"],
-      ["allowed_domains", "allowedDomains", "list", "Only these domains (blank: any)"],
-      ["blocked_domains", "blockedDomains", "list", "Never these domains"],
-      ["max_results", "maxResults", "number", "Search results at most"],
-      ["fetch_timeout_ms", "fetchTimeoutMs", "number", "Fetch timeout in milliseconds"],
+      ["fetch_enabled", "bool", "offer web_fetch"],
+      ["search_enabled", "bool", "offer web_search"],
+      ["allowed_domains", "list", "Only these domains (blank: any)"],
+      ["blocked_domains", "list", "Never these domains"],
+      ["max_results", "number", "Search results at most"],
+      ["fetch_timeout_ms", "number", "Fetch timeout in milliseconds"],
     ],
   },
   {
@@ -26,9 +26,9 @@ const AREAS = [
     title: "Compaction",
     note: "Long threads are summarised before they outgrow the model's context.",
     fields: [
-      ["enabled", "enabled", "bool", "compact long threads"],
-      ["alpha_trigger_tokens", "alphaTriggerTokens", "number", "Anthropic-style models: compact past this many tokens"],
-      ["beta_compact_threshold", "betaCompactThreshold", "number", "OpenAI-style models: compact past this many tokens"],
+      ["enabled", "bool", "compact long threads"],
+      ["alpha_trigger_tokens", "number", "Anthropic-style models: compact past this many tokens"],
+      ["beta_compact_threshold", "number", "OpenAI-style models: compact past this many tokens"],
     ],
   },
   {
@@ -36,10 +36,10 @@ const AREAS = [
     title: "Group threads",
     note: "Threads with several people in them, and when the agent answers there.",
     fields: [
-      ["enabled", "enabled", "bool", "allow threads with participants"],
-      ["respond_to", "respondTo", ["all", "mentions", "owners"], "Answers"],
-      ["display_name", "displayName", "optional", "Name shown to participants (blank: the agent's)"],
-      ["max_participants", "maxParticipants", "number", "Participants at most"],
+      ["enabled", "bool", "allow threads with participants"],
+      ["respond_to", ["all", "mentions", "owners"], "Answers"],
+      ["display_name", "optional", "Name shown to participants (blank: the agent's)"],
+      ["max_participants", "number", "Participants at most"],
     ],
   },
   {
@@ -47,9 +47,9 @@ const AREAS = [
     title: "Credential resolver (bring your own key)",
     note: "Before each reply the service asks this address for the user's model key.",
     fields: [
-      ["enabled", "enabled", "bool", "ask the resolver for each reply"],
-      ["resolver_url", "resolverUrl", "text", "Resolver URL (https)"],
-      ["timeout_ms", "timeoutMs", "number", "Timeout in milliseconds"],
+      ["enabled", "bool", "ask the resolver for each reply"],
+      ["resolver_url", "text", "Resolver URL (https)"],
+      ["timeout_ms", "number", "Timeout in milliseconds"],
     ],
   },
 ];
@@ -74,7 +74,7 @@ function read(kind, box) {
 async function areaForm(ctx, agent, spec) {
   const path = `/api/agents/${enc(agent.id)}/${spec.area}`;
   const stored = await ctx.api.get(path);
-  const controls = spec.fields.map(([key, , kind, label]) => {
+  const controls = spec.fields.map(([key, kind, label]) => {
     const c = control(kind, stored[key], label);
     c.input.setAttribute("data-field", key);
     return c.wrap ?? field(label, c.input);
@@ -89,10 +89,10 @@ async function areaForm(ctx, agent, spec) {
   );
   onSubmit(form, ctx, async () => {
     const body = {};
-    for (const [key, camel, kind] of spec.fields) {
+    for (const [key, kind] of spec.fields) {
       const box = form.querySelector(`[data-field="${key}"]`);
       const value = read(kind, box);
-      if (value !== undefined) body[camel] = value;
+      if (value !== undefined) body[camel(key)] = value;
     }
     saved.textContent = "saving...";
     try {

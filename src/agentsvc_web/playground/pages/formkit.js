@@ -18,6 +18,9 @@ export function uid(prefix) {
 /** A path segment: an id from an answer never changes the path's shape. */
 export const enc = (value) => encodeURIComponent(String(value));
 
+/** An answer's snake_case name as a request body's camelCase one (fetch_timeout_ms -> fetchTimeoutMs). */
+export const camel = (name) => name.replace(/_([a-z])/g, (_, c) => c.toUpperCase());
+
 /**
  * A label above its control. `control` is an element (input, select,
  * textarea); it gets an id when it has none. `hint` is a short muted line.

@@ -5,7 +5,7 @@
 // its triggers and its budget (runner_triggers.js).
 
 import { h, pretty } from "../dom.js";
-import { dangerButton, enc, labelled, onSubmit, parseJson, section, status, submitRow, when } from "./formkit.js";
+import { camel, dangerButton, enc, labelled, onSubmit, parseJson, section, status, submitRow, when } from "./formkit.js";
 import { runnerGraph } from "./runner_graph.js";
 import { renderRuns } from "./runner_runs.js";
 import { renderBudget, renderTriggers } from "./runner_triggers.js";
@@ -110,7 +110,7 @@ function camelStep(st) {
   const out = {};
   for (const [k, v] of Object.entries(st)) {
     if (v === null || k === "has_headers" || (k === "input_mapping" && !Object.keys(v).length) || (k === "name" && !v)) continue;
-    out[k.replace(/_([a-z])/g, (_, c) => c.toUpperCase())] = v;
+    out[camel(k)] = v;
   }
   return out;
 }

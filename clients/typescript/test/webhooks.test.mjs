@@ -9,7 +9,11 @@ import { test } from "node:test";
 import { WebhookVerificationError, signWebhook, verifyWebhook } from "../dist/webhooks.js";
 import { client, newThread } from "./helpers.mjs";
 
-/** A receiver on loopback; `next()` resolves with the next delivery of `type`. */
+/**
+ * A receiver on loopback; `next(type, about)` resolves with the first delivery of
+ * `type` whose data holds every field of `about` (the other test files run at the
+ * same time in the same organization: their messages are delivered here too).
+ */
 async function receiver() {
   const waiting = [];
   const got = [];
@@ -24,9 +28,13 @@ async function receiver() {
     });
   });
   await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const next = async (type) => {
+  const matches = (d, type, about) => {
+    const event = JSON.parse(d.body);
+    return event.type === type && Object.entries(about).every(([k, v]) => event.data?.[k] === v);
+  };
+  const next = async (type, about = {}) => {
     for (;;) {
-      const found = got.find((d) => JSON.parse(d.body).type === type);
+      const found = got.find((d) => matches(d, type, about));
       if (found) return found;
       await new Promise((resolve) => waiting.push(resolve));
     }
@@ -42,7 +50,7 @@ test("a real delivery verifies; tampered or old ones do not", async () => {
     assert.match(made.secret, /^whsec_/);
     const thread = await newThread(c, "Hooked");
     await c.sendMessage(thread, "hello hooks").final();
-    const { headers, body } = await hooks.next("message.created");
+    const { headers, body } = await hooks.next("message.created", { thread_id: thread, role: "user" });
 
     const event = verifyWebhook(made.secret, headers, body);
     assert.equal(event.type, "message.created");

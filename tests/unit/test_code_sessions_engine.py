@@ -19,7 +19,7 @@ from agentsvc_core.errors import NotFound, Unavailable
 from agentsvc_core.ports.jobs import Again
 from agentsvc_core.use_cases.code_sessions import EngineSettings
 from agentsvc_core.use_cases.code_sessions.engine import DEFECT
-from tests.unit.code_sessions_world import EXPIRE_JOB, call, step, world
+from tests.unit.code_sessions_world import EXPIRE_JOB, World, call, step, world
 from tests.unit.turn_world import HANG, WHO
 
 
@@ -66,10 +66,17 @@ async def test_the_lease_is_given_back_when_the_job_ends() -> None:
     assert s.work.lease_until is None
 
 
-async def test_a_defect_ends_the_session_with_a_plain_error_and_its_trace() -> None:
+async def test_a_defect_ends_the_session_with_a_plain_error_and_its_trace(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     w = world([RuntimeError("a bug")])
     s = await w.start()
     assert await w.drain() == [None]
+    # the operator's log names the session and keeps the traceback
+    [logged] = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert logged.getMessage() == f"code session {s.id} failed"
+    assert logged.exc_info is not None
+    assert str(logged.exc_info[1]) == "a bug"
     s = await w.get(s.id)
     assert s.status == "error"
     assert s.error == DEFECT
@@ -194,13 +201,17 @@ async def test_the_lease_is_renewed_while_the_job_works() -> None:
         if s.work.inflight is not None:
             break
         await asyncio.sleep(0.02)
-    taken = s.work.lease_until
+    taken, owner = s.work.lease_until, s.work.lease_owner
     assert taken is not None
+    assert owner is not None
     w.clock.advance(100)
     await asyncio.sleep(0.3)
     s = await w.get(s.id)
     assert s.work.lease_until is not None
     assert s.work.lease_until == w.clock.now() + timedelta(seconds=0.2)
+    # renewed for the same job: another job for the session still waits
+    assert s.work.lease_owner == owner
+    assert await w.engine.run(payload_of(s.id)) == Again(2.0)
     assert await asyncio.wait_for(job, 10) is None
     assert (await w.get(s.id)).status == "finished"
 
@@ -229,6 +240,52 @@ async def test_a_process_works_on_max_running_sessions_and_the_next_job_comes_ba
     # the seat is free again: the second session runs
     assert await w.engine.run(payload_of(second.id)) is None
     assert (await w.get(second.id)).status == "finished"
+
+
+async def inflight(w: World, session_id: UUID) -> None:
+    for _ in range(200):
+        if (await w.get(session_id)).work.inflight is not None:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("the session's command never started")
+
+
+async def test_each_session_holds_one_seat_until_it_is_done() -> None:
+    # two seats: two sessions running commands hold both, a third comes back
+    w = world(
+        step(call("exec", command="sleep 0.6")),
+        step(call("exec", command="sleep 0.6")),
+        step("done"),
+        step("done"),
+        step("done"),
+        settings=EngineSettings(max_running=2),
+    )
+    first, second, third = await w.start(), await w.start("b"), await w.start("c")
+    jobs = [w.run_later(), w.run_later()]
+    await inflight(w, first.id)
+    await inflight(w, second.id)
+    assert await w.engine.run(payload_of(third.id)) == Again(5.0)
+    assert await asyncio.wait_for(asyncio.gather(*jobs), 10) == [None, None]
+    assert await w.engine.run(payload_of(third.id)) is None
+    assert (await w.get(third.id)).status == "finished"
+
+
+async def test_a_finished_session_gives_back_its_one_seat_only() -> None:
+    # one seat: after a session ran to its end, two at once still share one seat
+    w = world(
+        step("done"),
+        step(call("exec", command="sleep 0.6")),
+        step("done"),
+        settings=EngineSettings(max_running=1),
+    )
+    done = await w.start()
+    assert await w.engine.run(w.jobs.queued.pop(0)[1]) is None
+    assert (await w.get(done.id)).status == "finished"
+    first, second = await w.start("b"), await w.start("c")
+    job = w.run_later()
+    await inflight(w, first.id)
+    assert await w.engine.run(payload_of(second.id)) == Again(5.0)
+    assert await asyncio.wait_for(job, 10) is None
 
 
 async def test_a_sandbox_that_cannot_stop_while_the_session_waits_does_not_fail_it() -> None:
@@ -423,6 +480,29 @@ async def test_a_session_gone_while_its_command_runs_stops_the_command() -> None
     s = await w.get(s.id)
     [result] = [t for t in s.work.transcript if t.tool_call_id == "e1"]
     assert result.content == "the command was stopped (cancel)"
+
+
+async def test_a_job_whose_session_went_entirely_ends_quietly(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Its organization deleted while a command runs: every read and write of the
+    session finds nothing. The job ends (no exception for the queue to retry, no
+    failure logged): there is nothing left to mark."""
+    w = world(step(call("exec", "e1", command="sleep 5; echo done")), step("never"))
+    await w.start()
+    job = w.run_later()
+    for _ in range(200):
+        if any(c[0] == "exec" for c in w.sandbox.calls):
+            break
+        await asyncio.sleep(0.02)
+
+    async def gone(*args: object) -> Any:
+        raise NotFound("code session not found")
+
+    w.store.get_session = gone  # type: ignore[method-assign,assignment]
+    w.store.change = gone  # type: ignore[method-assign,assignment]
+    assert await asyncio.wait_for(job, 20) is None
+    assert [r for r in caplog.records if r.levelname == "ERROR"] == []
 
 
 async def test_every_write_of_a_follow_up_resuming_a_session_is_stamped() -> None:

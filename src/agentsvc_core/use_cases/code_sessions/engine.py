@@ -164,6 +164,8 @@ class CodeSessionEngine:
             async with self._renewing(session, owner):
                 return await self._advance(session)
         except Exception:
+            if await self._gone(session):
+                return None  # its rows went (its organization deleted): nothing to mark
             log.exception("code session %s failed", session.id)
             await self._end(session, "error", DEFECT)
             return None
@@ -386,6 +388,13 @@ class CodeSessionEngine:
     def _lease(self, owner: str, now: datetime) -> Change:
         until = now + self._settings.stale_after
         return lambda s: t.leased(s, owner, now, until)
+
+    async def _gone(self, session: CodeSession) -> bool:
+        try:
+            await self._store.get_session(session.org_id, session.id)
+        except NotFound:
+            return True
+        return False
 
     def _cancelled(self, session: CodeSession) -> Any:
         async def asked() -> bool:

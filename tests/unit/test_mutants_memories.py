@@ -65,12 +65,9 @@ async def mind() -> Mind:
     clock = Clock()
     agent = agent_in(ORG)
     await storage.agents.add(agent)
+    settings = MemorySettings(storage.secrets, storage.agents, BOX)
     return Mind(
-        storage,
-        clock,
-        Memories(storage.memories, storage.agents, clock),
-        MemorySettings(storage.secrets, storage.agents, BOX),
-        agent,
+        storage, clock, Memories(storage.memories, storage.agents, clock, settings), settings, agent
     )
 
 

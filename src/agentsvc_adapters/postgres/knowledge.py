@@ -44,6 +44,7 @@ from psycopg import sql
 from agentsvc_adapters.postgres.pool import Pool, Repo, Row, translate
 from agentsvc_core.entities.knowledge import (
     ChunkHit,
+    DocumentChunk,
     DocumentScope,
     DocumentStatus,
     KnowledgeChunk,
@@ -291,6 +292,20 @@ class PostgresKnowledge(Repo, KnowledgeStore):
         if row is None:
             raise NotFound("document not found")
         return _document(row)
+
+    async def chunks(
+        self, org_id: str, document_id: UUID, offset: int, limit: int
+    ) -> list[DocumentChunk]:
+        rows = await self._all(
+            "SELECT id, ordinal, text, headings, page, start_offset, end_offset"
+            " FROM knowledge_chunks WHERE org_id = %s AND document_id = %s AND ordinal >= %s"
+            " ORDER BY ordinal LIMIT %s",
+            (org_id, document_id, offset, limit),
+        )
+        return [
+            DocumentChunk(id=i, ordinal=o, text=t, headings=tuple(h), page=p, start=s, end=e)
+            for i, o, t, h, p, s, e in rows
+        ]
 
     async def list_all(self, org_id: str, where: DocumentFilter) -> list[KnowledgeDocument]:
         conds = ["org_id = %(org)s"]

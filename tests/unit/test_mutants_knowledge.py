@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import uuid
-from typing import cast
+from typing import Any, cast
 
 import msgspec
 import pytest
@@ -708,6 +708,19 @@ async def test_a_documents_chunks_come_in_pages_by_ordinal_with_the_next_offset(
     one_short = await lib.knowledge.chunks(KEY, lib.org.id, n - 3, 2)
     assert one_short.next_offset == n - 1
     assert (await lib.knowledge.chunks(KEY, lib.org.id, n, 2)).chunks == []
+    # a page reads its chunks and one more (whether another page follows), not the rest
+    store = cast("MemoryKnowledge", lib.storage.knowledge)
+    read: list[int] = []
+    real = store.chunks
+
+    async def counted(org_id: str, document_id: uuid.UUID, offset: int, limit: int) -> Any:
+        found = await real(org_id, document_id, offset, limit)
+        read.append(len(found))
+        return found
+
+    store.chunks = counted  # type: ignore[method-assign]
+    await lib.knowledge.chunks(KEY, lib.org.id, 1, 2)
+    assert read == [3]
 
 
 @pytest.mark.parametrize(

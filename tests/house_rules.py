@@ -22,7 +22,6 @@ ALLOWED: dict[str, str] = {
     "src/agentsvc_adapters/llm/sse.py": "the SSE parser and both families' event decoders",
     "src/agentsvc_adapters/mcp/client.py": "the MCP client: transports, sessions, errors",
     "src/agentsvc_core/use_cases/turn/reply.py": "the reply's tool loop (the turn's hot path)",
-    "src/agentsvc_adapters/postgres/knowledge.py": "knowledge storage: text and vector search",
     "src/agentsvc_adapters/outbound.py": "the one outbound guard (addresses, DNS, redirects)",
 }
 

@@ -25,6 +25,7 @@ from agentsvc_adapters.memory import MemoryStorage
 from agentsvc_adapters.postgres import PostgresStorage, migrate
 from agentsvc_core.entities.knowledge import (
     ChunkHit,
+    DocumentChunk,
     DocumentScope,
     KnowledgeChunk,
     KnowledgeDocument,
@@ -343,6 +344,59 @@ def test_finish_replaces_the_chunks_and_a_stale_generation_changes_nothing(
         "capybara pool",
         d.id,
     )
+
+
+def test_a_documents_chunks_are_listed_by_ordinal_from_an_offset(backend: Backend) -> None:
+    w = World(backend)
+    content = b"the file"
+    d = w.add(a_document(w.org, content), content)
+    assert backend.run(w.store.chunks, w.org, d.id, 0, 10) == []  # queued: none yet
+    assert backend.run(w.store.claim, w.org, d.id, d.generation, now()) is not None
+    assert backend.run(w.store.chunks, w.org, d.id, 0, 10) == []  # processing
+    pieces = [
+        KnowledgeChunk(
+            id=uuid.uuid4(),
+            ordinal=i,
+            text=f"part {i}",
+            search_text=f"Guide / Setup\n\npart {i}",
+            headings=("Guide", "Setup") if i % 2 else (),
+            page=i + 1 if i < 3 else None,
+            start=i * 10,
+            end=i * 10 + 6,
+        )
+        for i in range(5)
+    ]
+    # stored out of order: listed by ordinal
+    assert backend.run(w.store.finish, w.org, d.id, d.generation, pieces[::-1], None, None, now())
+    listed = [
+        DocumentChunk(
+            id=c.id,
+            ordinal=c.ordinal,
+            text=c.text,
+            headings=c.headings,
+            page=c.page,
+            start=c.start,
+            end=c.end,
+        )
+        for c in pieces
+    ]
+    assert backend.run(w.store.chunks, w.org, d.id, 0, 10) == listed
+    assert backend.run(w.store.chunks, w.org, d.id, 0, 2) == listed[:2]
+    assert backend.run(w.store.chunks, w.org, d.id, 2, 2) == listed[2:4]
+    assert backend.run(w.store.chunks, w.org, d.id, 4, 2) == listed[4:]
+    assert backend.run(w.store.chunks, w.org, d.id, 5, 2) == []
+    # a reindex keeps them until its new chunks replace them
+    r = backend.run(w.store.reindex, w.org, d.id, now())
+    assert backend.run(w.store.chunks, w.org, d.id, 0, 10) == listed
+    assert backend.run(w.store.claim, w.org, d.id, r.generation, now()) is not None
+    new = a_chunk(0, "all in one")
+    assert backend.run(w.store.finish, w.org, d.id, r.generation, [new], None, None, now())
+    [only] = backend.run(w.store.chunks, w.org, d.id, 0, 10)
+    assert (only.id, only.text, only.headings, only.page) == (new.id, "all in one", (), None)
+    # another organization's document shows none; the chunks go with their document
+    assert backend.run(w.store.chunks, backend.fresh_org(), d.id, 0, 10) == []
+    backend.run(w.store.delete, w.org, d.id)
+    assert backend.run(w.store.chunks, w.org, d.id, 0, 10) == []
 
 
 def test_fail_does_not_undo_ready(backend: Backend) -> None:

@@ -6,26 +6,31 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import datetime, timedelta
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentsvc_adapters.clock import SystemClock
+from agentsvc_adapters.crypto import AesGcmBox
 from agentsvc_core.entities import Principal
 from agentsvc_core.entities.memory import Memory, MemoryScope, MemoryStatus
 from agentsvc_core.errors import InvalidInput, NotFound
 from agentsvc_core.ports.memories import Saved
-from agentsvc_core.use_cases.memories.memories import Memories
+from agentsvc_core.use_cases.memories.memories import Memories, MemorySettings
 from tests.contract.conftest import Backend
 from tests.contract.test_agents_contract import agent_in
+
+BOX = AesGcmBox([("k1", b"\x02" * 32)])
 
 
 def _setup(backend: Backend) -> tuple[Memories, str, uuid.UUID]:
     org = backend.fresh_org()
     agent = agent_in(org)
     backend.run(backend.storage.agents.add, agent)
-    memories = Memories(backend.storage.memories, backend.storage.agents, SystemClock())
+    settings = MemorySettings(backend.storage.secrets, backend.storage.agents, BOX)
+    memories = Memories(backend.storage.memories, backend.storage.agents, SystemClock(), settings)
     return memories, org, agent.id
 
 
@@ -49,6 +54,10 @@ def _save(
 def _m(saved: Saved) -> Memory:
     assert saved.memory is not None
     return saved.memory
+
+
+def saved_at(saved: Saved) -> datetime:
+    return _m(saved).created_at
 
 
 def _who(org: str, user: str | None = None) -> Principal:
@@ -164,6 +173,53 @@ def test_search_ranks_the_matching_memory_first_and_filters(backend: Backend) ->
         backend.run(memories.delete, _who(org, "u2"), agent, _m(mine).id)
 
 
+def test_an_edit_is_searched_by_its_new_words_and_keeps_its_place(backend: Backend) -> None:
+    memories, org, agent = _setup(backend)
+    store = backend.storage.memories
+    tea = _m(_save(backend, memories, org, agent, "Drinks green tea", "drink", "user", "u1"))
+    later = tea.created_at + timedelta(minutes=5)
+    edited = backend.run(store.edit, org, agent, tea.id, "Drinks espresso", later)
+    assert edited.outcome == "saved"
+    changed = _m(edited)
+    assert (changed.id, changed.content, changed.updated_at) == (tea.id, "Drinks espresso", later)
+    assert (changed.scope, changed.scope_id, changed.key, changed.status) == (
+        "user",
+        "u1",
+        "drink",
+        "active",
+    )
+    assert changed.created_at == tea.created_at
+    assert backend.run(store.get, org, agent, tea.id) == changed
+    assert backend.run(memories.search, org, agent, "espresso", None, 5)[0][0].id == tea.id
+    assert backend.run(memories.search, org, agent, "green", None, 5) == []
+    # the identical-fact rule reads its new text
+    assert _save(backend, memories, org, agent, "drinks ESPRESSO", None, "user", "u1").outcome == (
+        "existing"
+    )
+
+
+def test_an_edit_to_a_fact_its_place_has_is_refused(backend: Backend) -> None:
+    memories, org, agent = _setup(backend)
+    store = backend.storage.memories
+    one = _m(_save(backend, memories, org, agent, "Lives in Lyon"))
+    two = _m(_save(backend, memories, org, agent, "Works in Paris"))
+    now = two.created_at + timedelta(seconds=1)
+    same = backend.run(store.edit, org, agent, two.id, "lives in  LYON", now)
+    assert (same.outcome, _m(same).id) == ("existing", one.id)
+    assert backend.run(store.get, org, agent, two.id) == two  # nothing changed
+    # the same text in another place, or its own text again, is an edit
+    elsewhere = _m(_save(backend, memories, org, agent, "Works in Paris", None, "user", "u1"))
+    assert backend.run(store.edit, org, agent, elsewhere.id, "Lives in Lyon", now).outcome == (
+        "saved"
+    )
+    assert backend.run(store.edit, org, agent, two.id, "works in paris", now).outcome == "saved"
+    # a superseded memory is not an active fact: its edit is never refused
+    old = _m(_save(backend, memories, org, agent, "Tea", "drink"))
+    _save(backend, memories, org, agent, "Coffee", "drink")
+    assert backend.run(store.edit, org, agent, old.id, "Coffee", now).outcome == "saved"
+    assert backend.run(store.get, org, agent, old.id).status == "superseded"
+
+
 def test_organizations_and_agents_are_apart(backend: Backend) -> None:
     memories, org, agent = _setup(backend)
     saved = _save(backend, memories, org, agent, "secret plan")
@@ -174,6 +230,8 @@ def test_organizations_and_agents_are_apart(backend: Backend) -> None:
         backend.run(store.get, other, agent, mid)
     with pytest.raises(NotFound):
         backend.run(store.delete, other, agent, mid)
+    with pytest.raises(NotFound):
+        backend.run(store.edit, other, agent, mid, "changed", saved_at(saved))
     assert backend.run(store.search, other, agent, ["secret"], None, 5) == []
 
     async def other_page() -> list[Memory]:
@@ -183,6 +241,9 @@ def test_organizations_and_agents_are_apart(backend: Backend) -> None:
     # another agent of the same organization
     with pytest.raises(NotFound):
         backend.run(store.get, org, other_agent.id, mid)
+    with pytest.raises(NotFound):
+        backend.run(store.edit, org, other_agent.id, mid, "changed", saved_at(saved))
+    assert backend.run(store.get, org, agent, mid).content == "secret plan"
     # a saving for an agent that does not exist is refused
     with pytest.raises(NotFound):
         _save(backend, memories, other, uuid.uuid4(), "x")

@@ -746,9 +746,11 @@ def test_knowledge_members_read_admins_write_threads_are_their_viewers(world: Wo
     doc_id, agent, thread = world.ids["document"], world.ids["agent"], world.ids["thread"]
     member = httpx.Client(base_url=world.url, headers=_h(_jwt("mallory", ORG_A)), timeout=30)
     with member:
-        # reads the organization's documents
+        # reads the organization's documents, and how they were cut
         assert member.get(f"/api/knowledge/{doc_id}").json()["id"] == doc_id
         assert doc_id in [d["id"] for d in member.get("/api/knowledge").json()]
+        chunks = _ok(member.get(f"/api/knowledge/{doc_id}/chunks"))["chunks"]
+        assert MARK in chunks[0]["text"]
         # adds, changes and removes no organization or agent document
         for r in (
             _upload(member, "org.txt"),
@@ -773,6 +775,12 @@ def test_knowledge_members_read_admins_write_threads_are_their_viewers(world: Wo
         assert r.status_code == 202, r.text
         theirs = r.json()["id"]
         assert member.get(f"/api/knowledge/{mine}").status_code == 200
+        assert member.get(f"/api/knowledge/{mine}/chunks").status_code == 200
+        # another user's thread's document is not found, nor its chunks
+        for path in (f"/api/knowledge/{theirs}", f"/api/knowledge/{theirs}/chunks"):
+            r = member.get(path)
+            assert (r.status_code, r.json()["error"]) == (404, "NOT_FOUND"), r.text
+            assert MARK not in r.text
         listed = member.get("/api/knowledge", params={"threadId": own}).json()
         assert [d["id"] for d in listed] == [mine]
         # a thread's documents are listed when that thread is asked for, not otherwise

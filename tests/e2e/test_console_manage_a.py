@@ -439,7 +439,7 @@ def test_knowledge_page_uploads_until_ready_and_finds_it(
 ) -> None:
     new_agent(api, "Knowledge agent")
     doc = tmp_path / "returns.md"
-    filler = "\n".join(f"Line {n} of the policy's appendix." for n in range(3000))
+    filler = "\n".join(f"Line {n} of the policy's appendix." for n in range(6000))
     doc.write_text(f"# Returns\n\nShoes may be returned within 30 days, unworn.\n\n{filler}\n")
     page = console.open("knowledge")
     page.set_input_files("#knowledge-upload [data-field=file]", str(doc))
@@ -453,6 +453,31 @@ def test_knowledge_page_uploads_until_ready_and_finds_it(
     assert stored["status"] == "ready"
     assert row.get_attribute("data-document-id") == stored["id"]
     assert f"{stored['chunk_count']} chunk(s)" in row.inner_text()
+    # opened, the document shows how it was cut: fifty chunks, then the rest on demand
+    chunks = api.get(f"/api/knowledge/{stored['id']}/chunks", params={"limit": 200}).json()
+    assert stored["chunk_count"] == len(chunks["chunks"]) > 50
+    row.locator(f"[data-chunks='{stored['id']}'] > summary").click()
+    shown = page.locator(f"[data-chunk-list='{stored['id']}'] > li.card")
+    shown.nth(49).wait_for()
+    assert [li.get_attribute("data-chunk-id") for li in shown.all()] == [
+        c["id"] for c in chunks["chunks"][:50]
+    ]
+    first = chunks["chunks"][0]
+    assert shown.first.locator("pre").inner_text() == first["text"]
+    assert (
+        f"{first['chars']} characters, about {first['tokens']} tokens" in shown.first.inner_text()
+    )
+    assert "Returns" in shown.first.inner_text()  # its heading
+    said = page.locator(f"[data-chunks-status='{stored['id']}']")
+    assert said.inner_text() == f"50 of {stored['chunk_count']} chunk(s)"
+    more = page.locator(f"[data-chunks-more='{stored['id']}']")
+    for page_end in range(100, len(chunks["chunks"]) + 50, 50):
+        more.click()
+        shown.nth(min(page_end, len(chunks["chunks"])) - 1).wait_for()
+    assert [li.get_attribute("data-chunk-id") for li in shown.all()] == [
+        c["id"] for c in chunks["chunks"]
+    ]
+    assert page.locator(f"[data-chunks-more='{stored['id']}']").is_hidden()
     # the search box shows what the model's tool would get
     page.fill("#knowledge-search [data-field=query]", "returned unworn shoes")
     page.click("#knowledge-search button[type=submit]")
@@ -560,6 +585,57 @@ def test_memories_page_browses_recalls_and_deletes(console: Console, api: httpx.
     assert page.locator("#memory-list li.card").count() == 1
     left = api.get(f"/api/agents/{agent['id']}/memories").json()["memories"]
     assert [m["content"] for m in left] == ["The guest is allergic to nuts"]
+
+
+def test_memories_page_adds_and_edits_by_hand(console: Console, api: httpx.Client) -> None:
+    agent = new_agent(api, "Hand-kept memory agent")
+    path = f"/api/agents/{agent['id']}/memories"
+    page = console.open("memories")
+    page.wait_for_selector("#memory-count:has-text('No memory here yet.')")
+    page.fill("#memory-add [data-field=content]", "The guest prefers a window seat")
+    page.fill("#memory-add [data-field=key]", "Seat")
+    page.click("#memory-add button[type=submit]")
+    page.wait_for_selector("#memory-list li.card:has-text('window seat')")
+    assert page.inner_text("#memory-add-status") == "kept in the agent scope"
+    [seat] = api.get(path).json()["memories"]
+    assert (seat["content"], seat["key"], seat["scope"], seat["scope_id"]) == (
+        "The guest prefers a window seat",
+        "seat",
+        "agent",
+        None,
+    )
+    assert page.input_value("#memory-add [data-field=content]") == ""
+    # a user's memory names the user
+    assert page.locator("#memory-add [data-field=scopeId]").is_disabled()
+    page.select_option("#memory-add [data-field=scope]", "user")
+    page.fill("#memory-add [data-field=scopeId]", "guest-1")
+    page.fill("#memory-add [data-field=content]", "Speaks French")
+    page.click("#memory-add button[type=submit]")
+    page.wait_for_selector("#memory-list li.card:has-text('Speaks French')")
+    french = api.get(path).json()["memories"][0]
+    assert (french["scope"], french["scope_id"]) == ("user", "guest-1")
+    # edited in place: recall finds the new words, not the old
+    item = page.locator(f"#memory-list li[data-memory-id='{seat['id']}']")
+    item.locator(f"[data-edit='{seat['id']}']").click()
+    form = item.locator(f"[data-edit-form='{seat['id']}']")
+    assert form.locator("[data-field=content]").input_value() == seat["content"]
+    form.locator("[data-field=content]").fill("The guest prefers an aisle seat")
+    form.locator("button[type=submit]").click()
+    page.wait_for_selector(f"#memory-list li[data-memory-id='{seat['id']}']:has-text('aisle')")
+    assert api.get(path).json()["memories"][1]["content"] == "The guest prefers an aisle seat"
+    recall = f"/api/agents/{agent['id']}/memory"
+    assert api.post(recall, json={"query": "window"}).json()["memories"] == []
+    assert [m["id"] for m in api.post(recall, json={"query": "aisle"}).json()["memories"]] == [
+        seat["id"]
+    ]
+    # an edit the service refuses says why, and changes nothing
+    item = page.locator(f"#memory-list li[data-memory-id='{seat['id']}']")
+    item.locator(f"[data-edit='{seat['id']}']").click()
+    item.locator("[data-field=content]").fill(" ")
+    item.locator("button[type=submit]").click()
+    page.wait_for_selector("#error:not([hidden])")
+    assert page.inner_text("#error") == "VALIDATION_ERROR: content: must not be empty"
+    assert api.get(path).json()["memories"][1]["content"] == "The guest prefers an aisle seat"
 
 
 # --- plans -----------------------------------------------------------------------

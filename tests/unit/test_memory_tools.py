@@ -41,7 +41,7 @@ class World:
         clock = SystemClock()
         self.box = AesGcmBox(parse_keys(new_key_spec("unit")))
         self.settings = MemorySettings(self.storage.secrets, self.storage.agents, self.box)
-        self.memories = Memories(self.storage.memories, self.storage.agents, clock)
+        self.memories = Memories(self.storage.memories, self.storage.agents, clock, self.settings)
         threads = Threads(
             self.storage.threads, self.storage.agents, self.storage.conversations, clock
         )
@@ -70,7 +70,9 @@ def test_disabled_memory_tools_offer_nothing_and_read_nothing() -> None:
         w = World()
         agent = await w.agent()
         silent = MemoryTools(
-            Memories(cast("MemoryStore", Unreadable()), w.storage.agents, SystemClock()),
+            Memories(
+                cast("MemoryStore", Unreadable()), w.storage.agents, SystemClock(), w.settings
+            ),
             MemorySettings(cast("SecretStore", Unreadable()), w.storage.agents, w.box),
         )
         assert silent.kinds == ("memory",)

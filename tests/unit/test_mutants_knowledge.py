@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import uuid
-from typing import cast
+from typing import Any, cast
 
 import msgspec
 import pytest
@@ -675,3 +675,81 @@ async def test_who_has_documents_is_the_ready_ones_by_scope() -> None:
         frozenset({lib.agent}),
         frozenset({lib.alice_thread, lib.bob_thread, lib.key_thread}),
     )
+
+
+# --- a document's chunks --------------------------------------------------------------
+
+
+async def test_a_documents_chunks_come_in_pages_by_ordinal_with_the_next_offset() -> None:
+    text = " ".join(f"Zebra fact number {n} is here." for n in range(40))
+    parsed = ParsedDocument(title=None, text=text, sections=(Section(("Zebras",), text, 0, 2),))
+    sizes = {"target_tokens": 10, "max_tokens": 15, "overlap": 0.0}
+    lib = await library(parser=Parses(parsed), limits=KnowledgeLimits(**sizes))  # type: ignore[arg-type]
+    queued = await lib.knowledge.chunks(KEY, lib.org.id, 0, 10)
+    assert (queued.document, queued.chunks, queued.next_offset) == (lib.org, [], None)
+    await lib.knowledge.index(lib.job(lib.org))
+    kept = cast("MemoryKnowledge", lib.storage.knowledge)._chunks[("acme", lib.org.id)]
+    assert len(kept) > 5
+    whole = await lib.knowledge.chunks(KEY, lib.org.id, 0, 200)
+    assert whole.document == await lib.stored(lib.org)
+    assert whole.document.status == "ready"
+    assert [
+        (c.id, c.ordinal, c.text, c.headings, c.page, c.start, c.end) for c in whole.chunks
+    ] == [(c.id, c.ordinal, c.text, c.headings, c.page, c.start, c.end) for c in kept]
+    assert whole.next_offset is None
+    first = await lib.knowledge.chunks(KEY, lib.org.id, 0, 2)
+    assert ([c.ordinal for c in first.chunks], first.next_offset) == ([0, 1], 2)
+    then = await lib.knowledge.chunks(KEY, lib.org.id, 2, 3)
+    assert ([c.ordinal for c in then.chunks], then.next_offset) == ([2, 3, 4], 5)
+    # a page that ends exactly at the last chunk is the last page
+    n = len(kept)
+    last = await lib.knowledge.chunks(KEY, lib.org.id, n - 2, 2)
+    assert ([c.ordinal for c in last.chunks], last.next_offset) == ([n - 2, n - 1], None)
+    one_short = await lib.knowledge.chunks(KEY, lib.org.id, n - 3, 2)
+    assert one_short.next_offset == n - 1
+    assert (await lib.knowledge.chunks(KEY, lib.org.id, n, 2)).chunks == []
+    # a page reads its chunks and one more (whether another page follows), not the rest
+    store = cast("MemoryKnowledge", lib.storage.knowledge)
+    read: list[int] = []
+    real = store.chunks
+
+    async def counted(org_id: str, document_id: uuid.UUID, offset: int, limit: int) -> Any:
+        found = await real(org_id, document_id, offset, limit)
+        read.append(len(found))
+        return found
+
+    store.chunks = counted  # type: ignore[method-assign]
+    await lib.knowledge.chunks(KEY, lib.org.id, 1, 2)
+    assert read == [3]
+
+
+@pytest.mark.parametrize(
+    ("offset", "limit", "field", "problem"),
+    [
+        (-1, 10, "offset", "must be 0 or more"),
+        (0, 0, "limit", "must be between 1 and 200"),
+        (0, 201, "limit", "must be between 1 and 200"),
+    ],
+)
+async def test_a_chunk_page_is_1_to_200_from_offset_0_or_more(
+    offset: int, limit: int, field: str, problem: str
+) -> None:
+    lib = await library()
+    with pytest.raises(InvalidInput) as refused:
+        await lib.knowledge.chunks(KEY, lib.org.id, offset, limit)
+    assert (refused.value.field, refused.value.problem) == (field, problem)
+    assert (await lib.knowledge.chunks(KEY, lib.org.id, 0, 1)).chunks == []
+    assert (await lib.knowledge.chunks(KEY, lib.org.id, 0, 200)).next_offset is None
+
+
+async def test_a_documents_chunks_are_for_who_may_read_it() -> None:
+    lib = await library()
+    await lib.index_queued()
+    assert len((await lib.knowledge.chunks(ALICE, lib.org.id, 0, 10)).chunks) == 1
+    assert len((await lib.knowledge.chunks(ALICE, lib.alices.id, 0, 10)).chunks) == 1
+    assert len((await lib.knowledge.chunks(KEY, lib.bobs.id, 0, 10)).chunks) == 1
+    for who, doc in ((ALICE, lib.bobs), (ADMIN_CAROL, lib.keys)):
+        with pytest.raises(NotFound):
+            await lib.knowledge.chunks(who, doc.id, 0, 10)
+    with pytest.raises(NotFound):
+        await lib.knowledge.chunks(KEY, uuid.uuid4(), 0, 10)

@@ -10,12 +10,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from uuid import UUID
 
+import msgspec
 import pytest
 
 from agentsvc_adapters.memory import MemoryStorage
 from agentsvc_core.entities import Agent, Principal
 from agentsvc_core.entities.memory import Memory, MemoryScope
-from agentsvc_core.errors import InvalidInput, NotFound
+from agentsvc_core.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from agentsvc_core.use_cases.memories.memories import (
     Memories,
     MemoryConfig,
@@ -65,12 +66,9 @@ async def mind() -> Mind:
     clock = Clock()
     agent = agent_in(ORG)
     await storage.agents.add(agent)
+    settings = MemorySettings(storage.secrets, storage.agents, BOX)
     return Mind(
-        storage,
-        clock,
-        Memories(storage.memories, storage.agents, clock),
-        MemorySettings(storage.secrets, storage.agents, BOX),
-        agent,
+        storage, clock, Memories(storage.memories, storage.agents, clock, settings), settings, agent
     )
 
 
@@ -424,3 +422,183 @@ async def test_a_delete_in_another_organization_is_not_found_and_deletes_nothing
 async def test_the_defaults_of_a_configuration_need_only_the_agent() -> None:
     config = MemoryConfig(agent_id=uuid.uuid4(), org_id=ORG)
     assert config.scopes == ("agent", "thread", "user")
+
+
+# --- added and edited by hand ---------------------------------------------------------
+
+
+async def test_a_memory_added_by_hand_is_saved_trimmed_at_the_clocks_time() -> None:
+    m = await mind()
+    m.clock.advance(5)
+    saved = await m.memories.add(KEY, m.agent.id, "agent", None, "  Likes tea ", " Drink ")
+    assert (saved.outcome, saved.superseded) == ("saved", None)
+    memory = saved.memory
+    assert memory is not None
+    assert (memory.org_id, memory.agent_id, memory.scope, memory.scope_id) == (
+        ORG,
+        m.agent.id,
+        "agent",
+        None,
+    )
+    assert (memory.content, memory.key, memory.status) == ("Likes tea", "drink", "active")
+    assert memory.created_at == memory.updated_at == m.clock.now()
+    assert await m.storage.memories.get(ORG, m.agent.id, memory.id) == memory
+    found = await m.memories.recall(KEY, m.agent.id, "tea", 5, None, None)
+    assert [f.id for f, _ in found] == [memory.id]
+    # the same fact is the stored one; its key supersedes
+    again = await m.memories.add(KEY, m.agent.id, "agent", None, "likes TEA", None)
+    assert (again.outcome, again.memory) == ("existing", memory)
+    newer = await m.memories.add(KEY, m.agent.id, "agent", None, "Likes coffee", "drink")
+    assert newer.superseded == memory.id
+
+
+async def test_a_memory_added_by_hand_names_its_thread_by_uuid_and_its_user_as_given() -> None:
+    m = await mind()
+    thread = await m.memories.add(KEY, m.agent.id, "thread", THREAD.upper(), "On a trip", None)
+    assert thread.memory is not None
+    assert (thread.memory.scope, thread.memory.scope_id) == ("thread", THREAD)
+    user = await m.memories.add(KEY, m.agent.id, "user", " Alice-7 ", "Vegan", None)
+    assert user.memory is not None
+    assert (user.memory.scope, user.memory.scope_id) == ("user", " Alice-7 ")
+    longest = await m.memories.add(KEY, m.agent.id, "user", "u" * 200, "Vegan", None)
+    assert longest.memory is not None
+    assert longest.memory.scope_id == "u" * 200
+
+
+@pytest.mark.parametrize(
+    ("scope", "scope_id", "problem"),
+    [
+        ("agent", "alice", "the agent scope has no id"),
+        ("agent", "", "the agent scope has no id"),
+        ("user", None, "the user scope needs the user's id"),
+        ("user", "  ", "the user scope needs the user's id"),
+        ("thread", None, "the thread scope needs the thread's id"),
+        ("thread", "", "the thread scope needs the thread's id"),
+        ("thread", "t-1", "a thread's id is a UUID"),
+        ("user", "u" * 201, "must be at most 200 characters"),
+        ("user", "a\x00b", "must not contain NUL characters"),
+    ],
+)
+async def test_a_memory_added_by_hand_has_a_place_that_exists(
+    scope: MemoryScope, scope_id: str | None, problem: str
+) -> None:
+    m = await mind()
+    with pytest.raises(InvalidInput) as refused:
+        await m.memories.add(KEY, m.agent.id, scope, scope_id, "fact", None)
+    assert (refused.value.field, refused.value.problem) == ("scopeId", problem)
+    assert (
+        await m.memories.page(KEY, m.agent.id, scope=None, status=None, cursor=None, limit=5)
+    ).memories == []
+
+
+async def test_a_memory_added_by_hand_counts_against_the_agents_cap() -> None:
+    m = await mind()
+    await m.settings.update(KEY, m.agent.id, {"max_memories": 2})
+    await m.memories.add(KEY, m.agent.id, "agent", None, "one", "k")
+    await m.memories.add(KEY, m.agent.id, "user", "alice", "two", None)
+    with pytest.raises(InvalidInput) as refused:
+        await m.memories.add(KEY, m.agent.id, "agent", None, "three", None)
+    assert (refused.value.field, refused.value.problem) == (
+        "memory",
+        "the agent keeps at most 2 active memories (maxMemories)",
+    )
+    # a supersede does not grow the count
+    assert (await m.memories.add(KEY, m.agent.id, "agent", None, "one again", "k")).outcome == (
+        "saved"
+    )
+
+
+async def test_a_memory_added_by_hand_checks_its_text_like_a_saved_one() -> None:
+    m = await mind()
+    for content in ("", "   ", "x" * 2001, "a\x00b"):
+        with pytest.raises(InvalidInput) as refused:
+            await m.memories.add(KEY, m.agent.id, "agent", None, content, None)
+        assert refused.value.field == "content"
+    with pytest.raises(InvalidInput) as refused:
+        await m.memories.add(KEY, m.agent.id, "agent", None, "fact", "k" * 101)
+    assert refused.value.field == "key"
+
+
+async def test_a_user_adds_to_the_agent_scope_and_its_own_only() -> None:
+    m = await mind()
+    for who in (ALICE, ADMIN_CAROL):
+        assert (
+            await m.memories.add(who, m.agent.id, "agent", None, f"by {who.user_id}", None)
+        ).memory
+    mine = await m.memories.add(ALICE, m.agent.id, "user", "alice", "Alice's", None)
+    assert mine.outcome == "saved"
+    for who, scope, sid in (
+        (ALICE, "user", "carol"),
+        (ALICE, "thread", THREAD),
+        (ADMIN_CAROL, "user", "alice"),
+        (NOBODY, "user", "alice"),
+    ):
+        with pytest.raises(PermissionDenied) as refused:
+            await m.memories.add(who, m.agent.id, scope, sid, "not theirs", None)  # type: ignore[arg-type]
+        assert refused.value.detail == (
+            "a user adds memories of the agent scope or its own user scope"
+        )
+    with pytest.raises(NotFound):
+        await m.memories.add(OUTSIDER, m.agent.id, "agent", None, "x", None)
+    with pytest.raises(NotFound):
+        await m.memories.add(KEY, uuid.uuid4(), "agent", None, "x", None)
+
+
+async def test_an_edit_changes_the_content_trimmed_at_the_clocks_time() -> None:
+    m = await mind()
+    tea = await m.keep("Drinks green tea", "user", "alice", key="drink")
+    m.clock.advance(60)
+    edited = await m.memories.edit(KEY, m.agent.id, tea.id, "  Drinks espresso ")
+    assert edited == msgspec.structs.replace(
+        tea, content="Drinks espresso", updated_at=m.clock.now()
+    )
+    assert edited.updated_at - tea.created_at == timedelta(seconds=60)
+    assert await m.storage.memories.get(ORG, m.agent.id, tea.id) == edited
+    assert await m.memories.recall(KEY, m.agent.id, "green", 5, None, None) == []
+    assert ids(await m.memories.recall(KEY, m.agent.id, "espresso", 5, None, None)) == {tea.id}
+    longest = await m.memories.edit(KEY, m.agent.id, tea.id, "x" * 2000)
+    assert longest.content == "x" * 2000
+
+
+async def test_an_edit_checks_its_text() -> None:
+    m = await mind()
+    tea = await m.keep("Drinks tea")
+    for content, problem in (
+        ("", "must not be empty"),
+        ("  ", "must not be empty"),
+        ("x" * 2001, "must be at most 2000 characters"),
+        ("a\x00b", "must not contain NUL characters"),
+    ):
+        with pytest.raises(InvalidInput) as refused:
+            await m.memories.edit(KEY, m.agent.id, tea.id, content)
+        assert (refused.value.field, refused.value.problem) == ("content", problem)
+    assert await m.storage.memories.get(ORG, m.agent.id, tea.id) == tea
+
+
+async def test_an_edit_to_a_fact_its_place_has_is_a_conflict_naming_it() -> None:
+    m = await mind()
+    lyon = await m.keep("Lives in Lyon")
+    paris = await m.keep("Works in Paris")
+    with pytest.raises(Conflict) as refused:
+        await m.memories.edit(KEY, m.agent.id, paris.id, "lives in LYON")
+    assert refused.value.detail == f"memory {lyon.id} of the same scope says this already"
+    assert await m.storage.memories.get(ORG, m.agent.id, paris.id) == paris
+
+
+async def test_a_user_edits_what_it_sees_an_api_key_anything() -> None:
+    m = await mind()
+    p = await places(m)
+    for who, place in ((ALICE, "agent"), (ALICE, "alice"), (ADMIN_CAROL, "carol")):
+        edited = await m.memories.edit(
+            who, m.agent.id, p[place].id, f"{place} edited by {who.user_id}"
+        )
+        assert edited.content == f"{place} edited by {who.user_id}"
+    for who, place in ((ALICE, "carol"), (ALICE, "thread"), (NOBODY, "alice"), (OUTSIDER, "agent")):
+        with pytest.raises(NotFound):
+            await m.memories.edit(who, m.agent.id, p[place].id, "not theirs")
+        assert (await m.storage.memories.get(ORG, m.agent.id, p[place].id)).content != "not theirs"
+    assert (await m.memories.edit(KEY, m.agent.id, p["thread"].id, "by key")).content == "by key"
+    with pytest.raises(NotFound):
+        await m.memories.edit(KEY, m.agent.id, uuid.uuid4(), "x")
+    with pytest.raises(NotFound):
+        await m.memories.edit(KEY, uuid.uuid4(), p["agent"].id, "x")

@@ -280,3 +280,172 @@ def test_who_may_do_what(client: C, auth: H, org_id: str) -> None:
     assert c.post(f"/api/agents/{other}/memory", json={"query": "lyon"}, headers=h).json() == {
         "memories": []
     }
+
+
+def _recalled(c: C, h: H, agent: str, query: str) -> list[str]:
+    r = c.post(f"/api/agents/{agent}/memory", json={"query": query}, headers=h)
+    assert r.status_code == 200, r.text
+    return [m["content"] for m in r.json()["memories"]]
+
+
+def test_a_memory_added_by_hand_is_found_as_a_saved_one(client: C, auth: H) -> None:
+    c, h = client, auth
+    agent, thread = agent_and_thread(c, h, "Rememberer")
+    c.put(f"/api/agents/{agent}/memory", json={"enabled": True}, headers=h)
+    path = f"/api/agents/{agent}/memories"
+    r = c.post(path, json={"content": "  Prefers window seats ", "key": " Seat"}, headers=h)
+    assert r.status_code == 201, r.text
+    added = r.json()
+    assert (added["content"], added["key"], added["scope"], added["scope_id"]) == (
+        "Prefers window seats",
+        "seat",
+        "agent",
+        None,
+    )
+    assert c.get(path, headers=h).json()["memories"] == [added]  # as the list shows it
+    assert _recalled(c, h, agent, "window") == ["Prefers window seats"]
+    found = _json(say(c, h, thread, 'call memory_search {"query": "window seats"}'))
+    assert [m["id"] for m in found["memories"]] == [added["id"]]
+    # the same fact again is the stored one (200); the same key supersedes it
+    r = c.post(path, json={"content": "prefers WINDOW seats"}, headers=h)
+    assert (r.status_code, r.json()["id"]) == (200, added["id"])
+    r = c.post(path, json={"content": "Prefers aisle seats", "key": "seat"}, headers=h)
+    assert r.status_code == 201, r.text
+    newer, older = c.get(path, headers=h).json()["memories"]
+    assert (newer["id"], older["id"]) == (r.json()["id"], added["id"])
+    assert (older["status"], older["superseded_by"]) == ("superseded", newer["id"])
+    assert _recalled(c, h, agent, "window") == []
+    # a user's and a thread's memory; a thread id is kept as the tools write it
+    r = c.post(path, json={"content": "Vegetarian", "scope": "user", "scopeId": "u-7"}, headers=h)
+    assert (r.status_code, r.json()["scope_id"]) == (201, "u-7")
+    r = c.post(
+        path,
+        json={"content": "Trip to Oslo", "scope": "thread", "scopeId": thread.upper()},
+        headers=h,
+    )
+    assert (r.status_code, r.json()["scope_id"]) == (201, thread)
+    found = _json(say(c, h, thread, 'call memory_search {"query": "oslo", "scope": "thread"}'))
+    assert [m["content"] for m in found["memories"]] == ["Trip to Oslo"]
+
+
+def test_a_memory_added_by_hand_has_the_tools_limits(client: C, auth: H) -> None:
+    c, h = client, auth
+    agent, _ = agent_and_thread(c, h, "Rememberer")
+    path = f"/api/agents/{agent}/memories"
+    bads: list[tuple[dict[str, Any], str | None]] = [
+        ({"content": ""}, None),
+        ({"content": "   "}, "content: must not be empty"),
+        ({"content": "x" * 2001}, None),
+        ({"content": "a\x00b"}, "content: must not contain NUL characters"),
+        ({"content": "x", "key": "k" * 101}, None),
+        ({"content": "x", "scope": "org"}, None),
+        ({"content": "x", "scopeId": "u-7"}, "scopeId: the agent scope has no id"),
+        ({"content": "x", "scope": "user"}, "scopeId: the user scope needs the user's id"),
+        ({"content": "x", "scope": "thread", "scopeId": "t-1"}, "scopeId: a thread's id is a UUID"),
+        ({"content": "x", "scope": "user", "scopeId": "u" * 201}, None),
+        ({"key": "k"}, None),
+    ]
+    for bad, detail in bads:
+        r = c.post(path, json=bad, headers=h)
+        assert r.status_code == 422, (bad, r.text)
+        assert r.json()["error"] == "VALIDATION_ERROR"
+        if detail is not None:
+            assert r.json()["detail"] == detail, r.text
+    assert (
+        c.post(path, json={"content": "x" * 2000, "key": "k" * 100}, headers=h).status_code == 201
+    )
+    # the agent's cap (maxMemories) holds as for the model's saves; a supersede fits
+    c.put(f"/api/agents/{agent}/memory", json={"maxMemories": 2}, headers=h)
+    assert c.post(path, json={"content": "two", "key": "n"}, headers=h).status_code == 201
+    r = c.post(path, json={"content": "three"}, headers=h)
+    assert r.status_code == 422
+    assert r.json() == {
+        "error": "VALIDATION_ERROR",
+        "detail": "memory: the agent keeps at most 2 active memories (maxMemories)",
+    }
+    assert c.post(path, json={"content": "two again", "key": "n"}, headers=h).status_code == 201
+    assert (
+        c.post(f"/api/agents/{uuid.uuid4()}/memories", json={"content": "x"}, headers=h).status_code
+        == 404
+    )
+
+
+def test_an_edited_memory_is_found_by_its_new_words(client: C, auth: H) -> None:
+    c, h = client, auth
+    agent, thread = agent_and_thread(c, h, "Rememberer")
+    c.put(f"/api/agents/{agent}/memory", json={"enabled": True}, headers=h)
+    path = f"/api/agents/{agent}/memories"
+    added = c.post(path, json={"content": "Office in Lyon", "key": "office"}, headers=h).json()
+    other = c.post(path, json={"content": "Team of nine"}, headers=h).json()
+    r = c.patch(f"{path}/{added['id']}", json={"content": " Office in Marseille "}, headers=h)
+    assert r.status_code == 200, r.text
+    edited = r.json()
+    assert edited == {**added, "content": "Office in Marseille", "updated_at": edited["updated_at"]}
+    assert edited["updated_at"] >= added["updated_at"]
+    assert c.get(path, headers=h).json()["memories"] == [other, edited]
+    assert _recalled(c, h, agent, "lyon") == []
+    assert _recalled(c, h, agent, "marseille") == ["Office in Marseille"]
+    found = _json(say(c, h, thread, 'call memory_search {"query": "marseille"}'))
+    assert [m["id"] for m in found["memories"]] == [added["id"]]
+    # the text of another active memory of its scope: 409, nothing changed
+    r = c.patch(f"{path}/{added['id']}", json={"content": "team of NINE"}, headers=h)
+    assert r.status_code == 409, r.text
+    assert r.json() == {
+        "error": "CONFLICT",
+        "detail": f"memory {other['id']} of the same scope says this already",
+    }
+    for bad in (
+        {"content": ""},
+        {"content": "  "},
+        {"content": "x" * 2001},
+        {"content": "\x00"},
+        {},
+    ):
+        r = c.patch(f"{path}/{added['id']}", json=bad, headers=h)
+        assert r.status_code == 422, (bad, r.text)
+    assert _recalled(c, h, agent, "marseille") == ["Office in Marseille"]
+    assert c.patch(f"{path}/{uuid.uuid4()}", json={"content": "x"}, headers=h).status_code == 404
+
+
+def test_who_may_add_and_edit(client: C, auth: H, org_id: str) -> None:
+    c, h = client, auth
+    agent, thread = agent_and_thread(c, h, "Rememberer")
+    path = f"/api/agents/{agent}/memories"
+    theirs = c.post(
+        path, json={"content": "Thread fact", "scope": "thread", "scopeId": thread}, headers=h
+    ).json()
+    shared = c.post(path, json={"content": "Agent fact"}, headers=h).json()
+    member = bearer(make_jwt(sub="m", org=org_id))
+    assert c.post(path, json={"content": "x"}, headers=member).status_code == 403
+    assert (
+        c.patch(f"{path}/{shared['id']}", json={"content": "x"}, headers=member).status_code == 403
+    )
+    # a JWT admin adds to the agent scope and its own user scope, and edits what it sees
+    admin = bearer(make_jwt(sub="ada", org=org_id, role="admin"))
+    r = c.post(
+        path, json={"content": "Ada's fact", "scope": "user", "scopeId": "ada"}, headers=admin
+    )
+    assert r.status_code == 201, r.text
+    for scope, sid in (("user", "bob"), ("thread", thread)):
+        r = c.post(path, json={"content": "x", "scope": scope, "scopeId": sid}, headers=admin)
+        assert r.status_code == 403, r.text
+    assert (
+        c.patch(
+            f"{path}/{shared['id']}", json={"content": "Agent fact, edited"}, headers=admin
+        ).status_code
+        == 200
+    )
+    assert (
+        c.patch(f"{path}/{theirs['id']}", json={"content": "x"}, headers=admin).status_code == 404
+    )
+    stranger = bearer(make_jwt(sub="s", org="another-org", role="admin"))
+    assert c.post(path, json={"content": "x"}, headers=stranger).status_code == 404
+    r = c.patch(f"{path}/{shared['id']}", json={"content": "x"}, headers=stranger)
+    assert r.status_code == 404
+    # another agent's memory id is not found under this agent
+    other, _ = agent_and_thread(c, h, "Rememberer")
+    r = c.patch(f"/api/agents/{other}/memories/{shared['id']}", json={"content": "x"}, headers=h)
+    assert r.status_code == 404
+    assert [
+        m["content"] for m in c.get(path, headers=h).json()["memories"] if m["scope"] == "agent"
+    ] == ["Agent fact, edited"]

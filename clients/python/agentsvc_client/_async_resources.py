@@ -35,6 +35,7 @@ from agentsvc_client.models import (
     ChannelPatchBody,
     Chat,
     ChatPatchBody,
+    ChunkList,
     ClientToolBody,
     CodeAgent,
     CodeAgentBody,
@@ -83,8 +84,11 @@ from agentsvc_client.models import (
     McpPatchBody,
     McpTest,
     Members,
+    Memory,
+    MemoryBody,
     MemoryConfig,
     MemoryConfigBody,
+    MemoryEditBody,
     MemoryList,
     MessageBody,
     MessageList,
@@ -799,10 +803,42 @@ class AsyncAgentsMcpServersResource(AsyncResource):
 class AsyncAgentsMemoryResource(AsyncResource):
     """``client.agents.memory``"""
 
+    async def add(
+        self,
+        agent_id: str,
+        *,
+        content: str,
+        scope: Literal["agent", "thread", "user"] | UnsetType = UNSET,
+        scope_id: str | UnsetType | None = UNSET,
+        key: str | UnsetType | None = UNSET,
+        idempotency_key: str | None = None,
+    ) -> Memory:
+        """Add a memory by hand, as the model's memory_save would (POST
+        /api/agents/{agent_id}/memories, addMemory).
+        """
+        return await self._client._request(
+            "POST",
+            f"/api/agents/{_seg(agent_id)}/memories",
+            json=MemoryBody(content=content, scope=scope, scope_id=scope_id, key=key),
+            idempotency_key=idempotency_key,
+            type=Memory,
+        )
+
     async def delete(self, agent_id: str, memory_id: str) -> OkBody:
         """Delete a memory (DELETE /api/agents/{agent_id}/memories/{memory_id}, deleteMemory)."""
         return await self._client._request(
             "DELETE", f"/api/agents/{_seg(agent_id)}/memories/{_seg(memory_id)}", type=OkBody
+        )
+
+    async def edit(self, agent_id: str, memory_id: str, *, content: str) -> Memory:
+        """Change a memory's content (recall finds its new words) (PATCH
+        /api/agents/{agent_id}/memories/{memory_id}, editMemory).
+        """
+        return await self._client._request(
+            "PATCH",
+            f"/api/agents/{_seg(agent_id)}/memories/{_seg(memory_id)}",
+            json=MemoryEditBody(content=content),
+            type=Memory,
         )
 
     async def get(self, agent_id: str) -> MemoryConfig:
@@ -2535,6 +2571,19 @@ class AsyncKeysResource(AsyncResource):
 
 class AsyncKnowledgeResource(AsyncResource):
     """``client.knowledge``"""
+
+    async def chunks(
+        self, document_id: str, *, offset: int | None = None, limit: int | None = None
+    ) -> ChunkList:
+        """How the document was cut: its chunks in order, by pages (GET
+        /api/knowledge/{document_id}/chunks, listKnowledgeChunks).
+        """
+        return await self._client._request(
+            "GET",
+            f"/api/knowledge/{_seg(document_id)}/chunks",
+            params={"offset": offset, "limit": limit},
+            type=ChunkList,
+        )
 
     async def delete(self, document_id: str) -> OkBody:
         """Delete a document and its chunks (DELETE /api/knowledge/{document_id},

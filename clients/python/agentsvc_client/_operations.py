@@ -2,6 +2,7 @@
 """operationId -> the client method that calls it (``client.<path>``)."""
 
 OPERATIONS: dict[str, str] = {
+    "addMemory": "agents.memory.add",
     "addParticipant": "threads.participants.add",
     "addRunnerStep": "runners.steps.add",
     "addTodoDependency": "plans.todos.deps.add",
@@ -57,6 +58,7 @@ OPERATIONS: dict[str, str] = {
     "disconnectManagedMcpOAuth": "mcp_servers.managed_oauth.disconnect",
     "dismissAgentSuggestion": "agents.suggestions.dismiss",
     "dismissRunnerSuggestion": "runners.suggestions.dismiss",
+    "editMemory": "agents.memory.edit",
     "editMessage": "threads.messages.edit",
     "eraseUserData": "users.erase",
     "execComputerCommand": "agents.computer.exec",
@@ -122,6 +124,7 @@ OPERATIONS: dict[str, str] = {
     "listIntegrations": "integrations.list",
     "listKeys": "keys.list",
     "listKnowledge": "knowledge.list",
+    "listKnowledgeChunks": "knowledge.chunks",
     "listManagedMcpProviders": "mcp_registry.managed",
     "listMcpServers": "mcp_servers.list",
     "listMemories": "agents.memory.list",

@@ -402,6 +402,30 @@ class ChatToday(msgspec.Struct, frozen=True, kw_only=True):
     cap_reached: bool
 
 
+class ChunkList(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``ChunkListOut`` of the OpenAPI document."""
+
+    document_id: str
+    status: Literal["queued", "processing", "ready", "failed"]
+    chunk_count: int
+    chunks: list[Chunk]
+    next_offset: int | None
+
+
+class Chunk(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``ChunkOut`` of the OpenAPI document."""
+
+    id: str
+    ordinal: int
+    text: str
+    chars: int
+    tokens: int
+    headings: list[str]
+    page: int | None
+    start: int
+    end: int
+
+
 class ClientToolBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     """A request body: ``ClientToolBody`` of the OpenAPI document."""
 
@@ -1077,6 +1101,15 @@ class Members(msgspec.Struct, frozen=True, kw_only=True):
     runners: list[Runner]
 
 
+class MemoryBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``MemoryBody`` of the OpenAPI document."""
+
+    content: str
+    scope: Literal["agent", "thread", "user"] | UnsetType = UNSET
+    scope_id: str | UnsetType | None = msgspec.field(name="scopeId", default=UNSET)
+    key: str | UnsetType | None = UNSET
+
+
 class MemoryConfigBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     """A request body: ``MemoryConfigBody`` of the OpenAPI document."""
 
@@ -1095,6 +1128,12 @@ class MemoryConfig(msgspec.Struct, frozen=True, kw_only=True):
     scopes: list[Literal["agent", "thread", "user"]]
     max_memories: int
     auto_collect: bool
+
+
+class MemoryEditBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``MemoryEditBody`` of the OpenAPI document."""
+
+    content: str
 
 
 class MemoryList(msgspec.Struct, frozen=True, kw_only=True):
@@ -2668,6 +2707,8 @@ __all__ = [
     "Chat",
     "ChatPatchBody",
     "ChatToday",
+    "Chunk",
+    "ChunkList",
     "ClientToolBody",
     "CodeAgent",
     "CodeAgentBody",
@@ -2734,8 +2775,10 @@ __all__ = [
     "McpTest",
     "Members",
     "Memory",
+    "MemoryBody",
     "MemoryConfig",
     "MemoryConfigBody",
+    "MemoryEditBody",
     "MemoryList",
     "Message",
     "MessageBody",

@@ -325,6 +325,28 @@ export interface ChatToday {
   cap_reached: boolean;
 }
 
+/** `ChunkListOut` of the OpenAPI document. */
+export interface ChunkList {
+  document_id: string;
+  status: "queued" | "processing" | "ready" | "failed";
+  chunk_count: number;
+  chunks: Array<Chunk>;
+  next_offset: number | null;
+}
+
+/** `ChunkOut` of the OpenAPI document. */
+export interface Chunk {
+  id: string;
+  ordinal: number;
+  text: string;
+  chars: number;
+  tokens: number;
+  headings: Array<string>;
+  page: number | null;
+  start: number;
+  end: number;
+}
+
 /** `ClientToolBody` of the OpenAPI document. */
 export interface ClientToolBody {
   name: string;
@@ -928,6 +950,14 @@ export interface Members {
   runners: Array<Runner>;
 }
 
+/** `MemoryBody` of the OpenAPI document. */
+export interface MemoryBody {
+  content: string;
+  scope?: "agent" | "thread" | "user";
+  scopeId?: string | null;
+  key?: string | null;
+}
+
 /** `MemoryConfigBody` of the OpenAPI document. */
 export interface MemoryConfigBody {
   enabled?: boolean;
@@ -944,6 +974,11 @@ export interface MemoryConfig {
   scopes: Array<"agent" | "thread" | "user">;
   max_memories: number;
   auto_collect: boolean;
+}
+
+/** `MemoryEditBody` of the OpenAPI document. */
+export interface MemoryEditBody {
+  content: string;
 }
 
 /** `MemoryListOut` of the OpenAPI document. */

@@ -29,6 +29,7 @@ import type {
   ChannelPatchBody,
   Chat,
   ChatPatchBody,
+  ChunkList,
   CodeAgent,
   CodeAgentBody,
   CodeAgentPatchBody,
@@ -77,8 +78,11 @@ import type {
   McpPatchBody,
   McpTest,
   Members,
+  Memory,
+  MemoryBody,
   MemoryConfig,
   MemoryConfigBody,
+  MemoryEditBody,
   MemoryList,
   MessageBody,
   MessageList,
@@ -568,9 +572,25 @@ export class AgentsMemoryResource {
   constructor(private readonly client: Requester) {
   }
 
+  /**
+   * Add a memory by hand, as the model's memory_save would (POST
+   * /api/agents/{agent_id}/memories, addMemory).
+   */
+  add(agentId: string, body: MemoryBody, options?: RequestOptions): Promise<Memory> {
+    return this.client.request({ method: "POST", path: `/api/agents/${seg(agentId)}/memories`, body, answer: "json", options }) as Promise<Memory>;
+  }
+
   /** Delete a memory (DELETE /api/agents/{agent_id}/memories/{memory_id}, deleteMemory). */
   delete(agentId: string, memoryId: string, options?: RequestOptions): Promise<OkBody> {
     return this.client.request({ method: "DELETE", path: `/api/agents/${seg(agentId)}/memories/${seg(memoryId)}`, answer: "json", options }) as Promise<OkBody>;
+  }
+
+  /**
+   * Change a memory's content (recall finds its new words) (PATCH
+   * /api/agents/{agent_id}/memories/{memory_id}, editMemory).
+   */
+  edit(agentId: string, memoryId: string, body: MemoryEditBody, options?: RequestOptions): Promise<Memory> {
+    return this.client.request({ method: "PATCH", path: `/api/agents/${seg(agentId)}/memories/${seg(memoryId)}`, body, answer: "json", options }) as Promise<Memory>;
   }
 
   /**
@@ -1578,6 +1598,17 @@ export class KnowledgeResource {
   constructor(private readonly client: Requester) {
   }
 
+  /**
+   * How the document was cut: its chunks in order, by pages (GET
+   * /api/knowledge/{document_id}/chunks, listKnowledgeChunks).
+   */
+  chunks(documentId: string, query?: {
+    offset?: number;
+    limit?: number;
+  }, options?: RequestOptions): Promise<ChunkList> {
+    return this.client.request({ method: "GET", path: `/api/knowledge/${seg(documentId)}/chunks`, query, answer: "json", options }) as Promise<ChunkList>;
+  }
+
   /** Delete a document and its chunks (DELETE /api/knowledge/{document_id}, deleteKnowledge). */
   delete(documentId: string, options?: RequestOptions): Promise<OkBody> {
     return this.client.request({ method: "DELETE", path: `/api/knowledge/${seg(documentId)}`, answer: "json", options }) as Promise<OkBody>;
@@ -2368,6 +2399,7 @@ export class Resources {
 
 /** operationId -> the client method that calls it (`client.<path>`). */
 export const OPERATIONS: Readonly<Record<string, string>> = {
+  addMemory: "agents.memory.add",
   addParticipant: "threads.participants.add",
   addRunnerStep: "runners.steps.add",
   addTodoDependency: "plans.todos.deps.add",
@@ -2423,6 +2455,7 @@ export const OPERATIONS: Readonly<Record<string, string>> = {
   disconnectManagedMcpOAuth: "mcpServers.managedOauth.disconnect",
   dismissAgentSuggestion: "agents.suggestions.dismiss",
   dismissRunnerSuggestion: "runners.suggestions.dismiss",
+  editMemory: "agents.memory.edit",
   editMessage: "threads.messages.edit",
   eraseUserData: "users.erase",
   execComputerCommand: "agents.computer.exec",
@@ -2488,6 +2521,7 @@ export const OPERATIONS: Readonly<Record<string, string>> = {
   listIntegrations: "integrations.list",
   listKeys: "keys.list",
   listKnowledge: "knowledge.list",
+  listKnowledgeChunks: "knowledge.chunks",
   listManagedMcpProviders: "mcpRegistry.managed",
   listMcpServers: "mcpServers.list",
   listMemories: "agents.memory.list",

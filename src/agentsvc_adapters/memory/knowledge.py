@@ -14,6 +14,7 @@ import msgspec
 
 from agentsvc_core.entities.knowledge import (
     ChunkHit,
+    DocumentChunk,
     KnowledgeChunk,
     KnowledgeDocument,
     SearchScope,
@@ -105,6 +106,24 @@ class MemoryKnowledge(KnowledgeStore):
 
     async def get(self, org_id: str, document_id: UUID) -> KnowledgeDocument:
         return self._stored(org_id, document_id)
+
+    async def chunks(
+        self, org_id: str, document_id: UUID, offset: int, limit: int
+    ) -> list[DocumentChunk]:
+        stored = self._chunks.get((org_id, document_id), [])
+        return [
+            DocumentChunk(
+                id=c.id,
+                ordinal=c.ordinal,
+                text=c.text,
+                headings=c.headings,
+                page=c.page,
+                start=c.start,
+                end=c.end,
+            )
+            for c in sorted(stored, key=lambda c: c.ordinal)
+            if c.ordinal >= offset
+        ][:limit]
 
     async def list_all(self, org_id: str, where: DocumentFilter) -> list[KnowledgeDocument]:
         found = [

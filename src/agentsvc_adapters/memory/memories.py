@@ -1,7 +1,7 @@
-"""Memories in memory. ``save`` does not await between its reads and its write, so
-the event loop runs it whole (the port's atomicity). The search scores a memory by
-word overlap: the share of the query's terms found among its key's and content's
-words."""
+"""Memories in memory. ``save`` and ``edit`` do not await between their reads and
+their write, so the event loop runs each whole (the port's atomicity). The search
+scores a memory by word overlap: the share of the query's terms found among its
+key's and content's words."""
 
 from __future__ import annotations
 
@@ -86,7 +86,24 @@ class MemoryMemories(MemoryStore):
         self._rows[(memory.org_id, memory.id)] = memory
         return Saved(outcome="saved", memory=memory, superseded=None if old is None else old.id)
 
+    async def edit(
+        self, org_id: str, agent_id: UUID, memory_id: UUID, content: str, now: datetime
+    ) -> Saved:
+        memory = self._get(org_id, agent_id, memory_id)
+        if memory.status == "active":
+            mark = fingerprint(content)
+            for m in self._of(org_id, agent_id):
+                same = m.status == "active" and _same_place(m, memory)
+                if same and m.id != memory.id and fingerprint(m.content) == mark:
+                    return Saved(outcome="existing", memory=m)
+        changed = msgspec.structs.replace(memory, content=content, updated_at=now)
+        self._rows[(org_id, memory_id)] = changed
+        return Saved(outcome="saved", memory=changed)
+
     async def get(self, org_id: str, agent_id: UUID, memory_id: UUID) -> Memory:
+        return self._get(org_id, agent_id, memory_id)
+
+    def _get(self, org_id: str, agent_id: UUID, memory_id: UUID) -> Memory:
         found = self._rows.get((org_id, memory_id))
         if found is None or found.agent_id != agent_id:
             raise NotFound("memory not found")

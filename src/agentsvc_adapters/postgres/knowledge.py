@@ -6,19 +6,8 @@ insert with the configured text search configuration (``language``, English by
 default), and a query matches any of its words, ranked by ``ts_rank_cd`` (cover
 density: chunks where the words stand close together first) over all of them.
 
-Ranking reads each candidate's tsvector (a few KB, compressed), so ranking every
-chunk a common word matches grew with the corpus: 300 ms for a query of common
-words over 33,000 chunks. The candidates are therefore chosen by the query's
-*rare* words (``_TEXT_SEARCH``): a word is common when PostgreSQL's statistics of
-the column (``pg_stats.most_common_elems``, read every ``_STATS_TTL``) put it in
-more than ``_COMMON`` of the chunks. Chunks with a rare word are all candidates
-(up to ``_RARE_CAP``); only when they are fewer than the answer's size do chunks
-with every common word, then with any, come in, up to ``_COMMON_CAP`` each. A
-corpus without statistics yet (before autovacuum's first ANALYZE) has no common
-words: every match is a candidate, up to ``_RARE_CAP``. The statistics are the
-table's, all organizations together: a word common in one organization's
-documents and rare in the table is rare, and its chunks are candidates up to
-``_RARE_CAP`` (any of them, unranked, past that).
+The candidates a full-text search ranks are chosen by the query's rare words
+(``knowledge_text.py`` says how and why).
 
 Vectors need the pgvector extension. ``enable_vectors`` (called at start-up when
 an embedding provider is configured) creates it and ``knowledge_vectors`` if it
@@ -41,9 +30,18 @@ from uuid import UUID
 import psycopg
 from psycopg import sql
 
+from agentsvc_adapters.postgres.knowledge_text import (
+    COMMON,
+    HIT,
+    SCOPE,
+    STATS,
+    STATS_TTL,
+    TEXT_SEARCH,
+)
 from agentsvc_adapters.postgres.pool import Pool, Repo, Row, translate
 from agentsvc_core.entities.knowledge import (
     ChunkHit,
+    DocumentChunk,
     DocumentScope,
     DocumentStatus,
     KnowledgeChunk,
@@ -61,63 +59,6 @@ _COLUMNS = (
     " thread_id, status, error, chunk_count, generation, attempts, embedding_model,"
     " created_at, updated_at, indexed_at"
 )
-_SCOPE = (
-    "(d.scope = 'org' OR (d.scope = 'agent' AND d.agent_id = %(agent)s)"
-    " OR (d.scope = 'thread' AND d.thread_id = %(thread)s))"
-)
-_HIT = "c.id, c.document_id, d.title, c.ordinal, c.text, c.headings, c.page"
-_COMMON = 0.05  # a word in more than this share of the chunks is common
-_RARE_CAP = 5000  # candidates with a rare word (a bound on one search's work)
-_COMMON_CAP = 1000  # candidates from the common words, each way
-_STATS_TTL = 300.0  # seconds the common words are kept before they are read again
-_STATS = (
-    "SELECT s.e FROM pg_stats p,"
-    " unnest(p.most_common_elems::text::text[], p.most_common_elem_freqs) AS s(e, f)"
-    " WHERE p.schemaname = current_schema() AND p.tablename = 'knowledge_chunks'"
-    " AND p.attname = 'search' AND s.e IS NOT NULL AND s.f > %s"
-)
-# The query's lexemes (stemmed as the chunks were; quoted into the tsqueries as
-# they are, not parsed again: "or" is a lexeme of several configurations), split
-# into rare and common;
-# the candidates chosen as the module says, in scope; then their ranking, the
-# candidates read again by their row address (ctid: one statement, one snapshot).
-_IN_SCOPE = (
-    " JOIN knowledge_documents d ON d.org_id = c.org_id AND d.id = c.document_id"
-    f" WHERE c.org_id = %(org)s AND {_SCOPE}"
-)
-_TEXT_SEARCH = f"""
-WITH t AS (
-  SELECT lexeme, lexeme = ANY(%(common)s::text[]) AS common
-  FROM unnest(tsvector_to_array(to_tsvector(%(cfg)s::regconfig, %(q)s))) AS lexeme
-), m AS (
-  SELECT
-    (string_agg(quote_literal(lexeme), ' | ') FILTER (WHERE NOT common))::tsquery AS rare,
-    (string_agg(quote_literal(lexeme), ' & ') FILTER (WHERE common))::tsquery AS every,
-    (string_agg(quote_literal(lexeme), ' | ') FILTER (WHERE common))::tsquery AS loose,
-    string_agg(quote_literal(lexeme), ' | ')::tsquery AS anyq
-  FROM t
-), r AS MATERIALIZED (
-  SELECT c.ctid AS tid FROM knowledge_chunks c{_IN_SCOPE}
-  AND c.search @@ (SELECT rare FROM m) LIMIT {_RARE_CAP}
-), e AS MATERIALIZED (
-  SELECT c.ctid AS tid FROM knowledge_chunks c{_IN_SCOPE}
-  AND (SELECT count(*) FROM r) < %(limit)s
-  AND c.search @@ (SELECT every FROM m) AND c.ctid NOT IN (SELECT tid FROM r)
-  LIMIT {_COMMON_CAP}
-), o AS (
-  SELECT c.ctid AS tid FROM knowledge_chunks c{_IN_SCOPE}
-  AND (SELECT count(*) FROM r) + (SELECT count(*) FROM e) < %(limit)s
-  AND c.search @@ (SELECT loose FROM m)
-  AND c.ctid NOT IN (SELECT tid FROM r) AND c.ctid NOT IN (SELECT tid FROM e)
-  LIMIT {_COMMON_CAP}
-)
-SELECT {_HIT}, ts_rank_cd(c.search, (SELECT anyq FROM m)) AS score
-FROM knowledge_chunks c
-JOIN knowledge_documents d ON d.org_id = c.org_id AND d.id = c.document_id
-WHERE c.ctid = ANY(ARRAY(SELECT tid FROM r UNION ALL SELECT tid FROM e
-                         UNION ALL SELECT tid FROM o))
-ORDER BY score DESC, c.document_id, c.ordinal LIMIT %(limit)s
-"""
 _BATCH = 500  # chunks per INSERT
 _HNSW_MAX_DIMS = 2000  # pgvector's HNSW index takes vectors of at most this many dimensions
 _SEP = "\x1f"  # joins a chunk's headings into one text for unnest (not in headings)
@@ -291,6 +232,20 @@ class PostgresKnowledge(Repo, KnowledgeStore):
         if row is None:
             raise NotFound("document not found")
         return _document(row)
+
+    async def chunks(
+        self, org_id: str, document_id: UUID, offset: int, limit: int
+    ) -> list[DocumentChunk]:
+        rows = await self._all(
+            "SELECT id, ordinal, text, headings, page, start_offset, end_offset"
+            " FROM knowledge_chunks WHERE org_id = %s AND document_id = %s AND ordinal >= %s"
+            " ORDER BY ordinal LIMIT %s",
+            (org_id, document_id, offset, limit),
+        )
+        return [
+            DocumentChunk(id=i, ordinal=o, text=t, headings=tuple(h), page=p, start=s, end=e)
+            for i, o, t, h, p, s, e in rows
+        ]
 
     async def list_all(self, org_id: str, where: DocumentFilter) -> list[KnowledgeDocument]:
         conds = ["org_id = %(org)s"]
@@ -466,15 +421,15 @@ class PostgresKnowledge(Repo, KnowledgeStore):
             "limit": limit,
             "common": await self._common_words(),
         }
-        rows = await self._all(_TEXT_SEARCH, params)
+        rows = await self._all(TEXT_SEARCH, params)
         return [_hit(r) for r in rows]
 
     async def _common_words(self) -> list[str]:
-        """The lexemes in more than ``_COMMON`` of the chunks, by the column's
-        statistics (none before the first ANALYZE), read again after ``_STATS_TTL``."""
+        """The lexemes in more than ``COMMON`` of the chunks, by the column's
+        statistics (none before the first ANALYZE), read again after ``STATS_TTL``."""
         now = time.monotonic()
-        if self._common is None or now - self._common[0] > _STATS_TTL:
-            rows = await self._all(_STATS, (_COMMON,))
+        if self._common is None or now - self._common[0] > STATS_TTL:
+            rows = await self._all(STATS, (COMMON,))
             self._common = (now, [r[0] for r in rows])
         return self._common[1]
 
@@ -498,13 +453,13 @@ class PostgresKnowledge(Repo, KnowledgeStore):
             if self._iterative:
                 await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
             cur = await conn.execute(
-                f"SELECT {_HIT}, 1 - (v.embedding{cast} <=> %(v)s{cast}) AS score"
+                f"SELECT {HIT}, 1 - (v.embedding{cast} <=> %(v)s{cast}) AS score"
                 " FROM knowledge_vectors v"
                 " JOIN knowledge_chunks c ON c.org_id = v.org_id"
                 "  AND c.document_id = v.document_id AND c.ordinal = v.ordinal"
                 " JOIN knowledge_documents d ON d.org_id = c.org_id AND d.id = c.document_id"
                 " WHERE v.org_id = %(org)s AND v.dims = %(dims)s AND v.model = %(model)s"
-                f" AND {_SCOPE}"
+                f" AND {SCOPE}"
                 f" ORDER BY v.embedding{cast} <=> %(v)s{cast} LIMIT %(limit)s",
                 params,
             )

@@ -1,6 +1,6 @@
 """Memories on PostgreSQL (``memories``; migration 0012).
 
-``save`` is one transaction that first takes a transaction-scoped advisory lock
+``save`` (and ``edit``) is one transaction that first takes a transaction-scoped advisory lock
 named by the organization and agent: two saves of one agent run one after the
 other, and the second's statements (READ COMMITTED) see what the first committed,
 so the identical-fact check, the supersede by key and the cap hold. The search is
@@ -121,6 +121,47 @@ class PostgresMemories(Repo, MemoryStore):
             except psycopg.errors.ForeignKeyViolation:
                 raise NotFound("agent not found") from None
         return Saved(outcome="saved", memory=memory, superseded=old)
+
+    async def edit(
+        self, org_id: str, agent_id: UUID, memory_id: UUID, content: str, now: datetime
+    ) -> Saved:
+        mark = fingerprint(content)
+        async with translate(), self._pool.connection() as conn, conn.transaction():
+            await conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                (f"memories:{org_id}:{agent_id}",),
+            )
+            cur = await conn.execute(
+                f"SELECT {_COLUMNS} FROM memories WHERE org_id = %s AND id = %s"
+                " AND agent_id = %s FOR UPDATE",
+                (org_id, memory_id, agent_id),
+            )
+            row = await cur.fetchone()
+            if row is None:
+                raise NotFound("memory not found")
+            memory = _memory(row)
+            if memory.status == "active":
+                place = {
+                    "org": org_id,
+                    "agent": agent_id,
+                    "scope": memory.scope,
+                    "sid": memory.scope_id,
+                    "mark": mark,
+                    "id": memory_id,
+                }
+                cur = await conn.execute(f"{_SAME_FACT} AND id <> %(id)s", place)
+                same = await cur.fetchone()
+                if same is not None:
+                    return Saved(outcome="existing", memory=_memory(same))
+            # ``search`` is a generated column: the new words are searched at once
+            cur = await conn.execute(
+                "UPDATE memories SET content = %s, fingerprint = %s, updated_at = %s"
+                f" WHERE org_id = %s AND id = %s RETURNING {_COLUMNS}",
+                (content, mark, now, org_id, memory_id),
+            )
+            changed = await cur.fetchone()
+            assert changed is not None  # locked above: a delete waits for this
+        return Saved(outcome="saved", memory=_memory(changed))
 
     async def get(self, org_id: str, agent_id: UUID, memory_id: UUID) -> Memory:
         row = await self._one(

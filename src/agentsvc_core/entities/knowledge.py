@@ -20,6 +20,7 @@ __all__ = [
     "DOCUMENT_SCOPES",
     "DOCUMENT_STATUSES",
     "ChunkHit",
+    "DocumentChunk",
     "DocumentScope",
     "DocumentStatus",
     "KnowledgeChunk",
@@ -65,6 +66,19 @@ class KnowledgeChunk(msgspec.Struct, frozen=True, kw_only=True):
     headings: tuple[str, ...] = ()
     page: int | None = None
     start: int = 0  # offsets of ``text`` in the document's extracted text
+    end: int = 0
+
+
+class DocumentChunk(msgspec.Struct, frozen=True, kw_only=True):
+    """A stored chunk as its document's chunk list shows it (no vector, no search
+    index)."""
+
+    id: UUID
+    ordinal: int
+    text: str
+    headings: tuple[str, ...] = ()
+    page: int | None = None
+    start: int = 0
     end: int = 0
 
 

@@ -11,6 +11,7 @@ import msgspec
 
 from agentsvc_core.entities.knowledge import (
     ChunkHit,
+    DocumentChunk,
     DocumentScope,
     DocumentStatus,
     KnowledgeChunk,
@@ -46,6 +47,14 @@ class KnowledgeStore(Protocol):
 
     async def get(self, org_id: str, document_id: UUID) -> KnowledgeDocument:
         """Raises ``NotFound``."""
+        ...
+
+    async def chunks(
+        self, org_id: str, document_id: UUID, offset: int, limit: int
+    ) -> list[DocumentChunk]:
+        """The document's stored chunks by ordinal (0, 1, 2...), from ordinal
+        ``offset``, at most ``limit``: [] while none are stored (or for a document
+        that is not there; the caller reads the document first)."""
         ...
 
     async def list_all(self, org_id: str, where: DocumentFilter) -> list[KnowledgeDocument]:

@@ -1,9 +1,10 @@
 """Storage of memories (``Storage.memories``; docs/memory.md).
 
 Every call is scoped by organization; another organization's memory is
-``NotFound``. ``save`` is atomic for its agent: two saves of one agent run one
-after the other (an advisory lock in PostgreSQL; the event loop in memory), so the
-identical-fact check, the supersede by key and the cap cannot interleave. Adapters
+``NotFound``. ``save`` and ``edit`` are atomic for their agent: two of them for one
+agent run one after the other (an advisory lock in PostgreSQL; the event loop in
+memory), so the identical-fact check, the supersede by key and the cap cannot
+interleave. Adapters
 raise what storage raises (``NotFound``, ``StorageError``, ``Unavailable``).
 """
 
@@ -43,6 +44,17 @@ class MemoryStore(Protocol):
         ``key`` becomes ``superseded`` by it. Refused (``full``) when the agent's
         active memories, less the one superseded, number ``max_active`` or more.
         Raises ``NotFound`` when the agent is gone."""
+        ...
+
+    async def edit(
+        self, org_id: str, agent_id: UUID, memory_id: UUID, content: str, now: datetime
+    ) -> Saved:
+        """Give a memory new ``content`` (and ``updated_at`` ``now``), searched by its
+        new words from then on: ``saved`` (``memory`` as changed), or ``existing``
+        when it is active and another active memory of its agent, scope and scope id
+        has the same ``fingerprint`` (``memory`` is that one; nothing changed). Atomic
+        with ``save`` for the agent. Raises ``NotFound`` (also for another agent's
+        memory)."""
         ...
 
     async def get(self, org_id: str, agent_id: UUID, memory_id: UUID) -> Memory:

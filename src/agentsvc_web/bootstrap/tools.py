@@ -199,8 +199,8 @@ def memory(
     prices: PriceTable,
 ) -> MemoryArea:
     """Agents' memories, their configuration and their collection after turns."""
-    memories = Memories(storage.memories, storage.agents, clock)
     settings = MemorySettings(storage.secrets, storage.agents, box)
+    memories = Memories(storage.memories, storage.agents, clock, settings)
     collector = MemoryCollector(
         memories,
         settings,

@@ -26,9 +26,22 @@ from litestar.openapi.spec import (
 from litestar.params import FromPath, JSONBody, QueryParameter
 from msgspec import Meta
 
-from agentsvc_core.entities.knowledge import DocumentScope, DocumentStatus, KnowledgeDocument
+from agentsvc_core.entities.knowledge import (
+    DocumentChunk,
+    DocumentScope,
+    DocumentStatus,
+    KnowledgeDocument,
+)
 from agentsvc_core.errors import InvalidInput, UnsupportedMedia
-from agentsvc_core.use_cases.knowledge.documents import MAX_QUERY, MAX_TITLE, MAX_TOP_K, Knowledge
+from agentsvc_core.rules import MAX_OFFSET
+from agentsvc_core.use_cases.knowledge.chunking import estimate_tokens
+from agentsvc_core.use_cases.knowledge.documents import (
+    MAX_CHUNK_PAGE,
+    MAX_QUERY,
+    MAX_TITLE,
+    MAX_TOP_K,
+    Knowledge,
+)
 from agentsvc_web.access import MEMBER
 from agentsvc_web.auth import principal_of
 from agentsvc_web.openapi import errors
@@ -65,6 +78,32 @@ class DocumentOut(msgspec.Struct):
     @classmethod
     def of(cls, d: KnowledgeDocument) -> DocumentOut:
         return copied(cls, d, chunks=d.chunk_count)
+
+
+class ChunkOut(msgspec.Struct):
+    id: UUID
+    ordinal: int  # 0, 1, 2... in document order
+    text: str
+    chars: int
+    tokens: int  # estimated as the chunker does: a token per 4 characters
+    headings: list[str]  # the heading path, outermost first
+    page: int | None  # the PDF page it starts on
+    start: int  # offsets of the text in the document's extracted text
+    end: int
+
+    @classmethod
+    def of(cls, c: DocumentChunk) -> ChunkOut:
+        return copied(
+            cls, c, chars=len(c.text), tokens=estimate_tokens(c.text), headings=list(c.headings)
+        )
+
+
+class ChunkListOut(msgspec.Struct):
+    document_id: UUID
+    status: DocumentStatus  # queued or processing: no chunk yet (or a reindex's old ones)
+    chunk_count: int
+    chunks: list[ChunkOut]
+    next_offset: int | None
 
 
 class SearchBody(msgspec.Struct, rename="camel"):
@@ -205,6 +244,29 @@ class KnowledgeController(Controller):
         self, request: Req, knowledge: NamedDependency[Knowledge], document_id: FromPath[UUID]
     ) -> DocumentOut:
         return DocumentOut.of(await knowledge.get(principal_of(request), document_id))
+
+    @get(
+        "/{document_id:uuid}/chunks",
+        operation_id="listKnowledgeChunks",
+        responses=errors(404, 422),
+        summary="How the document was cut: its chunks in order, by pages",
+    )
+    async def list_chunks(
+        self,
+        request: Req,
+        knowledge: NamedDependency[Knowledge],
+        document_id: FromPath[UUID],
+        offset: Annotated[int, QueryParameter(name="offset", ge=0, le=MAX_OFFSET)] = 0,
+        limit: Annotated[int, QueryParameter(name="limit", ge=1, le=MAX_CHUNK_PAGE)] = 50,
+    ) -> ChunkListOut:
+        page = await knowledge.chunks(principal_of(request), document_id, offset, limit)
+        return ChunkListOut(
+            document_id=page.document.id,
+            status=page.document.status,
+            chunk_count=page.document.chunk_count,
+            chunks=[ChunkOut.of(c) for c in page.chunks],
+            next_offset=page.next_offset,
+        )
 
     @delete(
         "/{document_id:uuid}",

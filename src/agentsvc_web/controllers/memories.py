@@ -3,9 +3,9 @@ docs/api.md#memories.
 
 The configuration is read by members and written by admins (the default). The
 list is a read; the recall (``POST .../memory``) is a read made with a body, so a
-``MEMBER`` route; the delete needs an admin. What a caller sees is the use case's
-(``use_cases/memories/memories.py``): an API key every memory, a JWT user the agent scope
-and its own user scope.
+``MEMBER`` route; the add by hand, the edit and the delete need an admin. What a
+caller sees is the use case's (``use_cases/memories/memories.py``): an API key every
+memory, a JWT user the agent scope and its own user scope.
 """
 
 from __future__ import annotations
@@ -15,15 +15,19 @@ from typing import Annotated, Any
 from uuid import UUID
 
 import msgspec
-from litestar import Controller, Request, delete, get, post, put
+from litestar import Controller, Request, Response, delete, get, patch, post, put
 from litestar.di import NamedDependency
+from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import FromPath, JSONBody, QueryParameter
 from msgspec import UNSET, Meta, UnsetType
 
 from agentsvc_core.entities.memory import Memory, MemoryScope, MemoryStatus
 from agentsvc_core.use_cases.memories.memories import (
+    MAX_CONTENT,
+    MAX_KEY,
     MAX_MEMORIES,
     MAX_QUERY,
+    MAX_SCOPE_ID,
     MAX_TOP_K,
     Memories,
     MemoryConfig,
@@ -49,6 +53,17 @@ class RecallBody(msgspec.Struct, rename="camel"):
     top_k: Annotated[int, Meta(ge=1, le=MAX_TOP_K)] = 5
     scope: MemoryScope | None = None
     scope_id: Annotated[str, Meta(max_length=200)] | None = None
+
+
+class MemoryBody(msgspec.Struct, rename="camel"):
+    content: Annotated[str, Meta(min_length=1, max_length=MAX_CONTENT)]
+    scope: MemoryScope = "agent"
+    scope_id: Annotated[str, Meta(min_length=1, max_length=MAX_SCOPE_ID)] | None = None
+    key: Annotated[str, Meta(max_length=MAX_KEY)] | None = None
+
+
+class MemoryEditBody(msgspec.Struct, rename="camel"):
+    content: Annotated[str, Meta(min_length=1, max_length=MAX_CONTENT)]
 
 
 class MemoryConfigOut(msgspec.Struct):
@@ -177,6 +192,52 @@ class AgentMemoryController(Controller):
             memories=[MemoryOut.of(m) for m in page.memories],
             next_cursor=None if page.next_cursor is None else cursor_text(*page.next_cursor),
         )
+
+    @post(
+        "/memories",
+        operation_id="addMemory",
+        status_code=201,
+        responses={
+            200: ResponseSpec(
+                data_container=MemoryOut,
+                description="The same fact was in that scope already: the stored memory",
+                generate_examples=False,
+            ),
+            **errors(400, 403, 404, 413, 415, 422),
+        },
+        summary="Add a memory by hand, as the model's memory_save would",
+    )
+    async def add_memory(
+        self,
+        request: Req,
+        memories: NamedDependency[Memories],
+        agent_id: FromPath[UUID],
+        data: JSONBody[MemoryBody],
+    ) -> Response[MemoryOut]:
+        saved = await memories.add(
+            principal_of(request), agent_id, data.scope, data.scope_id, data.content, data.key
+        )
+        assert saved.memory is not None
+        return Response(
+            MemoryOut.of(saved.memory), status_code=201 if saved.outcome == "saved" else 200
+        )
+
+    @patch(
+        "/memories/{memory_id:uuid}",
+        operation_id="editMemory",
+        responses=errors(400, 403, 404, 409, 413, 415, 422),
+        summary="Change a memory's content (recall finds its new words)",
+    )
+    async def edit_memory(
+        self,
+        request: Req,
+        memories: NamedDependency[Memories],
+        agent_id: FromPath[UUID],
+        memory_id: FromPath[UUID],
+        data: JSONBody[MemoryEditBody],
+    ) -> MemoryOut:
+        edited = await memories.edit(principal_of(request), agent_id, memory_id, data.content)
+        return MemoryOut.of(edited)
 
     @delete(
         "/memories/{memory_id:uuid}",

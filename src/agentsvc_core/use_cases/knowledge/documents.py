@@ -1,5 +1,5 @@
-"""Knowledge documents (docs/knowledge.md): upload, list, delete and reindex over
-``/api/knowledge``, the background indexing job, and the hybrid search that
+"""Knowledge documents (docs/knowledge.md): upload, list, chunks, delete and reindex
+over ``/api/knowledge``, the background indexing job, and the hybrid search that
 ``knowledge_search`` (``use_cases/knowledge/tools.py``) and the operators' debug
 search use.
 
@@ -39,6 +39,7 @@ import msgspec
 from agentsvc_core.entities import Principal
 from agentsvc_core.entities.knowledge import (
     ChunkHit,
+    DocumentChunk,
     DocumentScope,
     DocumentStatus,
     KnowledgeChunk,
@@ -67,8 +68,10 @@ from agentsvc_core.use_cases.threads import Threads
 __all__ = [
     "INDEX_JOB",
     "MAX_ATTEMPTS",
+    "MAX_CHUNK_PAGE",
     "MAX_QUERY",
     "MAX_TOP_K",
+    "ChunkPage",
     "Knowledge",
     "KnowledgeLimits",
     "Search",
@@ -82,6 +85,7 @@ MAX_ATTEMPTS = 3  # indexings of one generation started before it fails
 MAX_TITLE = 200
 MAX_QUERY = 1000
 MAX_TOP_K = 20
+MAX_CHUNK_PAGE = 200  # chunks of a document listed at once
 RRF_K = 60
 _CANDIDATES = 20  # each ranking's depth before the fusion
 _PENDING_AFTER = timedelta(seconds=60)  # queued/processing this long: enqueue again
@@ -106,6 +110,12 @@ class SearchResult(msgspec.Struct, frozen=True, kw_only=True):
     hit: ChunkHit
     text_rank: int | None = None  # 1-based rank in the full-text ranking
     vector_rank: int | None = None
+
+
+class ChunkPage(msgspec.Struct, frozen=True, kw_only=True):
+    document: KnowledgeDocument
+    chunks: list[DocumentChunk]
+    next_offset: int | None  # the ordinal the next page starts at; None: the last page
 
 
 class Search(msgspec.Struct, frozen=True, kw_only=True):
@@ -260,6 +270,20 @@ class Knowledge:
 
     async def get(self, who: Principal, document_id: UUID) -> KnowledgeDocument:
         return await self._readable(who, await self._store.get(who.org_id, document_id))
+
+    async def chunks(self, who: Principal, document_id: UUID, offset: int, limit: int) -> ChunkPage:
+        """How the document was cut, in order: none while its first indexing runs,
+        the previous ones while a reindex runs (search still finds those)."""
+        if offset < 0:
+            raise InvalidInput("offset", "must be 0 or more")
+        if not 1 <= limit <= MAX_CHUNK_PAGE:
+            raise InvalidInput("limit", f"must be between 1 and {MAX_CHUNK_PAGE}")
+        document = await self.get(who, document_id)
+        found = await self._store.chunks(who.org_id, document_id, offset, limit + 1)
+        more = len(found) > limit
+        return ChunkPage(
+            document=document, chunks=found[:limit], next_offset=offset + limit if more else None
+        )
 
     async def list_documents(
         self,

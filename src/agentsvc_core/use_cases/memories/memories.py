@@ -1,13 +1,17 @@
 """Memories of an agent (docs/memory.md): its configuration
 (``GET/PUT /api/agents/{id}/memory``, a sealed record of kind ``memory``), the
-list, the recall and the delete of ``/api/agents/{id}/memories``, and the save and
-search the memory tools use (``use_cases/memories/tools.py``).
+list, the recall, the add by hand, the edit and the delete of
+``/api/agents/{id}/memories``, and the save and search the memory tools use
+(``use_cases/memories/tools.py``). A memory added by hand goes through the tools'
+``save`` (the same checks, identical-fact rule, supersede by key and cap), so
+recall and memory_search find it as they find a saved one.
 
 Who sees what over HTTP: a caller that acts for the organization (an API key) sees
 every memory of the agent; any other (a JWT user, admin or not) sees the agent's
 ``agent`` scope and its own ``user`` scope, not other users' memories nor those of
 threads (a thread's memories are the model's, in that thread). Another caller's
-memory is 404, as another organization's is.
+memory is 404, as another organization's is; such a caller adds memories only to
+the places it sees.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from agentsvc_core.entities.memory import (
     MemoryStatus,
     words,
 )
-from agentsvc_core.errors import InvalidInput, NotFound
+from agentsvc_core.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from agentsvc_core.ports import AgentRepository, Clock, SecretBox, SecretStore
 from agentsvc_core.ports.memories import MemoryStore, Saved, ScopeFilter
 from agentsvc_core.rules import check_text
@@ -40,6 +44,7 @@ __all__ = [
     "MAX_KEY",
     "MAX_MEMORIES",
     "MAX_QUERY",
+    "MAX_SCOPE_ID",
     "MAX_TOP_K",
     "Memories",
     "MemoryConfig",
@@ -50,6 +55,7 @@ __all__ = [
 KIND = "memory"
 MAX_CONTENT = 2000  # characters of a memory
 MAX_KEY = 100
+MAX_SCOPE_ID = 200  # a user id (a thread's is a UUID)
 MAX_QUERY = 1000
 MAX_TOP_K = 50
 MAX_MEMORIES = 10_000  # the highest max_memories an agent may be given
@@ -114,11 +120,31 @@ def _visible(
     ]
 
 
+def _place(scope: MemoryScope, scope_id: str | None) -> str | None:
+    """The scope id a memory added by hand is kept under: none for the agent scope,
+    a thread's id as the tools write it, a user id as given."""
+    if scope == "agent":
+        if scope_id is not None:
+            raise InvalidInput("scopeId", "the agent scope has no id")
+        return None
+    if scope_id is None or not scope_id.strip():
+        raise InvalidInput("scopeId", f"the {scope} scope needs the {scope}'s id")
+    if scope == "user":
+        return check_text("scopeId", scope_id, max_len=MAX_SCOPE_ID)
+    try:
+        return str(UUID(scope_id))
+    except ValueError:
+        raise InvalidInput("scopeId", "a thread's id is a UUID") from None
+
+
 class Memories:
-    def __init__(self, store: MemoryStore, agents: AgentRepository, clock: Clock) -> None:
+    def __init__(
+        self, store: MemoryStore, agents: AgentRepository, clock: Clock, settings: MemorySettings
+    ) -> None:
         self._store = store
         self._agents = agents
         self._clock = clock
+        self._settings = settings  # the agent's cap (max_memories) for a memory added by hand
 
     # --- what the tools do (the agent is the turn's: no check) ---------------------
 
@@ -210,10 +236,46 @@ class Memories:
         await self._agents.get(who.org_id, agent_id)
         return await self.search(who.org_id, agent_id, query, _visible(who, scope, scope_id), top_k)
 
-    async def delete(self, who: Principal, agent_id: UUID, memory_id: UUID) -> None:
+    async def add(
+        self,
+        who: Principal,
+        agent_id: UUID,
+        scope: MemoryScope,
+        scope_id: str | None,
+        content: str,
+        key: str | None,
+    ) -> Saved:
+        """A memory added by a person, as ``memory_save`` would (``existing``: the
+        same fact was there). Raises ``PermissionDenied`` for a place the caller
+        does not see, ``InvalidInput`` as ``save``."""
+        config = await self._settings.get(who, agent_id)
+        scope_id = _place(scope, scope_id)
+        if not _visible(who, scope, scope_id):
+            raise PermissionDenied("a user adds memories of the agent scope or its own user scope")
+        return await self.save(
+            who.org_id, agent_id, scope, scope_id, content, key, max_active=config.max_memories
+        )
+
+    async def edit(self, who: Principal, agent_id: UUID, memory_id: UUID, content: str) -> Memory:
+        """New content for a memory the caller sees. Raises ``Conflict`` when another
+        active memory of its place says the same."""
+        content = check_text("content", content, max_len=MAX_CONTENT, required=True).strip()
+        await self._seen(who, agent_id, memory_id)
+        saved = await self._store.edit(who.org_id, agent_id, memory_id, content, self._clock.now())
+        if saved.outcome == "existing":
+            assert saved.memory is not None
+            raise Conflict(f"memory {saved.memory.id} of the same scope says this already")
+        assert saved.memory is not None
+        return saved.memory
+
+    async def _seen(self, who: Principal, agent_id: UUID, memory_id: UUID) -> None:
+        """404 unless the agent is there and ``who`` sees the memory."""
         await self._agents.get(who.org_id, agent_id)
         if not who.acts_for_org:
             memory = await self._store.get(who.org_id, agent_id, memory_id)
             if not _visible(who, memory.scope, memory.scope_id):
                 raise NotFound("memory not found")
+
+    async def delete(self, who: Principal, agent_id: UUID, memory_id: UUID) -> None:
+        await self._seen(who, agent_id, memory_id)
         await self._store.delete(who.org_id, agent_id, memory_id)

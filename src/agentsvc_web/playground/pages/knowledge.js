@@ -1,8 +1,9 @@
 // Knowledge: documents the agents answer from. Upload one (a progress bar while
 // the bytes go up: XMLHttpRequest reports upload progress, fetch does not), see
 // it go queued -> processing -> ready (or failed, with the reason) while the page
-// polls, reindex or delete it, and search as the model's knowledge_search tool
-// would, seeing exactly the results the model would get.
+// polls, open its chunks to see how it was cut, reindex or delete it, and
+// search as the model's knowledge_search tool would, seeing exactly the results
+// the model would get.
 
 import { h, pretty } from "../dom.js";
 import { add, badge, dangerButton, enc, field, onSubmit, section, select, status, submitRow, when } from "./formkit.js";
@@ -41,7 +42,56 @@ function uploadWithProgress(key, form, onProgress) {
   });
 }
 
-function docRow(ctx, doc, reload) {
+const CHUNK_PAGE = 50;
+
+function chunkItem(c) {
+  const where = [
+    `#${c.ordinal}`,
+    `${c.chars} characters, about ${c.tokens} tokens`,
+    c.headings.length ? c.headings.join(" › ") : null,
+    c.page !== null ? `page ${c.page}` : null,
+  ].filter(Boolean);
+  return h(
+    "li",
+    { class: "card", "data-chunk-id": c.id, "data-ordinal": c.ordinal },
+    h("p", { class: "muted small" }, where.join(" · ")),
+    h("pre", { class: "chunk" }, c.text),
+  );
+}
+
+/** The document's chunks, fetched when opened, fifty at a time. `opened` keeps
+ * the ids of open ones, so that the list's polling re-renders them open. */
+function chunksPart(ctx, doc, opened) {
+  const list = h("ol", { class: "plain cards", "data-chunk-list": doc.id });
+  const said = status({ "data-chunks-status": doc.id });
+  const more = h("button", { type: "button", hidden: true, "data-chunks-more": doc.id }, "More chunks");
+  let next = 0;
+  const load = async (fresh) => {
+    const page = await ctx.api.get(`/api/knowledge/${enc(doc.id)}/chunks?offset=${fresh ? 0 : next}&limit=${CHUNK_PAGE}`);
+    const items = page.chunks.map(chunkItem);
+    if (fresh) list.replaceChildren(...items);
+    else list.append(...items);
+    next = page.next_offset;
+    more.hidden = next === null;
+    const shown = list.children.length;
+    if (shown) said.textContent = `${shown} of ${page.chunk_count} chunk(s)${BUSY.has(page.status) ? `, until the ${page.status} reindex replaces them` : ""}`;
+    else said.textContent = BUSY.has(page.status) ? `${page.status}: no chunk yet` : "no chunk";
+  };
+  const box = h("details", { "data-chunks": doc.id }, h("summary", {}, "Chunks"), said, list, more);
+  box.addEventListener("toggle", () => {
+    if (!box.open) {
+      opened.delete(doc.id);
+      return;
+    }
+    opened.add(doc.id);
+    ctx.guarded(() => load(true))();
+  });
+  more.addEventListener("click", ctx.guarded(() => load(false)));
+  if (opened.has(doc.id)) box.open = true; // its toggle event loads it
+  return box;
+}
+
+function docRow(ctx, doc, reload, opened) {
   const tone = doc.status === "ready" ? "ok" : doc.status === "failed" ? "bad" : "warn";
   return h(
     "li",
@@ -71,6 +121,7 @@ function docRow(ctx, doc, reload) {
         await reload();
       }), { "data-delete": doc.id }),
     ),
+    chunksPart(ctx, doc, opened),
   );
 }
 
@@ -133,6 +184,7 @@ export default {
     const list = h("ul", { class: "plain cards", id: "knowledge-list", "aria-live": "polite" });
     let timer = null;
     let uploaded = null; // the id of the document uploaded last: its status is told
+    const opened = new Set(); // the documents whose chunks are shown
     const said = status({ id: "knowledge-upload-status" });
     const reload = async () => {
       clearTimeout(timer);
@@ -141,7 +193,7 @@ export default {
       const mine = docs.find((d) => d.id === uploaded);
       if (mine) said.textContent = `${mine.title}: ${mine.status}${mine.error ? ` (${mine.error})` : ""}`;
       list.replaceChildren(
-        ...(docs.length ? docs.map((d) => docRow(ctx, d, reload)) : [h("li", { class: "muted" }, "No document yet.")]),
+        ...(docs.length ? docs.map((d) => docRow(ctx, d, reload, opened)) : [h("li", { class: "muted" }, "No document yet.")]),
       );
       if (docs.some((d) => BUSY.has(d.status))) {
         timer = setTimeout(() => reload().catch((err) => ctx.showError(err.message)), POLL_MS);

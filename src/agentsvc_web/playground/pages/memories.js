@@ -1,14 +1,40 @@
 // Memories: the short facts the side bar's agent keeps (saved by the model with
-// memory_save, or collected after turns). Browse them by scope and status,
-// recall as the model's memory_search would (best first, with scores), delete
-// one; and the agent's memory settings (tools offered, collection after turns).
+// memory_save, collected after turns, or added here by hand). Browse them by
+// scope and status, add one, edit one's text, recall as the model's
+// memory_search would (best first, with scores), delete one; and the agent's
+// memory settings (tools offered, collection after turns).
 
 import { h } from "../dom.js";
 import { add, badge, check, dangerButton, enc, field, needAgent, onSubmit, section, select, status, submitRow, when } from "./formkit.js";
 
 const SCOPES = ["agent", "thread", "user"];
 
+/** The memory's text, and an Edit button that turns it into a form (PATCH). */
+function contentPart(ctx, agent, m, changed) {
+  const text = h("p", { class: "memory-content" }, m.content);
+  const box = h("textarea", { rows: 3, required: true, maxlength: 2000, "data-field": "content" }, m.content);
+  const form = h(
+    "form",
+    { class: "stack", hidden: true, "data-edit-form": m.id, "aria-label": "Edit the memory" },
+    box,
+    h("div", { class: "row" }, h("button", { type: "submit" }, "Save"), h("button", { type: "button", "data-cancel": m.id, onclick: () => show(false) }, "Cancel")),
+  );
+  const edit = h("button", { type: "button", "data-edit": m.id, onclick: () => show(true) }, "Edit");
+  function show(editing) {
+    form.hidden = !editing;
+    text.hidden = editing;
+    edit.hidden = editing;
+    if (editing) box.focus();
+  }
+  onSubmit(form, ctx, async () => {
+    await ctx.api.patch(`/api/agents/${enc(agent.id)}/memories/${enc(m.id)}`, { content: box.value });
+    await changed();
+  });
+  return { text, form, edit };
+}
+
 function memoryItem(ctx, agent, m, gone) {
+  const content = contentPart(ctx, agent, m, gone);
   return h(
     "li",
     { class: "card", "data-memory-id": m.id, "data-status": m.status },
@@ -21,12 +47,44 @@ function memoryItem(ctx, agent, m, gone) {
       m.score !== undefined ? h("span", { class: "muted small" }, `score ${m.score}`) : null,
       h("span", { class: "muted small" }, `${m.scope_id ? `${m.scope_id} · ` : ""}${when(m.created_at)}`),
     ),
-    h("p", { class: "memory-content" }, m.content),
-    dangerButton("Delete", ctx.guarded(async () => {
+    content.text,
+    content.form,
+    h("div", { class: "row" }, content.edit, dangerButton("Delete", ctx.guarded(async () => {
       await ctx.api.delete(`/api/agents/${enc(agent.id)}/memories/${enc(m.id)}`);
       await gone();
-    }), { "data-delete": m.id }),
+    }), { "data-delete": m.id })),
   );
+}
+
+function addPart(ctx, agent, reloadBrowse) {
+  const content = h("textarea", { rows: 2, required: true, maxlength: 2000, placeholder: "The guest prefers a window seat", "data-field": "content" });
+  const key = h("input", { maxlength: 100, placeholder: "optional: a subject (seat); a new fact of it replaces this one", "data-field": "key" });
+  const scope = select(SCOPES.map((s) => [s, s]), "agent", { "data-field": "scope" });
+  const scopeId = h("input", { maxlength: 200, placeholder: "the thread's or the user's id", disabled: true, "data-field": "scopeId" });
+  scope.addEventListener("change", () => {
+    scopeId.disabled = scope.value === "agent";
+    scopeId.required = !scopeId.disabled;
+  });
+  const said = status({ id: "memory-add-status" });
+  const form = h(
+    "form",
+    { class: "stack", id: "memory-add" },
+    field("Fact", content),
+    field("Key", key),
+    h("div", { class: "row" }, field("Scope", scope), field("Thread or user id", scopeId)),
+    submitRow("Add memory", said),
+  );
+  onSubmit(form, ctx, async () => {
+    const body = { content: content.value, scope: scope.value };
+    if (key.value.trim()) body.key = key.value;
+    if (scope.value !== "agent") body.scopeId = scopeId.value.trim();
+    const m = await ctx.api.post(`/api/agents/${enc(agent.id)}/memories`, body);
+    said.textContent = `kept in the ${m.scope} scope`;
+    content.value = "";
+    key.value = "";
+    await reloadBrowse();
+  });
+  return section("Add memory", form);
 }
 
 function settingsPart(ctx, agent, config) {
@@ -134,6 +192,7 @@ export default {
       h("p", { class: "muted small" }, `What ${agent.name} remembers. The model finds these with memory_search; nothing is put in its prompt by itself.`),
       config.enabled ? null : h("p", { class: "small", id: "memory-off" }, "The memory tools are off for this agent: the model neither saves nor searches."),
       browse.el,
+      addPart(ctx, agent, () => browse.load(true)),
       recallPart(ctx, agent, () => browse.load(true)),
       settingsPart(ctx, agent, config),
     );

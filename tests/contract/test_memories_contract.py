@@ -30,7 +30,13 @@ def _setup(backend: Backend) -> tuple[Memories, str, uuid.UUID]:
     agent = agent_in(org)
     backend.run(backend.storage.agents.add, agent)
     settings = MemorySettings(backend.storage.secrets, backend.storage.agents, BOX)
-    memories = Memories(backend.storage.memories, backend.storage.agents, SystemClock(), settings)
+    memories = Memories(
+        backend.storage.memories,
+        backend.storage.agents,
+        SystemClock(),
+        settings,
+        backend.storage.threads,
+    )
     return memories, org, agent.id
 
 

@@ -41,7 +41,9 @@ class World:
         clock = SystemClock()
         self.box = AesGcmBox(parse_keys(new_key_spec("unit")))
         self.settings = MemorySettings(self.storage.secrets, self.storage.agents, self.box)
-        self.memories = Memories(self.storage.memories, self.storage.agents, clock, self.settings)
+        self.memories = Memories(
+            self.storage.memories, self.storage.agents, clock, self.settings, self.storage.threads
+        )
         threads = Threads(
             self.storage.threads, self.storage.agents, self.storage.conversations, clock
         )
@@ -71,7 +73,11 @@ def test_disabled_memory_tools_offer_nothing_and_read_nothing() -> None:
         agent = await w.agent()
         silent = MemoryTools(
             Memories(
-                cast("MemoryStore", Unreadable()), w.storage.agents, SystemClock(), w.settings
+                cast("MemoryStore", Unreadable()),
+                w.storage.agents,
+                SystemClock(),
+                w.settings,
+                w.storage.threads,
             ),
             MemorySettings(cast("SecretStore", Unreadable()), w.storage.agents, w.box),
         )

@@ -24,6 +24,7 @@ from agentsvc_core.use_cases.memories.memories import (
     MemorySettings,
 )
 from tests.contract.test_agents_contract import agent_in
+from tests.contract.test_conversations_contract import a_thread
 from tests.unit.turn_world import BOX, T0, Clock
 
 ORG = "acme"
@@ -68,7 +69,11 @@ async def mind() -> Mind:
     await storage.agents.add(agent)
     settings = MemorySettings(storage.secrets, storage.agents, BOX)
     return Mind(
-        storage, clock, Memories(storage.memories, storage.agents, clock, settings), settings, agent
+        storage,
+        clock,
+        Memories(storage.memories, storage.agents, clock, settings, storage.threads),
+        settings,
+        agent,
     )
 
 
@@ -454,9 +459,19 @@ async def test_a_memory_added_by_hand_is_saved_trimmed_at_the_clocks_time() -> N
 
 async def test_a_memory_added_by_hand_names_its_thread_by_uuid_and_its_user_as_given() -> None:
     m = await mind()
+    await m.storage.threads.add(a_thread(ORG, m.agent.id, id=UUID(THREAD)))
     thread = await m.memories.add(KEY, m.agent.id, "thread", THREAD.upper(), "On a trip", None)
     assert thread.memory is not None
     assert (thread.memory.scope, thread.memory.scope_id) == ("thread", THREAD)
+    # a thread that is not there, or another agent's, has no memories to add
+    elsewhere = await m.storage.threads.add(a_thread(ORG))
+    for other in (str(uuid.uuid4()), str(elsewhere.id)):
+        with pytest.raises(InvalidInput) as refused:
+            await m.memories.add(KEY, m.agent.id, "thread", other, "On a trip", None)
+        assert (refused.value.field, refused.value.problem) == (
+            "scopeId",
+            "no thread of this agent has that id",
+        )
     user = await m.memories.add(KEY, m.agent.id, "user", " Alice-7 ", "Vegan", None)
     assert user.memory is not None
     assert (user.memory.scope, user.memory.scope_id) == ("user", " Alice-7 ")

@@ -368,6 +368,13 @@ def test_a_memory_added_by_hand_has_the_tools_limits(client: C, auth: H) -> None
         c.post(f"/api/agents/{uuid.uuid4()}/memories", json={"content": "x"}, headers=h).status_code
         == 404
     )
+    # a thread's memory goes with its thread: a thread that is not there, or is
+    # another agent's, is refused (nothing would ever delete such a memory)
+    _, others = agent_and_thread(c, h, "Another")
+    for thread_id in (str(uuid.uuid4()), others):
+        r = c.post(path, json={"content": "x", "scope": "thread", "scopeId": thread_id}, headers=h)
+        assert r.status_code == 422, r.text
+        assert r.json()["detail"] == "scopeId: no thread of this agent has that id"
 
 
 def test_an_edited_memory_is_found_by_its_new_words(client: C, auth: H) -> None:

@@ -200,7 +200,7 @@ def memory(
 ) -> MemoryArea:
     """Agents' memories, their configuration and their collection after turns."""
     settings = MemorySettings(storage.secrets, storage.agents, box)
-    memories = Memories(storage.memories, storage.agents, clock, settings)
+    memories = Memories(storage.memories, storage.agents, clock, settings, storage.threads)
     collector = MemoryCollector(
         memories,
         settings,

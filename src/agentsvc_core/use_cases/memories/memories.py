@@ -33,7 +33,7 @@ from agentsvc_core.entities.memory import (
     words,
 )
 from agentsvc_core.errors import Conflict, InvalidInput, NotFound, PermissionDenied
-from agentsvc_core.ports import AgentRepository, Clock, SecretBox, SecretStore
+from agentsvc_core.ports import AgentRepository, Clock, SecretBox, SecretStore, ThreadRepository
 from agentsvc_core.ports.memories import MemoryStore, Saved, ScopeFilter
 from agentsvc_core.rules import check_text
 from agentsvc_core.use_cases.agent_settings import AgentSettings, Switched
@@ -139,12 +139,18 @@ def _place(scope: MemoryScope, scope_id: str | None) -> str | None:
 
 class Memories:
     def __init__(
-        self, store: MemoryStore, agents: AgentRepository, clock: Clock, settings: MemorySettings
+        self,
+        store: MemoryStore,
+        agents: AgentRepository,
+        clock: Clock,
+        settings: MemorySettings,
+        threads: ThreadRepository,
     ) -> None:
         self._store = store
         self._agents = agents
         self._clock = clock
         self._settings = settings  # the agent's cap (max_memories) for a memory added by hand
+        self._threads = threads  # a thread's memory added by hand: the agent's thread
 
     # --- what the tools do (the agent is the turn's: no check) ---------------------
 
@@ -252,9 +258,21 @@ class Memories:
         scope_id = _place(scope, scope_id)
         if not _visible(who, scope, scope_id):
             raise PermissionDenied("a user adds memories of the agent scope or its own user scope")
+        if scope == "thread" and scope_id is not None:
+            await self._agents_thread(who.org_id, agent_id, UUID(scope_id))
         return await self.save(
             who.org_id, agent_id, scope, scope_id, content, key, max_active=config.max_memories
         )
+
+    async def _agents_thread(self, org_id: str, agent_id: UUID, thread_id: UUID) -> None:
+        """A thread's memory goes with its thread (deleted with it): the thread must
+        be there, and the agent's."""
+        try:
+            thread = await self._threads.get(org_id, thread_id)
+        except NotFound:
+            thread = None
+        if thread is None or thread.agent_id != agent_id:
+            raise InvalidInput("scopeId", "no thread of this agent has that id")
 
     async def edit(self, who: Principal, agent_id: UUID, memory_id: UUID, content: str) -> Memory:
         """New content for a memory the caller sees. Raises ``Conflict`` when another

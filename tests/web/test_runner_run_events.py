@@ -34,7 +34,7 @@ class World:
         assert r.status_code == status, r.text
         return r.json()
 
-    def runner(self) -> dict[str, Any]:
+    def runner(self) -> Any:
         agent = self.ok(
             self.http.post("/api/agents", json={"name": "W", "defaultModel": "claude-proxy-1"}),
             201,

@@ -306,7 +306,7 @@ async def test_a_run_that_ends_between_the_reads_still_gives_its_last_events() -
         await f.store.save_run(msgspec.structs.replace(current, status="cancelled"), ev)
         return await real(org, run_id)
 
-    f.store.get_run = ending_meanwhile  # type: ignore[method-assign]
+    f.store.get_run = ending_meanwhile  # type: ignore[method-assign,assignment]
     got: list[Any] = []
     await asyncio.wait_for(_collect(f.feed.follow("org-t", run.id, 0, 60), got), 1)
     assert got == [[(1, "run.cancelled")]]

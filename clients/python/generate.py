@@ -206,6 +206,7 @@ OPERATIONS: dict[str, str] = {
     "startRunnerRun": "runners.runs.start",
     "listRunnerRuns": "runners.runs.list",
     "getRunnerRun": "runners.runs.get",
+    "listRunnerRunEvents": "runners.runs.events",
     "cancelRunnerRun": "runners.runs.cancel",
     "resumeRunnerRun": "runners.runs.resume",
     "runnerWebhook": "runners.webhook",

@@ -24,7 +24,7 @@ from agentsvc_core.entities import (
 from agentsvc_core.entities.memory import Memory
 from agentsvc_core.entities.plan import Plan
 from agentsvc_core.entities.published_chat import VisitorThread
-from agentsvc_core.entities.runner import StepRun
+from agentsvc_core.entities.runner import NewRunEvent, StepRun
 from agentsvc_core.errors import NotFound, ThreadBusy
 from agentsvc_core.ports import EventBatch
 from agentsvc_core.ports.idempotency import IdempotencyClaim
@@ -184,6 +184,8 @@ def _a_thread_with_everything(backend: Backend, org: str, agent: uuid.UUID, user
     # a scheduled task's run on the thread, and a runner run whose agent step talked there
     own = run_in(org, agent_id=agent, thread_id=th.id, status="succeeded", output={"text": MARK})
     backend.run(s.runners.add_run, own)
+    finished = {"status": "succeeded", "output": {"text": MARK}, "error": None}
+    backend.run(s.runners.save_run, own, [NewRunEvent("run.finished", finished, now())])
     step = run_in(
         org,
         agent_id=agent,
@@ -203,6 +205,16 @@ def _a_thread_with_everything(backend: Backend, org: str, agent: uuid.UUID, user
     )
     step = msgspec.structs.replace(step, trace_id=runner_trace.summary.id)
     backend.run(s.runners.add_run, step)
+    told = [
+        NewRunEvent(
+            "step.finished", {"step_id": "s1", "thread_id": str(th.id), "output": MARK}, now_
+        ),
+        NewRunEvent(
+            "step.failed", {"step_id": "s2", "thread_id": None, "output": 1, "error": "no"}, now_
+        ),
+        NewRunEvent("run.finished", finished, now_),
+    ]
+    backend.run(s.runners.save_run, step, told)
     backend.run(s.traces.add_trace, runner_trace)
     return _Place(
         org=org,
@@ -269,6 +281,15 @@ def test_a_thread_erasure_removes_its_text_and_keeps_its_costs(backend: Backend)
     step = backend.run(s.runners.get_run, org, gone.step_run)
     assert step.output is None
     assert [st.output for st in step.steps] == [None, "kept"]
+    # and their events keep what the runs keep
+    own_events = backend.run(lambda: s.runners.run_events(org, gone.runner_run, after=0, limit=9))
+    assert [e.data for e in own_events] == [{"status": "succeeded", "output": None, "error": None}]
+    events = backend.run(lambda: s.runners.run_events(org, gone.step_run, after=0, limit=9))
+    assert [(e.type, e.data.get("output"), e.data.get("error")) for e in events] == [
+        ("step.finished", None, None),
+        ("step.failed", 1, "no"),
+        ("run.finished", None, None),
+    ]
     # and that run's own trace keeps its spans, not their text
     runner_trace = backend.run(s.traces.get_trace, org, gone.step_trace_id)
     assert runner_trace is not None
@@ -285,6 +306,9 @@ def test_a_thread_erasure_removes_its_text_and_keeps_its_costs(backend: Backend)
     assert other is not None
     assert MARK in msgspec.json.encode(other[1]).decode()
     assert backend.run(s.runners.get_run, org, kept.runner_run).output == {"text": MARK}
+    for run_id in (kept.runner_run, kept.step_run):
+        told = backend.run(lambda r=run_id: s.runners.run_events(org, r, after=0, limit=9))
+        assert MARK in msgspec.json.encode(told).decode()
     kept_runner_trace = backend.run(s.traces.get_trace, org, kept.step_trace_id)
     assert kept_runner_trace is not None
     assert MARK in msgspec.json.encode(kept_runner_trace[1]).decode()

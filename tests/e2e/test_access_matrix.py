@@ -37,6 +37,7 @@ from agentsvc_adapters.signing import sign
 from tests.e2e.conftest import E2E_JWT_SECRET
 from tests.e2e.service import running
 from tests.pg import reader_role
+from tests.sse import Event, parse_lines
 
 pytestmark = pytest.mark.e2e
 
@@ -604,7 +605,7 @@ def test_the_document_covers_the_routes(doc: dict[str, Any]) -> None:
     admin = {o.id for o in ops if o.admin}
     # a sample of both kinds, so that a document without roles cannot pass
     assert {"createAgent", "deleteAgent", "createMcpServer", "listKeys"} <= admin
-    assert {"sendMessage", "createThread", "getAgent"}.isdisjoint(admin)
+    assert {"sendMessage", "createThread", "getAgent", "listRunnerRunEvents"}.isdisjoint(admin)
 
 
 def test_another_organization_gets_404_for_every_id_of_a(
@@ -642,6 +643,28 @@ def test_nothing_of_a_reaches_another_organization(
             for value in world.secrets_of_a():
                 assert value not in r.text, (op, value, r.text)
     assert seen >= 30
+
+
+def test_a_runs_events_are_followed_by_its_organization_only(
+    world: World, strangers: dict[str, httpx.Client]
+) -> None:
+    """The live variant of ``listRunnerRunEvents`` (an SSE stream, which the
+    generated calls above do not ask for): 404 to another organization before any
+    stream starts; A's member follows it (a read)."""
+    path = f"/api/runners/{world.ids['runner']}/runs/{world.ids['run']}/events"
+    live = {"Accept": "text/event-stream", "Last-Event-ID": "0"}
+    for who, client in strangers.items():
+        r = client.get(path, headers=live)
+        assert (r.status_code, r.json().get("error")) == (404, "NOT_FOUND"), (who, r.text)
+        assert MARK not in r.text
+    member = httpx.Client(base_url=world.url, headers=_h(_jwt("mallory", ORG_A)), timeout=30)
+    with member:
+        with member.stream("GET", path, headers=live) as r:
+            assert r.status_code == 200
+            assert r.headers["content-type"].startswith("text/event-stream")
+            first = next(e for e in parse_lines(r.iter_lines()) if isinstance(e, Event))
+        assert (first.id, first.event) == (1, "run.started")
+        assert _ok(member.get(path))["events"][0]["type"] == "run.started"
 
 
 def test_an_optional_reference_to_a_project_of_a_is_404_or_finds_nothing(

@@ -21,6 +21,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -300,6 +301,85 @@ def test_a_runner_made_started_and_triggered_from_its_page(console: Console, wor
     assert (budget["max_tokens_per_run"], budget["on_exceed"]) == (5000, "fail")
     assert error_bar(page) == ""
     console.no_sideways_scroll("runners")
+
+
+def test_a_run_is_followed_live_and_re_attached_after_a_drop(
+    console: Console, world: World
+) -> None:
+    page, api = console.open("runners"), world.api
+    agent = world.agent["id"]
+    steps = [
+        {"id": "first", "kind": "agent", "agentId": agent, "prompt": "One line on {{ input.t }}"},
+        {"id": "second", "kind": "agent", "agentId": agent, "prompt": "Again: {{ input.t }}"},
+    ]
+    runner = api.post("/api/runners", json={"name": "Followed", "steps": steps}).json()
+    page.reload()
+    console.open("runners")
+    page.click(f"button[data-runner-id='{runner['id']}']")
+    page.wait_for_selector("#run-start")
+    # the events' first connection drops after the run's first two events (its
+    # answer cut there, as a proxy would); the page must attach again
+    requests = _drop_first_run_events(page, api, runner["id"])
+    page.fill("#run-input", json.dumps({"t": "kettles"}))
+    page.click("#run-start button[type=submit]")
+    page.wait_for_selector("#run-events li[data-type='run.finished']")
+    page.wait_for_selector("#run-detail[data-status=succeeded]")
+    run_id = page.get_attribute("#run-detail", "data-run-id")
+    events = api.get(f"/api/runners/{runner['id']}/runs/{run_id}/events").json()["events"]
+    assert [e["type"] for e in events] == [
+        "run.started",
+        "step.started",
+        "step.finished",
+        "step.started",
+        "step.finished",
+        "run.finished",
+    ]
+    shown = page.locator("#run-events li").evaluate_all(
+        "ls => ls.map(l => [+l.dataset.seq, l.dataset.type])"
+    )
+    assert shown == [[e["seq"], e["type"]] for e in events]  # every event, once, in order
+    assert [r["accept"] for r in requests[:2]] == ["text/event-stream"] * 2
+    assert "last-event-id" not in requests[0]
+    assert requests[1]["last-event-id"] == "2"  # from the last event it had
+    page.unroute("**/api/runners/*/runs/*/events")
+    # each step's status as the API has it, on the run and on the graph
+    shown_steps = page.locator("#run-detail .step-run").evaluate_all(
+        "ls => ls.map(l => l.dataset.status)"
+    )
+    assert shown_steps == ["succeeded", "succeeded"]
+    assert page.locator("#run-events li[data-type='step.finished']:has-text('second')").count()
+    assert error_bar(page) == ""
+
+
+def _drop_first_run_events(page: Any, api: httpx.Client, runner_id: str) -> list[dict[str, str]]:
+    """The first request for a run's events is answered with the run's first two
+    events (once the run has them), then the answer ends (a dropped connection);
+    later ones go to the service. Answers every request's headers, as they come."""
+    seen: list[dict[str, str]] = []
+
+    def handle(route: Any) -> None:
+        seen.append(route.request.headers)
+        if len(seen) > 1:
+            route.continue_()
+            return
+        path = route.request.url.split(world_base(route.request.url))[1]
+        deadline = time.monotonic() + 20
+        first: list[Any] = []
+        while len(first) < 2 and time.monotonic() < deadline:
+            first = api.get(f"{path}?limit=2").json()["events"]
+            time.sleep(0.05)
+        body = "".join(
+            f"id: {e['seq']}\nevent: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in first
+        )
+        route.fulfill(status=200, headers={"Content-Type": "text/event-stream"}, body=body)
+
+    page.route("**/api/runners/*/runs/*/events", handle)
+    return seen
+
+
+def world_base(url: str) -> str:
+    """The scheme and host of ``url`` (what precedes its path)."""
+    return url[: url.index("/api/")]
 
 
 # --- scheduled tasks -----------------------------------------------------------

@@ -27,6 +27,7 @@ import pytest
 from tests.e2e.conftest import E2E_JWT_SECRET
 from tests.e2e.receivers import SignedReceiver
 from tests.e2e.service import Service
+from tests.sse import Event, parse_lines
 from tests.web.live import serve
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
@@ -391,3 +392,78 @@ def test_a_run_survives_a_killed_process(world: World) -> None:
         first = done["steps"][0]
         assert first["attempt"] == 2, first  # started again, once
         assert done["steps"][1]["status"] == "succeeded"
+        # its events tell the same, each once, from both processes' writes
+        events = _ok(c.get(f"/api/runners/{runner}/runs/{run['id']}/events"))["events"]
+    told = [(e["type"], e["data"].get("step_id"), e["data"].get("attempt")) for e in events]
+    assert told == [
+        ("run.started", None, None),
+        ("step.started", "long", 1),
+        ("step.started", "long", 2),
+        ("step.finished", "long", 2),
+        ("step.started", "after", 1),
+        ("step.finished", "after", 1),
+        ("run.finished", None, None),
+    ]
+    assert [e["seq"] for e in events] == list(range(1, 8))
+
+
+def _follow(svc: Service, key: str, path: str, last: int | None = None, until: str = "") -> Any:
+    """A run's events over SSE from ``svc``: to the stream's end, or to the first
+    event of type ``until`` (then the client hangs up)."""
+    headers = {"Authorization": f"Bearer {key}", "Accept": "text/event-stream"}
+    if last is not None:
+        headers["Last-Event-ID"] = str(last)
+    got: list[Event] = []
+    with httpx.stream("GET", f"{svc.url}{path}", headers=headers, timeout=60) as r:
+        assert r.status_code == 200, r.read()
+        for item in parse_lines(r.iter_lines()):
+            if isinstance(item, Event):
+                got.append(item)
+                if item.event == until:
+                    break
+    return got
+
+
+def test_a_run_is_followed_live_from_a_process_that_does_not_run_it(world: World) -> None:
+    """The run's job runs in the first process; a second, with no job worker,
+    serves its followers: each event reaches them (PostgreSQL's NOTIFY carries the
+    word), and a follower that hangs up mid-run and comes back with Last-Event-ID
+    gets the rest, each event once."""
+    reader = world.start(AGENTSVC_WORKER="false")
+    try:
+        with world.client(world.services[0]) as c:
+            agent = _ok(c.post("/api/agents", json={"name": "slow", "defaultModel": "local"}))
+            steps = [
+                {
+                    "id": "one",
+                    "kind": "agent",
+                    "agentId": agent["id"],
+                    "prompt": "slowly " + "a " * 15,
+                },
+                {
+                    "id": "two",
+                    "kind": "agent",
+                    "agentId": agent["id"],
+                    "prompt": "slowly " + "b " * 15,
+                },
+            ]
+            runner = _ok(c.post("/api/runners", json={"name": "followed", "steps": steps}))["id"]
+            run = _ok(c.post(f"/api/runners/{runner}/runs", json={}))["id"]
+        path = f"/api/runners/{runner}/runs/{run}/events"
+        first = _follow(reader, world.key, path, until="step.finished")
+        assert [(e.id, e.event) for e in first] == [
+            (1, "run.started"),
+            (2, "step.started"),
+            (3, "step.finished"),
+        ]
+        rest = _follow(reader, world.key, path, last=first[-1].id)
+        assert [(e.id, e.event) for e in rest] == [
+            (4, "step.started"),
+            (5, "step.finished"),
+            (6, "run.finished"),
+        ]
+        assert rest[-1].data["data"]["status"] == "succeeded"
+        assert rest[1].data["data"]["step_id"] == "two"
+    finally:
+        world.services.remove(reader)
+        reader.stop()

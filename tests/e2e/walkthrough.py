@@ -265,7 +265,7 @@ def _events(text: str) -> list[Any]:
             items.append(ANY)
             i += 3
             continue
-        m = re.compile(r"event:\s*([a-z_]+)\s*").match(text, i)
+        m = re.compile(r"event:\s*([a-z_][a-z_.]*)\s*").match(text, i)
         if m is None:
             raise PageError(f"expected `event: NAME` or `...` at {text[i:]!r}")
         i = m.end()

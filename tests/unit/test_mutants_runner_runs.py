@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -17,7 +18,7 @@ import msgspec
 import pytest
 
 from agentsvc_core.entities import Principal
-from agentsvc_core.entities.runner import Budget, RunnerRun, Step, StepRun
+from agentsvc_core.entities.runner import Budget, NewRunEvent, RunnerRun, Step, StepRun
 from agentsvc_core.errors import InvalidInput, NotFound, PermissionDenied, StorageError
 from agentsvc_core.ports.webhooks import WebhookAnswer, WebhookCall
 from agentsvc_core.use_cases.runners.analytics import RunnerAnalytics
@@ -248,12 +249,12 @@ async def test_a_cancel_just_before_a_steps_start_leaves_the_step_unstarted() ->
     save = store.save_run
     cancelled = False
 
-    async def racing(changed: RunnerRun) -> RunnerRun | None:
+    async def racing(changed: RunnerRun, events: Sequence[NewRunEvent] = ()) -> RunnerRun | None:
         nonlocal cancelled
         if changed.steps[0].status == "running" and not cancelled:
             cancelled = True
             await rw.runs.cancel(WHO, runner.id, run.id)  # written first
-        return await save(changed)
+        return await save(changed, events)
 
     store.save_run = racing  # type: ignore[method-assign,assignment]
     assert await rw.engine.execute(job_payload(ORG, run.id)) is None

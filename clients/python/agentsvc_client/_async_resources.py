@@ -130,6 +130,7 @@ from agentsvc_client.models import (
     ResumeBody,
     Run,
     RunBody,
+    RunEvents,
     RunList,
     Runner,
     RunnerBody,
@@ -1525,6 +1526,19 @@ class AsyncRunnersRunsResource(AsyncResource):
             f"/api/runners/{_seg(runner_id)}/runs/{_seg(run_id)}/cancel",
             idempotency_key=idempotency_key,
             type=Run,
+        )
+
+    async def events(
+        self, runner_id: str, run_id: str, *, after: int | None = None, limit: int | None = None
+    ) -> RunEvents:
+        """The run's events, oldest first; or followed live over SSE to the run's end (GET
+        /api/runners/{runner_id}/runs/{run_id}/events, listRunnerRunEvents).
+        """
+        return await self._client._request(
+            "GET",
+            f"/api/runners/{_seg(runner_id)}/runs/{_seg(run_id)}/events",
+            params={"after": after, "limit": limit},
+            type=RunEvents,
         )
 
     async def get(self, runner_id: str, run_id: str) -> Run:

@@ -137,6 +137,7 @@ OPERATIONS: dict[str, str] = {
     "listProjects": "projects.list",
     "listPublicMarketplace": "public.marketplace",
     "listRunnerMcpServers": "runners.mcp_servers.list",
+    "listRunnerRunEvents": "runners.runs.events",
     "listRunnerRuns": "runners.runs.list",
     "listRunnerSkills": "runners.skills.list",
     "listRunnerSteps": "runners.steps.list",

@@ -1652,6 +1652,22 @@ class RunDay(msgspec.Struct, frozen=True, kw_only=True):
     cost_usd: float = 0.0
 
 
+class RunEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``RunEventOut`` of the OpenAPI document."""
+
+    seq: int
+    type: str
+    data: dict[str, Any]
+    created_at: datetime
+
+
+class RunEvents(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``RunEventsOut`` of the OpenAPI document."""
+
+    events: list[RunEvent]
+    next_after: int | None
+
+
 class RunList(msgspec.Struct, frozen=True, kw_only=True):
     """An answer: ``RunListOut`` of the OpenAPI document."""
 
@@ -2831,6 +2847,8 @@ __all__ = [
     "Run",
     "RunBody",
     "RunDay",
+    "RunEvent",
+    "RunEvents",
     "RunList",
     "RunModelCost",
     "RunStarted",

@@ -1419,6 +1419,20 @@ export interface RunDay {
   cost_usd?: number;
 }
 
+/** `RunEventOut` of the OpenAPI document. */
+export interface RunEvent {
+  seq: number;
+  type: string;
+  data: Record<string, unknown>;
+  created_at: string;
+}
+
+/** `RunEventsOut` of the OpenAPI document. */
+export interface RunEvents {
+  events: Array<RunEvent>;
+  next_after: number | null;
+}
+
 /** `RunListOut` of the OpenAPI document. */
 export interface RunList {
   runs: Array<Run>;

@@ -121,6 +121,7 @@ import type {
   ResumeBody,
   Run,
   RunBody,
+  RunEvents,
   RunList,
   RunStarted,
   Runner,
@@ -1010,6 +1011,18 @@ export class RunnersRunsResource {
    */
   cancel(runnerId: string, runId: string, options?: RequestOptions): Promise<Run> {
     return this.client.request({ method: "POST", path: `/api/runners/${seg(runnerId)}/runs/${seg(runId)}/cancel`, answer: "json", options }) as Promise<Run>;
+  }
+
+  /**
+   * The run's events, oldest first; or followed live over SSE to the run's end (GET
+   * /api/runners/{runner_id}/runs/{run_id}/events, listRunnerRunEvents).
+   */
+  events(runnerId: string, runId: string, query?: {
+    after?: number;
+    limit?: number;
+    lastEventId?: number | string;
+  }, options?: RequestOptions): Promise<RunEvents> {
+    return this.client.request({ method: "GET", path: `/api/runners/${seg(runnerId)}/runs/${seg(runId)}/events`, query, headerParams: {"lastEventId": "Last-Event-ID"}, answer: "json", options }) as Promise<RunEvents>;
   }
 
   /**
@@ -2534,6 +2547,7 @@ export const OPERATIONS: Readonly<Record<string, string>> = {
   listProjects: "projects.list",
   listPublicMarketplace: "public.marketplace",
   listRunnerMcpServers: "runners.mcpServers.list",
+  listRunnerRunEvents: "runners.runs.events",
   listRunnerRuns: "runners.runs.list",
   listRunnerSkills: "runners.skills.list",
   listRunnerSteps: "runners.steps.list",

@@ -10,9 +10,11 @@ from uuid import UUID
 import msgspec
 
 from agentsvc_adapters.memory.projects import detach_members, naming_a_project
-from agentsvc_core.entities.erasure import run_without_text, touches
+from agentsvc_core.entities.erasure import run_event_without_text, run_without_text, touches
 from agentsvc_core.entities.runner import (
     RUN_ACTIVE,
+    NewRunEvent,
+    RunEvent,
     Runner,
     RunnerRun,
     Step,
@@ -69,6 +71,7 @@ class MemoryRunners(RunnerStore):
         self._triggers: dict[UUID, Trigger] = {}
         self._runs: dict[UUID, RunnerRun] = {}
         self._suggestions: dict[UUID, Suggestion] = {}
+        self._events: dict[tuple[str, UUID], list[RunEvent]] = {}  # a run's
 
     # --- runners ----------------------------------------------------------------
     async def add(self, runner: Runner) -> None:
@@ -125,6 +128,8 @@ class MemoryRunners(RunnerStore):
         for run_id, run in list(self._runs.items()):
             if run.org_id == org_id and touches(run, thread_id):
                 self._runs[run_id] = run_without_text(run, thread_id)
+                told = self._events.get((org_id, run_id), [])
+                told[:] = [run_event_without_text(e, run, thread_id) for e in told]
                 if run.trace_id is not None:
                     traces.add(run.trace_id)
         return traces
@@ -139,6 +144,7 @@ class MemoryRunners(RunnerStore):
     def _drop(self, owned: Callable[[Trigger | RunnerRun | Suggestion], bool]) -> None:
         for store in (self._triggers, self._runs, self._suggestions):
             for key in [k for k, v in store.items() if owned(v)]:
+                self._events.pop((store[key].org_id, key), None)  # a run's events go with it
                 del store[key]
 
     # --- triggers ---------------------------------------------------------------
@@ -221,13 +227,27 @@ class MemoryRunners(RunnerStore):
         ]
         return _newest(found, before)[:limit]
 
-    async def save_run(self, run: RunnerRun) -> RunnerRun | None:
+    async def save_run(
+        self, run: RunnerRun, events: Sequence[NewRunEvent] = ()
+    ) -> RunnerRun | None:
         stored = await self.get_run(run.org_id, run.id)
         if stored.version != run.version:
             return None
         saved = msgspec.structs.replace(run, version=run.version + 1)
         self._runs[run.id] = saved
+        told = self._events.setdefault((run.org_id, run.id), [])
+        for e in events:
+            told.append(
+                RunEvent(
+                    run_id=run.id, seq=len(told) + 1, type=e.type, data=e.data, created_at=e.at
+                )
+            )
         return saved
+
+    async def run_events(
+        self, org_id: str, run_id: UUID, *, after: int, limit: int
+    ) -> list[RunEvent]:
+        return [e for e in self._events.get((org_id, run_id), []) if e.seq > after][:limit]
 
     async def spent_since(self, org_id: str, runner_id: UUID, since: datetime) -> tuple[int, float]:
         mine = [

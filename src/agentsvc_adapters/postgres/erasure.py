@@ -47,6 +47,13 @@ _STEPS = (
     " FROM json_array_elements(spans) WITH ORDINALITY AS x(s, n)), '[]'::json)"
     " WHERE t.org_id = %(o)s AND " + _TRACES.format(alias="t"),
     "DELETE FROM memories WHERE org_id = %(o)s AND scope = 'thread' AND scope_id = %(ts)s",
+    # the events of those runner runs: what the runs' update below drops
+    "UPDATE runner_run_events e SET data = (data::jsonb || CASE WHEN e.type = 'step.failed'"
+    ' THEN \'{"output": null, "error": null}\'::jsonb ELSE \'{"output": null}\'::jsonb END)::json'
+    " FROM runner_runs r WHERE r.org_id = %(o)s AND (r.thread_id = %(t)s"
+    " OR r.steps::text LIKE %(like)s) AND e.org_id = r.org_id AND e.run_id = r.id"
+    " AND (e.type = 'run.finished' OR e.type IN ('step.finished', 'step.failed')"
+    " AND (r.thread_id = %(t)s OR e.data->>'thread_id' = %(ts)s))",
     # runner runs keep their status, tokens and costs; their outputs go, and the
     # outputs and errors of the steps that talked in the thread
     "UPDATE runner_runs SET output = 'null'::json, version = version + 1,"

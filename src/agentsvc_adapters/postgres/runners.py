@@ -1,12 +1,14 @@
 """Runners on PostgreSQL (``runners``, ``runner_triggers``, ``runner_runs``,
-``runner_suggestions``; migration 0014; the skill bindings a document since 0021).
+``runner_suggestions``; migration 0014; the skill bindings a document since 0021;
+``runner_run_events`` 0031).
 
 An entity's documents (steps, budget, inputs, step states) are msgspec JSON in
 ``json`` columns, read back as text and decoded by type. A run is written by
 compare-and-set: ``save_run``'s UPDATE matches the version it was read at and
-adds one. ``add_run`` leans on two unique indexes (a runner's idempotency key, a
-trigger's tick): a run that collides with either is not stored, and the one
-stored first is the answer.
+adds one, and inserts the run's events with it (numbered under the row's lock;
+a write that loses inserts none). ``add_run`` leans on two unique indexes (a
+runner's idempotency key, a trigger's tick): a run that collides with either is
+not stored, and the one stored first is the answer.
 
 ``fire_due`` is one transaction. It locks the due cron triggers ``FOR UPDATE SKIP
 LOCKED``: a second scheduler running at the same moment skips the rows the first
@@ -36,6 +38,8 @@ from agentsvc_core.entities.runner import (
     RUN_ACTIVE,
     RUN_ENDED,
     Budget,
+    NewRunEvent,
+    RunEvent,
     Runner,
     RunnerRun,
     Step,
@@ -131,6 +135,16 @@ _RUN_SAVE = (
     " WHERE org_id = %(org_id)s AND id = %(id)s AND version = %(version)s RETURNING version)"
     " SELECT (SELECT version FROM saved),"
     " EXISTS (SELECT 1 FROM runner_runs WHERE org_id = %(org_id)s AND id = %(id)s)"
+)
+# the run's events, inserted only when the update above stored the run
+_RUN_SAVE_EVENTS = _RUN_SAVE.replace(
+    " SELECT (SELECT version",
+    ", told AS (INSERT INTO runner_run_events (org_id, run_id, seq, type, data, created_at)"
+    " SELECT %(org_id)s, %(id)s, coalesce((SELECT max(seq) FROM runner_run_events"
+    " WHERE org_id = %(org_id)s AND run_id = %(id)s), 0) + e.n, e.type, e.data, e.at"
+    " FROM saved, unnest(%(ev_types)s::text[], %(ev_data)s::json[], %(ev_at)s::timestamptz[])"
+    " WITH ORDINALITY AS e(type, data, at, n))"
+    " SELECT (SELECT version",
 )
 _DUE = (
     f"SELECT {_TRIGGERS.select} FROM runner_triggers"
@@ -355,9 +369,15 @@ class PostgresRunners(Repo, RunnerStore):
         )
         return [_run(r) for r in rows]
 
-    async def save_run(self, run: RunnerRun) -> RunnerRun | None:
+    async def save_run(
+        self, run: RunnerRun, events: Sequence[NewRunEvent] = ()
+    ) -> RunnerRun | None:
+        params = _RUNS.params(run)
+        if events:
+            params |= {"ev_types": [e.type for e in events], "ev_at": [e.at for e in events]}
+            params["ev_data"] = [_encode(e.data).decode() for e in events]
         async with self._conn() as conn:
-            cur = await conn.execute(_RUN_SAVE, _RUNS.params(run))
+            cur = await conn.execute(_RUN_SAVE_EVENTS if events else _RUN_SAVE, params)
             row = await cur.fetchone()
         assert row is not None
         version, exists = row
@@ -366,6 +386,19 @@ class PostgresRunners(Repo, RunnerStore):
         if not exists:
             raise NotFound("run not found")
         return None
+
+    async def run_events(
+        self, org_id: str, run_id: UUID, *, after: int, limit: int
+    ) -> list[RunEvent]:
+        rows = await self._all(
+            "SELECT seq, type, data::text, created_at FROM runner_run_events"
+            " WHERE org_id = %s AND run_id = %s AND seq > %s ORDER BY seq LIMIT %s",
+            (org_id, run_id, after, limit),
+        )
+        return [
+            RunEvent(run_id=run_id, seq=r[0], type=r[1], data=_object.decode(r[2]), created_at=r[3])
+            for r in rows
+        ]
 
     async def spent_since(self, org_id: str, runner_id: UUID, since: datetime) -> tuple[int, float]:
         row = await self._one(

@@ -2,7 +2,8 @@
 
 A trace keeps its spans (names, timings, models, tokens, costs, outcomes) without
 their payloads (prompts, replies, tool arguments and results) and error texts; a
-runner run keeps its status, tokens and costs without its outputs; a channel's
+runner run keeps its status, tokens and costs without its outputs (and its
+events without the outputs and errors the run drops); a channel's
 inbound message keeps its place (the platform's event id, so a redelivery is
 still recognised) without its text. The memory adapter applies these; the
 PostgreSQL adapter does the same in SQL.
@@ -15,12 +16,13 @@ from uuid import UUID
 import msgspec
 
 from agentsvc_core.entities.channel import ChannelEvent
-from agentsvc_core.entities.runner import RunnerRun
+from agentsvc_core.entities.runner import RunEvent, RunnerRun
 from agentsvc_core.entities.trace import StoredSpan, TraceEvaluation, TraceRecord
 
 __all__ = [
     "ERASED",
     "event_without_text",
+    "run_event_without_text",
     "run_without_text",
     "span_without_text",
     "touches",
@@ -64,6 +66,18 @@ def run_without_text(run: RunnerRun, thread_id: UUID) -> RunnerRun:
         for s in run.steps
     )
     return msgspec.structs.replace(run, output=None, steps=steps, version=run.version + 1)
+
+
+def run_event_without_text(event: RunEvent, run: RunnerRun, thread_id: UUID) -> RunEvent:
+    """``event`` of ``run`` without what ``run_without_text`` drops from the run:
+    the run's output, and the output and error of a step that talked in
+    ``thread_id`` (every step when the run's own thread is that one)."""
+    step = event.data.get("thread_id") == str(thread_id) or run.thread_id == thread_id
+    if event.type == "run.finished" or (event.type == "step.finished" and step):
+        return msgspec.structs.replace(event, data=event.data | {"output": None})
+    if event.type == "step.failed" and step:
+        return msgspec.structs.replace(event, data=event.data | {"output": None, "error": None})
+    return event
 
 
 def event_without_text(event: ChannelEvent) -> ChannelEvent:

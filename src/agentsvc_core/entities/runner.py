@@ -21,6 +21,9 @@ __all__ = [
     "RUN_ACTIVE",
     "RUN_ENDED",
     "Budget",
+    "NewRunEvent",
+    "RunEvent",
+    "RunEventType",
     "RunStatus",
     "Runner",
     "RunnerRun",
@@ -42,6 +45,17 @@ PausedReason = Literal["budget"]
 Overlap = Literal["skip", "queue"]
 Catchup = Literal["none", "once"]
 OnExceed = Literal["pause", "fail"]
+RunEventType = Literal[
+    "run.started",
+    "step.started",
+    "step.finished",
+    "step.failed",
+    "step.skipped",
+    "run.paused",
+    "run.resumed",
+    "run.cancelled",
+    "run.finished",
+]
 
 RUN_ACTIVE: frozenset[str] = frozenset({"queued", "running", "paused"})
 RUN_ENDED: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
@@ -219,6 +233,25 @@ class RunnerRun(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def ended(self) -> bool:
         return self.status in RUN_ENDED
+
+
+class NewRunEvent(msgspec.Struct, frozen=True):
+    """An event of a run as a state change makes it, before the store numbers it."""
+
+    type: RunEventType
+    data: dict[str, Any]
+    at: datetime
+
+
+class RunEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """One event of a run, as stored with the state change it tells of; ``seq``
+    counts from 1 per run."""
+
+    run_id: UUID
+    seq: int
+    type: RunEventType
+    data: dict[str, Any]
+    created_at: datetime
 
 
 class Suggestion(msgspec.Struct, frozen=True, kw_only=True):

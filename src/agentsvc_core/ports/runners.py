@@ -19,7 +19,15 @@ from uuid import UUID
 
 import msgspec
 
-from agentsvc_core.entities.runner import Runner, RunnerRun, Step, Suggestion, Trigger
+from agentsvc_core.entities.runner import (
+    NewRunEvent,
+    RunEvent,
+    Runner,
+    RunnerRun,
+    Step,
+    Suggestion,
+    Trigger,
+)
 
 __all__ = ["DaySums", "Firing", "ModelSums", "RunSums", "RunnerStore"]
 
@@ -152,10 +160,20 @@ class RunnerStore(Protocol):
         scheduled tasks') runs."""
         ...
 
-    async def save_run(self, run: RunnerRun) -> RunnerRun | None:
+    async def save_run(
+        self, run: RunnerRun, events: Sequence[NewRunEvent] = ()
+    ) -> RunnerRun | None:
         """Store the run over the stored ``run.version`` (the one it was read at):
         the stored run, its version one more; None when another write came first
-        (read it again). Raises ``NotFound``."""
+        (read it again). ``events`` are stored with it, atomically, numbered after
+        the run's last (nothing is stored when the run is not). Raises ``NotFound``."""
+        ...
+
+    async def run_events(
+        self, org_id: str, run_id: UUID, *, after: int, limit: int
+    ) -> list[RunEvent]:
+        """The run's events numbered after ``after``, oldest first (none for a run
+        that is not there)."""
         ...
 
     async def spent_since(self, org_id: str, runner_id: UUID, since: datetime) -> tuple[int, float]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import NamedTuple
 
-from agentsvc_core.ports import Clock, SecretBox, Storage, WebhookCaller
+from agentsvc_core.ports import Clock, SecretBox, Storage, ThreadNews, WebhookCaller
 from agentsvc_core.ports.event_webhooks import EventPublisher
 from agentsvc_core.ports.jobs import JobQueue
 from agentsvc_core.ports.mcp import UrlPolicy
@@ -54,6 +54,7 @@ def wire_runners(
     traces: TraceConfig,
     computers: Computers,
     events: EventPublisher,
+    news: ThreadNews | None = None,
 ) -> RunnerArea:
     """The runners, their runs and the engine that runs them (``RUN_JOB`` on the
     job queue), their analytics, suggestions and scheduled tasks."""
@@ -69,7 +70,7 @@ def wire_runners(
     )
     prices = traces.prices
     run_traces = RunTraces(storage.runners, storage.traces, clock, traces.retention)
-    runs = RunnerRuns(storage.runners, runners, jobs, clock, conversation, run_traces)
+    runs = RunnerRuns(storage.runners, runners, jobs, clock, conversation, run_traces, news)
     agent_steps = AgentSteps(
         storage.runners,
         conversation,
@@ -91,6 +92,7 @@ def wire_runners(
         run_traces,
         EngineSettings(stale_after=timedelta(seconds=settings.run_stale_after_s)),
         events=events,
+        news=news,
     )
     return RunnerArea(
         runners=runners,

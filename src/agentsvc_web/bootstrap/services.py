@@ -189,7 +189,7 @@ class Services:
             clock,
             stale_after_s=settings.run_stale_after_s,
         )
-        self._runners(clock)
+        self._runners(clock, news)
         self._channels(clock, channel_platforms)
         if code_sessions is None:
             code_sessions, closers = code_session_adapters(
@@ -322,7 +322,7 @@ class Services:
             skill_source = own_source
         self.skills, self.skill_bindings = tool_areas.skills(storage, box, clock, skill_source)
 
-    def _runners(self, clock: SystemClock) -> None:
+    def _runners(self, clock: SystemClock, news: ThreadNews) -> None:
         """Runners over the conversation (``runners.wire_runners``)."""
         (
             self.runners,
@@ -346,6 +346,7 @@ class Services:
             traces=self.trace_config,
             computers=self.computers,
             events=self.event_publisher,
+            news=news,
         )
 
     def _channels(self, clock: SystemClock, platforms: ChannelPlatforms | None) -> None:

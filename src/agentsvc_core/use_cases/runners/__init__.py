@@ -11,6 +11,8 @@ and runs.
 - ``engine.py``: what a run's job does, one step after the other (``RunnerEngine``);
   ``work.py`` a step's work by its kind, ``agent_steps.py`` an agent step's turn,
   ``budgets.py`` a runner's budget against one run.
+- ``events.py``: what each state change of a run tells (stored with it by
+  ``save_run``), and the feed that pages and follows a run's events.
 - ``expressions.py``: JMESPath over a run's context.
 - ``trace.py``: an ended run's trace record; ``analytics.py``: a runner's report.
 """

@@ -42,7 +42,7 @@ import msgspec
 
 from agentsvc_core.entities.runner import Runner, RunnerRun, StepRun
 from agentsvc_core.errors import DomainError, NotFound
-from agentsvc_core.ports import Clock
+from agentsvc_core.ports import Clock, ThreadNews
 from agentsvc_core.ports.event_webhooks import EventPublisher, NoEvents
 from agentsvc_core.ports.jobs import Again
 from agentsvc_core.ports.runners import RunnerStore
@@ -99,8 +99,11 @@ class RunnerEngine:
         settings: EngineSettings | None = None,
         *,
         events: EventPublisher | None = None,
+        news: ThreadNews | None = None,
     ) -> None:
-        """``events``: told when a run succeeds, pauses or fails (event webhooks)."""
+        """``events``: told when a run succeeds, pauses or fails (event webhooks);
+        ``news``: the runs' followers' (``events.RunFeed``)."""
+        self._news = news
         self._store = store
         self._events = events or NoEvents()
         self._clock = clock
@@ -144,7 +147,7 @@ class RunnerEngine:
     ) -> RunnerRun | Refused:
         run = await self._store.get_run(org, run_id)
         now = self._clock.now()
-        return await save_run(self._store, run, lambda r: change(r, now))
+        return await save_run(self._store, run, lambda r: change(r, now), self._news)
 
     async def _execute(self, org: str, run_id: UUID) -> Pass:
         try:
@@ -205,7 +208,7 @@ class RunnerEngine:
             return ready  # paused or failed before it started
         started, budget = ready
         saved = await save_run(
-            self._store, run, lambda r: step_started(r, index, started, expect=state)
+            self._store, run, lambda r: step_started(r, index, started, expect=state), self._news
         )
         if not isinstance(saved, RunnerRun) or saved.status != "running":
             return saved  # another job started the step meanwhile, or a cancel came
@@ -213,7 +216,10 @@ class RunnerEngine:
         if isinstance(end, Busy):
             # no attempt was made: the step waits as it was (unless taken meanwhile)
             await save_run(
-                self._store, saved, lambda r: step_started(r, index, state, expect=started)
+                self._store,
+                saved,
+                lambda r: step_started(r, index, state, expect=started),
+                self._news,
             )
             return Again(BUSY_RETRY_S)
         # the share of a limit used with what this step spent
@@ -303,4 +309,4 @@ class RunnerEngine:
     ) -> RunnerRun | Refused:
         """``change(run, now)`` applied with compare-and-set (``runs.save_run``)."""
         now = self._clock.now()
-        return await save_run(self._store, run, lambda r: change(r, now))
+        return await save_run(self._store, run, lambda r: change(r, now), self._news)

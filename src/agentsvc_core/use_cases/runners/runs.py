@@ -5,9 +5,10 @@ tick), reading, cancelling and resuming them (docs/runners.md). What a run does 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 from uuid import UUID
@@ -16,6 +17,7 @@ import msgspec
 
 from agentsvc_core.entities import Principal
 from agentsvc_core.entities.runner import (
+    RunEvent,
     Runner,
     RunnerRun,
     Step,
@@ -24,10 +26,11 @@ from agentsvc_core.entities.runner import (
     TriggerKind,
 )
 from agentsvc_core.errors import Conflict, DomainError, InvalidInput, NotFound, PermissionDenied
-from agentsvc_core.ports import Clock
+from agentsvc_core.ports import Clock, ThreadNews
 from agentsvc_core.ports.jobs import JobQueue
 from agentsvc_core.ports.runners import Firing, RunnerStore
 from agentsvc_core.use_cases.runners.definitions import Runners
+from agentsvc_core.use_cases.runners.events import RunFeed, run_events
 from agentsvc_core.use_cases.runners.trace import RunTraces
 from agentsvc_core.use_cases.runners.transitions import Refused, cancelled, resumed
 from agentsvc_core.use_cases.runners.triggers import MAX_INPUT_BYTES, next_tick
@@ -75,19 +78,27 @@ async def save_run(
     store: RunnerStore,
     run: RunnerRun,
     change: Callable[[RunnerRun], RunnerRun | Refused | None],
+    news: ThreadNews | None = None,
 ) -> RunnerRun | Refused:
     """Apply ``change`` (a function of ``transitions.py``) to the run and store it
-    (compare-and-set on its version), reading it again as long as another write
-    comes first. ``change`` answering None leaves the run as last read (which is
-    answered); a ``Refused`` is answered as it is, nothing written."""
+    (compare-and-set on its version) with the events it tells (``events.py``),
+    reading it again as long as another write comes first; ``news`` carries the
+    run's id to its followers after a change with events. ``change`` answering
+    None leaves the run as last read (which is answered); a ``Refused`` is
+    answered as it is, nothing written."""
     while True:
         changed = change(run)
         if changed is None:
             return run
         if isinstance(changed, Refused):
             return changed
-        saved = await store.save_run(changed)
+        events = run_events(run, changed)
+        saved = await store.save_run(changed, events)
         if saved is not None:
+            if events and news is not None:
+                # best effort: a follower that misses the word reads the store soon
+                with contextlib.suppress(DomainError):
+                    await news.publish_news(run.id)
             return saved
         run = await store.get_run(run.org_id, run.id)
 
@@ -150,9 +161,13 @@ class RunnerRuns:
         clock: Clock,
         turns: TurnStopper,
         traces: RunTraces,
+        news: ThreadNews | None = None,
     ) -> None:
         """``turns``: where a cancelled run's agent step in flight is stopped;
-        ``traces``: where a run cancelled with no step in flight is recorded."""
+        ``traces``: where a run cancelled with no step in flight is recorded;
+        ``news``: the runs' followers' (``events.RunFeed``)."""
+        self._news = news
+        self._feed = RunFeed(store, news)
         self._store = store
         self._runners = runners
         self._jobs = jobs
@@ -311,6 +326,22 @@ class RunnerRuns:
             raise NotFound("run not found")
         return run
 
+    async def events(
+        self, who: Principal, runner_id: UUID, run_id: UUID, *, after: int, limit: int
+    ) -> tuple[list[RunEvent], int | None]:
+        """A page of the run's events, oldest first, and the ``after`` of the next
+        page (None: nothing more for now)."""
+        await self.get(who, runner_id, run_id)
+        return await self._feed.page(who.org_id, run_id, after=after, limit=limit)
+
+    async def follow(
+        self, who: Principal, runner_id: UUID, run_id: UUID, after: int, keepalive_s: float
+    ) -> AsyncIterator[list[RunEvent] | None]:
+        """The run's events live (``RunFeed.follow``), after checking the run is the
+        runner's, in the caller's organization (``NotFound`` before the stream)."""
+        await self.get(who, runner_id, run_id)
+        return self._feed.follow(who.org_id, run_id, after, keepalive_s)
+
     async def cancel(self, who: Principal, runner_id: UUID, run_id: UUID) -> RunnerRun:
         """Cancel a queued, running or paused run: no further step starts, and the
         agent step in flight is stopped. ``RunNotActive`` when it has ended."""
@@ -318,7 +349,7 @@ class RunnerRuns:
             raise PermissionDenied("runs are managed by the organization's admins")
         now = self._clock.now()
         run = await self.get(who, runner_id, run_id)
-        saved = await save_run(self._store, run, lambda r: cancelled(r, now))
+        saved = await save_run(self._store, run, lambda r: cancelled(r, now), self._news)
         if isinstance(saved, Refused):
             raise RunNotActive()
         await self._stop_steps(saved)
@@ -354,7 +385,9 @@ class RunnerRuns:
             raise InvalidInput("raiseBudgetUsd", "must not be negative")
         now = self._clock.now()
         run = await self.get(who, runner_id, run_id)
-        saved = await save_run(self._store, run, lambda r: resumed(r, raise_usd, raise_tokens, now))
+        saved = await save_run(
+            self._store, run, lambda r: resumed(r, raise_usd, raise_tokens, now), self._news
+        )
         if isinstance(saved, Refused):
             raise RunNotPaused()
         # a key of its own: the job that paused may not have ended yet, and it holds

@@ -9,13 +9,14 @@ or resumes a run is an admin's (the default of access.py).
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 from uuid import UUID
 
 import msgspec
 from litestar import Controller, Response, delete, get, patch, post, put
 from litestar.di import NamedDependency
-from litestar.params import FromPath, JSONBody, QueryParameter
+from litestar.params import FromPath, HeaderParameter, JSONBody, QueryParameter
+from litestar.response import Stream
 
 from agentsvc_core.entities.runner import (
     RunStatus,
@@ -38,6 +39,8 @@ from agentsvc_web.controllers.runners.schemas import (
     Req,
     ResumeBody,
     RunBody,
+    RunEventOut,
+    RunEventsOut,
     RunListOut,
     RunnerBody,
     RunnerOut,
@@ -49,10 +52,12 @@ from agentsvc_web.controllers.runners.schemas import (
     TriggerBody,
     TriggerOut,
     TriggerPatchBody,
+    event_frames,
     next_cursor,
     step_draft,
 )
 from agentsvc_web.controllers.skills import BindingOut, BindingsBody
+from agentsvc_web.controllers.threads import SSE_HEADERS, _event_id
 from agentsvc_web.openapi import errors
 from agentsvc_web.schemas import OkBody, given_fields, read_cursor
 
@@ -384,6 +389,40 @@ class RunnerController(Controller):
         run_id: FromPath[UUID],
     ) -> RunOut:
         return RunOut.of(await runner_runs.get(principal_of(request), runner_id, run_id))
+
+    @get(
+        "/{runner_id:uuid}/runs/{run_id:uuid}/events",
+        operation_id="listRunnerRunEvents",
+        responses=errors(404, 422),
+        response_description="The run's events after ``after``, oldest first; with"
+        " Accept: text/event-stream, the same followed live as Server-Sent Events (id: seq)",
+        summary="The run's events, oldest first; or followed live over SSE to the run's end",
+    )
+    async def run_events(
+        self,
+        request: Req,
+        runner_runs: NamedDependency[RunnerRuns],
+        runner_id: FromPath[UUID],
+        run_id: FromPath[UUID],
+        after: Annotated[int, QueryParameter(name="after", ge=0, le=1_000_000_000)] = 0,
+        limit: Annotated[int, QueryParameter(name="limit", ge=1, le=500)] = 100,
+        last_event_id: Annotated[
+            str, HeaderParameter(name="Last-Event-ID", pattern=r"^[0-9]{0,9}$", required=False)
+        ] = "",
+    ) -> Response[RunEventsOut]:
+        who = principal_of(request)
+        if "text/event-stream" in request.headers.get("accept", ""):
+            seen = _event_id(last_event_id) if last_event_id else after
+            keepalive = request.app.state.sse_keepalive_s
+            feed = await runner_runs.follow(who, runner_id, run_id, seen, keepalive)
+            stream: Any = Stream(
+                event_frames(feed), media_type="text/event-stream", headers=SSE_HEADERS
+            )
+            return stream  # type: ignore[no-any-return]
+        rows, next_after = await runner_runs.events(
+            who, runner_id, run_id, after=after, limit=limit
+        )
+        return Response(RunEventsOut([RunEventOut.of(e) for e in rows], next_after))
 
     @post(
         "/{runner_id:uuid}/runs/{run_id:uuid}/cancel",

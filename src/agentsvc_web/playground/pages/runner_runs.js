@@ -1,15 +1,73 @@
 // A runner's runs: start one (its input as JSON), the list newest first, and
 // the run picked: its status, each step's status, output and error, and the
 // buttons a state allows (cancel while queued, running or paused; resume when
-// paused). A run still going is read again each second while it is on screen
-// (runs have no event stream); the graph shows its steps' statuses.
+// paused). A run still going is followed live (GET .../runs/{id}/events as
+// Server-Sent Events; after a dropped connection it re-attaches with
+// Last-Event-ID, so no event shows twice): each event is listed, and the run is
+// read again as it comes; the graph shows its steps' statuses.
 
+import { sseEvents } from "../api.js";
 import { h, pretty } from "../dom.js";
 import { badge, enc, labelled, onSubmit, parseJson, status, table, when } from "./formkit.js";
 
 const ACTIVE = new Set(["queued", "running", "paused"]);
-const POLL_MS = 1000;
+const FINAL = new Set(["run.finished", "run.cancelled"]); // a run's last event
 let openRun = null; // {runnerId, runId}
+let follower = null; // the AbortController of the run being followed
+
+/** One event of a run as a list item: its type, and what it says. */
+function eventItem(e) {
+  const d = e.data ?? {};
+  const says = [d.step_id, d.status, d.attempt > 1 ? `attempt ${d.attempt}` : null, d.error].filter((x) => x !== null && x !== undefined);
+  return h("li", { "data-seq": e.seq, "data-type": e.type }, h("span", { class: "ev-type" }, e.type), ` ${says.join(" · ")}`);
+}
+
+/** Follows a run's events into `list` until its last one, or the page is left;
+ * `refresh()` reads the run again (it answers the run). */
+async function followRun(ctx, path, list, refresh, controller) {
+  let last = null;
+  let ended = false; // the run had ended when its stream was last asked for
+  for (;;) {
+    if (!list.isConnected) return;
+    const headers = ctx.api.headers({ Accept: "text/event-stream" });
+    if (last !== null) headers["Last-Event-ID"] = String(last);
+    let response;
+    try {
+      response = await fetch(`${path}/events`, { headers, signal: controller.signal, cache: "no-store" });
+    } catch (err) {
+      if (controller.signal.aborted) return;
+      throw err;
+    }
+    if (!response.ok) {
+      const body = await response.json().catch(() => null); // the API's error body, if it is one
+      throw new Error(body?.error ? `${body.error}: ${body.detail}` : `the run's events: HTTP ${response.status}`);
+    }
+    let got = 0;
+    try {
+      for await (const ev of sseEvents(response)) {
+        if (!list.isConnected) {
+          controller.abort();
+          return;
+        }
+        const e = ev.data;
+        if (last !== null && e.seq <= last) continue;
+        last = e.seq;
+        got += 1;
+        list.append(eventItem(e));
+        await refresh();
+        if (FINAL.has(e.type)) return;
+      }
+    } catch (err) {
+      if (controller.signal.aborted) return; // left, or another run opened
+    }
+    // the stream ended without the run's last event: the connection dropped (the
+    // rest, even of a run that ended meanwhile, comes on the next one), or the run
+    // had ended before it had events (a stream read after its end was empty)
+    if (ended && got === 0) return;
+    ended = !ACTIVE.has((await refresh()).status);
+    if (!ended) await new Promise((r) => setTimeout(r, 1000));
+  }
+}
 
 function stepList(run) {
   return h(
@@ -100,22 +158,36 @@ function startForm(ctx, runner, onStarted) {
 export async function renderRuns(root, ctx, runner, showStatuses) {
   const listBox = h("div", { class: "run-list" });
   const detailBox = h("div", { "aria-live": "polite" });
-  let timer = null;
+  const runPath = (runId) => `/api/runners/${enc(runner.id)}/runs/${enc(runId)}`;
 
   const showRun = async (runId) => {
-    clearTimeout(timer);
+    follower?.abort();
     openRun = { runnerId: runner.id, runId };
-    const run = await ctx.api.get(`/api/runners/${enc(runner.id)}/runs/${enc(runId)}`);
+    const detail = h("div");
+    const events = h("ol", { class: "timeline", id: "run-events", "aria-label": "Events of the run" });
+    const refresh = async () => {
+      const run = await ctx.api.get(runPath(runId));
+      if (detail.isConnected) {
+        detail.replaceChildren(runDetail(ctx, runner, run, () => showRun(runId)));
+        showStatuses(Object.fromEntries(run.steps.map((st) => [st.step_id, st.status])));
+      }
+      return run;
+    };
+    detailBox.replaceChildren(detail, h("h5", {}, "Events"), events);
+    const run = await refresh();
     if (!root.isConnected) return; // the page was left
-    detailBox.replaceChildren(runDetail(ctx, runner, run, () => showRun(runId)));
-    showStatuses(Object.fromEntries(run.steps.map((st) => [st.step_id, st.status])));
-    if (ACTIVE.has(run.status) && run.status !== "paused") {
-      timer = setTimeout(() => {
-        if (root.isConnected) showRun(runId).then(loadList).catch((e) => ctx.showError(e.message));
-      }, POLL_MS);
-    } else {
-      await loadList();
-    }
+    await loadList(); // a run just started is in it
+    const controller = new AbortController();
+    follower = controller;
+    // a paused run sends nothing for a while: leaving the page still ends the stream
+    const watch = setInterval(() => {
+      if (!events.isConnected) controller.abort();
+    }, 2000);
+    // followed in the background (a button's handler does not wait for the run's end)
+    followRun(ctx, runPath(runId), events, refresh, controller)
+      .then(() => (ACTIVE.has(run.status) && root.isConnected ? loadList() : null)) // its end
+      .catch((e) => ctx.showError(e.message))
+      .finally(() => clearInterval(watch));
   };
 
   const loadList = async () => {

@@ -119,11 +119,8 @@ class PostgresIntegrations(Repo, IntegrationStore):
             current = _row(row)
             updated = change(current)
             for n in range(1, _MAX_SUFFIX):
-                slug = (
-                    updated.slug
-                    if n == 1 or updated.slug == current.slug
-                    else (f"{updated.slug}-{n}")
-                )
+                unchanged = n == 1 or updated.slug == current.slug
+                slug = updated.slug if unchanged else f"{updated.slug}-{n}"
                 try:
                     async with conn.transaction():  # a savepoint: a slug clash is retried
                         await conn.execute(
@@ -132,7 +129,7 @@ class PostgresIntegrations(Repo, IntegrationStore):
                             " max_bytes = %s, statement_timeout_ms = %s, updated_at = %s"
                             " WHERE org_id = %s AND id = %s",
                             (
-                                *_values(updated, slug)[2:10],
+                                *_values(updated, slug)[2:10],  # name ... statement_timeout_ms
                                 updated.updated_at,
                                 org_id,
                                 integration_id,

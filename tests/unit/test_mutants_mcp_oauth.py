@@ -544,6 +544,6 @@ async def test_a_visitor_disconnects_nothing() -> None:
     s = Setup()
     server = a_server()
     await s.authorized(KEY, server, TokenSet(access_token="org-at"))
-    with pytest.raises(PermissionDenied):
+    with pytest.raises(PermissionDenied, match=r"^a visitor of a published chat holds no grant$"):
         await s.oauth.disconnect(Principal.for_visitor(ORG, "anon-1"), server)
     assert await s.oauth.bearer(KEY, server) == "org-at"

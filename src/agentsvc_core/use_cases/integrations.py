@@ -268,18 +268,9 @@ class Integrations:
             for f in changes.__struct_fields__
             if getattr(changes, f) is not UNSET
         }
-        draft = msgspec.structs.replace(
-            IntegrationDraft(
-                name=current.name,
-                type=current.type,
-                connection="",
-                allowed_tables=current.allowed_tables,
-                max_rows=current.max_rows,
-                max_bytes=current.max_bytes,
-                statement_timeout_ms=current.statement_timeout_ms,
-            ),
-            **given,
-        )
+        # what is checked: the fields given (the others, stored, passed before)
+        kept = IntegrationDraft(name=current.name, type=current.type, connection="")
+        draft = msgspec.structs.replace(kept, **given)
         _check(draft, connection="connection" in given)
         if "connection" in given:
             await self._test(draft.connection)

@@ -10,7 +10,8 @@ hold a secret the suite configured, except where that secret belongs:
   (POST/PATCH /api/mcps), webhook tools' headers (/api/tools), channel
   credentials (POST/PATCH /api/agents/{id}/channels...), code agents' git
   credentials (POST/PATCH /api/code-agents), database
-  connection strings and their passwords (POST /api/integrations), from the
+  connection strings and their passwords (POST /api/integrations, PATCH
+  /api/integrations/{id}), from the
   service's environment (API keys, the JWT secret, provider keys, encryption keys)
   and from its data folder (the generated encryption key);
 - learned from answers: a new API key (``POST /api/keys``) may appear only in
@@ -22,7 +23,8 @@ hold a secret the suite configured, except where that secret belongs:
   organization's signing secret only in
   ``/api/orgs/settings`` answers;
 - registered by a test with ``SCAN.secret(value, label)`` (the resolver's BYOK
-  keys, OAuth tokens a fake authorization server issues).
+  keys, OAuth tokens a fake authorization server issues: no answer may hold
+  them, ``GET /api/mcps/{id}/oauth`` included).
 
 Values shorter than 8 characters are not scanned: they would match by chance.
 """
@@ -130,6 +132,7 @@ class SecretScan:
             "/api/mcps" in path
             or path.startswith("/api/tools")
             or path.rstrip("/") == "/api/integrations"
+            or (request.method == "PATCH" and path.startswith("/api/integrations/"))
             or (path.startswith("/api/runners") and "/webhooks/" not in path)
             or (path.startswith("/api/agents/") and "/channels" in path)
             or path.startswith("/api/code-agents")

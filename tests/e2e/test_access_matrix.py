@@ -606,6 +606,10 @@ def test_the_document_covers_the_routes(doc: dict[str, Any]) -> None:
     # a sample of both kinds, so that a document without roles cannot pass
     assert {"createAgent", "deleteAgent", "createMcpServer", "listKeys"} <= admin
     assert {"sendMessage", "createThread", "getAgent", "listRunnerRunEvents"}.isdisjoint(admin)
+    # changing an integration is an admin's; a user's own OAuth grant is its own
+    # business (read and dropped by members too, each its own: tests/web/test_mcp_oauth.py)
+    assert "updateIntegration" in admin
+    assert {"getMcpOAuth", "disconnectMcpOAuth", "startMcpOAuth"} <= {o.id for o in ops} - admin
 
 
 def test_another_organization_gets_404_for_every_id_of_a(
@@ -719,6 +723,7 @@ def test_a_member_gets_403_on_every_admin_operation(world: World, doc: dict[str,
         assert world.a.get(f"/api/mcps/{world.ids['mcp']}").json()["hasCredentials"] is True
         integration = world.a.get(f"/api/integrations/{world.ids['integration']}")
         assert integration.json()["has_connection"] is True
+        assert MARK in integration.json()["name"]  # the member's PATCH changed nothing
         attached = world.a.get(f"/api/agents/{world.ids['agent']}/integrations").json()
         assert [i["id"] for i in attached] == [world.ids["integration"]]
 

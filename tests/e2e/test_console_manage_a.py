@@ -23,6 +23,7 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict
 
 from tests.e2e.console_support import ROOT, VIEWPORT, browser, new_key, screenshot, service, watch
+from tests.e2e.secret_scan import SCAN
 from tests.e2e.service import Service, client
 from tests.mcp_servers.server import HttpMcpServer
 from tests.oauth_server import AuthServer
@@ -265,6 +266,7 @@ def test_mcp_page_registers_tests_attaches_and_deletes(console: Console, api: ht
 
 def test_mcp_page_connects_an_oauth_server(console: Console, api: httpx.Client) -> None:
     auth = AuthServer()
+    auth.token_prefix = "console-oauth-token-secret-"  # long enough for the secret scan
     with serve(auth) as url:
         auth.base = url
         server = api.post(
@@ -272,6 +274,8 @@ def test_mcp_page_connects_an_oauth_server(console: Console, api: httpx.Client) 
             json={"name": "OAuth Docs", "transport": "streamable_http", "url": f"{url}/mcp"},
         ).json()
         page = console.open("mcps")
+        not_yet = f"[data-oauth-status='{server['id']}'][data-connected=false]"
+        assert "Not connected" in page.inner_text(not_yet)
         page.click(f"[data-oauth-start='{server['id']}']")
         link = page.locator(f"a[data-oauth-link='{server['id']}']")
         link.wait_for()
@@ -291,6 +295,22 @@ def test_mcp_page_connects_an_oauth_server(console: Console, api: httpx.Client) 
             (200, {"ok": True, "mcpServerId": server["id"]})
         ]
         assert auth.issued, "no token was issued"
+        for token in auth.issued:
+            SCAN.secret(token, "an OAuth access token")
+            SCAN.secret(token.replace("at-", "rt-"), "an OAuth refresh token")
+        popup.close()
+        # the page, loaded again, says the key's grant is there; Disconnect drops it
+        grant = f"[data-oauth-status='{server['id']}']"
+        page.reload()
+        page.wait_for_selector(f"{grant}[data-connected=true]:has-text('Connected')")
+        assert "scope tools" in page.inner_text(grant)
+        assert not any(t in page.content() for t in auth.issued)
+        assert api.get(f"/api/mcps/{server['id']}/oauth").json()["connected"] is True
+        page.click(f"[data-oauth-disconnect='{server['id']}']")
+        page.wait_for_selector(f"{grant}[data-connected=false]:has-text('Not connected')")
+        assert page.locator(f"[data-oauth-disconnect='{server['id']}']").count() == 0
+        answer = api.get(f"/api/mcps/{server['id']}/oauth").json()
+        assert answer == {"connected": False, "expiresAt": None, "scope": None}
         console.no_error()
 
 
@@ -418,7 +438,7 @@ def test_integrations_page_registers_attaches_and_deletes(
     card = page.locator(f"li[data-integration-id='{stored['id']}']")
     assert f"db_{stored['slug']}__query" in card.inner_text()
     card.locator("label:has-text('query waits') input").check()
-    card.locator("button[type=submit]").click()
+    card.locator(f"form[data-attach='{stored['id']}'] button[type=submit]").click()
     page.wait_for_selector(f"li[data-integration-id='{stored['id']}'] [data-detach]")
     attached = api.get(f"/api/agents/{agent['id']}/integrations").json()
     assert [(a["id"], a["require_approval"]) for a in attached] == [(stored["id"], ["query"])]
@@ -429,6 +449,63 @@ def test_integrations_page_registers_attaches_and_deletes(
     press_twice(page, f"[data-delete='{stored['id']}']")
     page.wait_for_selector(f"li[data-integration-id='{stored['id']}']", state="detached")
     assert api.get(f"/api/integrations/{stored['id']}").status_code == 404
+
+
+@pytest.mark.postgres
+def test_integrations_page_edits_an_integration(
+    console: Console, api: httpx.Client, reader: str
+) -> None:
+    made = api.post(
+        "/api/integrations",
+        json={"name": "Ledger", "type": "postgresql", "connection": reader, "maxRows": 20},
+    )
+    assert made.status_code == 201, made.text
+    stored = made.json()
+    page = console.open("integrations")
+    form = f"form[data-edit='{stored['id']}']"
+    page.click(f"li[data-integration-id='{stored['id']}'] details > summary:has-text('Edit')")
+    assert page.input_value(f"{form} [data-field=edit-maxRows]") == "20"
+    # a connection that fails its test: refused with the API's reason, nothing changed
+    page.fill(f"{form} [data-field=edit-connection]", "postgresql://nobody@127.0.0.1:1/none")
+    page.fill(f"{form} [data-field=edit-maxRows]", "5")
+    page.click(f"{form} button[type=submit]")
+    page.wait_for_selector("#error:not([hidden])")
+    assert "VALIDATION_ERROR" in page.inner_text("#error")
+    assert "connection" in page.inner_text("#error")
+    assert page.input_value(f"{form} [data-field=edit-connection]") == ""
+    assert api.get(f"/api/integrations/{stored['id']}").json() == stored
+    # the connection left blank keeps the stored one; only what changed is sent
+    patches: list[Any] = []
+    console.context.on(
+        "request",
+        lambda r: patches.append(r.post_data_json) if r.method == "PATCH" else None,
+    )
+    page.fill(f"{form} [data-field=edit-name]", "Ledger EU")
+    page.fill(f"{form} [data-field=edit-allowedTables]", "orders, public.items")
+    page.fill(f"{form} [data-field=edit-maxRows]", "5")
+    page.click(f"{form} button[type=submit]")
+    page.wait_for_selector(f"li[data-integration-id='{stored['id']}'] code:has-text('ledger-eu')")
+    assert patches[-1] == {
+        "name": "Ledger EU",
+        "allowedTables": ["orders", "public.items"],
+        "maxRows": 5,
+    }
+    now = api.get(f"/api/integrations/{stored['id']}").json()
+    assert (now["name"], now["slug"], now["max_rows"]) == ("Ledger EU", "ledger-eu", 5)
+    assert now["allowed_tables"] == ["orders", "public.items"]
+    assert now["has_connection"] is True
+    card = page.locator(f"li[data-integration-id='{stored['id']}']")
+    assert "db_ledger-eu__query" in card.inner_text()
+    # a new connection, typed: tested and kept, never shown
+    page.click(f"li[data-integration-id='{stored['id']}'] details > summary:has-text('Edit')")
+    page.fill(f"{form} [data-field=edit-connection]", reader)
+    page.fill(f"{form} [data-field=edit-allowedTables]", "")
+    page.click(f"{form} button[type=submit]")
+    page.wait_for_selector(f"li[data-integration-id='{stored['id']}']:has-text('Tables: all')")
+    assert patches[-1] == {"connection": reader, "allowedTables": None}
+    assert PASSWORD not in page.content()
+    console.shot("integrations-edit")
+    console.no_error()
 
 
 # --- knowledge -------------------------------------------------------------------

@@ -57,8 +57,40 @@ def test_oauth_flow_over_http_keeps_its_tokens_inside(
         assert tested["ok"] is False
         server = c.get(f"/api/mcps/{mcp['id']}").json()
         assert not any(t in str(server) for t in auth_server.issued)
+        # the key's grant is there: what it knows, never a token
+        grant = c.get(f"/api/mcps/{mcp['id']}/oauth")
+        assert grant.status_code == 200, grant.text
+        assert (grant.json()["connected"], grant.json()["scope"]) == (True, "tools")
+        assert grant.json()["expiresAt"] is not None
         # moving the server drops the user's tokens; the callback cannot be replayed
         moved = c.patch(f"/api/mcps/{mcp['id']}", json={"url": f"{auth_server.base}/elsewhere"})
         assert moved.status_code == 200
         replay = httpx.get(f"{service.url}{back.path}?{back.query}")
         assert replay.status_code == 400
+        assert c.get(f"/api/mcps/{mcp['id']}/oauth").json()["connected"] is False
+
+
+def test_disconnect_over_http_forgets_the_grant(service: Service, auth_server: AuthServer) -> None:
+    with client(service, E2E_KEY, timeout=30) as c:
+        mcp = c.post(
+            "/api/mcps",
+            json={
+                "name": "OAuth Notes",
+                "transport": "streamable_http",
+                "url": f"{auth_server.base}/mcp",
+            },
+        ).json()
+        started = c.post(f"/api/mcps/{mcp['id']}/oauth/start").json()
+        back = urlsplit(
+            httpx.get(started["redirectUrl"], follow_redirects=False).headers["location"]
+        )
+        assert httpx.get(f"{service.url}{back.path}?{back.query}").status_code == 200
+        for token in auth_server.issued:
+            SCAN.secret(token, "an OAuth access token")
+            SCAN.secret(token.replace("at-", "rt-"), "an OAuth refresh token")
+        path = f"/api/mcps/{mcp['id']}/oauth"
+        assert c.get(path).json()["connected"] is True
+        for _ in range(2):  # the second finds nothing to forget: still 200
+            r = c.delete(path)
+            assert (r.status_code, r.json()) == (200, {"ok": True})
+        assert c.get(path).json() == {"connected": False, "expiresAt": None, "scope": None}

@@ -15,7 +15,7 @@ import pytest
 from agentsvc_adapters.crypto.aesgcm import AesGcmBox
 from agentsvc_adapters.memory import MemoryStorage
 from agentsvc_core.entities import Agent, Integration, Principal
-from agentsvc_core.errors import InvalidInput, NotFound
+from agentsvc_core.errors import Conflict, InvalidInput, NotFound
 from agentsvc_core.ports import (
     DatabaseError,
     DatabaseTarget,
@@ -32,6 +32,7 @@ from agentsvc_core.use_cases.integrations import (
     MAX_ATTACHED,
     MAX_SQL,
     AgentIntegrations,
+    IntegrationChanges,
     IntegrationDraft,
     Integrations,
     may_describe,
@@ -289,6 +290,104 @@ async def test_a_failed_connection_test_is_422_naming_the_problem_and_stores_not
     assert (e.field, e.problem) == ("connection", "could not reach db.example.com:5432")
     assert e.__cause__ is None
     assert await w.uc.list_all(ADMIN) == []
+
+
+# --- changing ---------------------------------------------------------------------------
+
+URL2 = "postgresql://writer:pw-9e3c0f12@db2.example.com/shop"
+
+
+async def changed(w: World, made: Integration, **over: Any) -> Integration:
+    return await w.uc.update(ADMIN, made.id, IntegrationChanges(**over))
+
+
+async def test_a_change_changes_only_the_fields_given() -> None:
+    w = World()
+    made = await w.make("Sales DB", allowed_tables=("orders",), max_rows=7)
+    w.db.calls.clear()
+    w.clock.advance(5)
+    after = await changed(w, made, max_bytes=2048)
+    assert after == msgspec.structs.replace(made, max_bytes=2048, updated_at=w.clock.now())
+    assert w.db.calls == []  # the connection is tested only when a new one is given
+    assert await w.uc.get(ADMIN, made.id) == after
+    w.clock.advance(5)
+    after = await changed(
+        w, made, allowed_tables=None, max_rows=10_000, statement_timeout_ms=100, type="postgresql"
+    )
+    assert (after.allowed_tables, after.max_rows, after.max_bytes) == (None, 10_000, 2048)
+    assert (after.statement_timeout_ms, after.created_at) == (100, made.created_at)
+    assert after.updated_at == w.clock.now()
+    assert (after.name, after.slug, after.connection) == (made.name, made.slug, made.connection)
+    assert (await changed(w, made)).max_rows == 10_000  # nothing given: nothing changes
+
+
+async def test_a_new_connection_is_tested_then_sealed_to_its_row() -> None:
+    w = World()
+    made = await w.make()
+    w.db.calls.clear()
+    after = await changed(w, made, connection=URL2)
+    assert w.db.calls == [("test", URL2)]
+    assert "pw-9e3c0f12" not in after.connection
+    assert w.box.open(after.connection, f"{ORG}:integrations:{made.id}") == URL2.encode()
+    assert w.uc.target(await w.uc.get(ADMIN, made.id)).connection == URL2
+    w.db.fail = DatabaseError("password authentication failed")
+    with pytest.raises(InvalidInput) as e:
+        await changed(w, made, connection=URL, max_rows=1)
+    assert (e.value.field, e.value.problem) == ("connection", "password authentication failed")
+    assert e.value.__cause__ is None
+    assert await w.uc.get(ADMIN, made.id) == after  # nothing of the change is kept
+
+
+async def test_a_change_is_checked_as_a_registration_before_any_connection() -> None:
+    w = World()
+    made = await w.make()
+    w.db.calls.clear()
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"name": ""}, "name"),
+        ({"name": "x" * 257}, "name"),
+        ({"type": "mysql"}, "type"),
+        ({"connection": ""}, "connection"),
+        ({"connection": "mysql://h/db"}, "connection"),
+        ({"connection": "postgresql://" + "h" * 4084}, "connection"),
+        ({"max_rows": 0}, "max_rows"),
+        ({"max_bytes": 1_048_577}, "max_bytes"),
+        ({"statement_timeout_ms": 99}, "statement_timeout_ms"),
+        ({"allowed_tables": tuple(f"t{i}" for i in range(501))}, "allowed_tables"),
+        ({"allowed_tables": ("ok", " ")}, "allowed_tables"),
+    ]
+    for over, field in cases:
+        with pytest.raises(InvalidInput) as e:
+            await changed(w, made, **over)
+        assert e.value.field == field, over
+    assert w.db.calls == []
+    assert await w.uc.get(ADMIN, made.id) == made
+
+
+async def test_a_new_name_gives_a_new_slug_and_the_same_name_keeps_it() -> None:
+    w = World()
+    await w.make("Shop")
+    second = await w.make("Shop!")
+    assert second.slug == "shop-2"
+    same = await changed(w, second, name="Shop!")
+    assert same.slug == "shop-2"  # not re-derived: the tools keep their names
+    renamed = await changed(w, second, name="Sales (EU)")
+    assert (renamed.name, renamed.slug) == ("Sales (EU)", "sales-eu")
+    with pytest.raises(Conflict):
+        await changed(w, second, name="Shop")
+
+
+async def test_a_change_is_of_the_callers_organization_and_keeps_attachments() -> None:
+    w = World()
+    made = await w.make()
+    agent = await w.agent()
+    await w.uc.attach(ADMIN, agent.id, made.id, ("query",))
+    with pytest.raises(NotFound):
+        await w.uc.update(OTHER, made.id, IntegrationChanges(max_rows=1))
+    with pytest.raises(NotFound):
+        await w.uc.update(ADMIN, uuid.uuid4(), IntegrationChanges(max_rows=1))
+    after = await changed(w, made, name="Renamed", max_rows=3)
+    found = await w.uc.attachments(ADMIN, agent.id)
+    assert (found.integrations, found.require_approval) == ([after], {str(made.id): ("query",)})
 
 
 async def test_delete_is_of_the_callers_organization() -> None:

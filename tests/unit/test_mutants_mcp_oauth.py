@@ -458,3 +458,92 @@ async def test_a_published_chats_visitor_uses_no_grant_and_starts_none() -> None
     assert await s.oauth.bearer(visitor, server) is None
     with pytest.raises(PermissionDenied):
         await s.oauth.start(visitor, server)
+
+
+# --- whether the caller is connected, and disconnecting ---------------------------------
+
+
+async def test_the_status_is_the_callers_grant_and_says_no_token() -> None:
+    s = Setup()
+    server = a_server()
+    nothing = mcp_oauth.GrantStatus(connected=False)
+    assert await s.oauth.status(ALICE, server) == nothing
+    tokens = msgspec.structs.replace(expiring("alice-at", in_s=3600), scope="read write")
+    await s.authorized(ALICE, server, tokens)
+    assert await s.oauth.status(ALICE, server) == mcp_oauth.GrantStatus(
+        connected=True, expires_at=T0 + timedelta(seconds=3600), scope="read write"
+    )
+    assert await s.oauth.status(BOB, server) == nothing
+    assert await s.oauth.status(KEY, server) == nothing
+    assert await s.oauth.status(ALICE, a_server()) == nothing
+    visitor = Principal.for_visitor(ORG, "anon-1")
+    await s.authorized(KEY, server, TokenSet(access_token="org-at"))
+    assert await s.oauth.status(KEY, server) == mcp_oauth.GrantStatus(connected=True)
+    assert await s.oauth.status(visitor, server) == nothing
+    # what it may tell: no token, no client
+    assert mcp_oauth.GrantStatus.__struct_fields__ == ("connected", "expires_at", "scope")
+
+
+async def test_an_expired_grant_is_connected_while_it_can_be_refreshed() -> None:
+    s = Setup()
+    server = a_server()
+    await s.authorized(ALICE, server, expiring("at", in_s=10))
+    await s.authorized(BOB, server, expiring("at", in_s=10, refresh=None))
+    for who in (ALICE, BOB):
+        assert (await s.oauth.status(who, server)).connected is True
+    s.clock.advance(9)
+    assert (await s.oauth.status(BOB, server)).connected is True
+    s.clock.advance(1)  # expires now: without a refresh token, authorize again
+    assert (await s.oauth.status(ALICE, server)).connected is True
+    assert await s.oauth.status(BOB, server) == mcp_oauth.GrantStatus(connected=False)
+    assert s.net.refreshed == []  # asking refreshes nothing
+
+
+async def test_a_grant_made_where_the_server_was_is_not_connected() -> None:
+    s = Setup()
+    server = a_server()
+    await s.authorized(ALICE, server, TokenSet(access_token="at"))
+    moved = msgspec.structs.replace(server, url="https://elsewhere.example/mcp")
+    assert (await s.oauth.status(ALICE, moved)).connected is False
+    assert (await s.oauth.status(ALICE, server)).connected is True
+
+
+async def test_disconnect_forgets_the_callers_grant_only() -> None:
+    s = Setup()
+    server, other = a_server(), a_server()
+    await s.authorized(ALICE, server, TokenSet(access_token="alice-at"))
+    await s.authorized(BOB, server, TokenSet(access_token="bob-at"))
+    await s.authorized(ALICE, other, TokenSet(access_token="alice-other"))
+    assert await s.oauth.disconnect(KEY, server) is False
+    assert await s.oauth.disconnect(ALICE, server) is True
+    assert await s.oauth.bearer(ALICE, server) is None
+    assert (await s.oauth.status(ALICE, server)).connected is False
+    assert await s.oauth.bearer(BOB, server) == "bob-at"
+    assert await s.oauth.bearer(ALICE, other) == "alice-other"
+    assert await s.oauth.disconnect(ALICE, server) is False  # again: nothing to forget
+    # the registered client stays: the next authorization reuses it
+    await s.authorized(ALICE, server, TokenSet(access_token="alice-at-2"))
+    assert len(s.net.registered) == 2  # one per server
+    assert await s.oauth.bearer(ALICE, server) == "alice-at-2"
+
+
+async def test_a_managed_providers_grant_is_found_and_dropped_by_its_provider() -> None:
+    s = Setup()
+    server = a_server(managed_provider="github")
+    key = mcp_oauth.managed_key("github", user_key(ALICE))
+    await s.oauth.keep_grant(
+        ORG, key, AUTH, ClientRegistration(client_id="c"), TokenSet(access_token="gh"), server.url
+    )
+    assert (await s.oauth.status(ALICE, server)).connected is True
+    assert (await s.oauth.status(ALICE, a_server())).connected is False
+    assert await s.oauth.disconnect(ALICE, server) is True
+    assert (await s.oauth.status(ALICE, server)).connected is False
+
+
+async def test_a_visitor_disconnects_nothing() -> None:
+    s = Setup()
+    server = a_server()
+    await s.authorized(KEY, server, TokenSet(access_token="org-at"))
+    with pytest.raises(PermissionDenied, match=r"^a visitor of a published chat holds no grant$"):
+        await s.oauth.disconnect(Principal.for_visitor(ORG, "anon-1"), server)
+    assert await s.oauth.bearer(KEY, server) == "org-at"

@@ -74,6 +74,43 @@ def test_a_database_password_in_any_answer_is_found() -> None:
     ]
 
 
+def test_a_connection_changed_by_a_patch_is_learned_too() -> None:
+    connection = "postgresql://reader:patched-pw-5566@db.example/shop"
+    scan = _run(
+        {
+            "/api/integrations/x": b'{"has_connection": true}',
+            "/api/integrations/y": b'{"detail": "patched-pw-5566"}',
+        },
+        [
+            ("PATCH", "/api/integrations/x", {"connection": connection}),
+            ("GET", "/api/integrations/y", None),
+            # an agent's attachment names no connection: nothing learned from it
+            ("POST", "/api/agents/a/integrations", {"connection": "not-learned-0123"}),
+            ("GET", "/api/integrations/not-learned-0123", None),
+        ],
+    )
+    assert scan.findings() == ["database password in the answer to GET /api/integrations/y"]
+
+
+def test_an_oauth_token_in_the_grant_status_is_found() -> None:
+    token = "oauth-at-secret-0123456789"
+    scan = SecretScan()
+    scan.secret(token, "an OAuth access token")
+    answers = {
+        "/api/mcps/x/oauth": f'{{"connected": true, "token": "{token}"}}'.encode(),
+        "/api/mcps/y/oauth": b'{"connected": true, "expiresAt": null, "scope": "tools"}',
+    }
+    with serve(Echo(answers)) as url, scan.tapping(), httpx.Client(base_url=url) as c:
+        c.get("/api/mcps/x/oauth")
+        c.get("/api/mcps/y/oauth")
+        c.delete("/api/mcps/x/oauth")
+    # the echo answers DELETE with the same body: that answer is scanned too
+    assert scan.findings() == [
+        "an OAuth access token in the answer to DELETE /api/mcps/x/oauth",
+        "an OAuth access token in the answer to GET /api/mcps/x/oauth",
+    ]
+
+
 def test_a_new_api_key_may_only_be_in_the_answer_that_made_it() -> None:
     key = b"ask_abcdefghijklmnopqrstuvwxyz"
     ok = _run({"/api/keys": b'{"key": "' + key + b'"}'}, [("POST", "/api/keys", {})])

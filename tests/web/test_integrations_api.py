@@ -13,7 +13,7 @@ import psycopg
 import pytest
 from litestar.testing import TestClient
 from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from agentsvc_web.settings import Settings
 from tests.pg import fresh_database, reader_role
@@ -25,6 +25,7 @@ from tests.web.turns import result_of, say, thread_of
 H = dict[str, str]
 Client = TestClient[Any]
 PASSWORD = "web-integration-pw-41d2"
+PASSWORD2 = "web-integration-second-pw-7c90"
 
 
 @pytest.fixture(scope="module")
@@ -39,6 +40,20 @@ def db_url(pg_admin_url: str) -> Iterator[str]:
             f"postgresql://{role}:{PASSWORD}@{d.get('host', '127.0.0.1')}:"
             f"{d.get('port', '5432')}/{d['dbname']}"
         )
+
+
+@pytest.fixture(scope="module")
+def second_url(pg_admin_url: str, db_url: str) -> Iterator[str]:
+    """Another role on the same database, which alone may read ``stock``."""
+    d = conninfo_to_dict(db_url)
+    with reader_role(pg_admin_url, PASSWORD2) as role:
+        admin = make_conninfo(pg_admin_url, dbname=d["dbname"])
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute("CREATE TABLE stock (item text, n int)")
+            conn.execute("INSERT INTO stock VALUES ('tea', 12)")
+            conn.execute(sql.SQL("GRANT SELECT ON stock TO {}").format(sql.Identifier(role)))
+        where = f"{d.get('host', '127.0.0.1')}:{d.get('port', '5432')}/{d['dbname']}"
+        yield f"postgresql://{role}:{PASSWORD2}@{where}"
 
 
 @pytest.fixture
@@ -310,3 +325,134 @@ def test_an_attachment_makes_its_chosen_tools_wait_for_approval(
     c.delete(path, params={"integrationId": made["id"]}, headers=auth)
     r = c.post(path, json={"integrationId": made["id"]}, headers=auth)
     assert [i["require_approval"] for i in r.json()] == [[]]
+
+
+def test_patch_changes_only_the_fields_given(c: Client, auth: H, db_url: str) -> None:
+    made = create(c, auth, db_url, allowedTables=["orders"], maxRows=50)
+    path = f"/api/integrations/{made['id']}"
+    r = c.patch(path, json={"maxBytes": 2048}, headers=auth)
+    assert r.status_code == 200, r.text
+    changed = r.json()
+    assert changed["max_bytes"] == 2048
+    untouched = ("id", "name", "slug", "type", "allowed_tables", "max_rows", "created_at")
+    assert {k: changed[k] for k in untouched} == {k: made[k] for k in untouched}
+    assert changed["statement_timeout_ms"] == made["statement_timeout_ms"]
+    assert changed["has_connection"] is True
+    assert changed["updated_at"] >= made["updated_at"]
+    assert c.get(path, headers=auth).json() == changed
+    # allowedTables: null opens every table; a rename gives a new slug
+    r = c.patch(
+        path,
+        json={"allowedTables": None, "name": "Orders DB", "statementTimeoutMs": 100},
+        headers=auth,
+    )
+    assert r.status_code == 200, r.text
+    assert (r.json()["allowed_tables"], r.json()["name"], r.json()["slug"]) == (
+        None,
+        "Orders DB",
+        "orders-db",
+    )
+    assert (r.json()["statement_timeout_ms"], r.json()["max_bytes"]) == (100, 2048)
+    assert c.patch(path, json={}, headers=auth).json()["name"] == "Orders DB"
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"maxRows": 0}, "maxRows"),
+        ({"maxRows": 10_001}, "maxRows"),
+        ({"maxBytes": 1023}, "maxBytes"),
+        ({"statementTimeoutMs": 60_001}, "statementTimeoutMs"),
+        ({"allowedTables": [""]}, "allowedTables"),
+        ({"type": "mysql"}, "type"),
+        ({"name": ""}, "name"),
+        ({"name": None}, "name"),
+        ({"connection": "mysql://x/y"}, "connection"),
+        ({"connection": ""}, "connection"),
+        ({"connection": f"postgresql://postgres:{PASSWORD}@127.0.0.1:9/x"}, "connection"),
+    ],
+)
+def test_patch_checks_as_create_does_and_changes_nothing_when_refused(
+    c: Client, auth: H, db_url: str, body: dict[str, Any], field: str
+) -> None:
+    made = create(c, auth, db_url)
+    r = c.patch(f"/api/integrations/{made['id']}", json=body, headers=auth)
+    assert r.status_code == 422, r.text
+    assert r.json()["error"] == "VALIDATION_ERROR"
+    assert field in r.json()["detail"]
+    assert PASSWORD not in r.text
+    assert c.get(f"/api/integrations/{made['id']}", headers=auth).json() == made
+
+
+def test_patch_to_a_name_taken_is_409_and_roles_and_organizations_apply(
+    c: Client, auth: H, org_id: str, db_url: str
+) -> None:
+    made = create(c, auth, db_url)
+    other = create(c, auth, db_url, name="Other DB")
+    path = f"/api/integrations/{other['id']}"
+    r = c.patch(path, json={"name": "Shop DB"}, headers=auth)
+    assert r.status_code == 409, r.text
+    assert r.json()["error"] == "CONFLICT"
+    assert c.get(path, headers=auth).json() == other
+    # its own name again is no conflict
+    assert (
+        c.patch(
+            f"/api/integrations/{made['id']}", json={"name": "Shop DB"}, headers=auth
+        ).status_code
+        == 200
+    )
+    member = bearer(make_jwt(sub="m", org=org_id))
+    assert c.patch(path, json={"maxRows": 5}, headers=member).status_code == 403
+    stranger = bearer(make_jwt(org=f"o-{uuid.uuid4().hex[:8]}", role="admin"))
+    assert c.patch(path, json={"maxRows": 5}, headers=stranger).status_code == 404
+    assert c.patch(f"/api/integrations/{uuid.uuid4()}", json={}, headers=auth).status_code == 404
+    assert c.get(path, headers=auth).json() == other
+
+
+def test_an_attached_agents_next_turn_uses_the_changed_settings(
+    c: Client, auth: H, db_url: str, second_url: str
+) -> None:
+    made = create(c, auth, db_url, allowedTables=["orders"])
+    agent = c.post("/api/agents", json={"name": "Analyst"}, headers=auth).json()
+    attach = c.post(
+        f"/api/agents/{agent['id']}/integrations",
+        json={"integrationId": made["id"], "requireApproval": ["describe_table"]},
+        headers=auth,
+    )
+    assert attach.status_code == 200, attach.text
+    select = '{"sql": "SELECT item FROM orders ORDER BY id"}'
+    stock = '{"sql": "SELECT item, n FROM stock"}'
+    tool = f"db_{made['slug']}__"
+    assert (
+        json.loads(result_of(turn(c, auth, agent["id"], f"call {tool}query {select}")))["row_count"]
+        == 3
+    )
+    assert "permission denied" in result_of(turn(c, auth, agent["id"], f"call {tool}query {stock}"))
+
+    path = f"/api/integrations/{made['id']}"
+    r = c.patch(path, json={"maxRows": 1}, headers=auth)
+    assert r.status_code == 200, r.text
+    rows = json.loads(result_of(turn(c, auth, agent["id"], f"call {tool}query {select}")))
+    assert (rows["rows"], rows["truncated"]) == ([["tea"]], True)
+
+    # another connection: tested, sealed, never answered back; the turn uses it
+    r = c.patch(path, json={"connection": second_url, "maxRows": 200}, headers=auth)
+    assert r.status_code == 200, r.text
+    for secret in (PASSWORD2, second_url, PASSWORD, db_url):
+        assert secret not in r.text
+    assert "connection" not in r.json()
+    got = json.loads(result_of(turn(c, auth, agent["id"], f"call {tool}query {stock}")))
+    assert got["rows"] == [["tea", 12]]
+    assert "permission denied" in result_of(
+        turn(c, auth, agent["id"], f"call {tool}query {select}")
+    )
+
+    # renamed: the attachment (and what waits for approval) stays, the tools follow the slug
+    r = c.patch(path, json={"name": "Stock room"}, headers=auth)
+    assert r.json()["slug"] == "stock-room"
+    attached = c.get(f"/api/agents/{agent['id']}/integrations", headers=auth).json()
+    assert [(i["id"], i["name"], i["require_approval"]) for i in attached] == [
+        (made["id"], "Stock room", ["describe_table"])
+    ]
+    events = turn(c, auth, agent["id"], f"call db_stock-room__query {stock}")
+    assert json.loads(result_of(events))["rows"] == [["tea", 12]]

@@ -260,3 +260,82 @@ def test_moving_a_server_drops_every_users_oauth_tokens(
         # deleting the server drops its tokens too
         assert c.delete(f"/api/mcps/{s['id']}", headers=auth).status_code == 200
         assert oh.run_any(store.get, org_id, "oauth_token", key) is None
+
+
+def test_each_user_sees_and_disconnects_only_its_own_grant(
+    oh: Harness, auth: H, auth_server: AuthServer, org_id: str
+) -> None:
+    """Alice (an admin: she may test the server) and Bob (a member) of one organization."""
+    alice = bearer(make_jwt(sub="alice", org=org_id, role="admin"))
+    bob = bearer(make_jwt(sub="bob", org=org_id))
+    with oh.mcp_client() as c:
+        s = register(c, auth, auth_server.base)
+        path = f"/api/mcps/{s['id']}/oauth"
+        nothing = {"connected": False, "expiresAt": None, "scope": None}
+        assert c.get(path, headers=alice).json() == nothing
+        authorize(c, alice, s["id"])
+        mine = c.get(path, headers=alice)
+        assert mine.status_code == 200, mine.text
+        assert mine.json()["connected"] is True
+        assert mine.json()["scope"] == "tools"
+        assert mine.json()["expiresAt"] is not None
+        assert set(mine.json()) == {"connected", "expiresAt", "scope"}
+        for secret in (*auth_server.issued, "rt-1", *auth_server.clients.values()):
+            assert secret not in mine.text
+        # another user of the organization, and the organization's API key, hold none
+        assert c.get(path, headers=bob).json() == nothing
+        assert c.get(path, headers=auth).json() == nothing
+        # ... and cannot drop alice's: their disconnect drops their own (none)
+        for other in (bob, auth):
+            r = c.delete(path, headers=other)
+            assert (r.status_code, r.json()) == (200, {"ok": True})
+        assert c.get(path, headers=alice).json()["connected"] is True
+        assert c.post(f"/api/mcps/{s['id']}/test", headers=alice).json()["ok"] is True
+
+        r = c.delete(path, headers=alice)
+        assert (r.status_code, r.json()) == (200, {"ok": True})
+        assert c.get(path, headers=alice).json() == nothing
+        oh.mcp.seen.clear()
+        assert c.post(f"/api/mcps/{s['id']}/test", headers=alice).json()["ok"] is False
+        assert "Authorization" not in oh.mcp.seen[-1].headers
+        # disconnecting again is no error (as the managed providers' disconnect)
+        r = c.delete(path, headers=alice)
+        assert (r.status_code, r.json()) == (200, {"ok": True})
+        # another organization's server, or none, is 404
+        stranger = bearer(make_jwt(sub="alice", org=f"o-{uuid.uuid4().hex[:8]}"))
+        for who, where in ((stranger, path), (alice, f"/api/mcps/{uuid.uuid4()}/oauth")):
+            assert c.get(where, headers=who).status_code == 404
+            assert c.delete(where, headers=who).status_code == 404
+
+
+def test_a_grant_for_where_the_server_was_or_expired_for_good_is_not_connected(
+    oh: Harness, auth: H, auth_server: AuthServer, org_id: str
+) -> None:
+    with oh.mcp_client() as c:
+        s = register(c, auth, auth_server.base)
+        authorize(c, auth, s["id"])
+        path = f"/api/mcps/{s['id']}/oauth"
+        assert c.get(path, headers=auth).json()["connected"] is True
+        store, key = oh.mcp_services.storage.secrets, f"{s['id']}:org"
+        oauth = oh.mcp_services.oauth
+        kept = oh.run_any(store.get, org_id, "oauth_token", key)
+        grant = oauth._records.open(org_id, "oauth_token", key, kept.value, _Grant)
+        past = SystemClock().now() - timedelta(minutes=1)
+
+        def keep(g: _Grant) -> None:
+            sealed = SealedRecord(value=oauth._records.seal(org_id, "oauth_token", key, g))
+            oh.run_any(store.put, org_id, "oauth_token", key, sealed)
+
+        # expired, with a refresh token: still connected (the next call refreshes it)
+        expired = msgspec.structs.replace(grant.tokens, expires_at=past)
+        keep(msgspec.structs.replace(grant, tokens=expired))
+        assert c.get(path, headers=auth).json()["connected"] is True
+        # expired with nothing to refresh it with: authorize again
+        dead = msgspec.structs.replace(expired, refresh_token=None)
+        keep(msgspec.structs.replace(grant, tokens=dead))
+        assert c.get(path, headers=auth).json()["connected"] is False
+        # granted for another address than the server's now
+        keep(msgspec.structs.replace(grant, mcp_url=f"{auth_server.base}/elsewhere"))
+        assert c.get(path, headers=auth).json()["connected"] is False
+        keep(grant)
+        assert c.get(path, headers=auth).json()["connected"] is True

@@ -69,6 +69,7 @@ from agentsvc_client.models import (
     Instance,
     Integration,
     IntegrationCreateBody,
+    IntegrationPatchBody,
     IssuedKey,
     Key,
     KeyCreateBody,
@@ -98,6 +99,7 @@ from agentsvc_client.models import (
     MultiplayerPutBody,
     OAuthDone,
     OAuthStart,
+    OAuthStatus,
     OkBody,
     OrgSettings,
     OrgSettingsBody,
@@ -2556,6 +2558,36 @@ class AsyncIntegrationsResource(AsyncResource):
             "GET", "/api/integrations", type=builtins.list[Integration]
         )
 
+    async def update(
+        self,
+        integration_id: str,
+        *,
+        name: str | UnsetType = UNSET,
+        type: Literal["postgresql"] | UnsetType = UNSET,
+        connection: str | UnsetType = UNSET,
+        allowed_tables: builtins.list[str] | UnsetType | None = UNSET,
+        max_rows: int | UnsetType = UNSET,
+        max_bytes: int | UnsetType = UNSET,
+        statement_timeout_ms: int | UnsetType = UNSET,
+    ) -> Integration:
+        """Change a database integration (only the fields given; a new connection is tested
+        first) (PATCH /api/integrations/{integration_id}, updateIntegration).
+        """
+        return await self._client._request(
+            "PATCH",
+            f"/api/integrations/{_seg(integration_id)}",
+            json=IntegrationPatchBody(
+                name=name,
+                type=type,
+                connection=connection,
+                allowed_tables=allowed_tables,
+                max_rows=max_rows,
+                max_bytes=max_bytes,
+                statement_timeout_ms=statement_timeout_ms,
+            ),
+            type=Integration,
+        )
+
 
 class AsyncKeysResource(AsyncResource):
     """``client.keys``"""
@@ -2814,6 +2846,12 @@ class AsyncMcpServersResource(AsyncResource):
             type=OAuthDone,
         )
 
+    async def oauth_disconnect(self, mcp_id: str) -> OkBody:
+        """Forget the caller's OAuth grant for the server (200 also when it held none) (DELETE
+        /api/mcps/{mcp_id}/oauth, disconnectMcpOAuth).
+        """
+        return await self._client._request("DELETE", f"/api/mcps/{_seg(mcp_id)}/oauth", type=OkBody)
+
     async def oauth_start(self, mcp_id: str, *, idempotency_key: str | None = None) -> OAuthStart:
         """Start the OAuth 2.1 flow for the caller; open redirectUrl in a browser (POST
         /api/mcps/{mcp_id}/oauth/start, startMcpOAuth).
@@ -2823,6 +2861,14 @@ class AsyncMcpServersResource(AsyncResource):
             f"/api/mcps/{_seg(mcp_id)}/oauth/start",
             idempotency_key=idempotency_key,
             type=OAuthStart,
+        )
+
+    async def oauth_status(self, mcp_id: str) -> OAuthStatus:
+        """Whether the caller has connected the server with OAuth (its own grant; an API key's
+        is the organization's) (GET /api/mcps/{mcp_id}/oauth, getMcpOAuth).
+        """
+        return await self._client._request(
+            "GET", f"/api/mcps/{_seg(mcp_id)}/oauth", type=OAuthStatus
         )
 
     async def test(self, mcp_id: str, *, idempotency_key: str | None = None) -> McpTest:

@@ -69,6 +69,7 @@ from agentsvc_client.models import (
     Instance,
     Integration,
     IntegrationCreateBody,
+    IntegrationPatchBody,
     IssuedKey,
     Key,
     KeyCreateBody,
@@ -98,6 +99,7 @@ from agentsvc_client.models import (
     MultiplayerPutBody,
     OAuthDone,
     OAuthStart,
+    OAuthStatus,
     OkBody,
     OrgSettings,
     OrgSettingsBody,
@@ -2530,6 +2532,36 @@ class IntegrationsResource(Resource):
         """The organization's database integrations (GET /api/integrations, listIntegrations)."""
         return self._client._request("GET", "/api/integrations", type=builtins.list[Integration])
 
+    def update(
+        self,
+        integration_id: str,
+        *,
+        name: str | UnsetType = UNSET,
+        type: Literal["postgresql"] | UnsetType = UNSET,
+        connection: str | UnsetType = UNSET,
+        allowed_tables: builtins.list[str] | UnsetType | None = UNSET,
+        max_rows: int | UnsetType = UNSET,
+        max_bytes: int | UnsetType = UNSET,
+        statement_timeout_ms: int | UnsetType = UNSET,
+    ) -> Integration:
+        """Change a database integration (only the fields given; a new connection is tested
+        first) (PATCH /api/integrations/{integration_id}, updateIntegration).
+        """
+        return self._client._request(
+            "PATCH",
+            f"/api/integrations/{_seg(integration_id)}",
+            json=IntegrationPatchBody(
+                name=name,
+                type=type,
+                connection=connection,
+                allowed_tables=allowed_tables,
+                max_rows=max_rows,
+                max_bytes=max_bytes,
+                statement_timeout_ms=statement_timeout_ms,
+            ),
+            type=Integration,
+        )
+
 
 class KeysResource(Resource):
     """``client.keys``"""
@@ -2784,6 +2816,12 @@ class McpServersResource(Resource):
             type=OAuthDone,
         )
 
+    def oauth_disconnect(self, mcp_id: str) -> OkBody:
+        """Forget the caller's OAuth grant for the server (200 also when it held none) (DELETE
+        /api/mcps/{mcp_id}/oauth, disconnectMcpOAuth).
+        """
+        return self._client._request("DELETE", f"/api/mcps/{_seg(mcp_id)}/oauth", type=OkBody)
+
     def oauth_start(self, mcp_id: str, *, idempotency_key: str | None = None) -> OAuthStart:
         """Start the OAuth 2.1 flow for the caller; open redirectUrl in a browser (POST
         /api/mcps/{mcp_id}/oauth/start, startMcpOAuth).
@@ -2794,6 +2832,12 @@ class McpServersResource(Resource):
             idempotency_key=idempotency_key,
             type=OAuthStart,
         )
+
+    def oauth_status(self, mcp_id: str) -> OAuthStatus:
+        """Whether the caller has connected the server with OAuth (its own grant; an API key's
+        is the organization's) (GET /api/mcps/{mcp_id}/oauth, getMcpOAuth).
+        """
+        return self._client._request("GET", f"/api/mcps/{_seg(mcp_id)}/oauth", type=OAuthStatus)
 
     def test(self, mcp_id: str, *, idempotency_key: str | None = None) -> McpTest:
         """Connect, list the tools and refresh the cache (POST /api/mcps/{mcp_id}/test,

@@ -904,6 +904,20 @@ class Integration(msgspec.Struct, frozen=True, kw_only=True):
     updated_at: datetime
 
 
+class IntegrationPatchBody(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A request body: ``IntegrationPatchBody`` of the OpenAPI document."""
+
+    name: str | UnsetType = UNSET
+    type: Literal["postgresql"] | UnsetType = UNSET
+    connection: str | UnsetType = UNSET
+    allowed_tables: list[str] | UnsetType | None = msgspec.field(
+        name="allowedTables", default=UNSET
+    )
+    max_rows: int | UnsetType = msgspec.field(name="maxRows", default=UNSET)
+    max_bytes: int | UnsetType = msgspec.field(name="maxBytes", default=UNSET)
+    statement_timeout_ms: int | UnsetType = msgspec.field(name="statementTimeoutMs", default=UNSET)
+
+
 class IssuedKey(msgspec.Struct, frozen=True, kw_only=True):
     """An answer: ``IssuedKeyOut`` of the OpenAPI document."""
 
@@ -1292,6 +1306,14 @@ class OAuthStart(msgspec.Struct, frozen=True, kw_only=True):
     redirect_url: str = msgspec.field(name="redirectUrl")
     state: str
     expires_at: datetime = msgspec.field(name="expiresAt")
+
+
+class OAuthStatus(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer: ``OAuthStatusOut`` of the OpenAPI document."""
+
+    connected: bool
+    expires_at: datetime | None = msgspec.field(name="expiresAt")
+    scope: str | None
 
 
 class OkBody(msgspec.Struct, frozen=True, kw_only=True):
@@ -2770,6 +2792,7 @@ __all__ = [
     "Instance",
     "Integration",
     "IntegrationCreateBody",
+    "IntegrationPatchBody",
     "IssuedKey",
     "JsonSchema",
     "JsonSchemaBody",
@@ -2809,6 +2832,7 @@ __all__ = [
     "MultiplayerPutBody",
     "OAuthDone",
     "OAuthStart",
+    "OAuthStatus",
     "OkBody",
     "OrgSettings",
     "OrgSettingsBody",

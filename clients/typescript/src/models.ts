@@ -773,6 +773,17 @@ export interface Integration {
   updated_at: string;
 }
 
+/** `IntegrationPatchBody` of the OpenAPI document. */
+export interface IntegrationPatchBody {
+  name?: string;
+  type?: "postgresql";
+  connection?: string;
+  allowedTables?: Array<string> | null;
+  maxRows?: number;
+  maxBytes?: number;
+  statementTimeoutMs?: number;
+}
+
 /** `IssuedKeyOut` of the OpenAPI document. */
 export interface IssuedKey {
   id: string;
@@ -1118,6 +1129,13 @@ export interface OAuthStart {
   redirectUrl: string;
   state: string;
   expiresAt: string;
+}
+
+/** `OAuthStatusOut` of the OpenAPI document. */
+export interface OAuthStatus {
+  connected: boolean;
+  expiresAt: string | null;
+  scope: string | null;
 }
 
 /** `OkBody` of the OpenAPI document. */

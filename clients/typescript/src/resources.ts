@@ -62,6 +62,7 @@ import type {
   Instance,
   Integration,
   IntegrationCreateBody,
+  IntegrationPatchBody,
   IssuedKey,
   Key,
   KeyCreateBody,
@@ -91,6 +92,7 @@ import type {
   MultiplayerPutBody,
   OAuthDone,
   OAuthStart,
+  OAuthStatus,
   OkBody,
   OrgSettings,
   OrgSettingsBody,
@@ -1581,6 +1583,14 @@ export class IntegrationsResource {
   list(options?: RequestOptions): Promise<Array<Integration>> {
     return this.client.request({ method: "GET", path: `/api/integrations`, answer: "json", options }) as Promise<Array<Integration>>;
   }
+
+  /**
+   * Change a database integration (only the fields given; a new connection is tested first)
+   * (PATCH /api/integrations/{integration_id}, updateIntegration).
+   */
+  update(integrationId: string, body?: IntegrationPatchBody, options?: RequestOptions): Promise<Integration> {
+    return this.client.request({ method: "PATCH", path: `/api/integrations/${seg(integrationId)}`, body, answer: "json", options }) as Promise<Integration>;
+  }
 }
 
 /** `client.keys` */
@@ -1772,11 +1782,27 @@ export class McpServersResource {
   }
 
   /**
+   * Forget the caller's OAuth grant for the server (200 also when it held none) (DELETE
+   * /api/mcps/{mcp_id}/oauth, disconnectMcpOAuth).
+   */
+  oauthDisconnect(mcpId: string, options?: RequestOptions): Promise<OkBody> {
+    return this.client.request({ method: "DELETE", path: `/api/mcps/${seg(mcpId)}/oauth`, answer: "json", options }) as Promise<OkBody>;
+  }
+
+  /**
    * Start the OAuth 2.1 flow for the caller; open redirectUrl in a browser (POST
    * /api/mcps/{mcp_id}/oauth/start, startMcpOAuth).
    */
   oauthStart(mcpId: string, options?: RequestOptions): Promise<OAuthStart> {
     return this.client.request({ method: "POST", path: `/api/mcps/${seg(mcpId)}/oauth/start`, answer: "json", options }) as Promise<OAuthStart>;
+  }
+
+  /**
+   * Whether the caller has connected the server with OAuth (its own grant; an API key's is the
+   * organization's) (GET /api/mcps/{mcp_id}/oauth, getMcpOAuth).
+   */
+  oauthStatus(mcpId: string, options?: RequestOptions): Promise<OAuthStatus> {
+    return this.client.request({ method: "GET", path: `/api/mcps/${seg(mcpId)}/oauth`, answer: "json", options }) as Promise<OAuthStatus>;
   }
 
   /**
@@ -2466,6 +2492,7 @@ export const OPERATIONS: Readonly<Record<string, string>> = {
   detachAgentMcpServer: "agents.mcpServers.detach",
   detectAgentCapabilities: "agents.marketplace.detectCapabilities",
   disconnectManagedMcpOAuth: "mcpServers.managedOauth.disconnect",
+  disconnectMcpOAuth: "mcpServers.oauthDisconnect",
   dismissAgentSuggestion: "agents.suggestions.dismiss",
   dismissRunnerSuggestion: "runners.suggestions.dismiss",
   editMemory: "agents.memory.edit",
@@ -2495,6 +2522,7 @@ export const OPERATIONS: Readonly<Record<string, string>> = {
   getCodeSession: "codeSessions.get",
   getIntegration: "integrations.get",
   getKnowledge: "knowledge.get",
+  getMcpOAuth: "mcpServers.oauthStatus",
   getMcpServer: "mcpServers.get",
   getModel: "models.get",
   getOrgSettings: "settings.get",
@@ -2620,6 +2648,7 @@ export const OPERATIONS: Readonly<Record<string, string>> = {
   updateChannelContact: "agents.channels.updateContact",
   updateCodeAgent: "codeAgents.update",
   updateCodeSession: "codeSessions.update",
+  updateIntegration: "integrations.update",
   updateMcpServer: "mcpServers.update",
   updateOrgSettings: "settings.update",
   updatePlan: "plans.update",

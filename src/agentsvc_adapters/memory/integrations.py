@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Callable
 from uuid import UUID
 
 import msgspec
@@ -39,6 +40,20 @@ class MemoryIntegrations(IntegrationStore):
 
     async def list_all(self, org_id: str) -> list[Integration]:
         return sorted(self._of(org_id), key=lambda i: (i.created_at, i.id))
+
+    async def modify(
+        self, org_id: str, integration_id: UUID, change: Callable[[Integration], Integration]
+    ) -> Integration:
+        current = await self.get(org_id, integration_id)
+        updated = change(current)
+        others = [i for i in self._of(org_id) if i.id != integration_id]
+        if any(i.name == updated.name for i in others):
+            raise Conflict(f"an integration named {updated.name!r} exists already")
+        if updated.slug != current.slug:
+            slug = unique_slug(updated.slug, {i.slug for i in others})
+            updated = msgspec.structs.replace(updated, slug=slug)
+        self._items[(org_id, integration_id)] = updated
+        return updated
 
     async def delete(self, org_id: str, integration_id: UUID) -> None:
         if self._items.pop((org_id, integration_id), None) is None:

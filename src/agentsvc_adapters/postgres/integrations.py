@@ -3,6 +3,7 @@ constraint: 409); slugs too, a colliding one gets ``-2``, ``-3``... appended."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
@@ -102,6 +103,46 @@ class PostgresIntegrations(Repo, IntegrationStore):
             (org_id,),
         )
         return [_row(r) for r in rows]
+
+    async def modify(
+        self, org_id: str, integration_id: UUID, change: Callable[[Integration], Integration]
+    ) -> Integration:
+        async with translate(), self._pool.connection() as conn, conn.transaction():
+            # the row locked until the change is written: concurrent changes queue
+            cur = await conn.execute(
+                f"SELECT {_COLS} FROM integrations WHERE org_id = %s AND id = %s FOR UPDATE",
+                (org_id, integration_id),
+            )
+            row = await cur.fetchone()
+            if row is None:
+                raise NotFound("integration not found")
+            current = _row(row)
+            updated = change(current)
+            for n in range(1, _MAX_SUFFIX):
+                unchanged = n == 1 or updated.slug == current.slug
+                slug = updated.slug if unchanged else f"{updated.slug}-{n}"
+                try:
+                    async with conn.transaction():  # a savepoint: a slug clash is retried
+                        await conn.execute(
+                            "UPDATE integrations SET name = %s, slug = %s, type = %s,"
+                            " connection = %s, allowed_tables = %s::json, max_rows = %s,"
+                            " max_bytes = %s, statement_timeout_ms = %s, updated_at = %s"
+                            " WHERE org_id = %s AND id = %s",
+                            (
+                                *_values(updated, slug)[2:10],  # name ... statement_timeout_ms
+                                updated.updated_at,
+                                org_id,
+                                integration_id,
+                            ),
+                        )
+                except psycopg.errors.UniqueViolation as exc:
+                    if exc.diag.constraint_name == "integrations_org_name":
+                        raise Conflict(
+                            f"an integration named {updated.name!r} exists already"
+                        ) from None
+                    continue
+                return msgspec.structs.replace(updated, slug=slug)
+        raise StorageError("no free slug for the integration")
 
     async def delete(self, org_id: str, integration_id: UUID) -> None:
         row = await self._one(

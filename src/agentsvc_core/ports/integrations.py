@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 from uuid import UUID
 
@@ -31,6 +32,15 @@ class IntegrationStore(Protocol):
 
     async def list_all(self, org_id: str) -> list[Integration]:
         """Oldest first."""
+        ...
+
+    async def modify(
+        self, org_id: str, integration_id: UUID, change: Callable[[Integration], Integration]
+    ) -> Integration:
+        """Atomic read-change-write (concurrent changes are serialised: none is
+        lost); the stored one is returned. A changed slug is made unique as in
+        ``add``. Raises ``NotFound``, and ``Conflict`` when another integration of
+        the organization has the new name (nothing changes then)."""
         ...
 
     async def delete(self, org_id: str, integration_id: UUID) -> None:

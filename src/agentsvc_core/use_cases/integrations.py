@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from uuid import UUID
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from agentsvc_core.entities import Integration, IntegrationType, Principal
 from agentsvc_core.errors import InvalidInput
@@ -53,6 +54,7 @@ __all__ = [
     "MIN_TIMEOUT_MS",
     "AgentIntegrations",
     "AttachedIntegrations",
+    "IntegrationChanges",
     "IntegrationDraft",
     "Integrations",
     "result_json",
@@ -143,6 +145,18 @@ class IntegrationDraft(msgspec.Struct, frozen=True, kw_only=True):
     statement_timeout_ms: int = DEFAULT_TIMEOUT_MS
 
 
+class IntegrationChanges(msgspec.Struct, frozen=True, kw_only=True):
+    """A PATCH: only the fields given (not ``UNSET``) change."""
+
+    name: str | UnsetType = UNSET
+    type: IntegrationType | UnsetType = UNSET
+    connection: str | UnsetType = UNSET
+    allowed_tables: tuple[str, ...] | UnsetType | None = UNSET
+    max_rows: int | UnsetType = UNSET
+    max_bytes: int | UnsetType = UNSET
+    statement_timeout_ms: int | UnsetType = UNSET
+
+
 class AgentIntegrations(msgspec.Struct, frozen=True, kw_only=True):
     """The integrations attached to an agent, in the order they were attached."""
 
@@ -160,6 +174,24 @@ class AttachedIntegrations(msgspec.Struct, frozen=True, kw_only=True):
 
     integrations: list[Integration]
     require_approval: dict[str, tuple[str, ...]]
+
+
+def _check(draft: IntegrationDraft, *, connection: bool = True) -> None:
+    """The rules of a registration; ``connection``: whether to check the
+    connection string (a change that does not give one keeps the stored one)."""
+    check_text("name", draft.name, max_len=MAX_NAME, required=True)
+    if draft.type != "postgresql":
+        raise InvalidInput("type", "must be postgresql")
+    if connection:
+        check_text("connection", draft.connection, max_len=MAX_CONNECTION, required=True)
+        if not draft.connection.startswith(_SCHEMES):
+            raise InvalidInput("connection", "must be a postgresql:// URL")
+    _check_bounds(draft)
+    if draft.allowed_tables is not None:
+        if len(draft.allowed_tables) > MAX_ALLOWED_TABLES:
+            raise InvalidInput("allowed_tables", f"at most {MAX_ALLOWED_TABLES} tables")
+        for table in draft.allowed_tables:
+            check_text("allowed_tables", table, max_len=MAX_TABLE_NAME, required=True)
 
 
 def _check_bounds(d: IntegrationDraft) -> None:
@@ -194,22 +226,8 @@ class Integrations:
 
     async def create(self, who: Principal, draft: IntegrationDraft) -> Integration:
         """Check, test the connection (422 naming the problem when it fails), store."""
-        check_text("name", draft.name, max_len=MAX_NAME, required=True)
-        if draft.type != "postgresql":
-            raise InvalidInput("type", "must be postgresql")
-        check_text("connection", draft.connection, max_len=MAX_CONNECTION, required=True)
-        if not draft.connection.startswith(_SCHEMES):
-            raise InvalidInput("connection", "must be a postgresql:// URL")
-        _check_bounds(draft)
-        if draft.allowed_tables is not None:
-            if len(draft.allowed_tables) > MAX_ALLOWED_TABLES:
-                raise InvalidInput("allowed_tables", f"at most {MAX_ALLOWED_TABLES} tables")
-            for table in draft.allowed_tables:
-                check_text("allowed_tables", table, max_len=MAX_TABLE_NAME, required=True)
-        try:
-            await self._db.test(draft.connection)
-        except DatabaseError as exc:
-            raise InvalidInput("connection", exc.detail) from None
+        _check(draft)
+        await self._test(draft.connection)
         now = self._clock.now()
         integration_id = uuid.uuid4()
         return await self._store.add(
@@ -230,6 +248,44 @@ class Integrations:
                 updated_at=now,
             )
         )
+
+    async def _test(self, connection: str) -> None:
+        try:
+            await self._db.test(connection)
+        except DatabaseError as exc:
+            raise InvalidInput("connection", exc.detail) from None
+
+    async def update(
+        self, who: Principal, integration_id: UUID, changes: IntegrationChanges
+    ) -> Integration:
+        """Change the fields given, checked as on create; a new connection string
+        is tested first and sealed. Agents keep their attachment (it is by id) and
+        their next turn reads the new settings; a new name gives a new slug, so
+        the tools' names follow it."""
+        current = await self._store.get(who.org_id, integration_id)
+        given = {
+            f: getattr(changes, f)
+            for f in changes.__struct_fields__
+            if getattr(changes, f) is not UNSET
+        }
+        # what is checked: the fields given (the others, stored, passed before)
+        kept = IntegrationDraft(name=current.name, type=current.type, connection="")
+        draft = msgspec.structs.replace(kept, **given)
+        _check(draft, connection="connection" in given)
+        if "connection" in given:
+            await self._test(draft.connection)
+        now = self._clock.now()
+
+        def apply(stored: Integration) -> Integration:
+            fields = {**given, "updated_at": now}
+            if "name" in given and given["name"] != stored.name:
+                fields["slug"] = slugify(given["name"])
+            if "connection" in given:
+                context = _context(stored.org_id, stored.id)
+                fields["connection"] = self._box.seal(draft.connection.encode(), context)
+            return msgspec.structs.replace(stored, **fields)
+
+        return await self._store.modify(who.org_id, integration_id, apply)
 
     async def get(self, who: Principal, integration_id: UUID) -> Integration:
         return await self._store.get(who.org_id, integration_id)

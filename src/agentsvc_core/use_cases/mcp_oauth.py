@@ -42,6 +42,15 @@ class StartResult(msgspec.Struct, frozen=True, kw_only=True):
     expires_at: datetime
 
 
+class GrantStatus(msgspec.Struct, frozen=True, kw_only=True):
+    """Whether the caller holds a grant for a server, and what the grant knows
+    (never a token nor the client's secret)."""
+
+    connected: bool
+    expires_at: datetime | None = None
+    scope: str | None = None
+
+
 class _State(msgspec.Struct, frozen=True, kw_only=True):
     mcp_id: UUID
     mcp_url: str | None = None  # where the server was when the flow started
@@ -223,6 +232,28 @@ class McpOAuth:
             # another process refreshed first: use what it stored
             latest = await self._records.get(who.org_id, "oauth_token", key, _Grant)
             return None if latest is None else latest.tokens.access_token
+
+    async def status(self, who: Principal, server: McpServer) -> GrantStatus:
+        """The caller's grant for ``server``: connected when one is kept for where
+        the server is now and it is still usable (not expired, or refreshable)."""
+        if who.visitor_id is not None:
+            return GrantStatus(connected=False)
+        key = grant_key(server, user_key(who))
+        grant = await self._records.get(who.org_id, "oauth_token", key, _Grant)
+        if grant is None or (grant.mcp_url is not None and grant.mcp_url != server.url):
+            return GrantStatus(connected=False)
+        tokens = grant.tokens
+        expired = tokens.expires_at is not None and tokens.expires_at <= self._clock.now()
+        if expired and tokens.refresh_token is None:
+            return GrantStatus(connected=False)
+        return GrantStatus(connected=True, expires_at=tokens.expires_at, scope=tokens.scope)
+
+    async def disconnect(self, who: Principal, server: McpServer) -> bool:
+        """Forget the caller's grant for ``server`` (no other user's); whether
+        there was one."""
+        if who.visitor_id is not None:
+            raise PermissionDenied("a visitor of a published chat holds no grant")
+        return await self.drop_grant(who.org_id, grant_key(server, user_key(who))) is not None
 
     async def keep_grant(
         self,

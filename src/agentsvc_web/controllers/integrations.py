@@ -8,11 +8,11 @@ from typing import Annotated, Any, Literal
 from uuid import UUID
 
 import msgspec
-from litestar import Controller, Request, delete, get, post
+from litestar import Controller, Request, delete, get, patch, post
 from litestar.di import NamedDependency
 from litestar.openapi.spec import OpenAPIType, Schema
 from litestar.params import FromPath, JSONBody, QueryParameter
-from msgspec import Meta
+from msgspec import UNSET, Meta, UnsetType
 
 from agentsvc_core.entities import Integration
 from agentsvc_core.use_cases.integrations import (
@@ -29,34 +29,47 @@ from agentsvc_core.use_cases.integrations import (
     MIN_MAX_BYTES,
     MIN_TIMEOUT_MS,
     AttachedIntegrations,
+    IntegrationChanges,
     IntegrationDraft,
     Integrations,
 )
 from agentsvc_web.auth import principal_of
 from agentsvc_web.openapi import errors
-from agentsvc_web.schemas import Name, OkBody, copied, items_schema
+from agentsvc_web.schemas import Name, OkBody, copied, given_fields, items_schema
 
 Req = Request[Any, Any, Any]
 TableNameField = Annotated[str, Meta(min_length=1, max_length=MAX_TABLE_NAME)]
+Connection = Annotated[str, Meta(min_length=1, max_length=MAX_CONNECTION)]
+AllowedTables = Annotated[
+    list[TableNameField],
+    Meta(max_length=MAX_ALLOWED_TABLES),
+    items_schema(Schema(type=OpenAPIType.STRING, min_length=1, max_length=MAX_TABLE_NAME)),
+]
+MaxRows = Annotated[int, Meta(ge=1, le=MAX_MAX_ROWS)]
+MaxBytes = Annotated[int, Meta(ge=MIN_MAX_BYTES, le=MAX_MAX_BYTES)]
+TimeoutMs = Annotated[int, Meta(ge=MIN_TIMEOUT_MS, le=MAX_TIMEOUT_MS)]
 
 
 class IntegrationCreateBody(msgspec.Struct, rename="camel"):
     name: Name
     type: Literal["postgresql"]
-    connection: Annotated[str, Meta(min_length=1, max_length=MAX_CONNECTION)]
-    allowed_tables: (
-        Annotated[
-            list[TableNameField],
-            Meta(max_length=MAX_ALLOWED_TABLES),
-            items_schema(Schema(type=OpenAPIType.STRING, min_length=1, max_length=MAX_TABLE_NAME)),
-        ]
-        | None
-    ) = None
-    max_rows: Annotated[int, Meta(ge=1, le=MAX_MAX_ROWS)] = DEFAULT_MAX_ROWS
-    max_bytes: Annotated[int, Meta(ge=MIN_MAX_BYTES, le=MAX_MAX_BYTES)] = DEFAULT_MAX_BYTES
-    statement_timeout_ms: Annotated[int, Meta(ge=MIN_TIMEOUT_MS, le=MAX_TIMEOUT_MS)] = (
-        DEFAULT_TIMEOUT_MS
-    )
+    connection: Connection
+    allowed_tables: AllowedTables | None = None
+    max_rows: MaxRows = DEFAULT_MAX_ROWS
+    max_bytes: MaxBytes = DEFAULT_MAX_BYTES
+    statement_timeout_ms: TimeoutMs = DEFAULT_TIMEOUT_MS
+
+
+class IntegrationPatchBody(msgspec.Struct, rename="camel"):
+    """Only the fields given change; ``allowedTables: null``: every table."""
+
+    name: Name | UnsetType = UNSET
+    type: Literal["postgresql"] | UnsetType = UNSET
+    connection: Connection | UnsetType = UNSET
+    allowed_tables: AllowedTables | UnsetType | None = UNSET
+    max_rows: MaxRows | UnsetType = UNSET
+    max_bytes: MaxBytes | UnsetType = UNSET
+    statement_timeout_ms: TimeoutMs | UnsetType = UNSET
 
 
 class IntegrationOut(msgspec.Struct):
@@ -163,6 +176,24 @@ class IntegrationController(Controller):
         integration_id: FromPath[UUID],
     ) -> IntegrationOut:
         return IntegrationOut.of(await integrations.get(principal_of(request), integration_id))
+
+    @patch(
+        "/{integration_id:uuid}",
+        operation_id="updateIntegration",
+        responses=errors(400, 404, 409, 413, 415, 422),
+        summary="Change a database integration (only the fields given; a new connection "
+        "is tested first)",
+    )
+    async def patch_integration(
+        self,
+        request: Req,
+        integrations: NamedDependency[Integrations],
+        integration_id: FromPath[UUID],
+        data: JSONBody[IntegrationPatchBody],
+    ) -> IntegrationOut:
+        changes = msgspec.convert(given_fields(data), IntegrationChanges)
+        updated = await integrations.update(principal_of(request), integration_id, changes)
+        return IntegrationOut.of(updated)
 
     @delete(
         "/{integration_id:uuid}",

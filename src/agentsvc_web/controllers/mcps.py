@@ -389,9 +389,54 @@ class OAuthDoneOut(msgspec.Struct, rename="camel"):
     mcp_server_id: UUID
 
 
+class OAuthStatusOut(msgspec.Struct, rename="camel"):
+    connected: bool
+    expires_at: datetime | None
+    scope: str | None
+
+
 class McpOAuthController(Controller):
     path = "/api/mcps/{mcp_id:uuid}/oauth"
     tags = ["mcp servers"]
+
+    @get(
+        "/",
+        operation_id="getMcpOAuth",
+        responses=errors(404),
+        summary="Whether the caller has connected the server with OAuth (its own grant; "
+        "an API key's is the organization's)",
+    )
+    async def grant_status(
+        self,
+        request: Req,
+        mcps: NamedDependency[McpServers],
+        oauth: NamedDependency[McpOAuth],
+        mcp_id: FromPath[UUID],
+    ) -> OAuthStatusOut:
+        who = principal_of(request)
+        found = await oauth.status(who, await mcps.get(who, mcp_id))
+        return OAuthStatusOut(
+            connected=found.connected, expires_at=found.expires_at, scope=found.scope
+        )
+
+    @delete(
+        "/",
+        operation_id="disconnectMcpOAuth",
+        opt=MEMBER,
+        status_code=200,
+        responses=errors(404),
+        summary="Forget the caller's OAuth grant for the server (200 also when it held none)",
+    )
+    async def disconnect(
+        self,
+        request: Req,
+        mcps: NamedDependency[McpServers],
+        oauth: NamedDependency[McpOAuth],
+        mcp_id: FromPath[UUID],
+    ) -> OkBody:
+        who = principal_of(request)
+        await oauth.disconnect(who, await mcps.get(who, mcp_id))
+        return OkBody(ok=True)
 
     @post(
         "/start",

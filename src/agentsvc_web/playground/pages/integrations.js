@@ -1,8 +1,8 @@
 // Integrations: the organization's database connections (PostgreSQL, read
 // only). Register one (the service tests the connection first; the connection
 // string is write-only), attach it to the side bar's agent with the tools whose
-// calls wait for approval, detach it, delete it. There is no edit in the API:
-// delete and register again.
+// calls wait for approval, detach it, change it (Edit: only the fields changed
+// are sent; a blank connection keeps the stored one), delete it.
 
 import { h } from "../dom.js";
 import { add, check, dangerButton, enc, field, names, onSubmit, section, status, submitRow } from "./formkit.js";
@@ -84,6 +84,53 @@ function attachPart(ctx, integration, attachment) {
   return form;
 }
 
+/** Edit: PATCH what changed; the connection only when typed (blank keeps it). */
+function editForm(ctx, integration) {
+  const i = integration;
+  const name = h("input", { value: i.name, required: true, maxlength: 200, "data-field": "edit-name" });
+  const connection = h("input", {
+    type: "password", autocomplete: "off", spellcheck: "false",
+    placeholder: "blank keeps the stored one", "data-field": "edit-connection",
+  });
+  const tables = h("input", { value: (i.allowed_tables ?? []).join(", "), placeholder: "blank: every table", "data-field": "edit-allowedTables" });
+  const maxRows = h("input", { type: "number", min: 1, max: 10000, value: i.max_rows, "data-field": "edit-maxRows" });
+  const maxBytes = h("input", { type: "number", min: 1024, max: 1048576, value: i.max_bytes, "data-field": "edit-maxBytes" });
+  const timeout = h("input", { type: "number", min: 100, max: 60000, value: i.statement_timeout_ms, "data-field": "edit-statementTimeoutMs" });
+  const saved = status({ "data-edit-saved": i.id });
+  const form = h(
+    "form",
+    { class: "stack", "data-edit": i.id },
+    field("Name", name, "A new name gives new tool names (db_<slug>__...); attachments stay."),
+    field("Connection (write-only; tested before it is kept)", connection),
+    field("Allowed tables (comma separated)", tables),
+    field("Rows per answer at most", maxRows),
+    field("Bytes per answer at most", maxBytes),
+    field("Statement timeout in milliseconds", timeout),
+    submitRow("Save integration", saved),
+  );
+  onSubmit(form, ctx, async () => {
+    const body = {};
+    if (name.value.trim() !== i.name) body.name = name.value.trim();
+    if (connection.value) body.connection = connection.value;
+    const only = names(tables.value);
+    if (only.join(",") !== (i.allowed_tables ?? []).join(",")) body.allowedTables = only.length ? only : null;
+    for (const [input, key, was] of [[maxRows, "maxRows", i.max_rows], [maxBytes, "maxBytes", i.max_bytes], [timeout, "statementTimeoutMs", i.statement_timeout_ms]]) {
+      if (input.value !== "" && Number(input.value) !== was) body[key] = Number(input.value);
+    }
+    saved.textContent = body.connection ? "testing the connection..." : "saving...";
+    try {
+      await ctx.api.patch(`/api/integrations/${enc(i.id)}`, body);
+    } catch (err) {
+      saved.textContent = "not saved";
+      throw err;
+    } finally {
+      connection.value = ""; // never kept in the page
+    }
+    await ctx.refresh();
+  });
+  return h("details", {}, h("summary", {}, "Edit"), form);
+}
+
 function card(ctx, integration, attachment) {
   return h(
     "li",
@@ -108,6 +155,7 @@ function card(ctx, integration, attachment) {
         + `at most ${integration.max_rows} rows and ${integration.max_bytes} bytes an answer · `
         + `statements stop after ${integration.statement_timeout_ms} ms`,
     ),
+    editForm(ctx, integration),
     attachPart(ctx, integration, attachment),
     h("div", { class: "row" }, dangerButton("Delete", ctx.guarded(async () => {
       await ctx.api.delete(`/api/integrations/${enc(integration.id)}`);

@@ -1,7 +1,8 @@
 // MCP servers: register one (HTTP or stdio), test it (connects, lists and
 // refreshes its tools), connect it with OAuth where it is an HTTP server, attach
 // it to the side bar's agent (with the tools allowed and those that wait for
-// approval), delete it; and the managed OAuth providers this deployment offers.
+// approval), delete it; an HTTP server shows whether the signed-in caller holds an
+// OAuth grant for it (Connected / Not connected) and can disconnect it; and the managed OAuth providers this deployment offers.
 // Credentials typed here are sent once and never shown again (the API answers
 // hasCredentials only).
 
@@ -158,7 +159,27 @@ function editForm(ctx, server) {
   return h("details", {}, h("summary", {}, "Edit"), form);
 }
 
-function serverCard(ctx, server, attachment) {
+/** The caller's OAuth grant for an HTTP server: Connected (with Disconnect) or not. */
+function grantPart(ctx, server, grant) {
+  if (!grant) return null;
+  const shown = grant.connected
+    ? [
+        badge("Connected", "ok"),
+        h("span", { class: "muted small" }, `${grant.scope ? `scope ${grant.scope}; ` : ""}token until ${when(grant.expiresAt, "no expiry")}`),
+        h("button", {
+          type: "button",
+          "data-oauth-disconnect": server.id,
+          onclick: ctx.guarded(async () => {
+            await ctx.api.delete(`/api/mcps/${enc(server.id)}/oauth`);
+            await ctx.refresh();
+          }),
+        }, "Disconnect"),
+      ]
+    : [badge("Not connected", "warn")];
+  return h("span", { class: "row wrap", "data-oauth-status": server.id, "data-connected": String(grant.connected) }, ...shown);
+}
+
+function serverCard(ctx, server, attachment, grant) {
   const result = status({ "data-test-result": server.id });
   const oauth = h("div", { class: "oauth", "data-oauth": server.id });
   const tools = server.toolsCache ?? [];
@@ -207,7 +228,7 @@ function serverCard(ctx, server, attachment) {
       h("ul", { class: "tools", "data-tools": server.id }, tools.map((t) =>
         h("li", {}, h("code", {}, t.name), t.description ? ` ${t.description.split("\n")[0]}` : ""))),
     ),
-    h("div", { class: "row wrap" }, testButton, connect, dangerButton("Delete", ctx.guarded(async () => {
+    h("div", { class: "row wrap" }, testButton, connect, grantPart(ctx, server, grant), dangerButton("Delete", ctx.guarded(async () => {
       await ctx.api.delete(`/api/mcps/${enc(server.id)}`);
       await ctx.refresh();
     }), { "data-delete": server.id }), result),
@@ -259,11 +280,14 @@ export default {
       ctx.api.get("/api/mcp-registry/managed").catch(() => []),
     ]);
     const on = new Map(attached.map((a) => [a.mcpServerId, a]));
+    // whether the caller holds an OAuth grant, for each HTTP server (null: unknown)
+    const grants = new Map(await Promise.all(servers.filter((s) => HTTP.has(s.transport)).map(async (s) =>
+      [s.id, await ctx.api.get(`/api/mcps/${enc(s.id)}/oauth`).catch(() => null)])));
     add(root, 
       h("h2", {}, "MCP servers"),
       h("p", { class: "muted small" }, "The organization's servers. Their tools reach an agent once attached; the model sees them as <slug>__<tool>."),
       servers.length
-        ? h("ul", { class: "plain cards", id: "mcp-servers" }, servers.map((s) => serverCard(ctx, s, on.get(s.id))))
+        ? h("ul", { class: "plain cards", id: "mcp-servers" }, servers.map((s) => serverCard(ctx, s, on.get(s.id), grants.get(s.id))))
         : h("p", { class: "muted" }, "No MCP server yet."),
       section("Register a server", registerForm(ctx)),
       managedPart(ctx, managed),

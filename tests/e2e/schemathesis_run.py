@@ -108,6 +108,9 @@ DOMAIN_RULES = [
     "putAgentMemory",  # scopes must not repeat one
     "recallMemories",  # a query of blanks or with NUL
     "listMemories",  # a cursor that is no nextCursor
+    "addMemory",  # a scopeId the scope does not take or needs, a thread's id that is no
+    # UUID or not one of the agent's threads, content of blanks or holding NUL, a full agent
+    "editMemory",  # content of blanks or holding NUL
     "searchKnowledge",
     "createRunnerTrigger",
     "updateRunnerTrigger",
@@ -139,6 +142,8 @@ DOMAIN_RULES = [
     "setAgentSkills",  # both forms of bindings or neither, a skill twice, a pinned version
     "setRunnerSkills",  # as setAgentSkills
     "putAgentMultiplayer",  # a display name of blanks or holding NUL
+    "createProject",  # a name or description holding NUL
+    "updateProject",  # the same
     "startManagedMcpOAuth",  # a provider this deployment has no credentials for, a service it lacks
     "updateAgentMcpServices",  # a service the provider does not have
     "createAgentChannel",  # credentials and config the type does not take or needs, a type
@@ -323,11 +328,13 @@ def run_schemathesis(
         "attachAgentMcpServer",
         "--exclude-operation-id",
         "putAgentCredentials",
-        # ... and this one connects to the database a connection string names
+        # ... and these connect to the database a connection string names
         # (tested against PostgreSQL on loopback in tests/web/test_integrations_api.py
         # and tests/e2e/test_integrations_e2e.py)
         "--exclude-operation-id",
         "createIntegration",
+        "--exclude-operation-id",
+        "updateIntegration",  # (a new connection string is tried the same way)
         # ... and these store runner steps whose webhook url a run then calls
         # (fuzzed: invented hosts); without them there are no runners to fuzz
         # the rest with but 404s. Runners are tested against a receiver on

@@ -51,7 +51,7 @@ class Service:
             [AGENTSVC, "serve", *args], env=full_env, stdout=self._log, stderr=subprocess.STDOUT
         )
 
-    def wait_ready(self, timeout: float = 30.0) -> None:
+    def wait_ready(self, timeout: float = 120.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -64,7 +64,8 @@ class Service:
             time.sleep(0.1)
         # stopped here, since a caller that sees the error has no service to stop:
         # a process left running outlives the suite (one did, after a run on a
-        # machine so loaded that starts took over 30 s)
+        # machine so loaded that starts took over 30 s; the wait is 120 s since a
+        # clean-clone CI on a slow machine timed out at 30 s)
         self.stop()
         raise RuntimeError(f"service not ready after {timeout}s: {self.output()}")
 

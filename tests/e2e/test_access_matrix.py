@@ -350,7 +350,10 @@ class World:
         }
         _ok(
             httpx.post(
-                f"{self.url}/api/channels/{channel['id']}/webhook", content=body, headers=headers
+                f"{self.url}/api/channels/{channel['id']}/webhook",
+                content=body,
+                headers=headers,
+                timeout=30,
             )
         )
         contacts_url = f"/api/agents/{agent_id}/channels/{channel['id']}/contacts"
@@ -579,14 +582,16 @@ def world(
 
 @pytest.fixture(scope="module")
 def doc(world: World) -> dict[str, Any]:
-    return httpx.get(f"{world.url}/schema/openapi.json").json()  # type: ignore[no-any-return]
+    # (the document is made on its first read: seconds on a loaded machine)
+    return httpx.get(f"{world.url}/schema/openapi.json", timeout=120).json()  # type: ignore[no-any-return]
 
 
 @pytest.fixture(scope="module")
 def strangers(world: World) -> Iterator[dict[str, httpx.Client]]:
     """Another organization's admin JWT and an API key it made."""
     admin_jwt = _jwt("boss-b", ORG_B, role="admin")
-    key = _ok(httpx.post(f"{world.url}/api/keys", json={}, headers=_h(admin_jwt)))["key"]
+    made = httpx.post(f"{world.url}/api/keys", json={}, headers=_h(admin_jwt), timeout=30)
+    key = _ok(made)["key"]
     clients = {
         "key of B": httpx.Client(base_url=world.url, headers=_h(key), timeout=30),
         "admin JWT of B": httpx.Client(base_url=world.url, headers=_h(admin_jwt), timeout=30),

@@ -69,7 +69,7 @@ def test_jwt_user_over_http(service: Service) -> None:
 
 
 def test_openapi_document_is_served(service: Service) -> None:
-    doc = httpx.get(f"{service.url}/schema/openapi.json").json()
+    doc = httpx.get(f"{service.url}/schema/openapi.json", timeout=120).json()
     assert doc["openapi"].startswith("3.1")
     for path in ("/api/agents", "/api/agents/{agent_id}", "/api/keys", "/api/keys/{key_id}"):
         assert path in doc["paths"], path

@@ -99,7 +99,7 @@ def test_a_visitor_token_opens_its_own_threads_and_nothing_else(
         r = httpx.post(f"{pub}/threads", json={}, headers={"Authorization": f"Bearer {forged}"})
         assert r.status_code == 401, (forged[:12], r.text)
     # the organization's API: every authenticated operation of the document is 401
-    doc = httpx.get(f"{base}/schema/openapi.json").json()
+    doc = httpx.get(f"{base}/schema/openapi.json", timeout=120).json()
     checked = 0
     for path, item in doc["paths"].items():
         for method, op in item.items():

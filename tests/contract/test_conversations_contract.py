@@ -347,6 +347,47 @@ def test_history_pages_and_totals(backend: Backend) -> None:
     assert page == []
 
 
+def test_a_page_and_its_total_agree_while_messages_arrive(backend: Backend) -> None:
+    # A reader beside a writer: every answer's total is its page's length (the whole
+    # history fits one page), whenever a message lands. Read apart, the count could
+    # take a message the page had not (a CI run saw total 2 beside one message).
+    t = stored_thread(backend)
+    store = backend.storage.conversations
+
+    async def race() -> list[tuple[int, int]]:
+        seen: list[tuple[int, int]] = []
+        done = asyncio.Event()
+
+        async def writer() -> None:
+            for i in range(150):
+                await store.add_message(a_message(t, content=f"m{i}"))
+                await asyncio.sleep(0)  # the memory store's writes never wait by themselves
+            done.set()
+
+        async def reader() -> None:
+            while not done.is_set():
+                page, total = await store.history(t.org_id, t.id, offset=0, limit=1000)
+                seen.append((len(page), total))
+                await asyncio.sleep(0)
+
+        await asyncio.gather(writer(), reader(), reader())
+        return seen
+
+    seen = backend.run(race)
+    assert seen, "the readers read nothing"
+    assert [s for s in seen if s[0] != s[1]] == []
+    page, total = backend.run(lambda: store.history(t.org_id, t.id, offset=0, limit=1000))
+    assert (len(page), total) == (150, 150)
+    assert [m.content for m in page] == [f"m{i}" for i in range(150)]
+    # past the last page: no messages, the total still told
+    assert backend.run(lambda: store.history(t.org_id, t.id, offset=150, limit=5)) == ([], 150)
+    empty = stored_thread(backend)
+    assert backend.run(lambda: store.history(empty.org_id, empty.id, offset=0, limit=5)) == (
+        [],
+        0,
+    )
+
+
 def test_interrupt_stale_marks_only_stale_runs(backend: Backend) -> None:
     store = backend.storage.conversations
     old = stored_thread(backend)

@@ -84,6 +84,15 @@ def _rows(row: str, n: int) -> str:
 
 
 _COUNT = count_sql("%s", "%s")
+# A page of a thread's visible messages and how many there are, in one statement
+# (the count row stands alone, its message columns null, past the last page).
+_HISTORY_PAGE = (
+    "WITH n AS (SELECT count(*) AS n FROM messages WHERE org_id = %s AND thread_id = %s"
+    " AND visible)"
+    f" SELECT n.n, page.* FROM n LEFT JOIN LATERAL (SELECT {MSG_COLS}, seq FROM messages"
+    " WHERE org_id = %s AND thread_id = %s AND visible ORDER BY seq OFFSET %s LIMIT %s)"
+    " page ON true ORDER BY page.seq"
+)
 
 
 def _begin_statement(
@@ -315,21 +324,12 @@ class PostgresConversations(Repo, ConversationStore):
     async def history(
         self, org_id: str, thread_id: UUID, *, offset: int, limit: int
     ) -> tuple[list[Message], int]:
-        async with translate(), self._pool.connection() as conn:
-            async with conn.pipeline():
-                page = await conn.execute(
-                    f"SELECT {MSG_COLS} FROM messages WHERE org_id = %s AND thread_id = %s"
-                    " AND visible ORDER BY seq OFFSET %s LIMIT %s",
-                    (org_id, thread_id, offset, limit),
-                )
-                count = await conn.execute(
-                    "SELECT count(*) FROM messages WHERE org_id = %s AND thread_id = %s"
-                    " AND visible",
-                    (org_id, thread_id),
-                )
-            rows = await page.fetchall()
-            total = await count.fetchone()
-        return [to_message(r) for r in rows], int(total[0]) if total else 0
+        # One statement, so one snapshot: the page and the count read apart could
+        # disagree when a message was stored between them (a total of 2 beside a
+        # page of 1), which a client paging by ``total`` would trip on.
+        rows = await self._all(_HISTORY_PAGE, (org_id, thread_id, org_id, thread_id, offset, limit))
+        total = int(rows[0][0]) if rows else 0
+        return [to_message(r[1:]) for r in rows if r[1] is not None], total
 
     async def thread_messages(self, org_id: str, thread_id: UUID) -> list[Message]:
         return [to_message(r) for r in await self._all(HISTORY, (org_id, thread_id))]

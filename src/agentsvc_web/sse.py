@@ -33,6 +33,7 @@ from litestar.response.base import ASGIResponse
 from litestar.response.streaming import ASGIStreamingResponse
 from litestar.types import HTTPResponseBodyEvent, Receive, Send
 
+from agentsvc_core.errors import InvalidInput
 from agentsvc_core.use_cases.turn.events import EVENT_NAMES, EventSource
 
 if TYPE_CHECKING:
@@ -46,9 +47,19 @@ if TYPE_CHECKING:
 
 KEEPALIVE_S = 15.0  # the default of Settings.sse_keepalive_s
 KEEPALIVE = b": keep-alive\n\n"
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+MAX_EVENT_ID = 1_000_000_000
 _encoder = msgspec.json.Encoder()
 _NAMES = {cls: name.encode() for cls, name in EVENT_NAMES.items()}
 _END: HTTPResponseBodyEvent = {"type": "http.response.body", "body": b"", "more_body": False}
+
+
+def event_id(raw: str) -> int:
+    """The id of the last event a client saw (the ``Last-Event-ID`` header)."""
+    text = raw.strip()
+    if not text.isascii() or not text.isdigit() or int(text) > MAX_EVENT_ID:
+        raise InvalidInput("Last-Event-ID", "must be the id of an event of the stream (a number)")
+    return int(text)
 
 
 async def sse_frames(

@@ -76,7 +76,7 @@ async def test_a_follower_is_woken_at_once_by_another_process_word() -> None:
     assert [e.seq for e in batch] == [3]
     news.callbacks[0](s.id)  # a word for nobody's session is harmless
     await feed.aclose()
-    assert timeline._waiters == {}
+    assert timeline._followers._waiters == {}
 
 
 async def test_keepalives_while_quiet_and_the_end_once_ended() -> None:
@@ -92,7 +92,7 @@ async def test_keepalives_while_quiet_and_the_end_once_ended() -> None:
     assert ended.status == "cancelled"
     rest = [b async for b in feed]
     assert [[e.data for e in b] for b in rest if b] == [[{"status": "cancelled"}]]
-    assert timeline._waiters == {}
+    assert timeline._followers._waiters == {}
 
 
 async def test_a_follower_of_an_ended_session_gets_the_rest_and_ends() -> None:
@@ -105,6 +105,18 @@ async def test_a_follower_of_an_ended_session_gets_the_rest_and_ends() -> None:
     assert [b async for b in timeline.follow(WHO.org_id, s.id, 3, keepalive_s=5)] == []
 
 
+async def test_a_follower_of_a_session_that_goes_ends_quietly() -> None:
+    # its organization deleted mid-stream: the stream ends, it does not fail
+    w = world()
+    timeline = Timeline(w.store, None, poll_s=0.02)
+    s = await w.start()
+    feed = timeline.follow(WHO.org_id, s.id, 0, keepalive_s=60)
+    assert [e.seq for e in await anext(feed) or []] == [1, 2]
+    del w.store._sessions[s.id], w.store._events[s.id]
+    assert [b async for b in feed] == []
+    assert timeline._followers._waiters == {}
+
+
 async def test_two_followers_of_one_session_are_both_woken() -> None:
     w = world()
     timeline = Timeline(w.store, None, poll_s=30)
@@ -112,15 +124,15 @@ async def test_two_followers_of_one_session_are_both_woken() -> None:
     feeds = [timeline.follow(WHO.org_id, s.id, 2, keepalive_s=60) for _ in range(2)]
     waits = [asyncio.create_task(next_of(f)) for f in feeds]
     await asyncio.sleep(0.05)
-    assert len(timeline._waiters[s.id]) == 2
+    assert len(timeline._followers._waiters[s.id]) == 2
     await timeline.change(WHO.org_id, s.id, note("x"))
     for got in await asyncio.wait_for(asyncio.gather(*waits), 2):
         assert got is not None
         assert [e.seq for e in got] == [3]
     await feeds[0].aclose()
-    assert len(timeline._waiters[s.id]) == 1
+    assert len(timeline._followers._waiters[s.id]) == 1
     await feeds[1].aclose()
-    assert timeline._waiters == {}
+    assert timeline._followers._waiters == {}
 
 
 class Reads:
@@ -186,4 +198,4 @@ async def test_a_word_wakes_the_follower_once_and_batches_are_at_most_100() -> N
     with contextlib.suppress(asyncio.CancelledError):
         await later
     await feed.aclose()
-    assert timeline._waiters == {}
+    assert timeline._followers._waiters == {}

@@ -259,7 +259,7 @@ async def test_a_follower_gets_each_change_as_it_is_saved_and_ends_with_the_run(
     await asyncio.wait_for(follower, 1)
     assert got[-1] == [(3, "run.cancelled")]
     assert "run.cancelled" in FINAL
-    assert f.feed._waiters == {}
+    assert f.feed._followers._waiters == {}
     # re-attached after its last event, or from the start: what is left, then the end
     again: list[Any] = []
     await asyncio.wait_for(_collect(f.feed.follow("org-t", run.id, 3, 60), again), 1)
@@ -280,7 +280,7 @@ async def test_a_quiet_run_sends_keep_alives_and_an_ended_run_without_events_end
     follower.cancel()
     with pytest.raises(asyncio.CancelledError):
         await follower
-    assert f.feed._waiters == {}
+    assert f.feed._followers._waiters == {}
     # an ended run whose events are all sent (or that has none): the end at once
     stored = await f.store.get_run("org-t", run.id)
     assert await f.store.save_run(msgspec.structs.replace(stored, status="succeeded")) is not None

@@ -10,7 +10,6 @@ ends once the session has ended and every event was sent."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any
 from uuid import UUID
@@ -19,10 +18,9 @@ import msgspec
 from litestar import Controller, Request, Response, delete, get, patch, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath, HeaderParameter, JSONBody, QueryParameter
-from litestar.response import Stream
 from msgspec import Meta
 
-from agentsvc_core.entities.code_session import CodeAgent, CodeSession, SessionEvent
+from agentsvc_core.entities.code_session import CodeAgent, CodeSession
 from agentsvc_core.use_cases.code_sessions import (
     CodeAgentChanges,
     CodeAgentDraft,
@@ -31,11 +29,10 @@ from agentsvc_core.use_cases.code_sessions import (
     SessionDraft,
 )
 from agentsvc_web.auth import principal_of
-from agentsvc_web.controllers.threads import SSE_HEADERS, _event_id
 from agentsvc_web.drafts import camel_body, draft_of
 from agentsvc_web.openapi import errors
 from agentsvc_web.schemas import OkBody, copied, cursor_text, read_cursor
-from agentsvc_web.sse import KEEPALIVE
+from agentsvc_web.sequenced import SequencedEventOut, followed, seen, wants_live
 
 __all__ = ["CodeAgentsController", "CodeSessionsController"]
 
@@ -131,18 +128,9 @@ class CodeSessionListOut(msgspec.Struct, rename="camel"):
     next_cursor: str | None
 
 
-class SessionEventOut(msgspec.Struct):
+class SessionEventOut(SequencedEventOut):
     """One item of the timeline: ``type`` is status, message, tool_call,
     tool_result, command, file_change, usage, pull_request or notice."""
-
-    seq: int
-    type: str
-    data: dict[str, Any]
-    created_at: datetime
-
-    @classmethod
-    def of(cls, e: SessionEvent) -> SessionEventOut:
-        return copied(cls, e)
 
 
 class SessionEventsOut(msgspec.Struct):
@@ -224,19 +212,6 @@ class CodeAgentsController(Controller):
     ) -> OkBody:
         await code_agents.delete(principal_of(request), code_agent_id)
         return OkBody(ok=True)
-
-
-async def _frames(feed: AsyncIterator[list[SessionEvent] | None]) -> AsyncIterator[bytes]:
-    async for batch in feed:
-        if batch is None:
-            yield KEEPALIVE
-            continue
-        chunk = bytearray()
-        for e in batch:
-            chunk += b"id: %d\nevent: %s\ndata: " % (e.seq, e.type.encode())
-            chunk += _enc.encode(SessionEventOut.of(e))
-            chunk += b"\n\n"
-        yield bytes(chunk)
 
 
 class CodeSessionsController(Controller):
@@ -374,13 +349,11 @@ class CodeSessionsController(Controller):
         ] = "",
     ) -> Response[SessionEventsOut]:
         who = principal_of(request)
-        if "text/event-stream" in request.headers.get("accept", ""):
-            seen = _event_id(last_event_id) if last_event_id else after
-            feed = await code_sessions.follow(
-                who, session_id, seen, request.app.state.sse_keepalive_s
-            )
-            stream: Any = Stream(_frames(feed), media_type="text/event-stream", headers=SSE_HEADERS)
-            return stream  # type: ignore[no-any-return]
+        if wants_live(request):
+            start = seen(last_event_id, after)
+            keepalive = request.app.state.sse_keepalive_s
+            feed = await code_sessions.follow(who, session_id, start, keepalive)
+            return followed(feed, SessionEventOut)  # type: ignore[no-any-return]
         rows, next_after = await code_sessions.events(who, session_id, after=after, limit=limit)
         return Response(
             SessionEventsOut(events=[SessionEventOut.of(e) for e in rows], next_after=next_after)

@@ -27,11 +27,11 @@ from agentsvc_core.use_cases.computer.tools import MAX_COMMAND
 from agentsvc_web.auth import principal_of
 from agentsvc_web.openapi import errors
 from agentsvc_web.schemas import OkBody, copied, given_fields, items_schema
+from agentsvc_web.sse import SSE_HEADERS
 
 Req = Request[Any, Any, Any]
 
 EXEC_MAX_OUTPUT = 1_000_000  # bytes of each stream an operator's command may print
-SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 _B = {field: (least, most) for field, least, most in BOUNDS}
 ComputerToolName = Literal[TOOL_NAMES]  # type: ignore[valid-type]
 _enc = msgspec.json.Encoder()

@@ -25,10 +25,9 @@ from agentsvc_core.use_cases.multiplayer.config import (
 )
 from agentsvc_core.use_cases.multiplayer.events import ThreadEvents, ThreadFeed
 from agentsvc_web.auth import principal_of
-from agentsvc_web.controllers.threads import SSE_HEADERS, _event_id
 from agentsvc_web.openapi import errors
 from agentsvc_web.schemas import copied, given_fields
-from agentsvc_web.sse import KEEPALIVE
+from agentsvc_web.sse import KEEPALIVE, SSE_HEADERS, event_id
 
 Req = Request[Any, Any, Any]
 
@@ -143,7 +142,7 @@ class ThreadEventsController(Controller):
             str, HeaderParameter(name="Last-Event-ID", pattern=r"^[0-9]{0,9}$", required=False)
         ] = "",
     ) -> Stream:
-        seen = _event_id(last_event_id) if last_event_id else after
+        seen = event_id(last_event_id) if last_event_id else after
         feed = await thread_events.follow(principal_of(request), thread_id, seen)
         return Stream(
             _frames(feed, request.app.state.sse_keepalive_s),

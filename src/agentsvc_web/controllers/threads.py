@@ -52,11 +52,9 @@ from agentsvc_web.schemas import (
     Title,
     UserId,
 )
-from agentsvc_web.sse import SseStream, sse_frames
+from agentsvc_web.sse import MAX_EVENT_ID, SSE_HEADERS, SseStream, event_id, sse_frames
 
 Req = Request[Any, Any, Any]
-
-SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 def _cursor(raw: str | None) -> datetime | None:
@@ -69,19 +67,8 @@ def _cursor(raw: str | None) -> datetime | None:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
-MAX_EVENT_ID = 1_000_000_000
-
-
 def _has_key(request: Req) -> bool:
     return "idempotency-key" in request.headers
-
-
-def _event_id(raw: str) -> int:
-    """The id of the last event a client saw (the ``Last-Event-ID`` header)."""
-    text = raw.strip()
-    if not text.isascii() or not text.isdigit() or int(text) > MAX_EVENT_ID:
-        raise InvalidInput("Last-Event-ID", "must be the id of an event of the stream (a number)")
-    return int(text)
 
 
 def _sse(request: Req, source: EventSource, start: int = 0) -> SseStream:
@@ -342,7 +329,7 @@ class ThreadController(Controller):
             str, HeaderParameter(name="Last-Event-ID", pattern=r"^[0-9]{0,9}$", required=False)
         ] = "",
     ) -> SseStream:
-        seen = _event_id(last_event_id) if last_event_id else after
+        seen = event_id(last_event_id) if last_event_id else after
         source = await streams.follow(principal_of(request), thread_id, run_id, seen)
         return _sse(request, source, seen)
 

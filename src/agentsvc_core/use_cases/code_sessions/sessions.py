@@ -244,8 +244,7 @@ class CodeSessions:
         """A page of the timeline, oldest first, and the ``after`` of the next page
         (None: nothing more for now)."""
         await self._store.get_session(who.org_id, session_id)
-        rows = await self._store.events(who.org_id, session_id, after=after, limit=limit)
-        return rows, rows[-1].seq if len(rows) == limit else None
+        return await self._timeline.page(who.org_id, session_id, after=after, limit=limit)
 
     async def follow(
         self, who: Principal, session_id: UUID, after: int, keepalive_s: float

@@ -9,23 +9,22 @@ told once the run has ended: ``run.finished`` or ``run.cancelled`` is a run's
 last event (a step that ends after its run was cancelled is in the run, not in
 its events).
 
-Followers in any process (``RunFeed.follow``), as a code session's timeline's:
-after a change with events ``ThreadNews`` carries the run's id to every process
-(PostgreSQL's NOTIFY, or in-process); a follower wakes on it and reads the store,
-and reads it every ``poll_s`` anyway (a missed word costs that much at most)."""
+Followers in any process (``RunFeed.follow``) are ``sequenced.Followers``, as a
+code session's timeline's: after a change with events ``ThreadNews`` carries the
+run's id to every process (PostgreSQL's NOTIFY, or in-process); a follower wakes
+on it and reads the store, and reads it every ``poll_s`` anyway."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncGenerator
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from agentsvc_core.entities.runner import NewRunEvent, RunEvent, RunnerRun, StepRun
-from agentsvc_core.errors import NotFound
 from agentsvc_core.ports import ThreadNews
 from agentsvc_core.ports.runners import RunnerStore
+from agentsvc_core.use_cases.sequenced import BATCH, Followers, next_after
 
 __all__ = ["FINAL", "RunFeed", "run_events"]
 
@@ -106,14 +105,7 @@ class RunFeed:
         self, store: RunnerStore, news: ThreadNews | None = None, poll_s: float = 1.0
     ) -> None:
         self._store = store
-        self._poll_s = poll_s
-        self._waiters: dict[UUID, set[asyncio.Event]] = {}
-        if news is not None:
-            news.on_news(self._woken)
-
-    def _woken(self, run_id: UUID) -> None:
-        for event in self._waiters.get(run_id, ()):
-            event.set()
+        self._followers = Followers(news, poll_s)
 
     async def page(
         self, org_id: str, run_id: UUID, *, after: int, limit: int
@@ -121,49 +113,25 @@ class RunFeed:
         """A page of the run's events, oldest first, and the ``after`` of the next
         page (None: nothing more for now)."""
         rows = await self._store.run_events(org_id, run_id, after=after, limit=limit)
-        return rows, rows[-1].seq if len(rows) == limit else None
+        return rows, next_after(rows, limit)
 
-    async def follow(
+    def follow(
         self, org_id: str, run_id: UUID, after: int, keepalive_s: float
     ) -> AsyncGenerator[list[RunEvent] | None]:
         """Batches of the run's events after ``after`` as they are stored; None when
         nothing came for ``keepalive_s``; ends after the run's last event (at once
         when the run had ended and every event was given, or is gone)."""
-        wake = asyncio.Event()
-        self._waiters.setdefault(run_id, set()).add(wake)
-        try:
-            quiet = 0.0
-            while True:
-                wake.clear()  # before the read: news during it wakes the wait below
-                batch = await self._store.run_events(org_id, run_id, after=after, limit=100)
-                if not batch:
-                    try:
-                        run = await self._store.get_run(org_id, run_id)
-                    except NotFound:
-                        return  # deleted meanwhile
-                    if run.ended:
-                        # its end and last events were stored at once, maybe just
-                        # after the read above: read once more
-                        batch = await self._store.run_events(org_id, run_id, after=after, limit=100)
-                        if not batch:
-                            return
-                if batch:
-                    after = batch[-1].seq
-                    quiet = 0.0
-                    yield batch
-                    if batch[-1].type in FINAL:
-                        return
-                    continue
-                try:
-                    await asyncio.wait_for(wake.wait(), self._poll_s)
-                except TimeoutError:
-                    quiet += self._poll_s
-                    if quiet >= keepalive_s:
-                        quiet = 0.0
-                        yield None
-        finally:
-            waiters = self._waiters.get(run_id)
-            if waiters is not None:
-                waiters.discard(wake)
-                if not waiters:
-                    del self._waiters[run_id]
+
+        async def read(seen: int) -> list[RunEvent]:
+            return await self._store.run_events(org_id, run_id, after=seen, limit=BATCH)
+
+        async def ended() -> bool:
+            return (await self._store.get_run(org_id, run_id)).ended
+
+        return self._followers.follow(
+            run_id, after, keepalive_s, read=read, ended=ended, last=_final
+        )
+
+
+def _final(event: RunEvent) -> bool:
+    return event.type in FINAL

@@ -41,10 +41,9 @@ from agentsvc_web.controllers.publishing.schemas import (
 )
 from agentsvc_web.openapi import errors
 from agentsvc_web.schemas import OkBody, cursor_text, read_cursor
-from agentsvc_web.sse import SseStream, sse_frames
+from agentsvc_web.sse import SSE_HEADERS, SseStream, sse_frames
 
 Req = Request[Any, Any, Any]
-SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 CHAT_PATH = "/api/public/chat/"
 
 

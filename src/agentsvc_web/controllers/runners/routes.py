@@ -9,14 +9,13 @@ or resumes a run is an admin's (the default of access.py).
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 from uuid import UUID
 
 import msgspec
 from litestar import Controller, Response, delete, get, patch, post, put
 from litestar.di import NamedDependency
 from litestar.params import FromPath, HeaderParameter, JSONBody, QueryParameter
-from litestar.response import Stream
 
 from agentsvc_core.entities.runner import (
     RunStatus,
@@ -52,14 +51,13 @@ from agentsvc_web.controllers.runners.schemas import (
     TriggerBody,
     TriggerOut,
     TriggerPatchBody,
-    event_frames,
     next_cursor,
     step_draft,
 )
 from agentsvc_web.controllers.skills import BindingOut, BindingsBody
-from agentsvc_web.controllers.threads import SSE_HEADERS, _event_id
 from agentsvc_web.openapi import errors
 from agentsvc_web.schemas import OkBody, given_fields, read_cursor
+from agentsvc_web.sequenced import followed, seen, wants_live
 
 # --- routes -----------------------------------------------------------------------
 
@@ -411,14 +409,11 @@ class RunnerController(Controller):
         ] = "",
     ) -> Response[RunEventsOut]:
         who = principal_of(request)
-        if "text/event-stream" in request.headers.get("accept", ""):
-            seen = _event_id(last_event_id) if last_event_id else after
+        if wants_live(request):
+            start = seen(last_event_id, after)
             keepalive = request.app.state.sse_keepalive_s
-            feed = await runner_runs.follow(who, runner_id, run_id, seen, keepalive)
-            stream: Any = Stream(
-                event_frames(feed), media_type="text/event-stream", headers=SSE_HEADERS
-            )
-            return stream  # type: ignore[no-any-return]
+            feed = await runner_runs.follow(who, runner_id, run_id, start, keepalive)
+            return followed(feed, RunEventOut)  # type: ignore[no-any-return]
         rows, next_after = await runner_runs.events(
             who, runner_id, run_id, after=after, limit=limit
         )

@@ -27,13 +27,12 @@ __all__ = [
     "TriggerBody",
     "TriggerOut",
     "TriggerPatchBody",
-    "event_frames",
     "next_cursor",
     "step_draft",
 ]
 
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 from uuid import UUID
@@ -47,7 +46,6 @@ from agentsvc_core.entities.runner import (
     Catchup,
     OnExceed,
     Overlap,
-    RunEvent,
     Runner,
     RunnerRun,
     RunStatus,
@@ -61,7 +59,7 @@ from agentsvc_core.entities.runner import (
 from agentsvc_core.use_cases.runners.steps import StepDraft
 from agentsvc_web.openapi import errors
 from agentsvc_web.schemas import copied, cursor_text
-from agentsvc_web.sse import KEEPALIVE
+from agentsvc_web.sequenced import SequencedEventOut
 
 Req = Request[Any, Any, Any]
 WRITE = errors(400, 404, 413, 415, 422)
@@ -344,19 +342,10 @@ class RunStarted(msgspec.Struct, rename="camel"):
     run_id: UUID
 
 
-class RunEventOut(msgspec.Struct):
+class RunEventOut(SequencedEventOut):
     """One event of a run: ``type`` is run.started, step.started, step.finished,
     step.failed, step.skipped, run.paused, run.resumed, run.cancelled or
     run.finished (the last two end the run's events)."""
-
-    seq: int
-    type: str
-    data: dict[str, Any]
-    created_at: datetime
-
-    @classmethod
-    def of(cls, e: RunEvent) -> RunEventOut:
-        return copied(cls, e)
 
 
 class RunEventsOut(msgspec.Struct):
@@ -365,21 +354,6 @@ class RunEventsOut(msgspec.Struct):
 
 
 _enc = msgspec.json.Encoder()
-
-
-async def event_frames(feed: AsyncIterator[list[RunEvent] | None]) -> AsyncIterator[bytes]:
-    """A run's events as Server-Sent Events (``id:`` the event's ``seq``), a
-    comment line for a keep-alive."""
-    async for batch in feed:
-        if batch is None:
-            yield KEEPALIVE
-            continue
-        chunk = bytearray()
-        for e in batch:
-            chunk += b"id: %d\nevent: %s\ndata: " % (e.seq, e.type.encode())
-            chunk += _enc.encode(RunEventOut.of(e))
-            chunk += b"\n\n"
-        yield bytes(chunk)
 
 
 # --- cursors ----------------------------------------------------------------------

@@ -110,6 +110,33 @@ def test_a_condition_that_jumps_tells_the_steps_it_skipped_in_order() -> None:
         ("step.finished", "c", 1, LATER),
         ("step.skipped", "w", 2, LATER),
     ]
+    assert told(run, after)[0][1]["thread_id"] is None  # a condition has no thread
+
+
+def test_a_steps_events_are_dated_by_the_step_not_by_the_runs_last_write() -> None:
+    # a step's start and end carry the step's own times; the run's updated_at (its
+    # last write, a lease renewal say) only where the step has none
+    written = NOW + timedelta(minutes=5)
+    run = a_run()
+    _, state = started_at(run, 0, NOW)
+    after = step_started(run, 0, state, expect=run.steps[0])
+    assert isinstance(after, RunnerRun)
+    assert [at for _, _, at in told(run, msgspec.structs.replace(after, updated_at=written))] == [
+        NOW
+    ]
+    undated = with_state(after, 0, started_at=None)
+    assert [at for _, _, at in told(run, msgspec.structs.replace(undated, updated_at=written))] == [
+        written
+    ]
+    begun_run, _ = started_at(a_run(), 0, NOW)
+    for end in (Done(output={"text": "hi"}), Failed(error="boom")):
+        ended = _ended(begun_run, 0, end, pause=False)
+        assert isinstance(ended, RunnerRun)
+        later = msgspec.structs.replace(ended, updated_at=written)
+        assert ended.steps[0].ended_at == LATER
+        assert told(begun_run, later)[0][2] == LATER
+        no_end = with_state(later, 0, ended_at=None)
+        assert told(begun_run, no_end)[0][2] == written
 
 
 def test_a_failed_step_tells_its_error_then_the_runs_end() -> None:
@@ -310,6 +337,22 @@ async def test_a_run_that_ends_between_the_reads_still_gives_its_last_events() -
     got: list[Any] = []
     await asyncio.wait_for(_collect(f.feed.follow("org-t", run.id, 0, 60), got), 1)
     assert got == [[(1, "run.cancelled")]]
+
+
+@pytest.mark.anyio
+async def test_a_follower_ends_on_the_last_event_and_reads_a_hundred_at_a_time() -> None:
+    f = Feed(poll_s=30)  # nothing but the events can end it in time
+    run = await f.run()
+    stored = await f.store.get_run("org-t", run.id)
+    many = [NewRunEvent("step.skipped", {"index": i}, LATER) for i in range(130)]
+    last = NewRunEvent("run.cancelled", {"status": "cancelled"}, LATER)
+    # the events alone, the run's row left running: the last event ends the follower
+    assert await f.store.save_run(stored, [*many, last]) is not None
+    got: list[Any] = []
+    await asyncio.wait_for(_collect(f.feed.follow("org-t", run.id, 0, 60), got), 2)
+    assert [len(b) for b in got] == [100, 31]
+    assert got[-1][-1] == (131, "run.cancelled")
+    assert f.feed._followers._waiters == {}
 
 
 @pytest.mark.anyio

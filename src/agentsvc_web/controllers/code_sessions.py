@@ -40,7 +40,6 @@ Req = Request[Any, Any, Any]
 Cursor = Annotated[str | None, QueryParameter(name="cursor", max_length=100)]
 Limit = Annotated[int, QueryParameter(name="limit", ge=1, le=100)]
 MAX_SEQ = 1_000_000_000
-_enc = msgspec.json.Encoder()
 
 if TYPE_CHECKING:
     CodeAgentBody = CodeAgentDraft

@@ -353,9 +353,6 @@ class RunEventsOut(msgspec.Struct):
     next_after: int | None
 
 
-_enc = msgspec.json.Encoder()
-
-
 # --- cursors ----------------------------------------------------------------------
 
 

@@ -70,11 +70,9 @@ def follow(
     return f.follow(key, after, keepalive_s, read=log.read, ended=log.ended, **kw)  # type: ignore[arg-type]
 
 
-async def drain(feed: AsyncGenerator[list[Ev] | None], timeout: float = 2) -> list[list[Ev] | None]:
-    async def run() -> list[list[Ev] | None]:
+async def drain(feed: AsyncGenerator[list[Ev] | None]) -> list[list[Ev] | None]:
+    async with asyncio.timeout(2):  # a follower that does not end fails the test
         return [batch async for batch in feed]
-
-    return await asyncio.wait_for(run(), timeout)
 
 
 def seqs(batches: list[list[Ev] | None]) -> list[int]:

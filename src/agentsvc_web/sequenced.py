@@ -1,6 +1,6 @@
 """The web side of sequenced logs (``agentsvc_core.use_cases.sequenced``): a runner
 run's events and a code session's timeline are answered the same way, a page as
-JSON (``events`` and ``nextAfter``) or, with ``Accept: text/event-stream``, followed
+JSON (``events`` and ``next_after``) or, with ``Accept: text/event-stream``, followed
 live as Server-Sent Events whose ``id:`` is the event's ``seq`` (a client
 re-attaches with ``Last-Event-ID``) and whose ``event:`` is its ``type``, a comment
 line while nothing happens."""

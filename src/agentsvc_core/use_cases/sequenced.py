@@ -35,7 +35,7 @@ E = TypeVar("E", bound=Sequenced)
 
 
 def next_after(rows: Sequence[Sequenced], limit: int) -> int | None:
-    """A page's ``nextAfter``: the last ``seq`` of a full page; None when the page
+    """A page's ``next_after``: the last ``seq`` of a full page; None when the page
     is not full (nothing more for now)."""
     return rows[-1].seq if len(rows) == limit else None
 

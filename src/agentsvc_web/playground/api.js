@@ -142,3 +142,58 @@ export async function* sseEvents(response) {
     }
   }
 }
+
+/** Follows a log of numbered events (a runner run's events, a code session's
+ * timeline: GET `url` as Server-Sent Events, each event's `seq` its id) while
+ * `list` is on the page and `controller` is not aborted; a log that sends nothing
+ * for a while still stops being followed once `list` leaves the page. A dropped
+ * connection is attached again with Last-Event-ID, so no event comes twice.
+ * `onEvent(e)` takes each event and answers true after the log's last one. When a
+ * stream ends before that, `ended(last, got)` (the last seq seen, how many events
+ * that stream gave) answers null when the log is over, else how many milliseconds
+ * to wait before attaching again. `what` names the log in an error. */
+export async function followLog(api, url, list, controller, { what, onEvent, ended }) {
+  const watch = setInterval(() => {
+    if (!list.isConnected) controller.abort();
+  }, 2000);
+  try {
+    let last = null;
+    for (;;) {
+      if (!list.isConnected) return;
+      const headers = api.headers({ Accept: "text/event-stream" });
+      if (last !== null) headers["Last-Event-ID"] = String(last);
+      let response;
+      try {
+        response = await fetch(url, { headers, signal: controller.signal, cache: "no-store" });
+      } catch (err) {
+        if (controller.signal.aborted) return;
+        throw err;
+      }
+      if (!response.ok) {
+        const body = await response.json().catch(() => null); // the API's error body, if it is one
+        throw new Error(body?.error ? `${body.error}: ${body.detail}` : `${what}: HTTP ${response.status}`);
+      }
+      let got = 0;
+      try {
+        for await (const ev of sseEvents(response)) {
+          if (!list.isConnected) {
+            controller.abort();
+            return;
+          }
+          const e = ev.data;
+          if (last !== null && e.seq <= last) continue;
+          last = e.seq;
+          got += 1;
+          if (await onEvent(e)) return;
+        }
+      } catch (err) {
+        if (controller.signal.aborted) return; // left, or another log opened
+      }
+      const wait = await ended(last, got);
+      if (wait === null) return;
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    }
+  } finally {
+    clearInterval(watch);
+  }
+}

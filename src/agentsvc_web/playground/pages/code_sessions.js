@@ -5,7 +5,7 @@
 // event shows twice), with a follow-up box, cancel and archive. It also lists the
 // code agents: add, edit (name, model, repository, git token) and delete one.
 
-import { sseEvents } from "../api.js";
+import { followLog } from "../api.js";
 import { h, pretty } from "../dom.js";
 import { badge, check, dangerButton, enc, labelled, onSubmit, options, section, status, submitRow, table, webUrl, when } from "./formkit.js";
 
@@ -32,60 +32,26 @@ function eventItem(ev) {
 }
 
 /** Follows a session's events into `list` until it ends or the page is left. */
-async function follow(ctx, session, list, onStatus) {
+function follow(ctx, session, list, onStatus) {
   follower?.abort();
   const controller = new AbortController();
   follower = controller;
-  // a session that waits sends nothing for a while: leaving the page still ends the stream
-  const watch = setInterval(() => {
-    if (!list.isConnected) controller.abort();
-  }, 2000);
-  try {
-    await followEvents(ctx, session, list, onStatus, controller);
-  } finally {
-    clearInterval(watch);
-  }
-}
-
-async function followEvents(ctx, session, list, onStatus, controller) {
-  let last = null;
-  for (;;) {
-    if (!list.isConnected) return;
-    const headers = ctx.api.headers({ Accept: "text/event-stream" });
-    if (last !== null) headers["Last-Event-ID"] = String(last);
-    let response;
-    try {
-      response = await fetch(`/api/code-sessions/${enc(session.id)}/events`, { headers, signal: controller.signal, cache: "no-store" });
-    } catch (err) {
-      if (controller.signal.aborted) return;
-      throw err;
-    }
-    if (!response.ok) {
-      const body = await response.json().catch(() => null); // the API's error body, if it is one
-      throw new Error(body?.error ? `${body.error}: ${body.detail}` : `the timeline: HTTP ${response.status}`);
-    }
-    try {
-      for await (const ev of sseEvents(response)) {
-        if (!list.isConnected) {
-          controller.abort();
-          return;
-        }
-        const e = ev.data;
-        if (last !== null && e.seq <= last) continue;
-        last = e.seq;
-        list.append(eventItem(e));
-        list.scrollTop = list.scrollHeight;
-        if (e.type === "status") onStatus(e.data.status);
-      }
-    } catch (err) {
-      if (controller.signal.aborted) return; // left, or another session opened
-    }
+  const path = `/api/code-sessions/${enc(session.id)}`;
+  return followLog(ctx.api, `${path}/events`, list, controller, {
+    what: "the timeline",
+    onEvent: (e) => {
+      list.append(eventItem(e));
+      list.scrollTop = list.scrollHeight;
+      if (e.type === "status") onStatus(e.data.status);
+      return false; // a session's end is read from the session (a waiting one has no last event)
+    },
     // the stream ended: because the session did, or the connection dropped
-    const now = await ctx.api.get(`/api/code-sessions/${enc(session.id)}`);
-    onStatus(now.status);
-    if (ENDED.has(now.status) && now.last_event_seq <= (last ?? 0)) return;
-    await new Promise((r) => setTimeout(r, 1000));
-  }
+    ended: async (last) => {
+      const now = await ctx.api.get(path);
+      onStatus(now.status);
+      return ENDED.has(now.status) && now.last_event_seq <= (last ?? 0) ? null : 1000;
+    },
+  });
 }
 
 function sessionView(ctx, session) {

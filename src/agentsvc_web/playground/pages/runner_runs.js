@@ -6,7 +6,7 @@
 // Last-Event-ID, so no event shows twice): each event is listed, and the run is
 // read again as it comes; the graph shows its steps' statuses.
 
-import { sseEvents } from "../api.js";
+import { followLog } from "../api.js";
 import { h, pretty } from "../dom.js";
 import { badge, enc, labelled, onSubmit, parseJson, status, table, when } from "./formkit.js";
 
@@ -24,49 +24,24 @@ function eventItem(e) {
 
 /** Follows a run's events into `list` until its last one, or the page is left;
  * `refresh()` reads the run again (it answers the run). */
-async function followRun(ctx, path, list, refresh, controller) {
-  let last = null;
+function followRun(ctx, path, list, refresh, controller) {
   let ended = false; // the run had ended when its stream was last asked for
-  for (;;) {
-    if (!list.isConnected) return;
-    const headers = ctx.api.headers({ Accept: "text/event-stream" });
-    if (last !== null) headers["Last-Event-ID"] = String(last);
-    let response;
-    try {
-      response = await fetch(`${path}/events`, { headers, signal: controller.signal, cache: "no-store" });
-    } catch (err) {
-      if (controller.signal.aborted) return;
-      throw err;
-    }
-    if (!response.ok) {
-      const body = await response.json().catch(() => null); // the API's error body, if it is one
-      throw new Error(body?.error ? `${body.error}: ${body.detail}` : `the run's events: HTTP ${response.status}`);
-    }
-    let got = 0;
-    try {
-      for await (const ev of sseEvents(response)) {
-        if (!list.isConnected) {
-          controller.abort();
-          return;
-        }
-        const e = ev.data;
-        if (last !== null && e.seq <= last) continue;
-        last = e.seq;
-        got += 1;
-        list.append(eventItem(e));
-        await refresh();
-        if (FINAL.has(e.type)) return;
-      }
-    } catch (err) {
-      if (controller.signal.aborted) return; // left, or another run opened
-    }
+  return followLog(ctx.api, `${path}/events`, list, controller, {
+    what: "the run's events",
+    onEvent: async (e) => {
+      list.append(eventItem(e));
+      await refresh();
+      return FINAL.has(e.type);
+    },
     // the stream ended without the run's last event: the connection dropped (the
     // rest, even of a run that ended meanwhile, comes on the next one), or the run
     // had ended before it had events (a stream read after its end was empty)
-    if (ended && got === 0) return;
-    ended = !ACTIVE.has((await refresh()).status);
-    if (!ended) await new Promise((r) => setTimeout(r, 1000));
-  }
+    ended: async (_last, got) => {
+      if (ended && got === 0) return null;
+      ended = !ACTIVE.has((await refresh()).status);
+      return ended ? 0 : 1000;
+    },
+  });
 }
 
 function stepList(run) {
@@ -179,15 +154,10 @@ export async function renderRuns(root, ctx, runner, showStatuses) {
     await loadList(); // a run just started is in it
     const controller = new AbortController();
     follower = controller;
-    // a paused run sends nothing for a while: leaving the page still ends the stream
-    const watch = setInterval(() => {
-      if (!events.isConnected) controller.abort();
-    }, 2000);
     // followed in the background (a button's handler does not wait for the run's end)
     followRun(ctx, runPath(runId), events, refresh, controller)
       .then(() => (ACTIVE.has(run.status) && root.isConnected ? loadList() : null)) // its end
-      .catch((e) => ctx.showError(e.message))
-      .finally(() => clearInterval(watch));
+      .catch((e) => ctx.showError(e.message));
   };
 
   const loadList = async () => {

@@ -9,19 +9,32 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from datetime import datetime
-from typing import Any, Self
+from typing import Annotated, Any, Self
 
 import msgspec
 from litestar import Request
+from litestar.params import QueryParameter
 from litestar.response import Stream
 
 from agentsvc_core.use_cases.sequenced import Sequenced
 from agentsvc_web.schemas import copied
-from agentsvc_web.sse import KEEPALIVE, SSE_HEADERS, event_id
+from agentsvc_web.sse import KEEPALIVE, MAX_EVENT_ID, SSE_HEADERS, event_id
 
-__all__ = ["SequencedEventOut", "followed", "seen", "sequenced_frames", "wants_live"]
+__all__ = [
+    "After",
+    "EventLimit",
+    "SequencedEventOut",
+    "followed",
+    "seen",
+    "sequenced_frames",
+    "wants_live",
+]
 
 _enc = msgspec.json.Encoder()
+
+# a page's query: the events after this seq, at most this many
+After = Annotated[int, QueryParameter(name="after", ge=0, le=MAX_EVENT_ID)]
+EventLimit = Annotated[int, QueryParameter(name="limit", ge=1, le=500)]
 
 
 class SequencedEventOut(msgspec.Struct):

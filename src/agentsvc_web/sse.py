@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 from litestar.enums import MediaType
+from litestar.params import HeaderParameter
 from litestar.response import Stream
 from litestar.response.base import ASGIResponse
 from litestar.response.streaming import ASGIStreamingResponse
@@ -49,6 +50,10 @@ KEEPALIVE_S = 15.0  # the default of Settings.sse_keepalive_s
 KEEPALIVE = b": keep-alive\n\n"
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 MAX_EVENT_ID = 1_000_000_000
+# the header a client re-attaching to a stream sends: the id of the last event it saw
+LastEventId = Annotated[
+    str, HeaderParameter(name="Last-Event-ID", pattern=r"^[0-9]{0,9}$", required=False)
+]
 _encoder = msgspec.json.Encoder()
 _NAMES = {cls: name.encode() for cls, name in EVENT_NAMES.items()}
 _END: HTTPResponseBodyEvent = {"type": "http.response.body", "body": b"", "more_body": False}

@@ -17,7 +17,7 @@ from uuid import UUID
 import msgspec
 from litestar import Controller, Request, Response, delete, get, patch, post
 from litestar.di import NamedDependency
-from litestar.params import FromPath, HeaderParameter, JSONBody, QueryParameter
+from litestar.params import FromPath, JSONBody, QueryParameter
 from msgspec import Meta
 
 from agentsvc_core.entities.code_session import CodeAgent, CodeSession
@@ -32,14 +32,21 @@ from agentsvc_web.auth import principal_of
 from agentsvc_web.drafts import camel_body, draft_of
 from agentsvc_web.openapi import errors
 from agentsvc_web.schemas import OkBody, copied, cursor_text, read_cursor
-from agentsvc_web.sequenced import SequencedEventOut, followed, seen, wants_live
+from agentsvc_web.sequenced import (
+    After,
+    EventLimit,
+    SequencedEventOut,
+    followed,
+    seen,
+    wants_live,
+)
+from agentsvc_web.sse import LastEventId
 
 __all__ = ["CodeAgentsController", "CodeSessionsController"]
 
 Req = Request[Any, Any, Any]
 Cursor = Annotated[str | None, QueryParameter(name="cursor", max_length=100)]
 Limit = Annotated[int, QueryParameter(name="limit", ge=1, le=100)]
-MAX_SEQ = 1_000_000_000
 
 if TYPE_CHECKING:
     CodeAgentBody = CodeAgentDraft
@@ -341,11 +348,9 @@ class CodeSessionsController(Controller):
         request: Req,
         code_sessions: NamedDependency[CodeSessions],
         session_id: FromPath[UUID],
-        after: Annotated[int, QueryParameter(name="after", ge=0, le=MAX_SEQ)] = 0,
-        limit: Annotated[int, QueryParameter(name="limit", ge=1, le=500)] = 100,
-        last_event_id: Annotated[
-            str, HeaderParameter(name="Last-Event-ID", pattern=r"^[0-9]{0,9}$", required=False)
-        ] = "",
+        after: After = 0,
+        limit: EventLimit = 100,
+        last_event_id: LastEventId = "",
     ) -> Response[SessionEventsOut]:
         who = principal_of(request)
         if wants_live(request):

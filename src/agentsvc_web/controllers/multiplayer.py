@@ -11,7 +11,7 @@ from uuid import UUID
 import msgspec
 from litestar import Controller, Request, get, put
 from litestar.di import NamedDependency
-from litestar.params import FromPath, HeaderParameter, JSONBody, QueryParameter
+from litestar.params import FromPath, JSONBody, QueryParameter
 from litestar.response import Stream
 from msgspec import UNSET, Meta, UnsetType
 
@@ -27,7 +27,7 @@ from agentsvc_core.use_cases.multiplayer.events import ThreadEvents, ThreadFeed
 from agentsvc_web.auth import principal_of
 from agentsvc_web.openapi import errors
 from agentsvc_web.schemas import copied, given_fields
-from agentsvc_web.sse import KEEPALIVE, SSE_HEADERS, event_id
+from agentsvc_web.sse import KEEPALIVE, SSE_HEADERS, LastEventId, event_id
 
 Req = Request[Any, Any, Any]
 
@@ -138,9 +138,7 @@ class ThreadEventsController(Controller):
         thread_events: NamedDependency[ThreadEvents],
         thread_id: FromPath[UUID],
         after: Annotated[int | None, QueryParameter(name="after", ge=0, le=MAX_OFFSET)] = None,
-        last_event_id: Annotated[
-            str, HeaderParameter(name="Last-Event-ID", pattern=r"^[0-9]{0,9}$", required=False)
-        ] = "",
+        last_event_id: LastEventId = "",
     ) -> Stream:
         seen = event_id(last_event_id) if last_event_id else after
         feed = await thread_events.follow(principal_of(request), thread_id, seen)

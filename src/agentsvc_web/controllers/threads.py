@@ -7,7 +7,7 @@ from uuid import UUID
 import msgspec
 from litestar import Controller, Request, delete, get, patch, post
 from litestar.di import NamedDependency
-from litestar.params import FromPath, HeaderParameter, JSONBody, QueryParameter
+from litestar.params import FromPath, JSONBody, QueryParameter
 from msgspec import UNSET, Meta
 
 from agentsvc_core import rules
@@ -52,7 +52,14 @@ from agentsvc_web.schemas import (
     Title,
     UserId,
 )
-from agentsvc_web.sse import MAX_EVENT_ID, SSE_HEADERS, SseStream, event_id, sse_frames
+from agentsvc_web.sse import (
+    MAX_EVENT_ID,
+    SSE_HEADERS,
+    LastEventId,
+    SseStream,
+    event_id,
+    sse_frames,
+)
 
 Req = Request[Any, Any, Any]
 
@@ -325,9 +332,7 @@ class ThreadController(Controller):
         thread_id: FromPath[UUID],
         run_id: Annotated[UUID | None, QueryParameter(name="runId")] = None,
         after: Annotated[int, QueryParameter(name="after", ge=0, le=MAX_EVENT_ID)] = 0,
-        last_event_id: Annotated[
-            str, HeaderParameter(name="Last-Event-ID", pattern=r"^[0-9]{0,9}$", required=False)
-        ] = "",
+        last_event_id: LastEventId = "",
     ) -> SseStream:
         seen = event_id(last_event_id) if last_event_id else after
         source = await streams.follow(principal_of(request), thread_id, run_id, seen)

@@ -15,7 +15,7 @@ from uuid import UUID
 import msgspec
 from litestar import Controller, Response, delete, get, patch, post, put
 from litestar.di import NamedDependency
-from litestar.params import FromPath, HeaderParameter, JSONBody, QueryParameter
+from litestar.params import FromPath, JSONBody, QueryParameter
 
 from agentsvc_core.entities.runner import (
     RunStatus,
@@ -57,7 +57,8 @@ from agentsvc_web.controllers.runners.schemas import (
 from agentsvc_web.controllers.skills import BindingOut, BindingsBody
 from agentsvc_web.openapi import errors
 from agentsvc_web.schemas import OkBody, given_fields, read_cursor
-from agentsvc_web.sequenced import followed, seen, wants_live
+from agentsvc_web.sequenced import After, EventLimit, followed, seen, wants_live
+from agentsvc_web.sse import LastEventId
 
 # --- routes -----------------------------------------------------------------------
 
@@ -402,11 +403,9 @@ class RunnerController(Controller):
         runner_runs: NamedDependency[RunnerRuns],
         runner_id: FromPath[UUID],
         run_id: FromPath[UUID],
-        after: Annotated[int, QueryParameter(name="after", ge=0, le=1_000_000_000)] = 0,
-        limit: Annotated[int, QueryParameter(name="limit", ge=1, le=500)] = 100,
-        last_event_id: Annotated[
-            str, HeaderParameter(name="Last-Event-ID", pattern=r"^[0-9]{0,9}$", required=False)
-        ] = "",
+        after: After = 0,
+        limit: EventLimit = 100,
+        last_event_id: LastEventId = "",
     ) -> Response[RunEventsOut]:
         who = principal_of(request)
         if wants_live(request):

@@ -8,7 +8,7 @@ from typing import Any, TypeVar, cast
 
 import msgspec
 
-from agentsvc_web.schemas import given_fields
+from agentsvc_core.partial import given_fields
 
 __all__ = ["camel_body", "draft_of"]
 

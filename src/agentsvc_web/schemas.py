@@ -59,11 +59,6 @@ def items_schema(items: Schema) -> KwargDefinition:
 _Out = TypeVar("_Out", bound=msgspec.Struct)
 
 
-def given_fields(body: msgspec.Struct) -> dict[str, Any]:
-    """The fields a PATCH or PUT body supplied (those not ``UNSET``), by name."""
-    return {f: getattr(body, f) for f in body.__struct_fields__ if getattr(body, f) is not UNSET}
-
-
 def read_cursor(raw: str | None) -> tuple[datetime, UUID] | None:
     """A ``nextCursor`` of a list paged by creation (``cursor_text``); 422 for any
     other string."""

@@ -10,6 +10,7 @@ from msgspec import UNSET, UnsetType
 from agentsvc_core.entities import Agent, Principal, ToolProfile
 from agentsvc_core.entities.agent import TemplateRef
 from agentsvc_core.entities.model_params import ModelParams
+from agentsvc_core.partial import given_fields
 from agentsvc_core.ports import AgentRepository, Clock, SecretStore
 from agentsvc_core.ports.projects import ProjectStore
 from agentsvc_core.rules import DEFAULT_APPROVAL_TIMEOUT_MINUTES, check_agent
@@ -48,9 +49,7 @@ class AgentChanges(msgspec.Struct, frozen=True, kw_only=True):
     model_params: ModelParams | UnsetType | None = UNSET  # replaced whole; None clears
 
     def supplied(self) -> dict[str, object]:
-        return {
-            f: getattr(self, f) for f in self.__struct_fields__ if getattr(self, f) is not UNSET
-        }
+        return given_fields(self)
 
 
 def _checked(agent: Agent) -> Agent:

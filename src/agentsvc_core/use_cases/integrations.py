@@ -22,6 +22,7 @@ from msgspec import UNSET, UnsetType
 
 from agentsvc_core.entities import Integration, IntegrationType, Principal
 from agentsvc_core.errors import InvalidInput
+from agentsvc_core.partial import given_fields
 from agentsvc_core.ports import (
     AgentRepository,
     Clock,
@@ -263,11 +264,7 @@ class Integrations:
         their next turn reads the new settings; a new name gives a new slug, so
         the tools' names follow it."""
         current = await self._store.get(who.org_id, integration_id)
-        given = {
-            f: getattr(changes, f)
-            for f in changes.__struct_fields__
-            if getattr(changes, f) is not UNSET
-        }
+        given = given_fields(changes)
         # what is checked: the fields given (the others, stored, passed before)
         kept = IntegrationDraft(name=current.name, type=current.type, connection="")
         draft = msgspec.structs.replace(kept, **given)

@@ -18,6 +18,7 @@ from agentsvc_core.entities import (
     ThreadKind,
 )
 from agentsvc_core.errors import Conflict, InvalidInput, NotFound, PermissionDenied
+from agentsvc_core.partial import given_fields
 from agentsvc_core.ports import AgentRepository, Clock, ConversationStore, ThreadRepository
 from agentsvc_core.ports.storage import SEARCH_WORD
 from agentsvc_core.rules import (
@@ -180,11 +181,7 @@ class Threads:
 
     async def update(self, who: Principal, thread_id: UUID, changes: ThreadChanges) -> Thread:
         thread = await self.visible(who, thread_id)
-        fields: dict[str, Any] = {
-            f: getattr(changes, f)
-            for f in changes.__struct_fields__
-            if getattr(changes, f) is not UNSET
-        }
+        fields = given_fields(changes)
         if "metadata" in fields and fields["metadata"] is None:
             fields["metadata"] = {}
         if not fields:

@@ -30,6 +30,7 @@ from agentsvc_core.entities import Agent, Principal, WebhookMethod, WebhookTool
 from agentsvc_core.entities.webhook_tool import WebhookApproval
 from agentsvc_core.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from agentsvc_core.json_schema import PatternRefused
+from agentsvc_core.partial import given_fields
 from agentsvc_core.ports import (
     RESERVED_TOOL_PREFIXES,
     TOOL_SEPARATOR,
@@ -290,11 +291,7 @@ class WebhookTools:
         another (as MCP servers' credentials). The write is a compare-and-set, so
         neither a concurrent PATCH nor a key rotation is lost."""
         self._admin(who)
-        fields = {
-            f: getattr(changes, f)
-            for f in changes.__struct_fields__
-            if f != "headers" and getattr(changes, f) is not UNSET
-        }
+        fields = given_fields(changes, leave=("headers",))
         for _ in range(_ATTEMPTS):
             current = await self._store.get(who.org_id, tool_id)
             updated = self._check(

@@ -20,13 +20,14 @@ from litestar.response import Stream
 from msgspec import UNSET, Meta, UnsetType
 
 from agentsvc_core.entities.computer import ComputerInstance
+from agentsvc_core.partial import given_fields
 from agentsvc_core.use_cases.computer import ComputerConfig, Computers
 from agentsvc_core.use_cases.computer.events import EXEC_EVENTS, exec_events
 from agentsvc_core.use_cases.computer.settings import BOUNDS, MAX_HOST, MAX_HOSTS, TOOL_NAMES
 from agentsvc_core.use_cases.computer.tools import MAX_COMMAND
 from agentsvc_web.auth import principal_of
 from agentsvc_web.openapi import errors
-from agentsvc_web.schemas import OkBody, copied, given_fields, items_schema
+from agentsvc_web.schemas import OkBody, copied, items_schema
 from agentsvc_web.sse import SSE_HEADERS
 
 Req = Request[Any, Any, Any]

@@ -15,6 +15,7 @@ from litestar.params import FromPath, JSONBody, QueryParameter
 from msgspec import UNSET, Meta, UnsetType
 
 from agentsvc_core.entities import Integration
+from agentsvc_core.partial import given_fields
 from agentsvc_core.use_cases.integrations import (
     APPROVABLE,
     DEFAULT_MAX_BYTES,
@@ -35,7 +36,7 @@ from agentsvc_core.use_cases.integrations import (
 )
 from agentsvc_web.auth import principal_of
 from agentsvc_web.openapi import errors
-from agentsvc_web.schemas import Name, OkBody, copied, given_fields, items_schema
+from agentsvc_web.schemas import Name, OkBody, copied, items_schema
 
 Req = Request[Any, Any, Any]
 TableNameField = Annotated[str, Meta(min_length=1, max_length=MAX_TABLE_NAME)]

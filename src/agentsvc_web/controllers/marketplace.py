@@ -24,6 +24,7 @@ from msgspec import UNSET, Meta, UnsetType
 from agentsvc_core.entities.marketplace import MarketplaceProfile
 from agentsvc_core.entities.template import Template
 from agentsvc_core.errors import InvalidInput, NotFound, UnsupportedMedia
+from agentsvc_core.partial import given_fields
 from agentsvc_core.use_cases.agents import AgentChanges
 from agentsvc_core.use_cases.marketplace import (
     MAX_AVATAR_BYTES,
@@ -55,7 +56,6 @@ from agentsvc_web.schemas import (
     ToolProfileOut,
     ToolProfiles,
     copied,
-    given_fields,
     items_schema,
     profiles_to_entity,
 )

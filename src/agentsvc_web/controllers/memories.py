@@ -22,6 +22,7 @@ from litestar.params import FromPath, JSONBody, QueryParameter
 from msgspec import UNSET, Meta, UnsetType
 
 from agentsvc_core.entities.memory import Memory, MemoryScope, MemoryStatus
+from agentsvc_core.partial import given_fields
 from agentsvc_core.use_cases.memories.memories import (
     MAX_CONTENT,
     MAX_KEY,
@@ -36,7 +37,7 @@ from agentsvc_core.use_cases.memories.memories import (
 from agentsvc_web.access import MEMBER
 from agentsvc_web.auth import principal_of
 from agentsvc_web.openapi import errors
-from agentsvc_web.schemas import OkBody, copied, cursor_text, given_fields, read_cursor
+from agentsvc_web.schemas import OkBody, copied, cursor_text, read_cursor
 
 Req = Request[Any, Any, Any]
 

@@ -15,6 +15,7 @@ from litestar.params import FromPath, JSONBody, QueryParameter
 from litestar.response import Stream
 from msgspec import UNSET, Meta, UnsetType
 
+from agentsvc_core.partial import given_fields
 from agentsvc_core.rules import MAX_OFFSET
 from agentsvc_core.use_cases.multiplayer.config import (
     MAX_DISPLAY_NAME,
@@ -26,7 +27,7 @@ from agentsvc_core.use_cases.multiplayer.config import (
 from agentsvc_core.use_cases.multiplayer.events import ThreadEvents, ThreadFeed
 from agentsvc_web.auth import principal_of
 from agentsvc_web.openapi import errors
-from agentsvc_web.schemas import copied, given_fields
+from agentsvc_web.schemas import copied
 from agentsvc_web.sse import KEEPALIVE, SSE_HEADERS, LastEventId, event_id
 
 Req = Request[Any, Any, Any]

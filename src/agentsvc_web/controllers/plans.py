@@ -21,6 +21,7 @@ from litestar.params import FromPath, JSONBody, QueryParameter
 from msgspec import UNSET, Meta, UnsetType
 
 from agentsvc_core.entities.plan import Blocked, Edge, Plan, PlanStatus, Todo, TodoStatus
+from agentsvc_core.partial import given_fields
 from agentsvc_core.rules import MAX_TITLE
 from agentsvc_core.use_cases.plan_tools import PlanConfig, PlanSettings
 from agentsvc_core.use_cases.plans import (
@@ -34,7 +35,7 @@ from agentsvc_core.use_cases.plans import (
 from agentsvc_web.access import MEMBER
 from agentsvc_web.auth import principal_of
 from agentsvc_web.openapi import errors
-from agentsvc_web.schemas import OkBody, copied, given_fields
+from agentsvc_web.schemas import OkBody, copied
 
 Req = Request[Any, Any, Any]
 Title = Annotated[str, Meta(min_length=1, max_length=MAX_TITLE)]

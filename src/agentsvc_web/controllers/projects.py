@@ -15,11 +15,12 @@ from litestar.params import FromPath, JSONBody
 from msgspec import UNSET, UnsetType
 
 from agentsvc_core.entities.project import Project
+from agentsvc_core.partial import given_fields
 from agentsvc_core.use_cases.projects import ProjectChanges, ProjectDraft, Projects
 from agentsvc_web.auth import principal_of
 from agentsvc_web.controllers.runners.schemas import RunnerOut
 from agentsvc_web.openapi import CREATE, READ, WRITE, errors
-from agentsvc_web.schemas import AgentOut, Description, Name, copied, given_fields
+from agentsvc_web.schemas import AgentOut, Description, Name, copied
 
 Req = Request[Any, Any, Any]
 

@@ -10,6 +10,7 @@ from litestar.openapi.spec import OpenAPIType, Schema
 from litestar.params import FromPath, JSONBody
 from msgspec import Meta
 
+from agentsvc_core.partial import given_fields
 from agentsvc_core.use_cases.org_settings import (
     MAX_RETENTION_DAYS,
     MAX_TIMEOUT_MS,
@@ -27,7 +28,7 @@ from agentsvc_core.use_cases.org_settings import (
 from agentsvc_web.access import ADMIN
 from agentsvc_web.auth import principal_of
 from agentsvc_web.openapi import errors
-from agentsvc_web.schemas import copied, given_fields, items_schema
+from agentsvc_web.schemas import copied, items_schema
 
 Req = Request[Any, Any, Any]
 

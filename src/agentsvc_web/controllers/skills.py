@@ -16,12 +16,13 @@ from litestar.params import FromPath, JSONBody, QueryParameter
 from msgspec import UNSET, Meta, UnsetType
 
 from agentsvc_core.entities.skill import Skill, SkillBinding, SkillContent, SkillOrigin
+from agentsvc_core.partial import given_fields
 from agentsvc_core.ports.skills import RegistrySkill
 from agentsvc_core.use_cases.skills.bindings import MAX_BINDINGS, SkillBindings
 from agentsvc_core.use_cases.skills.skills import SkillChanges, SkillDraft, Skills, SourceDraft
 from agentsvc_web.auth import principal_of
 from agentsvc_web.openapi import CREATE, READ, WRITE, errors
-from agentsvc_web.schemas import copied, given_fields
+from agentsvc_web.schemas import copied
 
 Req = Request[Any, Any, Any]
 

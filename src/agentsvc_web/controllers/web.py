@@ -12,6 +12,7 @@ from litestar.openapi.spec import OpenAPIType, Schema
 from litestar.params import FromPath, JSONBody
 from msgspec import UNSET, Meta, UnsetType
 
+from agentsvc_core.partial import given_fields
 from agentsvc_core.use_cases.web import (
     MAX_DOMAIN,
     MAX_DOMAINS,
@@ -28,7 +29,7 @@ from agentsvc_core.use_cases.web import (
 )
 from agentsvc_web.auth import principal_of
 from agentsvc_web.openapi import errors
-from agentsvc_web.schemas import copied, given_fields, items_schema
+from agentsvc_web.schemas import copied, items_schema
 
 Req = Request[Any, Any, Any]
 

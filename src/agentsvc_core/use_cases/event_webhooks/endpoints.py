@@ -16,6 +16,7 @@ from msgspec import UNSET, UnsetType
 from agentsvc_core.entities import Principal
 from agentsvc_core.entities.event_webhook import EVENT_TYPES, EventDelivery, WebhookEndpoint
 from agentsvc_core.errors import Conflict, InvalidInput, PermissionDenied
+from agentsvc_core.partial import given_fields
 from agentsvc_core.ports import Clock, SecretBox
 from agentsvc_core.ports.event_webhooks import EventWebhookStore
 from agentsvc_core.ports.jobs import JobQueue
@@ -147,9 +148,7 @@ class EventWebhooks:
         had disabled it."""
         self._admin(who)
         fields = {
-            f: tuple(v) if isinstance(v, list) else v
-            for f in changes.__struct_fields__
-            if (v := getattr(changes, f)) is not UNSET
+            f: tuple(v) if isinstance(v, list) else v for f, v in given_fields(changes).items()
         }
         if changes.enabled is True:
             fields["disabled_reason"] = None

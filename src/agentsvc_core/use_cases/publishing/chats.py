@@ -27,6 +27,7 @@ from agentsvc_core.entities.published_chat import (
     VisitorThread,
 )
 from agentsvc_core.errors import InvalidInput, NotFound
+from agentsvc_core.partial import given_fields
 from agentsvc_core.ports import AgentRepository, Clock, SecretBox
 from agentsvc_core.ports.publishing import PublishingStore
 from agentsvc_core.rules import check_embed_domain, check_text
@@ -200,11 +201,7 @@ class Publishing:
     async def update(self, who: Principal, agent_id: UUID, changes: ChatChanges) -> ChatView:
         now = self._clock.now()
         secret = new_identity_secret() if changes.rotate_identity_secret else None
-        given = {
-            f: getattr(changes, f)
-            for f in changes.__struct_fields__
-            if f != "rotate_identity_secret" and getattr(changes, f) is not UNSET
-        }
+        given = given_fields(changes, leave=("rotate_identity_secret",))
         for name in ("starter_prompts", "allowed_domains"):
             if given.get(name) is not None:
                 given[name] = tuple(given[name])

@@ -18,6 +18,7 @@ from agentsvc_core.entities import Principal
 from agentsvc_core.entities.runner import Budget, OnExceed, Runner, Step, Trigger
 from agentsvc_core.entities.skill import SkillBinding
 from agentsvc_core.errors import InvalidInput, NotFound, PermissionDenied
+from agentsvc_core.partial import given_fields
 from agentsvc_core.ports import AgentRepository, Clock, SecretBox
 from agentsvc_core.ports.mcp import UrlPolicy
 from agentsvc_core.ports.projects import ProjectStore
@@ -209,11 +210,7 @@ class Runners:
     async def set_budget(self, who: Principal, runner_id: UUID, changes: BudgetChanges) -> Runner:
         self._admin(who)
         runner = await self._store.get(who.org_id, runner_id)
-        fields = {
-            f: getattr(changes, f)
-            for f in changes.__struct_fields__
-            if not isinstance(getattr(changes, f), UnsetType)
-        }
+        fields = given_fields(changes)
         budget = msgspec.structs.replace(runner.budget, **fields)
         for f in ("max_cost_usd_per_run", "daily_cost_usd"):
             value = getattr(budget, f)
@@ -308,11 +305,7 @@ class Runners:
         return await self.change_trigger(t, changes)
 
     async def change_trigger(self, t: Trigger, changes: TriggerChanges) -> Trigger:
-        fields = {
-            f: getattr(changes, f)
-            for f in changes.__struct_fields__
-            if not isinstance(getattr(changes, f), UnsetType)
-        }
+        fields = given_fields(changes)
         if t.runner_id is not None and ("prompt" in fields or "thread_id" in fields):
             raise InvalidInput("prompt", "only an agent's scheduled task has a prompt")
         now = self._clock.now()

@@ -21,6 +21,7 @@ from agentsvc_core.entities.runner import (
     RunStatus,
 )
 from agentsvc_core.entities.skill import SkillBinding
+from agentsvc_core.partial import given_fields
 from agentsvc_core.use_cases.runners.analytics import Period, RunnerAnalytics, RunnerReport
 from agentsvc_core.use_cases.runners.definitions import (
     BudgetChanges,
@@ -56,7 +57,7 @@ from agentsvc_web.controllers.runners.schemas import (
 )
 from agentsvc_web.controllers.skills import BindingOut, BindingsBody
 from agentsvc_web.openapi import errors
-from agentsvc_web.schemas import OkBody, given_fields, read_cursor
+from agentsvc_web.schemas import OkBody, read_cursor
 from agentsvc_web.sequenced import After, EventLimit, followed, seen, wants_live
 from agentsvc_web.sse import LastEventId
 

@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from agentsvc_adapters.postgres import migrate
 
 # the standing secret scan: its session fixture and the hooks that tap this folder
 from tests.e2e.scan_hooks import (  # noqa: F401 (pytest finds them here)
@@ -14,10 +17,24 @@ from tests.e2e.scan_hooks import (  # noqa: F401 (pytest finds them here)
 )
 from tests.e2e.service import Service, running
 from tests.fakes.registry import FakeRegistry
+from tests.pg import fresh_database
 from tests.web.live import serve
 
 E2E_KEY = "ask_e2e_bootstrap_key_0123456789abcdefgh"
 E2E_JWT_SECRET = "e2e-jwt-secret-0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+@pytest.fixture(scope="session")
+def pg_url(pg_admin_url: str) -> Iterator[str]:
+    """The e2e services' database, apart from the contract and web tests' (the root
+    conftest's ``pg_url``): a service runs a job worker, which takes any queued job
+    in its database, and the maintenance sweep, which prunes by the real clock what
+    is kept until a date gone by. On one database, they took a web test's indexing
+    job (``processing`` where ``queued`` was meant) and pruned a contract test's
+    trace evaluations (dated January 2026) between its write and its read."""
+    with fresh_database(pg_admin_url) as url:
+        asyncio.run(migrate(url))
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -40,21 +40,9 @@ def _upload(c: C, h: H, name: str, data: bytes, **fields: str) -> dict[str, Any]
     return r.json()  # type: ignore[no-any-return]
 
 
-@pytest.fixture
-def idle(settings: Settings, request: pytest.FixtureRequest) -> Iterator[TestClient[Any]]:
-    """An app of its own with no job worker, on a database no worker serves: its
-    uploads stay queued (on the shared database the session's e2e service runs a
-    worker, which took such a job once: ``processing`` where ``queued`` was meant)."""
-    own: dict[str, Any] = {"worker": False}
-    if settings.storage == "postgres":
-        own["database_url"] = request.getfixturevalue("own_pg_url")
-    with TestClient(create_app(msgspec.structs.replace(settings, **own))) as c:
-        yield c
-
-
-def test_a_queued_document_has_no_chunk_yet(idle: C, auth: H, org_id: str) -> None:
-    """No job worker runs for this app: the document stays ``queued``."""
-    c, h = idle, auth
+def test_a_queued_document_has_no_chunk_yet(client: C, auth: H, org_id: str) -> None:
+    """No job worker runs in this app: the document stays ``queued``."""
+    c, h = client, auth
     doc = _upload(c, h, "guide.md", GUIDE.encode())
     r = c.get(f"/api/knowledge/{doc['id']}/chunks", headers=h)
     assert r.status_code == 200, r.text
@@ -80,8 +68,8 @@ def indexing(
     """An app of its own with a job worker, which indexes uploads."""
     own: dict[str, Any] = {"worker": True}
     if settings.storage == "postgres":
-        # the session's e2e service runs a job worker on the shared database and
-        # would take this test's indexing jobs
+        # a database of its own: its worker takes any queued job of its database,
+        # and other tests' uploads on the shared one stay queued
         own["database_url"] = request.getfixturevalue("own_pg_url")
     with TestClient(create_app(msgspec.structs.replace(settings, **own))) as c:
         yield c

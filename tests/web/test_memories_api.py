@@ -153,8 +153,8 @@ def test_auto_collect_keeps_a_turns_facts_with_the_local_model(
     supersedes the old one, and the call's usage is recorded (``memory_calls``)."""
     own: dict[str, Any] = {"worker": True}
     if settings.storage == "postgres":
-        # a database of this test's own: the session's e2e service runs a job worker
-        # on the shared one, and would take this test's collection jobs
+        # a database of this test's own: its worker takes any queued job of its
+        # database, and other tests' jobs on the shared one stay queued
         own["database_url"] = request.getfixturevalue("own_pg_url")
     with TestClient(create_app(msgspec.structs.replace(settings, **own))) as c:
         h = auth

@@ -40,8 +40,8 @@ def anyio_backend() -> str:
 
 @pytest.fixture(params=["memory", "postgres"])
 def database(request: pytest.FixtureRequest) -> str | None:
-    """None: memory storage; else a database of this module's own (the session's
-    e2e service runs a job worker on the shared one, and would take these runs)."""
+    """None: memory storage; else a database of this module's own (its worker takes
+    any queued job of its database: on the shared one, other tests' too)."""
     return request.getfixturevalue("own_pg_url") if request.param == "postgres" else None
 
 

@@ -3,8 +3,8 @@ result (mutation tests, docs/development.md)."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
+from types import SimpleNamespace
 from collections.abc import Coroutine
 from typing import Any
 
@@ -26,6 +26,7 @@ from agentsvc_core.use_cases.turn.events import (
     ToolResult,
     Turn,
 )
+from agentsvc_core.use_cases.turn import reply_tools
 from agentsvc_core.use_cases.turn.reply_tools import TOOL_TIMEOUT_S, run_tool
 from tests.contract.test_agents_contract import agent_in
 from tests.contract.test_conversations_contract import a_thread
@@ -216,7 +217,9 @@ async def test_a_tool_is_given_60_seconds_then_times_out(monkeypatch: pytest.Mon
         aw.close()
         raise TimeoutError
 
-    monkeypatch.setattr(asyncio, "wait_for", wait_for)  # reply_tools calls asyncio.wait_for
+    # Only reply_tools' own asyncio.wait_for is replaced: patching the asyncio module
+    # itself reached every task on the loop (a follower's Event.wait was closed under it).
+    monkeypatch.setattr(reply_tools, "asyncio", SimpleNamespace(wait_for=wait_for))
     tools = Tools("slow")
     result, events, span = await call("slow", tools, "slow")
     assert TOOL_TIMEOUT_S == 60.0

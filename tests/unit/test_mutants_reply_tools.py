@@ -4,8 +4,8 @@ result (mutation tests, docs/development.md)."""
 from __future__ import annotations
 
 import uuid
-from types import SimpleNamespace
 from collections.abc import Coroutine
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -14,6 +14,7 @@ from agentsvc_core.entities import ToolCall
 from agentsvc_core.errors import Upstream
 from agentsvc_core.ports import ToolAuthRequired, ToolSpec
 from agentsvc_core.ports.telemetry import AttributeValue
+from agentsvc_core.use_cases.turn import reply_tools
 from agentsvc_core.use_cases.turn._private import Plan
 from agentsvc_core.use_cases.turn.context import PROPOSE_PROFILE_SWITCH
 from agentsvc_core.use_cases.turn.events import (
@@ -26,7 +27,6 @@ from agentsvc_core.use_cases.turn.events import (
     ToolResult,
     Turn,
 )
-from agentsvc_core.use_cases.turn import reply_tools
 from agentsvc_core.use_cases.turn.reply_tools import TOOL_TIMEOUT_S, run_tool
 from tests.contract.test_agents_contract import agent_in
 from tests.contract.test_conversations_contract import a_thread

@@ -14,7 +14,7 @@ from datetime import timedelta
 import msgspec
 import pytest
 
-from agentsvc_core.entities.channel import Channel
+from agentsvc_core.entities.channel import Channel, ChannelEvent
 from agentsvc_core.errors import Conflict, InvalidInput, NotFound
 from agentsvc_core.ports.channel_platforms import (
     DeliveryFailed,
@@ -398,6 +398,28 @@ async def test_a_reply_delivered_after_a_failure_connects_the_channel_again() ->
     assert (again.status, again.status_reason) == ("connected", None)
     assert [e.data["status"] for e in w.events.events] == ["error", "connected"]
     assert (await w.event(c, "e1")).state == "failed"  # the failure stays on its message
+
+
+async def test_a_message_says_failed_or_done_only_once_its_channel_says_so_too() -> None:
+    """Whoever reads a message's final state reads its channel's status of that
+    outcome too: the channel is written first."""
+    w = await channel_world()
+    c = await w.channel()
+    seen: list[tuple[str, str]] = []
+    save_event = w.store.save_event
+
+    async def watched(event: ChannelEvent) -> None:
+        if event.state in ("failed", "done"):
+            seen.append((event.state, (await w.fresh(c)).status))
+        await save_event(event)
+
+    w.store.save_event = watched  # type: ignore[method-assign]
+    w.platform.outcomes = [DeliveryFailed("blocked by the user", permanent=True)]
+    await w.message(c, "e1", chat_id="gone")
+    await w.run_jobs()
+    await w.message(c, "e2", chat_id="here")
+    await w.run_jobs()
+    assert seen == [("failed", "error"), ("done", "connected")]
 
 
 async def test_a_job_rerun_after_its_turn_started_reads_the_stored_reply() -> None:

@@ -265,20 +265,24 @@ class ChannelAnswers:
                     return None
                 return await self._retry(channel, event, exc.detail, None)
             event = await self._save(event, parts_sent=index + 1)
+        if channel.status != "error":
+            await self._save(event, state="done")
+            return None
+        # a reply got through again: so does the channel, before its message says
+        # ``done`` (as ``_fail`` orders its two writes)
+        changed = await self._store.modify(
+            channel.org_id,
+            channel.id,
+            lambda c: (
+                msgspec.structs.replace(
+                    c, status="connected", status_reason=None, updated_at=self._clock.now()
+                )
+                if c.status == "error"
+                else c
+            ),
+        )
         await self._save(event, state="done")
-        if channel.status == "error":  # a reply got through again: so does the channel
-            changed = await self._store.modify(
-                channel.org_id,
-                channel.id,
-                lambda c: (
-                    msgspec.structs.replace(
-                        c, status="connected", status_reason=None, updated_at=self._clock.now()
-                    )
-                    if c.status == "error"
-                    else c
-                ),
-            )
-            await status_changed(self._events, channel, changed)
+        await status_changed(self._events, channel, changed)
         return None
 
     async def _retry(
@@ -292,8 +296,11 @@ class ChannelAnswers:
         return Again(wait)
 
     async def _fail(self, channel: Channel, event: ChannelEvent, why: str) -> None:
+        """The channel says ``error`` before its message says ``failed``: whoever sees
+        the failed message then sees the channel's status too (the other order showed
+        a failed message beside a channel still ``connected``). Stopped between the
+        two, the job runs again and the delivery fails (or gets through) again."""
         now = self._clock.now()
-        await self._store.save_event(delivery_failed(event, why, now))
         reason = f"a reply could not be delivered: {why}"[:1000]
         changed = await self._store.modify(
             channel.org_id,
@@ -302,4 +309,5 @@ class ChannelAnswers:
                 c, status="error", status_reason=reason, updated_at=now
             ),
         )
+        await self._store.save_event(delivery_failed(event, why, now))
         await status_changed(self._events, channel, changed)

@@ -599,7 +599,7 @@ def test_narrow_screen_and_themes(console: tuple[Service, str, Any], scheme: str
 
 def _narrow(con: Console, scheme: str) -> None:
     page = con.page
-    con.agent_and_thread(f"Narrow {scheme}")  # opening a thread closes the drawer
+    agent_id, _ = con.agent_and_thread(f"Narrow {scheme}")  # opening a thread closes the drawer
     assert page.get_attribute("#drawer-toggle", "aria-expanded") == "false"
     assert not page.is_visible("#side")  # not stacked above the chat: a drawer
     chat = page.locator("section.chat").bounding_box()
@@ -643,3 +643,13 @@ def _narrow(con: Console, scheme: str) -> None:
     page.wait_for_selector("body[data-ready=true]")
     assert page.get_attribute("html", "data-theme") == "dark"
     page.evaluate("localStorage.removeItem('agentsvc.playground.theme')")
+    # reloaded, still signed in, no thread open: the chat itself offers a new one
+    # for the agent (the side bar's button is behind the menu)
+    page.wait_for_selector("#thread-new-here", state="visible")
+    assert not page.is_visible("#side")
+    page.click("#thread-new-here")
+    page.wait_for_selector("#thread-title .thread-name")
+    assert page.is_hidden("#thread-new-here")
+    made = con.api.get(f"/api/threads/{page.inner_text('#thread-title code')}")
+    assert made.status_code == 200, made.text
+    assert made.json()["agent_id"] == agent_id

@@ -189,7 +189,7 @@ async function loadMcps() {
   const on = new Map(attached.map((a) => [a.mcpServerId, a]));
   const list = clear($("mcp-list"));
   if (!servers.length) {
-    list.append(h("li", { class: "muted small" }, "The organization has no MCP server (POST /api/mcps registers one)."));
+    list.append(h("li", { class: "muted small" }, "The organization has no MCP server yet: Manage, then MCP servers, registers one."));
   }
   for (const server of servers) {
     const id = `mcp-${server.id}`;

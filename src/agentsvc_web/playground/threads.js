@@ -15,6 +15,9 @@ export class Threads {
     const on = (id, type, handler) => $(id).addEventListener(type, handler, { signal });
     const { guarded } = ctx;
     on("thread-new", "click", guarded(() => this.create()));
+    // the same beside "Open or create a thread.": on a narrow screen the side bar's
+    // button is behind the menu
+    on("thread-new-here", "click", guarded(() => this.create()));
     on("thread-search", "submit", guarded(() => this.load()));
     on("thread-q", "search", guarded(() => this.load())); // the field's clear button
     on("thread-rename", "click", () => this.startRename());
@@ -94,6 +97,7 @@ export class Threads {
     this.endRename();
     this.askDelete(false);
     $("thread-actions").hidden = !t;
+    $("thread-new-here").hidden = Boolean(t);
     const title = clear($("thread-title"));
     if (!t) {
       title.append("Open or create a thread.");

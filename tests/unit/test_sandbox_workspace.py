@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from agentsvc_adapters.sandboxes import workspace
 from agentsvc_adapters.sandboxes.workspace import (
     disk_bytes,
     list_files,
@@ -22,6 +23,21 @@ from agentsvc_core.errors import InvalidInput, NotFound
 from agentsvc_core.ports.sandboxes import FileEntry
 
 OWNER = os.getuid()
+
+
+class OsWith:
+    """The ``os`` module as workspace.py sees it, with some functions replaced: the
+    test's fake reaches that module only, not the whole process (docs/development.md)."""
+
+    def __init__(self, **replaced: object) -> None:
+        self.__dict__.update(replaced)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(os, name)
+
+
+def replace_os(monkeypatch: pytest.MonkeyPatch, **replaced: object) -> None:
+    monkeypatch.setattr(workspace, "os", OsWith(**replaced))
 
 
 @pytest.fixture
@@ -181,7 +197,7 @@ def test_a_write_that_fails_at_the_rename_removes_its_temporary_file(
     def failing(*args: object, **kw: object) -> None:
         raise IsADirectoryError(21, "Is a directory")
 
-    monkeypatch.setattr(os, "rename", failing)
+    replace_os(monkeypatch, rename=failing)
     with pytest.raises(InvalidInput) as exc:
         write_file(ws, "new", b"x", OWNER)
     assert refusal(exc) == "new is a folder"
@@ -192,7 +208,7 @@ def test_other_errors_are_named(ws: Path, monkeypatch: pytest.MonkeyPatch) -> No
     def failing(*args: object, **kw: object) -> None:
         raise OSError(13, "Permission denied")
 
-    monkeypatch.setattr(os, "rename", failing)
+    replace_os(monkeypatch, rename=failing)
     with pytest.raises(InvalidInput) as exc:
         write_file(ws, "x", b"x", OWNER)
     assert refusal(exc) == "x cannot be used (Permission denied)"
@@ -300,7 +316,7 @@ def test_disk_bytes_skips_what_goes_while_it_counts(
             raise FileNotFoundError(2, "No such file or directory")
         return real_stat(name, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(os, "stat", stat)
+    replace_os(monkeypatch, stat=stat)
     assert disk_bytes(ws) == stays
 
 
@@ -315,7 +331,7 @@ def test_a_file_that_grows_past_the_limit_while_read_is_refused(
         info[6] = 5
         return os.stat_result(info)
 
-    monkeypatch.setattr(os, "fstat", fstat)
+    replace_os(monkeypatch, fstat=fstat)
     with pytest.raises(InvalidInput) as exc:
         read_file(ws, "log", 10)
     assert refusal(exc) == "log is larger than 10 bytes"

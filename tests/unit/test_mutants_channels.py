@@ -6,7 +6,9 @@ platform that went away."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from types import SimpleNamespace
 from typing import Any
 
 import msgspec
@@ -14,6 +16,7 @@ import pytest
 
 from agentsvc_core.entities import Message
 from agentsvc_core.errors import Conflict, DomainError, InvalidInput, NotFound, Upstream
+from agentsvc_core.ports import TextDelta
 from agentsvc_core.ports.channel_platforms import (
     Connected,
     DeliveryFailed,
@@ -22,6 +25,7 @@ from agentsvc_core.ports.channel_platforms import (
     PlatformNotConfigured,
 )
 from agentsvc_core.use_cases.channels import ChannelChanges, ChannelDraft
+from agentsvc_core.use_cases.channels import answer as answer_module
 from agentsvc_core.use_cases.channels.answer import pairing_text
 from agentsvc_core.use_cases.channels.inbound import (
     ANSWER_JOB,
@@ -38,7 +42,7 @@ from agentsvc_core.use_cases.channels.manage import (
 )
 from agentsvc_core.use_cases.channels.transitions import MAX_ATTEMPTS
 from tests.unit.channels_world import busy, channel_world
-from tests.unit.turn_world import BOX, WHO, Script, says
+from tests.unit.turn_world import BOX, HANG, WHO, Script, says
 
 pytestmark = pytest.mark.anyio
 
@@ -727,3 +731,85 @@ async def test_a_redelivery_queues_again_only_what_was_never_taken() -> None:
     await w.message(c, "e1")
     assert w.jobs.queued == []
     assert len(w.platform.sent) == 1
+
+
+# --- the dates each write carries, a channel changed meanwhile, a stopped turn -------
+
+
+async def test_each_write_is_dated_when_it_is_made() -> None:
+    w = await channel_world()
+    c = await w.channel()
+    clock = w.turn.clock
+    w.platform.outcomes = [DeliveryFailed("down", permanent=False)]
+    await w.message(c, "e1")
+    clock.advance(60)
+    await w.run_jobs()  # answered, then a delivery to try again
+    assert (await w.event(c, "e1")).updated_at == clock.now()
+    w.platform.outcomes = [DeliveryFailed("gone", permanent=True)]
+    clock.advance(60)
+    await w.run_event(c, "e1")
+    assert (await w.event(c, "e1")).updated_at == clock.now()
+    assert (await w.fresh(c)).updated_at == clock.now()  # the channel's error
+    await w.message(c, "e2", chat_id="here")
+    clock.advance(60)
+    await w.run_jobs()  # delivered: the channel connected again
+    assert (await w.event(c, "e2")).updated_at == clock.now()
+    again = await w.fresh(c)
+    assert (again.status, again.updated_at) == ("connected", clock.now())
+
+
+async def test_a_channel_whose_status_changed_meanwhile_keeps_it() -> None:
+    """A reply delivered after a failure connects the channel again only if it
+    still says ``error``: a status set meanwhile (here by hand) stays."""
+    w = await channel_world()
+    c = await w.channel()
+    w.platform.outcomes = [DeliveryFailed("gone", permanent=True)]
+    await w.message(c, "e1")
+    await w.run_jobs()
+    send = w.platform.send
+
+    async def sending(*args: Any) -> Any:
+        await w.store.modify(
+            c.org_id,
+            c.id,
+            lambda ch: msgspec.structs.replace(ch, status="disconnected", status_reason="by hand"),
+        )
+        return await send(*args)
+
+    w.platform.send = sending  # type: ignore[method-assign,assignment]
+    await w.message(c, "e2")
+    await w.run_jobs()
+    assert (await w.event(c, "e2")).state == "done"
+    kept = await w.fresh(c)
+    assert (kept.status, kept.status_reason) == ("disconnected", "by hand")
+
+
+async def test_a_stopped_turn_fails_its_message_saying_so() -> None:
+    w = await channel_world([TextDelta("so far"), HANG])
+    c = await w.channel()
+    await w.message(c, "e1")
+    job = asyncio.create_task(w.run_jobs())
+    await asyncio.wait_for(w.turn.model.waiting.wait(), 5)
+    assert await w.turn.conversation.stop(WHO, await w.thread_of(c)) is True
+    assert await asyncio.wait_for(job, 5) == [None]
+    event = await w.event(c, "e1")
+    assert (event.state, event.error) == ("failed", "no reply: the turn was stopped")
+    assert w.platform.sent == []
+
+
+async def test_a_pairing_code_is_six_digits_drawn_from_a_million(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    bounds: list[int] = []
+
+    def randbelow(bound: int) -> int:
+        bounds.append(bound)
+        return 4242
+
+    monkeypatch.setattr(answer_module, "secrets", SimpleNamespace(randbelow=randbelow))
+    w = await channel_world()
+    c = await w.channel(dm_policy="pairing")
+    await w.message(c, "e1", "hello?")
+    await w.run_jobs()
+    (contact,), _ = await w.channels.contacts(WHO, w.turn.agent.id, c.id, before=None, limit=5)
+    assert (bounds, contact.pairing_code) == ([10**6], "004242")

@@ -18,14 +18,13 @@ from litestar.response import Stream
 
 from agentsvc_core.use_cases.sequenced import Sequenced
 from agentsvc_web.schemas import copied
-from agentsvc_web.sse import KEEPALIVE, MAX_EVENT_ID, SSE_HEADERS, event_id
+from agentsvc_web.sse import KEEPALIVE, MAX_EVENT_ID, SSE_HEADERS
 
 __all__ = [
     "After",
     "EventLimit",
     "SequencedEventOut",
     "followed",
-    "seen",
     "sequenced_frames",
     "wants_live",
 ]
@@ -71,12 +70,6 @@ async def sequenced_frames(
 def wants_live(request: Request[Any, Any, Any]) -> bool:
     """Whether the client asks for the live stream (``Accept: text/event-stream``)."""
     return "text/event-stream" in request.headers.get("accept", "")
-
-
-def seen(last_event_id: str, after: int) -> int:
-    """Where a live read starts: the ``Last-Event-ID`` a re-attaching client sends,
-    else the ``after`` query parameter."""
-    return event_id(last_event_id) if last_event_id else after
 
 
 def followed(feed: AsyncIterator[list[Any] | None], out: type[SequencedEventOut]) -> Any:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import msgspec
 from litestar.enums import MediaType
@@ -65,6 +65,16 @@ def event_id(raw: str) -> int:
     if not text.isascii() or not text.isdigit() or int(text) > MAX_EVENT_ID:
         raise InvalidInput("Last-Event-ID", "must be the id of an event of the stream (a number)")
     return int(text)
+
+
+_After = TypeVar("_After", int, int | None)
+
+
+def resume_from(last_event_id: str, after: _After) -> _After:
+    """Where a stream that re-attaches starts: after the ``Last-Event-ID`` a client
+    sends back, else after the ``after`` query parameter (a multiplayer thread's
+    None: from now)."""
+    return event_id(last_event_id) if last_event_id else after
 
 
 async def sse_frames(

@@ -37,10 +37,9 @@ from agentsvc_web.sequenced import (
     EventLimit,
     SequencedEventOut,
     followed,
-    seen,
     wants_live,
 )
-from agentsvc_web.sse import LastEventId
+from agentsvc_web.sse import LastEventId, resume_from
 
 __all__ = ["CodeAgentsController", "CodeSessionsController"]
 
@@ -354,7 +353,7 @@ class CodeSessionsController(Controller):
     ) -> Response[SessionEventsOut]:
         who = principal_of(request)
         if wants_live(request):
-            start = seen(last_event_id, after)
+            start = resume_from(last_event_id, after)
             keepalive = request.app.state.sse_keepalive_s
             feed = await code_sessions.follow(who, session_id, start, keepalive)
             return followed(feed, SessionEventOut)  # type: ignore[no-any-return]

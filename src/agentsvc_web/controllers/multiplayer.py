@@ -28,7 +28,7 @@ from agentsvc_core.use_cases.multiplayer.events import ThreadEvents, ThreadFeed
 from agentsvc_web.auth import principal_of
 from agentsvc_web.openapi import errors
 from agentsvc_web.schemas import copied
-from agentsvc_web.sse import KEEPALIVE, SSE_HEADERS, LastEventId, event_id
+from agentsvc_web.sse import KEEPALIVE, SSE_HEADERS, LastEventId, resume_from
 
 Req = Request[Any, Any, Any]
 
@@ -141,7 +141,7 @@ class ThreadEventsController(Controller):
         after: Annotated[int | None, QueryParameter(name="after", ge=0, le=MAX_OFFSET)] = None,
         last_event_id: LastEventId = "",
     ) -> Stream:
-        seen = event_id(last_event_id) if last_event_id else after
+        seen = resume_from(last_event_id, after)
         feed = await thread_events.follow(principal_of(request), thread_id, seen)
         return Stream(
             _frames(feed, request.app.state.sse_keepalive_s),

@@ -57,7 +57,7 @@ from agentsvc_web.sse import (
     SSE_HEADERS,
     LastEventId,
     SseStream,
-    event_id,
+    resume_from,
     sse_frames,
 )
 
@@ -334,7 +334,7 @@ class ThreadController(Controller):
         after: Annotated[int, QueryParameter(name="after", ge=0, le=MAX_EVENT_ID)] = 0,
         last_event_id: LastEventId = "",
     ) -> SseStream:
-        seen = event_id(last_event_id) if last_event_id else after
+        seen = resume_from(last_event_id, after)
         source = await streams.follow(principal_of(request), thread_id, run_id, seen)
         return _sse(request, source, seen)
 

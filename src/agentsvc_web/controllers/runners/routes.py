@@ -58,8 +58,8 @@ from agentsvc_web.controllers.runners.schemas import (
 from agentsvc_web.controllers.skills import BindingOut, BindingsBody
 from agentsvc_web.openapi import errors
 from agentsvc_web.schemas import OkBody, read_cursor
-from agentsvc_web.sequenced import After, EventLimit, followed, seen, wants_live
-from agentsvc_web.sse import LastEventId
+from agentsvc_web.sequenced import After, EventLimit, followed, wants_live
+from agentsvc_web.sse import LastEventId, resume_from
 
 # --- routes -----------------------------------------------------------------------
 
@@ -410,7 +410,7 @@ class RunnerController(Controller):
     ) -> Response[RunEventsOut]:
         who = principal_of(request)
         if wants_live(request):
-            start = seen(last_event_id, after)
+            start = resume_from(last_event_id, after)
             keepalive = request.app.state.sse_keepalive_s
             feed = await runner_runs.follow(who, runner_id, run_id, start, keepalive)
             return followed(feed, RunEventOut)  # type: ignore[no-any-return]
